@@ -1,0 +1,46 @@
+"""jaxbio: differentiable, batched human biomechanics in JAX.
+
+Daily names (``import jaxbio as jb``): `SegmentTree`, `load_model`, `save_model`,
+`forward_kinematics`, `inverse_dynamics`, `segment_wrenches`, `mass_matrix`, `bias_forces`,
+`gravity_forces`, `forward_dynamics`, `kinetic_energy`, `potential_energy`, `center_of_mass`,
+and the `quaternion` module. Every function is a pure function of one sample; batch with
+`jax.vmap`. Importing jaxbio changes no global JAX configuration: enable float64 yourself with
+``jax.config.update("jax_enable_x64", True)`` for validation work.
+"""
+
+from jaxbio import quaternion, spatial
+from jaxbio.dynamics import (
+    bias_forces,
+    center_of_mass,
+    forward_dynamics,
+    forward_kinematics,
+    gravity_forces,
+    inverse_dynamics,
+    kinetic_energy,
+    mass_matrix,
+    potential_energy,
+    segment_wrenches,
+)
+from jaxbio.model import load_model, save_model, shipped_models
+from jaxbio.tree import SegmentTree
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "SegmentTree",
+    "bias_forces",
+    "center_of_mass",
+    "forward_dynamics",
+    "forward_kinematics",
+    "gravity_forces",
+    "inverse_dynamics",
+    "kinetic_energy",
+    "load_model",
+    "mass_matrix",
+    "potential_energy",
+    "quaternion",
+    "save_model",
+    "segment_wrenches",
+    "shipped_models",
+    "spatial",
+]

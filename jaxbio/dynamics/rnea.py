@@ -1,0 +1,126 @@
+"""Newton–Euler wrench recursion in the global frame (Dumas et al. 2004; seed 001 eq. 2).
+
+For every segment ``i`` (attitude quaternion ``Q_i``, attitude matrix ``R_i`` of seed 001 eq. 1)
+the wrench it receives from its parent through its joint, about the joint centre ``P_i``, is
+
+    F_i = m_i (a_Ci − g) − F_ext,i + Σ_children F_c
+    M_i = I_i α_i + ω_i × I_i ω_i + c_i × m_i (a_Ci − g) − M_ext,i
+          + Σ_children (M_c + (P_c − P_i) × F_c)
+
+with ``I_i = R_i I_i^body R_iᵀ`` the inertia rotated to the global frame and ``c_i = R_i com_i``.
+This is eq. 2 written about the proximal joint centre, with the children's (distal) wrenches
+transported as in seed 001 eq. 3. Trees are processed by hierarchy level (seed 001 §3.3): all
+segments of one depth at once, deepest first.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike, Float
+
+from jaxbio import quaternion as quat
+from jaxbio.dynamics._checks import as_external, as_state, finite
+from jaxbio.dynamics._levels import backward_pass, levels_of, take_level
+from jaxbio.dynamics.kinematics import segment_motion
+from jaxbio.spatial import cross, dot, matvec
+from jaxbio.tree import SegmentTree
+
+__all__ = ["inverse_dynamics", "segment_wrenches", "rnea"]
+
+External = Optional[tuple[Float[ArrayLike, "n 3"], Float[ArrayLike, "n 3"]]]
+
+
+def world_inertia_times(attitude, inertia_body, v):
+    """``R I Rᵀ v`` for world-frame ``v``: rotate into the body, multiply, rotate back."""
+    vb = quat.rotate(quat.conjugate(attitude), v)
+    return quat.rotate(attitude, matvec(inertia_body, vb))
+
+
+def rnea(tree: SegmentTree, q, qd, qdd, external=None):
+    """Unchecked core: ``(tau, forces, moments, motion)``; see `segment_wrenches`."""
+    mo = segment_motion(tree, q, qd, qdd, gravity_as_base=True)
+    c = quat.rotate(mo.attitude, tree.coms)
+    a_com = mo.acceleration + cross(mo.alpha, c) + cross(mo.omega, cross(mo.omega, c))
+    f_own = tree.masses[:, None] * a_com  # m (a_C − g)
+    i_alpha = world_inertia_times(mo.attitude, tree.inertias, mo.alpha)
+    i_omega = world_inertia_times(mo.attitude, tree.inertias, mo.omega)
+    m_own = i_alpha + cross(mo.omega, i_omega) + cross(c, f_own)
+    if external is not None:
+        f_own = f_own - external[0]
+        m_own = m_own - external[1]
+
+    lv = levels_of(tree.parents)
+
+    def transport(total, lev):  # child wrench → about the parent's origin
+        f, m = total
+        r = take_level(mo.offset, lv.members[lev])
+        return f, m + cross(r, f)
+
+    forces, moments = backward_pass(lv, (f_own, m_own), transport)
+    rev = jnp.asarray(tree.is_revolute)
+    tau = jnp.where(rev, dot(mo.axis, moments), dot(mo.axis, forces))
+    return tau, forces, moments, mo
+
+
+def inverse_dynamics(
+    tree: SegmentTree,
+    q: Float[ArrayLike, " n"],
+    qd: Float[ArrayLike, " n"],
+    qdd: Float[ArrayLike, " n"],
+    external: External = None,
+    *,
+    check: bool = False,
+) -> Float[Array, " n"]:
+    """Generalised forces that produce ``qdd`` at ``(q, qd)``: the wrench recursion (seed 001 eq. 2).
+
+    Args:
+        tree: the model.
+        q: ``(n,)`` rad / m, generalised coordinates.
+        qd: ``(n,)`` rad/s / m/s, generalised velocities.
+        qdd: ``(n,)`` rad/s² / m/s², generalised accelerations.
+        external: optional ``(forces, moments)``, each ``(n, 3)``, world frame: N applied to each
+            segment, and N·m about that segment's origin (its joint centre).
+        check: if true, NaN/inf in any input or in the result raise at run time
+            (`equinox.error_if`, works under jit); shapes are always checked before tracing.
+
+    Returns:
+        ``tau`` ``(n,)`` N·m / N: joint moment (revolute) or force (prismatic) on each segment
+        from its parent, positive along the joint axis.
+    """
+    q, qd, qdd, external = _inputs(tree, q, qd, qdd, external, check)
+    tau = rnea(tree, q, qd, qdd, external)[0]
+    return _out(tau, "inverse_dynamics result", check)
+
+
+def segment_wrenches(
+    tree: SegmentTree,
+    q: Float[ArrayLike, " n"],
+    qd: Float[ArrayLike, " n"],
+    qdd: Float[ArrayLike, " n"],
+    external: External = None,
+    *,
+    check: bool = False,
+) -> tuple[Float[Array, "n 3"], Float[Array, "n 3"]]:
+    """The wrench each segment receives from its parent through its joint.
+
+    Same arguments as `inverse_dynamics`. Returns ``forces`` ``(n, 3)`` N and ``moments``
+    ``(n, 3)`` N·m about the joint centre, both in the world frame: the joint reaction force and
+    the net joint moment of seeds 001 and 003 (the component of ``moments`` along a revolute
+    joint's axis is its ``tau``; the rest is carried by the joint's structure).
+    """
+    q, qd, qdd, external = _inputs(tree, q, qd, qdd, external, check)
+    _, forces, moments, _ = rnea(tree, q, qd, qdd, external)
+    return _out(forces, "segment forces", check), _out(moments, "segment moments", check)
+
+
+def _inputs(tree, q, qd, qdd, external, check):
+    q = as_state(tree, q, "q", check)
+    qd = as_state(tree, qd, "qd", check)
+    qdd = as_state(tree, qdd, "qdd", check)
+    return q, qd, qdd, as_external(tree, external, check)
+
+
+def _out(x, name, check):
+    return finite(x, name) if check else x

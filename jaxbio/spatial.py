@@ -1,0 +1,50 @@
+"""Small pure functions on ``(..., 3)`` vectors and ``(..., 3, 3)`` matrices.
+
+Written with elementwise products and sums (no ``dot``/``matmul``), so XLA fuses them with
+their neighbours and a GPU in float32 does not round them through TF32.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike, Float
+
+__all__ = ["cross", "dot", "matvec", "skew"]
+
+
+def cross(a: Float[ArrayLike, "... 3"], b: Float[ArrayLike, "... 3"]) -> Float[Array, "... 3"]:
+    """``a × b``."""
+    a = jnp.asarray(a)
+    b = jnp.asarray(b)
+    return jnp.stack(
+        [
+            a[..., 1] * b[..., 2] - a[..., 2] * b[..., 1],
+            a[..., 2] * b[..., 0] - a[..., 0] * b[..., 2],
+            a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0],
+        ],
+        axis=-1,
+    )
+
+
+def dot(a: Float[ArrayLike, "... 3"], b: Float[ArrayLike, "... 3"]) -> Float[Array, "..."]:
+    """``a · b`` over the last axis."""
+    a = jnp.asarray(a)
+    b = jnp.asarray(b)
+    return a[..., 0] * b[..., 0] + a[..., 1] * b[..., 1] + a[..., 2] * b[..., 2]
+
+
+def matvec(A: Float[ArrayLike, "... 3 3"], v: Float[ArrayLike, "... 3"]) -> Float[Array, "... 3"]:
+    """``A @ v`` for 3×3 ``A``, unrolled."""
+    A = jnp.asarray(A)
+    v = jnp.asarray(v)
+    return jnp.stack([dot(A[..., i, :], v) for i in range(3)], axis=-1)
+
+
+def skew(v: Float[ArrayLike, "... 3"]) -> Float[Array, "... 3 3"]:
+    """The skew-symmetric matrix ``ṽ`` with ``ṽ u = v × u`` (seed 001 §2.2)."""
+    v = jnp.asarray(v)
+    z = jnp.zeros_like(v[..., 0])
+    x, y, w = v[..., 0], v[..., 1], v[..., 2]
+    return jnp.stack(
+        [jnp.stack([z, -w, y], -1), jnp.stack([w, z, -x], -1), jnp.stack([-y, x, z], -1)], axis=-2
+    )
