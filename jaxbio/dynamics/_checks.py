@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import functools
+
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 
 from jaxbio.tree import SegmentTree
+
+#: Decorator for the public dynamics functions: compiled on first call (so eager use is fast),
+#: inlined when called inside a user's own jit; ``check`` is a static flag.
+public = functools.partial(jax.jit, static_argnames=("check",))
 
 
 def finite(x, name: str):
@@ -34,10 +41,9 @@ def as_external(tree: SegmentTree, external, check: bool):
     """``external = (forces (n, 3), moments (n, 3))`` or None → the pair of arrays (or None)."""
     if external is None:
         return None
-    try:
-        forces, moments = external
-    except (TypeError, ValueError):
-        raise ValueError("external must be a pair (forces (n, 3), moments (n, 3)) of world-frame arrays") from None
+    if not isinstance(external, (tuple, list)) or len(external) != 2:
+        raise ValueError("external must be a pair (forces (n, 3), moments (n, 3)) of world-frame arrays")
+    forces, moments = external
     n = tree.nq
     forces = as_state(tree, forces, "external forces", check, (n, 3))
     moments = as_state(tree, moments, "external moments", check, (n, 3))

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import quaternion as quat
-from jaxbio.dynamics._checks import as_state, finite
+from jaxbio.dynamics._checks import public, as_state, finite
 from jaxbio.dynamics.kinematics import segment_motion
 from jaxbio.dynamics.rnea import world_inertia_times
 from jaxbio.spatial import cross, dot
@@ -21,6 +21,7 @@ def segment_coms(tree: SegmentTree, q) -> Float[Array, "n 3"]:
     return mo.position + quat.rotate(mo.attitude, tree.coms)
 
 
+@public
 def kinetic_energy(
     tree: SegmentTree, q: Float[ArrayLike, " n"], qd: Float[ArrayLike, " n"], *, check: bool = False
 ) -> Float[Array, ""]:
@@ -35,6 +36,7 @@ def kinetic_energy(
     return finite(t, "kinetic_energy result") if check else t
 
 
+@public
 def potential_energy(tree: SegmentTree, q: Float[ArrayLike, " n"], *, check: bool = False) -> Float[Array, ""]:
     """``V(q) = −Σ m_i g · c_i`` J (zero with every COM at the world origin)."""
     q = as_state(tree, q, "q", check)
@@ -42,6 +44,7 @@ def potential_energy(tree: SegmentTree, q: Float[ArrayLike, " n"], *, check: boo
     return finite(v, "potential_energy result") if check else v
 
 
+@public
 def center_of_mass(tree: SegmentTree, q: Float[ArrayLike, " n"], *, check: bool = False) -> Float[Array, "3"]:
     """Whole-body centre of mass ``(3,)`` m, world frame."""
     q = as_state(tree, q, "q", check)

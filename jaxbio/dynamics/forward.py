@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 from jaxtyping import Array, ArrayLike, Float
 
-from jaxbio.dynamics._checks import as_external, as_state, finite
+from jaxbio.dynamics._checks import public, as_external, as_state, finite
 from jaxbio.dynamics.mass_matrix import mass_matrix
 from jaxbio.dynamics.rnea import External, rnea
 from jaxbio.tree import SegmentTree
@@ -14,6 +14,7 @@ from jaxbio.tree import SegmentTree
 __all__ = ["forward_dynamics"]
 
 
+@public
 def forward_dynamics(
     tree: SegmentTree,
     q: Float[ArrayLike, " n"],

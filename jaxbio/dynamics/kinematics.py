@@ -9,7 +9,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import quaternion as quat
-from jaxbio.dynamics._checks import as_state
+from jaxbio.dynamics._checks import public, as_state
 from jaxbio.dynamics._levels import forward_pass, levels_of
 from jaxbio.spatial import cross
 from jaxbio.tree import SegmentTree
@@ -98,6 +98,7 @@ def segment_motion(tree: SegmentTree, q, qd=None, qdd=None, *, gravity_as_base: 
     return SegmentMotion(**out)
 
 
+@public
 def forward_kinematics(
     tree: SegmentTree, q: Float[ArrayLike, " n"], *, check: bool = False
 ) -> tuple[Float[Array, "n 3"], Float[Array, "n 4"]]:

@@ -15,7 +15,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import quaternion as quat
-from jaxbio.dynamics._checks import as_state, finite
+from jaxbio.dynamics._checks import public, as_state, finite
 from jaxbio.dynamics.kinematics import segment_motion
 from jaxbio.dynamics.rnea import rnea, world_inertia_times
 from jaxbio.spatial import cross, dot
@@ -38,6 +38,7 @@ def com_jacobians(tree: SegmentTree, q) -> tuple[Float[Array, "n n 3"], Float[Ar
     return jv, jw, mo
 
 
+@public
 def mass_matrix(tree: SegmentTree, q: Float[ArrayLike, " n"], *, check: bool = False) -> Float[Array, "n n"]:
     """Joint-space inertia matrix ``M(q)`` ``(n, n)`` (kg·m², kg·m, kg by coordinate type),
     symmetric positive-definite, so that ``T = ½ qdᵀ M qd``."""
@@ -55,6 +56,7 @@ def mass_matrix(tree: SegmentTree, q: Float[ArrayLike, " n"], *, check: bool = F
     return finite(M, "mass_matrix result") if check else M
 
 
+@public
 def bias_forces(
     tree: SegmentTree, q: Float[ArrayLike, " n"], qd: Float[ArrayLike, " n"], *, check: bool = False
 ) -> Float[Array, " n"]:
@@ -65,6 +67,7 @@ def bias_forces(
     return finite(out, "bias_forces result") if check else out
 
 
+@public
 def gravity_forces(tree: SegmentTree, q: Float[ArrayLike, " n"], *, check: bool = False) -> Float[Array, " n"]:
     """``g(q)`` ``(n,)`` N·m / N: the generalised forces that hold the model still against gravity
     (``g = ∂V/∂q``)."""

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import quaternion as quat
-from jaxbio.dynamics._checks import as_external, as_state, finite
+from jaxbio.dynamics._checks import public, as_external, as_state, finite
 from jaxbio.dynamics._levels import backward_pass, levels_of, take_level
 from jaxbio.dynamics.kinematics import segment_motion
 from jaxbio.spatial import cross, dot, matvec
@@ -64,6 +64,7 @@ def rnea(tree: SegmentTree, q, qd, qdd, external=None):
     return tau, forces, moments, mo
 
 
+@public
 def inverse_dynamics(
     tree: SegmentTree,
     q: Float[ArrayLike, " n"],
@@ -94,6 +95,7 @@ def inverse_dynamics(
     return _out(tau, "inverse_dynamics result", check)
 
 
+@public
 def segment_wrenches(
     tree: SegmentTree,
     q: Float[ArrayLike, " n"],

@@ -1,0 +1,61 @@
+"""Model dicts built inside the tests (independent of the shipped JSON files)."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+
+def double_pendulum_dict(m1=1.0, m2=1.0, l1=1.0, l2=0.5) -> dict:
+    """Seed 004's two uniform rods hanging along -y, planar (gravity -y, axes +z)."""
+
+    def rod(name, parent, origin, m, length):
+        return {
+            "name": name,
+            "parent": parent,
+            "joint": {"type": "revolute", "axis": [0, 0, 1], "origin": origin, "orientation": [1, 0, 0, 0]},
+            "mass": m,
+            "com": [0, -length / 2, 0],
+            "inertia": [[m * length**2 / 12, 0, 0], [0, 1e-6, 0], [0, 0, m * length**2 / 12]],
+        }
+
+    return {
+        "format": "jaxbio-model",
+        "version": 1,
+        "name": "double_pendulum_test",
+        "gravity": [0, -9.81, 0],
+        "segments": [rod("rod1", None, [0, 0, 0], m1, l1), rod("rod2", "rod1", [0, -l1, 0], m2, l2)],
+    }
+
+
+def random_inertia(rng) -> np.ndarray:
+    """SPD, triangle inequality satisfied, randomly rotated."""
+    a, b = rng.uniform(0.01, 0.2, 2)
+    c = rng.uniform(abs(a - b) + 1e-3, a + b)
+    R = Rotation.random(random_state=int(rng.integers(1 << 31))).as_matrix()
+    return R @ np.diag([a, b, c]) @ R.T
+
+
+def random_model_dict(rng, n: int, chain: bool = False) -> dict:
+    """A random tree: parents among earlier segments, mixed joint types, arbitrary axes/frames."""
+    segs = []
+    for i in range(n):
+        parent = None if i == 0 else (f"s{i - 1}" if chain else (None if rng.random() < 0.1 else f"s{rng.integers(i)}"))
+        axis = rng.normal(size=3)
+        axis /= np.linalg.norm(axis)
+        segs.append(
+            {
+                "name": f"s{i}",
+                "parent": parent,
+                "joint": {
+                    "type": "prismatic" if rng.random() < 0.25 else "revolute",
+                    "axis": axis.tolist(),
+                    "origin": rng.uniform(-0.5, 0.5, 3).tolist(),
+                    "orientation": Rotation.random(random_state=int(rng.integers(1 << 31))).as_quat()[[3, 0, 1, 2]].tolist(),
+                },
+                "mass": float(rng.uniform(0.5, 5.0)),
+                "com": rng.uniform(-0.3, 0.3, 3).tolist(),
+                "inertia": random_inertia(rng).tolist(),
+            }
+        )
+    return {"name": f"random{n}", "gravity": [0, 0, -9.81], "segments": segs}
