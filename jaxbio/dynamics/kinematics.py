@@ -5,16 +5,14 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from jaxbio import quaternion as quat
+from jaxbio.dynamics import _soa as soa
 from jaxbio.dynamics._checks import public, as_state
 from jaxbio.dynamics._levels import forward_pass, levels_of
-from jaxbio.spatial import cross
 from jaxbio.tree import SegmentTree
 
-__all__ = ["forward_kinematics", "SegmentMotion", "segment_motion"]
+__all__ = ["forward_kinematics", "SegmentMotion", "segment_motion", "motion_soa"]
 
 
 class SegmentMotion(NamedTuple):
@@ -37,65 +35,74 @@ class SegmentMotion(NamedTuple):
     offset: Array
 
 
-def _local_joint(tree: SegmentTree, q):
-    """Per-segment joint transform in the parent frame: quaternion ``(n, 4)``, translation ``(n, 3)``."""
-    rev = np.asarray(tree.is_revolute)
-    angle = jnp.where(rev, q, jnp.zeros_like(q))
-    slide = jnp.where(rev, jnp.zeros_like(q), q)
-    joint_q = quat.from_axis_angle(tree.axes, angle)
-    local_q = quat.multiply(tree.orientations, joint_q)
-    local_t = tree.origins + quat.rotate(tree.orientations, tree.axes * slide[:, None])
-    return local_q, local_t
-
-
-def segment_motion(tree: SegmentTree, q, qd=None, qdd=None, *, gravity_as_base: bool = False) -> SegmentMotion:
+def motion_soa(tree: SegmentTree, q, qd=None, qdd=None, *, gravity_as_base: bool = False) -> dict:
     """Proximal → distal pass of the recursion (seed 001 §2.2, attitudes by quaternion).
 
-    With ``gravity_as_base`` the world is given the acceleration ``-g``, so that each segment's
-    ``acceleration`` is ``a − g`` as it enters seed 001 eq. 2.
+    Returns a dict of structure-of-arrays tuples (see `_soa`), each component ``(n,)``, with the
+    keys of `SegmentMotion`. With ``gravity_as_base`` the world is given the acceleration
+    ``−g``, so that each segment's ``acceleration`` is ``a − g`` as it enters seed 001 eq. 2.
+
+    Segment ``i`` with parent ``p`` (world quantities; ``s`` the joint axis, ``r`` the offset
+    from the parent's origin):
+    ``Q_i = Q_p ⊗ O_i ⊗ J(q_i)``, ``ω_i = ω_p + s q̇`` (revolute),
+    ``v_i = v_p + ω_p × r + s q̇`` (prismatic),
+    ``α_i = α_p + s q̈ + ω_p × s q̇`` (revolute),
+    ``a_i = a_p + α_p × r + ω_p × (ω_p × r) + s q̈ + 2 ω_p × s q̇`` (the last two prismatic).
     """
     dtype = jnp.result_type(tree.axes, q)
     zeros = jnp.zeros_like(q)
     qd = zeros if qd is None else qd
     qdd = zeros if qdd is None else qdd
     rev = jnp.asarray(tree.is_revolute)
-    local_q, local_t = _local_joint(tree, q)
+    axis = soa.split(tree.axes, 3)
+    orient = soa.split(tree.orientations, 4)
+    # local joint transform in the parent frame
+    half = 0.5 * jnp.where(rev, q, 0.0)
+    c, s_ = jnp.cos(half), jnp.sin(half)
+    local_q = soa.qmul(orient, (c, s_ * axis[0], s_ * axis[1], s_ * axis[2]))
+    slide = jnp.where(rev, 0.0, q)
+    local_t = soa.add(soa.split(tree.origins, 3), soa.qrot(orient, soa.scale(axis, slide)))
+
     lv = levels_of(tree.parents)
-    z3 = jnp.zeros(3, dtype)
+    z = jnp.zeros((), dtype)
+    g = soa.split(tree.gravity.astype(dtype), 3)
     root = dict(
-        attitude=quat.identity(dtype),
-        position=z3,
-        omega=z3,
-        velocity=z3,
-        alpha=z3,
-        acceleration=-tree.gravity.astype(dtype) if gravity_as_base else z3,
+        attitude=(jnp.ones((), dtype), z, z, z),
+        position=(z, z, z),
+        omega=(z, z, z),
+        velocity=(z, z, z),
+        alpha=(z, z, z),
+        acceleration=(-g[0], -g[1], -g[2]) if gravity_as_base else (z, z, z),
     )
-    local = dict(q=local_q, t=local_t, axis=tree.axes, qd=qd, qdd=qdd, rev=rev)
+    local = dict(q=local_q, t=local_t, axis=axis, qd=qd, qdd=qdd, rev=rev)
 
     def step(par, loc):
-        att = quat.multiply(par["attitude"], loc["q"])
-        offset = quat.rotate(par["attitude"], loc["t"])
-        pos = par["position"] + offset
-        s = quat.rotate(att, loc["axis"])
+        att = soa.qmul(par["attitude"], loc["q"])
+        offset = soa.qrot(par["attitude"], loc["t"])
+        s = soa.qrot(att, loc["axis"])
         w_p = par["omega"]
-        r = loc["rev"][:, None]
-        sqd = s * loc["qd"][:, None]
-        sqdd = s * loc["qdd"][:, None]
-        w_x_sqd = cross(w_p, sqd)
-        omega = w_p + jnp.where(r, sqd, 0.0)
-        vel = par["velocity"] + cross(w_p, offset) + jnp.where(r, 0.0, sqd)
-        alpha = par["alpha"] + jnp.where(r, sqdd + w_x_sqd, 0.0)
-        acc = (
-            par["acceleration"]
-            + cross(par["alpha"], offset)
-            + cross(w_p, cross(w_p, offset))
-            + jnp.where(r, 0.0, sqdd + 2.0 * w_x_sqd)
+        r = loc["rev"]
+        zero = (0.0, 0.0, 0.0)
+        sqd = soa.scale(s, loc["qd"])
+        sqdd = soa.scale(s, loc["qdd"])
+        w_x_sqd = soa.cross(w_p, sqd)
+        omega = soa.add(w_p, soa.where(r, sqd, zero))
+        vel = soa.add(soa.add(par["velocity"], soa.cross(w_p, offset)), soa.where(r, zero, sqd))
+        alpha = soa.add(par["alpha"], soa.where(r, soa.add(sqdd, w_x_sqd), zero))
+        acc = soa.add(
+            soa.add(par["acceleration"], soa.cross(par["alpha"], offset)),
+            soa.add(soa.cross(w_p, soa.cross(w_p, offset)), soa.where(r, zero, soa.add(sqdd, soa.scale(w_x_sqd, 2.0)))),
         )
-        return dict(attitude=att, position=pos, axis=s, omega=omega, velocity=vel, alpha=alpha,
-                    acceleration=acc, offset=offset)
+        return dict(attitude=att, position=soa.add(par["position"], offset), axis=s, omega=omega,
+                    velocity=vel, alpha=alpha, acceleration=acc, offset=offset)
 
-    out = forward_pass(lv, local, root, step)
-    return SegmentMotion(**out)
+    return forward_pass(lv, local, root, step)
+
+
+def segment_motion(tree: SegmentTree, q, qd=None, qdd=None, *, gravity_as_base: bool = False) -> SegmentMotion:
+    """`motion_soa` with every quantity stacked to ``(n, 3)`` / ``(n, 4)`` arrays."""
+    out = motion_soa(tree, q, qd, qdd, gravity_as_base=gravity_as_base)
+    return SegmentMotion(**{k: soa.join(v) for k, v in out.items()})
 
 
 @public

@@ -22,9 +22,10 @@ from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import quaternion as quat
 from jaxbio.dynamics._checks import public, as_external, as_state, finite
-from jaxbio.dynamics._levels import backward_pass, levels_of, take_level
-from jaxbio.dynamics.kinematics import segment_motion
-from jaxbio.spatial import cross, dot, matvec
+from jaxbio.dynamics._levels import backward_pass, levels_of
+from jaxbio.dynamics import _soa as soa
+from jaxbio.dynamics.kinematics import motion_soa
+from jaxbio.spatial import matvec
 from jaxbio.tree import SegmentTree
 
 __all__ = ["inverse_dynamics", "segment_wrenches", "rnea"]
@@ -33,35 +34,41 @@ External = Optional[tuple[Float[ArrayLike, "n 3"], Float[ArrayLike, "n 3"]]]
 
 
 def world_inertia_times(attitude, inertia_body, v):
-    """``R I Rᵀ v`` for world-frame ``v``: rotate into the body, multiply, rotate back."""
+    """``R I Rᵀ v`` for world-frame ``v`` (arrays ``(..., 4)``, ``(..., 3, 3)``, ``(..., 3)``):
+    rotate into the body, multiply, rotate back."""
     vb = quat.rotate(quat.conjugate(attitude), v)
     return quat.rotate(attitude, matvec(inertia_body, vb))
 
 
 def rnea(tree: SegmentTree, q, qd, qdd, external=None):
-    """Unchecked core: ``(tau, forces, moments, motion)``; see `segment_wrenches`."""
-    mo = segment_motion(tree, q, qd, qdd, gravity_as_base=True)
-    c = quat.rotate(mo.attitude, tree.coms)
-    a_com = mo.acceleration + cross(mo.alpha, c) + cross(mo.omega, cross(mo.omega, c))
-    f_own = tree.masses[:, None] * a_com  # m (a_C − g)
-    i_alpha = world_inertia_times(mo.attitude, tree.inertias, mo.alpha)
-    i_omega = world_inertia_times(mo.attitude, tree.inertias, mo.omega)
-    m_own = i_alpha + cross(mo.omega, i_omega) + cross(c, f_own)
+    """Unchecked core: ``(tau, forces, moments)`` with ``forces``/``moments`` ``(n, 3)``; see
+    `segment_wrenches`."""
+    mo = motion_soa(tree, q, qd, qdd, gravity_as_base=True)
+    att, w = mo["attitude"], mo["omega"]
+    c = soa.qrot(att, soa.split(tree.coms, 3))
+    a_com = soa.add(mo["acceleration"], soa.add(soa.cross(mo["alpha"], c), soa.cross(w, soa.cross(w, c))))
+    f_own = soa.scale(a_com, tree.masses)  # m (a_C − g)
+    inertia = soa.split(tree.inertias.reshape(tree.inertias.shape[:-2] + (9,)), 9)
+
+    def i_world(v):  # R I Rᵀ v
+        return soa.qrot(att, soa.matvec(inertia, soa.qrot_inv(att, v)))
+
+    m_own = soa.add(soa.add(i_world(mo["alpha"]), soa.cross(w, i_world(w))), soa.cross(c, f_own))
     if external is not None:
-        f_own = f_own - external[0]
-        m_own = m_own - external[1]
+        f_own = soa.sub(f_own, soa.split(external[0], 3))
+        m_own = soa.sub(m_own, soa.split(external[1], 3))
 
     lv = levels_of(tree.parents)
+    offset = mo["offset"]
 
-    def transport(total, lev):  # child wrench → about the parent's origin
+    def transport(total, r):  # child wrench → about the parent's origin
         f, m = total
-        r = take_level(mo.offset, lv.members[lev])
-        return f, m + cross(r, f)
+        return f, soa.add(m, soa.cross(r, f))
 
-    forces, moments = backward_pass(lv, (f_own, m_own), transport)
+    forces, moments = backward_pass(lv, (f_own, m_own), transport, offset)
     rev = jnp.asarray(tree.is_revolute)
-    tau = jnp.where(rev, dot(mo.axis, moments), dot(mo.axis, forces))
-    return tau, forces, moments, mo
+    tau = jnp.where(rev, soa.dot(mo["axis"], moments), soa.dot(mo["axis"], forces))
+    return tau, soa.join(forces), soa.join(moments)
 
 
 @public
@@ -113,7 +120,7 @@ def segment_wrenches(
     joint's axis is its ``tau``; the rest is carried by the joint's structure).
     """
     q, qd, qdd, external = _inputs(tree, q, qd, qdd, external, check)
-    _, forces, moments, _ = rnea(tree, q, qd, qdd, external)
+    _, forces, moments = rnea(tree, q, qd, qdd, external)
     return _out(forces, "segment forces", check), _out(moments, "segment moments", check)
 
 

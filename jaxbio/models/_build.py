@@ -1,0 +1,488 @@
+"""Generate the model files shipped in ``jaxbio/models`` (numpy only, deterministic).
+
+Run ``python -m jaxbio.models._build`` or ``python jaxbio/models/_build.py`` to (re)write
+``double_pendulum.json``, ``arm7.json``, ``sagittal11.json`` and ``wholebody.json`` next to this file.
+``--check`` writes nothing and exits with status 1 if a file on disk differs from what this script
+builds. The models, their coordinates and every modelling choice are described in ``README.md``.
+
+Format: the jaxbio model format, version 1 (API.md, "Model file format"): segment frame =
+parent frame · Translation(origin) · Rotation(orientation) · joint motion; ``com`` in the segment
+frame; ``inertia`` about the COM in the segment frame; one DOF per segment. Every frame built here
+has the world's orientation at q = 0, so all ``orientation`` quaternions are the identity.
+
+Frames. 3D models: x forward, y left, z up (gravity -z). Planar (sagittal) models: x forward,
+y up, z to the subject's right (gravity -y, revolute axes +z, counter-clockwise positive).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+DIGITS = 10  # significant digits written for the anthropometric models
+
+# ---------------------------------------------------------------------------------------------
+# Anthropometric data
+# ---------------------------------------------------------------------------------------------
+# de Leva P. (1996) Adjustments to Zatsiorsky-Seluyanov's segment inertia parameters.
+# J Biomech 29(9):1223-1230, Table 4, males. The reference subject of that table:
+BODY_MASS = 73.0  # kg
+STATURE = 1.741  # m
+
+
+class DeLevaRow(NamedTuple):
+    """One row of de Leva (1996) Table 4 (males), as printed.
+
+    ``length_mm``: mean distance between the two endpoints; ``mass``: % of body mass; ``com``: COM
+    position, % of the length from the row's *origin* endpoint (the first one named in the comment);
+    ``r_sagittal``, ``r_transverse``, ``r_longitudinal``: radii of gyration, % of the length.
+    """
+
+    length_mm: float
+    mass: float
+    com: float
+    r_sagittal: float
+    r_transverse: float
+    r_longitudinal: float
+
+
+# Endpoints (de Leva's abbreviations): VERT vertex, CERV cervicale (C7), XYPH xiphion, OMPH omphalion,
+# MIDH mid-point of the hip joint centres, SJC/EJC/WJC/HJC/KJC shoulder/elbow/wrist/hip/knee joint
+# centre, MET3 3rd metacarpale, LMAL lateral malleolus, HEEL heel, TTIP tip of the longest toe.
+# The upper-body rows are de Leva's alternative rows that use CERV, so that head, upper trunk and
+# whole trunk share the C7 endpoint; their masses are the same as in the main rows.
+DE_LEVA_MALE = {
+    "head": DeLevaRow(242.9, 6.94, 50.02, 30.3, 31.5, 26.1),  # VERT -> CERV
+    "trunk": DeLevaRow(603.3, 43.46, 51.38, 32.8, 30.6, 16.9),  # CERV -> MIDH
+    "upper_trunk": DeLevaRow(242.1, 15.96, 50.66, 50.5, 32.0, 46.5),  # CERV -> XYPH
+    "middle_trunk": DeLevaRow(215.5, 16.33, 45.02, 48.2, 38.3, 46.8),  # XYPH -> OMPH
+    "lower_trunk": DeLevaRow(145.7, 11.17, 61.15, 61.5, 55.1, 58.7),  # OMPH -> MIDH
+    "upper_arm": DeLevaRow(281.7, 2.71, 57.72, 28.5, 26.9, 15.8),  # SJC -> EJC
+    "forearm": DeLevaRow(268.9, 1.62, 45.74, 27.6, 26.5, 12.1),  # EJC -> WJC
+    "hand": DeLevaRow(86.2, 0.61, 79.00, 62.8, 51.3, 40.1),  # WJC -> MET3
+    "thigh": DeLevaRow(422.2, 14.16, 40.95, 32.9, 32.9, 14.9),  # HJC -> KJC
+    "shank": DeLevaRow(434.0, 4.33, 44.59, 25.5, 24.9, 10.3),  # KJC -> LMAL
+    "foot": DeLevaRow(258.1, 1.37, 44.15, 25.7, 24.5, 12.4),  # HEEL -> TTIP
+}
+# Same table, trunk measured MIDS (mid-point of the shoulder joint centres) -> MIDH: 515.5 mm.
+# Used only to place the shoulder joint centres above the mid-hip point.
+SHOULDER_ABOVE_MIDH = 0.5155  # m
+
+# Axes of the radii of gyration. de Leva (after Zatsiorsky) names three principal axes: the
+# longitudinal axis (along the segment), the "transverse" axis and the "sagittal" axis. We read them
+# anatomically: the transverse (= frontal, side-to-side) axis is the mediolateral axis, about which
+# sagittal-plane (flexion/extension) rotation happens; the sagittal axis lies in the sagittal plane,
+# perpendicular to the long axis (antero-posterior for upright segments, vertical for the foot).
+# The table itself supports this reading: the flat hand (palm in the frontal plane) has r_sag > r_trans
+# (62.8 > 51.3), the head, longer than it is wide, has r_trans > r_sag (37.6 > 36.2), and the trunk,
+# wider than it is deep, has r_sag > r_trans (37.2 > 34.7). Planar models therefore take Izz (the
+# mediolateral axis) from r_transverse. Other codes read the columns the other way round; the
+# difference is below 5 % except for the hand.
+
+# ---- Geometry that de Leva's table does not give (all for the reference male above) ----
+# Height of the ankle joint centre (taken at the lateral malleolus, de Leva's shank endpoint) above
+# the sole: 0.039 x stature, Winter D.A. (2009) Biomechanics and Motor Control of Human Movement,
+# 4th ed., Fig. 4.1 (segment lengths after Drillis & Contini 1966).
+ANKLE_HEIGHT = 0.039 * STATURE
+# Heel and metatarsophalangeal (MTP) joint along the sole, from the generic lower-limb model of
+# Delp et al. (1990) as distributed with OpenSim (gait2392 / gait10dof18musc.osim, opensim-models):
+# the calcaneus origin, taken as the heel point, lies 0.04877 m behind the ankle (subtalar joint
+# location in the talus), and the MTP joint 0.1788 m in front of it (mtp joint location in calcn).
+# We put both on de Leva's HEEL-TTIP line at sole level.
+HEEL_BEHIND_ANKLE = 0.04877  # m
+HEEL_TO_MTP = 0.1788  # m
+# Share of the foot mass carried by the toes, same model: toes / (talus + calcn + toes) =
+# 0.2166 / (0.1 + 1.25 + 0.2166) kg = 13.8 %. (A modelling assumption: de Leva gives one foot.)
+TOES_MASS_FRACTION = 0.2166 / (0.1 + 1.25 + 0.2166)
+# Lateral offset of each hip joint centre from MIDH: 0.0835 m, hip_r location in the pelvis of the
+# same OpenSim gait model (Delp et al. 1990).
+HIP_HALF_WIDTH = 0.0835  # m
+# Lateral offset of each shoulder joint centre from the midline: 0.17 m, r_shoulder location in the
+# thorax of OpenSim's arm26 model (after Holzbaur, Murray & Delp 2005).
+SHOULDER_HALF_WIDTH = 0.17  # m
+# Standing height of the hip joint centres: thigh + shank + ankle height (feet flat, sole at 0).
+HIP_HEIGHT = (DE_LEVA_MALE["thigh"].length_mm + DE_LEVA_MALE["shank"].length_mm) / 1000 + ANKLE_HEIGHT
+
+# A one-DOF link inside a multi-DOF joint must still have positive mass (the loader refuses zero):
+# these "virtual" segments carry 0.1 g and 1e-7 kg m^2, COM at their origin. Nothing is subtracted
+# from the anthropometric masses, so a model's total mass = anthropometric mass + n_virtual * 1e-4 kg.
+VIRTUAL_MASS = 1e-4  # kg
+VIRTUAL_INERTIA = 1e-7  # kg m^2, times the identity
+
+# ---------------------------------------------------------------------------------------------
+# Rigid-body helpers
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Body:
+    """Inertial parameters in one segment frame: ``mass`` kg, ``com`` (3,) m, ``inertia`` (3, 3)
+    kg m^2 about the COM."""
+
+    mass: float
+    com: np.ndarray
+    inertia: np.ndarray
+
+
+VIRTUAL_BODY = Body(VIRTUAL_MASS, np.zeros(3), VIRTUAL_INERTIA * np.eye(3))
+
+
+def _unit(v) -> np.ndarray:
+    v = np.asarray(v, dtype=float)
+    return v / np.linalg.norm(v)
+
+
+def deleva_body(row: DeLevaRow, start, direction, mediolateral, body_mass: float = BODY_MASS) -> Body:
+    """Mass, COM and inertia of a de Leva segment, in a segment frame.
+
+    ``start``: position (m, segment frame) of the row's origin endpoint; ``direction``: unit vector
+    from the origin endpoint towards the other endpoint; ``mediolateral``: the segment's
+    mediolateral axis (carries r_transverse; the sagittal axis is ``direction x mediolateral``).
+    mass = body_mass * mass%; COM = start + com% * length * direction;
+    inertia = mass * length^2 * sum_k r_k^2 e_k e_k^T over the three principal axes e_k.
+    """
+    length = row.length_mm / 1000.0
+    mass = body_mass * row.mass / 100.0
+    e_long = _unit(direction)
+    e_ml = _unit(mediolateral)
+    assert abs(e_long @ e_ml) < 1e-12, "mediolateral axis must be perpendicular to the segment"
+    e_sag = np.cross(e_long, e_ml)
+    com = np.asarray(start, dtype=float) + row.com / 100.0 * length * e_long
+    inertia = sum(
+        (r / 100.0 * length) ** 2 * np.outer(e, e)
+        for r, e in ((row.r_sagittal, e_sag), (row.r_transverse, e_ml), (row.r_longitudinal, e_long))
+    )
+    return Body(mass, com, mass * inertia)
+
+
+def _steiner(mass: float, d: np.ndarray) -> np.ndarray:
+    """Parallel-axis term: inertia of a point mass at offset ``d`` from the reference point."""
+    return mass * (d @ d * np.eye(3) - np.outer(d, d))
+
+
+def combine(*bodies: Body) -> Body:
+    """Rigidly lump bodies given in the same frame (parallel-axis theorem)."""
+    mass = sum(b.mass for b in bodies)
+    com = sum(b.mass * b.com for b in bodies) / mass
+    inertia = sum(b.inertia + _steiner(b.mass, b.com - com) for b in bodies)
+    return Body(mass, com, inertia)
+
+
+def subtract(whole: Body, part: Body) -> Body:
+    """The rest of ``whole`` once ``part`` (same frame) is taken away, so that
+    ``combine(subtract(whole, part), part) == whole``."""
+    mass = whole.mass - part.mass
+    com = (whole.mass * whole.com - part.mass * part.com) / mass
+    about_whole_com = whole.inertia - part.inertia - _steiner(part.mass, part.com - whole.com)
+    return Body(mass, com, about_whole_com - _steiner(mass, com - whole.com))
+
+
+def moved(body: Body, new_origin) -> Body:
+    """The same body expressed in a parallel frame whose origin is at ``new_origin``."""
+    return Body(body.mass, body.com - np.asarray(new_origin, dtype=float), body.inertia)
+
+
+def segment(name, parent, joint_type, axis, body: Body, origin=(0.0, 0.0, 0.0)) -> dict:
+    """One entry of ``segments`` (identity joint orientation)."""
+    return {
+        "name": name,
+        "parent": parent,
+        "joint": {
+            "type": joint_type,
+            "axis": [float(a) for a in axis],
+            "origin": [float(o) for o in origin],
+            "orientation": [1.0, 0.0, 0.0, 0.0],
+        },
+        "mass": float(body.mass),
+        "com": [float(c) for c in body.com],
+        "inertia": [[float(x) for x in row] for row in body.inertia],
+    }
+
+
+def virtual(name, parent, joint_type, axis, origin=(0.0, 0.0, 0.0)) -> dict:
+    """A massless-in-spirit link of a multi-DOF joint (see VIRTUAL_MASS)."""
+    return segment(name, parent, joint_type, axis, VIRTUAL_BODY, origin)
+
+
+def model(name: str, gravity, segments: list[dict]) -> dict:
+    return {"format": "jaxbio-model", "version": 1, "name": name, "gravity": list(gravity), "segments": segments}
+
+
+GRAVITY_3D = (0.0, 0.0, -9.81)
+GRAVITY_PLANAR = (0.0, -9.81, 0.0)
+X, Y, Z = np.eye(3)
+
+# ---------------------------------------------------------------------------------------------
+# Models
+# ---------------------------------------------------------------------------------------------
+
+
+def double_pendulum() -> dict:
+    """Seed 004 (Watanabe & Duarte, BMClab notebook): two uniform rods, m1 = m2 = 1 kg, l1 = 1 m,
+    l2 = 0.5 m, hanging along -y; q1 absolute angle of rod1 from the downward vertical, q2 angle of
+    rod2 relative to rod1, both counter-clockwise positive about +z."""
+
+    def rod(name, parent, origin, mass, length):
+        # uniform thin rod: I = m l^2 / 12 about the two transverse axes; the long axis (y) gets a
+        # tiny 1e-6 kg m^2 so that the tensor is positive-definite (planar motion sees only Izz)
+        inertia = np.diag([mass * length**2 / 12, 1e-6, mass * length**2 / 12])
+        body = Body(mass, np.array([0.0, -length / 2, 0.0]), inertia)
+        return segment(name, parent, "revolute", Z, body, origin)
+
+    m1, m2, l1, l2 = 1.0, 1.0, 1.0, 0.5
+    return model(
+        "double_pendulum",
+        GRAVITY_PLANAR,
+        [rod("rod1", None, (0.0, 0.0, 0.0), m1, l1), rod("rod2", "rod1", (0.0, -l1, 0.0), m2, l2)],
+    )
+
+
+def _arm_bodies(ml) -> dict[str, Body]:
+    """Right/left arm segments hanging along -z from their proximal joint (3D frames)."""
+    dl = DE_LEVA_MALE
+    return {
+        "upper_arm": deleva_body(dl["upper_arm"], (0, 0, 0), -Z, ml),
+        "forearm": deleva_body(dl["forearm"], (0, 0, 0), -Z, ml),
+        "hand": deleva_body(dl["hand"], (0, 0, 0), -Z, ml),
+    }
+
+
+def arm7() -> dict:
+    """Right arm, 7 DOF, 3D (x forward, y left, z up), hanging in the anatomical position at q = 0
+    (palm forward). Shoulder joint centre at (0, 0, 1.4) m."""
+    dl = DE_LEVA_MALE
+    b = _arm_bodies(Y)
+    upper_arm_length = dl["upper_arm"].length_mm / 1000
+    forearm_length = dl["forearm"].length_mm / 1000
+    return model(
+        "arm7",
+        GRAVITY_3D,
+        [
+            # shoulder: flexion (arm forward, +x) about -y, then abduction (arm outward, -y) about -x,
+            # then internal rotation about the humerus' long axis (+z for the right arm)
+            virtual("shoulder_flexion", None, "revolute", -Y, origin=(0.0, 0.0, 1.4)),
+            virtual("shoulder_abduction", "shoulder_flexion", "revolute", -X),
+            segment("upper_arm", "shoulder_abduction", "revolute", Z, b["upper_arm"]),
+            # elbow flexion (forearm forward) about -y: virtual; the forearm mass rides on the
+            # pronation link, which turns about the forearm's long axis (+z: pronation of a right arm)
+            virtual("elbow_flexion", "upper_arm", "revolute", -Y, origin=(0.0, 0.0, -upper_arm_length)),
+            segment("forearm", "elbow_flexion", "revolute", Z, b["forearm"]),
+            # wrist: flexion (towards the palm, +x at q = 0) about -y, then ulnar deviation (towards the
+            # little finger, medially, +y) about +x; the hand mass rides on the deviation link
+            virtual("wrist_flexion", "forearm", "revolute", -Y, origin=(0.0, 0.0, -forearm_length)),
+            segment("hand", "wrist_flexion", "revolute", X, b["hand"]),
+        ],
+    )
+
+
+def _hat_body_planar() -> Body:
+    """Head + arms + trunk of the sagittal model, in a frame at MIDH (x forward, y up, z right),
+    standing upright with the arms hanging at the sides."""
+    dl = DE_LEVA_MALE
+    cerv = dl["trunk"].length_mm / 1000  # CERV above MIDH
+    parts = [
+        deleva_body(dl["trunk"], (0, cerv, 0), -Y, Z),
+        deleva_body(dl["head"], (0, cerv + dl["head"].length_mm / 1000, 0), -Y, Z),
+    ]
+    for side in (+1.0, -1.0):  # right (+z) and left (-z) arm
+        shoulder = np.array([0.0, SHOULDER_ABOVE_MIDH, side * SHOULDER_HALF_WIDTH])
+        elbow = shoulder - dl["upper_arm"].length_mm / 1000 * Y
+        wrist = elbow - dl["forearm"].length_mm / 1000 * Y
+        parts += [
+            deleva_body(dl["upper_arm"], shoulder, -Y, Z),
+            deleva_body(dl["forearm"], elbow, -Y, Z),
+            deleva_body(dl["hand"], wrist, -Y, Z),
+        ]
+    return combine(*parts)
+
+
+def _foot_and_toes(forward, up, ml) -> tuple[Body, Body, np.ndarray]:
+    """Rear foot (heel to MTP, in the ankle frame) and toes (in the MTP frame), plus the MTP position.
+
+    At q = 0 the two together are exactly de Leva's foot (mass, COM and inertia). The toes carry
+    TOES_MASS_FRACTION of the foot mass, their COM halfway between MTP and toe tip, and radii of
+    gyration equal to de Leva's foot percentages of their own length (our assumption); the rear foot
+    is the rest."""
+    dl = DE_LEVA_MALE
+    foot_length = dl["foot"].length_mm / 1000
+    heel = -HEEL_BEHIND_ANKLE * forward - ANKLE_HEIGHT * up
+    mtp = heel + HEEL_TO_MTP * forward
+    whole = deleva_body(dl["foot"], heel, forward, ml)
+    f = dl["foot"]
+    toes_row = DeLevaRow(
+        length_mm=f.length_mm - HEEL_TO_MTP * 1000,
+        mass=f.mass * TOES_MASS_FRACTION,
+        com=50.0,
+        r_sagittal=f.r_sagittal,
+        r_transverse=f.r_transverse,
+        r_longitudinal=f.r_longitudinal,
+    )
+    assert toes_row.length_mm > 0 and foot_length > HEEL_TO_MTP
+    toes = deleva_body(toes_row, mtp, forward, ml)
+    rear = subtract(whole, toes)
+    return rear, moved(toes, mtp), mtp
+
+
+def sagittal11() -> dict:
+    """Planar 11-DOF body (x forward, y up, z right): 2 virtual base translations, the HAT
+    (head-arms-trunk) segment rotating about the mid-hip point, and per leg hip, knee, ankle, MTP."""
+    dl = DE_LEVA_MALE
+    thigh = deleva_body(dl["thigh"], (0, 0, 0), -Y, Z)
+    shank = deleva_body(dl["shank"], (0, 0, 0), -Y, Z)
+    foot, toes, mtp = _foot_and_toes(X, Y, Z)
+    segments = [
+        virtual("base_x", None, "prismatic", X, origin=(0.0, HIP_HEIGHT, 0.0)),
+        virtual("base_y", "base_x", "prismatic", Y),
+        segment("trunk", "base_y", "revolute", Z, _hat_body_planar()),
+    ]
+    for s in ("r", "l"):  # both legs hang from MIDH in the sagittal plane
+        segments += [
+            segment(f"thigh_{s}", "trunk", "revolute", Z, thigh),
+            segment(f"shank_{s}", f"thigh_{s}", "revolute", Z, shank, origin=(0.0, -dl["thigh"].length_mm / 1000, 0.0)),
+            segment(f"foot_{s}", f"shank_{s}", "revolute", Z, foot, origin=(0.0, -dl["shank"].length_mm / 1000, 0.0)),
+            segment(f"toes_{s}", f"foot_{s}", "revolute", Z, toes, origin=mtp),
+        ]
+    return model("sagittal11", GRAVITY_PLANAR, segments)
+
+
+def wholebody() -> dict:
+    """3D whole body, 28 DOF (x forward, y left, z up), standing in the anatomical position at q = 0
+    with the soles at z = 0: 6-DOF floating pelvis, 3-DOF lumbar joint, 1-DOF neck, per arm 3-DOF
+    shoulder + elbow (forearm and hand lumped), per leg 3-DOF hip + knee + ankle."""
+    dl = DE_LEVA_MALE
+    L = {k: row.length_mm / 1000 for k, row in dl.items()}
+    omph = L["lower_trunk"]  # OMPH above MIDH (pelvis frame)
+    xyph = L["middle_trunk"]  # XYPH above OMPH (torso frame)
+    cerv = xyph + L["upper_trunk"]  # CERV above OMPH (torso frame)
+
+    pelvis = deleva_body(dl["lower_trunk"], (0, 0, omph), -Z, Y)
+    torso = combine(
+        deleva_body(dl["middle_trunk"], (0, 0, xyph), -Z, Y),
+        deleva_body(dl["upper_trunk"], (0, 0, cerv), -Z, Y),
+    )
+    head = deleva_body(dl["head"], (0, 0, L["head"]), -Z, Y)
+    arm = _arm_bodies(Y)
+    forearm_hand = combine(arm["forearm"], moved(arm["hand"], (0, 0, L["forearm"])))
+    thigh = deleva_body(dl["thigh"], (0, 0, 0), -Z, Y)
+    shank = deleva_body(dl["shank"], (0, 0, 0), -Z, Y)
+    foot = deleva_body(dl["foot"], -HEEL_BEHIND_ANKLE * X - ANKLE_HEIGHT * Z, X, Y)
+
+    segments = [
+        # floating base: translations of the mid-hip point, then tilt (about +y, anterior tilt
+        # positive), list (about +x, left hip up) and rotation (about +z, turning left)
+        virtual("base_x", None, "prismatic", X, origin=(0.0, 0.0, HIP_HEIGHT)),
+        virtual("base_y", "base_x", "prismatic", Y),
+        virtual("base_z", "base_y", "prismatic", Z),
+        virtual("pelvis_tilt", "base_z", "revolute", Y),
+        virtual("pelvis_list", "pelvis_tilt", "revolute", X),
+        segment("pelvis", "pelvis_list", "revolute", Z, pelvis),
+        # lumbar joint at OMPH: flexion (+y), lateral bending (+x: towards the right), axial rotation
+        # (+z: towards the left) carrying middle + upper trunk
+        virtual("lumbar_flexion", "pelvis", "revolute", Y, origin=(0.0, 0.0, omph)),
+        virtual("lumbar_bending", "lumbar_flexion", "revolute", X),
+        segment("torso", "lumbar_bending", "revolute", Z, torso),
+        # neck at CERV (C7): flexion (nodding forward, +y)
+        segment("head", "torso", "revolute", Y, head, origin=(0.0, 0.0, cerv)),
+    ]
+    shoulder_z = SHOULDER_ABOVE_MIDH - omph  # in the torso frame
+    for s, side in (("r", -1.0), ("l", +1.0)):  # side: sign of y, and of the mirrored axes
+        segments += [
+            virtual(f"shoulder_flexion_{s}", "torso", "revolute", -Y, origin=(0.0, side * SHOULDER_HALF_WIDTH, shoulder_z)),
+            virtual(f"shoulder_abduction_{s}", f"shoulder_flexion_{s}", "revolute", side * X),
+            segment(f"upper_arm_{s}", f"shoulder_abduction_{s}", "revolute", -side * Z, arm["upper_arm"]),
+            segment(f"forearm_{s}", f"upper_arm_{s}", "revolute", -Y, forearm_hand, origin=(0.0, 0.0, -L["upper_arm"])),
+        ]
+    for s, side in (("r", -1.0), ("l", +1.0)):
+        segments += [
+            virtual(f"hip_flexion_{s}", "pelvis", "revolute", -Y, origin=(0.0, side * HIP_HALF_WIDTH, 0.0)),
+            virtual(f"hip_adduction_{s}", f"hip_flexion_{s}", "revolute", -side * X),
+            segment(f"thigh_{s}", f"hip_adduction_{s}", "revolute", -side * Z, thigh),
+            segment(f"shank_{s}", f"thigh_{s}", "revolute", Y, shank, origin=(0.0, 0.0, -L["thigh"])),
+            segment(f"foot_{s}", f"shank_{s}", "revolute", -Y, foot, origin=(0.0, 0.0, -L["shank"])),
+        ]
+    return model("wholebody", GRAVITY_3D, segments)
+
+
+MODELS = {"double_pendulum": double_pendulum, "arm7": arm7, "sagittal11": sagittal11, "wholebody": wholebody}
+
+# ---------------------------------------------------------------------------------------------
+# Checks and output
+# ---------------------------------------------------------------------------------------------
+
+
+def _check(d: dict) -> None:
+    """The loader's rules (API.md), so that a bad model fails here rather than at load time."""
+    seen: set[str] = set()
+    for s in d["segments"]:
+        where = f"{d['name']}/{s['name']}"
+        assert s["name"] not in seen, f"{where}: duplicate name"
+        assert s["parent"] is None or s["parent"] in seen, f"{where}: parent not listed before"
+        seen.add(s["name"])
+        assert s["mass"] > 0, f"{where}: mass"
+        inertia = np.asarray(s["inertia"])
+        assert np.allclose(inertia, inertia.T, rtol=0, atol=1e-15), f"{where}: inertia not symmetric"
+        a, b, c = np.linalg.eigvalsh(inertia)
+        assert a > 0 and c <= a + b, f"{where}: inertia not a rigid body's ({a}, {b}, {c})"
+        assert abs(np.linalg.norm(s["joint"]["axis"]) - 1) < 1e-12, f"{where}: axis"
+
+
+def _rounded(value, digits):
+    if isinstance(value, float):
+        if abs(value) < 1e-15:  # round-off of symmetric sums, and -0.0
+            return 0.0
+        return float(f"{value:.{digits}g}") if digits else value
+    if isinstance(value, list):
+        return [_rounded(v, digits) for v in value]
+    if isinstance(value, dict):
+        return {k: _rounded(v, digits) for k, v in value.items()}
+    return value
+
+
+def dumps(d: dict, digits: int | None = DIGITS) -> str:
+    """Pretty JSON: one line per segment field, floats to ``digits`` significant digits
+    (``None``: exact)."""
+    d = _rounded(d, digits)
+    head = [f'  "{k}": {json.dumps(d[k])}' for k in ("format", "version", "name", "gravity")]
+    segs = [
+        "    {\n" + ",\n".join(f'      "{k}": {json.dumps(v)}' for k, v in s.items()) + "\n    }"
+        for s in d["segments"]
+    ]
+    return "{\n" + ",\n".join(head) + ',\n  "segments": [\n' + ",\n".join(segs) + "\n  ]\n}\n"
+
+
+def build() -> dict[str, str]:
+    """File name -> text of every shipped model."""
+    out = {}
+    for name, make in MODELS.items():
+        d = make()
+        _check(d)
+        # the pendulum's numbers are written exactly; anthropometric ones to DIGITS digits
+        out[f"{name}.json"] = dumps(d, None if name == "double_pendulum" else DIGITS)
+    return out
+
+
+def main(argv: list[str]) -> int:
+    check = "--check" in argv
+    stale = []
+    for filename, text in build().items():
+        path = HERE / filename
+        if check:
+            if not path.exists() or path.read_text() != text:
+                stale.append(filename)
+        else:
+            path.write_text(text)
+            print(f"wrote {path}")
+    if stale:
+        print(f"out of date (run python -m jaxbio.models._build): {', '.join(stale)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
