@@ -5,7 +5,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax.test_util import check_grads
 
 import jaxbio as jb
 from tests._models import double_pendulum_dict, random_model_dict
@@ -121,29 +120,41 @@ def test_root_wrench_is_global_newton(name):
 
 # ---- derivatives, precision, batching -------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["double_pendulum", "arm7", "random9"])
-def test_gradients_against_finite_differences(name):
-    if name not in TREES:
-        pytest.skip(f"{name} not shipped")
-    tree = TREES[name]
-    q, qd, qdd, tau = state(tree, 3)
-    w = jnp.asarray(np.random.default_rng(0).normal(size=tree.nq))
-    check_grads(lambda q, qd, qdd: w @ jb.inverse_dynamics(tree, q, qd, qdd), (q, qd, qdd), order=2,
-                modes=("fwd", "rev"), eps=1e-5)
-    check_grads(lambda q, qd, tau: jb.forward_dynamics(tree, q, qd, tau), (q, qd, tau), order=1,
-                modes=("fwd", "rev"), eps=1e-5)
-    # with respect to the model's parameters
-    def id_params(masses, coms, inertias, origins):
-        t = jax.tree_util.tree_map(lambda x: x, tree)
-        t = eqx_replace(t, masses=masses, coms=coms, inertias=inertias, origins=origins)
-        return w @ jb.inverse_dynamics(t, q, qd, qdd)
+def central_differences(f, x, eps=1e-6):
+    """∂f/∂x ``(m, *x.shape)`` by central differences, all perturbations in one vmapped call."""
+    basis = jnp.eye(x.size, dtype=x.dtype).reshape((x.size,) + x.shape)
+    fp = jax.jit(jax.vmap(lambda e: f(x + eps * e)))(basis)
+    fm = jax.jit(jax.vmap(lambda e: f(x - eps * e)))(basis)
+    d = (fp - fm) / (2 * eps)  # (x.size, *out)
+    return jnp.moveaxis(d, 0, -1).reshape(jnp.shape(f(x)) + x.shape)
 
-    check_grads(id_params, (tree.masses, tree.coms, tree.inertias, tree.origins), order=1, modes=("rev",), eps=1e-6)
-    J = jax.jacfwd(lambda q: jb.inverse_dynamics(tree, q, qd, qdd))(q)
-    eps = 1e-6
-    fd = jnp.stack([(jb.inverse_dynamics(tree, q + eps * e, qd, qdd) - jb.inverse_dynamics(tree, q - eps * e, qd, qdd))
-                    / (2 * eps) for e in jnp.eye(tree.nq)], axis=1)
-    assert rel(J, fd) < 1e-7
+
+@pytest.mark.parametrize(
+    "name", ["double_pendulum", "arm7", pytest.param("random9", marks=pytest.mark.slow),
+             pytest.param("chain6", marks=pytest.mark.slow)])
+def test_gradients_against_finite_differences(name):
+    """jax.grad (reverse) and jax.jacfwd (forward) of the dynamics against central differences,
+    with respect to the state and to the model's parameters."""
+    tree = TREES[name]
+    n = tree.nq
+    q, qd, qdd, tau = state(tree, 3)
+    x = jnp.concatenate([q, qd, qdd])
+    w = jnp.asarray(np.random.default_rng(0).normal(size=n))
+    inv = lambda x: jb.inverse_dynamics(tree, x[:n], x[n:2 * n], x[2 * n:])
+    fwd = lambda x: jb.forward_dynamics(tree, x[:n], x[n:2 * n], x[2 * n:])
+    for f in (inv, fwd):
+        fd = central_differences(f, x)
+        assert rel(jax.jit(jax.jacfwd(f))(x), fd) < 1e-7
+        assert rel(jax.jit(jax.grad(lambda x: w @ f(x)))(x), w @ fd) < 1e-7
+
+    def id_params(p):
+        m, c, i, o = p[:n], p[n:4 * n].reshape(n, 3), p[4 * n:13 * n].reshape(n, 3, 3), p[13 * n:].reshape(n, 3)
+        return jb.inverse_dynamics(eqx_replace(tree, masses=m, coms=c, inertias=i, origins=o), q, qd, qdd)
+
+    p = jnp.concatenate([tree.masses, tree.coms.ravel(), tree.inertias.ravel(), tree.origins.ravel()])
+    fd = central_differences(id_params, p)
+    assert rel(jax.jit(jax.grad(lambda p: w @ id_params(p)))(p), w @ fd) < 1e-7
+    assert rel(jax.jit(jax.jacfwd(id_params))(p), fd) < 1e-7
 
 
 def eqx_replace(tree, **kw):

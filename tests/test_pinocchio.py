@@ -354,8 +354,10 @@ def test_model_files_match_pinocchio(jb, path):
     _compare_all(jb, tree, model, seed=len(d["segments"]))
 
 
-@pytest.mark.parametrize("n", [1, 5, 12])
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize(
+    "n, seed",
+    [(1, 0), (5, 0), (12, 0)] + [pytest.param(n, s, marks=pytest.mark.slow) for n in (1, 5, 12) for s in (1, 2)],
+)
 def test_random_trees_match_pinocchio(jb, n, seed):
     d = random_tree_dict(n, seed)
     tree = jb.SegmentTree.from_dict(d)
