@@ -8,7 +8,7 @@ and the `quaternion` module. Every function is a pure function of one sample; ba
 ``jax.config.update("jax_enable_x64", True)`` for validation work.
 """
 
-from jaxbio import quaternion, spatial
+from jaxbio import double_pendulum, hamiltonian, quaternion, spatial
 from jaxbio.dynamics import (
     bias_forces,
     center_of_mass,
@@ -21,13 +21,20 @@ from jaxbio.dynamics import (
     potential_energy,
     segment_wrenches,
 )
+from jaxbio.hamiltonian import HamiltonianSystem
 from jaxbio.model import load_model, save_model, shipped_models
+from jaxbio.simulate import Trajectory, simulate, simulate_sde
 from jaxbio.tree import SegmentTree
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "HamiltonianSystem",
     "SegmentTree",
+    "Trajectory",
+    "hamiltonian",
+    "simulate",
+    "simulate_sde",
     "bias_forces",
     "center_of_mass",
     "forward_dynamics",

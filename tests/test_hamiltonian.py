@@ -1,0 +1,278 @@
+"""Hamiltonian dynamics (seed 000) and Diffrax integration: conservation, power balance, the
+Lagrangian flow, reversibility, an Ornstein–Uhlenbeck SDE, gradients, events, bad input."""
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxbio as jb
+from jaxbio import double_pendulum as dp
+from jaxbio import hamiltonian as ham
+from jaxbio.simulate import stop_when
+from tests._models import random_model_dict
+
+
+@pytest.fixture(scope="module")
+def pendulum():
+    tree = jb.load_model("double_pendulum", dtype=jnp.float64)
+    q0, qd0 = dp.to_relative(*(jnp.asarray(x) for x in dp.NOTEBOOK_INITIAL_STATE))
+    return tree, q0, qd0
+
+
+def rel_drift(E):
+    E = np.asarray(E)
+    return np.max(np.abs(E - E[0])) / abs(E[0])
+
+
+def test_double_pendulum_conserves_energy_20s(pendulum):
+    tree, q0, qd0 = pendulum
+    system = jb.HamiltonianSystem(tree)
+    tr = jb.simulate(system, system.initial_state(q0, qd0), 0.0, 20.0, solver=diffrax.Dopri8(),
+                     rtol=1e-12, atol=1e-12, ts=jnp.linspace(0, 20, 101))
+    assert rel_drift(tr.energy) < 1e-9
+    # the energy is the notebook's closed-form energy, too
+    th, om = dp.to_absolute(tr.q[-1], tr.qd[-1])
+    np.testing.assert_allclose(tr.energy[-1], dp.energy(dp.Parameters(), th, om), rtol=1e-12)
+
+
+@pytest.mark.slow
+def test_sagittal_body_conserves_energy_5s():
+    tree = jb.load_model("sagittal11", dtype=jnp.float64)
+    system = jb.HamiltonianSystem(tree)
+    rng = np.random.default_rng(0)
+    y0 = system.initial_state(jnp.asarray(rng.uniform(-0.3, 0.3, 11)), jnp.asarray(rng.uniform(-1, 1, 11)))
+    tr = jb.simulate(system, y0, 0.0, 5.0, solver=diffrax.Dopri8(), rtol=1e-12, atol=1e-12, ts=jnp.linspace(0, 5, 11))
+    assert rel_drift(tr.energy) < 1e-9
+
+
+def test_sagittal_body_conserves_energy_short():
+    """Default-run version of the 5 s test (0.5 s) so every push checks the 11-DOF body."""
+    tree = jb.load_model("sagittal11", dtype=jnp.float64)
+    system = jb.HamiltonianSystem(tree)
+    rng = np.random.default_rng(0)
+    y0 = system.initial_state(jnp.asarray(rng.uniform(-0.3, 0.3, 11)), jnp.asarray(rng.uniform(-1, 1, 11)))
+    tr = jb.simulate(system, y0, 0.0, 0.5, solver=diffrax.Dopri8(), rtol=1e-12, atol=1e-12, ts=jnp.linspace(0, 0.5, 6))
+    assert rel_drift(tr.energy) < 1e-9
+
+
+def test_dH_dq_matches_autodiff_and_power_balance():
+    tree = jb.load_model("arm7", dtype=jnp.float64)
+    rng = np.random.default_rng(1)
+    q, p = jnp.asarray(rng.uniform(-1, 1, 7)), jnp.asarray(rng.uniform(-1, 1, 7))
+    qd = ham.velocities(tree, q, p)
+    np.testing.assert_allclose(ham.dH_dq(tree, q, qd), jax.grad(ham.hamiltonian, argnums=1)(tree, q, p), rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(qd, jax.grad(ham.hamiltonian, argnums=2)(tree, q, p), rtol=1e-12, atol=1e-12)
+    system = jb.HamiltonianSystem(tree, drive=ham.ConstantDrive(jnp.asarray(rng.normal(size=7))),
+                                  dissipation=ham.LinearDamping(jnp.asarray(rng.uniform(0, 2, 7))))
+    y = {"q": q, "p": p, "f": jnp.ones(1)}
+    dy = system.vector_field(0.3, y)
+    _, dH = jax.jvp(lambda q, p: ham.hamiltonian(tree, q, p), (q, p), (dy["q"], dy["p"]))
+    np.testing.assert_allclose(dH, system.power_balance(0.3, y), rtol=1e-11)
+
+
+def test_dissipative_energy_balance_along_trajectory(pendulum):
+    """H(t) − H(0) = ∫ q̇ᵀ(F − ∂R/∂q̇) dt, the work integral computed from the saved trajectory."""
+    tree, q0, qd0 = pendulum
+    drive = ham.TimeFunctionDrive(lambda t: jnp.array([0.5 * jnp.sin(3 * t), -0.2]))
+    system = jb.HamiltonianSystem(tree, drive=drive, dissipation=ham.LinearDamping(jnp.array([0.3, 0.1])))
+    ts = jnp.linspace(0, 2, 4001)
+    tr = jb.simulate(system, system.initial_state(q0, qd0), 0.0, 2.0, solver=diffrax.Dopri8(), rtol=1e-12, atol=1e-12, ts=ts)
+    power = jax.vmap(lambda t, q, p, f: system.power_balance(t, {"q": q, "p": p, "f": f}))(ts, tr.q, tr.p, tr.f)
+    work = np.trapezoid(np.asarray(power), np.asarray(ts))  # O(dt²) quadrature
+    assert abs((tr.energy[-1] - tr.energy[0]) - work) < 1e-5 * abs(work)
+    assert tr.energy[-1] < tr.energy[0]
+
+
+def test_hamiltonian_flow_equals_lagrangian_flow():
+    tree = jb.load_model("arm7", dtype=jnp.float64)
+    rng = np.random.default_rng(2)
+    q0, qd0 = jnp.asarray(rng.uniform(-1, 1, 7)), jnp.asarray(rng.uniform(-1, 1, 7))
+    tau = jnp.asarray(rng.normal(size=7))
+    system = jb.HamiltonianSystem(tree, drive=ham.ConstantDrive(tau), dissipation=ham.LinearDamping(0.2))
+    tr = jb.simulate(system, system.initial_state(q0, qd0), 0.0, 1.0, rtol=1e-11, atol=1e-11)
+
+    def lagrange(t, y, args):
+        q, qd = y
+        return qd, jb.forward_dynamics(tree, q, qd, tau - 0.2 * qd)
+
+    sol = diffrax.diffeqsolve(diffrax.ODETerm(lagrange), diffrax.Tsit5(), 0.0, 1.0, None, (q0, qd0),
+                              stepsize_controller=diffrax.PIDController(rtol=1e-11, atol=1e-11))
+    np.testing.assert_allclose(tr.q[-1], sol.ys[0][-1], rtol=0, atol=1e-8)
+    np.testing.assert_allclose(tr.qd[-1], sol.ys[1][-1], rtol=0, atol=1e-8)
+    np.testing.assert_allclose(tr.p[-1], jb.mass_matrix(tree, sol.ys[0][-1]) @ sol.ys[1][-1], atol=1e-8)
+
+
+def test_time_reversibility(pendulum):
+    tree, q0, qd0 = pendulum
+    system = jb.HamiltonianSystem(tree)
+    y0 = system.initial_state(q0, 0.2 * qd0)
+    fwd = jb.simulate(system, y0, 0.0, 3.0, solver=diffrax.Dopri8(), rtol=1e-12, atol=1e-12)
+    back = {"q": fwd.q[-1], "p": -fwd.p[-1], "f": fwd.f[-1]}
+    rev = jb.simulate(system, back, 0.0, 3.0, solver=diffrax.Dopri8(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(rev.q[-1], y0["q"], atol=1e-8)
+    np.testing.assert_allclose(-rev.p[-1], y0["p"], atol=1e-8)
+
+
+def _slider(mass=2.0):
+    """One horizontal prismatic segment: a point mass on a rail (gravity ⟂ rail)."""
+    d = {"name": "slider", "gravity": [0, 0, -9.81], "segments": [{
+        "name": "cart", "parent": None,
+        "joint": {"type": "prismatic", "axis": [1, 0, 0], "origin": [0, 0, 0], "orientation": [1, 0, 0, 0]},
+        "mass": mass, "com": [0, 0, 0], "inertia": [[0.1, 0, 0], [0, 0.1, 0], [0, 0, 0.1]]}]}
+    return jb.SegmentTree.from_dict(d, dtype=jnp.float64)
+
+
+def test_sde_matches_ornstein_uhlenbeck():
+    """dp = −(c/m) p dt + σ dW: mean p₀e^{−θt}, variance σ²(1 − e^{−2θt})/(2θ), θ = c/m."""
+    m, c, sigma, p0, T = 2.0, 3.0, 0.8, 1.5, 1.0
+    system = jb.HamiltonianSystem(_slider(m), dissipation=ham.LinearDamping(jnp.array([c])))
+    y0 = {"q": jnp.zeros(1), "p": jnp.array([p0]), "f": jnp.ones(1)}
+    keys = jax.random.split(jax.random.PRNGKey(0), 2000)
+    run = jax.jit(jax.vmap(lambda k: jb.simulate_sde(system, y0, 0.0, T, k, jnp.array([sigma]), dt0=2e-3).p[-1, 0]))
+    pT = np.asarray(run(keys))
+    theta = c / m
+    mean, var = p0 * np.exp(-theta * T), sigma**2 * (1 - np.exp(-2 * theta * T)) / (2 * theta)
+    n = len(pT)
+    assert abs(pT.mean() - mean) < 4 * np.sqrt(var / n)
+    assert abs(pT.var() - var) < 4 * var * np.sqrt(2 / (n - 1))
+    # reproducible from the key
+    again = np.asarray(run(keys[:5]))
+    np.testing.assert_array_equal(again, pT[:5])
+
+
+@pytest.mark.slow
+def test_gradients_of_final_state_against_finite_differences(pendulum):
+    tree, q0, qd0 = pendulum
+
+    def final(q0, masses, damping):
+        t = eqx.tree_at(lambda t: t.masses, tree, masses)
+        system = jb.HamiltonianSystem(t, dissipation=ham.LinearDamping(damping))
+        y0 = system.initial_state(q0, 0.3 * qd0)
+        tr = jb.simulate(system, y0, 0.0, 1.0, solver=diffrax.Dopri5(), dt0=2e-3)  # fixed steps: smooth in the inputs
+        return jnp.concatenate([tr.q[-1], tr.p[-1]])
+
+    args = (q0, tree.masses, jnp.array([0.1, 0.2]))
+    jac = jax.jit(jax.jacrev(final, argnums=(0, 1, 2)))(*args)
+    f = jax.jit(final)
+    for k, x in enumerate(args):
+        eps = 1e-6
+        fd = jnp.stack([(f(*[a + eps * e if i == k else a for i, a in enumerate(args)]) -
+                         f(*[a - eps * e if i == k else a for i, a in enumerate(args)])) / (2 * eps)
+                        for e in jnp.eye(x.size)], axis=1)
+        np.testing.assert_allclose(jac[k], fd, rtol=1e-6, atol=1e-7)
+
+
+def test_gradient_wrt_damping_against_finite_differences(pendulum):
+    """Default-run version of the test above: d q₁(T) / d c for a scalar damping c, in forward
+    mode (`diffrax.ForwardMode`, cheap to compile for few inputs)."""
+    tree, q0, qd0 = pendulum
+
+    @jax.jit
+    def final(c):
+        system = jb.HamiltonianSystem(tree, dissipation=ham.LinearDamping(c))
+        return jb.simulate(system, system.initial_state(q0, 0.3 * qd0), 0.0, 0.5, solver=diffrax.Dopri5(), dt0=5e-3,
+                           adjoint=diffrax.ForwardMode()).q[-1, 0]
+
+    c, eps = jnp.asarray(0.2), 1e-6
+    fd = (final(c + eps) - final(c - eps)) / (2 * eps)
+    np.testing.assert_allclose(jax.jit(jax.jacfwd(final))(c), fd, rtol=1e-6)
+
+
+def test_event_stops_when_coordinate_reaches_value(pendulum):
+    tree, _, _ = pendulum
+    system = jb.HamiltonianSystem(tree)
+    y0 = system.initial_state(jnp.array([1.0, 0.0]))  # released from 1 rad, swings down
+    tr = jb.simulate(system, y0, 0.0, 5.0, event=stop_when(0, 0.0), rtol=1e-10, atol=1e-10, dense=True)
+    assert tr.result == diffrax.RESULTS.event_occurred
+    assert abs(float(tr.q[-1, 0])) < 1e-8 and 0.1 < float(tr.ts[-1]) < 1.5
+
+
+def test_bracket_fitness_tracks_its_function(pendulum):
+    """f = φ(q, p) = p₀ evolves by seed 000's d_H f, so f(t) = p₀(t)."""
+    tree, q0, qd0 = pendulum
+    system = jb.HamiltonianSystem(tree, drive=ham.ConstantDrive(jnp.array([0.3, -0.1])),
+                                  fitness=ham.BracketFitness(lambda t, q, p: p[0] + 0.1 * t + q[1]))
+    y0 = system.initial_state(q0, 0.2 * qd0)
+    y0 = {**y0, "f": jnp.array([y0["p"][0] + y0["q"][1]])}
+    tr = jb.simulate(system, y0, 0.0, 1.0, rtol=1e-11, atol=1e-11)
+    np.testing.assert_allclose(tr.f[-1, 0], tr.p[-1, 0] + 0.1 * 1.0 + tr.q[-1, 1], atol=1e-8)
+
+
+def test_power_depletion_fitness_decreases_with_work():
+    system = jb.HamiltonianSystem(_slider(), drive=ham.ConstantDrive(jnp.array([4.0])), fitness=ham.PowerDepletion(0.05))
+    tr = jb.simulate(system, system.initial_state(jnp.zeros(1)), 0.0, 1.0, ts=jnp.linspace(0, 1, 11), rtol=1e-10, atol=1e-10)
+    # closed form: constant force F on mass m from rest: work W(t) = F² t² / (2 m); f = exp(−k W)
+    W = 16.0 * np.linspace(0, 1, 11) ** 2 / 4.0
+    np.testing.assert_allclose(tr.f[:, 0], np.exp(-0.05 * W), rtol=1e-8)
+
+
+def test_vmap_over_initial_states_and_parameters(pendulum):
+    tree, q0, qd0 = pendulum
+    Q = q0 + 0.1 * jnp.arange(8)[:, None]
+    run = lambda q, c: jb.simulate(jb.HamiltonianSystem(tree, dissipation=ham.LinearDamping(c)),
+                                   jb.HamiltonianSystem(tree).initial_state(q, qd0), 0.0, 0.5).q[-1]
+    batched = jax.jit(jax.vmap(run))(Q, jnp.linspace(0, 1, 8))
+    for k in (0, 5):
+        np.testing.assert_allclose(batched[k], run(Q[k], jnp.linspace(0, 1, 8)[k]), rtol=1e-7, atol=1e-9)
+
+
+def test_seed004_matrices_equal_the_tree(pendulum):
+    tree, _, _ = pendulum
+    rng = np.random.default_rng(3)
+    A = jnp.array([[1.0, 0.0], [1.0, 1.0]])  # θ = A q
+    for _ in range(5):
+        q, qd = jnp.asarray(rng.uniform(-2, 2, 2)), jnp.asarray(rng.uniform(-5, 5, 2))
+        th, om = dp.to_absolute(q, qd)
+        M, C, G = dp.matrices(dp.Parameters(), th, om)
+        np.testing.assert_allclose(jb.mass_matrix(tree, q), A.T @ M @ A, atol=1e-12)
+        np.testing.assert_allclose(jb.bias_forces(tree, q, qd), -A.T @ (C + G), atol=1e-12)
+        np.testing.assert_allclose(jb.gravity_forces(tree, q), -A.T @ G, atol=1e-12)
+
+
+def test_seed004_euler_drifts_diffrax_conserves(pendulum):
+    t, th, om = jax.jit(dp.euler)()
+    E = jax.vmap(lambda a, b: dp.energy(dp.Parameters(), a, b))(th, om)
+    assert rel_drift(E) > 1e-2  # explicit Euler gains energy (≈ 11 % over 20 s)
+    assert float(t[-1]) == pytest.approx(20.0)
+
+
+def test_seed004_pid_reaches_target_posture():
+    pid = dp.PID()
+    ts, th, om = dp.simulate_pid(pid)
+    np.testing.assert_allclose(th[-1], pid.target, atol=2e-3)
+    np.testing.assert_allclose(om[-1], 0.0, atol=2e-3)
+    with pytest.raises(ValueError, match="gains"):
+        dp.PID(kp=(-1.0, 1.0))
+
+
+def test_bad_input(pendulum):
+    tree, q0, qd0 = pendulum
+    system = jb.HamiltonianSystem(tree)
+    y0 = system.initial_state(q0, qd0)
+    with pytest.raises(ValueError, match="t1"):
+        jb.simulate(system, y0, 1.0, 1.0)
+    with pytest.raises(ValueError, match=r"y0\['q'\] has shape"):
+        jb.simulate(system, {**y0, "q": jnp.zeros(3)}, 0.0, 1.0)
+    with pytest.raises(ValueError, match="keys"):
+        jb.simulate(system, {"q": q0}, 0.0, 1.0)
+    with pytest.raises(ValueError, match="qd has shape"):
+        system.initial_state(q0, jnp.zeros(5))
+    with pytest.raises(ValueError, match="≥ 0"):
+        ham.LinearDamping(jnp.array([0.1, -0.1]))
+    with pytest.raises(ValueError, match="≥ 0"):
+        ham.PowerDepletion(-1.0)
+    with pytest.raises(ValueError, match="noise has shape"):
+        jb.simulate_sde(system, y0, 0.0, 1.0, jax.random.PRNGKey(0), jnp.ones(3), dt0=0.01)
+    # an unstable fixed step: explicit Euler on a stiff spring blows up -> a clear error
+    stiff = jb.HamiltonianSystem(_slider(), drive=ham.SpringDamperDrive(jnp.array([1e6])))
+    with pytest.raises(Exception, match="non-finite"):
+        jb.simulate(stiff, stiff.initial_state(jnp.ones(1)), 0.0, 10.0, solver=diffrax.Euler(), dt0=0.01)
+    # running out of steps raises instead of returning a truncated trajectory ...
+    with pytest.raises(Exception, match="max_steps"):
+        jb.simulate(system, y0, 0.0, 20.0, max_steps=10)
+    # ... or, with throw=False, is reported in the result flag
+    tr = jb.simulate(system, y0, 0.0, 20.0, max_steps=10, throw=False)
+    assert tr.result == diffrax.RESULTS.max_steps_reached
