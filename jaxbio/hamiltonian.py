@@ -38,6 +38,8 @@ from jaxbio.tree import SegmentTree
 
 __all__ = [
     "Drive",
+    "StatefulDrive",
+    "FirstOrderActuator",
     "ZeroDrive",
     "ConstantDrive",
     "TimeFunctionDrive",
@@ -67,6 +69,63 @@ class Drive(eqx.Module):
 
     @abc.abstractmethod
     def __call__(self, t, q, qd, f) -> Array: ...
+
+
+class StatefulDrive(Drive):
+    """A drive with internal ODE states ``a`` ``(state_size,)`` that the system carries (muscle
+    activations, motor currents, …): ``F = force(t, q, qd, f, a)`` and ``ȧ = state_rate(…)``.
+
+    The state pytree of a `HamiltonianSystem` with a stateful drive gains the key ``"a"``.
+    """
+
+    @property
+    @abc.abstractmethod
+    def state_size(self) -> int: ...
+
+    @abc.abstractmethod
+    def force(self, t, q, qd, f, a) -> Array: ...
+
+    @abc.abstractmethod
+    def state_rate(self, t, q, qd, f, a) -> Array: ...
+
+    def initial_actuator_state(self, dtype=None) -> Array:
+        """Default ``a(0)``: zeros."""
+        return jnp.zeros(self.state_size, dtype)
+
+    def __call__(self, t, q, qd, f):
+        raise TypeError("a StatefulDrive needs its state: call force(t, q, qd, f, a)")
+
+
+class FirstOrderActuator(StatefulDrive):
+    """Torque generators with first-order dynamics: ``F = gain · f · a``, ``τ_c ȧ = u(t) − a``.
+
+    ``u(t)`` (dimensionless command, e.g. neural excitation) is any traceable function of time
+    returning ``(n,)``; ``gain`` ``(n,)`` N·m or N; ``time_constant`` ``(n,)`` s > 0. With a step
+    command the force rises as the seed-000 impulse ``F⁰(1 − e^{−t/τ})`` (Wilkie's active state).
+    The force is scaled by the (first) fitness component ``f[0]``.
+    """
+
+    gain: Float[Array, " n"]
+    time_constant: Float[Array, " n"]
+    command: Callable
+
+    def __init__(self, gain, time_constant, command):
+        self.gain = jnp.asarray(gain)
+        self.time_constant = jnp.asarray(time_constant)
+        self.command = command
+        tc = self.time_constant
+        if not isinstance(tc, jax.core.Tracer) and bool(jnp.any(~(tc > 0))):
+            raise ValueError(f"FirstOrderActuator: time_constant must be > 0, got {tc}")
+
+    @property
+    def state_size(self) -> int:
+        return int(jnp.size(self.gain))
+
+    def force(self, t, q, qd, f, a):
+        return self.gain * f[0] * a
+
+    def state_rate(self, t, q, qd, f, a):
+        return (jnp.asarray(self.command(t), a.dtype) - a) / self.time_constant
 
 
 class ZeroDrive(Drive):
@@ -251,8 +310,8 @@ class HamiltonianSystem(eqx.Module):
     """Driven, dissipative, fitness-dependent Hamiltonian system of a segment tree.
 
     Fields: ``tree`` (`SegmentTree`), ``drive`` (`Drive`), ``dissipation`` (`Dissipation`),
-    ``fitness`` (`FitnessLaw`). The state is ``{"q": (n,), "p": (n,), "f": (k,)}``; build one
-    with `initial_state`. ``vector_field(t, y, args)`` has Diffrax's signature.
+    ``fitness`` (`FitnessLaw`). The state is ``{"q": (n,), "p": (n,), "f": (k,)}``, plus
+    ``"a": (s,)`` when the drive is a `StatefulDrive`; build one with `initial_state`. ``vector_field(t, y, args)`` has Diffrax's signature.
     """
 
     tree: SegmentTree
@@ -264,15 +323,31 @@ class HamiltonianSystem(eqx.Module):
     def nq(self) -> int:
         return self.tree.nq
 
-    def initial_state(self, q, qd=None, f=None) -> dict:
-        """State from coordinates ``q`` and *velocities* ``qd`` (momenta ``p = M(q) qd``)."""
+    @property
+    def stateful(self) -> bool:
+        """Whether the drive carries actuator states (the state's key ``"a"``)."""
+        return isinstance(self.drive, StatefulDrive)
+
+    def initial_state(self, q, qd=None, f=None, a=None) -> dict:
+        """State from coordinates ``q`` and *velocities* ``qd`` (momenta ``p = M(q) qd``);
+        ``f`` fitness (default 1) and, for a `StatefulDrive`, actuator states ``a``."""
         q = jnp.asarray(q)
         qd = jnp.zeros_like(q) if qd is None else jnp.asarray(qd, q.dtype)
         _check_vector(q, self.nq, "q")
         _check_vector(qd, self.nq, "qd")
         p = mass_matrix(self.tree, q) @ qd
         f = jnp.ones(self.fitness.size, q.dtype) if f is None else jnp.broadcast_to(jnp.asarray(f, q.dtype), (self.fitness.size,))
-        return {"q": q, "p": p, "f": f}
+        y = {"q": q, "p": p, "f": f}
+        if self.stateful:
+            y["a"] = self.drive.initial_actuator_state(q.dtype) if a is None else jnp.asarray(a, q.dtype)
+            _check_vector(y["a"], self.drive.state_size, "a")
+        return y
+
+    def drive_force(self, t, y, qd):
+        """Generalised drive forces ``F`` ``(n,)`` at state ``y`` (``qd = ∂H/∂p``)."""
+        if self.stateful:
+            return self.drive.force(t, y["q"], qd, y["f"], y["a"])
+        return self.drive(t, y["q"], qd, y["f"])
 
     def energy(self, y) -> Float[Array, ""]:
         """``H`` J at state ``y``."""
@@ -282,19 +357,22 @@ class HamiltonianSystem(eqx.Module):
         """Seed 000 eqs. 10–12: ``(q̇, ṗ, ḟ)``."""
         q, p, f = y["q"], y["p"], y["f"]
         qd = velocities(self.tree, q, p)
-        force = self.drive(t, q, qd, f)
+        force = self.drive_force(t, y, qd)
         pdot = force - dH_dq(self.tree, q, qd) - self.dissipation.force(q, qd)
         if isinstance(self.fitness, BracketFitness):
             fdot = self.fitness.rate(t, q, p, qd, f, force, pdot=pdot)
         else:
             fdot = self.fitness.rate(t, q, p, qd, f, force)
-        return {"q": qd, "p": pdot, "f": fdot}
+        out = {"q": qd, "p": pdot, "f": fdot}
+        if self.stateful:
+            out["a"] = self.drive.state_rate(t, q, qd, f, y["a"])
+        return out
 
     def power_balance(self, t, y) -> Float[Array, ""]:
         """``dH/dt = q̇ᵀ (F − ∂R/∂q̇)`` W, the rate at which drives and dissipation change H."""
-        q, p, f = y["q"], y["p"], y["f"]
+        q, p = y["q"], y["p"]
         qd = velocities(self.tree, q, p)
-        return jnp.dot(qd, self.drive(t, q, qd, f) - self.dissipation.force(q, qd))
+        return jnp.dot(qd, self.drive_force(t, y, qd) - self.dissipation.force(q, qd))
 
 
 def _check_vector(x, n, name):

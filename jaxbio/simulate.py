@@ -28,7 +28,8 @@ __all__ = ["Trajectory", "simulate", "simulate_sde", "stop_when"]
 class Trajectory(NamedTuple):
     """Result of `simulate`. Arrays have a leading time axis ``(T, ...)`` matching ``ts``.
 
-    ``q`` rad/m, ``p`` conjugate momenta, ``qd`` = ∂H/∂p, ``f`` fitness, ``energy`` H in J.
+    ``q`` rad/m, ``p`` conjugate momenta, ``qd`` = ∂H/∂p, ``f`` fitness, ``energy`` H in J,
+    ``a`` actuator states (None without a `StatefulDrive`).
     ``result``: Diffrax's `RESULTS` (``diffrax.RESULTS.successful`` when the solve completed; an
     event stop is ``diffrax.RESULTS.event_occurred``). With ``throw=True`` (default) a failed
     solve (``max_steps`` reached, step size collapsed, non-finite state) raises instead.
@@ -44,6 +45,7 @@ class Trajectory(NamedTuple):
     energy: Array
     result: object
     solution: diffrax.Solution
+    a: Array | None = None
 
 
 def stop_when(index: int, value: float, *, coordinate: str = "q") -> diffrax.Event:
@@ -66,10 +68,14 @@ def _check_span(t0, t1):
 
 
 def _check_state(system: HamiltonianSystem, y0: dict):
-    if not isinstance(y0, dict) or set(y0) != {"q", "p", "f"}:
-        raise ValueError("y0 must be a dict with keys 'q', 'p', 'f' (see HamiltonianSystem.initial_state)")
+    keys = {"q", "p", "f", "a"} if system.stateful else {"q", "p", "f"}
+    if not isinstance(y0, dict) or set(y0) != keys:
+        raise ValueError(f"y0 must be a dict with keys {sorted(keys)} (see HamiltonianSystem.initial_state)")
     n = system.nq
-    for key, shape in (("q", (n,)), ("p", (n,)), ("f", (system.fitness.size,))):
+    shapes = {"q": (n,), "p": (n,), "f": (system.fitness.size,)}
+    if system.stateful:
+        shapes["a"] = (system.drive.state_size,)
+    for key, shape in shapes.items():
         if jnp.shape(y0[key]) != shape:
             raise ValueError(f"y0[{key!r}] has shape {jnp.shape(y0[key])}, expected {shape}")
 
@@ -81,6 +87,7 @@ def _trajectory(system, sol, throw):
         ys = eqx.error_if(ys, ~finite, "the solution became non-finite (NaN/inf): the step size is "
                           "probably unstable for this system; use an adaptive controller or a smaller dt0")
     q, p, f = ys["q"], ys["p"], ys["f"]
+    actuator = ys.get("a")
     valid = jnp.isfinite(sol.ts)
     safe_q = jnp.where(valid[:, None], q, 0.0)
     safe_p = jnp.where(valid[:, None], p, 0.0)
@@ -88,7 +95,7 @@ def _trajectory(system, sol, throw):
     energy = jax.vmap(hamiltonian, in_axes=(None, 0, 0))(system.tree, safe_q, safe_p)
     qd = jnp.where(valid[:, None], qd, jnp.inf)
     energy = jnp.where(valid, energy, jnp.inf)
-    return Trajectory(sol.ts, q, p, qd, f, energy, sol.result, sol)
+    return Trajectory(sol.ts, q, p, qd, f, energy, sol.result, sol, actuator)
 
 
 def simulate(
@@ -191,12 +198,14 @@ def simulate_sde(
     dtype = jnp.result_type(y0["q"])
     k = system.fitness.size
     # Brownian motion with the state's structure; only its "p" part drives the system.
-    shape = {"q": jax.ShapeDtypeStruct((n,), dtype), "p": jax.ShapeDtypeStruct((n,), dtype),
-             "f": jax.ShapeDtypeStruct((k,), dtype)}
+    sizes = {"q": n, "p": n, "f": k}
+    if system.stateful:
+        sizes["a"] = system.drive.state_size
+    shape = {key: jax.ShapeDtypeStruct((m,), dtype) for key, m in sizes.items()}
     brownian = diffrax.VirtualBrownianTree(t0, t1, tol=dt0 / 4, shape=shape, key=key)
 
     def diffusion(t, y, args):
-        return {"q": jnp.zeros((n, n), dtype), "p": B.astype(dtype), "f": jnp.zeros((k, k), dtype)}
+        return {key: B.astype(dtype) if key == "p" else jnp.zeros((m, m), dtype) for key, m in sizes.items()}
 
     terms = diffrax.MultiTerm(diffrax.ODETerm(system.vector_field), diffrax.ControlTerm(diffusion, brownian))
     if saveat is None:

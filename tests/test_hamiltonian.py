@@ -268,3 +268,21 @@ def test_bad_input(pendulum):
     # ... or, with throw=False, is reported in the result flag
     tr = jb.simulate(system, y0, 0.0, 20.0, max_steps=10, throw=False)
     assert tr.result == diffrax.RESULTS.max_steps_reached
+
+
+def test_first_order_actuator_gives_the_seed000_impulse():
+    """Step command u = 1 on a point mass: F = F⁰(1 − e^{−t/τ}) (Wilkie's active state), so
+    p(t) = F⁰ (t − τ (1 − e^{−t/τ})), and with fitness 0.5 half of it."""
+    F0, tau = 30.0, 0.05
+    drive = ham.FirstOrderActuator(jnp.array([F0]), jnp.array([tau]), lambda t: jnp.ones(1))
+    system = jb.HamiltonianSystem(_slider(), drive=drive)
+    ts = jnp.linspace(0, 0.5, 11)
+    for fit in (1.0, 0.5):
+        tr = jb.simulate(system, system.initial_state(jnp.zeros(1), f=fit), 0.0, 0.5, ts=ts, rtol=1e-11, atol=1e-11)
+        np.testing.assert_allclose(tr.a[:, 0], 1 - np.exp(-np.asarray(ts) / tau), atol=1e-9)
+        expect = fit * F0 * (ts - tau * (1 - jnp.exp(-ts / tau)))
+        np.testing.assert_allclose(tr.p[:, 0], expect, rtol=1e-8, atol=1e-9)
+    with pytest.raises(ValueError, match="time_constant"):
+        ham.FirstOrderActuator(jnp.array([1.0]), jnp.array([0.0]), lambda t: jnp.ones(1))
+    with pytest.raises(ValueError, match="keys"):
+        jb.simulate(system, {"q": jnp.zeros(1), "p": jnp.zeros(1), "f": jnp.ones(1)}, 0.0, 1.0)
