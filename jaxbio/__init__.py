@@ -8,7 +8,7 @@ and the `quaternion` module. Every function is a pure function of one sample; ba
 ``jax.config.update("jax_enable_x64", True)`` for validation work.
 """
 
-from jaxbio import double_pendulum, hamiltonian, quaternion, spatial
+from jaxbio import double_pendulum, hamiltonian, muscles, quaternion, spatial
 from jaxbio.dynamics import (
     bias_forces,
     center_of_mass,

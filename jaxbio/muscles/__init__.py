@@ -1,0 +1,33 @@
+"""Muscles and actuators (seeds 000, 001, 002).
+
+- `jaxbio.muscles.curves`: Hill force–velocity (seed 000) with a smooth eccentric branch, the
+  De Groote et al. 2016 force–length, passive and tendon curves, and `HillMuscle` (many muscles
+  as arrays; rigid or compliant tendon).
+- `jaxbio.muscles.activation`: Wilkie's active-state equation and its impulse solutions,
+  first-order activation dynamics.
+- `jaxbio.muscles.actuators`: Rayleigh–Van der Pol dissipation, the hybrid DC motor, and
+  `MuscleDrive` (fitness × impulse × Hill, a `jaxbio.hamiltonian.Drive`).
+- `jaxbio.muscles.geometry`: `MusclePaths` through points fixed in segment frames; lengths,
+  lengthening velocities, moment arms r = −∂l/∂q, generalised forces and segment wrenches.
+- `jaxbio.muscles.sets`: `load_muscle_set("arm26" | "gait10dof18musc")` from OpenSim-derived data.
+"""
+
+from jaxbio.muscles import activation, actuators, curves, geometry, sets
+from jaxbio.muscles.actuators import DCMotor, MuscleDrive, RayleighVanDerPol
+from jaxbio.muscles.curves import HillMuscle
+from jaxbio.muscles.geometry import MusclePaths
+from jaxbio.muscles.sets import load_muscle_set
+
+__all__ = [
+    "DCMotor",
+    "HillMuscle",
+    "MuscleDrive",
+    "MusclePaths",
+    "RayleighVanDerPol",
+    "activation",
+    "actuators",
+    "curves",
+    "geometry",
+    "load_muscle_set",
+    "sets",
+]

@@ -1,0 +1,415 @@
+"""Muscle path geometry: straight-line paths through points fixed on segments (or the world).
+
+A muscle–tendon path is a polyline through ``P`` points, each fixed in the frame of one segment
+of a `SegmentTree` or in the world (ground). Its length is the sum of the straight distances
+between consecutive points; moment arms, lengthening velocities, generalised forces and the
+wrenches the muscles apply to the segments follow from it by automatic differentiation and by
+statics. No wrapping surfaces: where an OpenSim model wraps a path over a cylinder or an
+ellipsoid, the straight-line path cuts through it and its moment arms differ.
+
+Sign conventions (used throughout):
+
+- moment arm ``r = −∂l/∂q``: **positive when the muscle shortens as ``q`` increases**, so that a
+  tension ``F ≥ 0`` produces the generalised force ``τ = rᵀ F`` that acts along ``+q``
+  (API.md: ``tau`` positive along the joint axis).
+- lengthening velocity ``dl/dt = (∂l/∂q) q̇ = −r q̇`` (positive when the muscle lengthens).
+- the wrench route: every straight piece of a path between consecutive points on *different*
+  bodies pulls both of its end points towards each other with the tension (seed 001 §3.2: the
+  muscle force acts along the line between attachment points). `segment_wrenches` returns these
+  forces summed per segment, world frame, with moments about each segment's origin, in the form
+  ``external`` of `jaxbio.inverse_dynamics`. Since inverse dynamics returns the generalised force
+  still *needed* from the joints, ``inverse_dynamics(tree, q, 0, 0, external=segment_wrenches(…))
+  − inverse_dynamics(tree, q, 0, 0) = −generalized_forces(…)``.
+
+Muscles are arrays, not Python objects: ``m`` muscles padded to ``P`` points with a mask, so every
+function is one vectorised computation (no Python loop over muscles or frames in traced code) and
+works under `jax.jit`, `jax.vmap` and `jax.grad`. The public functions are wrapped in `jax.jit`
+(compiled on first call, so eager use is fast; inlined inside a caller's own jit).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float
+
+from jaxbio import quaternion as quat
+from jaxbio.dynamics.kinematics import segment_motion
+from jaxbio.tree import SegmentTree
+
+__all__ = [
+    "MusclePaths",
+    "WORLD",
+    "path_points_world",
+    "lengths",
+    "lengthening_velocity",
+    "moment_arms",
+    "generalized_forces",
+    "segment_wrenches",
+]
+
+#: Segment index of a point fixed in the world (ground) frame.
+WORLD = -1
+#: Names that always mean the world frame in `MusclePaths.from_points`.
+WORLD_NAMES = ("ground", "world")
+
+
+class MusclePaths(eqx.Module):
+    """Straight-line paths of ``m`` muscles, each through up to ``P`` points.
+
+    Fields:
+
+    - ``points``: ``(m, P, 3)`` m, array leaf: each point in the frame of its segment, or in the
+      world frame where its segment is ``WORLD`` (−1). Padding repeats the last active point.
+    - ``segments``: static ``tuple`` of ``m`` tuples of ``P`` ints, the segment index of each point
+      in the `SegmentTree` (``-1`` = world/ground). `segment_index` gives it as a numpy array.
+    - ``counts``: static, number of active points of each muscle (≥ 2); active points come first.
+    - ``names``: static, muscle names; ``point_names``: static, per muscle, its points' names.
+
+    The topology (which segment holds which point, how many points) is static, the coordinates
+    are an array leaf: `jax.grad` with respect to ``points`` (attachment sites) works, and
+    `jax.vmap` over stacked ``points`` (subjects) too. Build with `MusclePaths.from_points`,
+    which validates the input; the constructor itself checks shapes only (it also runs on traced
+    arrays).
+    """
+
+    points: Float[Array, "m P 3"]
+    segments: tuple[tuple[int, ...], ...] = eqx.field(static=True)
+    counts: tuple[int, ...] = eqx.field(static=True)
+    names: tuple[str, ...] = eqx.field(static=True)
+    point_names: tuple[tuple[str, ...], ...] = eqx.field(static=True, default=())
+
+    def __check_init__(self):
+        m = len(self.names)
+        if len(self.segments) != m or len(self.counts) != m:
+            raise ValueError(
+                f"MusclePaths: names ({m}), segments ({len(self.segments)}) and counts "
+                f"({len(self.counts)}) must have the same length"
+            )
+        P = len(self.segments[0]) if m else 0
+        if any(len(s) != P for s in self.segments):
+            raise ValueError("MusclePaths.segments: every muscle must have the same padded length P")
+        shape = jnp.shape(self.points)
+        if shape[-3:] != (m, P, 3):
+            raise ValueError(f"MusclePaths.points has shape {shape}, expected {(m, P, 3)}")
+        for name, c in zip(self.names, self.counts):
+            if not 2 <= c <= P:
+                raise ValueError(f"muscle {name!r}: a path needs at least 2 points (got {c})")
+
+    # ---- static helpers (numpy) --------------------------------------------------------------
+    @property
+    def n_muscles(self) -> int:
+        return len(self.names)
+
+    @property
+    def max_points(self) -> int:
+        """``P``, the padded number of points per muscle."""
+        return len(self.segments[0]) if self.segments else 0
+
+    @property
+    def segment_index(self) -> np.ndarray:
+        """``(m, P)`` int, static: segment of each point, ``-1`` for the world."""
+        return np.asarray(self.segments, dtype=np.int64).reshape(self.n_muscles, self.max_points)
+
+    @property
+    def mask(self) -> np.ndarray:
+        """``(m, P)`` bool, static: true for active (non-padding) points."""
+        return np.arange(self.max_points)[None, :] < np.asarray(self.counts)[:, None]
+
+    @property
+    def piece_mask(self) -> np.ndarray:
+        """``(m, P−1)`` bool, static: true for the straight pieces ``k → k+1`` of each path."""
+        return self.mask[:, 1:]
+
+    def index(self, name: str) -> int:
+        """Index of the muscle called ``name``."""
+        try:
+            return self.names.index(name)
+        except ValueError:
+            raise ValueError(f"no muscle named {name!r}; muscles are {list(self.names)}") from None
+
+    # ---- validated construction --------------------------------------------------------------
+    @classmethod
+    def from_points(
+        cls,
+        tree: SegmentTree,
+        muscles: Mapping[str, Sequence[tuple]],
+        *,
+        frames: Mapping[str, tuple] | None = None,
+        dtype=None,
+    ) -> "MusclePaths":
+        """Build and validate paths from named points.
+
+        Args:
+            tree: the model whose segment names the points refer to.
+            muscles: ``{muscle name: [(frame name, xyz), ...]}`` or with a third element, the
+                point's name: ``(frame name, xyz, point name)``. ``xyz`` in m, in that frame.
+            frames: optional extra frames rigidly fixed to a segment or to the world:
+                ``{name: (segment name or None for the world, origin (3,), quaternion (4,))}``,
+                the frame's origin (m) and attitude in that segment's frame (the quaternion may be
+                omitted). Use it for bodies welded to another body, e.g. OpenSim's ``base`` of
+                arm26 welded to the ground, or ``calcn`` welded to ``talus``. ``"ground"`` and
+                ``"world"`` always mean the world frame.
+            dtype: float dtype of ``points`` (default: JAX's default float type).
+
+        Raises:
+            ValueError naming the muscle and point for: a frame name that is neither a segment
+            nor in ``frames``, fewer than 2 points, a non-finite or wrongly shaped coordinate,
+            and two consecutive points that coincide on the same segment (a zero-length piece).
+        """
+        frames = dict(frames or {})
+        resolved: dict[str, tuple[int, np.ndarray, np.ndarray]] = {}
+        for nm in WORLD_NAMES:
+            resolved[nm] = (WORLD, np.zeros(3), np.eye(3))
+        for i, nm in enumerate(tree.names):
+            resolved[nm] = (i, np.zeros(3), np.eye(3))
+        for fname, spec in frames.items():
+            seg_name, origin = spec[0], np.asarray(spec[1], float)
+            q = np.asarray(spec[2], float) if len(spec) > 2 else np.array([1.0, 0.0, 0.0, 0.0])
+            if seg_name is None or seg_name in WORLD_NAMES:
+                seg = WORLD
+            elif seg_name in tree.names:
+                seg = tree.names.index(seg_name)
+            else:
+                raise ValueError(f"frame {fname!r}: unknown segment {seg_name!r}; segments are {list(tree.names)}")
+            if origin.shape != (3,) or q.shape != (4,) or abs(np.linalg.norm(q) - 1) > 1e-6:
+                raise ValueError(f"frame {fname!r}: origin must be (3,) and the quaternion (4,) of unit norm")
+            resolved[fname] = (seg, origin, _np_matrix(q))
+
+        names, seg_rows, pt_rows, pname_rows, counts = [], [], [], [], []
+        for mname, pts in muscles.items():
+            pts = list(pts)
+            if len(pts) < 2:
+                raise ValueError(f"muscle {mname!r}: a path needs at least 2 points, got {len(pts)}")
+            segs, xyzs, pnames = [], [], []
+            for k, spec in enumerate(pts):
+                frame, xyz = spec[0], np.asarray(spec[1], float)
+                pname = str(spec[2]) if len(spec) > 2 else f"{mname}-P{k + 1}"
+                if frame not in resolved:
+                    raise ValueError(
+                        f"muscle {mname!r}, point {k} ({pname!r}): unknown segment {frame!r}; "
+                        f"segments are {list(tree.names)}, fixed frames {sorted(set(resolved) - set(tree.names))}"
+                    )
+                if xyz.shape != (3,) or not np.all(np.isfinite(xyz)):
+                    raise ValueError(f"muscle {mname!r}, point {k} ({pname!r}): xyz must be 3 finite numbers, got {spec[1]!r}")
+                seg, origin, R = resolved[frame]
+                p = origin + R @ xyz
+                if k > 0 and seg == segs[-1] and np.linalg.norm(p - xyzs[-1]) <= 1e-12:
+                    raise ValueError(
+                        f"muscle {mname!r}, point {k} ({pname!r}) coincides with point {k - 1} "
+                        f"({pnames[-1]!r}) on the same segment: zero-length path piece"
+                    )
+                segs.append(seg)
+                xyzs.append(p)
+                pnames.append(pname)
+            names.append(str(mname))
+            seg_rows.append(segs)
+            pt_rows.append(xyzs)
+            pname_rows.append(pnames)
+            counts.append(len(segs))
+        if not names:
+            raise ValueError("MusclePaths.from_points: no muscles given")
+        P = max(counts)
+        seg_arr = np.zeros((len(names), P), np.int64)
+        pt_arr = np.zeros((len(names), P, 3))
+        for i, (segs, xyzs) in enumerate(zip(seg_rows, pt_rows)):
+            c = len(segs)
+            seg_arr[i, :c], pt_arr[i, :c] = segs, xyzs
+            seg_arr[i, c:], pt_arr[i, c:] = segs[-1], xyzs[-1]  # padding: repeat the last point
+        dt = dtype if dtype is not None else jnp.zeros(()).dtype
+        return cls(
+            points=jnp.asarray(pt_arr, dt),
+            segments=tuple(tuple(int(s) for s in row) for row in seg_arr),
+            counts=tuple(counts),
+            names=tuple(names),
+            point_names=tuple(tuple(r) for r in pname_rows),
+        )
+
+    def astype(self, dtype) -> "MusclePaths":
+        """The same paths with ``points`` cast to ``dtype``."""
+        return eqx.tree_at(lambda p: p.points, self, jnp.asarray(self.points, dtype))
+
+
+def _np_matrix(q: np.ndarray) -> np.ndarray:
+    w, x, y, z = q
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+        ]
+    )
+
+
+def _check_q(tree: SegmentTree, x, name: str):
+    x = jnp.asarray(x)
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        x = x.astype(jnp.result_type(float))
+    if x.shape != (tree.nq,):
+        raise ValueError(
+            f"{name} has shape {x.shape}, expected {(tree.nq,)} for model {tree.name!r}; batch with jax.vmap"
+        )
+    return x
+
+
+def _points_and_origins(paths: MusclePaths, tree: SegmentTree, q):
+    """World points ``(m, P, 3)`` and the world origin of each point's segment ``(m, P, 3)``
+    (zeros for world points)."""
+    mo = segment_motion(tree, q)
+    seg = paths.segment_index
+    idx = np.maximum(seg, 0)
+    on_world = jnp.asarray((seg < 0)[..., None])
+    att = mo.attitude[idx]  # (m, P, 4), gathered with static indices
+    org = mo.position[idx]
+    pts = paths.points.astype(jnp.result_type(paths.points, mo.position))
+    moving = org + quat.rotate(att, pts)
+    return jnp.where(on_world, pts, moving), jnp.where(on_world, 0.0, org)
+
+
+@jax.jit
+def path_points_world(paths: MusclePaths, tree: SegmentTree, q: Float[ArrayLike, " n"]) -> Float[Array, "m P 3"]:
+    """World position of every path point.
+
+    Args:
+        paths: the muscle paths (``m`` muscles, ``P`` padded points).
+        tree: the model (``n`` segments).
+        q: ``(n,)`` rad / m, generalised coordinates.
+
+    Returns:
+        ``(m, P, 3)`` m, world frame. Padding entries repeat each muscle's last active point.
+    """
+    q = _check_q(tree, q, "q")
+    return _points_and_origins(paths, tree, q)[0]
+
+
+def _pieces(paths: MusclePaths, pts):
+    """Vectors ``(m, P−1, 3)`` between consecutive points, their lengths ``(m, P−1)`` (zero for
+    padding) and unit vectors (zero where the length is zero), with gradients kept finite."""
+    d = pts[:, 1:, :] - pts[:, :-1, :]
+    d2 = jnp.sum(d * d, axis=-1)
+    ok = jnp.asarray(paths.piece_mask) & (d2 > 0)
+    safe = jnp.where(ok, d2, 1.0)  # double-where: no NaN gradient at zero length
+    length = jnp.where(ok, jnp.sqrt(safe), 0.0)
+    unit = jnp.where(ok[..., None], d / jnp.sqrt(safe)[..., None], 0.0)
+    return d, length, unit
+
+
+@jax.jit
+def lengths(paths: MusclePaths, tree: SegmentTree, q: Float[ArrayLike, " n"]) -> Float[Array, " m"]:
+    """Muscle–tendon length: the sum of the straight distances between consecutive active points.
+
+    Args:
+        paths: the muscle paths.
+        tree: the model.
+        q: ``(n,)`` rad / m, generalised coordinates.
+
+    Returns:
+        ``(m,)`` m.
+    """
+    q = _check_q(tree, q, "q")
+    pts = _points_and_origins(paths, tree, q)[0]
+    return jnp.sum(_pieces(paths, pts)[1], axis=-1)
+
+
+@jax.jit
+def lengthening_velocity(
+    paths: MusclePaths, tree: SegmentTree, q: Float[ArrayLike, " n"], qd: Float[ArrayLike, " n"]
+) -> Float[Array, " m"]:
+    """Rate of change of the muscle–tendon lengths, ``dl/dt = (∂l/∂q) q̇ = −r q̇`` (by `jax.jvp`).
+
+    Args:
+        q: ``(n,)`` rad / m, generalised coordinates.
+        qd: ``(n,)`` rad/s / m/s, generalised velocities.
+
+    Returns:
+        ``(m,)`` m/s, positive when the muscle lengthens.
+    """
+    q = _check_q(tree, q, "q")
+    qd = _check_q(tree, qd, "qd").astype(q.dtype)
+    return jax.jvp(lambda x: lengths(paths, tree, x), (q,), (qd,))[1]
+
+
+@jax.jit
+def moment_arms(paths: MusclePaths, tree: SegmentTree, q: Float[ArrayLike, " n"]) -> Float[Array, "m n"]:
+    """Moment arms ``r = −∂l/∂q`` (by `jax.jacfwd`).
+
+    Positive ``r[i, j]``: muscle ``i`` shortens when ``q[j]`` increases, so its tension pulls
+    ``q[j]`` in the positive direction. For a prismatic coordinate the "moment arm" is
+    dimensionless (m/m).
+
+    Args:
+        q: ``(n,)`` rad / m, generalised coordinates.
+
+    Returns:
+        ``(m, n)`` m per rad (revolute) / m per m (prismatic).
+    """
+    q = _check_q(tree, q, "q")
+    return -jax.jacfwd(lambda x: lengths(paths, tree, x))(q)
+
+
+@jax.jit
+def generalized_forces(
+    paths: MusclePaths, tree: SegmentTree, q: Float[ArrayLike, " n"], forces: Float[ArrayLike, " m"]
+) -> Float[Array, " n"]:
+    """Generalised forces of the muscle tensions, ``τ = rᵀ F``.
+
+    Args:
+        q: ``(n,)`` rad / m, generalised coordinates.
+        forces: ``(m,)`` N, muscle–tendon tensions (positive pulls).
+
+    Returns:
+        ``(n,)`` N·m (revolute) / N (prismatic), positive along each joint axis (API.md), i.e.
+        the joint moments the muscles produce.
+    """
+    forces = jnp.asarray(forces)
+    if forces.shape != (paths.n_muscles,):
+        raise ValueError(f"forces has shape {forces.shape}, expected {(paths.n_muscles,)}")
+    return moment_arms(paths, tree, q).T @ forces
+
+
+@jax.jit
+def segment_wrenches(
+    paths: MusclePaths, tree: SegmentTree, q: Float[ArrayLike, " n"], forces: Float[ArrayLike, " m"]
+) -> tuple[Float[Array, "n 3"], Float[Array, "n 3"]]:
+    """The wrenches the muscles apply to the segments (seed 001 §3.2).
+
+    Every straight piece of a path between consecutive points on different bodies pulls each of
+    its two end points towards the other with the muscle's tension: ``+F u`` on the proximal point
+    (``u`` the unit vector from it to the next point) and ``−F u`` on the next one. Pieces on one
+    segment exert no net wrench on it and are skipped; forces on world points (the ground) are
+    dropped. The forces on each segment are summed with their moments about the segment's origin.
+
+    Args:
+        q: ``(n,)`` rad / m, generalised coordinates.
+        forces: ``(m,)`` N, muscle–tendon tensions.
+
+    Returns:
+        ``(forces (n, 3) N, moments (n, 3) N·m)``, world frame, moments about each segment's
+        origin (its joint centre): the ``external`` argument of `jaxbio.inverse_dynamics`. Their
+        generalised force ``Jᵀ(f, m)`` equals `generalized_forces`, so
+        ``inverse_dynamics(…, external=segment_wrenches(…)) − inverse_dynamics(…) = −rᵀF``.
+    """
+    q = _check_q(tree, q, "q")
+    tension = jnp.asarray(forces)
+    if tension.shape != (paths.n_muscles,):
+        raise ValueError(f"forces has shape {tension.shape}, expected {(paths.n_muscles,)}")
+    pts, org = _points_and_origins(paths, tree, q)
+    _, _, unit = _pieces(paths, pts)
+    seg = paths.segment_index
+    n = tree.nq
+    # static: pieces spanning two bodies; contributions on the world go to a dropped bin n
+    spans = paths.piece_mask & (seg[:, 1:] != seg[:, :-1])
+    f = tension[:, None, None] * unit * jnp.asarray(spans)[..., None]  # (m, P−1, 3) on the proximal point
+    f_all = jnp.concatenate([f, -f], axis=1)  # on points k and k+1
+    p_all = jnp.concatenate([pts[:, :-1], pts[:, 1:]], axis=1)
+    o_all = jnp.concatenate([org[:, :-1], org[:, 1:]], axis=1)
+    s_all = np.concatenate([seg[:, :-1], seg[:, 1:]], axis=1)
+    bins = np.where(s_all < 0, n, s_all).reshape(-1)
+    m_all = jnp.cross(p_all - o_all, f_all)
+    seg_f = jax.ops.segment_sum(f_all.reshape(-1, 3), bins, num_segments=n + 1)[:n]
+    seg_m = jax.ops.segment_sum(m_all.reshape(-1, 3), bins, num_segments=n + 1)[:n]
+    return seg_f, seg_m

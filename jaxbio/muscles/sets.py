@@ -1,0 +1,301 @@
+"""Shipped muscle sets: a `SegmentTree`, the `MusclePaths` and a parameter table, from OpenSim data.
+
+``load_muscle_set(name)`` for
+
+- ``"arm26"``: OpenSim's Arm26 (2 DOF ``r_shoulder_elev``, ``r_elbow_flex``; 6 muscles TRIlong,
+  TRIlat, TRImed, BIClong, BICshort, BRA), tree = the shipped model ``jaxbio/models/arm26.json``.
+- ``"gait10dof18musc"``: OpenSim's planar Gait10dof18musc lower limb (10 coordinates; 18 muscles,
+  9 per leg), tree built here from the body/joint tables.
+
+The data are copied from ``opensim-org/opensim-models`` (CC BY 3.0; see
+``jaxbio/muscles/data/README.md`` for the source, attribution and every approximation made).
+Files are parsed with numpy/csv outside jit, once per call.
+
+Approximations (all documented in the data README):
+
+- straight-line paths: OpenSim's wrapping surfaces (arm26: the TRI* and BIC* muscles wrap over
+  cylinders/ellipsoids at the shoulder and elbow) are ignored, so those moment arms differ from
+  OpenSim's. BRA has no wrap object and matches a straight line.
+- gait10dof18musc: conditional path points are fixed at their state in the reference pose (all
+  coordinates 0; ``conditional="always"`` keeps all of them instead); moving path points (the rect_fem
+  and vasti insertions) are fixed at their knee-angle-0 value; the knee is a pure hinge placed at
+  the tibia translation splines' value at knee angle 0 (natural cubic spline through the knots).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from importlib import resources
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from jaxbio.model import load_model
+from jaxbio.muscles.geometry import MusclePaths
+from jaxbio.tree import SegmentTree
+
+__all__ = ["MuscleParameters", "load_muscle_set", "muscle_sets", "coordinate_names"]
+
+_SETS = ("arm26", "gait10dof18musc")
+
+#: OpenSim coordinate name of each q, per set.
+_COORDINATES = {
+    "arm26": ("r_shoulder_elev", "r_elbow_flex"),
+    "gait10dof18musc": (
+        "pelvis_tx", "pelvis_ty", "pelvis_tilt",
+        "hip_flexion_r", "knee_angle_r", "ankle_angle_r",
+        "hip_flexion_l", "knee_angle_l", "ankle_angle_l",
+        "lumbar_extension",
+    ),
+}
+
+VIRTUAL_MASS = 1e-4  # kg, as jaxbio/models/README.md "Virtual segments"
+VIRTUAL_INERTIA = 1e-7  # kg·m²
+
+
+class MuscleParameters(eqx.Module):
+    """Hill-type parameters of ``m`` muscles, one array ``(m,)`` each (OpenSim's names and units).
+
+    - ``max_isometric_force``: N.
+    - ``optimal_fiber_length``: m.
+    - ``tendon_slack_length``: m.
+    - ``pennation_angle``: rad, at optimal fibre length.
+    - ``max_contraction_velocity``: optimal fibre lengths per second (``Lopt/s``), as in OpenSim.
+    - ``names``: static, muscle names in the order of `MusclePaths.names`.
+    """
+
+    max_isometric_force: Float[Array, " m"]
+    optimal_fiber_length: Float[Array, " m"]
+    tendon_slack_length: Float[Array, " m"]
+    pennation_angle: Float[Array, " m"]
+    max_contraction_velocity: Float[Array, " m"]
+    names: tuple[str, ...] = eqx.field(static=True)
+
+
+def muscle_sets() -> tuple[str, ...]:
+    """Names of the shipped muscle sets."""
+    return _SETS
+
+
+def coordinate_names(name: str) -> tuple[str, ...]:
+    """OpenSim coordinate name of each generalised coordinate ``q[i]`` of set ``name``."""
+    _check_name(name)
+    return _COORDINATES[name]
+
+
+def _check_name(name: str) -> None:
+    if name not in _SETS:
+        raise ValueError(f"no muscle set {name!r}; shipped sets are {list(_SETS)}")
+
+
+def _read_text(filename: str) -> str:
+    return (resources.files("jaxbio.muscles") / "data" / filename).read_text(encoding="utf-8")
+
+
+def _read_csv(filename: str) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(_read_text(filename))))
+
+
+def _inertia(row: dict[str, str]) -> np.ndarray:
+    ixx, iyy, izz, ixy, ixz, iyz = (float(row[k]) for k in
+                                     ("Ixx_kgm2", "Iyy_kgm2", "Izz_kgm2", "Ixy_kgm2", "Ixz_kgm2", "Iyz_kgm2"))
+    return np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+
+
+def _com(row: dict[str, str]) -> np.ndarray:
+    return np.array([float(row[k]) for k in ("com_x_m", "com_y_m", "com_z_m")])
+
+
+def _segment(name, parent, jtype, axis, origin, mass, com, inertia) -> dict:
+    return {
+        "name": name,
+        "parent": parent,
+        "joint": {"type": jtype, "axis": [float(a) for a in axis], "origin": [float(o) for o in origin],
+                  "orientation": [1.0, 0.0, 0.0, 0.0]},
+        "mass": float(mass),
+        "com": [float(c) for c in com],
+        "inertia": np.asarray(inertia, float).tolist(),
+    }
+
+
+def _virtual(name, parent, axis, origin=(0.0, 0.0, 0.0)) -> dict:
+    return _segment(name, parent, "prismatic", axis, origin, VIRTUAL_MASS, (0, 0, 0),
+                    VIRTUAL_INERTIA * np.eye(3))
+
+
+# ---- arm26 -----------------------------------------------------------------------------------
+
+_ARM26_BASE = np.array([0.0, 0.8, 0.0])  # base welded to the ground at (0, 0.8, 0), no rotation
+
+
+def arm26_model_dict() -> dict:
+    """The jaxbio model dict of Arm26 (what ``jaxbio/models/arm26.json`` holds), from the copied
+    OpenSim tables: the massless ``base`` (welded to the ground at (0, 0.8, 0)) is folded into
+    the world by offsetting the shoulder origin; each CustomJoint is one revolute joint about its
+    (slightly tilted) ``rotation1`` axis, zero child offsets."""
+    joints = {j["joint"]: j for j in json.loads(_read_text("arm26_joints.json"))["joints"]}
+    bodies = {r["body"]: r for r in _read_csv("arm26_bodies.csv")}
+    segs = []
+    for body, jname, parent in (("r_humerus", "r_shoulder", None), ("r_ulna_radius_hand", "r_elbow", "r_humerus")):
+        j = joints[jname]
+        axis = np.asarray(j["spatial_transform"][0]["axis"], float)
+        origin = np.asarray(j["parent_frame"]["translation_m"], float)
+        if parent is None:
+            origin = origin + _ARM26_BASE
+        b = bodies[body]
+        segs.append(_segment(body, parent, "revolute", axis / np.linalg.norm(axis), origin,
+                             float(b["mass_kg"]), _com(b), _inertia(b)))
+    return {"format": "jaxbio-model", "version": 1, "name": "arm26",
+            "gravity": json.loads(_read_text("arm26_joints.json"))["gravity"], "segments": segs}
+
+
+# ---- gait10dof18musc ----------------------------------------------------------------------------
+
+def _natural_cubic_spline(x: np.ndarray, y: np.ndarray, t: float) -> float:
+    """Natural cubic spline through ``(x, y)`` evaluated at ``t`` (numpy, build time only)."""
+    n = len(x)
+    h = np.diff(x)
+    A = np.zeros((n, n))
+    b = np.zeros(n)
+    A[0, 0] = A[-1, -1] = 1.0
+    for i in range(1, n - 1):
+        A[i, i - 1], A[i, i], A[i, i + 1] = h[i - 1], 2 * (h[i - 1] + h[i]), h[i]
+        b[i] = 3 * ((y[i + 1] - y[i]) / h[i] - (y[i] - y[i - 1]) / h[i - 1])
+    c = np.linalg.solve(A, b)
+    i = int(np.clip(np.searchsorted(x, t) - 1, 0, n - 2))
+    dx = t - x[i]
+    bi = (y[i + 1] - y[i]) / h[i] - h[i] * (2 * c[i] + c[i + 1]) / 3
+    di = (c[i + 1] - c[i]) / (3 * h[i])
+    return float(y[i] + bi * dx + c[i] * dx**2 + di * dx**3)
+
+
+def _lump(parts):
+    """Mass, COM and inertia about the COM of rigid parts ``(mass, com, inertia about own com)``
+    expressed in one frame (parallel-axis theorem)."""
+    mass = sum(m for m, _, _ in parts)
+    com = sum(m * c for m, c, _ in parts) / mass
+    inertia = np.zeros((3, 3))
+    for m, c, i in parts:
+        d = c - com
+        inertia += i + m * (d @ d * np.eye(3) - np.outer(d, d))
+    return mass, com, inertia
+
+
+def _gait_frames_and_tree() -> tuple[dict, dict]:
+    bodies = {r["body"]: r for r in _read_csv("gait10dof18musc_bodies.csv")}
+    jdata = json.loads(_read_text("gait10dof18musc_joints.json"))
+    joints = {j["joint"]: j for j in jdata["joints"]}
+
+    def loc(jname):
+        return np.asarray(joints[jname]["parent_frame"]["translation_m"], float)
+
+    def real(body, parent, origin, mass=None, com=None, inertia=None):
+        b = bodies[body]
+        return _segment(body, parent, "revolute", (0, 0, 1), origin,
+                        float(b["mass_kg"]) if mass is None else mass,
+                        _com(b) if com is None else com, _inertia(b) if inertia is None else inertia)
+
+    segs = [_virtual("pelvis_tx", None, (1, 0, 0)), _virtual("pelvis_ty", "pelvis_tx", (0, 1, 0)),
+            real("pelvis", "pelvis_ty", (0, 0, 0))]
+    frames = {}
+    for side in ("r", "l"):
+        knee = {t["name"]: t["function"] for t in joints[f"knee_{side}"]["spatial_transform"]}
+        kx, ky = (_natural_cubic_spline(np.asarray(knee[t]["x"], float), np.asarray(knee[t]["y"], float), 0.0)
+                  for t in ("translation1", "translation2"))
+        # foot = talus + calcn + toes (welded in this model), in the talus frame
+        calcn_o = loc(f"subtalar_{side}")
+        toes_o = calcn_o + loc(f"mtp_{side}")
+        parts = [(float(bodies[b]["mass_kg"]), o + _com(bodies[b]), _inertia(bodies[b]))
+                 for b, o in ((f"talus_{side}", np.zeros(3)), (f"calcn_{side}", calcn_o), (f"toes_{side}", toes_o))]
+        m, c, i = _lump(parts)
+        segs += [
+            real(f"femur_{side}", "pelvis", loc(f"hip_{side}")),
+            real(f"tibia_{side}", f"femur_{side}", (kx, ky, 0.0)),
+            real(f"talus_{side}", f"tibia_{side}", loc(f"ankle_{side}"), m, c, i),
+        ]
+        frames[f"calcn_{side}"] = (f"talus_{side}", calcn_o)
+        frames[f"toes_{side}"] = (f"talus_{side}", toes_o)
+    segs.append(real("torso", "pelvis", loc("back")))
+    d = {"format": "jaxbio-model", "version": 1, "name": "gait10dof18musc", "gravity": jdata["gravity"],
+         "segments": segs}
+    return d, frames
+
+
+def gait10dof18musc_model_dict() -> dict:
+    """The jaxbio model dict of the planar Gait10dof18musc lower limb (10 DOF, q order
+    `coordinate_names`): virtual prismatic ``pelvis_tx``, ``pelvis_ty`` (1e-4 kg), ``pelvis``
+    (tilt), then per leg ``femur``, ``tibia`` (hinge at the knee splines' knee-angle-0 position)
+    and ``talus`` (talus + calcn + toes lumped rigidly), and ``torso``. All axes +z."""
+    return _gait_frames_and_tree()[0]
+
+
+# ---- muscles ---------------------------------------------------------------------------------
+
+def _muscles(prefix: str, tree: SegmentTree, frames: dict, dtype, conditional: str
+             ) -> tuple[MusclePaths, MuscleParameters]:
+    rows = _read_csv(f"{prefix}_muscles.csv")
+    points: dict[str, list] = {r["muscle"]: [] for r in rows}
+    for r in _read_csv(f"{prefix}_muscle_pathpoints.csv"):
+        if r["point_type"] == "ConditionalPathPoint" and conditional == "reference":
+            # keep the point only if it is active with its coordinate at 0 (the reference pose)
+            if not float(r["range_min_rad"]) <= 0.0 <= float(r["range_max_rad"]):
+                continue
+        xyz = [float(r[k]) for k in ("x_m", "y_m", "z_m")]
+        points[r["muscle"]].append((int(r["point_index"]), (r["body"], xyz, r["point_name"])))
+    muscles = {name: [p for _, p in sorted(pts, key=lambda t: t[0])] for name, pts in points.items()}
+    paths = MusclePaths.from_points(tree, muscles, frames=frames, dtype=dtype)
+    dt = dtype if dtype is not None else jnp.zeros(()).dtype
+
+    def col(key):
+        return jnp.asarray(np.array([float(r[key]) for r in rows]), dt)
+
+    params = MuscleParameters(
+        max_isometric_force=col("max_isometric_force_N"),
+        optimal_fiber_length=col("optimal_fiber_length_m"),
+        tendon_slack_length=col("tendon_slack_length_m"),
+        pennation_angle=col("pennation_angle_rad"),
+        max_contraction_velocity=col("max_contraction_velocity_Lopt_per_s"),
+        names=tuple(r["muscle"] for r in rows),
+    )
+    return paths, params
+
+
+def load_muscle_set(
+    name: str, *, dtype=None, conditional: str = "reference"
+) -> tuple[SegmentTree, MusclePaths, MuscleParameters]:
+    """A shipped muscle set: ``(tree, paths, parameters)``.
+
+    Args:
+        name: ``"arm26"`` (2 DOF, 6 muscles) or ``"gait10dof18musc"`` (10 DOF, 18 muscles).
+        dtype: float dtype of every array (default: JAX's default float type).
+        conditional: what to do with OpenSim's ``ConditionalPathPoint`` s (gait10dof18musc only;
+            their activity depends on a coordinate, which a fixed path cannot follow):
+            ``"reference"`` (default) keeps each one that is active with its coordinate at 0
+            (iliopsoas P3, gastroc P2) and drops the others (the rect_fem and vasti points over
+            the femoral condyles, active only in deep knee flexion, below −1.42 rad);
+            ``"always"`` keeps every one. With ``"always"`` the quadriceps pass over the condyle
+            points even with the knee straight and get a knee moment arm of the wrong sign near
+            knee angle 0.
+
+    Returns:
+        tree: the `SegmentTree` (q order: `coordinate_names(name)`).
+        paths: `MusclePaths`, straight lines through OpenSim's path points; points on OpenSim
+            bodies that are not segments here are mapped rigidly (arm26 ``base`` → world at
+            (0, 0.8, 0); gait ``calcn_*``/``toes_*`` → the ``talus_*`` segment).
+        parameters: `MuscleParameters`, in the order of ``paths.names``.
+    """
+    _check_name(name)
+    if conditional not in ("reference", "always"):
+        raise ValueError(f"conditional must be 'reference' or 'always', got {conditional!r}")
+    if name == "arm26":
+        tree = load_model("arm26", dtype=dtype)
+        frames = {"base": (None, _ARM26_BASE)}
+    else:
+        d, frames = _gait_frames_and_tree()
+        tree = SegmentTree.from_dict(d, dtype=dtype)
+    paths, params = _muscles(name, tree, frames, dtype, conditional)
+    return tree, paths, params
