@@ -260,3 +260,35 @@ def test_bad_inputs_name_muscle_and_point():
         sets.load_muscle_set("leg")
     with pytest.raises(ValueError, match=r"q has shape \(3,\)"):
         geometry.lengths(SETS["arm26"][1], SETS["arm26"][0], jnp.zeros(3))
+
+
+def test_muscle_driven_arm_energy_balance_closes():
+    """arm26 driven by its six muscles (activations as ODE states): the change of H equals the
+    muscles' work −∫ F·l̇ dt, and activations follow the excitation."""
+    import diffrax
+
+    import jaxbio as jb
+    from jaxbio.muscles.activation import ActivationDynamics
+    from jaxbio.muscles.curves import HillMuscle
+    from jaxbio.muscles.drive import MuscleActuatedDrive
+
+    tree, paths, par = sets.load_muscle_set("arm26", dtype=jnp.float64)
+    muscles = HillMuscle(par.max_isometric_force, par.optimal_fiber_length, par.tendon_slack_length,
+                         par.pennation_angle, par.max_contraction_velocity)
+    excitation = lambda t: jnp.array([0.05, 0.05, 0.05, 0.6, 0.6, 0.6])  # biceps and brachialis on
+    drive = MuscleActuatedDrive(tree, paths, muscles, ActivationDynamics(), excitation)
+    system = jb.HamiltonianSystem(tree, drive=drive)
+    y0 = system.initial_state(jnp.array([0.2, 0.8]), a=jnp.full(6, 0.05))
+    ts = jnp.linspace(0.0, 0.2, 401)
+    tr = jb.simulate(system, y0, 0.0, 0.2, solver=diffrax.Tsit5(), rtol=1e-10, atol=1e-10, ts=ts)
+    power = jnp.stack([jnp.dot(tr.qd[k], drive.force(ts[k], tr.q[k], tr.qd[k], tr.f[k], tr.a[k]))
+                       for k in range(len(ts))])
+    work = np.trapezoid(np.asarray(power), np.asarray(ts))
+    dH = float(tr.energy[-1] - tr.energy[0])
+    assert abs(dH - work) < 1e-4 * max(abs(work), 1e-3)
+    # the muscles' power on the skeleton equals −F·l̇ at every saved state (τ = rᵀF)
+    k = 200
+    F = drive.tensions(tr.q[k], tr.qd[k], tr.f[k], tr.a[k])
+    ldot = geometry.lengthening_velocity(paths, tree, tr.q[k], tr.qd[k])
+    np.testing.assert_allclose(power[k], -jnp.dot(F, ldot), rtol=1e-10)
+    assert float(tr.a[-1, 3]) > 0.5 and float(tr.q[-1, 1]) > 0.8  # biceps active, elbow flexes

@@ -9,24 +9,29 @@
   `MuscleDrive` (fitness × impulse × Hill, a `jaxbio.hamiltonian.Drive`).
 - `jaxbio.muscles.geometry`: `MusclePaths` through points fixed in segment frames; lengths,
   lengthening velocities, moment arms r = −∂l/∂q, generalised forces and segment wrenches.
+- `jaxbio.muscles.drive`: `MuscleActuatedDrive`, Hill muscles on paths with activation dynamics
+  as a stateful drive (activations are ODE states of the Hamiltonian system).
 - `jaxbio.muscles.sets`: `load_muscle_set("arm26" | "gait10dof18musc")` from OpenSim-derived data.
 """
 
-from jaxbio.muscles import activation, actuators, curves, geometry, sets
+from jaxbio.muscles import activation, actuators, curves, drive, geometry, sets
 from jaxbio.muscles.actuators import DCMotor, MuscleDrive, RayleighVanDerPol
 from jaxbio.muscles.curves import HillMuscle
+from jaxbio.muscles.drive import MuscleActuatedDrive
 from jaxbio.muscles.geometry import MusclePaths
 from jaxbio.muscles.sets import load_muscle_set
 
 __all__ = [
     "DCMotor",
     "HillMuscle",
+    "MuscleActuatedDrive",
     "MuscleDrive",
     "MusclePaths",
     "RayleighVanDerPol",
     "activation",
     "actuators",
     "curves",
+    "drive",
     "geometry",
     "load_muscle_set",
     "sets",

@@ -1,0 +1,59 @@
+"""Muscles as a stateful drive of a `HamiltonianSystem`: activations are ODE states.
+
+``ȧ = ActivationDynamics.rate(u(t), a)``; the tensions ``F = HillMuscle.force(f·a, l(q), l̇(q, q̇))``
+along straight-line `MusclePaths`; the generalised forces ``τ = r(q)ᵀ F`` (r = −∂l/∂q), so the
+muscles' power on the skeleton is ``q̇ᵀτ = −F·l̇``. The fitness ``f[0]`` scales activation
+(seed 000: fitness-dependent muscular drives).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import jax.numpy as jnp
+
+from jaxbio.hamiltonian import StatefulDrive
+from jaxbio.muscles.activation import ActivationDynamics
+from jaxbio.muscles.curves import HillMuscle
+from jaxbio.muscles.geometry import MusclePaths, generalized_forces, lengthening_velocity, lengths
+from jaxbio.tree import SegmentTree
+
+__all__ = ["MuscleActuatedDrive"]
+
+
+class MuscleActuatedDrive(StatefulDrive):
+    """Hill muscles on paths, with activation dynamics, as a `StatefulDrive`.
+
+    Fields: ``tree`` (the same `SegmentTree` as the system, for the path geometry), ``paths``
+    (`MusclePaths`, m muscles), ``muscles`` (`HillMuscle` with m muscles), ``activation``
+    (`ActivationDynamics`), ``excitation``: a traceable ``u(t) -> (m,)`` in [0, 1].
+    State ``a`` ``(m,)``: activations.
+    """
+
+    tree: SegmentTree
+    paths: MusclePaths
+    muscles: HillMuscle
+    activation: ActivationDynamics
+    excitation: Callable
+
+    def __check_init__(self):
+        m = self.paths.n_muscles
+        if self.muscles.max_isometric_force.shape != (m,):
+            raise ValueError(f"MuscleActuatedDrive: muscles has {self.muscles.max_isometric_force.shape} "
+                             f"max_isometric_force entries, paths has {m} muscles")
+
+    @property
+    def state_size(self) -> int:
+        return self.paths.n_muscles
+
+    def tensions(self, q, qd, f, a):
+        """Muscle–tendon tensions ``(m,)`` N."""
+        l_mt = lengths(self.paths, self.tree, q)
+        v_mt = lengthening_velocity(self.paths, self.tree, q, qd)
+        return self.muscles.force(jnp.clip(f[0] * a, 0.0, 1.0), l_mt, v_mt)
+
+    def force(self, t, q, qd, f, a):
+        return generalized_forces(self.paths, self.tree, q, self.tensions(q, qd, f, a))
+
+    def state_rate(self, t, q, qd, f, a):
+        return self.activation.rate(jnp.asarray(self.excitation(t), a.dtype), a)
