@@ -1,7 +1,8 @@
 """The ``jaxbio`` command line.
 
-``jaxbio`` with no arguments (or ``jaxbio id``) shows inverse dynamics of a shipped model for a
-short motion: a table of joint torques. Errors in user input print one line and exit with 2.
+``jaxbio sprint`` (the main job, also ``jaxbio`` with no arguments) fits the fitness-dependent
+Hamiltonian sprinter to 100 m split times; ``jaxbio id`` shows inverse dynamics of a shipped model
+for a short motion (a table of joint torques). Errors in user input print one line and exit 2.
 """
 
 from __future__ import annotations
@@ -64,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     pid.add_argument("--amplitude", type=float, default=0.5, help="joint amplitude in rad (default 0.5)")
     pid.add_argument("--columns", type=int, default=8, help="at most this many joint columns (default 8)")
     pid.set_defaults(func=cmd_id)
+    from jaxbio.sprint._cli import add_parser as add_sprint
+
+    add_sprint(sub)
     return p
 
 
@@ -71,7 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        args = parser.parse_args(["id"] + (argv or []))
+        args = parser.parse_args(["sprint"] + (argv or []))
+    if args.command != "id":
+        return args.func(args)
     try:
         if args.frames < 1 or args.duration <= 0:
             raise ValueError("--frames must be ≥ 1 and --duration > 0")

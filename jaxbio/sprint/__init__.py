@@ -1,0 +1,35 @@
+"""The 100 m sprint: a fitness-dependent Hamiltonian sprinter fitted to split times (seed 000).
+
+``jb.sprint.Sprinter`` holds the model's positive parameters (as logs); ``split_times`` gives the
+predicted split times, differentiable in every parameter; ``fit`` fits races (many at once, with
+``jax.vmap``), with Laplace uncertainties and an optional hierarchical prior on the fatigue
+parameters; ``fit_baseline`` fits the classical Furusawa–Hill–Keller and Tibshirani (1997)
+models; ``read_csv`` / ``load_race`` / ``embedded_races`` read split files. The command
+``jaxbio sprint`` (``python -m jaxbio.sprint``) fits the embedded races and prints a table.
+"""
+
+from jaxbio.sprint.baselines import BaselineResult, fit_baseline
+from jaxbio.sprint.data import Race, SprintDataError, embedded_names, embedded_races, load_race, read_csv
+from jaxbio.sprint.fit import FitResult, Profile, fit, fit_splits, population_prior, splits_from_races
+from jaxbio.sprint.model import (
+    DEFAULTS,
+    FATIGUE,
+    FREE,
+    PARAMETERS,
+    UNITS,
+    Sprinter,
+    Trajectory,
+    hamiltonian,
+    simulate,
+    split_times,
+    times_at,
+    vector_field,
+)
+from jaxbio.sprint._solve import SIGMA_ROUND, Splits
+
+__all__ = [
+    "BaselineResult", "DEFAULTS", "FATIGUE", "FREE", "FitResult", "PARAMETERS", "Profile", "Race", "SIGMA_ROUND",
+    "Splits", "SprintDataError", "Sprinter", "Trajectory", "UNITS", "embedded_names", "embedded_races", "fit",
+    "fit_baseline", "fit_splits", "hamiltonian", "load_race", "population_prior", "read_csv", "simulate",
+    "split_times", "splits_from_races", "times_at", "vector_field",
+]

@@ -1,0 +1,279 @@
+"""``jaxbio sprint``: fit the sprinter (and the classical baselines) to 100 m split times.
+
+With no arguments every embedded race is fitted and a table printed. ``--race NAME`` / ``--csv
+PATH`` (repeatable) choose races; ``--fit-until D`` fits only the splits ≤ D m (with a prior on
+the fatigue parameters learned from the other embedded races) and predicts the rest;
+``--plot FILE.png`` draws speed and fitness against distance; ``--json FILE`` writes the results.
+Exit codes: 0 ok, 2 bad input (one line on stderr naming file, line and problem), 1 a fit did not
+converge. ``add_parser(subparsers)`` registers the subcommand on the ``jaxbio`` command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Register ``sprint`` on an argparse ``subparsers`` object; sets ``func=run``."""
+    p = subparsers.add_parser(
+        "sprint", help="fit fatigue (fitness) parameters to 100 m split times",
+        description="Fit seed 000's fitness-dependent Hamiltonian sprinter to 100 m split times "
+                    "(all embedded races by default) and compare with the Furusawa-Hill-Keller and "
+                    "Tibshirani (1997) models.")
+    p.add_argument("--race", action="append", metavar="NAME", help="an embedded race (repeatable; prefixes allowed)")
+    p.add_argument("--csv", action="append", metavar="PATH",
+                   help="a split file: '#' header lines incl. reaction_time_s, then distance_m,time_s (repeatable)")
+    p.add_argument("--fit-until", type=float, metavar="D",
+                   help="fit only splits at or before D m and predict the rest (hierarchical prior on fatigue)")
+    p.add_argument("--plot", metavar="FILE.png", help="plot speed and fitness against distance")
+    p.add_argument("--json", metavar="FILE", help="write the results as JSON (an object for one race, else a list)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+    return p
+
+
+def _setup_jax():
+    import jax
+
+    jax.config.update("jax_enable_x64", True)  # the CLI validates in float64 (API.md)
+    cache = os.environ.get("JAXBIO_JAX_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "jaxbio", "jax"))
+    if cache and cache != "0":  # persistent compilation cache: later runs skip XLA compilation
+        try:
+            jax.config.update("jax_compilation_cache_dir", cache)
+            jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+        except Exception:  # noqa: BLE001 — an unusable cache only costs time
+            pass
+
+
+def _progress(total, disable):
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover
+        tqdm = None
+    if tqdm is None or disable:
+        class _Null:
+            def update(self, n=1): pass
+            def set_description(self, d): pass
+            def close(self): pass
+        return _Null()
+    return tqdm(total=total, file=sys.stderr, leave=False, bar_format="{desc} {bar} {n_fmt}/{total_fmt} [{elapsed}]")
+
+
+def run(args) -> int:
+    """Run ``jaxbio sprint``; returns the exit code (0 ok, 2 bad input, 1 not converged)."""
+    from jaxbio.sprint.data import SprintDataError
+
+    try:
+        return _run(args)
+    except SprintDataError as e:
+        print(f"jaxbio sprint: error: {e}", file=sys.stderr)
+        return 2
+    except (ValueError, OSError) as e:
+        print(f"jaxbio sprint: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _load(args):
+    from jaxbio.sprint.data import embedded_races, load_race, read_csv
+
+    races = []
+    for name in args.race or []:
+        races.append(load_race(name))
+    for path in args.csv or []:
+        races.append(read_csv(path))
+    if not races:
+        races = embedded_races()
+    if args.fit_until is not None and not np.isfinite(args.fit_until):
+        raise ValueError(f"--fit-until must be a finite distance in m, got {args.fit_until}")
+    return races
+
+
+def _run(args) -> int:
+    races = _load(args)  # input errors first, before JAX starts
+    if args.plot:
+        _check_writable(args.plot)
+    if args.json:
+        _check_writable(args.json)
+    _setup_jax()
+    from jaxbio.sprint.baselines import fit_baseline
+    from jaxbio.sprint.data import embedded_races
+    from jaxbio.sprint.fit import FREE, check_enough_splits, fit, splits_from_races
+
+    fit_until = args.fit_until
+    n_prior = 1 if fit_until is not None else 0  # the fatigue parameter gets a prior
+    check_enough_splits(races, len(FREE) - n_prior, fit_until)
+    bar = _progress(3 if fit_until is not None else 2, args.no_progress)
+    splits = splits_from_races(races, fit_until)
+
+    def baselines():  # closed-form models: fitted in a second thread while the sprinter compiles
+        return (fit_baseline("fhk", splits).rows(len(races)), fit_baseline("tibshirani", splits).rows(len(races)))
+
+    try:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            job = pool.submit(baselines)
+            if fit_until is not None:
+                bar.set_description("fitting the embedded races (for the prior)")
+                reference = embedded_races()
+                ref_fit = fit(reference)
+                bar.update()
+                bar.set_description(f"fitting splits ≤ {fit_until:g} m with the prior")
+                res = fit(races, fit_until=fit_until, prior="population", reference=reference, reference_fit=ref_fit)
+            else:
+                bar.set_description("fitting the sprinter model")
+                res = fit(races)
+            bar.update()
+            bar.set_description("fitting Furusawa-Hill-Keller and Tibshirani")
+            fhk, tib = job.result()
+            bar.update()
+    finally:
+        bar.close()
+    _print_table(races, res, fhk, tib, fit_until)
+    records = [_record(i, r, res, fhk, tib, fit_until) for i, r in enumerate(races)]
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(records[0] if len(records) == 1 else records, f, indent=2)
+            f.write("\n")
+    if args.plot:
+        _plot(args.plot, races, res, fhk, tib, fit_until)
+    bad = [r.name for i, r in enumerate(races) if not res.converged[i]]
+    bad += [f"{r.name} ({b.kind})" for b in (fhk, tib) for i, r in enumerate(races) if not b.converged[i]]
+    if bad:
+        print(f"jaxbio sprint: the fit did not converge for {', '.join(bad)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _check_writable(path):
+    d = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(d):
+        raise ValueError(f"{path}: directory {d} does not exist")
+
+
+def _fmt_pm(v, s, digits):
+    return f"{v:.{digits}f} ± {s:.{digits}f}"
+
+
+def _print_table(races, res, fhk, tib, fit_until):
+    from jaxbio.sprint.model import DEFAULTS
+
+    heads = {"f0": ("F0/m", "N/kg", 2), "vmax": ("v_max", "m/s", 2), "energy": ("E", "J/kg", 0)}
+    width = max(18, max(len(r.name) for r in races) + 1)
+    print("Sprinter (seed 000 fitness-dependent Hamiltonian model) fitted to split times, float64")
+    fixed = (f"fixed: a/F0 = {DEFAULTS['hill_ratio']}, tau = {DEFAULTS['tau'] * 1e3:g} ms, "
+             f"Rayleigh alpha = {DEFAULTS['rayleigh']} 1/s, drag = {DEFAULTS['drag']:.5f} 1/m, "
+             f"P_act = {DEFAULTS['activation_power']:g} W/kg, K = {DEFAULTS['half_saturation']}, "
+             f"recovery = {DEFAULTS['recovery']:.4f} 1/s; reaction time and wind from each file")
+    print(fixed)
+    if fit_until is not None:
+        print(f"fitted splits ≤ {fit_until:g} m; prior on log E: median of the other embedded races, sd 1 %")
+    cols = [f"{heads[n][0]} [{heads[n][1]}]".rjust(16) for n in res.names]
+    line = "race".ljust(width) + "".join(cols) + "   top speed [m/s] @ [m]" + "  lost [m/s]"
+    line += "   RMSE [s]: model     FHK  Tibsh."
+    if fit_until is not None:
+        line += "   last split [s]: measured   model (err)      FHK (err)      Tibsh. (err)"
+    print(line)
+    errs = []
+    for i, r in enumerate(races):
+        p = res.profile_of(i)
+        vals = "".join(_fmt_pm(res.values[i, j], res.std[i, j], heads[n][2]).rjust(16) for j, n in enumerate(res.names))
+        row = r.name.ljust(width) + vals + f"   {p.top_speed:6.2f} @ {p.top_speed_at:5.1f}" + f"{p.speed_lost:12.2f}"
+        row += f"   {res.rmse[i]:14.4f} {fhk.rmse[i]:7.4f} {tib.rmse[i]:7.4f}"
+        if fit_until is not None:
+            j = r.n - 1
+            e = [res.predicted[i, j] - r.times[j], fhk.predicted[i, j] - r.times[j], tib.predicted[i, j] - r.times[j]]
+            errs.append(e)
+            row += (f"   {r.distances[j]:4.0f} m {r.times[j]:6.2f}   {res.predicted[i, j]:6.3f} ({e[0]:+.3f})"
+                    f"  {fhk.predicted[i, j]:6.3f} ({e[1]:+.3f})  {tib.predicted[i, j]:6.3f} ({e[2]:+.3f})")
+        print(row)
+    if fit_until is not None:
+        m = np.mean(np.abs(np.array(errs)), axis=0)
+        print(f"mean |error| of the predicted last split: model {m[0]:.3f} s, FHK {m[1]:.3f} s, Tibshirani {m[2]:.3f} s")
+    else:
+        print(f"RMSE over all races: model {np.sqrt(np.mean(res.rmse ** 2)):.4f} s, FHK {np.sqrt(np.mean(fhk.rmse ** 2)):.4f} s, "
+              f"Tibshirani {np.sqrt(np.mean(tib.rmse ** 2)):.4f} s (data rounded to 0.01 s)")
+    print("± is one Laplace standard deviation (Gauss-Newton Hessian; noise = 0.01 s rounding, inflated by the "
+          "residuals when larger)")
+
+
+def _record(i, race, res, fhk, tib, fit_until):
+    from jaxbio.sprint.model import DEFAULTS, UNITS
+
+    p = res.profile_of(i)
+    n = race.n
+    fitted = race.until(fit_until) if fit_until is not None else np.ones(n, bool)
+    rec = {
+        "race": race.name,
+        "label": race.label,
+        "source": race.path,
+        "reaction_time_s": race.reaction_time,
+        "wind_mps": race.wind,
+        "fit_until_m": fit_until,
+        "parameters": {name: {"value": float(res.values[i, j]), "std": float(res.std[i, j]), "unit": UNITS[name]}
+                       for j, name in enumerate(res.names)},
+        "fixed_parameters": {k: {"value": float(v), "unit": UNITS[k]} for k, v in DEFAULTS.items() if k not in res.names},
+        "rmse_s": float(res.rmse[i]),
+        "converged": bool(res.converged[i]),
+        "top_speed_mps": p.top_speed,
+        "top_speed_at_m": p.top_speed_at,
+        "speed_lost_mps": p.speed_lost,
+        "finish_fitness": float(p.fitness[-1]),
+        "splits": [{"distance_m": float(race.distances[j]), "measured_s": float(race.times[j]),
+                    "predicted_s": float(res.predicted[i, j]), "fitted": bool(fitted[j])} for j in range(n)],
+        "baselines": {},
+    }
+    for b in (fhk, tib):
+        rec["baselines"][b.kind] = {
+            "parameters": {name: {"value": float(b.values[i, j]), "unit": b.units[j]} for j, name in enumerate(b.names)},
+            "rmse_s": float(b.rmse[i]),
+            "converged": bool(b.converged[i]),
+            "predicted_s": [float(b.predicted[i, j]) for j in range(n)],
+        }
+    return rec
+
+
+def _plot(path, races, res, fhk, tib, fit_until):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ValueError("--plot needs matplotlib: pip install 'jaxbio[plot]'") from None
+    from jaxbio.sprint.baselines import speed_profile
+
+    fig, (ax_v, ax_f) = plt.subplots(2, 1, figsize=(9, 7.5), sharex=True, gridspec_kw={"height_ratios": [3, 1.4]})
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, r in enumerate(races):
+        c = colors[i % len(colors)]
+        p = res.profile_of(i)
+        ax_v.plot(p.x, p.v, color=c, lw=1.8, label=f"{r.name}: model (RMSE {res.rmse[i]:.4f} s)")
+        d = np.concatenate([[0.0], r.distances])
+        t = np.concatenate([[r.reaction_time], r.times])
+        mid, vbar = 0.5 * (d[1:] + d[:-1]), np.diff(d) / np.diff(t)
+        ax_v.plot(mid, vbar, "o", color=c, ms=5, mfc="white", label=f"{r.name}: measured (mean over each split)")
+        if len(races) <= 2:
+            for b, ls in ((fhk, "--"), (tib, ":")):
+                _, vb = speed_profile(b.kind, b.theta[i], p.x[1:], r.reaction_time)
+                ax_v.plot(p.x[1:], vb, ls, color=c, lw=1, label=f"{r.name}: {b.kind} (RMSE {b.rmse[i]:.4f} s)")
+        ax_f.plot(p.x, p.fitness, color=c, lw=1.8)
+    if fit_until is not None:
+        for ax in (ax_v, ax_f):
+            ax.axvline(fit_until, color="k", lw=0.8, ls="--")
+        ax_v.text(fit_until, ax_v.get_ylim()[0], f" fitted ≤ {fit_until:g} m", va="bottom", fontsize=8)
+    ax_v.set_ylabel("speed [m/s]")
+    ax_v.set_ylim(bottom=0)
+    ax_v.grid(alpha=0.3)
+    ax_v.legend(fontsize=7, loc="lower right")
+    ax_v.set_title("100 m: speed against distance, measured and fitted (seed 000 sprinter)")
+    ax_f.set_ylabel("fitness f(e)")
+    ax_f.set_xlabel("distance [m]")
+    ax_f.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

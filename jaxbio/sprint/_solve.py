@@ -1,0 +1,167 @@
+"""Shared least-squares machinery: Levenberg–Marquardt (optimistix), Laplace covariance, splits
+padded into one batch."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+#: standard deviation of a split time rounded to 0.01 s (uniform rounding error), s
+SIGMA_ROUND = 0.01 / np.sqrt(12.0)
+
+
+class Splits(eqx.Module):
+    """A batch of races as padded arrays (pure data; ``jax.vmap`` over the leading axis).
+
+    ``distances`` ``(B, L)`` m, ``times`` ``(B, L)`` s from the gun, ``weights`` ``(B, L)``
+    (1 for a split that is fitted, 0 for padding or for a split only predicted),
+    ``reaction_time`` ``(B,)`` s, ``wind`` ``(B,)`` m/s, ``duration`` ``(B,)`` s simulated after
+    the reaction. Padding repeats the last split.
+    """
+
+    distances: Float[Array, "B L"]
+    times: Float[Array, "B L"]
+    weights: Float[Array, "B L"]
+    reaction_time: Float[Array, " B"]
+    wind: Float[Array, " B"]
+    duration: Float[Array, " B"]
+
+    @staticmethod
+    def from_arrays(distances, times, reaction_time, wind=None, weights=None, length: int | None = None) -> "Splits":
+        """From lists of per-race arrays (numpy); pads to ``length`` (default the longest race)."""
+        n = [len(d) for d in distances]
+        L = length or max(n)
+        B = len(distances)
+        D = np.zeros((B, L)); T = np.zeros((B, L)); W = np.zeros((B, L))
+        for i, (d, t) in enumerate(zip(distances, times)):
+            k = len(d)
+            D[i, :k], T[i, :k] = d, t
+            D[i, k:], T[i, k:] = d[-1], t[-1]
+            W[i, :k] = 1.0 if weights is None else np.asarray(weights[i], dtype=float)
+        rt = np.asarray(reaction_time, dtype=float).reshape(B)
+        wind = np.zeros(B) if wind is None else np.asarray(wind, dtype=float).reshape(B)
+        last_t = np.array([t[-1] for t in times])
+        duration = 1.3 * (last_t - rt) + 1.0
+        return Splits(*(jnp.asarray(a) for a in (D, T, W, rt, wind, duration)))
+
+    def race(self, i: int) -> "Splits":
+        return jax.tree_util.tree_map(lambda a: a[i], self)
+
+
+def decrement(r, J):
+    """Gauss–Newton decrement ``gᵀ(JᵀJ)⁻¹g`` with ``g = Jᵀr``: twice the cost decrease a full
+    Gauss–Newton step would still give — a scale-free stationarity measure."""
+    g = J.T @ r
+    A = J.T @ J
+    dA = jnp.diag(A)
+    return g @ jnp.linalg.solve(A + jnp.diag(1e-12 * jnp.max(dA) + 1e-300 + 0 * dA), g)
+
+
+def converged(r, J, tol: float = 1e-6):
+    """True where the result is stationary: ``decrement ≤ tol (1 + cost)``."""
+    return decrement(r, J) <= tol * (1.0 + 0.5 * jnp.sum(r * r))
+
+
+def least_squares(residuals, theta0, args, *, max_steps: int = 100, rtol: float = 1e-8, atol: float = 1e-10,
+                  template=None):
+    """Levenberg–Marquardt on ``residuals(theta, args) -> (r (m,), aux)``.
+
+    One forward-mode Jacobian per iteration (the model is traced once, which keeps compile time
+    low): a rejected step is undone and retried with a larger damping. Converged when, at an
+    accepted point, the Gauss–Newton decrement ``gᵀ(JᵀJ)⁻¹g`` (the decrease a full step would
+    still give) is below ``rtol (1 + cost)``, or an almost undamped step is below ``rtol``/``atol``;
+    callers confirm with the gradient at the result.
+    Pure JAX (``lax.while_loop``); vmap gives a batch of fits.
+
+    ``template``: ``(r, aux)`` arrays of the output shapes (saves an abstract trace of the model).
+    Returns ``(theta (k,), r (m,), J (m, k), aux, converged bool, steps)`` at the best point.
+    """
+    k = theta0.shape[0]
+
+    def lin(theta):
+        def f(t):
+            r, aux = residuals(t, args)
+            return r, (r, aux)
+
+        jac, (r, aux) = jax.jacfwd(f, has_aux=True)(theta)
+        return r, jac, aux
+
+    def cost_of(r):
+        c = 0.5 * jnp.sum(r * r)
+        return jnp.where(jnp.isfinite(c), c, jnp.inf)
+
+    def propose(theta, r, J, lam):
+        g = J.T @ r
+        A = J.T @ J
+        dA = jnp.diag(A)
+        D = jnp.maximum(dA, 1e-9 * jnp.max(dA) + 1e-12)  # Marquardt scaling, floored for flat directions
+        step = jnp.linalg.solve(A + lam * jnp.diag(D), -g)
+        return theta + step, step
+
+
+
+    # the first iteration evaluates theta0 itself (cost inf, so it is accepted): the model is
+    # traced once, inside the loop
+    m_out = jax.eval_shape(lambda t: residuals(t, args), theta0) if template is None else template
+    zeros = lambda sds: jnp.zeros(sds.shape, sds.dtype)  # noqa: E731
+    r0 = zeros(m_out[0])
+    aux0 = jax.tree_util.tree_map(zeros, m_out[1])
+    state0 = dict(best=theta0, r=r0, J=jnp.zeros(r0.shape + (k,), theta0.dtype), aux=aux0,
+                  cost=jnp.asarray(jnp.inf, theta0.dtype), lam=jnp.asarray(1e-2, theta0.dtype), trial=theta0,
+                  step=jnp.full_like(theta0, jnp.inf), done=jnp.asarray(False), i=jnp.asarray(0),
+                  conv=jnp.asarray(False))
+
+    def cond(st):
+        return (~st["done"]) & (st["i"] < max_steps)
+
+    def body(st):
+        r, J, aux = lin(st["trial"])
+        c = cost_of(r)
+        first = st["i"] == 0
+        better = (c <= st["cost"]) & jnp.isfinite(c)
+        small_step = jnp.max(jnp.abs(st["step"])) <= rtol * (1.0 + jnp.max(jnp.abs(st["best"]))) + atol
+        stationary = decrement(r, J) <= rtol * (1.0 + c)
+        conv = better & (~first) & (stationary | (small_step & (st["lam"] <= 1.0)))
+        pick = lambda new, old: jax.tree_util.tree_map(lambda a, b: jnp.where(better, a, b), new, old)  # noqa: E731
+        best = pick(st["trial"], st["best"])
+        r_b, J_b, aux_b = pick((r, J, aux), (st["r"], st["J"], st["aux"]))
+        cost_b = jnp.where(better, c, st["cost"])
+        lam = jnp.where(first, st["lam"], jnp.clip(jnp.where(better, st["lam"] / 3.0, st["lam"] * 4.0), 1e-12, 1e12))
+        trial, step = propose(best, r_b, J_b, lam)
+        stuck = lam >= 1e12
+        # stuck: no step decreases the cost any more (rounding level); the caller's gradient test
+        # tells an optimum from a failure
+        return dict(best=best, r=r_b, J=J_b, aux=aux_b, cost=cost_b, lam=lam, trial=trial, step=step,
+                    done=conv | stuck, i=st["i"] + 1, conv=conv | stuck)
+
+    st = jax.lax.while_loop(cond, body, state0)
+    ok = st["conv"] & jnp.all(jnp.isfinite(st["best"])) & jnp.isfinite(st["cost"])
+    return st["best"], st["r"], st["J"], st["aux"], ok, st["i"]
+
+
+def best_of_starts(residuals, starts, args, **kw):
+    """Run ``least_squares`` from each of ``starts`` ``(S, k)`` and keep the lowest cost."""
+    out = jax.vmap(lambda t0: least_squares(residuals, t0, args, **kw))(starts)
+    r = out[1]
+    cost = 0.5 * jnp.sum(r * r, axis=-1)
+    i = jnp.argmin(jnp.where(jnp.isfinite(cost), cost, jnp.inf))
+    return jax.tree_util.tree_map(lambda a: a[i], out)
+
+
+def laplace(r, J, n_data, n_params, n_rows: int):
+    """Laplace (Gauss–Newton) covariance at the optimum from the residuals ``r`` and Jacobian ``J``.
+
+    ``cov = s² (JᵀJ)⁻¹`` with ``J`` the Jacobian of the scaled residuals (data rows divided by the
+    rounding noise, then prior rows) and ``s² = max(1, χ²_data/(n − k))``: ``s = 1`` when the fit
+    is as good as the data allow, inflated when it is not. ``n_data``: fitted splits;
+    ``n_params``: parameters; the first ``n_rows`` residuals are the data. Returns
+    ``(cov (k, k), chi2_data)``.
+    """
+    chi2 = jnp.sum(r[:n_rows] ** 2)
+    dof = jnp.maximum(n_data - n_params, 1)
+    s2 = jnp.maximum(1.0, chi2 / dof)
+    cov = s2 * jnp.linalg.pinv(J.T @ J, hermitian=True)
+    return cov, chi2

@@ -1,0 +1,316 @@
+"""Fitting the sprinter to split times: batched Levenberg–Marquardt through Diffrax, robust starts,
+Laplace uncertainty, and a hierarchical prior on the fatigue parameters.
+
+The unknowns are the natural logs ``theta`` of the free parameters (``model.FREE`` by default:
+``f0``, ``vmax``, ``energy``), so every estimate is positive. Residuals are split-time errors
+divided by the rounding noise of 0.01 s data (``SIGMA_ROUND``), plus an optional Gaussian prior
+``sqrt_prec @ (theta − mu)``. Many races are fitted in one ``jax.vmap``ped call (``fit_splits``);
+each race runs Levenberg–Marquardt from several starts and keeps the best.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxbio.sprint._solve import SIGMA_ROUND, Splits, best_of_starts, converged, laplace
+from jaxbio.sprint.data import Race, SprintDataError
+from jaxbio.sprint.model import FATIGUE, FREE, PARAMETERS, UNITS, Sprinter, simulate, state_at, times_at
+
+#: Tsit5 steps of the simulation inside fits (split times within ~1e-5 s of converged)
+N_STEPS = 80
+
+
+#: multiplicative offsets of the default starts from the model's values (f0, vmax, energy);
+#: the centre first. Wider boxes (×0.8) only add starts that wander off (the model then never
+#: reaches the finish) and cost iterations in the vmapped loop.
+START_FACTORS = ((1.0, 1.0, 1.0), (0.92, 1.08, 0.9), (1.08, 0.93, 1.1), (1.0, 1.0, 0.8))
+
+
+def default_starts(model: Sprinter, names=FREE, n: int = 4) -> np.ndarray:
+    """``(S, k)`` log-parameter starts around ``model``: the model's values times
+    ``START_FACTORS`` for ``f0``, ``vmax``, ``energy`` (other names start at the model's value);
+    the first ``n``."""
+    base = np.array([float(getattr(model, f"log_{k}")) for k in names])
+    out = []
+    for fac in START_FACTORS[:n]:
+        f = dict(zip(("f0", "vmax", "energy"), fac))
+        out.append(base + np.log([f.get(k, 1.0) for k in names]))
+    return np.array(out)
+
+
+def _residuals(theta, args, *, names, n_steps, n_grid):
+    """Scaled residuals ``(L + k,)`` and, as aux, the predicted splits and the speed/fitness profile."""
+    base, sp, mu, sqrt_prec = args
+    model = base.with_log(names, theta)
+    traj = simulate(model, sp.duration, sp.wind, n_steps=n_steps)
+    pred = sp.reaction_time + times_at(traj, sp.distances)
+    r = sp.weights * (pred - sp.times) / SIGMA_ROUND
+    aux = dict(pred=pred)
+    if n_grid:
+        x = jnp.linspace(0.0, sp.distances[-1], n_grid)
+        s = times_at(traj, x)
+        _, v, f = state_at(traj, s)
+        aux.update(x=x, t=s + sp.reaction_time, v=v, f=f)
+    return jnp.concatenate([r, sqrt_prec @ (theta - mu)]), aux
+
+
+@functools.partial(jax.jit, static_argnames=("names", "n_steps", "max_steps", "n_grid"))
+def _fit_core(base, splits, starts, mu, sqrt_prec, *, names, n_steps, max_steps, n_grid):
+    res = functools.partial(_residuals, names=names, n_steps=n_steps, n_grid=n_grid)
+    L = splits.distances.shape[-1]
+    k = len(names)
+    dtype = starts.dtype
+    template = (jnp.zeros(L + k, dtype), dict(pred=jnp.zeros(L, dtype), **{
+        n: jnp.zeros(n_grid, dtype) for n in (("x", "t", "v", "f") if n_grid else ())}))
+
+    def one(sp, st, m, P):
+        args = (base, sp, m, P)
+        theta, r, J, aux, ok, steps = best_of_starts(res, st, args, max_steps=max_steps, template=template)
+        cost = 0.5 * jnp.sum(r * r)
+        cov, chi2 = laplace(r, J, jnp.sum(sp.weights), k, L)
+        # convergence: the solver's criterion, confirmed by the Gauss–Newton decrement
+        ok = ok & converged(r, J)
+        return theta, cost, ok, steps, cov, chi2, aux
+
+    return jax.vmap(one)(splits, starts, mu, sqrt_prec)
+
+
+@dataclasses.dataclass(frozen=True)
+class FitResult:
+    """Fits of B races (numpy arrays; row ``i`` is race ``i``).
+
+    ``names``: the free parameters; ``theta`` ``(B, k)`` their natural logs; ``values`` ``(B, k)``
+    in SI units; ``std`` ``(B, k)`` Laplace standard deviations of the values (delta method,
+    ``value · std(log)``); ``cov_log`` ``(B, k, k)``; ``cost`` ``(B,)`` ½χ² (incl. prior);
+    ``converged`` ``(B,)``; ``steps`` ``(B,)`` LM steps; ``predicted`` ``(B, L)`` split times [s]
+    at ``splits.distances``; ``rmse`` ``(B,)`` s over the fitted splits; ``model`` the base
+    ``Sprinter`` (fixed parameters); ``splits`` the data; ``profile`` dict of ``(B, n_grid)``
+    arrays: ``x`` m (0 to the last split), ``t`` s from the gun, ``v`` m/s, ``f`` fitness.
+    """
+
+    names: tuple
+    theta: np.ndarray
+    std: np.ndarray
+    cov_log: np.ndarray
+    cost: np.ndarray
+    converged: np.ndarray
+    steps: np.ndarray
+    predicted: np.ndarray
+    rmse: np.ndarray
+    model: Sprinter
+    splits: Splits
+    profile: dict
+
+    @property
+    def values(self) -> np.ndarray:
+        return np.exp(self.theta)
+
+    def sprinter(self, i: int) -> Sprinter:
+        """The fitted ``Sprinter`` of race ``i``."""
+        return self.model.with_log(self.names, jnp.asarray(self.theta[i]))
+
+    def profile_of(self, i: int) -> "Profile":
+        """Speed and fitness against distance of race ``i``."""
+        p = self.profile
+        return Profile(x=p["x"][i], t=p["t"][i], v=p["v"][i], fitness=p["f"][i])
+
+    def parameters(self, i: int) -> dict:
+        """``{name: (value, std)}`` of race ``i`` in SI units."""
+        return {n: (float(self.values[i, j]), float(self.std[i, j])) for j, n in enumerate(self.names)}
+
+
+def _round_up(n: int, m: int) -> int:
+    return max(m, -(-n // m) * m)
+
+
+def fit_splits(splits: Splits, *, model: Sprinter | None = None, names=FREE, starts=None, prior=None,
+               n_steps: int = N_STEPS, max_steps: int = 60, n_grid: int = 201) -> FitResult:
+    """Fit every race of ``splits`` (B races) in one vmapped, jitted call.
+
+    ``model``: fixed parameters and the centre of the default starts (``Sprinter()``);
+    ``names``: free parameters; ``starts``: ``(S, k)`` or ``(B, S, k)`` log starts
+    (``default_starts``); ``prior``: ``None`` or ``(mu (B, k), sqrt_prec (B, k, k))`` in log space.
+    Returns a ``FitResult`` (host numpy).
+    """
+    model = Sprinter() if model is None else model
+    names = tuple(names)
+    B, k = splits.distances.shape[0], len(names)
+    starts = default_starts(model, names) if starts is None else np.asarray(starts, dtype=float)
+    if starts.ndim == 2:
+        starts = np.broadcast_to(starts, (B,) + starts.shape)
+    if prior is None:
+        mu, sp = np.zeros((B, k)), np.zeros((B, k, k))
+    else:
+        mu, sp = (np.broadcast_to(np.asarray(a, dtype=float), s) for a, s in zip(prior, ((B, k), (B, k, k))))
+    theta, cost, ok, steps, cov, chi2, aux = _fit_core(
+        model, splits, jnp.asarray(starts), jnp.asarray(mu), jnp.asarray(sp),
+        names=names, n_steps=n_steps, max_steps=max_steps, n_grid=n_grid)
+    theta, cost, ok, steps, cov = map(np.asarray, (theta, cost, ok, steps, cov))
+    aux = jax.tree_util.tree_map(np.asarray, aux)
+    pred = aux.pop("pred")
+    w = np.asarray(splits.weights)
+    rmse = np.sqrt(np.sum(w * (pred - np.asarray(splits.times)) ** 2, axis=1) / np.maximum(w.sum(1), 1))
+    std = np.exp(theta) * np.sqrt(np.maximum(np.diagonal(cov, axis1=1, axis2=2), 0.0))
+    return FitResult(names=names, theta=theta, std=std, cov_log=cov, cost=cost, converged=ok, steps=steps,
+                     predicted=pred, rmse=rmse, model=model, splits=splits, profile=aux)
+
+
+def splits_from_races(races: list[Race], fit_until: float | None = None, *, pad_batch: int = 8,
+                      pad_length: int = 8) -> Splits:
+    """Pad races into one ``Splits`` batch; splits beyond ``fit_until`` m get weight 0.
+
+    The batch is padded (repeating the first race) to a multiple of ``pad_batch`` and the splits
+    to a multiple of ``pad_length`` so that different selections share one compiled fit.
+    """
+    D = [r.distances for r in races]
+    T = [r.times for r in races]
+    W = [np.ones(r.n) if fit_until is None else r.until(fit_until).astype(float) for r in races]
+    B = _round_up(len(races), pad_batch)
+    L = _round_up(max(r.n for r in races), pad_length)
+    idx = list(range(len(races))) + [0] * (B - len(races))
+    return Splits.from_arrays([D[i] for i in idx], [T[i] for i in idx],
+                              [races[i].reaction_time for i in idx], [races[i].wind for i in idx],
+                              weights=[W[i] for i in idx], length=L)
+
+
+def check_enough_splits(races: list[Race], n_params: int, fit_until: float | None = None) -> None:
+    """``SprintDataError`` (file and line) if a race has fewer fitted splits than ``n_params``, or
+    if ``fit_until`` is past its last split."""
+    for r in races:
+        if fit_until is not None and fit_until > r.distances[-1] + 1e-9:
+            raise SprintDataError(r.path, int(r.lines[-1]),
+                                  f"--fit-until {fit_until:g} m is past the last split ({r.distances[-1]:g} m)")
+        n = int(r.until(fit_until).sum()) if fit_until is not None else r.n
+        if n < n_params:
+            where = f" at or before {fit_until:g} m" if fit_until is not None else ""
+            raise SprintDataError(r.path, int(r.lines[max(n - 1, 0)]),
+                                  f"{n} split(s){where} but {n_params} parameters to fit; need at least {n_params}")
+
+
+#: prior standard deviation of the log fatigue parameters (between-athlete spread), see
+#: ``population_prior``
+PRIOR_SD = 0.01
+
+
+def population_prior(theta: np.ndarray, names=FREE, on=None, sd: float | None = PRIOR_SD):
+    """Gaussian prior in log space on the fatigue parameters, learned from fitted races.
+
+    Centre: the median of ``theta`` ``(R, k)`` (robust to one unusual race, e.g. Powell 2007's
+    late "tightening up"). Width: ``sd`` in log units (default ``PRIOR_SD`` = 0.01, i.e. 1 %), or
+    the sample standard deviation of the races if ``sd`` is None. With only a handful of races the
+    sample spread is dominated by the outlier; on the embedded races a leave-one-out test of the
+    ``--fit-until 60`` prediction gives a mean |error| of 0.026 s with 1 %, 0.030 s with 2 % and
+    0.040 s with the sample spread (the baselines: 0.035 s). Parameters not in ``on`` (default:
+    the fatigue parameters among ``names``) get no prior (zero precision).
+    Returns ``(mu (k,), sqrt_prec (k, k))`` for ``fit_splits(prior=...)``.
+    """
+    names = tuple(names)
+    on = tuple(n for n in names if n in FATIGUE) if on is None else tuple(on)
+    theta = np.asarray(theta, dtype=float)
+    mu = np.median(theta, axis=0)
+    if sd is None:
+        spread = theta.std(0, ddof=1) if theta.shape[0] > 1 else np.full(theta.shape[1], PRIOR_SD)
+        spread = np.maximum(spread, 1e-3)
+    else:
+        spread = np.full(theta.shape[1], float(sd))
+    prec = np.array([1.0 / spread[j] if n in on else 0.0 for j, n in enumerate(names)])
+    return mu, np.diag(prec)
+
+
+def fit(races: list[Race], *, fit_until: float | None = None, model: Sprinter | None = None, names=FREE,
+        prior=None, reference: list[Race] | None = None, reference_fit: FitResult | None = None,
+        **kw) -> FitResult:
+    """Fit the sprinter to ``races`` (all in one vmapped call) and return the first ``len(races)`` rows.
+
+    ``fit_until``: fit only splits ≤ this distance [m] (the rest are predicted). ``prior``:
+    ``None`` (plain least squares), ``(mu, sqrt_prec)``, or ``"population"``: a hierarchical
+    prior on the fatigue parameters learned from full fits of ``reference`` races (default: the
+    embedded races), each race's prior leaving out the reference race with the same name
+    (``population_prior``); ``reference_fit``: a full fit of ``reference`` already at hand.
+    ``SprintDataError`` for too few splits or ``fit_until`` past the last split.
+    """
+    model = Sprinter() if model is None else model
+    names = tuple(names)
+    n_needed = len(names)
+    prior_arrays = None
+    if prior == "population":
+        from jaxbio.sprint.data import embedded_races
+
+        reference = embedded_races() if reference is None else reference
+        ref_fit = reference_fit if reference_fit is not None else fit(reference, model=model, names=names, **kw)
+        mus, sps = [], []
+        for r in races:
+            keep = [j for j, ref in enumerate(reference) if ref.name != r.name]
+            mu, sp = population_prior(ref_fit.theta[keep], names)
+            mus.append(mu); sps.append(sp)
+        n_needed -= int(np.count_nonzero(np.diag(sps[0])))
+        prior_arrays = (np.array(mus), np.array(sps))
+    elif prior is not None:
+        prior_arrays = prior
+        n_needed -= int(np.count_nonzero(np.diagonal(np.asarray(prior[1]), axis1=-2, axis2=-1).reshape(-1, len(names))[0]))
+    check_enough_splits(races, max(n_needed, 1), fit_until)
+    splits = splits_from_races(races, fit_until)
+    B = splits.distances.shape[0]
+    if prior_arrays is not None:
+        mu, sp = prior_arrays
+        mu = np.broadcast_to(mu, (len(races), len(names))) if np.ndim(mu) < 2 else mu
+        sp = np.broadcast_to(sp, (len(races),) + (len(names),) * 2) if np.ndim(sp) < 3 else sp
+        pad = B - len(races)
+        prior_arrays = (np.concatenate([mu, np.repeat(mu[:1], pad, 0)]), np.concatenate([sp, np.repeat(sp[:1], pad, 0)]))
+    res = fit_splits(splits, model=model, names=names, prior=prior_arrays, **kw)
+    n = len(races)
+    cut = lambda a: a[:n]  # noqa: E731
+    return FitResult(names=res.names, theta=cut(res.theta), std=cut(res.std), cov_log=cut(res.cov_log),
+                     cost=cut(res.cost), converged=cut(res.converged), steps=cut(res.steps),
+                     predicted=cut(res.predicted), rmse=cut(res.rmse), model=res.model,
+                     splits=jax.tree_util.tree_map(cut, res.splits),
+                     profile={k: cut(v) for k, v in res.profile.items()})
+
+
+# ---- profiles for tables and plots -----------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    """Model speed and fitness against distance for one race (numpy).
+
+    ``x`` ``(n,)`` m, ``t`` ``(n,)`` s from the gun, ``v`` ``(n,)`` m/s, ``fitness`` ``(n,)``;
+    ``top_speed`` m/s reached at ``top_speed_at`` m; ``speed_lost`` m/s between the top speed and
+    the finish.
+    """
+
+    x: np.ndarray
+    t: np.ndarray
+    v: np.ndarray
+    fitness: np.ndarray
+
+    @property
+    def _imax(self):
+        return int(np.argmax(self.v))
+
+    @property
+    def top_speed(self) -> float:
+        return float(self.v[self._imax])
+
+    @property
+    def top_speed_at(self) -> float:
+        i = self._imax
+        if 0 < i < len(self.v) - 1:  # parabola through the three points around the maximum
+            y0, y1, y2 = self.v[i - 1: i + 2]
+            den = y0 - 2 * y1 + y2
+            off = 0.5 * (y0 - y2) / den if den < 0 else 0.0
+            return float(self.x[i] + off * (self.x[1] - self.x[0]))
+        return float(self.x[i])
+
+    @property
+    def speed_lost(self) -> float:
+        return float(self.top_speed - self.v[-1])
+
+
+__all__ = ["FitResult", "N_STEPS", "PARAMETERS", "Profile", "check_enough_splits", "default_starts", "fit",
+           "fit_splits", "population_prior", "PRIOR_SD", "splits_from_races"]

@@ -1,0 +1,221 @@
+"""The sprinter model, split times, fits and baselines (jb.sprint), against independent references:
+closed forms, scipy's solve_ivp and least_squares, finite differences, synthetic round trips."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.integrate import solve_ivp
+from scipy.optimize import brentq, least_squares
+
+import jaxbio.sprint as sprint
+from jaxbio.sprint import model as M
+from jaxbio.sprint.baselines import fit_baseline
+from jaxbio.sprint.fit import fit, fit_splits
+
+D10 = np.arange(10.0, 101.0, 10.0)
+RACES = sprint.embedded_races()
+
+
+def test_parameters_positive_and_validated():
+    m = sprint.Sprinter(f0=12.0, vmax=18.0)
+    assert float(m.f0) == pytest.approx(12.0) and float(m.vmax) == pytest.approx(18.0)
+    assert float(m.energy) == pytest.approx(M.DEFAULTS["energy"])
+    for name in M.PARAMETERS:
+        assert float(m.value(name)) > 0
+    with pytest.raises(ValueError, match="f0"):
+        sprint.Sprinter(f0=-1.0)
+    with pytest.raises(ValueError, match="unknown"):
+        sprint.Sprinter(speed=3.0)
+    # any real log gives a positive parameter
+    m2 = m.with_log(("f0", "energy"), jnp.array([-3.0, 2.0]))
+    assert float(m2.f0) == pytest.approx(np.exp(-3.0)) and float(m2.energy) == pytest.approx(np.exp(2.0))
+
+
+def test_hamiltonian_form():
+    """q̇ = ∂H/∂p and, with no drive, ṗ = −∂R/∂q̇ − drag (seed 000 eqs. 10–11)."""
+    m = sprint.Sprinter(mass=70.0)
+    y = jnp.array([12.0, 70.0 * 9.5, 0.6])
+    f = M.vector_field(m, 3.0, y, 0.7)
+    assert float(f[0]) == pytest.approx(float(jax.grad(M.hamiltonian, argnums=2)(m, y[0], y[1])))
+    v = 9.5
+    expected_pd = 70.0 * float(M.drive(m, 3.0, v, 0.6)) - 70.0 * float(m.rayleigh) * v - 70.0 * float(m.drag) * (v - 0.7) ** 2
+    assert float(f[1]) == pytest.approx(expected_pd, rel=1e-12)
+    assert float(M.fitness(m, 1.0)) == pytest.approx(1.0) and float(M.fitness(m, 0.0)) == 0.0
+    assert float(M.hill(m, 0.0)) == pytest.approx(float(m.f0)) and abs(float(M.hill(m, m.vmax))) < 1e-12
+
+
+def test_closed_form_without_fatigue_or_drag():
+    """Linear force–velocity, step impulse, no fatigue, no drag: v = v∞(1 − e^{−λs}) exactly."""
+    f0, vmax, alpha = 10.0, 14.0, 0.2
+    m = sprint.Sprinter(f0=f0, vmax=vmax, rayleigh=alpha, hill_ratio=1e9, tau=1e-9, drag=1e-14,
+                        energy=1e14, activation_power=1e-9)
+    lam = f0 / vmax + alpha
+    vinf = f0 / lam
+    s_exact = np.array([brentq(lambda s: vinf * (s - (1 - np.exp(-lam * s)) / lam) - d, 1e-6, 30) for d in D10])
+    got = np.asarray(sprint.split_times(m, D10, 0.15, 0.0, 13.0)) - 0.15
+    np.testing.assert_allclose(got, s_exact, atol=2e-6)
+
+
+def _numpy_rhs(p, wind):
+    """The vector field written again in numpy, per unit mass, from the module docstring."""
+    def rhs(s, y):
+        q, v, e = y
+        b = p["hill_ratio"] * p["vmax"]
+        hill = p["f0"] * (b - p["hill_ratio"] * v) / (v + b)
+        fit_ = e * (1 + p["half_saturation"]) / (e + p["half_saturation"])
+        drive = fit_ * (1 - np.exp(-s / p["tau"])) * hill
+        rel = v - wind
+        a = drive - p["rayleigh"] * v - p["drag"] * rel * abs(rel)
+        use = (p["activation_power"] + drive * v) * e / (e + M.RESERVE_EPS)
+        return [v, a, -use / p["energy"] + p["recovery"] * (1 - e)]
+    return rhs
+
+
+@pytest.mark.parametrize("wind", [-0.5, 0.9])
+def test_split_times_against_solve_ivp(wind):
+    p = dict(M.DEFAULTS, f0=16.5, vmax=19.5, energy=900.0, tau=0.03)
+    m = sprint.Sprinter(**p)
+    sol = solve_ivp(_numpy_rhs(p, wind), (0, 13), [0, 0, 1], method="DOP853", rtol=1e-11, atol=1e-12,
+                    dense_output=True)
+    ref = np.array([brentq(lambda s: sol.sol(s)[0] - d, 1e-3, 13) for d in D10]) + 0.146
+    got = np.asarray(sprint.split_times(m, D10, 0.146, wind, 13.0))
+    np.testing.assert_allclose(got, ref, atol=3e-5)  # 80 steps; 1000× below the data's 0.01 s
+    got = np.asarray(sprint.split_times(m, D10, 0.146, wind, 13.0, n_steps=640))
+    np.testing.assert_allclose(got, ref, atol=1e-7)
+    # the trajectory: reserve positive and decreasing, fitness in (0, 1]
+    traj = sprint.simulate(m, 13.0, wind, n_steps=640)
+    e_ref = sol.sol(np.asarray(traj.s))[2]
+    np.testing.assert_allclose(np.asarray(traj.e), e_ref, atol=1e-6)
+    assert np.all(np.asarray(traj.e) > 0) and np.all(np.asarray(traj.f) <= 1 + 1e-12)
+
+
+def test_diffeqsolve_path_matches_scan_and_converges():
+    m = sprint.Sprinter()
+    a = np.asarray(sprint.split_times(m, D10, 0.15, 0.3, 12.0))
+    b = np.asarray(sprint.split_times(m, D10, 0.15, 0.3, 12.0, diffeqsolve=True))
+    c = np.asarray(sprint.split_times(m, D10, 0.15, 0.3, 12.0, n_steps=640))
+    np.testing.assert_allclose(a, b, atol=1e-12)
+    np.testing.assert_allclose(a, c, atol=3e-5)
+
+
+def _gradient_setup():
+    m = sprint.Sprinter(f0=16.0, vmax=20.0, energy=950.0, tau=0.02)
+    names = M.PARAMETERS
+    th0 = m.log_values(names)
+
+    def f(th, **kw):
+        return sprint.split_times(m.with_log(names, th), D10, 0.15, 0.5, 12.0, **kw)
+
+    h = 1e-5
+    fj = jax.jit(f)
+    J_fd = np.stack([(np.asarray(fj(th0.at[j].add(h))) - np.asarray(fj(th0.at[j].add(-h)))) / (2 * h)
+                     for j in range(len(names))], axis=1)
+    return f, th0, names, J_fd
+
+
+def test_split_time_gradients_against_finite_differences():
+    """∂t_i/∂(log θ_j) for every parameter, forward and reverse mode, against central differences."""
+    f, th0, names, J_fd = _gradient_setup()
+    J_fwd = np.asarray(jax.jacfwd(f)(th0))
+    np.testing.assert_allclose(J_fwd, J_fd, atol=1e-7, rtol=1e-5)
+    w = np.linspace(1.0, 2.0, len(D10))
+    g_rev = np.asarray(jax.grad(lambda th: jnp.dot(w, f(th)))(th0))
+    np.testing.assert_allclose(g_rev, w @ J_fd, atol=1e-6, rtol=1e-5)
+    # mass does not change split times; every other parameter does
+    assert np.max(np.abs(J_fwd[:, names.index("mass")])) < 1e-9
+    assert all(np.max(np.abs(J_fwd[:, j])) > 1e-6 for j, n in enumerate(names) if n != "mass")
+
+
+@pytest.mark.slow
+def test_split_time_gradients_diffeqsolve_reverse_mode():
+    """The same through ``diffrax.diffeqsolve`` with its checkpointed reverse-mode adjoint."""
+    f, th0, names, J_fd = _gradient_setup()
+    g = jax.grad(lambda th: jnp.sum(f(th, diffeqsolve=True)))(th0)
+    np.testing.assert_allclose(np.asarray(g), J_fd.sum(0), atol=1e-6, rtol=1e-5)
+
+
+def _synthetic(n_races, seed, rounded=True):
+    rng = np.random.default_rng(seed)
+    base = sprint.Sprinter()
+    truth = np.log(np.array([M.DEFAULTS[n] for n in M.FREE]))[None] + rng.normal(0, [0.05, 0.05, 0.04], (n_races, 3))
+    rt = rng.uniform(0.12, 0.18, n_races)
+    wind = rng.uniform(-1, 1.5, n_races)
+    times = jax.jit(jax.vmap(lambda th, r, w: sprint.split_times(base.with_log(M.FREE, th), D10, r, w, 13.0)))(
+        jnp.asarray(truth), jnp.asarray(rt), jnp.asarray(wind))
+    times = np.asarray(times)
+    if rounded:
+        times = np.round(times, 2)
+    return truth, sprint.Splits.from_arrays([D10] * n_races, list(times), rt, wind, length=16)
+
+
+def test_synthetic_round_trip_batch():
+    """8 races simulated with known parameters, rounded to 0.01 s, fitted in one vmapped call."""
+    truth, splits = _synthetic(8, 0)
+    res = fit_splits(splits)
+    assert res.converged.all()
+    err = np.abs(res.theta - truth)
+    assert np.all(err < 4 * np.sqrt(np.diagonal(res.cov_log, axis1=1, axis2=2)) + 1e-3), (err, res.std)
+    assert np.all(err < 0.05)
+    assert np.all(res.rmse < 0.005)  # rounding noise is 0.0029 s
+    assert np.all(np.isfinite(res.std)) and np.all(res.std > 0)
+
+
+def test_embedded_races_accuracy_and_uncertainty():
+    """Issue #6: every race's split-time RMSE ≤ 0.01 s and below both baselines; finite Laplace std."""
+    res = fit(RACES)
+    splits = sprint.splits_from_races(RACES)
+    fhk = fit_baseline("fhk", splits).rows(len(RACES))
+    tib = fit_baseline("tibshirani", splits).rows(len(RACES))
+    assert res.converged.all() and fhk.converged.all() and tib.converged.all()
+    assert np.all(res.rmse <= 0.01), res.rmse
+    assert np.all(res.rmse < fhk.rmse) and np.all(res.rmse < tib.rmse), (res.rmse, fhk.rmse, tib.rmse)
+    assert np.all(np.isfinite(res.std)) and np.all(res.std > 0)
+    assert np.all(res.std / res.values < 0.1)
+    for i, race in enumerate(RACES):
+        p = res.profile_of(i)
+        assert 11.0 < p.top_speed < 13.0 and 40 < p.top_speed_at < 90 and p.speed_lost > 0
+
+
+def test_fit_until_prediction_beats_baselines_on_average():
+    """Issue #6: fitted to ≤ 60 m with the hierarchical prior, the predicted 100 m time is closer to
+    the truth than the baselines' on average over the embedded races."""
+    ref = fit(RACES)
+    res = fit(RACES, fit_until=60.0, prior="population", reference_fit=ref)
+    splits = sprint.splits_from_races(RACES, 60.0)
+    errs = []
+    for pred in (res.predicted, fit_baseline("fhk", splits).predicted, fit_baseline("tibshirani", splits).predicted):
+        errs.append(np.mean([abs(pred[i, r.n - 1] - r.times[-1]) for i, r in enumerate(RACES)]))
+    assert res.converged.all()
+    assert errs[0] < errs[1] and errs[0] < errs[2], errs
+
+
+def _scipy_time(motion, th, d):
+    s_hi = 30.0
+    return brentq(lambda s: motion(th, s)[0] - d, 1e-9, s_hi)
+
+
+def _fhk_np(th, s):
+    vmax, tau = np.exp(th)
+    return vmax * (s - tau * (1 - np.exp(-s / tau))), None
+
+
+def _tib_np(th, s):
+    f, c, k = np.exp(th)
+    A = f / k + c / k**2
+    return A * (s - (1 - np.exp(-k * s)) / k) - c * s**2 / (2 * k), None
+
+
+@pytest.mark.parametrize("kind,motion,x0", [("fhk", _fhk_np, [np.log(12), np.log(1.2)]),
+                                             ("tibshirani", _tib_np, [np.log(10), np.log(0.05), np.log(0.8)])])
+def test_baselines_against_scipy_least_squares(kind, motion, x0):
+    race = sprint.load_race("powell_2007")  # a race where Tibshirani's c is clearly positive
+    res = fit_baseline(kind, sprint.splits_from_races([race])).rows(1)
+
+    def resid(th):
+        return np.array([race.reaction_time + _scipy_time(motion, th, d) for d in race.distances]) - race.times
+
+    ref = least_squares(resid, x0, xtol=1e-14, ftol=1e-14, gtol=1e-14)
+    assert res.converged[0]
+    np.testing.assert_allclose(res.theta[0], ref.x, rtol=1e-5, atol=1e-6)
+    assert res.rmse[0] == pytest.approx(np.sqrt(np.mean(ref.fun**2)), rel=1e-6)
