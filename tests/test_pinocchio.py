@@ -356,7 +356,7 @@ def test_model_files_match_pinocchio(jb, path):
 
 @pytest.mark.parametrize(
     "n, seed",
-    [(1, 0), (5, 0), pytest.param(12, 0, marks=pytest.mark.slow)]
+    [(1, 0), pytest.param(5, 0, marks=pytest.mark.slow), pytest.param(12, 0, marks=pytest.mark.slow)]
     + [pytest.param(n, s, marks=pytest.mark.slow) for n in (1, 5, 12) for s in (1, 2)],
 )
 def test_random_trees_match_pinocchio(jb, n, seed):
