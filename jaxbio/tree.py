@@ -15,15 +15,6 @@ __all__ = ["SegmentTree"]
 JOINT_TYPES = ("revolute", "prismatic")
 
 
-def _levels(parents: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
-    """Segment indices grouped by depth (hierarchy number of seed 001 §3.3)."""
-    depth: list[int] = []
-    for p in parents:
-        depth.append(0 if p < 0 else depth[p] + 1)
-    n_levels = max(depth) + 1 if depth else 0
-    return tuple(tuple(i for i, d in enumerate(depth) if d == lev) for lev in range(n_levels))
-
-
 class SegmentTree(eqx.Module):
     """A tree of rigid segments, each attached to its parent by a one-DOF joint.
 
@@ -98,7 +89,9 @@ class SegmentTree(eqx.Module):
     @property
     def levels(self) -> tuple[tuple[int, ...], ...]:
         """Segment indices by depth: ``levels[0]`` are children of the world."""
-        return _levels(self.parents)
+        from jaxbio.dynamics._levels import levels_of
+
+        return tuple(tuple(int(i) for i in g) for g in levels_of(self.parents).depth_members)
 
     @property
     def is_revolute(self) -> np.ndarray:

@@ -10,9 +10,7 @@ fold (see benchmarks/inverse_dynamics.py). Public functions convert at the bound
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
-import numpy as np
 
 Vec = tuple  # (x, y, z)
 Quat = tuple  # (w, x, y, z)
@@ -82,19 +80,3 @@ def matvec(m: tuple, v: Vec) -> Vec:
         m[3] * v[0] + m[4] * v[1] + m[5] * v[2],
         m[6] * v[0] + m[7] * v[1] + m[8] * v[2],
     )
-
-
-def take(x, idx: np.ndarray, size: int):
-    """Rows ``idx`` (static) of every leaf of ``x`` whose leading axis has length ``size``.
-
-    Identity and broadcast-of-one cases compile to nothing or a broadcast instead of a gather.
-    """
-    idx = np.asarray(idx)
-    if len(idx) == size and np.array_equal(idx, np.arange(size)):
-        return x
-    if size == 1:
-        return jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a[:1], (len(idx),) + a.shape[1:]), x)
-    if len(idx) and np.all(np.diff(idx) == 1):
-        lo = int(idx[0])
-        return jax.tree_util.tree_map(lambda a: a[lo:lo + len(idx)], x)
-    return jax.tree_util.tree_map(lambda a: a[idx], x)
