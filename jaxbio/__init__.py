@@ -8,7 +8,7 @@ and the `quaternion` module. Every function is a pure function of one sample; ba
 ``jax.config.update("jax_enable_x64", True)`` for validation work.
 """
 
-from jaxbio import double_pendulum, hamiltonian, muscles, quaternion, spatial
+from jaxbio import double_pendulum, estimation, hamiltonian, muscles, planar, quaternion, spatial
 from jaxbio.dynamics import (
     bias_forces,
     center_of_mass,
@@ -36,6 +36,10 @@ __all__ = [
     "simulate",
     "simulate_sde",
     "bias_forces",
+    "double_pendulum",
+    "estimation",
+    "muscles",
+    "planar",
     "center_of_mass",
     "forward_dynamics",
     "forward_kinematics",

@@ -97,6 +97,7 @@ def test_hamiltonian_flow_equals_lagrangian_flow():
     np.testing.assert_allclose(tr.p[-1], jb.mass_matrix(tree, sol.ys[0][-1]) @ sol.ys[1][-1], atol=1e-8)
 
 
+@pytest.mark.slow
 def test_time_reversibility(pendulum):
     tree, q0, qd0 = pendulum
     system = jb.HamiltonianSystem(tree)

@@ -1,0 +1,555 @@
+"""Joint reaction forces of a planar body three ways (Blajer, Dziewiecki & Mazur, seed 003 §3).
+
+All three schemes return the same quantity: for every joint ``i`` (= segment ``i``) the planar
+wrench ``(Fx, Fy, Mz)`` that segment ``i`` receives from its parent through its joint, world
+frame, the moment about the joint centre (the segment's origin). This is the in-plane part of
+`jaxbio.segment_wrenches` (forces ``[:, :2]``, moments ``[:, 2]``); ``Mz`` of a revolute joint is
+its net joint moment (± the joint torque, by the axis sign), ``(Fx, Fy)`` its joint reaction force.
+
+(a) `reactions_recursion` — d'Alembert's method: from the measured/computed ``q, q̇, q̈`` and the
+    external (ground) forces, the distal → proximal Newton–Euler recursion (`jb.segment_wrenches`,
+    seed 001 eq. 2; seed 003 §3 first scheme). Needs no joint torques.
+(b) `reactions_lagrange` — Lagrange multipliers in absolute coordinates (eq. 10):
+    ``λ = (C M⁻¹ Cᵀ)⁻¹ (C M⁻¹ (f_g + B u + f_ext) − γ_C)`` for all ``l = 2N`` joint constraint rows
+    (`jaxbio.planar.absolute`), plus the rows of ground `Contact` s, whose multipliers are the
+    ground reactions. Needs ``q, q̇, u`` but no ``q̈`` (it is a forward-dynamics solve).
+(c) `reactions_augmented` — the augmented joint-coordinate method (eqs. 11–16):
+    ``λ* = Eᵀ [f_g + B u + f_ext − M (D q̈ + γ)]``, with ``E`` of eq. 13 for the chosen joints only.
+    No matrix is inverted. Needs ``q, q̇, q̈, u`` and the external (ground) forces.
+
+Sign convention of the multipliers (eq. 10, eq. 16): the constraint rows of joint ``i`` are
+``Φ_i = P_i − A_i`` (child's joint centre minus the parent's; `jaxbio.planar.absolute`), the
+child receives ``−C_childᵀ λ``; hence the constraint force on the child is ``−λ_i``, and the
+returned wrench is ``F = −λ_i``, ``Mz = ±u_i`` (revolute) or ``F = u_i s_i − λ_i,1 n_i``,
+``Mz = −λ_i,2`` (prismatic: slide axis ``s_i``, ``n_i = ẑ × s_i``). ``λ`` of (b) and ``λ*`` of (c)
+are the same numbers (the tests check it). The ground reaction of a `Contact` is returned as
+``(Fx, Fy, Mz)`` on the segment, the moment about the contact point (zero for a pin).
+
+Support phase. Ground contacts enter (b) as extra constraints (``contacts=``; the multipliers
+are the ground reactions) and (a), (c) as given external forces (``external=``, e.g. measured
+force-plate data or the output of `constrained_forward_dynamics`, converted by
+`contact_external`). (b) also accepts ``external=`` (given ground forces, no contact rows).
+`constrained_forward_dynamics` solves the joint-coordinate system with the contact constraints
+for ``q̈`` and the ground reactions (Blajer part I eq. 16 projected with Lagrange multipliers).
+
+Cost and when to use which (sagittal11, 11 segments, float64, one CPU core of a 2-core VM,
+``jit(vmap)`` over 10⁴ frames, `benchmarks/reactions.py`; µs per frame):
+
+| scheme | work per frame | µs/frame (flight / support) |
+|---|---|---|
+| (a) recursion | O(N): one kinematic and one wrench pass | 1.1 / 1.1 |
+| (b) Lagrange  | O(N·l) for ``C`` (forward-mode, 3N tangents) + O(l³/3) Cholesky of ``l × l`` (``l = 22``, 27 with a weld + pin) | 14 / 18 |
+| (c) augmented | O(N) kinematics + one ``(3N × l*)ᵀ`` product, ``l* ≤ 2N``, no solve | 2.4 / 2.4 |
+
+Use (a) for inverse dynamics of measured motion: cheapest, and it gives the joint moments too.
+Use (c) when ``u`` is known (e.g. muscle forces, which load the joints beyond the net moment —
+see the paper's closing remark) and only a few joints matter (``joints=``): it costs O(N) like (a)
+and separates the constraint reaction from the actuation. Use (b) when ``q̈`` is *not* known
+(forward simulation: reactions from ``q, q̇, u`` alone) or when the ground reactions must come out
+of the same solve; it is ~10× dearer and needs a non-singular constraint set (checked: redundant
+contacts raise `ValueError` before tracing; a numerically singular set raises at run time).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Optional, Sequence
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float
+
+from jaxbio.dynamics import _soa as soa
+from jaxbio.dynamics._checks import as_external, as_state, finite
+from jaxbio.dynamics.kinematics import segment_motion
+from jaxbio.dynamics.mass_matrix import mass_matrix
+from jaxbio.dynamics.rnea import rnea
+from jaxbio.planar import absolute as ab
+from jaxbio.planar.absolute import Contact
+from jaxbio.tree import SegmentTree
+
+__all__ = [
+    "Contact",
+    "reactions_recursion",
+    "reactions_lagrange",
+    "reactions_augmented",
+    "lagrange_multipliers",
+    "augmented_multipliers",
+    "constrained_forward_dynamics",
+    "contact_external",
+    "planar_wrenches",
+]
+
+External = Optional[tuple[Float[ArrayLike, "n 3"], Float[ArrayLike, "n 3"]]]
+
+_jit = functools.partial(jax.jit, static_argnames=("check",))
+_jit_rcond = functools.partial(jax.jit, static_argnames=("rcond", "check"))
+_jit_joints = functools.partial(jax.jit, static_argnames=("joints", "check"))
+
+
+# ---- helpers ----------------------------------------------------------------------------------
+
+
+def planar_wrenches(forces: Float[ArrayLike, "n 3"], moments: Float[ArrayLike, "n 3"]) -> Float[Array, "n 3"]:
+    """``(Fx, Fy, Mz)`` ``(n, 3)`` from 3D world-frame ``forces`` and ``moments`` ``(n, 3)`` (e.g. the
+    output of `jaxbio.segment_wrenches`)."""
+    forces, moments = jnp.asarray(forces), jnp.asarray(moments)
+    return jnp.stack([forces[..., 0], forces[..., 1], moments[..., 2]], axis=-1)
+
+
+def _joint_indices(tree: SegmentTree, joints) -> np.ndarray:
+    if joints is None:
+        return np.arange(tree.nq, dtype=np.int32)
+    if isinstance(joints, str):
+        joints = (joints,)
+    idx = [tree.index(j) if isinstance(j, str) else int(j) for j in joints]
+    for j, i in zip(joints, idx):
+        if not 0 <= i < tree.nq:
+            raise ValueError(f"joint {j!r}: index out of range for model {tree.name!r} ({tree.nq} joints)")
+    if len(set(idx)) != len(idx):
+        raise ValueError(f"joints {tuple(joints)!r} lists a joint twice")
+    return np.asarray(idx, dtype=np.int32)
+
+
+def _wrenches_from_multipliers(pp: ab.PlanarParams, p, lam, u, idx):
+    """Joint wrenches ``(m, 3)`` of joints ``idx`` from their multipliers ``lam`` ``(m, 2)`` and
+    the joint torques/forces ``u`` ``(n,)`` (module docstring)."""
+    _, _, _, _, s = ab._joint_geometry(pp, p)
+    s = s[idx]
+    nvec = ab._perp(s)
+    ui = u[idx]
+    rev = jnp.asarray(pp.revolute[idx])
+    f_rev, m_rev = -lam, pp.sign[idx] * ui
+    f_pri = ui[:, None] * s - lam[:, :1] * nvec
+    m_pri = -lam[:, 1]
+    f = jnp.where(rev[:, None], f_rev, f_pri)
+    m = jnp.where(rev, m_rev, m_pri)
+    return jnp.concatenate([f, m[:, None]], axis=-1)
+
+
+def _external_generalized(tree: SegmentTree, p, external):
+    """``f_ext`` ``(3N,)`` from world-frame ``(forces, moments about the segment origins)``."""
+    if external is None:
+        return jnp.zeros_like(p)
+    pp = ab.planar_params(tree)
+    r, th = ab._bodies(p)
+    origin = r - ab._rot(th, pp.com)
+    F = external[0][:, :2]
+    M = external[1][:, 2] + ab._cross2(origin - r, F)
+    return jnp.concatenate([F, M[:, None]], axis=-1).reshape(-1)
+
+
+def _contact_multipliers_to_wrenches(lam, rows: tuple[int, ...]):
+    """Contact multipliers ``(lc,)`` → ground wrenches ``(k, 3)`` (``Mz`` 0 for a pin)."""
+    out, i = [], 0
+    for r in rows:  # static Python over contacts (a handful), not over segments
+        w = -lam[i : i + r]
+        out.append(jnp.concatenate([w, jnp.zeros((3 - r,), lam.dtype)]) if r < 3 else w)
+        i += r
+    if not out:
+        return jnp.zeros((0, 3), lam.dtype)
+    return jnp.stack(out)
+
+
+def _default_rcond(dtype) -> float:
+    return float(np.sqrt(np.finfo(dtype).eps))
+
+
+def _spd_solve(A, b, rcond: float, what: str):
+    """Solve ``A x = b`` for a symmetric positive-definite ``A`` by Cholesky of its equilibrated
+    form ``S = A / (d dᵀ)``, ``d = √diag(A)``; raises at run time (`equinox.error_if`) if a pivot
+    of ``S`` falls below ``rcond`` or is not finite: a singular or numerically singular
+    constraint set is reported, never solved in the least-squares sense."""
+    d = jnp.sqrt(jnp.diag(A))
+    S = A / (d[:, None] * d[None, :])
+    L = jnp.linalg.cholesky(S)
+    piv = jnp.diag(L) ** 2
+    bad = ~jnp.all(jnp.isfinite(L)) | (jnp.min(piv) < rcond)
+    L = eqx.error_if(
+        L,
+        bad,
+        f"{what}: the constraint matrix is singular or too ill-conditioned (smallest equilibrated "
+        f"Cholesky pivot below rcond={rcond:g}): the constraints are redundant in this configuration, "
+        "so the multipliers are not unique",
+    )
+    return jsl.cho_solve((L, True), b / d) / d
+
+
+@functools.lru_cache(maxsize=256)
+def _generic_contact_rank(parents: tuple[int, ...], joint_types: tuple[str, ...], layout: tuple) -> int:
+    """Rank of the contact Jacobian ``∂(contact rows)/∂q`` at random planar numbers with the given
+    topology: the structural (generic) rank. numpy only, at trace time."""
+    rng = np.random.default_rng(12345)
+    n = len(parents)
+    best = 0
+    for _ in range(2):
+        beta = rng.uniform(-np.pi, np.pi, n)
+        origin = rng.normal(size=(n, 2))
+        axis = rng.normal(size=(n, 2))
+        axis /= np.linalg.norm(axis, axis=1, keepdims=True)
+        q = rng.normal(size=n)
+        th = np.zeros(n)
+        O = np.zeros((n, 2))
+        S = np.zeros((n, 2))
+
+        def rot(a, v):
+            return np.array([np.cos(a) * v[0] - np.sin(a) * v[1], np.sin(a) * v[0] + np.cos(a) * v[1]])
+
+        for i, p in enumerate(parents):
+            thp, Op = (0.0, np.zeros(2)) if p < 0 else (th[p], O[p])
+            S[i] = rot(thp + beta[i], axis[i])
+            rev = joint_types[i] == "revolute"
+            th[i] = thp + beta[i] + (q[i] if rev else 0.0)
+            O[i] = Op + rot(thp, origin[i]) + (0.0 if rev else q[i] * S[i])
+        rows = []
+        for seg, weld in layout:
+            X = O[seg] + rot(th[seg], rng.normal(size=2))
+            jx, jy, jt = np.zeros(n), np.zeros(n), np.zeros(n)
+            j = seg
+            while j >= 0:
+                if joint_types[j] == "revolute":
+                    jx[j], jy[j], jt[j] = -(X[1] - O[j][1]), X[0] - O[j][0], 1.0
+                else:
+                    jx[j], jy[j] = S[j]
+                j = parents[j]
+            rows += [jx, jy] + ([jt] if weld else [])
+        best = max(best, int(np.linalg.matrix_rank(np.asarray(rows))))
+    return best
+
+
+def _check_contacts(tree: SegmentTree, contacts) -> tuple:
+    """Static checks before tracing; returns ``contacts`` as a tuple."""
+    if contacts is None:
+        return ()
+    if isinstance(contacts, Contact):
+        contacts = (contacts,)
+    contacts = tuple(contacts)
+    seg, _, rows = ab.contact_rows(tree, contacts)  # ValueError on unknown segments
+    if not contacts:
+        return contacts
+    total = sum(rows)
+    names = ", ".join(f"{c.segment} ({'weld' if c.weld else 'pin'})" for c in contacts)
+    if total > tree.nq:
+        raise ValueError(
+            f"contacts [{names}] impose {total} constraints on model {tree.name!r} with only "
+            f"{tree.nq} degrees of freedom: the constraint set over-constrains the body"
+        )
+    layout = tuple((int(s), c.weld) for s, c in zip(seg, contacts))
+    rank = _generic_contact_rank(tuple(tree.parents), tuple(tree.joint_types), layout)
+    if rank < total:
+        raise ValueError(
+            f"contacts [{names}] impose {total} constraints but only {rank} are independent for any "
+            f"configuration of model {tree.name!r} (e.g. two points or a point and a weld on one "
+            "segment, or more constraints on a chain than it has joints): the multipliers would not be "
+            "unique. Remove the redundant contacts"
+        )
+    return contacts
+
+
+def _state(tree, x, name, check):
+    return as_state(tree, x, name, check)
+
+
+# ---- (a) d'Alembert recursion ------------------------------------------------------------------
+
+
+@_jit
+def reactions_recursion(
+    tree: SegmentTree,
+    q: Float[ArrayLike, " n"],
+    qd: Float[ArrayLike, " n"],
+    qdd: Float[ArrayLike, " n"],
+    external: External = None,
+    *,
+    check: bool = False,
+) -> Float[Array, "n 3"]:
+    """Joint wrenches by d'Alembert's recursion (seed 003 §3, first scheme; seed 001 eq. 2).
+
+    Args:
+        tree: a planar model (e.g. ``jb.load_model("sagittal11")``).
+        q, qd, qdd: ``(n,)`` rad / m, joint coordinates, velocities, accelerations.
+        external: optional ``(forces, moments)``, each ``(n, 3)``, world frame, moments about each
+            segment's origin (ground reactions: `contact_external`).
+        check: NaN/inf in the inputs or result raise at run time.
+
+    Returns:
+        ``(n, 3)``: ``(Fx, Fy)`` N and ``Mz`` N·m about the joint centre, world frame, on each
+        segment from its parent (the in-plane part of `jaxbio.segment_wrenches`).
+    """
+    q, qd, qdd = (_state(tree, x, k, check) for x, k in ((q, "q"), (qd, "qd"), (qdd, "qdd")))
+    external = as_external(tree, external, check)
+    _, forces, moments = rnea(tree, q, qd, qdd, external)
+    out = planar_wrenches(forces, moments)
+    return finite(out, "reactions_recursion result") if check else out
+
+
+# ---- (b) Lagrange multipliers in absolute coordinates --------------------------------------------
+
+
+def _lagrange(tree, q, qd, tau, contacts, external, rcond, check):
+    q, qd, tau = (_state(tree, x, k, check) for x, k in ((q, "q"), (qd, "qd"), (tau, "tau")))
+    external = as_external(tree, external, check)
+    pp = ab.planar_params(tree)
+    p, pd, _ = ab.absolute_motion(tree, q, qd)
+    C, gamma = ab.constraint_jacobian(tree, p, pd, contacts)
+    minv = 1.0 / ab.mass_diagonal(tree)
+    f = ab.gravity_vector(tree) + ab._actuation_forces(tree, pp, p, tau) + _external_generalized(tree, p, external)
+    A = (C * minv[None, :]) @ C.T
+    rhs = C @ (minv * f) - gamma
+    rcond = _default_rcond(A.dtype) if rcond is None else rcond
+    lam = _spd_solve(A, rhs, rcond, "reactions_lagrange")
+    return (finite(lam, "lagrange multipliers") if check else lam), pp, p, tau
+
+
+@_jit_rcond
+def lagrange_multipliers(
+    tree: SegmentTree,
+    q: Float[ArrayLike, " n"],
+    qd: Float[ArrayLike, " n"],
+    tau: Float[ArrayLike, " n"],
+    contacts: Sequence[Contact] = (),
+    external: External = None,
+    *,
+    rcond: float | None = None,
+    check: bool = False,
+) -> Float[Array, " l"]:
+    """Blajer eq. 10: ``λ = (C M⁻¹ Cᵀ)⁻¹ (C M⁻¹ (f_g + B u + f_ext) − γ_C)``, ``(2n + lc,)``.
+
+    Rows: two per joint (segment order, `jaxbio.planar.absolute.joint_constraints`), then the
+    contact rows (x, y [, θ] per contact). ``C``, ``γ_C``, ``M``, ``f_g``, ``B`` as in
+    `jaxbio.planar.absolute`; ``u = tau``. ``C M⁻¹ Cᵀ`` is solved by a Cholesky factorisation of
+    its equilibrated form (unit diagonal), checked as described in `reactions_lagrange`.
+    Arguments as in `reactions_lagrange`.
+    """
+    contacts = _check_contacts(tree, contacts)
+    return _lagrange(tree, q, qd, tau, contacts, external, rcond, check)[0]
+
+
+@_jit_rcond
+def reactions_lagrange(
+    tree: SegmentTree,
+    q: Float[ArrayLike, " n"],
+    qd: Float[ArrayLike, " n"],
+    tau: Float[ArrayLike, " n"],
+    contacts: Sequence[Contact] = (),
+    external: External = None,
+    *,
+    rcond: float | None = None,
+    check: bool = False,
+) -> tuple[Float[Array, "n 3"], Float[Array, "k 3"]]:
+    """Joint wrenches from the Lagrange multipliers of the absolute-coordinate model (eq. 10).
+
+    Args:
+        tree: a planar model.
+        q, qd: ``(n,)`` joint coordinates (rad / m) and velocities — no accelerations needed.
+        tau: ``(n,)`` N·m / N, joint torques/forces ``u`` (as in `jaxbio.forward_dynamics`; zero on
+            the unactuated floating-base coordinates for a physical motion).
+        contacts: ground `Contact` s (static structure); their multipliers are the ground reactions.
+        external: optional given external wrenches (as in `reactions_recursion`).
+        rcond: threshold on the smallest pivot of the Cholesky factor of the equilibrated
+            ``C M⁻¹ Cᵀ`` (unit diagonal; default √eps of the dtype, 1.5e-8 in float64); below it,
+            or non-finite, raises at run time (`equinox.error_if`). For ``sagittal11`` without
+            contacts the smallest pivot is about 0.3.
+        check: NaN/inf in inputs or results raise at run time.
+
+    Returns:
+        ``joints`` ``(n, 3)`` (as `reactions_recursion`) and ``contacts`` ``(k, 3)``: the ground
+        reaction on each contact's segment, ``(Fx, Fy)`` N and ``Mz`` N·m about the contact point.
+
+    Raises:
+        ValueError (before tracing): a contact on an unknown segment, more constraint rows than
+        degrees of freedom, or contacts that are redundant in every configuration.
+    """
+    contacts = _check_contacts(tree, contacts)
+    lam, pp, p, tau = _lagrange(tree, q, qd, tau, contacts, external, rcond, check)
+    n = tree.nq
+    joints = _wrenches_from_multipliers(pp, p, lam[: 2 * n].reshape(n, 2), tau, np.arange(n))
+    ground = _contact_multipliers_to_wrenches(lam[2 * n :], tuple(c.rows for c in contacts))
+    return joints, ground
+
+
+# ---- (c) augmented joint-coordinate method ---------------------------------------------------------
+
+
+def _augmented(tree, q, qd, qdd, tau, external, idx, check):
+    q, qd, qdd, tau = (_state(tree, x, k, check) for x, k in ((q, "q"), (qd, "qd"), (qdd, "qdd"), (tau, "tau")))
+    external = as_external(tree, external, check)
+    pp = ab.planar_params(tree)
+    p, _, pdd = ab.absolute_motion(tree, q, qd, qdd)  # p̈ = D q̈ + γ, eq. 9
+    E = ab._open_constraint_matrix(tree, pp, p, tuple(int(i) for i in idx))  # (3N, 2m), eq. 13
+    f = ab.gravity_vector(tree) + ab._actuation_forces(tree, pp, p, tau) + _external_generalized(tree, p, external)
+    lam = (E.T @ (f - ab.mass_diagonal(tree) * pdd)).reshape(len(idx), 2)  # eq. 16
+    return (finite(lam, "augmented multipliers") if check else lam), pp, p, tau
+
+
+@_jit_joints
+def augmented_multipliers(
+    tree: SegmentTree,
+    q: Float[ArrayLike, " n"],
+    qd: Float[ArrayLike, " n"],
+    qdd: Float[ArrayLike, " n"],
+    tau: Float[ArrayLike, " n"],
+    external: External = None,
+    *,
+    joints: Sequence[str] | None = None,
+    check: bool = False,
+) -> Float[Array, "m 2"]:
+    """Blajer eq. 16: ``λ* = Eᵀ [f_g + B u + f_ext − M (D q̈ + γ)]``, ``(m, 2)`` for the ``m`` chosen
+    joints (two open-constraint coordinates each, `jaxbio.planar.absolute.open_constraint_matrix`).
+
+    ``D q̈ + γ = p̈`` (eq. 9) by forward-mode derivatives of the planar kinematics. Arguments as in
+    `reactions_augmented`. Equal to the joint rows of `lagrange_multipliers` for a consistent
+    ``(q̈, u, f_ext)``.
+    """
+    idx = _joint_indices(tree, joints)
+    return _augmented(tree, q, qd, qdd, tau, external, idx, check)[0]
+
+
+@_jit_joints
+def reactions_augmented(
+    tree: SegmentTree,
+    q: Float[ArrayLike, " n"],
+    qd: Float[ArrayLike, " n"],
+    qdd: Float[ArrayLike, " n"],
+    tau: Float[ArrayLike, " n"],
+    external: External = None,
+    *,
+    joints: Sequence[str] | None = None,
+    check: bool = False,
+) -> Float[Array, "m 3"]:
+    """Joint wrenches by the augmented joint-coordinate method (seed 003 eqs. 11–16).
+
+    Args:
+        tree: a planar model.
+        q, qd, qdd: ``(n,)`` joint coordinates, velocities, accelerations.
+        tau: ``(n,)`` N·m / N, joint torques/forces ``u`` consistent with ``q̈``.
+        external: optional external (ground) wrenches, as in `reactions_recursion`.
+        joints: static tuple of segment names (or indices) whose joints are opened (default: all,
+            segment order); only these are computed, e.g. ``("thigh_r", "shank_r", "foot_r")`` for
+            the right hip, knee and ankle.
+        check: NaN/inf in inputs or results raise at run time.
+
+    Returns:
+        ``(m, 3)`` wrenches of the chosen joints, as in `reactions_recursion`.
+    """
+    idx = _joint_indices(tree, joints)
+    lam, pp, p, tau = _augmented(tree, q, qd, qdd, tau, external, idx, check)
+    return _wrenches_from_multipliers(pp, p, lam, tau, idx)
+
+
+# ---- support phase: contact forces -----------------------------------------------------------------
+
+
+def _contact_jacobian_q(tree: SegmentTree, q, qd, contacts, seg, keep):
+    """``G = ∂φ/∂q`` ``(lc, n)`` and ``γ_G = −Ġ q̇`` ``(lc,)`` of the contact rows, from the 3D
+    kinematic recursion (`jaxbio.dynamics.segment_motion`; independent of
+    `jaxbio.planar.absolute`): column ``j`` of a contact on segment ``s`` is ``a_j × (X − O_j)``
+    (revolute, ``a_j`` the world axis) or ``a_j`` (prismatic) for the joints ``j`` that move ``s``;
+    the angle row is ``a_j,z`` (revolute). ``γ_G`` is minus the acceleration of the contact point
+    (and the angular acceleration) at ``q̈ = 0``."""
+    mo = segment_motion(tree, q, qd)
+    pts = ab.contact_points(contacts, q.dtype)
+    pts3 = jnp.concatenate([pts, jnp.zeros_like(pts[:, :1])], axis=-1)
+    att = mo.attitude[seg]
+    lever = jnp.stack(soa.qrot(tuple(att[:, i] for i in range(4)), soa.split(pts3, 3)), -1)  # X − O_s
+    X = mo.position[seg] + lever
+    anc = jnp.asarray(tree.ancestors[seg], q.dtype)[:, :, None]  # (k, n, 1)
+    rev = jnp.asarray(tree.is_revolute)[None, :, None]
+    axis = mo.axis[None, :, :]  # (1, n, 3)
+    lin = jnp.where(rev, jnp.cross(axis, X[:, None, :] - mo.position[None, :, :]), axis) * anc
+    ang = jnp.where(rev, axis, 0.0) * anc
+    G = jnp.concatenate([lin[:, :, :2], ang[:, :, 2:]], axis=-1)  # (k, n, 3)
+    G = jnp.swapaxes(G, 1, 2).reshape(3 * len(seg), tree.nq)[keep]
+    w, al = mo.omega[seg], mo.alpha[seg]
+    acc = mo.acceleration[seg] + jnp.cross(al, lever) + jnp.cross(w, jnp.cross(w, lever))
+    gamma = -jnp.concatenate([acc[:, :2], al[:, 2:]], axis=-1).reshape(-1)[keep]
+    return G, gamma
+
+
+@_jit_rcond
+def constrained_forward_dynamics(
+    tree: SegmentTree,
+    q: Float[ArrayLike, " n"],
+    qd: Float[ArrayLike, " n"],
+    tau: Float[ArrayLike, " n"],
+    contacts: Sequence[Contact] = (),
+    external: External = None,
+    *,
+    rcond: float | None = None,
+    check: bool = False,
+) -> tuple[Float[Array, " n"], Float[Array, "k 3"]]:
+    """``q̈`` and the ground reactions of the support phase, in joint coordinates.
+
+    With ``G = ∂φ/∂q`` the Jacobian of the contact rows (world x, y of each contact point, and the
+    segment angle for a weld) and ``G q̈ = γ_G = −Ġ q̇``:
+    ``M q̈ = τ − h − Gᵀ λ``, ``λ = (G M⁻¹ Gᵀ)⁻¹ (G M⁻¹ (τ − h) − γ_G)`` (``h`` = bias with the given
+    external wrenches). The ground reaction on a contact's segment is ``−λ``.
+
+    Returns:
+        ``qdd`` ``(n,)`` and ``(k, 3)`` ground wrenches ``(Fx, Fy, Mz about the contact point)``.
+        Without contacts this is `jaxbio.forward_dynamics`.
+
+    Raises:
+        ValueError before tracing, and run-time errors, as `reactions_lagrange`.
+    """
+    contacts = _check_contacts(tree, contacts)
+    q, qd, tau = (_state(tree, x, k, check) for x, k in ((q, "q"), (qd, "qd"), (tau, "tau")))
+    external = as_external(tree, external, check)
+    h = rnea(tree, q, qd, jnp.zeros_like(q), external)[0]
+    M = mass_matrix(tree, q)
+    cf = jsl.cho_factor(M)
+    free = jsl.cho_solve(cf, tau - h)
+    if not contacts:
+        return free, jnp.zeros((0, 3), free.dtype)
+    seg, keep, rows = ab.contact_rows(tree, contacts)
+    G, gamma = _contact_jacobian_q(tree, q, qd, contacts, seg, keep)
+    X = jsl.cho_solve(cf, G.T)  # M⁻¹ Gᵀ
+    rcond = _default_rcond(M.dtype) if rcond is None else rcond
+    lam = _spd_solve(G @ X, G @ free - gamma, rcond, "constrained_forward_dynamics")
+    qdd = free - X @ lam
+    wrenches = _contact_multipliers_to_wrenches(lam, rows)
+    if check:
+        qdd, wrenches = finite(qdd, "qdd"), finite(wrenches, "ground reactions")
+    return qdd, wrenches
+
+
+@jax.jit
+def contact_external(
+    tree: SegmentTree,
+    q: Float[ArrayLike, " n"],
+    contacts: Sequence[Contact],
+    wrenches: Float[ArrayLike, "k 3"],
+) -> tuple[Float[Array, "n 3"], Float[Array, "n 3"]]:
+    """Ground wrenches at contact points → ``external`` ``(forces (n, 3), moments (n, 3))``: world
+    frame, moments about each segment's origin, summed per segment (the format of
+    `jaxbio.inverse_dynamics` and `reactions_recursion`).
+
+    ``wrenches`` ``(k, 3)``: ``(Fx, Fy, Mz about the contact point)`` on each contact's segment
+    (e.g. from `constrained_forward_dynamics` or a force plate).
+    """
+    contacts = _check_contacts(tree, contacts)
+    q = _state(tree, q, "q", False)
+    wrenches = jnp.asarray(wrenches, q.dtype)
+    k = len(contacts)
+    if wrenches.shape != (k, 3):
+        raise ValueError(f"wrenches has shape {wrenches.shape}, expected ({k}, 3) for {k} contacts")
+    n = tree.nq
+    if k == 0:
+        z = jnp.zeros((n, 3), q.dtype)
+        return z, z
+    seg, _, _ = ab.contact_rows(tree, contacts)
+    mo = segment_motion(tree, q)
+    pts = ab.contact_points(contacts, q.dtype)
+    att = mo.attitude[seg]
+    pts3 = jnp.concatenate([pts, jnp.zeros_like(pts[:, :1])], axis=-1)
+    X = mo.position[seg] + jnp.stack(soa.qrot(tuple(att[:, i] for i in range(4)), soa.split(pts3, 3)), -1)
+    lever = (X - mo.position[seg])[:, :2]
+    F = wrenches[:, :2]
+    Mz = wrenches[:, 2] + ab._cross2(lever, F)
+    zero = jnp.zeros_like(Mz)
+    forces = jax.ops.segment_sum(jnp.stack([F[:, 0], F[:, 1], zero], -1), jnp.asarray(seg), num_segments=n)
+    moments = jax.ops.segment_sum(jnp.stack([zero, zero, Mz], -1), jnp.asarray(seg), num_segments=n)
+    return forces, moments
