@@ -15,7 +15,7 @@ coordinates. This module builds the pieces of the absolute-coordinate formulatio
   `gravity_vector` — ``f_g``; `actuation_matrix` — ``B`` ``(3N, n)``, the generalised forces in
   ``p`` of unit joint torques/forces ``u`` (``B = (∂q/∂p)ᵀ``, virtual work);
 - `joint_constraints` — ``Φ(p) = 0`` (part I eq. 5), two rows per joint, and
-  `contact_constraints` for points of segments held fixed on the ground (`Contact`);
+  `contact_constraints` for points of segments held fixed on the ground (`GroundContact`);
   `constraint_jacobian` — ``C = ∂Φ/∂p`` and ``γ_C`` with ``C p̈ = γ_C`` (``γ_C = −Ċ ṗ``);
 - `open_constraint_matrix` — Blajer's ``E = ∂g(q, z)/∂z`` at ``z = 0`` (eq. 13) for
   open-constraint coordinates ``z`` of chosen joints.
@@ -34,6 +34,9 @@ coordinates ``z_i`` are the same directions, opened on the child's side (the chi
 translated by ``z`` in world x, y; or translated along ``n_i`` and turned about ``P_i``), so that
 ``C E = [I; 0]`` (eq. 14) and the multipliers of both schemes are the same numbers.
 
+Every function takes an optional keyword ``pp``, the tree's `planar_params`, so that a caller
+combining several of them checks planarity once.
+
 Planar means: revolute axes ``±z``, prismatic axes in the x–y plane, joint orientations about z,
 gravity in the plane. Out-of-plane offsets of origins and COMs are ignored (they do not enter the
 in-plane dynamics). A tree that is not planar raises at run time (`equinox.error_if`).
@@ -47,12 +50,12 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, Float
 
 from jaxbio.tree import SegmentTree
 
 __all__ = [
-    "Contact",
+    "GroundContact",
     "PlanarParams",
     "planar_params",
     "absolute_coordinates",
@@ -77,7 +80,7 @@ def _as_point(x):
     return jnp.asarray(x)
 
 
-class Contact(eqx.Module):
+class GroundContact(eqx.Module):
     """A point of a segment held fixed on the ground (a support-phase constraint).
 
     Fields:
@@ -97,12 +100,12 @@ class Contact(eqx.Module):
 
     def __check_init__(self):
         if not isinstance(self.segment, str):
-            raise ValueError(f"Contact.segment must be a segment name (str), got {self.segment!r}")
+            raise ValueError(f"GroundContact.segment must be a segment name (str), got {self.segment!r}")
         if not isinstance(self.weld, bool):
-            raise ValueError(f"Contact.weld must be a bool, got {self.weld!r}")
+            raise ValueError(f"GroundContact.weld must be a bool, got {self.weld!r}")
         shape = jnp.shape(self.point)
         if len(shape) < 1 or shape[-1] not in (2, 3):
-            raise ValueError(f"Contact.point must have shape (2,) or (3,) (segment frame, m), got {shape}")
+            raise ValueError(f"GroundContact.point must have shape (2,) or (3,) (segment frame, m), got {shape}")
 
     @property
     def rows(self) -> int:
@@ -110,7 +113,7 @@ class Contact(eqx.Module):
         return 3 if self.weld else 2
 
 
-Contacts = Sequence[Contact]
+Contacts = Sequence[GroundContact]
 
 
 class PlanarParams(NamedTuple):
@@ -234,7 +237,7 @@ def _coordinates(tree: SegmentTree, pp: PlanarParams, q):
     return jnp.concatenate([r, th[:, None]], axis=-1).reshape(-1)
 
 
-def absolute_motion(tree: SegmentTree, q, qd=None, qdd=None):
+def absolute_motion(tree: SegmentTree, q, qd=None, qdd=None, *, pp: PlanarParams | None = None):
     """``p = g(q)``, ``ṗ = D q̇`` and ``p̈ = D q̈ + γ`` (seed 003 eq. 9), each ``(3N,)``.
 
     ``g`` is the closed-form planar kinematics (``θ`` the sum of joint angles along the path, not
@@ -248,7 +251,7 @@ def absolute_motion(tree: SegmentTree, q, qd=None, qdd=None):
         ``(p, pd, pdd)``, each ``(3N,)``: ``[x, y, θ]`` per body, m and rad (and rates); ``pdd`` is
         the true acceleration (gravity not included).
     """
-    pp = planar_params(tree)
+    pp = planar_params(tree) if pp is None else pp
     q = jnp.asarray(q)
     qd = jnp.zeros_like(q) if qd is None else jnp.asarray(qd, q.dtype)
 
@@ -274,25 +277,25 @@ def velocity_map(tree: SegmentTree, q) -> Float[Array, "3N n"]:
     return jax.jacfwd(lambda x: absolute_coordinates(tree, x))(q)
 
 
-def joint_coordinates(tree: SegmentTree, p) -> Float[Array, " n"]:
+def joint_coordinates(tree: SegmentTree, p, *, pp: PlanarParams | None = None) -> Float[Array, " n"]:
     """The joint coordinates ``q`` ``(n,)`` of a consistent ``p`` (the inverse of ``g``): the
     relative angle (revolute) or the slide ``s_i · (P_i − A_i)`` (prismatic)."""
-    pp = planar_params(tree)
+    pp = planar_params(tree) if pp is None else pp
     P, A, th, thp, s = _joint_geometry(pp, p)
     rel = pp.sign * (th - thp - pp.beta)
     slide = jnp.sum(s * (P - A), axis=-1)
     return jnp.where(jnp.asarray(pp.revolute), rel, slide)
 
 
-def mass_diagonal(tree: SegmentTree) -> Float[Array, " 3N"]:
+def mass_diagonal(tree: SegmentTree, *, pp: PlanarParams | None = None) -> Float[Array, " 3N"]:
     """Diagonal of ``M`` ``(3N,)``: ``(m, m, I_zz)`` per body (kg, kg, kg·m² about the COM)."""
-    pp = planar_params(tree)
+    pp = planar_params(tree) if pp is None else pp
     return jnp.stack([pp.mass, pp.mass, pp.izz], axis=-1).reshape(-1)
 
 
-def gravity_vector(tree: SegmentTree) -> Float[Array, " 3N"]:
+def gravity_vector(tree: SegmentTree, *, pp: PlanarParams | None = None) -> Float[Array, " 3N"]:
     """``f_g`` ``(3N,)``: ``(m g_x, m g_y, 0)`` per body, N."""
-    pp = planar_params(tree)
+    pp = planar_params(tree) if pp is None else pp
     f = pp.mass[:, None] * pp.gravity[None, :]
     return jnp.concatenate([f, jnp.zeros_like(f[:, :1])], axis=-1).reshape(-1)
 
@@ -305,11 +308,11 @@ def actuation_matrix(tree: SegmentTree, p) -> Float[Array, "3N n"]:
     return jax.jacfwd(lambda x: joint_coordinates(tree, x))(p).T
 
 
-def actuation_forces(tree: SegmentTree, p, u) -> Float[Array, " 3N"]:
+def actuation_forces(tree: SegmentTree, p, u, *, pp: PlanarParams | None = None) -> Float[Array, " 3N"]:
     """``B u`` ``(3N,)`` in closed form (equal to ``actuation_matrix(tree, p) @ u``): a revolute
     joint puts ``±u`` on the child's θ and ``∓u`` on the parent's; a prismatic joint the force
     ``u s`` on the child at the joint centre ``P`` and ``−u s`` on the parent at the same point."""
-    pp = planar_params(tree)
+    pp = planar_params(tree) if pp is None else pp
     return _actuation_forces(tree, pp, p, jnp.asarray(u, p.dtype))
 
 
@@ -340,10 +343,10 @@ def _actuation_forces(tree, pp, p, u):
 # ---- constraints (part I eq. 5) ---------------------------------------------------------------
 
 
-def joint_constraints(tree: SegmentTree, p) -> Float[Array, " 2n"]:
+def joint_constraints(tree: SegmentTree, p, *, pp: PlanarParams | None = None) -> Float[Array, " 2n"]:
     """``Φ(p)`` ``(2n,)``: two rows per joint in segment order (see the module docstring);
     zero where ``p = g(q)``."""
-    pp = planar_params(tree)
+    pp = planar_params(tree) if pp is None else pp
     P, A, th, thp, s = _joint_geometry(pp, p)
     d = P - A
     pris = jnp.stack([jnp.sum(_perp(s) * d, axis=-1), th - thp - pp.beta], axis=-1)
@@ -356,8 +359,8 @@ def contact_rows(tree: SegmentTree, contacts: Contacts) -> tuple[np.ndarray, np.
     ``(k, 3)`` table ``[x, y, θ]`` (flat indices) and the row count of each contact. Unknown
     segment names raise `ValueError` (before tracing)."""
     for c in contacts:
-        if not isinstance(c, Contact):
-            raise ValueError(f"contacts must be jaxbio.planar.Contact objects, got {type(c).__name__}")
+        if not isinstance(c, GroundContact):
+            raise ValueError(f"contacts must be jaxbio.planar.GroundContact objects, got {type(c).__name__}")
     seg = np.asarray([tree.index(c.segment) for c in contacts], dtype=np.int32)
     keep = [3 * k + j for k, c in enumerate(contacts) for j in range(c.rows)]
     return seg, np.asarray(keep, dtype=np.int32), tuple(c.rows for c in contacts)
@@ -370,11 +373,11 @@ def contact_points(contacts: Contacts, dtype) -> Array:
     return jnp.stack([jnp.asarray(c.point, dtype)[:2] for c in contacts])
 
 
-def contact_constraints(tree: SegmentTree, p, contacts: Contacts) -> Float[Array, " lc"]:
-    """Contact constraint functions ``(lc,)``: per contact the world x, y of its point (and the
+def contact_constraints(tree: SegmentTree, p, contacts: Contacts, *, pp: PlanarParams | None = None) -> Float[Array, " lc"]:
+    """GroundContact constraint functions ``(lc,)``: per contact the world x, y of its point (and the
     segment's angle θ for a weld). The ground position is a constant, so it is left out: it does
     not enter ``C`` or ``γ``."""
-    pp = planar_params(tree)
+    pp = planar_params(tree) if pp is None else pp
     seg, keep, _ = contact_rows(tree, contacts)
     if len(seg) == 0:
         return jnp.zeros((0,), p.dtype)
@@ -417,7 +420,7 @@ def _contact_blocks(tree, pp, p, contacts, seg):
                       jnp.stack([zero, zero, one], -1)], 1)
 
 
-def constraint_jacobian(tree: SegmentTree, p, pd, contacts: Contacts = ()):
+def constraint_jacobian(tree: SegmentTree, p, pd, contacts: Contacts = (), *, pp: PlanarParams | None = None):
     """``C = ∂Φ/∂p`` ``(l, 3N)`` and ``γ_C`` ``(l,)`` with ``C p̈ = γ_C`` (``γ_C = −Ċ ṗ``), for the
     ``2n`` joint rows followed by the contact rows (``l = 2n + lc``).
 
@@ -426,7 +429,7 @@ def constraint_jacobian(tree: SegmentTree, p, pd, contacts: Contacts = ()):
     tangent). The tests compare ``C`` with ``jax.jacfwd`` of `joint_constraints` /
     `contact_constraints`.
     """
-    pp = planar_params(tree)
+    pp = planar_params(tree) if pp is None else pp
     n = tree.nq
     cc, cp = _joint_blocks(pp, p)
     eye = jnp.eye(n, dtype=p.dtype)
@@ -439,7 +442,7 @@ def constraint_jacobian(tree: SegmentTree, p, pd, contacts: Contacts = ()):
         C = jnp.concatenate([C, Cc.reshape(3 * len(seg), 3 * n)[keep]], axis=0)
 
     def phi(x):
-        return jnp.concatenate([joint_constraints(tree, x), contact_constraints(tree, x, contacts)])
+        return jnp.concatenate([joint_constraints(tree, x, pp=pp), contact_constraints(tree, x, contacts, pp=pp)])
 
     # second derivative of Φ along ṗ: d²/dt² Φ(p + t ṗ) = ṗᵀ ∂²Φ ṗ = Ċ ṗ
     cdot_pd = jax.jvp(lambda x: jax.jvp(phi, (x,), (pd,))[1], (p,), (pd,))[1]

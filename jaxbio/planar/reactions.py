@@ -11,7 +11,7 @@ its net joint moment (± the joint torque, by the axis sign), ``(Fx, Fy)`` its j
     seed 001 eq. 2; seed 003 §3 first scheme). Needs no joint torques.
 (b) `reactions_lagrange` — Lagrange multipliers in absolute coordinates (eq. 10):
     ``λ = (C M⁻¹ Cᵀ)⁻¹ (C M⁻¹ (f_g + B u + f_ext) − γ_C)`` for all ``l = 2N`` joint constraint rows
-    (`jaxbio.planar.absolute`), plus the rows of ground `Contact` s, whose multipliers are the
+    (`jaxbio.planar.absolute`), plus the rows of ground `GroundContact` s, whose multipliers are the
     ground reactions. Needs ``q, q̇, u`` but no ``q̈`` (it is a forward-dynamics solve).
 (c) `reactions_augmented` — the augmented joint-coordinate method (eqs. 11–16):
     ``λ* = Eᵀ [f_g + B u + f_ext − M (D q̈ + γ)]``, with ``E`` of eq. 13 for the chosen joints only.
@@ -22,7 +22,7 @@ Sign convention of the multipliers (eq. 10, eq. 16): the constraint rows of join
 child receives ``−C_childᵀ λ``; hence the constraint force on the child is ``−λ_i``, and the
 returned wrench is ``F = −λ_i``, ``Mz = ±u_i`` (revolute) or ``F = u_i s_i − λ_i,1 n_i``,
 ``Mz = −λ_i,2`` (prismatic: slide axis ``s_i``, ``n_i = ẑ × s_i``). ``λ`` of (b) and ``λ*`` of (c)
-are the same numbers (the tests check it). The ground reaction of a `Contact` is returned as
+are the same numbers (the tests check it). The ground reaction of a `GroundContact` is returned as
 ``(Fx, Fy, Mz)`` on the segment, the moment about the contact point (zero for a pin).
 
 Support phase. Ground contacts enter (b) as extra constraints (``contacts=``; the multipliers
@@ -32,22 +32,30 @@ force-plate data or the output of `constrained_forward_dynamics`, converted by
 `constrained_forward_dynamics` solves the joint-coordinate system with the contact constraints
 for ``q̈`` and the ground reactions (Blajer part I eq. 16 projected with Lagrange multipliers).
 
-Cost and when to use which (sagittal11, 11 segments, float64, one CPU core of a 2-core VM,
-``jit(vmap)`` over 10⁴ frames, `benchmarks/reactions.py`; µs per frame):
+Cost and when to use which. Measured with `benchmarks/reactions.py` (sagittal11, 11 segments,
+float64, ``jit(vmap)`` over 10⁴ random frames, a shared 2-core CPU VM, so absolute times varied
+~2× between runs; the ratios to the recursion of the same run are the meaningful numbers):
 
-| scheme | work per frame | µs/frame (flight / support) |
-|---|---|---|
-| (a) recursion | O(N): one kinematic and one wrench pass | 1.1 / 1.1 |
-| (b) Lagrange  | O(N·l) for ``C`` (forward-mode, 3N tangents) + O(l³/3) Cholesky of ``l × l`` (``l = 22``, 27 with a weld + pin) | 14 / 18 |
-| (c) augmented | O(N) kinematics + one ``(3N × l*)ᵀ`` product, ``l* ≤ 2N``, no solve | 2.4 / 2.4 |
+| scheme | work per frame | µs/frame | × recursion |
+|---|---|---|---|
+| (a) recursion | O(N): one kinematic pass and one wrench pass (level scans) | 5–14 | 1 |
+| (b) Lagrange, flight | ``C`` ``(l × 3N)`` from analytic 2×3 blocks, ``C M⁻¹ Cᵀ`` (l²·3N), Cholesky l³/3 with ``l = 2N = 22`` | 16–50 | 3.2–3.6 |
+| (b) Lagrange, support (weld + pin, ``l = 27``) | the same with the contact rows | 55–94 | 5–11 |
+| (c) augmented, all joints | O(N) closed-form planar kinematics (p̈ = D q̈ + γ by two forward-mode passes) + ``Eᵀ w`` ``(2N × 3N)`` | 10–16 | 1.0–1.9 |
+| (c) augmented, hip + knee + ankle | the same with ``l* = 6`` columns of ``E`` | 4–9 | 0.66–0.75 |
 
-Use (a) for inverse dynamics of measured motion: cheapest, and it gives the joint moments too.
-Use (c) when ``u`` is known (e.g. muscle forces, which load the joints beyond the net moment —
-see the paper's closing remark) and only a few joints matter (``joints=``): it costs O(N) like (a)
-and separates the constraint reaction from the actuation. Use (b) when ``q̈`` is *not* known
-(forward simulation: reactions from ``q, q̇, u`` alone) or when the ground reactions must come out
-of the same solve; it is ~10× dearer and needs a non-singular constraint set (checked: redundant
-contacts raise `ValueError` before tracing; a numerically singular set raises at run time).
+(The support-phase ``q̈`` itself, `constrained_forward_dynamics`, costs ~60 µs: ``M``, its
+Cholesky, the bias recursion and a ``lc × lc`` solve.)
+
+Use (a) for inverse dynamics of measured motion: simple, O(N), and it gives the joint moments too.
+Use (c) when ``u`` is known and only a few joints matter (``joints=``): it is then the cheapest,
+needs no solve, and separates the constraint reaction from the actuation (with muscle forces in
+``B u`` the joint loads differ from the net-moment ones — the paper's closing remark). Use (b)
+when ``q̈`` is *not* known (forward simulation: reactions from ``q, q̇, u`` alone) or when the
+ground reactions must come out of the same solve; it is 3–10× dearer and needs a non-singular
+constraint set (checked: contacts redundant by structure raise `ValueError` before tracing; a
+numerically singular set, e.g. two pins that coincide at a joint or both feet welded with
+coincident straight legs, raises at run time — never a least-squares answer).
 """
 
 from __future__ import annotations
@@ -68,11 +76,11 @@ from jaxbio.dynamics.kinematics import segment_motion
 from jaxbio.dynamics.mass_matrix import mass_matrix
 from jaxbio.dynamics.rnea import rnea
 from jaxbio.planar import absolute as ab
-from jaxbio.planar.absolute import Contact
+from jaxbio.planar.absolute import GroundContact
 from jaxbio.tree import SegmentTree
 
 __all__ = [
-    "Contact",
+    "GroundContact",
     "reactions_recursion",
     "reactions_lagrange",
     "reactions_augmented",
@@ -130,11 +138,10 @@ def _wrenches_from_multipliers(pp: ab.PlanarParams, p, lam, u, idx):
     return jnp.concatenate([f, m[:, None]], axis=-1)
 
 
-def _external_generalized(tree: SegmentTree, p, external):
+def _external_generalized(pp: ab.PlanarParams, p, external):
     """``f_ext`` ``(3N,)`` from world-frame ``(forces, moments about the segment origins)``."""
     if external is None:
         return jnp.zeros_like(p)
-    pp = ab.planar_params(tree)
     r, th = ab._bodies(p)
     origin = r - ab._rot(th, pp.com)
     F = external[0][:, :2]
@@ -143,7 +150,7 @@ def _external_generalized(tree: SegmentTree, p, external):
 
 
 def _contact_multipliers_to_wrenches(lam, rows: tuple[int, ...]):
-    """Contact multipliers ``(lc,)`` → ground wrenches ``(k, 3)`` (``Mz`` 0 for a pin)."""
+    """GroundContact multipliers ``(lc,)`` → ground wrenches ``(k, 3)`` (``Mz`` 0 for a pin)."""
     out, i = [], 0
     for r in rows:  # static Python over contacts (a handful), not over segments
         w = -lam[i : i + r]
@@ -224,7 +231,7 @@ def _check_contacts(tree: SegmentTree, contacts) -> tuple:
     """Static checks before tracing; returns ``contacts`` as a tuple."""
     if contacts is None:
         return ()
-    if isinstance(contacts, Contact):
+    if isinstance(contacts, GroundContact):
         contacts = (contacts,)
     contacts = tuple(contacts)
     seg, _, rows = ab.contact_rows(tree, contacts)  # ValueError on unknown segments
@@ -293,10 +300,10 @@ def _lagrange(tree, q, qd, tau, contacts, external, rcond, check):
     q, qd, tau = (_state(tree, x, k, check) for x, k in ((q, "q"), (qd, "qd"), (tau, "tau")))
     external = as_external(tree, external, check)
     pp = ab.planar_params(tree)
-    p, pd, _ = ab.absolute_motion(tree, q, qd)
-    C, gamma = ab.constraint_jacobian(tree, p, pd, contacts)
-    minv = 1.0 / ab.mass_diagonal(tree)
-    f = ab.gravity_vector(tree) + ab._actuation_forces(tree, pp, p, tau) + _external_generalized(tree, p, external)
+    p, pd, _ = ab.absolute_motion(tree, q, qd, pp=pp)
+    C, gamma = ab.constraint_jacobian(tree, p, pd, contacts, pp=pp)
+    minv = 1.0 / ab.mass_diagonal(tree, pp=pp)
+    f = ab.gravity_vector(tree, pp=pp) + ab._actuation_forces(tree, pp, p, tau) + _external_generalized(pp, p, external)
     A = (C * minv[None, :]) @ C.T
     rhs = C @ (minv * f) - gamma
     rcond = _default_rcond(A.dtype) if rcond is None else rcond
@@ -310,7 +317,7 @@ def lagrange_multipliers(
     q: Float[ArrayLike, " n"],
     qd: Float[ArrayLike, " n"],
     tau: Float[ArrayLike, " n"],
-    contacts: Sequence[Contact] = (),
+    contacts: Sequence[GroundContact] = (),
     external: External = None,
     *,
     rcond: float | None = None,
@@ -334,7 +341,7 @@ def reactions_lagrange(
     q: Float[ArrayLike, " n"],
     qd: Float[ArrayLike, " n"],
     tau: Float[ArrayLike, " n"],
-    contacts: Sequence[Contact] = (),
+    contacts: Sequence[GroundContact] = (),
     external: External = None,
     *,
     rcond: float | None = None,
@@ -347,7 +354,7 @@ def reactions_lagrange(
         q, qd: ``(n,)`` joint coordinates (rad / m) and velocities — no accelerations needed.
         tau: ``(n,)`` N·m / N, joint torques/forces ``u`` (as in `jaxbio.forward_dynamics`; zero on
             the unactuated floating-base coordinates for a physical motion).
-        contacts: ground `Contact` s (static structure); their multipliers are the ground reactions.
+        contacts: ground `GroundContact` s (static structure); their multipliers are the ground reactions.
         external: optional given external wrenches (as in `reactions_recursion`).
         rcond: threshold on the smallest pivot of the Cholesky factor of the equilibrated
             ``C M⁻¹ Cᵀ`` (unit diagonal; default √eps of the dtype, 1.5e-8 in float64); below it,
@@ -378,10 +385,10 @@ def _augmented(tree, q, qd, qdd, tau, external, idx, check):
     q, qd, qdd, tau = (_state(tree, x, k, check) for x, k in ((q, "q"), (qd, "qd"), (qdd, "qdd"), (tau, "tau")))
     external = as_external(tree, external, check)
     pp = ab.planar_params(tree)
-    p, _, pdd = ab.absolute_motion(tree, q, qd, qdd)  # p̈ = D q̈ + γ, eq. 9
+    p, _, pdd = ab.absolute_motion(tree, q, qd, qdd, pp=pp)  # p̈ = D q̈ + γ, eq. 9
     E = ab._open_constraint_matrix(tree, pp, p, tuple(int(i) for i in idx))  # (3N, 2m), eq. 13
-    f = ab.gravity_vector(tree) + ab._actuation_forces(tree, pp, p, tau) + _external_generalized(tree, p, external)
-    lam = (E.T @ (f - ab.mass_diagonal(tree) * pdd)).reshape(len(idx), 2)  # eq. 16
+    f = ab.gravity_vector(tree, pp=pp) + ab._actuation_forces(tree, pp, p, tau) + _external_generalized(pp, p, external)
+    lam = (E.T @ (f - ab.mass_diagonal(tree, pp=pp) * pdd)).reshape(len(idx), 2)  # eq. 16
     return (finite(lam, "augmented multipliers") if check else lam), pp, p, tau
 
 
@@ -475,7 +482,7 @@ def constrained_forward_dynamics(
     q: Float[ArrayLike, " n"],
     qd: Float[ArrayLike, " n"],
     tau: Float[ArrayLike, " n"],
-    contacts: Sequence[Contact] = (),
+    contacts: Sequence[GroundContact] = (),
     external: External = None,
     *,
     rcond: float | None = None,
@@ -520,7 +527,7 @@ def constrained_forward_dynamics(
 def contact_external(
     tree: SegmentTree,
     q: Float[ArrayLike, " n"],
-    contacts: Sequence[Contact],
+    contacts: Sequence[GroundContact],
     wrenches: Float[ArrayLike, "k 3"],
 ) -> tuple[Float[Array, "n 3"], Float[Array, "n 3"]]:
     """Ground wrenches at contact points → ``external`` ``(forces (n, 3), moments (n, 3))``: world

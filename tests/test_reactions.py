@@ -1,0 +1,279 @@
+"""Joint reaction forces of the sagittal body three ways (seed 003 §3), float64.
+
+References:
+
+- the three schemes against each other (d'Alembert recursion, Lagrange multipliers in absolute
+  coordinates — eq. 10, augmented joint coordinates — eq. 16) on random states of ``sagittal11``,
+  in flight (``q̈`` from Pinocchio's ABA, so not from jaxbio) and in support (``q̈`` and the ground
+  reactions from `constrained_forward_dynamics` in joint coordinates); the multipliers of eq. 10
+  and eq. 16 are the same numbers;
+- Pinocchio's RNEA transmitted forces ``data.f`` with the ground reactions as external forces;
+- Newton's law for the right leg with COM accelerations by central differences of Pinocchio's COM
+  positions along ``q(t) = q + t q̇ + ½ t² q̈``;
+- the absolute-coordinate pieces: ``p``, ``ṗ``, ``p̈`` against jaxbio's 3D quaternion recursion,
+  the analytic ``C`` against ``jax.jacfwd`` of the constraint functions, ``C D = 0``,
+  ``C E = I`` (eq. 14), ``B = (∂q/∂p)ᵀ``;
+- a gradient against central finite differences.
+
+Agreement tolerance of the schemes: 1e-9 N (N·m), absolute; reactions are O(100 N).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxbio as jb
+from jaxbio.dynamics.kinematics import segment_motion
+from jaxbio.planar import absolute as ab
+from jaxbio.planar import reactions as rx
+from jaxbio.planar.absolute import GroundContact
+
+pin = pytest.importorskip("pinocchio")
+from tests import pinocchio_ref as ref  # noqa: E402
+
+TREE = jb.load_model("sagittal11", dtype=jnp.float64)
+N = TREE.nq
+HEEL = (-0.04877, -0.0679)  # foot frame
+TOE_TIP = (0.2093 - 0.13003, 0.0)  # toes frame (origin at the MTP joint)
+# single stance on the right foot flat, left toe tip touching: 5 constraint rows
+SUPPORT = (GroundContact("foot_r", jnp.array(HEEL), weld=True), GroundContact("toes_l", jnp.array(TOE_TIP)))
+LEG_R = ("thigh_r", "shank_r", "foot_r", "toes_r")
+TOL = 1e-9
+
+
+def random_states(seed: int, batch: int, unactuated_base: bool):
+    rng = np.random.default_rng(seed)
+    q = rng.uniform(-0.6, 0.6, (batch, N))
+    qd = rng.normal(0.0, 1.0, (batch, N))
+    tau = rng.normal(0.0, 30.0, (batch, N))
+    if unactuated_base:
+        tau[:, :3] = 0.0  # a physical motion: the floating base is driven by nothing
+    return q, qd, tau
+
+
+@pytest.fixture(scope="module")
+def pin_model():
+    return ref.build_pinocchio_model(TREE.to_dict())
+
+
+# ---------------------------------------------------------------------------------------------
+# the absolute-coordinate formulation
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_absolute_coordinates_pieces():
+    """p, ṗ, p̈ (eq. 9) against jaxbio's 3D quaternion recursion; the analytic C against
+    autodiff of the constraint functions; C D = 0; C E = I (eq. 14); B = (∂q/∂p)ᵀ against the
+    closed-form actuation. (Eager, hence slow; the default tests check all of it end to end.)"""
+    rng = np.random.default_rng(0)
+    q, qd, qdd, u = (jnp.asarray(rng.normal(size=N)) for _ in range(4))
+    p, pd, pdd = ab.absolute_motion(TREE, q, qd, qdd)
+    mo = segment_motion(TREE, q, qd, qdd)
+    c = jb.quaternion.rotate(mo.attitude, TREE.coms)
+    a = mo.acceleration + jnp.cross(mo.alpha, c) + jnp.cross(mo.omega, jnp.cross(mo.omega, c))
+    body = p.reshape(N, 3)
+    assert np.max(np.abs(body[:, :2] - (mo.position + c)[:, :2])) < 1e-12
+    assert np.max(np.abs(pd.reshape(N, 3)[:, :2] - (mo.velocity + jnp.cross(mo.omega, c))[:, :2])) < 1e-12
+    assert np.max(np.abs(pdd.reshape(N, 3) - jnp.concatenate([a[:, :2], mo.alpha[:, 2:]], -1))) < 1e-12
+    assert np.max(np.abs(ab.joint_coordinates(TREE, p) - q)) < 1e-12
+    assert np.max(np.abs(ab.joint_constraints(TREE, p))) < 1e-12
+    C, gamma = ab.constraint_jacobian(TREE, p, pd, SUPPORT)
+
+    def phi(x):
+        return jnp.concatenate([ab.joint_constraints(TREE, x), ab.contact_constraints(TREE, x, SUPPORT)])
+
+    assert np.max(np.abs(C - jax.jacfwd(phi)(p))) < 1e-12
+    assert np.max(np.abs((C @ pdd - gamma)[: 2 * N])) < 1e-12  # joint rows hold; contacts not enforced here
+    assert np.max(np.abs(C[: 2 * N] @ ab.velocity_map(TREE, q))) < 1e-12
+    E = ab.open_constraint_matrix(TREE, q)
+    assert np.max(np.abs(C[: 2 * N] @ E - np.eye(2 * N))) < 1e-12
+    B = ab.actuation_matrix(TREE, p)
+    assert np.max(np.abs(B @ u - ab.actuation_forces(TREE, p, u))) < 1e-12
+    assert B[3 * TREE.index("thigh_r") + 2, TREE.index("thigh_r")] == 1.0
+    assert B[3 * TREE.index("trunk") + 2, TREE.index("thigh_r")] == -1.0
+
+
+# ---------------------------------------------------------------------------------------------
+# the three schemes
+# ---------------------------------------------------------------------------------------------
+
+
+@jax.jit
+@jax.vmap
+def _flight(q, qd, qdd, tau, force, moment):
+    external = (force, moment)
+    a = rx.reactions_recursion(TREE, q, qd, qdd, external)
+    b, ground = rx.reactions_lagrange(TREE, q, qd, tau, (), external)
+    c = rx.reactions_augmented(TREE, q, qd, qdd, tau, external)
+    return a, b, c, ground
+
+
+def test_three_schemes_agree_in_flight(pin_model):
+    """No contacts; q̈ from Pinocchio's ABA for random (q, q̇, u), u on all 11 coordinates.
+    Frames 0–2 without external forces (flight), frames 3–5 with given random in-plane external
+    forces and moments on the feet and toes (measured ground forces)."""
+    batch = 6
+    q, qd, tau = random_states(1, batch, unactuated_base=False)
+    rng = np.random.default_rng(11)
+    force, moment = np.zeros((batch, N, 3)), np.zeros((batch, N, 3))
+    feet = [TREE.index(s) for s in ("foot_r", "toes_r", "foot_l", "toes_l")]
+    force[3:, feet, :2] = rng.normal(0.0, 200.0, (3, 4, 2))
+    moment[3:, feet, 2] = rng.normal(0.0, 20.0, (3, 4))
+    qdd = np.stack([ref.pin_forward_dynamics(pin_model, *s) for s in zip(q, qd, tau, force, moment)])
+    a, b, c, ground = _flight(q, qd, qdd, tau, force, moment)
+    assert ground.shape == (batch, 0, 3)
+    assert np.max(np.abs(a)) > 50.0  # not trivially small
+    np.testing.assert_allclose(b, a, rtol=0, atol=TOL)
+    np.testing.assert_allclose(c, a, rtol=0, atol=TOL)
+    # Mz of the revolute joints is the joint torque
+    np.testing.assert_allclose(a[:, 2:, 2], tau[:, 2:], rtol=0, atol=TOL)
+
+
+@jax.jit
+@jax.vmap
+def _support(q, qd, tau):
+    qdd, ground = rx.constrained_forward_dynamics(TREE, q, qd, tau, SUPPORT)
+    external = rx.contact_external(TREE, q, SUPPORT, ground)
+    a = rx.reactions_recursion(TREE, q, qd, qdd, external)
+    b, ground_b = rx.reactions_lagrange(TREE, q, qd, tau, SUPPORT)
+    c = rx.reactions_augmented(TREE, q, qd, qdd, tau, external, joints=LEG_R)
+    return qdd, ground, external, a, b, ground_b, c
+
+
+@pytest.fixture(scope="module")
+def support_batch():
+    q, qd, tau = random_states(2, 6, unactuated_base=True)
+    out = _support(q, qd, tau)
+    return (q, qd, tau), [np.asarray(x) for x in out[:2]] + [tuple(np.asarray(e) for e in out[2])] + [np.asarray(x) for x in out[3:]]
+
+
+def test_three_schemes_agree_in_support(support_batch):
+    """Right foot flat + left toe tip on the ground: the recursion and eq. 16 (right-leg joints only,
+    ``joints=``) with the ground reactions of the constrained forward dynamics as external
+    forces, and eq. 10 with the contacts as constraints (its multipliers are the ground reactions)."""
+    _, (qdd, ground, external, a, b, ground_b, c) = support_batch
+    assert np.max(np.abs(ground[:, :, 1])) > 50.0
+    np.testing.assert_allclose(ground[:, 1, 2], 0.0, atol=0)  # pin: no moment
+    np.testing.assert_allclose(ground_b, ground, rtol=0, atol=TOL)
+    np.testing.assert_allclose(b, a, rtol=0, atol=TOL)
+    np.testing.assert_allclose(c, a[:, [TREE.index(s) for s in LEG_R]], rtol=0, atol=TOL)
+    # unactuated base: the virtual base segments carry only their own 1e-4 kg
+    assert np.max(np.abs(a[:, :2])) < 1e-2
+
+
+def test_support_reactions_against_pinocchio(support_batch, pin_model):
+    """Pinocchio's RNEA with the ground reactions as external forces: data.f (world frame)."""
+    (q, qd, _), (qdd, _, (force, moment), _, b, *_rest) = support_batch
+    for k in range(2):
+        forces, moments = ref.pin_segment_wrenches(pin_model, q[k], qd[k], qdd[k], force[k], moment[k])
+        np.testing.assert_allclose(b[k, :, :2], forces[:, :2], rtol=0, atol=1e-8)
+        np.testing.assert_allclose(b[k, :, 2], moments[:, 2], rtol=0, atol=1e-8)
+
+
+def test_hip_reaction_is_newtons_law_for_the_leg(support_batch, pin_model):
+    """F_hip = Σ_leg m (a_C − g) − F_ground on the leg, with the COM accelerations by central
+    differences of Pinocchio's COM positions (no jaxbio dynamics involved)."""
+    (q, qd, _), (qdd, ground, _, _, b, *_rest) = support_batch
+    legs = [TREE.index(s) for s in LEG_R]
+    masses = np.asarray(TREE.masses)[legs]
+    g = np.asarray(TREE.gravity)
+    for k in range(2):
+        def coms(t):
+            return ref.pin_segment_coms(pin_model, q[k] + t * qd[k] + 0.5 * t * t * qdd[k])[legs]
+
+        def second_difference(h):
+            return (coms(h) - 2.0 * coms(0.0) + coms(-h)) / h**2
+
+        acc = (4.0 * second_difference(1e-4) - second_difference(2e-4)) / 3.0  # Richardson, O(h⁴)
+        f_hip = np.sum(masses[:, None] * (acc - g), axis=0)[:2] - ground[k, 0, :2]  # foot_r weld
+        np.testing.assert_allclose(b[k, TREE.index("thigh_r"), :2], f_hip, rtol=0, atol=1e-5 * np.abs(f_hip).max())
+
+
+def _gradient_check(scheme: int):
+    """d/dq of a weighted sum of one scheme's reactions (flight, given external forces) vs central
+    differences evaluated with the already compiled `_flight`."""
+    q, qd, tau = random_states(3, 6, unactuated_base=False)
+    qdd = np.random.default_rng(7).normal(size=(6, N))
+    rng = np.random.default_rng(4)
+    w = rng.normal(size=(N, 3))
+    force, moment = np.zeros((6, N, 3)), np.zeros((6, N, 3))
+    force[:, TREE.index("foot_r"), :2] = rng.normal(0.0, 100.0, 2)
+    direction = np.random.default_rng(5).normal(size=N)
+    ext = (force[0], moment[0])
+    if scheme == 1:
+        def f(x):
+            return jnp.sum(w * rx.reactions_lagrange(TREE, x, qd[0], tau[0], (), ext)[0])
+    else:
+        def f(x):
+            return jnp.sum(w * rx.reactions_augmented(TREE, x, qd[0], qdd[0], tau[0], ext))
+
+    grad = jax.jit(jax.grad(f))(q[0])
+    h = 1e-5
+    shifted = q.copy()
+    shifted[0], shifted[1] = q[0] + h * direction, q[0] - h * direction
+    qd[1], tau[1], qdd[1] = qd[0], tau[0], qdd[0]
+    out = np.asarray(_flight(shifted, qd, qdd, tau, force, moment)[scheme])
+    fd = (np.sum(w * out[0]) - np.sum(w * out[1])) / (2 * h)
+    assert abs(float(grad @ direction) - fd) < 1e-6 * max(1.0, abs(fd)), (float(grad @ direction), fd)
+
+
+def test_gradient_against_finite_differences():
+    """jax.grad of the augmented scheme (eq. 16) with respect to q."""
+    _gradient_check(scheme=2)
+
+
+@pytest.mark.slow
+def test_gradient_of_lagrange_scheme_against_finite_differences():
+    """jax.grad through eq. 10 (Cholesky solve and the run-time rank check)."""
+    _gradient_check(scheme=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# bad input
+# ---------------------------------------------------------------------------------------------
+
+
+def test_redundant_or_unknown_contacts_raise_before_tracing():
+    z = jnp.zeros(N)
+    two_pins = (GroundContact("foot_r", jnp.array(HEEL)), GroundContact("foot_r", jnp.array([0.2, -0.0679])))
+    weld_and_toe = (GroundContact("foot_r", jnp.array(HEEL), weld=True), GroundContact("toes_r", jnp.array(TOE_TIP)))
+    too_many = tuple(GroundContact(s, jnp.zeros(2), weld=True) for s in ("foot_r", "foot_l", "toes_r", "toes_l"))
+    for contacts, match in ((two_pins, "only 3 are independent"), (weld_and_toe, "only 4 are independent"),
+                            (too_many, "over-constrains")):
+        with pytest.raises(ValueError, match=match):
+            rx.reactions_lagrange(TREE, z, z, z, contacts)
+        with pytest.raises(ValueError, match=match):
+            rx.constrained_forward_dynamics(TREE, z, z, z, contacts)
+    with pytest.raises(ValueError, match="no segment named 'heel'"):
+        rx.reactions_lagrange(TREE, z, z, z, (GroundContact("heel", jnp.zeros(2)),))
+    with pytest.raises(ValueError, match="no segment named 'knee'"):
+        rx.reactions_augmented(TREE, z, z, z, z, joints=("knee",))
+    with pytest.raises(ValueError, match="shape"):
+        GroundContact("foot_r", jnp.zeros(4))
+
+
+def test_singular_constraint_set_raises_at_run_time(support_batch):
+    """The support contacts (right foot flat, left toe tip pinned) with straight legs and the left
+    foot pointing down so that the MTP joint and the toe tip lie on the line of the hip, knees and
+    ankles: the toe tip can then only move horizontally, the five rows have rank 4. Structure
+    alone does not show it; the run-time check does (same compiled function as the support test,
+    one singular frame in the batch)."""
+    (q, qd, tau), _ = support_batch
+    mtp = np.array([0.13003, -0.067899])
+    ankle = -np.pi / 2 - np.arctan2(mtp[1], mtp[0])  # turn the MTP joint straight below the ankle
+    q = q.copy()
+    q[2] = 0.0
+    q[2, TREE.index("foot_l")] = ankle
+    q[2, TREE.index("toes_l")] = -np.pi / 2 - ankle  # toes pointing straight down
+    with pytest.raises(Exception, match="singular"):
+        jax.block_until_ready(_support(q, qd, tau))
+
+
+def test_non_planar_tree_raises():
+    arm = jb.load_model("arm7", dtype=jnp.float64)
+    with pytest.raises(Exception, match="not planar"):
+        jax.block_until_ready(jax.jit(ab.absolute_coordinates)(arm, jnp.zeros(arm.nq)))
