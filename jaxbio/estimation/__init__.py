@@ -3,8 +3,39 @@
 - `jaxbio.estimation.arm`: seed 001 §3 — the static arm holding a weight, biceps/triceps tensions
   that cancel the elbow moment (eqs. 4–5), the arm-with-hand tree, and the elbow inverse kinematics
   with its no-solution / single-point / circle cases (`elbow_position`).
+- `jaxbio.estimation.pseudoinverse`: `clamped_pseudoinverse`, the min-norm H† = Hᵀ(HHᵀ)⁻¹ solution
+  (seed 003 eq. 6) with negative muscle forces clamped and the solve repeated.
+- `jaxbio.estimation.inverse_simulation`: seed 003's inverse simulation — flying phase
+  (uncontrolled-subspace residual eq. 2, controlled subspace eqs. 3–5) and support phase with foot
+  constraints (eqs. 7–8) — on the 11-DOF sagittal body with OpenSim's gait10dof18musc muscles
+  (`sagittal11_muscle_model`).
 """
 
-from jaxbio.estimation import arm
+from jaxbio.estimation import arm, inverse_simulation, pseudoinverse, sagittal_muscles
+from jaxbio.estimation.inverse_simulation import (
+    Contact,
+    InverseSimulationModel,
+    InverseSimulationResult,
+    inverse_simulate_motion,
+    inverse_simulation as inverse_simulate,
+    unproducible_moments,
+)
+from jaxbio.estimation.pseudoinverse import PseudoinverseSolution, clamped_pseudoinverse
+from jaxbio.estimation.sagittal_muscles import sagittal11_muscle_model, sagittal11_muscles
 
-__all__ = ["arm"]
+__all__ = [
+    "Contact",
+    "InverseSimulationModel",
+    "InverseSimulationResult",
+    "PseudoinverseSolution",
+    "arm",
+    "clamped_pseudoinverse",
+    "inverse_simulate",
+    "inverse_simulate_motion",
+    "inverse_simulation",
+    "pseudoinverse",
+    "sagittal11_muscle_model",
+    "sagittal11_muscles",
+    "sagittal_muscles",
+    "unproducible_moments",
+]

@@ -1,0 +1,462 @@
+"""Inverse simulation of a hybrid muscle/torque-actuated floating-base body (seed 003 §2).
+
+Given a measured motion ``q, q̇, q̈`` find the controls ``u = [F₁ … F_mF, τ₁ … τ_mτ]`` (muscle
+forces ≥ 0 and joint torques) that force the body through it (Blajer, Dziewiecki & Mazur, part II).
+The equations of motion in jaxbio's form are
+
+    M(q) q̈ + bias(q, q̇) = B(q) u + Cᵀ(q) λ,      B = [Rᵀ | E_τ],
+
+with ``bias = C(q,q̇)q̇ + g(q)`` (`jaxbio.bias_forces`; seed 003 writes ``d̄ − f̄_g``), ``R`` the
+muscle moment arms (`jaxbio.muscles.geometry.moment_arms`, ``r = −∂l/∂q``), ``E_τ`` unit columns
+for the torque-actuated coordinates and ``λ`` the ground reactions (support phase only). Write
+``f = M q̈ + bias``, ``J`` the actuated (joint) coordinates and ``U`` the unactuated base ones. Since
+muscles and joint torques are internal, ``B = B̄′ S`` with ``B̄′ = [e_j]_{j∈J}`` (seed 003's B̄′:
+here the joint coordinates are relative angles, so B̄′ is a selection and its orthogonal complement
+Ā′ selects the base coordinates ``U``) and ``S = B[J]`` the joint-moment matrix.
+
+**Flying phase** (no contacts):
+
+- uncontrolled subspace (seed 003 eq. 2): ``a = Ā′ f = f[U]`` must vanish (the mass centre moves
+  on a parabola and the angular momentum about it is constant); it is the consistency check of
+  the measured motion and is returned as ``uncontrolled_residual`` (N, N, N·m for sagittal11).
+- controlled subspace (eqs. 3–5): ``H′ = B̄′ᵀM⁻¹B̄′``, ``h = B̄′ᵀq̈ + B̄′ᵀM⁻¹ bias``, the joint
+  moments ``u′ = H′⁻¹h`` (``required_moments``), which reproduce the measured *joint* accelerations
+  exactly even when ``a ≠ 0``; for a consistent motion they equal inverse dynamics' joint moments.
+- redundancy (eqs. 4, 6): ``H = B̄′ᵀM⁻¹B̄ = H′S``, ``u = H†h``. It is computed on eq. 4
+  premultiplied by ``H′⁻¹`` (eq. 5), i.e. ``S u = u′``: the same solution set, hence the same
+  minimum-norm and clamped solutions, without the ``M⁻¹`` row scaling (toes vs. trunk: 10⁴).
+
+**Support phase** (``contacts``: segments fixed to the ground, no slip): the contact Jacobian
+``C`` (r × n; per contact the world x, y velocity of its point and, for a flat contact, the
+segment's angular velocity) and ``D̄`` (n × k, k = n − r, orthonormal, ``C D̄ = 0``, the basis of
+the unconstrained subspace of eq. I.9), then eqs. 7–8: ``H′ = D̄ᵀB̄′``, ``h = D̄ᵀf``,
+``H = D̄ᵀB̄ = H′S`` and ``u = H†h`` (eq. 6). The ground reactions ``λ = (CCᵀ)⁻¹C(f − Bu)`` (the
+role of eq. I.16) and the contact acceleration ``C q̈ + Ċq̇`` (must vanish for a consistent motion)
+are returned. With one foot flat, ``r = 3`` and ``k = 8`` equals the number of joints (as in seed
+003), so the joint moments ``u′ = H′⁻¹h`` are unique; with both feet down they are not and
+``required_moments`` is the least-norm one.
+
+Redundancy and the sign of muscle forces: `jaxbio.estimation.pseudoinverse.clamped_pseudoinverse`
+(eq. 6, negative muscle forces clamped and the solve repeated; torques are never clamped).
+``moment_residual`` is the joint moment the controls fail to produce (produced − required, N·m);
+`unproducible_moments` turns it into a list of (frame, joint) for a motion.
+
+D̄ is differentiable: a basis ``V₀`` of the null space of ``C`` from an SVD (no gradient) is carried
+along by the projector ``P(q) = I − Cᵀ(CCᵀ)⁻¹C``, ``D̄ = P(q) V₀`` (equal to ``V₀`` at q). The
+controls do not depend on which basis is used, so their derivatives are exact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Sequence
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float
+
+from jaxbio import quaternion as quat
+from jaxbio.dynamics.kinematics import segment_motion
+from jaxbio.dynamics.mass_matrix import bias_forces, mass_matrix
+from jaxbio.estimation.pseudoinverse import PseudoinverseSolution, clamped_pseudoinverse
+from jaxbio.muscles.geometry import MusclePaths, moment_arms
+from jaxbio.tree import SegmentTree
+
+__all__ = [
+    "Contact",
+    "InverseSimulationModel",
+    "InverseSimulationResult",
+    "constrained_forward_dynamics",
+    "contact_jacobian",
+    "control_matrix",
+    "inverse_simulation",
+    "inverse_simulate_motion",
+    "unproducible_moments",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Contact:
+    """A no-slip contact of a segment with the ground (planar: world x, y, rotation about z).
+
+    - ``segment``: segment name.
+    - ``point``: ``(3,)`` m, the contact point in the segment frame (where the reaction force acts
+      and about which its moment is taken).
+    - ``flat``: true (default) for a segment lying flat (its pose fixed: 3 constraints, point x, y
+      and the angle); false for a point contact about which the segment may pivot (2 constraints).
+    """
+
+    segment: str
+    point: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    flat: bool = True
+
+    def __post_init__(self):
+        p = tuple(float(v) for v in self.point)
+        if len(p) != 3 or not all(np.isfinite(p)):
+            raise ValueError(f"Contact {self.segment!r}: point must be 3 finite numbers, got {self.point!r}")
+        object.__setattr__(self, "point", p)
+
+    @property
+    def n_constraints(self) -> int:
+        return 3 if self.flat else 2
+
+
+class InverseSimulationModel(eqx.Module):
+    """A floating-base tree with muscles and torque actuators (seed 003's hybrid control).
+
+    - ``tree``: the `SegmentTree` (``n`` coordinates).
+    - ``paths``: `MusclePaths` of the ``m_F`` muscles on ``tree``.
+    - ``torque_coordinates``: static, the coordinates with a torque actuator (``m_τ`` of them).
+    - ``unactuated``: static, the base coordinates with no actuator (seed 003's uncontrolled
+      subspace, ``Ā′``). Every other coordinate is a joint (``B̄′``).
+    - ``parameters``: optional muscle parameters (carried along, not used here).
+
+    Controls are ordered ``u = [muscle forces (N), torques (N·m)]``. Build with `build` (names).
+    """
+
+    tree: SegmentTree
+    paths: MusclePaths
+    torque_coordinates: tuple[int, ...] = eqx.field(static=True)
+    unactuated: tuple[int, ...] = eqx.field(static=True)
+    parameters: object = None
+
+    def __check_init__(self):
+        n = len(self.tree.names)
+        for field in ("torque_coordinates", "unactuated"):
+            idx = getattr(self, field)
+            if any(not 0 <= i < n for i in idx) or len(set(idx)) != len(idx):
+                raise ValueError(f"InverseSimulationModel.{field} = {idx}: indices must be distinct and in [0, {n})")
+        both = set(self.torque_coordinates) & set(self.unactuated)
+        if both:
+            raise ValueError(f"coordinates {[self.tree.names[i] for i in sorted(both)]} are both torque-actuated and unactuated")
+        if not self.joints:
+            raise ValueError("InverseSimulationModel: every coordinate is unactuated")
+
+    @classmethod
+    def build(cls, tree: SegmentTree, paths: MusclePaths, *, torque_joints: Sequence[str] = (),
+              unactuated: Sequence[str] = (), parameters=None) -> "InverseSimulationModel":
+        """From coordinate (segment) names; ValueError naming an unknown one."""
+        def idx(names, what):
+            out = []
+            for nm in names:
+                if nm not in tree.names:
+                    raise ValueError(f"{what}: no coordinate {nm!r} in model {tree.name!r}; coordinates are {list(tree.names)}")
+                out.append(tree.names.index(nm))
+            return tuple(out)
+        return cls(tree, paths, idx(torque_joints, "torque_joints"), idx(unactuated, "unactuated"), parameters)
+
+    @property
+    def joints(self) -> tuple[int, ...]:
+        """Static: the actuated (joint) coordinates ``J``, in coordinate order."""
+        return tuple(i for i in range(len(self.tree.names)) if i not in self.unactuated)
+
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        return tuple(self.tree.names[i] for i in self.joints)
+
+    @property
+    def n_muscles(self) -> int:
+        return self.paths.n_muscles
+
+    @property
+    def n_controls(self) -> int:
+        return self.paths.n_muscles + len(self.torque_coordinates)
+
+    @property
+    def control_names(self) -> tuple[str, ...]:
+        return tuple(self.paths.names) + tuple(f"torque_{self.tree.names[i]}" for i in self.torque_coordinates)
+
+    @property
+    def nonnegative(self) -> np.ndarray:
+        """``(m,)`` bool, static: true for the muscle forces."""
+        return np.arange(self.n_controls) < self.n_muscles
+
+
+class InverseSimulationResult(eqx.Module):
+    """Controls and residuals of one frame (leading frame axis after `inverse_simulate_motion`).
+
+    - ``muscle_forces``: ``(m_F,)`` N, ≥ 0.
+    - ``torques``: ``(m_τ,)`` N·m, the torque actuators.
+    - ``joint_moments``: ``(k_J,)`` N·m (N for a prismatic joint), ``S u``, the moments the controls
+      produce at the joints ``model.joints``.
+    - ``required_moments``: ``(k_J,)`` N·m, ``u′`` of seed 003 eq. 5 (flying phase) or its support
+      analogue (eq. 7; least-norm when not unique).
+    - ``moment_residual``: ``(k_J,)`` N·m, the joint moment the controls fail to produce (produced
+      − required; ~0 unless a joint lacks the actuators for its load).
+    - ``uncontrolled_residual``: ``(len(unactuated),)`` generalised forces on the base coordinates
+      left unexplained (flying: seed 003 eq. 2, ``Ā′(M̄q̈ + d̄ − f̄_g)``; support: after the ground
+      reactions); ~0 for a consistent motion. N (prismatic) / N·m (revolute).
+    - ``ground_reaction``: ``(r,)`` the contact reactions on the body, per contact world Fx, Fy (N)
+      at the contact point and, for a flat contact, the moment Mz about it (N·m); empty in flight.
+    - ``constraint_residual``: ``(r,)`` ``C q̈ + Ċ q̇``, acceleration of the contacts (m/s², rad/s²);
+      ~0 when the motion keeps the contacts fixed.
+    - ``solution``: the `PseudoinverseSolution` of eq. 6 (``active``, ``iterations``, ``converged``).
+    """
+
+    muscle_forces: Float[Array, " mF"]
+    torques: Float[Array, " mT"]
+    joint_moments: Float[Array, " kJ"]
+    required_moments: Float[Array, " kJ"]
+    moment_residual: Float[Array, " kJ"]
+    uncontrolled_residual: Float[Array, " r0"]
+    ground_reaction: Float[Array, " r"]
+    constraint_residual: Float[Array, " r"]
+    solution: PseudoinverseSolution
+
+
+def control_matrix(model: InverseSimulationModel, q: Float[ArrayLike, " n"]) -> Float[Array, "n m"]:
+    """``B(q)`` ``(n, m)``: generalised force per unit control, ``[Rᵀ | E_τ]`` (seed 003's B̄).
+
+    Muscle columns are the moment arms ``r = −∂l/∂q`` (m/rad; m/m on prismatic coordinates),
+    torque columns unit vectors."""
+    R = moment_arms(model.paths, model.tree, q)  # (mF, n)
+    n = model.tree.nq
+    E = np.zeros((n, len(model.torque_coordinates)))
+    E[list(model.torque_coordinates), np.arange(len(model.torque_coordinates))] = 1.0
+    return jnp.concatenate([R.T, jnp.asarray(E, R.dtype)], axis=1)
+
+
+def _point_jacobian(tree: SegmentTree, q, seg: int, point):
+    """World linear (3, n) and angular (3, n) velocity Jacobians of a point fixed on ``seg``."""
+    mo = segment_motion(tree, q)
+    p = mo.position[seg] + quat.rotate(mo.attitude[seg], jnp.asarray(point, mo.position.dtype))
+    anc = jnp.asarray(tree.ancestors[seg])[:, None]  # (n, 1): joint j moves segment seg
+    rev = jnp.asarray(tree.is_revolute)[:, None]
+    lever = p[None, :] - mo.position  # (n, 3)
+    jv = jnp.where(anc, jnp.where(rev, jnp.cross(mo.axis, lever), mo.axis), 0.0)
+    jw = jnp.where(anc & rev, mo.axis, 0.0)
+    return jv.T, jw.T
+
+
+def _check_contacts(tree: SegmentTree, contacts) -> tuple[Contact, ...]:
+    out = []
+    for c in tuple(contacts):
+        c = Contact(c) if isinstance(c, str) else c
+        if not isinstance(c, Contact):
+            raise ValueError(f"contacts must be Contact objects or segment names, got {c!r}")
+        if c.segment not in tree.names:
+            raise ValueError(f"contact segment {c.segment!r} is not in model {tree.name!r}; segments are {list(tree.names)}")
+        out.append(c)
+    return tuple(out)
+
+
+def contact_jacobian(tree: SegmentTree, q: Float[ArrayLike, " n"], contacts: Sequence[Contact]) -> Float[Array, "r n"]:
+    """Constraint Jacobian ``C(q)`` ``(r, n)`` of planar no-slip contacts: per contact the world
+    x and y velocity of its point per unit ``q̇`` and, if flat, the angular velocity about z."""
+    contacts = _check_contacts(tree, contacts)
+    rows = []
+    for c in contacts:
+        jv, jw = _point_jacobian(tree, q, tree.names.index(c.segment), c.point)
+        rows += [jv[0], jv[1]] + ([jw[2]] if c.flat else [])
+    return jnp.stack(rows) if rows else jnp.zeros((0, tree.nq), jnp.asarray(q).dtype)
+
+
+def _contact_bias(tree, q, qd, contacts):
+    """``Ċ q̇`` ``(r,)``: the contact acceleration at ``q̈ = 0``."""
+    return jax.jvp(lambda x: contact_jacobian(tree, x, contacts) @ qd, (q,), (qd,))[1]
+
+
+def constrained_forward_dynamics(
+    tree: SegmentTree, q: Float[ArrayLike, " n"], qd: Float[ArrayLike, " n"], tau: Float[ArrayLike, " n"],
+    contacts: Sequence[Contact],
+) -> tuple[Float[Array, " n"], Float[Array, " r"]]:
+    """Accelerations and contact reactions with the contacts held fixed (seed 003 eqs. I.15–16).
+
+    Solves ``M q̈ + bias = τ + Cᵀλ``, ``C q̈ + Ċq̇ = 0`` (the KKT system). Returns ``q̈`` ``(n,)``
+    and ``λ`` ``(r,)`` (as `InverseSimulationResult.ground_reaction`).
+    """
+    contacts = _check_contacts(tree, contacts)
+    q, qd, tau = (jnp.asarray(x) for x in (q, qd, tau))
+    M = mass_matrix(tree, q)
+    rhs = tau - bias_forces(tree, q, qd)
+    C = contact_jacobian(tree, q, contacts)
+    r = C.shape[0]
+    K = jnp.block([[M, -C.T], [C, jnp.zeros((r, r), M.dtype)]])
+    sol = jnp.linalg.solve(K, jnp.concatenate([rhs, -_contact_bias(tree, q, qd, contacts)]))
+    return sol[: tree.nq], sol[tree.nq:]
+
+
+def _null_basis(C):
+    """Orthonormal ``D̄`` ``(n, n − r)`` with ``C D̄ = 0``, differentiable (see module docstring)."""
+    r, n = C.shape
+    _, sv, vt = jnp.linalg.svd(jax.lax.stop_gradient(C), full_matrices=True)
+    V0 = vt[r:].T
+    C = eqx.error_if(C, sv[-1] <= 1e3 * jnp.finfo(C.dtype).eps * sv[0],
+                     "contact constraints are dependent (a contact listed twice, or a singular pose)")
+    P = jnp.eye(n, dtype=C.dtype) - C.T @ jnp.linalg.solve(C @ C.T, C)
+    return P @ V0
+
+
+def inverse_simulation(
+    model: InverseSimulationModel,
+    q: Float[ArrayLike, " n"],
+    qd: Float[ArrayLike, " n"],
+    qdd: Float[ArrayLike, " n"],
+    *,
+    contacts: Sequence[Contact | str] = (),
+) -> InverseSimulationResult:
+    """Controls that make ``model`` follow ``q, q̇, q̈`` at one instant (seed 003 §2).
+
+    Args:
+        model: `InverseSimulationModel` (e.g. `jaxbio.estimation.sagittal_muscles.sagittal11_muscle_model`).
+        q: ``(n,)`` rad / m, generalised coordinates.
+        qd: ``(n,)`` rad/s / m/s.
+        qdd: ``(n,)`` rad/s² / m/s².
+        contacts: static; empty for the flying phase (eqs. 2–6), else the contacts of the support
+            phase (eqs. 7–8): `Contact` objects or segment names (a name = a flat contact at the
+            segment's origin).
+
+    Returns:
+        `InverseSimulationResult`. Pure and jittable (``contacts`` static); batch frames with
+        `jax.vmap` or use `inverse_simulate_motion`.
+    """
+    tree = model.tree
+    contacts = _check_contacts(tree, contacts)
+    n = tree.nq
+    q, qd, qdd = (jnp.asarray(x) for x in (q, qd, qdd))
+    for name, x in (("q", q), ("qd", qd), ("qdd", qdd)):
+        if x.shape != (n,):
+            raise ValueError(f"{name} has shape {x.shape}, expected {(n,)} for model {tree.name!r}; "
+                             "batch with jax.vmap or use inverse_simulate_motion")
+    dtype = jnp.result_type(q, qd, qdd, float)
+    q, qd, qdd = (x.astype(dtype) for x in (q, qd, qdd))
+    J = np.asarray(model.joints)
+    U = np.asarray(model.unactuated, dtype=np.int64)
+    nonneg = jnp.asarray(model.nonnegative)
+    M = mass_matrix(tree, q)
+    bias = bias_forces(tree, q, qd)
+    f = M @ qdd + bias
+    B = control_matrix(model, q).astype(dtype)
+    S = B[J]  # (k_J, m) joint moment per unit control
+    mF = model.n_muscles
+    if not contacts:
+        cho = jsl.cho_factor(M)
+        Minv = jsl.cho_solve(cho, jnp.eye(n, dtype=dtype))
+        Hp = Minv[np.ix_(J, J)]  # H′ = B̄′ᵀ M⁻¹ B̄′ (eq. 3)
+        h = qdd[J] + jsl.cho_solve(cho, bias)[J]  # h of eq. 5
+        required = jnp.linalg.solve(Hp, h)  # u′ = H′⁻¹ h (eq. 5)
+        sol = clamped_pseudoinverse(S, required, nonnegative=nonneg)  # eqs. 4, 6 (× H′⁻¹)
+        u = sol.x
+        moment_residual = S @ u - required
+        uncontrolled = f[U]  # a = Ā′(M̄q̈ + d̄ − f̄_g) (eq. 2)
+        reaction = jnp.zeros((0,), dtype)
+        constraint = jnp.zeros((0,), dtype)
+    else:
+        C = contact_jacobian(tree, q, contacts).astype(dtype)
+        D = _null_basis(C)  # D̄ (eq. I.9)
+        Hp = D[J].T  # H′ = D̄ᵀ B̄′ (k × k_J)
+        h = D.T @ f  # h = D̄ᵀ(M̄q̈ + d̄ − f̄_g) (eq. 7)
+        H = Hp @ S  # H = D̄ᵀ B̄ (eq. 8)
+        sol = clamped_pseudoinverse(H, h, nonnegative=nonneg)  # eq. 6
+        u = sol.x
+        if Hp.shape[0] == Hp.shape[1]:
+            required = jnp.linalg.solve(Hp, h)
+            moment_residual = S @ u - required
+        else:
+            Hpp = jnp.linalg.pinv(Hp)
+            required = Hpp @ h
+            moment_residual = Hpp @ sol.residual
+        reaction = jnp.linalg.solve(C @ C.T, C @ (f - B @ u))  # λ (role of eq. I.16)
+        uncontrolled = (f - B @ u - C.T @ reaction)[U]
+        constraint = C @ qdd + _contact_bias(tree, q, qd, contacts)
+    return InverseSimulationResult(
+        muscle_forces=u[:mF],
+        torques=u[mF:],
+        joint_moments=S @ u,
+        required_moments=required,
+        moment_residual=moment_residual,
+        uncontrolled_residual=uncontrolled,
+        ground_reaction=reaction,
+        constraint_residual=constraint,
+        solution=sol,
+    )
+
+
+@functools.partial(jax.jit, static_argnames=("contacts",))
+def _motion(model, q, qd, qdd, contacts):
+    return jax.vmap(lambda a, b, c: inverse_simulation(model, a, b, c, contacts=contacts))(q, qd, qdd)
+
+
+def inverse_simulate_motion(
+    model: InverseSimulationModel,
+    q: Float[ArrayLike, "T n"],
+    qd: Float[ArrayLike, "T n"],
+    qdd: Float[ArrayLike, "T n"],
+    *,
+    contacts: Sequence[Contact | str] = (),
+    strict: bool = False,
+    tol: float = 1e-6,
+) -> InverseSimulationResult:
+    """`inverse_simulation` of every frame of a motion (one phase: the same ``contacts`` throughout),
+    jitted and vmapped.
+
+    Args:
+        q, qd, qdd: ``(T, n)`` the measured motion, one row per frame.
+        contacts: as in `inverse_simulation` (empty: flying phase).
+        strict: if true, raise ValueError when some joint moment cannot be produced (see
+            `unproducible_moments`, with ``tol``).
+        tol: relative tolerance for ``strict``.
+
+    Returns:
+        `InverseSimulationResult` with a leading frame axis ``T``.
+
+    Raises:
+        ValueError: arrays that are not ``(T, n)``, frame counts that differ between ``q``, ``qd``
+        and ``qdd`` (naming them), NaN/inf (naming the array, first frame and coordinate), and with
+        ``strict`` the frames and joints whose moments the actuators cannot produce.
+    """
+    tree = model.tree
+    n = tree.nq
+    arrs = {}
+    for name, x in (("q", q), ("qd", qd), ("qdd", qdd)):
+        x = np.asarray(x) if not isinstance(x, jax.core.Tracer) else x
+        if x.ndim != 2 or x.shape[1] != n:
+            raise ValueError(f"{name} has shape {tuple(x.shape)}, expected (frames, {n}) for model {tree.name!r}")
+        arrs[name] = x
+    counts = {k: v.shape[0] for k, v in arrs.items()}
+    if len(set(counts.values())) != 1:
+        raise ValueError("q, qd and qdd must have the same number of frames, got "
+                         + ", ".join(f"{k}: {v}" for k, v in counts.items()))
+    for name, x in arrs.items():
+        if not isinstance(x, jax.core.Tracer):
+            bad = ~np.isfinite(x)
+            if bad.any():
+                fr, co = np.argwhere(bad)[0]
+                raise ValueError(f"{name} contains NaN or inf ({int(bad.sum())} entries; first at frame "
+                                 f"{int(fr)}, coordinate {tree.names[int(co)]!r})")
+    contacts = _check_contacts(tree, contacts)
+    res = _motion(model, jnp.asarray(arrs["q"]), jnp.asarray(arrs["qd"]), jnp.asarray(arrs["qdd"]), contacts)
+    if strict:
+        issues = unproducible_moments(model, res, tol=tol)
+        if issues:
+            lines = [f"frame {fr}, joint {j!r}: {v:+.4g} N·m missing" for fr, j, v in issues[:10]]
+            more = f" (and {len(issues) - 10} more)" if len(issues) > 10 else ""
+            raise ValueError("the actuators cannot produce the required joint moments: "
+                             + "; ".join(lines) + more)
+    return res
+
+
+def unproducible_moments(
+    model: InverseSimulationModel, result: InverseSimulationResult, *, tol: float = 1e-6
+) -> list[tuple[int, str, float]]:
+    """Frames and joints whose required moment the controls do not produce (Python, outside jit).
+
+    A joint ``j`` of frame ``t`` is reported when ``|moment_residual[t, j]| > tol · max(1, max_j
+    |required_moments[t, j]|)``; the value is the missing moment (required − produced, N·m).
+    Accepts one frame (no frame axis; reported as frame 0) or a motion.
+
+    Returns:
+        ``[(frame, joint name, missing moment), ...]`` sorted by frame, empty if none.
+    """
+    res = np.asarray(result.moment_residual)
+    req = np.asarray(result.required_moments)
+    if res.ndim == 1:
+        res, req = res[None], req[None]
+    scale = np.maximum(1.0, np.max(np.abs(req), axis=1, keepdims=True))
+    bad = np.abs(res) > tol * scale
+    names = model.joint_names
+    return [(int(t), names[int(j)], float(-res[t, j])) for t, j in np.argwhere(bad)]
