@@ -9,6 +9,9 @@
   (uncontrolled-subspace residual eq. 2, controlled subspace eqs. 3–5) and support phase with foot
   constraints (eqs. 7–8) — on the 11-DOF sagittal body with OpenSim's gait10dof18musc muscles
   (`sagittal11_muscle_model`).
+- `jaxbio.estimation.static_optimization`: per-frame static optimisation, min Σ (F/F_max)ᵖ or Σ aᵖ
+  with force–length–velocity, subject to the joint moments and 0 ≤ a ≤ 1; jitted, vmapped,
+  differentiable through the optimum (implicit function theorem); infeasible frames reported.
 """
 
 from jaxbio.estimation import arm, inverse_simulation, pseudoinverse, sagittal_muscles
@@ -21,6 +24,13 @@ from jaxbio.estimation.inverse_simulation import (
     unproducible_moments,
 )
 from jaxbio.estimation.pseudoinverse import PseudoinverseSolution, clamped_pseudoinverse
+from jaxbio.estimation.static_optimization import (
+    StaticOptimizationResult,
+    check_feasible,
+    muscle_force_components,
+    static_optimization,
+    static_optimization_motion,
+)
 from jaxbio.estimation.sagittal_muscles import sagittal11_muscle_model, sagittal11_muscles
 
 __all__ = [
@@ -37,5 +47,10 @@ __all__ = [
     "sagittal11_muscle_model",
     "sagittal11_muscles",
     "sagittal_muscles",
+    "StaticOptimizationResult",
+    "check_feasible",
+    "muscle_force_components",
+    "static_optimization",
+    "static_optimization_motion",
     "unproducible_moments",
 ]

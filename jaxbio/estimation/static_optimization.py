@@ -1,0 +1,838 @@
+"""Static optimisation of muscle forces: per frame, the least-effort forces that reproduce the joint
+moments, differentiable with respect to every input by implicit differentiation.
+
+The problem (one frame; ``m`` muscles, ``n`` coordinates)::
+
+    minimise    Σᵢ xᵢᵖ + Σⱼ yⱼ²
+    subject to  Σᵢ rᵢⱼ (xᵢ F̂ᵢ + Pᵢ) + Sⱼ yⱼ = τⱼ     (every coordinate j)
+                0 ≤ xᵢ ≤ 1
+
+- ``x`` is the muscle *activation* (``objective="activation"`` in `static_optimization_motion`:
+  ``F̂ = F⁰ f_L(l̃) f_V(ṽ) cos α``, ``P = F⁰ f_PE(l̃) cos α``, rigid tendon, the Hill model of
+  `jaxbio.muscles.curves.HillMuscle`) or the force ratio ``F/F⁰`` (``objective="force"``:
+  ``F̂ = F⁰``, ``P = 0``). Muscle force ``Fᵢ = xᵢ F̂ᵢ + Pᵢ`` (N, tension positive);
+  ``p = 2`` (Crowninshield & Brand's sum of squared stresses up to constant PCSA weights) or
+  ``p = 3`` (Crowninshield & Brand 1981, maximal endurance).
+- ``r`` is the ``(m, n)`` moment-arm matrix of `jaxbio.muscles.geometry.moment_arms`
+  (``r = −∂l/∂q``, so ``rᵀF`` are the joint moments of the tensions; the "``R(q)ᵀ F = τ``" of the
+  literature), ``τ`` the joint moments from inverse dynamics (seed 001 eq. 2, `jaxbio.inverse_dynamics`).
+- ``y`` are optional *reserve* (residual) torque actuators, one per coordinate, with strength
+  ``Sⱼ`` (N·m per unit, ``0`` = none). Their cost is quadratic for every ``p`` (``|y|³`` has zero
+  curvature at 0, which would make the problem only weakly convex there). Use them for coordinates
+  that no muscle crosses (the pelvis and lumbar coordinates of ``gait10dof18musc``) and, with a
+  small ``S``, to keep a frame solvable where the muscles are too weak.
+
+This is the redundancy solution of seed 003 (Blajer et al.) done with an effort criterion instead
+of the pseudoinverse (seed 003 eq. 6, `jaxbio.estimation.pseudoinverse`): same moments, different
+force sharing (the pseudoinverse minimises ``Σ Fᵢ²``, unweighted; static optimisation weights by
+strength and respects the upper bounds).
+
+Infeasible frames are not a silent wrong answer. Each moment equation gets two non-negative elastic
+slacks with an exact (ℓ₁) penalty of weight ``infeasibility_weight`` per unit of scaled moment:
+where the muscles (and reserves) can reproduce ``τ`` the optimum is the constrained one with zero
+slack, exactly (exact-penalty theorem, as long as the weight exceeds the moment's Lagrange
+multiplier); where they cannot, the optimum is the nearest reachable moment in the weighted ℓ₁
+sense, the unmet part is returned as ``residual`` and ``feasible`` is false. `check_feasible`
+turns that into a ``ValueError`` naming the frame and the joint.
+
+Solvers (``solver=``):
+
+- ``"qpax"`` (``p = 2`` only): the primal–dual interior-point QP solver of the maintained ``qpax``
+  package (Tracy & Manchester 2024, "On the differentiability of the primal-dual interior-point
+  method"), used for the forward solve only.
+- ``"interior_point"`` (any ``p ≥ 2``): a small primal–dual interior-point method written here
+  (Mehrotra predictor–corrector, box bounds handled as barrier terms, the ``n × n`` Schur
+  complement ``E D⁻¹ Eᵀ`` factorised by Cholesky). Written here because no maintained JAX solver
+  takes a non-quadratic objective with inequality constraints: qpax is QP-only, optimistix and
+  lineax have no inequality constraints, and jaxopt (which had them) is no longer maintained.
+- ``"auto"`` (default): ``"interior_point"``. Measured (benchmarks/static_optimization.py,
+  gait10dof18musc, p = 2) it is faster than qpax under ``vmap`` (qpax floors its slacks at √eps and
+  so needs more iterations to a tolerance the polish can start from, and it stalls on infeasible
+  frames, where the whole batch then runs to the iteration limit); both give the same forces.
+  qpax stays available as an independent second solver for p = 2 (an optional dependency).
+
+Either solve is followed by the same *active-set polish*: the active bounds are identified from the
+interior-point slacks and duals (a bound is active where its slack is below its dual), and Newton's
+method on the reduced KKT system (stationarity of the free variables, the moment equations, the
+active variables at their bounds) takes the solution to machine precision (one step for ``p = 2``).
+
+Differentiation. The solver iterations are not differentiated (they run on `jax.lax.stop_gradient`
+of the data). The polished point ``w* = (x, y, slacks, λ)`` is returned through a `jax.custom_jvp`
+whose tangent is the implicit function theorem's ``dw/dθ = −K⁻¹ ∂F/∂θ``, with ``F`` the reduced KKT
+residual at the final active set, ``K = ∂F/∂w`` and ``θ`` the problem data (moment arms, forces,
+moments, reserve strengths, through ``E`` and ``b``): exact wherever the active set does not change
+(strict complementarity), in forward (`jax.jvp`, `jax.jacfwd`) and reverse (`jax.grad`, by
+transposing the linear tangent rule) mode alike, and free when nothing is differentiated.
+
+References
+----------
+- R. D. Crowninshield, R. A. Brand (1981), A physiologically based criterion of muscle force
+  prediction in locomotion, J. Biomech. 14, 793–801.
+- F. C. Anderson, M. G. Pandy (2001), Static and dynamic optimization solutions for gait are
+  practically equivalent, J. Biomech. 34, 153–161.
+- S. Mehrotra (1992), On the implementation of a primal-dual interior point method,
+  SIAM J. Optim. 2, 575–601; J. Nocedal, S. J. Wright (2006), Numerical Optimization, §16.6, §19.
+- K. Tracy, Z. Manchester (2024), On the differentiability of the primal-dual interior-point
+  method, arXiv:2406.11749 (qpax).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Mapping, Sequence
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+import numpy as np
+from jaxtyping import Array, ArrayLike, Bool, Float, Int
+
+__all__ = [
+    "StaticOptimizationResult",
+    "static_optimization",
+    "static_optimization_motion",
+    "check_feasible",
+    "muscle_force_components",
+]
+
+SOLVERS = ("auto", "qpax", "interior_point")
+OBJECTIVES = ("force", "activation")
+
+
+class StaticOptimizationResult(eqx.Module):
+    """Solution of one frame (or, from `static_optimization_motion` / `jax.vmap`, of ``T`` frames:
+    every field then has a leading ``T`` axis).
+
+    - ``forces``: ``(m,)`` N, muscle–tendon tensions ``F = x F̂ + P`` (≥ 0).
+    - ``activations``: ``(m,)`` in [0, 1], the optimisation variable ``x`` (activation, or
+      ``F/F⁰`` for the force objective).
+    - ``reserves``: ``(n,)`` N·m (N for a prismatic coordinate), reserve actuator moments ``S y``.
+    - ``tau``: ``(n,)`` N·m, the joint moments that were asked for.
+    - ``residual``: ``(n,)`` N·m, ``τ − rᵀF − S y``: the moment left unmet (0 to rounding where the
+      frame is feasible).
+    - ``feasible``: ``()`` bool, every ``|residual_j|`` within the tolerance.
+    - ``cost``: ``()`` the objective ``Σ xᵖ + Σ y²`` (elastic penalty excluded).
+    - ``moment_multipliers``: ``(n,)`` per N·m, the Lagrange multipliers of the moment equations,
+      ``∂cost/∂τ`` at the optimum.
+    - ``lower_multipliers``, ``upper_multipliers``: ``(m,)`` the multipliers (≥ 0) of ``x ≥ 0`` and
+      ``x ≤ 1``. KKT stationarity reads ``p xᵢᵖ⁻¹ − F̂ᵢ Σⱼ rᵢⱼ λⱼ − lowerᵢ + upperᵢ = 0`` and, for the
+      reserves, ``2 yⱼ − Sⱼ λⱼ = 0`` (λ = ``moment_multipliers``).
+    - ``converged``: ``()`` bool, the interior point met its tolerance and the active-set polish
+      was consistent (free variables inside their bounds, bound multipliers ≥ 0).
+    - ``iterations``: ``()`` int, interior-point iterations.
+    """
+
+    forces: Float[Array, "*T m"]
+    activations: Float[Array, "*T m"]
+    reserves: Float[Array, "*T n"]
+    tau: Float[Array, "*T n"]
+    residual: Float[Array, "*T n"]
+    feasible: Bool[Array, "*T"]
+    cost: Float[Array, "*T"]
+    moment_multipliers: Float[Array, "*T n"]
+    lower_multipliers: Float[Array, "*T m"]
+    upper_multipliers: Float[Array, "*T m"]
+    converged: Bool[Array, "*T"]
+    iterations: Int[Array, "*T"]
+
+
+# ---- input checks -----------------------------------------------------------------------------
+
+
+def _is_concrete(x) -> bool:
+    return not isinstance(x, jax.core.Tracer)
+
+
+def _float_array(x, name: str):
+    x = jnp.asarray(x)
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        x = x.astype(jnp.result_type(float))
+    return x
+
+
+def _check_finite(x, name: str, check: bool, axis_names: tuple[str, str] | None = None):
+    """ValueError (concrete input) or `eqx.error_if` (traced, ``check=True``) for NaN / inf."""
+    if _is_concrete(x):
+        a = np.asarray(x)
+        bad = ~np.isfinite(a)
+        if bad.any():
+            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            where = ""
+            if axis_names is not None and len(idx) == 2:
+                where = f" (first at {axis_names[0]} {idx[0]}, {axis_names[1]} {idx[1]})"
+            elif idx:
+                where = f" (first at index {idx})"
+            raise ValueError(f"{name} contains NaN or inf{where}")
+        return x
+    if check:
+        return eqx.error_if(x, ~jnp.all(jnp.isfinite(x)), f"{name} contains NaN or inf")
+    return x
+
+
+# ---- the problem in standard form -------------------------------------------------------------
+
+
+def _standard_form(moment_arms, tau, max_force, passive_force, reserve_strength, infeasibility_weight):
+    """Variables ``z = (x (m), y (n), s⁺ (n), s⁻ (n))``; equality ``E z = b`` with rows scaled by
+    ``σⱼ`` (largest single actuator moment at coordinate j; the primal solution does not depend
+    on it); bounds and cost coefficients."""
+    m, n = moment_arms.shape
+    A = moment_arms.T * max_force[None, :]  # (n, m) N·m per unit activation
+    b = tau - moment_arms.T @ passive_force
+    scale = jnp.maximum(jnp.max(jnp.abs(A), axis=1), jnp.abs(reserve_strength))
+    scale = jax.lax.stop_gradient(jnp.where(scale > 0, scale, 1.0))
+    eye = jnp.eye(n, dtype=A.dtype)
+    E = jnp.concatenate([A / scale[:, None], jnp.diag(reserve_strength / scale), eye, -eye], axis=1)
+    dtype = A.dtype
+    inf = jnp.inf
+    lower = jnp.concatenate([jnp.zeros(m, dtype), jnp.full(n, -inf, dtype), jnp.zeros(2 * n, dtype)])
+    upper = jnp.concatenate([jnp.ones(m, dtype), jnp.full(3 * n, inf, dtype)])
+    return E, b / scale, lower, upper, scale
+
+
+def _masks(m: int, n: int):
+    """Static numpy masks: which variables have a finite lower / upper bound."""
+    has_lower = np.concatenate([np.ones(m, bool), np.zeros(n, bool), np.ones(2 * n, bool)])
+    has_upper = np.concatenate([np.ones(m, bool), np.zeros(3 * n, bool)])
+    return has_lower, has_upper
+
+
+def _cost_derivatives(z, m: int, n: int, p, weight):
+    """Gradient and (diagonal) Hessian of ``Σ |x|ᵖ + Σ y² + w Σ (s⁺ + s⁻)``. ``p`` may be traced
+    (one compiled program serves p = 2 and p = 3)."""
+    x, y = z[:m], z[m : m + n]
+    ax = jnp.abs(x)
+    p = jnp.asarray(p, z.dtype)
+    gx = p * jnp.sign(x) * ax ** (p - 1)
+    hx = p * (p - 1) * ax ** (p - 2)  # |x|⁰ = 1 (also at 0) for p = 2
+    gs = jnp.full((2 * n,), weight, z.dtype)
+    g = jnp.concatenate([gx, 2.0 * y, gs])
+    h = jnp.concatenate([hx, jnp.full_like(y, 2.0), jnp.zeros_like(gs)])
+    return g, h
+
+
+# ---- interior point ---------------------------------------------------------------------------
+
+
+def _interior_point(E, b, lower, upper, m, n, p, weight, tol, max_iterations):
+    """Primal–dual interior point (Mehrotra predictor–corrector) for
+    ``min c(z) s.t. E z = b, lower ≤ z ≤ upper`` with separable convex ``c`` (Nocedal & Wright
+    §19.3 with the Schur complement of §16.6). Returns ``(z, λ, ν_l, ν_u, s_l, s_u, ok, it)``
+    with the convention ``∇c − Eᵀλ − ν_l + ν_u = 0``."""
+    has_lower, has_upper = _masks(m, n)
+    hl, hu = jnp.asarray(has_lower), jnp.asarray(has_upper)
+    n_bounds = int(has_lower.sum() + has_upper.sum())
+    N = E.shape[1]
+    dtype = E.dtype
+    lo = jnp.where(hl, lower, 0.0)
+    up = jnp.where(hu, upper, 0.0)
+    tiny = jnp.finfo(dtype).tiny
+
+    # start: muscles mid-range, slacks absorb the initial moment error
+    x0 = jnp.full((m,), 0.5, dtype)
+    r0 = b - E[:, :m] @ x0
+    z0 = jnp.concatenate([x0, jnp.zeros(n, dtype), jnp.maximum(r0, 0.0) + 1.0, jnp.maximum(-r0, 0.0) + 1.0])
+    # duals consistent with stationarity at λ = 0 (ν_l − ν_u = ∇c), so the slacks' large linear
+    # cost does not show up as a huge initial dual residual
+    g0, _ = _cost_derivatives(z0, m, n, p, weight)
+    nl0 = jnp.where(hl, jnp.maximum(g0, 0.0) + 1.0, 0.0).astype(dtype)
+    nu0 = jnp.where(hu, jnp.maximum(-g0, 0.0) + 1.0, 0.0).astype(dtype)
+    lam0 = jnp.zeros(n, dtype)
+
+    def slacks(z):
+        return jnp.where(hl, z - lo, 1.0), jnp.where(hu, up - z, 1.0)
+
+    def residuals(z, lam, nl, nu):
+        g, h = _cost_derivatives(z, m, n, p, weight)
+        r_d = g - E.T @ lam - nl + nu
+        r_p = E @ z - b
+        sl, su = slacks(z)
+        comp = jnp.concatenate([jnp.where(hl, sl * nl, 0.0), jnp.where(hu, su * nu, 0.0)])
+        return g, h, r_d, r_p, sl, su, comp
+
+    def error(r_d, r_p, comp, nl, nu):
+        # the largest complementarity product (relative to its dual), not the mean: near-degenerate
+        # bounds (p = 3, tiny activations) must be resolved before the active set is read off
+        rel = comp / (1.0 + jnp.concatenate([nl, nu]))
+        primal = jnp.max(jnp.abs(r_p)) / (1.0 + jnp.max(jnp.abs(b)))
+        return jnp.maximum(jnp.maximum(jnp.max(jnp.abs(r_d)) / (1.0 + weight), primal), jnp.max(rel))
+
+    def max_step(v, dv, mask):
+        ratio = jnp.where(mask & (dv < 0), -v / jnp.where(dv < 0, dv, -1.0), jnp.inf)
+        return jnp.minimum(1.0, jnp.min(ratio))
+
+    def step(state):
+        z, lam, nl, nu, it, _ = state
+        g, h, r_d, r_p, sl, su, comp = residuals(z, lam, nl, nu)
+        mu = jnp.sum(comp) / n_bounds
+        D = h + jnp.where(hl, nl / sl, 0.0) + jnp.where(hu, nu / su, 0.0)
+        D = jnp.maximum(D, 1e-14)
+        S = (E / D) @ E.T
+        S = S + 1e-14 * jnp.max(jnp.abs(jnp.diag(S))) * jnp.eye(n, dtype=dtype)
+        chol = jsl.cho_factor(S, lower=True)
+
+        def direction(rcl, rcu):
+            gg = -r_d - jnp.where(hl, rcl / sl, 0.0) + jnp.where(hu, rcu / su, 0.0)
+            dlam = jsl.cho_solve(chol, -r_p - E @ (gg / D))
+            dz = (gg + E.T @ dlam) / D
+            dnl = jnp.where(hl, (-rcl - nl * dz) / sl, 0.0)
+            dnu = jnp.where(hu, (-rcu + nu * dz) / su, 0.0)
+            return dz, dlam, dnl, dnu
+
+        def step_length(dz, dnl, dnu):
+            return jnp.minimum(
+                jnp.minimum(max_step(sl, dz, hl), max_step(su, -dz, hu)),
+                jnp.minimum(max_step(nl, dnl, hl), max_step(nu, dnu, hu)),
+            )
+
+        # predictor (affine scaling)
+        dz_a, _, dnl_a, dnu_a = direction(sl * nl, su * nu)
+        a_aff = step_length(dz_a, dnl_a, dnu_a)
+        mu_aff = (
+            jnp.sum(jnp.where(hl, (sl + a_aff * dz_a) * (nl + a_aff * dnl_a), 0.0))
+            + jnp.sum(jnp.where(hu, (su - a_aff * dz_a) * (nu + a_aff * dnu_a), 0.0))
+        ) / n_bounds
+        sigma = jnp.clip((mu_aff / jnp.maximum(mu, tiny)) ** 3, 0.0, 1.0)
+        # corrector
+        rcl = sl * nl + dz_a * dnl_a - sigma * mu
+        rcu = su * nu - dz_a * dnu_a - sigma * mu
+        dz, dlam, dnl, dnu = direction(rcl, rcu)
+        alpha = jnp.minimum(1.0, 0.995 * step_length(dz, dnl, dnu))
+        z_new = z + alpha * dz
+        lam_new = lam + alpha * dlam
+        nl_new = jnp.where(hl, jnp.maximum(nl + alpha * dnl, tiny), 0.0)
+        nu_new = jnp.where(hu, jnp.maximum(nu + alpha * dnu, tiny), 0.0)
+        finite = jnp.all(jnp.isfinite(z_new)) & jnp.all(jnp.isfinite(lam_new))
+        z_new = jnp.where(finite, z_new, z)
+        lam_new = jnp.where(finite, lam_new, lam)
+        nl_new = jnp.where(finite, nl_new, nl)
+        nu_new = jnp.where(finite, nu_new, nu)
+        _, _, r_d, r_p, _, _, comp = residuals(z_new, lam_new, nl_new, nu_new)
+        done = (error(r_d, r_p, comp, nl_new, nu_new) < tol) | ~finite
+        return z_new, lam_new, nl_new, nu_new, it + 1, done
+
+    def cond(state):
+        return (state[4] < max_iterations) & ~state[5]
+
+    state = (z0, lam0, nl0, nu0, jnp.asarray(0, jnp.int32), jnp.asarray(False))
+    z, lam, nl, nu, it, _ = jax.lax.while_loop(cond, step, state)
+    _, _, r_d, r_p, sl, su, comp = residuals(z, lam, nl, nu)
+    ok = error(r_d, r_p, comp, nl, nu) < 100 * tol
+    return z, lam, nl, nu, sl, su, ok, it
+
+
+def _qpax_solve(E, b, lower, upper, m, n, weight, tol, max_iterations):
+    """The same problem (``p = 2``) by ``qpax.solve_qp``; returns what `_interior_point` returns.
+
+    qpax floors its slacks and duals at √eps, so its complementarity residual cannot go below
+    ≈ 1.5e-8 × (dual size): the elastic slacks are rescaled (``s̃ = w s``, unit cost) to keep their
+    duals O(1), and qpax is run to ``max(tol, 1e-6)``; the active-set polish does the rest."""
+    import qpax
+
+    N = E.shape[1]
+    dtype = E.dtype
+    Q = jnp.diag(jnp.concatenate([jnp.full(m + n, 2.0, dtype), jnp.zeros(2 * n, dtype)]))
+    c = jnp.concatenate([jnp.zeros(m + n, dtype), jnp.ones(2 * n, dtype)])
+    col = jnp.concatenate([jnp.ones(m + n, dtype), jnp.full(2 * n, 1.0 / weight, dtype)])
+    has_lower, has_upper = _masks(m, n)
+    il, iu = np.flatnonzero(has_lower), np.flatnonzero(has_upper)
+    eye = np.eye(N)
+    G = jnp.asarray(np.concatenate([-eye[il], eye[iu]]), dtype)  # G z ≤ h
+    h = jnp.concatenate([-lower[il], upper[iu]])
+    z, s, dual, y, converged, it = qpax.solve_qp(
+        Q, c, E * col, b, G, h, solver_tol=max(tol, 1e-6), max_iter=max_iterations
+    )
+    # back to the unscaled slacks; qpax: Q z + c + Eᵀy + Gᵀdual = 0  ⇒  λ = −y; lower rows first
+    k = il.size
+    nl = jnp.zeros(N, dtype).at[il].set(dual[:k]) / col
+    nu = jnp.zeros(N, dtype).at[iu].set(dual[k:]) / col
+    sl = jnp.ones(N, dtype).at[il].set(s[:k]) * col
+    su = jnp.ones(N, dtype).at[iu].set(s[k:]) * col
+    return z * col, -y, nl, nu, sl, su, converged == 1, jnp.asarray(it, jnp.int32)
+
+
+# ---- active-set polish and implicit differentiation ------------------------------------------
+
+
+def _reduced_kkt(w, E, b, bound_value, free, m, n, p, weight):
+    """Reduced KKT residual ``F(w)``, ``w = (z, λ)``: stationarity for free variables, ``z = bound``
+    for active ones, and the moment equations ``E z − b``."""
+    N = E.shape[1]
+    z, lam = w[:N], w[N:]
+    g, _ = _cost_derivatives(z, m, n, p, weight)
+    stat = jnp.where(free, g - E.T @ lam, z - bound_value)
+    return jnp.concatenate([stat, E @ z - b])
+
+
+def _reduced_jacobian(w, E, free, m, n, p, weight):
+    N = E.shape[1]
+    z = w[:N]
+    _, h = _cost_derivatives(z, m, n, p, weight)
+    top = jnp.concatenate([jnp.diag(jnp.where(free, h, 1.0)), -(E.T * free[:, None])], axis=1)
+    reg = 1e-13 * jnp.max(jnp.abs(E)) * jnp.eye(n, dtype=E.dtype)
+    bottom = jnp.concatenate([E, -reg], axis=1)
+    return jnp.concatenate([top, bottom], axis=0)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(6, 7, 8))
+def _implicit_solution(w, E, b, bound_value, free, p, m, n, weight):
+    """``w`` (the polished KKT point, computed without gradients); its derivative with respect to
+    the problem data ``(E, b)`` is the implicit function theorem's ``dw = −K⁻¹ (∂F/∂E dE + ∂F/∂b db)``
+    with ``F`` the reduced KKT residual at the final active set and ``K = ∂F/∂w``. A `jax.custom_jvp`
+    whose tangent rule is linear (a linear solve), so `jax.grad` transposes it."""
+    return w
+
+
+@_implicit_solution.defjvp
+def _implicit_solution_jvp(m, n, weight, primals, tangents):
+    w, E, b, bound_value, free, p = primals
+    _, dE, db, _, _, _ = tangents
+    w = jax.lax.stop_gradient(w)
+    F_dot = jax.jvp(lambda E_, b_: _reduced_kkt(w, E_, b_, bound_value, free, m, n, p, weight), (E, b), (dE, db))[1]
+    K = _reduced_jacobian(w, E, free, m, n, p, weight)
+    return w, -jnp.linalg.solve(K, F_dot)
+
+
+def _solve_frame(moment_arms, tau, max_force, passive_force, reserve_strength, p, *, solver, weight,
+                 tol, max_iterations, residual_tolerance, polish_steps=8):
+    """One frame (see `static_optimization`); ``p`` is a (traced) scalar, the rest static."""
+    m, n = moment_arms.shape
+    p = jax.lax.stop_gradient(jnp.asarray(p, moment_arms.dtype))
+    E, b, lower, upper, scale = _standard_form(moment_arms, tau, max_force, passive_force,
+                                               reserve_strength, weight)
+    N = E.shape[1]
+    Es, bs = jax.lax.stop_gradient((E, b))
+    if solver == "qpax":
+        z, lam, nl, nu, sl, su, _, it = _qpax_solve(Es, bs, lower, upper, m, n, weight, tol, max_iterations)
+    else:
+        z, lam, nl, nu, sl, su, _, it = _interior_point(Es, bs, lower, upper, m, n, p, weight, tol,
+                                                         max_iterations)
+    has_lower, has_upper = _masks(m, n)
+    hl, hu = jnp.asarray(has_lower), jnp.asarray(has_upper)
+    lo = jnp.where(hl, lower, 0.0)
+    up = jnp.where(hu, upper, 0.0)
+    at_lower = hl & (sl < nl)
+    at_upper = hu & (su < nu) & ~at_lower
+
+    def bounds(at_lower, at_upper):
+        return ~(at_lower | at_upper), jnp.where(at_lower, lo, jnp.where(at_upper, up, 0.0))
+
+    # Active-set polish: Newton steps on the reduced KKT system, each followed by the
+    # primal–dual active-set update of Hintermüller, Ito & Kunisch (2002) for box constraints
+    # (a bound becomes active where the free variable crosses it, and is released where its
+    # multiplier has the wrong sign). Exact for p = 2 once the active set is right.
+    eps = float(jnp.finfo(Es.dtype).eps)
+
+    def polish_step(carry):
+        w_old, at_lower, at_upper, k, _ = carry
+        free, bound_value = bounds(at_lower, at_upper)
+        F = _reduced_kkt(w_old, Es, bs, bound_value, free, m, n, p, weight)
+        K = _reduced_jacobian(w_old, Es, free, m, n, p, weight)
+        w = w_old - jnp.linalg.solve(K, F)
+        zz = w[:N]
+        g, _ = _cost_derivatives(zz, m, n, p, weight)
+        mult = jnp.where(free, 0.0, g - Es.T @ w[N:])  # ν_l − ν_u on the active bounds
+        new_lower = hl & ((at_lower & (mult >= 0)) | (free & (zz < lo)))
+        new_upper = hu & ((at_upper & (mult <= 0)) | (free & (zz > up))) & ~new_lower
+        free_new, bv_new = bounds(new_lower, new_upper)
+        w = w.at[:N].set(jnp.where(free_new, zz, bv_new))
+        # done once the active set is stable and the Newton step is at rounding level
+        small = jnp.max(jnp.abs(w - w_old)[:N]) <= 1e3 * eps * (1.0 + jnp.max(jnp.abs(zz[: m + n])))
+        done = jnp.all(new_lower == at_lower) & jnp.all(new_upper == at_upper) & small
+        return w, new_lower, new_upper, k + 1, done
+
+    free, bound_value = bounds(at_lower, at_upper)
+    w0 = jnp.concatenate([jnp.where(free, z, bound_value), lam])
+    w, at_lower, at_upper, _, _ = jax.lax.while_loop(
+        lambda c: (c[3] < polish_steps) & ~c[4], polish_step,
+        (w0, at_lower, at_upper, jnp.asarray(0, jnp.int32), jnp.asarray(False)))
+    free, bound_value = bounds(at_lower, at_upper)
+    z_pol, lam_pol = w[:N], w[N:]
+    g, _ = _cost_derivatives(z_pol, m, n, p, weight)
+    bound_mult = g - Es.T @ lam_pol  # = ν_l − ν_u at the optimum
+    slack = 10 * float(np.sqrt(jnp.finfo(Es.dtype).eps))
+    inside = jnp.all(jnp.where(hl & free, z_pol >= lower - slack, True)) & jnp.all(
+        jnp.where(hu & free, z_pol <= upper + slack, True))
+    signs = jnp.all(jnp.where(at_lower, bound_mult >= -slack, True)) & jnp.all(
+        jnp.where(at_upper, bound_mult <= slack, True))
+    kkt = jnp.max(jnp.abs(_reduced_kkt(w, Es, bs, bound_value, free, m, n, p, weight)))
+    polished = inside & signs & (kkt < 0.1 * float(np.sqrt(jnp.finfo(Es.dtype).eps)) * (1.0 + weight))
+    w_ip = jnp.concatenate([z, lam])
+    w = jnp.where(polished, w, w_ip)
+    w = jax.lax.stop_gradient(w)
+
+    # implicit differentiation: value w, derivative −K⁻¹ ∂F/∂θ (only evaluated when differentiated)
+    w = _implicit_solution(w, E, b, bound_value, free, p, m, n, weight)
+
+    z, lam = w[:N], w[N:]
+    x = z[:m]
+    y = z[m : m + n]
+    forces = x * max_force + passive_force
+    reserves = reserve_strength * y
+    residual = tau - moment_arms.T @ forces - reserves
+    g, _ = _cost_derivatives(z, m, n, p, weight)
+    bound_mult = (g - E.T @ lam)[:m]
+    lower_mult = jnp.where(at_lower[:m], bound_mult, 0.0)
+    upper_mult = jnp.where(at_upper[:m], -bound_mult, 0.0)
+    cost = jnp.sum(jnp.abs(x) ** p) + jnp.sum(y**2)
+    tol_moment = residual_tolerance * scale
+    return StaticOptimizationResult(
+        forces=forces,
+        activations=x,
+        reserves=reserves,
+        tau=tau,
+        residual=residual,
+        feasible=jnp.all(jnp.abs(residual) <= tol_moment),
+        cost=cost,
+        moment_multipliers=lam / scale,
+        lower_multipliers=lower_mult,
+        upper_multipliers=upper_mult,
+        converged=jax.lax.stop_gradient(polished),
+        iterations=it,
+    )
+
+
+_OPTIONS = ("solver", "weight", "tol", "max_iterations", "residual_tolerance")
+_solve_frame_jit = jax.jit(_solve_frame, static_argnames=_OPTIONS)
+
+
+@functools.cache
+def _frames_solver(solver: str, weight: float, tol: float, max_iterations: int, residual_tolerance: float):
+    """``jit(vmap(_solve_frame))`` over frames (``p`` shared), one compiled program per option set
+    and shape, for `static_optimization_motion`: ``solve(R (T, m, n), τ (T, n), F̂ (T, m), P (T, m),
+    S (T, n), p)``."""
+    frame = functools.partial(_solve_frame, solver=solver, weight=weight, tol=tol, max_iterations=max_iterations,
+                              residual_tolerance=residual_tolerance)
+    return jax.jit(jax.vmap(frame, in_axes=(0, 0, 0, 0, 0, None)))
+
+
+def _resolve_solver(solver: str, p: float) -> str:
+    if solver not in SOLVERS:
+        raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
+    if solver == "auto":
+        return "interior_point"
+    if solver == "qpax":
+        if p != 2:
+            raise ValueError(f"solver 'qpax' solves quadratic programs only (p = 2), got p = {p}")
+        try:
+            import qpax  # noqa: F401
+        except ImportError:
+            raise ImportError("solver='qpax' needs the qpax package: pip install qpax") from None
+    return solver
+
+
+def _default_tol(tol, dtype) -> float:
+    if tol is not None:
+        return float(tol)
+    return 1e-9 if jnp.finfo(dtype).bits >= 64 else 1e-5
+
+
+def _check_p(p) -> float:
+    try:
+        p = float(p)
+    except (TypeError, ValueError):
+        raise ValueError(f"p must be a number ≥ 2 (2 or 3), got {p!r}") from None
+    if not np.isfinite(p) or p < 2:
+        raise ValueError(f"p must be ≥ 2 (the cost Σ xᵖ must be C² and convex), got {p}")
+    return p
+
+
+def static_optimization(
+    moment_arms: Float[ArrayLike, "m n"],
+    tau: Float[ArrayLike, " n"],
+    max_force: Float[ArrayLike, " m"],
+    *,
+    p: float = 2,
+    passive_force: Float[ArrayLike, " m"] | None = None,
+    reserve_strength: Float[ArrayLike, " n"] | None = None,
+    solver: str = "auto",
+    infeasibility_weight: float = 1e5,
+    tol: float | None = None,
+    max_iterations: int = 60,
+    residual_tolerance: float = 1e-6,
+    check: bool = False,
+    joint_names: Sequence[str] | None = None,
+) -> StaticOptimizationResult:
+    """Static optimisation of one frame: ``min Σ xᵢᵖ + Σ yⱼ²`` s.t. ``rᵀ(x F̂ + P) + S y = τ``,
+    ``0 ≤ x ≤ 1`` (see the module docstring). Batch frames with `jax.vmap`; jit, grad and jvp
+    work (implicit differentiation through the optimum).
+
+    Args:
+        moment_arms: ``(m, n)`` m/rad (m/m for prismatic coordinates), ``r = −∂l/∂q`` as
+            `jaxbio.muscles.geometry.moment_arms` returns it.
+        tau: ``(n,)`` N·m / N, joint moments to reproduce (e.g. `jaxbio.inverse_dynamics`).
+        max_force: ``(m,)`` N, ``F̂``: force at full activation along the tendon (``F⁰`` for the
+            ``F/F⁰`` objective, ``F⁰ f_L f_V cos α`` for activations; see
+            `muscle_force_components`). ≥ 0.
+        p: static, exponent of the effort (2 or 3; any ``p ≥ 2`` works with the interior point).
+        passive_force: ``(m,)`` N, force that does not depend on ``x`` (passive fibre force),
+            default 0.
+        reserve_strength: ``(n,)`` N·m per unit reserve activation, ``S``; 0 (default) = no
+            reserve actuator on that coordinate.
+        solver: static, ``"auto"`` (= ``"interior_point"``), ``"interior_point"`` or ``"qpax"``
+            (p = 2 only; needs ``pip install qpax``).
+        infeasibility_weight: static, exact-penalty weight of the unmet moment (per unit of the
+            coordinate's largest single-actuator moment). Must exceed the moment multipliers; if
+            the muscles could reproduce ``τ`` only at a marginal cost above it, the frame is
+            reported infeasible.
+        tol: static, interior-point tolerance (scaled KKT residual and largest complementarity
+            product); default ``1e-9`` in float64, ``1e-5`` in float32. The active-set polish
+            then takes the solution to rounding precision whatever ``tol``.
+        max_iterations: static, interior-point iteration limit.
+        residual_tolerance: static, ``feasible`` means ``|residual_j| ≤ residual_tolerance · σⱼ``
+            with ``σⱼ`` the largest single-actuator moment at coordinate ``j`` (N·m).
+        check: static; inside jit, raise (`equinox.error_if`) on NaN/inf input and on an
+            infeasible frame (naming the joint). Outside jit the input is always checked.
+        joint_names: names of the ``n`` coordinates, for the error messages of ``check``.
+
+    Returns:
+        `StaticOptimizationResult` of the frame.
+
+    Raises:
+        ValueError: wrong shapes, negative ``max_force``, NaN/inf input, ``p < 2``, unknown solver.
+    """
+    p = _check_p(p)
+    solver = _resolve_solver(solver, p)
+    R = _float_array(moment_arms, "moment_arms")
+    if R.ndim != 2:
+        raise ValueError(f"moment_arms must be (m, n) (muscles × coordinates), got shape {R.shape}; batch with jax.vmap")
+    m, n = R.shape
+    tau = _float_array(tau, "tau")
+    fmax = _float_array(max_force, "max_force")
+    if tau.shape != (n,):
+        raise ValueError(f"tau has shape {tau.shape}, expected ({n},): one moment per column of moment_arms {R.shape}")
+    if fmax.shape != (m,):
+        raise ValueError(f"max_force has shape {fmax.shape}, expected ({m},): one per row of moment_arms {R.shape}")
+    passive = jnp.zeros(m, fmax.dtype) if passive_force is None else _float_array(passive_force, "passive_force")
+    reserve = jnp.zeros(n, fmax.dtype) if reserve_strength is None else _float_array(reserve_strength, "reserve_strength")
+    if passive.shape != (m,):
+        raise ValueError(f"passive_force has shape {passive.shape}, expected ({m},)")
+    if reserve.shape != (n,):
+        raise ValueError(f"reserve_strength has shape {reserve.shape}, expected ({n},)")
+    dtype = jnp.result_type(R, tau, fmax, passive, reserve)
+    R, tau, fmax, passive, reserve = (a.astype(dtype) for a in (R, tau, fmax, passive, reserve))
+    R = _check_finite(R, "moment_arms", check)
+    tau = _check_finite(tau, "tau", check)
+    fmax = _check_finite(fmax, "max_force", check)
+    passive = _check_finite(passive, "passive_force", check)
+    reserve = _check_finite(reserve, "reserve_strength", check)
+    if _is_concrete(fmax) and np.any(np.asarray(fmax) < 0):
+        raise ValueError(f"max_force must be ≥ 0, got {np.asarray(fmax).tolist()}")
+    result = _solve_frame_jit(
+        R, tau, fmax, passive, reserve, p, solver=solver, weight=float(infeasibility_weight),
+        tol=_default_tol(tol, dtype), max_iterations=int(max_iterations),
+        residual_tolerance=float(residual_tolerance),
+    )
+    if check:
+        result = _error_if_infeasible(result, joint_names or tuple(f"coordinate {j}" for j in range(n)))
+    return result
+
+
+def _error_if_infeasible(result: StaticOptimizationResult, joint_names: Sequence[str]):
+    """`equinox.branched_error_if` naming the first joint with an unmet moment (works under jit)."""
+    bad = ~result.feasible
+    joint = jnp.argmax(jnp.abs(result.residual) * 1.0, axis=-1)
+    # the worst joint of the first infeasible frame (frames flattened; only the joint is named)
+    joint = jnp.ravel(joint)[jnp.argmax(jnp.ravel(bad))]
+    msgs = [f"static optimisation infeasible: the muscles (and reserves) cannot produce the joint moment "
+            f"at {name!r}; call check_feasible outside jit for the frame index" for name in joint_names]
+    forces = eqx.branched_error_if(result.forces, jnp.any(bad), joint, msgs)
+    return eqx.tree_at(lambda r: r.forces, result, forces)
+
+
+def check_feasible(
+    result: StaticOptimizationResult, joint_names: Sequence[str] | None = None
+) -> StaticOptimizationResult:
+    """Raise ``ValueError`` naming the first infeasible frame and its joint, else return ``result``.
+
+    ``result`` from `static_optimization` (one frame) or a batch (leading ``T`` axis, e.g. from
+    `static_optimization_motion`). Outside jit the message names the frame index, the joint, the
+    required and the unmet moment; under jit it falls back to `equinox.branched_error_if`, which
+    can name only the joint.
+    """
+    residual = result.residual
+    n = residual.shape[-1]
+    names = tuple(joint_names) if joint_names is not None else tuple(f"coordinate {j}" for j in range(n))
+    if len(names) != n:
+        raise ValueError(f"joint_names has {len(names)} names, the result has {n} coordinates")
+    if not _is_concrete(residual) or not _is_concrete(result.feasible):
+        return _error_if_infeasible(result, names)
+    feasible = np.atleast_1d(np.asarray(result.feasible))
+    if feasible.all():
+        return result
+    res = np.asarray(residual).reshape(-1, n)
+    tau = np.asarray(result.tau).reshape(-1, n)
+    frame = int(np.flatnonzero(~feasible)[0])
+    joint = int(np.argmax(np.abs(res[frame])))
+    where = f"frame {frame}, " if np.ndim(result.feasible) else ""
+    raise ValueError(
+        f"static optimisation infeasible at {where}joint {names[joint]!r}: the muscles (and reserves) "
+        f"reach {tau[frame, joint] - res[frame, joint]:.6g} of the required {tau[frame, joint]:.6g} "
+        f"(unmet {res[frame, joint]:.6g} N·m); {int((~feasible).sum())} of {feasible.size} frame(s) infeasible. "
+        f"Add a reserve actuator (reserve_strength) or check the muscle model."
+    )
+
+
+# ---- model + motion ---------------------------------------------------------------------------
+
+
+def muscle_force_components(muscle, musculotendon_length, musculotendon_velocity, objective: str = "activation"):
+    """``(F̂, P)`` ``(m,)`` N: muscle force at full activation minus passive, and passive force.
+
+    ``objective="activation"``: from a rigid-tendon `jaxbio.muscles.curves.HillMuscle`, the force
+    along the tendon is linear in the activation ``a``: ``F = a F̂ + P`` with
+    ``F̂ = F⁰ f_L(l̃) f_V(ṽ) cos α`` and ``P = F⁰ f_PE(l̃) cos α`` (evaluated as ``force(1) − force(0)``
+    and ``force(0)``; ``P`` clipped at 0, since De Groote's passive curve is slightly negative below
+    slack length and a muscle cannot push). ``objective="force"``: ``F̂ = F⁰``, ``P = 0``.
+
+    ``musculotendon_length`` ``(m,)`` m, ``musculotendon_velocity`` ``(m,)`` m/s (lengthening positive).
+    """
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    if objective == "force":
+        return muscle.max_isometric_force, jnp.zeros_like(muscle.max_isometric_force)
+    if muscle.tendon != "rigid":
+        raise ValueError("static optimisation needs a rigid-tendon HillMuscle (force linear in activation)")
+    passive = muscle.force(0.0, musculotendon_length, musculotendon_velocity)
+    full = muscle.force(1.0, musculotendon_length, musculotendon_velocity)
+    # De Groote's passive curve dips slightly below zero under slack length (≥ −0.019 F⁰);
+    # a muscle cannot push, so the passive force is clipped at 0
+    return full - passive, jnp.maximum(passive, 0.0)
+
+
+def _as_hill(parameters):
+    from jaxbio.muscles.curves import HillMuscle
+
+    if isinstance(parameters, HillMuscle):
+        return parameters
+    return HillMuscle(
+        max_isometric_force=parameters.max_isometric_force,
+        optimal_fiber_length=parameters.optimal_fiber_length,
+        tendon_slack_length=parameters.tendon_slack_length,
+        pennation_angle=parameters.pennation_angle,
+        max_contraction_velocity=parameters.max_contraction_velocity,
+        tendon="rigid",
+    )
+
+
+@eqx.filter_jit
+def _motion_problem(tree, paths, muscle, q, qd, qdd, tau, external, objective):
+    """Per frame: ``τ`` (inverse dynamics unless given), moment arms ``(m, n)``, ``F̂`` and ``P``
+    ``(m,)`` (`muscle_force_components`), batched over the frames."""
+    from jaxbio.dynamics import inverse_dynamics
+    from jaxbio.muscles.geometry import lengthening_velocity, lengths, moment_arms
+
+    def frame(q_t, qd_t, qdd_t, tau_t, ext_t):
+        if tau_t is None:
+            tau_t = inverse_dynamics(tree, q_t, qd_t, qdd_t, ext_t)
+        R = moment_arms(paths, tree, q_t)
+        fmax, passive = muscle_force_components(
+            muscle, lengths(paths, tree, q_t), lengthening_velocity(paths, tree, q_t, qd_t), objective)
+        return R, tau_t, fmax, passive
+
+    return jax.vmap(frame)(q, qd, qdd, tau, external)
+
+
+def static_optimization_motion(
+    tree,
+    paths,
+    parameters,
+    q: Float[ArrayLike, "T n"],
+    qd: Float[ArrayLike, "T n"],
+    qdd: Float[ArrayLike, "T n"],
+    *,
+    tau: Float[ArrayLike, "T n"] | None = None,
+    external=None,
+    p: float = 2,
+    objective: str = "activation",
+    reserve_strength: Float[ArrayLike, " n"] | Mapping[str, float] | None = None,
+    solver: str = "auto",
+    infeasibility_weight: float = 1e5,
+    tol: float | None = None,
+    max_iterations: int = 60,
+    residual_tolerance: float = 1e-6,
+    check: bool = False,
+) -> StaticOptimizationResult:
+    """Static optimisation over a motion: ``τ`` by inverse dynamics, moment arms and (for
+    ``objective="activation"``) the rigid-tendon Hill force–length–velocity factors per frame,
+    then `static_optimization` on every frame (one ``jit(vmap)``).
+
+    Args:
+        tree: the `jaxbio.SegmentTree` (``n`` coordinates).
+        paths: `jaxbio.muscles.MusclePaths` of the ``m`` muscles (e.g. from
+            `jaxbio.muscles.load_muscle_set`).
+        parameters: `jaxbio.muscles.sets.MuscleParameters` or a rigid-tendon
+            `jaxbio.muscles.curves.HillMuscle` (differentiate with respect to its fields).
+        q, qd, qdd: ``(T, n)`` rad, rad/s, rad/s² (m, m/s, m/s² for prismatic), the motion.
+        tau: optional ``(T, n)`` N·m, joint moments to use instead of inverse dynamics.
+        external: optional ``(forces (T, n, 3), moments (T, n, 3))`` world-frame wrenches on the
+            segments for `jaxbio.inverse_dynamics` (e.g. ground reactions).
+        p, solver, infeasibility_weight, tol, max_iterations, residual_tolerance, check: as in
+            `static_optimization`.
+        objective: ``"activation"`` (Σ aᵖ with force–length–velocity) or ``"force"`` (Σ (F/F⁰)ᵖ).
+        reserve_strength: ``(n,)`` N·m per unit, or ``{segment name: strength}`` using
+            ``tree.names`` (e.g. ``{"pelvis_tx": 1000, "pelvis_ty": 1000, "pelvis": 1000,
+            "torso": 1000}`` for gait10dof18musc); 0 / absent = no reserve.
+
+    Returns:
+        `StaticOptimizationResult` with a leading ``T`` axis on every field.
+
+    Raises:
+        ValueError naming the array (and the first bad frame) for wrong shapes, frame counts that
+        differ between ``q``, ``qd``, ``qdd`` and ``tau``, or NaN/inf; for an unknown segment in
+        ``reserve_strength``; for a muscle set and parameters of different sizes.
+    """
+    p = _check_p(p)
+    solver = _resolve_solver(solver, p)
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    n = tree.nq
+    muscle = _as_hill(parameters)
+    if muscle.size != paths.n_muscles:
+        raise ValueError(f"parameters describe {muscle.size} muscles, the paths {paths.n_muscles}")
+    arrays = {}
+    frames = None
+    for name, x in (("q", q), ("qd", qd), ("qdd", qdd), ("tau", tau)):
+        if x is None:
+            continue
+        x = _float_array(x, name)
+        if x.ndim != 2 or x.shape[1] != n:
+            raise ValueError(f"{name} has shape {x.shape}, expected (T, {n}) (frames × coordinates of "
+                             f"{tree.name!r}: {', '.join(tree.names)})")
+        if frames is None:
+            frames = x.shape[0]
+        elif x.shape[0] != frames:
+            raise ValueError(f"{name} has {x.shape[0]} frames but q has {frames}: the motion arrays must have "
+                             f"the same number of frames")
+        arrays[name] = _check_finite(x, name, check, ("frame", "coordinate"))
+    dtype = jnp.result_type(*arrays.values())
+    if isinstance(reserve_strength, Mapping):
+        strength = np.zeros(n)
+        for key, value in reserve_strength.items():
+            if key not in tree.names:
+                raise ValueError(f"reserve_strength: no segment {key!r} in {tree.name!r}; segments are {list(tree.names)}")
+            strength[tree.names.index(key)] = float(value)
+        reserve = jnp.asarray(strength, dtype)
+    elif reserve_strength is None:
+        reserve = jnp.zeros(n, dtype)
+    else:
+        reserve = _float_array(reserve_strength, "reserve_strength").astype(dtype)
+        if reserve.shape != (n,):
+            raise ValueError(f"reserve_strength has shape {reserve.shape}, expected ({n},)")
+    reserve = _check_finite(reserve, "reserve_strength", check)
+    if external is not None:
+        if not isinstance(external, (tuple, list)) or len(external) != 2:
+            raise ValueError("external must be a pair (forces (T, n, 3), moments (T, n, 3))")
+        external = tuple(_float_array(e, "external").astype(dtype) for e in external)
+        for nm, e in zip(("external forces", "external moments"), external):
+            if e.shape != (frames, n, 3):
+                raise ValueError(f"{nm} has shape {e.shape}, expected ({frames}, {n}, 3)")
+    problem = _motion_problem(tree, paths, muscle, arrays["q"].astype(dtype), arrays["qd"].astype(dtype),
+                              arrays["qdd"].astype(dtype), arrays.get("tau"), external, objective)
+    solve = _frames_solver(solver, float(infeasibility_weight), _default_tol(tol, dtype), int(max_iterations),
+                           float(residual_tolerance))
+    result = solve(*problem, jnp.broadcast_to(reserve, (frames, n)), jnp.asarray(p, dtype))
+    if check:
+        result = _error_if_infeasible(result, tree.names)
+    return result
