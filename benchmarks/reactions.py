@@ -16,9 +16,9 @@ the contacts as constraints, (a) and (c) with the ground reactions as given exte
 the constrained forward dynamics that produces the support-phase ``q̈`` and ground reactions.
 Before timing it checks that the schemes agree (largest difference printed). Times are the best
 of k repetitions after a warm-up call (compile time printed separately); ratios are scheme time /
-recursion time in the same run (above 1: slower than the recursion). If
-``jaxbio.planar.chain.time_closed_form_vs_recursion`` exists (seed 002's closed-form chain), its
-rows are printed too. Absolute times on a shared machine mean little; compare the ratios.
+recursion time in the same run (above 1: slower than the recursion). Then seed 002's closed-form
+chain against the recursion (``benchmarks/planar_chain.py``, n = 3 and 8) over the same number of
+frames. Absolute times on a shared machine mean little; compare the ratios.
 """
 
 from __future__ import annotations
@@ -116,22 +116,12 @@ def main(argv=None) -> int:
         ratio = f"{per / ref:12.2f}" if ref else f"{'(ref)' if 'recursion' in name else '':>12}"
         print(f"{name:<48} {per:9.2f} {ratio} {compile_s:10.2f}")
 
-    # ---- seed 002's closed-form chain, if present --------------------------------------------
-    try:
-        from jaxbio.planar.chain import time_closed_form_vs_recursion
-    except ImportError:
-        print("\n(jaxbio.planar.chain.time_closed_form_vs_recursion not available: closed-form chain rows skipped)")
-    else:
-        print("\nseed 002 closed-form chain vs recursion (jaxbio.planar.chain.time_closed_form_vs_recursion):")
-        result = time_closed_form_vs_recursion(frames)
-        if isinstance(result, dict):
-            for key, value in result.items():
-                print(f"  {key}: {value}")
-        elif isinstance(result, (list, tuple)):
-            for row in result:
-                print(f"  {row}")
-        elif result is not None:
-            print(f"  {result}")
+    # ---- seed 002's closed-form chain against the same recursion, same run ---------------------
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from planar_chain import print_rows, time_closed_form_vs_recursion
+
+    print("\nseed 002 closed-form planar chain (random non-slender links, muscles, contacts) vs the recursion:")
+    print_rows(time_closed_form_vs_recursion(frames, ns=(3, 8)))
     return 0
 
 
