@@ -36,7 +36,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import scipy.optimize  # noqa: E402
 
-from jaxbio.estimation import static_optimization as so  # noqa: E402
+from jaxbio.estimation import _static_optimization as so  # noqa: E402  (private helpers shared with the tests)
 from jaxbio.muscles import sets  # noqa: E402
 
 RESERVES = {"gait10dof18musc": {"pelvis_tx": 1000.0, "pelvis_ty": 1000.0, "pelvis": 1000.0, "torso": 1000.0},

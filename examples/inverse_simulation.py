@@ -23,7 +23,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxbio as jb  # noqa: E402
-from jaxbio.estimation.inverse_simulation import Contact, inverse_simulate_motion  # noqa: E402
+from jaxbio.estimation import Contact, inverse_simulate_motion  # noqa: E402
 from jaxbio.estimation.sagittal_muscles import sagittal11_muscle_model  # noqa: E402
 
 model = sagittal11_muscle_model()

@@ -23,7 +23,7 @@ jax.config.update("jax_enable_x64", True)  # the example's choice; the library n
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from jaxbio.estimation.static_optimization import (  # noqa: E402
+from jaxbio.estimation import (  # noqa: E402
     check_feasible,
     static_optimization,
     static_optimization_motion,

@@ -11,7 +11,7 @@ import pytest
 import scipy.optimize as so
 
 import jaxbio as jb
-from jaxbio.estimation.inverse_simulation import (
+from jaxbio.estimation._inverse_simulation import (
     Contact,
     constrained_forward_dynamics,
     contact_jacobian,

@@ -262,6 +262,7 @@ def test_bad_inputs_name_muscle_and_point():
         geometry.lengths(SETS["arm26"][1], SETS["arm26"][0], jnp.zeros(3))
 
 
+@pytest.mark.slow
 def test_muscle_driven_arm_energy_balance_closes():
     """arm26 driven by its six muscles (activations as ODE states): the change of H equals the
     muscles' work −∫ F·l̇ dt, and activations follow the excitation."""

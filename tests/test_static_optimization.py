@@ -1,4 +1,4 @@
-"""Static optimisation of muscle forces (jaxbio.estimation.static_optimization).
+"""Static optimisation of muscle forces (jaxbio.estimation._static_optimization).
 
 Independent references: the KKT conditions written out by hand from the returned multipliers,
 scipy's SLSQP on the same problems, central finite differences of the solution, the envelope
@@ -19,7 +19,7 @@ import pytest
 import scipy.optimize
 
 import jaxbio as jb
-from jaxbio.estimation.static_optimization import (  # _frames_solver: the compiled batch, shared
+from jaxbio.estimation._static_optimization import (  # _frames_solver: the compiled batch, shared
     StaticOptimizationResult,
     _frames_solver,
     check_feasible,

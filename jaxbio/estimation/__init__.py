@@ -5,26 +5,26 @@
   with its no-solution / single-point / circle cases (`elbow_position`).
 - `jaxbio.estimation.pseudoinverse`: `clamped_pseudoinverse`, the min-norm H† = Hᵀ(HHᵀ)⁻¹ solution
   (seed 003 eq. 6) with negative muscle forces clamped and the solve repeated.
-- `jaxbio.estimation.inverse_simulation`: seed 003's inverse simulation — flying phase
+- `inverse_simulation` / `inverse_simulate_motion`: seed 003's inverse simulation — flying phase
   (uncontrolled-subspace residual eq. 2, controlled subspace eqs. 3–5) and support phase with foot
   constraints (eqs. 7–8) — on the 11-DOF sagittal body with OpenSim's gait10dof18musc muscles
   (`sagittal11_muscle_model`).
-- `jaxbio.estimation.static_optimization`: per-frame static optimisation, min Σ (F/F_max)ᵖ or Σ aᵖ
+- `static_optimization` / `static_optimization_motion`: per-frame static optimisation, min Σ (F/F_max)ᵖ or Σ aᵖ
   with force–length–velocity, subject to the joint moments and 0 ≤ a ≤ 1; jitted, vmapped,
   differentiable through the optimum (implicit function theorem); infeasible frames reported.
 """
 
-from jaxbio.estimation import arm, inverse_simulation, pseudoinverse, sagittal_muscles
-from jaxbio.estimation.inverse_simulation import (
+from jaxbio.estimation import arm, pseudoinverse, sagittal_muscles
+from jaxbio.estimation._inverse_simulation import (
     Contact,
     InverseSimulationModel,
     InverseSimulationResult,
     inverse_simulate_motion,
-    inverse_simulation as inverse_simulate,
+    inverse_simulation,
     unproducible_moments,
 )
 from jaxbio.estimation.pseudoinverse import PseudoinverseSolution, clamped_pseudoinverse
-from jaxbio.estimation.static_optimization import (
+from jaxbio.estimation._static_optimization import (
     StaticOptimizationResult,
     check_feasible,
     muscle_force_components,
@@ -40,7 +40,6 @@ __all__ = [
     "PseudoinverseSolution",
     "arm",
     "clamped_pseudoinverse",
-    "inverse_simulate",
     "inverse_simulate_motion",
     "inverse_simulation",
     "pseudoinverse",
