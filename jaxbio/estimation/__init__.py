@@ -12,9 +12,12 @@
 - `static_optimization` / `static_optimization_motion`: per-frame static optimisation, min Σ (F/F_max)ᵖ or Σ aᵖ
   with force–length–velocity, subject to the joint moments and 0 ≤ a ≤ 1; jitted, vmapped,
   differentiable through the optimum (implicit function theorem); infeasible frames reported.
+- `jaxbio.estimation.gradient`: `fit_muscle_parameters` and `fit_excitations` recover muscle
+  parameters (e.g. maximal isometric forces) or excitation series from motion, by optax through
+  Diffrax (forward- or reverse-mode sensitivities).
 """
 
-from jaxbio.estimation import arm, pseudoinverse, sagittal_muscles
+from jaxbio.estimation import arm, gradient, pseudoinverse, sagittal_muscles
 from jaxbio.estimation._inverse_simulation import (
     Contact,
     InverseSimulationModel,
@@ -23,6 +26,7 @@ from jaxbio.estimation._inverse_simulation import (
     inverse_simulation,
     unproducible_moments,
 )
+from jaxbio.estimation.gradient import FitResult, PiecewiseLinearExcitation, fit_excitations, fit_muscle_parameters
 from jaxbio.estimation.pseudoinverse import PseudoinverseSolution, clamped_pseudoinverse
 from jaxbio.estimation._static_optimization import (
     StaticOptimizationResult,
@@ -35,6 +39,11 @@ from jaxbio.estimation.sagittal_muscles import sagittal11_muscle_model, sagittal
 
 __all__ = [
     "Contact",
+    "FitResult",
+    "PiecewiseLinearExcitation",
+    "fit_excitations",
+    "fit_muscle_parameters",
+    "gradient",
     "InverseSimulationModel",
     "InverseSimulationResult",
     "PseudoinverseSolution",
