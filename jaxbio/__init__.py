@@ -8,7 +8,7 @@ and the `quaternion` module. Every function is a pure function of one sample; ba
 ``jax.config.update("jax_enable_x64", True)`` for validation work.
 """
 
-from jaxbio import double_pendulum, estimation, hamiltonian, muscles, planar, quaternion, spatial
+from jaxbio import double_pendulum, hamiltonian, muscles, quaternion, spatial
 from jaxbio.dynamics import (
     bias_forces,
     center_of_mass,
@@ -27,6 +27,17 @@ from jaxbio.simulate import Trajectory, simulate, simulate_sde
 from jaxbio.tree import SegmentTree
 
 __version__ = "0.1.0"
+
+_LAZY = ("estimation", "planar")  # imported on first use (keeps `jaxbio sprint` start-up short)
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return importlib.import_module(f"jaxbio.{name}")
+    raise AttributeError(f"module 'jaxbio' has no attribute {name!r}")
+
 
 __all__ = [
     "HamiltonianSystem",

@@ -190,6 +190,22 @@ def test_fit_until_prediction_beats_baselines_on_average():
     assert errs[0] < errs[1] and errs[0] < errs[2], errs
 
 
+@pytest.mark.parametrize("fit_until", [None, 60.0])
+def test_scipy_backend_baselines_equal_the_jax_fits(fit_until):
+    """The CLI fits the baselines with scipy (no compilation); same residuals, same optimum as the
+    vmapped JAX Levenberg–Marquardt: predicted splits and RMSE agree (Tibshirani's c may run to
+    0 along a flat direction, so parameters are compared through their predictions)."""
+    splits = sprint.splits_from_races(RACES, fit_until)
+    n = len(RACES)
+    for kind in ("fhk", "tibshirani"):
+        a, b = fit_baseline(kind, splits).rows(n), fit_baseline(kind, splits, backend="scipy").rows(n)
+        assert a.converged.all() and b.converged.all()
+        np.testing.assert_allclose(b.predicted, a.predicted, atol=1e-5)
+        np.testing.assert_allclose(b.rmse, a.rmse, atol=1e-6)
+    with pytest.raises(ValueError, match="backend"):
+        fit_baseline("fhk", splits, backend="numba")
+
+
 def _scipy_time(motion, th, d):
     s_hi = 30.0
     return brentq(lambda s: motion(th, s)[0] - d, 1e-9, s_hi)

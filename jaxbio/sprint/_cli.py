@@ -111,8 +111,8 @@ def _run(args) -> int:
     bar = _progress(3 if fit_until is not None else 2, args.no_progress)
     splits = splits_from_races(races, fit_until)
 
-    def baselines():  # closed-form models: fitted in a second thread while the sprinter compiles
-        return (fit_baseline("fhk", splits).rows(len(races)), fit_baseline("tibshirani", splits).rows(len(races)))
+    def baselines():  # closed-form models, by scipy (no XLA compile), in a second thread
+        return tuple(fit_baseline(kind, splits, backend="scipy").rows(len(races)) for kind in ("fhk", "tibshirani"))
 
     try:
         with ThreadPoolExecutor(max_workers=1) as pool:

@@ -9,8 +9,9 @@
   ``k`` [1/s], all positive (logs; ``c → 0`` is Furusawa–Hill–Keller).
 
 ``s = t − RT`` is the time since the reaction (the race file's reaction time, as for the sprinter).
-Both are fitted by the same Levenberg–Marquardt on the same scaled split-time residuals, batched
-with ``jax.vmap``.
+Both are fitted on the same scaled split-time residuals as the sprinter: by the same
+Levenberg–Marquardt batched with ``jax.vmap`` (``backend="jax"``), or by
+`scipy.optimize.least_squares` in NumPy (``backend="scipy"``, no compilation: the CLI's choice).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxbio.sprint._solve import SIGMA_ROUND, Splits, best_of_starts, converged
+from jaxbio.sprint._solve import SIGMA_ROUND, Splits, batched_best_of_starts, converged
 
 #: parameter names, units and starts (in the fitted, unconstrained coordinates) of each baseline
 MODELS = {
@@ -33,22 +34,22 @@ MODELS = {
 }
 
 
-def fhk_motion(theta, s):
+def fhk_motion(theta, s, xp=jnp):
     """Furusawa–Hill–Keller ``(x [m], v [m/s])`` at ``s`` [s] after the reaction;
-    ``theta = (log v_max, log τ)``."""
-    vmax, tau = jnp.exp(theta[0]), jnp.exp(theta[1])
-    s = jnp.maximum(s, 0.0)
-    decay = -jnp.expm1(-s / tau)
+    ``theta = (log v_max, log τ)``. ``xp``: ``jax.numpy`` (default) or ``numpy``."""
+    vmax, tau = xp.exp(theta[0]), xp.exp(theta[1])
+    s = xp.maximum(s, 0.0)
+    decay = -xp.expm1(-s / tau)
     return vmax * (s - tau * decay), vmax * decay
 
 
-def tibshirani_motion(theta, s):
+def tibshirani_motion(theta, s, xp=jnp):
     """Tibshirani (1997) ``(x [m], v [m/s])`` at ``s`` [s] after the reaction;
-    ``theta = (log f, log c, log k)``."""
-    f, c, k = jnp.exp(theta[0]), jnp.exp(theta[1]), jnp.exp(theta[2])
-    s = jnp.maximum(s, 0.0)
+    ``theta = (log f, log c, log k)``. ``xp``: ``jax.numpy`` (default) or ``numpy``."""
+    f, c, k = xp.exp(theta[0]), xp.exp(theta[1]), xp.exp(theta[2])
+    s = xp.maximum(s, 0.0)
     A = f / k + c / k**2
-    decay = -jnp.expm1(-k * s)
+    decay = -xp.expm1(-k * s)
     return A * (s - decay / k) - c * s**2 / (2 * k), A * decay - c / k * s
 
 
@@ -91,12 +92,11 @@ def _fit_core(splits, starts, *, kind, max_steps):
     L = splits.distances.shape[-1]
     template = (jnp.zeros(L, starts.dtype), jnp.zeros(L, starts.dtype))
 
-    def one(sp):
-        theta, r, J, pred, ok, steps = best_of_starts(res, starts, sp, max_steps=max_steps, template=template)
-        ok = ok & converged(r, J)
-        return theta, pred, ok
-
-    return jax.vmap(one)(splits)
+    B = splits.distances.shape[0]
+    per_race = jnp.broadcast_to(starts, (B,) + starts.shape)
+    theta, r, J, pred, ok, steps = batched_best_of_starts(res, per_race, splits, max_steps=max_steps,
+                                                          template=template)
+    return theta, pred, ok & jax.vmap(converged)(r, J)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,18 +123,54 @@ class BaselineResult:
                                    rmse=cut(self.rmse), converged=cut(self.converged))
 
 
-def fit_baseline(kind: str, splits: Splits, *, max_steps: int = 100) -> BaselineResult:
-    """Fit baseline ``kind`` (``"fhk"`` or ``"tibshirani"``) to every race of ``splits`` in one
-    vmapped call (splits with weight 0 are predicted, not fitted)."""
+def fit_baseline(kind: str, splits: Splits, *, max_steps: int = 100, backend: str = "jax") -> BaselineResult:
+    """Fit baseline ``kind`` (``"fhk"`` or ``"tibshirani"``) to every race of ``splits`` (splits
+    with weight 0 are predicted, not fitted).
+
+    ``backend="jax"``: one vmapped, jitted Levenberg–Marquardt call (for many races; compiles in
+    about a second per model). ``backend="scipy"``: `scipy.optimize.least_squares` race by race on
+    the same residuals, in NumPy — no compilation, which is what a few races need (the CLI).
+    Both start from the same points and keep the lowest cost; the tests check they agree.
+    """
     if kind not in MODELS:
         raise ValueError(f"unknown baseline {kind!r}; known: {sorted(MODELS)}")
+    if backend not in ("jax", "scipy"):
+        raise ValueError(f"unknown backend {backend!r}; use 'jax' or 'scipy'")
     spec = MODELS[kind]
-    starts = jnp.asarray(np.array(spec["starts"], dtype=float))
-    theta, pred, ok = map(np.asarray, _fit_core(splits, starts, kind=kind, max_steps=max_steps))
+    if backend == "jax":
+        starts = jnp.asarray(np.array(spec["starts"], dtype=float))
+        theta, pred, ok = map(np.asarray, _fit_core(splits, starts, kind=kind, max_steps=max_steps))
+    else:
+        theta, pred, ok = _fit_scipy(kind, splits, np.array(spec["starts"], dtype=float), max_steps)
     w = np.asarray(splits.weights)
     rmse = np.sqrt(np.sum(w * (pred - np.asarray(splits.times)) ** 2, axis=1) / np.maximum(w.sum(1), 1))
     return BaselineResult(kind=kind, names=spec["names"], units=spec["units"], theta=theta,
                           values=values(kind, theta), predicted=pred, rmse=rmse, converged=ok)
+
+
+def _time_at_numpy(kind, theta, distances, newton_steps: int = 40):
+    """`time_at` in NumPy (same Newton iteration and speed floor)."""
+    s = distances / 9.0 + 1.0
+    for _ in range(newton_steps):
+        x, v = MOTION[kind](theta, s, np)
+        s = np.maximum(s - (x - distances) / np.maximum(v, 0.1), 0.0)
+    return s
+
+
+def _fit_scipy(kind, splits, starts, max_steps):
+    from scipy.optimize import least_squares
+
+    D, T, W = (np.asarray(a, dtype=float) for a in (splits.distances, splits.times, splits.weights))
+    RT = np.broadcast_to(np.asarray(splits.reaction_time, dtype=float), D.shape[:1])
+    theta, pred, ok = [], [], []
+    for d, t, w, rt in zip(D, T, W, RT):
+        fun = lambda th: w * (rt + _time_at_numpy(kind, th, d) - t) / SIGMA_ROUND  # noqa: E731
+        best = min((least_squares(fun, x0, method="lm", xtol=1e-12, ftol=1e-12, gtol=1e-12,
+                                  max_nfev=50 * max_steps) for x0 in starts), key=lambda r: r.cost)
+        theta.append(best.x)
+        pred.append(rt + _time_at_numpy(kind, best.x, d))
+        ok.append(bool(best.success) and np.all(np.isfinite(best.x)))
+    return np.array(theta), np.array(pred), np.array(ok)
 
 
 def speed_profile(kind: str, theta, x, reaction_time=0.0):

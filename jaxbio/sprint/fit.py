@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxbio.sprint._solve import SIGMA_ROUND, Splits, best_of_starts, converged, laplace
+from jaxbio.sprint._solve import SIGMA_ROUND, Splits, batched_best_of_starts, converged, laplace
 from jaxbio.sprint.data import Race, SprintDataError
 from jaxbio.sprint.model import FATIGUE, FREE, PARAMETERS, UNITS, Sprinter, simulate, state_at, times_at
 
@@ -43,41 +43,50 @@ def default_starts(model: Sprinter, names=FREE, n: int = 4) -> np.ndarray:
     return np.array(out)
 
 
-def _residuals(theta, args, *, names, n_steps, n_grid):
-    """Scaled residuals ``(L + k,)`` and, as aux, the predicted splits and the speed/fitness profile."""
+def _residuals(theta, args, *, names, n_steps):
+    """Scaled residuals ``(L + k,)`` and, as aux, the predicted splits."""
     base, sp, mu, sqrt_prec = args
-    model = base.with_log(names, theta)
-    traj = simulate(model, sp.duration, sp.wind, n_steps=n_steps)
+    traj = simulate(base.with_log(names, theta), sp.duration, sp.wind, n_steps=n_steps)
     pred = sp.reaction_time + times_at(traj, sp.distances)
     r = sp.weights * (pred - sp.times) / SIGMA_ROUND
-    aux = dict(pred=pred)
-    if n_grid:
-        x = jnp.linspace(0.0, sp.distances[-1], n_grid)
-        s = times_at(traj, x)
-        _, v, f = state_at(traj, s)
-        aux.update(x=x, t=s + sp.reaction_time, v=v, f=f)
-    return jnp.concatenate([r, sqrt_prec @ (theta - mu)]), aux
+    return jnp.concatenate([r, sqrt_prec @ (theta - mu)]), dict(pred=pred)
+
+
+def _profile(base, theta, sp, *, names, n_steps, n_grid):
+    """Speed and fitness profile of the fitted model on ``n_grid`` distances (after the fit, once:
+    not inside the solver's loop)."""
+    traj = simulate(base.with_log(names, theta), sp.duration, sp.wind, n_steps=n_steps)
+    x = jnp.linspace(0.0, sp.distances[-1], n_grid)
+    s = times_at(traj, x)
+    _, v, f = state_at(traj, s)
+    return dict(x=x, t=s + sp.reaction_time, v=v, f=f)
 
 
 @functools.partial(jax.jit, static_argnames=("names", "n_steps", "max_steps", "n_grid"))
 def _fit_core(base, splits, starts, mu, sqrt_prec, *, names, n_steps, max_steps, n_grid):
-    res = functools.partial(_residuals, names=names, n_steps=n_steps, n_grid=n_grid)
+    res = functools.partial(_residuals, names=names, n_steps=n_steps)
     L = splits.distances.shape[-1]
     k = len(names)
     dtype = starts.dtype
-    template = (jnp.zeros(L + k, dtype), dict(pred=jnp.zeros(L, dtype), **{
-        n: jnp.zeros(n_grid, dtype) for n in (("x", "t", "v", "f") if n_grid else ())}))
+    template = (jnp.zeros(L + k, dtype), dict(pred=jnp.zeros(L, dtype)))
 
-    def one(sp, st, m, P):
-        args = (base, sp, m, P)
-        theta, r, J, aux, ok, steps = best_of_starts(res, st, args, max_steps=max_steps, template=template)
-        cost = 0.5 * jnp.sum(r * r)
-        cov, chi2 = laplace(r, J, jnp.sum(sp.weights), k, L)
+    def res_of(theta, a):  # the model is shared; splits and prior are per race
+        return res(theta, (base,) + a)
+
+    # all races × starts as one flat vmap (see batched_best_of_starts)
+    theta, r, J, aux, ok, steps = batched_best_of_starts(res_of, starts, (splits, mu, sqrt_prec),
+                                                         max_steps=max_steps, template=template)
+
+    def finish(r, J, ok, w):
+        cov, chi2 = laplace(r, J, jnp.sum(w), k, L)
         # convergence: the solver's criterion, confirmed by the Gauss–Newton decrement
-        ok = ok & converged(r, J)
-        return theta, cost, ok, steps, cov, chi2, aux
+        return 0.5 * jnp.sum(r * r), ok & converged(r, J), cov, chi2
 
-    return jax.vmap(one)(splits, starts, mu, sqrt_prec)
+    cost, ok, cov, chi2 = jax.vmap(finish)(r, J, ok, splits.weights)
+    if n_grid:
+        prof = functools.partial(_profile, base, names=names, n_steps=n_steps, n_grid=n_grid)
+        aux = {**aux, **jax.vmap(prof)(theta, splits)}
+    return theta, cost, ok, steps, cov, chi2, aux
 
 
 @dataclasses.dataclass(frozen=True)
