@@ -142,13 +142,8 @@ def least_squares(residuals, theta0, args, *, max_steps: int = 100, rtol: float 
     return st["best"], st["r"], st["J"], st["aux"], ok, st["i"]
 
 
-def best_of_starts(residuals, starts, args, **kw):
-    """Run ``least_squares`` from each of ``starts`` ``(S, k)`` and keep the lowest cost."""
-    out = jax.vmap(lambda t0: least_squares(residuals, t0, args, **kw))(starts)
-    return _pick_best(out)
-
-
 def _pick_best(out):
+    """The solve with the lowest finite cost among ``S`` solves (leading axis of ``out``)."""
     r = out[1]
     cost = 0.5 * jnp.sum(r * r, axis=-1)
     i = jnp.argmin(jnp.where(jnp.isfinite(cost), cost, jnp.inf))
@@ -156,10 +151,12 @@ def _pick_best(out):
 
 
 def batched_best_of_starts(residuals, starts, args, **kw):
-    """`best_of_starts` for ``B`` problems at once: ``starts`` ``(B, S, k)``, ``args`` a pytree
-    batched over ``B`` (leading axis). The ``B·S`` solves run as *one* flat ``vmap`` instead of a
-    ``vmap`` of ``vmap``s: batching a ``while_loop`` re-traces its body, and nesting doubles that
-    (the sprinter's trace time halves). Returns the best solve of each problem, batched over B."""
+    """Run ``least_squares`` from each of ``S`` starts for ``B`` problems and keep the lowest cost
+    of each: ``starts`` ``(B, S, k)``, ``args`` a pytree batched over ``B`` (leading axis).
+
+    The ``B·S`` solves run as *one* flat ``vmap`` instead of a ``vmap`` of ``vmap``s: batching a
+    ``while_loop`` re-traces its body, and nesting doubles that (the sprinter's trace time halves).
+    Returns the best solve of each problem, batched over ``B``."""
     B, S = starts.shape[:2]
     flat_args = jax.tree_util.tree_map(lambda a: jnp.repeat(a, S, axis=0), args)
     flat = jax.vmap(lambda t0, a: least_squares(residuals, t0, a, **kw))(starts.reshape((B * S,) + starts.shape[2:]),
