@@ -177,6 +177,33 @@ def test_embedded_races_accuracy_and_uncertainty():
         assert 11.0 < p.top_speed < 13.0 and 40 < p.top_speed_at < 90 and p.speed_lost > 0
 
 
+def test_sprinter_fit_equals_scipy_least_squares():
+    """The package's Levenberg–Marquardt (quick-compile path, see ``fit.QUICK_COMPILE``) reaches the
+    optimum scipy's trust-region ``least_squares`` finds on the same residuals and Jacobian."""
+    from jaxbio.sprint.fit import FREE, N_STEPS, _residuals, default_starts
+
+    res = fit(RACES[:1])
+    sp = sprint.splits_from_races(RACES[:1]).race(0)
+    k = len(FREE)
+    args = (M.Sprinter(), sp, jnp.zeros(k), jnp.zeros((k, k)))
+    r = jax.jit(lambda th: _residuals(th, args, names=FREE, n_steps=N_STEPS)[0])
+    J = jax.jit(jax.jacfwd(r))
+    ref = least_squares(lambda th: np.asarray(r(jnp.asarray(th))), default_starts(M.Sprinter())[0],
+                        jac=lambda th: np.asarray(J(jnp.asarray(th))), xtol=1e-15, ftol=1e-15, gtol=1e-15)
+    assert ref.success and res.converged[0]
+    np.testing.assert_allclose(res.theta[0], ref.x, atol=1e-4)
+    np.testing.assert_allclose(res.cost[0], ref.cost, rtol=1e-6)
+
+
+@pytest.mark.slow
+def test_quick_compile_equals_default_compile():
+    """``QUICK_COMPILE`` (XLA -O0, classic emitters) changes compile and run time, not the result."""
+    splits = sprint.splits_from_races(RACES)
+    a, b = fit_splits(splits, quick_compile=True), fit_splits(splits, quick_compile=False)
+    np.testing.assert_allclose(a.theta, b.theta, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(a.predicted, b.predicted, rtol=0, atol=1e-10)
+
+
 def test_fit_until_prediction_beats_baselines_on_average():
     """Issue #6: fitted to ≤ 60 m with the hierarchical prior, the predicted 100 m time is closer to
     the truth than the baselines' on average over the embedded races."""

@@ -1,5 +1,11 @@
-"""Shared least-squares machinery: Levenberg–Marquardt (optimistix), Laplace covariance, splits
-padded into one batch."""
+"""Shared least-squares machinery: Levenberg–Marquardt, Laplace covariance, splits padded into one
+batch.
+
+The Levenberg–Marquardt loop is written here rather than taken from optimistix: vmapped over races
+× starts, ``optimistix.least_squares(..., LevenbergMarquardt)`` on the sprinter compiled in ~64 s
+on 2 CPU cores, against ~1–6 s for this one (one forward-mode Jacobian per iteration, the model
+traced once). Its results are checked against scipy's ``least_squares`` in ``tests/test_sprint.py``.
+"""
 
 from __future__ import annotations
 
