@@ -266,18 +266,20 @@ def constrained_forward_dynamics(
 ) -> tuple[Float[Array, " n"], Float[Array, " r"]]:
     """Accelerations and contact reactions with the contacts held fixed (seed 003 eqs. I.15–16).
 
-    Solves ``M q̈ + bias = τ + Cᵀλ``, ``C q̈ + Ċq̇ = 0`` (the KKT system). Returns ``q̈`` ``(n,)``
-    and ``λ`` ``(r,)`` (as `InverseSimulationResult.ground_reaction`).
+    Solves ``M q̈ + bias = τ + Cᵀλ``, ``C q̈ + Ċq̇ = 0``. Returns ``q̈`` ``(n,)`` and ``λ`` ``(r,)``
+    (as `InverseSimulationResult.ground_reaction`: per contact the ground force x, y on the segment
+    at the point and, if flat, the moment about it). The solve is
+    `jaxbio.planar.constrained_forward_dynamics` (a flat contact is its weld), with its checks for
+    redundant or singular contact sets.
     """
+    from jaxbio.planar.absolute import GroundContact
+    from jaxbio.planar.reactions import constrained_forward_dynamics as planar_cfd
+
     contacts = _check_contacts(tree, contacts)
-    q, qd, tau = (jnp.asarray(x) for x in (q, qd, tau))
-    M = mass_matrix(tree, q)
-    rhs = tau - bias_forces(tree, q, qd)
-    C = contact_jacobian(tree, q, contacts)
-    r = C.shape[0]
-    K = jnp.block([[M, -C.T], [C, jnp.zeros((r, r), M.dtype)]])
-    sol = jnp.linalg.solve(K, jnp.concatenate([rhs, -_contact_bias(tree, q, qd, contacts)]))
-    return sol[: tree.nq], sol[tree.nq:]
+    ground = [GroundContact(c.segment, c.point, weld=c.flat) for c in contacts]
+    qdd, wrenches = planar_cfd(tree, q, qd, tau, ground)
+    lam = [wrenches[i, : c.n_constraints] for i, c in enumerate(contacts)]
+    return qdd, jnp.concatenate(lam) if lam else jnp.zeros((0,), qdd.dtype)
 
 
 def _null_basis(C):
