@@ -3,16 +3,31 @@
     python benchmarks/hamiltonian.py            # batch 10⁴ (a few minutes on 2 cores)
     python benchmarks/hamiltonian.py --quick    # batch 10³
 
-Double pendulum of seed 004, 20 s, rtol = atol = 1e-8. jaxbio: `jit(vmap(simulate))` of the
-segment-tree `HamiltonianSystem` (Tsit5, adaptive), and, for reference, the same Diffrax solve of
-the seed-004 closed-form matrices. scipy: a Python loop of `solve_ivp(DOP853)` on the closed form
-(NumPy), timed on a few trajectories. Compile time is reported separately from run time.
+Double pendulum of seed 004, 20 s, rtol = atol = 1e-8, float64. scipy: a Python loop of
+`solve_ivp(DOP853)` on the closed form (NumPy), timed on a few trajectories. jaxbio, all Diffrax
+solves with a `PIDController(rtol, atol)` (per-trajectory adaptive steps):
+
+* `jit(vmap(simulate))` of the segment-tree `HamiltonianSystem` (Tsit5), at batch 1 and
+  ``--tree-batch`` (default min(batch, 1000): it costs ~0.1 s per trajectory);
+* `jit(vmap(diffeqsolve))` of the seed-004 closed form as written (`dp.accelerations`, Tsit5);
+* `dp.simulate_batch` — the fast path: `dp.vector_field` (2×2 inverse written out, vectorisable
+  `dp.sincos`, accelerations materialised), vmapped, chunked (``lax.map``), and sharded over two
+  CPU devices (``shard_map``; this script asks XLA for 2 host devices before importing jax).
+
+Each row prints compile time, run time per trajectory, the ratio to the solve_ivp loop, mean
+steps, the max |Δθ| against scipy on the first trajectories (chaotic over 20 s: only a rough
+check) and the max energy error |E(T) − E(0)| over the batch (the meaningful accuracy check).
+Last, the cost of one vector-field evaluation (tree vs closed form) and of ∂H/∂q routes.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
+
+# Two host devices for the sharded rows: must be set before jax is imported (never in jaxbio).
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2").strip()
 
 import diffrax
 import jax
@@ -49,11 +64,19 @@ def scipy_rhs(par):
 
 
 def time_scipy(th, om, k):
+    """Per-trajectory time of the solve_ivp loop; final (θ, ω) (k, 4) and mean steps."""
     f = scipy_rhs(dp.Parameters())
     t0 = time.perf_counter()
-    finals = [solve_ivp(f, (0, T), np.concatenate([th[i], om[i]]), method="DOP853", rtol=TOL, atol=TOL).y[:2, -1]
-              for i in range(k)]
-    return (time.perf_counter() - t0) / k, np.array(finals)
+    sols = [solve_ivp(f, (0, T), np.concatenate([th[i], om[i]]), method="DOP853", rtol=TOL, atol=TOL)
+            for i in range(k)]
+    per = (time.perf_counter() - t0) / k
+    return per, np.array([s.y[:, -1] for s in sols]), np.mean([s.t.size - 1 for s in sols])
+
+
+def energy_error(th0, om0, th1, om1):
+    """max |E(T) − E(0)| J over the batch (NumPy, seed-004 energy)."""
+    e = jax.jit(jax.vmap(lambda a, b: dp.energy(dp.Parameters(), a, b)))
+    return float(np.max(np.abs(np.asarray(e(th1, om1)) - np.asarray(e(th0, om0)))))
 
 
 def tree_solver():
@@ -63,7 +86,8 @@ def tree_solver():
     def one(th, om):
         q, qd = dp.to_relative(th, om)
         tr = jb.simulate(system, system.initial_state(q, qd), 0.0, T, rtol=TOL, atol=TOL, max_steps=200_000)
-        return dp.to_absolute(tr.q[-1], tr.qd[-1])[0]
+        th1, om1 = dp.to_absolute(tr.q[-1], tr.qd[-1])
+        return th1, om1, tr.solution.stats["num_steps"]
 
     return jax.jit(jax.vmap(one))
 
@@ -75,18 +99,65 @@ def closed_form_solver():
         sol = diffrax.diffeqsolve(diffrax.ODETerm(lambda t, y, a: (y[1], dp.accelerations(par, *y))), diffrax.Tsit5(),
                                   0.0, T, None, (th, om), stepsize_controller=diffrax.PIDController(rtol=TOL, atol=TOL),
                                   max_steps=200_000)
-        return sol.ys[0][-1]
+        return sol.ys[0][-1], sol.ys[1][-1], sol.stats["num_steps"]
 
     return jax.jit(jax.vmap(one))
 
 
-def time_jax(fn, th, om):
+def fast_solver(chunk_size=None, solver=None):
+    return jax.jit(lambda th, om: dp.simulate_batch(th, om, T, rtol=TOL, atol=TOL, chunk_size=chunk_size,
+                                                    solver=solver))
+
+
+def sharded_solver(chunk_size=None):
+    """`dp.simulate_batch` on each of two CPU devices (half the batch each)."""
+    from jax.sharding import PartitionSpec as P
+
+    mesh = jax.make_mesh((2,), ("batch",), devices=jax.devices()[:2])
+    spec = P("batch")
+    f = jax.shard_map(lambda th, om: dp.simulate_batch(th, om, T, rtol=TOL, atol=TOL, chunk_size=chunk_size),
+                      mesh=mesh, in_specs=(spec, spec), out_specs=(spec, spec, spec), check_vma=False)
+    sharding = jax.sharding.NamedSharding(mesh, spec)
+    return jax.jit(f), sharding
+
+
+def time_jax(fn, th, om, sharding=None):
+    """Compile time, run time per trajectory (first run after compiling) and the outputs."""
+    if sharding is not None:
+        th, om = jax.device_put(th, sharding), jax.device_put(om, sharding)
     t0 = time.perf_counter()
     compiled = fn.lower(th, om).compile()
     compile_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     out = jax.block_until_ready(compiled(th, om))
-    return compile_s, (time.perf_counter() - t0) / len(th), np.asarray(out)
+    return compile_s, (time.perf_counter() - t0) / len(th), [np.asarray(x) for x in out]
+
+
+def vector_field_costs(batch=10_000):
+    """ns per state of one vector-field evaluation, jit(vmap) over a batch of states."""
+    from jaxbio import hamiltonian as ham
+
+    tree = jb.load_model("double_pendulum", dtype=jnp.float64)
+    system = jb.HamiltonianSystem(tree)
+    th, om = (jnp.asarray(x) for x in initial_states(batch))
+    ys = jax.vmap(lambda a, b: system.initial_state(*dp.to_relative(a, b)))(th, om)
+    par = dp.Parameters()
+    cases = {
+        "tree HamiltonianSystem.vector_field": (lambda y: system.vector_field(0.0, y), (ys,)),
+        "  of which velocities (M, Cholesky)": (lambda y: ham.velocities(tree, y["q"], y["p"]), (ys,)),
+        "  of which dH_dq": (lambda y: ham.dH_dq(tree, y["q"], y["p"]), (ys,)),
+        "  of which mass_matrix": (lambda y: jb.mass_matrix(tree, y["q"]), (ys,)),
+        "closed form dp.accelerations (linalg.solve)": (lambda a, b: dp.accelerations(par, a, b), (th, om)),
+        "closed form dp.vector_field (fast)": (lambda a, b: dp.vector_field(0.0, (*a, *b), par), (th, om)),
+    }
+    print(f"vector field, jit(vmap) over {batch} states (ns / state):")
+    for label, (f, args) in cases.items():
+        c = jax.jit(jax.vmap(f)).lower(*args).compile()
+        jax.block_until_ready(c(*args))
+        t0 = time.perf_counter()
+        for _ in range(10):
+            jax.block_until_ready(c(*args))
+        print(f"  {label:46s} {(time.perf_counter() - t0) / 10 / batch * 1e9:9.1f}")
 
 
 def dH_dq_routes(batch=1000):
@@ -120,23 +191,42 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="batch 10³ instead of 10⁴")
     ap.add_argument("--batch", type=int, default=None)
+    ap.add_argument("--tree-batch", type=int, default=None, help="batch of the tree rows (default min(batch, 1000))")
     ap.add_argument("--scipy-trajectories", type=int, default=5)
     args = ap.parse_args()
     n = args.batch or (1_000 if args.quick else 10_000)
+    n_tree = args.tree_batch or min(n, 1_000)
     th, om = initial_states(n)
-    print(f"double pendulum (seed 004), {T:.0f} s, rtol = atol = {TOL:g}, float64, backend {jax.default_backend()}")
+    print(f"double pendulum (seed 004), {T:.0f} s, rtol = atol = {TOL:g}, float64, backend {jax.default_backend()}, "
+          f"{len(jax.devices())} devices, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}")
     k = args.scipy_trajectories
-    t_sp, ref = time_scipy(th, om, k)
-    print(f"scipy solve_ivp DOP853 loop ({k} trajectories): {t_sp * 1e3:9.2f} ms / trajectory")
+    t_sp, ref, sp_steps = time_scipy(th, om, k)
+    e_sp = energy_error(th[:k], om[:k], ref[:, :2], ref[:, 2:])
+    print(f"{'scipy solve_ivp DOP853 loop':44s} batch {k:6d}: {'':15s} {t_sp * 1e3:9.3f} ms / trajectory, "
+          f"{1.0:7.1f}× solve_ivp, {sp_steps:6.0f} steps, {'':10s} max |ΔE| {e_sp:.1e} J")
+    chunk = 1_000 if n >= 2_000 else max(1, n // 4)
     rows = []
-    for name, fn in (("jaxbio HamiltonianSystem (tree), Tsit5", tree_solver()),
-                     ("Diffrax on the closed form, Tsit5", closed_form_solver())):
-        for batch in (1, n):
-            c, per, out = time_jax(fn, jnp.asarray(th[:batch]), jnp.asarray(om[:batch]))
-            err = np.max(np.abs(np.angle(np.exp(1j * (out[:k] - ref[: min(k, batch)]))))) if batch >= 1 else np.nan
-            rows.append((name, batch, c, per))
-            print(f"{name:42s} batch {batch:6d}: compile {c:6.2f} s, {per * 1e3:9.3f} ms / trajectory, "
-                  f"{t_sp / per:7.1f}× solve_ivp   (max |Δθ| vs scipy on {min(k, batch)}: {err:.1e} rad, chaotic)")
+    cases = [("jaxbio HamiltonianSystem (tree), Tsit5", tree_solver(), None, (1, n_tree)),
+             ("Diffrax on the closed form, Tsit5", closed_form_solver(), None, (1, n)),
+             ("dp.simulate_batch (fast), Tsit5", fast_solver(), None, (1, n)),
+             (f"dp.simulate_batch, Tsit5, chunks of {chunk}", fast_solver(chunk), None, (n,)),
+             ("dp.simulate_batch (fast), Dopri8", fast_solver(solver=diffrax.Dopri8()), None, (n,))]
+    if len(jax.devices()) >= 2:
+        f2, sharding = sharded_solver()
+        cases.append(("dp.simulate_batch, Tsit5, 2 devices", f2, sharding, (n - n % 2,)))
+        f2c, sharding = sharded_solver(chunk // 2)
+        cases.append((f"dp.simulate_batch, Tsit5, 2 dev., chunks {chunk // 2}", f2c, sharding, (n - n % 2,)))
+    for name, fn, sharding, batches in cases:
+        for batch in batches:
+            c, per, (th1, om1, steps) = time_jax(fn, jnp.asarray(th[:batch]), jnp.asarray(om[:batch]), sharding)
+            m = min(k, batch)
+            err = np.max(np.abs(np.angle(np.exp(1j * (th1[:m] - ref[:m, :2])))))
+            e_err = energy_error(th[:batch], om[:batch], th1, om1)
+            rows.append((name, batch, c, per, t_sp / per))
+            print(f"{name:44s} batch {batch:6d}: compile {c:5.2f} s, {per * 1e3:9.3f} ms / trajectory, "
+                  f"{t_sp / per:7.1f}× solve_ivp, {np.mean(steps):6.0f} steps, max |Δθ| {err:.1e} rad, "
+                  f"max |ΔE| {e_err:.1e} J", flush=True)
+    vector_field_costs()
     dH_dq_routes()
     return rows
 
