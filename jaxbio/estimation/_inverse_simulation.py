@@ -64,6 +64,8 @@ from jaxbio.dynamics.kinematics import segment_motion
 from jaxbio.dynamics.mass_matrix import bias_forces, mass_matrix
 from jaxbio.estimation.pseudoinverse import PseudoinverseSolution, clamped_pseudoinverse
 from jaxbio.muscles.geometry import MusclePaths, moment_arms
+from jaxbio.planar.absolute import GroundContact
+from jaxbio.planar.reactions import constrained_forward_dynamics as planar_cfd
 from jaxbio.tree import SegmentTree
 
 __all__ = [
@@ -272,9 +274,6 @@ def constrained_forward_dynamics(
     `jaxbio.planar.constrained_forward_dynamics` (a flat contact is its weld), with its checks for
     redundant or singular contact sets.
     """
-    from jaxbio.planar.absolute import GroundContact
-    from jaxbio.planar.reactions import constrained_forward_dynamics as planar_cfd
-
     contacts = _check_contacts(tree, contacts)
     ground = [GroundContact(c.segment, c.point, weld=c.flat) for c in contacts]
     qdd, wrenches = planar_cfd(tree, q, qd, tau, ground)
