@@ -17,10 +17,12 @@ from __future__ import annotations
 
 from typing import Optional
 
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import quaternion as quat
+from jaxbio.dynamics._batched import inverse_dynamics_batch
 from jaxbio.dynamics._checks import public, as_external, as_state, finite
 from jaxbio.dynamics._levels import backward_pass, levels_of
 from jaxbio.dynamics import _soa as soa
@@ -98,7 +100,10 @@ def inverse_dynamics(
         from its parent, positive along the joint axis.
     """
     q, qd, qdd, external = _inputs(tree, q, qd, qdd, external, check)
-    tau = rnea(tree, q, qd, qdd, external)[0]
+    if external is None:
+        tau = _TAU(tree, q, qd, qdd)
+    else:
+        tau = _TAU_EXTERNAL(tree, q, qd, qdd, *external)
     return _out(tau, "inverse_dynamics result", check)
 
 
@@ -122,6 +127,53 @@ def segment_wrenches(
     q, qd, qdd, external = _inputs(tree, q, qd, qdd, external, check)
     _, forces, moments = rnea(tree, q, qd, qdd, external)
     return _out(forces, "segment forces", check), _out(moments, "segment moments", check)
+
+
+def _batchable(with_external: bool):
+    """``tau`` of one state by the per-state recursion, except under `jax.vmap`, which runs the
+    batch-last kernel of `jaxbio.dynamics._batched` (same numbers to round-off, several times
+    faster on CPU; see that module).
+
+    `jax.custom_batching.custom_vmap` picks the kernel when the states are batched and the tree
+    is not; a batched tree (``vmap`` over subjects) goes to ``vmap`` of the per-state recursion.
+    ``custom_vmap`` has no reverse-mode rule, so the whole is wrapped in a `jax.custom_jvp` whose
+    rule is the per-state recursion's own ``jvp``: ``grad``, ``jacfwd``/``jacrev`` and their
+    batched forms differentiate the per-state recursion, exactly as before.
+    """
+    if with_external:
+        def plain(tree, q, qd, qdd, fext, mext):
+            return rnea(tree, q, qd, qdd, (fext, mext))[0]
+    else:
+        def plain(tree, q, qd, qdd):
+            return rnea(tree, q, qd, qdd)[0]
+
+    batched = jax.custom_batching.custom_vmap(plain)
+
+    @batched.def_vmap
+    def _rule(axis_size, in_batched, tree, *states):
+        tree_batched, *states_batched = in_batched
+
+        def full(x, b):
+            return x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x))
+
+        states = [full(x, b) for x, b in zip(states, states_batched)]
+        if any(jax.tree_util.tree_leaves(tree_batched)):
+            tree = jax.tree_util.tree_map(full, tree, tree_batched)
+            return jax.vmap(plain)(tree, *states), True
+        external = (states[3], states[4]) if with_external else None
+        return inverse_dynamics_batch(tree, *states[:3], external), True
+
+    fn = jax.custom_jvp(batched)
+
+    @fn.defjvp
+    def _jvp(primals, tangents):
+        return jax.jvp(plain, primals, tangents)
+
+    return fn
+
+
+_TAU = _batchable(with_external=False)
+_TAU_EXTERNAL = _batchable(with_external=True)
 
 
 def _inputs(tree, q, qd, qdd, external, check):

@@ -1,0 +1,166 @@
+"""`jax.vmap(jb.inverse_dynamics)` runs a separate batch-last kernel (`jaxbio.dynamics._batched`).
+
+It must give what the per-state recursion gives, state by state, under every way a user batches
+and differentiates it, and what Pinocchio gives. References: a Python loop of unbatched calls,
+`pin.rnea` state by state, finite differences.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxbio as jb
+from jaxbio.dynamics._batched import CPU_CHUNK, chunk_size, inverse_dynamics_batch
+from jaxbio.model import model_path
+
+MODELS = ("double_pendulum", "arm7", "sagittal11", "wholebody", "arm26")
+BATCH = CPU_CHUNK * 2 + 37  # three chunks on CPU, the last one padded
+
+
+def states(n: int, batch: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    q = rng.uniform(-2.0, 2.0, (batch, n))
+    qd = rng.uniform(-3.0, 3.0, (batch, n))
+    qdd = rng.uniform(-10.0, 10.0, (batch, n))
+    fext = rng.normal(size=(batch, n, 3)) * 20.0
+    mext = rng.normal(size=(batch, n, 3)) * 5.0
+    return q, qd, qdd, fext, mext
+
+
+def rel(a, b) -> float:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1.0))
+
+
+def batched(tree, *args, in_axes=(None, 0, 0, 0)):
+    return jax.jit(jax.vmap(jb.inverse_dynamics, in_axes=in_axes))(tree, *args)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_vmap_equals_loop_of_single_states(name):
+    tree = jb.load_model(name, dtype=jnp.float64)
+    q, qd, qdd, fext, mext = states(tree.nq, BATCH)
+    one = jax.jit(jb.inverse_dynamics)
+    one_ext = jax.jit(lambda t, a, b, c, f, m: jb.inverse_dynamics(t, a, b, c, (f, m)))
+    want = np.stack([one(tree, q[i], qd[i], qdd[i]) for i in range(BATCH)])
+    want_ext = np.stack([one_ext(tree, q[i], qd[i], qdd[i], fext[i], mext[i]) for i in range(BATCH)])
+    got = batched(tree, q, qd, qdd)
+    got_ext = jax.jit(jax.vmap(lambda a, b, c, f, m: jb.inverse_dynamics(tree, a, b, c, (f, m))))(
+        q, qd, qdd, fext, mext)
+    assert rel(got, want) < 1e-12
+    assert rel(got_ext, want_ext) < 1e-12
+    assert np.abs(np.asarray(got_ext) - np.asarray(got)).max() > 1e-3  # the external wrench is used
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 64, None])
+def test_every_chunk_size_gives_the_same_result(chunk):
+    tree = jb.load_model("wholebody", dtype=jnp.float64)
+    q, qd, qdd, fext, mext = states(tree.nq, 150, seed=1)
+    want = np.asarray(batched(tree, q, qd, qdd))
+    got = jax.jit(lambda *a: inverse_dynamics_batch(tree, *a, chunk=chunk))(q, qd, qdd)
+    assert rel(got, want) < 1e-13
+
+
+def test_chunk_size_rule():
+    assert chunk_size(10, "cpu") == 10
+    assert chunk_size(10**5, "cpu") == CPU_CHUNK
+    assert chunk_size(10**5, "gpu") == 10**5
+
+
+def test_vmap_against_pinocchio():
+    pin = pytest.importorskip("pinocchio")
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import pinocchio_ref as ref
+
+    for name in ("arm7", "wholebody"):
+        d = json.loads(model_path(name).read_text())
+        tree = jb.SegmentTree.from_dict(d, dtype=jnp.float64)
+        model = ref.build_pinocchio_model(d)
+        q, qd, qdd, fext, mext = states(tree.nq, 40, seed=2)
+        got = jax.jit(jax.vmap(lambda a, b, c, f, m: jb.inverse_dynamics(tree, a, b, c, (f, m))))(
+            q, qd, qdd, fext, mext)
+        want = np.stack([ref.pin_inverse_dynamics(model, q[i], qd[i], qdd[i], fext[i], mext[i])
+                         for i in range(len(q))])
+        assert rel(got, want) < 1e-10, name
+    del pin
+
+
+def test_partly_batched_arguments_and_nested_vmap():
+    tree = jb.load_model("arm7", dtype=jnp.float64)
+    q, qd, qdd, _, _ = states(tree.nq, 60, seed=3)
+    want = np.asarray(batched(tree, q, np.broadcast_to(qd[0], q.shape), qdd))
+    got = batched(tree, q, qd[0], qdd, in_axes=(None, 0, None, 0))
+    assert rel(got, want) < 1e-14
+    nested = jax.vmap(jax.vmap(jb.inverse_dynamics, in_axes=(None, 0, 0, 0)), in_axes=(None, 0, 0, 0))
+    got2 = nested(tree, q.reshape(3, 20, -1), qd.reshape(3, 20, -1), qdd.reshape(3, 20, -1))
+    assert rel(np.asarray(got2).reshape(60, -1), batched(tree, q, qd, qdd)) < 1e-14
+
+
+def test_vmap_over_subjects_uses_each_tree():
+    tree = jb.load_model("sagittal11", dtype=jnp.float64)
+    q, qd, qdd, _, _ = states(tree.nq, 3, seed=4)
+    scale = jnp.asarray([0.8, 1.0, 1.3])
+    trees = jax.vmap(lambda s: jax.tree_util.tree_map(lambda x: x * s, tree))(scale)
+    got = jax.vmap(jb.inverse_dynamics)(trees, q, qd, qdd)
+    for i in range(3):
+        t = jax.tree_util.tree_map(lambda x: x * scale[i], tree)
+        assert rel(got[i], jb.inverse_dynamics(t, q[i], qd[i], qdd[i])) < 1e-13
+
+
+def test_gradients_through_vmap_match_finite_differences():
+    tree = jb.load_model("arm7", dtype=jnp.float64)
+    q, qd, qdd, _, _ = states(tree.nq, 20, seed=5)
+    w = np.random.default_rng(6).normal(size=(20, tree.nq))
+
+    def loss(masses, q):
+        t = jax.tree_util.tree_map(lambda x: x, tree)
+        t = jb.SegmentTree(axes=t.axes, origins=t.origins, orientations=t.orientations, masses=masses,
+                           coms=t.coms, inertias=t.inertias, gravity=t.gravity, names=t.names,
+                           parents=t.parents, joint_types=t.joint_types, name=t.name)
+        return jnp.sum(w * jax.vmap(jb.inverse_dynamics, in_axes=(None, 0, 0, 0))(t, q, qd, qdd))
+
+    gm, gq = jax.grad(loss, argnums=(0, 1))(tree.masses, jnp.asarray(q))
+    h = 1e-6
+    for k in (0, 3, 6):
+        dm = np.zeros(tree.nq)
+        dm[k] = h
+        fd = (loss(tree.masses + dm, q) - loss(tree.masses - dm, q)) / (2 * h)
+        assert abs(gm[k] - fd) <= 1e-6 * max(1.0, abs(fd))
+    dq = np.zeros_like(q)
+    dq[4, 2] = h
+    fd = (loss(tree.masses, q + dq) - loss(tree.masses, q - dq)) / (2 * h)
+    assert abs(gq[4, 2] - fd) <= 1e-6 * max(1.0, abs(fd))
+    # vmap of jacfwd (batched forward mode) equals jacfwd state by state
+    J = jax.vmap(jax.jacfwd(jb.inverse_dynamics, argnums=1), in_axes=(None, 0, 0, 0))(tree, q[:3], qd[:3], qdd[:3])
+    for i in range(3):
+        assert rel(J[i], jax.jacfwd(jb.inverse_dynamics, argnums=1)(tree, q[i], qd[i], qdd[i])) < 1e-13
+
+
+def test_float32_batch_close_to_float64():
+    tree = jb.load_model("wholebody", dtype=jnp.float64)
+    q, qd, qdd, _, _ = states(tree.nq, 200, seed=7)
+    x32 = [jnp.asarray(x, jnp.float32) for x in (q, qd, qdd)]
+    got = batched(tree.astype(jnp.float32), *x32)
+    assert got.dtype == jnp.float32
+    want = batched(tree, *[np.asarray(x, np.float64) for x in x32])
+    err = np.linalg.norm(np.asarray(got, np.float64) - want, axis=1) / np.maximum(np.linalg.norm(want, axis=1), 1.0)
+    assert err.max() < 1e-4
+
+
+def test_nan_state_gives_nan_unchecked_and_raises_checked():
+    tree = jb.load_model("arm7", dtype=jnp.float64)
+    q, qd, qdd, _, _ = states(tree.nq, 10, seed=8)
+    q[3, 2] = np.nan
+    tau = np.asarray(batched(tree, q, qd, qdd))
+    assert np.all(np.isnan(tau[3, 2:]))  # the NaN reaches that state's torques, never a plausible number
+    assert np.all(np.isfinite(np.delete(tau, 3, axis=0)))  # and no other state's
+    f = jax.jit(jax.vmap(lambda a, b, c: jb.inverse_dynamics(tree, a, b, c, check=True)))
+    with pytest.raises(Exception, match="q contains NaN or inf"):
+        jax.block_until_ready(f(q, qd, qdd))
