@@ -6,25 +6,31 @@ arrays much larger than the caches. This module computes the same quantities (se
 global frame, attitudes by quaternion, levels as in seed 001 §3.3) for a whole batch with the
 batch as the *last*, contiguous axis:
 
-- the batch is cut into chunks of ``C`` states (`chunk_size`; 128 on CPU, the whole batch on
+- the batch is cut into chunks of ``C`` states (`chunk_size`; 256 on CPU, the whole batch on
   GPU), processed one after another by `jax.lax.map`, so that a chunk's working set stays in
   cache;
-- inside a chunk every quantity is a tuple of ``(K, C)`` arrays (``K`` the widest level): the
-  proximal → distal pass is a `jax.lax.scan` over levels that gathers each member's parent row,
-  the distal → proximal pass a reverse scan that gathers each member's children rows; the
-  segments' own wrenches are computed for all segments at once between the two passes, in each
-  segment's own frame (``I`` is applied there, so ``R I Rᵀ`` is never formed);
+- inside a chunk every quantity is a tuple of ``(K, C)`` arrays, one per component (``K`` slots
+  of one tree level). The proximal → distal pass is a `jax.lax.scan` over levels that gathers
+  each member's parent row and also computes each member's own wrench, in the segment's frame
+  (``I`` applied there, so ``R I Rᵀ`` is never formed); the distal → proximal pass is a reverse
+  scan that gathers each member's children rows and ends with the joint torque;
+- levels are grouped into *phases* (`schedule`), each padded to its own width: one scan per
+  level would multiply compile time, one scan for all levels pads every level to the widest
+  (the whole body: 65 slots for 28 segments; with phases, 29);
 - on CPU, stages whose results are used several times are *materialised* (`_keep`): XLA's CPU
   fusion otherwise recomputes a shared intermediate (a rotation matrix, a parent's motion) in
   every fusion that consumes it. `jax.lax.optimization_barrier` does not stop this on CPU (the
   barrier is removed before fusion); a `jax.lax.cond` does, because a conditional is a boundary
   that fusion does not cross. ``_keep`` is such a ``cond`` whose predicate is always true at run
-  time but unknown to the compiler.
+  time but unknown to the compiler. Each materialised array is one runtime call, so only the
+  stages that paid for themselves when measured are kept;
 - ``sin``/``cos`` of the joint angles use `jaxbio._sincos.sincos` on CPU (vectorised; XLA's CPU
   ``sin``/``cos`` call libm once per element).
 
-Measured on 2 cores, float64, batch 10⁵ (``python benchmarks/inverse_dynamics.py``): arm7
-0.75 µs/state against 1.17 for ``vmap`` of the per-state recursion, whole body 4.9 against 18.7.
+Measured on 2 cores, float64, batch 10⁵ (``python benchmarks/inverse_dynamics.py`` has the
+table with Pinocchio): arm7 about 0.65 µs/state against 1.17 for ``vmap`` of the per-state
+recursion, the whole body about 2.8 against 18.7; most of the rest is XLA's per-call runtime
+overhead and one busy core (two host devices with `jax.shard_map` halve it).
 
 Differentiation is not defined here: `jaxbio.dynamics.rnea` routes `jax.vmap` to this module and
 everything else (``jvp``, ``grad``, a batched tree) to the per-state recursion.
@@ -42,7 +48,7 @@ from jaxbio._sincos import sincos
 from jaxbio.dynamics import _soa as soa
 from jaxbio.tree import SegmentTree
 
-CPU_CHUNK = 128  # states per chunk on CPU: measured best of 64–4096 (arm7 and wholebody, 2 cores)
+CPU_CHUNK = 256  # states per chunk on CPU: measured best of 64–4096 (arm7 and wholebody, 2 cores)
 
 
 def chunk_size(batch: int, backend: str | None = None) -> int:
@@ -164,12 +170,8 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, token, keep_on: bool, fast
     dt = q.dtype
     sched = schedule(tree.parents)
 
-    def by_level(t, ph):  # tuple of (n, C) -> tuple of (len, K, C)
+    def by_level(t, ph):  # tuple of (n, ...) -> tuple of (len, K, ...)
         return tuple(x[ph.members] for x in t)
-
-    def to_segments(parts):  # per phase tuples of (len, K, C) -> tuple of (n, C)
-        flat = [jnp.concatenate([p[k].reshape(-1, C) for p in parts], 0) for k in range(len(parts[0]))]
-        return tuple(x[sched.slot] for x in flat)
 
     rev = jnp.asarray(np.asarray([j == "revolute" for j in tree.joint_types]), dt)[:, None]
     orient = _col(tree.orientations.astype(dt))
@@ -179,29 +181,45 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, token, keep_on: bool, fast
     s, c = keep(sincos(half) if fast_trig else (jnp.sin(half), jnp.cos(half)))
     local_q = soa.qmul(orient, (c, s * axis[0], s * axis[1], s * axis[2]))
     local_t = soa.add(_col(tree.origins.astype(dt)), soa.scale(axis_in_parent, q * (1 - rev)))
-    full = lambda x: jnp.broadcast_to(x, (n, C))  # noqa: E731
-    per_segment = local_q + local_t + tuple(map(full, axis_in_parent)) + (qd, qdd, full(rev))
+    varying = local_q + local_t + (qd, qdd)  # (n, C) each
+    if fext is not None:
+        varying = varying + fext + mext
+    # per-segment constants stay (n, 1): axis in parent, revolute flag, COM, mass, inertia
+    constant = axis_in_parent + (rev,) + _col(tree.coms.astype(dt)) + (tree.masses.astype(dt)[:, None],) \
+        + _col(tree.inertias.astype(dt).reshape(n, 9))
 
     def forward(parent_level, x):
-        loc, pp = x
-        lq, lt, sa, (qd_, qdd_, r) = loc[0:4], loc[4:7], loc[7:10], loc[10:13]
-        P = keep(_rows(parent_level, pp))
+        var, cst, pp = x
+        lq, lt, (qd_, qdd_) = var[0:4], var[4:7], var[7:9]
+        sa, r, com, mass, inertia = cst[0:3], cst[3], cst[4:7], cst[7], cst[8:17]
+        P = _rows(parent_level, pp)
         att_p, w_p, al_p, acc_p = P[0:4], P[4:7], P[7:10], P[10:13]
         Rp, att = keep((_qmat(att_p), soa.qmul(att_p, lq)))
         off, s_w = keep((soa.matvec(Rp, lt), soa.matvec(Rp, sa)))
         sqd, sqdd = soa.scale(s_w, qd_), soa.scale(s_w, qdd_)
-        w_x_sqd, w_x_off = keep((soa.cross(w_p, sqd), soa.cross(w_p, off)))
+        w_x_sqd, w_x_off = (soa.cross(w_p, sqd), soa.cross(w_p, off))
         w = soa.add(w_p, soa.scale(sqd, r))
         al = soa.add(al_p, soa.scale(soa.add(sqdd, w_x_sqd), r))
         acc = soa.add(soa.add(acc_p, soa.cross(al_p, off)), soa.cross(w_p, w_x_off))
         acc = soa.add(acc, soa.scale(soa.add(sqdd, soa.scale(w_x_sqd, 2.0)), 1 - r))
         new = keep(att + w + al + acc)
-        return new, new + off + s_w
+        att, w, al, acc = new[0:4], new[4:7], new[7:10], new[10:13]
+        # own wrench, in the segment's frame: m (a_C − g) and I α + ω × I ω + c × f
+        R = keep(_qmat(att))
+        wb, alb, accb = keep((_mat_t_vec(R, w), _mat_t_vec(R, al), _mat_t_vec(R, acc)))
+        w_x_c = soa.cross(wb, com)
+        a_com = soa.add(accb, soa.add(soa.cross(alb, com), soa.cross(wb, w_x_c)))
+        fb, Iw, Ia = (soa.scale(a_com, mass), soa.matvec(inertia, wb), soa.matvec(inertia, alb))
+        mb = soa.add(soa.add(Ia, soa.cross(wb, Iw)), soa.cross(com, fb))
+        f, m = soa.matvec(R, fb), soa.matvec(R, mb)
+        if fext is not None:
+            f, m = soa.sub(f, var[9:12]), soa.sub(m, var[12:15])
+        return new, keep(f + m + off + s_w)
 
     g = tree.gravity.astype(dt)
     carry = (1.0, 0.0, 0.0, 0.0) + (0.0,) * 6 + (-g[0], -g[1], -g[2])  # the world, as level "-1"
     carry = tuple(jnp.full((1, C), v, dt) for v in carry)
-    parts = []
+    own = []
     for ph in sched.phases:
         K = ph.members.shape[1]
         # the first level's parents are gathered into the carry here (numpy index arrays are
@@ -209,40 +227,24 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, token, keep_on: bool, fast
         first = ph.parent_pos[0] if ph is not sched.phases[0] else np.zeros(K, np.int64)
         carry = _rows(carry, first.copy())
         pp = np.concatenate([np.arange(K)[None], ph.parent_pos[1:]], 0)
-        carry, ys = lax.scan(forward, carry, (by_level(per_segment, ph), jnp.asarray(pp)))
-        parts.append(ys)
-    ys = to_segments(parts)
-    att, w, al, acc, off, s_w = ys[0:4], ys[4:7], ys[7:10], ys[10:13], ys[13:16], ys[16:19]
-
-    # own wrenches of all segments, in each segment's frame: m (a_C − g) and I α + ω × I ω + c × f
-    R = keep(_qmat(att))
-    wb, alb, accb = keep((_mat_t_vec(R, w), _mat_t_vec(R, al), _mat_t_vec(R, acc)))
-    com = _col(tree.coms.astype(dt))
-    inertia = _col(tree.inertias.astype(dt).reshape(n, 9))
-    w_x_c = keep(soa.cross(wb, com))
-    a_com = soa.add(accb, soa.add(soa.cross(alb, com), soa.cross(wb, w_x_c)))
-    fb, Iw, Ia = keep((soa.scale(a_com, tree.masses.astype(dt)[:, None]),
-                       soa.matvec(inertia, wb), soa.matvec(inertia, alb)))
-    mb = keep(soa.add(soa.add(Ia, soa.cross(wb, Iw)), soa.cross(com, fb)))
-    f, m = soa.matvec(R, fb), soa.matvec(R, mb)
-    if fext is not None:
-        f, m = soa.sub(f, fext), soa.sub(m, mext)
-    own = f + m + off
+        carry, ys = lax.scan(forward, carry, (by_level(varying, ph), by_level(constant, ph), jnp.asarray(pp)))
+        own.append(ys)  # per level: own force, own moment, offset from the parent, joint axis
 
     def backward(child_level, x):
-        loc, rounds = x
+        loc, r, rounds = x
         tot = list(loc[:6])
-        for r in range(rounds.shape[0]):  # round r brings each parent its r-th child (last row: none)
-            tot = [t + u for t, u in zip(tot, _rows(child_level, rounds[r]))]
+        for k in range(rounds.shape[0]):  # round k brings each parent its k-th child (last row: none)
+            tot = [t + u for t, u in zip(tot, _rows(child_level, rounds[k]))]
         tot = keep(tuple(tot))
-        fo, mo = tot[:3], tot[3:]
-        up = fo + soa.add(mo, soa.cross(loc[6:9], fo))  # about the parent's origin
+        fo, mo, off, s_w = tot[:3], tot[3:], loc[6:9], loc[9:12]
+        up = fo + soa.add(mo, soa.cross(off, fo))  # about the parent's origin
         zero = jnp.zeros((1, C), dt)
-        return tuple(jnp.concatenate([u, zero], 0) for u in up), tot
+        tau = r * soa.dot(s_w, mo) + (1 - r) * soa.dot(s_w, fo)
+        return tuple(jnp.concatenate([u, zero], 0) for u in up), tau
 
     parts = []
     carry = None
-    for ph in reversed(sched.phases):
+    for ph, loc in zip(reversed(sched.phases), reversed(own)):
         K = ph.members.shape[1]
         rounds = np.where(ph.rounds < 0, K, ph.rounds)  # row K of the carry: zeros
         if carry is None:
@@ -250,17 +252,17 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, token, keep_on: bool, fast
         else:  # the next phase's first level: sum each last-level slot's children here
             sums = [jnp.zeros((K, C), dt) for _ in range(6)]
             none = carry[0].shape[0] - 1  # that phase's zero row
-            for r in range(rounds.shape[1]):
-                idx = np.where(ph.rounds[-1, r] < 0, none, ph.rounds[-1, r])
+            for k in range(rounds.shape[1]):
+                idx = np.where(ph.rounds[-1, k] < 0, none, ph.rounds[-1, k])
                 sums = [a + b for a, b in zip(sums, _rows(carry, idx))]
             carry = tuple(jnp.concatenate([x, jnp.zeros((1, C), dt)], 0) for x in keep(tuple(sums)))
             last = np.full(rounds.shape[1:], K, np.int64)
             last[0] = np.arange(K)  # the last level reads those sums, once
             rounds = np.concatenate([rounds[:-1], last[None]], 0)
-        carry, tots = lax.scan(backward, carry, (by_level(own, ph), jnp.asarray(rounds)), reverse=True)
-        parts.append(tots)
-    tots = to_segments(parts[::-1])
-    return rev * soa.dot(s_w, tots[3:]) + (1 - rev) * soa.dot(s_w, tots[:3])
+        carry, tau = lax.scan(backward, carry, (loc, by_level((rev,), ph)[0], jnp.asarray(rounds)), reverse=True)
+        parts.append(tau)
+    flat = jnp.concatenate([t.reshape(-1, C) for t in parts[::-1]], 0)  # (slots, C)
+    return flat[sched.slot]
 
 
 def inverse_dynamics_batch(tree: SegmentTree, q, qd, qdd, external=None, *, chunk: int | None = None):
