@@ -12,6 +12,11 @@ reported separately; steady-state time best of k after a warm-up call, with
 - ``pin.rnea`` called in a Python loop (one thread; timed on ``min(B, 20000)`` states, per state);
 - ``pin.rneaInParallel`` on 2 threads (C++ batch; Fortran-ordered ``(nv, B)`` arrays).
 
+It also times the same ``vmap`` split over two CPU devices with `jax.shard_map` (one chunk of
+the batch per core; this script asks XLA for 2 host devices before importing jax, which a library
+never does): the single-device figure uses about one core, like the ``pin.rnea`` loop, while
+``rneaInParallel`` uses two.
+
 The ratios are Pinocchio time / jaxbio time per state: above 1 means jaxbio is faster. Before
 timing, the script checks that jaxbio and Pinocchio give the same ``tau`` (float64) and prints the
 largest difference. It also reports the trace and compile time for a random 100-segment chain.
@@ -35,7 +40,9 @@ import sys
 import time
 from pathlib import Path
 
-import jax
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2").strip()
+
+import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)  # the script's choice; the library never does this
 
@@ -138,6 +145,37 @@ def from_pin_order(model, x: np.ndarray) -> np.ndarray:
 def batched_inverse_dynamics():
     """``jit(vmap(inverse_dynamics))`` over states, the tree shared."""
     return jax.jit(jax.vmap(jb.inverse_dynamics, in_axes=(None, 0, 0, 0)))
+
+
+def two_device_inverse_dynamics(tree):
+    """``jit(shard_map(vmap(inverse_dynamics)))`` over a mesh of two CPU devices (batch split in
+    halves), or None when fewer than two CPU devices exist or the backend is not the CPU.
+
+    ``check_vma=False``: the per-state recursion's scan carries start from constants, which
+    shard_map's varying-axis check rejects; the computation is per state, so nothing is lost."""
+    devices = jax.devices()
+    if jax.default_backend() != "cpu" or len(devices) < 2:
+        return None, None
+    mesh = jax.sharding.Mesh(np.array(devices[:2]), ("batch",))
+    spec = jax.sharding.PartitionSpec("batch")
+    per = jax.vmap(jb.inverse_dynamics, in_axes=(None, 0, 0, 0))
+    fn = jax.jit(jax.shard_map(lambda q, qd, qdd: per(tree, q, qd, qdd), mesh=mesh,
+                               in_specs=(spec,) * 3, out_specs=spec, check_vma=False))
+    return fn, jax.sharding.NamedSharding(mesh, spec)
+
+
+def time_two_devices(tree, q, qd, qdd) -> dict | None:
+    """µs per state and compile time of `two_device_inverse_dynamics` (even batches ≥ 2)."""
+    fn, sharding = two_device_inverse_dynamics(tree)
+    if fn is None or q.shape[0] < 2 or q.shape[0] % 2:
+        return None
+    args = [jax.device_put(jnp.asarray(x), sharding) for x in (q, qd, qdd)]
+    t0 = time.perf_counter()
+    fn.lower(*args).compile()
+    compile_s = time.perf_counter() - t0
+    tau = jax.block_until_ready(fn(*args))
+    per_call = best_time(lambda: jax.block_until_ready(fn(*args)))
+    return {"compile_s": compile_s, "us_per_state": 1e6 * per_call / q.shape[0], "tau": np.asarray(tau)}
 
 
 def compile_times(fn, *args) -> tuple[float, float]:
@@ -264,6 +302,7 @@ def bench_model(name: str, batches) -> dict:
     for batch in batches:
         qb, qdb, qddb = q[:batch], qd[:batch], qdd[:batch]
         jx = time_jax(tree, qb, qdb, qddb)
+        two = time_two_devices(tree, qb, qdb, qddb)
         qp, vp, ap = (to_pin_order(model, x) for x in (qb, qdb, qddb))
         loop_us = time_pin_loop(model, qp, vp, ap)
         par_us, tau_par = time_pin_parallel(model, qp, vp, ap)
@@ -279,6 +318,11 @@ def bench_model(name: str, batches) -> dict:
             "ratio_vs_loop": loop_us / jx["us_per_state"],
             "ratio_vs_parallel": par_us / jx["us_per_state"],
             "max_abs_diff_vs_parallel": batch_err,
+            "jax_2dev_us_per_state": None if two is None else two["us_per_state"],
+            "jax_2dev_compile_s": None if two is None else two["compile_s"],
+            "ratio_2dev_vs_loop": None if two is None else loop_us / two["us_per_state"],
+            "ratio_2dev_vs_parallel": None if two is None else par_us / two["us_per_state"],
+            "max_abs_diff_2dev_vs_1dev": None if two is None else float(np.max(np.abs(two["tau"] - jx["tau"]))),
         })
     return {"model": name, "dof": n, "max_abs_diff_vs_rnea": check_err, "max_abs_tau": tau_scale,
             "rows": rows}
@@ -338,6 +382,13 @@ def print_model_table(result: dict) -> None:
               f"{r['jax_trace_s']:>7.3f} | {r['jax_compile_s']:>9.3f} | {r['pin_loop_us_per_state']:>22.4g} | "
               f"{r['pin_parallel_us_per_state']:>26.4g} | {r['ratio_vs_loop']:>13.3g} | "
               f"{r['ratio_vs_parallel']:>17.3g} | {r['max_abs_diff_vs_parallel']:>18.2e}")
+    rows = [r for r in result["rows"] if r["jax_2dev_us_per_state"] is not None]
+    if rows:
+        print("  the same vmap on 2 CPU devices (jax.shard_map, batch split in halves):")
+        for r in rows:
+            print(f"  {r['batch']:>7} | {r['jax_2dev_us_per_state']:>15.4g} | compile {r['jax_2dev_compile_s']:.3f} s | "
+                  f"ratio vs loop {r['ratio_2dev_vs_loop']:.3g} | ratio vs parallel {r['ratio_2dev_vs_parallel']:.3g} | "
+                  f"max |Δtau| vs 1 device {r['max_abs_diff_2dev_vs_1dev']:.1e}")
 
 
 def environment() -> dict:

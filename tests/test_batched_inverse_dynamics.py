@@ -164,3 +164,30 @@ def test_nan_state_gives_nan_unchecked_and_raises_checked():
     f = jax.jit(jax.vmap(lambda a, b, c: jb.inverse_dynamics(tree, a, b, c, check=True)))
     with pytest.raises(Exception, match="q contains NaN or inf"):
         jax.block_until_ready(f(q, qd, qdd))
+
+
+@pytest.mark.parametrize("phase_cost", [0, 4, 1000])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_random_trees_every_phase_layout(phase_cost, seed, monkeypatch):
+    """Random trees (several roots, mixed joints) with one phase per level, the default grouping
+    and a single phase: the batched torques equal a loop of single states."""
+    import jaxbio.dynamics._batched as bm
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _models import random_model_dict
+
+    monkeypatch.setattr(bm, "PHASE_COST", phase_cost)
+    monkeypatch.setattr(bm, "_SCHEDULES", {})
+    rng = np.random.default_rng(100 + seed)
+    tree = jb.SegmentTree.from_dict(random_model_dict(rng, 17), dtype=jnp.float64)
+    sched = bm.schedule(tree.parents)
+    assert sorted(sched.slot.tolist()) == sorted(set(sched.slot.tolist()))  # one slot per segment
+    if phase_cost == 0:  # phases cost nothing: no padded slot at all
+        assert sum(p.members.size for p in sched.phases) == tree.nq
+    if phase_cost == 1000:
+        assert len(sched.phases) == 1
+    q, qd, qdd, fext, mext = states(tree.nq, 50, seed=seed)
+    one = jax.jit(lambda a, b, c, f, m: jb.inverse_dynamics(tree, a, b, c, (f, m)))
+    want = np.stack([one(q[i], qd[i], qdd[i], fext[i], mext[i]) for i in range(50)])
+    got = jax.jit(lambda *a: bm.inverse_dynamics_batch(tree, *a[:3], (a[3], a[4]), chunk=16))(q, qd, qdd, fext, mext)
+    assert rel(got, want) < 1e-12
