@@ -27,10 +27,13 @@ batch as the *last*, contiguous axis:
 - ``sin``/``cos`` of the joint angles use `jaxbio._sincos.sincos` on CPU (vectorised; XLA's CPU
   ``sin``/``cos`` call libm once per element).
 
-Measured on 2 cores, float64, batch 10⁵ (``python benchmarks/inverse_dynamics.py`` has the
-table with Pinocchio): arm7 about 0.65 µs/state against 1.17 for ``vmap`` of the per-state
-recursion, the whole body about 2.8 against 18.7; most of the rest is XLA's per-call runtime
-overhead and one busy core (two host devices with `jax.shard_map` halve it).
+Measured on 2 cores, float64, batch 10⁵ (``python benchmarks/inverse_dynamics.py``, which has
+the table with Pinocchio): arm7 0.77 µs/state against 1.17 for ``vmap`` of the per-state
+recursion, the whole body 3.7 against 18.7. The rest is mostly memory traffic between the
+materialised stages and XLA's per-call runtime overhead, on one busy core: the same ``vmap`` split
+over two host devices with `jax.shard_map` takes 0.32 and 1.9 µs/state. Tried and dropped: one
+stacked array per stage (fewer runtime calls, but slower fused loops), two independent chunk
+loops in one program (XLA's CPU runtime ran them one after the other), larger chunks.
 
 Differentiation is not defined here: `jaxbio.dynamics.rnea` routes `jax.vmap` to this module and
 everything else (``jvp``, ``grad``, a batched tree) to the per-state recursion.
