@@ -49,6 +49,7 @@ from typing import NamedTuple
 
 from jaxbio._sincos import sincos
 from jaxbio.dynamics import _soa as soa
+from jaxbio.dynamics._levels import levels_of
 from jaxbio.tree import SegmentTree
 
 CPU_CHUNK = 256  # states per chunk on CPU: measured best of 64–4096 (arm7 and wholebody, 2 cores)
@@ -123,11 +124,8 @@ def schedule(parents: tuple[int, ...]) -> Schedule:
     """
     if parents in _SCHEDULES:
         return _SCHEDULES[parents]
-    depth: list[int] = []
-    for p in parents:
-        depth.append(0 if p < 0 else depth[p] + 1)
-    L = max(depth) + 1
-    levels = [[i for i, d in enumerate(depth) if d == lev] for lev in range(L)]
+    levels = [g.tolist() for g in levels_of(parents).depth_members]  # segments by depth
+    L = len(levels)
     width = [len(g) for g in levels]
     best, cut = [0.0] + [np.inf] * L, [0] * (L + 1)
     for b in range(1, L + 1):
