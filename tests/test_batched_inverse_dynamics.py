@@ -191,3 +191,22 @@ def test_random_trees_every_phase_layout(phase_cost, seed, monkeypatch):
     want = np.stack([one(q[i], qd[i], qdd[i], fext[i], mext[i]) for i in range(50)])
     got = jax.jit(lambda *a: bm.inverse_dynamics_batch(tree, *a[:3], (a[3], a[4]), chunk=16))(q, qd, qdd, fext, mext)
     assert rel(got, want) < 1e-12
+
+
+def test_inside_shard_map():
+    """`jax.shard_map` (checked varying axes, the default) accepts the per-state recursion and the
+    batched kernel: their scans start from the state's zeros, not from constants."""
+    from jax.sharding import Mesh, PartitionSpec
+
+    mesh = Mesh(np.array(jax.devices()[:1]), ("batch",))
+    spec = PartitionSpec("batch")
+    tree = jb.load_model("wholebody", dtype=jnp.float64)
+    q, qd, qdd, _, _ = states(tree.nq, 20, seed=9)
+    want = np.asarray(batched(tree, q, qd, qdd))
+    vm = jax.vmap(jb.inverse_dynamics, in_axes=(None, 0, 0, 0))
+    got = jax.jit(jax.shard_map(lambda a, b, c: vm(tree, a, b, c), mesh=mesh, in_specs=(spec,) * 3,
+                                out_specs=spec))(q, qd, qdd)
+    assert rel(got, want) < 1e-14
+    one = jax.jit(jax.shard_map(lambda a, b, c: jb.inverse_dynamics(tree, a[0], b[0], c[0])[None], mesh=mesh,
+                                in_specs=(PartitionSpec(),) * 3, out_specs=PartitionSpec()))
+    assert rel(one(q[:1], qd[:1], qdd[:1])[0], want[0]) < 1e-12

@@ -222,7 +222,8 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, token, keep_on: bool, fast
 
     g = tree.gravity.astype(dt)
     carry = (1.0, 0.0, 0.0, 0.0) + (0.0,) * 6 + (-g[0], -g[1], -g[2])  # the world, as level "-1"
-    carry = tuple(jnp.full((1, C), v, dt) for v in carry)
+    # built from zeros_like(q): the state's type inside jax.shard_map (a constant carry is rejected)
+    carry = tuple(v + jnp.zeros_like(q[:1]) for v in carry)
     own = []
     for ph in sched.phases:
         K = ph.members.shape[1]
@@ -252,7 +253,7 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, token, keep_on: bool, fast
         K = ph.members.shape[1]
         rounds = np.where(ph.rounds < 0, K, ph.rounds)  # row K of the carry: zeros
         if carry is None:
-            carry = tuple(jnp.zeros((K + 1, C), dt) for _ in range(6))
+            carry = tuple(jnp.broadcast_to(jnp.zeros_like(q[:1]), (K + 1, C)) for _ in range(6))
         else:  # the next phase's first level: sum each last-level slot's children here
             sums = [jnp.zeros((K, C), dt) for _ in range(6)]
             none = carry[0].shape[0] - 1  # that phase's zero row

@@ -100,15 +100,19 @@ def _to_segments(y, lv: Levels):
     return jax.tree_util.tree_map(lambda a: a.reshape((-1,) + a.shape[2:])[lv.slot], y)
 
 
-def forward_pass(lv: Levels, local, root, step: Callable):
+def forward_pass(lv: Levels, local, root, step: Callable, like=None):
     """Proximal → distal: ``out_level = step(parent_out, local_level)``.
 
     ``local``: pytree of per-segment inputs ``(n, ...)``; ``root``: dict, the world's values of
     the keys that children read from their parent (scalar leaves); ``step`` returns a dict with
-    at least those keys. Returns ``step``'s outputs in segment order, leaves ``(n, ...)``.
+    at least those keys. ``like``: an ``(n,)`` state array; the scan's first carry is built from
+    ``zeros_like(like)``, so that it has the state's type inside `jax.shard_map` (whose
+    varying-axis check rejects a carry that starts from constants). Returns ``step``'s outputs
+    in segment order, leaves ``(n, ...)``.
     """
     K = lv.members.shape[1]
-    init = jax.tree_util.tree_map(lambda r: jnp.broadcast_to(r, (K,) + jnp.shape(r)), root)
+    zero = 0.0 if like is None else jnp.zeros_like(like[:1])
+    init = jax.tree_util.tree_map(lambda r: jnp.broadcast_to(r + zero, (K,) + jnp.shape(r)), root)
 
     def body(carry, xs):
         loc, onehot = xs
@@ -128,7 +132,8 @@ def backward_pass(lv: Levels, own, transport: Callable, aux=None):
     what each member passes to its parent. Returns totals in segment order.
     """
     K = lv.members.shape[1]
-    zero = jax.tree_util.tree_map(lambda a: jnp.zeros((K,) + a.shape[1:], a.dtype), own)
+    # zeros_like keeps the terms' type inside jax.shard_map (see forward_pass)
+    zero = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(jnp.zeros_like(a[:1]), (K,) + a.shape[1:]), own)
 
     def body(contrib, xs):
         own_l, aux_l, children = xs

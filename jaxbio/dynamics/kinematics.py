@@ -96,7 +96,7 @@ def motion_soa(tree: SegmentTree, q, qd=None, qdd=None, *, gravity_as_base: bool
         return dict(attitude=att, position=soa.add(par["position"], offset), axis=s, omega=omega,
                     velocity=vel, alpha=alpha, acceleration=acc, offset=offset)
 
-    return forward_pass(lv, local, root, step)
+    return forward_pass(lv, local, root, step, like=q)
 
 
 def segment_motion(tree: SegmentTree, q, qd=None, qdd=None, *, gravity_as_base: bool = False) -> SegmentMotion:
