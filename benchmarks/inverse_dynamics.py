@@ -149,10 +149,7 @@ def batched_inverse_dynamics():
 
 def two_device_inverse_dynamics(tree):
     """``jit(shard_map(vmap(inverse_dynamics)))`` over a mesh of two CPU devices (batch split in
-    halves), or None when fewer than two CPU devices exist or the backend is not the CPU.
-
-    ``check_vma=False``: the per-state recursion's scan carries start from constants, which
-    shard_map's varying-axis check rejects; the computation is per state, so nothing is lost."""
+    halves), or None when fewer than two CPU devices exist or the backend is not the CPU."""
     devices = jax.devices()
     if jax.default_backend() != "cpu" or len(devices) < 2:
         return None, None
@@ -160,7 +157,7 @@ def two_device_inverse_dynamics(tree):
     spec = jax.sharding.PartitionSpec("batch")
     per = jax.vmap(jb.inverse_dynamics, in_axes=(None, 0, 0, 0))
     fn = jax.jit(jax.shard_map(lambda q, qd, qdd: per(tree, q, qd, qdd), mesh=mesh,
-                               in_specs=(spec,) * 3, out_specs=spec, check_vma=False))
+                               in_specs=(spec,) * 3, out_specs=spec))
     return fn, jax.sharding.NamedSharding(mesh, spec)
 
 
