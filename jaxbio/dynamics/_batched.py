@@ -41,11 +41,12 @@ everything else (``jvp``, ``grad``, a batched tree) to the per-state recursion.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from typing import NamedTuple
 
 from jaxbio._sincos import sincos
 from jaxbio.dynamics import _soa as soa
@@ -75,21 +76,6 @@ def _rows(t: tuple, idx) -> tuple:
 def _col(a) -> tuple:
     """``(n, k)`` array -> tuple of ``k`` arrays ``(n, 1)`` (per-segment constants)."""
     return tuple(a[:, k, None] for k in range(a.shape[1]))
-
-
-def _qmat(q) -> tuple:
-    """Row-major rotation matrix of a unit quaternion (seed 001 eq. 1) as a 9-tuple."""
-    w, x, y, z = q
-    return (1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
-            2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
-            2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y))
-
-
-def _mat_t_vec(m, v) -> tuple:
-    """``mᵀ v`` for a row-major 9-tuple ``m``."""
-    return (m[0] * v[0] + m[3] * v[1] + m[6] * v[2],
-            m[1] * v[0] + m[4] * v[1] + m[7] * v[2],
-            m[2] * v[0] + m[5] * v[1] + m[8] * v[2])
 
 
 # A phase (one more pair of scans) is worth this many padded slots. Measured on the whole body
@@ -198,7 +184,7 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, token, keep_on: bool, fast
         sa, r, com, mass, inertia = cst[0:3], cst[3], cst[4:7], cst[7], cst[8:17]
         P = _rows(parent_level, pp)
         att_p, w_p, al_p, acc_p = P[0:4], P[4:7], P[7:10], P[10:13]
-        Rp, att = keep((_qmat(att_p), soa.qmul(att_p, lq)))
+        Rp, att = keep((soa.qmat(att_p), soa.qmul(att_p, lq)))
         off, s_w = keep((soa.matvec(Rp, lt), soa.matvec(Rp, sa)))
         sqd, sqdd = soa.scale(s_w, qd_), soa.scale(s_w, qdd_)
         w_x_sqd, w_x_off = (soa.cross(w_p, sqd), soa.cross(w_p, off))
@@ -209,8 +195,8 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, token, keep_on: bool, fast
         new = keep(att + w + al + acc)
         att, w, al, acc = new[0:4], new[4:7], new[7:10], new[10:13]
         # own wrench, in the segment's frame: m (a_C − g) and I α + ω × I ω + c × f
-        R = keep(_qmat(att))
-        wb, alb, accb = keep((_mat_t_vec(R, w), _mat_t_vec(R, al), _mat_t_vec(R, acc)))
+        R = keep(soa.qmat(att))
+        wb, alb, accb = keep((soa.matvec_t(R, w), soa.matvec_t(R, al), soa.matvec_t(R, acc)))
         w_x_c = soa.cross(wb, com)
         a_com = soa.add(accb, soa.add(soa.cross(alb, com), soa.cross(wb, w_x_c)))
         fb, Iw, Ia = (soa.scale(a_com, mass), soa.matvec(inertia, wb), soa.matvec(inertia, alb))

@@ -80,3 +80,22 @@ def matvec(m: tuple, v: Vec) -> Vec:
         m[3] * v[0] + m[4] * v[1] + m[5] * v[2],
         m[6] * v[0] + m[7] * v[1] + m[8] * v[2],
     )
+
+
+def matvec_t(m: tuple, v: Vec) -> Vec:
+    """``mᵀ v`` for a row-major 9-tuple ``m``."""
+    return (
+        m[0] * v[0] + m[3] * v[1] + m[6] * v[2],
+        m[1] * v[0] + m[4] * v[1] + m[7] * v[2],
+        m[2] * v[0] + m[5] * v[1] + m[8] * v[2],
+    )
+
+
+def qmat(q: Quat) -> tuple:
+    """Row-major rotation matrix of a unit quaternion (seed 001 eq. 1) as a 9-tuple."""
+    w, x, y, z = q
+    return (
+        1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
+        2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
+        2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
+    )

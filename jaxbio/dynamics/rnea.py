@@ -100,10 +100,7 @@ def inverse_dynamics(
         from its parent, positive along the joint axis.
     """
     q, qd, qdd, external = _inputs(tree, q, qd, qdd, external, check)
-    if external is None:
-        tau = _TAU(tree, q, qd, qdd)
-    else:
-        tau = _TAU_EXTERNAL(tree, q, qd, qdd, *external)
+    tau = _tau(tree, q, qd, qdd, *(external or ()))
     return _out(tau, "inverse_dynamics result", check)
 
 
@@ -129,10 +126,16 @@ def segment_wrenches(
     return _out(forces, "segment forces", check), _out(moments, "segment moments", check)
 
 
-def _batchable(with_external: bool):
+def _plain_tau(tree, q, qd, qdd, *external):
+    return rnea(tree, q, qd, qdd, external or None)[0]
+
+
+@jax.custom_jvp
+@jax.custom_batching.custom_vmap
+def _tau(tree, q, qd, qdd, *external):
     """``tau`` of one state by the per-state recursion, except under `jax.vmap`, which runs the
     batch-last kernel of `jaxbio.dynamics._batched` (same numbers to round-off, several times
-    faster on CPU; see that module).
+    faster on CPU; see that module). ``external``: nothing, or ``(forces, moments)``.
 
     `jax.custom_batching.custom_vmap` picks the kernel when the states are batched and the tree
     is not; a batched tree (``vmap`` over subjects) goes to ``vmap`` of the per-state recursion.
@@ -140,40 +143,26 @@ def _batchable(with_external: bool):
     rule is the per-state recursion's own ``jvp``: ``grad``, ``jacfwd``/``jacrev`` and their
     batched forms differentiate the per-state recursion, exactly as before.
     """
-    if with_external:
-        def plain(tree, q, qd, qdd, fext, mext):
-            return rnea(tree, q, qd, qdd, (fext, mext))[0]
-    else:
-        def plain(tree, q, qd, qdd):
-            return rnea(tree, q, qd, qdd)[0]
-
-    batched = jax.custom_batching.custom_vmap(plain)
-
-    @batched.def_vmap
-    def _rule(axis_size, in_batched, tree, *states):
-        tree_batched, *states_batched = in_batched
-
-        def full(x, b):
-            return x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x))
-
-        states = [full(x, b) for x, b in zip(states, states_batched)]
-        if any(jax.tree_util.tree_leaves(tree_batched)):
-            tree = jax.tree_util.tree_map(full, tree, tree_batched)
-            return jax.vmap(plain)(tree, *states), True
-        external = (states[3], states[4]) if with_external else None
-        return inverse_dynamics_batch(tree, *states[:3], external), True
-
-    fn = jax.custom_jvp(batched)
-
-    @fn.defjvp
-    def _jvp(primals, tangents):
-        return jax.jvp(plain, primals, tangents)
-
-    return fn
+    return _plain_tau(tree, q, qd, qdd, *external)
 
 
-_TAU = _batchable(with_external=False)
-_TAU_EXTERNAL = _batchable(with_external=True)
+@_tau.def_vmap
+def _tau_vmap(axis_size, in_batched, tree, *states):
+    tree_batched, *states_batched = in_batched
+
+    def full(x, b):
+        return x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x))
+
+    states = [full(x, b) for x, b in zip(states, states_batched)]
+    if any(jax.tree_util.tree_leaves(tree_batched)):
+        tree = jax.tree_util.tree_map(full, tree, tree_batched)
+        return jax.vmap(_plain_tau)(tree, *states), True
+    return inverse_dynamics_batch(tree, *states[:3], tuple(states[3:]) or None), True
+
+
+@_tau.defjvp
+def _tau_jvp(primals, tangents):
+    return jax.jvp(_plain_tau, primals, tangents)
 
 
 def _inputs(tree, q, qd, qdd, external, check):
