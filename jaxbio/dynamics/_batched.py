@@ -163,7 +163,7 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, token, keep_on: bool, fast
     def by_level(t, ph):  # tuple of (n, ...) -> tuple of (len, K, ...)
         return tuple(x[ph.members] for x in t)
 
-    rev = jnp.asarray(np.asarray([j == "revolute" for j in tree.joint_types]), dt)[:, None]
+    rev = jnp.asarray(tree.is_revolute, dt)[:, None]
     orient = _col(tree.orientations.astype(dt))
     axis = _col(tree.axes.astype(dt))
     axis_in_parent = soa.qrot(orient, axis)  # the joint axis in the parent frame (constant)
@@ -187,7 +187,7 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, token, keep_on: bool, fast
         Rp, att = keep((soa.qmat(att_p), soa.qmul(att_p, lq)))
         off, s_w = keep((soa.matvec(Rp, lt), soa.matvec(Rp, sa)))
         sqd, sqdd = soa.scale(s_w, qd_), soa.scale(s_w, qdd_)
-        w_x_sqd, w_x_off = (soa.cross(w_p, sqd), soa.cross(w_p, off))
+        w_x_sqd, w_x_off = soa.cross(w_p, sqd), soa.cross(w_p, off)
         w = soa.add(w_p, soa.scale(sqd, r))
         al = soa.add(al_p, soa.scale(soa.add(sqdd, w_x_sqd), r))
         acc = soa.add(soa.add(acc_p, soa.cross(al_p, off)), soa.cross(w_p, w_x_off))
@@ -199,7 +199,7 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, token, keep_on: bool, fast
         wb, alb, accb = keep((soa.matvec_t(R, w), soa.matvec_t(R, al), soa.matvec_t(R, acc)))
         w_x_c = soa.cross(wb, com)
         a_com = soa.add(accb, soa.add(soa.cross(alb, com), soa.cross(wb, w_x_c)))
-        fb, Iw, Ia = (soa.scale(a_com, mass), soa.matvec(inertia, wb), soa.matvec(inertia, alb))
+        fb, Iw, Ia = soa.scale(a_com, mass), soa.matvec(inertia, wb), soa.matvec(inertia, alb)
         mb = soa.add(soa.add(Ia, soa.cross(wb, Iw)), soa.cross(com, fb))
         f, m = soa.matvec(R, fb), soa.matvec(R, mb)
         if fext is not None:
@@ -250,7 +250,7 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, token, keep_on: bool, fast
             last = np.full(rounds.shape[1:], K, np.int64)
             last[0] = np.arange(K)  # the last level reads those sums, once
             rounds = np.concatenate([rounds[:-1], last[None]], 0)
-        carry, tau = lax.scan(backward, carry, (loc, by_level((rev,), ph)[0], jnp.asarray(rounds)), reverse=True)
+        carry, tau = lax.scan(backward, carry, (loc, rev[ph.members], jnp.asarray(rounds)), reverse=True)
         parts.append(tau)
     flat = jnp.concatenate([t.reshape(-1, C) for t in parts[::-1]], 0)  # (slots, C)
     return flat[sched.slot]
