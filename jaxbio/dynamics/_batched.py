@@ -7,8 +7,10 @@ global frame, attitudes by quaternion, levels as in seed 001 §3.3) for a whole 
 batch as the *last*, contiguous axis:
 
 - the batch is cut into chunks of ``C`` states (`chunk_size`; 256 on CPU, the whole batch on
-  GPU), processed one after another by `jax.lax.map`, so that a chunk's working set stays in
-  cache;
+  GPU), processed one after another by a `jax.lax.fori_loop` that slices each chunk out of the
+  ``(B, n)`` inputs and writes its torques into the ``(B, n)`` result in place, so that a chunk's
+  working set stays in cache and nothing is copied at full size (the last chunk starts at
+  ``B − C`` and recomputes a few states of the one before it rather than padding the batch);
 - inside a chunk every quantity is a tuple of ``(K, C)`` arrays, one per component (``K`` slots
   of one tree level). The proximal → distal pass is a `jax.lax.scan` over levels that gathers
   each member's parent row and also computes each member's own wrench, in the segment's frame
@@ -17,23 +19,27 @@ batch as the *last*, contiguous axis:
 - levels are grouped into *phases* (`schedule`), each padded to its own width: one scan per
   level would multiply compile time, one scan for all levels pads every level to the widest
   (the whole body: 65 slots for 28 segments; in two phases, 41);
-- on CPU, stages whose results are used several times are *materialised* (`_keep`): XLA's CPU
-  fusion otherwise recomputes a shared intermediate (a rotation matrix, a parent's motion) in
-  every fusion that consumes it. `jax.lax.optimization_barrier` does not stop this on CPU (the
-  barrier is removed before fusion); a `jax.lax.cond` does, because a conditional is a boundary
-  that fusion does not cross. ``_keep`` is such a ``cond`` whose predicate is always true at run
-  time but unknown to the compiler. Each materialised array is one runtime call, so only the
-  stages that paid for themselves when measured are kept;
+- on CPU, each stage of the level step is computed by one *multi-output* loop (`_keep`). XLA's
+  CPU fusion has no multi-output loop fusion: left alone, it gives every output its own loop and
+  recomputes a shared intermediate (a rotation matrix, a parent's motion) in each.
+  `jax.lax.optimization_barrier` does not stop this on CPU (the barrier is removed before
+  fusion). A variadic `jax.lax.reduce` is the one fusion root with several outputs that XLA CPU
+  builds: ``_keep`` reduces ``[x, 0]`` over a padded axis of two rows for every leaf at once, so
+  the whole stage becomes one fused loop that computes each intermediate once per element and
+  writes each output once. It replaced a ``lax.cond`` barrier (a conditional whose predicate
+  was always true), which cost a copy of every kept array and one runtime call per consumer;
 - ``sin``/``cos`` of the joint angles use `jaxbio._sincos.sincos` on CPU (vectorised; XLA's CPU
   ``sin``/``cos`` call libm once per element).
 
 Measured on 2 cores, float64, batch 10⁵ (``python benchmarks/inverse_dynamics.py``, which has
-the table with Pinocchio): arm7 0.77 µs/state against 1.17 for ``vmap`` of the per-state
-recursion, the whole body 3.7 against 18.7. The rest is mostly memory traffic between the
-materialised stages and XLA's per-call runtime overhead, on one busy core: the same ``vmap`` split
-over two host devices with `jax.shard_map` takes 0.32 and 1.9 µs/state. Tried and dropped: one
-stacked array per stage (fewer runtime calls, but slower fused loops), two independent chunk
-loops in one program (XLA's CPU runtime ran them one after the other), larger chunks.
+the table with Pinocchio): arm7 0.20 µs/state, the whole body 0.90 (with the ``cond`` barriers
+and a padded batch: 0.39 and 1.96 on the same machine; ``vmap`` of the per-state recursion is
+several times slower). Profiled (``perf``), the time is now almost all in the fused loops:
+each stage runs on one core, and the second core only waits for work. Tried and dropped: one
+stacked array per scan carry and output (fewer runtime calls, slower loops), a single fused
+loop per level step (slower: XLA no longer fuses it whole), two independent chunks per loop
+iteration or two chunk loops in one program (XLA's CPU runtime ran them one after the other),
+chunks of 128 or 512.
 
 Differentiation is not defined here: `jaxbio.dynamics.rnea` routes `jax.vmap` to this module and
 everything else (``jvp``, ``grad``, a batched tree) to the per-state recursion.
@@ -62,11 +68,21 @@ def chunk_size(batch: int, backend: str | None = None) -> int:
     return max(1, min(batch, CPU_CHUNK)) if backend == "cpu" else max(1, batch)
 
 
-def _keep(x, token, on: bool):
-    """``x`` materialised in memory (see the module docstring); ``token`` is a run-time int ≥ 0."""
+def _keep(x, on: bool = True):
+    """``x`` (a pytree of arrays) computed by one loop and materialised (see the module docstring).
+
+    Each leaf ``a`` becomes ``Σ_r [a, 0][r]``, one variadic `jax.lax.reduce` over a padded axis
+    of two rows: XLA fuses every producer of every leaf into that one multi-output reduction, so
+    an intermediate shared by several leaves is computed once per element, and the leaves are
+    written to memory once. Exact: ``a + 0 = a``.
+    """
     if not on:
         return x
-    return lax.cond(token >= 0, lambda t: t, lambda t: jax.tree_util.tree_map(jnp.negative, t), x)
+    leaves, treedef = jax.tree_util.tree_flatten(x)
+    padded = [jnp.stack([a, jnp.zeros_like(a)]) for a in leaves]
+    zeros = [jnp.zeros((), a.dtype) for a in leaves]
+    out = lax.reduce(padded, zeros, lambda u, v: tuple(a + b for a, b in zip(u, v)), [0])
+    return jax.tree_util.tree_unflatten(treedef, list(out))
 
 
 def _rows(t: tuple, idx) -> tuple:
@@ -151,11 +167,20 @@ def schedule(parents: tuple[int, ...]) -> Schedule:
     return out
 
 
-def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, token, keep_on: bool, fast_trig: bool):
+def _scan(f, carry, xs, reverse=False):
+    """`jax.lax.scan`, or for one step ``f`` called directly (no loop; static index arrays stay numpy)."""
+    length = jax.tree_util.tree_leaves(xs)[0].shape[0]
+    if length == 1:
+        carry, y = f(carry, jax.tree_util.tree_map(lambda a: a[0], xs))
+        return carry, jax.tree_util.tree_map(lambda a: a[None], y)
+    xs = jax.tree_util.tree_map(lambda a: jnp.asarray(a) if isinstance(a, np.ndarray) else a, xs)
+    return lax.scan(f, carry, xs, reverse=reverse)
+
+
+def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, keep_on: bool, fast_trig: bool):
     """``tau`` ``(n, C)`` for one chunk; ``q, qd, qdd`` ``(n, C)``, ``fext``/``mext`` 3-tuples of
-    ``(n, C)`` world-frame external forces / moments about each segment origin, or None.
-    ``token``: a run-time int ≥ 0 (the chunk index) for `_keep`."""
-    keep = lambda x: _keep(x, token, keep_on)  # noqa: E731
+    ``(n, C)`` world-frame external forces / moments about each segment origin, or None."""
+    keep = lambda x: _keep(x, keep_on)  # noqa: E731
     n, C = q.shape
     dt = q.dtype
     sched = schedule(tree.parents)
@@ -195,7 +220,7 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, token, keep_on: bool, fast
         new = keep(att + w + al + acc)
         att, w, al, acc = new[0:4], new[4:7], new[7:10], new[10:13]
         # own wrench, in the segment's frame: m (a_C − g) and I α + ω × I ω + c × f
-        R = keep(soa.qmat(att))
+        R = soa.qmat(att)
         wb, alb, accb = keep((soa.matvec_t(R, w), soa.matvec_t(R, al), soa.matvec_t(R, acc)))
         w_x_c = soa.cross(wb, com)
         a_com = soa.add(accb, soa.add(soa.cross(alb, com), soa.cross(wb, w_x_c)))
@@ -218,7 +243,7 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, token, keep_on: bool, fast
         first = ph.parent_pos[0] if ph is not sched.phases[0] else np.zeros(K, np.int64)
         carry = _rows(carry, first.copy())
         pp = np.concatenate([np.arange(K)[None], ph.parent_pos[1:]], 0)
-        carry, ys = lax.scan(forward, carry, (by_level(varying, ph), by_level(constant, ph), jnp.asarray(pp)))
+        carry, ys = _scan(forward, carry, (by_level(varying, ph), by_level(constant, ph), pp))
         own.append(ys)  # per level: own force, own moment, offset from the parent, joint axis
 
     def backward(child_level, x):
@@ -250,7 +275,7 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, token, keep_on: bool, fast
             last = np.full(rounds.shape[1:], K, np.int64)
             last[0] = np.arange(K)  # the last level reads those sums, once
             rounds = np.concatenate([rounds[:-1], last[None]], 0)
-        carry, tau = lax.scan(backward, carry, (loc, rev[ph.members], jnp.asarray(rounds)), reverse=True)
+        carry, tau = _scan(backward, carry, (loc, rev[ph.members], rounds), reverse=True)
         parts.append(tau)
     flat = jnp.concatenate([t.reshape(-1, C) for t in parts[::-1]], 0)  # (slots, C)
     return flat[sched.slot]
@@ -262,29 +287,30 @@ def inverse_dynamics_batch(tree: SegmentTree, q, qd, qdd, external=None, *, chun
     to round-off; not differentiable by itself (see `jaxbio.dynamics.rnea`)."""
     B, n = q.shape
     backend = jax.default_backend()
-    C = chunk_size(B, backend) if chunk is None else int(chunk)
+    C = chunk_size(B, backend) if chunk is None else max(1, min(int(chunk), B))
     cpu = backend == "cpu"
     nc = -(-B // C)
-
-    def chunks(x):  # (B, n, ...) -> (nc, n, ..., C), zero-padded
-        x = jnp.pad(x, ((0, nc * C - B),) + ((0, 0),) * (x.ndim - 1))
-        x = x.reshape((nc, C) + x.shape[1:])
-        return jnp.moveaxis(x, 1, -1)
-
-    args = [chunks(x) for x in (q, qd, qdd)]
+    states = [q, qd, qdd]
     if external is not None:
-        args += [chunks(external[0]), chunks(external[1])]
+        states += [external[0], external[1]]
 
-    def one(xs):
-        ci, qc, qdc, qddc, *ext = xs
+    def one(start):
+        st = [lax.dynamic_slice_in_dim(x, start, C, 0) for x in states]  # (C, n, ...) each
+        qc, qdc, qddc = (x.T for x in st[:3])
         fext = mext = None
-        if ext:  # (n, 3, C) each
-            fext = tuple(ext[0][:, k, :] for k in range(3))
-            mext = tuple(ext[1][:, k, :] for k in range(3))
-        return _chunk(tree, qc, qdc, qddc, fext, mext, ci, keep_on=cpu, fast_trig=cpu)
+        if len(st) > 3:  # (C, n, 3) each
+            fext = tuple(st[3][:, :, k].T for k in range(3))
+            mext = tuple(st[4][:, :, k].T for k in range(3))
+        return _chunk(tree, qc, qdc, qddc, fext, mext, keep_on=cpu, fast_trig=cpu).T
 
     if nc == 1:
-        tau = one([jnp.int32(0)] + [a[0] for a in args])[None]
-    else:
-        tau = lax.map(one, [jnp.arange(nc, dtype=jnp.int32)] + args)
-    return jnp.moveaxis(tau, -1, 1).reshape(nc * C, n)[:B]
+        return one(0)
+
+    def body(i, out):
+        # every chunk is full: the last one starts at B - C and recomputes a few states of the one
+        # before it (same values), so no input or output is padded or copied at full size
+        start = jnp.minimum(i * C, B - C)
+        return lax.dynamic_update_slice_in_dim(out, one(start), start, 0)
+
+    # zeros_like(q), not a constant: the state's type inside jax.shard_map (see `_chunk`)
+    return lax.fori_loop(0, nc, body, jnp.zeros_like(q))
