@@ -21,7 +21,7 @@ from jaxbio.dynamics._batched import CPU_CHUNK, chunk_size, inverse_dynamics_bat
 from jaxbio.model import model_path
 
 MODELS = ("double_pendulum", "arm7", "sagittal11", "wholebody", "arm26")
-BATCH = CPU_CHUNK * 2 + 37  # three chunks on CPU, the last one padded
+BATCH = CPU_CHUNK * 2 + 37  # three chunks on CPU, the last one overlapping the second
 
 
 def states(n: int, batch: int, seed: int = 0):
@@ -166,24 +166,65 @@ def test_nan_state_gives_nan_unchecked_and_raises_checked():
         jax.block_until_ready(f(q, qd, qdd))
 
 
-@pytest.mark.parametrize("phase_cost", [0, 4, 1000])
+def check_schedule(parents, sched) -> None:
+    """Every table of a `schedule` against the tree itself: each segment in one slot, each slot's
+    parent row holding its parent (or the world), computed in an earlier step or phase; each
+    segment's children found exactly once, in later steps or phases."""
+    n = len(parents)
+    seg_of_row = {0: -1}  # global row -> segment (0: the world)
+    start = 1
+    for ph in sched.phases:
+        S, K = ph.members.shape
+        for t in range(S):
+            for k in range(K):
+                if k == 0 or ph.members[t, k] != ph.members[t, 0]:
+                    seg_of_row[start + t * K + k] = int(ph.members[t, k])
+        start += S * K
+    assert sorted(v for v in seg_of_row.values() if v >= 0) == list(range(n))
+    assert all(seg_of_row[int(sched.slot[i]) + 1] == i for i in range(n))
+    start = 1
+    for ph in sched.phases:
+        S, K = ph.members.shape
+        E = len(ph.extern)
+        assert all(g < start for g in ph.extern.tolist())  # the world or an earlier phase
+        kids = {}
+        for t in range(S):
+            for k in range(K):
+                i, r = int(ph.members[t, k]), int(ph.parent_row[t, k])
+                if r < E:
+                    assert seg_of_row[int(ph.extern[r])] == parents[i]
+                else:
+                    assert (r - E) // K < t and seg_of_row[start + r - E] == parents[i]
+                if seg_of_row.get(start + t * K + k) != i:
+                    continue  # a padded slot
+                inner = [int(c) for c in ph.child_rows[t, :, k] if c < S * K]
+                later = [int(g) for g in ph.later_children[:, t * K + k] if g > 0]
+                assert all(c // K > t for c in inner) and all(g >= start + S * K for g in later)
+                kids[i] = sorted([seg_of_row[start + c] for c in inner] + [seg_of_row[g] for g in later])
+        for i, got in kids.items():
+            assert got == [c for c in range(n) if parents[c] == i]
+        start += S * K
+
+
+@pytest.mark.parametrize("phase_cost,step_cost", [(0, 0.75), (6, 0.75), (1000, 0.75), (1000, 0.0), (6, 100.0)])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_random_trees_every_phase_layout(phase_cost, seed, monkeypatch):
-    """Random trees (several roots, mixed joints) with one phase per level, the default grouping
-    and a single phase: the batched torques equal a loop of single states."""
+def test_random_trees_every_phase_layout(phase_cost, step_cost, seed, monkeypatch):
+    """Random trees (several roots, mixed joints) under every kind of schedule: many phases or a
+    single one, steps that are tree levels or mix them (``step_cost`` 0: fewest slots, 100:
+    fewest steps). The schedule's tables describe the tree, and the batched torques equal a loop
+    of single states."""
     import jaxbio.dynamics._batched as bm
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from _models import random_model_dict
 
     monkeypatch.setattr(bm, "PHASE_COST", phase_cost)
+    monkeypatch.setattr(bm, "STEP_COST", step_cost)
     monkeypatch.setattr(bm, "_SCHEDULES", {})
     rng = np.random.default_rng(100 + seed)
     tree = jb.SegmentTree.from_dict(random_model_dict(rng, 17), dtype=jnp.float64)
     sched = bm.schedule(tree.parents)
-    assert sorted(sched.slot.tolist()) == sorted(set(sched.slot.tolist()))  # one slot per segment
-    if phase_cost == 0:  # phases cost nothing: no padded slot at all
-        assert sum(p.members.size for p in sched.phases) == tree.nq
+    check_schedule(tree.parents, sched)
     if phase_cost == 1000:
         assert len(sched.phases) == 1
     q, qd, qdd, fext, mext = states(tree.nq, 50, seed=seed)
@@ -191,6 +232,22 @@ def test_random_trees_every_phase_layout(phase_cost, seed, monkeypatch):
     want = np.stack([one(q[i], qd[i], qdd[i], fext[i], mext[i]) for i in range(50)])
     got = jax.jit(lambda *a: bm.inverse_dynamics_batch(tree, *a[:3], (a[3], a[4]), chunk=16))(q, qd, qdd, fext, mext)
     assert rel(got, want) < 1e-12
+
+
+def test_schedules_of_the_shipped_models():
+    """The tables of every shipped model's schedule describe its tree; the whole body's limbs
+    share steps across tree levels (30 slots for 28 segments, against 41 level by level)."""
+    import jaxbio.dynamics._batched as bm
+
+    for name in MODELS:
+        tree = jb.load_model(name)
+        check_schedule(tree.parents, bm.schedule(tree.parents))
+    sched = bm.schedule(jb.load_model("wholebody").parents)
+    assert sum(p.members.size for p in sched.phases) == 30
+    depth = {}
+    for i, p in enumerate(jb.load_model("wholebody").parents):
+        depth[i] = 0 if p < 0 else depth[p] + 1
+    assert any(len({depth[int(i)] for i in step}) > 1 for ph in sched.phases for step in ph.members)
 
 
 def test_inside_shard_map():

@@ -47,6 +47,7 @@ everything else (``jvp``, ``grad``, a batched tree) to the per-state recursion.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -94,75 +95,150 @@ def _col(a) -> tuple:
     return tuple(a[:, k, None] for k in range(a.shape[1]))
 
 
-# A phase (one more pair of scans) is worth this many padded slots. Measured on the whole body
-# (batch 1e5, 2 cores): 4 -> four phases, 29 slots, 2.8 us/state, compile 4.4-4.9 s;
-# 6 -> two phases, 41 slots, 3.3 us/state, compile 2.2 s (the issue asks for < 3 s).
+# Costs in units of one slot (one segment's level step for one state). A step costs about 0.75 of
+# a slot more (fitted to the whole body at batch 1e5 on 2 cores: 41 slots in 13 steps 0.95
+# us/state, 28 in 28 steps 0.92, 28 in 13 steps 0.75); a phase (one more pair of scans) costs
+# compile time, and is worth this many slots.
+STEP_COST = 0.75
 PHASE_COST = 6
 
 
 class Phase(NamedTuple):
-    """Consecutive tree levels processed by one scan, each padded to the phase's width ``K``."""
+    """Segments processed by one pair of scans: ``S`` steps of ``K`` slots each.
 
-    members: np.ndarray  # (len, K) segment of each slot (padding repeats the level's first member)
-    parent_pos: np.ndarray  # (len, K) row of each member's parent in the previous level's rows
-    rounds: np.ndarray  # (len, R, K) row of each slot's r-th child in the next level's rows, or -1
+    A step's members have their parents in earlier steps of the phase or in earlier phases, and
+    their children in later steps or later phases, so a step may mix tree levels. The forward scan
+    writes each step's results into a table of ``E + S·K`` rows: ``E`` rows copied from the world
+    and earlier phases (``extern``), then ``K`` rows per step; the reverse scan writes each step's
+    wrenches into a table of ``S·K + 1`` rows (the last one zero).
+    """
+
+    members: np.ndarray  # (S, K) segment of each slot (padding repeats the step's first member)
+    parent_row: np.ndarray  # (S, K) row of each slot's parent in the forward table
+    extern: np.ndarray  # (E,) global row (see `Schedule`) of each extern row of the forward table
+    child_rows: np.ndarray  # (S, R, K) row of each slot's r-th child of this phase, or S·K (zero)
+    later_children: np.ndarray  # (R', S·K) global row of each row's r-th child in a later phase, or 0
 
 
 class Schedule(NamedTuple):
+    """Phases in order. Global rows number the world (0) and then every phase's ``S·K`` rows."""
+
     phases: tuple[Phase, ...]
-    slot: np.ndarray  # (n,) row of each segment in the phases' outputs, flattened and concatenated
+    slot: np.ndarray  # (n,) global row − 1 of each segment: its row in the phases' concatenated rows
 
 
 _SCHEDULES: dict[tuple[int, ...], Schedule] = {}
 
 
+def _steps(parents: tuple[int, ...], segs: list[int], K: int) -> list[list[int]]:
+    """List scheduling of ``segs`` (a parent before its children) into steps of at most ``K``:
+    each step takes the ready segments with the longest chain of descendants in ``segs`` first."""
+    inside = set(segs)
+    children: dict[int, list[int]] = {i: [] for i in segs}
+    for i in segs:
+        if parents[i] in inside:
+            children[parents[i]].append(i)
+    height: dict[int, int] = {}
+    for i in sorted(segs, reverse=True):  # children have larger indices than their parent
+        height[i] = 1 + max((height[c] for c in children[i]), default=0)
+    ready = sorted((i for i in segs if parents[i] not in inside), key=lambda i: (-height[i], i))
+    steps = []
+    while ready:
+        step, ready = ready[:K], ready[K:]
+        steps.append(sorted(step))
+        ready = sorted(ready + [c for i in step for c in children[i]], key=lambda i: (-height[i], i))
+    return steps
+
+
+def _cost(steps: list[list[int]]) -> float:
+    return len(steps) * (max(len(s) for s in steps) + STEP_COST)
+
+
+def _best_steps(parents, segs: list[int], max_width: int) -> list[list[int]]:
+    """`_steps` at the width ``K ≤ max_width`` of least `_cost`. ``K = max_width`` (the widest
+    level) always gives one step per level."""
+    if max_width == 1:
+        return [[i] for i in segs]
+    return min((_steps(parents, segs, K) for K in range(1, max_width + 1)), key=_cost)
+
+
 def schedule(parents: tuple[int, ...]) -> Schedule:
-    """Levels of the tree (by depth) grouped into phases of equal width.
+    """Phases of consecutive tree levels (by depth), each scheduled into steps of equal width.
 
     Padding every level to the widest (one scan) wastes slots on trees whose levels differ in
     width (the whole body: 65 slots for 28 segments); one scan per level multiplies compile time.
-    A dynamic programme over the level widths minimises ``Σ len·K + PHASE_COST`` per phase (the
-    whole body: widths 1×6, 3×3, 5, 4, 2, 2 -> phases of width 1 and 5, 41 slots).
+    Inside a phase a step need not be one level (`_steps`: the whole body's limbs, levels of
+    widths 3, 3, 3, 5, 4, 2, 2, fit in 8 steps of 3). A dynamic programme over the levels
+    minimises ``Σ S·(K + STEP_COST) + PHASE_COST`` over the phases (the whole body: 6 steps of 1,
+    then 8 of 3: 30 slots for 28 segments).
     """
     if parents in _SCHEDULES:
         return _SCHEDULES[parents]
     levels = [g.tolist() for g in levels_of(parents).depth_members]  # segments by depth
     L = len(levels)
-    width = [len(g) for g in levels]
+    plan: dict[tuple[int, int], list[list[int]]] = {}
     best, cut = [0.0] + [np.inf] * L, [0] * (L + 1)
     for b in range(1, L + 1):
         for a in range(b):
-            c = best[a] + (b - a) * max(width[a:b]) + PHASE_COST
+            segs = sorted(i for g in levels[a:b] for i in g)
+            steps = plan[a, b] = _best_steps(parents, segs, max(len(g) for g in levels[a:b]))
+            c = best[a] + _cost(steps) + PHASE_COST
             if c < best[b]:
                 best[b], cut[b] = c, a
     bounds, b = [], L
     while b > 0:
         bounds.append((cut[b], b))
         b = cut[b]
-    bounds.reverse()
-    pos = np.empty(len(parents), np.int64)
-    for g in levels:
-        pos[g] = np.arange(len(g))
-    phases, slot, offset = [], np.empty(len(parents), np.int64), 0
-    for a, b in bounds:
-        K = max(width[a:b])
-        members = np.array([g + [g[0]] * (K - len(g)) for g in levels[a:b]], np.int64)
-        parent_pos = np.zeros((b - a, K), np.int64)
-        for j, lev in enumerate(range(a, b)):
-            if lev:
-                parent_pos[j, : width[lev]] = pos[[parents[i] for i in levels[lev]]]
-        children = [[[int(pos[c]) for c in levels[lev + 1] if parents[c] == i] if lev + 1 < L else []
-                     for i in levels[lev]] for lev in range(a, b)]
-        R = max(1, max(len(ch) for lev in children for ch in lev))
-        rounds = np.full((b - a, R, K), -1, np.int64)
-        for j, lev in enumerate(children):
-            for k, ch in enumerate(lev):
-                rounds[j, : len(ch), k] = ch
-        for j, g in enumerate(levels[a:b]):
-            slot[g] = offset + j * K + np.arange(len(g))
-        offset += (b - a) * K
-        phases.append(Phase(members, parent_pos, rounds))
-    out = Schedule(tuple(phases), slot)
+    all_steps = [plan[a, b] for a, b in reversed(bounds)]
+
+    n = len(parents)
+    phase_of, row = np.empty(n, np.int64), np.empty(n, np.int64)  # row: global
+    offset = 1
+    for p, steps in enumerate(all_steps):
+        K = max(len(s) for s in steps)
+        for t, step in enumerate(steps):
+            for k, i in enumerate(step):
+                phase_of[i], row[i] = p, offset + t * K + k
+        offset += len(steps) * K
+    children: list[list[int]] = [[] for _ in range(n)]
+    for i, par in enumerate(parents):
+        if par >= 0:
+            children[par].append(i)
+    phases = []
+    for p, steps in enumerate(all_steps):
+        S, K = len(steps), max(len(s) for s in steps)
+        start = row[steps[0][0]]  # global row of the phase's first slot
+        members = np.array([s + [s[0]] * (K - len(s)) for s in steps], np.int64)
+        extern: list[int] = []  # global rows of parents outside the phase (0: the world)
+        parent_row = np.zeros((S, K), np.int64)
+        for t, step in enumerate(steps):
+            for k, i in enumerate(members[t]):
+                par = parents[i]
+                if par >= 0 and phase_of[par] == p:
+                    parent_row[t, k] = -1 - (row[par] - start)  # in-phase: fixed below
+                else:
+                    g = 0 if par < 0 else int(row[par])
+                    if g not in extern:
+                        extern.append(g)
+                    parent_row[t, k] = extern.index(g)
+        E = len(extern)
+        parent_row = np.where(parent_row < 0, E - 1 - parent_row, parent_row)
+        inner = [[[int(row[c] - start) for c in children[i] if phase_of[c] == p] for i in m] for m in members]
+        R = max(1, max(len(ch) for m in inner for ch in m))
+        child_rows = np.full((S, R, K), S * K, np.int64)
+        for t, m in enumerate(inner):
+            for k, ch in enumerate(m):
+                child_rows[t, : len(ch), k] = ch
+        later = [[int(row[c]) for c in children[i] if phase_of[c] > p] for i in members.reshape(-1)]
+        for t, step in enumerate(steps):  # padded slots: nothing from later phases (counted once)
+            for k in range(len(step), K):
+                later[t * K + k] = []
+        R2 = max(len(ch) for ch in later)
+        later_children = np.zeros((R2, S * K), np.int64)
+        for j, ch in enumerate(later):
+            later_children[: len(ch), j] = ch
+        phases.append(Phase(members, parent_row, np.asarray(extern, np.int64), child_rows, later_children))
+    out = Schedule(tuple(phases), row - 1)
     _SCHEDULES[parents] = out
     return out
 
@@ -184,8 +260,9 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, keep_on: bool, fast_trig: 
     n, C = q.shape
     dt = q.dtype
     sched = schedule(tree.parents)
+    zero_row = jnp.zeros_like(q[:1])  # (1, C): the state's type inside jax.shard_map (see below)
 
-    def by_level(t, ph):  # tuple of (n, ...) -> tuple of (len, K, ...)
+    def by_step(t, ph):  # tuple of (n, ...) -> tuple of (S, K, ...)
         return tuple(x[ph.members] for x in t)
 
     rev = jnp.asarray(tree.is_revolute, dt)[:, None]
@@ -203,11 +280,11 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, keep_on: bool, fast_trig: 
     constant = axis_in_parent + (rev,) + _col(tree.coms.astype(dt)) + (tree.masses.astype(dt)[:, None],) \
         + _col(tree.inertias.astype(dt).reshape(n, 9))
 
-    def forward(parent_level, x):
-        var, cst, pp = x
+    def forward(E, table, x):
+        var, cst, pp, t = x
         lq, lt, (qd_, qdd_) = var[0:4], var[4:7], var[7:9]
         sa, r, com, mass, inertia = cst[0:3], cst[3], cst[4:7], cst[7], cst[8:17]
-        P = _rows(parent_level, pp)
+        P = _rows(table, pp)
         att_p, w_p, al_p, acc_p = P[0:4], P[4:7], P[7:10], P[10:13]
         Rp, att = keep((soa.qmat(att_p), soa.qmul(att_p, lq)))
         off, s_w = keep((soa.matvec(Rp, lt), soa.matvec(Rp, sa)))
@@ -229,55 +306,54 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, keep_on: bool, fast_trig: 
         f, m = soa.matvec(R, fb), soa.matvec(R, mb)
         if fext is not None:
             f, m = soa.sub(f, var[9:12]), soa.sub(m, var[12:15])
-        return new, keep(f + m + off + s_w)
+        K = pp.shape[0]
+        table = tuple(lax.dynamic_update_slice_in_dim(a, b, E + t * K, 0) for a, b in zip(table, new))
+        return table, keep(f + m + off + s_w)
 
     g = tree.gravity.astype(dt)
-    carry = (1.0, 0.0, 0.0, 0.0) + (0.0,) * 6 + (-g[0], -g[1], -g[2])  # the world, as level "-1"
+    world = (1.0, 0.0, 0.0, 0.0) + (0.0,) * 6 + (-g[0], -g[1], -g[2])  # global row 0
     # built from zeros_like(q): the state's type inside jax.shard_map (a constant carry is rejected)
-    carry = tuple(v + jnp.zeros_like(q[:1]) for v in carry)
+    done = [tuple(v + zero_row for v in world)]  # forward rows so far: the world, then each phase's
     own = []
     for ph in sched.phases:
-        K = ph.members.shape[1]
-        # the first level's parents are gathered into the carry here (numpy index arrays are
-        # captured by reference when traced: build new ones, never modify one in place)
-        first = ph.parent_pos[0] if ph is not sched.phases[0] else np.zeros(K, np.int64)
-        carry = _rows(carry, first.copy())
-        pp = np.concatenate([np.arange(K)[None], ph.parent_pos[1:]], 0)
-        carry, ys = _scan(forward, carry, (by_level(varying, ph), by_level(constant, ph), pp))
-        own.append(ys)  # per level: own force, own moment, offset from the parent, joint axis
+        S, K = ph.members.shape
+        rows = tuple(jnp.concatenate(parts, 0) for parts in zip(*done))
+        # numpy index arrays are captured by reference when traced: never modify one in place
+        table = tuple(jnp.concatenate([x[ph.extern], jnp.zeros((S * K, C), dt)], 0) for x in rows)
+        xs = (by_step(varying, ph), by_step(constant, ph), ph.parent_row, np.arange(S))
+        table, ys = _scan(partial(forward, len(ph.extern)), table, xs)
+        done.append(tuple(x[len(ph.extern):] for x in table))
+        own.append(ys)  # per step: own force, own moment, offset from the parent, joint axis
 
-    def backward(child_level, x):
-        loc, r, rounds = x
+    def backward(table, x):
+        loc, r, rounds, t = x
         tot = list(loc[:6])
-        for k in range(rounds.shape[0]):  # round k brings each parent its k-th child (last row: none)
-            tot = [t + u for t, u in zip(tot, _rows(child_level, rounds[k]))]
+        for k in range(rounds.shape[0]):  # round k brings each parent its k-th child
+            tot = [a + b for a, b in zip(tot, _rows(table, rounds[k]))]
         tot = keep(tuple(tot))
         fo, mo, off, s_w = tot[:3], tot[3:], loc[6:9], loc[9:12]
         up = fo + soa.add(mo, soa.cross(off, fo))  # about the parent's origin
-        zero = jnp.zeros((1, C), dt)
         tau = r * soa.dot(s_w, mo) + (1 - r) * soa.dot(s_w, fo)
-        return tuple(jnp.concatenate([u, zero], 0) for u in up), tau
+        K = rounds.shape[1]
+        table = tuple(lax.dynamic_update_slice_in_dim(a, b, t * K, 0) for a, b in zip(table, up))
+        return table, tau
 
-    parts = []
-    carry = None
-    for ph, loc in zip(reversed(sched.phases), reversed(own)):
-        K = ph.members.shape[1]
-        rounds = np.where(ph.rounds < 0, K, ph.rounds)  # row K of the carry: zeros
-        if carry is None:
-            carry = tuple(jnp.broadcast_to(jnp.zeros_like(q[:1]), (K + 1, C)) for _ in range(6))
-        else:  # the next phase's first level: sum each last-level slot's children here
-            sums = [jnp.zeros((K, C), dt) for _ in range(6)]
-            none = carry[0].shape[0] - 1  # that phase's zero row
-            for k in range(rounds.shape[1]):
-                idx = np.where(ph.rounds[-1, k] < 0, none, ph.rounds[-1, k])
-                sums = [a + b for a, b in zip(sums, _rows(carry, idx))]
-            carry = tuple(jnp.concatenate([x, jnp.zeros((1, C), dt)], 0) for x in keep(tuple(sums)))
-            last = np.full(rounds.shape[1:], K, np.int64)
-            last[0] = np.arange(K)  # the last level reads those sums, once
-            rounds = np.concatenate([rounds[:-1], last[None]], 0)
-        carry, tau = _scan(backward, carry, (loc, rev[ph.members], rounds), reverse=True)
-        parts.append(tau)
-    flat = jnp.concatenate([t.reshape(-1, C) for t in parts[::-1]], 0)  # (slots, C)
+    taus, ups = [None] * len(own), []  # ups: wrenches of the later phases, nearest first
+    for p in reversed(range(len(own))):
+        ph, loc = sched.phases[p], own[p]
+        S, K = ph.members.shape
+        if ph.later_children.shape[0]:  # children in later phases: summed into the own wrench
+            later = tuple(jnp.concatenate((zero_row,) + parts, 0) for parts in zip(*ups))
+            first = int(sched.slot[sched.phases[p + 1].members[0, 0]]) + 1  # global row of ups[0][0]
+            idx = np.where(ph.later_children > 0, ph.later_children - first + 1, 0)
+            sums = [jnp.zeros((S * K, C), dt) for _ in range(6)]
+            for k in range(idx.shape[0]):
+                sums = [a + b for a, b in zip(sums, _rows(later, idx[k]))]
+            loc = tuple(a + b.reshape(S, K, C) for a, b in zip(loc[:6], sums)) + tuple(loc[6:])
+        table = tuple(jnp.broadcast_to(zero_row, (S * K + 1, C)) for _ in range(6))
+        table, taus[p] = _scan(backward, table, (loc, rev[ph.members], ph.child_rows, np.arange(S)), reverse=True)
+        ups.insert(0, tuple(x[: S * K] for x in table))
+    flat = jnp.concatenate([t.reshape(-1, C) for t in taus], 0)  # (slots, C)
     return flat[sched.slot]
 
 
