@@ -250,6 +250,22 @@ def test_schedules_of_the_shipped_models():
     assert any(len({depth[int(i)] for i in step}) > 1 for ph in sched.phases for step in ph.members)
 
 
+def test_accelerator_layout_on_cpu(monkeypatch):
+    """The layout an accelerator gets (the whole batch as one chunk, no multi-output fusions,
+    XLA's own sin/cos), run here on the CPU: the same torques as a loop of single states."""
+    import jaxbio.dynamics._batched as bm
+
+    monkeypatch.setattr(bm.jax, "default_backend", lambda: "gpu")
+    tree = jb.load_model("wholebody", dtype=jnp.float64)
+    q, qd, qdd, fext, mext = states(tree.nq, 300, seed=5)
+    text = jax.jit(lambda *a: bm.inverse_dynamics_batch(tree, *a)).lower(q, qd, qdd).as_text()
+    assert "reduce" not in text and "while" in text  # no _keep fusions; the level scans remain
+    got = jax.jit(lambda *a: bm.inverse_dynamics_batch(tree, *a[:3], (a[3], a[4])))(q, qd, qdd, fext, mext)
+    one = jax.jit(lambda a, b, c, f, m: jb.inverse_dynamics(tree, a, b, c, (f, m)))
+    want = np.stack([one(q[i], qd[i], qdd[i], fext[i], mext[i]) for i in range(0, 300, 7)])
+    assert rel(np.asarray(got)[::7], want) < 1e-12
+
+
 def test_inside_shard_map():
     """`jax.shard_map` (checked varying axes, the default) accepts the per-state recursion and the
     batched kernel: their scans start from the state's zeros, not from constants."""
