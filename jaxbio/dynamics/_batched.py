@@ -12,13 +12,17 @@ batch as the *last*, contiguous axis:
   working set stays in cache and nothing is copied at full size (the last chunk starts at
   ``B − C`` and recomputes a few states of the one before it rather than padding the batch);
 - inside a chunk every quantity is a tuple of ``(K, C)`` arrays, one per component (``K`` slots
-  of one tree level). The proximal → distal pass is a `jax.lax.scan` over levels that gathers
-  each member's parent row and also computes each member's own wrench, in the segment's frame
-  (``I`` applied there, so ``R I Rᵀ`` is never formed); the distal → proximal pass is a reverse
-  scan that gathers each member's children rows and ends with the joint torque;
-- levels are grouped into *phases* (`schedule`), each padded to its own width: one scan per
-  level would multiply compile time, one scan for all levels pads every level to the widest
-  (the whole body: 65 slots for 28 segments; in two phases, 41);
+  of one *step*). The proximal → distal pass is a `jax.lax.scan` over steps that gathers each
+  member's parent row from a table of the rows computed so far and also computes each member's
+  own wrench, in the segment's frame (``I`` applied there, so ``R I Rᵀ`` is never formed); the
+  distal → proximal pass is a reverse scan that gathers each member's children rows from a table
+  of the wrenches of later steps and ends with the joint torque;
+- segments are grouped into *phases* of consecutive tree levels (`schedule`), and inside a phase
+  into steps of equal width ``K`` by list scheduling (a parent in an earlier step than its
+  children): a step may mix tree levels, so the whole body's limbs (levels of widths 3, 3, 3, 5,
+  4, 2, 2) take 8 steps of 3 slots instead of 7 levels padded to 5. One scan per level would
+  multiply compile time, one scan for all levels pads every level to the widest (the whole body:
+  65 slots for 28 segments; level by level in two phases 41; now 30, in 14 steps);
 - on CPU, each stage of the level step is computed by one *multi-output* loop (`_keep`). XLA's
   CPU fusion has no multi-output loop fusion: left alone, it gives every output its own loop and
   recomputes a shared intermediate (a rotation matrix, a parent's motion) in each.
@@ -32,14 +36,15 @@ batch as the *last*, contiguous axis:
   ``sin``/``cos`` call libm once per element).
 
 Measured on 2 cores, float64, batch 10⁵ (``python benchmarks/inverse_dynamics.py``, which has
-the table with Pinocchio): arm7 0.20 µs/state, the whole body 0.90 (with the ``cond`` barriers
-and a padded batch: 0.39 and 1.96 on the same machine; ``vmap`` of the per-state recursion is
-several times slower). Profiled (``perf``), the time is now almost all in the fused loops:
-each stage runs on one core, and the second core only waits for work. Tried and dropped: one
-stacked array per scan carry and output (fewer runtime calls, slower loops), a single fused
-loop per level step (slower: XLA no longer fuses it whole), two independent chunks per loop
-iteration or two chunk loops in one program (XLA's CPU runtime ran them one after the other),
-chunks of 128 or 512.
+the table with Pinocchio): arm7 0.20 µs/state, sagittal11 0.33, the whole body 0.83. On the same
+machine, with ``cond`` barriers and a padded batch: arm7 0.39, the whole body 1.96; then with
+multi-output fusions but steps that were tree levels: sagittal11 0.47, the whole body 0.95. Profiled (``perf``), the time is now
+almost all in the fused loops: each runs on one core, and the second core only waits for work.
+Tried and dropped: one stacked array per scan carry and output (fewer runtime calls, slower
+loops), a single fused loop per level step (slower: XLA no longer fuses it whole), the scans
+unrolled (no faster, compile 3×), two independent chunks per loop iteration or two chunk loops
+in one program (XLA's CPU runtime ran them one after the other), chunks of 128 or 512, dropping
+the prismatic terms from all-revolute phases (no faster).
 
 Differentiation is not defined here: `jaxbio.dynamics.rnea` routes `jax.vmap` to this module and
 everything else (``jvp``, ``grad``, a batched tree) to the per-state recursion.
