@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 from jaxtyping import Array, ArrayLike, Float
 
-from jaxbio.dynamics import gravity_forces, kinetic_energy, mass_matrix, potential_energy
+from jaxbio.dynamics import inverse_dynamics, kinetic_energy_gradient, mass_matrix, potential_energy
 from jaxbio.tree import SegmentTree
 
 __all__ = [
@@ -301,9 +301,11 @@ def hamiltonian(tree: SegmentTree, q: Float[ArrayLike, " n"], p: Float[ArrayLike
 
 def dH_dq(tree: SegmentTree, q, qd) -> Float[Array, " n"]:
     """``∂H/∂q`` at fixed ``p`` from ``q̇ = M⁻¹p``: ``−∂T(q, q̇)/∂q + g(q)`` (no M⁻¹ formed,
-    no differentiation through the factorisation)."""
-    dT_dq = jax.grad(kinetic_energy, argnums=1)(tree, q, qd)
-    return -dT_dq + gravity_forces(tree, q)
+    no differentiation through the factorisation). Under `jax.vmap` both terms run the
+    batch-last kernels (`jaxbio.dynamics.kinetic_energy_gradient`, and `inverse_dynamics` at
+    rest for ``g``)."""
+    zero = jnp.zeros_like(q)
+    return -kinetic_energy_gradient(tree, q, qd) + inverse_dynamics(tree, q, zero, zero)
 
 
 class HamiltonianSystem(eqx.Module):

@@ -1,6 +1,7 @@
 """Rigid-body dynamics of segment trees: one file per algorithm."""
 
-from jaxbio.dynamics.energy import center_of_mass, kinetic_energy, potential_energy, segment_coms
+from jaxbio.dynamics.energy import (center_of_mass, kinetic_energy, kinetic_energy_gradient, potential_energy,
+                                   segment_coms)
 from jaxbio.dynamics.forward import forward_dynamics
 from jaxbio.dynamics.kinematics import SegmentMotion, forward_kinematics, segment_motion
 from jaxbio.dynamics.mass_matrix import bias_forces, com_jacobians, gravity_forces, mass_matrix
@@ -16,6 +17,7 @@ __all__ = [
     "gravity_forces",
     "inverse_dynamics",
     "kinetic_energy",
+    "kinetic_energy_gradient",
     "mass_matrix",
     "potential_energy",
     "rnea",

@@ -258,9 +258,13 @@ def _scan(f, carry, xs, reverse=False):
     return lax.scan(f, carry, xs, reverse=reverse)
 
 
-def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, keep_on: bool, fast_trig: bool):
+def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, keep_on: bool, fast_trig: bool, momentum: bool = False):
     """``tau`` ``(n, C)`` for one chunk; ``q, qd, qdd`` ``(n, C)``, ``fext``/``mext`` 3-tuples of
-    ``(n, C)`` world-frame external forces / moments about each segment origin, or None."""
+    ``(n, C)`` world-frame external forces / moments about each segment origin, or None.
+
+    ``momentum=True`` (``qdd``, ``fext``, ``mext`` ignored): ``∂T/∂q`` at fixed ``qd`` instead,
+    by the same passes with momenta in place of their rates (see `kinetic_energy_gradient_batch`).
+    """
     keep = lambda x: _keep(x, keep_on)  # noqa: E731
     n, C = q.shape
     dt = q.dtype
@@ -278,12 +282,33 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, keep_on: bool, fast_trig: 
     s, c = keep(sincos(half) if fast_trig else (jnp.sin(half), jnp.cos(half)))
     local_q = soa.qmul(orient, (c, s * axis[0], s * axis[1], s * axis[2]))
     local_t = soa.add(_col(tree.origins.astype(dt)), soa.scale(axis_in_parent, q * (1 - rev)))
-    varying = local_q + local_t + (qd, qdd)  # (n, C) each
-    if fext is not None:
+    varying = local_q + local_t + (qd, qd if momentum else qdd)  # (n, C) each
+    if fext is not None and not momentum:
         varying = varying + fext + mext
     # per-segment constants stay (n, 1): axis in parent, revolute flag, COM, mass, inertia
     constant = axis_in_parent + (rev,) + _col(tree.coms.astype(dt)) + (tree.masses.astype(dt)[:, None],) \
         + _col(tree.inertias.astype(dt).reshape(n, 9))
+
+    def forward_momentum(E, table, x):
+        var, cst, pp, t = x
+        lq, lt, qd_ = var[0:4], var[4:7], var[7]
+        sa, r, com, mass, inertia = cst[0:3], cst[3], cst[4:7], cst[7], cst[8:17]
+        P = _rows(table, pp)
+        att_p, w_p, v_p = P[0:4], P[4:7], P[7:10]
+        Rp, att = keep((soa.qmat(att_p), soa.qmul(att_p, lq)))
+        off, s_w = keep((soa.matvec(Rp, lt), soa.matvec(Rp, sa)))
+        sqd = soa.scale(s_w, qd_)
+        w = soa.add(w_p, soa.scale(sqd, r))
+        v = soa.add(soa.add(v_p, soa.cross(w_p, off)), soa.scale(sqd, 1 - r))
+        new = keep(att + w + v)
+        att, w, v = new[0:4], new[4:7], new[7:10]
+        # own momenta, in the segment's frame: p = m v_C, h = I ω + c × p (about the origin)
+        R = soa.qmat(att)
+        wb, vb = keep((soa.matvec_t(R, w), soa.matvec_t(R, v)))
+        pb = soa.scale(soa.add(vb, soa.cross(wb, com)), mass)
+        hb = soa.add(soa.matvec(inertia, wb), soa.cross(com, pb))
+        table = tuple(lax.dynamic_update_slice_in_dim(a, b, E + t * pp.shape[0], 0) for a, b in zip(table, new))
+        return table, keep(soa.matvec(R, pb) + soa.matvec(R, hb) + off + s_w + w_p + v)
 
     def forward(E, table, x):
         var, cst, pp, t = x
@@ -317,6 +342,8 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, keep_on: bool, fast_trig: 
 
     g = tree.gravity.astype(dt)
     world = (1.0, 0.0, 0.0, 0.0) + (0.0,) * 6 + (-g[0], -g[1], -g[2])  # global row 0
+    if momentum:  # attitude, angular velocity, velocity of the origin
+        world, forward = (1.0, 0.0, 0.0, 0.0) + (0.0,) * 6, forward_momentum
     # built from zeros_like(q): the state's type inside jax.shard_map (a constant carry is rejected)
     done = [tuple(v + zero_row for v in world)]  # forward rows so far: the world, then each phase's
     own = []
@@ -338,7 +365,12 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, keep_on: bool, fast_trig: 
         tot = keep(tuple(tot))
         fo, mo, off, s_w = tot[:3], tot[3:], loc[6:9], loc[9:12]
         up = fo + soa.add(mo, soa.cross(off, fo))  # about the parent's origin
-        tau = r * soa.dot(s_w, mo) + (1 - r) * soa.dot(s_w, fo)
+        if momentum:  # ∂T/∂q: s · (H × ω_λ + P × v) revolute, s · (P × ω_λ) prismatic
+            w_p, v = loc[12:15], loc[15:18]
+            tau = r * soa.dot(s_w, soa.add(soa.cross(mo, w_p), soa.cross(fo, v))) \
+                + (1 - r) * soa.dot(s_w, soa.cross(fo, w_p))
+        else:
+            tau = r * soa.dot(s_w, mo) + (1 - r) * soa.dot(s_w, fo)
         K = rounds.shape[1]
         table = tuple(lax.dynamic_update_slice_in_dim(a, b, t * K, 0) for a, b in zip(table, up))
         return table, tau
@@ -366,14 +398,38 @@ def inverse_dynamics_batch(tree: SegmentTree, q, qd, qdd, external=None, *, chun
     """``tau`` ``(B, n)`` for ``q, qd, qdd`` ``(B, n)`` (``external``: forces and moments
     ``(B, n, 3)``, world frame, or None). Same result as `jax.vmap` of the per-state recursion
     to round-off; not differentiable by itself (see `jaxbio.dynamics.rnea`)."""
+    states = [q, qd, qdd] + ([] if external is None else [external[0], external[1]])
+    return _batched(tree, states, chunk=chunk, momentum=False)
+
+
+def kinetic_energy_gradient_batch(tree: SegmentTree, q, qd, *, chunk: int | None = None):
+    """``∂T/∂q`` at fixed ``qd`` ``(B, n)`` for ``q, qd`` ``(B, n)``, by the same two passes as
+    the wrench recursion with momenta in place of their rates of change.
+
+    Perturbing joint ``i`` moves its whole subtree rigidly (about the axis ``s_i`` through the
+    joint centre, or along it) with every ``qd`` fixed, so only the subtree's kinetic energy
+    changes, through the parent's motion seen by it. With ``P_i`` and ``H_i`` the linear and
+    angular momentum of the subtree (about the joint centre), ``ω_λ`` the parent's angular velocity
+    and ``v_i`` the joint centre's velocity (world frame):
+
+        ∂T/∂q_i = s_i · (H_i × ω_λ + P_i × v_i)      revolute
+        ∂T/∂q_i = s_i · (P_i × ω_λ)                  prismatic
+
+    ``(P_i, H_i)`` are summed distal → proximal and moved to the parent's joint centre exactly as
+    the wrench ``(F_i, M_i)`` is. Same result as ``jax.grad`` of `jaxbio.kinetic_energy` to
+    round-off; not differentiable by itself (see `jaxbio.hamiltonian.dH_dq`).
+    """
+    return _batched(tree, [q, qd, qd], chunk=chunk, momentum=True)
+
+
+def _batched(tree: SegmentTree, states: list, *, chunk: int | None, momentum: bool):
+    """`_chunk` over the batch: ``states`` ``[q, qd, qdd]`` ``(B, n)`` (+ external ``(B, n, 3)``)."""
+    q = states[0]
     B, n = q.shape
     backend = jax.default_backend()
     C = chunk_size(B, backend) if chunk is None else max(1, min(int(chunk), B))
     cpu = backend == "cpu"
     nc = -(-B // C)
-    states = [q, qd, qdd]
-    if external is not None:
-        states += [external[0], external[1]]
 
     def one(start):
         st = [lax.dynamic_slice_in_dim(x, start, C, 0) for x in states]  # (C, n, ...) each
@@ -382,7 +438,7 @@ def inverse_dynamics_batch(tree: SegmentTree, q, qd, qdd, external=None, *, chun
         if len(st) > 3:  # (C, n, 3) each
             fext = tuple(st[3][:, :, k].T for k in range(3))
             mext = tuple(st[4][:, :, k].T for k in range(3))
-        return _chunk(tree, qc, qdc, qddc, fext, mext, keep_on=cpu, fast_trig=cpu).T
+        return _chunk(tree, qc, qdc, qddc, fext, mext, keep_on=cpu, fast_trig=cpu, momentum=momentum).T
 
     if nc == 1:
         return one(0)

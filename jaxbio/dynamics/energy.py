@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import quaternion as quat
+from jaxbio.dynamics._batched import kinetic_energy_gradient_batch
 from jaxbio.dynamics._checks import public, as_state, finite
 from jaxbio.dynamics.kinematics import segment_motion
 from jaxbio.dynamics.rnea import world_inertia_times
 from jaxbio.spatial import cross, dot
 from jaxbio.tree import SegmentTree
 
-__all__ = ["kinetic_energy", "potential_energy", "center_of_mass", "segment_coms"]
+__all__ = ["kinetic_energy", "kinetic_energy_gradient", "potential_energy", "center_of_mass", "segment_coms"]
 
 
 def segment_coms(tree: SegmentTree, q) -> Float[Array, "n 3"]:
@@ -50,3 +52,52 @@ def center_of_mass(tree: SegmentTree, q: Float[ArrayLike, " n"], *, check: bool 
     q = as_state(tree, q, "q", check)
     com = jnp.sum(tree.masses[:, None] * segment_coms(tree, q), axis=0) / jnp.sum(tree.masses)
     return finite(com, "center_of_mass result") if check else com
+
+
+@public
+def kinetic_energy_gradient(
+    tree: SegmentTree, q: Float[ArrayLike, " n"], qd: Float[ArrayLike, " n"], *, check: bool = False
+) -> Float[Array, " n"]:
+    """``∂T/∂q`` ``(n,)`` N·m / N at fixed ``qd``: the velocity-dependent part of ``−∂H/∂q``.
+
+    Equal to ``jax.grad(kinetic_energy, argnums=1)``, which it is for one state. Under
+    `jax.vmap` it runs the batch-last kernel of `jaxbio.dynamics._batched`
+    (`kinetic_energy_gradient_batch`: subtree momenta summed like the wrench recursion's
+    wrenches); its derivatives are those of the autodiff route.
+    """
+    q = as_state(tree, q, "q", check)
+    qd = as_state(tree, qd, "qd", check)
+    out = _dT_dq(tree, q, qd)
+    return finite(out, "kinetic_energy_gradient result") if check else out
+
+
+def _plain_dT_dq(tree, q, qd):
+    return jax.grad(kinetic_energy, argnums=1)(tree, q, qd)
+
+
+@jax.custom_jvp
+@jax.custom_batching.custom_vmap
+def _dT_dq(tree, q, qd):
+    """``∂T/∂q`` by autodiff for one state; the batch-last kernel under `jax.vmap` (the states
+    batched, the tree not). Wrapped like `jaxbio.dynamics.rnea._tau`: a `jax.custom_jvp` whose
+    rule is the autodiff route's own ``jvp``."""
+    return _plain_dT_dq(tree, q, qd)
+
+
+@_dT_dq.def_vmap
+def _dT_dq_vmap(axis_size, in_batched, tree, q, qd):
+    tree_batched, *states_batched = in_batched
+
+    def full(x, b):
+        return x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x))
+
+    q, qd = (full(x, b) for x, b in zip((q, qd), states_batched))
+    if any(jax.tree_util.tree_leaves(tree_batched)):
+        tree = jax.tree_util.tree_map(full, tree, tree_batched)
+        return jax.vmap(_plain_dT_dq)(tree, q, qd), True
+    return kinetic_energy_gradient_batch(tree, q, qd), True
+
+
+@_dT_dq.defjvp
+def _dT_dq_jvp(primals, tangents):
+    return jax.jvp(_plain_dT_dq, primals, tangents)
