@@ -1,0 +1,109 @@
+"""Under `jax.vmap`, the Hamiltonian vector field's parts run on the batch-last kernels of
+`jaxbio.dynamics._batched`: ``∂T/∂q`` by the momentum variant of the wrench recursion, ``M`` column
+by column by the wrench recursion at rest, ``g`` by `inverse_dynamics`.
+
+References, all independent of those kernels: ``jax.grad`` of `kinetic_energy`, the segment-Jacobian
+mass matrix, ``jax.grad`` of `hamiltonian` through its Cholesky factorisation, single-state loops
+and central differences.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxbio as jb
+from jaxbio import hamiltonian as ham
+from jaxbio.dynamics import kinetic_energy_gradient
+from jaxbio.dynamics.mass_matrix import _jacobian_mass_matrix
+from tests._models import random_model_dict
+
+MODELS = ("double_pendulum", "arm7", "sagittal11", "wholebody", "arm26")
+BATCH = 300  # two chunks on CPU, the second overlapping the first
+
+
+def rel(a, b) -> float:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1.0))
+
+
+def trees():
+    out = [(name, jb.load_model(name, dtype=jnp.float64)) for name in MODELS]
+    for seed in (0, 1):  # several roots, revolute and prismatic joints
+        d = random_model_dict(np.random.default_rng(200 + seed), 13)
+        out.append((f"random{seed}", jb.SegmentTree.from_dict(d, dtype=jnp.float64)))
+    return out
+
+
+def states(n, batch=BATCH, seed=0):
+    rng = np.random.default_rng(seed)
+    return jnp.asarray(rng.uniform(-2, 2, (batch, n))), jnp.asarray(rng.uniform(-3, 3, (batch, n)))
+
+
+@pytest.mark.parametrize("name,tree", trees(), ids=lambda x: x if isinstance(x, str) else "")
+def test_vmapped_kinetic_energy_gradient_and_mass_matrix(name, tree):
+    q, qd = states(tree.nq)
+    got = jax.jit(jax.vmap(lambda a, b: kinetic_energy_gradient(tree, a, b)))(q, qd)
+    want = jax.vmap(jax.grad(lambda a, b: jb.kinetic_energy(tree, a, b)))(q, qd)
+    assert rel(got, want) < 1e-12
+    M = jax.jit(jax.vmap(lambda a: jb.mass_matrix(tree, a)))(q)
+    assert rel(M, jax.vmap(lambda a: _jacobian_mass_matrix(tree, a))(q)) < 1e-12
+    assert np.array_equal(M, np.swapaxes(M, 1, 2))
+
+
+def test_vmapped_dH_dq_equals_the_gradient_of_H():
+    for name in ("arm7", "sagittal11"):
+        tree = jb.load_model(name, dtype=jnp.float64)
+        q, p = states(tree.nq, 50, seed=3)
+        qd = jax.vmap(lambda a, b: ham.velocities(tree, a, b))(q, p)
+        got = jax.jit(jax.vmap(lambda a, b: ham.dH_dq(tree, a, b)))(q, qd)
+        want = jax.vmap(jax.grad(lambda a, b: ham.hamiltonian(tree, a, b)))(q, p)  # through Cholesky
+        assert rel(got, want) < 1e-10
+
+
+def test_vmapped_vector_field_equals_single_states():
+    tree = jb.load_model("sagittal11", dtype=jnp.float64)
+    rng = np.random.default_rng(4)
+    system = jb.HamiltonianSystem(tree, drive=ham.ConstantDrive(jnp.asarray(rng.normal(size=11))),
+                                  dissipation=ham.LinearDamping(jnp.asarray(rng.uniform(0, 2, 11))))
+    q, qd = states(11, 40, seed=4)
+    y = jax.vmap(lambda a, b: system.initial_state(a, b))(q, qd)
+    got = jax.jit(jax.vmap(lambda s: system.vector_field(0.2, s)))(y)
+    one = jax.jit(lambda s: system.vector_field(0.2, s))
+    for k in (0, 17, 39):
+        want = one(jax.tree_util.tree_map(lambda x: x[k], y))
+        for key in want:
+            assert rel(got[key][k], want[key]) < 1e-11
+
+
+def test_derivatives_of_vmapped_paths_against_central_differences():
+    tree = jb.load_model("arm7", dtype=jnp.float64)
+    q, qd = states(7, 3, seed=5)
+    w = jnp.asarray(np.random.default_rng(6).normal(size=(3, 7, 7)))
+
+    def scalar(x):  # a weighted sum of both vmapped quantities
+        M = jax.vmap(lambda a: jb.mass_matrix(tree, a))(x)
+        g = jax.vmap(lambda a, b: kinetic_energy_gradient(tree, a, b))(x, qd)
+        return jnp.sum(w * M) + jnp.sum(w[:, 0] * g)
+
+    grad = jax.grad(scalar)(q)
+    h = 1e-6
+    for i, j in [(0, 0), (1, 3), (2, 6)]:
+        e = jnp.zeros_like(q).at[i, j].set(h)
+        fd = (scalar(q + e) - scalar(q - e)) / (2 * h)
+        assert abs(float(grad[i, j] - fd)) < 1e-7 * max(1.0, abs(float(fd)))
+
+
+def test_vmap_over_subjects_uses_each_tree():
+    base = jb.load_model("arm7", dtype=jnp.float64)
+    subjects = [eqx.tree_at(lambda t: t.masses, base, s * base.masses) for s in (0.8, 1.0, 1.3)]
+    batch_tree = jax.tree_util.tree_map(lambda *x: jnp.stack(x), *subjects)
+    q, qd = states(7, 3, seed=7)
+    M = jax.vmap(jb.mass_matrix)(batch_tree, q)
+    g = jax.vmap(kinetic_energy_gradient)(batch_tree, q, qd)
+    for k, tree_k in enumerate(subjects):
+        assert rel(M[k], _jacobian_mass_matrix(tree_k, q[k])) < 1e-12
+        assert rel(g[k], jax.grad(lambda a: jb.kinetic_energy(tree_k, a, qd[k]))(q[k])) < 1e-12
