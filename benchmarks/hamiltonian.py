@@ -160,6 +160,45 @@ def vector_field_costs(batch=10_000):
         print(f"  {label:46s} {(time.perf_counter() - t0) / 10 / batch * 1e9:9.1f}")
 
 
+def tree_vector_field_routes(batch=10_000):
+    """ns per state of `HamiltonianSystem.vector_field` under jit(vmap) for several models: as
+    jaxbio runs it (batch-last kernels for M, ∂T/∂q and g) and as ``vmap`` of the per-state code
+    (segment-Jacobian M, ``jax.grad`` of T, per-state recursion for g), same Cholesky solve."""
+    import jax.scipy.linalg as jsl
+
+    from jaxbio.dynamics.energy import _plain_dT_dq
+    from jaxbio.dynamics.mass_matrix import _jacobian_mass_matrix
+    from jaxbio.dynamics.rnea import _plain_tau
+
+    def per_state_field(tree, y):
+        q, p = y["q"], y["p"]
+        qd = jsl.cho_solve(jsl.cho_factor(_jacobian_mass_matrix(tree, q)), p)
+        zero = jnp.zeros_like(q)
+        return {"q": qd, "p": _plain_dT_dq(tree, q, qd) - _plain_tau(tree, q, zero, zero)}
+
+    def per_call(f, y):
+        c = jax.jit(jax.vmap(f)).lower(y).compile()
+        jax.block_until_ready(c(y))
+        best = np.inf
+        for _ in range(3):
+            t0 = time.perf_counter()
+            for _ in range(3):
+                jax.block_until_ready(c(y))
+            best = min(best, (time.perf_counter() - t0) / 3)
+        return best / batch * 1e9
+
+    print(f"HamiltonianSystem.vector_field, jit(vmap) over {batch} states (ns / state):")
+    for name in ("double_pendulum", "arm7", "sagittal11", "wholebody"):
+        tree = jb.load_model(name, dtype=jnp.float64)
+        system = jb.HamiltonianSystem(tree)
+        rng = np.random.default_rng(0)
+        q, qd = (jnp.asarray(rng.uniform(-1, 1, (batch, tree.nq))) for _ in range(2))
+        ys = jax.vmap(lambda a, b: system.initial_state(a, b))(q, qd)
+        fast = per_call(lambda y: system.vector_field(0.0, y), ys)
+        slow = per_call(lambda y: per_state_field(tree, y), ys)
+        print(f"  {name:16s} batched kernels {fast:9.1f}   vmap of per-state code {slow:9.1f}   ratio {slow / fast:5.1f}x")
+
+
 def dH_dq_routes(batch=1000):
     """∂H/∂q by the Legendre route (−∂T/∂q at fixed q̇, jaxbio's) against jax.grad(H) through
     the Cholesky factorisation; µs per state, vmapped."""
@@ -227,6 +266,7 @@ def main():
                   f"{t_sp / per:7.1f}× solve_ivp, {np.mean(steps):6.0f} steps, max |Δθ| {err:.1e} rad, "
                   f"max |ΔE| {e_err:.1e} J", flush=True)
     vector_field_costs()
+    tree_vector_field_routes()
     dH_dq_routes()
     return rows
 
