@@ -46,8 +46,14 @@ unrolled (no faster, compile 3×), two independent chunks per loop iteration or 
 in one program (XLA's CPU runtime ran them one after the other), chunks of 128 or 512, dropping
 the prismatic terms from all-revolute phases (no faster).
 
-Differentiation is not defined here: `jaxbio.dynamics.rnea` routes `jax.vmap` to this module and
-everything else (``jvp``, ``grad``, a batched tree) to the per-state recursion.
+The same passes with momenta in place of their rates of change give ``∂T/∂q``
+(`kinetic_energy_gradient_batch`), and ``vmap(mass_matrix)`` on CPU calls
+`inverse_dynamics_batch` once for all ``n`` columns of ``M``; together they run the batched
+Hamiltonian vector field (`jaxbio.hamiltonian`).
+
+Differentiation is not defined here: `jaxbio.dynamics.rnea` (and ``energy``, ``mass_matrix``)
+route `jax.vmap` to this module and everything else (``jvp``, ``grad``, a batched tree) to the
+per-state code.
 """
 
 from __future__ import annotations
