@@ -264,12 +264,14 @@ def _scan(f, carry, xs, reverse=False):
     return lax.scan(f, carry, xs, reverse=reverse)
 
 
-def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, keep_on: bool, fast_trig: bool, momentum: bool = False):
+def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, keep_on: bool, fast_trig: bool, momentum: bool = False,
+           crba: bool = False):
     """``tau`` ``(n, C)`` for one chunk; ``q, qd, qdd`` ``(n, C)``, ``fext``/``mext`` 3-tuples of
     ``(n, C)`` world-frame external forces / moments about each segment origin, or None.
 
     ``momentum=True`` (``qdd``, ``fext``, ``mext`` ignored): ``∂T/∂q`` at fixed ``qd`` instead,
     by the same passes with momenta in place of their rates (see `kinetic_energy_gradient_batch`).
+    ``crba=True`` (only ``q`` used): the mass matrix ``(n·n, C)`` row-major (see `mass_matrix_batch`).
     """
     keep = lambda x: _keep(x, keep_on)  # noqa: E731
     n, C = q.shape
@@ -288,8 +290,8 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, keep_on: bool, fast_trig: 
     s, c = keep(sincos(half) if fast_trig else (jnp.sin(half), jnp.cos(half)))
     local_q = soa.qmul(orient, (c, s * axis[0], s * axis[1], s * axis[2]))
     local_t = soa.add(_col(tree.origins.astype(dt)), soa.scale(axis_in_parent, q * (1 - rev)))
-    varying = local_q + local_t + (qd, qd if momentum else qdd)  # (n, C) each
-    if fext is not None and not momentum:
+    varying = local_q + local_t + (qd, qd if momentum or crba else qdd)  # (n, C) each
+    if fext is not None and not (momentum or crba):
         varying = varying + fext + mext
     # per-segment constants stay (n, 1): axis in parent, revolute flag, COM, mass, inertia
     constant = axis_in_parent + (rev,) + _col(tree.coms.astype(dt)) + (tree.masses.astype(dt)[:, None],) \
@@ -315,6 +317,26 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, keep_on: bool, fast_trig: 
         hb = soa.add(soa.matvec(inertia, wb), soa.cross(com, pb))
         table = tuple(lax.dynamic_update_slice_in_dim(a, b, E + t * pp.shape[0], 0) for a, b in zip(table, new))
         return table, keep(soa.matvec(R, pb) + soa.matvec(R, hb) + off + s_w + w_p + v)
+
+    def forward_crba(E, table, x):
+        var, cst, pp, t = x
+        lq, lt = var[0:4], var[4:7]
+        sa, com, mass, inertia = cst[0:3], cst[4:7], cst[7], cst[8:17]
+        P = _rows(table, pp)
+        att_p, pos_p = P[0:4], P[4:7]
+        Rp, att = keep((soa.qmat(att_p), soa.qmul(att_p, lq)))
+        off, s_w = keep((soa.matvec(Rp, lt), soa.matvec(Rp, sa)))
+        new = keep(att + soa.add(pos_p, off))
+        # own composite about the own origin: m, h = m c, J = R I Rᵀ + m ([c]ᵀ[c]) (xx yy zz xy xz yz)
+        R = soa.qmat(new[0:4])
+        c = soa.matvec(R, com)
+        RI = tuple(sum(R[3 * a + k] * inertia[3 * k + b] for k in range(3)) for a in range(3) for b in range(3))
+        IC = tuple(sum(RI[3 * a + k] * R[3 * b + k] for k in range(3)) for a, b in _SYM)
+        cc = soa.dot(c, c)
+        J = tuple(IC[i] + mass * ((cc if a == b else 0.0) - c[a] * c[b]) for i, (a, b) in enumerate(_SYM))
+        m = mass + jnp.zeros_like(c[0])
+        table = tuple(lax.dynamic_update_slice_in_dim(a, b, E + t * pp.shape[0], 0) for a, b in zip(table, new))
+        return table, keep((m,) + soa.scale(c, mass) + J + off + s_w + new[4:7])
 
     def forward(E, table, x):
         var, cst, pp, t = x
@@ -350,6 +372,9 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, keep_on: bool, fast_trig: 
     world = (1.0, 0.0, 0.0, 0.0) + (0.0,) * 6 + (-g[0], -g[1], -g[2])  # global row 0
     if momentum:  # attitude, angular velocity, velocity of the origin
         world, forward = (1.0, 0.0, 0.0, 0.0) + (0.0,) * 6, forward_momentum
+    if crba:  # attitude, position of the origin
+        world, forward = (1.0, 0.0, 0.0, 0.0) + (0.0,) * 3, forward_crba
+    nsum = 10 if crba else 6  # summed over each subtree: (m, h, J) or (force, moment)
     # built from zeros_like(q): the state's type inside jax.shard_map (a constant carry is rejected)
     done = [tuple(v + zero_row for v in world)]  # forward rows so far: the world, then each phase's
     own = []
@@ -365,10 +390,19 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, keep_on: bool, fast_trig: 
 
     def backward(table, x):
         loc, r, rounds, t = x
-        tot = list(loc[:6])
+        tot = list(loc[:nsum])
         for k in range(rounds.shape[0]):  # round k brings each parent its k-th child
             tot = [a + b for a, b in zip(tot, _rows(table, rounds[k]))]
         tot = keep(tuple(tot))
+        K = rounds.shape[1]
+        if crba:  # composite moved to the parent's origin: d = off, h += m d, J += [d]ᵀ[h] + [h]ᵀ[d] + m[d]ᵀ[d]
+            m, h, J, d = tot[0], tot[1:4], tot[4:10], loc[10:13]
+            dh, dd = soa.dot(d, h), soa.dot(d, d)
+            up = (m,) + soa.add(h, soa.scale(d, m)) + tuple(
+                J[i] + (2 * dh + m * dd if a == b else 0.0) - h[a] * d[b] - d[a] * h[b] - m * d[a] * d[b]
+                for i, (a, b) in enumerate(_SYM))
+            table = tuple(lax.dynamic_update_slice_in_dim(a, b, t * K, 0) for a, b in zip(table, up))
+            return table, tot
         fo, mo, off, s_w = tot[:3], tot[3:], loc[6:9], loc[9:12]
         up = fo + soa.add(mo, soa.cross(off, fo))  # about the parent's origin
         if momentum:  # ∂T/∂q: s · (H × ω_λ + P × v) revolute, s · (P × ω_λ) prismatic
@@ -377,7 +411,6 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, keep_on: bool, fast_trig: 
                 + (1 - r) * soa.dot(s_w, soa.cross(fo, w_p))
         else:
             tau = r * soa.dot(s_w, mo) + (1 - r) * soa.dot(s_w, fo)
-        K = rounds.shape[1]
         table = tuple(lax.dynamic_update_slice_in_dim(a, b, t * K, 0) for a, b in zip(table, up))
         return table, tau
 
@@ -389,15 +422,56 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, keep_on: bool, fast_trig: 
             later = tuple(jnp.concatenate((zero_row,) + parts, 0) for parts in zip(*ups))
             first = int(sched.slot[sched.phases[p + 1].members[0, 0]]) + 1  # global row of ups[0][0]
             idx = np.where(ph.later_children > 0, ph.later_children - first + 1, 0)
-            sums = [jnp.zeros((S * K, C), dt) for _ in range(6)]
+            sums = [jnp.zeros((S * K, C), dt) for _ in range(nsum)]
             for k in range(idx.shape[0]):
                 sums = [a + b for a, b in zip(sums, _rows(later, idx[k]))]
-            loc = tuple(a + b.reshape(S, K, C) for a, b in zip(loc[:6], sums)) + tuple(loc[6:])
-        table = tuple(jnp.broadcast_to(zero_row, (S * K + 1, C)) for _ in range(6))
+            loc = tuple(a + b.reshape(S, K, C) for a, b in zip(loc[:nsum], sums)) + tuple(loc[nsum:])
+        table = tuple(jnp.broadcast_to(zero_row, (S * K + 1, C)) for _ in range(nsum))
         table, taus[p] = _scan(backward, table, (loc, rev[ph.members], ph.child_rows, np.arange(S)), reverse=True)
         ups.insert(0, tuple(x[: S * K] for x in table))
+    if crba:
+        return _crba_columns(tree, sched, taus, own, C)
     flat = jnp.concatenate([t.reshape(-1, C) for t in taus], 0)  # (slots, C)
     return flat[sched.slot]
+
+
+_SYM = ((0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2))  # the 6 entries of a symmetric 3×3
+
+
+def _crba_columns(tree: SegmentTree, sched: Schedule, composites, own, C):
+    """``M`` ``(n·n, C)`` from each subtree's composite ``(m, h, J)`` about its joint centre.
+
+    Joint ``i`` moving at unit rate moves its subtree rigidly: linear momentum ``s × h`` and
+    angular momentum ``J s`` about ``P_i`` (revolute), or ``m s`` and ``h × s`` (prismatic).
+    ``M[j, i]`` for ``j`` an ancestor of ``i`` (or ``i``) is joint ``j``'s share of that
+    momentum: ``s_j · (L + (P_i − P_j) × lin)`` (revolute ``j``), ``s_j · lin`` (prismatic).
+    """
+    n = tree.nq
+
+    def seg(parts, k):  # component k of per-step outputs, in segment order (n, C)
+        return jnp.concatenate([x[k].reshape(-1, C) for x in parts], 0)[sched.slot]
+
+    m = seg(composites, 0)
+    h = tuple(seg(composites, k) for k in range(1, 4))
+    J6 = tuple(seg(composites, k) for k in range(4, 10))
+    s = tuple(seg(own, k) for k in range(13, 16))
+    pos = tuple(seg(own, k) for k in range(16, 19))
+    Jm = {(a, b): J6[i] for i, (a, b) in enumerate(_SYM)}
+    Jm.update({(b, a): v for (a, b), v in list(Jm.items())})
+    rev = np.asarray(tree.is_revolute)[:, None]
+    lin = soa.where(rev, soa.cross(s, h), soa.scale(s, m))
+    L = soa.where(rev, tuple(sum(Jm[a, b] * s[b] for b in range(3)) for a in range(3)), soa.cross(h, s))
+    anc = np.asarray(tree.ancestors)  # anc[i, j]: j is i or an ancestor of i
+    i_idx, j_idx = np.nonzero(anc)
+    d = soa.sub(_rows(pos, i_idx), _rows(pos, j_idx))
+    moment = soa.add(_rows(L, i_idx), soa.cross(d, _rows(lin, i_idx)))
+    s_j = _rows(s, j_idx)
+    vals = jnp.where(rev[j_idx], soa.dot(s_j, moment), soa.dot(s_j, _rows(lin, i_idx)))
+    vals = jnp.concatenate([vals, jnp.zeros_like(vals[:1])], 0)  # last row: zero
+    where = np.full((n, n), len(i_idx), np.int64)
+    where[j_idx, i_idx] = np.arange(len(i_idx))
+    where[i_idx, j_idx] = np.arange(len(i_idx))
+    return vals[where.reshape(-1)]
 
 
 def inverse_dynamics_batch(tree: SegmentTree, q, qd, qdd, external=None, *, chunk: int | None = None):
@@ -428,10 +502,22 @@ def kinetic_energy_gradient_batch(tree: SegmentTree, q, qd, *, chunk: int | None
     return _batched(tree, [q, qd, qd], chunk=chunk, momentum=True)
 
 
-def _batched(tree: SegmentTree, states: list, *, chunk: int | None, momentum: bool):
+def mass_matrix_batch(tree: SegmentTree, q, *, chunk: int | None = None):
+    """``M`` ``(B, n, n)`` for ``q`` ``(B, n)`` by the composite-rigid-body algorithm in the world
+    frame: one proximal → distal pass (attitudes and joint centres), one distal → proximal pass
+    summing each subtree's mass, first moment ``h`` and inertia ``J`` about its joint centre
+    (parallel-axis transport ``J += [d]ᵀ[h] + [h]ᵀ[d] + m [d]ᵀ[d]``), then one entry per pair of a
+    segment and an ancestor (`_crba_columns`). Same result as `jaxbio.mass_matrix` to round-off;
+    not differentiable by itself (see `jaxbio.dynamics.mass_matrix`)."""
+    B, n = q.shape
+    return _batched(tree, [q, q, q], chunk=chunk, momentum=False, crba=True).reshape(B, n, n)
+
+
+def _batched(tree: SegmentTree, states: list, *, chunk: int | None, momentum: bool, crba: bool = False):
     """`_chunk` over the batch: ``states`` ``[q, qd, qdd]`` ``(B, n)`` (+ external ``(B, n, 3)``)."""
     q = states[0]
     B, n = q.shape
+    width = n * n if crba else n
     backend = jax.default_backend()
     C = chunk_size(B, backend) if chunk is None else max(1, min(int(chunk), B))
     cpu = backend == "cpu"
@@ -444,7 +530,7 @@ def _batched(tree: SegmentTree, states: list, *, chunk: int | None, momentum: bo
         if len(st) > 3:  # (C, n, 3) each
             fext = tuple(st[3][:, :, k].T for k in range(3))
             mext = tuple(st[4][:, :, k].T for k in range(3))
-        return _chunk(tree, qc, qdc, qddc, fext, mext, keep_on=cpu, fast_trig=cpu, momentum=momentum).T
+        return _chunk(tree, qc, qdc, qddc, fext, mext, keep_on=cpu, fast_trig=cpu, momentum=momentum, crba=crba).T
 
     if nc == 1:
         return one(0)
@@ -455,5 +541,5 @@ def _batched(tree: SegmentTree, states: list, *, chunk: int | None, momentum: bo
         start = jnp.minimum(i * C, B - C)
         return lax.dynamic_update_slice_in_dim(out, one(start), start, 0)
 
-    # zeros_like(q), not a constant: the state's type inside jax.shard_map (see `_chunk`)
-    return lax.fori_loop(0, nc, body, jnp.zeros_like(q))
+    # from zeros_like(q), not a constant: the state's type inside jax.shard_map (see `_chunk`)
+    return lax.fori_loop(0, nc, body, jnp.zeros_like(q[:, :1]) + jnp.zeros((1, width), q.dtype))

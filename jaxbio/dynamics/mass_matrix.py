@@ -10,14 +10,13 @@ check ``inverse_dynamics(q, qd, forward_dynamics(q, qd, tau)) = tau`` across the
 
 from __future__ import annotations
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import quaternion as quat
-from jaxbio.dynamics._batched import inverse_dynamics_batch
+from jaxbio.dynamics._batched import mass_matrix_batch
 from jaxbio.dynamics._checks import public, as_state, finite
 from jaxbio.dynamics.kinematics import segment_motion
 from jaxbio.dynamics.rnea import rnea, world_inertia_times
@@ -46,10 +45,10 @@ def mass_matrix(tree: SegmentTree, q: Float[ArrayLike, " n"], *, check: bool = F
     """Joint-space inertia matrix ``M(q)`` ``(n, n)`` (kg·m², kg·m, kg by coordinate type),
     symmetric positive-definite, so that ``T = ½ qdᵀ M qd``.
 
-    One state: from the segment Jacobians (the module docstring). Under `jax.vmap` on CPU (states
-    batched, tree not): column ``j`` is the wrench recursion's ``tau`` for ``qdd = e_j`` at rest
-    without gravity, all ``n`` columns of all states in one call of the batch-last kernel
-    (2.6–3× faster for arm7 and sagittal11); derivatives always follow the Jacobian route.
+    One state: from the segment Jacobians (the module docstring). Under `jax.vmap` (states
+    batched, tree not): the composite-rigid-body algorithm on the batch-last kernel
+    (`jaxbio.dynamics._batched.mass_matrix_batch`), a second, independent route; derivatives
+    always follow the Jacobian route.
     """
     q = as_state(tree, q, "q", check)
     M = _mass_matrix(tree, q)
@@ -86,15 +85,7 @@ def _mass_matrix_vmap(axis_size, in_batched, tree, q):
         tree = jax.tree_util.tree_map(
             lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x)), tree, tree_batched)
         return jax.vmap(_jacobian_mass_matrix)(tree, q), True
-    if jax.default_backend() != "cpu":  # measured on CPU only; on an accelerator the kernel runs
-        return jax.vmap(_jacobian_mass_matrix, in_axes=(None, 0))(tree, q), True  # n× the states
-    B, n = q.shape
-    at_rest = eqx.tree_at(lambda t: t.gravity, tree, jnp.zeros_like(tree.gravity))
-    eye = jnp.eye(n, dtype=q.dtype)
-    qs = jnp.repeat(q, n, axis=0)  # (B·n, n): state b, column j at row b·n + j
-    cols = inverse_dynamics_batch(at_rest, qs, jnp.zeros_like(qs), jnp.tile(eye, (B, 1)))
-    M = jnp.swapaxes(cols.reshape(B, n, n), 1, 2)  # M[b][:, j] = tau of row b·n + j
-    return 0.5 * (M + jnp.swapaxes(M, 1, 2)), True
+    return mass_matrix_batch(tree, q), True
 
 
 @_mass_matrix.defjvp
