@@ -47,9 +47,9 @@ in one program (XLA's CPU runtime ran them one after the other), chunks of 128 o
 the prismatic terms from all-revolute phases (no faster).
 
 The same passes with momenta in place of their rates of change give ``∂T/∂q``
-(`kinetic_energy_gradient_batch`), and ``vmap(mass_matrix)`` on CPU calls
-`inverse_dynamics_batch` once for all ``n`` columns of ``M``; together they run the batched
-Hamiltonian vector field (`jaxbio.hamiltonian`).
+(`kinetic_energy_gradient_batch`), and with subtree mass, first moment and inertia in place of
+wrenches the composite-rigid-body mass matrix (`mass_matrix_batch`); together they run the
+batched Hamiltonian vector field (`jaxbio.hamiltonian`).
 
 Differentiation is not defined here: `jaxbio.dynamics.rnea` (and ``energy``, ``mass_matrix``)
 route `jax.vmap` to this module and everything else (``jvp``, ``grad``, a batched tree) to the
