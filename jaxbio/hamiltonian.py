@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 from jaxtyping import Array, ArrayLike, Float
 
-from jaxbio.dynamics import inverse_dynamics, kinetic_energy_gradient, mass_matrix, potential_energy
+from jaxbio.dynamics import gravity_forces, kinetic_energy_gradient, mass_matrix, potential_energy
 from jaxbio.tree import SegmentTree
 
 __all__ = [
@@ -302,10 +302,8 @@ def hamiltonian(tree: SegmentTree, q: Float[ArrayLike, " n"], p: Float[ArrayLike
 def dH_dq(tree: SegmentTree, q, qd) -> Float[Array, " n"]:
     """``∂H/∂q`` at fixed ``p`` from ``q̇ = M⁻¹p``: ``−∂T(q, q̇)/∂q + g(q)`` (no M⁻¹ formed,
     no differentiation through the factorisation). Under `jax.vmap` both terms run the
-    batch-last kernels (`jaxbio.dynamics.kinetic_energy_gradient`, and `inverse_dynamics` at
-    rest for ``g``)."""
-    zero = jnp.zeros_like(q)
-    return -kinetic_energy_gradient(tree, q, qd) + inverse_dynamics(tree, q, zero, zero)
+    batch-last kernels (`jaxbio.dynamics.kinetic_energy_gradient`, `gravity_forces`)."""
+    return -kinetic_energy_gradient(tree, q, qd) + gravity_forces(tree, q)
 
 
 class HamiltonianSystem(eqx.Module):

@@ -97,6 +97,47 @@ def _keep(x, on: bool = True):
     return jax.tree_util.tree_unflatten(treedef, list(out))
 
 
+def vmapped_by(kernel):
+    """Decorator for ``plain(tree, *states)``, a function of one state: under `jax.vmap` with the
+    states batched and the tree not, ``kernel(tree, *states)`` runs on the ``(B, ...)`` states
+    (unbatched states broadcast); a batched tree (``vmap`` over subjects) gets ``vmap(plain)``.
+
+    `jax.custom_batching.custom_vmap` has no reverse-mode rule, so the whole is wrapped in a
+    `jax.custom_jvp` whose rule is ``plain``'s own ``jvp``: ``grad``, ``jacfwd``/``jacrev`` and
+    their batched forms differentiate ``plain``, never the kernel.
+    """
+    def wrap(plain):
+        @jax.custom_jvp
+        @jax.custom_batching.custom_vmap
+        def routed(tree, *states):
+            return plain(tree, *states)
+
+        @routed.def_vmap
+        def _vmap(axis_size, in_batched, tree, *states):
+            tree_batched, *states_batched = in_batched
+
+            def full(x, b):
+                return x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x))
+
+            states = [full(x, b) for x, b in zip(states, states_batched)]
+            if any(jax.tree_util.tree_leaves(tree_batched)):
+                return jax.vmap(plain)(jax.tree_util.tree_map(full, tree, tree_batched), *states), True
+            return kernel(tree, *states), True
+
+        @routed.defjvp
+        def _jvp(primals, tangents):
+            return jax.jvp(plain, primals, tangents)
+
+        routed.__doc__ = plain.__doc__
+        return routed
+    return wrap
+
+
+def _write(table: tuple, rows: tuple, start) -> tuple:
+    """Each component's ``rows`` ``(K, C)`` written into its ``table`` at row ``start`` (in place)."""
+    return tuple(lax.dynamic_update_slice_in_dim(a, b, start, 0) for a, b in zip(table, rows))
+
+
 def _rows(t: tuple, idx) -> tuple:
     return tuple(x[idx] for x in t)
 
@@ -264,15 +305,15 @@ def _scan(f, carry, xs, reverse=False):
     return lax.scan(f, carry, xs, reverse=reverse)
 
 
-def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, keep_on: bool, fast_trig: bool, momentum: bool = False,
-           crba: bool = False):
+def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, keep_on: bool, fast_trig: bool, mode: str = "wrench"):
     """``tau`` ``(n, C)`` for one chunk; ``q, qd, qdd`` ``(n, C)``, ``fext``/``mext`` 3-tuples of
     ``(n, C)`` world-frame external forces / moments about each segment origin, or None.
 
-    ``momentum=True`` (``qdd``, ``fext``, ``mext`` ignored): ``∂T/∂q`` at fixed ``qd`` instead,
+    ``mode="momentum"`` (``qdd``, ``fext``, ``mext`` ignored): ``∂T/∂q`` at fixed ``qd`` instead,
     by the same passes with momenta in place of their rates (see `kinetic_energy_gradient_batch`).
-    ``crba=True`` (only ``q`` used): the mass matrix ``(n·n, C)`` row-major (see `mass_matrix_batch`).
+    ``mode="crba"`` (only ``q`` used): the mass matrix ``(n·n, C)`` row-major (`mass_matrix_batch`).
     """
+    momentum, crba = mode == "momentum", mode == "crba"
     keep = lambda x: _keep(x, keep_on)  # noqa: E731
     n, C = q.shape
     dt = q.dtype
@@ -303,8 +344,7 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, keep_on: bool, fast_trig: 
         sa, r, com, mass, inertia = cst[0:3], cst[3], cst[4:7], cst[7], cst[8:17]
         P = _rows(table, pp)
         att_p, w_p, v_p = P[0:4], P[4:7], P[7:10]
-        Rp, att = keep((soa.qmat(att_p), soa.qmul(att_p, lq)))
-        off, s_w = keep((soa.matvec(Rp, lt), soa.matvec(Rp, sa)))
+        att, off, s_w = place(att_p, lq, lt, sa)
         sqd = soa.scale(s_w, qd_)
         w = soa.add(w_p, soa.scale(sqd, r))
         v = soa.add(soa.add(v_p, soa.cross(w_p, off)), soa.scale(sqd, 1 - r))
@@ -315,8 +355,12 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, keep_on: bool, fast_trig: 
         wb, vb = keep((soa.matvec_t(R, w), soa.matvec_t(R, v)))
         pb = soa.scale(soa.add(vb, soa.cross(wb, com)), mass)
         hb = soa.add(soa.matvec(inertia, wb), soa.cross(com, pb))
-        table = tuple(lax.dynamic_update_slice_in_dim(a, b, E + t * pp.shape[0], 0) for a, b in zip(table, new))
-        return table, keep(soa.matvec(R, pb) + soa.matvec(R, hb) + off + s_w + w_p + v)
+        return _write(table, new, E + t * pp.shape[0]), keep(soa.matvec(R, pb) + soa.matvec(R, hb) + off + s_w + w_p + v)
+
+    def place(att_p, lq, lt, sa):
+        """The segment's attitude, its offset from the parent's origin and its joint axis (world)."""
+        Rp, att = keep((soa.qmat(att_p), soa.qmul(att_p, lq)))
+        return (att,) + keep((soa.matvec(Rp, lt), soa.matvec(Rp, sa)))
 
     def forward_crba(E, table, x):
         var, cst, pp, t = x
@@ -324,8 +368,7 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, keep_on: bool, fast_trig: 
         sa, com, mass, inertia = cst[0:3], cst[4:7], cst[7], cst[8:17]
         P = _rows(table, pp)
         att_p, pos_p = P[0:4], P[4:7]
-        Rp, att = keep((soa.qmat(att_p), soa.qmul(att_p, lq)))
-        off, s_w = keep((soa.matvec(Rp, lt), soa.matvec(Rp, sa)))
+        att, off, s_w = place(att_p, lq, lt, sa)
         new = keep(att + soa.add(pos_p, off))
         # own composite about the own origin: m, h = m c, J = R I Rᵀ + m ([c]ᵀ[c]) (xx yy zz xy xz yz)
         R = soa.qmat(new[0:4])
@@ -335,8 +378,7 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, keep_on: bool, fast_trig: 
         cc = soa.dot(c, c)
         J = tuple(IC[i] + mass * ((cc if a == b else 0.0) - c[a] * c[b]) for i, (a, b) in enumerate(_SYM))
         m = mass + jnp.zeros_like(c[0])
-        table = tuple(lax.dynamic_update_slice_in_dim(a, b, E + t * pp.shape[0], 0) for a, b in zip(table, new))
-        return table, keep((m,) + soa.scale(c, mass) + J + off + s_w + new[4:7])
+        return _write(table, new, E + t * pp.shape[0]), keep((m,) + soa.scale(c, mass) + J + off + s_w + new[4:7])
 
     def forward(E, table, x):
         var, cst, pp, t = x
@@ -344,8 +386,7 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, keep_on: bool, fast_trig: 
         sa, r, com, mass, inertia = cst[0:3], cst[3], cst[4:7], cst[7], cst[8:17]
         P = _rows(table, pp)
         att_p, w_p, al_p, acc_p = P[0:4], P[4:7], P[7:10], P[10:13]
-        Rp, att = keep((soa.qmat(att_p), soa.qmul(att_p, lq)))
-        off, s_w = keep((soa.matvec(Rp, lt), soa.matvec(Rp, sa)))
+        att, off, s_w = place(att_p, lq, lt, sa)
         sqd, sqdd = soa.scale(s_w, qd_), soa.scale(s_w, qdd_)
         w_x_sqd, w_x_off = soa.cross(w_p, sqd), soa.cross(w_p, off)
         w = soa.add(w_p, soa.scale(sqd, r))
@@ -364,16 +405,15 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, keep_on: bool, fast_trig: 
         f, m = soa.matvec(R, fb), soa.matvec(R, mb)
         if fext is not None:
             f, m = soa.sub(f, var[9:12]), soa.sub(m, var[12:15])
-        K = pp.shape[0]
-        table = tuple(lax.dynamic_update_slice_in_dim(a, b, E + t * K, 0) for a, b in zip(table, new))
-        return table, keep(f + m + off + s_w)
+        return _write(table, new, E + t * pp.shape[0]), keep(f + m + off + s_w)
 
     g = tree.gravity.astype(dt)
-    world = (1.0, 0.0, 0.0, 0.0) + (0.0,) * 6 + (-g[0], -g[1], -g[2])  # global row 0
-    if momentum:  # attitude, angular velocity, velocity of the origin
-        world, forward = (1.0, 0.0, 0.0, 0.0) + (0.0,) * 6, forward_momentum
-    if crba:  # attitude, position of the origin
-        world, forward = (1.0, 0.0, 0.0, 0.0) + (0.0,) * 3, forward_crba
+    # the world, global row 0: attitude, then angular velocity, angular acceleration and
+    # acceleration (less gravity) of the origin; velocity of the origin (momentum); position (crba)
+    step, world = {"wrench": (forward, (0.0,) * 6 + (-g[0], -g[1], -g[2])),
+                   "momentum": (forward_momentum, (0.0,) * 6),
+                   "crba": (forward_crba, (0.0,) * 3)}[mode]
+    world = (1.0, 0.0, 0.0, 0.0) + world
     nsum = 10 if crba else 6  # summed over each subtree: (m, h, J) or (force, moment)
     # built from zeros_like(q): the state's type inside jax.shard_map (a constant carry is rejected)
     done = [tuple(v + zero_row for v in world)]  # forward rows so far: the world, then each phase's
@@ -384,7 +424,7 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, keep_on: bool, fast_trig: 
         # numpy index arrays are captured by reference when traced: never modify one in place
         table = tuple(jnp.concatenate([x[ph.extern], jnp.zeros((S * K, C), dt)], 0) for x in rows)
         xs = (by_step(varying, ph), by_step(constant, ph), ph.parent_row, np.arange(S))
-        table, ys = _scan(partial(forward, len(ph.extern)), table, xs)
+        table, ys = _scan(partial(step, len(ph.extern)), table, xs)
         done.append(tuple(x[len(ph.extern):] for x in table))
         own.append(ys)  # per step: own force, own moment, offset from the parent, joint axis
 
@@ -401,8 +441,7 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, keep_on: bool, fast_trig: 
             up = (m,) + soa.add(h, soa.scale(d, m)) + tuple(
                 J[i] + (2 * dh + m * dd if a == b else 0.0) - h[a] * d[b] - d[a] * h[b] - m * d[a] * d[b]
                 for i, (a, b) in enumerate(_SYM))
-            table = tuple(lax.dynamic_update_slice_in_dim(a, b, t * K, 0) for a, b in zip(table, up))
-            return table, tot
+            return _write(table, up, t * K), tot
         fo, mo, off, s_w = tot[:3], tot[3:], loc[6:9], loc[9:12]
         up = fo + soa.add(mo, soa.cross(off, fo))  # about the parent's origin
         if momentum:  # ∂T/∂q: s · (H × ω_λ + P × v) revolute, s · (P × ω_λ) prismatic
@@ -411,8 +450,7 @@ def _chunk(tree: SegmentTree, q, qd, qdd, fext, mext, keep_on: bool, fast_trig: 
                 + (1 - r) * soa.dot(s_w, soa.cross(fo, w_p))
         else:
             tau = r * soa.dot(s_w, mo) + (1 - r) * soa.dot(s_w, fo)
-        table = tuple(lax.dynamic_update_slice_in_dim(a, b, t * K, 0) for a, b in zip(table, up))
-        return table, tau
+        return _write(table, up, t * K), tau
 
     taus, ups = [None] * len(own), []  # ups: wrenches of the later phases, nearest first
     for p in reversed(range(len(own))):
@@ -479,7 +517,7 @@ def inverse_dynamics_batch(tree: SegmentTree, q, qd, qdd, external=None, *, chun
     ``(B, n, 3)``, world frame, or None). Same result as `jax.vmap` of the per-state recursion
     to round-off; not differentiable by itself (see `jaxbio.dynamics.rnea`)."""
     states = [q, qd, qdd] + ([] if external is None else [external[0], external[1]])
-    return _batched(tree, states, chunk=chunk, momentum=False)
+    return _batched(tree, states, chunk=chunk, mode="wrench")
 
 
 def kinetic_energy_gradient_batch(tree: SegmentTree, q, qd, *, chunk: int | None = None):
@@ -499,7 +537,7 @@ def kinetic_energy_gradient_batch(tree: SegmentTree, q, qd, *, chunk: int | None
     the wrench ``(F_i, M_i)`` is. Same result as ``jax.grad`` of `jaxbio.kinetic_energy` to
     round-off; not differentiable by itself (see `jaxbio.hamiltonian.dH_dq`).
     """
-    return _batched(tree, [q, qd, qd], chunk=chunk, momentum=True)
+    return _batched(tree, [q, qd, qd], chunk=chunk, mode="momentum")
 
 
 def mass_matrix_batch(tree: SegmentTree, q, *, chunk: int | None = None):
@@ -510,14 +548,14 @@ def mass_matrix_batch(tree: SegmentTree, q, *, chunk: int | None = None):
     segment and an ancestor (`_crba_columns`). Same result as `jaxbio.mass_matrix` to round-off;
     not differentiable by itself (see `jaxbio.dynamics.mass_matrix`)."""
     B, n = q.shape
-    return _batched(tree, [q, q, q], chunk=chunk, momentum=False, crba=True).reshape(B, n, n)
+    return _batched(tree, [q, q, q], chunk=chunk, mode="crba").reshape(B, n, n)
 
 
-def _batched(tree: SegmentTree, states: list, *, chunk: int | None, momentum: bool, crba: bool = False):
+def _batched(tree: SegmentTree, states: list, *, chunk: int | None, mode: str):
     """`_chunk` over the batch: ``states`` ``[q, qd, qdd]`` ``(B, n)`` (+ external ``(B, n, 3)``)."""
     q = states[0]
     B, n = q.shape
-    width = n * n if crba else n
+    width = n * n if mode == "crba" else n
     backend = jax.default_backend()
     C = chunk_size(B, backend) if chunk is None else max(1, min(int(chunk), B))
     cpu = backend == "cpu"
@@ -530,7 +568,7 @@ def _batched(tree: SegmentTree, states: list, *, chunk: int | None, momentum: bo
         if len(st) > 3:  # (C, n, 3) each
             fext = tuple(st[3][:, :, k].T for k in range(3))
             mext = tuple(st[4][:, :, k].T for k in range(3))
-        return _chunk(tree, qc, qdc, qddc, fext, mext, keep_on=cpu, fast_trig=cpu, momentum=momentum, crba=crba).T
+        return _chunk(tree, qc, qdc, qddc, fext, mext, keep_on=cpu, fast_trig=cpu, mode=mode).T
 
     if nc == 1:
         return one(0)

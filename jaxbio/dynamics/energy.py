@@ -7,7 +7,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import quaternion as quat
-from jaxbio.dynamics._batched import kinetic_energy_gradient_batch
+from jaxbio.dynamics._batched import kinetic_energy_gradient_batch, vmapped_by
 from jaxbio.dynamics._checks import public, as_state, finite
 from jaxbio.dynamics.kinematics import segment_motion
 from jaxbio.dynamics.rnea import world_inertia_times
@@ -75,29 +75,7 @@ def _plain_dT_dq(tree, q, qd):
     return jax.grad(kinetic_energy, argnums=1)(tree, q, qd)
 
 
-@jax.custom_jvp
-@jax.custom_batching.custom_vmap
+@vmapped_by(kinetic_energy_gradient_batch)
 def _dT_dq(tree, q, qd):
-    """``∂T/∂q`` by autodiff for one state; the batch-last kernel under `jax.vmap` (the states
-    batched, the tree not). Wrapped like `jaxbio.dynamics.rnea._tau`: a `jax.custom_jvp` whose
-    rule is the autodiff route's own ``jvp``."""
+    """``∂T/∂q`` by autodiff for one state; the batch-last kernel under `jax.vmap` (`vmapped_by`)."""
     return _plain_dT_dq(tree, q, qd)
-
-
-@_dT_dq.def_vmap
-def _dT_dq_vmap(axis_size, in_batched, tree, q, qd):
-    tree_batched, *states_batched = in_batched
-
-    def full(x, b):
-        return x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x))
-
-    q, qd = (full(x, b) for x, b in zip((q, qd), states_batched))
-    if any(jax.tree_util.tree_leaves(tree_batched)):
-        tree = jax.tree_util.tree_map(full, tree, tree_batched)
-        return jax.vmap(_plain_dT_dq)(tree, q, qd), True
-    return kinetic_energy_gradient_batch(tree, q, qd), True
-
-
-@_dT_dq.defjvp
-def _dT_dq_jvp(primals, tangents):
-    return jax.jvp(_plain_dT_dq, primals, tangents)

@@ -10,16 +10,15 @@ check ``inverse_dynamics(q, qd, forward_dynamics(q, qd, tau)) = tau`` across the
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import quaternion as quat
-from jaxbio.dynamics._batched import mass_matrix_batch
+from jaxbio.dynamics._batched import mass_matrix_batch, vmapped_by
 from jaxbio.dynamics._checks import public, as_state, finite
 from jaxbio.dynamics.kinematics import segment_motion
-from jaxbio.dynamics.rnea import rnea, world_inertia_times
+from jaxbio.dynamics.rnea import _tau, world_inertia_times
 from jaxbio.spatial import cross, dot
 from jaxbio.tree import SegmentTree
 
@@ -68,29 +67,11 @@ def _jacobian_mass_matrix(tree: SegmentTree, q):
     return 0.5 * (M + M.T)
 
 
-@jax.custom_jvp
-@jax.custom_batching.custom_vmap
+@vmapped_by(mass_matrix_batch)
 def _mass_matrix(tree, q):
-    """The Jacobian route for one state; the batch-last kernel under `jax.vmap`. Wrapped like
-    `jaxbio.dynamics.rnea._tau`: derivatives are the Jacobian route's own ``jvp``."""
+    """The Jacobian route for one state; the composite-rigid-body kernel under `jax.vmap`
+    (`vmapped_by`: derivatives are the Jacobian route's)."""
     return _jacobian_mass_matrix(tree, q)
-
-
-@_mass_matrix.def_vmap
-def _mass_matrix_vmap(axis_size, in_batched, tree, q):
-    tree_batched, q_batched = in_batched
-    if not q_batched:
-        q = jnp.broadcast_to(q, (axis_size,) + jnp.shape(q))
-    if any(jax.tree_util.tree_leaves(tree_batched)):
-        tree = jax.tree_util.tree_map(
-            lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x)), tree, tree_batched)
-        return jax.vmap(_jacobian_mass_matrix)(tree, q), True
-    return mass_matrix_batch(tree, q), True
-
-
-@_mass_matrix.defjvp
-def _mass_matrix_jvp(primals, tangents):
-    return jax.jvp(_jacobian_mass_matrix, primals, tangents)
 
 
 @public
@@ -100,7 +81,7 @@ def bias_forces(
     """``C(q, qd) qd + g(q)`` ``(n,)`` N·m / N, so that ``M qdd + bias = tau``."""
     q = as_state(tree, q, "q", check)
     qd = as_state(tree, qd, "qd", check)
-    out = rnea(tree, q, qd, jnp.zeros_like(q))[0]
+    out = _tau(tree, q, qd, jnp.zeros_like(q))
     return finite(out, "bias_forces result") if check else out
 
 
@@ -110,5 +91,5 @@ def gravity_forces(tree: SegmentTree, q: Float[ArrayLike, " n"], *, check: bool 
     (``g = ∂V/∂q``)."""
     q = as_state(tree, q, "q", check)
     z = jnp.zeros_like(q)
-    out = rnea(tree, q, z, z)[0]
+    out = _tau(tree, q, z, z)
     return finite(out, "gravity_forces result") if check else out

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import quaternion as quat
-from jaxbio.dynamics._batched import inverse_dynamics_batch
+from jaxbio.dynamics._batched import inverse_dynamics_batch, vmapped_by
 from jaxbio.dynamics._checks import public, as_external, as_state, finite
 from jaxbio.dynamics._levels import backward_pass, levels_of
 from jaxbio.dynamics import _soa as soa
@@ -130,39 +129,17 @@ def _plain_tau(tree, q, qd, qdd, *external):
     return rnea(tree, q, qd, qdd, external or None)[0]
 
 
-@jax.custom_jvp
-@jax.custom_batching.custom_vmap
+def _tau_batch(tree, q, qd, qdd, *external):
+    return inverse_dynamics_batch(tree, q, qd, qdd, tuple(external) or None)
+
+
+@vmapped_by(_tau_batch)
 def _tau(tree, q, qd, qdd, *external):
     """``tau`` of one state by the per-state recursion, except under `jax.vmap`, which runs the
     batch-last kernel of `jaxbio.dynamics._batched` (same numbers to round-off, several times
-    faster on CPU; see that module). ``external``: nothing, or ``(forces, moments)``.
-
-    `jax.custom_batching.custom_vmap` picks the kernel when the states are batched and the tree
-    is not; a batched tree (``vmap`` over subjects) goes to ``vmap`` of the per-state recursion.
-    ``custom_vmap`` has no reverse-mode rule, so the whole is wrapped in a `jax.custom_jvp` whose
-    rule is the per-state recursion's own ``jvp``: ``grad``, ``jacfwd``/``jacrev`` and their
-    batched forms differentiate the per-state recursion, exactly as before.
-    """
+    faster on CPU; see that module); derivatives are the per-state recursion's (`vmapped_by`).
+    ``external``: nothing, or ``(forces, moments)``."""
     return _plain_tau(tree, q, qd, qdd, *external)
-
-
-@_tau.def_vmap
-def _tau_vmap(axis_size, in_batched, tree, *states):
-    tree_batched, *states_batched = in_batched
-
-    def full(x, b):
-        return x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x))
-
-    states = [full(x, b) for x, b in zip(states, states_batched)]
-    if any(jax.tree_util.tree_leaves(tree_batched)):
-        tree = jax.tree_util.tree_map(full, tree, tree_batched)
-        return jax.vmap(_plain_tau)(tree, *states), True
-    return inverse_dynamics_batch(tree, *states[:3], tuple(states[3:]) or None), True
-
-
-@_tau.defjvp
-def _tau_jvp(primals, tangents):
-    return jax.jvp(_plain_tau, primals, tangents)
 
 
 def _inputs(tree, q, qd, qdd, external, check):
