@@ -119,3 +119,20 @@ def test_accelerator_mass_matrix_layout(monkeypatch):
     monkeypatch.setattr(bm.jax, "default_backend", lambda: "gpu")
     got = jax.jit(jax.vmap(lambda a: jb.mass_matrix(tree, a)))(q)
     assert rel(got, jax.vmap(lambda a: _jacobian_mass_matrix(tree, a))(q)) < 1e-12
+
+
+def test_kinetic_energy_gradient_bad_input():
+    """Wrong shapes raise before tracing; NaN raises with ``check=True`` (also under vmap) and
+    stays NaN, never a plausible number, without it."""
+    tree = jb.load_model("arm7", dtype=jnp.float64)
+    with pytest.raises(ValueError, match=r"qd has shape \(6,\), expected \(7,\)"):
+        kinetic_energy_gradient(tree, jnp.zeros(7), jnp.zeros(6))
+    with pytest.raises(ValueError, match=r"q has shape \(7, 2\)"):
+        kinetic_energy_gradient(tree, jnp.zeros((7, 2)), jnp.zeros(7))
+    q, qd = states(7, 4, seed=9)
+    qd = qd.at[2, 1].set(jnp.nan)
+    out = np.asarray(jax.jit(jax.vmap(lambda a, b: kinetic_energy_gradient(tree, a, b)))(q, qd))
+    assert np.isnan(out[2]).any() and np.isfinite(np.delete(out, 2, axis=0)).all()
+    checked = jax.jit(jax.vmap(lambda a, b: kinetic_energy_gradient(tree, a, b, check=True)))
+    with pytest.raises(Exception, match="qd contains NaN or inf"):
+        jax.block_until_ready(checked(q, qd))
