@@ -8,7 +8,7 @@ and the `quaternion` module. Every function is a pure function of one sample; ba
 ``jax.config.update("jax_enable_x64", True)`` for validation work.
 """
 
-from jaxbio import double_pendulum, hamiltonian, muscles, quaternion, spatial
+from jaxbio import double_pendulum, hamiltonian, muscles, quaternion, simulation, spatial
 from jaxbio.dynamics import (
     bias_forces,
     center_of_mass,
@@ -23,7 +23,7 @@ from jaxbio.dynamics import (
 )
 from jaxbio.hamiltonian import HamiltonianSystem
 from jaxbio.model import load_model, save_model, shipped_models
-from jaxbio.simulate import Trajectory, simulate, simulate_sde
+from jaxbio.simulation import Trajectory, simulate, simulate_sde
 from jaxbio.tree import SegmentTree
 
 __version__ = "0.1.0"
@@ -45,6 +45,7 @@ __all__ = [
     "Trajectory",
     "hamiltonian",
     "simulate",
+    "simulation",
     "simulate_sde",
     "bias_forces",
     "double_pendulum",

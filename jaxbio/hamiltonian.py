@@ -38,8 +38,7 @@ from jaxbio.tree import SegmentTree
 
 __all__ = [
     "Drive",
-    "StatefulDrive",
-    "FirstOrderActuator",
+        "FirstOrderActuator",
     "ZeroDrive",
     "ConstantDrive",
     "TimeFunctionDrive",
@@ -47,9 +46,12 @@ __all__ = [
     "Dissipation",
     "NoDissipation",
     "LinearDamping",
+    "QuadraticDrag",
+    "SumDissipation",
     "FitnessLaw",
     "ConstantFitness",
     "PowerDepletion",
+    "ReserveFitness",
     "BracketFitness",
     "HamiltonianSystem",
     "hamiltonian",
@@ -63,46 +65,39 @@ __all__ = [
 class Drive(eqx.Module):
     """Generalised forces ``F(t, q, p, f)`` ``(n,)`` N·m / N acting on the coordinates.
 
-    Subclasses implement ``__call__(t, q, qd, f) -> (n,)``; ``qd = ∂H/∂p`` is passed so drives
-    need not solve with M themselves. Drives may depend on the fitness ``f`` (fatigue).
-    """
-
-    @abc.abstractmethod
-    def __call__(self, t, q, qd, f) -> Array: ...
-
-
-class StatefulDrive(Drive):
-    """A drive with internal ODE states ``a`` ``(state_size,)`` that the system carries (muscle
-    activations, motor currents, …): ``F = force(t, q, qd, f, a)`` and ``ȧ = state_rate(…)``.
-
-    The state pytree of a `HamiltonianSystem` with a stateful drive gains the key ``"a"``.
+    One protocol for every drive: ``__call__(t, q, qd, f, a=None) -> (n,)``, where ``qd = ∂H/∂p``
+    (so drives need not solve with M themselves), ``f`` is the *fitness* the drive sees (the
+    fitness law's `FitnessLaw.value` of its state; 1 = fresh) and ``a`` the drive's own ODE states
+    ``(state_size,)`` (muscle activations, motor currents, …). A drive without states has
+    ``state_size == 0`` (the default) and ignores ``a``; one with states overrides `state_size`,
+    `state_rate` (``ȧ``) and, if zeros are not right, `initial_actuator_state`. The state pytree
+    of a `HamiltonianSystem` gains the key ``"a"`` when ``state_size > 0``.
     """
 
     @property
-    @abc.abstractmethod
-    def state_size(self) -> int: ...
+    def state_size(self) -> int:
+        """Number of internal ODE states (static); 0 for a drive without states."""
+        return 0
 
     @abc.abstractmethod
-    def force(self, t, q, qd, f, a) -> Array: ...
+    def __call__(self, t, q, qd, f, a=None) -> Array: ...
 
-    @abc.abstractmethod
-    def state_rate(self, t, q, qd, f, a) -> Array: ...
+    def state_rate(self, t, q, qd, f, a) -> Array:
+        """``ȧ`` ``(state_size,)``; a drive without states has none."""
+        return jnp.zeros_like(a)
 
     def initial_actuator_state(self, dtype=None) -> Array:
-        """Default ``a(0)``: zeros."""
+        """Default ``a(0)`` ``(state_size,)``: zeros."""
         return jnp.zeros(self.state_size, dtype)
 
-    def __call__(self, t, q, qd, f):
-        raise TypeError("a StatefulDrive needs its state: call force(t, q, qd, f, a)")
 
-
-class FirstOrderActuator(StatefulDrive):
+class FirstOrderActuator(Drive):
     """Torque generators with first-order dynamics: ``F = gain · f · a``, ``τ_c ȧ = u(t) − a``.
 
     ``u(t)`` (dimensionless command, e.g. neural excitation) is any traceable function of time
     returning ``(n,)``; ``gain`` ``(n,)`` N·m or N; ``time_constant`` ``(n,)`` s > 0. With a step
     command the force rises as the seed-000 impulse ``F⁰(1 − e^{−t/τ})`` (Wilkie's active state).
-    The force is scaled by the (first) fitness component ``f[0]``.
+    The force is scaled by the (first) fitness component ``f[0]``. States ``a`` ``(n,)``.
     """
 
     gain: Float[Array, " n"]
@@ -121,7 +116,9 @@ class FirstOrderActuator(StatefulDrive):
     def state_size(self) -> int:
         return int(jnp.size(self.gain))
 
-    def force(self, t, q, qd, f, a):
+    def __call__(self, t, q, qd, f, a=None):
+        if a is None:
+            raise ValueError("FirstOrderActuator has states: call it as drive(t, q, qd, f, a)")
         return self.gain * f[0] * a
 
     def state_rate(self, t, q, qd, f, a):
@@ -131,7 +128,7 @@ class FirstOrderActuator(StatefulDrive):
 class ZeroDrive(Drive):
     """``F = 0`` (the free, conservative system)."""
 
-    def __call__(self, t, q, qd, f):
+    def __call__(self, t, q, qd, f, a=None):
         return jnp.zeros_like(q)
 
 
@@ -143,7 +140,7 @@ class ConstantDrive(Drive):
     def __init__(self, tau):
         self.tau = jnp.asarray(tau)
 
-    def __call__(self, t, q, qd, f):
+    def __call__(self, t, q, qd, f, a=None):
         return jnp.broadcast_to(self.tau, q.shape).astype(q.dtype)
 
 
@@ -153,7 +150,7 @@ class TimeFunctionDrive(Drive):
 
     fn: Callable
 
-    def __call__(self, t, q, qd, f):
+    def __call__(self, t, q, qd, f, a=None):
         return jnp.asarray(self.fn(t), q.dtype) * jnp.ones_like(q)
 
 
@@ -174,7 +171,7 @@ class SpringDamperDrive(Drive):
             if not isinstance(x, jax.core.Tracer) and bool(jnp.any(x < 0)):
                 raise ValueError(f"SpringDamperDrive: {name} must be ≥ 0, got {x}")
 
-    def __call__(self, t, q, qd, f):
+    def __call__(self, t, q, qd, f, a=None):
         return -self.stiffness * (q - self.rest) - self.damping * qd
 
 
@@ -217,25 +214,82 @@ class LinearDamping(Dissipation):
         return self.coefficients * qd
 
 
-class FitnessLaw(eqx.Module):
-    """Evolution of the fitness state ``f`` ``(k,)``: ``ḟ = rate(t, q, p, qd, f, F)``.
+class QuadraticDrag(Dissipation):
+    """Aerodynamic (quadratic) drag in a moving medium: ``∂R/∂q̇ = c (q̇ − w)|q̇ − w|``.
 
-    ``k = size`` (static; 1 unless a subclass says otherwise). The default initial fitness is 1
-    (fresh).
+    ``R = Σ c_i |q̇_i − w_i|³ / 3`` with ``coefficients`` ``c`` ``(n,)`` or a scalar, kg/m for a
+    translation (``½ ρ C_d A``) or kg·m² for a rotation, ``c ≥ 0``, and ``wind`` ``w`` ``(n,)`` or a
+    scalar: the medium's velocity along each coordinate (m/s; a tail wind is positive). With
+    ``w ≠ 0`` the medium can also push (``q̇ < w``), so ``R`` is then not a loss alone.
+    """
+
+    coefficients: Float[Array, "..."]
+    wind: Float[Array, "..."]
+
+    def __init__(self, coefficients, wind=0.0):
+        self.coefficients = jnp.asarray(coefficients)
+        self.wind = jnp.asarray(wind)
+        c, w = self.coefficients, self.wind
+        if not isinstance(c, jax.core.Tracer) and bool(jnp.any(~jnp.isfinite(c) | (c < 0))):
+            raise ValueError(f"QuadraticDrag: coefficients must be finite and ≥ 0, got {c}")
+        if not isinstance(w, jax.core.Tracer) and bool(jnp.any(~jnp.isfinite(w))):
+            raise ValueError(f"QuadraticDrag: wind must be finite, got {w}")
+
+    def __call__(self, q, qd):
+        return jnp.sum(self.coefficients * jnp.abs(qd - self.wind) ** 3) / 3.0
+
+    def force(self, q, qd):
+        rel = qd - self.wind
+        return self.coefficients * rel * jnp.abs(rel)
+
+
+class SumDissipation(Dissipation):
+    """Several dissipations at once: ``R = Σ_k R_k``, ``∂R/∂q̇ = Σ_k ∂R_k/∂q̇``.
+
+    ``terms``: a tuple of `Dissipation` modules (e.g. `LinearDamping` and `QuadraticDrag`).
+    """
+
+    terms: tuple
+
+    def __init__(self, *terms):
+        if not terms or not all(isinstance(d, Dissipation) for d in terms):
+            raise ValueError("SumDissipation: give one or more Dissipation modules")
+        self.terms = tuple(terms)
+
+    def __call__(self, q, qd):
+        return sum(d(q, qd) for d in self.terms)
+
+    def force(self, q, qd):
+        return sum(d.force(q, qd) for d in self.terms)
+
+
+class FitnessLaw(eqx.Module):
+    """Evolution of the fitness state ``f`` ``(k,)`` and the fitness the drives see.
+
+    - ``rate(t, q, p, qd, f, drive_force, pdot) -> (k,)``: ``ḟ`` from the time ``t`` s, the
+      coordinates ``q``, momenta ``p``, velocities ``qd = ∂H/∂p``, the fitness state ``f``, the
+      drive's generalised forces ``drive_force`` ``(n,)`` and the momentum rate ``pdot`` ``(n,)``
+      (seed 000 eq. 27's bracket needs it; most laws ignore it).
+    - ``value(f) -> (k,)``: the fitness passed to drives (1 = fresh); the state itself by default,
+      a map ``f(e)`` for laws whose state is a reserve (`ReserveFitness`).
+    - ``size`` (static): ``k``, 1 unless a subclass says otherwise. The initial state is 1 (fresh).
     """
 
     @property
     def size(self) -> int:
         return 1
 
+    def value(self, f) -> Array:
+        return f
+
     @abc.abstractmethod
-    def rate(self, t, q, p, qd, f, drive_force) -> Array: ...
+    def rate(self, t, q, p, qd, f, drive_force, pdot) -> Array: ...
 
 
 class ConstantFitness(FitnessLaw):
     """``ḟ = 0``."""
 
-    def rate(self, t, q, p, qd, f, drive_force):
+    def rate(self, t, q, p, qd, f, drive_force, pdot):
         return jnp.zeros_like(f)
 
 
@@ -258,9 +312,57 @@ class PowerDepletion(FitnessLaw):
             if not isinstance(x, jax.core.Tracer) and bool(jnp.any(x < 0)):
                 raise ValueError(f"PowerDepletion: {name} must be ≥ 0, got {x}")
 
-    def rate(self, t, q, p, qd, f, drive_force):
+    def rate(self, t, q, p, qd, f, drive_force, pdot):
         power = jnp.maximum(jnp.dot(qd, drive_force), 0.0)
         return -self.depletion * power * f + self.recovery * (1.0 - f)
+
+
+class ReserveFitness(FitnessLaw):
+    """An energy reserve ``e`` (1 = full) spent by the drive, recovering at rest (seed 000's
+    fitness as a phosphagen store), with the fitness ``f(e)`` the drives see.
+
+        ė = −(P_act + q̇ᵀF) / E · e/(e + ε) + r (1 − e)
+        f(e) = e (1 + K) / (e + K)                               (Michaelis–Menten, f(1) = 1)
+
+    ``capacity`` ``E`` J (> 0): the reserve in units of work; ``activation_power`` ``P_act`` W
+    (≥ 0): the cost of keeping the drive's muscles activated; ``half_saturation`` ``K`` (> 0):
+    fitness stays near 1 until the reserve runs low, then falls; ``recovery`` ``r`` 1/s (≥ 0);
+    ``throttle`` ``ε`` (static, default 0.01): ``e/(e + ε)`` stops the use only when the
+    reserve is empty, so ``e > 0``. The work term is the drive's mechanical power ``q̇ᵀF``
+    (seed 000's sprinter: the drive pushes forward, so it is positive; a braking drive would
+    refill the reserve — use `PowerDepletion`'s positive-work form for such motions).
+    """
+
+    capacity: Float[Array, ""]
+    activation_power: Float[Array, ""]
+    half_saturation: Float[Array, ""]
+    recovery: Float[Array, ""]
+    throttle: float = eqx.field(static=True, default=0.01)
+
+    def __init__(self, capacity, activation_power=0.0, half_saturation=0.1, recovery=0.0, throttle=0.01):
+        self.capacity = jnp.asarray(capacity)
+        self.activation_power = jnp.asarray(activation_power)
+        self.half_saturation = jnp.asarray(half_saturation)
+        self.recovery = jnp.asarray(recovery)
+        self.throttle = float(throttle)
+        for name, positive in (("capacity", True), ("activation_power", False),
+                               ("half_saturation", True), ("recovery", False)):
+            x = getattr(self, name)
+            if isinstance(x, jax.core.Tracer):
+                continue
+            bad = ~jnp.isfinite(x) | ((x <= 0) if positive else (x < 0))
+            if bool(jnp.any(bad)):
+                raise ValueError(f"ReserveFitness: {name} must be finite and {'> 0' if positive else '≥ 0'}, got {x}")
+        if not self.throttle > 0:
+            raise ValueError(f"ReserveFitness: throttle must be > 0, got {throttle}")
+
+    def value(self, f):
+        k = self.half_saturation
+        return f * (1.0 + k) / (f + k)
+
+    def rate(self, t, q, p, qd, f, drive_force, pdot):
+        use = (self.activation_power + jnp.dot(qd, drive_force)) * f / (f + self.throttle)
+        return -use / self.capacity + self.recovery * (1.0 - f)
 
 
 class BracketFitness(FitnessLaw):
@@ -275,7 +377,7 @@ class BracketFitness(FitnessLaw):
     phi: Callable
     source: Callable | None = None
 
-    def rate(self, t, q, p, qd, f, drive_force, dHdq=None, pdot=None):
+    def rate(self, t, q, p, qd, f, drive_force, pdot):
         dphi_dt, dphi_dq, dphi_dp = jax.grad(self.phi, argnums=(0, 1, 2))(t, q, p)
         rate = dphi_dt + dphi_dq @ qd + dphi_dp @ pdot
         out = jnp.broadcast_to(rate, f.shape)
@@ -287,8 +389,11 @@ class BracketFitness(FitnessLaw):
 # ---- the Hamiltonian and its gradients --------------------------------------------------------
 
 def velocities(tree: SegmentTree, q, p) -> Float[Array, " n"]:
-    """``q̇ = ∂H/∂p = M(q)⁻¹ p`` (Cholesky solve)."""
-    return jsl.cho_solve(jsl.cho_factor(mass_matrix(tree, q)), p)
+    """``q̇ = ∂H/∂p = M(q)⁻¹ p`` (Cholesky solve; a division for one coordinate)."""
+    M = mass_matrix(tree, q)
+    if tree.nq == 1:
+        return p / M[0]
+    return jsl.cho_solve(jsl.cho_factor(M), p)
 
 
 def hamiltonian(tree: SegmentTree, q: Float[ArrayLike, " n"], p: Float[ArrayLike, " n"]) -> Float[Array, ""]:
@@ -311,7 +416,8 @@ class HamiltonianSystem(eqx.Module):
 
     Fields: ``tree`` (`SegmentTree`), ``drive`` (`Drive`), ``dissipation`` (`Dissipation`),
     ``fitness`` (`FitnessLaw`). The state is ``{"q": (n,), "p": (n,), "f": (k,)}``, plus
-    ``"a": (s,)`` when the drive is a `StatefulDrive`; build one with `initial_state`. ``vector_field(t, y, args)`` has Diffrax's signature.
+    ``"a": (s,)`` when the drive has ``s = drive.state_size > 0`` states; build one with
+    `initial_state`. ``vector_field(t, y, args)`` has Diffrax's signature.
     """
 
     tree: SegmentTree
@@ -325,12 +431,12 @@ class HamiltonianSystem(eqx.Module):
 
     @property
     def stateful(self) -> bool:
-        """Whether the drive carries actuator states (the state's key ``"a"``)."""
-        return isinstance(self.drive, StatefulDrive)
+        """Whether the drive carries states (the state's key ``"a"``); static."""
+        return self.drive.state_size > 0
 
     def initial_state(self, q, qd=None, f=None, a=None) -> dict:
         """State from coordinates ``q`` and *velocities* ``qd`` (momenta ``p = M(q) qd``);
-        ``f`` fitness (default 1) and, for a `StatefulDrive`, actuator states ``a``."""
+        ``f`` fitness state (default 1) and, for a drive with states, its states ``a``."""
         q = jnp.asarray(q)
         qd = jnp.zeros_like(q) if qd is None else jnp.asarray(qd, q.dtype)
         _check_vector(q, self.nq, "q")
@@ -344,28 +450,23 @@ class HamiltonianSystem(eqx.Module):
         return y
 
     def drive_force(self, t, y, qd):
-        """Generalised drive forces ``F`` ``(n,)`` at state ``y`` (``qd = ∂H/∂p``)."""
-        if self.stateful:
-            return self.drive.force(t, y["q"], qd, y["f"], y["a"])
-        return self.drive(t, y["q"], qd, y["f"])
+        """Generalised drive forces ``F`` ``(n,)`` at state ``y`` (``qd = ∂H/∂p``); the drive sees
+        the fitness ``self.fitness.value(y["f"])``."""
+        return self.drive(t, y["q"], qd, self.fitness.value(y["f"]), y.get("a"))
 
     def energy(self, y) -> Float[Array, ""]:
         """``H`` J at state ``y``."""
         return hamiltonian(self.tree, y["q"], y["p"])
 
     def vector_field(self, t, y, args=None) -> dict:
-        """Seed 000 eqs. 10–12: ``(q̇, ṗ, ḟ)``."""
+        """Seed 000 eqs. 10–12: ``(q̇, ṗ, ḟ)`` (and ``ȧ`` for a drive with states)."""
         q, p, f = y["q"], y["p"], y["f"]
         qd = velocities(self.tree, q, p)
         force = self.drive_force(t, y, qd)
         pdot = force - dH_dq(self.tree, q, qd) - self.dissipation.force(q, qd)
-        if isinstance(self.fitness, BracketFitness):
-            fdot = self.fitness.rate(t, q, p, qd, f, force, pdot=pdot)
-        else:
-            fdot = self.fitness.rate(t, q, p, qd, f, force)
-        out = {"q": qd, "p": pdot, "f": fdot}
+        out = {"q": qd, "p": pdot, "f": self.fitness.rate(t, q, p, qd, f, force, pdot)}
         if self.stateful:
-            out["a"] = self.drive.state_rate(t, q, qd, f, y["a"])
+            out["a"] = self.drive.state_rate(t, q, qd, self.fitness.value(f), y["a"])
         return out
 
     def power_balance(self, t, y) -> Float[Array, ""]:

@@ -11,7 +11,7 @@ import pytest
 import jaxbio as jb
 from jaxbio import double_pendulum as dp
 from jaxbio import hamiltonian as ham
-from jaxbio.simulate import stop_when
+from jaxbio.simulation import stop_when
 from tests._models import random_model_dict
 
 

@@ -282,7 +282,7 @@ def test_muscle_driven_arm_energy_balance_closes():
     y0 = system.initial_state(jnp.array([0.2, 0.8]), a=jnp.full(6, 0.05))
     ts = jnp.linspace(0.0, 0.2, 401)
     tr = jb.simulate(system, y0, 0.0, 0.2, solver=diffrax.Tsit5(), rtol=1e-10, atol=1e-10, ts=ts)
-    power = jax.jit(jax.vmap(lambda t, q, qd, f, a: jnp.dot(qd, drive.force(t, q, qd, f, a))))(
+    power = jax.jit(jax.vmap(lambda t, q, qd, f, a: jnp.dot(qd, drive(t, q, qd, f, a))))(
         ts, tr.q, tr.qd, tr.f, tr.a)
     work = np.trapezoid(np.asarray(power), np.asarray(ts))
     dH = float(tr.energy[-1] - tr.energy[0])

@@ -262,3 +262,20 @@ def test_baselines_against_scipy_least_squares(kind, motion, x0):
     assert res.converged[0]
     np.testing.assert_allclose(res.theta[0], ref.x, rtol=1e-5, atol=1e-6)
     assert res.rmse[0] == pytest.approx(np.sqrt(np.mean(ref.fun**2)), rel=1e-6)
+
+
+@pytest.mark.parametrize("n_steps", [80, 640])
+def test_library_path_equals_the_sprint_module_path(n_steps):
+    """The sprinter built from library parts (HamiltonianSystem + MuscleDrive + ReserveFitness +
+    drag and Rayleigh dissipations, integrated by jb.simulate) gives the split times of the sprint
+    module's own vector field and integrator to 1e-10 s, and the same derivatives."""
+    for kw, rt, wind in [({}, 0.15, 0.0), (dict(f0=16.5, vmax=19.5, energy=900.0, tau=0.03), 0.146, -0.5),
+                         (dict(f0=14.0, vmax=23.0, energy=700.0, recovery=0.1), 0.17, 1.5)]:
+        m = sprint.Sprinter(**kw)
+        a = M.split_times(m, D10, rt, wind, n_steps=n_steps)
+        b = M.split_times_new(m, D10, rt, wind, n_steps=n_steps)
+        np.testing.assert_allclose(b, a, atol=1e-10, rtol=0)
+    th = sprint.Sprinter().log_values(M.PARAMETERS)
+    jac = [jax.jacfwd(lambda t, f=f: f(sprint.Sprinter().with_log(M.PARAMETERS, t), D10, 0.15, 0.3))(th)
+           for f in (M.split_times, M.split_times_new)]
+    np.testing.assert_allclose(jac[1], jac[0], atol=1e-10, rtol=0)

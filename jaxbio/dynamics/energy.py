@@ -7,6 +7,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import quaternion as quat
+from jaxbio.dynamics import _one_segment
 from jaxbio.dynamics._batched import kinetic_energy_gradient_batch, vmapped_by
 from jaxbio.dynamics._checks import public, as_state, finite
 from jaxbio.dynamics.kinematics import segment_motion
@@ -42,7 +43,10 @@ def kinetic_energy(
 def potential_energy(tree: SegmentTree, q: Float[ArrayLike, " n"], *, check: bool = False) -> Float[Array, ""]:
     """``V(q) = −Σ m_i g · c_i`` J (zero with every COM at the world origin)."""
     q = as_state(tree, q, "q", check)
-    v = -jnp.sum(tree.masses * dot(segment_coms(tree, q), tree.gravity))
+    if _one_segment.applies(tree):
+        v = _one_segment.potential_energy(tree, q)
+    else:
+        v = -jnp.sum(tree.masses * dot(segment_coms(tree, q), tree.gravity))
     return finite(v, "potential_energy result") if check else v
 
 
@@ -63,11 +67,12 @@ def kinetic_energy_gradient(
     Equal to ``jax.grad(kinetic_energy, argnums=1)``, which it is for one state. Under
     `jax.vmap` it runs the batch-last kernel of `jaxbio.dynamics._batched`
     (`kinetic_energy_gradient_batch`: subtree momenta summed like the wrench recursion's
-    wrenches); its derivatives are those of the autodiff route.
+    wrenches); its derivatives are those of the autodiff route. A one-segment tree: 0
+    (`jaxbio.dynamics._one_segment`).
     """
     q = as_state(tree, q, "q", check)
     qd = as_state(tree, qd, "qd", check)
-    out = _dT_dq(tree, q, qd)
+    out = _one_segment.kinetic_energy_gradient(tree, q, qd) if _one_segment.applies(tree) else _dT_dq(tree, q, qd)
     return finite(out, "kinetic_energy_gradient result") if check else out
 
 

@@ -15,6 +15,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import quaternion as quat
+from jaxbio.dynamics import _one_segment
 from jaxbio.dynamics._batched import mass_matrix_batch, vmapped_by
 from jaxbio.dynamics._checks import public, as_state, finite
 from jaxbio.dynamics.kinematics import segment_motion
@@ -42,7 +43,8 @@ def com_jacobians(tree: SegmentTree, q) -> tuple[Float[Array, "n n 3"], Float[Ar
 @public
 def mass_matrix(tree: SegmentTree, q: Float[ArrayLike, " n"], *, check: bool = False) -> Float[Array, "n n"]:
     """Joint-space inertia matrix ``M(q)`` ``(n, n)`` (kg·m², kg·m, kg by coordinate type),
-    symmetric positive-definite, so that ``T = ½ qdᵀ M qd``.
+    symmetric positive-definite, so that ``T = ½ qdᵀ M qd``. A one-segment tree uses the closed
+    form of `jaxbio.dynamics._one_segment`.
 
     One state: from the segment Jacobians (the module docstring). Under `jax.vmap` (states
     batched, tree not): the composite-rigid-body algorithm on the batch-last kernel
@@ -50,7 +52,7 @@ def mass_matrix(tree: SegmentTree, q: Float[ArrayLike, " n"], *, check: bool = F
     always follow the Jacobian route.
     """
     q = as_state(tree, q, "q", check)
-    M = _mass_matrix(tree, q)
+    M = _one_segment.mass_matrix(tree, q) if _one_segment.applies(tree) else _mass_matrix(tree, q)
     return finite(M, "mass_matrix result") if check else M
 
 
@@ -90,6 +92,9 @@ def gravity_forces(tree: SegmentTree, q: Float[ArrayLike, " n"], *, check: bool 
     """``g(q)`` ``(n,)`` N·m / N: the generalised forces that hold the model still against gravity
     (``g = ∂V/∂q``)."""
     q = as_state(tree, q, "q", check)
-    z = jnp.zeros_like(q)
-    out = _tau(tree, q, z, z)
+    if _one_segment.applies(tree):
+        out = _one_segment.gravity_forces(tree, q)
+    else:
+        z = jnp.zeros_like(q)
+        out = _tau(tree, q, z, z)
     return finite(out, "gravity_forces result") if check else out

@@ -61,7 +61,7 @@ from jaxbio.hamiltonian import HamiltonianSystem, velocities
 from jaxbio.muscles.curves import HillMuscle
 from jaxbio.muscles.drive import MuscleActuatedDrive
 from jaxbio.muscles.geometry import MusclePaths
-from jaxbio.simulate import Trajectory
+from jaxbio.simulation import Trajectory
 from jaxbio.tree import SegmentTree
 
 __all__ = [

@@ -212,6 +212,6 @@ class MuscleDrive(Drive):
         hill = hill_force_velocity(v, safe_f0, self.hill_a, self.hill_b) / safe_f0
         return jnp.asarray(f) * imp * hill
 
-    def __call__(self, t, q, qd, f):
-        """Generalised forces ``(n,)`` N·m / N."""
+    def __call__(self, t, q, qd, f, a=None):
+        """Generalised forces ``(n,)`` N·m / N (no states: ``a`` is ignored)."""
         return self.moment_arms @ self.muscle_forces(t, q, qd, f)

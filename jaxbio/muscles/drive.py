@@ -12,7 +12,7 @@ from typing import Callable
 
 import jax.numpy as jnp
 
-from jaxbio.hamiltonian import StatefulDrive
+from jaxbio.hamiltonian import Drive
 from jaxbio.muscles.activation import ActivationDynamics
 from jaxbio.muscles.curves import HillMuscle
 from jaxbio.muscles.geometry import MusclePaths, generalized_forces, lengthening_velocity, lengths
@@ -21,8 +21,8 @@ from jaxbio.tree import SegmentTree
 __all__ = ["MuscleActuatedDrive"]
 
 
-class MuscleActuatedDrive(StatefulDrive):
-    """Hill muscles on paths, with activation dynamics, as a `StatefulDrive`.
+class MuscleActuatedDrive(Drive):
+    """Hill muscles on paths, with activation dynamics, as a `Drive` with states.
 
     Fields: ``tree`` (the same `SegmentTree` as the system, for the path geometry), ``paths``
     (`MusclePaths`, m muscles), ``muscles`` (`HillMuscle` with m muscles), ``activation``
@@ -52,7 +52,10 @@ class MuscleActuatedDrive(StatefulDrive):
         v_mt = lengthening_velocity(self.paths, self.tree, q, qd)
         return self.muscles.force(jnp.clip(f[0] * a, 0.0, 1.0), l_mt, v_mt)
 
-    def force(self, t, q, qd, f, a):
+    def __call__(self, t, q, qd, f, a=None):
+        """Generalised forces ``(n,)`` N·m / N; ``a`` ``(m,)`` activations (required)."""
+        if a is None:
+            raise ValueError("MuscleActuatedDrive has states (activations): call it as drive(t, q, qd, f, a)")
         return generalized_forces(self.paths, self.tree, q, self.tensions(q, qd, f, a))
 
     def state_rate(self, t, q, qd, f, a):

@@ -15,11 +15,13 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import diffrax
 import numpy as np
 
 from jaxbio.sprint._solve import SIGMA_ROUND, Splits, batched_best_of_starts, converged, laplace
 from jaxbio.sprint.data import Race, SprintDataError
-from jaxbio.sprint.model import FATIGUE, FREE, PARAMETERS, UNITS, Sprinter, simulate, state_at, times_at
+from jaxbio.simulation import Trajectory, crossing_times, hermite
+from jaxbio.sprint.model import FATIGUE, FREE, PARAMETERS, UNITS, Sprinter, simulate, simulate_race, state_at, times_at
 
 #: Tsit5 steps of the simulation inside fits (split times within ~1e-5 s of converged)
 N_STEPS = 80
@@ -44,6 +46,32 @@ def default_starts(model: Sprinter, names=FREE, n: int = 4) -> np.ndarray:
 
 
 def _residuals(theta, args, *, names, n_steps):
+    """Scaled residuals ``(L + k,)`` and, as aux, the predicted splits and the simulated race
+    (``ts`` ``(n_steps + 1,)`` s and ``q``, ``p``, ``f``: the solver keeps those of its best
+    point, so the profile needs no second simulation)."""
+    base, sp, mu, sqrt_prec = args
+    traj = simulate_race(base.with_log(names, theta), sp.duration, sp.wind, n_steps=n_steps)
+    pred = sp.reaction_time + crossing_times(traj, sp.distances)
+    r = sp.weights * (pred - sp.times) / SIGMA_ROUND
+    return jnp.concatenate([r, sqrt_prec @ (theta - mu)]), dict(pred=pred, ts=traj.ts, q=traj.q, p=traj.p, f=traj.f)
+
+
+def _profile(base, theta, sp, run, *, names, n_grid):
+    """Speed and fitness profile of the fitted model on ``n_grid`` distances, from its simulated
+    race ``run`` (the residuals' aux at the optimum); after the fit, once."""
+    model = base.with_log(names, theta)
+    system = model.system(sp.wind)
+    traj = Trajectory(ts=run["ts"], q=run["q"], p=run["p"], qd=run["p"] / model.mass, f=run["f"],
+                      energy=jnp.zeros_like(run["ts"]), result=diffrax.RESULTS.successful, solution=None)
+    x = jnp.linspace(0.0, sp.distances[-1], n_grid)
+    s = crossing_times(traj, x)
+    acc = jax.vmap(lambda t, y: system.vector_field(t, y)["p"][0])(traj.ts, {"q": traj.q, "p": traj.p, "f": traj.f})
+    v = hermite(traj.ts, traj.qd[:, 0], acc / model.mass, s)
+    f = jnp.interp(s, traj.ts, system.fitness.value(traj.f[:, 0]))
+    return dict(x=x, t=s + sp.reaction_time, v=v, f=f)
+
+
+def _residuals_old(theta, args, *, names, n_steps):
     """Scaled residuals ``(L + k,)`` and, as aux, the predicted splits."""
     base, sp, mu, sqrt_prec = args
     traj = simulate(base.with_log(names, theta), sp.duration, sp.wind, n_steps=n_steps)
@@ -52,9 +80,7 @@ def _residuals(theta, args, *, names, n_steps):
     return jnp.concatenate([r, sqrt_prec @ (theta - mu)]), dict(pred=pred)
 
 
-def _profile(base, theta, sp, *, names, n_steps, n_grid):
-    """Speed and fitness profile of the fitted model on ``n_grid`` distances (after the fit, once:
-    not inside the solver's loop)."""
+def _profile_old(base, theta, sp, *, names, n_steps, n_grid):
     traj = simulate(base.with_log(names, theta), sp.duration, sp.wind, n_steps=n_steps)
     x = jnp.linspace(0.0, sp.distances[-1], n_grid)
     s = times_at(traj, x)
@@ -63,11 +89,13 @@ def _profile(base, theta, sp, *, names, n_steps, n_grid):
 
 
 def _fit_core_impl(base, splits, starts, mu, sqrt_prec, *, names, n_steps, max_steps, n_grid):
-    res = functools.partial(_residuals, names=names, n_steps=n_steps)
+    res = functools.partial(_OLD[0] if _OLD else _residuals, names=names, n_steps=n_steps)
     L = splits.distances.shape[-1]
     k = len(names)
     dtype = starts.dtype
-    template = (jnp.zeros(L + k, dtype), dict(pred=jnp.zeros(L, dtype)))
+    T = n_steps + 1
+    template = (jnp.zeros(L + k, dtype), dict(pred=jnp.zeros(L, dtype)) if _OLD else dict(pred=jnp.zeros(L, dtype), ts=jnp.zeros(T, dtype),
+                                              **{key: jnp.zeros((T, 1), dtype) for key in ("q", "p", "f")}))
 
     def res_of(theta, a):  # the model is shared; splits and prior are per race
         return res(theta, (base,) + a)
@@ -82,11 +110,19 @@ def _fit_core_impl(base, splits, starts, mu, sqrt_prec, *, names, n_steps, max_s
         return 0.5 * jnp.sum(r * r), ok & converged(r, J), cov, chi2
 
     cost, ok, cov, chi2 = jax.vmap(finish)(r, J, ok, splits.weights)
+    run = {key: aux.pop(key) for key in ("ts", "q", "p", "f")} if not _OLD else None
     if n_grid:
-        prof = functools.partial(_profile, base, names=names, n_steps=n_steps, n_grid=n_grid)
-        aux = {**aux, **jax.vmap(prof)(theta, splits)}
+        if _OLD:
+            prof = functools.partial(_OLD[1], base, names=names, n_steps=n_steps, n_grid=n_grid)
+            aux = {**aux, **jax.vmap(prof)(theta, splits)}
+        else:
+            prof = functools.partial(_profile, base, names=names, n_grid=n_grid)
+            aux = {**aux, **jax.vmap(prof)(theta, splits, run)}
     return theta, cost, ok, steps, cov, chi2, aux
 
+
+import os as _os
+_OLD = (_residuals_old, _profile_old) if _os.environ.get("JAXBIO_SPRINT_OLD") else None
 
 _STATIC = ("names", "n_steps", "max_steps", "n_grid")
 

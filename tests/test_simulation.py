@@ -1,0 +1,137 @@
+"""`jaxbio.simulation`: fixed-grid stepping, crossing times and Hermite interpolation, against
+Diffrax's own stepping on the same grid, closed forms and finite differences; the library
+dissipations and fitness laws the sprinter is built from; bad input."""
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.optimize import brentq
+
+import jaxbio as jb
+from jaxbio import hamiltonian as ham
+from jaxbio.simulation import crossing_times, hermite
+from tests._models import double_pendulum_dict
+
+
+def _slider(mass=2.0, force=3.0, damping=0.5, drag=0.0, wind=0.0):
+    """A mass on a horizontal slider pushed by a constant force against linear (and quadratic) drag."""
+    tree = jb.SegmentTree.from_dict({"gravity": [0, -9.81, 0], "segments": [{
+        "name": "body", "parent": None, "joint": {"type": "prismatic", "axis": [1, 0, 0]},
+        "mass": mass, "com": [0, 0, 0], "inertia": [[0.1, 0, 0], [0, 0.1, 0], [0, 0, 0.1]]}]}, dtype=jnp.float64)
+    dissipation = ham.SumDissipation(ham.LinearDamping(damping), ham.QuadraticDrag(drag, wind))
+    return jb.HamiltonianSystem(tree, drive=ham.ConstantDrive(jnp.array([force])), dissipation=dissipation)
+
+
+def _closed_form(t, mass=2.0, force=3.0, damping=0.5):
+    """x(t), v(t) from rest under F − c v: v = (F/c)(1 − e^{−ct/m})."""
+    k = damping / mass
+    vinf = force / damping
+    return vinf * (t - (1 - np.exp(-k * t)) / k), vinf * (1 - np.exp(-k * t))
+
+
+@pytest.mark.parametrize("spacing", ["uniform", "quadratic"])
+def test_fixed_grid_against_closed_form(spacing):
+    system = _slider()
+    y0 = system.initial_state(jnp.zeros(1))
+    tr = jb.simulate(system, y0, 0.0, 6.0, steps=60, spacing=spacing)
+    assert tr.ts.shape == (61,) and tr.q.shape == (61, 1) and tr.solution is None
+    x, v = _closed_form(np.asarray(tr.ts))
+    np.testing.assert_allclose(tr.q[:, 0], x, atol=1e-8)
+    np.testing.assert_allclose(tr.qd[:, 0], v, atol=1e-8)
+    u = np.linspace(0, 1, 61)
+    np.testing.assert_allclose(tr.ts, 6.0 * (u**2 if spacing == "quadratic" else u), rtol=1e-15)
+
+
+def test_uniform_grid_equals_diffeqsolve_on_the_same_grid():
+    """steps=N takes exactly the steps diffeqsolve takes with StepTo on the grid (a double pendulum)."""
+    tree = jb.SegmentTree.from_dict(double_pendulum_dict(), dtype=jnp.float64)
+    system = jb.HamiltonianSystem(tree, dissipation=ham.LinearDamping(0.1))
+    y0 = system.initial_state(jnp.array([0.3, -0.8]), jnp.array([1.0, 2.0]))
+    grid = jnp.linspace(0.0, 2.0, 41)
+    a = jb.simulate(system, y0, 0.0, 2.0, steps=40)
+    b = jb.simulate(system, y0, 0.0, 2.0, stepsize_controller=diffrax.StepTo(ts=grid), ts=grid)
+    np.testing.assert_allclose(a.q, b.q, atol=1e-13)
+    np.testing.assert_allclose(a.p, b.p, atol=1e-13)
+    np.testing.assert_allclose(a.energy, b.energy, atol=1e-12)
+
+
+def test_crossing_times_and_gradient():
+    values = jnp.array([1.0, 5.0, 12.0])
+    t_exact = [brentq(lambda t: _closed_form(t)[0] - d, 1e-9, 30) for d in values]
+
+    def crossings(force):
+        system = _slider(force=force)
+        tr = jb.simulate(system, system.initial_state(jnp.zeros(1)), 0.0, 8.0, steps=80, spacing="quadratic")
+        return crossing_times(tr, values)
+
+    np.testing.assert_allclose(crossings(3.0), t_exact, atol=1e-7)
+    h = 1e-5
+    fd = (np.asarray(crossings(3.0 + h)) - np.asarray(crossings(3.0 - h))) / (2 * h)
+    np.testing.assert_allclose(jax.jacfwd(crossings)(3.0), fd, rtol=1e-6)
+    np.testing.assert_allclose(jax.jacrev(crossings)(3.0), fd, rtol=1e-6)
+    # beyond the last saved point the last velocity is held
+    system = _slider()
+    tr = jb.simulate(system, system.initial_state(jnp.zeros(1)), 0.0, 2.0, steps=20)
+    far = float(tr.q[-1, 0]) + 3.0
+    np.testing.assert_allclose(crossing_times(tr, jnp.array([far])), 2.0 + 3.0 / tr.qd[-1, 0], rtol=1e-12)
+
+
+def test_hermite_is_exact_for_cubics():
+    ts = jnp.array([0.0, 0.3, 1.0, 1.7])
+    y, dy = ts**3 - 2 * ts, 3 * ts**2 - 2
+    t = jnp.linspace(0.0, 1.7, 9)
+    np.testing.assert_allclose(hermite(ts, y, dy, t), t**3 - 2 * t, atol=1e-13)
+
+
+def test_quadratic_drag_and_sum():
+    d = ham.QuadraticDrag(jnp.array([0.3, 0.1]), wind=jnp.array([1.0, -0.5]))
+    q, qd = jnp.zeros(2), jnp.array([3.0, -2.0])
+    np.testing.assert_allclose(d.force(q, qd), jax.grad(lambda v: d(q, v))(qd), rtol=1e-14)
+    np.testing.assert_allclose(d.force(q, qd), [0.3 * 4.0, -0.1 * 1.5**2], rtol=1e-14)
+    s = ham.SumDissipation(d, ham.LinearDamping(2.0))
+    np.testing.assert_allclose(s.force(q, qd), d.force(q, qd) + 2.0 * qd, rtol=1e-14)
+    np.testing.assert_allclose(s(q, qd), d(q, qd) + 0.5 * 2.0 * jnp.sum(qd**2), rtol=1e-14)
+    with pytest.raises(ValueError, match="coefficients"):
+        ham.QuadraticDrag(-1.0)
+    with pytest.raises(ValueError, match="wind"):
+        ham.QuadraticDrag(1.0, wind=float("nan"))
+    with pytest.raises(ValueError, match="Dissipation"):
+        ham.SumDissipation(1.0)
+
+
+def test_reserve_fitness():
+    law = ham.ReserveFitness(capacity=800.0, activation_power=100.0, half_saturation=0.1, recovery=0.02)
+    np.testing.assert_allclose(law.value(jnp.array([1.0, 0.0, 0.1])), [1.0, 0.0, 0.1 * 1.1 / 0.2], rtol=1e-15)
+    qd, F, e = jnp.array([5.0]), jnp.array([40.0]), jnp.array([0.5])
+    expected = -(100.0 + 200.0) * 0.5 / 0.51 / 800.0 + 0.02 * 0.5
+    np.testing.assert_allclose(law.rate(0.0, qd, qd, qd, e, F, F), [expected], rtol=1e-14)
+    # the drive sees the fitness f(e), not the reserve
+    seen = []
+
+    class Probe(ham.Drive):
+        def __call__(self, t, q, qd, f, a=None):
+            seen.append(f)
+            return jnp.zeros_like(q)
+
+    system = jb.HamiltonianSystem(_slider().tree, drive=Probe(), fitness=law)
+    system.vector_field(0.0, {"q": jnp.zeros(1), "p": jnp.zeros(1), "f": jnp.array([0.2])})
+    np.testing.assert_allclose(seen[-1], law.value(jnp.array([0.2])), rtol=1e-15)
+    for bad in (dict(capacity=0.0), dict(capacity=1.0, half_saturation=-1.0), dict(capacity=1.0, recovery=-0.1),
+                dict(capacity=1.0, throttle=0.0)):
+        with pytest.raises(ValueError, match="ReserveFitness"):
+            ham.ReserveFitness(**bad)
+
+
+def test_fixed_grid_bad_input():
+    system = _slider()
+    y0 = system.initial_state(jnp.zeros(1))
+    with pytest.raises(ValueError, match="excludes dt0"):
+        jb.simulate(system, y0, 0.0, 1.0, steps=10, dt0=0.1)
+    with pytest.raises(ValueError, match="spacing"):
+        jb.simulate(system, y0, 0.0, 1.0, steps=10, spacing="log")
+    with pytest.raises(ValueError, match="steps"):
+        jb.simulate(system, y0, 0.0, 1.0, steps=0)
+    with pytest.raises(ValueError, match="greater than"):
+        jb.simulate(system, y0, 0.0, float("nan"), steps=10)
