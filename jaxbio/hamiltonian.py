@@ -31,6 +31,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio.dynamics import gravity_forces, kinetic_energy_gradient, mass_matrix, potential_energy
@@ -229,10 +230,10 @@ class QuadraticDrag(Dissipation):
     def __init__(self, coefficients, wind=0.0):
         self.coefficients = jnp.asarray(coefficients)
         self.wind = jnp.asarray(wind)
-        c, w = self.coefficients, self.wind
-        if not isinstance(c, jax.core.Tracer) and bool(jnp.any(~jnp.isfinite(c) | (c < 0))):
+        c, w = _concrete(self.coefficients), _concrete(self.wind)
+        if c is not None and not np.all(np.isfinite(c) & (c >= 0)):
             raise ValueError(f"QuadraticDrag: coefficients must be finite and ≥ 0, got {c}")
-        if not isinstance(w, jax.core.Tracer) and bool(jnp.any(~jnp.isfinite(w))):
+        if w is not None and not np.all(np.isfinite(w)):
             raise ValueError(f"QuadraticDrag: wind must be finite, got {w}")
 
     def __call__(self, q, qd):
@@ -347,11 +348,10 @@ class ReserveFitness(FitnessLaw):
         self.throttle = float(throttle)
         for name, positive in (("capacity", True), ("activation_power", False),
                                ("half_saturation", True), ("recovery", False)):
-            x = getattr(self, name)
-            if isinstance(x, jax.core.Tracer):
+            x = _concrete(getattr(self, name))
+            if x is None:
                 continue
-            bad = ~jnp.isfinite(x) | ((x <= 0) if positive else (x < 0))
-            if bool(jnp.any(bad)):
+            if not np.all(np.isfinite(x) & ((x > 0) if positive else (x >= 0))):
                 raise ValueError(f"ReserveFitness: {name} must be finite and {'> 0' if positive else '≥ 0'}, got {x}")
         if not self.throttle > 0:
             raise ValueError(f"ReserveFitness: throttle must be > 0, got {throttle}")
@@ -474,6 +474,11 @@ class HamiltonianSystem(eqx.Module):
         q, p = y["q"], y["p"]
         qd = velocities(self.tree, q, p)
         return jnp.dot(qd, self.drive_force(t, y, qd) - self.dissipation.force(q, qd))
+
+
+def _concrete(x):
+    """``x`` as numpy when it is concrete, None when traced (checks then happen before tracing)."""
+    return None if isinstance(x, jax.core.Tracer) else np.asarray(x)
 
 
 def _check_vector(x, n, name):

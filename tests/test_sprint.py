@@ -8,6 +8,7 @@ import pytest
 from scipy.integrate import solve_ivp
 from scipy.optimize import brentq, least_squares
 
+import jaxbio as jb
 import jaxbio.sprint as sprint
 from jaxbio.sprint import model as M
 from jaxbio.sprint.baselines import fit_baseline
@@ -32,17 +33,20 @@ def test_parameters_positive_and_validated():
     assert float(m2.f0) == pytest.approx(np.exp(-3.0)) and float(m2.energy) == pytest.approx(np.exp(2.0))
 
 
-def test_hamiltonian_form():
-    """q̇ = ∂H/∂p and, with no drive, ṗ = −∂R/∂q̇ − drag (seed 000 eqs. 10–11)."""
-    m = sprint.Sprinter(mass=70.0)
-    y = jnp.array([12.0, 70.0 * 9.5, 0.6])
-    f = M.vector_field(m, 3.0, y, 0.7)
-    assert float(f[0]) == pytest.approx(float(jax.grad(M.hamiltonian, argnums=2)(m, y[0], y[1])))
-    v = 9.5
-    expected_pd = 70.0 * float(M.drive(m, 3.0, v, 0.6)) - 70.0 * float(m.rayleigh) * v - 70.0 * float(m.drag) * (v - 0.7) ** 2
-    assert float(f[1]) == pytest.approx(expected_pd, rel=1e-12)
-    assert float(M.fitness(m, 1.0)) == pytest.approx(1.0) and float(M.fitness(m, 0.0)) == 0.0
-    assert float(M.hill(m, 0.0)) == pytest.approx(float(m.f0)) and abs(float(M.hill(m, m.vmax))) < 1e-12
+def test_system_is_built_from_library_parts():
+    """The sprinter is a jb.HamiltonianSystem: q̇ = ∂H/∂p, and ṗ, ė equal the module docstring's
+    equations written again in numpy (``_numpy_rhs``), at a state mid-race."""
+    p = dict(M.DEFAULTS, mass=70.0)
+    m = sprint.Sprinter(**p)
+    system = sprint.sprinter_system(m, wind=0.7)
+    assert isinstance(system, jb.HamiltonianSystem) and system.tree.joint_types == ("prismatic",)
+    v, e, s = 9.5, 0.6, 3.0
+    y = {"q": jnp.array([12.0]), "p": jnp.array([70.0 * v]), "f": jnp.array([e])}
+    dy = system.vector_field(s, y)
+    np.testing.assert_allclose(dy["q"], jax.grad(lambda p_: system.energy({**y, "p": p_}))(y["p"]), rtol=1e-14)
+    ref = _numpy_rhs(p, 0.7)(s, [12.0, v, e])
+    np.testing.assert_allclose([dy["q"][0], dy["p"][0] / 70.0, dy["f"][0]], ref, rtol=1e-12)
+    np.testing.assert_allclose(system.fitness.value(jnp.array([1.0, 0.0])), [1.0, 0.0], atol=1e-15)
 
 
 def test_closed_form_without_fatigue_or_drag():
@@ -84,19 +88,12 @@ def test_split_times_against_solve_ivp(wind):
     got = np.asarray(sprint.split_times(m, D10, 0.146, wind, 13.0, n_steps=640))
     np.testing.assert_allclose(got, ref, atol=1e-7)
     # the trajectory: reserve positive and decreasing, fitness in (0, 1]
-    traj = sprint.simulate(m, 13.0, wind, n_steps=640)
-    e_ref = sol.sol(np.asarray(traj.s))[2]
-    np.testing.assert_allclose(np.asarray(traj.e), e_ref, atol=1e-6)
-    assert np.all(np.asarray(traj.e) > 0) and np.all(np.asarray(traj.f) <= 1 + 1e-12)
-
-
-def test_diffeqsolve_path_matches_scan_and_converges():
-    m = sprint.Sprinter()
-    a = np.asarray(sprint.split_times(m, D10, 0.15, 0.3, 12.0))
-    b = np.asarray(sprint.split_times(m, D10, 0.15, 0.3, 12.0, diffeqsolve=True))
-    c = np.asarray(sprint.split_times(m, D10, 0.15, 0.3, 12.0, n_steps=640))
-    np.testing.assert_allclose(a, b, atol=1e-12)
-    np.testing.assert_allclose(a, c, atol=3e-5)
+    traj = sprint.simulate_race(m, 13.0, wind, n_steps=640)
+    e = np.asarray(traj.f[:, 0])
+    np.testing.assert_allclose(e, sol.sol(np.asarray(traj.ts))[2], atol=1e-6)
+    np.testing.assert_allclose(traj.qd[:, 0], sol.sol(np.asarray(traj.ts))[1], atol=1e-6)
+    fitness = np.asarray(sprint.sprinter_system(m).fitness.value(traj.f[:, 0]))
+    assert np.all(e > 0) and np.all(np.diff(e) < 0) and np.all((fitness > 0) & (fitness <= 1 + 1e-12))
 
 
 def _gradient_setup():
@@ -125,14 +122,6 @@ def test_split_time_gradients_against_finite_differences():
     # mass does not change split times; every other parameter does
     assert np.max(np.abs(J_fwd[:, names.index("mass")])) < 1e-9
     assert all(np.max(np.abs(J_fwd[:, j])) > 1e-6 for j, n in enumerate(names) if n != "mass")
-
-
-@pytest.mark.slow
-def test_split_time_gradients_diffeqsolve_reverse_mode():
-    """The same through ``diffrax.diffeqsolve`` with its checkpointed reverse-mode adjoint."""
-    f, th0, names, J_fd = _gradient_setup()
-    g = jax.grad(lambda th: jnp.sum(f(th, diffeqsolve=True)))(th0)
-    np.testing.assert_allclose(np.asarray(g), J_fd.sum(0), atol=1e-6, rtol=1e-5)
 
 
 def _synthetic(n_races, seed, rounded=True):
@@ -262,20 +251,3 @@ def test_baselines_against_scipy_least_squares(kind, motion, x0):
     assert res.converged[0]
     np.testing.assert_allclose(res.theta[0], ref.x, rtol=1e-5, atol=1e-6)
     assert res.rmse[0] == pytest.approx(np.sqrt(np.mean(ref.fun**2)), rel=1e-6)
-
-
-@pytest.mark.parametrize("n_steps", [80, 640])
-def test_library_path_equals_the_sprint_module_path(n_steps):
-    """The sprinter built from library parts (HamiltonianSystem + MuscleDrive + ReserveFitness +
-    drag and Rayleigh dissipations, integrated by jb.simulate) gives the split times of the sprint
-    module's own vector field and integrator to 1e-10 s, and the same derivatives."""
-    for kw, rt, wind in [({}, 0.15, 0.0), (dict(f0=16.5, vmax=19.5, energy=900.0, tau=0.03), 0.146, -0.5),
-                         (dict(f0=14.0, vmax=23.0, energy=700.0, recovery=0.1), 0.17, 1.5)]:
-        m = sprint.Sprinter(**kw)
-        a = M.split_times(m, D10, rt, wind, n_steps=n_steps)
-        b = M.split_times_new(m, D10, rt, wind, n_steps=n_steps)
-        np.testing.assert_allclose(b, a, atol=1e-10, rtol=0)
-    th = sprint.Sprinter().log_values(M.PARAMETERS)
-    jac = [jax.jacfwd(lambda t, f=f: f(sprint.Sprinter().with_log(M.PARAMETERS, t), D10, 0.15, 0.3))(th)
-           for f in (M.split_times, M.split_times_new)]
-    np.testing.assert_allclose(jac[1], jac[0], atol=1e-10, rtol=0)

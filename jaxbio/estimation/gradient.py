@@ -175,7 +175,7 @@ class FitResult(NamedTuple):
     - ``iterations``: optimiser iterations done; ``converged``: stopped by ``gtol``/``ftol`` (or, for
       the built-in L-BFGS, because no step length reduced the loss any further at a point where
       the gradient had already fallen by ``gtol_stall``) rather than by running out of ``steps``.
-    - ``trajectory``: `jaxbio.simulate.Trajectory` of the fitted system at the sample times
+    - ``trajectory``: `jaxbio.Trajectory` of the fitted system at the sample times
       (``solution`` is None: the arrays come back with the last loss evaluation).
     - ``forces``: ``(T, m)`` N, muscle tensions along the fitted trajectory (`muscle_forces`).
     - ``excitation``: the fitted `PiecewiseLinearExcitation` (`fit_excitations` only, else None).

@@ -1,7 +1,8 @@
 """The 100 m sprint: a fitness-dependent Hamiltonian sprinter fitted to split times (seed 000).
 
-``jb.sprint.Sprinter`` holds the model's positive parameters (as logs); ``split_times`` gives the
-predicted split times, differentiable in every parameter; ``fit`` fits races (many at once, with
+``jb.sprint.Sprinter`` holds the model's positive parameters (as logs); ``sprinter_system`` builds
+it as a `jaxbio.HamiltonianSystem` from library parts, ``simulate_race`` integrates it and
+``split_times`` gives the predicted split times, differentiable in every parameter; ``fit`` fits races (many at once, with
 ``jax.vmap``), with Laplace uncertainties and an optional hierarchical prior on the fatigue
 parameters; ``fit_baseline`` fits the classical Furusawa–Hill–Keller and Tibshirani (1997)
 models; ``read_csv`` / ``load_race`` / ``embedded_races`` read split files. The command
@@ -18,18 +19,15 @@ from jaxbio.sprint.model import (
     PARAMETERS,
     UNITS,
     Sprinter,
-    Trajectory,
-    hamiltonian,
-    simulate,
+    simulate_race,
     split_times,
-    times_at,
-    vector_field,
+    sprinter_system,
 )
 from jaxbio.sprint._solve import SIGMA_ROUND, Splits
 
 __all__ = [
     "BaselineResult", "DEFAULTS", "FATIGUE", "FREE", "FitResult", "PARAMETERS", "Profile", "Race", "SIGMA_ROUND",
-    "Splits", "SprintDataError", "Sprinter", "Trajectory", "UNITS", "embedded_names", "embedded_races", "fit",
-    "fit_baseline", "fit_splits", "hamiltonian", "load_race", "population_prior", "read_csv", "simulate",
-    "split_times", "splits_from_races", "times_at", "vector_field",
+    "Splits", "SprintDataError", "Sprinter", "UNITS", "embedded_names", "embedded_races", "fit",
+    "fit_baseline", "fit_splits", "load_race", "population_prior", "read_csv", "simulate_race",
+    "split_times", "splits_from_races", "sprinter_system",
 ]

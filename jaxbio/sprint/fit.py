@@ -21,7 +21,7 @@ import numpy as np
 from jaxbio.sprint._solve import SIGMA_ROUND, Splits, batched_best_of_starts, converged, laplace
 from jaxbio.sprint.data import Race, SprintDataError
 from jaxbio.simulation import Trajectory, crossing_times, hermite
-from jaxbio.sprint.model import FATIGUE, FREE, PARAMETERS, UNITS, Sprinter, simulate, simulate_race, state_at, times_at
+from jaxbio.sprint.model import FATIGUE, FREE, PARAMETERS, UNITS, Sprinter, simulate_race
 
 #: Tsit5 steps of the simulation inside fits (split times within ~1e-5 s of converged)
 N_STEPS = 80
@@ -71,30 +71,13 @@ def _profile(base, theta, sp, run, *, names, n_grid):
     return dict(x=x, t=s + sp.reaction_time, v=v, f=f)
 
 
-def _residuals_old(theta, args, *, names, n_steps):
-    """Scaled residuals ``(L + k,)`` and, as aux, the predicted splits."""
-    base, sp, mu, sqrt_prec = args
-    traj = simulate(base.with_log(names, theta), sp.duration, sp.wind, n_steps=n_steps)
-    pred = sp.reaction_time + times_at(traj, sp.distances)
-    r = sp.weights * (pred - sp.times) / SIGMA_ROUND
-    return jnp.concatenate([r, sqrt_prec @ (theta - mu)]), dict(pred=pred)
-
-
-def _profile_old(base, theta, sp, *, names, n_steps, n_grid):
-    traj = simulate(base.with_log(names, theta), sp.duration, sp.wind, n_steps=n_steps)
-    x = jnp.linspace(0.0, sp.distances[-1], n_grid)
-    s = times_at(traj, x)
-    _, v, f = state_at(traj, s)
-    return dict(x=x, t=s + sp.reaction_time, v=v, f=f)
-
-
 def _fit_core_impl(base, splits, starts, mu, sqrt_prec, *, names, n_steps, max_steps, n_grid):
-    res = functools.partial(_OLD[0] if _OLD else _residuals, names=names, n_steps=n_steps)
+    res = functools.partial(_residuals, names=names, n_steps=n_steps)
     L = splits.distances.shape[-1]
     k = len(names)
     dtype = starts.dtype
     T = n_steps + 1
-    template = (jnp.zeros(L + k, dtype), dict(pred=jnp.zeros(L, dtype)) if _OLD else dict(pred=jnp.zeros(L, dtype), ts=jnp.zeros(T, dtype),
+    template = (jnp.zeros(L + k, dtype), dict(pred=jnp.zeros(L, dtype), ts=jnp.zeros(T, dtype),
                                               **{key: jnp.zeros((T, 1), dtype) for key in ("q", "p", "f")}))
 
     def res_of(theta, a):  # the model is shared; splits and prior are per race
@@ -110,19 +93,12 @@ def _fit_core_impl(base, splits, starts, mu, sqrt_prec, *, names, n_steps, max_s
         return 0.5 * jnp.sum(r * r), ok & converged(r, J), cov, chi2
 
     cost, ok, cov, chi2 = jax.vmap(finish)(r, J, ok, splits.weights)
-    run = {key: aux.pop(key) for key in ("ts", "q", "p", "f")} if not _OLD else None
+    run = {key: aux.pop(key) for key in ("ts", "q", "p", "f")}
     if n_grid:
-        if _OLD:
-            prof = functools.partial(_OLD[1], base, names=names, n_steps=n_steps, n_grid=n_grid)
-            aux = {**aux, **jax.vmap(prof)(theta, splits)}
-        else:
-            prof = functools.partial(_profile, base, names=names, n_grid=n_grid)
-            aux = {**aux, **jax.vmap(prof)(theta, splits, run)}
+        prof = functools.partial(_profile, base, names=names, n_grid=n_grid)
+        aux = {**aux, **jax.vmap(prof)(theta, splits, run)}
     return theta, cost, ok, steps, cov, chi2, aux
 
-
-import os as _os
-_OLD = (_residuals_old, _profile_old) if _os.environ.get("JAXBIO_SPRINT_OLD") else None
 
 _STATIC = ("names", "n_steps", "max_steps", "n_grid")
 

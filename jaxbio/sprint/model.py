@@ -25,12 +25,16 @@ time & fitness-dependent system of §4.6 (eqs. 26–27 with ``F = F(t, y, p, f)`
 - Aerodynamic drag with the race's wind ``w`` (tail wind positive):
   ``F_drag = m k_d (v − w)|v − w|`` with ``k_d = ½ ρ C_d A / m``.
 
-Everything is per unit mass except ``p``; split times do not depend on ``m``.
+The parameters are per unit mass (``Sprinter``); split times do not depend on ``m``.
+
+The model is built from the library (`sprinter_system`): a `jaxbio.HamiltonianSystem` on a
+one-segment prismatic tree with a one-muscle `jaxbio.muscles.MuscleDrive`, `LinearDamping` +
+`QuadraticDrag` and a `ReserveFitness`, integrated by `jaxbio.simulate` with fixed steps on a
+quadratic grid (`simulate_race`); split times are crossing times of the simulated race.
 """
 
 from __future__ import annotations
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -39,8 +43,7 @@ from jaxtyping import Array, Float
 
 from jaxbio.hamiltonian import HamiltonianSystem, LinearDamping, QuadraticDrag, ReserveFitness, SumDissipation
 from jaxbio.muscles.actuators import MuscleDrive
-from jaxbio.simulation import Trajectory as _Trajectory  # noqa: F401 (new path)
-from jaxbio.simulation import crossing_times, simulate as _simulate
+from jaxbio.simulation import Trajectory, crossing_times, simulate
 from jaxbio.tree import SegmentTree
 
 #: names of the positive parameters, in the order used by ``Sprinter.values`` and the fits
@@ -212,200 +215,6 @@ class Values(eqx.Module):
         return self
 
 
-# ---- the pieces of the vector field (per unit mass) ----------------------------------------
-
-
-def impulse(model: Sprinter, s: Float[Array, "..."]) -> Float[Array, "..."]:
-    """Excitation impulse ``F_imp/F⁰ = 1 − e^{−s/τ}`` (seed 000 §4.6 2a), ``s`` [s] since reaction."""
-    return -jnp.expm1(-jnp.maximum(s, 0.0) / model.tau)
-
-
-def hill(model: Sprinter, v: Float[Array, "..."]) -> Float[Array, "..."]:
-    """Hill's force–velocity relation per kg, ``(F⁰b − a v)/(v + b)/m`` [N/kg] (seed 000 §4.6 2b).
-
-    ``F⁰`` at ``v = 0``, zero at ``v = v_max``; ``v`` [m/s] ≥ 0.
-    """
-    b = model.hill_b
-    return model.f0 * (b - model.hill_ratio * v) / (v + b)
-
-
-def fitness(model: Sprinter, e: Float[Array, "..."]) -> Float[Array, "..."]:
-    """Fitness ``f(e) = e(1 + K)/(e + K)`` [-] of the reserve ``e`` [-]: 1 at ``e = 1``, 0 at 0."""
-    k = model.half_saturation
-    return e * (1.0 + k) / (e + k)
-
-
-def drive(model: Sprinter, s, v, e):
-    """Propulsive force per kg ``f(e) · F_imp(s) · F_Hill(v) / F⁰`` [N/kg]."""
-    return fitness(model, e) * impulse(model, s) * hill(model, v)
-
-
-def hamiltonian(model: Sprinter, q, p):
-    """``H = p²/(2m)`` [J] (seed 000 eq. 7, one DOF, flat track: no potential)."""
-    del q
-    return 0.5 * p**2 / model.mass
-
-
-def rayleigh_force(model: Sprinter, v):
-    """``∂R/∂q̇ = m α v`` [N] from ``R = ½ m α q̇²`` (seed 000 §4.6 1 with β = 0)."""
-    return model.mass * model.rayleigh * v
-
-
-def drag_force(model: Sprinter, v, wind):
-    """``m k_d (v − w)|v − w|`` [N]; ``wind`` [m/s] tail wind positive."""
-    rel = v - wind
-    return model.mass * model.drag * rel * jnp.abs(rel)
-
-
-def vector_field(model: Sprinter, s, y: Float[Array, "3"], wind) -> Float[Array, "3"]:
-    """Time derivative of ``y = (q [m], p [kg·m/s], e [-])`` at ``s`` [s] after the reaction.
-
-    The dissipative, driven, fitness-dependent Hamiltonian equations (module docstring).
-    Returns ``(q̇ [m/s], ṗ [N], ė [1/s])``.
-    """
-    model = model.positive()
-    q, p, e = y[0], y[1], y[2]
-    m = model.mass
-    qd = p / m  # ∂H/∂p
-    dH_dq = 0.0  # flat track
-    a_drive = drive(model, s, qd, e)
-    pd = m * a_drive - rayleigh_force(model, qd) - drag_force(model, qd, wind) - dH_dq
-    # reserve use: activation cost + mechanical power of the drive, throttled to zero as the
-    # reserve empties (e/(e + ε)) so that e stays positive
-    use = (model.activation_power + a_drive * qd) * e / (e + RESERVE_EPS)
-    ed = -use / model.energy + model.recovery * (1.0 - e)
-    del q
-    return jnp.stack([qd, pd, ed])
-
-
-# ---- simulation and split times ------------------------------------------------------------
-
-
-class Trajectory(eqx.Module):
-    """A simulated race on a grid of times after the reaction.
-
-    ``s``: ``(n,)`` s since the reaction; ``q`` ``(n,)`` m; ``v`` ``(n,)`` m/s; ``a`` ``(n,)``
-    m/s²; ``e`` ``(n,)`` reserve; ``f`` ``(n,)`` fitness.
-    """
-
-    s: Array
-    q: Array
-    v: Array
-    a: Array
-    e: Array
-    f: Array
-
-
-def simulate(model: Sprinter, duration, wind=0.0, *, n_steps: int = 80, diffeqsolve: bool = False,
-             adjoint: diffrax.AbstractAdjoint | None = None) -> Trajectory:
-    """Integrate the sprinter from rest for ``duration`` [s] after the reaction.
-
-    Diffrax's Tsit5 on a fixed grid of ``n_steps`` steps in ``u ∈ [0, 1]`` with ``s = duration · u²``
-    (small steps while the impulse rises, larger ones at top speed); split times are within
-    ~1e-5 s of a converged solution at 80 steps (1000× below the data's 0.01 s). By default the solver's ``step`` is iterated in a ``lax.scan`` — the same
-    steps ``diffrax.diffeqsolve`` takes with ``StepTo`` on that grid (``diffeqsolve=True``, with
-    ``adjoint``), without its adaptive-loop machinery, which under ``vmap`` costs ~20× the run time
-    and ~2× the compile time. ``wind`` [m/s]. Pure; jit/vmap/grad (forward and reverse mode) work.
-    Returns a ``Trajectory`` with ``n_steps + 1`` points.
-    """
-    duration = jnp.asarray(duration, dtype=float)
-    vals = model.positive()
-
-    def rhs(u, y, args):
-        s = duration * u * u
-        return vector_field(vals, s, y, wind) * (2.0 * duration * u)
-
-    grid = jnp.linspace(0.0, 1.0, n_steps + 1)
-    y0 = jnp.array([0.0, 0.0, 1.0], dtype=grid.dtype)
-    term = diffrax.ODETerm(rhs)
-    if diffeqsolve:
-        sol = diffrax.diffeqsolve(
-            term, diffrax.Tsit5(), t0=0.0, t1=1.0, dt0=None, y0=y0,
-            saveat=diffrax.SaveAt(steps=True), stepsize_controller=diffrax.StepTo(ts=grid),
-            max_steps=n_steps, adjoint=adjoint if adjoint is not None else diffrax.RecursiveCheckpointAdjoint(),
-            throw=False,
-        )
-        ys = sol.ys
-    else:
-        solver = diffrax.Tsit5(scan_kind="bounded")
-        state = solver.init(term, grid[0], grid[1], y0, None)
-
-        def step(carry, i):
-            y, st = carry
-            y1, _, _, st, _ = solver.step(term, grid[i], grid[i + 1], y, None, st, made_jump=False)
-            return (y1, st), y1
-
-        _, ys = jax.lax.scan(step, (y0, state), jnp.arange(n_steps))
-    ys = jnp.concatenate([y0[None], ys])
-    s = duration * grid**2
-    v = ys[:, 1] / vals.mass
-    acc = jax.vmap(lambda si, yi: vector_field(vals, si, yi, wind)[1])(s, ys) / vals.mass
-    return Trajectory(s=s, q=ys[:, 0], v=v, a=acc, e=ys[:, 2], f=fitness(vals, ys[:, 2]))
-
-
-def _hermite(h, y0, y1, d0, d1, u):
-    """Cubic Hermite on ``[0, 1]`` with values ``y0, y1`` and end slopes ``d0, d1`` (per unit s)."""
-    u2, u3 = u * u, u * u * u
-    return ((2 * u3 - 3 * u2 + 1) * y0 + (u3 - 2 * u2 + u) * h * d0
-            + (-2 * u3 + 3 * u2) * y1 + (u3 - u2) * h * d1)
-
-
-def times_at(traj: Trajectory, distances: Float[Array, " k"], newton_steps: int = 5) -> Float[Array, " k"]:
-    """Time after the reaction [s] at which the trajectory passes each of ``distances`` [m].
-
-    Event location on the dense output: the cubic Hermite interpolant of ``q(s)`` (values and
-    velocities at the grid) is inverted by Newton's method inside the grid interval that brackets
-    the distance. Differentiable (the interval index is piecewise constant; the derivative is the
-    implicit one, ``∂t/∂θ = −(∂q/∂θ)/v``). Past the end of the grid the last speed is held.
-    """
-    q, v, s = traj.q, traj.v, traj.s
-    n = q.shape[0] - 1
-    # q is non-decreasing (v ≥ 0: the drive exceeds the resistances below v_max)
-    idx = jnp.clip(jnp.searchsorted(q, distances, side="right", method="compare_all") - 1, 0, n - 1)
-    h = s[idx + 1] - s[idx]
-    x0, x1, v0, v1 = q[idx], q[idx + 1], v[idx], v[idx + 1]
-    u = jnp.clip((distances - x0) / jnp.maximum(x1 - x0, 1e-12), 0.0, 1.0)
-    for _ in range(newton_steps):
-        u2 = u * u
-        x = _hermite(h, x0, x1, v0, v1, u)
-        dx = (6 * u2 - 6 * u) * x0 + (3 * u2 - 4 * u + 1) * h * v0 + (-6 * u2 + 6 * u) * x1 + (3 * u2 - 2 * u) * h * v1
-        u = jnp.clip(u - (x - distances) / jnp.maximum(dx, 1e-9), 0.0, 1.0)
-    t_inside = s[idx] + u * h
-    past = distances > q[-1]
-    t_past = s[-1] + (distances - q[-1]) / jnp.maximum(v[-1], 0.1)
-    return jnp.where(past, t_past, t_inside)
-
-
-def split_times(model: Sprinter, distances: Float[Array, " k"], reaction_time, wind=0.0,
-                duration=None, *, n_steps: int = 80, diffeqsolve: bool = False,
-                adjoint: diffrax.AbstractAdjoint | None = None) -> Float[Array, " k"]:
-    """Predicted split times from the gun [s] at ``distances`` [m] (reaction time included).
-
-    ``reaction_time`` [s] from the race file; ``wind`` [m/s]; ``duration`` [s] of the simulation
-    after the reaction (default ``1.3 · max(distances)/8 + 1`` s, more than any sprinter needs).
-    Differentiable with respect to every parameter of ``model`` (forward and reverse mode).
-    ``n_steps``, ``diffeqsolve``, ``adjoint``: see ``simulate``.
-    """
-    distances = jnp.asarray(distances, dtype=float)
-    if duration is None:
-        duration = 1.3 * jnp.max(distances) / 8.0 + 1.0
-    traj = simulate(model, duration, wind, n_steps=n_steps, diffeqsolve=diffeqsolve, adjoint=adjoint)
-    return reaction_time + times_at(traj, distances)
-
-
-def state_at(traj: Trajectory, s: Float[Array, " k"]) -> tuple[Array, Array, Array]:
-    """Position [m], speed [m/s] and fitness [-] at times ``s`` [s] after the reaction (Hermite
-    for ``q`` and ``v``, linear for fitness)."""
-    n = traj.s.shape[0] - 1
-    idx = jnp.clip(jnp.searchsorted(traj.s, s, side="right", method="compare_all") - 1, 0, n - 1)
-    h = traj.s[idx + 1] - traj.s[idx]
-    u = jnp.clip((s - traj.s[idx]) / h, 0.0, 1.0)
-    q = _hermite(h, traj.q[idx], traj.q[idx + 1], traj.v[idx], traj.v[idx + 1], u)
-    v = _hermite(h, traj.v[idx], traj.v[idx + 1], traj.a[idx], traj.a[idx + 1], u)
-    f = traj.f[idx] + u * (traj.f[idx + 1] - traj.f[idx])
-    return q, v, f
-
-
 # ---- the sprinter on the library's Hamiltonian stack ---------------------------------------
 
 def _body(mass) -> SegmentTree:
@@ -445,7 +254,7 @@ def sprinter_system(model: "Sprinter | Values", wind=0.0) -> HamiltonianSystem:
     return HamiltonianSystem(_body(m), drive, dissipation, fitness)
 
 
-def simulate_race(model: Sprinter, duration, wind=0.0, *, n_steps: int = 80) -> _Trajectory:
+def simulate_race(model: Sprinter, duration, wind=0.0, *, n_steps: int = 80) -> Trajectory:
     """Integrate the sprinter from rest for ``duration`` [s] after the reaction: ``jaxbio.simulate``
     with ``n_steps`` fixed Tsit5 steps on the quadratic grid ``s = duration · u²`` (small steps
     while the impulse rises). Split times are within ~1e-5 s of a converged solution at 80 steps
@@ -456,11 +265,18 @@ def simulate_race(model: Sprinter, duration, wind=0.0, *, n_steps: int = 80) -> 
     system = sprinter_system(model, wind)
     dtype = jnp.result_type(float)
     y0 = {"q": jnp.zeros(1, dtype), "p": jnp.zeros(1, dtype), "f": jnp.ones(1, dtype)}
-    return _simulate(system, y0, 0.0, jnp.asarray(duration, dtype), steps=n_steps, spacing="quadratic", throw=False)
+    return simulate(system, y0, 0.0, jnp.asarray(duration, dtype), steps=n_steps, spacing="quadratic", throw=False)
 
 
-def split_times_new(model: Sprinter, distances, reaction_time, wind=0.0, duration=None, *, n_steps: int = 80):
-    """Predicted split times from the gun [s] at ``distances`` [m] on the library path."""
+def split_times(model: Sprinter, distances: Float[Array, " k"], reaction_time, wind=0.0, duration=None, *,
+                n_steps: int = 80) -> Float[Array, " k"]:
+    """Predicted split times from the gun [s] at ``distances`` [m] (reaction time included).
+
+    ``reaction_time`` [s] from the race file; ``wind`` [m/s]; ``duration`` [s] of the simulation
+    after the reaction (default ``1.3 · max(distances)/8 + 1`` s, more than any sprinter needs).
+    The crossing times are located on the simulated race (`jaxbio.simulation.crossing_times`).
+    Differentiable with respect to every parameter of ``model`` (forward and reverse mode).
+    """
     distances = jnp.asarray(distances, dtype=float)
     if duration is None:
         duration = 1.3 * jnp.max(distances) / 8.0 + 1.0
