@@ -17,7 +17,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio.hamiltonian import Dissipation, Drive
 from jaxbio.muscles.activation import impulse_decay, impulse_rise
-from jaxbio.muscles.curves import _check, _concrete, hill_force_velocity
+from jaxbio.muscles.curves import _check, _concrete, hill_force_velocity_normalized
 
 __all__ = ["RayleighVanDerPol", "DCMotor", "MuscleDrive"]
 
@@ -207,9 +207,10 @@ class MuscleDrive(Drive):
         imp = jnp.where(self.stimulated > 0.5, impulse_rise(t, f0, self.time_constant),
                         impulse_decay(t, f0, self.time_constant))
         v = self.moment_arms.T @ qd
-        # F_Hill / F⁰ (guarded so a zero-force muscle gives 0, not NaN)
-        safe_f0 = jnp.where(f0 > 0, f0, 1.0)
-        hill = hill_force_velocity(v, safe_f0, self.hill_a, self.hill_b) / safe_f0
+        # F_Hill / F⁰ = hill_force_velocity_normalized(v / v_max, a/F⁰) with v_max = F⁰b/a
+        # (guarded so a zero-force muscle gives 0, not NaN)
+        k = self.hill_a / jnp.where(f0 > 0, f0, 1.0)
+        hill = hill_force_velocity_normalized(v * (k / self.hill_b), k)
         return jnp.asarray(f) * imp * hill
 
     def __call__(self, t, q, qd, f, a=None):
