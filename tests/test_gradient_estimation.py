@@ -314,7 +314,7 @@ def test_fit_vmapped_over_subjects_recovers_each_and_equals_single_fits(elbow):
     arm26 = np.asarray(system.drive.muscles.max_isometric_force)
     truths = arm26 * SUBJECTS
     q = jax.jit(jax.vmap(lambda f: simulate_truth(with_fmax(system, f), y0).q))(jnp.asarray(truths))
-    assert np.min(np.ptp(np.asarray(q)[:, :, 0], axis=0)[1:]) > 1e-3  # the subjects move differently
+    assert np.max(np.ptp(np.asarray(q)[:, :, 0], axis=0)) > 1e-2  # the subjects move differently
 
     def fit_one(f0, q):
         return ge.fit_muscle_parameters(with_fmax(system, f0), y0, T, q, dt0=DT, steps=100)
