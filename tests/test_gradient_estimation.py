@@ -1,15 +1,16 @@
 """Gradient-based estimation through the simulator (issue #8 part 4): muscle parameters and
-excitation time series recovered from synthetic motion, gradients against central finite
-differences, the interpolant against numpy, the locked-shoulder arm against full arm26, the
-optimisation loop on closed-form objectives, bad input.
+excitation time series recovered from synthetic motion (one subject, and several in one
+``jax.vmap``), gradients against central finite differences, the interpolant against numpy, the
+locked-shoulder arm against full arm26, the optimisation loop on closed-form objectives, bad input.
 
-Compile budget: everything that differentiates the simulation shares one compiled objective per
-problem (the module-scoped ``data`` fixture synthesises the motion with ``steps=0``, which compiles
-the forward-mode objective that the F⁰ fit and the finite-difference check then reuse). That one
-compilation takes 20–30 s on the 2-core CI machine, more than the default run's budget for this
+Compile budget: the synthetic motions come from `jaxbio.simulate` (a forward solve, cheap to
+compile); each fit configuration (plain, jitted, vmapped, reverse mode) compiles the differentiated
+solve once, 20–60 s each on the 2-core CI machine, more than the default run's budget for this
 file, so the tests through the simulator are marked slow; the default run checks everything
 around them (parameterisations, interpolant, model, optimiser loop, input validation).
 """
+
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -44,13 +45,22 @@ def elbow():
     return system, y0
 
 
+class _Synthetic(NamedTuple):
+    trajectory: object
+    forces: object
+
+
+def simulate_truth(system, y0):
+    """The measured motion: ``system`` simulated with `jaxbio.simulate` on the fits' fixed steps."""
+    return jb.simulate(system, y0, float(T[0]), float(T[-1]), dt0=DT, ts=jnp.asarray(T))
+
+
 @pytest.fixture(scope="module")
 def data(elbow):
-    """Synthetic measurement: the true system's motion (``steps=0`` evaluates the objective at
-    the initial values, i.e. simulates the truth) and the compiled forward-mode objective."""
+    """Synthetic measurement: the true system's motion and muscle forces."""
     system, y0 = elbow
-    truth = ge.fit_muscle_parameters(system, y0, T, np.zeros(len(T)), steps=0, dt0=DT, gradient="forward")
-    return truth
+    trajectory = simulate_truth(system, y0)
+    return _Synthetic(trajectory, ge.muscle_forces(system, trajectory))
 
 
 def with_fmax(system, fmax):
@@ -127,30 +137,55 @@ def quadratic(z):
     return jnp.sum(jnp.array([1.0, 10.0]) * (z - 1.0) ** 2)
 
 
+def minimise(fn, optimizer, steps, callback=None, **kw):
+    options = dict(gtol=1e-10, ftol=1e-20, gtol_stall=1e-5, max_linesearch=40) | kw
+    return ge._minimise(lambda z, _: (fn(z), None), None, jnp.array([-1.2, 1.0]), None, optimizer=optimizer,
+                        steps=steps, callback=callback, **options)
+
+
 @pytest.mark.parametrize("optimizer", [None, "adam"])
 def test_optimisation_loop_reaches_the_minimum(optimizer):
-    """The loop behind both fits, on closed-form objectives: the built-in L-BFGS (optax direction,
-    Armijo backtracking) on Rosenbrock's valley, and an optax transformation (Adam) on a quadratic."""
+    """The loop behind both fits, on closed-form objectives: the built-in optimistix BFGS
+    (backtracking Armijo) on Rosenbrock's valley, and an optax transformation (Adam) on a
+    quadratic; the histories hold the loss at every iterate, then repeat the last one."""
     fn, opt, steps = {None: (rosenbrock, None, 200),
                       "adam": (quadratic, optax.adam(optax.exponential_decay(0.1, 200, 0.3)), 800)}[optimizer]
-    objective = jax.jit(lambda z: (*jax.value_and_grad(fn)(z), None))
     seen = []
-    z, _, losses, gnorms, iterations, converged = ge._minimise(
-        objective, jnp.array([-1.2, 1.0]), optimizer=opt, steps=steps, gtol=1e-10, ftol=1e-20,
-        gtol_stall=1e-5, max_linesearch=40, callback=lambda i, f, z: seen.append(i), value_fn=fn)
+    z, grad, _, losses, gnorms, iterations, converged = minimise(fn, opt, steps,
+                                                                callback=lambda i, f, z: seen.append(i))
     np.testing.assert_allclose(z, [1.0, 1.0], atol=1e-6)
-    assert len(losses) == iterations + 1 == len(gnorms) and seen == list(range(1, iterations + 1))
-    assert losses[-1] < 1e-12 * losses[0]
+    assert losses.shape == gnorms.shape == (steps + 1,) and seen == list(range(1, int(iterations) + 1))
+    assert losses[-1] < 1e-12 * losses[0] and float(losses[0]) == pytest.approx(float(fn(jnp.array([-1.2, 1.0]))))
+    np.testing.assert_array_equal(losses[int(iterations):], losses[-1])
+    np.testing.assert_allclose(gnorms[int(iterations)], np.max(np.abs(grad)), rtol=1e-12)
     if optimizer is None:
         assert converged and iterations < 100
+        assert np.all(np.diff(losses) <= 0)  # accepted steps only lower the loss
+
+
+def test_optimisation_loop_jits_and_vmaps_over_problems():
+    """One compiled loop, vmapped over two starting points and two shifted minima: each row equals
+    its own run, and both reach their minimum."""
+    def shifted(z, c):
+        return (c[0] - z[0]) ** 2 + 100 * (z[1] - z[0] ** 2) ** 2 + 0 * c[1]
+
+    def run(z0, c):
+        return ge._minimise(lambda z, c: (shifted(z, c), None), c, z0, None, optimizer=None, steps=200,
+                            gtol=1e-10, ftol=1e-20, gtol_stall=1e-5, max_linesearch=40, callback=None)
+
+    z0 = jnp.array([[-1.2, 1.0], [0.5, -0.3]])
+    c = jnp.array([[1.0, 0.0], [0.8, 0.0]])
+    batch = jax.jit(jax.vmap(run))(z0, c)
+    np.testing.assert_allclose(batch[0], [[1.0, 1.0], [0.8, 0.64]], atol=1e-6)
+    for i in range(2):
+        one = run(z0[i], c[i])
+        np.testing.assert_allclose(batch[0][i], one[0], rtol=1e-10, atol=1e-12)
+        assert int(batch[5][i]) == int(one[5]) and bool(batch[6][i]) and bool(one[6])
 
 
 def test_optax_lbfgs_with_its_line_search_runs_in_the_loop():
     """optax.lbfgs (zoom line search: it calls ``value_fn`` inside its update) as ``optimizer``."""
-    objective = jax.jit(lambda z: (*jax.value_and_grad(rosenbrock)(z), None))
-    z, _, losses, _, iterations, converged = ge._minimise(
-        objective, jnp.array([-1.2, 1.0]), optimizer=optax.lbfgs(), steps=200, gtol=1e-10, ftol=0.0,
-        gtol_stall=1e-5, max_linesearch=40, callback=None, value_fn=rosenbrock)
+    z, _, _, losses, _, iterations, converged = minimise(rosenbrock, optax.lbfgs(), 200, ftol=0.0)
     np.testing.assert_allclose(z, [1.0, 1.0], atol=1e-6)
     assert converged and iterations < 200
 
@@ -208,6 +243,22 @@ def test_bad_input_raises_before_tracing(elbow):
         ge.PiecewiseLinearExcitation(NODES, TRUE_U[:3])
 
 
+def test_bad_input_under_jit_and_vmap_raises_before_tracing(elbow):
+    """Shapes and options are checked on the traced arrays too, with the same ValueErrors, before
+    anything compiles; a traced ``t`` needs an explicit ``dt0``."""
+    system, y0 = elbow
+    fit = ge.fit_muscle_parameters
+    with pytest.raises(ValueError, match=r"q_measured has shape \(40, 1\), expected \(len\(t\), nq\) = \(41, 1\)"):
+        jax.vmap(lambda q: fit(system, y0, T, q, dt0=DT))(jnp.zeros((3, 40, 1)))
+    with pytest.raises(ValueError, match="pass dt0 explicitly when t is traced"):
+        jax.jit(lambda t, q: fit(system, y0, t, q))(jnp.asarray(T), jnp.zeros((len(T), 1)))
+    with pytest.raises(ValueError, match="steps must be an integer ≥ 0"):
+        jax.vmap(lambda q: fit(system, y0, T, q, dt0=DT, steps=2.5))(jnp.zeros((3, len(T), 1)))
+    with pytest.raises(ValueError, match="initial excitations must lie strictly between 0 and 1"):
+        jax.vmap(lambda q: ge.fit_excitations(system, y0, T, q, nodes=NODES, initial=1.5, dt0=DT))(
+            jnp.zeros((2, len(T), 1)))
+
+
 # ---- through the simulator: F⁰ (slow: one forward-mode compile, shared) -----------------------
 
 @pytest.mark.slow
@@ -218,9 +269,10 @@ def test_loss_gradient_matches_central_differences(elbow, data):
     truth = np.asarray(system.drive.muscles.max_isometric_force)
     guess = ge.fit_muscle_parameters(with_fmax(system, truth * SCALE), y0, T, data.trajectory.q, steps=0, dt0=DT,
                                      gradient="forward")
+    assert isinstance(guess, ge.MuscleFitResult) and isinstance(guess.objective, ge.FitObjective)
     z = guess.z
     value, grad = guess.objective(z)
-    assert float(value) > 1e-4 and guess.loss == pytest.approx(float(value))
+    assert float(value) > 1e-4 and float(guess.loss) == pytest.approx(float(value))
     h = 1e-5
     fd = np.array([(float(guess.objective(z + h * e)[0]) - float(guess.objective(z - h * e)[0])) / (2 * h)
                    for e in np.eye(3)])
@@ -230,21 +282,75 @@ def test_loss_gradient_matches_central_differences(elbow, data):
 @pytest.mark.slow
 def test_max_isometric_forces_recovered_from_motion(elbow, data):
     """F⁰ of all three muscles from ×0.7 / ×1.3 / ×0.8 back to the truth, by L-BFGS through the
-    simulator (``gradient="auto"``: forward mode for 3 numbers, the fixture's compiled objective);
+    simulator (``gradient="auto"``: forward mode for 3 numbers);
     the fitted motion and muscle forces reproduce the synthetic ones."""
     system, y0 = elbow
     truth = np.asarray(system.drive.muscles.max_isometric_force)
     res = ge.fit_muscle_parameters(with_fmax(system, truth * SCALE), y0, T, data.trajectory.q, dt0=DT, steps=100)
-    assert res.converged and res.iterations < 100
+    assert bool(res.converged) and int(res.iterations) < 100
     np.testing.assert_allclose(res.params["max_isometric_force"], truth, rtol=1e-6)
     np.testing.assert_allclose(res.trajectory.q, data.trajectory.q, atol=1e-8)
     np.testing.assert_allclose(res.forces, data.forces, rtol=0, atol=1e-5 * float(np.max(data.forces)))
     assert res.loss_history[0] > 1e-3 and res.loss < 1e-16
-    assert res.loss_history.shape == (res.iterations + 1,) and np.all(np.diff(res.loss_history) <= 0)
+    assert res.loss_history.shape == (101,) and np.all(np.diff(res.loss_history) <= 0)
+    assert float(res.loss_history[-1]) == float(res.loss) == float(res.loss_history[int(res.iterations)])
     # the fitted system is a plain HamiltonianSystem: its muscles carry the fitted F⁰
     np.testing.assert_allclose(res.system.drive.muscles.max_isometric_force, res.params["max_isometric_force"])
     # the synthetic data are a physical motion: the elbow flexes by about 1 rad
     assert 0.8 < float(data.trajectory.q[-1, 0] - data.trajectory.q[0, 0]) < 1.5
+
+
+#: three subjects: true F⁰ relative to arm26's, and initial guesses relative to each truth
+SUBJECTS = np.array([[1.0, 1.0, 1.0], [1.2, 0.85, 1.1], [0.8, 1.15, 0.9]])
+GUESSES = np.array([[0.7, 1.3, 0.8], [1.25, 0.8, 1.2], [0.9, 1.1, 0.75]])
+
+
+@pytest.mark.slow
+def test_fit_vmapped_over_subjects_recovers_each_and_equals_single_fits(elbow):
+    """Three subjects with different true F⁰ (synthetic motions from `jaxbio.simulate`), each from
+    its own wrong guess, fitted in one ``jax.jit(jax.vmap(...))``: every subject's F⁰ comes back,
+    and each row equals that subject's fit run alone."""
+    system, y0 = elbow
+    arm26 = np.asarray(system.drive.muscles.max_isometric_force)
+    truths = arm26 * SUBJECTS
+    q = jax.jit(jax.vmap(lambda f: simulate_truth(with_fmax(system, f), y0).q))(jnp.asarray(truths))
+    assert np.max(np.ptp(np.asarray(q)[:, :, 0], axis=0)) > 1e-2  # the subjects move differently
+
+    def fit_one(f0, q):
+        return ge.fit_muscle_parameters(with_fmax(system, f0), y0, T, q, dt0=DT, steps=100)
+
+    batch = jax.jit(jax.vmap(fit_one))(jnp.asarray(truths * GUESSES), q)
+    assert batch.params["max_isometric_force"].shape == (3, 3) and batch.loss_history.shape == (3, 101)
+    assert bool(np.all(batch.converged))
+    np.testing.assert_allclose(batch.params["max_isometric_force"], truths, rtol=1e-6)
+    np.testing.assert_allclose(batch.trajectory.q, q, atol=1e-8)
+    for i in range(3):
+        one = fit_one(jnp.asarray(truths[i] * GUESSES[i]), q[i])
+        assert int(one.iterations) == int(batch.iterations[i]) and bool(one.converged)
+        np.testing.assert_allclose(batch.params["max_isometric_force"][i], one.params["max_isometric_force"],
+                                   rtol=1e-9)
+        np.testing.assert_allclose(batch.loss_history[i], one.loss_history, rtol=1e-6, atol=1e-20)
+
+
+@pytest.mark.slow
+def test_jitted_fit_equals_the_plain_call(elbow, data):
+    """``jax.jit`` around `fit_muscle_parameters` with the measurement and the initial guess traced:
+    the same fit (F⁰ recovered, same iterations) as the plain call; NaN in a traced measurement is
+    caught at run time with the same message as before tracing."""
+    system, y0 = elbow
+    truth = np.asarray(system.drive.muscles.max_isometric_force)
+    q = data.trajectory.q
+
+    def fit_one(f0, q):
+        return ge.fit_muscle_parameters(with_fmax(system, f0), y0, T, q, dt0=DT, steps=100)
+
+    jitted = jax.jit(fit_one)(jnp.asarray(truth * SCALE), q)
+    plain = fit_one(jnp.asarray(truth * SCALE), q)
+    assert bool(jitted.converged) and int(jitted.iterations) == int(plain.iterations)
+    np.testing.assert_allclose(jitted.params["max_isometric_force"], truth, rtol=1e-6)
+    np.testing.assert_allclose(jitted.z, plain.z, rtol=1e-9)
+    with pytest.raises(Exception, match="q_measured contains NaN or inf"):
+        jax.block_until_ready(jax.jit(fit_one)(jnp.asarray(truth * SCALE), q.at[3, 0].set(jnp.nan)).z)
 
 
 # ---- through the simulator: excitation time series (slow: a reverse-mode compile) ---------------------

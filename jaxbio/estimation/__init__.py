@@ -13,8 +13,9 @@
   with force–length–velocity, subject to the joint moments and 0 ≤ a ≤ 1; jitted, vmapped,
   differentiable through the optimum (implicit function theorem); infeasible frames reported.
 - `jaxbio.estimation.gradient`: `fit_muscle_parameters` and `fit_excitations` recover muscle
-  parameters (e.g. maximal isometric forces) or excitation series from motion, by optax through
-  Diffrax (forward- or reverse-mode sensitivities).
+  parameters (e.g. maximal isometric forces) or excitation series from motion, by optimistix's
+  L-BFGS through Diffrax (forward- or reverse-mode sensitivities); jittable and vmappable over
+  subjects, results in a `MuscleFitResult`.
 """
 
 from jaxbio.estimation import arm, gradient, pseudoinverse, sagittal_muscles
@@ -26,7 +27,13 @@ from jaxbio.estimation._inverse_simulation import (
     inverse_simulation,
     unproducible_moments,
 )
-from jaxbio.estimation.gradient import FitResult, PiecewiseLinearExcitation, fit_excitations, fit_muscle_parameters
+from jaxbio.estimation.gradient import (
+    FitObjective,
+    MuscleFitResult,
+    PiecewiseLinearExcitation,
+    fit_excitations,
+    fit_muscle_parameters,
+)
 from jaxbio.estimation.pseudoinverse import PseudoinverseSolution, clamped_pseudoinverse
 from jaxbio.estimation._static_optimization import (
     StaticOptimizationResult,
@@ -39,7 +46,8 @@ from jaxbio.estimation.sagittal_muscles import sagittal11_muscle_model, sagittal
 
 __all__ = [
     "Contact",
-    "FitResult",
+    "FitObjective",
+    "MuscleFitResult",
     "PiecewiseLinearExcitation",
     "fit_excitations",
     "fit_muscle_parameters",

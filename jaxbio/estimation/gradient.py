@@ -7,7 +7,7 @@ sample times ``t`` (and optionally ``q̇``) this module minimises the least-squa
 
     L = mean_{k,i} (q_sim(t_k) − q_meas(t_k))_i²  +  w_qd · mean_{k,i} (q̇_sim(t_k) − q̇_meas(t_k))_i²
 
-(rad², ``w_qd`` in s²) with optax, differentiating through `diffrax.diffeqsolve`:
+(rad², ``w_qd`` in s²) with optimistix's BFGS, differentiating through `diffrax.diffeqsolve`:
 
 - `fit_muscle_parameters`: maximal isometric forces (or any positive `HillMuscle` constant) of
   chosen muscles, log-parameterised (``z = log F⁰``), so they stay positive and the steps are
@@ -24,14 +24,19 @@ with three muscles: ≈ 20 s against ≈ 60 s); ``"auto"`` (default) takes forwa
 `AUTO_FORWARD_MAX` fitted numbers. Both differentiate the same fixed-step discretisation, so
 they agree to round-off and match finite differences of the loss.
 
-Optimisation: with ``optimizer=None`` (default) the direction is optax's L-BFGS
-(`optax.scale_by_lbfgs`) and the step length comes from a backtracking (Armijo) line search run in
-Python on the *same* compiled value-and-gradient function, so one fit compiles the simulator's
-gradient exactly once (with `optax.lbfgs` the zoom line search would trace and compile the
-simulation again inside the update). Any optax `GradientTransformation` may be passed instead
-(``optax.adam(1e-2)``, ``optax.lbfgs()``, …); it then receives ``value``, ``grad`` and ``value_fn``
-as extra arguments, as optax's line searches expect. Compilation is cached per system template
-and data shapes: a second fit with the same template reuses it.
+Optimisation: with ``optimizer=None`` (default) `optimistix.BFGS` (dense inverse-Hessian
+update, backtracking Armijo line search; the fitted vectors are small) is stepped inside one
+`lax.while_loop`, each step evaluating ``L`` and ``∂L/∂z`` once at a trial point, the gradient in
+the chosen mode (a custom JVP hands the optimiser ``FitObjective.value_grad_aux``), so one fit
+traces and compiles the simulator's gradient exactly once. Any optax `GradientTransformation`
+may be passed instead (``optax.adam(1e-2)``, ``optax.lbfgs()``, …); it then receives ``value``,
+``grad`` and ``value_fn`` as extra arguments, as optax's line searches expect. The whole fit is
+pure JAX: `jax.jit` it, or `jax.vmap` it over subjects (a batch of measured motions, initial
+guesses or templates fitted in one call; every field of the `MuscleFitResult` gains the batch
+axis). Input checks that need values run before tracing where the inputs are concrete and
+through `eqx.error_if` otherwise. The fit is compiled once per template structure, data shapes
+and options (``steps``, tolerances, ``optimizer``, ``callback`` are static): a second fit with the
+same template and options reuses it.
 
 Compile time is the cost to plan for: reverse mode through a muscle-driven solve compiles in tens
 of seconds on a CPU. Keep problems small (few degrees of freedom, fixed steps, short horizons):
@@ -40,11 +45,12 @@ of seconds on a CPU. Keep problems small (few degrees of freedom, fixed steps, s
 Design choices: the initial state ``y0`` is known (state at ``t[0]``, e.g. from the measured
 motion and a resting activation); solves use fixed steps ``dt0`` (smooth in the parameters, so
 finite differences and gradients agree); a failed or non-finite simulation gives ``L = inf``, which
-the line search rejects.
+the line search rejects (at the initial guess it is an error).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Callable, NamedTuple, Sequence
 
@@ -54,7 +60,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from jaxtyping import Array, ArrayLike, Float
+import optimistix as optx
+from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 from jaxbio.dynamics import potential_energy
 from jaxbio.hamiltonian import HamiltonianSystem, velocities
@@ -66,7 +73,8 @@ from jaxbio.tree import SegmentTree
 
 __all__ = [
     "PiecewiseLinearExcitation",
-    "FitResult",
+    "MuscleFitResult",
+    "FitObjective",
     "FITTABLE_PARAMETERS",
     "AUTO_FORWARD_MAX",
     "trajectory_loss",
@@ -162,40 +170,47 @@ class _PartlyFittedExcitation(eqx.Module):
 
 # ---- result ------------------------------------------------------------------------------------
 
-class FitResult(NamedTuple):
-    """Result of `fit_muscle_parameters` / `fit_excitations`.
+class MuscleFitResult(eqx.Module):
+    """Result of `fit_muscle_parameters` / `fit_excitations` (an Equinox module: arrays only, so
+    a fit can run under `jax.jit` and `jax.vmap`; under ``vmap`` every array gains the batch axis).
 
     - ``system``: the fitted `HamiltonianSystem` (simulate it, differentiate it further).
     - ``params``: dict of fitted values: ``{name: (m,)}`` (all muscles; the unfitted ones keep the
       template's values) for `fit_muscle_parameters`, ``{"excitation": (K, k)}`` node values of
       the ``k`` fitted muscles for `fit_excitations`.
-    - ``z``: the fitted unconstrained vector (log of the parameters / logit of the node values).
-    - ``loss``: final loss; ``loss_history`` ``(iterations + 1,)``: loss at the initial guess and
-      after every iteration; ``grad_norm_history``: ∞-norm of ``∂L/∂z`` at the same iterates.
-    - ``iterations``: optimiser iterations done; ``converged``: stopped by ``gtol``/``ftol`` (or, for
-      the built-in L-BFGS, because no step length reduced the loss any further at a point where
-      the gradient had already fallen by ``gtol_stall``) rather than by running out of ``steps``.
+    - ``z``: ``(p,)`` the fitted unconstrained vector (log of the parameters / logit of the node
+      values).
+    - ``loss``: ``()`` final loss, rad²; ``loss_history`` ``(steps + 1,)``: loss at the initial
+      guess and after every iteration, entries past ``iterations`` repeating the final loss;
+      ``grad_norm_history`` ``(steps + 1,)``: ∞-norm of ``∂L/∂z`` at the same iterates.
+    - ``iterations``: ``()`` int, optimiser iterations done; ``converged``: ``()`` bool, stopped
+      by ``gtol``/``ftol`` (or, for the built-in BFGS, because no step length reduced the loss
+      any further at a point where the gradient had already fallen by ``gtol_stall``) rather than
+      by running out of ``steps``.
     - ``trajectory``: `jaxbio.Trajectory` of the fitted system at the sample times
       (``solution`` is None: the arrays come back with the last loss evaluation).
     - ``forces``: ``(T, m)`` N, muscle tensions along the fitted trajectory (`muscle_forces`).
     - ``excitation``: the fitted `PiecewiseLinearExcitation` (`fit_excitations` only, else None).
-    - ``objective``: the compiled ``z -> (L, ∂L/∂z)`` used by the fit (reuse it for finite-
-      difference checks or profiles without compiling again); ``from_z``: ``z -> system``.
+    - ``objective``: the `FitObjective` ``z -> (L, ∂L/∂z)`` used by the fit (jitted; reuse it for
+      finite-difference checks or profiles); ``from_z(z)``: the system of ``z``.
     """
 
     system: HamiltonianSystem
     params: dict
-    z: Array
-    loss: float
-    loss_history: np.ndarray
-    grad_norm_history: np.ndarray
-    iterations: int
-    converged: bool
+    z: Float[Array, " p"]
+    loss: Float[Array, ""]
+    loss_history: Float[Array, " steps_plus_1"]
+    grad_norm_history: Float[Array, " steps_plus_1"]
+    iterations: Int[Array, ""]
+    converged: Bool[Array, ""]
     trajectory: Trajectory
-    forces: Array
+    forces: Float[Array, "T m"]
     excitation: PiecewiseLinearExcitation | None
-    objective: Callable
-    from_z: Callable
+    objective: "FitObjective"
+
+    def from_z(self, z: Float[ArrayLike, " p"]) -> HamiltonianSystem:
+        """The `HamiltonianSystem` with the fitted numbers set from ``z`` ``(p,)``."""
+        return self.objective.to_system(z)
 
 
 # ---- validation --------------------------------------------------------------------------------
@@ -228,10 +243,13 @@ def _check_data(system: HamiltonianSystem, t, q_measured, qd_measured, y0):
             x = x[:, None]
         if x.shape != (t.shape[0], n):
             raise ValueError(f"{name} has shape {tuple(jnp.shape(x))}, expected (len(t), nq) = ({t.shape[0]}, {n})")
+        message = f"{name} contains NaN or inf"
+        hint = "drop or interpolate missing samples before fitting"
         if x_np is not None and not np.all(np.isfinite(x_np)):
             bad = np.argwhere(~np.isfinite(np.asarray(x_np).reshape(t.shape[0], -1)))
-            raise ValueError(f"{name} contains NaN or inf (first at sample {int(bad[0, 0])}); "
-                             "drop or interpolate missing samples before fitting")
+            raise ValueError(f"{message} (first at sample {int(bad[0, 0])}); {hint}")
+        if x_np is None:  # traced (under jit/vmap): checked at run time
+            x = eqx.error_if(x, ~jnp.all(jnp.isfinite(x)), f"{message}; {hint}")
         out.append(x)
     _check_y0(system, y0)
     return t, out[0], out[1]
@@ -429,147 +447,206 @@ def _objective_value(z, template, spec, extra, y0, t, q_measured, qd_measured, q
     return loss, {**ys, "qd": qd, "energy": energy, "forces": forces}
 
 
-@eqx.filter_jit
-def _value_and_grad(z, template, spec, extra, y0, t, q_measured, qd_measured, qd_weight, solver, dt0, gradient):
-    """``(L, ∂L/∂z, aux)`` with the fitted trajectory and forces in ``aux``; compiled once per
-    (template, spec, data shapes, options)."""
-    def f(z, adjoint):
-        return _objective_value(z, template, spec, extra, y0, t, q_measured, qd_measured, qd_weight, solver, dt0,
-                                adjoint, with_aux=True)
+class FitObjective(eqx.Module):
+    """The loss a fit minimises as a function of its unconstrained vector ``z`` (log parameters
+    or logit excitation nodes): ``objective(z) -> (L, ∂L/∂z)``.
 
-    if gradient == "forward":
-        # one JVP per parameter in a `lax.map` (not `jacfwd`'s vmap: batching the tangents through
-        # the solve's loops doubles the compile time, while recomputing the primal is cheap here)
-        def directional(e):
-            (value, aux), (dvalue, _) = jax.jvp(lambda z: f(z, diffrax.ForwardMode()), (z,), (e,))
-            return value, dvalue, aux
+    A pytree (the template system and the data are array leaves; the parameterisation, weights,
+    step and gradient mode static), so it comes back from `jax.jit` / `jax.vmap` inside a
+    `MuscleFitResult` and its call is compiled once per template and data shapes: reuse it for
+    finite-difference checks or profiles. ``to_system(z)`` builds the `HamiltonianSystem` of ``z``.
+    """
 
-        values, grad, aux = jax.lax.map(directional, jnp.eye(z.size, dtype=z.dtype))
-        return values[0], grad, jax.tree.map(lambda x: x[0], aux)
-    (value, aux), grad = jax.value_and_grad(lambda z: f(z, diffrax.RecursiveCheckpointAdjoint()), has_aux=True)(z)
-    return value, grad, aux
+    template: HamiltonianSystem
+    extra: Array | None  # excitation nodes (K,) s, or None for parameter fits
+    y0: dict
+    t: Float[Array, " T"]
+    q_measured: Float[Array, "T n"]
+    qd_measured: Float[Array, "T n"] | None
+    solver: diffrax.AbstractSolver | None
+    spec: Any = eqx.field(static=True)
+    qd_weight: float = eqx.field(static=True)
+    dt0: float = eqx.field(static=True)
+    gradient: str = eqx.field(static=True)  # "forward" or "reverse"
+
+    def to_system(self, z: Float[ArrayLike, " p"]) -> HamiltonianSystem:
+        """The template with the fitted numbers set from ``z`` ``(p,)``."""
+        z = jnp.asarray(z)
+        return self.spec.to_system(z, self.template) if self.extra is None else \
+            self.spec.to_system(z, self.template, self.extra)
+
+    def _value(self, z, adjoint, with_aux):
+        return _objective_value(z, self.template, self.spec, self.extra, self.y0, self.t, self.q_measured,
+                                self.qd_measured, self.qd_weight, self.solver, self.dt0, adjoint, with_aux=with_aux)
+
+    def value_and_aux(self, z):
+        """``(L, aux)`` without a derivative (aux: the saved states, ``qd``, ``energy``, ``forces``)."""
+        return self._value(z, diffrax.RecursiveCheckpointAdjoint(), True)
+
+    def value_grad_aux(self, z):
+        """``(L, ∂L/∂z, aux)`` by forward mode (``diffrax.ForwardMode``, one JVP per entry of
+        ``z`` in a `lax.map`) or reverse mode (``RecursiveCheckpointAdjoint``)."""
+        if self.gradient == "forward":
+            # one JVP per parameter in a `lax.map` (not `jacfwd`'s vmap: batching the tangents through
+            # the solve's loops doubles the compile time, while recomputing the primal is cheap here)
+            def directional(e):
+                (value, aux), (dvalue, _) = jax.jvp(lambda z: self._value(z, diffrax.ForwardMode(), True), (z,), (e,))
+                return value, dvalue, aux
+
+            values, grad, aux = jax.lax.map(directional, jnp.eye(z.size, dtype=z.dtype))
+            return values[0], grad, jax.tree.map(lambda x: x[0], aux)
+        (value, aux), grad = jax.value_and_grad(
+            lambda z: self._value(z, diffrax.RecursiveCheckpointAdjoint(), True), has_aux=True)(z)
+        return value, grad, aux
+
+    @eqx.filter_jit
+    def __call__(self, z: Float[ArrayLike, " p"]) -> tuple[Float[Array, ""], Float[Array, " p"]]:
+        """``(L, ∂L/∂z)``: the loss (rad²) and its gradient ``(p,)`` at ``z``."""
+        value, grad, _ = self.value_grad_aux(jnp.asarray(z, self.t.dtype))
+        return value, grad
 
 
-_LBFGS = optax.scale_by_lbfgs()
+@eqx.filter_custom_jvp
+def _loss_with_aux(z, objective):
+    """``(L, aux)`` whose derivative in ``z`` is ``FitObjective.value_grad_aux``'s gradient: the
+    optimiser differentiates this, so the simulation is differentiated in the chosen mode and
+    traced once (inside the rule)."""
+    return objective.value_and_aux(z)
 
 
-@eqx.filter_jit
-def _lbfgs_direction(grad, state, z):
-    return _LBFGS.update(grad, state, z)
-
-
-@eqx.filter_jit
-def _optax_update(opt, grad, state, z, value, value_fn):
-    if isinstance(opt, optax.GradientTransformationExtraArgs):
-        updates, state = opt.update(grad, state, z, value=value, grad=grad, value_fn=value_fn)
-    else:
-        updates, state = opt.update(grad, state, z)
-    return optax.apply_updates(z, updates), state
+@_loss_with_aux.def_jvp
+def _loss_with_aux_jvp(primals, tangents):
+    z, objective = primals
+    tz, tobjective = tangents
+    if any(x is not None for x in jax.tree.leaves(tobjective, is_leaf=lambda x: x is None)):
+        raise NotImplementedError("fits are differentiable in z only (not in the data or the template)")
+    value, grad, aux = objective.value_grad_aux(z)
+    dvalue = jnp.zeros_like(value) if tz is None else jnp.vdot(grad, tz)
+    return (value, aux), (dvalue, jax.tree.map(jnp.zeros_like, aux))
 
 
 # ---- the optimisation loop ----------------------------------------------------------------------
 
-def _minimise(objective, z0, *, optimizer, steps, gtol, ftol, gtol_stall, max_linesearch, callback, value_fn):
-    """Minimise ``objective: z -> (L, ∂L/∂z, aux)`` from ``z0``. Returns
-    ``(z, aux, loss_history, grad_norm_history, iterations, converged)``."""
-    z = z0
-    f, g, aux = objective(z)
-    f = float(f)
-    if not math.isfinite(f):
-        raise ValueError("the simulation at the initial guess fails or is not finite; start from other values "
-                         "or use a smaller dt0")
-    gn0 = float(jnp.max(jnp.abs(g)))
-    losses, gnorms = [f], [gn0]
-    converged = False
-    iterations = 0
+class _LoopState(eqx.Module):
+    z: Array  # last accepted iterate
+    solver_state: Any
+    grad: Array
+    aux: Any
+    losses: Array  # (steps + 1,)
+    grad_norms: Array  # (steps + 1,)
+    iteration: Array  # accepted iterations after the initial point (−1 before it is evaluated)
+    rejected: Array  # consecutive rejected line-search trials
+    done: Array
+    converged: Array
 
-    def done(f, gn):
-        return gn <= gtol * max(gn0, 1e-300) or f <= ftol
 
-    if done(f, gn0):
-        return z, aux, np.array(losses), np.array(gnorms), 0, True
+def _call_back(callback, accepted, iteration, loss, z):
+    if bool(accepted):
+        callback(int(iteration), float(loss), np.asarray(z))
 
+
+def _minimise(fn, args, z0, aux_struct, *, optimizer, steps, gtol, ftol, gtol_stall, max_linesearch, callback):
+    """Minimise ``fn(z, args) -> (L, aux)`` from ``z0`` in one `lax.while_loop` (jit- and
+    vmap-able). ``optimizer=None``: `optimistix.LBFGS` stepped here (each step evaluates ``L`` and
+    ``∂L/∂z`` once at a trial point; its backtracking Armijo search accepts or shrinks the step);
+    else an optax transformation, one update per step. Stops when ``‖∂L/∂z‖∞ ≤ gtol ‖∂L/∂z(z₀)‖∞``
+    or ``L ≤ ftol`` (converged), after ``steps`` accepted iterations, or after ``max_linesearch``
+    rejected trials in a row (converged if the gradient had fallen by ``gtol_stall``).
+
+    Returns ``(z, grad, aux, losses (steps+1,), grad_norms (steps+1,), iterations, converged)``;
+    history entries past ``iterations`` repeat the last value.
+    """
+    dtype = z0.dtype
+    hist = jnp.full(steps + 1, jnp.nan, dtype)
+    aux0 = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), aux_struct)
     if optimizer is None:
-        state = _LBFGS.init(z)
-        for it in range(1, steps + 1):
-            direction, new_state = _lbfgs_direction(g, state, z)
-            slope = float(jnp.vdot(g, direction))  # L decreases along −direction when slope > 0
-            if not slope > 0:  # lost positive curvature: restart from steepest descent
-                state = _LBFGS.init(z)
-                direction, new_state = _lbfgs_direction(g, state, z)
-                slope = float(jnp.vdot(g, direction))
-            alpha, accepted = 1.0, False
-            for _ in range(max_linesearch):  # backtracking with the Armijo condition
-                z_try = z - alpha * direction
-                f_try, g_try, aux_try = objective(z_try)
-                f_try = float(f_try)
-                if math.isfinite(f_try) and f_try <= f - 1e-4 * alpha * slope and bool(jnp.all(jnp.isfinite(g_try))):
-                    accepted = True
-                    break
-                alpha *= 0.5
-            if not accepted:
-                # no step length lowers L: the minimum is resolved to round-off (or the search is stuck)
-                converged = gnorms[-1] <= gtol_stall * max(gn0, 1e-300)
-                break
-            s, y = z_try - z, g_try - g
-            state = new_state
-            if not float(jnp.vdot(s, y)) > 1e-12 * float(jnp.linalg.norm(s) * jnp.linalg.norm(y)):
-                state = _LBFGS.init(z_try)  # a pair without positive curvature would spoil the L-BFGS update
-            z, f, g, aux = z_try, f_try, g_try, aux_try
-            iterations = it
-            gn = float(jnp.max(jnp.abs(g)))
-            losses.append(f)
-            gnorms.append(gn)
-            if callback is not None:
-                callback(it, f, z)
-            if done(f, gn):
-                converged = True
-                break
+        # rtol = atol = 0: optimistix's own (Cauchy) termination never fires; the gradient test does
+        solver = optx.BFGS(rtol=0.0, atol=0.0)
+        f_struct = jax.ShapeDtypeStruct((), dtype)
+        solver_state = solver.init(fn, z0, args, {}, f_struct, aux_struct, frozenset())
     else:
-        state = optimizer.init(z)
-        for it in range(1, steps + 1):
-            z, state = _optax_update(optimizer, g, state, z, jnp.asarray(f, z.dtype), value_fn)
-            f, g, aux = objective(z)
-            f = float(f)
-            if not math.isfinite(f):
-                raise ValueError(f"the simulation failed at iteration {it} (loss {f}); lower the learning rate")
-            iterations = it
-            gn = float(jnp.max(jnp.abs(g)))
-            losses.append(f)
-            gnorms.append(gn)
-            if callback is not None:
-                callback(it, f, z)
-            if done(f, gn):
-                converged = True
-                break
-    return z, aux, np.array(losses), np.array(gnorms), iterations, converged
+        solver_state = optimizer.init(z0)
+
+        def value_fn(z):
+            return fn(z, args)[0]
+    # the loop carries the state's arrays; the rest (e.g. the jaxpr of L-BFGS's inverse-Hessian
+    # operator) is the same at every step, as in optimistix's own loop
+    dynamic_state, static_state = eqx.partition(solver_state, eqx.is_array)
+
+    def step(st: _LoopState):
+        """One trial: returns (z, solver_state, f, grad, aux, accepted)."""
+        previous = eqx.combine(st.solver_state, static_state)
+        if optimizer is None:
+            z, state, _ = solver.step(fn, st.z, args, {}, previous, frozenset())
+            info = state.f_info
+            accepted = state.num_accepted_steps > previous.num_accepted_steps
+            return z, eqx.filter(state, eqx.is_array), info.f, info.grad, state.aux, accepted
+        first = st.iteration < 0
+
+        def update(_):
+            if isinstance(optimizer, optax.GradientTransformationExtraArgs):
+                updates, state = optimizer.update(st.grad, previous, st.z, value=st.losses[st.iteration],
+                                                  grad=st.grad, value_fn=value_fn)
+            else:
+                updates, state = optimizer.update(st.grad, previous, st.z)
+            return optax.apply_updates(st.z, updates), eqx.filter(state, eqx.is_array)
+
+        z, state = jax.lax.cond(first, lambda _: (st.z, st.solver_state), update, None)
+        (f, aux), grad = jax.value_and_grad(fn, has_aux=True)(z, args)
+        return z, state, f, grad, aux, jnp.asarray(True)
+
+    def body(st: _LoopState) -> _LoopState:
+        z, state, f, grad, aux, accepted = step(st)
+        k = st.iteration + accepted.astype(st.iteration.dtype)
+        gnorm = jnp.max(jnp.abs(grad))
+        losses = jnp.where(accepted, st.losses.at[k].set(f), st.losses)
+        grad_norms = jnp.where(accepted, st.grad_norms.at[k].set(gnorm), st.grad_norms)
+        gn0 = grad_norms[0]
+        reached = (gnorm <= gtol * jnp.maximum(gn0, 1e-300)) | (f <= ftol)
+        rejected = jnp.where(accepted, 0, st.rejected + 1)
+        stalled = rejected >= max_linesearch
+        stall_ok = grad_norms[jnp.maximum(k, 0)] <= gtol_stall * jnp.maximum(gn0, 1e-300)
+        failed = accepted & (k == 0) & ~jnp.isfinite(f)  # the initial guess does not simulate
+        done = (accepted & (reached | (k >= steps) | ~jnp.isfinite(f))) | stalled | failed
+        converged = (accepted & reached & jnp.isfinite(f)) | (stalled & stall_ok)
+        if callback is not None:
+            jax.debug.callback(functools.partial(_call_back, callback), accepted & (k > 0), k, f, z)
+        return _LoopState(z=z, solver_state=state, grad=jnp.where(accepted, grad, st.grad),
+                          aux=jax.tree.map(lambda a, b: jnp.where(accepted, a, b), aux, st.aux), losses=losses,
+                          grad_norms=grad_norms, iteration=k, rejected=rejected, done=done, converged=converged)
+
+    st0 = _LoopState(z=z0, solver_state=dynamic_state, grad=jnp.zeros_like(z0), aux=aux0, losses=hist,
+                     grad_norms=hist, iteration=jnp.asarray(-1), rejected=jnp.asarray(0), done=jnp.asarray(False),
+                     converged=jnp.asarray(False))
+    st = jax.lax.while_loop(lambda st: ~st.done, body, st0)
+    it = jnp.maximum(st.iteration, 0)
+    pad = jnp.arange(steps + 1) > it
+    losses = jnp.where(pad, st.losses[it], st.losses)
+    grad_norms = jnp.where(pad, st.grad_norms[it], st.grad_norms)
+    return st.z, st.grad, st.aux, losses, grad_norms, it, st.converged
 
 
-def _fit(template, spec, extra, z0, y0, t, q_measured, qd_measured, *, qd_weight, solver, dt0, gradient,
-         optimizer, steps, gtol, ftol, gtol_stall, max_linesearch, callback):
+@eqx.filter_jit
+def _fit(objective: FitObjective, z0, *, optimizer, steps, gtol, ftol, gtol_stall, max_linesearch, callback):
+    aux_struct = eqx.filter_eval_shape(lambda: objective.value_and_aux(z0)[1])
+    z, _, aux, losses, gnorms, iterations, converged = _minimise(
+        _loss_with_aux, objective, z0, aux_struct, optimizer=optimizer, steps=steps, gtol=gtol, ftol=ftol,
+        gtol_stall=gtol_stall, max_linesearch=max_linesearch, callback=callback)
+    z = eqx.error_if(z, ~jnp.isfinite(losses[0]), "the simulation at the initial guess fails or is not finite; "
+                     "start from other values or use a smaller dt0")
+    trajectory = Trajectory(objective.t, aux["q"], aux["p"], aux["qd"], aux["f"], aux["energy"],
+                            diffrax.RESULTS.successful, None, aux["a"])
+    return z, losses, gnorms, iterations, converged, trajectory, aux["forces"]
+
+
+def _run(template, spec, extra, z0, y0, t, q_measured, qd_measured, *, qd_weight, solver, dt0, gradient, optimizer,
+         steps, gtol, ftol, gtol_stall, max_linesearch, callback):
     if gradient == "auto":
         gradient = "forward" if z0.size <= AUTO_FORWARD_MAX else "reverse"
-    data = (y0, t, q_measured, qd_measured, qd_weight, solver, dt0)
-
-    def objective(z):
-        return _value_and_grad(z, template, spec, extra, *data, gradient)
-
-    def value_and_grad(z):
-        value, grad, _ = objective(jnp.asarray(z, z0.dtype))
-        return value, grad
-
-    def from_z(z):
-        return spec.to_system(z, template) if extra is None else spec.to_system(z, template, extra)
-
-    value_fn = jax.tree_util.Partial(_objective_value, template=template, spec=spec, extra=extra, y0=y0, t=t,
-                                     q_measured=q_measured, qd_measured=qd_measured, qd_weight=qd_weight,
-                                     solver=solver, dt0=dt0, adjoint=diffrax.RecursiveCheckpointAdjoint())
-    z, aux, losses, gnorms, iterations, converged = _minimise(
-        objective, z0, optimizer=optimizer, steps=steps, gtol=gtol, ftol=ftol, gtol_stall=gtol_stall,
-        max_linesearch=max_linesearch, callback=callback, value_fn=value_fn)
-    trajectory = Trajectory(t, aux["q"], aux["p"], aux["qd"], aux["f"], aux["energy"], diffrax.RESULTS.successful,
-                            None, aux["a"])
-    return from_z(z), z, losses, gnorms, iterations, converged, trajectory, aux["forces"], value_and_grad, from_z
+    objective = FitObjective(template, extra, y0, t, q_measured, qd_measured, solver, spec, qd_weight, dt0, gradient)
+    out = _fit(objective, z0, optimizer=optimizer, steps=steps, gtol=float(gtol), ftol=float(ftol),
+               gtol_stall=float(gtol_stall), max_linesearch=int(max_linesearch), callback=callback)
+    return (objective, *out)
 
 
 def _common_checks(system, y0, t, q_measured, qd_measured, gradient, dt0, qd_weight, steps):
@@ -605,7 +682,7 @@ def fit_muscle_parameters(
     gtol_stall: float = 1e-5,
     max_linesearch: int = 30,
     callback: Callable[[int, float, Array], Any] | None = None,
-) -> FitResult:
+) -> MuscleFitResult:
     """Estimate muscle parameters (default: maximal isometric forces ``F⁰``) from a motion that
     the muscles produced with known excitations.
 
@@ -626,23 +703,29 @@ def fit_muscle_parameters(
         gradient: ``"reverse"`` (`RecursiveCheckpointAdjoint`), ``"forward"`` (`ForwardMode`, one
             JVP per fitted number) or ``"auto"``: forward for up to `AUTO_FORWARD_MAX` fitted
             numbers, reverse above (see the module doc for the compile-time trade-off).
-        optimizer: None for L-BFGS with a backtracking line search (see the module doc), or any
-            optax transformation (e.g. ``optax.adam(0.02)``).
-        steps: maximum number of iterations.
+        optimizer: None for `optimistix.BFGS` with a backtracking line search (see the module
+            doc), or any optax transformation (e.g. ``optax.adam(0.02)``).
+        steps: maximum number of iterations (static: the length of the histories).
         gtol: stop when ``‖∂L/∂z‖∞ ≤ gtol · ‖∂L/∂z(z₀)‖∞``; ftol: stop when ``L ≤ ftol``.
-        gtol_stall: (L-BFGS) a failed line search counts as converged if the gradient has fallen by
+        gtol_stall: (BFGS) a failed line search counts as converged if the gradient has fallen by
             this factor.
-        max_linesearch: (L-BFGS) step halvings before giving up.
-        callback: called as ``callback(iteration, loss, z)`` after each iteration (e.g. to drive a
-            progress bar); the library itself prints nothing.
+        max_linesearch: (BFGS) step halvings before giving up.
+        callback: called as ``callback(iteration, loss, z)`` after each iteration (through
+            `jax.debug.callback`, also under jit/vmap: once per subject) e.g. to drive a progress
+            bar; the library itself prints nothing. Part of the compiled fit: pass the same
+            function to reuse the compilation.
 
     Returns:
-        a `FitResult`; ``params[name]`` ``(m,)`` holds all muscles' values.
+        a `MuscleFitResult`; ``params[name]`` ``(m,)`` holds all muscles' values.
 
     Example::
 
         >>> res = fit_muscle_parameters(guess_system, y0, t, q_measured, muscles=("BICshort", "BRA"))
         >>> res.params["max_isometric_force"], res.loss_history[-1]
+        >>> # several subjects' motions (S, T, n) and initial guesses (S, m) in one call:
+        >>> fit_one = lambda f0, q: fit_muscle_parameters(
+        ...     eqx.tree_at(lambda s: s.drive.muscles.max_isometric_force, guess_system, f0), y0, t, q, dt0=5e-3)
+        >>> batch = jax.jit(jax.vmap(fit_one))(f0_guesses, q_subjects)   # batch.params[...] (S, m)
     """
     drive = _muscle_drive(system)
     t, q_measured, qd_measured, dt0, qd_weight = _common_checks(system, y0, t, q_measured, qd_measured, gradient,
@@ -658,14 +741,17 @@ def fit_muscle_parameters(
     indices = _muscle_indices(drive, muscles)
     spec = _ParameterSpec(parameters, indices)
     z0 = spec.initial_z(system)
-    if not bool(jnp.all(jnp.isfinite(z0))):
+    z0_np = _concrete(z0)
+    if z0_np is not None and not np.all(np.isfinite(z0_np)):
         raise ValueError("the initial guesses of the fitted parameters must be > 0")
-    fitted = _fit(system, spec, None, z0, y0, t, q_measured, qd_measured, qd_weight=qd_weight, solver=solver, dt0=dt0,
-                  gradient=gradient, optimizer=optimizer, steps=int(steps), gtol=gtol, ftol=ftol,
-                  gtol_stall=gtol_stall, max_linesearch=max_linesearch, callback=callback)
-    fsys, z, losses, gnorms, iterations, converged, trajectory, forces, objective, from_z = fitted
-    return FitResult(fsys, spec.params(fsys), z, float(losses[-1]), losses, gnorms, iterations, converged,
-                     trajectory, forces, None, objective, from_z)
+    z0 = eqx.error_if(z0, ~jnp.all(jnp.isfinite(z0)), "the initial guesses of the fitted parameters must be > 0")
+    objective, z, losses, gnorms, iterations, converged, trajectory, forces = _run(
+        system, spec, None, z0, y0, t, q_measured, qd_measured, qd_weight=qd_weight, solver=solver, dt0=dt0,
+        gradient=gradient, optimizer=optimizer, steps=int(steps), gtol=gtol, ftol=ftol, gtol_stall=gtol_stall,
+        max_linesearch=max_linesearch, callback=callback)
+    fsys = objective.to_system(z)
+    return MuscleFitResult(fsys, spec.params(fsys), z, losses[-1], losses, gnorms, iterations, converged,
+                           trajectory, forces, None, objective)
 
 
 def fit_excitations(
@@ -689,7 +775,7 @@ def fit_excitations(
     gtol_stall: float = 1e-5,
     max_linesearch: int = 30,
     callback: Callable[[int, float, Array], Any] | None = None,
-) -> FitResult:
+) -> MuscleFitResult:
     """Estimate excitation time series ``u(t)`` of chosen muscles from a motion (forward-dynamic
     tracking through the simulator); the muscle forces follow from the fitted simulation.
 
@@ -707,7 +793,7 @@ def fit_excitations(
         other arguments: as in `fit_muscle_parameters`.
 
     Returns:
-        a `FitResult`; ``params["excitation"]`` ``(K, k)``, ``excitation`` the fitted
+        a `MuscleFitResult`; ``params["excitation"]`` ``(K, k)``, ``excitation`` the fitted
         `PiecewiseLinearExcitation`, ``forces`` ``(T, m)`` N the muscle tensions.
     """
     drive = _muscle_drive(system)
@@ -725,18 +811,20 @@ def fit_excitations(
     if initial.shape != (K, k):
         raise ValueError(f"initial must be a scalar or have shape (len(nodes), n_fitted_muscles) = ({K}, {k}), "
                          f"got {initial.shape}")
-    init_np = np.asarray(initial)
-    if not np.all((init_np > 0) & (init_np < 1)):
-        raise ValueError("initial excitations must lie strictly between 0 and 1 (they are logit-parameterised)")
+    init_np = _concrete(initial)
+    message = "initial excitations must lie strictly between 0 and 1 (they are logit-parameterised)"
+    if init_np is not None and not np.all((init_np > 0) & (init_np < 1)):
+        raise ValueError(message)
+    initial = eqx.error_if(initial, ~jnp.all((initial > 0) & (initial < 1)), message)
     spec = _ExcitationSpec(indices, drive.paths.n_muscles)
     z0 = jnp.log(initial / (1 - initial)).reshape(-1)
-    fitted = _fit(system, spec, nodes, z0, y0, t, q_measured, qd_measured, qd_weight=qd_weight, solver=solver,
-                  dt0=dt0, gradient=gradient, optimizer=optimizer, steps=int(steps), gtol=gtol, ftol=ftol,
-                  gtol_stall=gtol_stall, max_linesearch=max_linesearch, callback=callback)
-    fsys, z, losses, gnorms, iterations, converged, trajectory, forces, objective, from_z = fitted
+    objective, z, losses, gnorms, iterations, converged, trajectory, forces = _run(
+        system, spec, nodes, z0, y0, t, q_measured, qd_measured, qd_weight=qd_weight, solver=solver, dt0=dt0,
+        gradient=gradient, optimizer=optimizer, steps=int(steps), gtol=gtol, ftol=ftol, gtol_stall=gtol_stall,
+        max_linesearch=max_linesearch, callback=callback)
     excitation = PiecewiseLinearExcitation(nodes, jax.nn.sigmoid(z.reshape(K, k)))
-    return FitResult(fsys, {"excitation": excitation.values}, z, float(losses[-1]), losses, gnorms, iterations,
-                     converged, trajectory, forces, excitation, objective, from_z)
+    return MuscleFitResult(objective.to_system(z), {"excitation": excitation.values}, z, losses[-1], losses, gnorms,
+                           iterations, converged, trajectory, forces, excitation, objective)
 
 
 # ---- a small model for fits: arm26 with the shoulder locked ---------------------------------------
