@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 
 import jaxbio.sprint as sprint  # noqa: E402
 from jaxbio.sprint.baselines import fit_baseline  # noqa: E402
-from jaxbio.sprint.fit import default_starts, fit_splits  # noqa: E402
+from jaxbio.sprint.fitting import default_starts, fit_splits  # noqa: E402
 from jaxbio.sprint.model import DEFAULTS, FREE  # noqa: E402
 
 D10 = np.arange(10.0, 101.0, 10.0)

@@ -7,7 +7,7 @@ the same run.
     python benchmarks/sprint_solver.py --skip-batch # only the CLI's case
 
 Both solvers run inside the same jitted core: ``B`` races × ``S`` starts as one flat ``vmap``,
-residuals ``jaxbio.sprint.fit._residuals`` (split-time errors / rounding noise, 80 Tsit5 steps),
+residuals ``jaxbio.sprint.fitting._residuals`` (split-time errors / rounding noise, 80 Tsit5 steps),
 the lowest-cost start kept per race. Rows:
 
 (a) the CLI's case: the embedded races padded to a batch of 8 (as ``splits_from_races`` pads
@@ -44,7 +44,7 @@ import jaxbio.sprint as sprint  # noqa: E402
 from jaxbio.sprint._solve import batched_best_of_starts  # noqa: E402
 from jaxbio.sprint.model import DEFAULTS, FREE  # noqa: E402
 
-sfit = importlib.import_module("jaxbio.sprint.fit")  # the module (jaxbio.sprint.fit is also a function)
+sfit = importlib.import_module("jaxbio.sprint.fitting")  # the module (jaxbio.sprint.fitting is also a function)
 D10 = np.arange(10.0, 101.0, 10.0)
 
 

@@ -12,7 +12,7 @@ import jaxbio as jb
 import jaxbio.sprint as sprint
 from jaxbio.sprint import model as M
 from jaxbio.sprint.baselines import fit_baseline
-from jaxbio.sprint.fit import fit, fit_splits
+from jaxbio.sprint.fitting import fit, fit_splits
 
 D10 = np.arange(10.0, 101.0, 10.0)
 RACES = sprint.embedded_races()
@@ -169,7 +169,7 @@ def test_embedded_races_accuracy_and_uncertainty():
 def test_sprinter_fit_equals_scipy_least_squares():
     """The package's Levenberg–Marquardt (quick-compile path, see ``fit.QUICK_COMPILE``) reaches the
     optimum scipy's trust-region ``least_squares`` finds on the same residuals and Jacobian."""
-    from jaxbio.sprint.fit import FREE, N_STEPS, _residuals, default_starts
+    from jaxbio.sprint.fitting import FREE, N_STEPS, _residuals, default_starts
 
     res = fit(RACES[:1])
     sp = sprint.splits_from_races(RACES[:1]).race(0)

@@ -11,7 +11,7 @@ models; ``read_csv`` / ``load_race`` / ``embedded_races`` read split files. The 
 
 from jaxbio.sprint.baselines import BaselineResult, fit_baseline
 from jaxbio.sprint.data import Race, SprintDataError, embedded_names, embedded_races, load_race, read_csv
-from jaxbio.sprint.fit import FitResult, Profile, fit, fit_splits, population_prior, splits_from_races
+from jaxbio.sprint.fitting import FitResult, Profile, fit, fit_splits, population_prior, splits_from_races
 from jaxbio.sprint.model import (
     DEFAULTS,
     FATIGUE,
@@ -23,7 +23,7 @@ from jaxbio.sprint.model import (
     split_times,
     sprinter_system,
 )
-from jaxbio.sprint._solve import SIGMA_ROUND, Splits
+from jaxbio.sprint.data import SIGMA_ROUND, Splits
 
 __all__ = [
     "BaselineResult", "DEFAULTS", "FATIGUE", "FREE", "FitResult", "PARAMETERS", "Profile", "Race", "SIGMA_ROUND",

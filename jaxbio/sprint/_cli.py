@@ -103,7 +103,7 @@ def _run(args) -> int:
     _setup_jax()
     from jaxbio.sprint.baselines import fit_baseline
     from jaxbio.sprint.data import embedded_races
-    from jaxbio.sprint.fit import FREE, check_enough_splits, fit, splits_from_races
+    from jaxbio.sprint.fitting import FREE, check_enough_splits, fit, splits_from_races
 
     fit_until = args.fit_until
     n_prior = 1 if fit_until is not None else 0  # the fatigue parameter gets a prior

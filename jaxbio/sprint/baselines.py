@@ -16,14 +16,15 @@ Levenberg–Marquardt batched with ``jax.vmap`` (``backend="jax"``), or by
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxbio.sprint._solve import SIGMA_ROUND, Splits, batched_best_of_starts, converged
+from jaxbio.sprint._solve import batched_best_of_starts, converged
+from jaxbio.sprint.data import SIGMA_ROUND, Splits
 
 #: parameter names, units and starts (in the fitted, unconstrained coordinates) of each baseline
 MODELS = {
@@ -99,15 +100,14 @@ def _fit_core(splits, starts, *, kind, max_steps):
     return theta, pred, ok & jax.vmap(converged)(r, J)
 
 
-@dataclasses.dataclass(frozen=True)
-class BaselineResult:
+class BaselineResult(eqx.Module):
     """Fits of one baseline to B races (numpy): ``kind``, ``names``, ``units``, ``theta``
     ``(B, k)`` fitted coordinates, ``values`` ``(B, k)`` SI, ``predicted`` ``(B, L)`` split times
     [s], ``rmse`` ``(B,)`` s over the fitted splits, ``converged`` ``(B,)``."""
 
-    kind: str
-    names: tuple
-    units: tuple
+    kind: str = eqx.field(static=True)
+    names: tuple = eqx.field(static=True)
+    units: tuple = eqx.field(static=True)
     theta: np.ndarray
     values: np.ndarray
     predicted: np.ndarray
@@ -119,8 +119,8 @@ class BaselineResult:
 
     def rows(self, n: int) -> "BaselineResult":
         cut = lambda a: a[:n]  # noqa: E731
-        return dataclasses.replace(self, theta=cut(self.theta), values=cut(self.values), predicted=cut(self.predicted),
-                                   rmse=cut(self.rmse), converged=cut(self.converged))
+        return BaselineResult(self.kind, self.names, self.units, theta=cut(self.theta), values=cut(self.values),
+                              predicted=cut(self.predicted), rmse=cut(self.rmse), converged=cut(self.converged))
 
 
 def fit_baseline(kind: str, splits: Splits, *, max_steps: int = 100, backend: str = "jax") -> BaselineResult:

@@ -17,7 +17,11 @@ import re
 from importlib import resources
 from pathlib import Path
 
+import equinox as eqx
+import jax
+import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Array, Float
 
 COLUMNS = ("distance_m", "time_s")
 _NUMBER = re.compile(r"^\s*([+\-−]?\d+(?:\.\d*)?(?:[eE][+\-]?\d+)?|[+\-−]?\.\d+)")
@@ -173,3 +177,47 @@ def load_race(name: str) -> Race:
 def embedded_races() -> list[Race]:
     """All embedded races, sorted by name."""
     return [load_race(n) for n in embedded_names()]
+
+
+# ---- races as padded arrays (what the fits take) ----------------------------------------------
+
+#: standard deviation of a split time rounded to 0.01 s (uniform rounding error), s
+SIGMA_ROUND = 0.01 / np.sqrt(12.0)
+
+
+class Splits(eqx.Module):
+    """A batch of races as padded arrays (pure data; ``jax.vmap`` over the leading axis).
+
+    ``distances`` ``(B, L)`` m, ``times`` ``(B, L)`` s from the gun, ``weights`` ``(B, L)``
+    (1 for a split that is fitted, 0 for padding or for a split only predicted),
+    ``reaction_time`` ``(B,)`` s, ``wind`` ``(B,)`` m/s, ``duration`` ``(B,)`` s simulated after
+    the reaction. Padding repeats the last split.
+    """
+
+    distances: Float[Array, "B L"]
+    times: Float[Array, "B L"]
+    weights: Float[Array, "B L"]
+    reaction_time: Float[Array, " B"]
+    wind: Float[Array, " B"]
+    duration: Float[Array, " B"]
+
+    @staticmethod
+    def from_arrays(distances, times, reaction_time, wind=None, weights=None, length: int | None = None) -> "Splits":
+        """From lists of per-race arrays (numpy); pads to ``length`` (default the longest race)."""
+        n = [len(d) for d in distances]
+        L = length or max(n)
+        B = len(distances)
+        D = np.zeros((B, L)); T = np.zeros((B, L)); W = np.zeros((B, L))
+        for i, (d, t) in enumerate(zip(distances, times)):
+            k = len(d)
+            D[i, :k], T[i, :k] = d, t
+            D[i, k:], T[i, k:] = d[-1], t[-1]
+            W[i, :k] = 1.0 if weights is None else np.asarray(weights[i], dtype=float)
+        rt = np.asarray(reaction_time, dtype=float).reshape(B)
+        wind = np.zeros(B) if wind is None else np.asarray(wind, dtype=float).reshape(B)
+        last_t = np.array([t[-1] for t in times])
+        duration = 1.3 * (last_t - rt) + 1.0
+        return Splits(*(jnp.asarray(a) for a in (D, T, W, rt, wind, duration)))
+
+    def race(self, i: int) -> "Splits":
+        return jax.tree_util.tree_map(lambda a: a[i], self)

@@ -10,15 +10,16 @@ each race runs Levenberg–Marquardt from several starts and keeps the best.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 
 import jax
 import jax.numpy as jnp
 import diffrax
+import equinox as eqx
 import numpy as np
 
-from jaxbio.sprint._solve import SIGMA_ROUND, Splits, batched_best_of_starts, converged, laplace
+from jaxbio.sprint._solve import batched_best_of_starts, converged, laplace
+from jaxbio.sprint.data import SIGMA_ROUND, Splits
 from jaxbio.sprint.data import Race, SprintDataError
 from jaxbio.simulation import Trajectory, crossing_times, hermite
 from jaxbio.sprint.model import FATIGUE, FREE, PARAMETERS, UNITS, Sprinter, simulate_race
@@ -125,8 +126,7 @@ def _run_core(quick: bool, *args, **kw):
     return _fit_core(*args, **kw)
 
 
-@dataclasses.dataclass(frozen=True)
-class FitResult:
+class FitResult(eqx.Module):
     """Fits of B races (numpy arrays; row ``i`` is race ``i``).
 
     ``names``: the free parameters; ``theta`` ``(B, k)`` their natural logs; ``values`` ``(B, k)``
@@ -138,7 +138,7 @@ class FitResult:
     arrays: ``x`` m (0 to the last split), ``t`` s from the gun, ``v`` m/s, ``f`` fitness.
     """
 
-    names: tuple
+    names: tuple = eqx.field(static=True)
     theta: np.ndarray
     std: np.ndarray
     cov_log: np.ndarray
@@ -324,8 +324,7 @@ def fit(races: list[Race], *, fit_until: float | None = None, model: Sprinter | 
 # ---- profiles for tables and plots -----------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class Profile:
+class Profile(eqx.Module):
     """Model speed and fitness against distance for one race (numpy).
 
     ``x`` ``(n,)`` m, ``t`` ``(n,)`` s from the gun, ``v`` ``(n,)`` m/s, ``fitness`` ``(n,)``;
