@@ -42,7 +42,7 @@ def cmd_id(args) -> int:
           f"wrench recursion, float64")
     print(f"motion: q_i(t) = A_i sin(2π f_i t), A = {args.amplitude} rad (revolute) / 0.05 m, "
           f"f_i = 0.5 + 0.25 i Hz, {args.frames} frames over {args.duration} s")
-    width = max(len(s) for s in tree.names) + 2
+    width = max(max(len(s) for s in tree.names), 10) + 2  # names, and numbers such as -1234.567
     head = "t [s]".rjust(7) + "".join(name[: width - 1].rjust(width) for name in tree.names)
     cols = list(range(n))
     if args.columns and n > args.columns:

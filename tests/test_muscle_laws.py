@@ -111,10 +111,12 @@ def test_degroote_active_force_length():
     assert abs(float(x[jnp.argmax(y)]) - 1.0) < 0.02
     assert float(y.max()) < 1.002
     assert float(curves.active_force_length(0.4)) < 0.05 and float(curves.active_force_length(1.8)) < 0.05
-    # the b13 term alone: 0.1 exp(-(l-1)^2 / (2 * 0.125))
-    b = curves._ACTIVE_FL
-    manual = sum(b[i, 0] * np.exp(-0.5 * (0.7 - b[i, 1]) ** 2 / (b[i, 2] + b[i, 3] * 0.7) ** 2) for i in range(3))
-    assert float(curves.active_force_length(0.7)) == pytest.approx(manual, rel=1e-14)
+    # De Groote et al. (2016) eq. S2 with the coefficients as printed in the paper (b11…b43, three
+    # Gaussians, 3 digits; the module uses the full-precision values of OpenSim's DeGrooteFregly2016Muscle)
+    b = [(0.815, 1.055, 0.162, 0.063), (0.433, 0.717, -0.030, 0.200), (0.1, 1.0, 0.354, 0.0)]
+    for lm in (0.5, 0.7, 1.0, 1.3):
+        published = sum(b1 * np.exp(-0.5 * (lm - b2) ** 2 / (b3 + b4 * lm) ** 2) for b1, b2, b3, b4 in b)
+        assert float(curves.active_force_length(lm)) == pytest.approx(published, abs=3e-3)  # 3-digit table
 
 
 def test_degroote_passive_and_tendon():
