@@ -56,6 +56,7 @@ import numpy as np
 import optax
 from jaxtyping import Array, ArrayLike, Float
 
+from jaxbio._validate import concrete as _concrete
 from jaxbio.dynamics import potential_energy
 from jaxbio.hamiltonian import HamiltonianSystem, velocities
 from jaxbio.muscles.curves import HillMuscle
@@ -199,12 +200,6 @@ class FitResult(NamedTuple):
 
 
 # ---- validation --------------------------------------------------------------------------------
-
-def _concrete(x) -> np.ndarray | None:
-    if isinstance(x, jax.core.Tracer):
-        return None
-    return np.asarray(x)
-
 
 def _check_data(system: HamiltonianSystem, t, q_measured, qd_measured, y0):
     """Validate the measurement arrays before any tracing; returns them as arrays."""

@@ -50,6 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from jaxbio._validate import as_float, as_shape, check_values, finite
 from jaxbio.planar import _chain_terms as terms
 from jaxbio.tree import SegmentTree
 
@@ -80,38 +81,8 @@ _FORMS = ("distal", "proximal")
 # ---------------------------------------------------------------------------------------------------
 
 
-def _float_array(x, name: str):
-    x = jnp.asarray(x)
-    if not jnp.issubdtype(x.dtype, jnp.floating):
-        if not (jnp.issubdtype(x.dtype, jnp.integer) or x.dtype == bool):
-            raise ValueError(f"{name} must be a real array, got dtype {x.dtype}")
-        x = x.astype(jnp.result_type(float))
-    return x
-
-
-def _is_concrete(x) -> bool:
-    return not isinstance(x, jax.core.Tracer)
-
-
-def _check_values(x, name: str, *, positive: bool = False, nonnegative: bool = False):
-    """Value checks on concrete (untraced) arrays only; traced arrays pass through."""
-    if not _is_concrete(x):
-        return
-    v = np.asarray(x)
-    if not np.all(np.isfinite(v)):
-        raise ValueError(f"{name} contains NaN or inf: {v}")
-    if positive and np.any(v <= 0):
-        raise ValueError(f"{name} must be positive, got {v}")
-    if nonnegative and np.any(v < 0):
-        raise ValueError(f"{name} must be non-negative, got {v}")
-
-
 def _state(x, n: int, name: str, shape=None):
-    x = _float_array(x, name)
-    want = (n,) if shape is None else shape
-    if x.shape != want:
-        raise ValueError(f"{name} has shape {x.shape}, expected {want}; batch frames with jax.vmap")
-    return x
+    return as_shape(x, (n,) if shape is None else shape, name, "; batch frames with jax.vmap")
 
 
 def _link_indices(links, n_links: int, what: str, names, allow_base: bool) -> tuple[int, ...]:
@@ -151,10 +122,8 @@ def _n_links(chain_or_n) -> int:
 
 
 def _points(points, count: int, name: str):
-    p = _float_array(points, name)
-    if p.shape != (count, 2):
-        raise ValueError(f"{name} has shape {p.shape}, expected ({count}, 2): one link-frame (x, y) per entry")
-    _check_values(p, name)
+    p = as_shape(points, (count, 2), name, ": one link-frame (x, y) per entry")
+    check_values(p, name)
     return p
 
 
@@ -197,32 +166,32 @@ class PlanarChain(eqx.Module):
     gravity: Float[Array, ""]
 
     def __init__(self, lengths, masses, com_distances, com_angles, inertias, gravity=9.81):
-        lengths = _float_array(lengths, "PlanarChain.lengths")
+        lengths = as_float(lengths, "PlanarChain.lengths")
         if lengths.ndim != 1 or lengths.shape[0] < 1:
             raise ValueError(f"PlanarChain.lengths has shape {lengths.shape}, expected (n,) with n >= 1")
         n = lengths.shape[0]
-        masses = _float_array(masses, "PlanarChain.masses")
+        masses = as_float(masses, "PlanarChain.masses")
         fields = {
             "lengths": lengths,
             "masses": masses,
-            "com_distances": _float_array(com_distances, "PlanarChain.com_distances"),
-            "com_angles": _float_array(com_angles, "PlanarChain.com_angles"),
-            "inertias": _float_array(inertias, "PlanarChain.inertias"),
+            "com_distances": as_float(com_distances, "PlanarChain.com_distances"),
+            "com_angles": as_float(com_angles, "PlanarChain.com_angles"),
+            "inertias": as_float(inertias, "PlanarChain.inertias"),
         }
         for name, value in fields.items():
             if value.shape != (n,):
                 raise ValueError(f"PlanarChain.{name} has shape {value.shape}, expected ({n},) (one per link)")
-        gravity = _float_array(gravity, "PlanarChain.gravity")
+        gravity = as_float(gravity, "PlanarChain.gravity")
         if gravity.shape != ():
             raise ValueError(
                 f"PlanarChain.gravity has shape {gravity.shape}, expected () (magnitude g in m/s², along -y)"
             )
-        _check_values(fields["lengths"], "PlanarChain.lengths", positive=True)
-        _check_values(fields["masses"], "PlanarChain.masses", positive=True)
-        _check_values(fields["com_distances"], "PlanarChain.com_distances", nonnegative=True)
-        _check_values(fields["com_angles"], "PlanarChain.com_angles")
-        _check_values(fields["inertias"], "PlanarChain.inertias", nonnegative=True)
-        _check_values(gravity, "PlanarChain.gravity")
+        check_values(fields["lengths"], "PlanarChain.lengths", positive=True)
+        check_values(fields["masses"], "PlanarChain.masses", positive=True)
+        check_values(fields["com_distances"], "PlanarChain.com_distances", nonnegative=True)
+        check_values(fields["com_angles"], "PlanarChain.com_angles")
+        check_values(fields["inertias"], "PlanarChain.inertias", nonnegative=True)
+        check_values(gravity, "PlanarChain.gravity")
         for name, value in fields.items():
             setattr(self, name, value)
         self.gravity = gravity
@@ -241,8 +210,8 @@ class PlanarChain(eqx.Module):
     def slender_rods(cls, lengths, masses, gravity=9.81) -> "PlanarChain":
         """Uniform slender rods (the Appendix A chains): COM at mid-length on the axis
         (``l_C = l/2``, ``ε_C = 0``) and ``I_C = m l²/12``, so ``I_J = m l²/3``."""
-        lengths = _float_array(lengths, "PlanarChain.lengths")
-        masses = _float_array(masses, "PlanarChain.masses")
+        lengths = as_float(lengths, "PlanarChain.lengths")
+        masses = as_float(masses, "PlanarChain.masses")
         return cls(lengths, masses, lengths / 2, jnp.zeros_like(lengths), masses * lengths**2 / 12, gravity)
 
     def to_tree(self, name: str = "planar_chain", out_of_plane_inertia: Optional[ArrayLike] = None) -> SegmentTree:
@@ -509,7 +478,7 @@ def _form_and_base(form, base_load, dtype):
 
 
 def _finite(x, name, check):
-    return eqx.error_if(x, ~jnp.all(jnp.isfinite(x)), f"{name} contains NaN or inf") if check else x
+    return finite(x, name) if check else x
 
 
 _public = functools.partial(jax.jit, static_argnames=("form", "check"))
