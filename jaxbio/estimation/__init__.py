@@ -19,7 +19,6 @@
 
 from jaxbio.estimation import arm, gradient, pseudoinverse, sagittal_muscles
 from jaxbio.estimation._inverse_simulation import (
-    Contact,
     InverseSimulationModel,
     InverseSimulationResult,
     inverse_simulate_motion,
@@ -38,7 +37,6 @@ from jaxbio.estimation._static_optimization import (
 from jaxbio.estimation.sagittal_muscles import sagittal11_muscle_model, sagittal11_muscles
 
 __all__ = [
-    "Contact",
     "FitResult",
     "PiecewiseLinearExcitation",
     "fit_excitations",
