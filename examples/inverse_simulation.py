@@ -25,7 +25,7 @@ import numpy as np  # noqa: E402
 import jaxbio as jb  # noqa: E402
 from jaxbio.dynamics import Contact  # noqa: E402
 from jaxbio.estimation import inverse_simulate_motion  # noqa: E402
-from jaxbio.estimation.sagittal_muscles import sagittal11_muscle_model  # noqa: E402
+from jaxbio.papers.blajer_body import sagittal11_muscle_model  # noqa: E402
 
 model = sagittal11_muscle_model()
 tree = model.tree

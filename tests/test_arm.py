@@ -16,7 +16,7 @@ from scipy.optimize import linprog
 from scipy.spatial.transform import Rotation
 
 import jaxbio as jb
-from jaxbio.estimation import arm as du
+from jaxbio.papers import du_arm as du
 
 G = 9.81
 LOAD = 5.0  # kg held in the hand (the text gives no number)

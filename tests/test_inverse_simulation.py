@@ -19,7 +19,7 @@ from jaxbio.estimation._inverse_simulation import (
     unproducible_moments,
 )
 from jaxbio.estimation.pseudoinverse import clamped_pseudoinverse
-from jaxbio.estimation.sagittal_muscles import sagittal11_muscle_model
+from jaxbio.papers.blajer_body import sagittal11_muscle_model
 from jaxbio.muscles.geometry import moment_arms
 from jaxbio.muscles.sets import load_muscle_set
 

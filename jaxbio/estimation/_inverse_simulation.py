@@ -48,7 +48,6 @@ controls do not depend on which basis is used, so their derivatives are exact.
 
 from __future__ import annotations
 
-import functools
 from typing import Sequence
 
 import equinox as eqx
@@ -226,16 +225,17 @@ def inverse_simulation(
     """Controls that make ``model`` follow ``q, q̇, q̈`` at one instant (seed 003 §2).
 
     Args:
-        model: `InverseSimulationModel` (e.g. `jaxbio.estimation.sagittal_muscles.sagittal11_muscle_model`).
+        model: `InverseSimulationModel` (e.g. `jaxbio.papers.blajer_body.sagittal11_muscle_model`).
         q: ``(n,)`` rad / m, generalised coordinates.
         qd: ``(n,)`` rad/s / m/s.
         qdd: ``(n,)`` rad/s² / m/s².
-        contacts: static; empty for the flying phase (eqs. 2–6), else the contacts of the support
+        contacts: empty for the flying phase (eqs. 2–6), else the contacts of the support
             phase (eqs. 7–8): `jaxbio.dynamics.Contact` objects or segment names (a name = a weld at the
             segment's origin).
 
     Returns:
-        `InverseSimulationResult`. Pure and jittable (``contacts`` static); batch frames with
+        `InverseSimulationResult`. Pure and jittable (``contacts`` a pytree argument: segments and
+        pin/weld are its static structure, the points array leaves; segment names are static); batch frames with
         `jax.vmap` or use `inverse_simulate_motion`.
     """
     tree = model.tree
@@ -301,8 +301,9 @@ def inverse_simulation(
     )
 
 
-@functools.partial(jax.jit, static_argnames=("contacts",))
+@jax.jit
 def _motion(model, q, qd, qdd, contacts):
+    """``contacts``: a tuple of `Contact` (a pytree: segment and weld static, points traced)."""
     return jax.vmap(lambda a, b, c: inverse_simulation(model, a, b, c, contacts=contacts))(q, qd, qdd)
 
 

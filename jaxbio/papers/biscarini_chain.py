@@ -51,12 +51,12 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio._validate import as_float, as_shape, check_values, finite
-from jaxbio.planar import _chain_terms as terms
+from jaxbio.papers import _biscarini_terms as terms
 from jaxbio.tree import SegmentTree
 
 __all__ = [
     "BASE",
-    "Contacts",
+    "ResistancePoints",
     "LinearMuscles",
     "PlanarChain",
     "base_load_from_balance",
@@ -320,7 +320,7 @@ class LinearMuscles(eqx.Module):
         return (self.proximal_links[None, :] < r) & (r <= self.distal_links[None, :])
 
 
-class Contacts(eqx.Module):
+class ResistancePoints(eqx.Module):
     """Points of the links where contact external resistances ``R_i`` act (seed 002, Figure 1).
 
     ``links``: static, link index ``0 … n-1`` of each contact (several contacts may share a link:
@@ -328,6 +328,9 @@ class Contacts(eqx.Module):
     load enters only the proximal form, as ``base_load``). ``points``: ``(C, 2)`` m, link-fixed
     coordinates ``(l_R cos ε_R, l_R sin ε_R)`` of ``P_Ri``. The forces themselves are per-frame inputs
     (``contact_forces``, ``(C, 2)`` N, world frame), so that a ground or hand reaction can vary.
+
+    These are load points of the closed form, not constraints: a point held on the ground is a
+    `jaxbio.dynamics.Contact`.
     """
 
     points: Float[Array, "C 2"]
@@ -340,7 +343,7 @@ class Contacts(eqx.Module):
         links = tuple(links)
         names = _names(names, len(links), "contact")
         self.links = _link_indices(links, n, "contact", names, allow_base=False)
-        self.points = _points(points, len(links), "Contacts.points")
+        self.points = _points(points, len(links), "ResistancePoints.points")
         self.n_links = n
         self.names = names
 
@@ -414,7 +417,7 @@ def _distal_muscle_forces(chain: PlanarChain, muscles: LinearMuscles, theta, ten
     return p_dist, (_finite(forces, "muscle forces", True) if check else forces)
 
 
-def _contact_terms(chain: PlanarChain, contacts: Optional[Contacts], theta, contact_forces):
+def _contact_terms(chain: PlanarChain, contacts: Optional[ResistancePoints], theta, contact_forces):
     """``(link_forces (n, 2) N, contact_moments (n,) N·m)``: per link, the sum of its contact forces
     and their moment about its own joint ``J_k`` (``R_k l_Rk sin(γ_Rk − ε_Rk)`` in the seed)."""
     n = chain.n
@@ -448,8 +451,8 @@ def _check_contacts(chain, contacts, contact_forces, dtype):
         if contact_forces is not None:
             raise ValueError("contact_forces given without contacts")
         return None
-    if not isinstance(contacts, Contacts):
-        raise ValueError(f"contacts must be a Contacts, got {type(contacts).__name__}")
+    if not isinstance(contacts, ResistancePoints):
+        raise ValueError(f"contacts must be a ResistancePoints, got {type(contacts).__name__}")
     if contacts.n_links != chain.n:
         raise ValueError(f"contacts were built for {contacts.n_links} links, the chain has {chain.n}")
     if contact_forces is None:
@@ -575,7 +578,7 @@ def chain_reactions(
     theta_ddot: Float[ArrayLike, " n"],
     muscles: Optional[LinearMuscles] = None,
     tensions: Optional[Float[ArrayLike, " M"]] = None,
-    contacts: Optional[Contacts] = None,
+    contacts: Optional[ResistancePoints] = None,
     contact_forces: Optional[Float[ArrayLike, "C 2"]] = None,
     *,
     form: str = "distal",
@@ -599,7 +602,7 @@ def chain_reactions(
         theta, theta_dot, theta_ddot: ``(n,)`` rad, rad/s, rad/s², absolute link angles and their
             rates (the seed's ``θ_i``, ``θ̇_i``, ``θ̈_i``; `joint_to_link_angles` converts).
         muscles, tensions: optional `LinearMuscles` and their ``(M,)`` N tensions.
-        contacts, contact_forces: optional `Contacts` and their ``(C, 2)`` N world-frame forces.
+        contacts, contact_forces: optional `ResistancePoints` and their ``(C, 2)`` N world-frame forces.
         form: ``"distal"`` or ``"proximal"`` (static).
         base_load: ``(2,)`` N, world frame, ``m₀g + R₀`` (proximal form only).
         check: if true, NaN/inf in the result raise (`equinox.error_if`); a zero-length muscle
@@ -639,7 +642,7 @@ def chain_torques(
     theta: Float[ArrayLike, " n"],
     theta_dot: Float[ArrayLike, " n"],
     theta_ddot: Float[ArrayLike, " n"],
-    contacts: Optional[Contacts] = None,
+    contacts: Optional[ResistancePoints] = None,
     contact_forces: Optional[Float[ArrayLike, "C 2"]] = None,
     *,
     form: str = "distal",
@@ -659,7 +662,7 @@ def chain_torques(
     Args:
         chain: the model.
         theta, theta_dot, theta_ddot: ``(n,)`` rad, rad/s, rad/s², absolute link angles and rates.
-        contacts, contact_forces: optional `Contacts` and their ``(C, 2)`` N world-frame forces.
+        contacts, contact_forces: optional `ResistancePoints` and their ``(C, 2)`` N world-frame forces.
         form: ``"distal"`` or ``"proximal"`` (static).
         base_load: ``(2,)`` N, world frame, ``m₀g + R₀`` (proximal form only).
         check: if true, NaN/inf in the result raise (`equinox.error_if`).
@@ -688,7 +691,7 @@ def base_load_from_balance(
     theta: Float[ArrayLike, " n"],
     theta_dot: Float[ArrayLike, " n"],
     theta_ddot: Float[ArrayLike, " n"],
-    contacts: Optional[Contacts] = None,
+    contacts: Optional[ResistancePoints] = None,
     contact_forces: Optional[Float[ArrayLike, "C 2"]] = None,
 ) -> Float[Array, "2"]:
     """``m₀g + R₀`` ``(2,)`` N, world frame, from the force equation of the whole system (seed 002
@@ -708,7 +711,7 @@ def external_wrenches(
     theta: Float[ArrayLike, " n"],
     muscles: Optional[LinearMuscles] = None,
     tensions: Optional[Float[ArrayLike, " M"]] = None,
-    contacts: Optional[Contacts] = None,
+    contacts: Optional[ResistancePoints] = None,
     contact_forces: Optional[Float[ArrayLike, "C 2"]] = None,
 ) -> tuple[Float[Array, "n 3"], Float[Array, "n 3"]]:
     """The muscle and contact forces as the ``external`` argument of ``jb.inverse_dynamics`` /
