@@ -53,6 +53,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int
 from jaxbio import quaternion as quat
 from jaxbio._validate import any_traced, as_float, as_shape, check_eagerly, enforce
 from jaxbio.dynamics.rnea import segment_wrenches
+from jaxbio.models.anthropometrics import DE_LEVA_MALE
 from jaxbio.spatial import cross, dot
 from jaxbio.tree import SegmentTree
 
@@ -80,13 +81,6 @@ __all__ = [
     "hand_arm_pose",
 ]
 
-# de Leva (1996) Table 4, males, 73 kg (as jaxbio/models/README.md): length m, mass fraction,
-# COM fraction from the proximal end, radii of gyration (transverse, longitudinal) / length.
-_DE_LEVA = {
-    "upper_arm": (0.2817, 0.0271, 0.5772, 0.269, 0.158),
-    "forearm": (0.2689, 0.0162, 0.4574, 0.265, 0.121),
-    "hand": (0.0862, 0.0061, 0.7900, 0.513, 0.401),
-}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -203,7 +197,8 @@ class Arm(eqx.Module):
         Leva's mean lengths: upper arm 0.2817 m, forearm 0.2689 m, hand 0.0862 m).
         """
         names = ("upper_arm", "forearm", "hand") if hand else ("upper_arm", "forearm")
-        rows = np.array([_DE_LEVA[k] for k in names])
+        rows = np.array([(DE_LEVA_MALE[k].length_mm / 1000, DE_LEVA_MALE[k].mass / 100, DE_LEVA_MALE[k].com / 100,
+                          DE_LEVA_MALE[k].r_transverse / 100, DE_LEVA_MALE[k].r_longitudinal / 100) for k in names])
         dt = dtype if dtype is not None else jnp.zeros(()).dtype
         return cls(
             lengths=jnp.asarray(rows[:, 0], dt),
