@@ -38,7 +38,7 @@ from scipy.integrate import solve_ivp
 jax.config.update("jax_enable_x64", True)
 
 import jaxbio as jb  # noqa: E402
-from jaxbio import double_pendulum as dp  # noqa: E402
+from jaxbio.papers import watanabe_pendulum as dp  # noqa: E402
 
 T, TOL = 20.0, 1e-8
 

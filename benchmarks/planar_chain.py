@@ -7,7 +7,7 @@
 For random chains (non-slender links, ``n + 2`` muscles spanning 1..n joints, 2 contacts), float64,
 ``jax.jit(jax.vmap(...))`` over the same random frames, two comparisons per ``n``:
 
-- **torques**: ``jb.planar.chain_torques`` (seed 002 eq. 23) against ``jb.inverse_dynamics`` on
+- **torques**: ``jb.papers.biscarini_chain.chain_torques`` (seed 002 eq. 23) against ``jb.inverse_dynamics`` on
   ``chain.to_tree()`` (joint-angle conversion and contact wrenches included);
 - **reactions + torques**: ``chain_reactions`` (eq. 9, muscles and contacts) plus ``chain_torques``
   against one ``jb.segment_wrenches`` call with the muscle and contact forces as external wrenches
@@ -42,9 +42,9 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import jaxbio as jb  # noqa: E402
-from jaxbio.planar.chain import (  # noqa: E402
+from jaxbio.papers.biscarini_chain import (  # noqa: E402
     BASE,
-    Contacts,
+    ResistancePoints,
     LinearMuscles,
     PlanarChain,
     chain_reactions,
@@ -86,7 +86,7 @@ def random_problem(n: int, n_frames: int, seed: int = 0):
     dist = np.array([rng.integers(p + 1, n) for p in prox])
     muscles = LinearMuscles(chain, prox.tolist(), dist.tolist(), rng.uniform(-0.3, 0.3, (count, 2)),
                             rng.uniform(-0.3, 0.3, (count, 2)))
-    contacts = Contacts(chain, [n - 1, int(rng.integers(0, n))], rng.uniform(-0.3, 0.3, (2, 2)))
+    contacts = ResistancePoints(chain, [n - 1, int(rng.integers(0, n))], rng.uniform(-0.3, 0.3, (2, 2)))
     frames = (rng.uniform(-np.pi, np.pi, (n_frames, n)), rng.uniform(-3, 3, (n_frames, n)),
               rng.uniform(-10, 10, (n_frames, n)), rng.uniform(0, 300, (n_frames, count)),
               rng.uniform(-60, 60, (n_frames, 2, 2)))

@@ -38,8 +38,8 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import jaxbio as jb  # noqa: E402
-from jaxbio.planar import reactions as rx  # noqa: E402
-from jaxbio.planar.absolute import GroundContact  # noqa: E402
+from jaxbio.dynamics import Contact, contact_external  # noqa: E402
+from jaxbio.dynamics import constrained as rx  # noqa: E402
 
 HEEL = (-0.04877, -0.0679)
 TOE_TIP = (0.2093 - 0.13003, 0.0)
@@ -79,7 +79,7 @@ def main(argv=None) -> int:
     q = jnp.asarray(rng.uniform(-0.6, 0.6, (frames, n)))
     qd = jnp.asarray(rng.normal(0.0, 1.0, (frames, n)))
     tau = jnp.asarray(rng.normal(0.0, 30.0, (frames, n))).at[:, :3].set(0.0)
-    support = (GroundContact("foot_r", jnp.array(HEEL), weld=True), GroundContact("toes_l", jnp.array(TOE_TIP)))
+    support = (Contact("foot_r", jnp.array(HEEL), weld=True), Contact("toes_l", jnp.array(TOE_TIP)))
 
     print(f"jaxbio joint reactions, sagittal11 ({n} DOF), float64, {jax.default_backend()}, "
           f"{jax.device_count()} device(s), {frames} frames, best of {repeats}")
@@ -99,7 +99,7 @@ def main(argv=None) -> int:
     # ---- support ----------------------------------------------------------------------------
     (qdd_s, ground), _ = timed("support: constrained forward dynamics",
                                lambda x, v, u: rx.constrained_forward_dynamics(tree, x, v, u, support), (q, qd, tau), repeats, rows)
-    ext = jax.jit(jax.vmap(lambda x, g: rx.contact_external(tree, x, support, g)))(q, ground)
+    ext = jax.jit(jax.vmap(lambda x, g: contact_external(tree, x, support, g)))(q, ground)
     a_s, t_as = timed("support (a) recursion, given ground forces",
                       lambda x, v, acc, f, m: rx.reactions_recursion(tree, x, v, acc, (f, m)), (q, qd, qdd_s, *ext), repeats, rows)
     b_s, _ = timed("support (b) Lagrange, contacts as constraints",

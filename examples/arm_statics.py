@@ -16,7 +16,7 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from jaxbio.estimation import arm as du  # noqa: E402
+from jaxbio.papers import du_arm as du  # noqa: E402
 
 np.set_printoptions(precision=4, suppress=True)
 

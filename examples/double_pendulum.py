@@ -14,7 +14,7 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 import jaxbio as jb  # noqa: E402
-from jaxbio import double_pendulum as dp  # noqa: E402
+from jaxbio.papers import watanabe_pendulum as dp  # noqa: E402
 
 
 def main():

@@ -25,9 +25,10 @@ import jaxbio as jb  # noqa: E402
 from jaxbio.estimation import gradient as ge  # noqa: E402
 from jaxbio.muscles.activation import ActivationDynamics  # noqa: E402
 from jaxbio.muscles.drive import MuscleActuatedDrive  # noqa: E402
+from jaxbio.muscles.sets import elbow_arm26  # noqa: E402
 
 # 1. the model and the known excitations (piecewise linear, one column per muscle)
-tree, paths, hill = ge.elbow_arm26(("TRIlat", "BICshort", "BRA"))
+tree, paths, hill = elbow_arm26(("TRIlat", "BICshort", "BRA"))
 excitation = ge.PiecewiseLinearExcitation(
     nodes=jnp.array([0.0, 0.1, 0.2, 0.3]),  # s
     values=jnp.array([[0.05, 0.3, 0.1], [0.4, 0.1, 0.3], [0.1, 0.5, 0.2], [0.3, 0.2, 0.6]]),

@@ -23,8 +23,9 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxbio as jb  # noqa: E402
-from jaxbio.estimation import Contact, inverse_simulate_motion  # noqa: E402
-from jaxbio.estimation.sagittal_muscles import sagittal11_muscle_model  # noqa: E402
+from jaxbio.dynamics import Contact  # noqa: E402
+from jaxbio.estimation import inverse_simulate_motion  # noqa: E402
+from jaxbio.papers.blajer_body import sagittal11_muscle_model  # noqa: E402
 
 model = sagittal11_muscle_model()
 tree = model.tree
@@ -121,7 +122,7 @@ def summary(name, res, seconds):
 if __name__ == "__main__":
     t0 = time.perf_counter()
     _, q, qd, qdd = support_motion()
-    res = inverse_simulate_motion(model, q, qd, qdd, contacts=(Contact("foot_r", SOLE),))
+    res = inverse_simulate_motion(model, q, qd, qdd, contacts=(Contact("foot_r", SOLE, weld=True),))
     jax.block_until_ready(res)
     summary("support phase (right foot flat)", res, time.perf_counter() - t0)
 

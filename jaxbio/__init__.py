@@ -8,7 +8,7 @@ and the `quaternion` module. Every function is a pure function of one sample; ba
 ``jax.config.update("jax_enable_x64", True)`` for validation work.
 """
 
-from jaxbio import double_pendulum, hamiltonian, muscles, quaternion, simulation, spatial
+from jaxbio import hamiltonian, muscles, quaternion, simulation, spatial
 from jaxbio.dynamics import (
     bias_forces,
     center_of_mass,
@@ -28,7 +28,7 @@ from jaxbio.tree import SegmentTree
 
 __version__ = "0.1.0"
 
-_LAZY = ("estimation", "planar")  # imported on first use (keeps `jaxbio sprint` start-up short)
+_LAZY = ("estimation", "papers")  # imported on first use (keeps `jaxbio sprint` start-up short)
 
 
 def __getattr__(name):
@@ -48,10 +48,9 @@ __all__ = [
     "simulation",
     "simulate_sde",
     "bias_forces",
-    "double_pendulum",
     "estimation",
     "muscles",
-    "planar",
+    "papers",
     "center_of_mass",
     "forward_dynamics",
     "forward_kinematics",

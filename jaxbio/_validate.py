@@ -1,15 +1,140 @@
-"""Validation of model dicts (numpy, outside jit). Every error names the segment and field."""
+"""Input validation, the one home of jaxbio's checks.
+
+Two kinds of check live here:
+
+- **Argument checks** for every public function and module (`as_float`, `as_shape`, `concrete`,
+  `check_values`, `check_finite`). They run before tracing on concrete values and raise a
+  ``ValueError`` that names the argument (and where the first bad entry is); on traced values the
+  value checks are skipped (`check_values`) or become an `equinox.error_if` (`check_finite`, whose
+  return value must flow on).
+- **Model dicts** (`validate_model_dict`, `check_inertia`): numpy, outside jit; every error names
+  the segment and field.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+import equinox as eqx
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from jaxbio.tree import JOINT_TYPES
 
 _QUAT_TOL = 1e-6
 _SYM_TOL = 1e-9
+
+
+# ---- argument checks ----------------------------------------------------------------------------
+
+
+def is_concrete(x) -> bool:
+    """True unless ``x`` is a JAX tracer (value checks can run on it before tracing)."""
+    return not isinstance(x, jax.core.Tracer)
+
+
+def any_traced(*xs) -> bool:
+    """True if any leaf of the pytrees ``xs`` is a JAX tracer."""
+    return any(not is_concrete(x) for x in jax.tree_util.tree_leaves(xs))
+
+
+def concrete(x) -> np.ndarray | None:
+    """``x`` as numpy if it is concrete (not traced), else None (value checks skipped under tracing)."""
+    return np.asarray(x) if is_concrete(x) else None
+
+
+def as_float(x, name: str = "value", *, like=None):
+    """``x`` as a floating JAX array (integers and bools are promoted to the default float, or to
+    ``like``'s dtype when given); ``ValueError`` naming ``name`` for other dtypes (complex, objects)."""
+    x = jnp.asarray(x)
+    if not (jnp.issubdtype(x.dtype, jnp.floating) or jnp.issubdtype(x.dtype, jnp.integer) or x.dtype == bool):
+        raise ValueError(f"{name} must be a real array, got dtype {x.dtype}")
+    dtype = jnp.result_type(x, float) if like is None else jnp.asarray(like).dtype
+    return x if x.dtype == dtype else x.astype(dtype)
+
+
+def as_shape(x, shape: tuple[int, ...], name: str, context: str = "", *, like=None):
+    """``as_float(x)`` of exactly ``shape``; ``ValueError`` "``name`` has shape …, expected …``context``"."""
+    x = as_float(x, name, like=like)
+    if x.shape != tuple(shape):
+        raise ValueError(f"{name} has shape {tuple(x.shape)}, expected {tuple(shape)}{context}")
+    return x
+
+
+def check_values(x, name: str, *, finite: bool = True, positive: bool = False, nonnegative: bool = False,
+                 below: float | None = None) -> None:
+    """Raise ``ValueError`` naming ``name`` if the concrete value ``x`` breaks a bound.
+
+    Traced values pass unchecked (there is no value to look at before tracing).
+    """
+    a = concrete(x)
+    if a is None:
+        return
+    if finite and not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} must be finite (contains NaN or inf), got {a.tolist()}")
+    if positive and not np.all(a > 0):
+        raise ValueError(f"{name} must be positive (> 0), got {a.tolist()}")
+    if nonnegative and not np.all(a >= 0):
+        raise ValueError(f"{name} must be non-negative (≥ 0), got {a.tolist()}")
+    if below is not None and not np.all(a < below):
+        raise ValueError(f"{name} must be < {below:.6g}, got {a.tolist()}")
+
+
+def check_finite(x, name: str, *, check: bool = True,
+                 locate: Callable[[tuple[int, ...], int], str] | None = None, hint: str = ""):
+    """``x`` unchanged after a NaN/inf check.
+
+    Concrete ``x``: ``ValueError`` "``name`` contains NaN or inf" followed by ``locate(index of the
+    first bad entry, number of bad entries)`` (default: `` (first at index …)`` for arrays) and
+    ``hint``. Traced ``x`` with ``check=True``: an `equinox.error_if` (raises at run time, also
+    under jit/vmap; the returned array must be used); with ``check=False`` nothing.
+    """
+    if is_concrete(x):
+        bad = ~np.isfinite(np.asarray(x))
+        if bad.any():
+            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            if locate is not None:
+                where = locate(idx, int(bad.sum()))
+            else:
+                where = f" (first at index {idx})" if idx else ""
+            raise ValueError(f"{name} contains NaN or inf{where}{hint}")
+        return x
+    if check:
+        return eqx.error_if(x, ~jnp.all(jnp.isfinite(x)), f"{name} contains NaN or inf")
+    return x
+
+
+def check_eagerly(checks, *xs) -> None:
+    """Run ``checks`` (pairs ``(bad(xp, *xs) -> bool array, message)``, ``xp`` numpy or jax.numpy)
+    with numpy and raise ``ValueError(message)`` when the inputs are concrete; nothing for traced
+    inputs (the jitted code enforces the same checks with `enforce`)."""
+    if any_traced(*xs):
+        return
+    ys = [None if x is None else np.asarray(x) for x in xs]
+    for bad, msg in checks:
+        if bool(np.any(bad(np, *ys))):
+            raise ValueError(msg)
+
+
+def enforce(x, checks, *xs):
+    """``x`` unchanged, with an `equinox.error_if` per check of `check_eagerly`'s form (raises at
+    run time, also under jit/vmap; the returned array must be used)."""
+    for bad, msg in checks:
+        x = eqx.error_if(x, bad(jnp, *xs), msg)
+    return x
+
+
+def finite(x, name: str):
+    """``x`` unchanged, with an `equinox.error_if` for NaN/inf (also on concrete values, at run time).
+
+    The returned array must be used for the check to stay in the graph.
+    """
+    return eqx.error_if(x, ~jnp.all(jnp.isfinite(x)), f"{name} contains NaN or inf")
+
+
+# ---- model dicts ----------------------------------------------------------------------------------
 
 
 def _vec(value: Any, shape: tuple[int, ...], where: str) -> np.ndarray:

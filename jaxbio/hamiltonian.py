@@ -34,6 +34,7 @@ import jax.scipy.linalg as jsl
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from jaxbio._validate import concrete as _concrete
 from jaxbio.dynamics import gravity_forces, kinetic_energy_gradient, mass_matrix, potential_energy
 from jaxbio.tree import SegmentTree
 
@@ -474,11 +475,6 @@ class HamiltonianSystem(eqx.Module):
         q, p = y["q"], y["p"]
         qd = velocities(self.tree, q, p)
         return jnp.dot(qd, self.drive_force(t, y, qd) - self.dissipation.force(q, qd))
-
-
-def _concrete(x):
-    """``x`` as numpy when it is concrete, None when traced (checks then happen before tracing)."""
-    return None if isinstance(x, jax.core.Tracer) else np.asarray(x)
 
 
 def _check_vector(x, n, name):

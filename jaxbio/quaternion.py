@@ -3,7 +3,8 @@
 Convention: active rotations, ``v_world = rotate(q, v_body) = R(q) @ v_body``, with
 ``R(q)`` the attitude matrix of seed 001 eq. 1. Every function works on a single
 quaternion ``(4,)`` or on any leading batch ``(..., 4)``; none of them uses a matmul,
-so float32 on a GPU is not degraded by TF32.
+so float32 on a GPU is not degraded by TF32. `multiply` and `to_matrix` also work on numpy
+arrays (and then return numpy, with no JAX dispatch), for model building outside jit.
 
 Scipy's ``Rotation`` stores ``(x, y, z, w)``; convert with ``q[..., [1, 2, 3, 0]]``.
 """
@@ -11,6 +12,7 @@ Scipy's ``Rotation`` stores ``(x, y, z, w)``; convert with ``q[..., [1, 2, 3, 0]
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio.spatial import cross as _cross
@@ -27,6 +29,11 @@ __all__ = [
 ]
 
 
+def _xp(*xs):
+    """numpy when every input is a numpy array (build time), else jax.numpy."""
+    return np if all(isinstance(x, np.ndarray) for x in xs) else jnp
+
+
 def identity(dtype=None) -> Float[Array, "4"]:
     """The identity rotation ``(1, 0, 0, 0)``."""
     return jnp.array([1.0, 0.0, 0.0, 0.0], dtype=dtype)
@@ -34,11 +41,12 @@ def identity(dtype=None) -> Float[Array, "4"]:
 
 def multiply(p: Float[ArrayLike, "... 4"], q: Float[ArrayLike, "... 4"]) -> Float[Array, "... 4"]:
     """Hamilton product ``p ⊗ q`` (apply ``q`` first, then ``p``)."""
-    p = jnp.asarray(p)
-    q = jnp.asarray(q)
+    xp = _xp(p, q)
+    p = xp.asarray(p)
+    q = xp.asarray(q)
     pw, px, py, pz = p[..., 0], p[..., 1], p[..., 2], p[..., 3]
     qw, qx, qy, qz = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
-    return jnp.stack(
+    return xp.stack(
         [
             pw * qw - px * qx - py * qy - pz * qz,
             pw * qx + px * qw + py * qz - pz * qy,
@@ -75,7 +83,8 @@ def to_matrix(q: Float[ArrayLike, "... 4"]) -> Float[Array, "... 3 3"]:
     (The extracted text of eq. 1 prints ``‖q‖² E``; for a rotation the scalar term must be
     ``w² − |u|²``, which is what Dumas et al. 2004 and every rotation library use.)
     """
-    q = jnp.asarray(q)
+    xp = _xp(q)
+    q = xp.asarray(q)
     w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
     s = w * w - x * x - y * y - z * z
     rows = [
@@ -83,7 +92,7 @@ def to_matrix(q: Float[ArrayLike, "... 4"]) -> Float[Array, "... 3 3"]:
         [2 * (x * y + w * z), s + 2 * y * y, 2 * (y * z - w * x)],
         [2 * (x * z - w * y), 2 * (y * z + w * x), s + 2 * z * z],
     ]
-    return jnp.stack([jnp.stack(r, axis=-1) for r in rows], axis=-2)
+    return xp.stack([xp.stack(r, axis=-1) for r in rows], axis=-2)
 
 
 def from_axis_angle(

@@ -16,7 +16,7 @@ from scipy.optimize import linprog
 from scipy.spatial.transform import Rotation
 
 import jaxbio as jb
-from jaxbio.estimation import arm as du
+from jaxbio.papers import du_arm as du
 
 G = 9.81
 LOAD = 5.0  # kg held in the hand (the text gives no number)
@@ -522,3 +522,13 @@ def test_tension_gradient_through_ik_and_recursion():
     # vmap over grips: the same tensions as one grip at a time
     grips = g0 + jnp.array([[0.0, 0.0, 0.0], [0.05, 0.02, -0.03], [-0.04, 0.05, 0.02]])
     np.testing.assert_allclose(jax.jit(jax.vmap(tension))(grips), [float(f(x)) for x in grips], rtol=1e-12)
+
+
+def test_de_leva_arm_reads_the_one_anthropometric_table():
+    from jaxbio.models.anthropometrics import DE_LEVA_MALE
+
+    arm = du.Arm.de_leva(hand=True, body_mass=80.0, dtype=jnp.float64)
+    rows = [DE_LEVA_MALE[k] for k in ("upper_arm", "forearm", "hand")]
+    np.testing.assert_allclose(arm.lengths, [r.length_mm / 1000 for r in rows], rtol=1e-15)
+    np.testing.assert_allclose(arm.masses, [80.0 * r.mass / 100 for r in rows], rtol=1e-15)
+    np.testing.assert_allclose(arm.com_ratios, [r.com / 100 for r in rows], rtol=1e-15)

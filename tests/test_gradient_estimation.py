@@ -24,7 +24,7 @@ from jaxbio.estimation import gradient as ge
 from jaxbio.muscles import geometry
 from jaxbio.muscles.activation import ActivationDynamics
 from jaxbio.muscles.drive import MuscleActuatedDrive
-from jaxbio.muscles.sets import load_muscle_set
+from jaxbio.muscles.sets import elbow_arm26, load_muscle_set
 
 NODES = np.linspace(0.0, 0.3, 4)  # s
 #: true excitations of TRIlat, BICshort, BRA at the nodes (distinct time courses: F⁰ identifiable)
@@ -37,7 +37,7 @@ SCALE = np.array([0.7, 1.3, 0.8])  # initial guess of F⁰ relative to the truth
 @pytest.fixture(scope="module")
 def elbow():
     """arm26 with the shoulder locked: 1 DOF, 3 muscles, the true excitations, y0 at t = 0."""
-    tree, paths, hill = ge.elbow_arm26(dtype=jnp.float64)
+    tree, paths, hill = elbow_arm26(dtype=jnp.float64)
     drive = MuscleActuatedDrive(tree, paths, hill, ActivationDynamics(),
                                 ge.PiecewiseLinearExcitation(NODES, TRUE_U))
     system = jb.HamiltonianSystem(tree, drive=drive)
@@ -88,7 +88,7 @@ def test_elbow_arm26_equals_full_arm26_with_the_shoulder_held():
     """With the shoulder locked at 0.4 rad, the 1-DOF model's path points and forearm pose equal
     the full arm26's at (0.4, elbow angle), so lengths, moment arms, M and g do too."""
     tree, paths, _ = load_muscle_set("arm26", dtype=jnp.float64)
-    etree, epaths, hill = ge.elbow_arm26(("BIClong", "TRIlong", "BRA"), shoulder_angle=0.4, dtype=jnp.float64)
+    etree, epaths, hill = elbow_arm26(("BIClong", "TRIlong", "BRA"), shoulder_angle=0.4, dtype=jnp.float64)
     sel = np.array([paths.index(n) for n in epaths.names])
     P = epaths.max_points
     np.testing.assert_allclose(hill.max_isometric_force, [624.3, 798.52, 987.26])

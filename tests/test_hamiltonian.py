@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import jaxbio as jb
-from jaxbio import double_pendulum as dp
+from jaxbio.papers import watanabe_pendulum as dp
 from jaxbio import hamiltonian as ham
 from jaxbio.simulation import stop_when
 from tests._models import random_model_dict

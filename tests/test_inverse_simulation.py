@@ -11,21 +11,19 @@ import pytest
 import scipy.optimize as so
 
 import jaxbio as jb
+from jaxbio.dynamics import Contact, constrained_forward_dynamics, contact_jacobian
 from jaxbio.estimation._inverse_simulation import (
-    Contact,
-    constrained_forward_dynamics,
-    contact_jacobian,
     control_matrix,
     inverse_simulate_motion,
     inverse_simulation,
     unproducible_moments,
 )
 from jaxbio.estimation.pseudoinverse import clamped_pseudoinverse
-from jaxbio.estimation.sagittal_muscles import sagittal11_muscle_model
+from jaxbio.papers.blajer_body import sagittal11_muscle_model
 from jaxbio.muscles.geometry import moment_arms
 from jaxbio.muscles.sets import load_muscle_set
 
-FOOT_R = (Contact("foot_r", (0.0, -0.067899, 0.0)),)
+FOOT_R = (Contact("foot_r", (0.0, -0.067899, 0.0), weld=True),)
 
 
 # ---- clamped pseudoinverse ------------------------------------------------------------------
@@ -159,7 +157,7 @@ def _controls(rng, model, T):
 _B = jax.jit(jax.vmap(control_matrix, in_axes=(None, 0)))
 _fd = jax.jit(jax.vmap(jb.forward_dynamics, in_axes=(None, 0, 0, 0)))
 _id = jax.jit(jax.vmap(jb.inverse_dynamics, in_axes=(None, 0, 0, 0)))
-_cfd = jax.jit(jax.vmap(constrained_forward_dynamics, in_axes=(None, 0, 0, 0, None)), static_argnums=4)
+_cfd = jax.jit(jax.vmap(constrained_forward_dynamics, in_axes=(None, 0, 0, 0, None)))
 
 
 def _flying_data(rng, model, T):
@@ -173,14 +171,14 @@ def _flying_data(rng, model, T):
 def _support_data(rng, model, T, contacts):
     q, _ = _states(rng, T)
     # velocities that keep the contacts still: in the null space of C
-    C = np.asarray(jax.jit(jax.vmap(contact_jacobian, in_axes=(None, 0, None)), static_argnums=2)(
-        model.tree, q, contacts))
+    C = np.asarray(jax.jit(jax.vmap(contact_jacobian, in_axes=(None, 0, None)))(model.tree, q, contacts))
     V = np.linalg.svd(C)[2][:, C.shape[1]:]  # (T, n − r, n)
     qd = np.einsum("tkn,tk->tn", V, rng.normal(size=V.shape[:2]))
     u = _controls(rng, model, T)
     B = np.asarray(_B(model, q))
-    qdd, lam = _cfd(model.tree, q, qd, np.einsum("tnm,tm->tn", B, u), contacts)
-    return q, qd, np.asarray(qdd), u, B, np.asarray(lam)
+    qdd, ground = _cfd(model.tree, q, qd, np.einsum("tnm,tm->tn", B, u), contacts)
+    lam = np.concatenate([np.asarray(ground)[:, i, : c.rows] for i, c in enumerate(contacts)], axis=1)
+    return q, qd, np.asarray(qdd), u, B, lam
 
 
 def test_nonredundant_flying_round_trip(small_model):

@@ -26,9 +26,9 @@ import numpy as np
 import pytest
 
 import jaxbio as jb
-from jaxbio.planar.chain import (
+from jaxbio.papers.biscarini_chain import (
     BASE,
-    Contacts,
+    ResistancePoints,
     LinearMuscles,
     PlanarChain,
     base_load_from_balance,
@@ -85,8 +85,8 @@ def random_muscles(rng, n, count) -> LinearMuscles:
                          rng.uniform(-0.3, 0.3, (count, 2)))
 
 
-def random_contacts(rng, n, count) -> Contacts:
-    return Contacts(n, rng.integers(0, n, count).tolist(), rng.uniform(-0.4, 0.4, (count, 2)))
+def random_contacts(rng, n, count) -> ResistancePoints:
+    return ResistancePoints(n, rng.integers(0, n, count).tolist(), rng.uniform(-0.4, 0.4, (count, 2)))
 
 
 def random_frames(rng, n, n_muscles, n_contacts, batch):
@@ -171,7 +171,7 @@ def np_spanning_forces(p, muscles, theta, tensions):
 
 
 def polar_contacts(p, contacts, theta, contact_forces, n):
-    """Contacts in the seed's parametrisation, per 1-based link: list of (l_R, ε_R, γ_R, |R|)."""
+    """ResistancePoints in the seed's parametrisation, per 1-based link: list of (l_R, ε_R, γ_R, |R|)."""
     per_link = {k: [] for k in range(n + 1)}
     for c, link in enumerate(contacts.links):
         x, y = np.asarray(contacts.points[c])
@@ -542,7 +542,7 @@ def test_appendix_a_non_slender_with_contacts(n):
     chain = random_chain(rng, n)
     lR, eR, gR, Rmag = (rng.uniform(0.05, 0.5, n), rng.uniform(-1, 1, n), rng.uniform(-np.pi, np.pi, n),
                         rng.uniform(0, 80, n))
-    contacts = Contacts(chain, list(range(n)), np.stack([lR * np.cos(eR), lR * np.sin(eR)], -1))
+    contacts = ResistancePoints(chain, list(range(n)), np.stack([lR * np.cos(eR), lR * np.sin(eR)], -1))
     th, thd, thdd, _, _ = random_frames(rng, n, 0, 0, 4)
     angle = th + gR  # γ_R is measured from û_i: the world direction moves with the link
     forces = Rmag[None, :, None] * np.stack([np.cos(angle), np.sin(angle)], -1)
@@ -565,7 +565,7 @@ def test_appendix_a_slender_rods_joint_space(n):
     th, thd, thdd = (np.asarray(joint_to_link_angles(x)) for x in (alpha, alpha_d, alpha_dd))
     np.testing.assert_allclose(link_to_joint_angles(th), alpha, rtol=0, atol=1e-14)
     # zero contact forces on the contact layout of the test above: same compiled function
-    contacts = Contacts(chain, list(range(n)), np.full((n, 2), 0.1))
+    contacts = ResistancePoints(chain, list(range(n)), np.full((n, 2), 0.1))
     tau = np.asarray(_torques(chain, th, thd, thdd, contacts, np.zeros((4, n, 2))))
     s = _symbols(chain)
     zero = {k: (0.0, 0.0, 0.0, 0.0) for k in range(1, n + 1)}
@@ -711,11 +711,11 @@ def test_bad_models_raise_value_error():
     with pytest.raises(ValueError, match="2 origin links but 1 insertion"):
         LinearMuscles(chain, [0, 1], [1], pts, pts)
     with pytest.raises(ValueError, match="link 5 does not exist"):
-        Contacts(chain, [5], pts)
+        ResistancePoints(chain, [5], pts)
     with pytest.raises(ValueError, match="base carries no contact"):
-        Contacts(chain, [BASE], pts)
-    with pytest.raises(ValueError, match="Contacts.points has shape"):
-        Contacts(chain, [0, 1], pts)
+        ResistancePoints(chain, [BASE], pts)
+    with pytest.raises(ValueError, match="ResistancePoints.points has shape"):
+        ResistancePoints(chain, [0, 1], pts)
     with pytest.raises(ValueError, match="masses has shape"):
         PlanarChain([0.5, 0.4], [1.0], [0.2, 0.2], [0.0, 0.0], [0.1, 0.1])
     with pytest.raises(ValueError, match="masses must be positive"):
@@ -729,7 +729,7 @@ def test_bad_models_raise_value_error():
 def test_bad_calls_raise_value_error():
     chain = PlanarChain.slender_rods([0.5, 0.4, 0.3], [2.0, 1.5, 1.0])
     muscles = LinearMuscles(chain, [BASE, 0], [2, 1], np.full((2, 2), 0.1), np.full((2, 2), 0.1))
-    contacts = Contacts(chain, [2], np.array([[0.3, 0.0]]))
+    contacts = ResistancePoints(chain, [2], np.array([[0.3, 0.0]]))
     z = np.zeros(3)
     with pytest.raises(ValueError, match=r"theta has shape \(4,\), expected \(3,\)"):
         chain_torques(chain, np.zeros(4), z, z)

@@ -92,3 +92,16 @@ def test_jit_vmap_grad_and_float32(rots):
     v = jnp.array([0.3, -1.0, 2.0])
     g = jax.grad(lambda v: jnp.sum(quat.rotate(q[0], v) ** 2))(v)
     np.testing.assert_allclose(g, 2 * v, atol=1e-13)
+
+
+def test_numpy_inputs_stay_numpy_and_agree_with_jax():
+    """`to_matrix` and `multiply` on numpy arrays (model building, outside jit) give numpy arrays
+    equal to the JAX path."""
+    rots = Rotation.random(20, random_state=3)
+    p, q = wxyz(rots), wxyz(Rotation.random(20, random_state=4))
+    m = quat.to_matrix(np.asarray(p))
+    assert isinstance(m, np.ndarray)
+    np.testing.assert_allclose(m, quat.to_matrix(jnp.asarray(p)), atol=1e-15)
+    prod = quat.multiply(np.asarray(p), np.asarray(q))
+    assert isinstance(prod, np.ndarray)
+    np.testing.assert_allclose(prod, quat.multiply(jnp.asarray(p), jnp.asarray(q)), atol=1e-15)

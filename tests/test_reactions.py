@@ -27,9 +27,9 @@ import pytest
 
 import jaxbio as jb
 from jaxbio.dynamics.kinematics import segment_motion
-from jaxbio.planar import absolute as ab
-from jaxbio.planar import reactions as rx
-from jaxbio.planar.absolute import GroundContact
+from jaxbio.dynamics import Contact, contact_external
+from jaxbio.dynamics import absolute as ab
+from jaxbio.dynamics import constrained as rx
 
 pin = pytest.importorskip("pinocchio")
 from tests import pinocchio_ref as ref  # noqa: E402
@@ -39,7 +39,7 @@ N = TREE.nq
 HEEL = (-0.04877, -0.0679)  # foot frame
 TOE_TIP = (0.2093 - 0.13003, 0.0)  # toes frame (origin at the MTP joint)
 # single stance on the right foot flat, left toe tip touching: 5 constraint rows
-SUPPORT = (GroundContact("foot_r", jnp.array(HEEL), weld=True), GroundContact("toes_l", jnp.array(TOE_TIP)))
+SUPPORT = (Contact("foot_r", jnp.array(HEEL), weld=True), Contact("toes_l", jnp.array(TOE_TIP)))
 LEG_R = ("thigh_r", "shank_r", "foot_r", "toes_r")
 TOL = 1e-9
 
@@ -137,7 +137,7 @@ def test_three_schemes_agree_in_flight(pin_model):
 @jax.vmap
 def _support(q, qd, tau):
     qdd, ground = rx.constrained_forward_dynamics(TREE, q, qd, tau, SUPPORT)
-    external = rx.contact_external(TREE, q, SUPPORT, ground)
+    external = contact_external(TREE, q, SUPPORT, ground)
     a = rx.reactions_recursion(TREE, q, qd, qdd, external)
     b, ground_b = rx.reactions_lagrange(TREE, q, qd, tau, SUPPORT)
     c = rx.reactions_augmented(TREE, q, qd, qdd, tau, external, joints=LEG_R)
@@ -239,9 +239,9 @@ def test_gradient_of_lagrange_scheme_against_finite_differences():
 
 def test_redundant_or_unknown_contacts_raise_before_tracing():
     z = jnp.zeros(N)
-    two_pins = (GroundContact("foot_r", jnp.array(HEEL)), GroundContact("foot_r", jnp.array([0.2, -0.0679])))
-    weld_and_toe = (GroundContact("foot_r", jnp.array(HEEL), weld=True), GroundContact("toes_r", jnp.array(TOE_TIP)))
-    too_many = tuple(GroundContact(s, jnp.zeros(2), weld=True) for s in ("foot_r", "foot_l", "toes_r", "toes_l"))
+    two_pins = (Contact("foot_r", jnp.array(HEEL)), Contact("foot_r", jnp.array([0.2, -0.0679])))
+    weld_and_toe = (Contact("foot_r", jnp.array(HEEL), weld=True), Contact("toes_r", jnp.array(TOE_TIP)))
+    too_many = tuple(Contact(s, jnp.zeros(2), weld=True) for s in ("foot_r", "foot_l", "toes_r", "toes_l"))
     for contacts, match in ((two_pins, "only 3 are independent"), (weld_and_toe, "only 4 are independent"),
                             (too_many, "over-constrains")):
         with pytest.raises(ValueError, match=match):
@@ -249,11 +249,11 @@ def test_redundant_or_unknown_contacts_raise_before_tracing():
         with pytest.raises(ValueError, match=match):
             rx.constrained_forward_dynamics(TREE, z, z, z, contacts)
     with pytest.raises(ValueError, match="no segment named 'heel'"):
-        rx.reactions_lagrange(TREE, z, z, z, (GroundContact("heel", jnp.zeros(2)),))
+        rx.reactions_lagrange(TREE, z, z, z, (Contact("heel", jnp.zeros(2)),))
     with pytest.raises(ValueError, match="no segment named 'knee'"):
         rx.reactions_augmented(TREE, z, z, z, z, joints=("knee",))
     with pytest.raises(ValueError, match="shape"):
-        GroundContact("foot_r", jnp.zeros(4))
+        Contact("foot_r", jnp.zeros(4))
 
 
 def test_singular_constraint_set_raises_at_run_time(support_batch):

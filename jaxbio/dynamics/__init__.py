@@ -1,25 +1,60 @@
-"""Rigid-body dynamics of segment trees: one file per algorithm."""
+"""Rigid-body dynamics of segment trees: one file per algorithm.
 
+- `kinematics`: forward kinematics and the one point Jacobian (`point_jacobian`).
+- `rnea`, `mass_matrix`, `forward`, `energy`: inverse and forward dynamics, energies.
+- `contact`: the one contact type (`Contact`, a point of a segment held on the ground) and its
+  constraint rows.
+- `absolute`: absolute (Cartesian) coordinates of any planar tree.
+- `constrained`: constrained dynamics of planar trees — the support phase
+  (`constrained_forward_dynamics`) and joint reactions three ways (d'Alembert recursion, Lagrange
+  multipliers, the augmented joint-coordinate method).
+"""
+
+from jaxbio.dynamics import absolute, constrained, contact
+from jaxbio.dynamics.constrained import (
+    augmented_multipliers,
+    constrained_forward_dynamics,
+    lagrange_multipliers,
+    planar_wrenches,
+    reactions_augmented,
+    reactions_lagrange,
+    reactions_recursion,
+)
+from jaxbio.dynamics.contact import Contact, contact_external, contact_jacobian
 from jaxbio.dynamics.energy import (center_of_mass, kinetic_energy, kinetic_energy_gradient, potential_energy,
                                    segment_coms)
 from jaxbio.dynamics.forward import forward_dynamics
-from jaxbio.dynamics.kinematics import SegmentMotion, forward_kinematics, segment_motion
+from jaxbio.dynamics.kinematics import SegmentMotion, forward_kinematics, point_jacobian, segment_motion
 from jaxbio.dynamics.mass_matrix import bias_forces, com_jacobians, gravity_forces, mass_matrix
 from jaxbio.dynamics.rnea import inverse_dynamics, rnea, segment_wrenches
 
 __all__ = [
+    "Contact",
     "SegmentMotion",
+    "absolute",
+    "augmented_multipliers",
     "bias_forces",
     "center_of_mass",
     "com_jacobians",
+    "constrained",
+    "constrained_forward_dynamics",
+    "contact",
+    "contact_external",
+    "contact_jacobian",
     "forward_dynamics",
     "forward_kinematics",
     "gravity_forces",
     "inverse_dynamics",
     "kinetic_energy",
     "kinetic_energy_gradient",
+    "lagrange_multipliers",
     "mass_matrix",
+    "planar_wrenches",
+    "point_jacobian",
     "potential_energy",
+    "reactions_augmented",
+    "reactions_lagrange",
+    "reactions_recursion",
     "rnea",
     "segment_coms",
     "segment_motion",

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import functools
 
-import equinox as eqx
 import jax
-import jax.numpy as jnp
 
+from jaxbio._validate import as_shape, finite
 from jaxbio.tree import SegmentTree
 
 #: Decorator for the public dynamics functions: compiled on first call (so eager use is fast),
@@ -15,25 +14,11 @@ from jaxbio.tree import SegmentTree
 public = functools.partial(jax.jit, static_argnames=("check",))
 
 
-def finite(x, name: str):
-    """``x`` unchanged, raising at run time (also under jit) if it holds NaN or inf.
-
-    Uses `equinox.error_if`; the returned array must be used for the check to stay in the graph.
-    """
-    return eqx.error_if(x, ~jnp.all(jnp.isfinite(x)), f"{name} contains NaN or inf")
-
-
 def as_state(tree: SegmentTree, x, name: str, check: bool, shape: tuple[int, ...] | None = None):
     """``x`` as an array of shape ``(tree.nq,)`` (or ``shape``); ValueError at trace time otherwise."""
-    x = jnp.asarray(x)
-    if not jnp.issubdtype(x.dtype, jnp.floating):
-        x = x.astype(jnp.result_type(float))
     want = (tree.nq,) if shape is None else shape
-    if x.shape != want:
-        raise ValueError(
-            f"{name} has shape {x.shape}, expected {want} for model {tree.name!r} "
-            f"({tree.nq} coordinates: {', '.join(tree.names)}); batch with jax.vmap"
-        )
+    x = as_shape(x, want, name, f" for model {tree.name!r} ({tree.nq} coordinates: "
+                 f"{', '.join(tree.names)}); batch with jax.vmap")
     return finite(x, name) if check else x
 
 

@@ -1,18 +1,21 @@
-"""Forward kinematics: world attitudes (quaternions), positions, velocities, accelerations."""
+"""Forward kinematics: world attitudes (quaternions), positions, velocities, accelerations, and the
+world Jacobian of a point fixed on a segment (`point_jacobian`, the one every algorithm uses)."""
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, ArrayLike, Float, Int
 
+from jaxbio import quaternion as quat
 from jaxbio.dynamics import _soa as soa
 from jaxbio.dynamics._checks import public, as_state
 from jaxbio.dynamics._levels import forward_pass, levels_of
+from jaxbio.spatial import cross
 from jaxbio.tree import SegmentTree
 
-__all__ = ["forward_kinematics", "SegmentMotion", "segment_motion", "motion_soa"]
+__all__ = ["forward_kinematics", "SegmentMotion", "segment_motion", "motion_soa", "point_jacobian"]
 
 
 class SegmentMotion(NamedTuple):
@@ -123,3 +126,38 @@ def forward_kinematics(
     q = as_state(tree, q, "q", check)
     m = segment_motion(tree, q)
     return m.position, m.attitude
+
+
+def point_jacobian(
+    tree: SegmentTree,
+    q: Float[ArrayLike, " n"],
+    segment: str | int | Int[ArrayLike, ""],
+    point: Float[ArrayLike, " 3"],
+    *,
+    motion: SegmentMotion | None = None,
+) -> tuple[Float[Array, "3 n"], Float[Array, "3 n"]]:
+    """World velocity Jacobians of a point fixed on a segment: ``v = J_v q̇``, ``ω = J_ω q̇``.
+
+    Column ``j`` is non-zero only where joint ``j`` moves ``segment`` (a static ancestor mask):
+    ``a_j × (X − O_j)`` (revolute, ``a_j`` the world joint axis, ``O_j`` its centre, ``X`` the
+    point) or ``a_j`` (prismatic) for ``J_v``; ``a_j`` (revolute) or 0 for ``J_ω``.
+
+    Args:
+        tree: the model.
+        q: ``(n,)`` rad / m, generalised coordinates.
+        segment: the segment's name, or its index (an int, also a traced one: `jax.vmap` over
+            segments and points gives the Jacobians of many points, as `com_jacobians` does).
+        point: ``(3,)`` m, the point in the segment frame.
+        motion: optional `segment_motion` of ``(tree, q)`` already computed (it is reused).
+
+    Returns:
+        ``(J_v, J_ω)``, each ``(3, n)``, world frame: m/rad (m/m on prismatic joints) and rad/rad.
+    """
+    seg = tree.names.index(segment) if isinstance(segment, str) else segment
+    mo = segment_motion(tree, jnp.asarray(q)) if motion is None else motion
+    X = mo.position[seg] + quat.rotate(mo.attitude[seg], jnp.asarray(point, mo.position.dtype))
+    anc = jnp.asarray(tree.ancestors)[seg][:, None]  # (n, 1): joint j moves the segment
+    rev = jnp.asarray(tree.is_revolute)[:, None]
+    jv = jnp.where(anc, jnp.where(rev, cross(mo.axis, X[None, :] - mo.position), mo.axis), 0.0)
+    jw = jnp.where(anc & rev, mo.axis, 0.0)
+    return jv.T, jw.T

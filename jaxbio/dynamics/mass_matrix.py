@@ -10,17 +10,16 @@ check ``inverse_dynamics(q, qd, forward_dynamics(q, qd, tau)) = tau`` across the
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from jaxbio import quaternion as quat
 from jaxbio.dynamics import _one_segment
 from jaxbio.dynamics._batched import mass_matrix_batch, vmapped_by
 from jaxbio.dynamics._checks import public, as_state, finite
-from jaxbio.dynamics.kinematics import segment_motion
+from jaxbio.dynamics.kinematics import point_jacobian, segment_motion
 from jaxbio.dynamics.rnea import _tau, world_inertia_times
-from jaxbio.spatial import cross, dot
+from jaxbio.spatial import dot
 from jaxbio.tree import SegmentTree
 
 __all__ = ["mass_matrix", "bias_forces", "gravity_forces", "com_jacobians"]
@@ -30,14 +29,8 @@ def com_jacobians(tree: SegmentTree, q) -> tuple[Float[Array, "n n 3"], Float[Ar
     """``J_v[k, j]`` and ``J_ω[k, j]``: world velocity of COM ``k`` / angular velocity of segment
     ``k`` per unit ``qd[j]``. Also returns the segment motion used."""
     mo = segment_motion(tree, q)
-    com_world = mo.position + quat.rotate(mo.attitude, tree.coms)  # (n, 3)
-    anc = jnp.asarray(tree.ancestors)[:, :, None]  # (k, j, 1)
-    rev = jnp.asarray(tree.is_revolute)[None, :, None]
-    s = mo.axis[None, :, :]  # (1, j, 3)
-    lever = com_world[:, None, :] - mo.position[None, :, :]  # (k, j, 3)
-    jv = jnp.where(anc, jnp.where(rev, cross(s, lever), s), 0.0)
-    jw = jnp.where(anc & rev, s, 0.0)
-    return jv, jw, mo
+    jv, jw = jax.vmap(lambda k, c: point_jacobian(tree, q, k, c, motion=mo))(jnp.arange(tree.nq), tree.coms)
+    return jnp.swapaxes(jv, 1, 2), jnp.swapaxes(jw, 1, 2), mo
 
 
 @public

@@ -27,12 +27,12 @@ here the joint coordinates are relative angles, so B̄′ is a selection and its
   minimum-norm and clamped solutions, without the ``M⁻¹`` row scaling (toes vs. trunk: 10⁴).
 
 **Support phase** (``contacts``: segments fixed to the ground, no slip): the contact Jacobian
-``C`` (r × n; per contact the world x, y velocity of its point and, for a flat contact, the
+``C`` (r × n; per contact the world x, y velocity of its point and, for a welded contact, the
 segment's angular velocity) and ``D̄`` (n × k, k = n − r, orthonormal, ``C D̄ = 0``, the basis of
 the unconstrained subspace of eq. I.9), then eqs. 7–8: ``H′ = D̄ᵀB̄′``, ``h = D̄ᵀf``,
 ``H = D̄ᵀB̄ = H′S`` and ``u = H†h`` (eq. 6). The ground reactions ``λ = (CCᵀ)⁻¹C(f − Bu)`` (the
 role of eq. I.16) and the contact acceleration ``C q̈ + Ċq̇`` (must vanish for a consistent motion)
-are returned. With one foot flat, ``r = 3`` and ``k = 8`` equals the number of joints (as in seed
+are returned. With one foot welded (flat), ``r = 3`` and ``k = 8`` equals the number of joints (as in seed
 003), so the joint moments ``u′ = H′⁻¹h`` are unique; with both feet down they are not and
 ``required_moments`` is the least-norm one.
 
@@ -48,8 +48,6 @@ controls do not depend on which basis is used, so their derivatives are exact.
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 from typing import Sequence
 
 import equinox as eqx
@@ -59,52 +57,21 @@ import jax.scipy.linalg as jsl
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from jaxbio import quaternion as quat
-from jaxbio.dynamics.kinematics import segment_motion
+from jaxbio._validate import check_finite, concrete, is_concrete
+from jaxbio.dynamics.contact import Contact, check_contacts, contact_terms
 from jaxbio.dynamics.mass_matrix import bias_forces, mass_matrix
 from jaxbio.estimation.pseudoinverse import PseudoinverseSolution, clamped_pseudoinverse
 from jaxbio.muscles.geometry import MusclePaths, moment_arms
-from jaxbio.planar.absolute import GroundContact
-from jaxbio.planar.reactions import constrained_forward_dynamics as planar_cfd
 from jaxbio.tree import SegmentTree
 
 __all__ = [
-    "Contact",
     "InverseSimulationModel",
     "InverseSimulationResult",
-    "constrained_forward_dynamics",
-    "contact_jacobian",
     "control_matrix",
     "inverse_simulation",
     "inverse_simulate_motion",
     "unproducible_moments",
 ]
-
-
-@dataclasses.dataclass(frozen=True)
-class Contact:
-    """A no-slip contact of a segment with the ground (planar: world x, y, rotation about z).
-
-    - ``segment``: segment name.
-    - ``point``: ``(3,)`` m, the contact point in the segment frame (where the reaction force acts
-      and about which its moment is taken).
-    - ``flat``: true (default) for a segment lying flat (its pose fixed: 3 constraints, point x, y
-      and the angle); false for a point contact about which the segment may pivot (2 constraints).
-    """
-
-    segment: str
-    point: tuple[float, float, float] = (0.0, 0.0, 0.0)
-    flat: bool = True
-
-    def __post_init__(self):
-        p = tuple(float(v) for v in self.point)
-        if len(p) != 3 or not all(np.isfinite(p)):
-            raise ValueError(f"Contact {self.segment!r}: point must be 3 finite numbers, got {self.point!r}")
-        object.__setattr__(self, "point", p)
-
-    @property
-    def n_constraints(self) -> int:
-        return 3 if self.flat else 2
 
 
 class InverseSimulationModel(eqx.Module):
@@ -193,7 +160,7 @@ class InverseSimulationResult(eqx.Module):
       left unexplained (flying: seed 003 eq. 2, ``Ā′(M̄q̈ + d̄ − f̄_g)``; support: after the ground
       reactions); ~0 for a consistent motion. N (prismatic) / N·m (revolute).
     - ``ground_reaction``: ``(r,)`` the contact reactions on the body, per contact world Fx, Fy (N)
-      at the contact point and, for a flat contact, the moment Mz about it (N·m); empty in flight.
+      at the contact point and, for a welded contact, the moment Mz about it (N·m); empty in flight.
     - ``constraint_residual``: ``(r,)`` ``C q̈ + Ċ q̇``, acceleration of the contacts (m/s², rad/s²);
       ~0 when the motion keeps the contacts fixed.
     - ``solution``: the `PseudoinverseSolution` of eq. 6 (``active``, ``iterations``, ``converged``).
@@ -222,63 +189,18 @@ def control_matrix(model: InverseSimulationModel, q: Float[ArrayLike, " n"]) -> 
     return jnp.concatenate([R.T, jnp.asarray(E, R.dtype)], axis=1)
 
 
-def _point_jacobian(tree: SegmentTree, q, seg: int, point):
-    """World linear (3, n) and angular (3, n) velocity Jacobians of a point fixed on ``seg``."""
-    mo = segment_motion(tree, q)
-    p = mo.position[seg] + quat.rotate(mo.attitude[seg], jnp.asarray(point, mo.position.dtype))
-    anc = jnp.asarray(tree.ancestors[seg])[:, None]  # (n, 1): joint j moves segment seg
-    rev = jnp.asarray(tree.is_revolute)[:, None]
-    lever = p[None, :] - mo.position  # (n, 3)
-    jv = jnp.where(anc, jnp.where(rev, jnp.cross(mo.axis, lever), mo.axis), 0.0)
-    jw = jnp.where(anc & rev, mo.axis, 0.0)
-    return jv.T, jw.T
-
-
 def _check_contacts(tree: SegmentTree, contacts) -> tuple[Contact, ...]:
-    out = []
-    for c in tuple(contacts):
-        c = Contact(c) if isinstance(c, str) else c
-        if not isinstance(c, Contact):
-            raise ValueError(f"contacts must be Contact objects or segment names, got {c!r}")
-        if c.segment not in tree.names:
-            raise ValueError(f"contact segment {c.segment!r} is not in model {tree.name!r}; segments are {list(tree.names)}")
-        out.append(c)
-    return tuple(out)
-
-
-def contact_jacobian(tree: SegmentTree, q: Float[ArrayLike, " n"], contacts: Sequence[Contact]) -> Float[Array, "r n"]:
-    """Constraint Jacobian ``C(q)`` ``(r, n)`` of planar no-slip contacts: per contact the world
-    x and y velocity of its point per unit ``q̇`` and, if flat, the angular velocity about z."""
-    contacts = _check_contacts(tree, contacts)
-    rows = []
+    """`jaxbio.dynamics.Contact` s, a segment name standing for a weld at the segment's origin."""
+    if contacts is None:
+        return ()
+    if isinstance(contacts, (str, Contact)):
+        contacts = (contacts,)
     for c in contacts:
-        jv, jw = _point_jacobian(tree, q, tree.names.index(c.segment), c.point)
-        rows += [jv[0], jv[1]] + ([jw[2]] if c.flat else [])
-    return jnp.stack(rows) if rows else jnp.zeros((0, tree.nq), jnp.asarray(q).dtype)
-
-
-def _contact_bias(tree, q, qd, contacts):
-    """``Ċ q̇`` ``(r,)``: the contact acceleration at ``q̈ = 0``."""
-    return jax.jvp(lambda x: contact_jacobian(tree, x, contacts) @ qd, (q,), (qd,))[1]
-
-
-def constrained_forward_dynamics(
-    tree: SegmentTree, q: Float[ArrayLike, " n"], qd: Float[ArrayLike, " n"], tau: Float[ArrayLike, " n"],
-    contacts: Sequence[Contact],
-) -> tuple[Float[Array, " n"], Float[Array, " r"]]:
-    """Accelerations and contact reactions with the contacts held fixed (seed 003 eqs. I.15–16).
-
-    Solves ``M q̈ + bias = τ + Cᵀλ``, ``C q̈ + Ċq̇ = 0``. Returns ``q̈`` ``(n,)`` and ``λ`` ``(r,)``
-    (as `InverseSimulationResult.ground_reaction`: per contact the ground force x, y on the segment
-    at the point and, if flat, the moment about it). The solve is
-    `jaxbio.planar.constrained_forward_dynamics` (a flat contact is its weld), with its checks for
-    redundant or singular contact sets.
-    """
-    contacts = _check_contacts(tree, contacts)
-    ground = [GroundContact(c.segment, c.point, weld=c.flat) for c in contacts]
-    qdd, wrenches = planar_cfd(tree, q, qd, tau, ground)
-    lam = [wrenches[i, : c.n_constraints] for i, c in enumerate(contacts)]
-    return qdd, jnp.concatenate(lam) if lam else jnp.zeros((0,), qdd.dtype)
+        if not isinstance(c, (str, Contact)):
+            raise ValueError(f"contacts must be Contact objects or segment names, got {c!r}")
+        if isinstance(c, str) and c not in tree.names:
+            raise ValueError(f"contact segment {c!r} is not in model {tree.name!r}; segments are {list(tree.names)}")
+    return check_contacts(tree, tuple(Contact(c, weld=True) if isinstance(c, str) else c for c in contacts))
 
 
 def _null_basis(C):
@@ -303,16 +225,17 @@ def inverse_simulation(
     """Controls that make ``model`` follow ``q, q̇, q̈`` at one instant (seed 003 §2).
 
     Args:
-        model: `InverseSimulationModel` (e.g. `jaxbio.estimation.sagittal_muscles.sagittal11_muscle_model`).
+        model: `InverseSimulationModel` (e.g. `jaxbio.papers.blajer_body.sagittal11_muscle_model`).
         q: ``(n,)`` rad / m, generalised coordinates.
         qd: ``(n,)`` rad/s / m/s.
         qdd: ``(n,)`` rad/s² / m/s².
-        contacts: static; empty for the flying phase (eqs. 2–6), else the contacts of the support
-            phase (eqs. 7–8): `Contact` objects or segment names (a name = a flat contact at the
+        contacts: empty for the flying phase (eqs. 2–6), else the contacts of the support
+            phase (eqs. 7–8): `jaxbio.dynamics.Contact` objects or segment names (a name = a weld at the
             segment's origin).
 
     Returns:
-        `InverseSimulationResult`. Pure and jittable (``contacts`` static); batch frames with
+        `InverseSimulationResult`. Pure and jittable (``contacts`` a pytree argument: segments and
+        pin/weld are its static structure, the points array leaves; segment names are static); batch frames with
         `jax.vmap` or use `inverse_simulate_motion`.
     """
     tree = model.tree
@@ -347,7 +270,8 @@ def inverse_simulation(
         reaction = jnp.zeros((0,), dtype)
         constraint = jnp.zeros((0,), dtype)
     else:
-        C = contact_jacobian(tree, q, contacts).astype(dtype)
+        C, gamma = contact_terms(tree, q, qd, contacts)
+        C, gamma = C.astype(dtype), gamma.astype(dtype)
         D = _null_basis(C)  # D̄ (eq. I.9)
         Hp = D[J].T  # H′ = D̄ᵀ B̄′ (k × k_J)
         h = D.T @ f  # h = D̄ᵀ(M̄q̈ + d̄ − f̄_g) (eq. 7)
@@ -363,7 +287,7 @@ def inverse_simulation(
             moment_residual = Hpp @ sol.residual
         reaction = jnp.linalg.solve(C @ C.T, C @ (f - B @ u))  # λ (role of eq. I.16)
         uncontrolled = (f - B @ u - C.T @ reaction)[U]
-        constraint = C @ qdd + _contact_bias(tree, q, qd, contacts)
+        constraint = C @ qdd - gamma  # C q̈ + Ċ q̇
     return InverseSimulationResult(
         muscle_forces=u[:mF],
         torques=u[mF:],
@@ -377,8 +301,9 @@ def inverse_simulation(
     )
 
 
-@functools.partial(jax.jit, static_argnames=("contacts",))
+@jax.jit
 def _motion(model, q, qd, qdd, contacts):
+    """``contacts``: a tuple of `Contact` (a pytree: segment and weld static, points traced)."""
     return jax.vmap(lambda a, b, c: inverse_simulation(model, a, b, c, contacts=contacts))(q, qd, qdd)
 
 
@@ -414,7 +339,7 @@ def inverse_simulate_motion(
     n = tree.nq
     arrs = {}
     for name, x in (("q", q), ("qd", qd), ("qdd", qdd)):
-        x = np.asarray(x) if not isinstance(x, jax.core.Tracer) else x
+        x = concrete(x) if is_concrete(x) else x
         if x.ndim != 2 or x.shape[1] != n:
             raise ValueError(f"{name} has shape {tuple(x.shape)}, expected (frames, {n}) for model {tree.name!r}")
         arrs[name] = x
@@ -423,12 +348,8 @@ def inverse_simulate_motion(
         raise ValueError("q, qd and qdd must have the same number of frames, got "
                          + ", ".join(f"{k}: {v}" for k, v in counts.items()))
     for name, x in arrs.items():
-        if not isinstance(x, jax.core.Tracer):
-            bad = ~np.isfinite(x)
-            if bad.any():
-                fr, co = np.argwhere(bad)[0]
-                raise ValueError(f"{name} contains NaN or inf ({int(bad.sum())} entries; first at frame "
-                                 f"{int(fr)}, coordinate {tree.names[int(co)]!r})")
+        check_finite(x, name, check=False, locate=lambda idx, count: (
+            f" ({count} entries; first at frame {idx[0]}, coordinate {tree.names[idx[1]]!r})"))
     contacts = _check_contacts(tree, contacts)
     res = _motion(model, jnp.asarray(arrs["q"]), jnp.asarray(arrs["qd"]), jnp.asarray(arrs["qdd"]), contacts)
     if strict:

@@ -88,6 +88,8 @@ import jax.scipy.linalg as jsl
 import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
+from jaxbio._validate import as_float, check_finite, is_concrete
+
 __all__ = [
     "StaticOptimizationResult",
     "static_optimization",
@@ -140,34 +142,12 @@ class StaticOptimizationResult(eqx.Module):
 # ---- input checks -----------------------------------------------------------------------------
 
 
-def _is_concrete(x) -> bool:
-    return not isinstance(x, jax.core.Tracer)
-
-
-def _float_array(x, name: str):
-    x = jnp.asarray(x)
-    if not jnp.issubdtype(x.dtype, jnp.floating):
-        x = x.astype(jnp.result_type(float))
-    return x
-
-
 def _check_finite(x, name: str, check: bool, axis_names: tuple[str, str] | None = None):
-    """ValueError (concrete input) or `eqx.error_if` (traced, ``check=True``) for NaN / inf."""
-    if _is_concrete(x):
-        a = np.asarray(x)
-        bad = ~np.isfinite(a)
-        if bad.any():
-            idx = tuple(int(i) for i in np.argwhere(bad)[0])
-            where = ""
-            if axis_names is not None and len(idx) == 2:
-                where = f" (first at {axis_names[0]} {idx[0]}, {axis_names[1]} {idx[1]})"
-            elif idx:
-                where = f" (first at index {idx})"
-            raise ValueError(f"{name} contains NaN or inf{where}")
-        return x
-    if check:
-        return eqx.error_if(x, ~jnp.all(jnp.isfinite(x)), f"{name} contains NaN or inf")
-    return x
+    """`jaxbio._validate.check_finite`, locating the first bad entry by ``axis_names`` for 2-D ``x``."""
+    locate = None
+    if axis_names is not None and jnp.ndim(x) == 2:
+        locate = lambda idx, _: f" (first at {axis_names[0]} {idx[0]}, {axis_names[1]} {idx[1]})"  # noqa: E731
+    return check_finite(x, name, check=check, locate=locate)
 
 
 # ---- the problem in standard form -------------------------------------------------------------
@@ -594,18 +574,18 @@ def static_optimization(
     """
     p = _check_p(p)
     solver = _resolve_solver(solver, p)
-    R = _float_array(moment_arms, "moment_arms")
+    R = as_float(moment_arms, "moment_arms")
     if R.ndim != 2:
         raise ValueError(f"moment_arms must be (m, n) (muscles × coordinates), got shape {R.shape}; batch with jax.vmap")
     m, n = R.shape
-    tau = _float_array(tau, "tau")
-    fmax = _float_array(max_force, "max_force")
+    tau = as_float(tau, "tau")
+    fmax = as_float(max_force, "max_force")
     if tau.shape != (n,):
         raise ValueError(f"tau has shape {tau.shape}, expected ({n},): one moment per column of moment_arms {R.shape}")
     if fmax.shape != (m,):
         raise ValueError(f"max_force has shape {fmax.shape}, expected ({m},): one per row of moment_arms {R.shape}")
-    passive = jnp.zeros(m, fmax.dtype) if passive_force is None else _float_array(passive_force, "passive_force")
-    reserve = jnp.zeros(n, fmax.dtype) if reserve_strength is None else _float_array(reserve_strength, "reserve_strength")
+    passive = jnp.zeros(m, fmax.dtype) if passive_force is None else as_float(passive_force, "passive_force")
+    reserve = jnp.zeros(n, fmax.dtype) if reserve_strength is None else as_float(reserve_strength, "reserve_strength")
     if passive.shape != (m,):
         raise ValueError(f"passive_force has shape {passive.shape}, expected ({m},)")
     if reserve.shape != (n,):
@@ -617,7 +597,7 @@ def static_optimization(
     fmax = _check_finite(fmax, "max_force", check)
     passive = _check_finite(passive, "passive_force", check)
     reserve = _check_finite(reserve, "reserve_strength", check)
-    if _is_concrete(fmax) and np.any(np.asarray(fmax) < 0):
+    if is_concrete(fmax) and np.any(np.asarray(fmax) < 0):
         raise ValueError(f"max_force must be ≥ 0, got {np.asarray(fmax).tolist()}")
     result = _solve_frame_jit(
         R, tau, fmax, passive, reserve, p, solver=solver, weight=float(infeasibility_weight),
@@ -656,7 +636,7 @@ def check_feasible(
     names = tuple(joint_names) if joint_names is not None else tuple(f"coordinate {j}" for j in range(n))
     if len(names) != n:
         raise ValueError(f"joint_names has {len(names)} names, the result has {n} coordinates")
-    if not _is_concrete(residual) or not _is_concrete(result.feasible):
+    if not is_concrete(residual) or not is_concrete(result.feasible):
         return _error_if_infeasible(result, names)
     feasible = np.atleast_1d(np.asarray(result.feasible))
     if feasible.all():
@@ -796,7 +776,7 @@ def static_optimization_motion(
     for name, x in (("q", q), ("qd", qd), ("qdd", qdd), ("tau", tau)):
         if x is None:
             continue
-        x = _float_array(x, name)
+        x = as_float(x, name)
         if x.ndim != 2 or x.shape[1] != n:
             raise ValueError(f"{name} has shape {x.shape}, expected (T, {n}) (frames × coordinates of "
                              f"{tree.name!r}: {', '.join(tree.names)})")
@@ -817,14 +797,14 @@ def static_optimization_motion(
     elif reserve_strength is None:
         reserve = jnp.zeros(n, dtype)
     else:
-        reserve = _float_array(reserve_strength, "reserve_strength").astype(dtype)
+        reserve = as_float(reserve_strength, "reserve_strength").astype(dtype)
         if reserve.shape != (n,):
             raise ValueError(f"reserve_strength has shape {reserve.shape}, expected ({n},)")
     reserve = _check_finite(reserve, "reserve_strength", check)
     if external is not None:
         if not isinstance(external, (tuple, list)) or len(external) != 2:
             raise ValueError("external must be a pair (forces (T, n, 3), moments (T, n, 3))")
-        external = tuple(_float_array(e, "external").astype(dtype) for e in external)
+        external = tuple(as_float(e, "external").astype(dtype) for e in external)
         for nm, e in zip(("external forces", "external moments"), external):
             if e.shape != (frames, n, 3):
                 raise ValueError(f"{nm} has shape {e.shape}, expected ({frames}, {n}, 3)")

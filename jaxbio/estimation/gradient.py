@@ -40,7 +40,8 @@ same template and options reuses it.
 
 Compile time is the cost to plan for: reverse mode through a muscle-driven solve compiles in tens
 of seconds on a CPU. Keep problems small (few degrees of freedom, fixed steps, short horizons):
-`elbow_arm26` gives arm26 with the shoulder locked (1 DOF, muscles of choice) for that purpose.
+`jaxbio.muscles.sets.elbow_arm26` gives arm26 with the shoulder locked (1 DOF, muscles of
+choice) for that purpose.
 
 Design choices: the initial state ``y0`` is known (state at ``t[0]``, e.g. from the measured
 motion and a resting activation); solves use fixed steps ``dt0`` (smooth in the parameters, so
@@ -63,13 +64,12 @@ import optax
 import optimistix as optx
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
+from jaxbio._validate import concrete as _concrete
 from jaxbio.dynamics import potential_energy
 from jaxbio.hamiltonian import HamiltonianSystem, velocities
 from jaxbio.muscles.curves import HillMuscle
 from jaxbio.muscles.drive import MuscleActuatedDrive
-from jaxbio.muscles.geometry import MusclePaths
 from jaxbio.simulation import Trajectory
-from jaxbio.tree import SegmentTree
 
 __all__ = [
     "PiecewiseLinearExcitation",
@@ -81,7 +81,6 @@ __all__ = [
     "fit_muscle_parameters",
     "fit_excitations",
     "muscle_forces",
-    "elbow_arm26",
 ]
 
 #: `HillMuscle` fields `fit_muscle_parameters` can estimate (all strictly positive, so they are
@@ -214,12 +213,6 @@ class MuscleFitResult(eqx.Module):
 
 
 # ---- validation --------------------------------------------------------------------------------
-
-def _concrete(x) -> np.ndarray | None:
-    if isinstance(x, jax.core.Tracer):
-        return None
-    return np.asarray(x)
-
 
 def _check_data(system: HamiltonianSystem, t, q_measured, qd_measured, y0):
     """Validate the measurement arrays before any tracing; returns them as arrays."""
@@ -825,92 +818,3 @@ def fit_excitations(
     excitation = PiecewiseLinearExcitation(nodes, jax.nn.sigmoid(z.reshape(K, k)))
     return MuscleFitResult(objective.to_system(z), {"excitation": excitation.values}, z, losses[-1], losses, gnorms,
                            iterations, converged, trajectory, forces, excitation, objective)
-
-
-# ---- a small model for fits: arm26 with the shoulder locked ---------------------------------------
-
-def _np_quat_multiply(p, q):
-    """Hamilton product of ``(w, x, y, z)`` quaternions (numpy, build time)."""
-    pw, pv, qw, qv = p[0], p[1:], q[0], q[1:]
-    return np.concatenate([[pw * qw - pv @ qv], pw * qv + qw * pv + np.cross(pv, qv)])
-
-
-def _np_quat_matrix(q):
-    """Rotation matrix of a unit ``(w, x, y, z)`` quaternion (seed 001 eq. 1; numpy)."""
-    w, x, y, z = q / np.linalg.norm(q)
-    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-                     [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-                     [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
-
-
-def elbow_arm26(
-    muscles: Sequence[str] = ("TRIlat", "BICshort", "BRA"),
-    *,
-    shoulder_angle: float = 0.0,
-    dtype=None,
-) -> tuple[SegmentTree, MusclePaths, HillMuscle]:
-    """arm26 (`jaxbio.muscles.sets.load_muscle_set`) with the shoulder locked: a 1-DOF elbow.
-
-    The forearm (``r_ulna_radius_hand``) hangs from the world at the elbow's position and
-    orientation for ``r_shoulder_elev = shoulder_angle`` rad; path points on the humerus and on
-    the base become world points, so lengths, moment arms and the elbow dynamics equal the full
-    model's at ``(shoulder_angle, q_elbow)`` with the shoulder held. Small enough that gradients
-    through a muscle-driven simulation compile in seconds rather than minutes.
-
-    Args:
-        muscles: arm26 muscle names (``TRIlong, TRIlat, TRImed, BIClong, BICshort, BRA``).
-        shoulder_angle: rad, the locked shoulder elevation.
-        dtype: float dtype (default JAX's default float).
-
-    Returns:
-        ``(tree, paths, hill)``: the 1-segment `SegmentTree` (q = elbow flexion, rad), the
-        `MusclePaths` of the chosen muscles (padded to the longest of them) and their
-        `HillMuscle` (rigid tendon, OpenSim's constants).
-    """
-    from jaxbio.muscles.sets import load_muscle_set
-
-    tree, paths, par = load_muscle_set("arm26", dtype=dtype)
-    if isinstance(muscles, str):
-        muscles = (muscles,)
-    muscles = tuple(muscles)
-    if not muscles or len(set(muscles)) != len(muscles):
-        raise ValueError(f"muscles must name distinct arm26 muscles, got {list(muscles)}")
-    idx = [paths.index(name) for name in muscles]
-    humerus, forearm = tree.index("r_humerus"), tree.index("r_ulna_radius_hand")
-    # poses with numpy (no compilation): humerus = T(o_h) R(orient_h) Rot(axis_h, shoulder),
-    # forearm at elbow angle 0 = humerus · T(o_f) R(orient_f)   (URDF-like, jaxbio/tree.py)
-    origins, orientations, axes = (np.asarray(x, float) for x in (tree.origins, tree.orientations, tree.axes))
-    half = 0.5 * float(shoulder_angle)
-    q_h = _np_quat_multiply(orientations[humerus], np.concatenate([[np.cos(half)], np.sin(half) * axes[humerus]]))
-    R_h = _np_quat_matrix(q_h)
-    p_h = origins[humerus]
-    q_f = _np_quat_multiply(q_h, orientations[forearm])
-    p_f = p_h + R_h @ origins[forearm]
-    d = tree.to_dict()
-    seg = dict(d["segments"][forearm], parent=None)
-    seg["joint"] = dict(seg["joint"], origin=p_f.tolist(), orientation=(q_f / np.linalg.norm(q_f)).tolist())
-    etree = SegmentTree.from_dict({**d, "name": "arm26_elbow", "segments": [seg]}, dtype=dtype)
-    seg_index = paths.segment_index
-    pts = np.asarray(paths.points, float)
-    world = np.where((seg_index == humerus)[..., None], p_h + pts @ R_h.T, pts)  # humerus → world
-    P = max(paths.counts[i] for i in idx)
-    points = np.zeros((len(idx), P, 3))
-    segments = []
-    for k, i in enumerate(idx):
-        row = []
-        for j in range(P):
-            jj = min(j, paths.counts[i] - 1)  # padding repeats the last active point
-            if paths.segments[i][jj] == forearm:
-                points[k, j] = pts[i, jj]
-                row.append(0)
-            else:  # on the (locked) humerus or in the world
-                points[k, j] = world[i, jj]
-                row.append(-1)
-        segments.append(tuple(row))
-    epaths = MusclePaths(points=jnp.asarray(points, etree.origins.dtype), segments=tuple(segments),
-                         counts=tuple(paths.counts[i] for i in idx), names=muscles,
-                         point_names=tuple(paths.point_names[i] for i in idx) if paths.point_names else ())
-    sel = np.asarray(idx)
-    hill = HillMuscle(par.max_isometric_force[sel], par.optimal_fiber_length[sel], par.tendon_slack_length[sel],
-                      par.pennation_angle[sel], par.max_contraction_velocity[sel])
-    return etree, epaths, hill

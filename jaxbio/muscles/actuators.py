@@ -17,15 +17,16 @@ from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio.hamiltonian import Dissipation, Drive
 from jaxbio.muscles.activation import impulse_decay, impulse_rise
-from jaxbio.muscles.curves import _check, _concrete, hill_force_velocity_normalized
+from jaxbio._validate import as_float
+from jaxbio._validate import concrete as _concrete
+from jaxbio.muscles.curves import _check, hill_force_velocity_normalized
 
 __all__ = ["RayleighVanDerPol", "DCMotor", "MuscleDrive"]
 
 
 def _float(x, like=None):
-    x = jnp.asarray(x)
-    dtype = jnp.result_type(x, float) if like is None else like.dtype
-    return x.astype(dtype)
+    """`jaxbio._validate.as_float`, in ``like``'s dtype when given."""
+    return as_float(x, like=like)
 
 
 class RayleighVanDerPol(Dissipation):

@@ -34,6 +34,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from jaxbio._validate import check_values, concrete
+
 __all__ = [
     "hill_force_velocity",
     "hill_force_velocity_normalized",
@@ -47,27 +49,9 @@ __all__ = [
 
 # ---- helpers ---------------------------------------------------------------------------------
 
-def _concrete(x) -> np.ndarray | None:
-    """``x`` as numpy if it is concrete (not traced), else None (checks skipped under tracing)."""
-    if isinstance(x, jax.core.Tracer):
-        return None
-    return np.asarray(x)
-
-
-def _check(owner: str, name: str, x, *, positive=False, nonnegative=False, finite=True,
-           below=None) -> None:
-    """Raise ``ValueError`` naming ``owner.name`` if the concrete value ``x`` breaks a bound."""
-    a = _concrete(x)
-    if a is None:
-        return
-    if finite and not np.all(np.isfinite(a)):
-        raise ValueError(f"{owner}: {name} must be finite, got {a.tolist()}")
-    if positive and not np.all(a > 0):
-        raise ValueError(f"{owner}: {name} must be > 0, got {a.tolist()}")
-    if nonnegative and not np.all(a >= 0):
-        raise ValueError(f"{owner}: {name} must be ≥ 0, got {a.tolist()}")
-    if below is not None and not np.all(a < below):
-        raise ValueError(f"{owner}: {name} must be < {below:.6g}, got {a.tolist()}")
+def _check(owner: str, name: str, x, **bounds) -> None:
+    """`jaxbio._validate.check_values` naming ``owner: name``."""
+    check_values(x, f"{owner}: {name}", **bounds)
 
 
 # ---- Hill force–velocity ---------------------------------------------------------------------
@@ -357,7 +341,7 @@ class HillMuscle(eqx.Module):
         _check(own, "curvature", self.curvature, positive=True)
         _check(own, "tendon_strain_at_one", self.tendon_strain_at_one, positive=True)
         _check(own, "passive_strain_at_one", self.passive_strain_at_one, positive=True)
-        ecc = _concrete(self.eccentric_plateau)
+        ecc = concrete(self.eccentric_plateau)
         if ecc is not None and not np.all(np.isfinite(ecc) & (ecc > 1)):
             raise ValueError(f"HillMuscle: eccentric_plateau must be finite and > 1, got {ecc.tolist()}")
 

@@ -178,7 +178,7 @@ class MusclePaths(eqx.Module):
                 raise ValueError(f"frame {fname!r}: unknown segment {seg_name!r}; segments are {list(tree.names)}")
             if origin.shape != (3,) or q.shape != (4,) or abs(np.linalg.norm(q) - 1) > 1e-6:
                 raise ValueError(f"frame {fname!r}: origin must be (3,) and the quaternion (4,) of unit norm")
-            resolved[fname] = (seg, origin, _np_matrix(q))
+            resolved[fname] = (seg, origin, quat.to_matrix(q / np.linalg.norm(q)))
 
         names, seg_rows, pt_rows, pname_rows, counts = [], [], [], [], []
         for mname, pts in muscles.items():
@@ -232,17 +232,6 @@ class MusclePaths(eqx.Module):
     def astype(self, dtype) -> "MusclePaths":
         """The same paths with ``points`` cast to ``dtype``."""
         return eqx.tree_at(lambda p: p.points, self, jnp.asarray(self.points, dtype))
-
-
-def _np_matrix(q: np.ndarray) -> np.ndarray:
-    w, x, y, z = q
-    return np.array(
-        [
-            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-        ]
-    )
 
 
 def _check_q(tree: SegmentTree, x, name: str):

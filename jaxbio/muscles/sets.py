@@ -28,17 +28,20 @@ import csv
 import io
 import json
 from importlib import resources
+from typing import Sequence
 
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from jaxbio import quaternion as quat
 from jaxbio.model import load_model
+from jaxbio.muscles.curves import HillMuscle
 from jaxbio.muscles.geometry import MusclePaths
 from jaxbio.tree import SegmentTree
 
-__all__ = ["MuscleParameters", "load_muscle_set", "muscle_sets", "coordinate_names"]
+__all__ = ["MuscleParameters", "load_muscle_set", "muscle_sets", "coordinate_names", "elbow_arm26"]
 
 _SETS = ("arm26", "gait10dof18musc")
 
@@ -299,3 +302,77 @@ def load_muscle_set(
         tree = SegmentTree.from_dict(d, dtype=dtype)
     paths, params = _muscles(name, tree, frames, dtype, conditional)
     return tree, paths, params
+
+
+# ---- arm26 with the shoulder locked: a 1-DOF elbow for gradient fits ------------------------------
+
+def elbow_arm26(
+    muscles: Sequence[str] = ("TRIlat", "BICshort", "BRA"),
+    *,
+    shoulder_angle: float = 0.0,
+    dtype=None,
+) -> tuple[SegmentTree, MusclePaths, HillMuscle]:
+    """arm26 (`load_muscle_set`) with the shoulder locked: a 1-DOF elbow.
+
+    The forearm (``r_ulna_radius_hand``) hangs from the world at the elbow's position and
+    orientation for ``r_shoulder_elev = shoulder_angle`` rad; path points on the humerus and on
+    the base become world points, so lengths, moment arms and the elbow dynamics equal the full
+    model's at ``(shoulder_angle, q_elbow)`` with the shoulder held. Small enough that gradients
+    through a muscle-driven simulation compile in seconds rather than minutes
+    (`jaxbio.estimation.gradient`).
+
+    Args:
+        muscles: arm26 muscle names (``TRIlong, TRIlat, TRImed, BIClong, BICshort, BRA``).
+        shoulder_angle: rad, the locked shoulder elevation.
+        dtype: float dtype (default JAX's default float).
+
+    Returns:
+        ``(tree, paths, hill)``: the 1-segment `SegmentTree` (q = elbow flexion, rad), the
+        `MusclePaths` of the chosen muscles (padded to the longest of them) and their
+        `HillMuscle` (rigid tendon, OpenSim's constants).
+    """
+    tree, paths, par = load_muscle_set("arm26", dtype=dtype)
+    if isinstance(muscles, str):
+        muscles = (muscles,)
+    muscles = tuple(muscles)
+    if not muscles or len(set(muscles)) != len(muscles):
+        raise ValueError(f"muscles must name distinct arm26 muscles, got {list(muscles)}")
+    idx = [paths.index(name) for name in muscles]
+    humerus, forearm = tree.index("r_humerus"), tree.index("r_ulna_radius_hand")
+    # poses with numpy (no compilation): humerus = T(o_h) R(orient_h) Rot(axis_h, shoulder),
+    # forearm at elbow angle 0 = humerus · T(o_f) R(orient_f)   (URDF-like, jaxbio/tree.py)
+    origins, orientations, axes = (np.asarray(x, float) for x in (tree.origins, tree.orientations, tree.axes))
+    half = 0.5 * float(shoulder_angle)
+    q_h = quat.multiply(orientations[humerus], np.concatenate([[np.cos(half)], np.sin(half) * axes[humerus]]))
+    R_h = quat.to_matrix(q_h / np.linalg.norm(q_h))
+    p_h = origins[humerus]
+    q_f = quat.multiply(q_h, orientations[forearm])
+    p_f = p_h + R_h @ origins[forearm]
+    d = tree.to_dict()
+    seg = dict(d["segments"][forearm], parent=None)
+    seg["joint"] = dict(seg["joint"], origin=p_f.tolist(), orientation=(q_f / np.linalg.norm(q_f)).tolist())
+    etree = SegmentTree.from_dict({**d, "name": "arm26_elbow", "segments": [seg]}, dtype=dtype)
+    seg_index = paths.segment_index
+    pts = np.asarray(paths.points, float)
+    world = np.where((seg_index == humerus)[..., None], p_h + pts @ R_h.T, pts)  # humerus → world
+    P = max(paths.counts[i] for i in idx)
+    points = np.zeros((len(idx), P, 3))
+    segments = []
+    for k, i in enumerate(idx):
+        row = []
+        for j in range(P):
+            jj = min(j, paths.counts[i] - 1)  # padding repeats the last active point
+            if paths.segments[i][jj] == forearm:
+                points[k, j] = pts[i, jj]
+                row.append(0)
+            else:  # on the (locked) humerus or in the world
+                points[k, j] = world[i, jj]
+                row.append(-1)
+        segments.append(tuple(row))
+    epaths = MusclePaths(points=jnp.asarray(points, etree.origins.dtype), segments=tuple(segments),
+                         counts=tuple(paths.counts[i] for i in idx), names=muscles,
+                         point_names=tuple(paths.point_names[i] for i in idx) if paths.point_names else ())
+    sel = np.asarray(idx)
+    hill = HillMuscle(par.max_isometric_force[sel], par.optimal_fiber_length[sel], par.tendon_slack_length[sel],
+                      par.pennation_angle[sel], par.max_contraction_velocity[sel])
+    return etree, epaths, hill

@@ -1,4 +1,5 @@
-"""Joint reaction forces of a planar body three ways (Blajer, Dziewiecki & Mazur, seed 003 §3).
+"""Constrained dynamics of planar trees: joint reactions three ways and the support phase
+(Blajer, Dziewiecki & Mazur, seed 003 §3; generic: any planar `SegmentTree` with `Contact` s).
 
 All three schemes return the same quantity: for every joint ``i`` (= segment ``i``) the planar
 wrench ``(Fx, Fy, Mz)`` that segment ``i`` receives from its parent through its joint, world
@@ -11,24 +12,24 @@ its net joint moment (± the joint torque, by the axis sign), ``(Fx, Fy)`` its j
     seed 001 eq. 2; seed 003 §3 first scheme). Needs no joint torques.
 (b) `reactions_lagrange` — Lagrange multipliers in absolute coordinates (eq. 10):
     ``λ = (C M⁻¹ Cᵀ)⁻¹ (C M⁻¹ (f_g + B u + f_ext) − γ_C)`` for all ``l = 2N`` joint constraint rows
-    (`jaxbio.planar.absolute`), plus the rows of ground `GroundContact` s, whose multipliers are the
+    (`jaxbio.dynamics.absolute`), plus the rows of ground `Contact` s, whose multipliers are the
     ground reactions. Needs ``q, q̇, u`` but no ``q̈`` (it is a forward-dynamics solve).
 (c) `reactions_augmented` — the augmented joint-coordinate method (eqs. 11–16):
     ``λ* = Eᵀ [f_g + B u + f_ext − M (D q̈ + γ)]``, with ``E`` of eq. 13 for the chosen joints only.
     No matrix is inverted. Needs ``q, q̇, q̈, u`` and the external (ground) forces.
 
 Sign convention of the multipliers (eq. 10, eq. 16): the constraint rows of joint ``i`` are
-``Φ_i = P_i − A_i`` (child's joint centre minus the parent's; `jaxbio.planar.absolute`), the
+``Φ_i = P_i − A_i`` (child's joint centre minus the parent's; `jaxbio.dynamics.absolute`), the
 child receives ``−C_childᵀ λ``; hence the constraint force on the child is ``−λ_i``, and the
 returned wrench is ``F = −λ_i``, ``Mz = ±u_i`` (revolute) or ``F = u_i s_i − λ_i,1 n_i``,
 ``Mz = −λ_i,2`` (prismatic: slide axis ``s_i``, ``n_i = ẑ × s_i``). ``λ`` of (b) and ``λ*`` of (c)
-are the same numbers (the tests check it). The ground reaction of a `GroundContact` is returned as
+are the same numbers (the tests check it). The ground reaction of a `Contact` is returned as
 ``(Fx, Fy, Mz)`` on the segment, the moment about the contact point (zero for a pin).
 
 Support phase. Ground contacts enter (b) as extra constraints (``contacts=``; the multipliers
 are the ground reactions) and (a), (c) as given external forces (``external=``, e.g. measured
 force-plate data or the output of `constrained_forward_dynamics`, converted by
-`contact_external`). (b) also accepts ``external=`` (given ground forces, no contact rows).
+`jaxbio.dynamics.contact_external`). (b) also accepts ``external=`` (given ground forces, no contact rows).
 `constrained_forward_dynamics` solves the joint-coordinate system with the contact constraints
 for ``q̈`` and the ground reactions (Blajer part I eq. 16 projected with Lagrange multipliers).
 
@@ -70,24 +71,20 @@ import jax.scipy.linalg as jsl
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from jaxbio.dynamics import _soa as soa
 from jaxbio.dynamics._checks import as_external, as_state, finite
-from jaxbio.dynamics.kinematics import segment_motion
 from jaxbio.dynamics.mass_matrix import mass_matrix
 from jaxbio.dynamics.rnea import rnea
-from jaxbio.planar import absolute as ab
-from jaxbio.planar.absolute import GroundContact
+from jaxbio.dynamics import absolute as ab
+from jaxbio.dynamics.contact import Contact, check_contacts, contact_terms
 from jaxbio.tree import SegmentTree
 
 __all__ = [
-    "GroundContact",
     "reactions_recursion",
     "reactions_lagrange",
     "reactions_augmented",
     "lagrange_multipliers",
     "augmented_multipliers",
     "constrained_forward_dynamics",
-    "contact_external",
     "planar_wrenches",
 ]
 
@@ -150,7 +147,7 @@ def _external_generalized(pp: ab.PlanarParams, p, external):
 
 
 def _contact_multipliers_to_wrenches(lam, rows: tuple[int, ...]):
-    """GroundContact multipliers ``(lc,)`` → ground wrenches ``(k, 3)`` (``Mz`` 0 for a pin)."""
+    """Contact multipliers ``(lc,)`` → ground wrenches ``(k, 3)`` (``Mz`` 0 for a pin)."""
     out, i = [], 0
     for r in rows:  # static Python over contacts (a handful), not over segments
         w = -lam[i : i + r]
@@ -185,77 +182,6 @@ def _spd_solve(A, b, rcond: float, what: str):
     return jsl.cho_solve((L, True), b / d) / d
 
 
-@functools.lru_cache(maxsize=256)
-def _generic_contact_rank(parents: tuple[int, ...], joint_types: tuple[str, ...], layout: tuple) -> int:
-    """Rank of the contact Jacobian ``∂(contact rows)/∂q`` at random planar numbers with the given
-    topology: the structural (generic) rank. numpy only, at trace time."""
-    rng = np.random.default_rng(12345)
-    n = len(parents)
-    best = 0
-    for _ in range(2):
-        beta = rng.uniform(-np.pi, np.pi, n)
-        origin = rng.normal(size=(n, 2))
-        axis = rng.normal(size=(n, 2))
-        axis /= np.linalg.norm(axis, axis=1, keepdims=True)
-        q = rng.normal(size=n)
-        th = np.zeros(n)
-        O = np.zeros((n, 2))
-        S = np.zeros((n, 2))
-
-        def rot(a, v):
-            return np.array([np.cos(a) * v[0] - np.sin(a) * v[1], np.sin(a) * v[0] + np.cos(a) * v[1]])
-
-        for i, p in enumerate(parents):
-            thp, Op = (0.0, np.zeros(2)) if p < 0 else (th[p], O[p])
-            S[i] = rot(thp + beta[i], axis[i])
-            rev = joint_types[i] == "revolute"
-            th[i] = thp + beta[i] + (q[i] if rev else 0.0)
-            O[i] = Op + rot(thp, origin[i]) + (0.0 if rev else q[i] * S[i])
-        rows = []
-        for seg, weld in layout:
-            X = O[seg] + rot(th[seg], rng.normal(size=2))
-            jx, jy, jt = np.zeros(n), np.zeros(n), np.zeros(n)
-            j = seg
-            while j >= 0:
-                if joint_types[j] == "revolute":
-                    jx[j], jy[j], jt[j] = -(X[1] - O[j][1]), X[0] - O[j][0], 1.0
-                else:
-                    jx[j], jy[j] = S[j]
-                j = parents[j]
-            rows += [jx, jy] + ([jt] if weld else [])
-        best = max(best, int(np.linalg.matrix_rank(np.asarray(rows))))
-    return best
-
-
-def _check_contacts(tree: SegmentTree, contacts) -> tuple:
-    """Static checks before tracing; returns ``contacts`` as a tuple."""
-    if contacts is None:
-        return ()
-    if isinstance(contacts, GroundContact):
-        contacts = (contacts,)
-    contacts = tuple(contacts)
-    seg, _, rows = ab.contact_rows(tree, contacts)  # ValueError on unknown segments
-    if not contacts:
-        return contacts
-    total = sum(rows)
-    names = ", ".join(f"{c.segment} ({'weld' if c.weld else 'pin'})" for c in contacts)
-    if total > tree.nq:
-        raise ValueError(
-            f"contacts [{names}] impose {total} constraints on model {tree.name!r} with only "
-            f"{tree.nq} degrees of freedom: the constraint set over-constrains the body"
-        )
-    layout = tuple((int(s), c.weld) for s, c in zip(seg, contacts))
-    rank = _generic_contact_rank(tuple(tree.parents), tuple(tree.joint_types), layout)
-    if rank < total:
-        raise ValueError(
-            f"contacts [{names}] impose {total} constraints but only {rank} are independent for any "
-            f"configuration of model {tree.name!r} (e.g. two points or a point and a weld on one "
-            "segment, or more constraints on a chain than it has joints): the multipliers would not be "
-            "unique. Remove the redundant contacts"
-        )
-    return contacts
-
-
 def _state(tree, x, name, check):
     return as_state(tree, x, name, check)
 
@@ -279,7 +205,7 @@ def reactions_recursion(
         tree: a planar model (e.g. ``jb.load_model("sagittal11")``).
         q, qd, qdd: ``(n,)`` rad / m, joint coordinates, velocities, accelerations.
         external: optional ``(forces, moments)``, each ``(n, 3)``, world frame, moments about each
-            segment's origin (ground reactions: `contact_external`).
+            segment's origin (ground reactions: `jaxbio.dynamics.contact_external`).
         check: NaN/inf in the inputs or result raise at run time.
 
     Returns:
@@ -317,7 +243,7 @@ def lagrange_multipliers(
     q: Float[ArrayLike, " n"],
     qd: Float[ArrayLike, " n"],
     tau: Float[ArrayLike, " n"],
-    contacts: Sequence[GroundContact] = (),
+    contacts: Sequence[Contact] = (),
     external: External = None,
     *,
     rcond: float | None = None,
@@ -325,13 +251,13 @@ def lagrange_multipliers(
 ) -> Float[Array, " l"]:
     """Blajer eq. 10: ``λ = (C M⁻¹ Cᵀ)⁻¹ (C M⁻¹ (f_g + B u + f_ext) − γ_C)``, ``(2n + lc,)``.
 
-    Rows: two per joint (segment order, `jaxbio.planar.absolute.joint_constraints`), then the
+    Rows: two per joint (segment order, `jaxbio.dynamics.absolute.joint_constraints`), then the
     contact rows (x, y [, θ] per contact). ``C``, ``γ_C``, ``M``, ``f_g``, ``B`` as in
-    `jaxbio.planar.absolute`; ``u = tau``. ``C M⁻¹ Cᵀ`` is solved by a Cholesky factorisation of
+    `jaxbio.dynamics.absolute`; ``u = tau``. ``C M⁻¹ Cᵀ`` is solved by a Cholesky factorisation of
     its equilibrated form (unit diagonal), checked as described in `reactions_lagrange`.
     Arguments as in `reactions_lagrange`.
     """
-    contacts = _check_contacts(tree, contacts)
+    contacts = check_contacts(tree, contacts)
     return _lagrange(tree, q, qd, tau, contacts, external, rcond, check)[0]
 
 
@@ -341,7 +267,7 @@ def reactions_lagrange(
     q: Float[ArrayLike, " n"],
     qd: Float[ArrayLike, " n"],
     tau: Float[ArrayLike, " n"],
-    contacts: Sequence[GroundContact] = (),
+    contacts: Sequence[Contact] = (),
     external: External = None,
     *,
     rcond: float | None = None,
@@ -354,7 +280,7 @@ def reactions_lagrange(
         q, qd: ``(n,)`` joint coordinates (rad / m) and velocities — no accelerations needed.
         tau: ``(n,)`` N·m / N, joint torques/forces ``u`` (as in `jaxbio.forward_dynamics`; zero on
             the unactuated floating-base coordinates for a physical motion).
-        contacts: ground `GroundContact` s (static structure); their multipliers are the ground reactions.
+        contacts: ground `Contact` s (static structure); their multipliers are the ground reactions.
         external: optional given external wrenches (as in `reactions_recursion`).
         rcond: threshold on the smallest pivot of the Cholesky factor of the equilibrated
             ``C M⁻¹ Cᵀ`` (unit diagonal; default √eps of the dtype, 1.5e-8 in float64); below it,
@@ -370,7 +296,7 @@ def reactions_lagrange(
         ValueError (before tracing): a contact on an unknown segment, more constraint rows than
         degrees of freedom, or contacts that are redundant in every configuration.
     """
-    contacts = _check_contacts(tree, contacts)
+    contacts = check_contacts(tree, contacts)
     lam, pp, p, tau = _lagrange(tree, q, qd, tau, contacts, external, rcond, check)
     n = tree.nq
     joints = _wrenches_from_multipliers(pp, p, lam[: 2 * n].reshape(n, 2), tau, np.arange(n))
@@ -405,7 +331,7 @@ def augmented_multipliers(
     check: bool = False,
 ) -> Float[Array, "m 2"]:
     """Blajer eq. 16: ``λ* = Eᵀ [f_g + B u + f_ext − M (D q̈ + γ)]``, ``(m, 2)`` for the ``m`` chosen
-    joints (two open-constraint coordinates each, `jaxbio.planar.absolute.open_constraint_matrix`).
+    joints (two open-constraint coordinates each, `jaxbio.dynamics.absolute.open_constraint_matrix`).
 
     ``D q̈ + γ = p̈`` (eq. 9) by forward-mode derivatives of the planar kinematics. Arguments as in
     `reactions_augmented`. Equal to the joint rows of `lagrange_multipliers` for a consistent
@@ -450,39 +376,13 @@ def reactions_augmented(
 # ---- support phase: contact forces -----------------------------------------------------------------
 
 
-def _contact_jacobian_q(tree: SegmentTree, q, qd, contacts, seg, keep):
-    """``G = ∂φ/∂q`` ``(lc, n)`` and ``γ_G = −Ġ q̇`` ``(lc,)`` of the contact rows, from the 3D
-    kinematic recursion (`jaxbio.dynamics.segment_motion`; independent of
-    `jaxbio.planar.absolute`): column ``j`` of a contact on segment ``s`` is ``a_j × (X − O_j)``
-    (revolute, ``a_j`` the world axis) or ``a_j`` (prismatic) for the joints ``j`` that move ``s``;
-    the angle row is ``a_j,z`` (revolute). ``γ_G`` is minus the acceleration of the contact point
-    (and the angular acceleration) at ``q̈ = 0``."""
-    mo = segment_motion(tree, q, qd)
-    pts = ab.contact_points(contacts, q.dtype)
-    pts3 = jnp.concatenate([pts, jnp.zeros_like(pts[:, :1])], axis=-1)
-    att = mo.attitude[seg]
-    lever = jnp.stack(soa.qrot(tuple(att[:, i] for i in range(4)), soa.split(pts3, 3)), -1)  # X − O_s
-    X = mo.position[seg] + lever
-    anc = jnp.asarray(tree.ancestors[seg], q.dtype)[:, :, None]  # (k, n, 1)
-    rev = jnp.asarray(tree.is_revolute)[None, :, None]
-    axis = mo.axis[None, :, :]  # (1, n, 3)
-    lin = jnp.where(rev, jnp.cross(axis, X[:, None, :] - mo.position[None, :, :]), axis) * anc
-    ang = jnp.where(rev, axis, 0.0) * anc
-    G = jnp.concatenate([lin[:, :, :2], ang[:, :, 2:]], axis=-1)  # (k, n, 3)
-    G = jnp.swapaxes(G, 1, 2).reshape(3 * len(seg), tree.nq)[keep]
-    w, al = mo.omega[seg], mo.alpha[seg]
-    acc = mo.acceleration[seg] + jnp.cross(al, lever) + jnp.cross(w, jnp.cross(w, lever))
-    gamma = -jnp.concatenate([acc[:, :2], al[:, 2:]], axis=-1).reshape(-1)[keep]
-    return G, gamma
-
-
 @_jit_rcond
 def constrained_forward_dynamics(
     tree: SegmentTree,
     q: Float[ArrayLike, " n"],
     qd: Float[ArrayLike, " n"],
     tau: Float[ArrayLike, " n"],
-    contacts: Sequence[GroundContact] = (),
+    contacts: Sequence[Contact] = (),
     external: External = None,
     *,
     rcond: float | None = None,
@@ -502,7 +402,7 @@ def constrained_forward_dynamics(
     Raises:
         ValueError before tracing, and run-time errors, as `reactions_lagrange`.
     """
-    contacts = _check_contacts(tree, contacts)
+    contacts = check_contacts(tree, contacts)
     q, qd, tau = (_state(tree, x, k, check) for x, k in ((q, "q"), (qd, "qd"), (tau, "tau")))
     external = as_external(tree, external, check)
     h = rnea(tree, q, qd, jnp.zeros_like(q), external)[0]
@@ -511,8 +411,8 @@ def constrained_forward_dynamics(
     free = jsl.cho_solve(cf, tau - h)
     if not contacts:
         return free, jnp.zeros((0, 3), free.dtype)
-    seg, keep, rows = ab.contact_rows(tree, contacts)
-    G, gamma = _contact_jacobian_q(tree, q, qd, contacts, seg, keep)
+    rows = tuple(c.rows for c in contacts)
+    G, gamma = contact_terms(tree, q, qd, contacts)
     X = jsl.cho_solve(cf, G.T)  # M⁻¹ Gᵀ
     rcond = _default_rcond(M.dtype) if rcond is None else rcond
     lam = _spd_solve(G @ X, G @ free - gamma, rcond, "constrained_forward_dynamics")
@@ -521,42 +421,3 @@ def constrained_forward_dynamics(
     if check:
         qdd, wrenches = finite(qdd, "qdd"), finite(wrenches, "ground reactions")
     return qdd, wrenches
-
-
-@jax.jit
-def contact_external(
-    tree: SegmentTree,
-    q: Float[ArrayLike, " n"],
-    contacts: Sequence[GroundContact],
-    wrenches: Float[ArrayLike, "k 3"],
-) -> tuple[Float[Array, "n 3"], Float[Array, "n 3"]]:
-    """Ground wrenches at contact points → ``external`` ``(forces (n, 3), moments (n, 3))``: world
-    frame, moments about each segment's origin, summed per segment (the format of
-    `jaxbio.inverse_dynamics` and `reactions_recursion`).
-
-    ``wrenches`` ``(k, 3)``: ``(Fx, Fy, Mz about the contact point)`` on each contact's segment
-    (e.g. from `constrained_forward_dynamics` or a force plate).
-    """
-    contacts = _check_contacts(tree, contacts)
-    q = _state(tree, q, "q", False)
-    wrenches = jnp.asarray(wrenches, q.dtype)
-    k = len(contacts)
-    if wrenches.shape != (k, 3):
-        raise ValueError(f"wrenches has shape {wrenches.shape}, expected ({k}, 3) for {k} contacts")
-    n = tree.nq
-    if k == 0:
-        z = jnp.zeros((n, 3), q.dtype)
-        return z, z
-    seg, _, _ = ab.contact_rows(tree, contacts)
-    mo = segment_motion(tree, q)
-    pts = ab.contact_points(contacts, q.dtype)
-    att = mo.attitude[seg]
-    pts3 = jnp.concatenate([pts, jnp.zeros_like(pts[:, :1])], axis=-1)
-    X = mo.position[seg] + jnp.stack(soa.qrot(tuple(att[:, i] for i in range(4)), soa.split(pts3, 3)), -1)
-    lever = (X - mo.position[seg])[:, :2]
-    F = wrenches[:, :2]
-    Mz = wrenches[:, 2] + ab._cross2(lever, F)
-    zero = jnp.zeros_like(Mz)
-    forces = jax.ops.segment_sum(jnp.stack([F[:, 0], F[:, 1], zero], -1), jnp.asarray(seg), num_segments=n)
-    moments = jax.ops.segment_sum(jnp.stack([zero, zero, Mz], -1), jnp.asarray(seg), num_segments=n)
-    return forces, moments

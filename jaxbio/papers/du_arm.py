@@ -51,7 +51,9 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 from jaxbio import quaternion as quat
+from jaxbio._validate import any_traced, as_float, as_shape, check_eagerly, enforce
 from jaxbio.dynamics.rnea import segment_wrenches
+from jaxbio.models.anthropometrics import DE_LEVA_MALE
 from jaxbio.spatial import cross, dot
 from jaxbio.tree import SegmentTree
 
@@ -79,64 +81,21 @@ __all__ = [
     "hand_arm_pose",
 ]
 
-# de Leva (1996) Table 4, males, 73 kg (as jaxbio/models/README.md): length m, mass fraction,
-# COM fraction from the proximal end, radii of gyration (transverse, longitudinal) / length.
-_DE_LEVA = {
-    "upper_arm": (0.2817, 0.0271, 0.5772, 0.269, 0.158),
-    "forearm": (0.2689, 0.0162, 0.4574, 0.265, 0.121),
-    "hand": (0.0862, 0.0061, 0.7900, 0.513, 0.401),
-}
 
 
 # ---------------------------------------------------------------------------------------------
 # small helpers: checks and NaN-free geometry
 # ---------------------------------------------------------------------------------------------
-def _traced(*xs) -> bool:
-    return any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(xs))
-
-
 def _xnorm(xp, v):
     return xp.sqrt(xp.sum(v * v, axis=-1))
 
 
-def _fail_eagerly(checks, *xs) -> None:
-    """Run ``checks`` (pairs ``(bad(xp, *xs) -> bool array, message)``) with numpy and raise
-    `ValueError` when the inputs are concrete; do nothing for traced inputs (the jitted core
-    enforces the same checks with `_enforce`)."""
-    if _traced(*xs):
-        return
-    ys = [None if x is None else np.asarray(x) for x in xs]
-    for bad, msg in checks:
-        if bool(np.any(bad(np, *ys))):
-            raise ValueError(msg)
-
-
-def _enforce(x, checks, *xs):
-    """``x`` unchanged, with an `equinox.error_if` per check (raises at run time under jit/vmap)."""
-    for bad, msg in checks:
-        x = eqx.error_if(x, bad(jnp, *xs), msg)
-    return x
-
-
-def _float(x):
-    x = jnp.asarray(x)
-    if not jnp.issubdtype(x.dtype, jnp.floating):
-        x = x.astype(jnp.result_type(float))
-    return x
-
-
 def _vec3(x, name: str):
-    x = _float(x)
-    if x.shape != (3,):
-        raise ValueError(f"{name} must be a (3,) vector (world frame), got shape {x.shape}; batch with jax.vmap")
-    return x
+    return as_shape(x, (3,), name, " (a world-frame vector); batch with jax.vmap")
 
 
 def _scalar(x, name: str):
-    x = _float(x)
-    if x.shape != ():
-        raise ValueError(f"{name} must be a scalar, got shape {x.shape}; batch with jax.vmap")
-    return x
+    return as_shape(x, (), name, " (a scalar); batch with jax.vmap")
 
 
 def _norm(v):
@@ -208,7 +167,7 @@ class Arm(eqx.Module):
                              ("gyration_ratios", (n, 2)), ("gravity", (3,))):
             if jnp.shape(getattr(self, field)) != shape:
                 raise ValueError(f"Arm.{field} has shape {jnp.shape(getattr(self, field))}, expected {shape}")
-        if _traced(self.lengths, self.masses, self.com_ratios, self.gyration_ratios, self.gravity):
+        if any_traced(self.lengths, self.masses, self.com_ratios, self.gyration_ratios, self.gravity):
             return
         L, m = np.asarray(self.lengths), np.asarray(self.masses)
         k = np.asarray(self.gyration_ratios)
@@ -238,7 +197,8 @@ class Arm(eqx.Module):
         Leva's mean lengths: upper arm 0.2817 m, forearm 0.2689 m, hand 0.0862 m).
         """
         names = ("upper_arm", "forearm", "hand") if hand else ("upper_arm", "forearm")
-        rows = np.array([_DE_LEVA[k] for k in names])
+        rows = np.array([(DE_LEVA_MALE[k].length_mm / 1000, DE_LEVA_MALE[k].mass / 100, DE_LEVA_MALE[k].com / 100,
+                          DE_LEVA_MALE[k].r_transverse / 100, DE_LEVA_MALE[k].r_longitudinal / 100) for k in names])
         dt = dtype if dtype is not None else jnp.zeros(()).dtype
         return cls(
             lengths=jnp.asarray(rows[:, 0], dt),
@@ -268,7 +228,7 @@ class Weights(eqx.Module):
         for f in ("ratios", "masses"):
             if jnp.shape(getattr(self, f)) != (w,):
                 raise ValueError(f"Weights.{f} has shape {jnp.shape(getattr(self, f))}, expected ({w},)")
-        if not _traced(self.masses, self.ratios):
+        if not any_traced(self.masses, self.ratios):
             if not (np.all(np.isfinite(np.asarray(self.ratios))) and np.all(np.isfinite(np.asarray(self.masses)))
                     and np.all(np.asarray(self.masses) >= 0)):
                 raise ValueError("Weights: ratios must be finite and masses finite and >= 0")
@@ -301,7 +261,7 @@ class ArmMuscles(eqx.Module):
         for name, a, b in zip(self.names, self.distal_segments, self.proximal_segments):
             if a == b:
                 raise ValueError(f"muscle {name!r}: distal and proximal segment are both {a}")
-        if not _traced(self.distal_ratios, self.proximal_ratios):
+        if not any_traced(self.distal_ratios, self.proximal_ratios):
             if not np.all(np.isfinite(np.asarray(self.distal_ratios))) or not np.all(
                     np.isfinite(np.asarray(self.proximal_ratios))):
                 raise ValueError("ArmMuscles: ratios must be finite")
@@ -348,16 +308,16 @@ def _pose_checks(parents):
 def _pose(arm: Arm, root, ends):
     """Shape checks, and the value checks when concrete (ValueError)."""
     root = _vec3(root, "root")
-    ends = _float(ends)
+    ends = as_float(ends)
     if ends.shape != (arm.n, 3):
         raise ValueError(f"ends must have shape ({arm.n}, 3) (distal end of each of {arm.names}), got {ends.shape}")
-    _fail_eagerly(_pose_checks(arm.parents), root, ends)
+    check_eagerly(_pose_checks(arm.parents), root, ends)
     dt = jnp.result_type(root, ends)
     return root.astype(dt), ends.astype(dt)
 
 
 def _starts(arm, root, ends):
-    ends = _enforce(ends, _pose_checks(arm.parents), root, ends)
+    ends = enforce(ends, _pose_checks(arm.parents), root, ends)
     return _starts_xp(jnp, arm.parents, root, ends), ends
 
 
@@ -572,17 +532,17 @@ def muscle_wrenches(
     """
     root, ends = _pose(arm, root, ends)
     _check_muscles(arm, muscles)
-    tensions = _float(tensions)
+    tensions = as_float(tensions)
     if tensions.shape != (len(muscles.names),):
         raise ValueError(f"tensions must have shape ({len(muscles.names)},), got {tensions.shape}")
-    _fail_eagerly(_TENSION_CHECKS, tensions)
+    check_eagerly(_TENSION_CHECKS, tensions)
     return _muscle_wrenches_jit(arm, root, ends, muscles, tensions)
 
 
 @eqx.filter_jit
 def _muscle_wrenches_jit(arm, root, ends, muscles, tensions):
     starts, ends = _starts(arm, root, ends)
-    tensions = _enforce(tensions, _TENSION_CHECKS, tensions)
+    tensions = enforce(tensions, _TENSION_CHECKS, tensions)
     return _muscle_wrenches(arm, starts, ends, muscles, tensions)
 
 
@@ -660,19 +620,19 @@ def muscle_tensions(
     _check_muscles(arm, muscles)
     joint = _check_joint(arm, joint)
     M = _vec3(joint_moment, "joint_moment")
-    _fail_eagerly(_MOMENT_CHECKS, M)
+    check_eagerly(_MOMENT_CHECKS, M)
     if axis is not None:
         axis = _vec3(axis, "axis")
-        _fail_eagerly(_AXIS_CHECKS, axis)
+        check_eagerly(_AXIS_CHECKS, axis)
     return _muscle_tensions_jit(arm, root, ends, muscles, M, joint, axis)
 
 
 @eqx.filter_jit
 def _muscle_tensions_jit(arm, root, ends, muscles, M, joint, axis):
     starts, ends = _starts(arm, root, ends)
-    M = _enforce(M, _MOMENT_CHECKS, M)
+    M = enforce(M, _MOMENT_CHECKS, M)
     if axis is not None:
-        axis = _enforce(axis, _AXIS_CHECKS, axis)
+        axis = enforce(axis, _AXIS_CHECKS, axis)
     return _muscle_tensions(arm, starts, ends, muscles, M, joint, axis)
 
 
@@ -858,7 +818,7 @@ def _ik_inputs(shoulder, wrist, l1, l2):
     W = _vec3(wrist, "wrist")
     l1 = _scalar(l1, "upper_arm_length")
     l2 = _scalar(l2, "forearm_length")
-    _fail_eagerly(_IK_CHECKS, S, W, l1, l2)
+    check_eagerly(_IK_CHECKS, S, W, l1, l2)
     return S, W, l1, l2
 
 
@@ -905,10 +865,10 @@ def _finish(elbow, case, C, rho, n, check):
 
 
 def _elbow_core(S, W, l1, l2, hx, hz, rtol, check):
-    W = _enforce(W, _IK_CHECKS, S, W, l1, l2)
-    hx = _enforce(hx, _HX_CHECKS, hx)
+    W = enforce(W, _IK_CHECKS, S, W, l1, l2)
+    hx = enforce(hx, _HX_CHECKS, hx)
     if hz is not None:
-        hz = _enforce(hz, _HZ_CHECKS, hx, hz)
+        hz = enforce(hz, _HZ_CHECKS, hx, hz)
     case, n, C, rho = _circle(S, W, l1, l2, rtol)
     h = _unit(hx, n)
     hp = h - dot(h, n) * n  # the hand axis projected on the circle's plane
@@ -973,11 +933,11 @@ def elbow_position(
     """
     S, W, l1, l2 = _ik_inputs(shoulder, wrist, upper_arm_length, forearm_length)
     hx = _vec3(hand_x, "hand_x")
-    _fail_eagerly(_HX_CHECKS, hx)
+    check_eagerly(_HX_CHECKS, hx)
     hz = None
     if hand_z is not None:
         hz = _vec3(hand_z, "hand_z")
-        _fail_eagerly(_HZ_CHECKS, hx, hz)
+        check_eagerly(_HZ_CHECKS, hx, hz)
     dt = jnp.result_type(S, W, l1, l2, hx)
     cast = lambda x: None if x is None else x.astype(dt)  # noqa: E731
     return _elbow_jit(cast(S), cast(W), cast(l1), cast(l2), cast(hx), cast(hz), _rtol(dt, rtol), bool(check))
@@ -985,8 +945,8 @@ def elbow_position(
 
 @eqx.filter_jit
 def _elbow_at_angle(S, W, l1, l2, theta, rtol, check):
-    W = _enforce(W, _IK_CHECKS, S, W, l1, l2)
-    theta = _enforce(theta, _THETA_CHECKS, theta)
+    W = enforce(W, _IK_CHECKS, S, W, l1, l2)
+    theta = enforce(theta, _THETA_CHECKS, theta)
     case, n, C, rho = _circle(S, W, l1, l2, rtol)
     e1 = _lowest_direction(n, W.dtype)
     e2 = cross(n, e1)
@@ -1020,7 +980,7 @@ def elbow_at_angle(
     """
     S, W, l1, l2 = _ik_inputs(shoulder, hand, upper_arm_length, forearm_length)
     theta = _scalar(theta, "theta")
-    _fail_eagerly(_THETA_CHECKS, theta)
+    check_eagerly(_THETA_CHECKS, theta)
     dt = jnp.result_type(S, W, l1, l2, theta)
     return _elbow_at_angle(S.astype(dt), W.astype(dt), l1.astype(dt), l2.astype(dt), theta.astype(dt),
                            _rtol(dt, rtol), bool(check))
@@ -1039,9 +999,9 @@ def wrist_bending(
 
 
 def _hand_core(g, hx, l3, ratio):
-    g = _enforce(g, _GRIP_CHECKS, g, ratio)
-    hx = _enforce(hx, _HX_CHECKS, hx)
-    l3 = _enforce(l3, _L3_CHECKS, l3)
+    g = enforce(g, _GRIP_CHECKS, g, ratio)
+    hx = enforce(hx, _HX_CHECKS, hx)
+    l3 = enforce(l3, _L3_CHECKS, l3)
     h = _unit(hx, jnp.zeros_like(hx))
     return g - ratio * l3 * h, g + (1.0 - ratio) * l3 * h
 
@@ -1054,9 +1014,9 @@ def _hand_inputs(grip, hand_x, hand_length, grip_ratio):
     hx = _vec3(hand_x, "hand_x")
     l3 = _scalar(hand_length, "hand_length")
     r = _scalar(grip_ratio, "grip_ratio")
-    _fail_eagerly(_GRIP_CHECKS, g, r)
-    _fail_eagerly(_HX_CHECKS, hx)
-    _fail_eagerly(_L3_CHECKS, l3)
+    check_eagerly(_GRIP_CHECKS, g, r)
+    check_eagerly(_HX_CHECKS, hx)
+    check_eagerly(_L3_CHECKS, l3)
     return g, hx, l3, r
 
 
@@ -1096,7 +1056,7 @@ def hand_arm_pose(
     hz = None
     if hand_z is not None:
         hz = _vec3(hand_z, "hand_z")
-        _fail_eagerly(_HZ_CHECKS, hx, hz)
+        check_eagerly(_HZ_CHECKS, hx, hz)
     dt = jnp.result_type(g, hx, arm.lengths, S)
     return _hand_arm_pose(arm, S.astype(dt), g.astype(dt), hx.astype(dt), None if hz is None else hz.astype(dt),
                           r.astype(dt), _rtol(dt, rtol), bool(check))

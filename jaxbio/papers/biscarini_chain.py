@@ -50,12 +50,13 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from jaxbio.planar import _chain_terms as terms
+from jaxbio._validate import as_float, as_shape, check_values, finite
+from jaxbio.papers import _biscarini_terms as terms
 from jaxbio.tree import SegmentTree
 
 __all__ = [
     "BASE",
-    "Contacts",
+    "ResistancePoints",
     "LinearMuscles",
     "PlanarChain",
     "base_load_from_balance",
@@ -80,38 +81,8 @@ _FORMS = ("distal", "proximal")
 # ---------------------------------------------------------------------------------------------------
 
 
-def _float_array(x, name: str):
-    x = jnp.asarray(x)
-    if not jnp.issubdtype(x.dtype, jnp.floating):
-        if not (jnp.issubdtype(x.dtype, jnp.integer) or x.dtype == bool):
-            raise ValueError(f"{name} must be a real array, got dtype {x.dtype}")
-        x = x.astype(jnp.result_type(float))
-    return x
-
-
-def _is_concrete(x) -> bool:
-    return not isinstance(x, jax.core.Tracer)
-
-
-def _check_values(x, name: str, *, positive: bool = False, nonnegative: bool = False):
-    """Value checks on concrete (untraced) arrays only; traced arrays pass through."""
-    if not _is_concrete(x):
-        return
-    v = np.asarray(x)
-    if not np.all(np.isfinite(v)):
-        raise ValueError(f"{name} contains NaN or inf: {v}")
-    if positive and np.any(v <= 0):
-        raise ValueError(f"{name} must be positive, got {v}")
-    if nonnegative and np.any(v < 0):
-        raise ValueError(f"{name} must be non-negative, got {v}")
-
-
 def _state(x, n: int, name: str, shape=None):
-    x = _float_array(x, name)
-    want = (n,) if shape is None else shape
-    if x.shape != want:
-        raise ValueError(f"{name} has shape {x.shape}, expected {want}; batch frames with jax.vmap")
-    return x
+    return as_shape(x, (n,) if shape is None else shape, name, "; batch frames with jax.vmap")
 
 
 def _link_indices(links, n_links: int, what: str, names, allow_base: bool) -> tuple[int, ...]:
@@ -151,10 +122,8 @@ def _n_links(chain_or_n) -> int:
 
 
 def _points(points, count: int, name: str):
-    p = _float_array(points, name)
-    if p.shape != (count, 2):
-        raise ValueError(f"{name} has shape {p.shape}, expected ({count}, 2): one link-frame (x, y) per entry")
-    _check_values(p, name)
+    p = as_shape(points, (count, 2), name, ": one link-frame (x, y) per entry")
+    check_values(p, name)
     return p
 
 
@@ -197,32 +166,32 @@ class PlanarChain(eqx.Module):
     gravity: Float[Array, ""]
 
     def __init__(self, lengths, masses, com_distances, com_angles, inertias, gravity=9.81):
-        lengths = _float_array(lengths, "PlanarChain.lengths")
+        lengths = as_float(lengths, "PlanarChain.lengths")
         if lengths.ndim != 1 or lengths.shape[0] < 1:
             raise ValueError(f"PlanarChain.lengths has shape {lengths.shape}, expected (n,) with n >= 1")
         n = lengths.shape[0]
-        masses = _float_array(masses, "PlanarChain.masses")
+        masses = as_float(masses, "PlanarChain.masses")
         fields = {
             "lengths": lengths,
             "masses": masses,
-            "com_distances": _float_array(com_distances, "PlanarChain.com_distances"),
-            "com_angles": _float_array(com_angles, "PlanarChain.com_angles"),
-            "inertias": _float_array(inertias, "PlanarChain.inertias"),
+            "com_distances": as_float(com_distances, "PlanarChain.com_distances"),
+            "com_angles": as_float(com_angles, "PlanarChain.com_angles"),
+            "inertias": as_float(inertias, "PlanarChain.inertias"),
         }
         for name, value in fields.items():
             if value.shape != (n,):
                 raise ValueError(f"PlanarChain.{name} has shape {value.shape}, expected ({n},) (one per link)")
-        gravity = _float_array(gravity, "PlanarChain.gravity")
+        gravity = as_float(gravity, "PlanarChain.gravity")
         if gravity.shape != ():
             raise ValueError(
                 f"PlanarChain.gravity has shape {gravity.shape}, expected () (magnitude g in m/s², along -y)"
             )
-        _check_values(fields["lengths"], "PlanarChain.lengths", positive=True)
-        _check_values(fields["masses"], "PlanarChain.masses", positive=True)
-        _check_values(fields["com_distances"], "PlanarChain.com_distances", nonnegative=True)
-        _check_values(fields["com_angles"], "PlanarChain.com_angles")
-        _check_values(fields["inertias"], "PlanarChain.inertias", nonnegative=True)
-        _check_values(gravity, "PlanarChain.gravity")
+        check_values(fields["lengths"], "PlanarChain.lengths", positive=True)
+        check_values(fields["masses"], "PlanarChain.masses", positive=True)
+        check_values(fields["com_distances"], "PlanarChain.com_distances", nonnegative=True)
+        check_values(fields["com_angles"], "PlanarChain.com_angles")
+        check_values(fields["inertias"], "PlanarChain.inertias", nonnegative=True)
+        check_values(gravity, "PlanarChain.gravity")
         for name, value in fields.items():
             setattr(self, name, value)
         self.gravity = gravity
@@ -241,8 +210,8 @@ class PlanarChain(eqx.Module):
     def slender_rods(cls, lengths, masses, gravity=9.81) -> "PlanarChain":
         """Uniform slender rods (the Appendix A chains): COM at mid-length on the axis
         (``l_C = l/2``, ``ε_C = 0``) and ``I_C = m l²/12``, so ``I_J = m l²/3``."""
-        lengths = _float_array(lengths, "PlanarChain.lengths")
-        masses = _float_array(masses, "PlanarChain.masses")
+        lengths = as_float(lengths, "PlanarChain.lengths")
+        masses = as_float(masses, "PlanarChain.masses")
         return cls(lengths, masses, lengths / 2, jnp.zeros_like(lengths), masses * lengths**2 / 12, gravity)
 
     def to_tree(self, name: str = "planar_chain", out_of_plane_inertia: Optional[ArrayLike] = None) -> SegmentTree:
@@ -351,7 +320,7 @@ class LinearMuscles(eqx.Module):
         return (self.proximal_links[None, :] < r) & (r <= self.distal_links[None, :])
 
 
-class Contacts(eqx.Module):
+class ResistancePoints(eqx.Module):
     """Points of the links where contact external resistances ``R_i`` act (seed 002, Figure 1).
 
     ``links``: static, link index ``0 … n-1`` of each contact (several contacts may share a link:
@@ -359,6 +328,9 @@ class Contacts(eqx.Module):
     load enters only the proximal form, as ``base_load``). ``points``: ``(C, 2)`` m, link-fixed
     coordinates ``(l_R cos ε_R, l_R sin ε_R)`` of ``P_Ri``. The forces themselves are per-frame inputs
     (``contact_forces``, ``(C, 2)`` N, world frame), so that a ground or hand reaction can vary.
+
+    These are load points of the closed form, not constraints: a point held on the ground is a
+    `jaxbio.dynamics.Contact`.
     """
 
     points: Float[Array, "C 2"]
@@ -371,7 +343,7 @@ class Contacts(eqx.Module):
         links = tuple(links)
         names = _names(names, len(links), "contact")
         self.links = _link_indices(links, n, "contact", names, allow_base=False)
-        self.points = _points(points, len(links), "Contacts.points")
+        self.points = _points(points, len(links), "ResistancePoints.points")
         self.n_links = n
         self.names = names
 
@@ -445,7 +417,7 @@ def _distal_muscle_forces(chain: PlanarChain, muscles: LinearMuscles, theta, ten
     return p_dist, (_finite(forces, "muscle forces", True) if check else forces)
 
 
-def _contact_terms(chain: PlanarChain, contacts: Optional[Contacts], theta, contact_forces):
+def _contact_terms(chain: PlanarChain, contacts: Optional[ResistancePoints], theta, contact_forces):
     """``(link_forces (n, 2) N, contact_moments (n,) N·m)``: per link, the sum of its contact forces
     and their moment about its own joint ``J_k`` (``R_k l_Rk sin(γ_Rk − ε_Rk)`` in the seed)."""
     n = chain.n
@@ -479,8 +451,8 @@ def _check_contacts(chain, contacts, contact_forces, dtype):
         if contact_forces is not None:
             raise ValueError("contact_forces given without contacts")
         return None
-    if not isinstance(contacts, Contacts):
-        raise ValueError(f"contacts must be a Contacts, got {type(contacts).__name__}")
+    if not isinstance(contacts, ResistancePoints):
+        raise ValueError(f"contacts must be a ResistancePoints, got {type(contacts).__name__}")
     if contacts.n_links != chain.n:
         raise ValueError(f"contacts were built for {contacts.n_links} links, the chain has {chain.n}")
     if contact_forces is None:
@@ -509,7 +481,7 @@ def _form_and_base(form, base_load, dtype):
 
 
 def _finite(x, name, check):
-    return eqx.error_if(x, ~jnp.all(jnp.isfinite(x)), f"{name} contains NaN or inf") if check else x
+    return finite(x, name) if check else x
 
 
 _public = functools.partial(jax.jit, static_argnames=("form", "check"))
@@ -606,7 +578,7 @@ def chain_reactions(
     theta_ddot: Float[ArrayLike, " n"],
     muscles: Optional[LinearMuscles] = None,
     tensions: Optional[Float[ArrayLike, " M"]] = None,
-    contacts: Optional[Contacts] = None,
+    contacts: Optional[ResistancePoints] = None,
     contact_forces: Optional[Float[ArrayLike, "C 2"]] = None,
     *,
     form: str = "distal",
@@ -630,7 +602,7 @@ def chain_reactions(
         theta, theta_dot, theta_ddot: ``(n,)`` rad, rad/s, rad/s², absolute link angles and their
             rates (the seed's ``θ_i``, ``θ̇_i``, ``θ̈_i``; `joint_to_link_angles` converts).
         muscles, tensions: optional `LinearMuscles` and their ``(M,)`` N tensions.
-        contacts, contact_forces: optional `Contacts` and their ``(C, 2)`` N world-frame forces.
+        contacts, contact_forces: optional `ResistancePoints` and their ``(C, 2)`` N world-frame forces.
         form: ``"distal"`` or ``"proximal"`` (static).
         base_load: ``(2,)`` N, world frame, ``m₀g + R₀`` (proximal form only).
         check: if true, NaN/inf in the result raise (`equinox.error_if`); a zero-length muscle
@@ -670,7 +642,7 @@ def chain_torques(
     theta: Float[ArrayLike, " n"],
     theta_dot: Float[ArrayLike, " n"],
     theta_ddot: Float[ArrayLike, " n"],
-    contacts: Optional[Contacts] = None,
+    contacts: Optional[ResistancePoints] = None,
     contact_forces: Optional[Float[ArrayLike, "C 2"]] = None,
     *,
     form: str = "distal",
@@ -690,7 +662,7 @@ def chain_torques(
     Args:
         chain: the model.
         theta, theta_dot, theta_ddot: ``(n,)`` rad, rad/s, rad/s², absolute link angles and rates.
-        contacts, contact_forces: optional `Contacts` and their ``(C, 2)`` N world-frame forces.
+        contacts, contact_forces: optional `ResistancePoints` and their ``(C, 2)`` N world-frame forces.
         form: ``"distal"`` or ``"proximal"`` (static).
         base_load: ``(2,)`` N, world frame, ``m₀g + R₀`` (proximal form only).
         check: if true, NaN/inf in the result raise (`equinox.error_if`).
@@ -719,7 +691,7 @@ def base_load_from_balance(
     theta: Float[ArrayLike, " n"],
     theta_dot: Float[ArrayLike, " n"],
     theta_ddot: Float[ArrayLike, " n"],
-    contacts: Optional[Contacts] = None,
+    contacts: Optional[ResistancePoints] = None,
     contact_forces: Optional[Float[ArrayLike, "C 2"]] = None,
 ) -> Float[Array, "2"]:
     """``m₀g + R₀`` ``(2,)`` N, world frame, from the force equation of the whole system (seed 002
@@ -739,7 +711,7 @@ def external_wrenches(
     theta: Float[ArrayLike, " n"],
     muscles: Optional[LinearMuscles] = None,
     tensions: Optional[Float[ArrayLike, " M"]] = None,
-    contacts: Optional[Contacts] = None,
+    contacts: Optional[ResistancePoints] = None,
     contact_forces: Optional[Float[ArrayLike, "C 2"]] = None,
 ) -> tuple[Float[Array, "n 3"], Float[Array, "n 3"]]:
     """The muscle and contact forces as the ``external`` argument of ``jb.inverse_dynamics`` /

@@ -1,4 +1,4 @@
-"""Absolute (Cartesian) coordinates of a planar `SegmentTree` (Blajer et al., seed 003 §3).
+"""Absolute (Cartesian) coordinates of any planar `SegmentTree` (the formulation of Blajer et al., seed 003 §3).
 
 Every segment ``b`` of a planar tree is a free rigid body in the plane with the three absolute
 coordinates ``p_b = (x_b, y_b, θ_b)``: the world position (m) of its centre of mass and the world
@@ -15,7 +15,7 @@ coordinates. This module builds the pieces of the absolute-coordinate formulatio
   `gravity_vector` — ``f_g``; `actuation_matrix` — ``B`` ``(3N, n)``, the generalised forces in
   ``p`` of unit joint torques/forces ``u`` (``B = (∂q/∂p)ᵀ``, virtual work);
 - `joint_constraints` — ``Φ(p) = 0`` (part I eq. 5), two rows per joint, and
-  `contact_constraints` for points of segments held fixed on the ground (`GroundContact`);
+  `contact_constraints` for points of segments held fixed on the ground (`jaxbio.dynamics.Contact`);
   `constraint_jacobian` — ``C = ∂Φ/∂p`` and ``γ_C`` with ``C p̈ = γ_C`` (``γ_C = −Ċ ṗ``);
 - `open_constraint_matrix` — Blajer's ``E = ∂g(q, z)/∂z`` at ``z = 0`` (eq. 13) for
   open-constraint coordinates ``z`` of chosen joints.
@@ -52,10 +52,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from jaxbio.dynamics.contact import Contacts, contact_points, contact_rows
 from jaxbio.tree import SegmentTree
 
 __all__ = [
-    "GroundContact",
     "PlanarParams",
     "planar_params",
     "absolute_coordinates",
@@ -70,50 +70,11 @@ __all__ = [
     "contact_constraints",
     "constraint_jacobian",
     "open_constraint_matrix",
-    "contact_rows",
 ]
 
 _PLANAR_TOL = 1e-6
 
 
-def _as_point(x):
-    return jnp.asarray(x)
-
-
-class GroundContact(eqx.Module):
-    """A point of a segment held fixed on the ground (a support-phase constraint).
-
-    Fields:
-        segment: name of the segment (static).
-        point: ``(2,)`` m (or ``(3,)``, z ignored), the contact point in the segment frame (e.g. the
-            heel ``(−0.04877, −0.0679)`` of ``foot_r`` in ``sagittal11``).
-        weld: static; ``False`` (a pin: the point's x and y are fixed, 2 constraints) or ``True``
-            (also the segment's angle is fixed, e.g. a foot flat on the ground: 3 constraints).
-
-    Its multipliers are the ground reaction on the segment: force ``(Fx, Fy)`` N at the point and,
-    for a weld, the moment ``Mz`` N·m about the point.
-    """
-
-    segment: str = eqx.field(static=True)
-    point: Float[Array, " 2"] = eqx.field(converter=_as_point)
-    weld: bool = eqx.field(static=True, default=False)
-
-    def __check_init__(self):
-        if not isinstance(self.segment, str):
-            raise ValueError(f"GroundContact.segment must be a segment name (str), got {self.segment!r}")
-        if not isinstance(self.weld, bool):
-            raise ValueError(f"GroundContact.weld must be a bool, got {self.weld!r}")
-        shape = jnp.shape(self.point)
-        if len(shape) < 1 or shape[-1] not in (2, 3):
-            raise ValueError(f"GroundContact.point must have shape (2,) or (3,) (segment frame, m), got {shape}")
-
-    @property
-    def rows(self) -> int:
-        """Number of constraint rows (2 for a pin, 3 for a weld)."""
-        return 3 if self.weld else 2
-
-
-Contacts = Sequence[GroundContact]
 
 
 class PlanarParams(NamedTuple):
@@ -151,7 +112,7 @@ def planar_params(tree: SegmentTree) -> PlanarParams:
     axes = eqx.error_if(
         axes,
         not_planar,
-        "jaxbio.planar: the tree is not planar (revolute axes must be ±z, prismatic axes in the "
+        "the tree is not planar (revolute axes must be ±z, prismatic axes in the "
         "x-y plane, joint orientations about z, gravity in the x-y plane)",
     )
     n = tree.nq
@@ -354,27 +315,8 @@ def joint_constraints(tree: SegmentTree, p, *, pp: PlanarParams | None = None) -
     return rows.reshape(-1)
 
 
-def contact_rows(tree: SegmentTree, contacts: Contacts) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
-    """Static layout of the contact constraints: segment index ``(k,)``, the kept rows of the
-    ``(k, 3)`` table ``[x, y, θ]`` (flat indices) and the row count of each contact. Unknown
-    segment names raise `ValueError` (before tracing)."""
-    for c in contacts:
-        if not isinstance(c, GroundContact):
-            raise ValueError(f"contacts must be jaxbio.planar.GroundContact objects, got {type(c).__name__}")
-    seg = np.asarray([tree.index(c.segment) for c in contacts], dtype=np.int32)
-    keep = [3 * k + j for k, c in enumerate(contacts) for j in range(c.rows)]
-    return seg, np.asarray(keep, dtype=np.int32), tuple(c.rows for c in contacts)
-
-
-def contact_points(contacts: Contacts, dtype) -> Array:
-    """``(k, 2)`` contact points in their segment frames."""
-    if not contacts:
-        return jnp.zeros((0, 2), dtype)
-    return jnp.stack([jnp.asarray(c.point, dtype)[:2] for c in contacts])
-
-
 def contact_constraints(tree: SegmentTree, p, contacts: Contacts, *, pp: PlanarParams | None = None) -> Float[Array, " lc"]:
-    """GroundContact constraint functions ``(lc,)``: per contact the world x, y of its point (and the
+    """Contact constraint functions ``(lc,)``: per contact the world x, y of its point (and the
     segment's angle θ for a weld). The ground position is a constant, so it is left out: it does
     not enter ``C`` or ``γ``."""
     pp = planar_params(tree) if pp is None else pp
