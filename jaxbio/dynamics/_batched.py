@@ -23,8 +23,9 @@ How it is laid out, and why:
   chunk starts at ``B − C`` and recomputes a few states rather than padding the batch).
 - Inside a chunk, records (`Joint`, `Body`, `Accelerations`, `Own`, …) hold tuples of ``(K, C)``
   arrays, one per component (structure of arrays, `jaxbio.dynamics._soa`). Each pass is a
-  `jax.lax.scan` over the *steps* of a `jaxbio.dynamics._levels.Schedule`: ``K`` segments whose
-  parents were computed in earlier steps, gathered from a table of the rows computed so far.
+  `jax.lax.scan` per *phase* over the *steps* of a `jaxbio.dynamics._levels.schedule`: ``K``
+  segments (possibly of different tree levels) whose parents were computed in earlier steps or
+  phases, gathered from a table of the rows computed so far.
   Own terms are computed in the segment's frame (``R I Rᵀ`` is never formed).
 - On CPU (``layout="cpu"``) each stage of a step is materialised by `_keep`, one variadic
   `jax.lax.reduce`: XLA's CPU backend has no multi-output loop fusion, so without it every
@@ -395,13 +396,14 @@ def _backward_pass(sched: Schedule, step: Callable, own: list, revolute, keep, z
     return outs
 
 
-def _by_segment(sched: Schedule, parts: list, get: Callable = lambda x: x, C: int = 1):
+def _by_segment(sched: Schedule, parts: list, C: int, get: Callable = lambda x: x):
     """``get`` of per-phase outputs ``(S, K, C)`` -> ``(n, C)`` in segment order."""
     return jnp.concatenate([get(x).reshape(-1, C) for x in parts], 0)[sched.slot]
 
 
 def _torques_out(tree: SegmentTree, sched: Schedule, outs: list, own: list, C: int):
-    return _by_segment(sched, outs, C=C)
+    """Per-phase joint outputs -> ``(n, C)`` in segment order."""
+    return _by_segment(sched, outs, C)
 
 
 def _crba_columns(tree: SegmentTree, sched: Schedule, composites: list, own: list, C: int):
@@ -415,7 +417,7 @@ def _crba_columns(tree: SegmentTree, sched: Schedule, composites: list, own: lis
     n = tree.nq
 
     def seg(parts, get):
-        return _by_segment(sched, parts, get, C)
+        return _by_segment(sched, parts, C, get)
 
     m = seg(composites, lambda c: c.mass)
     h = tuple(seg(composites, lambda c, k=k: c.first_moment[k]) for k in range(3))
@@ -521,18 +523,16 @@ def _batched(tree: SegmentTree, kernel: _Kernel, states: list, external: list | 
     return lax.fori_loop(0, nc, body, jnp.zeros_like(q[:, :1]) + jnp.zeros((1, width), q.dtype))
 
 
-_TUNING_DOC = """
-    Keyword-only, static: ``chunk`` states per chunk (default `chunk_size` of the layout);
-    ``layout`` ``"cpu"`` (chunks, multi-output fusions, vectorised sin/cos) or ``"accelerator"``
-    (one chunk, plain XLA), default by `jax.default_backend`; ``schedule`` a
-    `jaxbio.dynamics._levels.schedule` of ``tree.parents`` (default: its default costs)."""
-
-
 def inverse_dynamics_batch(tree: SegmentTree, q, qd, qdd, external=None, *, chunk: int | None = None,
                            layout: str | None = None, schedule: Schedule | None = None):
     """``tau`` ``(B, n)`` for ``q, qd, qdd`` ``(B, n)`` (``external``: forces and moments
     ``(B, n, 3)``, world frame, or None). Same result as `jax.vmap` of the per-state recursion
     to round-off; not differentiable by itself (see `jaxbio.dynamics.rnea`).
+
+    Static keywords (all three kernels): ``chunk`` states per chunk (default: `chunk_size` of the
+    layout); ``layout`` ``"cpu"`` (chunks, `_keep` fusions, vectorised sin/cos) or
+    ``"accelerator"`` (one chunk, plain XLA), default `default_layout`; ``schedule`` a
+    `jaxbio.dynamics._levels.schedule` of ``tree.parents`` (default: its default costs).
     """
     ext = None if external is None else [external[0], external[1]]
     return _batched(tree, _RNEA, [q, qd, qdd], ext, chunk=chunk, layout=layout, schedule=schedule)
@@ -554,7 +554,8 @@ def kinetic_energy_gradient_batch(tree: SegmentTree, q, qd, *, chunk: int | None
 
     ``(P_i, H_i)`` are summed distal → proximal and moved to the parent's joint centre exactly as
     the wrench ``(F_i, M_i)`` is. Same result as ``jax.grad`` of `jaxbio.kinetic_energy` to
-    round-off; not differentiable by itself (see `jaxbio.hamiltonian.dH_dq`).
+    round-off; not differentiable by itself (see `jaxbio.hamiltonian.dH_dq`). Keywords as for
+    `inverse_dynamics_batch`.
     """
     return _batched(tree, _MOMENTUM, [q, qd, qd], None, chunk=chunk, layout=layout, schedule=schedule)
 
@@ -566,12 +567,8 @@ def mass_matrix_batch(tree: SegmentTree, q, *, chunk: int | None = None, layout:
     summing each subtree's mass, first moment ``h`` and inertia ``J`` about its joint centre
     (`_composite_to_parent`), then one entry per pair of a segment and an ancestor
     (`_crba_columns`). Same result as `jaxbio.mass_matrix` to round-off; not differentiable by
-    itself (see `jaxbio.dynamics.mass_matrix`).
+    itself (see `jaxbio.dynamics.mass_matrix`). Keywords as for `inverse_dynamics_batch`.
     """
     B, n = q.shape
     out = _batched(tree, _CRBA, [q, q, q], None, chunk=chunk, layout=layout, schedule=schedule)
     return out.reshape(B, n, n)
-
-
-for _f in (inverse_dynamics_batch, kinetic_energy_gradient_batch, mass_matrix_batch):
-    _f.__doc__ = _f.__doc__.rstrip() + "\n" + _TUNING_DOC
