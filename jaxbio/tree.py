@@ -10,6 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from jaxbio import _topology
+
 __all__ = ["SegmentTree"]
 
 JOINT_TYPES = ("revolute", "prismatic")
@@ -89,9 +91,7 @@ class SegmentTree(eqx.Module):
     @property
     def levels(self) -> tuple[tuple[int, ...], ...]:
         """Segment indices by depth: ``levels[0]`` are children of the world."""
-        from jaxbio.dynamics._levels import levels_of
-
-        return tuple(tuple(int(i) for i in g) for g in levels_of(self.parents).depth_members)
+        return _topology.levels(self.parents)
 
     @property
     def is_revolute(self) -> np.ndarray:

@@ -18,6 +18,7 @@ import pytest
 import jaxbio as jb
 from jaxbio import hamiltonian as ham
 from jaxbio.dynamics import kinetic_energy_gradient
+from jaxbio.dynamics._batched import mass_matrix_batch
 from jaxbio.dynamics.mass_matrix import _jacobian_mass_matrix
 from tests._models import random_model_dict
 
@@ -109,15 +110,12 @@ def test_vmap_over_subjects_uses_each_tree():
         assert rel(g[k], jax.grad(lambda a: jb.kinetic_energy(tree_k, a, qd[k]))(q[k])) < 1e-12
 
 
-def test_accelerator_mass_matrix_layout(monkeypatch):
-    """The accelerator layout of `vmap(mass_matrix)` (one chunk, no multi-output fusions), run
-    here on the CPU by patching the backend: the Jacobian route's matrices."""
-    import jaxbio.dynamics._batched as bm
-
+def test_accelerator_mass_matrix_layout():
+    """The accelerator layout of the batched mass matrix (one chunk, no multi-output fusions),
+    run here on the CPU: the Jacobian route's matrices."""
     tree = jb.load_model("wholebody", dtype=jnp.float64)
     q, _ = states(28, 20, seed=8)
-    monkeypatch.setattr(bm.jax, "default_backend", lambda: "gpu")
-    got = jax.jit(jax.vmap(lambda a: jb.mass_matrix(tree, a)))(q)
+    got = jax.jit(lambda a: mass_matrix_batch(tree, a, layout="accelerator"))(q)
     assert rel(got, jax.vmap(lambda a: _jacobian_mass_matrix(tree, a))(q)) < 1e-12
 
 

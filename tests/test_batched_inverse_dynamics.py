@@ -8,8 +8,6 @@ and differentiates it, and what Pinocchio gives. References: a Python loop of un
 from __future__ import annotations
 
 import json
-import os
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -18,7 +16,9 @@ import pytest
 
 import jaxbio as jb
 from jaxbio.dynamics._batched import CPU_CHUNK, chunk_size, inverse_dynamics_batch
+from jaxbio.dynamics._levels import schedule
 from jaxbio.model import model_path
+from tests._models import random_model_dict
 
 MODELS = ("double_pendulum", "arm7", "sagittal11", "wholebody", "arm26")
 BATCH = CPU_CHUNK * 2 + 37  # three chunks on CPU, the last one overlapping the second
@@ -76,8 +76,7 @@ def test_chunk_size_rule():
 
 def test_vmap_against_pinocchio():
     pin = pytest.importorskip("pinocchio")
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import pinocchio_ref as ref
+    from tests import pinocchio_ref as ref
 
     for name in ("arm7", "wholebody"):
         d = json.loads(model_path(name).read_text())
@@ -208,41 +207,32 @@ def check_schedule(parents, sched) -> None:
 
 @pytest.mark.parametrize("phase_cost,step_cost", [(0, 0.75), (6, 0.75), (1000, 0.75), (1000, 0.0), (6, 100.0)])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_random_trees_every_phase_layout(phase_cost, step_cost, seed, monkeypatch):
+def test_random_trees_every_phase_layout(phase_cost, step_cost, seed):
     """Random trees (several roots, mixed joints) under every kind of schedule: many phases or a
     single one, steps that are tree levels or mix them (``step_cost`` 0: fewest slots, 100:
     fewest steps). The schedule's tables describe the tree, and the batched torques equal a loop
     of single states."""
-    import jaxbio.dynamics._batched as bm
-
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from _models import random_model_dict
-
-    monkeypatch.setattr(bm, "PHASE_COST", phase_cost)
-    monkeypatch.setattr(bm, "STEP_COST", step_cost)
-    monkeypatch.setattr(bm, "_SCHEDULES", {})
     rng = np.random.default_rng(100 + seed)
     tree = jb.SegmentTree.from_dict(random_model_dict(rng, 17), dtype=jnp.float64)
-    sched = bm.schedule(tree.parents)
+    sched = schedule(tree.parents, phase_cost=phase_cost, step_cost=step_cost)
     check_schedule(tree.parents, sched)
     if phase_cost == 1000:
         assert len(sched.phases) == 1
     q, qd, qdd, fext, mext = states(tree.nq, 50, seed=seed)
     one = jax.jit(lambda a, b, c, f, m: jb.inverse_dynamics(tree, a, b, c, (f, m)))
     want = np.stack([one(q[i], qd[i], qdd[i], fext[i], mext[i]) for i in range(50)])
-    got = jax.jit(lambda *a: bm.inverse_dynamics_batch(tree, *a[:3], (a[3], a[4]), chunk=16))(q, qd, qdd, fext, mext)
+    got = jax.jit(lambda *a: inverse_dynamics_batch(tree, *a[:3], (a[3], a[4]), chunk=16, schedule=sched))(
+        q, qd, qdd, fext, mext)
     assert rel(got, want) < 1e-12
 
 
 def test_schedules_of_the_shipped_models():
     """The tables of every shipped model's schedule describe its tree; the whole body's limbs
     share steps across tree levels (30 slots for 28 segments, against 41 level by level)."""
-    import jaxbio.dynamics._batched as bm
-
     for name in MODELS:
         tree = jb.load_model(name)
-        check_schedule(tree.parents, bm.schedule(tree.parents))
-    sched = bm.schedule(jb.load_model("wholebody").parents)
+        check_schedule(tree.parents, schedule(tree.parents))
+    sched = schedule(jb.load_model("wholebody").parents)
     assert sum(p.members.size for p in sched.phases) == 30
     depth = {}
     for i, p in enumerate(jb.load_model("wholebody").parents):
@@ -250,20 +240,27 @@ def test_schedules_of_the_shipped_models():
     assert any(len({depth[int(i)] for i in step}) > 1 for ph in sched.phases for step in ph.members)
 
 
-def test_accelerator_layout_on_cpu(monkeypatch):
+def test_accelerator_layout_on_cpu():
     """The layout an accelerator gets (the whole batch as one chunk, no multi-output fusions,
     XLA's own sin/cos), run here on the CPU: the same torques as a loop of single states."""
-    import jaxbio.dynamics._batched as bm
-
-    monkeypatch.setattr(bm.jax, "default_backend", lambda: "gpu")
     tree = jb.load_model("wholebody", dtype=jnp.float64)
     q, qd, qdd, fext, mext = states(tree.nq, 300, seed=5)
-    text = jax.jit(lambda *a: bm.inverse_dynamics_batch(tree, *a)).lower(q, qd, qdd).as_text()
+    text = jax.jit(lambda *a: inverse_dynamics_batch(tree, *a, layout="accelerator")).lower(q, qd, qdd).as_text()
     assert "reduce" not in text and "while" in text  # no _keep fusions; the level scans remain
-    got = jax.jit(lambda *a: bm.inverse_dynamics_batch(tree, *a[:3], (a[3], a[4])))(q, qd, qdd, fext, mext)
+    got = jax.jit(lambda *a: inverse_dynamics_batch(tree, *a[:3], (a[3], a[4]), layout="accelerator"))(
+        q, qd, qdd, fext, mext)
     one = jax.jit(lambda a, b, c, f, m: jb.inverse_dynamics(tree, a, b, c, (f, m)))
     want = np.stack([one(q[i], qd[i], qdd[i], fext[i], mext[i]) for i in range(0, 300, 7)])
     assert rel(np.asarray(got)[::7], want) < 1e-12
+
+
+def test_layout_is_checked_and_schedules_are_cached_and_bounded():
+    tree = jb.load_model("arm7", dtype=jnp.float64)
+    q = np.zeros((4, tree.nq))
+    with pytest.raises(ValueError, match="layout must be one of"):
+        inverse_dynamics_batch(tree, q, q, q, layout="gpu")
+    assert schedule(tree.parents) is schedule(tree.parents)
+    assert schedule.cache_info().maxsize is not None
 
 
 def test_inside_shard_map():

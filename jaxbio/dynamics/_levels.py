@@ -15,15 +15,23 @@ not grow with the number of segments (a 100-segment chain compiles as fast as a 
 and the scan's per-level overhead is shared by the whole batch under `jax.vmap`. One static
 gather maps the ``(levels, K)`` results back to segment order. Leaves of the pytrees passed in
 have the segment as their leading axis.
+
+The batch-last kernels (`jaxbio.dynamics._batched`) use a refinement of the same tables,
+`schedule`: consecutive levels grouped into *phases*, and inside a phase segments scheduled into
+*steps* that may mix levels, so that narrow and wide levels pad less. Both build on the level
+grouping of `jaxbio._topology`; all tables are numpy, built once per topology (bounded LRU caches).
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from jaxbio._topology import TOPOLOGY_CACHE, children, depths, levels
 
 
 class Levels(NamedTuple):
@@ -36,21 +44,15 @@ class Levels(NamedTuple):
     depth_members: tuple[np.ndarray, ...]  # unpadded members per level
 
 
-_CACHE: dict[tuple[int, ...], Levels] = {}
-
-
+@lru_cache(maxsize=TOPOLOGY_CACHE)
 def levels_of(parents: tuple[int, ...]) -> Levels:
-    if parents in _CACHE:
-        return _CACHE[parents]
-    depth: list[int] = []
-    for p in parents:
-        depth.append(0 if p < 0 else depth[p] + 1)
-    L = max(depth) + 1
-    groups = [[i for i, d in enumerate(depth) if d == lev] for lev in range(L)]
+    """The level tables of the tree with these ``parents`` (cached per topology)."""
+    depth, groups = depths(parents), levels(parents)
+    L = len(groups)
     K = max(len(g) for g in groups)
     pos = np.empty(len(parents), dtype=np.int32)
     for g in groups:
-        pos[g] = np.arange(len(g))
+        pos[list(g)] = np.arange(len(g))
     members = np.zeros((L, K), np.int32)
     parent_pos = np.zeros((L, K), np.int32)
     for lev, g in enumerate(groups):
@@ -58,19 +60,17 @@ def levels_of(parents: tuple[int, ...]) -> Levels:
         members[lev, len(g):] = g[0]
         if lev:
             parent_pos[lev, : len(g)] = pos[[parents[i] for i in g]]
-    children: list[list[list[int]]] = [[[] for _ in range(K)] for _ in range(L)]
+    kids: list[list[list[int]]] = [[[] for _ in range(K)] for _ in range(L)]
     for i, p in enumerate(parents):
         if p >= 0:
-            children[depth[p]][pos[p]].append(int(pos[i]))
-    R = max(1, max(len(c) for lev in children for c in lev))
+            kids[depth[p]][pos[p]].append(int(pos[i]))
+    R = max(1, max(len(c) for lev in kids for c in lev))
     rounds = np.full((L, R, K), K, np.int32)
     for lev in range(L):
-        for k, ch in enumerate(children[lev]):
+        for k, ch in enumerate(kids[lev]):
             rounds[lev, : len(ch), k] = ch
     slot = np.asarray([depth[i] * K + pos[i] for i in range(len(parents))], np.int32)
-    lv = Levels(members, parent_pos, rounds, slot, tuple(np.asarray(g, np.int32) for g in groups))
-    _CACHE[parents] = lv
-    return lv
+    return Levels(members, parent_pos, rounds, slot, tuple(np.asarray(g, np.int32) for g in groups))
 
 
 def _gather(x, idx):
@@ -147,3 +147,137 @@ def backward_pass(lv: Levels, own, transport: Callable, aux=None):
     xs = (_by_level(own, lv), _by_level(aux, lv), children)
     _, ys = jax.lax.scan(body, zero, xs, reverse=True)
     return _to_segments(ys, lv)
+
+
+# ---- phases of mixed-level steps (the batch-last kernels, `jaxbio.dynamics._batched`) ---------
+
+
+class Phase(NamedTuple):
+    """Segments processed by one pair of scans: ``S`` steps of ``K`` slots each.
+
+    A step's members have their parents in earlier steps of the phase or in earlier phases, and
+    their children in later steps or later phases, so a step may mix tree levels. The forward scan
+    writes each step's results into a table of ``E + S·K`` rows: ``E`` rows copied from the world
+    and earlier phases (``extern``), then ``K`` rows per step; the reverse scan writes each step's
+    totals into a table of ``S·K + 1`` rows (the last one zero).
+    """
+
+    members: np.ndarray  # (S, K) segment of each slot (padding repeats the step's first member)
+    parent_row: np.ndarray  # (S, K) row of each slot's parent in the forward table
+    extern: np.ndarray  # (E,) global row (see `Schedule`) of each extern row of the forward table
+    child_rows: np.ndarray  # (S, R, K) row of each slot's r-th child of this phase, or S·K (zero)
+    later_children: np.ndarray  # (R', S·K) global row of each row's r-th child in a later phase, or 0
+
+
+class Schedule(NamedTuple):
+    """Phases in order. Global rows number the world (0) and then every phase's ``S·K`` rows."""
+
+    phases: tuple[Phase, ...]
+    slot: np.ndarray  # (n,) global row − 1 of each segment: its row in the phases' concatenated rows
+
+
+def _steps(parents: tuple[int, ...], segs: list[int], K: int) -> list[list[int]]:
+    """List scheduling of ``segs`` (a parent before its children) into steps of at most ``K``:
+    each step takes the ready segments with the longest chain of descendants in ``segs`` first."""
+    inside = set(segs)
+    kids = {i: [c for c in children(parents)[i] if c in inside] for i in segs}
+    height: dict[int, int] = {}
+    for i in sorted(segs, reverse=True):  # children have larger indices than their parent
+        height[i] = 1 + max((height[c] for c in kids[i]), default=0)
+    ready = sorted((i for i in segs if parents[i] not in inside), key=lambda i: (-height[i], i))
+    steps = []
+    while ready:
+        step, ready = ready[:K], ready[K:]
+        steps.append(sorted(step))
+        ready = sorted(ready + [c for i in step for c in kids[i]], key=lambda i: (-height[i], i))
+    return steps
+
+
+@lru_cache(maxsize=TOPOLOGY_CACHE)
+def schedule(parents: tuple[int, ...], *, step_cost: float = 0.75, phase_cost: float = 6) -> Schedule:
+    """Phases of consecutive tree levels, each scheduled into steps of equal width ``K``.
+
+    Padding every level to the widest (one scan) wastes slots on trees whose levels differ in
+    width (the whole body: 65 slots for 28 segments); one scan per level multiplies compile time.
+    Inside a phase a step need not be one level (`_steps`: the whole body's limbs, levels of
+    widths 3, 3, 3, 5, 4, 2, 2, fit in 8 steps of 3). A dynamic programme over the levels
+    minimises ``Σ S·(K + step_cost) + phase_cost`` over the phases, in units of one slot (one
+    segment's step for one state); at each phase the width is the best of ``1 … widest level``.
+    The defaults were fitted to the whole body on CPU (a step costs about 0.75 of a slot; a phase,
+    one more pair of scans, costs compile time worth 6 slots; see benchmarks/README.md): 6 steps
+    of 1, then 8 of 3, 30 slots for 28 segments. Cached per topology and costs.
+    """
+    groups = [list(g) for g in levels(parents)]
+
+    def cost(steps):
+        return len(steps) * (max(len(s) for s in steps) + step_cost)
+
+    def best_steps(segs, max_width):  # K = max_width (the widest level): one step per level
+        if max_width == 1:
+            return [[i] for i in segs]
+        return min((_steps(parents, segs, K) for K in range(1, max_width + 1)), key=cost)
+
+    L = len(groups)
+    plan: dict[tuple[int, int], list[list[int]]] = {}
+    best, cut = [0.0] + [np.inf] * L, [0] * (L + 1)
+    for b in range(1, L + 1):
+        for a in range(b):
+            segs = sorted(i for g in groups[a:b] for i in g)
+            steps = plan[a, b] = best_steps(segs, max(len(g) for g in groups[a:b]))
+            c = best[a] + cost(steps) + phase_cost
+            if c < best[b]:
+                best[b], cut[b] = c, a
+    bounds, b = [], L
+    while b > 0:
+        bounds.append((cut[b], b))
+        b = cut[b]
+    return _tables(parents, [plan[a, b] for a, b in reversed(bounds)])
+
+
+def _tables(parents: tuple[int, ...], all_steps: list[list[list[int]]]) -> Schedule:
+    """The index tables of phases given as lists of steps (lists of segments)."""
+    n = len(parents)
+    kids = children(parents)
+    phase_of, row = np.empty(n, np.int64), np.empty(n, np.int64)  # row: global
+    offset = 1
+    for p, steps in enumerate(all_steps):
+        K = max(len(s) for s in steps)
+        for t, step in enumerate(steps):
+            for k, i in enumerate(step):
+                phase_of[i], row[i] = p, offset + t * K + k
+        offset += len(steps) * K
+    phases = []
+    for p, steps in enumerate(all_steps):
+        S, K = len(steps), max(len(s) for s in steps)
+        start = row[steps[0][0]]  # global row of the phase's first slot
+        members = np.array([s + [s[0]] * (K - len(s)) for s in steps], np.int64)
+        extern: list[int] = []  # global rows of parents outside the phase (0: the world)
+        parent_row = np.zeros((S, K), np.int64)
+        for t, step in enumerate(steps):
+            for k, i in enumerate(members[t]):
+                par = parents[i]
+                if par >= 0 and phase_of[par] == p:
+                    parent_row[t, k] = -1 - (row[par] - start)  # in-phase: fixed below
+                else:
+                    g = 0 if par < 0 else int(row[par])
+                    if g not in extern:
+                        extern.append(g)
+                    parent_row[t, k] = extern.index(g)
+        E = len(extern)
+        parent_row = np.where(parent_row < 0, E - 1 - parent_row, parent_row)
+        inner = [[[int(row[c] - start) for c in kids[i] if phase_of[c] == p] for i in m] for m in members]
+        R = max(1, max(len(ch) for m in inner for ch in m))
+        child_rows = np.full((S, R, K), S * K, np.int64)
+        for t, m in enumerate(inner):
+            for k, ch in enumerate(m):
+                child_rows[t, : len(ch), k] = ch
+        later = [[int(row[c]) for c in kids[i] if phase_of[c] > p] for i in members.reshape(-1)]
+        for t, step in enumerate(steps):  # padded slots: nothing from later phases (counted once)
+            for k in range(len(step), K):
+                later[t * K + k] = []
+        R2 = max(len(ch) for ch in later)
+        later_children = np.zeros((R2, S * K), np.int64)
+        for j, ch in enumerate(later):
+            later_children[: len(ch), j] = ch
+        phases.append(Phase(members, parent_row, np.asarray(extern, np.int64), child_rows, later_children))
+    return Schedule(tuple(phases), row - 1)
