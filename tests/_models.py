@@ -59,3 +59,7 @@ def random_model_dict(rng, n: int, chain: bool = False) -> dict:
             }
         )
     return {"name": f"random{n}", "gravity": [0, 0, -9.81], "segments": segs}
+
+
+#: the repository root (tests live in sub-folders that mirror the package)
+REPO = __import__("pathlib").Path(__file__).resolve().parents[1]

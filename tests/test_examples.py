@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests._models import REPO
 
-EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.py"))
+EXAMPLES = sorted((REPO / "examples").glob("*.py"))
 
 
 def test_examples_found():

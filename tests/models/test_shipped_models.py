@@ -13,8 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests._models import REPO
 
-MODELS_DIR = Path(__file__).resolve().parents[1] / "jaxbio" / "models"
+MODELS_DIR = REPO / "jaxbio" / "models"
 BODY_MASS = 73.0  # kg, de Leva (1996) Table 4 reference male
 STATURE = 1.741  # m
 VIRTUAL_MASS = 1e-4  # kg, see README "Virtual segments"

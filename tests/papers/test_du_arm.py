@@ -17,6 +17,7 @@ from scipy.spatial.transform import Rotation
 
 import jaxbio as jb
 from jaxbio.papers import du_arm as du
+from tests._models import REPO
 
 G = 9.81
 LOAD = 5.0  # kg held in the hand (the text gives no number)
@@ -499,7 +500,7 @@ def test_bad_input_raises():
 # ---------------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_example_runs(capsys):
-    runpy.run_path(str(Path(__file__).parents[1] / "examples" / "arm_statics.py"), run_name="__main__")
+    runpy.run_path(str(REPO / "examples" / "arm_statics.py"), run_name="__main__")
     out = capsys.readouterr().out
     assert "biceps" in out and "elbow" in out and "out of reach" in out and "stretched" in out
 

@@ -11,8 +11,6 @@ Pinocchio on every model shipped in jaxbio/models/*.json and on randomly generat
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,11 +18,11 @@ import pytest
 
 pin = pytest.importorskip("pinocchio", reason="Pinocchio reference tests need `pip install pin`")
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import pinocchio_ref as ref  # noqa: E402
+from tests import pinocchio_ref as ref  # noqa: E402
+from tests._models import REPO
 
 RTOL = 1e-10
-MODEL_DIR = Path(__file__).resolve().parents[1] / "jaxbio" / "models"
+MODEL_DIR = REPO / "jaxbio" / "models"
 MODEL_FILES = sorted(MODEL_DIR.glob("*.json"))
 N_STATES = 4
 
