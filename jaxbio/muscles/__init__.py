@@ -8,7 +8,7 @@
 - `jaxbio.muscles.actuators`: Rayleigh–Van der Pol dissipation, the hybrid DC motor, and
   `MuscleDrive` (fitness × impulse × Hill, a `jaxbio.hamiltonian.Drive`).
 - `jaxbio.muscles.geometry`: `MusclePaths` through points fixed in segment frames; lengths,
-  lengthening velocities, moment arms r = −∂l/∂q, generalised forces and segment wrenches.
+  lengthening velocities, moment arms r = −∂l/∂q, generalised forces and the wrenches the muscles apply (`muscle_wrenches`).
 - `jaxbio.muscles.drive`: `MuscleActuatedDrive`, Hill muscles on paths with activation dynamics
   as a stateful drive (activations are ODE states of the Hamiltonian system).
 - `jaxbio.muscles.sets`: `load_muscle_set("arm26" | "gait10dof18musc")` from OpenSim-derived data.

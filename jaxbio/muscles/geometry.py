@@ -15,10 +15,10 @@ Sign conventions (used throughout):
 - lengthening velocity ``dl/dt = (∂l/∂q) q̇ = −r q̇`` (positive when the muscle lengthens).
 - the wrench route: every straight piece of a path between consecutive points on *different*
   bodies pulls both of its end points towards each other with the tension (seed 001 §3.2: the
-  muscle force acts along the line between attachment points). `segment_wrenches` returns these
+  muscle force acts along the line between attachment points). `muscle_wrenches` returns these
   forces summed per segment, world frame, with moments about each segment's origin, in the form
   ``external`` of `jaxbio.inverse_dynamics`. Since inverse dynamics returns the generalised force
-  still *needed* from the joints, ``inverse_dynamics(tree, q, 0, 0, external=segment_wrenches(…))
+  still *needed* from the joints, ``inverse_dynamics(tree, q, 0, 0, external=muscle_wrenches(…))
   − inverse_dynamics(tree, q, 0, 0) = −generalized_forces(…)``.
 
 Muscles are arrays, not Python objects: ``m`` muscles padded to ``P`` points with a mask, so every
@@ -49,7 +49,7 @@ __all__ = [
     "lengthening_velocity",
     "moment_arms",
     "generalized_forces",
-    "segment_wrenches",
+    "muscle_wrenches",
 ]
 
 #: Segment index of a point fixed in the world (ground) frame.
@@ -361,7 +361,7 @@ def generalized_forces(
 
 
 @jax.jit
-def segment_wrenches(
+def muscle_wrenches(
     paths: MusclePaths, tree: SegmentTree, q: Float[ArrayLike, " n"], forces: Float[ArrayLike, " m"]
 ) -> tuple[Float[Array, "n 3"], Float[Array, "n 3"]]:
     """The wrenches the muscles apply to the segments (seed 001 §3.2).
@@ -380,7 +380,7 @@ def segment_wrenches(
         ``(forces (n, 3) N, moments (n, 3) N·m)``, world frame, moments about each segment's
         origin (its joint centre): the ``external`` argument of `jaxbio.inverse_dynamics`. Their
         generalised force ``Jᵀ(f, m)`` equals `generalized_forces`, so
-        ``inverse_dynamics(…, external=segment_wrenches(…)) − inverse_dynamics(…) = −rᵀF``.
+        ``inverse_dynamics(…, external=muscle_wrenches(…)) − inverse_dynamics(…) = −rᵀF``.
     """
     q = _check_q(tree, q, "q")
     tension = jnp.asarray(forces)

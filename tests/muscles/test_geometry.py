@@ -126,7 +126,7 @@ def test_wrench_route_equals_moment_arm_route(name):
         q = random_q(tree, rng)
         F = params.max_isometric_force * jnp.asarray(rng.uniform(0.0, 1.0, paths.n_muscles))
         tau_muscle = geometry.moment_arms(paths, tree, q).T @ F  # = generalized_forces (tested below)
-        ext = geometry.segment_wrenches(paths, tree, q, F)
+        ext = geometry.muscle_wrenches(paths, tree, q, F)
         diff = jb.inverse_dynamics(tree, q, z, z, external=ext) - jb.inverse_dynamics(tree, q, z, z)
         np.testing.assert_allclose(diff, -tau_muscle, atol=1e-9 * float(jnp.max(F)))
 
@@ -135,7 +135,7 @@ def test_wrenches_balance_for_muscles_between_two_segments():
     # arm26 BRA runs humerus → forearm only: equal and opposite forces on the two segments
     tree, paths, _ = SETS["arm26"]
     F = jnp.zeros(paths.n_muscles).at[paths.index("BRA")].set(100.0)
-    f, _ = geometry.segment_wrenches(paths, tree, jnp.array([0.3, 1.2]), F)
+    f, _ = geometry.muscle_wrenches(paths, tree, jnp.array([0.3, 1.2]), F)
     np.testing.assert_allclose(f[0], -f[1], atol=1e-12)
     np.testing.assert_allclose(jnp.linalg.norm(f[0]), 100.0, rtol=1e-12)
 
