@@ -38,33 +38,28 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import optimistix as optx  # noqa: E402
 
-import importlib  # noqa: E402
-
 import jaxbio.sprint as sprint  # noqa: E402
 from jaxbio.sprint._solve import batched_best_of_starts  # noqa: E402
-from jaxbio.sprint.model import DEFAULTS, FREE  # noqa: E402
+from jaxbio.sprint.model import FREE  # noqa: E402
 
-sfit = importlib.import_module("jaxbio.sprint.fitting")  # the module (jaxbio.sprint.fitting is also a function)
-D10 = np.arange(10.0, 101.0, 10.0)
+from jaxbio.sprint import fitting as sfit  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sprint as sprint_benchmark  # noqa: E402  (benchmarks/sprint.py: the synthetic races)
+
+D10 = sprint_benchmark.D10
 
 
 def synthetic(n, seed=0):
-    """``n`` races simulated by the sprinter (as ``benchmarks/sprint.py``): log-normal free
-    parameters (5 %), reaction 0.12–0.18 s, wind −1…+1.5 m/s, 10 m splits rounded to 0.01 s."""
-    rng = np.random.default_rng(seed)
-    base = sprint.Sprinter()
-    truth = np.log([DEFAULTS[k] for k in FREE])[None] + rng.normal(0.0, 0.05, (n, len(FREE)))
-    rt = rng.uniform(0.12, 0.18, n)
-    wind = rng.uniform(-1.0, 1.5, n)
-    times = jax.jit(jax.vmap(lambda th, r, w: sprint.split_times(base.with_log(FREE, th), D10, r, w, 14.0)))(
-        jnp.asarray(truth), jnp.asarray(rt), jnp.asarray(wind))
-    return sprint.Splits.from_arrays([D10] * n, list(np.round(np.asarray(times), 2)), rt, wind)
+    """``n`` races simulated by the sprinter (``benchmarks/sprint.py``'s), as one ``Splits`` batch."""
+    _, rt, wind, times = sprint_benchmark.synthetic(n, seed)
+    return sprint.Splits.from_arrays([D10] * n, list(times), rt, wind)
 
 
 def _residual_fn(splits, names):
     L, k = splits.distances.shape[-1], len(names)
     res = functools.partial(sfit._residuals, names=names, n_steps=sfit.N_STEPS)
-    template = (jnp.zeros(L + k), dict(pred=jnp.zeros(L)))
+    template = sfit.residual_template(L, k, sfit.N_STEPS, jnp.zeros(()).dtype)
     return res, template
 
 

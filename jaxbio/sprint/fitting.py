@@ -57,6 +57,14 @@ def _residuals(theta, args, *, names, n_steps):
     return jnp.concatenate([r, sqrt_prec @ (theta - mu)]), dict(pred=pred, ts=traj.ts, q=traj.q, p=traj.p, f=traj.f)
 
 
+def residual_template(L: int, k: int, n_steps: int, dtype) -> tuple:
+    """Zeros shaped like ``_residuals``' output for ``L`` splits and ``k`` free parameters (the
+    solver's ``template``: it saves an abstract trace of the model)."""
+    T = n_steps + 1
+    return (jnp.zeros(L + k, dtype), dict(pred=jnp.zeros(L, dtype), ts=jnp.zeros(T, dtype),
+                                          **{key: jnp.zeros((T, 1), dtype) for key in ("q", "p", "f")}))
+
+
 def _profile(base, theta, sp, run, *, names, n_grid):
     """Speed and fitness profile of the fitted model on ``n_grid`` distances, from its simulated
     race ``run`` (the residuals' aux at the optimum); after the fit, once."""
@@ -77,9 +85,7 @@ def _fit_core_impl(base, splits, starts, mu, sqrt_prec, *, names, n_steps, max_s
     L = splits.distances.shape[-1]
     k = len(names)
     dtype = starts.dtype
-    T = n_steps + 1
-    template = (jnp.zeros(L + k, dtype), dict(pred=jnp.zeros(L, dtype), ts=jnp.zeros(T, dtype),
-                                              **{key: jnp.zeros((T, 1), dtype) for key in ("q", "p", "f")}))
+    template = residual_template(L, k, n_steps, dtype)
 
     def res_of(theta, a):  # the model is shared; splits and prior are per race
         return res(theta, (base,) + a)
