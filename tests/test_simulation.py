@@ -135,3 +135,14 @@ def test_fixed_grid_bad_input():
         jb.simulate(system, y0, 0.0, 1.0, steps=0)
     with pytest.raises(ValueError, match="greater than"):
         jb.simulate(system, y0, 0.0, float("nan"), steps=10)
+
+
+def test_fixed_grid_with_a_callable_drive_under_jit():
+    """Systems holding Python callables (a TimeFunctionDrive) step on the fixed grid, eagerly and
+    under jit, with the same numbers."""
+    tree = jb.SegmentTree.from_dict(double_pendulum_dict(), dtype=jnp.float64)
+    system = jb.HamiltonianSystem(tree, drive=ham.TimeFunctionDrive(lambda t: jnp.sin(t) * jnp.ones(2)))
+    y0 = system.initial_state(jnp.array([0.1, 0.2]))
+    eager = jb.simulate(system, y0, 0.0, 1.0, steps=20)
+    jitted = jax.jit(lambda y: jb.simulate(system, y, 0.0, 1.0, steps=20).q)(y0)
+    np.testing.assert_allclose(jitted, eager.q, rtol=0, atol=1e-15)
