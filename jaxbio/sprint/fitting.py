@@ -22,7 +22,7 @@ from jaxbio.sprint._solve import batched_best_of_starts, converged, laplace
 from jaxbio.sprint.data import SIGMA_ROUND, Splits
 from jaxbio.sprint.data import Race, SprintDataError
 from jaxbio.simulation import Trajectory, crossing_times, hermite
-from jaxbio.sprint.model import FATIGUE, FREE, PARAMETERS, UNITS, Sprinter, simulate_race
+from jaxbio.sprint.model import FATIGUE, FREE, PARAMETERS, UNITS, Sprinter, simulate_race, sprinter_system
 
 #: Tsit5 steps of the simulation inside fits (split times within ~1e-5 s of converged)
 N_STEPS = 80
@@ -69,7 +69,7 @@ def _profile(base, theta, sp, run, *, names, n_grid):
     """Speed and fitness profile of the fitted model on ``n_grid`` distances, from its simulated
     race ``run`` (the residuals' aux at the optimum); after the fit, once."""
     model = base.with_log(names, theta)
-    system = model.system(sp.wind)
+    system = sprinter_system(model, sp.wind)
     traj = Trajectory(ts=run["ts"], q=run["q"], p=run["p"], qd=run["p"] / model.mass, f=run["f"],
                       energy=jnp.zeros_like(run["ts"]), result=diffrax.RESULTS.successful, solution=None)
     x = jnp.linspace(0.0, sp.distances[-1], n_grid)

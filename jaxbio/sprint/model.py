@@ -181,10 +181,6 @@ class Sprinter(eqx.Module):
         """Hill's b = (a/F⁰) v_max, m/s."""
         return self.hill_ratio * self.vmax
 
-    def system(self, wind=0.0) -> HamiltonianSystem:
-        """The sprinter as a `jaxbio.HamiltonianSystem` (see `sprinter_system`)."""
-        return sprinter_system(self, wind)
-
     def positive(self) -> "Values":
         """All parameter values at once (``Values``), for use inside loops: the exponentials are
         taken once instead of at every vector-field evaluation."""
