@@ -31,10 +31,9 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
-import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from jaxbio._validate import concrete as _concrete
+from jaxbio._validate import check_values
 from jaxbio.dynamics import gravity_forces, kinetic_energy_gradient, mass_matrix, potential_energy
 from jaxbio.tree import SegmentTree
 
@@ -110,9 +109,7 @@ class FirstOrderActuator(Drive):
         self.gain = jnp.asarray(gain)
         self.time_constant = jnp.asarray(time_constant)
         self.command = command
-        tc = self.time_constant
-        if not isinstance(tc, jax.core.Tracer) and bool(jnp.any(~(tc > 0))):
-            raise ValueError(f"FirstOrderActuator: time_constant must be > 0, got {tc}")
+        check_values(self.time_constant, "FirstOrderActuator: time_constant", positive=True)
 
     @property
     def state_size(self) -> int:
@@ -169,9 +166,7 @@ class SpringDamperDrive(Drive):
     def __init__(self, stiffness, damping=0.0, rest=0.0):
         self.stiffness, self.damping, self.rest = (jnp.asarray(x) for x in (stiffness, damping, rest))
         for name in ("stiffness", "damping"):
-            x = getattr(self, name)
-            if not isinstance(x, jax.core.Tracer) and bool(jnp.any(x < 0)):
-                raise ValueError(f"SpringDamperDrive: {name} must be ≥ 0, got {x}")
+            check_values(getattr(self, name), f"SpringDamperDrive: {name}", nonnegative=True)
 
     def __call__(self, t, q, qd, f, a=None):
         return -self.stiffness * (q - self.rest) - self.damping * qd
@@ -205,9 +200,7 @@ class LinearDamping(Dissipation):
 
     def __init__(self, coefficients):
         self.coefficients = jnp.asarray(coefficients)
-        c = self.coefficients
-        if not isinstance(c, jax.core.Tracer) and bool(jnp.any(~jnp.isfinite(c) | (c < 0))):
-            raise ValueError(f"LinearDamping: coefficients must be finite and ≥ 0, got {c}")
+        check_values(self.coefficients, "LinearDamping: coefficients", nonnegative=True)
 
     def __call__(self, q, qd):
         return 0.5 * jnp.sum(self.coefficients * qd**2)
@@ -231,11 +224,8 @@ class QuadraticDrag(Dissipation):
     def __init__(self, coefficients, wind=0.0):
         self.coefficients = jnp.asarray(coefficients)
         self.wind = jnp.asarray(wind)
-        c, w = _concrete(self.coefficients), _concrete(self.wind)
-        if c is not None and not np.all(np.isfinite(c) & (c >= 0)):
-            raise ValueError(f"QuadraticDrag: coefficients must be finite and ≥ 0, got {c}")
-        if w is not None and not np.all(np.isfinite(w)):
-            raise ValueError(f"QuadraticDrag: wind must be finite, got {w}")
+        check_values(self.coefficients, "QuadraticDrag: coefficients", nonnegative=True)
+        check_values(self.wind, "QuadraticDrag: wind")
 
     def __call__(self, q, qd):
         return jnp.sum(self.coefficients * jnp.abs(qd - self.wind) ** 3) / 3.0
@@ -310,9 +300,7 @@ class PowerDepletion(FitnessLaw):
         self.depletion = jnp.asarray(depletion)
         self.recovery = jnp.asarray(recovery)
         for name in ("depletion", "recovery"):
-            x = getattr(self, name)
-            if not isinstance(x, jax.core.Tracer) and bool(jnp.any(x < 0)):
-                raise ValueError(f"PowerDepletion: {name} must be ≥ 0, got {x}")
+            check_values(getattr(self, name), f"PowerDepletion: {name}", nonnegative=True)
 
     def rate(self, t, q, p, qd, f, drive_force, pdot):
         power = jnp.maximum(jnp.dot(qd, drive_force), 0.0)
@@ -349,11 +337,7 @@ class ReserveFitness(FitnessLaw):
         self.throttle = float(throttle)
         for name, positive in (("capacity", True), ("activation_power", False),
                                ("half_saturation", True), ("recovery", False)):
-            x = _concrete(getattr(self, name))
-            if x is None:
-                continue
-            if not np.all(np.isfinite(x) & ((x > 0) if positive else (x >= 0))):
-                raise ValueError(f"ReserveFitness: {name} must be finite and {'> 0' if positive else '≥ 0'}, got {x}")
+            check_values(getattr(self, name), f"ReserveFitness: {name}", positive=positive, nonnegative=not positive)
         if not self.throttle > 0:
             raise ValueError(f"ReserveFitness: throttle must be > 0, got {throttle}")
 
