@@ -54,7 +54,7 @@ from jaxbio import quaternion as quat
 from jaxbio._validate import any_traced, as_float, as_shape, check_eagerly, enforce
 from jaxbio.dynamics.rnea import segment_wrenches
 from jaxbio.models.anthropometrics import DE_LEVA_MALE
-from jaxbio.spatial import cross, dot
+from jaxbio.spatial import cross, dot, norm, safe_sqrt, unit
 from jaxbio.tree import SegmentTree
 
 __all__ = [
@@ -84,37 +84,14 @@ __all__ = [
 
 
 # ---------------------------------------------------------------------------------------------
-# small helpers: checks and NaN-free geometry
+# small helpers (checks: jaxbio._validate; NaN-free norms and unit vectors: jaxbio.spatial)
 # ---------------------------------------------------------------------------------------------
-def _xnorm(xp, v):
-    return xp.sqrt(xp.sum(v * v, axis=-1))
-
-
 def _vec3(x, name: str):
     return as_shape(x, (3,), name, " (a world-frame vector); batch with jax.vmap")
 
 
 def _scalar(x, name: str):
     return as_shape(x, (), name, " (a scalar); batch with jax.vmap")
-
-
-def _norm(v):
-    """``|v|`` over the last axis with a finite gradient at 0 (double-where)."""
-    s = jnp.sum(v * v, axis=-1)
-    pos = s > 0
-    return jnp.where(pos, jnp.sqrt(jnp.where(pos, s, 1.0)), 0.0)
-
-
-def _safe_sqrt(x):
-    pos = x > 0
-    return jnp.where(pos, jnp.sqrt(jnp.where(pos, x, 1.0)), 0.0)
-
-
-def _unit(v, fallback, tiny=0.0):
-    """``v/|v|``, or ``fallback`` where ``|v| <= tiny`` (no NaN, finite gradients)."""
-    n = _norm(v)
-    ok = n > tiny
-    return jnp.where(ok[..., None], v / jnp.where(ok, n, 1.0)[..., None], fallback)
 
 
 def _least_aligned_axis(u):
@@ -295,7 +272,7 @@ def _starts_xp(xp, parents, root, ends):
 
 def _pose_checks(parents):
     def zero_length(xp, root, ends):
-        L = _xnorm(xp, ends - _starts_xp(xp, parents, root, ends))
+        L = xp.linalg.norm(ends - _starts_xp(xp, parents, root, ends), axis=-1)
         return xp.any(L <= 1e-9 * xp.maximum(xp.max(L), 1.0))
 
     return (
@@ -334,8 +311,8 @@ def _segment_starts(arm, root, ends):
 
 def _tree(arm: Arm, starts, ends) -> SegmentTree:
     d = ends - starts
-    L = _norm(d)
-    x = _unit(d, jnp.zeros_like(d))  # segment long axes, world
+    L = norm(d)
+    x = unit(d, jnp.zeros_like(d))  # segment long axes, world
     n = arm.n
     kt, kl = arm.gyration_ratios[:, 0], arm.gyration_ratios[:, 1]
     eye = jnp.eye(3, dtype=d.dtype)
@@ -442,7 +419,7 @@ def _muscle_points(starts, ends, muscles):
     kd, kp = np.asarray(muscles.distal_segments), np.asarray(muscles.proximal_segments)
     pd = ends[kd] - muscles.distal_ratios[:, None] * (ends[kd] - starts[kd])
     pp = ends[kp] - muscles.proximal_ratios[:, None] * (ends[kp] - starts[kp])
-    return pd, pp, _unit(pp - pd, jnp.zeros_like(pd))
+    return pd, pp, unit(pp - pd, jnp.zeros_like(pd))
 
 
 def muscle_points(
@@ -578,7 +555,7 @@ class MuscleTensions(eqx.Module):
 
 
 _MOMENT_CHECKS = ((lambda xp, M: ~xp.all(xp.isfinite(M)), "joint_moment contains NaN or inf"),)
-_AXIS_CHECKS = ((lambda xp, a: ~(xp.all(xp.isfinite(a)) & (_xnorm(xp, a) > 0)),
+_AXIS_CHECKS = ((lambda xp, a: ~(xp.all(xp.isfinite(a)) & (xp.linalg.norm(a, axis=-1) > 0)),
                  "axis must be a finite non-zero vector"),)
 
 
@@ -646,24 +623,24 @@ def _muscle_tensions(arm, starts, ends, muscles, M, joint, axis):
         d_p = ends[p] - starts[p] if p >= 0 else jnp.zeros_like(d_j)
         normal = cross(d_p, d_j)
         # fallback (straight arm, no plane): the direction of the largest muscle moment arm
-        big = a[jnp.argmax(_norm(a))]
-        fallback = _unit(big, _least_aligned_axis(_unit(d_j, jnp.asarray([1.0, 0.0, 0.0], dt))))
-        no_plane = _norm(normal) <= 1e-12 * _norm(d_p) * _norm(d_j)
-        n = _unit(normal, fallback, tiny=1e-12 * _norm(d_p) * _norm(d_j))
+        big = a[jnp.argmax(norm(a))]
+        fallback = unit(big, _least_aligned_axis(unit(d_j, jnp.asarray([1.0, 0.0, 0.0], dt))))
+        no_plane = norm(normal) <= 1e-12 * norm(d_p) * norm(d_j)
+        n = unit(normal, fallback, tiny=1e-12 * norm(d_p) * norm(d_j))
     else:
         no_plane = jnp.asarray(False)
-        n = _unit(axis, jnp.asarray([0.0, 0.0, 1.0], dt))
+        n = unit(axis, jnp.asarray([0.0, 0.0, 1.0], dt))
     R = dot(n, M)  # needed moment along n (jaxbio sign: the reaction on the segment)
     b = dot(a, n[None, :])  # (m,) moment arm of each muscle along n, m
     s = jnp.where(R >= 0, 1.0, -1.0)
     score = s * b
     k = jnp.argmax(score)
     best = score[k]
-    lever_scale = _norm(ends[joint] - starts[joint])  # m
+    lever_scale = norm(ends[joint] - starts[joint])  # m
     can = best > 1e-12 * lever_scale
     feasible = (R == 0) | can
     # no arm plane and no moment arm at all (arm straight): only a zero moment is "cancelled"
-    degenerate = no_plane & (jnp.max(_norm(a)) <= 1e-12 * lever_scale)
+    degenerate = no_plane & (jnp.max(norm(a)) <= 1e-12 * lever_scale)
     feasible = jnp.where(degenerate, ~jnp.any(M != 0), feasible)
     mu_k = jnp.where(can, jnp.abs(R) / jnp.where(can, best, 1.0), 0.0)
     tensions = jnp.where(jnp.arange(b.shape[0]) == k, mu_k, 0.0)
@@ -797,14 +774,14 @@ _IK_CHECKS = (
     (lambda xp, S, W, l1, l2: ~(xp.all(xp.isfinite(S)) & xp.all(xp.isfinite(W))),
      "shoulder and wrist (hand) positions must be finite (no NaN/inf)"),
 )
-_HX_CHECKS = ((lambda xp, hx: ~(xp.all(xp.isfinite(hx)) & (_xnorm(xp, hx) > 0)),
+_HX_CHECKS = ((lambda xp, hx: ~(xp.all(xp.isfinite(hx)) & (xp.linalg.norm(hx, axis=-1) > 0)),
                "hand_x must be a finite non-zero vector"),)
 
 
 def _hz_bad(xp, hx, hz):
-    hxu = hx / xp.maximum(_xnorm(xp, hx), 1e-300)
+    hxu = hx / xp.maximum(xp.linalg.norm(hx, axis=-1), 1e-300)
     perp = hz - xp.sum(hz * hxu) * hxu
-    return ~(xp.all(xp.isfinite(hz)) & (_xnorm(xp, perp) > 1e-6 * _xnorm(xp, hz)))
+    return ~(xp.all(xp.isfinite(hz)) & (xp.linalg.norm(perp, axis=-1) > 1e-6 * xp.linalg.norm(hz, axis=-1)))
 
 
 _HZ_CHECKS = ((_hz_bad, "hand_z must be finite, non-zero and not parallel to hand_x"),)
@@ -825,13 +802,13 @@ def _ik_inputs(shoulder, wrist, l1, l2):
 def _circle(S, W, l1, l2, rtol):
     """Geometry of the two spheres: ``(case before the axial split, axis n, centre, radius)``."""
     v = W - S
-    d = _norm(v)
+    d = norm(v)
     tol = rtol * (l1 + l2)
     at_shoulder = d <= tol
-    n = _unit(v, jnp.asarray([0.0, 0.0, 1.0], v.dtype))
+    n = unit(v, jnp.asarray([0.0, 0.0, 1.0], v.dtype))
     dd = jnp.where(at_shoulder, jnp.ones_like(d), d)
     a = jnp.clip((dd * dd + l1 * l1 - l2 * l2) / (2.0 * dd), -l1, l1)  # shoulder → centre, along n
-    rho = _safe_sqrt(l1 * l1 - a * a)
+    rho = safe_sqrt(l1 * l1 - a * a)
     diff = jnp.abs(l1 - l2)
     C = S + a * n
     case = jnp.select(
@@ -852,8 +829,8 @@ def _lowest_direction(n, dtype):
     back = jnp.asarray([-1.0, 0.0, 0.0], dtype)
     dp = down - dot(down, n) * n
     bp = back - dot(back, n) * n
-    vertical = _norm(dp) <= 1e-9
-    return _unit(jnp.where(vertical, bp, dp), jnp.asarray([0.0, 1.0, 0.0], dtype))
+    vertical = norm(dp) <= 1e-9
+    return unit(jnp.where(vertical, bp, dp), jnp.asarray([0.0, 1.0, 0.0], dtype))
 
 
 def _finish(elbow, case, C, rho, n, check):
@@ -870,14 +847,14 @@ def _elbow_core(S, W, l1, l2, hx, hz, rtol, check):
     if hz is not None:
         hz = enforce(hz, _HZ_CHECKS, hx, hz)
     case, n, C, rho = _circle(S, W, l1, l2, rtol)
-    h = _unit(hx, n)
+    h = unit(hx, n)
     hp = h - dot(h, n) * n  # the hand axis projected on the circle's plane
-    axial = _norm(hp) <= rtol
-    e_min = -_unit(hp, jnp.zeros_like(hp))  # −ĥ⊥: the point of least bending (Fig. 3.3.5)
+    axial = norm(hp) <= rtol
+    e_min = -unit(hp, jnp.zeros_like(hp))  # −ĥ⊥: the point of least bending (Fig. 3.3.5)
     if hz is None:
         e_ax = _lowest_direction(n, W.dtype)  # no palm direction: the lowest point (§3.1 rule)
     else:
-        zp = _unit(hz - dot(hz, n) * n, _lowest_direction(n, W.dtype))
+        zp = unit(hz - dot(hz, n) * n, _lowest_direction(n, W.dtype))
         s = jnp.where(dot(h, W - C) >= 0, 1.0, -1.0)  # forward bend: towards +hand_z (Fig. 3.3.4)
         e_ax = s * zp
     case = jnp.where((case == ElbowCase.CIRCLE) & axial, ElbowCase.CIRCLE_AXIAL, case).astype(jnp.int32)
@@ -995,14 +972,14 @@ def wrist_bending(
     (``atan2(|f × h|, f · h)``, finite gradients)."""
     f = jnp.asarray(wrist) - jnp.asarray(elbow)
     h = jnp.asarray(hand_x)
-    return jnp.arctan2(_norm(cross(f, h)), dot(f, h))
+    return jnp.arctan2(norm(cross(f, h)), dot(f, h))
 
 
 def _hand_core(g, hx, l3, ratio):
     g = enforce(g, _GRIP_CHECKS, g, ratio)
     hx = enforce(hx, _HX_CHECKS, hx)
     l3 = enforce(l3, _L3_CHECKS, l3)
-    h = _unit(hx, jnp.zeros_like(hx))
+    h = unit(hx, jnp.zeros_like(hx))
     return g - ratio * l3 * h, g + (1.0 - ratio) * l3 * h
 
 
