@@ -54,6 +54,8 @@ from jaxbio import quaternion as quat
 from jaxbio._validate import any_traced, as_float, as_shape, check_eagerly, enforce
 from jaxbio.dynamics.rnea import segment_wrenches
 from jaxbio.models.anthropometrics import DE_LEVA_MALE
+from jaxbio.muscles import geometry
+from jaxbio.muscles.geometry import MusclePaths
 from jaxbio.spatial import cross, dot, norm, safe_sqrt, unit
 from jaxbio.tree import SegmentTree
 
@@ -69,6 +71,7 @@ __all__ = [
     "segment_starts",
     "arm_tree",
     "weight_wrenches",
+    "muscle_paths",
     "muscle_points",
     "muscle_moment_arms",
     "muscle_wrenches",
@@ -415,10 +418,22 @@ def _weight_wrenches(arm, starts, ends, weights):
     return zeros.at[k].add(f), zeros.at[k].add(cross(lever, f))
 
 
-def _muscle_points(starts, ends, muscles):
+def muscle_paths(muscles: ArmMuscles, starts, ends) -> MusclePaths:
+    """Du's ratio-attached muscles as core `MusclePaths` of the arm's tree (`arm_tree`) in the pose
+    ``(starts, ends)`` ``(n, 3)`` m: two points per muscle, the distal attachment first, each fixed
+    in its segment's frame (origin at the proximal end, axes parallel to the world's at ``q = 0``)
+    at ``(1 − r) d``. Built from traced poses too (no validation beyond shapes)."""
     kd, kp = np.asarray(muscles.distal_segments), np.asarray(muscles.proximal_segments)
-    pd = ends[kd] - muscles.distal_ratios[:, None] * (ends[kd] - starts[kd])
-    pp = ends[kp] - muscles.proximal_ratios[:, None] * (ends[kp] - starts[kp])
+    d = ends - starts
+    points = jnp.stack([(1.0 - muscles.distal_ratios)[:, None] * d[kd],
+                        (1.0 - muscles.proximal_ratios)[:, None] * d[kp]], axis=1)
+    return MusclePaths(points=points, segments=tuple(zip(muscles.distal_segments, muscles.proximal_segments)),
+                       counts=(2,) * len(muscles.names), names=muscles.names)
+
+
+def _muscle_points(tree, paths):
+    pts = geometry.path_points_world(paths, tree, jnp.zeros((tree.nq,), tree.origins.dtype))
+    pd, pp = pts[:, 0], pts[:, 1]
     return pd, pp, unit(pp - pd, jnp.zeros_like(pd))
 
 
@@ -439,21 +454,7 @@ def muscle_points(
 @eqx.filter_jit
 def _muscle_points_jit(arm, root, ends, muscles):
     starts, ends = _starts(arm, root, ends)
-    return _muscle_points(starts, ends, muscles)
-
-
-def _spanning(arm: Arm, muscles: ArmMuscles, joint: int) -> np.ndarray:
-    """Static mask: muscles whose distal attachment is in the subtree of segment ``joint`` and
-    whose proximal attachment is not (they span its proximal joint)."""
-    def in_subtree(k):
-        while k >= 0:
-            if k == joint:
-                return True
-            k = arm.parents[k]
-        return False
-
-    return np.array([in_subtree(a) and not in_subtree(b)
-                     for a, b in zip(muscles.distal_segments, muscles.proximal_segments)], dtype=bool)
+    return _muscle_points(_tree(arm, starts, ends), muscle_paths(muscles, starts, ends))
 
 
 def _check_joint(arm, joint):
@@ -462,10 +463,16 @@ def _check_joint(arm, joint):
     return int(joint)
 
 
-def _moment_arms(arm, starts, ends, muscles, joint):
-    pd, _, u = _muscle_points(starts, ends, muscles)
-    a = cross(pd - starts[joint][None, :], u)
-    return jnp.where(jnp.asarray(_spanning(arm, muscles, joint))[:, None], a, 0.0)
+def _moment_arms(tree, paths, joint):
+    """``(m, 3)`` m: the vector moment arms about the proximal joint of segment ``joint``, from the
+    core's scalar moment arms ``−∂l/∂q`` with that joint's axis set to world x, y and z in turn."""
+    q0 = jnp.zeros((tree.nq,), tree.origins.dtype)
+
+    def about(axis):
+        turned = eqx.tree_at(lambda t: t.axes, tree, jnp.broadcast_to(axis, tree.axes.shape))
+        return geometry.moment_arms(paths, turned, q0)[:, joint]
+
+    return jax.vmap(about, out_axes=1)(jnp.eye(3, dtype=q0.dtype))
 
 
 def muscle_moment_arms(
@@ -474,7 +481,8 @@ def muscle_moment_arms(
     """Moment about the proximal joint centre of segment ``joint`` per newton of tension (m, world):
     ``((1 − r_d) d_{n_d}) × u`` (seed 001 eq. 4 as a vector) for each muscle that spans that joint,
     zero for the others. The lever runs from the joint centre to the distal attachment (it is
-    ``(1 − r_d) d`` when the muscle's distal segment is ``joint`` itself)."""
+    ``(1 − r_d) d`` when the muscle's distal segment is ``joint`` itself). Computed by the core
+    (`jaxbio.muscles.geometry.moment_arms` about the world axes, on `muscle_paths`)."""
     root, ends = _pose(arm, root, ends)
     _check_muscles(arm, muscles)
     return _moment_arms_jit(arm, root, ends, muscles, _check_joint(arm, joint))
@@ -483,7 +491,7 @@ def muscle_moment_arms(
 @eqx.filter_jit
 def _moment_arms_jit(arm, root, ends, muscles, joint):
     starts, ends = _starts(arm, root, ends)
-    return _moment_arms(arm, starts, ends, muscles, joint)
+    return _moment_arms(_tree(arm, starts, ends), muscle_paths(muscles, starts, ends), joint)
 
 
 _TENSION_CHECKS = ((lambda xp, t: ~xp.all(xp.isfinite(t)), "tensions contain NaN or inf"),)
@@ -505,7 +513,8 @@ def muscle_wrenches(
     muscles") and leaves the joints proximal to the muscle in equilibrium.
 
     Returns ``external = (forces (n, 3) N, moments (n, 3) N·m)``, world frame, moments about each
-    segment's proximal joint centre (add it to the weights' wrenches).
+    segment's proximal joint centre (add it to the weights' wrenches). Computed by the core
+    (`jaxbio.muscles.geometry.muscle_wrenches` on `muscle_paths`).
     """
     root, ends = _pose(arm, root, ends)
     _check_muscles(arm, muscles)
@@ -520,17 +529,8 @@ def muscle_wrenches(
 def _muscle_wrenches_jit(arm, root, ends, muscles, tensions):
     starts, ends = _starts(arm, root, ends)
     tensions = enforce(tensions, _TENSION_CHECKS, tensions)
-    return _muscle_wrenches(arm, starts, ends, muscles, tensions)
-
-
-def _muscle_wrenches(arm, starts, ends, muscles, tensions):
-    kd, kp = np.asarray(muscles.distal_segments), np.asarray(muscles.proximal_segments)
-    pd, pp, u = _muscle_points(starts, ends, muscles)
-    f = tensions[:, None] * u
-    zeros = jnp.zeros((arm.n, 3), ends.dtype)
-    forces = zeros.at[kd].add(f).at[kp].add(-f)
-    moments = zeros.at[kd].add(cross(pd - starts[kd], f)).at[kp].add(cross(pp - starts[kp], -f))
-    return forces, moments
+    return geometry.muscle_wrenches(muscle_paths(muscles, starts, ends), _tree(arm, starts, ends),
+                                    jnp.zeros((arm.n,), ends.dtype), tensions)
 
 
 class MuscleTensions(eqx.Module):
@@ -610,11 +610,12 @@ def _muscle_tensions_jit(arm, root, ends, muscles, M, joint, axis):
     M = enforce(M, _MOMENT_CHECKS, M)
     if axis is not None:
         axis = enforce(axis, _AXIS_CHECKS, axis)
-    return _muscle_tensions(arm, starts, ends, muscles, M, joint, axis)
+    return _muscle_tensions(arm, starts, ends, _tree(arm, starts, ends), muscle_paths(muscles, starts, ends),
+                            M, joint, axis)
 
 
-def _muscle_tensions(arm, starts, ends, muscles, M, joint, axis):
-    a = _moment_arms(arm, starts, ends, muscles, joint)  # (m, 3) m
+def _muscle_tensions(arm, starts, ends, tree, paths, M, joint, axis):
+    a = _moment_arms(tree, paths, joint)  # (m, 3) m
     dt = ends.dtype
     if axis is None:
         p = arm.parents[joint]
@@ -702,12 +703,13 @@ def _arm_statics(arm, root, ends, weights, muscles, joint):
     # tensions then combine them exactly — the same numbers as a second pass with the muscle
     # wrenches added (seed 001 §3.2, "redo (3)"), one recursion to compile instead of two.
     m = len(muscles.names)
-    unit_f, unit_m = jax.vmap(lambda t: _muscle_wrenches(arm, starts, ends, muscles, t))(jnp.eye(m, dtype=ends.dtype))
+    paths = muscle_paths(muscles, starts, ends)
+    unit_f, unit_m = jax.vmap(lambda t: geometry.muscle_wrenches(paths, tree, z, t))(jnp.eye(m, dtype=ends.dtype))
     batch_f = jnp.concatenate([ext[0][None], ext[0][None] + unit_f])
     batch_m = jnp.concatenate([ext[1][None], ext[1][None] + unit_m])
     fb, mb = jax.vmap(lambda f, mo: segment_wrenches(tree, z, z, z, (f, mo)))(batch_f, batch_m)
     forces, moments = fb[0], mb[0]
-    sol = _muscle_tensions(arm, starts, ends, muscles, moments[joint], joint, None)
+    sol = _muscle_tensions(arm, starts, ends, tree, paths, moments[joint], joint, None)
     mu = sol.tensions[:, None, None]
     f2 = forces + jnp.sum(mu * (fb[1:] - forces), axis=0)
     m2 = moments + jnp.sum(mu * (mb[1:] - moments), axis=0)
