@@ -52,6 +52,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 from jaxbio import quaternion as quat
 from jaxbio._validate import any_traced, as_float, as_shape, check_eagerly, enforce
+from jaxbio.dynamics.loads import point_loads
 from jaxbio.dynamics.rnea import segment_wrenches
 from jaxbio.models.anthropometrics import DE_LEVA_MALE
 from jaxbio.muscles import geometry
@@ -394,7 +395,8 @@ def weight_wrenches(
     """Weight wrenches (seed 001 §3.3.2): ``[m g ; (w₂ d_i) × m g]`` summed per segment.
 
     Returns ``external = (forces, moments)`` for `jaxbio.segment_wrenches`: ``(n, 3)`` N and
-    ``(n, 3)`` N·m about each segment's proximal joint centre, world frame.
+    ``(n, 3)`` N·m about each segment's proximal joint centre, world frame. Computed by the core
+    (`jaxbio.dynamics.point_loads` on `arm_tree`).
     """
     root, ends = _pose(arm, root, ends)
     _check_weights(arm, weights)
@@ -404,18 +406,13 @@ def weight_wrenches(
 @eqx.filter_jit
 def _weight_wrenches_jit(arm, root, ends, weights):
     starts, ends = _starts(arm, root, ends)
-    return _weight_wrenches(arm, starts, ends, weights)
+    return _weight_wrenches(arm, _tree(arm, starts, ends), starts, ends, weights)
 
 
-def _weight_wrenches(arm, starts, ends, weights):
-    n = arm.n
-    zeros = jnp.zeros((n, 3), ends.dtype)
-    if len(weights.segments) == 0:
-        return zeros, zeros
-    k = np.asarray(weights.segments)
-    lever = weights.ratios[:, None] * (ends[k] - starts[k])
-    f = weights.masses[:, None] * arm.gravity[None, :]
-    return zeros.at[k].add(f), zeros.at[k].add(cross(lever, f))
+def _weight_wrenches(arm, tree, starts, ends, weights):
+    k = np.asarray(weights.segments, dtype=int)
+    return point_loads(tree, jnp.zeros((arm.n,), ends.dtype), weights.segments,
+                       weights.ratios[:, None] * (ends[k] - starts[k]), weights.masses[:, None] * arm.gravity[None, :])
 
 
 def muscle_paths(muscles: ArmMuscles, starts, ends) -> MusclePaths:
@@ -693,7 +690,7 @@ def arm_statics(
 def _arm_statics(arm, root, ends, weights, muscles, joint):
     starts, ends = _starts(arm, root, ends)
     tree = _tree(arm, starts, ends)
-    ext = _weight_wrenches(arm, starts, ends, weights)
+    ext = _weight_wrenches(arm, tree, starts, ends, weights)
     z = jnp.zeros((arm.n,), ends.dtype)
     if muscles is None:
         forces, moments = segment_wrenches(tree, z, z, z, ext)
