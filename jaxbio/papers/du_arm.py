@@ -15,7 +15,9 @@ Seed 001 (Du, *Quaternion-based analytical inverse dynamics for the human body*,
 
 Here the recursion is jaxbio's (`jaxbio.segment_wrenches`, already level-synchronous) on a
 `SegmentTree` built from the segment end points (`arm_tree`); weights and muscles enter it as
-``external`` wrenches (`weight_wrenches`, `muscle_wrenches`).
+``external`` wrenches (`weight_wrenches`, `muscle_wrenches`), built by the core: the weights by
+`jaxbio.dynamics.point_loads`, the muscles as `jaxbio.muscles.geometry.MusclePaths`
+(`muscle_paths`: points fixed in the segment frames) by `jaxbio.muscles.geometry`.
 
 **Frames and units.** World frame (Du's ICS): z up, gravity ``(0, 0, −9.81)`` m/s² by default
 (``Arm.gravity``), positions in m, forces in N, moments in N·m. A *pose* is ``root`` ``(3,)`` (the
@@ -415,11 +417,27 @@ def _weight_wrenches(arm, tree, starts, ends, weights):
                        weights.ratios[:, None] * (ends[k] - starts[k]), weights.masses[:, None] * arm.gravity[None, :])
 
 
-def muscle_paths(muscles: ArmMuscles, starts, ends) -> MusclePaths:
-    """Du's ratio-attached muscles as core `MusclePaths` of the arm's tree (`arm_tree`) in the pose
-    ``(starts, ends)`` ``(n, 3)`` m: two points per muscle, the distal attachment first, each fixed
+def muscle_paths(
+    arm: Arm, root: Float[ArrayLike, "3"], ends: Float[ArrayLike, "n 3"], muscles: ArmMuscles
+) -> MusclePaths:
+    """Du's ratio-attached muscles as the core's `jaxbio.muscles.geometry.MusclePaths` of
+    ``arm_tree(arm, root, ends)``: two points per muscle, the distal attachment first, each fixed
     in its segment's frame (origin at the proximal end, axes parallel to the world's at ``q = 0``)
-    at ``(1 − r) d``. Built from traced poses too (no validation beyond shapes)."""
+    at ``(1 − r) d``. With the tree at ``q = 0`` every function of `jaxbio.muscles.geometry`
+    applies (lengths, moment arms about the joint axes, `muscle_wrenches`)."""
+    root, ends = _pose(arm, root, ends)
+    _check_muscles(arm, muscles)
+    return _muscle_paths_jit(arm, root, ends, muscles)
+
+
+@eqx.filter_jit
+def _muscle_paths_jit(arm, root, ends, muscles):
+    starts, ends = _starts(arm, root, ends)
+    return _muscle_paths(muscles, starts, ends)
+
+
+def _muscle_paths(muscles, starts, ends) -> MusclePaths:
+    """`muscle_paths` from the segment starts and ends ``(n, 3)`` (traced poses too)."""
     kd, kp = np.asarray(muscles.distal_segments), np.asarray(muscles.proximal_segments)
     d = ends - starts
     points = jnp.stack([(1.0 - muscles.distal_ratios)[:, None] * d[kd],
@@ -451,7 +469,7 @@ def muscle_points(
 @eqx.filter_jit
 def _muscle_points_jit(arm, root, ends, muscles):
     starts, ends = _starts(arm, root, ends)
-    return _muscle_points(_tree(arm, starts, ends), muscle_paths(muscles, starts, ends))
+    return _muscle_points(_tree(arm, starts, ends), _muscle_paths(muscles, starts, ends))
 
 
 def _check_joint(arm, joint):
@@ -488,7 +506,7 @@ def muscle_moment_arms(
 @eqx.filter_jit
 def _moment_arms_jit(arm, root, ends, muscles, joint):
     starts, ends = _starts(arm, root, ends)
-    return _moment_arms(_tree(arm, starts, ends), muscle_paths(muscles, starts, ends), joint)
+    return _moment_arms(_tree(arm, starts, ends), _muscle_paths(muscles, starts, ends), joint)
 
 
 _TENSION_CHECKS = ((lambda xp, t: ~xp.all(xp.isfinite(t)), "tensions contain NaN or inf"),)
@@ -526,7 +544,7 @@ def muscle_wrenches(
 def _muscle_wrenches_jit(arm, root, ends, muscles, tensions):
     starts, ends = _starts(arm, root, ends)
     tensions = enforce(tensions, _TENSION_CHECKS, tensions)
-    return geometry.muscle_wrenches(muscle_paths(muscles, starts, ends), _tree(arm, starts, ends),
+    return geometry.muscle_wrenches(_muscle_paths(muscles, starts, ends), _tree(arm, starts, ends),
                                     jnp.zeros((arm.n,), ends.dtype), tensions)
 
 
@@ -607,7 +625,7 @@ def _muscle_tensions_jit(arm, root, ends, muscles, M, joint, axis):
     M = enforce(M, _MOMENT_CHECKS, M)
     if axis is not None:
         axis = enforce(axis, _AXIS_CHECKS, axis)
-    return _muscle_tensions(arm, starts, ends, _tree(arm, starts, ends), muscle_paths(muscles, starts, ends),
+    return _muscle_tensions(arm, starts, ends, _tree(arm, starts, ends), _muscle_paths(muscles, starts, ends),
                             M, joint, axis)
 
 
@@ -700,7 +718,7 @@ def _arm_statics(arm, root, ends, weights, muscles, joint):
     # tensions then combine them exactly — the same numbers as a second pass with the muscle
     # wrenches added (seed 001 §3.2, "redo (3)"), one recursion to compile instead of two.
     m = len(muscles.names)
-    paths = muscle_paths(muscles, starts, ends)
+    paths = _muscle_paths(muscles, starts, ends)
     unit_f, unit_m = jax.vmap(lambda t: geometry.muscle_wrenches(paths, tree, z, t))(jnp.eye(m, dtype=ends.dtype))
     batch_f = jnp.concatenate([ext[0][None], ext[0][None] + unit_f])
     batch_m = jnp.concatenate([ext[1][None], ext[1][None] + unit_m])

@@ -181,6 +181,11 @@ def test_muscle_paths_route_equals_du_ratio_formulas_on_random_poses():
             f, m = du.muscle_wrenches(arm, root, ends, muscles, tensions)
             np.testing.assert_allclose(f, ref[4], rtol=0, atol=1e-12 * tensions.max())
             np.testing.assert_allclose(m, ref[5], rtol=0, atol=1e-12 * tensions.max())
+            # the public MusclePaths with the public tree: the core's lengths are |p_p − p_d|
+            paths = du.muscle_paths(arm, root, ends, muscles)
+            tree = du.arm_tree(arm, root, ends)
+            np.testing.assert_allclose(jb.muscles.geometry.lengths(paths, tree, jnp.zeros(arm.n)),
+                                       np.linalg.norm(ref[1] - ref[0], axis=1), rtol=1e-13)
 
 
 def test_triceps_when_gravity_flexes_the_elbow():
