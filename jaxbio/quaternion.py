@@ -16,6 +16,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio.spatial import cross as _cross
+from jaxbio.spatial import safe_sqrt as _safe_sqrt
 
 __all__ = [
     "multiply",
@@ -104,10 +105,6 @@ def from_axis_angle(
     return jnp.concatenate([jnp.cos(half), jnp.sin(half) * axis], axis=-1)
 
 
-def _safe_sqrt(x):
-    # sqrt with a finite gradient at 0 (double-where trick)
-    pos = x > 0
-    return jnp.where(pos, jnp.sqrt(jnp.where(pos, x, 1.0)), 0.0)
 
 
 def from_matrix(R: Float[ArrayLike, "... 3 3"]) -> Float[Array, "... 4"]:

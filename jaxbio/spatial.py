@@ -9,7 +9,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-__all__ = ["cross", "dot", "matvec", "skew"]
+__all__ = ["cross", "dot", "matvec", "skew", "safe_sqrt", "norm", "unit"]
 
 
 def cross(a: Float[ArrayLike, "... 3"], b: Float[ArrayLike, "... 3"]) -> Float[Array, "... 3"]:
@@ -48,3 +48,25 @@ def skew(v: Float[ArrayLike, "... 3"]) -> Float[Array, "... 3 3"]:
     return jnp.stack(
         [jnp.stack([z, -w, y], -1), jnp.stack([w, z, -x], -1), jnp.stack([-y, x, z], -1)], axis=-2
     )
+
+
+def safe_sqrt(x: Float[ArrayLike, "..."]) -> Float[Array, "..."]:
+    """``√x`` for ``x > 0``, 0 elsewhere, with a finite gradient at 0 (double-where trick)."""
+    x = jnp.asarray(x)
+    pos = x > 0
+    return jnp.where(pos, jnp.sqrt(jnp.where(pos, x, 1.0)), 0.0)
+
+
+def norm(v: Float[ArrayLike, "... 3"]) -> Float[Array, "..."]:
+    """``|v|`` over the last axis, with a finite gradient (zero) at ``v = 0``."""
+    v = jnp.asarray(v)
+    return safe_sqrt(jnp.sum(v * v, axis=-1))
+
+
+def unit(v: Float[ArrayLike, "... 3"], fallback: Float[ArrayLike, "... 3"], tiny: Float[ArrayLike, "..."] = 0.0
+         ) -> Float[Array, "... 3"]:
+    """``v / |v|``, or ``fallback`` where ``|v| <= tiny`` (no NaN, finite gradients)."""
+    v = jnp.asarray(v)
+    n = norm(v)
+    ok = n > tiny
+    return jnp.where(ok[..., None], v / jnp.where(ok, n, 1.0)[..., None], fallback)

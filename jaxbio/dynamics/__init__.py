@@ -2,6 +2,7 @@
 
 - `kinematics`: forward kinematics and the one point Jacobian (`point_jacobian`).
 - `rnea`, `mass_matrix`, `forward`, `energy`: inverse and forward dynamics, energies.
+- `loads`: point forces on segments as ``external`` wrenches (`point_loads`).
 - `contact`: the one contact type (`Contact`, a point of a segment held on the ground) and its
   constraint rows.
 - `absolute`: absolute (Cartesian) coordinates of any planar tree.
@@ -24,6 +25,7 @@ from jaxbio.dynamics.contact import Contact, contact_external, contact_jacobian
 from jaxbio.dynamics.energy import (center_of_mass, kinetic_energy, kinetic_energy_gradient, potential_energy,
                                    segment_coms)
 from jaxbio.dynamics.forward import forward_dynamics
+from jaxbio.dynamics.loads import point_loads
 from jaxbio.dynamics.kinematics import SegmentMotion, forward_kinematics, point_jacobian, segment_motion
 from jaxbio.dynamics.mass_matrix import bias_forces, com_jacobians, gravity_forces, mass_matrix
 from jaxbio.dynamics.rnea import inverse_dynamics, rnea, segment_wrenches
@@ -51,6 +53,7 @@ __all__ = [
     "mass_matrix",
     "planar_wrenches",
     "point_jacobian",
+    "point_loads",
     "potential_energy",
     "reactions_augmented",
     "reactions_lagrange",

@@ -15,7 +15,9 @@ Seed 001 (Du, *Quaternion-based analytical inverse dynamics for the human body*,
 
 Here the recursion is jaxbio's (`jaxbio.segment_wrenches`, already level-synchronous) on a
 `SegmentTree` built from the segment end points (`arm_tree`); weights and muscles enter it as
-``external`` wrenches (`weight_wrenches`, `muscle_wrenches`).
+``external`` wrenches (`weight_wrenches`, `muscle_wrenches`), built by the core: the weights by
+`jaxbio.dynamics.point_loads`, the muscles as `jaxbio.muscles.geometry.MusclePaths`
+(`muscle_paths`: points fixed in the segment frames) by `jaxbio.muscles.geometry`.
 
 **Frames and units.** World frame (Du's ICS): z up, gravity ``(0, 0, −9.81)`` m/s² by default
 (``Arm.gravity``), positions in m, forces in N, moments in N·m. A *pose* is ``root`` ``(3,)`` (the
@@ -52,9 +54,12 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 from jaxbio import quaternion as quat
 from jaxbio._validate import any_traced, as_float, as_shape, check_eagerly, enforce
+from jaxbio.dynamics.loads import point_loads
 from jaxbio.dynamics.rnea import segment_wrenches
 from jaxbio.models.anthropometrics import DE_LEVA_MALE
-from jaxbio.spatial import cross, dot
+from jaxbio.muscles import geometry
+from jaxbio.muscles.geometry import MusclePaths
+from jaxbio.spatial import cross, dot, norm, safe_sqrt, unit
 from jaxbio.tree import SegmentTree
 
 __all__ = [
@@ -69,6 +74,7 @@ __all__ = [
     "segment_starts",
     "arm_tree",
     "weight_wrenches",
+    "muscle_paths",
     "muscle_points",
     "muscle_moment_arms",
     "muscle_wrenches",
@@ -84,37 +90,14 @@ __all__ = [
 
 
 # ---------------------------------------------------------------------------------------------
-# small helpers: checks and NaN-free geometry
+# small helpers (checks: jaxbio._validate; NaN-free norms and unit vectors: jaxbio.spatial)
 # ---------------------------------------------------------------------------------------------
-def _xnorm(xp, v):
-    return xp.sqrt(xp.sum(v * v, axis=-1))
-
-
 def _vec3(x, name: str):
     return as_shape(x, (3,), name, " (a world-frame vector); batch with jax.vmap")
 
 
 def _scalar(x, name: str):
     return as_shape(x, (), name, " (a scalar); batch with jax.vmap")
-
-
-def _norm(v):
-    """``|v|`` over the last axis with a finite gradient at 0 (double-where)."""
-    s = jnp.sum(v * v, axis=-1)
-    pos = s > 0
-    return jnp.where(pos, jnp.sqrt(jnp.where(pos, s, 1.0)), 0.0)
-
-
-def _safe_sqrt(x):
-    pos = x > 0
-    return jnp.where(pos, jnp.sqrt(jnp.where(pos, x, 1.0)), 0.0)
-
-
-def _unit(v, fallback, tiny=0.0):
-    """``v/|v|``, or ``fallback`` where ``|v| <= tiny`` (no NaN, finite gradients)."""
-    n = _norm(v)
-    ok = n > tiny
-    return jnp.where(ok[..., None], v / jnp.where(ok, n, 1.0)[..., None], fallback)
 
 
 def _least_aligned_axis(u):
@@ -295,7 +278,7 @@ def _starts_xp(xp, parents, root, ends):
 
 def _pose_checks(parents):
     def zero_length(xp, root, ends):
-        L = _xnorm(xp, ends - _starts_xp(xp, parents, root, ends))
+        L = xp.linalg.norm(ends - _starts_xp(xp, parents, root, ends), axis=-1)
         return xp.any(L <= 1e-9 * xp.maximum(xp.max(L), 1.0))
 
     return (
@@ -334,8 +317,8 @@ def _segment_starts(arm, root, ends):
 
 def _tree(arm: Arm, starts, ends) -> SegmentTree:
     d = ends - starts
-    L = _norm(d)
-    x = _unit(d, jnp.zeros_like(d))  # segment long axes, world
+    L = norm(d)
+    x = unit(d, jnp.zeros_like(d))  # segment long axes, world
     n = arm.n
     kt, kl = arm.gyration_ratios[:, 0], arm.gyration_ratios[:, 1]
     eye = jnp.eye(3, dtype=d.dtype)
@@ -414,7 +397,8 @@ def weight_wrenches(
     """Weight wrenches (seed 001 §3.3.2): ``[m g ; (w₂ d_i) × m g]`` summed per segment.
 
     Returns ``external = (forces, moments)`` for `jaxbio.segment_wrenches`: ``(n, 3)`` N and
-    ``(n, 3)`` N·m about each segment's proximal joint centre, world frame.
+    ``(n, 3)`` N·m about each segment's proximal joint centre, world frame. Computed by the core
+    (`jaxbio.dynamics.point_loads` on `arm_tree`).
     """
     root, ends = _pose(arm, root, ends)
     _check_weights(arm, weights)
@@ -424,25 +408,48 @@ def weight_wrenches(
 @eqx.filter_jit
 def _weight_wrenches_jit(arm, root, ends, weights):
     starts, ends = _starts(arm, root, ends)
-    return _weight_wrenches(arm, starts, ends, weights)
+    return _weight_wrenches(arm, _tree(arm, starts, ends), starts, ends, weights)
 
 
-def _weight_wrenches(arm, starts, ends, weights):
-    n = arm.n
-    zeros = jnp.zeros((n, 3), ends.dtype)
-    if len(weights.segments) == 0:
-        return zeros, zeros
-    k = np.asarray(weights.segments)
-    lever = weights.ratios[:, None] * (ends[k] - starts[k])
-    f = weights.masses[:, None] * arm.gravity[None, :]
-    return zeros.at[k].add(f), zeros.at[k].add(cross(lever, f))
+def _weight_wrenches(arm, tree, starts, ends, weights):
+    k = np.asarray(weights.segments, dtype=int)
+    return point_loads(tree, jnp.zeros((arm.n,), ends.dtype), weights.segments,
+                       weights.ratios[:, None] * (ends[k] - starts[k]), weights.masses[:, None] * arm.gravity[None, :])
 
 
-def _muscle_points(starts, ends, muscles):
+def muscle_paths(
+    arm: Arm, root: Float[ArrayLike, "3"], ends: Float[ArrayLike, "n 3"], muscles: ArmMuscles
+) -> MusclePaths:
+    """Du's ratio-attached muscles as the core's `jaxbio.muscles.geometry.MusclePaths` of
+    ``arm_tree(arm, root, ends)``: two points per muscle, the distal attachment first, each fixed
+    in its segment's frame (origin at the proximal end, axes parallel to the world's at ``q = 0``)
+    at ``(1 − r) d``. With the tree at ``q = 0`` every function of `jaxbio.muscles.geometry`
+    applies (lengths, moment arms about the joint axes, `muscle_wrenches`)."""
+    root, ends = _pose(arm, root, ends)
+    _check_muscles(arm, muscles)
+    return _muscle_paths_jit(arm, root, ends, muscles)
+
+
+@eqx.filter_jit
+def _muscle_paths_jit(arm, root, ends, muscles):
+    starts, ends = _starts(arm, root, ends)
+    return _muscle_paths(muscles, starts, ends)
+
+
+def _muscle_paths(muscles, starts, ends) -> MusclePaths:
+    """`muscle_paths` from the segment starts and ends ``(n, 3)`` (traced poses too)."""
     kd, kp = np.asarray(muscles.distal_segments), np.asarray(muscles.proximal_segments)
-    pd = ends[kd] - muscles.distal_ratios[:, None] * (ends[kd] - starts[kd])
-    pp = ends[kp] - muscles.proximal_ratios[:, None] * (ends[kp] - starts[kp])
-    return pd, pp, _unit(pp - pd, jnp.zeros_like(pd))
+    d = ends - starts
+    points = jnp.stack([(1.0 - muscles.distal_ratios)[:, None] * d[kd],
+                        (1.0 - muscles.proximal_ratios)[:, None] * d[kp]], axis=1)
+    return MusclePaths(points=points, segments=tuple(zip(muscles.distal_segments, muscles.proximal_segments)),
+                       counts=(2,) * len(muscles.names), names=muscles.names)
+
+
+def _muscle_points(tree, paths):
+    pts = geometry.path_points_world(paths, tree, jnp.zeros((tree.nq,), tree.origins.dtype))
+    pd, pp = pts[:, 0], pts[:, 1]
+    return pd, pp, unit(pp - pd, jnp.zeros_like(pd))
 
 
 def muscle_points(
@@ -462,21 +469,7 @@ def muscle_points(
 @eqx.filter_jit
 def _muscle_points_jit(arm, root, ends, muscles):
     starts, ends = _starts(arm, root, ends)
-    return _muscle_points(starts, ends, muscles)
-
-
-def _spanning(arm: Arm, muscles: ArmMuscles, joint: int) -> np.ndarray:
-    """Static mask: muscles whose distal attachment is in the subtree of segment ``joint`` and
-    whose proximal attachment is not (they span its proximal joint)."""
-    def in_subtree(k):
-        while k >= 0:
-            if k == joint:
-                return True
-            k = arm.parents[k]
-        return False
-
-    return np.array([in_subtree(a) and not in_subtree(b)
-                     for a, b in zip(muscles.distal_segments, muscles.proximal_segments)], dtype=bool)
+    return _muscle_points(_tree(arm, starts, ends), _muscle_paths(muscles, starts, ends))
 
 
 def _check_joint(arm, joint):
@@ -485,10 +478,16 @@ def _check_joint(arm, joint):
     return int(joint)
 
 
-def _moment_arms(arm, starts, ends, muscles, joint):
-    pd, _, u = _muscle_points(starts, ends, muscles)
-    a = cross(pd - starts[joint][None, :], u)
-    return jnp.where(jnp.asarray(_spanning(arm, muscles, joint))[:, None], a, 0.0)
+def _moment_arms(tree, paths, joint):
+    """``(m, 3)`` m: the vector moment arms about the proximal joint of segment ``joint``, from the
+    core's scalar moment arms ``−∂l/∂q`` with that joint's axis set to world x, y and z in turn."""
+    q0 = jnp.zeros((tree.nq,), tree.origins.dtype)
+
+    def about(axis):
+        turned = eqx.tree_at(lambda t: t.axes, tree, jnp.broadcast_to(axis, tree.axes.shape))
+        return geometry.moment_arms(paths, turned, q0)[:, joint]
+
+    return jax.vmap(about, out_axes=1)(jnp.eye(3, dtype=q0.dtype))
 
 
 def muscle_moment_arms(
@@ -497,7 +496,8 @@ def muscle_moment_arms(
     """Moment about the proximal joint centre of segment ``joint`` per newton of tension (m, world):
     ``((1 − r_d) d_{n_d}) × u`` (seed 001 eq. 4 as a vector) for each muscle that spans that joint,
     zero for the others. The lever runs from the joint centre to the distal attachment (it is
-    ``(1 − r_d) d`` when the muscle's distal segment is ``joint`` itself)."""
+    ``(1 − r_d) d`` when the muscle's distal segment is ``joint`` itself). Computed by the core
+    (`jaxbio.muscles.geometry.moment_arms` about the world axes, on `muscle_paths`)."""
     root, ends = _pose(arm, root, ends)
     _check_muscles(arm, muscles)
     return _moment_arms_jit(arm, root, ends, muscles, _check_joint(arm, joint))
@@ -506,7 +506,7 @@ def muscle_moment_arms(
 @eqx.filter_jit
 def _moment_arms_jit(arm, root, ends, muscles, joint):
     starts, ends = _starts(arm, root, ends)
-    return _moment_arms(arm, starts, ends, muscles, joint)
+    return _moment_arms(_tree(arm, starts, ends), _muscle_paths(muscles, starts, ends), joint)
 
 
 _TENSION_CHECKS = ((lambda xp, t: ~xp.all(xp.isfinite(t)), "tensions contain NaN or inf"),)
@@ -528,7 +528,8 @@ def muscle_wrenches(
     muscles") and leaves the joints proximal to the muscle in equilibrium.
 
     Returns ``external = (forces (n, 3) N, moments (n, 3) N·m)``, world frame, moments about each
-    segment's proximal joint centre (add it to the weights' wrenches).
+    segment's proximal joint centre (add it to the weights' wrenches). Computed by the core
+    (`jaxbio.muscles.geometry.muscle_wrenches` on `muscle_paths`).
     """
     root, ends = _pose(arm, root, ends)
     _check_muscles(arm, muscles)
@@ -543,17 +544,8 @@ def muscle_wrenches(
 def _muscle_wrenches_jit(arm, root, ends, muscles, tensions):
     starts, ends = _starts(arm, root, ends)
     tensions = enforce(tensions, _TENSION_CHECKS, tensions)
-    return _muscle_wrenches(arm, starts, ends, muscles, tensions)
-
-
-def _muscle_wrenches(arm, starts, ends, muscles, tensions):
-    kd, kp = np.asarray(muscles.distal_segments), np.asarray(muscles.proximal_segments)
-    pd, pp, u = _muscle_points(starts, ends, muscles)
-    f = tensions[:, None] * u
-    zeros = jnp.zeros((arm.n, 3), ends.dtype)
-    forces = zeros.at[kd].add(f).at[kp].add(-f)
-    moments = zeros.at[kd].add(cross(pd - starts[kd], f)).at[kp].add(cross(pp - starts[kp], -f))
-    return forces, moments
+    return geometry.muscle_wrenches(_muscle_paths(muscles, starts, ends), _tree(arm, starts, ends),
+                                    jnp.zeros((arm.n,), ends.dtype), tensions)
 
 
 class MuscleTensions(eqx.Module):
@@ -578,7 +570,7 @@ class MuscleTensions(eqx.Module):
 
 
 _MOMENT_CHECKS = ((lambda xp, M: ~xp.all(xp.isfinite(M)), "joint_moment contains NaN or inf"),)
-_AXIS_CHECKS = ((lambda xp, a: ~(xp.all(xp.isfinite(a)) & (_xnorm(xp, a) > 0)),
+_AXIS_CHECKS = ((lambda xp, a: ~(xp.all(xp.isfinite(a)) & (xp.linalg.norm(a, axis=-1) > 0)),
                  "axis must be a finite non-zero vector"),)
 
 
@@ -633,11 +625,12 @@ def _muscle_tensions_jit(arm, root, ends, muscles, M, joint, axis):
     M = enforce(M, _MOMENT_CHECKS, M)
     if axis is not None:
         axis = enforce(axis, _AXIS_CHECKS, axis)
-    return _muscle_tensions(arm, starts, ends, muscles, M, joint, axis)
+    return _muscle_tensions(arm, starts, ends, _tree(arm, starts, ends), _muscle_paths(muscles, starts, ends),
+                            M, joint, axis)
 
 
-def _muscle_tensions(arm, starts, ends, muscles, M, joint, axis):
-    a = _moment_arms(arm, starts, ends, muscles, joint)  # (m, 3) m
+def _muscle_tensions(arm, starts, ends, tree, paths, M, joint, axis):
+    a = _moment_arms(tree, paths, joint)  # (m, 3) m
     dt = ends.dtype
     if axis is None:
         p = arm.parents[joint]
@@ -646,24 +639,24 @@ def _muscle_tensions(arm, starts, ends, muscles, M, joint, axis):
         d_p = ends[p] - starts[p] if p >= 0 else jnp.zeros_like(d_j)
         normal = cross(d_p, d_j)
         # fallback (straight arm, no plane): the direction of the largest muscle moment arm
-        big = a[jnp.argmax(_norm(a))]
-        fallback = _unit(big, _least_aligned_axis(_unit(d_j, jnp.asarray([1.0, 0.0, 0.0], dt))))
-        no_plane = _norm(normal) <= 1e-12 * _norm(d_p) * _norm(d_j)
-        n = _unit(normal, fallback, tiny=1e-12 * _norm(d_p) * _norm(d_j))
+        big = a[jnp.argmax(norm(a))]
+        fallback = unit(big, _least_aligned_axis(unit(d_j, jnp.asarray([1.0, 0.0, 0.0], dt))))
+        no_plane = norm(normal) <= 1e-12 * norm(d_p) * norm(d_j)
+        n = unit(normal, fallback, tiny=1e-12 * norm(d_p) * norm(d_j))
     else:
         no_plane = jnp.asarray(False)
-        n = _unit(axis, jnp.asarray([0.0, 0.0, 1.0], dt))
+        n = unit(axis, jnp.asarray([0.0, 0.0, 1.0], dt))
     R = dot(n, M)  # needed moment along n (jaxbio sign: the reaction on the segment)
     b = dot(a, n[None, :])  # (m,) moment arm of each muscle along n, m
     s = jnp.where(R >= 0, 1.0, -1.0)
     score = s * b
     k = jnp.argmax(score)
     best = score[k]
-    lever_scale = _norm(ends[joint] - starts[joint])  # m
+    lever_scale = norm(ends[joint] - starts[joint])  # m
     can = best > 1e-12 * lever_scale
     feasible = (R == 0) | can
     # no arm plane and no moment arm at all (arm straight): only a zero moment is "cancelled"
-    degenerate = no_plane & (jnp.max(_norm(a)) <= 1e-12 * lever_scale)
+    degenerate = no_plane & (jnp.max(norm(a)) <= 1e-12 * lever_scale)
     feasible = jnp.where(degenerate, ~jnp.any(M != 0), feasible)
     mu_k = jnp.where(can, jnp.abs(R) / jnp.where(can, best, 1.0), 0.0)
     tensions = jnp.where(jnp.arange(b.shape[0]) == k, mu_k, 0.0)
@@ -715,7 +708,7 @@ def arm_statics(
 def _arm_statics(arm, root, ends, weights, muscles, joint):
     starts, ends = _starts(arm, root, ends)
     tree = _tree(arm, starts, ends)
-    ext = _weight_wrenches(arm, starts, ends, weights)
+    ext = _weight_wrenches(arm, tree, starts, ends, weights)
     z = jnp.zeros((arm.n,), ends.dtype)
     if muscles is None:
         forces, moments = segment_wrenches(tree, z, z, z, ext)
@@ -725,12 +718,13 @@ def _arm_statics(arm, root, ends, weights, muscles, joint):
     # tensions then combine them exactly — the same numbers as a second pass with the muscle
     # wrenches added (seed 001 §3.2, "redo (3)"), one recursion to compile instead of two.
     m = len(muscles.names)
-    unit_f, unit_m = jax.vmap(lambda t: _muscle_wrenches(arm, starts, ends, muscles, t))(jnp.eye(m, dtype=ends.dtype))
+    paths = _muscle_paths(muscles, starts, ends)
+    unit_f, unit_m = jax.vmap(lambda t: geometry.muscle_wrenches(paths, tree, z, t))(jnp.eye(m, dtype=ends.dtype))
     batch_f = jnp.concatenate([ext[0][None], ext[0][None] + unit_f])
     batch_m = jnp.concatenate([ext[1][None], ext[1][None] + unit_m])
     fb, mb = jax.vmap(lambda f, mo: segment_wrenches(tree, z, z, z, (f, mo)))(batch_f, batch_m)
     forces, moments = fb[0], mb[0]
-    sol = _muscle_tensions(arm, starts, ends, muscles, moments[joint], joint, None)
+    sol = _muscle_tensions(arm, starts, ends, tree, paths, moments[joint], joint, None)
     mu = sol.tensions[:, None, None]
     f2 = forces + jnp.sum(mu * (fb[1:] - forces), axis=0)
     m2 = moments + jnp.sum(mu * (mb[1:] - moments), axis=0)
@@ -797,14 +791,14 @@ _IK_CHECKS = (
     (lambda xp, S, W, l1, l2: ~(xp.all(xp.isfinite(S)) & xp.all(xp.isfinite(W))),
      "shoulder and wrist (hand) positions must be finite (no NaN/inf)"),
 )
-_HX_CHECKS = ((lambda xp, hx: ~(xp.all(xp.isfinite(hx)) & (_xnorm(xp, hx) > 0)),
+_HX_CHECKS = ((lambda xp, hx: ~(xp.all(xp.isfinite(hx)) & (xp.linalg.norm(hx, axis=-1) > 0)),
                "hand_x must be a finite non-zero vector"),)
 
 
 def _hz_bad(xp, hx, hz):
-    hxu = hx / xp.maximum(_xnorm(xp, hx), 1e-300)
+    hxu = hx / xp.maximum(xp.linalg.norm(hx, axis=-1), 1e-300)
     perp = hz - xp.sum(hz * hxu) * hxu
-    return ~(xp.all(xp.isfinite(hz)) & (_xnorm(xp, perp) > 1e-6 * _xnorm(xp, hz)))
+    return ~(xp.all(xp.isfinite(hz)) & (xp.linalg.norm(perp, axis=-1) > 1e-6 * xp.linalg.norm(hz, axis=-1)))
 
 
 _HZ_CHECKS = ((_hz_bad, "hand_z must be finite, non-zero and not parallel to hand_x"),)
@@ -825,13 +819,13 @@ def _ik_inputs(shoulder, wrist, l1, l2):
 def _circle(S, W, l1, l2, rtol):
     """Geometry of the two spheres: ``(case before the axial split, axis n, centre, radius)``."""
     v = W - S
-    d = _norm(v)
+    d = norm(v)
     tol = rtol * (l1 + l2)
     at_shoulder = d <= tol
-    n = _unit(v, jnp.asarray([0.0, 0.0, 1.0], v.dtype))
+    n = unit(v, jnp.asarray([0.0, 0.0, 1.0], v.dtype))
     dd = jnp.where(at_shoulder, jnp.ones_like(d), d)
     a = jnp.clip((dd * dd + l1 * l1 - l2 * l2) / (2.0 * dd), -l1, l1)  # shoulder → centre, along n
-    rho = _safe_sqrt(l1 * l1 - a * a)
+    rho = safe_sqrt(l1 * l1 - a * a)
     diff = jnp.abs(l1 - l2)
     C = S + a * n
     case = jnp.select(
@@ -852,8 +846,8 @@ def _lowest_direction(n, dtype):
     back = jnp.asarray([-1.0, 0.0, 0.0], dtype)
     dp = down - dot(down, n) * n
     bp = back - dot(back, n) * n
-    vertical = _norm(dp) <= 1e-9
-    return _unit(jnp.where(vertical, bp, dp), jnp.asarray([0.0, 1.0, 0.0], dtype))
+    vertical = norm(dp) <= 1e-9
+    return unit(jnp.where(vertical, bp, dp), jnp.asarray([0.0, 1.0, 0.0], dtype))
 
 
 def _finish(elbow, case, C, rho, n, check):
@@ -870,14 +864,14 @@ def _elbow_core(S, W, l1, l2, hx, hz, rtol, check):
     if hz is not None:
         hz = enforce(hz, _HZ_CHECKS, hx, hz)
     case, n, C, rho = _circle(S, W, l1, l2, rtol)
-    h = _unit(hx, n)
+    h = unit(hx, n)
     hp = h - dot(h, n) * n  # the hand axis projected on the circle's plane
-    axial = _norm(hp) <= rtol
-    e_min = -_unit(hp, jnp.zeros_like(hp))  # −ĥ⊥: the point of least bending (Fig. 3.3.5)
+    axial = norm(hp) <= rtol
+    e_min = -unit(hp, jnp.zeros_like(hp))  # −ĥ⊥: the point of least bending (Fig. 3.3.5)
     if hz is None:
         e_ax = _lowest_direction(n, W.dtype)  # no palm direction: the lowest point (§3.1 rule)
     else:
-        zp = _unit(hz - dot(hz, n) * n, _lowest_direction(n, W.dtype))
+        zp = unit(hz - dot(hz, n) * n, _lowest_direction(n, W.dtype))
         s = jnp.where(dot(h, W - C) >= 0, 1.0, -1.0)  # forward bend: towards +hand_z (Fig. 3.3.4)
         e_ax = s * zp
     case = jnp.where((case == ElbowCase.CIRCLE) & axial, ElbowCase.CIRCLE_AXIAL, case).astype(jnp.int32)
@@ -995,14 +989,14 @@ def wrist_bending(
     (``atan2(|f × h|, f · h)``, finite gradients)."""
     f = jnp.asarray(wrist) - jnp.asarray(elbow)
     h = jnp.asarray(hand_x)
-    return jnp.arctan2(_norm(cross(f, h)), dot(f, h))
+    return jnp.arctan2(norm(cross(f, h)), dot(f, h))
 
 
 def _hand_core(g, hx, l3, ratio):
     g = enforce(g, _GRIP_CHECKS, g, ratio)
     hx = enforce(hx, _HX_CHECKS, hx)
     l3 = enforce(l3, _L3_CHECKS, l3)
-    h = _unit(hx, jnp.zeros_like(hx))
+    h = unit(hx, jnp.zeros_like(hx))
     return g - ratio * l3 * h, g + (1.0 - ratio) * l3 * h
 
 

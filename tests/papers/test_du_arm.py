@@ -126,6 +126,68 @@ def test_static_arm_and_biceps_against_hand_calculation():
     np.testing.assert_allclose(np.linalg.norm(arms, axis=1), [r * L1 / ell] * 2, rtol=1e-12)
 
 
+def ratio_formulas(parents, root, ends, muscles, tensions, joint):
+    """Du's ratio-attached muscles written out in numpy (seed 001 eqs. 4–5, du_arm's own formulas
+    before it used `jaxbio.muscles.geometry`): attachment points ``ends − r d``, direction ``u``
+    distal → proximal, moment arm ``(p_d − joint centre) × u`` for the muscles spanning the joint,
+    the pull ``±μ u`` at both ends with moments about each segment's proximal end."""
+    par = np.asarray(parents)
+    starts = np.where((par < 0)[:, None], root[None], ends[np.maximum(par, 0)])
+    kd, kp = np.asarray(muscles.distal_segments), np.asarray(muscles.proximal_segments)
+    pd = ends[kd] - np.asarray(muscles.distal_ratios)[:, None] * (ends[kd] - starts[kd])
+    pp = ends[kp] - np.asarray(muscles.proximal_ratios)[:, None] * (ends[kp] - starts[kp])
+    u = (pp - pd) / np.linalg.norm(pp - pd, axis=1)[:, None]
+
+    def in_subtree(k):
+        while k >= 0:
+            if k == joint:
+                return True
+            k = parents[k]
+        return False
+
+    spans = np.array([in_subtree(a) and not in_subtree(b) for a, b in zip(kd, kp)])
+    arms = np.where(spans[:, None], np.cross(pd - starts[joint], u), 0.0)
+    f = np.asarray(tensions)[:, None] * u
+    forces, moments = np.zeros_like(ends), np.zeros_like(ends)
+    np.add.at(forces, kd, f)
+    np.add.at(forces, kp, -f)
+    np.add.at(moments, kd, np.cross(pd - starts[kd], f))
+    np.add.at(moments, kp, np.cross(pp - starts[kp], -f))
+    return pd, pp, u, arms, forces, moments
+
+
+def test_muscle_paths_route_equals_du_ratio_formulas_on_random_poses():
+    """`muscle_points`, `muscle_moment_arms` and `muscle_wrenches` go through
+    `jaxbio.muscles.geometry` (a `MusclePaths` with points fixed in the segment frames); on random
+    poses they equal Du's ratio formulas to 1e-12, for Du's pair, a three-muscle set and muscles
+    crossing two joints (hand → upper arm)."""
+    rng = np.random.default_rng(16)
+    cross_two = du.ArmMuscles(
+        distal_ratios=jnp.array([0.3, 0.8]), proximal_ratios=jnp.array([0.4, 0.6]),
+        distal_segments=(2, 2), proximal_segments=(0, 1), names=("long", "short"),
+    )
+    for arm, muscles in ((ARM2, MUSCLES), (ARM2, MUSCLES3), (ARM3, MUSCLES), (ARM3, MUSCLES3), (ARM3, cross_two)):
+        for _ in range(4):
+            root = rng.normal(size=3)
+            ends = root + np.cumsum(rng.normal(size=(arm.n, 3)) * 0.3, axis=0)
+            tensions = rng.uniform(0.0, 500.0, size=len(muscles.names))
+            got = du.muscle_points(arm, root, ends, muscles)
+            for joint in range(arm.n):
+                ref = ratio_formulas(arm.parents, root, ends, muscles, tensions, joint)
+                for a, b in zip(got, ref[:3]):
+                    np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+                np.testing.assert_allclose(du.muscle_moment_arms(arm, root, ends, muscles, joint), ref[3],
+                                           rtol=0, atol=1e-12)
+            f, m = du.muscle_wrenches(arm, root, ends, muscles, tensions)
+            np.testing.assert_allclose(f, ref[4], rtol=0, atol=1e-12 * tensions.max())
+            np.testing.assert_allclose(m, ref[5], rtol=0, atol=1e-12 * tensions.max())
+            # the public MusclePaths with the public tree: the core's lengths are |p_p − p_d|
+            paths = du.muscle_paths(arm, root, ends, muscles)
+            tree = du.arm_tree(arm, root, ends)
+            np.testing.assert_allclose(jb.muscles.geometry.lengths(paths, tree, jnp.zeros(arm.n)),
+                                       np.linalg.norm(ref[1] - ref[0], axis=1), rtol=1e-13)
+
+
 def test_triceps_when_gravity_flexes_the_elbow():
     ends = planar_pose(upper_arm_up=True)
     st = du.arm_statics(ARM2, ORIGIN, ends, WEIGHT_AT_WRIST, MUSCLES)
