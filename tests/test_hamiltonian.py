@@ -12,7 +12,6 @@ import jaxbio as jb
 from jaxbio.papers import watanabe_pendulum as dp
 from jaxbio import hamiltonian as ham
 from jaxbio.simulation import stop_when
-from tests._models import random_model_dict
 
 
 @pytest.fixture(scope="module")

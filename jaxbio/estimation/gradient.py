@@ -67,7 +67,6 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int
 from jaxbio._validate import concrete as _concrete
 from jaxbio.dynamics import potential_energy
 from jaxbio.hamiltonian import HamiltonianSystem, velocities
-from jaxbio.muscles.curves import HillMuscle
 from jaxbio.muscles.drive import MuscleActuatedDrive
 from jaxbio.simulation import Trajectory
 

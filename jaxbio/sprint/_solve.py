@@ -19,11 +19,9 @@ Its results are also checked against scipy's ``least_squares`` in ``tests/test_s
 
 from __future__ import annotations
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
-from jaxtyping import Array, Float
+
 
 def decrement(r, J):
     """Gauss–Newton decrement ``gᵀ(JᵀJ)⁻¹g`` with ``g = Jᵀr``: twice the cost decrease a full

@@ -22,7 +22,7 @@ from jaxbio.sprint._solve import batched_best_of_starts, converged, laplace
 from jaxbio.sprint.data import SIGMA_ROUND, Splits
 from jaxbio.sprint.data import Race, SprintDataError
 from jaxbio.simulation import Trajectory, crossing_times, hermite
-from jaxbio.sprint.model import FATIGUE, FREE, PARAMETERS, UNITS, Sprinter, simulate_race, sprinter_system
+from jaxbio.sprint.model import FATIGUE, FREE, PARAMETERS, Sprinter, simulate_race, sprinter_system
 
 #: Tsit5 steps of the simulation inside fits (split times within ~1e-5 s of converged)
 N_STEPS = 80

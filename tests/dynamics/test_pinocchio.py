@@ -11,7 +11,6 @@ Pinocchio on every model shipped in jaxbio/models/*.json and on randomly generat
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest

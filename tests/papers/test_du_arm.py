@@ -6,7 +6,6 @@ sampling of the elbow circle, central finite differences, and the package's own 
 """
 
 import runpy
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
