@@ -246,6 +246,9 @@ def hermite(ts: Float[Array, " T"], y: Float[Array, " T"], dydt: Float[Array, " 
     """Cubic Hermite interpolation of ``y(t)`` from values ``y`` and slopes ``dydt`` at the
     increasing times ``ts`` (``T ≥ 2``), at ``t`` ``(k,)``; clamped to the first and last interval.
     Differentiable (the interval index is piecewise constant)."""
+    if not (jnp.ndim(ts) == 1 and jnp.shape(ts) == jnp.shape(y) == jnp.shape(dydt) and jnp.shape(ts)[0] >= 2):
+        raise ValueError(f"hermite: ts, y and dydt must be (T,) with T ≥ 2, got shapes "
+                         f"{jnp.shape(ts)}, {jnp.shape(y)}, {jnp.shape(dydt)}")
     idx, h, u = _interval(ts, t)
     return _hermite(h, y[idx], y[idx + 1], dydt[idx], dydt[idx + 1], u)
 
@@ -276,6 +279,11 @@ def crossing_times(traj: Trajectory, values: Float[ArrayLike, " k"], index: int 
     Differentiable: the derivative is the implicit one, ``∂t/∂θ = −(∂q/∂θ)/q̇``. Use it with
     ``simulate(..., steps=N)`` (every step saved); for one stop during the solve use `stop_when`.
     """
+    n = traj.q.shape[-1]
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < n:
+        raise ValueError(f"crossing_times: index must be an int in [0, {n}), got {index!r}")
+    if traj.ts.shape[0] < 2:
+        raise ValueError("crossing_times: the trajectory needs at least two saved points (simulate(..., steps=N))")
     values = jnp.asarray(values)
     q, v, ts = traj.q[:, index], traj.qd[:, index], traj.ts
     n = q.shape[0] - 1

@@ -135,6 +135,13 @@ def test_fixed_grid_bad_input():
         jb.simulate(system, y0, 0.0, 1.0, steps=0)
     with pytest.raises(ValueError, match="greater than"):
         jb.simulate(system, y0, 0.0, float("nan"), steps=10)
+    tr = jb.simulate(system, y0, 0.0, 1.0, steps=10)
+    with pytest.raises(ValueError, match=r"index must be an int in \[0, 1\)"):
+        crossing_times(tr, jnp.array([0.5]), index=1)
+    with pytest.raises(ValueError, match="at least two saved points"):
+        crossing_times(jb.simulate(system, y0, 0.0, 1.0), jnp.array([0.5]))
+    with pytest.raises(ValueError, match="hermite"):
+        hermite(jnp.zeros(3), jnp.zeros(2), jnp.zeros(3), jnp.array([0.1]))
 
 
 def test_fixed_grid_with_a_callable_drive_under_jit():
