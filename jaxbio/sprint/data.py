@@ -3,7 +3,28 @@
 Format (API.md, ``data/README.md``): ``#`` header lines ``# key: value`` (athlete, race, date,
 result, wind, reaction_time_s, source, …), then the column line ``distance_m,time_s`` and one
 row per split. Times are from the gun (reaction time included); an optional ``0,0.00`` row is the
-gun. ``reaction_time_s`` is required; ``wind`` (m/s, tail wind positive) defaults to 0.
+gun. ``reaction_time_s`` is required; ``wind`` (tail wind positive) may be missing or free text.
+
+What is accepted (everything else is refused, never guessed):
+
+- Text: UTF-8 (a byte-order mark is skipped) or UTF-16 with a byte-order mark; LF, CRLF or CR
+  line ends; blank lines and ``#`` lines without ``:`` are comments.
+- Header values are ``NUMBER [UNIT] [(remark)]``: the number may use a decimal point or a decimal
+  comma (``0,146``), a sign ``+``, ``-``, ``−`` (U+2212) or ``–`` (U+2013); anything after the
+  number and unit must be a remark in parentheses. ``reaction_time_s`` in s (no unit, ``s``) or
+  ``ms``; ``wind`` in m/s (no unit, ``m/s``), ``km/h`` or ``mph``, converted to m/s. Each key at
+  most once (a repeated key is refused with both lines).
+- ``wind`` whose value (before any remark) has no digit — missing, empty, ``n/a``, ``unknown``,
+  ``not given in the sources seen`` — is *unknown*: 0 m/s is assumed, ``Race.wind_known`` is
+  False and a ``SprintDataWarning`` says so.
+- Impossible values are refused: reaction time < 0 s or ≥ 1 s, |wind| > 20 m/s. Implausible ones
+  are accepted with a ``SprintDataWarning``: reaction time outside 0.08–0.5 s, |wind| > 10 m/s.
+- Columns are separated by ``,`` (then numbers take a decimal point), or by ``;`` or a tab (then
+  a decimal comma is also read), as the column line shows. Numbers are plain decimals
+  (``12``, ``1.88``, ``1.5e1``): no NaN, infinity, thousands separators or units.
+- Splits: distances in (0, 100] m (the model is for 100 m races), strictly increasing (rows out of
+  order or repeated are refused, not sorted), at least 1 m apart; times strictly increasing, after
+  the reaction time, and no faster than 15 m/s over any split (no human runs that).
 
 Every problem raises ``SprintDataError`` (a ``ValueError``) whose message is one line
 ``FILE:LINE: problem``. Parsing is numpy only, outside jit.
@@ -11,9 +32,11 @@ Every problem raises ``SprintDataError`` (a ``ValueError``) whose message is one
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import math
 import re
+import warnings
 from importlib import resources
 from pathlib import Path
 
@@ -24,11 +47,45 @@ import numpy as np
 from jaxtyping import Array, Float
 
 COLUMNS = ("distance_m", "time_s")
-_NUMBER = re.compile(r"^\s*([+\-−]?\d+(?:\.\d*)?(?:[eE][+\-]?\d+)?|[+\-−]?\.\d+)")
+#: the longest race the model is for, m
+MAX_DISTANCE = 100.0
+#: closest accepted splits, m: the fit treats each split as an independent reading rounded to
+#: 0.01 s, and a sprinter covers ~0.12 m in 0.01 s, so denser "splits" are a resampled curve
+MIN_SPACING = 1.0
+#: fastest accepted mean speed over a split, m/s (the fastest 10 m ever timed: ~12.5 m/s; 1 m
+#: splits rounded to 0.01 s can read up to ~14.3 m/s)
+MAX_SPEED = 15.0
+#: reaction times outside this range (s) are accepted with a warning; below 0 or from 1 s refused
+PLAUSIBLE_REACTION = (0.08, 0.5)
+#: |wind| above this (m/s) is accepted with a warning; above ``MAX_WIND`` refused
+PLAUSIBLE_WIND = 10.0
+MAX_WIND = 20.0
+
+_MINUS = "-−–"  # hyphen-minus, U+2212 minus sign, U+2013 en dash (printed results use it)
+_HEADER_NUMBER = re.compile(rf"^(?P<sign>[+{re.escape(_MINUS)}]?)(?P<num>\d+(?:[.,]\d+)?|[.,]\d+)(?P<rest>.*)$", re.S | re.A)
+_CELL_NUMBER = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$", re.A)
+_NAN_INF = {"nan", "inf", "infinity"}
+#: accepted units: lower-cased spelling -> (multiply, divide) to SI (a division keeps ``146 ms`` and
+#: ``3.2 km/h`` exactly the correctly rounded 146/1000 and 3.2/3.6)
+_UNITS = {
+    "reaction_time_s": ({"": (1, 1), "s": (1, 1), "sec": (1, 1), "ms": (1, 1000), "msec": (1, 1000)}, "s, ms"),
+    "wind": ({"": (1, 1), "m/s": (1, 1), "m s-1": (1, 1), "m s⁻¹": (1, 1), "m·s⁻¹": (1, 1), "m·s-1": (1, 1),
+              "km/h": (1, 3.6), "kph": (1, 3.6), "mph": (0.44704, 1)}, "m/s, km/h, mph"),
+}
+_SEPARATORS = {",": "a comma", ";": "a semicolon", "\t": "a tab"}
 
 
 class SprintDataError(ValueError):
     """A bad split-time file: ``str(err)`` is ``FILE:LINE: problem`` (``LINE`` 0 if none)."""
+
+    def __init__(self, path, line: int, problem: str):
+        self.path, self.line, self.problem = str(path), int(line), problem
+        super().__init__(f"{self.path}:{self.line}: {problem}")
+
+
+class SprintDataWarning(UserWarning):
+    """A split-time file that is read but looks wrong or lacks something (implausible reaction time
+    or wind, unknown wind): ``str(w)`` is ``FILE:LINE: problem``."""
 
     def __init__(self, path, line: int, problem: str):
         self.path, self.line, self.problem = str(path), int(line), problem
@@ -40,9 +97,10 @@ class Race:
     """One race's splits (numpy, outside jit).
 
     ``distances`` ``(n,)`` m and ``times`` ``(n,)`` s from the gun, the splits after the start
-    (the ``0,0`` row is dropped); ``reaction_time`` s; ``wind`` m/s (tail wind positive);
-    ``lines`` ``(n,)`` the file line of each split (for error messages); ``header`` the ``#``
-    key/value pairs; ``path`` where it was read from; ``name`` the file stem.
+    (the ``0,0`` row is dropped); ``reaction_time`` s; ``wind`` m/s (tail wind positive; 0 when
+    unknown); ``lines`` ``(n,)`` the file line of each split (for error messages); ``header`` the
+    ``#`` key/value pairs; ``path`` where it was read from; ``name`` the file stem;
+    ``wind_known`` False when the file gives no wind (0 m/s assumed).
     """
 
     name: str
@@ -53,6 +111,7 @@ class Race:
     header: dict
     path: str
     lines: np.ndarray
+    wind_known: bool = True
 
     @property
     def n(self) -> int:
@@ -70,70 +129,152 @@ class Race:
         return self.distances <= distance + 1e-9
 
 
-def _leading_number(text: str):
-    m = _NUMBER.match(text)
-    if not m:
+def _decode(path: str, data: bytes) -> str:
+    """Bytes to text: UTF-16 with a byte-order mark, else UTF-8 (BOM skipped); else refused with
+    the line of the first undecodable byte."""
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        try:
+            return data.decode("utf-16")
+        except UnicodeDecodeError:
+            raise SprintDataError(path, 0, "not valid UTF-16 text although it starts with a UTF-16 byte-order mark") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise SprintDataError(path, line, f"not UTF-8 text (byte 0x{data[e.start]:02x}); save the file as UTF-8") from None
+
+
+def _header_quantity(path: str, lineno: int, key: str, value: str):
+    """``NUMBER [UNIT] [(remark)]`` → value in SI units, or None when the value (before any remark)
+    has no digit (free text such as ``n/a``); ``SprintDataError`` for anything else."""
+    main = value.split("(", 1)[0].strip()
+    has_digit = lambda s: any(c.isdecimal() for c in s)  # noqa: E731
+    if not has_digit(main) and (main or not has_digit(value)):  # free text, possibly with a remark
         return None
-    return float(m.group(1).replace("−", "-"))
+    units, names = _UNITS[key]
+    how = f"write a number, an optional unit ({names}) and any remark in parentheses, e.g. " + (
+        "'0.146 s (official)'" if key == "reaction_time_s" else "'+0.9 m/s (official)'")
+    m = _HEADER_NUMBER.match(main)
+    if not m:
+        raise SprintDataError(path, lineno, f"{key}: cannot read {value!r}; {how}")
+    rest = m["rest"].strip()
+    if m["rest"][:1] in (".", ",") or m["rest"][:1].isdigit():
+        raise SprintDataError(path, lineno, f"{key}: cannot read the number in {value!r} (one decimal mark, "
+                                            f"no thousands separator); {how}")
+    unit = rest.lower()
+    if unit not in units:
+        raise SprintDataError(path, lineno, f"{key}: unknown unit or text {rest!r} after the number in {value!r}; {how}")
+    mul, div = units[unit]
+    x = float(m["num"].replace(",", ".")) * mul / div
+    return (-x if m["sign"] and m["sign"] in _MINUS else x) + 0.0  # + 0.0: no -0.0
 
 
-def read_csv(path, name: str | None = None, text: str | None = None) -> Race:
-    """Read and validate one split-time file; ``SprintDataError`` naming file and line on error.
+def _cell(path: str, lineno: int, cell: str, decimal_comma: bool, line: str) -> float:
+    c = cell.replace("−", "-")
+    if c.lower().lstrip("+-") in _NAN_INF:
+        raise SprintDataError(path, lineno, f"NaN or infinite value: {line!r}")
+    if decimal_comma:
+        if "," in c and "." in c:
+            raise SprintDataError(path, lineno, f"both a decimal comma and a point in {cell!r}: {line!r}")
+        c = c.replace(",", ".")
+    if not _CELL_NUMBER.match(c):
+        raise SprintDataError(path, lineno, f"not a number: {cell!r} in {line!r}")
+    x = float(c)
+    if not math.isfinite(x):
+        raise SprintDataError(path, lineno, f"NaN or infinite value: {line!r}")
+    return x
 
-    ``text`` may give the contents directly (``path`` is then only used in messages).
+
+def read_csv(path, name: str | None = None, text: str | bytes | None = None) -> Race:
+    """Read and validate one split-time file (rules in the module docstring).
+
+    ``text`` may give the contents directly, as ``str`` or as the file's ``bytes`` (``path`` is
+    then only used in messages). Returns a ``Race``; raises ``SprintDataError`` naming file and
+    line; warns ``SprintDataWarning`` (``warnings.warn``) for implausible or unknown values.
     """
     path = str(path)
     if text is None:
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            text = Path(path).read_bytes()
         except FileNotFoundError:
             raise SprintDataError(path, 0, "no such file") from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise SprintDataError(path, 0, f"cannot read the file ({e.__class__.__name__}: {e})") from None
+        except IsADirectoryError:
+            raise SprintDataError(path, 0, "is a directory, not a split file") from None
+        except OSError as e:
+            raise SprintDataError(path, 0, f"cannot read the file ({e.__class__.__name__}: {e.strerror or e})") from None
+    if isinstance(text, (bytes, bytearray)):
+        text = _decode(path, bytes(text))
+    if text.startswith("\ufeff"):
+        text = text[1:]
     header: dict[str, str] = {}
     header_lines: dict[str, int] = {}
     columns_line = None
+    sep = ","
     rows: list[tuple[float, float, int]] = []
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line:
             continue
         if line.startswith("#"):
-            key, sep, value = line[1:].partition(":")
-            if sep:
-                header[key.strip().lower()] = value.strip()
-                header_lines[key.strip().lower()] = lineno
+            key, colon, value = line[1:].partition(":")
+            if colon:
+                key = key.strip().lower()
+                if key in header:
+                    raise SprintDataError(path, lineno, f"header key {key!r} given twice (lines {header_lines[key]} "
+                                                        f"and {lineno}); keep one")
+                header[key] = value.strip()
+                header_lines[key] = lineno
             continue
-        cells = [c.strip() for c in line.split(",")]
         if columns_line is None:
-            if tuple(c.lower() for c in cells) != COLUMNS:
+            for sep in _SEPARATORS:
+                if tuple(c.strip().lower() for c in line.split(sep)) == COLUMNS:
+                    break
+            else:
                 raise SprintDataError(path, lineno, f"expected the column line 'distance_m,time_s', got {line!r}")
             columns_line = lineno
             continue
+        cells = [c.strip() for c in line.split(sep)]
         if len(cells) != 2:
-            raise SprintDataError(path, lineno, f"expected 2 values (distance_m,time_s), got {len(cells)}: {line!r}")
-        try:
-            d, t = float(cells[0]), float(cells[1])
-        except ValueError:
-            raise SprintDataError(path, lineno, f"not a number: {line!r}") from None
-        if not (math.isfinite(d) and math.isfinite(t)):
-            raise SprintDataError(path, lineno, f"NaN or infinite value: {line!r}")
+            hint = ""
+            if sep == "," and len(cells) in (3, 4):
+                hint = " (decimal commas? then separate the columns by ';': 'distance_m;time_s', '10;1,88')"
+            elif len(cells) == 1 and any(s in line for s in _SEPARATORS if s != sep):
+                hint = f" (the column line uses {_SEPARATORS[sep]} between the columns)"
+            raise SprintDataError(path, lineno, f"expected 2 values (distance_m,time_s), got {len(cells)}: {line!r}{hint}")
+        d, t = (_cell(path, lineno, c, sep != ",", line) for c in cells)
         if d < 0 or t < 0:
             raise SprintDataError(path, lineno, f"negative distance or time: {line!r}")
         rows.append((d, t, lineno))
     if columns_line is None:
         raise SprintDataError(path, 0, "missing the column line 'distance_m,time_s'")
     if "reaction_time_s" not in header:
-        raise SprintDataError(path, 0, "missing the header line '# reaction_time_s: <seconds>'")
+        similar = [f"{k!r} (line {header_lines[k]})" for k in header if "reaction" in k or k in ("rt", "rt_s")]
+        hint = f"; found {', '.join(similar)}, the key must be 'reaction_time_s'" if similar else ""
+        raise SprintDataError(path, 0, f"missing the header line '# reaction_time_s: <seconds>'{hint}")
     rt_line = header_lines["reaction_time_s"]
-    rt = _leading_number(header["reaction_time_s"])
-    if rt is None or not math.isfinite(rt) or not 0 <= rt < 1:
-        raise SprintDataError(path, rt_line, f"reaction_time_s must be a number in [0, 1) s, got {header['reaction_time_s']!r}")
-    wind = 0.0
-    if "wind" in header:
-        w = _leading_number(header["wind"])
-        if w is None or not math.isfinite(w) or abs(w) > 20:
-            raise SprintDataError(path, header_lines["wind"], f"wind must start with a number in m/s, got {header['wind']!r}")
+    rt = _header_quantity(path, rt_line, "reaction_time_s", header["reaction_time_s"])
+    if rt is None or not 0 <= rt < 1:
+        got = f"{header['reaction_time_s']!r}" + ("" if rt is None else f" = {rt:g} s")
+        hint = " (milliseconds? write the unit: '146 ms')" if rt is not None and rt >= 1 else ""
+        raise SprintDataError(path, rt_line, f"reaction_time_s must be a number in [0, 1) s, got {got}{hint}")
+    lo, hi = PLAUSIBLE_REACTION
+    if not lo <= rt <= hi:
+        warnings.warn(SprintDataWarning(path, rt_line, f"reaction time {rt:g} s is outside the usual {lo:g}–{hi:g} s; "
+                                                       "check the file"), stacklevel=2)
+    wind, wind_known = 0.0, True
+    wind_line = header_lines.get("wind", 0)
+    w = _header_quantity(path, wind_line, "wind", header["wind"]) if "wind" in header else None
+    if w is None:
+        wind_known = False
+        given = f"wind {header['wind']!r}" if "wind" in header else "no '# wind:' line"
+        warnings.warn(SprintDataWarning(path, wind_line, f"{given}: wind unknown, 0 m/s assumed"), stacklevel=2)
+    else:
+        if abs(w) > MAX_WIND:
+            raise SprintDataError(path, wind_line, f"wind {header['wind']!r} = {w:g} m/s is impossible for a race "
+                                                   f"(|wind| ≤ {MAX_WIND:g} m/s)")
+        if abs(w) > PLAUSIBLE_WIND:
+            warnings.warn(SprintDataWarning(path, wind_line, f"wind {w:g} m/s is beyond ±{PLAUSIBLE_WIND:g} m/s; "
+                                                             "check the file (km/h? then write the unit)"), stacklevel=2)
         wind = w
     if rows and rows[0][0] == 0.0:
         if rows[0][1] != 0.0:
@@ -141,16 +282,30 @@ def read_csv(path, name: str | None = None, text: str | None = None) -> Race:
         rows = rows[1:]
     if not rows:
         raise SprintDataError(path, columns_line, "no splits after the column line")
-    for (d0, t0, _), (d1, t1, ln) in zip(rows[:-1], rows[1:]):
-        if d1 <= d0:
-            raise SprintDataError(path, ln, f"distances must increase: {d1:g} m after {d0:g} m")
+    for d, t, ln in rows:
+        if d > MAX_DISTANCE + 1e-9:
+            raise SprintDataError(path, ln, f"split at {d:g} m is beyond {MAX_DISTANCE:g} m: the sprinter model is "
+                                            f"for 100 m races, not longer ones")
+    for (d0, t0, l0), (d1, t1, ln) in zip(rows[:-1], rows[1:]):
+        if d1 == d0:
+            raise SprintDataError(path, ln, f"distance {d1:g} m given twice (lines {l0} and {ln})")
+        if d1 < d0:
+            raise SprintDataError(path, ln, f"distances must increase: {d1:g} m after {d0:g} m (line {l0}); "
+                                            "rows out of order are not sorted")
+        if d1 - d0 < MIN_SPACING - 1e-9:
+            raise SprintDataError(path, ln, f"splits {d1 - d0:g} m apart ({d0:g} m and {d1:g} m): at least "
+                                            f"{MIN_SPACING:g} m apart, as timed splits are")
         if t1 <= t0:
             raise SprintDataError(path, ln, f"times must increase: {t1:g} s at {d1:g} m after {t0:g} s at {d0:g} m")
     if rows[0][1] <= rt:
         raise SprintDataError(path, rows[0][2], f"first split time {rows[0][1]:g} s is not after the reaction time {rt:g} s")
+    for (d0, t0), (d1, t1, ln) in zip([(0.0, rt)] + [r[:2] for r in rows[:-1]], rows):
+        if (d1 - d0) / (t1 - t0) > MAX_SPEED:
+            raise SprintDataError(path, ln, f"{d0:g}–{d1:g} m in {t1 - t0:.3g} s is {(d1 - d0) / (t1 - t0):.1f} m/s, "
+                                            f"faster than any sprinter (> {MAX_SPEED:g} m/s)")
     arr = np.array(rows, dtype=float)
     return Race(name=name or Path(path).stem, distances=arr[:, 0], times=arr[:, 1], reaction_time=float(rt),
-                wind=float(wind), header=header, path=path, lines=arr[:, 2].astype(int))
+                wind=float(wind), header=header, path=path, lines=arr[:, 2].astype(int), wind_known=wind_known)
 
 
 def _data_dir():
@@ -171,7 +326,7 @@ def load_race(name: str) -> Race:
             raise ValueError(f"unknown race {name!r}; embedded races: {', '.join(names)}")
         name = matches[0]
     f = _data_dir() / f"{name}.csv"
-    return read_csv(f"jaxbio/sprint/data/{name}.csv", name=name, text=f.read_text(encoding="utf-8"))
+    return read_csv(f"jaxbio/sprint/data/{name}.csv", name=name, text=f.read_bytes())
 
 
 def embedded_races() -> list[Race]:
