@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import sys
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -66,44 +67,78 @@ def _progress(total, disable):
 
 
 def run(args) -> int:
-    """Run ``jaxbio sprint``; returns the exit code (0 ok, 2 bad input, 1 not converged)."""
+    """Run ``jaxbio sprint``; returns the exit code: 0 ok; 2 bad input (a bad split file, option
+    or output path: nothing is fitted or written); 1 a fit that is not a valid estimate (did not
+    converge, a parameter outside ``fitting.PLAUSIBLE`` or not determined by the splits) — the
+    outputs are written, with ``"converged": false`` and ``"problems"`` in the JSON."""
     from jaxbio.sprint.data import SprintDataError
 
     try:
         return _run(args)
-    except SprintDataError as e:
+    except BrokenPipeError:
+        raise  # stdout closed (``| head``): the ``jaxbio`` entry point handles it, not as bad input
+    except (SprintDataError, ValueError, OSError) as e:
         print(f"jaxbio sprint: error: {e}", file=sys.stderr)
         return 2
-    except (ValueError, OSError) as e:
-        print(f"jaxbio sprint: error: {e}", file=sys.stderr)
-        return 2
+
+
+def _read_warned(read, *a, **kw):
+    """``read(*a, **kw)``, printing each ``SprintDataWarning`` as one stderr line."""
+    from jaxbio.sprint.data import SprintDataWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SprintDataWarning)
+        race = read(*a, **kw)
+    for w in caught:
+        if issubclass(w.category, SprintDataWarning):
+            print(f"jaxbio sprint: warning: {w.message}", file=sys.stderr)
+        else:  # pragma: no cover — not expected from the reader
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    return race
 
 
 def _load(args):
-    from jaxbio.sprint.data import embedded_races, load_race, read_csv
+    """The races and the files they were read from (those may never be outputs)."""
+    from jaxbio.sprint.data import _data_dir, embedded_races, load_race, read_csv
 
-    races = []
+    races, files = [], []
     for name in args.race or []:
-        races.append(load_race(name))
+        races.append(_read_warned(load_race, name))
     for path in args.csv or []:
-        races.append(read_csv(path))
+        races.append(_read_warned(read_csv, path))
+        files.append(path)
     if not races:
-        races = embedded_races()
+        races = _read_warned(embedded_races)
+    files += [str(_data_dir() / f"{r.name}.csv") for r in races if r.path.startswith("jaxbio/sprint/data/")]
     if args.fit_until is not None and not np.isfinite(args.fit_until):
         raise ValueError(f"--fit-until must be a finite distance in m, got {args.fit_until}")
-    return races
+    return races, files
+
+
+def _plot_format(path: str) -> str:
+    """The image format of ``--plot`` from its extension (png without one); ``ValueError`` if
+    matplotlib is missing or does not write that format. Checked before fitting."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ValueError("--plot needs matplotlib: pip install 'jaxbio[plot]'") from None
+    ext = os.path.splitext(path)[1][1:].lower() or "png"
+    supported = Figure().canvas.get_supported_filetypes()
+    if ext not in supported:
+        raise ValueError(f"--plot {path}: unknown image format {ext!r}; use one of {', '.join(sorted(supported))}")
+    return ext
 
 
 def _run(args) -> int:
-    races = _load(args)  # input errors first, before JAX starts
-    if args.plot:
-        _check_writable(args.plot)
-    if args.json:
-        _check_writable(args.json)
+    from jaxbio._files import check_outputs, write_outputs
+
+    races, inputs = _load(args)  # input errors first, before JAX starts
+    outputs = check_outputs([("--json", args.json), ("--plot", args.plot)], inputs)
+    plot_format = _plot_format(args.plot) if args.plot else None
     _setup_jax()
     from jaxbio.sprint.baselines import fit_baseline
     from jaxbio.sprint.data import embedded_races
-    from jaxbio.sprint.fitting import FREE, check_enough_splits, fit, splits_from_races
+    from jaxbio.sprint.fitting import FREE, check_enough_splits, fit, fit_problems, splits_from_races
 
     fit_until = args.fit_until
     n_prior = 1 if fit_until is not None else 0  # the fatigue parameter gets a prior
@@ -133,33 +168,46 @@ def _run(args) -> int:
             bar.update()
     finally:
         bar.close()
-    _print_table(races, res, fhk, tib, fit_until)
-    records = [_record(i, r, res, fhk, tib, fit_until) for i, r in enumerate(races)]
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(records[0] if len(records) == 1 else records, f, indent=2)
-            f.write("\n")
-    if args.plot:
-        _plot(args.plot, races, res, fhk, tib, fit_until)
-    bad = [r.name for i, r in enumerate(races) if not res.converged[i]]
-    bad += [f"{r.name} ({b.kind})" for b in (fhk, tib) for i, r in enumerate(races) if not b.converged[i]]
+    problems = [fit_problems(res, i) for i in range(len(races))]
+    records = [_record(i, r, res, fhk, tib, fit_until, problems[i]) for i, r in enumerate(races)]
+    # files before the table: a closed stdout (``| head``) must not cost the files
+    writers = {"--json": lambda f: _write_json(f, records[0] if len(records) == 1 else records),
+               "--plot": lambda f: _plot(f, plot_format, races, res, fhk, tib, fit_until)}
+    write_outputs([(out, writers[out.option]) for out in outputs])
+    _print_table(races, res, fhk, tib, fit_until, problems)
+    for r, p in zip(races, problems):
+        if p:
+            print(f"jaxbio sprint: {r.name} ({r.path}): not a valid fit: {'; '.join(p.values())}", file=sys.stderr)
+    bad = [f"{r.name} ({b.kind})" for b in (fhk, tib) for i, r in enumerate(races) if not b.converged[i]]
     if bad:
         print(f"jaxbio sprint: the fit did not converge for {', '.join(bad)}", file=sys.stderr)
-        return 1
-    return 0
+    return 1 if bad or any(problems) else 0
 
 
-def _check_writable(path):
-    d = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(d):
-        raise ValueError(f"{path}: directory {d} does not exist")
+def _write_json(f, obj):
+    # allow_nan=False: NaN is not JSON; _record writes null for a value that is not finite
+    f.write((json.dumps(obj, indent=2, allow_nan=False) + "\n").encode("utf-8"))
 
 
-def _fmt_pm(v, s, digits):
-    return f"{v:.{digits}f} ± {s:.{digits}f}"
+def _number(x):
+    """A float for JSON, or None when not finite."""
+    x = float(x)
+    return x if np.isfinite(x) else None
 
 
-def _print_table(races, res, fhk, tib, fit_until):
+def _value_text(v, digits):
+    return f"{v:.{digits}f}" if np.isfinite(v) and abs(v) < 1e6 else f"{v:.3g}"
+
+
+def _fmt_pm(v, s, digits, flagged=False):
+    """``value ± std``; ``n/a`` for a std that is not a positive number (a parameter the splits
+    do not determine: never ``± 0``); `` !`` after a parameter that is not a valid estimate."""
+    std = f"{s:.{digits}f}" if np.isfinite(s) and s > 0 else "n/a"
+    return f"{_value_text(v, digits)} ± {std}" + (" !" if flagged else "")
+
+
+def _print_table(races, res, fhk, tib, fit_until, problems):
+    from jaxbio.sprint.fitting import PLAUSIBLE
     from jaxbio.sprint.model import DEFAULTS
 
     heads = {"f0": ("F0/m", "N/kg", 2), "vmax": ("v_max", "m/s", 2), "energy": ("E", "J/kg", 0)}
@@ -181,7 +229,9 @@ def _print_table(races, res, fhk, tib, fit_until):
     errs = []
     for i, r in enumerate(races):
         p = res.profile_of(i)
-        vals = "".join(_fmt_pm(res.values[i, j], res.std[i, j], heads[n][2]).rjust(16) for j, n in enumerate(res.names))
+        flagged = [n in problems[i] for n in res.names]
+        vals = "".join(" " + _fmt_pm(res.values[i, j], res.std[i, j], heads[n][2], flagged[j]).rjust(15)
+                       for j, n in enumerate(res.names))  # at least one space between wide cells
         row = r.name.ljust(width) + vals + f"   {p.top_speed:6.2f} @ {p.top_speed_at:5.1f}" + f"{p.speed_lost:12.2f}"
         row += f"   {res.rmse[i]:14.4f} {fhk.rmse[i]:7.4f} {tib.rmse[i]:7.4f}"
         if fit_until is not None:
@@ -199,9 +249,17 @@ def _print_table(races, res, fhk, tib, fit_until):
               f"Tibshirani {np.sqrt(np.mean(tib.rmse ** 2)):.4f} s (data rounded to 0.01 s)")
     print("± is one Laplace standard deviation (Gauss-Newton Hessian; noise = 0.01 s rounding, inflated by the "
           "residuals when larger)")
+    if any(problems):
+        ranges = ", ".join(f"{heads[n][0]} {PLAUSIBLE[n][0]:g}–{PLAUSIBLE[n][1]:g} {heads[n][1]}"
+                           for n in res.names if n in PLAUSIBLE)
+        print(f"! not a valid estimate: outside the plausible range ({ranges}), or not determined by the splits "
+              "(± n/a); see the message on stderr")
+    unknown = [r.name for r in races if not r.wind_known]
+    if unknown:
+        print(f"wind unknown (0 m/s assumed) for {', '.join(unknown)}")
 
 
-def _record(i, race, res, fhk, tib, fit_until):
+def _record(i, race, res, fhk, tib, fit_until, problems=None):
     from jaxbio.sprint.model import DEFAULTS, UNITS
 
     p = res.profile_of(i)
@@ -212,39 +270,40 @@ def _record(i, race, res, fhk, tib, fit_until):
         "label": race.label,
         "source": race.path,
         "reaction_time_s": race.reaction_time,
-        "wind_mps": race.wind,
+        "wind_mps": race.wind if race.wind_known else None,  # null: the file gives no wind
+        **({} if race.wind_known else {"wind_assumed_mps": race.wind}),  # what the fit assumed then
         "fit_until_m": fit_until,
-        "parameters": {name: {"value": float(res.values[i, j]), "std": float(res.std[i, j]), "unit": UNITS[name]}
+        "parameters": {name: {"value": _number(res.values[i, j]), "std": _number(res.std[i, j]), "unit": UNITS[name]}
                        for j, name in enumerate(res.names)},
         "fixed_parameters": {k: {"value": float(v), "unit": UNITS[k]} for k, v in DEFAULTS.items() if k not in res.names},
-        "rmse_s": float(res.rmse[i]),
-        "converged": bool(res.converged[i]),
+        "rmse_s": _number(res.rmse[i]),
+        "converged": bool(res.converged[i]) and not problems,
         "top_speed_mps": p.top_speed,
         "top_speed_at_m": p.top_speed_at,
         "speed_lost_mps": p.speed_lost,
         "finish_fitness": float(p.fitness[-1]),
         "splits": [{"distance_m": float(race.distances[j]), "measured_s": float(race.times[j]),
-                    "predicted_s": float(res.predicted[i, j]), "fitted": bool(fitted[j])} for j in range(n)],
+                    "predicted_s": _number(res.predicted[i, j]), "fitted": bool(fitted[j])} for j in range(n)],
         "baselines": {},
     }
+    if problems:
+        rec["problems"] = dict(problems)
     for b in (fhk, tib):
         rec["baselines"][b.kind] = {
-            "parameters": {name: {"value": float(b.values[i, j]), "unit": b.units[j]} for j, name in enumerate(b.names)},
-            "rmse_s": float(b.rmse[i]),
+            "parameters": {name: {"value": _number(b.values[i, j]), "unit": b.units[j]} for j, name in enumerate(b.names)},
+            "rmse_s": _number(b.rmse[i]),
             "converged": bool(b.converged[i]),
-            "predicted_s": [float(b.predicted[i, j]) for j in range(n)],
+            "predicted_s": [_number(b.predicted[i, j]) for j in range(n)],
         }
     return rec
 
 
-def _plot(path, races, res, fhk, tib, fit_until):
-    try:
-        import matplotlib
+def _plot(f, fmt, races, res, fhk, tib, fit_until):
+    """Draw speed and fitness against distance into the binary file ``f`` as ``fmt`` (png, pdf, …)."""
+    import matplotlib
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise ValueError("--plot needs matplotlib: pip install 'jaxbio[plot]'") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
     from jaxbio.sprint.baselines import speed_profile
 
     fig, (ax_v, ax_f) = plt.subplots(2, 1, figsize=(9, 7.5), sharex=True, gridspec_kw={"height_ratios": [3, 1.4]})
@@ -275,5 +334,7 @@ def _plot(path, races, res, fhk, tib, fit_until):
     ax_f.set_xlabel("distance [m]")
     ax_f.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        fig.savefig(f, format=fmt, dpi=120)
+    finally:
+        plt.close(fig)

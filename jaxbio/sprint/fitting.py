@@ -22,7 +22,7 @@ from jaxbio.sprint._solve import batched_best_of_starts, converged, laplace
 from jaxbio.sprint.data import SIGMA_ROUND, Splits
 from jaxbio.sprint.data import Race, SprintDataError
 from jaxbio.simulation import Trajectory, crossing_times, hermite
-from jaxbio.sprint.model import FATIGUE, FREE, PARAMETERS, Sprinter, simulate_race, sprinter_system
+from jaxbio.sprint.model import FATIGUE, FREE, PARAMETERS, UNITS, Sprinter, simulate_race, sprinter_system
 
 #: Tsit5 steps of the simulation inside fits (split times within ~1e-5 s of converged)
 N_STEPS = 80
@@ -137,8 +137,10 @@ class FitResult(eqx.Module):
 
     ``names``: the free parameters; ``theta`` ``(B, k)`` their natural logs; ``values`` ``(B, k)``
     in SI units; ``std`` ``(B, k)`` Laplace standard deviations of the values (delta method,
-    ``value · std(log)``); ``cov_log`` ``(B, k, k)``; ``cost`` ``(B,)`` ½χ² (incl. prior);
-    ``converged`` ``(B,)``; ``steps`` ``(B,)`` LM steps; ``predicted`` ``(B, L)`` split times [s]
+    ``value · std(log)``), NaN for a parameter the splits do not determine (the Gauss–Newton
+    Hessian is singular along it, see ``flat_parameters``); ``cov_log`` ``(B, k, k)``; ``cost``
+    ``(B,)`` ½χ² (incl. prior); ``converged`` ``(B,)``: stationary *and* no such flat direction;
+    ``steps`` ``(B,)`` LM steps; ``predicted`` ``(B, L)`` split times [s]
     at ``splits.distances``; ``rmse`` ``(B,)`` s over the fitted splits; ``model`` the base
     ``Sprinter`` (fixed parameters); ``splits`` the data; ``profile`` dict of ``(B, n_grid)``
     arrays: ``x`` m (0 to the last split), ``t`` s from the gun, ``v`` m/s, ``f`` fitness.
@@ -173,6 +175,58 @@ class FitResult(eqx.Module):
     def parameters(self, i: int) -> dict:
         """``{name: (value, std)}`` of race ``i`` in SI units."""
         return {n: (float(self.values[i, j]), float(self.std[i, j])) for j, n in enumerate(self.names)}
+
+
+#: relative size (to the largest) below which an eigenvalue of the Laplace covariance counts as
+#: zero: ``pinv`` drops the directions where the Gauss–Newton Hessian is singular (relative
+#: eigenvalue < ~1e-14), leaving a *zero* variance there. Well-posed fits of the embedded races
+#: have ratios of 1e-4–1e-3; a parameter that ran off to where it no longer changes the splits
+#: (E → 1e11–1e23 J/kg with 1 m or 0.1 m "splits" of a resampled curve) gives 1e-36–1e-61.
+FLAT_RTOL = 1e-12
+
+
+def flat_parameters(cov_log: np.ndarray, rtol: float = FLAT_RTOL) -> np.ndarray:
+    """``(B, k)`` bool: the parameters with a weight ``> 0.1`` in a direction where the covariance
+    ``cov_log`` ``(B, k, k)`` is (numerically) zero or not finite — the splits do not determine
+    them, and the Laplace std would read 0."""
+    cov = np.asarray(cov_log, dtype=float)
+    out = np.ones(cov.shape[:2], dtype=bool)
+    ok = np.all(np.isfinite(cov), axis=(1, 2))
+    if np.any(ok):
+        ev, V = np.linalg.eigh(cov[ok])
+        flat = ev <= rtol * np.max(np.abs(ev), axis=-1, keepdims=True)  # (b, k) over eigenvalues
+        weight = np.einsum("bjm,bm->bj", V ** 2, flat.astype(float))  # share of each parameter in them
+        out[ok] = weight > 0.01
+    return out
+
+
+#: physically plausible ranges of the fitted parameters (SI units, ``model.UNITS``): a fit outside
+#: them is not a valid estimate (``fit_problems``). The embedded elite races give F0/m 15.7–17.1
+#: N/kg, v_max 18.9–20.5 m/s and E 960–1040 J/kg; the ranges leave room for any runner (v_max is
+#: above the top speed, which is ≥ 5 m/s in any race this model describes), while E > 20 kJ/kg
+#: (a reserve lasting over 200 s at the activation power) means no fatigue is visible in the splits.
+PLAUSIBLE = {"f0": (2.0, 50.0), "vmax": (5.0, 50.0), "energy": (50.0, 2.0e4)}
+
+
+def fit_problems(res: "FitResult", i: int) -> dict[str, str]:
+    """Why race ``i`` of ``res`` is not a valid estimate (empty if it is): ``{parameter: phrase}``
+    for a value that is not finite or outside ``PLAUSIBLE`` or a parameter the splits do not
+    determine (NaN std, see ``flat_parameters``); else ``{"fit": "the fit did not converge"}`` if
+    it did not."""
+    out = {}
+    for j, n in enumerate(res.names):
+        v, s = float(res.values[i, j]), float(res.std[i, j])
+        unit = UNITS.get(n, "")
+        lo, hi = PLAUSIBLE.get(n, (0.0, np.inf))
+        if not np.isfinite(v):
+            out[n] = f"{n} is {v}"
+        elif not lo <= v <= hi:
+            out[n] = f"{n} = {v:.4g} {unit} is outside the plausible {lo:g}–{hi:g} {unit}"
+        elif not (np.isfinite(s) and s > 0):
+            out[n] = f"{n} = {v:.4g} {unit} is not determined by the splits (the fit is flat along it)"
+    if not out and not bool(res.converged[i]):
+        out["fit"] = "the fit did not converge"
+    return out
 
 
 def _round_up(n: int, m: int) -> int:
@@ -211,6 +265,9 @@ def fit_splits(splits: Splits, *, model: Sprinter | None = None, names=FREE, sta
     w = np.asarray(splits.weights)
     rmse = np.sqrt(np.sum(w * (pred - np.asarray(splits.times)) ** 2, axis=1) / np.maximum(w.sum(1), 1))
     std = np.exp(theta) * np.sqrt(np.maximum(np.diagonal(cov, axis1=1, axis2=2), 0.0))
+    flat = flat_parameters(cov)  # a singular Hessian: std 0 there would look like certainty
+    std = np.where(flat, np.nan, std)
+    ok = ok & ~flat.any(axis=1)
     return FitResult(names=names, theta=theta, std=std, cov_log=cov, cost=cost, converged=ok, steps=steps,
                      predicted=pred, rmse=rmse, model=model, splits=splits, profile=aux)
 
@@ -366,5 +423,5 @@ class Profile(eqx.Module):
         return float(self.top_speed - self.v[-1])
 
 
-__all__ = ["FitResult", "N_STEPS", "PARAMETERS", "Profile", "check_enough_splits", "default_starts", "fit",
-           "fit_splits", "population_prior", "PRIOR_SD", "splits_from_races"]
+__all__ = ["FLAT_RTOL", "FitResult", "N_STEPS", "PARAMETERS", "PLAUSIBLE", "Profile", "check_enough_splits",
+           "default_starts", "fit", "fit_problems", "fit_splits", "flat_parameters", "population_prior", "PRIOR_SD", "splits_from_races"]
