@@ -82,8 +82,9 @@ def run(args) -> int:
         return 2
 
 
-def _read_warned(read, *a, **kw):
-    """``read(*a, **kw)``, printing each ``SprintDataWarning`` as one stderr line."""
+def _read_warned(notes, read, *a, **kw):
+    """``read(*a, **kw)``; each ``SprintDataWarning`` is added to ``notes`` as one line (printed
+    once the input is known to be good: bad input gives one stderr line only)."""
     from jaxbio.sprint.data import SprintDataWarning
 
     with warnings.catch_warnings(record=True) as caught:
@@ -91,28 +92,29 @@ def _read_warned(read, *a, **kw):
         race = read(*a, **kw)
     for w in caught:
         if issubclass(w.category, SprintDataWarning):
-            print(f"jaxbio sprint: warning: {w.message}", file=sys.stderr)
+            notes.append(f"jaxbio sprint: warning: {w.message}")
         else:  # pragma: no cover — not expected from the reader
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     return race
 
 
 def _load(args):
-    """The races and the files they were read from (those may never be outputs)."""
+    """The races, the files they were read from (those may never be outputs) and the readers'
+    warnings (stderr lines)."""
     from jaxbio.sprint.data import _data_dir, embedded_races, load_race, read_csv
 
-    races, files = [], []
+    races, files, notes = [], [], []
     for name in args.race or []:
-        races.append(_read_warned(load_race, name))
+        races.append(_read_warned(notes, load_race, name))
     for path in args.csv or []:
-        races.append(_read_warned(read_csv, path))
+        races.append(_read_warned(notes, read_csv, path))
         files.append(path)
     if not races:
-        races = _read_warned(embedded_races)
+        races = _read_warned(notes, embedded_races)
     files += [str(_data_dir() / f"{r.name}.csv") for r in races if r.path.startswith("jaxbio/sprint/data/")]
     if args.fit_until is not None and not np.isfinite(args.fit_until):
         raise ValueError(f"--fit-until must be a finite distance in m, got {args.fit_until}")
-    return races, files
+    return races, files, notes
 
 
 def _plot_format(path: str) -> str:
@@ -132,7 +134,7 @@ def _plot_format(path: str) -> str:
 def _run(args) -> int:
     from jaxbio._files import check_outputs, write_outputs
 
-    races, inputs = _load(args)  # input errors first, before JAX starts
+    races, inputs, notes = _load(args)  # input errors first, before JAX starts
     outputs = check_outputs([("--json", args.json), ("--plot", args.plot)], inputs)
     plot_format = _plot_format(args.plot) if args.plot else None
     _setup_jax()
@@ -143,6 +145,8 @@ def _run(args) -> int:
     fit_until = args.fit_until
     n_prior = 1 if fit_until is not None else 0  # the fatigue parameter gets a prior
     check_enough_splits(races, len(FREE) - n_prior, fit_until)
+    for note in notes:  # the input is good: now its warnings
+        print(note, file=sys.stderr)
     bar = _progress(3 if fit_until is not None else 2, args.no_progress)
     splits = splits_from_races(races, fit_until)
 

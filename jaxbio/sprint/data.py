@@ -140,7 +140,7 @@ def _decode(path: str, data: bytes) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
+        line = len((data[: e.start].decode("utf-8-sig") + "x").splitlines())  # counted as read_csv does
         raise SprintDataError(path, line, f"not UTF-8 text (byte 0x{data[e.start]:02x}); save the file as UTF-8") from None
 
 
