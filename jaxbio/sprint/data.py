@@ -257,24 +257,24 @@ def read_csv(path, name: str | None = None, text: str | bytes | None = None) -> 
         got = f"{header['reaction_time_s']!r}" + ("" if rt is None else f" = {rt:g} s")
         hint = " (milliseconds? write the unit: '146 ms')" if rt is not None and rt >= 1 else ""
         raise SprintDataError(path, rt_line, f"reaction_time_s must be a number in [0, 1) s, got {got}{hint}")
+    notes: list[tuple] = []  # warnings, given only if the file is accepted
     lo, hi = PLAUSIBLE_REACTION
     if not lo <= rt <= hi:
-        warnings.warn(SprintDataWarning(path, rt_line, f"reaction time {rt:g} s is outside the usual {lo:g}–{hi:g} s; "
-                                                       "check the file"), stacklevel=2)
+        notes.append((path, rt_line, f"reaction time {rt:g} s is outside the usual {lo:g}–{hi:g} s; check the file"))
     wind, wind_known = 0.0, True
     wind_line = header_lines.get("wind", 0)
     w = _header_quantity(path, wind_line, "wind", header["wind"]) if "wind" in header else None
     if w is None:
         wind_known = False
         given = f"wind {header['wind']!r}" if "wind" in header else "no '# wind:' line"
-        warnings.warn(SprintDataWarning(path, wind_line, f"{given}: wind unknown, 0 m/s assumed"), stacklevel=2)
+        notes.append((path, wind_line, f"{given}: wind unknown, 0 m/s assumed"))
     else:
         if abs(w) > MAX_WIND:
             raise SprintDataError(path, wind_line, f"wind {header['wind']!r} = {w:g} m/s is impossible for a race "
                                                    f"(|wind| ≤ {MAX_WIND:g} m/s)")
         if abs(w) > PLAUSIBLE_WIND:
-            warnings.warn(SprintDataWarning(path, wind_line, f"wind {w:g} m/s is beyond ±{PLAUSIBLE_WIND:g} m/s; "
-                                                             "check the file (km/h? then write the unit)"), stacklevel=2)
+            notes.append((path, wind_line, f"wind {w:g} m/s is beyond ±{PLAUSIBLE_WIND:g} m/s; "
+                                           "check the file (km/h? then write the unit)"))
         wind = w
     if rows and rows[0][0] == 0.0:
         if rows[0][1] != 0.0:
@@ -303,6 +303,8 @@ def read_csv(path, name: str | None = None, text: str | bytes | None = None) -> 
         if (d1 - d0) / (t1 - t0) > MAX_SPEED:
             raise SprintDataError(path, ln, f"{d0:g}–{d1:g} m in {t1 - t0:.3g} s is {(d1 - d0) / (t1 - t0):.1f} m/s, "
                                             f"faster than any sprinter (> {MAX_SPEED:g} m/s)")
+    for note in notes:
+        warnings.warn(SprintDataWarning(*note), stacklevel=2)
     arr = np.array(rows, dtype=float)
     return Race(name=name or Path(path).stem, distances=arr[:, 0], times=arr[:, 1], reaction_time=float(rt),
                 wind=float(wind), header=header, path=path, lines=arr[:, 2].astype(int), wind_known=wind_known)

@@ -574,3 +574,12 @@ def test_property_cli_bad_files_one_line_exit_2(case):
         assert err.getvalue() == f"jaxbio sprint: error: {want.value}\n"
         assert want.value.line == expected[1]
         assert sorted(os.listdir(d)) == ["race.csv"]
+
+
+def test_a_refused_file_gives_no_warning():
+    """Warnings (unknown wind, implausible reaction time) only for a file that is read: a bad one
+    gives its error alone."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(SprintDataError, match="distances must increase"):
+            read_csv("race.csv", text="# reaction_time_s: 0.7\ndistance_m,time_s\n20,2.88\n10,1.88\n")
