@@ -4,8 +4,25 @@ With no arguments every embedded race is fitted and a table printed. ``--race NA
 PATH`` (repeatable) choose races; ``--fit-until D`` fits only the splits ≤ D m (with a prior on
 the fatigue parameters learned from the other embedded races) and predicts the rest;
 ``--plot FILE.png`` draws speed and fitness against distance; ``--json FILE`` writes the results.
-Exit codes: 0 ok, 2 bad input (one line on stderr naming file, line and problem), 1 a fit did not
-converge. ``add_parser(subparsers)`` registers the subcommand on the ``jaxbio`` command line.
+``add_parser(subparsers)`` registers the subcommand on the ``jaxbio`` command line.
+
+Exit codes:
+
+- 0: every race fitted to a valid estimate.
+- 2: bad input — a split file ``read_csv`` refuses, a bad option, or an output path that is an
+  input, named twice, a directory, in a missing or read-only directory, or an unknown plot format.
+  One line on stderr (``jaxbio sprint: error: FILE:LINE: problem``); checked before any fitting,
+  and nothing is written. Also a file that cannot be written at the end (then nothing is).
+- 1: a fit that is not a valid estimate: it did not converge, a parameter is outside
+  ``fitting.PLAUSIBLE`` or the splits do not determine it (flat Gauss–Newton direction: its std
+  is "n/a", never "± 0"). One stderr line per such race naming the parameter; the table marks
+  the values with ``!``; the outputs are written, the JSON with ``"converged": false`` and
+  ``"problems"``. Also when a baseline did not converge.
+
+The reader's warnings (unknown wind, implausible reaction time or wind) are one stderr line each
+(``jaxbio sprint: warning: FILE:LINE: ...``), printed once the input is known to be good. Output
+files are written all-or-nothing (``jaxbio._files``) *before* the table is printed, so a closed
+stdout (``| head``) costs no file; its ``BrokenPipeError`` is left to the ``jaxbio`` entry point.
 """
 
 from __future__ import annotations
@@ -29,11 +46,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     "Tibshirani (1997) models.")
     p.add_argument("--race", action="append", metavar="NAME", help="an embedded race (repeatable; prefixes allowed)")
     p.add_argument("--csv", action="append", metavar="PATH",
-                   help="a split file: '#' header lines incl. reaction_time_s, then distance_m,time_s (repeatable)")
+                   help="a split file: '#' header lines incl. reaction_time_s (s or ms) and wind (m/s, km/h, mph; "
+                        "free text = unknown), then distance_m,time_s (or ';'-separated with decimal commas) (repeatable)")
     p.add_argument("--fit-until", type=float, metavar="D",
                    help="fit only splits at or before D m and predict the rest (hierarchical prior on fatigue)")
-    p.add_argument("--plot", metavar="FILE.png", help="plot speed and fitness against distance")
-    p.add_argument("--json", metavar="FILE", help="write the results as JSON (an object for one race, else a list)")
+    p.add_argument("--plot", metavar="FILE.png", help="plot speed and fitness against distance (format from the "
+                   "extension: png, pdf, svg, ...; replaced atomically, never an input file)")
+    p.add_argument("--json", metavar="FILE", help="write the results as JSON (an object for one race, else a list; "
+                   "replaced atomically, never an input file)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
     return p

@@ -24,7 +24,8 @@ What is accepted (everything else is refused, never guessed):
   (``12``, ``1.88``, ``1.5e1``): no NaN, infinity, thousands separators or units.
 - Splits: distances in (0, 100] m (the model is for 100 m races), strictly increasing (rows out of
   order or repeated are refused, not sorted), at least 1 m apart; times strictly increasing, after
-  the reaction time, and no faster than 15 m/s over any split (no human runs that).
+  the reaction time, and between 1.5 and 15 m/s over every split (faster: no human; slower: times
+  not in seconds, or a typo).
 
 Every problem raises ``SprintDataError`` (a ``ValueError``) whose message is one line
 ``FILE:LINE: problem``. Parsing is numpy only, outside jit.
@@ -55,6 +56,9 @@ MIN_SPACING = 1.0
 #: fastest accepted mean speed over a split, m/s (the fastest 10 m ever timed: ~12.5 m/s; 1 m
 #: splits rounded to 0.01 s can read up to ~14.3 m/s)
 MAX_SPEED = 15.0
+#: slowest accepted mean speed over a split, m/s: even a 1 m first split from the blocks is run at
+#: ~2 m/s; slower means times not in seconds (ms, 1/100 s) or a typo such as 19.58 for 9.58
+MIN_SPEED = 1.5
 #: reaction times outside this range (s) are accepted with a warning; below 0 or from 1 s refused
 PLAUSIBLE_REACTION = (0.08, 0.5)
 #: |wind| above this (m/s) is accepted with a warning; above ``MAX_WIND`` refused
@@ -300,9 +304,13 @@ def read_csv(path, name: str | None = None, text: str | bytes | None = None) -> 
     if rows[0][1] <= rt:
         raise SprintDataError(path, rows[0][2], f"first split time {rows[0][1]:g} s is not after the reaction time {rt:g} s")
     for (d0, t0), (d1, t1, ln) in zip([(0.0, rt)] + [r[:2] for r in rows[:-1]], rows):
-        if (d1 - d0) / (t1 - t0) > MAX_SPEED:
-            raise SprintDataError(path, ln, f"{d0:g}–{d1:g} m in {t1 - t0:.3g} s is {(d1 - d0) / (t1 - t0):.1f} m/s, "
+        speed = (d1 - d0) / (t1 - t0)
+        if speed > MAX_SPEED:
+            raise SprintDataError(path, ln, f"{d0:g}–{d1:g} m in {t1 - t0:.3g} s is {speed:.1f} m/s, "
                                             f"faster than any sprinter (> {MAX_SPEED:g} m/s)")
+        if speed < MIN_SPEED:
+            raise SprintDataError(path, ln, f"{d0:g}–{d1:g} m in {t1 - t0:.3g} s is {speed:.2g} m/s, slower than a "
+                                            f"sprint (< {MIN_SPEED:g} m/s): times in seconds from the gun?")
     for note in notes:
         warnings.warn(SprintDataWarning(*note), stacklevel=2)
     arr = np.array(rows, dtype=float)

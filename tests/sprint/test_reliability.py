@@ -299,6 +299,8 @@ def test_cli_header_spellings_give_the_numbers_of_the_embedded_race(tmp_path, ca
     ("distance_m,time_s\n10,1.88\n100,9.58\n200,19.19\n", 6, "beyond 100 m"),
     ("distance_m,time_s\n10,1.88\n10.5,1.93\n20,2.88\n", 5, "at least 1 m apart"),
     ("distance_m,time_s\n10,1.88\n20,2.2\n", 5, "faster than any sprinter"),
+    ("distance_m,time_s\n10,1880\n20,2880\n", 4, "slower than a sprint"),  # milliseconds
+    ("distance_m,time_s\n10,1.88\n90,8.74\n100,19.58\n", 6, "0.92 m/s, slower than a sprint"),  # a typo
 ])
 def test_bad_rows_refused_with_their_line(rows, line, message):
     with pytest.raises(SprintDataError) as err:
@@ -397,7 +399,7 @@ _WIND_UNITS = {"": 1.0, " m/s": 1.0, "m/s": 1.0, " km/h": 1 / 3.6, " mph": 0.447
 _FREE_WIND = ["not given in the sources seen", "n/a", "unknown", "", "–", "? (see notes)"]
 _DEFECTS = ["none", "none", "none", "free_wind", "no_wind", "dup_key", "unit", "trailing_text", "ms_without_unit",
             "negative_rt", "huge_wind", "swap_rows", "dup_row", "nan_cell", "negative", "beyond", "too_close",
-            "comma_in_comma_file", "latin1", "two_marks", "no_reaction"]
+            "comma_in_comma_file", "latin1", "two_marks", "no_reaction", "ms_times"]
 
 
 def _num(text: str, mark: str) -> str:
@@ -499,9 +501,13 @@ def split_files(draw):
         lines[index(tag)] = (tag, sep.join(["-" + d, t_text] if draw(st.booleans()) else [d, "-" + t_text]))
         error_tag = tag
     elif defect == "beyond":
-        far = draw(st.sampled_from([110, 150, 200, 400]))
-        lines.append(("far", sep.join([str(far), _num(f"{cs[-1] / 100 + far / 10:.2f}", mark)])))
+        far = draw(st.sampled_from([110, 150, 200, 400, 1e6, 1e300]))
+        lines.append(("far", sep.join([f"{far:g}", _num(f"{cs[-1] / 100 + min(far, 1e4) / 10:.2f}", mark)])))
         error_tag = "far"
+    elif defect == "ms_times":  # times written in milliseconds
+        for i, c in enumerate(cs):
+            lines[index(f"row{i}")] = (f"row{i}", sep.join([str(distances[i]), str(c * 10)]))
+        error_tag = "row0"
     elif defect == "too_close":
         i = draw(st.integers(0, n - 2))
         lines.insert(index(f"row{i}") + 1, ("close", sep.join([_num(f"{distances[i] + 0.5:.1f}", mark),
