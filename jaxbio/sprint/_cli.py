@@ -273,7 +273,7 @@ def _print_table(races, res, fhk, tib, fit_until, problems):
               f"Tibshirani {np.sqrt(np.mean(tib.rmse ** 2)):.4f} s (data rounded to 0.01 s)")
     print("± is one Laplace standard deviation (Gauss-Newton Hessian; noise = 0.01 s rounding, inflated by the "
           "residuals when larger)")
-    if any(problems):
+    if any(n in p for p in problems for n in res.names):
         ranges = ", ".join(f"{heads[n][0]} {PLAUSIBLE[n][0]:g}–{PLAUSIBLE[n][1]:g} {heads[n][1]}"
                            for n in res.names if n in PLAUSIBLE)
         print(f"! not a valid estimate: outside the plausible range ({ranges}), or not determined by the splits "
@@ -302,10 +302,10 @@ def _record(i, race, res, fhk, tib, fit_until, problems=None):
         "fixed_parameters": {k: {"value": float(v), "unit": UNITS[k]} for k, v in DEFAULTS.items() if k not in res.names},
         "rmse_s": _number(res.rmse[i]),
         "converged": bool(res.converged[i]) and not problems,
-        "top_speed_mps": p.top_speed,
-        "top_speed_at_m": p.top_speed_at,
-        "speed_lost_mps": p.speed_lost,
-        "finish_fitness": float(p.fitness[-1]),
+        "top_speed_mps": _number(p.top_speed),
+        "top_speed_at_m": _number(p.top_speed_at),
+        "speed_lost_mps": _number(p.speed_lost),
+        "finish_fitness": _number(p.fitness[-1]),
         "splits": [{"distance_m": float(race.distances[j]), "measured_s": float(race.times[j]),
                     "predicted_s": _number(res.predicted[i, j]), "fitted": bool(fitted[j])} for j in range(n)],
         "baselines": {},
