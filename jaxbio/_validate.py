@@ -7,12 +7,14 @@ Two kinds of check live here:
   ``ValueError`` that names the argument (and where the first bad entry is); on traced values the
   value checks are skipped (`check_values`) or become an `equinox.error_if` (`check_finite`, whose
   return value must flow on).
-- **Model dicts** (`validate_model_dict`, `check_inertia`): numpy, outside jit; every error names
+- **Model dicts** (`validate_model_dict`, `check_inertia`, `cast_model`): numpy, outside jit; a
+  strict schema (unknown fields refused), checked again after the dtype cast; every error names
   the segment and field.
 """
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 from typing import Any
 
@@ -135,22 +137,108 @@ def finite(x, name: str):
 
 
 # ---- model dicts ----------------------------------------------------------------------------------
+# The JSON model format of API.md ("Model file format", version 1) is a strict schema: every field
+# below and nothing else. A misspelt optional field would otherwise be ignored and its default used
+# (``"orgin"`` → origin (0, 0, 0)), so unknown fields are refused with a "did you mean" hint.
+
+#: fields of the model object, of each segment and of each joint (API.md)
+MODEL_FIELDS = ("format", "version", "name", "gravity", "segments")
+SEGMENT_FIELDS = ("name", "parent", "joint", "mass", "com", "inertia")
+JOINT_FIELDS = ("type", "axis", "origin", "orientation")
+#: array fields of a `SegmentTree` and the model-file field each comes from
+ARRAY_FIELDS = {"axes": "joint.axis", "origins": "joint.origin", "orientations": "joint.orientation",
+                "masses": "mass", "coms": "com", "inertias": "inertia", "gravity": "gravity"}
+
+
+def _kind(value: Any) -> str:
+    """``value`` for an error message: its type and a short repr."""
+    r = repr(value)
+    return f"{type(value).__name__} {r if len(r) <= 60 else r[:57] + '...'}"
+
+
+def _is_number(x: Any) -> bool:
+    """A real number: int or float (also numpy's), not a bool (JSON ``true`` is no mass)."""
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
+
+
+def _check_fields(obj: dict, allowed: tuple[str, ...], required: tuple[str, ...], where: str,
+                  prefix: str = "") -> None:
+    """``ValueError`` for a field of ``obj`` not in ``allowed`` (with difflib's closest allowed
+    name as a hint) or a missing ``required`` one."""
+    for key in obj:
+        if key not in allowed:
+            close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
+            hint = (f" (did you mean '{prefix}{close[0]}'?)" if close
+                    else f"; the fields are {', '.join(repr(prefix + a) for a in allowed)}")
+            raise ValueError(f"{where}: unknown field '{prefix}{key}'{hint}")
+    for key in required:
+        if key not in obj:
+            raise ValueError(f"{where}: missing field '{prefix}{key}'")
+
+
+def _nesting_problem(value: Any, shape: tuple[int, ...], index: tuple[int, ...] = ()) -> str | None:
+    """None if ``value`` is nested lists of real numbers of exactly ``shape``; else ``"shape"`` for
+    a wrong length or depth, or the first entry that is not a number."""
+    if not shape:
+        if _is_number(value):
+            return None
+        if isinstance(value, (list, tuple)):
+            return "shape"
+        at = index[0] if len(index) == 1 else index
+        return f"entry at index {at} is {_kind(value)}, not a number"
+    if not isinstance(value, (list, tuple)) or len(value) != shape[0]:
+        return "shape"
+    for i, x in enumerate(value):
+        problem = _nesting_problem(x, shape[1:], index + (i,))
+        if problem is not None:
+            return problem
+    return None
+
+
+def _shape_of(value: Any) -> str:
+    try:
+        return str(np.shape(value))
+    except ValueError:  # ragged nested lists
+        return f"a ragged list {_kind(value)}"
 
 
 def _vec(value: Any, shape: tuple[int, ...], where: str) -> np.ndarray:
-    try:
-        a = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"{where}: expected numbers of shape {shape}, got {value!r}") from None
-    if a.shape != shape:
-        raise ValueError(f"{where}: expected shape {shape}, got {a.shape}")
+    """``value`` as a finite float64 array of exactly ``shape``.
+
+    Accepted: (nested) lists of real numbers (JSON numbers) or a real numeric array. Refused with a
+    ``ValueError`` starting with ``where``: bools, strings, null, objects, complex numbers, a wrong
+    length or nesting depth, numbers too large for float64, NaN and inf.
+    """
+    if isinstance(value, (list, tuple)) or _is_number(value):
+        problem = _nesting_problem(value, shape)
+        if problem == "shape" and shape == ():
+            raise ValueError(f"{where}: expected a number, got {_kind(value)}")
+        if problem == "shape":
+            raise ValueError(f"{where}: expected shape {shape}, got {_shape_of(value)}")
+        if problem is not None:
+            raise ValueError(f"{where}: expected numbers of shape {shape}; {problem}")
+        try:
+            a = np.array(value, dtype=float)
+        except OverflowError:  # an integer beyond float64
+            raise ValueError(f"{where}: a number is too large for float64: {_kind(value)}") from None
+    elif isinstance(value, (np.ndarray, jax.Array)):
+        a = np.asarray(value)
+        if a.dtype.kind not in "iuf":
+            raise ValueError(f"{where}: expected real numbers of shape {shape}, got an array of dtype {a.dtype}")
+        if a.shape != shape:
+            raise ValueError(f"{where}: expected shape {shape}, got {a.shape}")
+        a = a.astype(float)
+    else:
+        what = "a number" if shape == () else f"numbers of shape {shape}"
+        raise ValueError(f"{where}: expected {what}, got {_kind(value)}")
     if not np.all(np.isfinite(a)):
         raise ValueError(f"{where}: contains NaN or inf: {a.tolist()}")
     return a
 
 
-def check_inertia(inertia: np.ndarray, where: str) -> None:
-    """Symmetric positive-definite with principal moments obeying the triangle inequality."""
+def check_inertia(inertia: np.ndarray, where: str, *, rtol: float = 1e-9) -> None:
+    """Symmetric positive-definite with principal moments obeying the triangle inequality
+    (``rtol``: relative slack of the triangle inequality, for rounding)."""
     scale = max(float(np.max(np.abs(inertia))), 1e-300)
     if not np.allclose(inertia, inertia.T, rtol=0.0, atol=_SYM_TOL * scale):
         raise ValueError(f"{where}: inertia is not symmetric: {inertia.tolist()}")
@@ -158,7 +246,7 @@ def check_inertia(inertia: np.ndarray, where: str) -> None:
     if eig[0] <= 0:
         raise ValueError(f"{where}: inertia is not positive-definite (principal moments {eig.tolist()})")
     # triangle inequality on principal moments: each ≤ sum of the other two
-    if eig[2] > eig[0] + eig[1] + 1e-9 * eig[2]:
+    if eig[2] > eig[0] + eig[1] + rtol * eig[2]:
         raise ValueError(
             f"{where}: inertia breaks the triangle inequality "
             f"({eig[2]:.6g} > {eig[0]:.6g} + {eig[1]:.6g}); no rigid body has these principal moments"
@@ -166,73 +254,90 @@ def check_inertia(inertia: np.ndarray, where: str) -> None:
 
 
 def validate_model_dict(d: dict[str, Any]) -> dict[str, Any]:
-    """Check a model dict and return numpy arrays plus static topology."""
+    """Check a model dict (the JSON layout of API.md) and return float64 numpy arrays (the keys of
+    `ARRAY_FIELDS`; axes and quaternions normalised, inertias symmetrised) plus the static
+    topology (``names``, ``parents``, ``joint_types``, ``name``).
+
+    Every defect raises ``ValueError`` naming the segment and field: unknown fields (with a "did
+    you mean" hint), missing fields, wrong JSON types (a bool or string as a number, a string as
+    a vector), wrong shapes or nesting, NaN/inf, and the physical rules of API.md. The dtype cast
+    is checked separately, after it happens (`cast_model`).
+    """
     if not isinstance(d, dict):
-        raise ValueError(f"model: expected a dict (JSON object), got {type(d).__name__}")
+        raise ValueError(f"model: expected a JSON object with the fields {', '.join(MODEL_FIELDS)}, got {_kind(d)}")
+    name = d.get("name", "model")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"model: field 'name' must be a non-empty string, got {_kind(name)}")
+    top = f"model {name!r}"
+    _check_fields(d, MODEL_FIELDS, ("gravity", "segments"), top)
     fmt = d.get("format", "jaxbio-model")
-    if fmt != "jaxbio-model":
-        raise ValueError(f"model: format must be 'jaxbio-model', got {fmt!r}")
+    if not isinstance(fmt, str) or fmt != "jaxbio-model":
+        raise ValueError(f"{top}: format must be 'jaxbio-model', got {_kind(fmt)}")
     version = d.get("version", 1)
-    if version != 1:
-        raise ValueError(f"model: unsupported version {version!r} (this jaxbio reads version 1)")
-    name = str(d.get("name", "model"))
-    if "gravity" not in d:
-        raise ValueError(f"model {name!r}: missing field 'gravity'")
-    gravity = _vec(d["gravity"], (3,), f"model {name!r}: gravity")
-    segs = d.get("segments")
-    if not isinstance(segs, list) or not segs:
-        raise ValueError(f"model {name!r}: 'segments' must be a non-empty list")
+    if not isinstance(version, (int, np.integer)) or isinstance(version, (bool, np.bool_)) or version != 1:
+        raise ValueError(f"{top}: unsupported version {version!r} (this jaxbio reads version 1, the integer 1)")
+    gravity = _vec(d["gravity"], (3,), f"{top}: gravity")
+    segs = d["segments"]
+    if not isinstance(segs, (list, tuple)) or not segs:
+        raise ValueError(f"{top}: 'segments' must be a non-empty list, got {_kind(segs)}")
 
     names: list[str] = []
     parents: list[int] = []
     types: list[str] = []
-    out: dict[str, list] = {k: [] for k in ("axes", "origins", "orientations", "masses", "coms", "inertias")}
+    out: dict[str, list] = {k: [] for k in ARRAY_FIELDS if k != "gravity"}
     all_names = [s.get("name") if isinstance(s, dict) else None for s in segs]
     for i, s in enumerate(segs):
         if not isinstance(s, dict):
-            raise ValueError(f"model {name!r}: segment #{i} is not an object")
+            raise ValueError(f"{top}: segment #{i} is not an object, got {_kind(s)}")
         sname = s.get("name")
+        where = f"segment {sname!r}" if isinstance(sname, str) and sname else f"{top}: segment #{i}"
+        _check_fields(s, SEGMENT_FIELDS, SEGMENT_FIELDS, where)
         if not isinstance(sname, str) or not sname:
-            raise ValueError(f"model {name!r}: segment #{i}: field 'name' must be a non-empty string")
-        where = f"segment {sname!r}"
+            raise ValueError(f"{where}: field 'name' must be a non-empty string, got {_kind(sname)}")
         if sname in names:
-            raise ValueError(f"{where}: duplicate name (field 'name')")
-        for field in ("parent", "joint", "mass", "com", "inertia"):
-            if field not in s:
-                raise ValueError(f"{where}: missing field {field!r}")
+            raise ValueError(f"{where}: duplicate name (field 'name'; segment #{names.index(sname)} has it too)")
         parent = s["parent"]
         if parent is None:
             parents.append(-1)
+        elif not isinstance(parent, str):
+            raise ValueError(f"{where}: field 'parent' must be a segment name or null, got {_kind(parent)}")
+        elif parent == sname:
+            raise ValueError(f"{where}: a segment cannot be its own parent (field 'parent')")
         elif parent in names:
             parents.append(names.index(parent))
         elif parent in all_names:
             raise ValueError(f"{where}: parent {parent!r} is listed after its child (field 'parent')")
         else:
-            raise ValueError(f"{where}: unknown parent {parent!r} (field 'parent')")
+            close = difflib.get_close_matches(parent, names, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"{where}: unknown parent {parent!r} (field 'parent'){hint}")
         joint = s["joint"]
         if not isinstance(joint, dict):
-            raise ValueError(f"{where}: field 'joint' must be an object")
-        jtype = joint.get("type")
-        if jtype not in JOINT_TYPES:
-            raise ValueError(f"{where}: unknown joint type {jtype!r} (field 'joint.type'); use one of {JOINT_TYPES}")
-        if "axis" not in joint:
-            raise ValueError(f"{where}: missing field 'joint.axis'")
+            raise ValueError(f"{where}: field 'joint' must be an object, got {_kind(joint)}")
+        _check_fields(joint, JOINT_FIELDS, ("type", "axis"), where, prefix="joint.")
+        jtype = joint["type"]
+        if not isinstance(jtype, str) or jtype not in JOINT_TYPES:
+            close = difflib.get_close_matches(jtype, JOINT_TYPES, n=1) if isinstance(jtype, str) else []
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ValueError(
+                f"{where}: unknown joint type {jtype!r} (field 'joint.type'); {hint}use one of {JOINT_TYPES}"
+            )
         axis = _vec(joint["axis"], (3,), f"{where}: joint.axis")
+        big = float(np.max(np.abs(axis)))
+        if big > 1e150:  # the norm would overflow; the direction is what counts
+            axis = axis / big
         norm = float(np.linalg.norm(axis))
         if norm < 1e-12:
-            raise ValueError(f"{where}: joint.axis is zero")
+            raise ValueError(f"{where}: joint.axis is zero: {axis.tolist()}")
         origin = _vec(joint.get("origin", [0.0, 0.0, 0.0]), (3,), f"{where}: joint.origin")
         quat = _vec(joint.get("orientation", [1.0, 0.0, 0.0, 0.0]), (4,), f"{where}: joint.orientation")
         qn = float(np.linalg.norm(quat))
-        if abs(qn - 1.0) > _QUAT_TOL:
+        if not abs(qn - 1.0) <= _QUAT_TOL:
             raise ValueError(
                 f"{where}: joint.orientation is not a unit quaternion (norm {qn:.9g}, tolerance {_QUAT_TOL})"
             )
-        try:
-            mass = float(s["mass"])
-        except (TypeError, ValueError):
-            raise ValueError(f"{where}: field 'mass' must be a number, got {s['mass']!r}") from None
-        if not np.isfinite(mass) or mass <= 0:
+        mass = float(_vec(s["mass"], (), f"{where}: mass"))
+        if mass <= 0:
             raise ValueError(f"{where}: mass must be positive and finite, got {mass!r} (field 'mass')")
         com = _vec(s["com"], (3,), f"{where}: com")
         inertia = _vec(s["inertia"], (3, 3), f"{where}: inertia")
@@ -250,3 +355,73 @@ def validate_model_dict(d: dict[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = {k: np.stack(v) if k != "masses" else np.asarray(v) for k, v in out.items()}
     result.update(names=tuple(names), parents=tuple(parents), joint_types=tuple(types), name=name, gravity=gravity)
     return result
+
+
+def model_dtype(dtype=None) -> np.dtype:
+    """The floating dtype model arrays are cast to: JAX's default float type for None.
+
+    ``ValueError`` for anything else: integer or bool arrays would truncate masses and inertias
+    to 0, complex ones are no physics.
+    """
+    if dtype is None:
+        return jnp.zeros(()).dtype
+    try:
+        dt = jnp.dtype(dtype)
+    except TypeError:
+        raise ValueError(f"dtype: {dtype!r} is not a dtype") from None
+    if not jnp.issubdtype(dt, jnp.floating):
+        raise ValueError(
+            f"dtype must be a floating-point dtype (float64, float32, float16, bfloat16), got {dt}: "
+            "masses and inertias do not survive a cast to it"
+        )
+    return dt
+
+
+def check_cast_model(arrays: dict[str, Any], names: tuple[str, ...], model: str = "model", *,
+                     before: dict[str, Any] | None = None) -> None:
+    """Check a model's arrays *after* the cast to their dtype (the float64 checks of
+    `validate_model_dict` hold for the input, not for what a narrower dtype makes of it).
+
+    ``arrays``: the fields of `ARRAY_FIELDS`, concrete and unbatched. ``ValueError`` naming the
+    segment and field when a value overflows to inf, a mass underflows to 0 or to a subnormal
+    number (most of its digits lost), or an inertia is no longer positive-definite or breaks the
+    triangle inequality by more than the dtype's rounding. With ``before`` (the same fields before
+    the cast, e.g. for `SegmentTree.astype` of a tree built without `from_dict`) only what the
+    cast broke is refused.
+    """
+    dt = jnp.result_type(arrays["masses"])
+    info = jnp.finfo(dt)
+    a = {k: np.asarray(arrays[k], dtype=np.float64) for k in ARRAY_FIELDS}
+    b = None if before is None else {k: np.asarray(before[k], dtype=np.float64) for k in ARRAY_FIELDS}
+    for field, key in ARRAY_FIELDS.items():
+        bad = ~np.isfinite(a[field]) & (True if b is None else np.isfinite(b[field]))
+        if bad.any():
+            where = f"model {model!r}" if field == "gravity" else f"segment {names[int(np.argwhere(bad)[0][0])]!r}"
+            raise ValueError(
+                f"{where}: {key} overflows {dt} (largest finite value {float(info.max):.6g}); "
+                f"use a wider dtype"
+            )
+    for i, m in enumerate(a["masses"]):
+        if not m >= float(info.tiny) and (b is None or b["masses"][i] > 0):
+            raise ValueError(
+                f"segment {names[i]!r}: mass underflows in {dt} (becomes {float(m)!r} kg; smallest normal "
+                f"{float(info.tiny):.6g}) (field 'mass'); use a wider dtype"
+            )
+    for i, inertia in enumerate(a["inertias"]):
+        if b is not None:
+            try:
+                check_inertia(b["inertias"][i], "")
+            except (ValueError, np.linalg.LinAlgError):
+                continue  # not a check the cast can fail
+        check_inertia(inertia, f"segment {names[i]!r}: after the cast to {dt}",
+                      rtol=max(1e-9, 16 * float(info.eps)))
+
+
+def cast_model(v: dict[str, Any], dtype=None) -> dict[str, jax.Array]:
+    """The arrays of `validate_model_dict`'s result as JAX arrays of ``dtype`` (`model_dtype`),
+    checked after the cast (`check_cast_model`)."""
+    dt = model_dtype(dtype)
+    with np.errstate(over="ignore", under="ignore"):  # refused below, naming the segment
+        arrays = {k: jnp.asarray(v[k], dt) for k in ARRAY_FIELDS}
+    check_cast_model(arrays, v["names"], v.get("name", "model"))
+    return arrays

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import json.decoder
+import json.scanner
 import os
+import secrets
+import stat
 from importlib import resources
 from pathlib import Path
 
+from jaxbio._validate import model_dtype
 from jaxbio.tree import SegmentTree
 
 __all__ = ["load_model", "save_model", "shipped_models", "model_path"]
@@ -30,24 +36,116 @@ def load_model(path: str | os.PathLike, *, dtype=None) -> SegmentTree:
     """Read a model file (JSON, ``format: jaxbio-model``) into a validated `SegmentTree`.
 
     ``path`` is a file path or the name of a shipped model (``"arm7"``, ``"sagittal11"``,
-    ``"wholebody"``, ``"double_pendulum"``). ``dtype`` defaults to JAX's default float type.
-    Raises `ValueError` naming the file, segment and field of any defect.
+    ``"wholebody"``, ``"double_pendulum"``, ``"arm26"``). ``dtype`` (a floating dtype) defaults to
+    JAX's default float type.
+
+    Raises `ValueError` starting with the file's path for every defect: an empty path, a missing
+    file, a directory, no permission, bytes that are not UTF-8, invalid JSON (with the line),
+    ``NaN``/``Infinity`` or duplicate keys in an object (with the line), and every model defect of
+    `SegmentTree.from_dict` (naming the segment and field), including the checks after the cast
+    to ``dtype``.
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValueError(f"model path must be a str or os.PathLike, got {type(path).__name__} {path!r}")
+    model_dtype(dtype)  # an argument error, not the file's
+    if os.fspath(path) == "":
+        raise ValueError(f"model path is empty: give a model .json file or a shipped model name ({', '.join(shipped_models())})")
     p = Path(path)
     if not p.exists() and p.suffix == "" and p.name == str(path):
         p = model_path(str(path))
-    try:
-        d = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise ValueError(f"{p}: no such model file") from None
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{p}: not valid JSON (line {e.lineno}: {e.msg})") from None
+    d = _read_json(p)
     try:
         return SegmentTree.from_dict(d, dtype=dtype)
     except ValueError as e:
         raise ValueError(f"{p}: {e}") from None
 
 
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str, line: int):
+        super().__init__(f"duplicate key {key!r} in the JSON object starting at line {line} "
+                         "(a JSON reader would silently keep one of the two values)")
+
+
+def _object_without_duplicates(s_and_end, strict, scan_once, object_hook, object_pairs_hook, memo=None, *args):
+    """`json.decoder.JSONObject` that refuses a key given twice in one object (with its line)."""
+    s, start = s_and_end
+    pairs, end = json.decoder.JSONObject(s_and_end, strict, scan_once, None, list, memo, *args)
+    seen = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise _DuplicateKey(key, s.count("\n", 0, start) + 1)
+        seen.add(key)
+    return dict(pairs), end
+
+
+def _parse_json(text: str):
+    decoder = json.JSONDecoder()
+    decoder.parse_object = _object_without_duplicates
+    decoder.scan_once = json.scanner.py_make_scanner(decoder)  # the C scanner ignores parse_object
+    return decoder.decode(text)
+
+
+def _read_json(p: Path):
+    """The JSON value in file ``p``; ``ValueError`` "``p``: problem" for anything unreadable."""
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise ValueError(f"{p}: no such model file") from None
+    except IsADirectoryError:
+        raise ValueError(f"{p}: is a directory, not a model file") from None
+    except PermissionError:
+        raise ValueError(f"{p}: permission denied (cannot read the model file)") from None
+    except OSError as e:
+        raise ValueError(f"{p}: cannot read the model file ({e.strerror or e})") from None
+    except ValueError as e:  # e.g. an embedded NUL byte
+        raise ValueError(f"{str(p)!r}: not a usable file path ({e})") from None
+    if not raw.strip():
+        raise ValueError(f"{p}: empty file (expected a JSON model object)")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise ValueError(
+            f"{p}: not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start}, line {line}); "
+            "model files are UTF-8 JSON"
+        ) from None
+    try:
+        return _parse_json(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{p}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    except _DuplicateKey as e:
+        raise ValueError(f"{p}: {e}") from None
+    except RecursionError:
+        raise ValueError(f"{p}: not valid model JSON (nested too deeply)") from None
+    except ValueError as e:  # e.g. an integer literal with more digits than Python converts
+        raise ValueError(f"{p}: not valid JSON ({e})") from None
+
+
 def save_model(tree: SegmentTree, path: str | os.PathLike) -> None:
-    """Write ``tree`` as JSON (always with ``format`` and ``version``)."""
-    Path(path).write_text(json.dumps(tree.to_dict(), indent=1) + "\n")
+    """Write ``tree`` as JSON (always with ``format`` and ``version``).
+
+    The tree is validated first as `load_model` would read it back (``ValueError`` naming the
+    segment and field, e.g. for a NaN mass after an optimisation step), and the file is replaced
+    atomically: a temporary file in the same folder, then `os.replace`, so an existing file is
+    never left half-written.
+    """
+    from jaxbio._validate import validate_model_dict
+
+    d = tree.to_dict()
+    validate_model_dict(d)
+    text = json.dumps(d, indent=1, allow_nan=False) + "\n"
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as for write_text
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            if path.is_file():  # keep an existing file's permissions
+                os.chmod(f.fileno(), stat.S_IMODE(path.stat().st_mode))
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

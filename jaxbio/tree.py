@@ -60,16 +60,7 @@ class SegmentTree(eqx.Module):
                 f"SegmentTree: names ({n}), parents ({len(self.parents)}) and joint_types "
                 f"({len(self.joint_types)}) must have the same length"
             )
-        expected = {
-            "axes": (n, 3),
-            "origins": (n, 3),
-            "orientations": (n, 4),
-            "masses": (n,),
-            "coms": (n, 3),
-            "inertias": (n, 3, 3),
-            "gravity": (3,),
-        }
-        for field, shape in expected.items():
+        for field, shape in self.leaf_shapes.items():
             got = jnp.shape(getattr(self, field))
             if got != shape and not _is_batched_leaf(got, shape):
                 raise ValueError(f"SegmentTree.{field} has shape {got}, expected {shape}")
@@ -81,6 +72,37 @@ class SegmentTree(eqx.Module):
                 )
             if jt not in JOINT_TYPES:
                 raise ValueError(f"segment {self.names[i]!r}: joint.type {jt!r} is not one of {JOINT_TYPES}")
+
+    # ---- leaf shapes: one model, or a batch of models for jax.vmap ----------------------------
+    @property
+    def leaf_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Shape of each array field for one model (``n`` segments), e.g. ``masses: (n,)``."""
+        n = len(self.names)
+        return {"axes": (n, 3), "origins": (n, 3), "orientations": (n, 4), "masses": (n,),
+                "coms": (n, 3), "inertias": (n, 3, 3), "gravity": (3,)}
+
+    def check_unbatched(self) -> "SegmentTree":
+        """``self`` if every array field has exactly one model's shape (`leaf_shapes`).
+
+        A tree whose leaves carry extra leading axes (stacked subjects, or the output of
+        `jax.vmap`) is a batch of models; the dynamics functions take one model, and without
+        this check JAX broadcasting turns a batch into one plausible-looking answer. Raises
+        ``ValueError`` "tree has a batch axis …; use jax.vmap(…, in_axes=(0, …))". Inside
+        `jax.vmap` over the tree each model is seen unbatched, so the check passes there. Only
+        shapes are looked at, so it costs nothing under `jax.jit`.
+        """
+        for field, shape in self.leaf_shapes.items():
+            got = jnp.shape(getattr(self, field))
+            if got == shape:
+                continue
+            if _is_batched_leaf(got, shape):
+                raise ValueError(
+                    f"tree has a batch axis: {self.name!r}.{field} has shape {got}, one model's is "
+                    f"{shape} (batch shape {got[: len(got) - len(shape)]}); the dynamics take one "
+                    "model: use jax.vmap(..., in_axes=(0, ...)) to map over the stacked models"
+                )
+            raise ValueError(f"SegmentTree.{field} has shape {got}, expected {shape} for {self.name!r}")
+        return self
 
     # ---- topology helpers (static, numpy) -------------------------------------------------
     @property
@@ -123,21 +145,19 @@ class SegmentTree(eqx.Module):
     def from_dict(cls, d: dict[str, Any], *, dtype=None) -> "SegmentTree":
         """Build and validate a tree from the JSON layout (``format: jaxbio-model``, v1).
 
-        Raises `ValueError` naming the segment and field for every defect listed in API.md.
-        ``dtype`` defaults to JAX's default float type (float32 unless x64 is enabled).
+        Raises `ValueError` naming the segment and field for every defect listed in API.md, for
+        unknown fields (with a "did you mean" hint) and wrong JSON types, and for values that the
+        cast to ``dtype`` spoils (overflow to inf, a mass underflowing, an inertia no longer
+        positive-definite): the checks run on the float64 input and again on the cast arrays.
+        ``dtype`` (a floating dtype) defaults to JAX's default float type (float32 unless x64 is
+        enabled); integer, bool and complex dtypes are refused.
         """
-        from jaxbio._validate import validate_model_dict
+        from jaxbio._validate import cast_model, model_dtype, validate_model_dict
 
+        model_dtype(dtype)  # an argument error before any model error
         v = validate_model_dict(d)
-        dt = dtype if dtype is not None else jnp.zeros(()).dtype
         return cls(
-            axes=jnp.asarray(v["axes"], dt),
-            origins=jnp.asarray(v["origins"], dt),
-            orientations=jnp.asarray(v["orientations"], dt),
-            masses=jnp.asarray(v["masses"], dt),
-            coms=jnp.asarray(v["coms"], dt),
-            inertias=jnp.asarray(v["inertias"], dt),
-            gravity=jnp.asarray(v["gravity"], dt),
+            **cast_model(v, dtype),
             names=v["names"],
             parents=v["parents"],
             joint_types=v["joint_types"],
@@ -145,7 +165,9 @@ class SegmentTree(eqx.Module):
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON layout (plain Python floats); inverse of `from_dict`."""
+        """The JSON layout (plain Python floats); inverse of `from_dict`. One model only
+        (`check_unbatched`)."""
+        self.check_unbatched()
         arr = {k: np.asarray(getattr(self, k), dtype=float) for k in
                ("axes", "origins", "orientations", "masses", "coms", "inertias", "gravity")}
         segments = []
@@ -175,11 +197,24 @@ class SegmentTree(eqx.Module):
         }
 
     def astype(self, dtype) -> "SegmentTree":
-        """The same tree with every array leaf cast to ``dtype`` (e.g. ``jnp.float32``)."""
-        return jax.tree_util.tree_map(lambda x: jnp.asarray(x, dtype), self)
+        """The same tree with every array leaf cast to ``dtype`` (a floating dtype, e.g.
+        ``jnp.float32``; others raise ``ValueError``). A concrete, unbatched tree is checked after
+        the cast as `from_dict` does (overflow, masses underflowing, inertias)."""
+        from jaxbio._validate import check_cast_model, model_dtype
+
+        dt = model_dtype(dtype)
+        with np.errstate(over="ignore", under="ignore"):  # refused below, naming the segment
+            out = jax.tree_util.tree_map(lambda x: jnp.asarray(x, dt), self)
+        leaves = jax.tree_util.tree_leaves(out)
+        unbatched = all(jnp.shape(getattr(out, f)) == s for f, s in out.leaf_shapes.items())
+        if unbatched and not any(isinstance(x, jax.core.Tracer) for x in leaves):
+            check_cast_model({f: getattr(out, f) for f in out.leaf_shapes}, out.names, out.name,
+                             before={f: getattr(self, f) for f in self.leaf_shapes})
+        return out
 
 
 def _is_batched_leaf(got: tuple, shape: tuple) -> bool:
-    # Allow a tree whose leaves carry leading batch axes (built by jax.vmap's out_axes or by
-    # stacking subjects); algorithms still expect one sample, so users vmap over it.
+    # The constructor allows a tree whose leaves carry leading batch axes (stacked subjects, to
+    # be mapped over with jax.vmap); the algorithms take one model and refuse it
+    # (`SegmentTree.check_unbatched`).
     return len(got) > len(shape) and got[len(got) - len(shape):] == shape

@@ -16,6 +16,7 @@ public = functools.partial(jax.jit, static_argnames=("check",))
 
 def as_state(tree: SegmentTree, x, name: str, check: bool, shape: tuple[int, ...] | None = None):
     """``x`` as an array of shape ``(tree.nq,)`` (or ``shape``); ValueError at trace time otherwise."""
+    tree.check_unbatched()  # a stacked tree outside vmap would broadcast into one plausible answer
     want = (tree.nq,) if shape is None else shape
     x = as_shape(x, want, name, f" for model {tree.name!r} ({tree.nq} coordinates: "
                  f"{', '.join(tree.names)}); batch with jax.vmap")

@@ -103,6 +103,7 @@ class PlanarParams(NamedTuple):
 def planar_params(tree: SegmentTree) -> PlanarParams:
     """The in-plane numbers of ``tree``; raises at run time (`equinox.error_if`, also under jit)
     if the tree is not planar (see the module docstring)."""
+    tree.check_unbatched()
     rev = tree.is_revolute
     axes = tree.axes
     o = tree.orientations

@@ -52,6 +52,7 @@ def motion_soa(tree: SegmentTree, q, qd=None, qdd=None, *, gravity_as_base: bool
     ``α_i = α_p + s q̈ + ω_p × s q̇`` (revolute),
     ``a_i = a_p + α_p × r + ω_p × (ω_p × r) + s q̈ + 2 ω_p × s q̇`` (the last two prismatic).
     """
+    tree.check_unbatched()
     dtype = jnp.result_type(tree.axes, q)
     zeros = jnp.zeros_like(q)
     qd = zeros if qd is None else qd
