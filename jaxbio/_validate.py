@@ -288,14 +288,14 @@ def validate_model_dict(d: dict[str, Any]) -> dict[str, Any]:
     all_names = [s.get("name") if isinstance(s, dict) else None for s in segs]
     for i, s in enumerate(segs):
         if not isinstance(s, dict):
-            raise ValueError(f"{top}: segment #{i} is not an object, got {_kind(s)}")
+            raise ValueError(f"{top}: segments[{i}] is not an object, got {_kind(s)}")
         sname = s.get("name")
-        where = f"segment {sname!r}" if isinstance(sname, str) and sname else f"{top}: segment #{i}"
+        where = f"segment {sname!r}" if isinstance(sname, str) and sname else f"{top}: segments[{i}]"
         _check_fields(s, SEGMENT_FIELDS, SEGMENT_FIELDS, where)
         if not isinstance(sname, str) or not sname:
             raise ValueError(f"{where}: field 'name' must be a non-empty string, got {_kind(sname)}")
         if sname in names:
-            raise ValueError(f"{where}: duplicate name (field 'name'; segment #{names.index(sname)} has it too)")
+            raise ValueError(f"{where}: duplicate name (field 'name'; segments[{names.index(sname)}] has it too)")
         parent = s["parent"]
         if parent is None:
             parents.append(-1)
