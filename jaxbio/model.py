@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import json.decoder
 import json.scanner
 import os
-import secrets
-import stat
 from importlib import resources
 from pathlib import Path
 
@@ -125,27 +122,16 @@ def save_model(tree: SegmentTree, path: str | os.PathLike) -> None:
     """Write ``tree`` as JSON (always with ``format`` and ``version``).
 
     The tree is validated first as `load_model` would read it back (``ValueError`` naming the
-    segment and field, e.g. for a NaN mass after an optimisation step), and the file is replaced
-    atomically: a temporary file in the same folder, then `os.replace`, so an existing file is
-    never left half-written.
+    segment and field, e.g. for a NaN mass after an optimisation step), the path is checked
+    (``ValueError`` for a directory, a missing directory, a read-only file), and the file is
+    written all-or-nothing (`jaxbio._files`: a temporary file, then `os.replace`), so an existing
+    file is never left half-written.
     """
+    from jaxbio import _files
     from jaxbio._validate import validate_model_dict
 
     d = tree.to_dict()
     validate_model_dict(d)
-    text = json.dumps(d, indent=1, allow_nan=False) + "\n"
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as for write_text
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            if path.is_file():  # keep an existing file's permissions
-                os.chmod(f.fileno(), stat.S_IMODE(path.stat().st_mode))
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    data = (json.dumps(d, indent=1, allow_nan=False) + "\n").encode("utf-8")
+    (out,) = _files.check_outputs([("model file", path)])
+    _files.write_outputs([(out, lambda f: f.write(data))])

@@ -466,7 +466,7 @@ def test_save_model_is_atomic(tmp_path, monkeypatch):
     def crash(src, dst):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("jaxbio.model.os.replace", crash)
+    monkeypatch.setattr("jaxbio._files.os.replace", crash)
     with pytest.raises(OSError, match="No space left"):
         jb.save_model(jb.SegmentTree.from_dict(double_pendulum_dict(m1=2.0)), path)
     assert path.read_bytes() == before
@@ -475,3 +475,5 @@ def test_save_model_is_atomic(tmp_path, monkeypatch):
     jb.save_model(jb.SegmentTree.from_dict(double_pendulum_dict(m1=2.0)), path)
     assert (path.stat().st_mode & 0o777) == 0o640  # permissions kept
     assert jb.load_model(path).masses[0] == 2.0
+    with pytest.raises(ValueError, match="is a directory"):
+        jb.save_model(tree, tmp_path)
