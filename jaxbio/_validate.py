@@ -238,19 +238,39 @@ def _vec(value: Any, shape: tuple[int, ...], where: str) -> np.ndarray:
 
 def check_inertia(inertia: np.ndarray, where: str, *, rtol: float = 1e-9) -> None:
     """Symmetric positive-definite with principal moments obeying the triangle inequality
-    (``rtol``: relative slack of the triangle inequality, for rounding)."""
-    scale = max(float(np.max(np.abs(inertia))), 1e-300)
-    if not np.allclose(inertia, inertia.T, rtol=0.0, atol=_SYM_TOL * scale):
+    (``rtol``: relative slack of the triangle inequality, for rounding). Checked on the tensor
+    divided by its largest entry, so that neither 1e300 nor 1e-300 over- or underflows."""
+    scale = float(np.max(np.abs(inertia)))
+    if not scale > 0:
+        raise ValueError(f"{where}: inertia is not positive-definite (it is zero)")
+    unit = inertia / scale
+    if not np.allclose(unit, unit.T, rtol=0.0, atol=_SYM_TOL):
         raise ValueError(f"{where}: inertia is not symmetric: {inertia.tolist()}")
-    eig = np.linalg.eigvalsh(0.5 * (inertia + inertia.T))
+    eig = np.linalg.eigvalsh(0.5 * (unit + unit.T))
+    moments = [float(e) * scale for e in eig]
     if eig[0] <= 0:
-        raise ValueError(f"{where}: inertia is not positive-definite (principal moments {eig.tolist()})")
+        raise ValueError(f"{where}: inertia is not positive-definite (principal moments {moments})")
     # triangle inequality on principal moments: each ≤ sum of the other two
     if eig[2] > eig[0] + eig[1] + rtol * eig[2]:
         raise ValueError(
             f"{where}: inertia breaks the triangle inequality "
-            f"({eig[2]:.6g} > {eig[0]:.6g} + {eig[1]:.6g}); no rigid body has these principal moments"
+            f"({moments[2]:.6g} > {moments[0]:.6g} + {moments[1]:.6g}); no rigid body has these principal moments"
         )
+
+
+def _norm(v: np.ndarray) -> float:
+    """Euclidean norm without overflow (1e300 entries) or underflow."""
+    big = float(np.max(np.abs(v)))
+    if big == 0.0:
+        return 0.0
+    if 1e-150 < big < 1e150:
+        return float(np.linalg.norm(v))
+    return big * float(np.linalg.norm(v / big))
+
+
+def _symmetrised(m: np.ndarray) -> np.ndarray:
+    """``(m + mᵀ)/2``, exactly ``m`` where it is already symmetric (no overflow, no rounding)."""
+    return np.where(m == m.T, m, 0.5 * m + 0.5 * m.T)
 
 
 def validate_model_dict(d: dict[str, Any]) -> dict[str, Any]:
@@ -323,15 +343,12 @@ def validate_model_dict(d: dict[str, Any]) -> dict[str, Any]:
                 f"{where}: unknown joint type {jtype!r} (field 'joint.type'); {hint}use one of {JOINT_TYPES}"
             )
         axis = _vec(joint["axis"], (3,), f"{where}: joint.axis")
-        big = float(np.max(np.abs(axis)))
-        if big > 1e150:  # the norm would overflow; the direction is what counts
-            axis = axis / big
-        norm = float(np.linalg.norm(axis))
+        norm = _norm(axis)
         if norm < 1e-12:
             raise ValueError(f"{where}: joint.axis is zero: {axis.tolist()}")
         origin = _vec(joint.get("origin", [0.0, 0.0, 0.0]), (3,), f"{where}: joint.origin")
         quat = _vec(joint.get("orientation", [1.0, 0.0, 0.0, 0.0]), (4,), f"{where}: joint.orientation")
-        qn = float(np.linalg.norm(quat))
+        qn = _norm(quat)
         if not abs(qn - 1.0) <= _QUAT_TOL:
             raise ValueError(
                 f"{where}: joint.orientation is not a unit quaternion (norm {qn:.9g}, tolerance {_QUAT_TOL})"
@@ -341,7 +358,7 @@ def validate_model_dict(d: dict[str, Any]) -> dict[str, Any]:
             raise ValueError(f"{where}: mass must be positive and finite, got {mass!r} (field 'mass')")
         com = _vec(s["com"], (3,), f"{where}: com")
         inertia = _vec(s["inertia"], (3, 3), f"{where}: inertia")
-        check_inertia(inertia, f"{where}: inertia")
+        check_inertia(inertia, where)
 
         names.append(sname)
         types.append(jtype)
@@ -350,7 +367,7 @@ def validate_model_dict(d: dict[str, Any]) -> dict[str, Any]:
         out["orientations"].append(quat / qn)
         out["masses"].append(mass)
         out["coms"].append(com)
-        out["inertias"].append(0.5 * (inertia + inertia.T))
+        out["inertias"].append(_symmetrised(inertia))
 
     result: dict[str, Any] = {k: np.stack(v) if k != "masses" else np.asarray(v) for k, v in out.items()}
     result.update(names=tuple(names), parents=tuple(parents), joint_types=tuple(types), name=name, gravity=gravity)

@@ -36,11 +36,12 @@ def load_model(path: str | os.PathLike, *, dtype=None) -> SegmentTree:
     ``"wholebody"``, ``"double_pendulum"``, ``"arm26"``). ``dtype`` (a floating dtype) defaults to
     JAX's default float type.
 
-    Raises `ValueError` starting with the file's path for every defect: an empty path, a missing
-    file, a directory, no permission, bytes that are not UTF-8, invalid JSON (with the line),
-    ``NaN``/``Infinity`` or duplicate keys in an object (with the line), and every model defect of
-    `SegmentTree.from_dict` (naming the segment and field), including the checks after the cast
-    to ``dtype``.
+    Raises `ValueError` starting with the file's path for every defect: a missing file, a
+    directory, no permission, an empty file, bytes that are not UTF-8 (with the line), invalid
+    JSON (with the line), a key given twice in one object (with the object's line), and every
+    model defect of `SegmentTree.from_dict` (naming the segment and field: ``NaN``/``Infinity``
+    literals, unknown fields, wrong types …), including the checks after the cast to ``dtype``.
+    An empty path or a non-floating ``dtype`` is an argument error (no path prefix).
     """
     if not isinstance(path, (str, os.PathLike)):
         raise ValueError(f"model path must be a str or os.PathLike, got {type(path).__name__} {path!r}")

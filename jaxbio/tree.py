@@ -38,7 +38,9 @@ class SegmentTree(eqx.Module):
     - ``gravity``: ``(3,)`` m/s², world frame (``(0, 0, -9.81)`` in 3D, ``(0, -9.81, 0)`` planar).
 
     Build one with `SegmentTree.from_dict` (validated, the JSON layout of `jaxbio.load_model`).
-    The constructor itself checks shapes only, so that it also runs on traced arrays.
+    The constructor itself checks shapes only, so that it also runs on traced arrays. It accepts
+    leaves with extra leading axes (a batch of models, to be mapped over with `jax.vmap`); the
+    algorithms take one model and refuse such a tree outside ``vmap`` (`check_unbatched`).
     """
 
     axes: Float[Array, "n 3"]

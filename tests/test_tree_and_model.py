@@ -128,6 +128,11 @@ BAD = {
     "segments empty": (lambda d: d.update(segments=[]), ["segments", "non-empty"]),
     "segments an object": (lambda d: d.update(segments={"rod1": {}}), ["segments", "non-empty list"]),
     "huge axis": (lambda d: _seg(d)["joint"].update(axis=[0, 0, 1e300]), None),  # accepted: the direction
+    "huge quaternion": (lambda d: _seg(d)["joint"].update(orientation=[1e308, 1e308, 0, 0]),
+                        ["rod2", "joint.orientation", "unit quaternion"]),
+    "huge inertia": (lambda d: _seg(d).update(inertia=(1e308 * np.diag([1.0, 1.0, 1.5])).tolist()), "inertia-ok"),
+    "inertia 1e308 breaks the triangle": (lambda d: _seg(d).update(inertia=(1e308 * np.diag([0.5, 0.5, 1.5])).tolist()),
+                                          ["rod2", "triangle inequality"]),
 }
 
 
@@ -137,6 +142,11 @@ def test_bad_models_raise_naming_segment_and_field(case, tmp_path):
     d = _bad(mutate)
     if words is None:  # a model that looks odd but is valid
         np.testing.assert_array_equal(jb.SegmentTree.from_dict(d).axes[1], [0, 0, 1])
+        return
+    if words == "inertia-ok":  # valid in float64 (exactly the input), overflows float32
+        np.testing.assert_array_equal(jb.SegmentTree.from_dict(d, dtype=jnp.float64).inertias[1], _seg(d)["inertia"])
+        with pytest.raises(ValueError, match="'rod2': inertia overflows float32"):
+            jb.SegmentTree.from_dict(d, dtype=jnp.float32)
         return
     with pytest.raises(ValueError) as err:
         jb.SegmentTree.from_dict(d)

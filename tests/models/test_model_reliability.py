@@ -47,7 +47,10 @@ class Invalid(Exception):
 def _number(x) -> float:
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         raise Invalid(f"not a number: {x!r}")
-    return float(x)
+    try:
+        return float(x)
+    except OverflowError:  # an int beyond float64
+        raise Invalid("too large") from None
 
 
 def _array(x, shape) -> np.ndarray:
@@ -98,15 +101,16 @@ def expected_tree(d: dict, dtype) -> dict:
         if np.linalg.norm(axis) < 1e-12:
             raise Invalid("zero axis")
         quat = _array(j.get("orientation", [1, 0, 0, 0]), (4,))
-        if not abs(np.linalg.norm(quat) - 1) <= 1e-6:
+        big = np.max(np.abs(quat))
+        if big == 0 or not abs(big * np.linalg.norm(quat / big) - 1) <= 1e-6:  # no overflow at 1e200
             raise Invalid("quaternion")
         mass = _number(s["mass"])
         if not (math.isfinite(mass) and mass > 0):
             raise Invalid("mass")
         inertia = _array(s["inertia"], (3, 3))
-        e = np.linalg.eigvalsh(0.5 * (inertia + inertia.T))
-        if (not np.allclose(inertia, inertia.T, rtol=0, atol=1e-9 * np.max(np.abs(inertia)))
-                or e[0] <= 0 or e[2] > e[0] + e[1] + 1e-9 * e[2]):
+        unit = inertia / max(np.max(np.abs(inertia)), 1e-300)  # scale-free (1e300 entries)
+        e = np.linalg.eigvalsh(0.5 * (unit + unit.T))
+        if not np.allclose(unit, unit.T, rtol=0, atol=1e-9) or e[0] <= 0 or e[2] > e[0] + e[1] + 1e-9 * e[2]:
             raise Invalid("inertia")
         names.append(s["name"])
         parents.append(-1 if p is None else names.index(p))
@@ -115,7 +119,7 @@ def expected_tree(d: dict, dtype) -> dict:
         out["orientations"].append(quat / np.linalg.norm(quat))
         out["masses"].append(mass)
         out["coms"].append(_array(s["com"], (3,)))
-        out["inertias"].append(0.5 * (inertia + inertia.T))
+        out["inertias"].append(np.where(inertia == inertia.T, inertia, (inertia + inertia.T) / 2))
     arrays = {k: np.asarray(v, dtype=float) for k, v in out.items()}
     arrays["gravity"] = _array(d["gravity"], (3,))
     np_dtype = jnp.dtype(dtype)  # numpy's own for bfloat16 too (ml_dtypes)
@@ -127,7 +131,7 @@ def expected_tree(d: dict, dtype) -> dict:
     if not np.all(c64["masses"] >= float(jnp.finfo(np_dtype).tiny)):
         raise Invalid("mass underflow in the cast")
     for inertia in c64["inertias"]:
-        e = np.linalg.eigvalsh(inertia)
+        e = np.linalg.eigvalsh(inertia / np.max(np.abs(inertia))) if np.any(inertia) else np.zeros(3)
         if e[0] <= 0 or e[2] > e[0] + e[1] + max(1e-9, 16 * float(jnp.finfo(np_dtype).eps)) * e[2]:
             raise Invalid("inertia after the cast")
     return {"arrays": cast, "names": tuple(names), "parents": tuple(parents)}
