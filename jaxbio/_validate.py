@@ -2,11 +2,13 @@
 
 Two kinds of check live here:
 
-- **Argument checks** for every public function and module (`as_float`, `as_shape`, `concrete`,
-  `check_values`, `check_finite`). They run before tracing on concrete values and raise a
-  ``ValueError`` that names the argument (and where the first bad entry is); on traced values the
-  value checks are skipped (`check_values`) or become an `equinox.error_if` (`check_finite`, whose
-  return value must flow on).
+- **Argument checks** for every public function and module (`as_float`, `as_real`,
+  `as_scalar`, `as_count`, `as_shape`, `coordinate_vector`, `check_key`, `concrete`,
+  `check_values`, `check_finite`, `check_or_defer`). They run before tracing on concrete values
+  and raise a ``ValueError`` that names the argument (and where the first bad entry is); on
+  traced values the value checks are skipped (`check_values`), become an `equinox.error_if`
+  (`check_finite`, `raise_if`; the return value must flow on) or a flag that turns the outputs
+  into NaN (`any_bad`).
 - **Model dicts** (`validate_model_dict`, `check_inertia`): numpy, outside jit; every error names
   the segment and field.
 """
@@ -107,13 +109,26 @@ def check_finite(x, name: str, *, check: bool = True,
     return x
 
 
-def as_scalar(x, name: str):
-    """``x`` as a real scalar (``as_float``); ``ValueError`` naming ``name`` for anything else
-    (an array of another shape, a string, None)."""
+def as_real(x, name: str, *, like=None):
+    """``x`` as a floating array, like `as_float`, except that a concrete value that is not a JAX
+    array (a Python number, a list, numpy) comes back as numpy: inside the caller's `jax.jit`
+    ``jnp.asarray`` would make it a tracer, and its value could no longer be checked before
+    tracing. ``ValueError`` naming ``name`` for strings, None, complex numbers and objects."""
+    if isinstance(x, (jax.Array, jax.core.Tracer)):
+        return as_float(x, name, like=like)
     try:
-        x = as_float(x, name)
-    except TypeError:
-        raise ValueError(f"{name} must be a real number, got {x!r}") from None
+        a = np.asarray(x)
+    except (TypeError, ValueError):
+        a = np.asarray(None)
+    if not (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer) or a.dtype == bool):
+        raise ValueError(f"{name} must be real numbers, got {x!r}")
+    return a.astype(jnp.result_type(a, float) if like is None else jnp.result_type(like))
+
+
+def as_scalar(x, name: str):
+    """``x`` as a real scalar (`as_real`: numpy when concrete and not a JAX array);
+    ``ValueError`` naming ``name`` for anything else (another shape, a string, None)."""
+    x = as_real(x, name)
     if x.shape != ():
         raise ValueError(f"{name} must be a real scalar, got shape {tuple(x.shape)}")
     return x

@@ -12,6 +12,13 @@ costs far more than the steps themselves (see benchmarks/sprint.py). With
 solver integrates ``dy/du = 2 (t1 − t0) u · f(t(u), y)``, small steps where a drive switches on
 at ``t0``, larger ones later (the sprinter's start).
 
+Errors and NaN (`simulate` documents the rule in full): concrete arguments are checked before
+tracing (``ValueError`` naming the argument and its value); the same checks on traced arguments
+run on the device — ``throw=True``: one `equinox.error_if` naming the argument; ``throw=False``:
+no step is taken, the outputs are NaN, ``result`` is ``RESULTS.nonfinite``. A solve stops at the
+first NaN/inf state (``RESULTS.nonfinite``) instead of shrinking its step until ``max_steps``.
+Failed solves raise `SimulationError` outside jit (one line, no Equinox banner).
+
 Gradients: both functions are differentiable with respect to the initial state and every array
 in the system (tree parameters, drive, dissipation, fitness law). The default adjoint is
 Diffrax's `RecursiveCheckpointAdjoint`: it differentiates the discretised solve exactly
@@ -32,8 +39,7 @@ from jax.flatten_util import ravel_pytree
 import optimistix as optx
 from jaxtyping import Array, ArrayLike, Float
 
-from jaxbio._validate import (any_bad, as_count, as_float, as_scalar, as_shape, check_finite, check_key,
-                              check_or_defer, raise_if)
+from jaxbio._validate import any_bad, as_count, as_real, as_scalar, check_finite, check_key, check_or_defer, raise_if
 from jaxbio.dynamics import potential_energy
 from jaxbio.hamiltonian import HamiltonianSystem, velocities
 
@@ -48,9 +54,11 @@ class Trajectory(eqx.Module):
     ``ts`` ``(T,)`` s; ``q`` ``(T, n)`` rad/m; ``p`` ``(T, n)`` conjugate momenta; ``qd``
     ``(T, n)`` = ∂H/∂p; ``f`` ``(T, k)`` fitness state; ``energy`` ``(T,)`` H in J; ``a``
     ``(T, s)`` drive states (None for a drive without states).
-    ``result``: Diffrax's `RESULTS` (``diffrax.RESULTS.successful`` when the solve completed; an
-    event stop is ``diffrax.RESULTS.event_occurred``). With ``throw=True`` (default) a failed
-    solve (``max_steps`` reached, step size collapsed, non-finite state) raises instead.
+    ``result``: Diffrax's `RESULTS`: ``successful``, or ``event_occurred`` for an event stop
+    (both success); ``max_steps_reached``, ``nonfinite`` (the state became NaN/inf, or a traced
+    argument was bad), ``dt_min_reached`` for a failure. With ``throw=True`` (default) a failure
+    raises instead (`SimulationError` outside jit). NaN in any output means "not computed":
+    the rows a failed solve did not reach, every row after a bad traced argument.
     ``solution``: the `diffrax.Solution` (dense interpolation via ``solution.evaluate(t)`` when
     ``dense=True``; None for fixed-grid stepping). Padding entries (times after an event stop)
     are ``inf`` in ``ts``.
@@ -69,9 +77,21 @@ class Trajectory(eqx.Module):
 
 def stop_when(index: int, value: float, *, coordinate: str = "q") -> diffrax.Event:
     """An event that stops the solve when ``y[coordinate][index]`` reaches ``value``
-    (located by a Newton root-find on the dense output)."""
+    (located by a Newton root-find on the dense output).
+
+    ``coordinate``: a key of the state (``"q"``, ``"p"``, ``"f"``, ``"a"``); ``index``: an int
+    inside it (checked when the solve traces the event: JAX indexing would clamp an index out of
+    range into another coordinate); ``value``: finite (checked now when concrete)."""
+    if coordinate not in ("q", "p", "f", "a"):
+        raise ValueError(f"stop_when: coordinate must be one of 'q', 'p', 'f', 'a', got {coordinate!r}")
+    index = as_count(index, "stop_when: index", minimum=0)
+    check_or_defer([(lambda xp, v: ~xp.isfinite(v), "stop_when: value must be finite",
+                     {"value": as_scalar(value, "stop_when: value")})])
 
     def cond(t, y, args, **kwargs):
+        if coordinate not in y or index >= jnp.shape(y[coordinate])[0]:
+            raise ValueError(f"stop_when: y[{coordinate!r}] has no entry {index} (the state's "
+                             f"{coordinate!r} has shape {jnp.shape(y.get(coordinate))})")
         return y[coordinate][index] - value
 
     return diffrax.Event(cond, root_finder=optx.Newton(rtol=1e-10, atol=1e-10))
@@ -96,24 +116,24 @@ _FAILURES = {
 }
 
 
-def _raise_failure(x, fn: str, result, ts, max_steps):
-    """``x`` unchanged after raising `SimulationError` (concrete ``result``) or adding an
-    `equinox.error_if` (traced ``result``) when ``result`` is a failure."""
+def _raise(x, fn: str, result, deferred, ts, max_steps):
+    """``x`` (the outputs) unchanged after the ``throw=True`` checks: a failed deferred argument
+    check or a failed ``result``. All concrete: `SimulationError` now. Traced: one
+    `equinox.branched_error_if` on the outputs (whatever output is read, the check runs before
+    it), naming the first failed argument check, else the failure."""
     reasons = {name: reason.format(max_steps=max_steps) for name, reason in _FAILURES.items()}
-    if not result.is_traced():
+    if not deferred and not result.is_traced():
         if bool(diffrax.is_okay(result)):
             return x
         reason = next((r for name, r in reasons.items() if bool(result == getattr(diffrax.RESULTS, name))),
                       diffrax.RESULTS[result])
         reached = np.asarray(ts)[np.isfinite(np.asarray(ts))]
-        where = f" (stopped at t={reached.max():.6g})" if reached.size else ""
+        where = f" (last time saved: t={reached.max():.6g})" if reached.size else ""
         raise SimulationError(f"{fn}: the solve failed{where}: {reason}")
-    names = list(reasons)
-    hits = jnp.stack([result == getattr(diffrax.RESULTS, name) for name in names])
-    index = jnp.where(jnp.any(hits), jnp.argmax(hits), len(names))
-    messages = [f"{fn}: the solve failed: {reasons[name]}" for name in names]
-    messages.append(f"{fn}: the solve failed (see the trajectory's result with throw=False)")
-    return eqx.branched_error_if(x, ~diffrax.is_okay(result), index, messages)
+    failures = [(result == getattr(diffrax.RESULTS, name), f"{fn}: the solve failed: {reason}")
+                for name, reason in reasons.items()]
+    failures.append((~diffrax.is_okay(result), f"{fn}: the solve failed (see the trajectory's result with throw=False)"))
+    return raise_if(x, list(deferred) + failures)
 
 
 def _all_finite(tree) -> Array:
@@ -199,6 +219,20 @@ def _stop_on_nonfinite(controller, span):
     return _FixedStopNonfinite(controller, span)
 
 
+_TYPES = {"system": HamiltonianSystem, "solver": diffrax.AbstractSolver,
+          "stepsize_controller": diffrax.AbstractStepSizeController, "saveat": diffrax.SaveAt,
+          "event": diffrax.Event, "adjoint": diffrax.AbstractAdjoint}
+
+
+def _check_types(fn: str, **given) -> None:
+    """``ValueError`` naming the argument when a module argument is not of its kind (None = default)."""
+    for name, value in given.items():
+        kind = _TYPES[name]
+        if value is not None and not isinstance(value, kind):
+            raise ValueError(f"{fn}: {name} must be a {kind.__module__.split('.')[0]}.{kind.__name__}, "
+                             f"got {type(value).__name__}")
+
+
 def _check_state(fn: str, system: HamiltonianSystem, y0) -> dict:
     """``y0`` with float leaves of the system's shapes; ``ValueError`` naming the key (and the
     first bad index, for a concrete NaN/inf)."""
@@ -211,14 +245,13 @@ def _check_state(fn: str, system: HamiltonianSystem, y0) -> dict:
     shapes = {"q": (n,), "p": (n,), "f": (system.fitness.size,)}
     if system.stateful:
         shapes["a"] = (system.drive.state_size,)
-    q = as_float(y0["q"], f"{fn}: y0['q']")
+    q = as_real(y0["q"], f"{fn}: y0['q']")
     out = {}
     for key, shape in shapes.items():
         name = f"{fn}: y0[{key!r}]"
-        try:
-            x = as_shape(y0[key], shape, name, like=q)
-        except TypeError:
-            raise ValueError(f"{name} must be a real array of shape {shape}, got {y0[key]!r}") from None
+        x = as_real(y0[key], name, like=q)
+        if x.shape != shape:
+            raise ValueError(f"{name} has shape {tuple(x.shape)}, expected {shape}")
         out[key] = check_finite(x, name, check=False, locate=lambda idx, count: f" (first at index {idx[0]})")
     return out
 
@@ -286,26 +319,18 @@ def _replace_saveat_ts(saveat: diffrax.SaveAt, fn) -> diffrax.SaveAt:
                        is_leaf=lambda x: x is None)
 
 
-def _guard(deferred, throw: bool, y0: dict):
-    """Apply the deferred (traced) checks: ``(y0, bad)``. With ``throw=True`` ``y0`` carries an
-    `equinox.error_if` naming the failed check; ``bad`` (None without deferred checks) makes the
-    caller run a zero-length solve and return NaN with ``RESULTS.nonfinite`` (also the
-    behaviour behind ``EQX_ON_ERROR=nan``)."""
-    if throw:
-        y0 = raise_if(y0, deferred)
-    return y0, any_bad(deferred)
-
-
-def _trajectory(fn, system, ts, ys, result, sol, throw, bad=None, requested=None, max_steps=None):
+def _trajectory(fn, system, ts, ys, result, sol, throw, deferred=(), requested=None, max_steps=None):
     """The `Trajectory` of a solve, with NaN wherever nothing valid was computed.
 
     ``ts`` ``(T,)``, ``ys`` the state dict with leaves ``(T, ·)``. A saved state that is NaN or
     inf turns an otherwise successful ``result`` into ``RESULTS.nonfinite`` and its row into NaN;
-    ``bad`` (traced flag: a deferred argument check failed) makes every output NaN with
-    ``RESULTS.nonfinite``; ``requested`` (the save times asked for, when known) makes a failed
-    solve's rows saved at other times NaN (diffrax saves the last state it reached for ``t1``).
-    Rows after an event stop stay diffrax's padding (``ts`` inf). ``throw`` raises on failure.
+    a failed ``deferred`` argument check (traced, see `check_or_defer`) makes every output NaN
+    with ``RESULTS.nonfinite``; ``requested`` (the save times asked for, when known) makes a
+    failed solve's rows saved at other times NaN (diffrax saves the last state it reached for
+    ``t1``). Rows after an event stop stay diffrax's padding (``ts`` inf). ``throw`` raises on
+    failure (`_raise`).
     """
+    bad = any_bad(deferred)
     valid = jnp.isfinite(ts)
     finite_rows = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x), axis=-1) for x in ys.values()]), axis=0)
     result = diffrax.RESULTS.where(diffrax.is_okay(result) & ~jnp.all(finite_rows | ~valid),
@@ -317,8 +342,6 @@ def _trajectory(fn, system, ts, ys, result, sol, throw, bad=None, requested=None
         ts = jnp.where(bad, jnp.nan, ts)
     if requested is not None:
         nan_rows = nan_rows | (~diffrax.is_okay(result) & (ts != requested))
-    if throw:
-        ys = _raise_failure(ys, fn, result, ts, max_steps)
     ys = {k: jnp.where(nan_rows[:, None], jnp.nan, x) for k, x in ys.items()}
     ok_rows = valid & ~nan_rows
     safe_q = jnp.where(ok_rows[:, None], ys["q"], 0.0)
@@ -328,7 +351,11 @@ def _trajectory(fn, system, ts, ys, result, sol, throw, bad=None, requested=None
     energy = 0.5 * jnp.sum(safe_p * qd, axis=-1) + jax.vmap(potential_energy, in_axes=(None, 0))(system.tree, safe_q)
     qd = jnp.where(nan_rows[:, None], jnp.nan, jnp.where(valid[:, None], qd, jnp.inf))
     energy = jnp.where(nan_rows, jnp.nan, jnp.where(valid, energy, jnp.inf))
-    return Trajectory(ts, ys["q"], ys["p"], qd, ys["f"], energy, result, sol, ys.get("a"))
+    out = (ts, ys["q"], ys["p"], qd, ys["f"], energy, ys.get("a"))
+    if throw:
+        out = _raise(out, fn, result, deferred, ts, max_steps)
+    ts, q, p, qd, f, energy, a = out
+    return Trajectory(ts, q, p, qd, f, energy, result, sol, a)
 
 
 def simulate(
@@ -402,6 +429,8 @@ def simulate(
       success. NaN in an output always means "not computed", never a number.
     """
     fn = "simulate"
+    _check_types(fn, system=system, solver=solver, stepsize_controller=stepsize_controller, saveat=saveat,
+                 event=event, adjoint=adjoint)
     y0 = _check_state(fn, system, y0)
     t0, t1 = as_scalar(t0, f"{fn}: t0"), as_scalar(t1, f"{fn}: t1")
     max_steps = as_count(max_steps, f"{fn}: max_steps")
@@ -415,8 +444,7 @@ def simulate(
         steps = as_count(steps, f"{fn}: steps")
         if spacing not in SPACINGS:
             raise ValueError(f"{fn}: spacing must be one of {SPACINGS}, got {spacing!r}")
-        y0, bad = _guard(check_or_defer(checks), throw, y0)
-        return _simulate_grid(system, y0, t0, t1, steps, spacing, solver, throw, bad)
+        return _simulate_grid(system, y0, t0, t1, steps, spacing, solver, throw, check_or_defer(checks))
     if saveat is not None and (ts is not None or dense):
         raise ValueError(f"{fn}: give saveat or ts/dense, not both")
     if stepsize_controller is None:
@@ -429,12 +457,13 @@ def simulate(
         checks += _step_checks(fn, t0, t1, dt0, max_steps, fixed=fixed and event is None)
     if saveat is None:
         if ts is not None:
-            ts = as_float(ts, f"{fn}: ts")
+            ts = as_real(ts, f"{fn}: ts")
             checks += _save_checks(fn, t0, t1, ts)
     else:
         for i, sts in enumerate(_saveat_ts(saveat)):
-            checks += _save_checks(fn, t0, t1, as_float(sts, f"{fn}: saveat ts"), name=f"saveat.ts[{i}]" if i else "saveat.ts")
-    y0, bad = _guard(check_or_defer(checks), throw, y0)
+            checks += _save_checks(fn, t0, t1, as_real(sts, f"{fn}: saveat ts"), name=f"saveat.ts[{i}]" if i else "saveat.ts")
+    deferred = check_or_defer(checks)
+    bad = any_bad(deferred)
     if bad is not None:  # traced and bad: a zero-length solve at a harmless time, outputs NaN
         t0 = jnp.where(bad, 0.0, t0)
         t1 = jnp.where(bad, t0, t1)
@@ -468,7 +497,7 @@ def simulate(
         adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
         throw=False,
     )
-    return _trajectory(fn, system, sol.ts, sol.ys, sol.result, sol, throw, bad, requested, max_steps)
+    return _trajectory(fn, system, sol.ts, sol.ys, sol.result, sol, throw, deferred, requested, max_steps)
 
 
 @eqx.filter_jit
@@ -479,8 +508,9 @@ def _field(system, t, y):
     return system.vector_field(t, y)
 
 
-def _simulate_grid(system, y0, t0, t1, steps, spacing, solver, throw, bad) -> Trajectory:
+def _simulate_grid(system, y0, t0, t1, steps, spacing, solver, throw, deferred) -> Trajectory:
     """Fixed-grid stepping: ``steps`` solver steps in a `lax.scan` (see the module doc)."""
+    bad = any_bad(deferred)
     dtype = jnp.result_type(y0["q"])
     t0 = jnp.asarray(t0, dtype)
     span = jnp.asarray(t1, dtype) - t0
@@ -511,7 +541,7 @@ def _simulate_grid(system, y0, t0, t1, steps, spacing, solver, throw, bad) -> Tr
 
     _, xs = jax.lax.scan(step, (flat0, state), jnp.arange(steps))
     ys = jax.vmap(unravel)(jnp.concatenate([flat0[None], xs]))
-    return _trajectory("simulate", system, times, ys, diffrax.RESULTS.successful, None, throw, bad)
+    return _trajectory("simulate", system, times, ys, diffrax.RESULTS.successful, None, throw, deferred)
 
 
 def hermite(ts: Float[Array, " T"], y: Float[Array, " T"], dydt: Float[Array, " T"],
@@ -600,30 +630,31 @@ def simulate_sde(
     ``result`` as in `simulate`.
     """
     fn = "simulate_sde"
+    _check_types(fn, system=system, solver=solver, saveat=saveat)
     y0 = _check_state(fn, system, y0)
     t0, t1 = as_scalar(t0, f"{fn}: t0"), as_scalar(t1, f"{fn}: t1")
     dt0 = as_scalar(dt0, f"{fn}: dt0")
     max_steps = as_count(max_steps, f"{fn}: max_steps")
     check_key(key, f"{fn}: key")
     n = system.nq
-    B = as_float(noise, f"{fn}: noise", like=y0["q"])
-    if B.shape == (n,):
-        B = jnp.diag(B)
-    if B.shape != (n, n):
-        raise ValueError(f"{fn}: noise has shape {jnp.shape(noise)}, expected ({n},) or ({n}, {n}) for a system "
+    noise = as_real(noise, f"{fn}: noise", like=y0["q"])
+    if noise.shape not in ((n,), (n, n)):
+        raise ValueError(f"{fn}: noise has shape {noise.shape}, expected ({n},) or ({n}, {n}) for a system "
                          f"of {n} coordinates")
     if saveat is not None and ts is not None:
         raise ValueError(f"{fn}: give saveat or ts, not both")
     checks = (_span_checks(fn, t0, t1) + _state_checks(fn, y0)
               + _step_checks(fn, t0, t1, dt0, max_steps, fixed=True)
-              + [(lambda xp, noise: ~xp.all(xp.isfinite(noise)), f"{fn}: noise must be finite", {"noise": B})])
+              + [(lambda xp, noise: ~xp.all(xp.isfinite(noise)), f"{fn}: noise must be finite", {"noise": noise})])
+    B = jnp.diag(noise) if noise.shape == (n,) else jnp.asarray(noise)
     if saveat is None and ts is not None:
-        ts = as_float(ts, f"{fn}: ts")
+        ts = as_real(ts, f"{fn}: ts")
         checks += _save_checks(fn, t0, t1, ts)
     elif saveat is not None:
         for i, sts in enumerate(_saveat_ts(saveat)):
-            checks += _save_checks(fn, t0, t1, as_float(sts, f"{fn}: saveat ts"), name=f"saveat.ts[{i}]" if i else "saveat.ts")
-    y0, bad = _guard(check_or_defer(checks), throw, y0)
+            checks += _save_checks(fn, t0, t1, as_real(sts, f"{fn}: saveat ts"), name=f"saveat.ts[{i}]" if i else "saveat.ts")
+    deferred = check_or_defer(checks)
+    bad = any_bad(deferred)
     if bad is not None:  # traced and bad: a zero-length solve (the Brownian tree needs dt0 > 0)
         t0 = jnp.where(bad, 0.0, t0)
         t1 = jnp.where(bad, t0, t1)
@@ -631,6 +662,8 @@ def simulate_sde(
         B = jnp.where(bad, 0.0, B)
         if ts is not None:
             ts = jnp.where(bad, t0, ts)
+        if saveat is not None:
+            saveat = _replace_saveat_ts(saveat, lambda sts: jnp.where(bad, t0, sts))
     dtype = jnp.result_type(y0["q"])
     k = system.fitness.size
     # Brownian motion with the state's structure; only its "p" part drives the system.
@@ -653,4 +686,4 @@ def simulate_sde(
         saveat=saveat, stepsize_controller=_stop_on_nonfinite(diffrax.ConstantStepSize(), t1 - t0),
         max_steps=max_steps, throw=False,
     )
-    return _trajectory(fn, system, sol.ts, sol.ys, sol.result, sol, throw, bad, requested, max_steps)
+    return _trajectory(fn, system, sol.ts, sol.ys, sol.result, sol, throw, deferred, requested, max_steps)

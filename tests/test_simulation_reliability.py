@@ -144,7 +144,7 @@ def test_state_that_turns_nan_stops_the_solve_promptly():
         assert tr.result == NONFINITE
         assert int(tr.solution.stats["num_steps"]) < 1000
         assert bool(jnp.all(jnp.isfinite(tr.q[:2]))) and bool(jnp.all(jnp.isnan(tr.q[3:])))
-        with pytest.raises(SimulationError, match=r"stopped at t=0\.5.*state became NaN or inf"):
+        with pytest.raises(SimulationError, match=r"last time saved: t=0\.(25|5)\).*state became NaN or inf"):
             jb.simulate(system, y0, 0.0, 1.0, ts=ts, **kw)  # the same compiled solve, throw=True
     tr = jb.simulate(system, y0, 0.0, 1.0, steps=20, throw=False)  # fixed grid: NaN rows, nonfinite
     assert tr.result == NONFINITE and bool(jnp.all(jnp.isnan(tr.q[-1]))) and bool(jnp.all(jnp.isfinite(tr.q[0])))
@@ -157,7 +157,7 @@ def test_failures_outside_jit_are_one_plain_error():
         jb.simulate(jb.HamiltonianSystem(PENDULUM_TREE), {"q": jnp.array([0.3, -0.8]), "p": jnp.array([1.0, 2.0]),
                                                           "f": jnp.ones(1)}, 0.0, 100.0, max_steps=10)
     message = str(info.value)
-    assert message.startswith("simulate: the solve failed (stopped at t=") and "max_steps=10" in message
+    assert message.startswith("simulate: the solve failed (last time saved: t=") and "max_steps=10" in message
     assert "EQX_ON_ERROR" not in message and "equinox" not in message.lower()
     # throw=False: the result says it, and the state the solve did not reach is NaN (not the last one reached)
     tr = jb.simulate(jb.HamiltonianSystem(PENDULUM_TREE), {"q": jnp.array([0.3, -0.8]), "p": jnp.array([1.0, 2.0]),
@@ -220,7 +220,7 @@ def test_component_construction_and_output_shapes():
 def test_other_argument_checks():
     with pytest.raises(ValueError, match=r"simulate: t1 must be a real scalar, got shape \(1,\)"):
         jb.simulate(SLIDER, Y0, 0.0, jnp.ones(1))
-    with pytest.raises(ValueError, match=r"simulate: t0 must be a real number"):
+    with pytest.raises(ValueError, match=r"simulate: t0 must be real numbers"):
         jb.simulate(SLIDER, Y0, "0", 1.0)
     with pytest.raises(ValueError, match=r"simulate: max_steps must be a \(static\) int ≥ 1"):
         jb.simulate(SLIDER, Y0, 0.0, 1.0, max_steps=None)
@@ -350,3 +350,17 @@ def test_property_parameter_lengths(length, which):
         return
     with pytest.raises(ValueError, match=rf"HamiltonianSystem: \w+ \w+: {which} has shape \({length},\), expected \(2,\)"):
         jb.HamiltonianSystem(PENDULUM_TREE, **make())
+
+
+def test_events_and_argument_kinds():
+    """An event index out of range would be clamped by JAX indexing into another coordinate."""
+    with pytest.raises(ValueError, match=r"stop_when: y\['q'\] has no entry 3"):
+        jb.simulate(SLIDER, Y0, 0.0, 1.0, event=jb.simulation.stop_when(3, 1.0))
+    with pytest.raises(ValueError, match=r"stop_when: value must be finite"):
+        jb.simulation.stop_when(0, float("nan"))
+    with pytest.raises(ValueError, match=r"stop_when: coordinate must be one of"):
+        jb.simulation.stop_when(0, 1.0, coordinate="v")
+    with pytest.raises(ValueError, match=r"simulate: solver must be a diffrax.AbstractSolver, got str"):
+        jb.simulate(SLIDER, Y0, 0.0, 1.0, solver="tsit5")
+    with pytest.raises(ValueError, match=r"simulate: system must be a jaxbio.HamiltonianSystem"):
+        jb.simulate(SLIDER.tree, Y0, 0.0, 1.0)
