@@ -132,7 +132,8 @@ def _raise(x, fn: str, result, deferred, ts, max_steps):
         raise SimulationError(f"{fn}: the solve failed{where}: {reason}")
     failures = [(result == getattr(diffrax.RESULTS, name), f"{fn}: the solve failed: {reason}")
                 for name, reason in reasons.items()]
-    failures.append((~diffrax.is_okay(result), f"{fn}: the solve failed (see the trajectory's result with throw=False)"))
+    failures.append((~diffrax.is_okay(result),
+                     f"{fn}: the solve failed (see the trajectory's result with throw=False)"))
     return raise_if(x, list(deferred) + failures)
 
 
@@ -310,6 +311,14 @@ def _saveat_ts(saveat: diffrax.SaveAt) -> list:
     return [s.ts for s in subs if _is_sub(s) and s.ts is not None]
 
 
+def _saveat_checks(fn: str, t0, t1, saveat: diffrax.SaveAt) -> list:
+    checks = []
+    for i, ts in enumerate(_saveat_ts(saveat)):
+        name = f"saveat.ts[{i}]" if i else "saveat.ts"
+        checks += _save_checks(fn, t0, t1, as_real(ts, f"{fn}: {name}"), name=name)
+    return checks
+
+
 def _replace_saveat_ts(saveat: diffrax.SaveAt, fn) -> diffrax.SaveAt:
     """``saveat`` with each ``SubSaveAt``'s times ``ts`` replaced by ``fn(ts)``."""
     def sub(s):
@@ -460,8 +469,7 @@ def simulate(
             ts = as_real(ts, f"{fn}: ts")
             checks += _save_checks(fn, t0, t1, ts)
     else:
-        for i, sts in enumerate(_saveat_ts(saveat)):
-            checks += _save_checks(fn, t0, t1, as_real(sts, f"{fn}: saveat ts"), name=f"saveat.ts[{i}]" if i else "saveat.ts")
+        checks += _saveat_checks(fn, t0, t1, saveat)
     deferred = check_or_defer(checks)
     bad = any_bad(deferred)
     if bad is not None:  # traced and bad: a zero-length solve at a harmless time, outputs NaN
@@ -651,8 +659,7 @@ def simulate_sde(
         ts = as_real(ts, f"{fn}: ts")
         checks += _save_checks(fn, t0, t1, ts)
     elif saveat is not None:
-        for i, sts in enumerate(_saveat_ts(saveat)):
-            checks += _save_checks(fn, t0, t1, as_real(sts, f"{fn}: saveat ts"), name=f"saveat.ts[{i}]" if i else "saveat.ts")
+        checks += _saveat_checks(fn, t0, t1, saveat)
     deferred = check_or_defer(checks)
     bad = any_bad(deferred)
     if bad is not None:  # traced and bad: a zero-length solve (the Brownian tree needs dt0 > 0)
