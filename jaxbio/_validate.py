@@ -2,11 +2,13 @@
 
 Two kinds of check live here:
 
-- **Argument checks** for every public function and module (`as_float`, `as_shape`, `concrete`,
-  `check_values`, `check_finite`). They run before tracing on concrete values and raise a
-  ``ValueError`` that names the argument (and where the first bad entry is); on traced values the
-  value checks are skipped (`check_values`) or become an `equinox.error_if` (`check_finite`, whose
-  return value must flow on).
+- **Argument checks** for every public function and module (`as_float`, `as_real`,
+  `as_scalar`, `as_count`, `as_shape`, `coordinate_vector`, `check_key`, `concrete`,
+  `check_values`, `check_finite`, `check_or_defer`). They run before tracing on concrete values
+  and raise a ``ValueError`` that names the argument (and where the first bad entry is); on
+  traced values the value checks are skipped (`check_values`), become an `equinox.error_if`
+  (`check_finite`, `raise_if`; the return value must flow on) or a flag that turns the outputs
+  into NaN (`any_bad`).
 - **Model dicts** (`validate_model_dict`, `check_inertia`, `cast_model`): numpy, outside jit; a
   strict schema (unknown fields refused), checked again after the dtype cast; every error names
   the segment and field.
@@ -15,6 +17,7 @@ Two kinds of check live here:
 from __future__ import annotations
 
 import difflib
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -106,6 +109,118 @@ def check_finite(x, name: str, *, check: bool = True,
     if check:
         return eqx.error_if(x, ~jnp.all(jnp.isfinite(x)), f"{name} contains NaN or inf")
     return x
+
+
+def as_real(x, name: str, *, like=None):
+    """``x`` as a floating array, like `as_float`, except that a concrete value that is not a JAX
+    array (a Python number, a list, numpy) comes back as numpy: inside the caller's `jax.jit`
+    ``jnp.asarray`` would make it a tracer, and its value could no longer be checked before
+    tracing. ``ValueError`` naming ``name`` for strings, None, complex numbers and objects."""
+    if isinstance(x, (jax.Array, jax.core.Tracer)):
+        return as_float(x, name, like=like)
+    try:
+        a = np.asarray(x)
+    except (TypeError, ValueError):
+        a = np.asarray(None)
+    if not (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer) or a.dtype == bool):
+        raise ValueError(f"{name} must be real numbers, got {x!r}")
+    return a.astype(jnp.result_type(a, float) if like is None else jnp.result_type(like))
+
+
+def as_scalar(x, name: str):
+    """``x`` as a real scalar (`as_real`: numpy when concrete and not a JAX array);
+    ``ValueError`` naming ``name`` for anything else (another shape, a string, None)."""
+    x = as_real(x, name)
+    if x.shape != ():
+        raise ValueError(f"{name} must be a real scalar, got shape {tuple(x.shape)}")
+    return x
+
+
+def as_count(x, name: str, *, minimum: int = 1) -> int:
+    """``x`` as a Python int ≥ ``minimum`` (a static size: a step count, a step budget);
+    ``ValueError`` naming ``name`` for bools, floats, traced values and smaller numbers."""
+    if isinstance(x, bool) or isinstance(x, jax.core.Tracer):
+        raise ValueError(f"{name} must be a (static) int ≥ {minimum}, got {x!r}")
+    try:
+        value = operator.index(x)
+    except TypeError:
+        raise ValueError(f"{name} must be a (static) int ≥ {minimum}, got {x!r}") from None
+    if value < minimum:
+        raise ValueError(f"{name} must be a (static) int ≥ {minimum}, got {value}")
+    return value
+
+
+def coordinate_vector(x, name: str, n: int | None = None):
+    """``x`` as a float array that is a scalar or a vector, of length ``n`` when given (one
+    entry per coordinate); ``ValueError`` "``name`` has shape …, expected (n,) or a scalar"."""
+    x = as_float(x, name)
+    if n is None:
+        if x.ndim > 1:
+            raise ValueError(f"{name} must be a scalar or a vector (one entry per coordinate), "
+                             f"got shape {tuple(x.shape)}")
+    elif x.shape not in ((), (n,)):
+        raise ValueError(f"{name} has shape {tuple(x.shape)}, expected ({n},) (one entry per "
+                         f"coordinate) or a scalar")
+    return x
+
+
+def check_key(key, name: str = "key") -> None:
+    """``ValueError`` naming ``name`` unless ``key`` is one JAX PRNG key: a typed key
+    (``jax.random.key``) of shape ``()`` or a raw ``uint32`` key of shape ``(2,)``
+    (``jax.random.PRNGKey``)."""
+    try:
+        dtype, shape = jnp.result_type(key), jnp.shape(key)
+    except TypeError:
+        dtype, shape = None, None
+    typed = dtype is not None and jnp.issubdtype(dtype, jax.dtypes.prng_key)
+    if not ((typed and shape == ()) or (dtype == jnp.uint32 and shape == (2,))):
+        raise ValueError(f"{name} must be one PRNG key (jax.random.key(0) or jax.random.PRNGKey(0)), "
+                         f"got {type(key).__name__} with dtype {dtype} and shape {shape}")
+
+
+def _show(value: np.ndarray) -> str:
+    return np.array2string(value, threshold=6, precision=6) if value.ndim else repr(value.item())
+
+
+def check_or_defer(checks) -> list[tuple[Any, str]]:
+    """Run each argument check now where its inputs are concrete; return the others for jit.
+
+    ``checks``: triples ``(bad, message, values)``, ``values`` a dict ``{name: value}`` and
+    ``bad(xp, *values.values())`` a bool (array), true for bad input, written for ``xp`` = numpy or
+    jax.numpy. A check whose values are all concrete runs now with numpy and raises
+    ``ValueError("<message> (got name=value, …)")``; a check with a traced value is returned as
+    ``(pred, message)`` with ``pred`` its traced bool, for `raise_if` (an `equinox.error_if`)
+    or `any_bad` (a flag that turns the jitted outputs into NaN).
+    """
+    deferred = []
+    for bad, message, values in checks:
+        if any_traced(*values.values()):
+            deferred.append((jnp.any(bad(jnp, *values.values())), message))
+            continue
+        arrays = {k: np.asarray(v) for k, v in values.items()}
+        with np.errstate(invalid="ignore"):
+            failed = bool(np.any(bad(np, *arrays.values())))
+        if failed:
+            got = ", ".join(f"{k}={_show(v)}" for k, v in arrays.items())
+            raise ValueError(f"{message} (got {got})")
+    return deferred
+
+
+def any_bad(deferred):
+    """The traced flag "some deferred check of `check_or_defer` failed" (None if there are none)."""
+    if not deferred:
+        return None
+    return jnp.any(jnp.stack([pred for pred, _ in deferred]))
+
+
+def raise_if(x, deferred):
+    """``x`` unchanged, with one `equinox.branched_error_if` raising the message of the first
+    failed deferred check of `check_or_defer` at run time (also under jit/vmap; the returned
+    value must be used). One condition, whatever the number of checks."""
+    if not deferred:
+        return x
+    preds = jnp.stack([pred for pred, _ in deferred])
+    return eqx.branched_error_if(x, jnp.any(preds), jnp.argmax(preds), [msg for _, msg in deferred])
 
 
 def check_eagerly(checks, *xs) -> None:

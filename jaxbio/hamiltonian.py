@@ -25,7 +25,7 @@ differentiates through the Cholesky factorisation (see benchmarks/hamiltonian.py
 from __future__ import annotations
 
 import abc
-from typing import Callable
+from typing import Callable, ClassVar
 
 import equinox as eqx
 import jax
@@ -33,13 +33,13 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 from jaxtyping import Array, ArrayLike, Float
 
-from jaxbio._validate import check_values
+from jaxbio._validate import as_float, check_finite, check_values, coordinate_vector
 from jaxbio.dynamics import gravity_forces, kinetic_energy_gradient, mass_matrix, potential_energy
 from jaxbio.tree import SegmentTree
 
 __all__ = [
     "Drive",
-        "FirstOrderActuator",
+    "FirstOrderActuator",
     "ZeroDrive",
     "ConstantDrive",
     "TimeFunctionDrive",
@@ -63,7 +63,31 @@ __all__ = [
 
 # ---- protocols -------------------------------------------------------------------------------
 
-class Drive(eqx.Module):
+class _Component(eqx.Module):
+    """What drives, dissipations and fitness laws share: `check_size`.
+
+    ``per_coordinate`` (class attribute): names of the array fields that hold one entry per
+    coordinate (or one scalar for all); ``scalars``: names of the fields that must be scalars.
+    """
+
+    per_coordinate: ClassVar[tuple[str, ...]] = ()
+    scalars: ClassVar[tuple[str, ...]] = ()
+
+    def check_size(self, n: int) -> None:
+        """``ValueError`` naming the component, the field and the expected length unless every
+        per-coordinate field is ``(n,)`` or a scalar and every scalar field a scalar;
+        `HamiltonianSystem` calls it with its tree's ``n``. Subclasses with other shapes
+        extend it."""
+        owner = type(self).__name__
+        for name in self.per_coordinate:
+            coordinate_vector(getattr(self, name), f"{owner}: {name}", n)
+        for name in self.scalars:
+            shape = jnp.shape(getattr(self, name))
+            if shape != ():
+                raise ValueError(f"{owner}: {name} must be a scalar, got shape {shape}")
+
+
+class Drive(_Component):
     """Generalised forces ``F(t, q, p, f)`` ``(n,)`` N·m / N acting on the coordinates.
 
     One protocol for every drive: ``__call__(t, q, qd, f, a=None) -> (n,)``, where ``qd = ∂H/∂p``
@@ -106,10 +130,19 @@ class FirstOrderActuator(Drive):
     command: Callable
 
     def __init__(self, gain, time_constant, command):
-        self.gain = jnp.asarray(gain)
-        self.time_constant = jnp.asarray(time_constant)
+        self.gain = coordinate_vector(gain, "FirstOrderActuator: gain")
+        self.time_constant = coordinate_vector(time_constant, "FirstOrderActuator: time_constant")
         self.command = command
+        check_values(self.gain, "FirstOrderActuator: gain")
         check_values(self.time_constant, "FirstOrderActuator: time_constant", positive=True)
+        if self.time_constant.shape not in ((), self.gain.shape):
+            raise ValueError(f"FirstOrderActuator: time_constant has shape {self.time_constant.shape}, expected "
+                             f"{self.gain.shape} (one per actuator, as gain) or a scalar")
+
+    def check_size(self, n):
+        if self.gain.shape != (n,) and not (n == 1 and self.gain.shape == ()):
+            raise ValueError(f"FirstOrderActuator: gain has shape {self.gain.shape}, expected ({n},) "
+                             f"(one actuator per coordinate)")
 
     @property
     def state_size(self) -> int:
@@ -121,7 +154,11 @@ class FirstOrderActuator(Drive):
         return self.gain * f[0] * a
 
     def state_rate(self, t, q, qd, f, a):
-        return (jnp.asarray(self.command(t), a.dtype) - a) / self.time_constant
+        u = jnp.asarray(self.command(t), a.dtype)
+        if u.shape not in ((), a.shape):
+            raise ValueError(f"FirstOrderActuator: command(t) returns shape {u.shape}, expected {a.shape} "
+                             f"(one per actuator) or a scalar")
+        return (u - a) / self.time_constant
 
 
 class ZeroDrive(Drive):
@@ -132,12 +169,14 @@ class ZeroDrive(Drive):
 
 
 class ConstantDrive(Drive):
-    """``F = tau`` ``(n,)``, constant."""
+    """``F = tau`` ``(n,)`` N·m / N (or a scalar for every coordinate), constant."""
 
     tau: Float[Array, " n"]
+    per_coordinate: ClassVar[tuple[str, ...]] = ("tau",)
 
     def __init__(self, tau):
-        self.tau = jnp.asarray(tau)
+        self.tau = coordinate_vector(tau, "ConstantDrive: tau")
+        check_values(self.tau, "ConstantDrive: tau")
 
     def __call__(self, t, q, qd, f, a=None):
         return jnp.broadcast_to(self.tau, q.shape).astype(q.dtype)
@@ -150,7 +189,11 @@ class TimeFunctionDrive(Drive):
     fn: Callable
 
     def __call__(self, t, q, qd, f, a=None):
-        return jnp.asarray(self.fn(t), q.dtype) * jnp.ones_like(q)
+        force = jnp.asarray(self.fn(t), q.dtype)
+        if force.shape not in ((), q.shape):
+            raise ValueError(f"TimeFunctionDrive: fn(t) returns shape {force.shape}, expected {q.shape} "
+                             f"(one per coordinate) or a scalar")
+        return force * jnp.ones_like(q)
 
 
 class SpringDamperDrive(Drive):
@@ -162,17 +205,21 @@ class SpringDamperDrive(Drive):
     stiffness: Float[Array, " n"]
     damping: Float[Array, " n"]
     rest: Float[Array, " n"]
+    per_coordinate: ClassVar[tuple[str, ...]] = ("stiffness", "damping", "rest")
 
     def __init__(self, stiffness, damping=0.0, rest=0.0):
-        self.stiffness, self.damping, self.rest = (jnp.asarray(x) for x in (stiffness, damping, rest))
+        self.stiffness, self.damping, self.rest = (
+            coordinate_vector(x, f"SpringDamperDrive: {name}")
+            for x, name in ((stiffness, "stiffness"), (damping, "damping"), (rest, "rest")))
         for name in ("stiffness", "damping"):
             check_values(getattr(self, name), f"SpringDamperDrive: {name}", nonnegative=True)
+        check_values(self.rest, "SpringDamperDrive: rest")
 
     def __call__(self, t, q, qd, f, a=None):
         return -self.stiffness * (q - self.rest) - self.damping * qd
 
 
-class Dissipation(eqx.Module):
+class Dissipation(_Component):
     """Rayleigh dissipation function ``R(q, q̇) ≥ 0`` (J/s); the force is ``−∂R/∂q̇``."""
 
     @abc.abstractmethod
@@ -197,9 +244,10 @@ class LinearDamping(Dissipation):
     """``R = ½ Σ c_i q̇_i²`` with ``c`` ``(n,)`` (or a scalar) N·m·s/rad / N·s/m, ``c ≥ 0``."""
 
     coefficients: Float[Array, "..."]
+    per_coordinate: ClassVar[tuple[str, ...]] = ("coefficients",)
 
     def __init__(self, coefficients):
-        self.coefficients = jnp.asarray(coefficients)
+        self.coefficients = coordinate_vector(coefficients, "LinearDamping: coefficients")
         check_values(self.coefficients, "LinearDamping: coefficients", nonnegative=True)
 
     def __call__(self, q, qd):
@@ -220,10 +268,11 @@ class QuadraticDrag(Dissipation):
 
     coefficients: Float[Array, "..."]
     wind: Float[Array, "..."]
+    per_coordinate: ClassVar[tuple[str, ...]] = ("coefficients", "wind")
 
     def __init__(self, coefficients, wind=0.0):
-        self.coefficients = jnp.asarray(coefficients)
-        self.wind = jnp.asarray(wind)
+        self.coefficients = coordinate_vector(coefficients, "QuadraticDrag: coefficients")
+        self.wind = coordinate_vector(wind, "QuadraticDrag: wind")
         check_values(self.coefficients, "QuadraticDrag: coefficients", nonnegative=True)
         check_values(self.wind, "QuadraticDrag: wind")
 
@@ -248,6 +297,10 @@ class SumDissipation(Dissipation):
             raise ValueError("SumDissipation: give one or more Dissipation modules")
         self.terms = tuple(terms)
 
+    def check_size(self, n):
+        for d in self.terms:
+            d.check_size(n)
+
     def __call__(self, q, qd):
         return sum(d(q, qd) for d in self.terms)
 
@@ -255,7 +308,7 @@ class SumDissipation(Dissipation):
         return sum(d.force(q, qd) for d in self.terms)
 
 
-class FitnessLaw(eqx.Module):
+class FitnessLaw(_Component):
     """Evolution of the fitness state ``f`` ``(k,)`` and the fitness the drives see.
 
     - ``rate(t, q, p, qd, f, drive_force, pdot) -> (k,)``: ``ḟ`` from the time ``t`` s, the
@@ -295,10 +348,12 @@ class PowerDepletion(FitnessLaw):
 
     depletion: Float[Array, ""]
     recovery: Float[Array, ""]
+    scalars: ClassVar[tuple[str, ...]] = ("depletion", "recovery")
 
     def __init__(self, depletion, recovery=0.0):
-        self.depletion = jnp.asarray(depletion)
-        self.recovery = jnp.asarray(recovery)
+        self.depletion = as_float(depletion, "PowerDepletion: depletion")
+        self.recovery = as_float(recovery, "PowerDepletion: recovery")
+        self.check_size(1)
         for name in ("depletion", "recovery"):
             check_values(getattr(self, name), f"PowerDepletion: {name}", nonnegative=True)
 
@@ -328,13 +383,15 @@ class ReserveFitness(FitnessLaw):
     half_saturation: Float[Array, ""]
     recovery: Float[Array, ""]
     throttle: float = eqx.field(static=True, default=0.01)
+    scalars: ClassVar[tuple[str, ...]] = ("capacity", "activation_power", "half_saturation", "recovery")
 
     def __init__(self, capacity, activation_power=0.0, half_saturation=0.1, recovery=0.0, throttle=0.01):
-        self.capacity = jnp.asarray(capacity)
-        self.activation_power = jnp.asarray(activation_power)
-        self.half_saturation = jnp.asarray(half_saturation)
-        self.recovery = jnp.asarray(recovery)
+        self.capacity = as_float(capacity, "ReserveFitness: capacity")
+        self.activation_power = as_float(activation_power, "ReserveFitness: activation_power")
+        self.half_saturation = as_float(half_saturation, "ReserveFitness: half_saturation")
+        self.recovery = as_float(recovery, "ReserveFitness: recovery")
         self.throttle = float(throttle)
+        self.check_size(1)
         for name, positive in (("capacity", True), ("activation_power", False),
                                ("half_saturation", True), ("recovery", False)):
             check_values(getattr(self, name), f"ReserveFitness: {name}", positive=positive, nonnegative=not positive)
@@ -410,6 +467,21 @@ class HamiltonianSystem(eqx.Module):
     dissipation: Dissipation = NoDissipation()
     fitness: FitnessLaw = ConstantFitness()
 
+    def __check_init__(self):
+        """Each component of the right kind, its per-coordinate parameters as long as the tree
+        has coordinates (``ValueError`` naming the component, the field and the length)."""
+        if not isinstance(self.tree, SegmentTree):
+            raise ValueError(f"HamiltonianSystem: tree must be a SegmentTree, got {type(self.tree).__name__}")
+        for role, kind in (("drive", Drive), ("dissipation", Dissipation), ("fitness", FitnessLaw)):
+            component = getattr(self, role)
+            if not isinstance(component, kind):
+                raise ValueError(f"HamiltonianSystem: {role} must be a jaxbio.hamiltonian.{kind.__name__}, "
+                                 f"got {type(component).__name__}")
+            try:
+                component.check_size(self.nq)
+            except ValueError as e:
+                raise ValueError(f"HamiltonianSystem: {role} {e} (the tree has {self.nq} coordinates)") from None
+
     @property
     def nq(self) -> int:
         return self.tree.nq
@@ -422,16 +494,19 @@ class HamiltonianSystem(eqx.Module):
     def initial_state(self, q, qd=None, f=None, a=None) -> dict:
         """State from coordinates ``q`` and *velocities* ``qd`` (momenta ``p = M(q) qd``);
         ``f`` fitness state (default 1) and, for a drive with states, its states ``a``."""
-        q = jnp.asarray(q)
-        qd = jnp.zeros_like(q) if qd is None else jnp.asarray(qd, q.dtype)
-        _check_vector(q, self.nq, "q")
-        _check_vector(qd, self.nq, "qd")
+        q = _vector(q, self.nq, "q")
+        qd = jnp.zeros_like(q) if qd is None else _vector(qd, self.nq, "qd", like=q)
         p = mass_matrix(self.tree, q) @ qd
-        f = jnp.ones(self.fitness.size, q.dtype) if f is None else jnp.broadcast_to(jnp.asarray(f, q.dtype), (self.fitness.size,))
+        k = self.fitness.size
+        if f is None:
+            f = jnp.ones(k, q.dtype)
+        else:
+            f = as_float(f, "initial_state: f", like=q)
+            f = jnp.broadcast_to(f, (k,)) if f.shape == () else _vector(f, k, "f", like=q)
         y = {"q": q, "p": p, "f": f}
         if self.stateful:
-            y["a"] = self.drive.initial_actuator_state(q.dtype) if a is None else jnp.asarray(a, q.dtype)
-            _check_vector(y["a"], self.drive.state_size, "a")
+            y["a"] = (self.drive.initial_actuator_state(q.dtype) if a is None
+                      else _vector(a, self.drive.state_size, "a", like=q))
         return y
 
     def drive_force(self, t, y, qd):
@@ -444,14 +519,21 @@ class HamiltonianSystem(eqx.Module):
         return hamiltonian(self.tree, y["q"], y["p"])
 
     def vector_field(self, t, y, args=None) -> dict:
-        """Seed 000 eqs. 10–12: ``(q̇, ṗ, ḟ)`` (and ``ȧ`` for a drive with states)."""
+        """Seed 000 eqs. 10–12: ``(q̇, ṗ, ḟ)`` (and ``ȧ`` for a drive with states).
+
+        Each component's output shape is checked while tracing (no run-time cost): a drive or
+        dissipation force of another shape than ``q`` (which would broadcast into a plausible
+        wrong force) raises ``ValueError`` naming the component."""
         q, p, f = y["q"], y["p"], y["f"]
         qd = velocities(self.tree, q, p)
-        force = self.drive_force(t, y, qd)
-        pdot = force - dH_dq(self.tree, q, qd) - self.dissipation.force(q, qd)
-        out = {"q": qd, "p": pdot, "f": self.fitness.rate(t, q, p, qd, f, force, pdot)}
+        force = _output(self.drive_force(t, y, qd), q.shape, "drive", self.drive)
+        resistance = _output(self.dissipation.force(q, qd), q.shape, "dissipation", self.dissipation, ".force")
+        pdot = force - dH_dq(self.tree, q, qd) - resistance
+        out = {"q": qd, "p": pdot,
+               "f": _output(self.fitness.rate(t, q, p, qd, f, force, pdot), f.shape, "fitness", self.fitness, ".rate")}
         if self.stateful:
-            out["a"] = self.drive.state_rate(t, q, qd, self.fitness.value(f), y["a"])
+            out["a"] = _output(self.drive.state_rate(t, q, qd, self.fitness.value(f), y["a"]), y["a"].shape,
+                               "drive", self.drive, ".state_rate")
         return out
 
     def power_balance(self, t, y) -> Float[Array, ""]:
@@ -461,6 +543,19 @@ class HamiltonianSystem(eqx.Module):
         return jnp.dot(qd, self.drive_force(t, y, qd) - self.dissipation.force(q, qd))
 
 
-def _check_vector(x, n, name):
-    if jnp.shape(x) != (n,):
-        raise ValueError(f"{name} has shape {jnp.shape(x)}, expected ({n},)")
+def _vector(x, n, name, like=None):
+    """``x`` as a finite float ``(n,)`` vector; ``ValueError`` naming ``name`` (NaN/inf only for
+    concrete values)."""
+    x = as_float(x, f"initial_state: {name}", like=like)
+    if x.shape != (n,):
+        raise ValueError(f"initial_state: {name} has shape {x.shape}, expected ({n},)")
+    return check_finite(x, f"initial_state: {name}", check=False,
+                        locate=lambda idx, count: f" (first at index {idx[0]})")
+
+
+def _output(x, shape, role, component, method=""):
+    """``x`` if it has ``shape`` (checked while tracing); ``ValueError`` naming the component."""
+    if jnp.shape(x) != shape:
+        raise ValueError(f"HamiltonianSystem: {role} {type(component).__name__}{method} returned shape "
+                         f"{jnp.shape(x)}, expected {shape}")
+    return x

@@ -12,6 +12,13 @@ costs far more than the steps themselves (see benchmarks/sprint.py). With
 solver integrates ``dy/du = 2 (t1 − t0) u · f(t(u), y)``, small steps where a drive switches on
 at ``t0``, larger ones later (the sprinter's start).
 
+Errors and NaN (`simulate` documents the rule in full): concrete arguments are checked before
+tracing (``ValueError`` naming the argument and its value); the same checks on traced arguments
+run on the device — ``throw=True``: one `equinox.error_if` naming the argument; ``throw=False``:
+no step is taken, the outputs are NaN, ``result`` is ``RESULTS.nonfinite``. A solve stops at the
+first NaN/inf state (``RESULTS.nonfinite``) instead of shrinking its step until ``max_steps``.
+Failed solves raise `SimulationError` outside jit (one line, no Equinox banner).
+
 Gradients: both functions are differentiable with respect to the initial state and every array
 in the system (tree parameters, drive, dissipation, fitness law). The default adjoint is
 Diffrax's `RecursiveCheckpointAdjoint`: it differentiates the discretised solve exactly
@@ -27,14 +34,16 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.flatten_util import ravel_pytree
 import optimistix as optx
 from jaxtyping import Array, ArrayLike, Float
 
+from jaxbio._validate import any_bad, as_count, as_real, as_scalar, check_finite, check_key, check_or_defer, raise_if
 from jaxbio.dynamics import potential_energy
 from jaxbio.hamiltonian import HamiltonianSystem, velocities
 
-__all__ = ["Trajectory", "crossing_times", "hermite", "simulate", "simulate_sde", "stop_when"]
+__all__ = ["SimulationError", "Trajectory", "crossing_times", "hermite", "simulate", "simulate_sde", "stop_when"]
 
 SPACINGS = ("uniform", "quadratic")
 
@@ -45,9 +54,11 @@ class Trajectory(eqx.Module):
     ``ts`` ``(T,)`` s; ``q`` ``(T, n)`` rad/m; ``p`` ``(T, n)`` conjugate momenta; ``qd``
     ``(T, n)`` = ∂H/∂p; ``f`` ``(T, k)`` fitness state; ``energy`` ``(T,)`` H in J; ``a``
     ``(T, s)`` drive states (None for a drive without states).
-    ``result``: Diffrax's `RESULTS` (``diffrax.RESULTS.successful`` when the solve completed; an
-    event stop is ``diffrax.RESULTS.event_occurred``). With ``throw=True`` (default) a failed
-    solve (``max_steps`` reached, step size collapsed, non-finite state) raises instead.
+    ``result``: Diffrax's `RESULTS`: ``successful``, or ``event_occurred`` for an event stop
+    (both success); ``max_steps_reached``, ``nonfinite`` (the state became NaN/inf, or a traced
+    argument was bad), ``dt_min_reached`` for a failure. With ``throw=True`` (default) a failure
+    raises instead (`SimulationError` outside jit). NaN in any output means "not computed":
+    the rows a failed solve did not reach, every row after a bad traced argument.
     ``solution``: the `diffrax.Solution` (dense interpolation via ``solution.evaluate(t)`` when
     ``dense=True``; None for fixed-grid stepping). Padding entries (times after an event stop)
     are ``inf`` in ``ts``.
@@ -66,52 +77,294 @@ class Trajectory(eqx.Module):
 
 def stop_when(index: int, value: float, *, coordinate: str = "q") -> diffrax.Event:
     """An event that stops the solve when ``y[coordinate][index]`` reaches ``value``
-    (located by a Newton root-find on the dense output)."""
+    (located by a Newton root-find on the dense output).
+
+    ``coordinate``: a key of the state (``"q"``, ``"p"``, ``"f"``, ``"a"``); ``index``: an int
+    inside it (checked when the solve traces the event: JAX indexing would clamp an index out of
+    range into another coordinate); ``value``: finite (checked now when concrete)."""
+    if coordinate not in ("q", "p", "f", "a"):
+        raise ValueError(f"stop_when: coordinate must be one of 'q', 'p', 'f', 'a', got {coordinate!r}")
+    index = as_count(index, "stop_when: index", minimum=0)
+    check_or_defer([(lambda xp, v: ~xp.isfinite(v), "stop_when: value must be finite",
+                     {"value": as_scalar(value, "stop_when: value")})])
 
     def cond(t, y, args, **kwargs):
+        if coordinate not in y or index >= jnp.shape(y[coordinate])[0]:
+            raise ValueError(f"stop_when: y[{coordinate!r}] has no entry {index} (the state's "
+                             f"{coordinate!r} has shape {jnp.shape(y.get(coordinate))})")
         return y[coordinate][index] - value
 
     return diffrax.Event(cond, root_finder=optx.Newton(rtol=1e-10, atol=1e-10))
 
 
-def _check_span(t0, t1):
-    try:
-        bad = not float(t1) > float(t0)  # NaN is bad too
-    except (TypeError, jax.errors.ConcretizationTypeError):
-        return
-    if bad:
-        raise ValueError(f"t1 ({float(t1)}) must be greater than t0 ({float(t0)})")
+class SimulationError(RuntimeError):
+    """A solve that failed at run time: the step budget ran out, the state became NaN or inf, the
+    step size fell below ``dtmin``. `simulate` and `simulate_sde` raise it with ``throw=True``
+    when they run outside jit (inside the caller's jit the same message arrives through
+    `equinox.error_if`, wrapped by JAX's runtime error); with ``throw=False`` the failure is the
+    trajectory's ``result`` instead."""
 
 
-def _check_state(system: HamiltonianSystem, y0: dict):
+# What each failed diffrax result means for a jaxbio solve (the rest keep diffrax's message).
+_FAILURES = {
+    "max_steps_reached": "the step budget max_steps={max_steps} ran out before t1; increase max_steps, loosen "
+                         "rtol/atol, or look for a blow-up (a state that grows without bound needs ever smaller steps)",
+    "nonfinite": "the state became NaN or inf: the system blew up, a fixed step is too large for it (take "
+                 "more steps or an adaptive solve), or its vector field is not finite there (a drive, "
+                 "dissipation or fitness law returning NaN/inf)",
+    "dt_min_reached": "the step size fell below the step-size controller's dtmin",
+}
+
+
+def _raise(x, fn: str, result, deferred, ts, max_steps):
+    """``x`` (the outputs) unchanged after the ``throw=True`` checks: a failed deferred argument
+    check or a failed ``result``. All concrete: `SimulationError` now. Traced: one
+    `equinox.branched_error_if` on the outputs (whatever output is read, the check runs before
+    it), naming the first failed argument check, else the failure."""
+    reasons = {name: reason.format(max_steps=max_steps) for name, reason in _FAILURES.items()}
+    if not deferred and not result.is_traced():
+        if bool(diffrax.is_okay(result)):
+            return x
+        reason = next((r for name, r in reasons.items() if bool(result == getattr(diffrax.RESULTS, name))),
+                      diffrax.RESULTS[result])
+        reached = np.asarray(ts)[np.isfinite(np.asarray(ts))]
+        where = f" (last time saved: t={reached.max():.6g})" if reached.size else ""
+        raise SimulationError(f"{fn}: the solve failed{where}: {reason}")
+    failures = [(result == getattr(diffrax.RESULTS, name), f"{fn}: the solve failed: {reason}")
+                for name, reason in reasons.items()]
+    failures.append((~diffrax.is_okay(result),
+                     f"{fn}: the solve failed (see the trajectory's result with throw=False)"))
+    return raise_if(x, list(deferred) + failures)
+
+
+def _all_finite(tree) -> Array:
+    leaves = jax.tree_util.tree_leaves(tree)
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
+
+
+def _stop_nonfinite(controller, t0, t1, y0, y1_candidate, keep, tprev, tnext, result, adaptive):
+    """End the solve with ``RESULTS.nonfinite`` when the accepted state is NaN/inf, or when a
+    step produced a NaN/inf candidate and cannot be retried smaller (a fixed step, or an
+    adaptive step already shrunk to round-off of the time span)."""
+    bad_candidate = ~_all_finite(y1_candidate)
+    if adaptive:
+        dtype = jnp.result_type(t0)
+        tiny = 1e3 * jnp.finfo(dtype).eps * jnp.maximum(jnp.maximum(jnp.abs(t0), jnp.abs(t1)), controller.span)
+        bad_candidate = bad_candidate & (jnp.abs(t1 - t0) <= tiny)
+    stop = ~_all_finite(y0) | bad_candidate
+    keep = keep & ~stop
+    tprev = jnp.where(stop, t0, tprev)
+    tnext = jnp.where(stop, t1, tnext)
+    result = diffrax.RESULTS.where(stop & diffrax.is_okay(result), diffrax.RESULTS.nonfinite, result)
+    return keep, tprev, tnext, result
+
+
+class _FixedStopNonfinite(diffrax.AbstractStepSizeController):
+    """A fixed-step controller (``ConstantStepSize``, ``StepTo``) that ends the solve with
+    ``RESULTS.nonfinite`` at the first NaN/inf state instead of stepping NaN on to ``t1``."""
+
+    controller: diffrax.AbstractStepSizeController
+    span: Array
+
+    def wrap(self, direction):
+        return eqx.tree_at(lambda s: s.controller, self, self.controller.wrap(direction))
+
+    def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
+        return self.controller.init(terms, t0, t1, y0, dt0, args, func, error_order)
+
+    def adapt_step_size(self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state):
+        keep, tprev, tnext, jump, state, result = self.controller.adapt_step_size(
+            t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state)
+        keep, tprev, tnext, result = _stop_nonfinite(self, t0, t1, y0, y1_candidate, keep, tprev, tnext, result,
+                                                     adaptive=False)
+        return keep, tprev, tnext, jump, state, result
+
+
+class _AdaptiveStopNonfinite(diffrax.AbstractAdaptiveStepSizeController):
+    """An adaptive controller (``PIDController``, ``ClipStepSizeController``, …) that ends the
+    solve with ``RESULTS.nonfinite`` when a NaN/inf candidate persists down to a step of
+    round-off size (the controller alone shrinks the step on and on until ``max_steps``)."""
+
+    controller: diffrax.AbstractAdaptiveStepSizeController
+    span: Array
+
+    @property
+    def rtol(self):
+        return self.controller.rtol
+
+    @property
+    def atol(self):
+        return self.controller.atol
+
+    @property
+    def norm(self):
+        return self.controller.norm
+
+    def wrap(self, direction):
+        return eqx.tree_at(lambda s: s.controller, self, self.controller.wrap(direction))
+
+    def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
+        return self.controller.init(terms, t0, t1, y0, dt0, args, func, error_order)
+
+    def adapt_step_size(self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state):
+        keep, tprev, tnext, jump, state, result = self.controller.adapt_step_size(
+            t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state)
+        keep, tprev, tnext, result = _stop_nonfinite(self, t0, t1, y0, y1_candidate, keep, tprev, tnext, result,
+                                                     adaptive=True)
+        return keep, tprev, tnext, jump, state, result
+
+
+def _stop_on_nonfinite(controller, span):
+    if isinstance(controller, diffrax.AbstractAdaptiveStepSizeController):
+        return _AdaptiveStopNonfinite(controller, span)
+    return _FixedStopNonfinite(controller, span)
+
+
+_TYPES = {"system": HamiltonianSystem, "solver": diffrax.AbstractSolver,
+          "stepsize_controller": diffrax.AbstractStepSizeController, "saveat": diffrax.SaveAt,
+          "event": diffrax.Event, "adjoint": diffrax.AbstractAdjoint}
+
+
+def _check_types(fn: str, **given) -> None:
+    """``ValueError`` naming the argument when a module argument is not of its kind (None = default)."""
+    for name, value in given.items():
+        kind = _TYPES[name]
+        if value is not None and not isinstance(value, kind):
+            raise ValueError(f"{fn}: {name} must be a {kind.__module__.split('.')[0]}.{kind.__name__}, "
+                             f"got {type(value).__name__}")
+
+
+def _check_state(fn: str, system: HamiltonianSystem, y0) -> dict:
+    """``y0`` with float leaves of the system's shapes; ``ValueError`` naming the key (and the
+    first bad index, for a concrete NaN/inf)."""
     keys = {"q", "p", "f", "a"} if system.stateful else {"q", "p", "f"}
     if not isinstance(y0, dict) or set(y0) != keys:
-        raise ValueError(f"y0 must be a dict with keys {sorted(keys)} (see HamiltonianSystem.initial_state)")
+        got = sorted(y0) if isinstance(y0, dict) else type(y0).__name__
+        raise ValueError(f"{fn}: y0 must be a dict with keys {sorted(keys)} (see HamiltonianSystem.initial_state), "
+                         f"got {got}")
     n = system.nq
     shapes = {"q": (n,), "p": (n,), "f": (system.fitness.size,)}
     if system.stateful:
         shapes["a"] = (system.drive.state_size,)
+    q = as_real(y0["q"], f"{fn}: y0['q']")
+    out = {}
     for key, shape in shapes.items():
-        if jnp.shape(y0[key]) != shape:
-            raise ValueError(f"y0[{key!r}] has shape {jnp.shape(y0[key])}, expected {shape}")
+        name = f"{fn}: y0[{key!r}]"
+        x = as_real(y0[key], name, like=q)
+        if x.shape != shape:
+            raise ValueError(f"{name} has shape {tuple(x.shape)}, expected {shape}")
+        out[key] = check_finite(x, name, check=False, locate=lambda idx, count: f" (first at index {idx[0]})")
+    return out
 
 
-def _trajectory(system, ts, ys, result, sol, throw):
-    finite = jnp.all(jnp.isfinite(jnp.where(jnp.isfinite(ts)[:, None], ys["q"], 0.0)))
-    if throw:
-        ys = eqx.error_if(ys, ~finite, "the solution became non-finite (NaN/inf): the step size is "
-                          "probably unstable for this system; use an adaptive controller or a smaller dt0")
-    q, p, f = ys["q"], ys["p"], ys["f"]
-    actuator = ys.get("a")
+def _state_checks(fn: str, y0: dict) -> list:
+    return [(lambda xp, x: ~xp.all(xp.isfinite(x)), f"{fn}: y0[{key!r}] contains NaN or inf", {f"y0[{key!r}]": x})
+            for key, x in y0.items()]
+
+
+def _span_checks(fn: str, t0, t1) -> list:
+    return [
+        (lambda xp, t0: ~xp.isfinite(t0), f"{fn}: t0 must be finite", {"t0": t0}),
+        (lambda xp, t1: ~xp.isfinite(t1), f"{fn}: t1 must be finite", {"t1": t1}),
+        (lambda xp, t0, t1: ~(t1 > t0), f"{fn}: t1 must be greater than t0 (the solve runs forward in time)",
+         {"t0": t0, "t1": t1}),
+    ]
+
+
+def _step_checks(fn: str, t0, t1, dt0, max_steps: int, fixed: bool) -> list:
+    checks = [(lambda xp, dt0: ~(xp.isfinite(dt0) & (dt0 > 0)), f"{fn}: dt0 must be positive and finite",
+               {"dt0": dt0})]
+    if fixed:  # (t1 − t0)/dt0 fixed steps: refuse a budget that cannot reach t1 (no grinding)
+        checks.append((lambda xp, t0, t1, dt0: (t1 - t0) > max_steps * dt0,
+                       f"{fn}: dt0 is too small: (t1 - t0)/dt0 fixed steps exceed max_steps={max_steps}; "
+                       f"increase dt0 or max_steps", {"t0": t0, "t1": t1, "dt0": dt0}))
+    return checks
+
+
+def _save_checks(fn: str, t0, t1, ts, name: str = "ts") -> list:
+    if ts.ndim != 1 or ts.shape[0] < 1:
+        raise ValueError(f"{fn}: {name} must be a non-empty vector of times, got shape {tuple(ts.shape)}")
+    return [
+        (lambda xp, ts: ~xp.all(xp.isfinite(ts)), f"{fn}: {name} must be finite", {name: ts}),
+        (lambda xp, ts: xp.any(ts[1:] <= ts[:-1]), f"{fn}: {name} must be strictly increasing", {name: ts}),
+        (lambda xp, t0, t1, ts: xp.any((ts < t0) | (ts > t1)), f"{fn}: {name} must lie in [t0, t1]",
+         {"t0": t0, "t1": t1, name: ts}),
+    ]
+
+
+def _tolerance_checks(fn: str, rtol, atol) -> list:
+    return [
+        (lambda xp, rtol: ~(xp.isfinite(rtol) & (rtol >= 0)), f"{fn}: rtol must be finite and ≥ 0", {"rtol": rtol}),
+        (lambda xp, atol: ~(xp.isfinite(atol) & (atol >= 0)), f"{fn}: atol must be finite and ≥ 0", {"atol": atol}),
+        (lambda xp, rtol, atol: (rtol == 0) & (atol == 0), f"{fn}: rtol and atol must not both be 0",
+         {"rtol": rtol, "atol": atol}),
+    ]
+
+
+def _is_sub(s) -> bool:
+    return isinstance(s, diffrax.SubSaveAt)
+
+
+def _saveat_ts(saveat: diffrax.SaveAt) -> list:
+    """The save times of every ``SubSaveAt`` in ``saveat`` that has some."""
+    subs = jax.tree_util.tree_leaves(saveat.subs, is_leaf=_is_sub)
+    return [s.ts for s in subs if _is_sub(s) and s.ts is not None]
+
+
+def _saveat_checks(fn: str, t0, t1, saveat: diffrax.SaveAt) -> list:
+    checks = []
+    for i, ts in enumerate(_saveat_ts(saveat)):
+        name = f"saveat.ts[{i}]" if i else "saveat.ts"
+        checks += _save_checks(fn, t0, t1, as_real(ts, f"{fn}: {name}"), name=name)
+    return checks
+
+
+def _replace_saveat_ts(saveat: diffrax.SaveAt, fn) -> diffrax.SaveAt:
+    """``saveat`` with each ``SubSaveAt``'s times ``ts`` replaced by ``fn(ts)``."""
+    def sub(s):
+        return eqx.tree_at(lambda s: s.ts, s, fn(s.ts)) if _is_sub(s) and s.ts is not None else s
+
+    return eqx.tree_at(lambda a: a.subs, saveat, jax.tree_util.tree_map(sub, saveat.subs, is_leaf=_is_sub),
+                       is_leaf=lambda x: x is None)
+
+
+def _trajectory(fn, system, ts, ys, result, sol, throw, deferred=(), requested=None, max_steps=None):
+    """The `Trajectory` of a solve, with NaN wherever nothing valid was computed.
+
+    ``ts`` ``(T,)``, ``ys`` the state dict with leaves ``(T, ·)``. A saved state that is NaN or
+    inf turns an otherwise successful ``result`` into ``RESULTS.nonfinite`` and its row into NaN;
+    a failed ``deferred`` argument check (traced, see `check_or_defer`) makes every output NaN
+    with ``RESULTS.nonfinite``; ``requested`` (the save times asked for, when known) makes a
+    failed solve's rows saved at other times NaN (diffrax saves the last state it reached for
+    ``t1``). Rows after an event stop stay diffrax's padding (``ts`` inf). ``throw`` raises on
+    failure (`_raise`).
+    """
+    bad = any_bad(deferred)
     valid = jnp.isfinite(ts)
-    safe_q = jnp.where(valid[:, None], q, 0.0)
-    safe_p = jnp.where(valid[:, None], p, 0.0)
+    finite_rows = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x), axis=-1) for x in ys.values()]), axis=0)
+    result = diffrax.RESULTS.where(diffrax.is_okay(result) & ~jnp.all(finite_rows | ~valid),
+                                   diffrax.RESULTS.nonfinite, result)
+    nan_rows = valid & ~finite_rows
+    if bad is not None:
+        result = diffrax.RESULTS.where(bad, diffrax.RESULTS.nonfinite, result)
+        nan_rows = nan_rows | bad
+        ts = jnp.where(bad, jnp.nan, ts)
+    if requested is not None:
+        nan_rows = nan_rows | (~diffrax.is_okay(result) & (ts != requested))
+    ys = {k: jnp.where(nan_rows[:, None], jnp.nan, x) for k, x in ys.items()}
+    ok_rows = valid & ~nan_rows
+    safe_q = jnp.where(ok_rows[:, None], ys["q"], 0.0)
+    safe_p = jnp.where(ok_rows[:, None], ys["p"], 0.0)
     qd = jax.vmap(velocities, in_axes=(None, 0, 0))(system.tree, safe_q, safe_p)
     # H = ½ pᵀq̇ + V(q), with the q̇ just solved for (no second factorisation of M)
     energy = 0.5 * jnp.sum(safe_p * qd, axis=-1) + jax.vmap(potential_energy, in_axes=(None, 0))(system.tree, safe_q)
-    qd = jnp.where(valid[:, None], qd, jnp.inf)
-    energy = jnp.where(valid, energy, jnp.inf)
-    return Trajectory(ts, q, p, qd, f, energy, result, sol, actuator)
+    qd = jnp.where(nan_rows[:, None], jnp.nan, jnp.where(valid[:, None], qd, jnp.inf))
+    energy = jnp.where(nan_rows, jnp.nan, jnp.where(valid, energy, jnp.inf))
+    out = (ts, ys["q"], ys["p"], qd, ys["f"], energy, ys.get("a"))
+    if throw:
+        out = _raise(out, fn, result, deferred, ts, max_steps)
+    ts, q, p, qd, f, energy, a = out
+    return Trajectory(ts, q, p, qd, f, energy, result, sol, a)
 
 
 def simulate(
@@ -161,39 +414,98 @@ def simulate(
 
     Returns:
         a `Trajectory`.
+
+    Errors and NaN (the same rule for every check):
+
+    - Arguments that are concrete (not traced) are checked before anything is traced, with a
+      ``ValueError`` naming the argument and its value: ``t0``, ``t1`` (finite, ``t1 > t0``),
+      ``dt0`` (finite, > 0; with fixed steps ``(t1 − t0)/dt0 ≤ max_steps``), ``ts`` and
+      ``saveat`` times (finite, strictly increasing, inside ``[t0, t1]``), ``rtol``/``atol``
+      (finite, ≥ 0, not both 0), ``max_steps``/``steps`` (static ints ≥ 1), and ``y0`` (its
+      keys and shapes, and NaN/inf, naming the key and index).
+    - The same checks on traced values (``t1``, ``y0``, … inside the caller's `jax.jit`,
+      `jax.vmap` or `jax.grad`) run on the device: with ``throw=True`` as an `equinox.error_if`
+      naming the argument (JAX wraps its message in a ``JaxRuntimeError``, ``EQX_ON_ERROR``
+      tunes it; the check costs one device-to-host predicate per call); with ``throw=False`` no
+      error is raised: no step is taken, every output is NaN and ``result`` is
+      ``diffrax.RESULTS.nonfinite``.
+    - A failed solve (the same two ways): with ``throw=True`` a `SimulationError` outside jit
+      (an `equinox.error_if` inside); with ``throw=False`` ``result`` says why:
+      ``max_steps_reached``, ``nonfinite`` (the state became NaN/inf: the solve stops at the
+      first such step instead of shrinking it until ``max_steps``) or ``dt_min_reached``, and
+      every saved state the solve did not reach is NaN (its ``ts`` entry is the time reached
+      for ``t1``, inf for ``ts`` not reached). ``successful`` and ``event_occurred`` are
+      success. NaN in an output always means "not computed", never a number.
     """
-    _check_span(t0, t1)
-    _check_state(system, y0)
+    fn = "simulate"
+    _check_types(fn, system=system, solver=solver, stepsize_controller=stepsize_controller, saveat=saveat,
+                 event=event, adjoint=adjoint)
+    y0 = _check_state(fn, system, y0)
+    t0, t1 = as_scalar(t0, f"{fn}: t0"), as_scalar(t1, f"{fn}: t1")
+    max_steps = as_count(max_steps, f"{fn}: max_steps")
+    checks = _span_checks(fn, t0, t1) + _state_checks(fn, y0)
     if steps is not None:
         given = dict(dt0=dt0, stepsize_controller=stepsize_controller, saveat=saveat, ts=ts, event=event,
                      adjoint=adjoint)
         clash = [k for k, v in given.items() if v is not None] + (["dense"] if dense else [])
         if clash:
-            raise ValueError(f"simulate: steps= (fixed-grid stepping) excludes {', '.join(clash)}")
-        return _simulate_grid(system, y0, t0, t1, steps, spacing, solver, throw)
-    solver = diffrax.Tsit5() if solver is None else solver
+            raise ValueError(f"{fn}: steps= (fixed-grid stepping) excludes {', '.join(clash)}")
+        steps = as_count(steps, f"{fn}: steps")
+        if spacing not in SPACINGS:
+            raise ValueError(f"{fn}: spacing must be one of {SPACINGS}, got {spacing!r}")
+        return _simulate_grid(system, y0, t0, t1, steps, spacing, solver, throw, check_or_defer(checks))
+    if saveat is not None and (ts is not None or dense):
+        raise ValueError(f"{fn}: give saveat or ts/dense, not both")
+    if stepsize_controller is None:
+        if dt0 is None:
+            rtol, atol = as_scalar(rtol, f"{fn}: rtol"), as_scalar(atol, f"{fn}: atol")
+            checks += _tolerance_checks(fn, rtol, atol)
+    fixed = stepsize_controller is None or isinstance(stepsize_controller, diffrax.ConstantStepSize)
+    if dt0 is not None:
+        dt0 = as_scalar(dt0, f"{fn}: dt0")
+        checks += _step_checks(fn, t0, t1, dt0, max_steps, fixed=fixed and event is None)
+    if saveat is None:
+        if ts is not None:
+            ts = as_real(ts, f"{fn}: ts")
+            checks += _save_checks(fn, t0, t1, ts)
+    else:
+        checks += _saveat_checks(fn, t0, t1, saveat)
+    deferred = check_or_defer(checks)
+    bad = any_bad(deferred)
+    if bad is not None:  # traced and bad: a zero-length solve at a harmless time, outputs NaN
+        t0 = jnp.where(bad, 0.0, t0)
+        t1 = jnp.where(bad, t0, t1)
+        dt0 = None if dt0 is None else jnp.where(bad, 1.0, dt0)
+        if ts is not None:
+            ts = jnp.where(bad, t0, ts)
+        if saveat is not None:
+            saveat = _replace_saveat_ts(saveat, lambda sts: jnp.where(bad, t0, sts))
+        if stepsize_controller is None and dt0 is None:
+            rtol, atol = jnp.where(bad, 1e-3, rtol), jnp.where(bad, 1e-3, atol)
     if stepsize_controller is None:
         if dt0 is None:
             stepsize_controller = diffrax.PIDController(rtol=rtol, atol=atol)
         else:
             stepsize_controller = diffrax.ConstantStepSize()
-    if saveat is None:
+    requested = None
+    if saveat is None:  # the times asked for: a failed solve's rows saved at others become NaN
         saveat = diffrax.SaveAt(ts=ts, dense=dense) if ts is not None else diffrax.SaveAt(t1=True, dense=dense)
+        requested = ts if ts is not None else t1[None]
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(system.vector_field),
-        solver,
+        diffrax.Tsit5() if solver is None else solver,
         t0,
         t1,
         dt0,
         y0,
         saveat=saveat,
-        stepsize_controller=stepsize_controller,
+        stepsize_controller=_stop_on_nonfinite(stepsize_controller, t1 - t0),
         event=event,
         max_steps=max_steps,
         adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
-        throw=throw,
+        throw=False,
     )
-    return _trajectory(system, sol.ts, sol.ys, sol.result, sol, throw)
+    return _trajectory(fn, system, sol.ts, sol.ys, sol.result, sol, throw, deferred, requested, max_steps)
 
 
 @eqx.filter_jit
@@ -204,15 +516,14 @@ def _field(system, t, y):
     return system.vector_field(t, y)
 
 
-def _simulate_grid(system, y0, t0, t1, steps, spacing, solver, throw) -> Trajectory:
+def _simulate_grid(system, y0, t0, t1, steps, spacing, solver, throw, deferred) -> Trajectory:
     """Fixed-grid stepping: ``steps`` solver steps in a `lax.scan` (see the module doc)."""
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"simulate: steps must be an int ≥ 1, got {steps!r}")
-    if spacing not in SPACINGS:
-        raise ValueError(f"simulate: spacing must be one of {SPACINGS}, got {spacing!r}")
+    bad = any_bad(deferred)
     dtype = jnp.result_type(y0["q"])
     t0 = jnp.asarray(t0, dtype)
     span = jnp.asarray(t1, dtype) - t0
+    if bad is not None:  # traced and bad: steps of zero length, outputs NaN
+        t0, span = jnp.where(bad, 0.0, t0), jnp.where(bad, 0.0, span)
     grid = jnp.linspace(0.0, 1.0, steps + 1, dtype=dtype)  # u
     # the solver steps one flat vector: its stage combinations are then one operation each,
     # not one per leaf of the state (a small system's step is mostly these)
@@ -238,7 +549,7 @@ def _simulate_grid(system, y0, t0, t1, steps, spacing, solver, throw) -> Traject
 
     _, xs = jax.lax.scan(step, (flat0, state), jnp.arange(steps))
     ys = jax.vmap(unravel)(jnp.concatenate([flat0[None], xs]))
-    return _trajectory(system, times, ys, diffrax.RESULTS.successful, None, throw)
+    return _trajectory("simulate", system, times, ys, diffrax.RESULTS.successful, None, throw, deferred)
 
 
 def hermite(ts: Float[Array, " T"], y: Float[Array, " T"], dydt: Float[Array, " T"],
@@ -319,35 +630,67 @@ def simulate_sde(
     """Stochastic torques (seed 000): ``dp = (F − ∂H/∂q − ∂R/∂q̇) dt + B dW``.
 
     ``noise``: ``B``, ``(n,)`` (independent torque noise per coordinate, N·m/√s) or ``(n, n)``.
-    ``key``: a PRNG key; the same key reproduces the same Brownian path (Diffrax
-    `VirtualBrownianTree`). Fixed step ``dt0``; default solver Euler–Maruyama (`diffrax.Euler`;
-    additive noise, strong order 1). Other arguments as in `simulate`.
+    ``key``: one PRNG key (``jax.random.key`` or ``jax.random.PRNGKey``); the same key
+    reproduces the same Brownian path (Diffrax `VirtualBrownianTree`, resolved to ``dt0/4``).
+    Fixed step ``dt0`` s (> 0, finite, ``(t1 − t0)/dt0 ≤ max_steps``: a step that cannot reach
+    ``t1`` within the budget is refused before anything runs); default solver Euler–Maruyama
+    (`diffrax.Euler`; additive noise, strong order 1). Other arguments, the checks, NaN and
+    ``result`` as in `simulate`.
     """
-    _check_span(t0, t1)
-    _check_state(system, y0)
+    fn = "simulate_sde"
+    _check_types(fn, system=system, solver=solver, saveat=saveat)
+    y0 = _check_state(fn, system, y0)
+    t0, t1 = as_scalar(t0, f"{fn}: t0"), as_scalar(t1, f"{fn}: t1")
+    dt0 = as_scalar(dt0, f"{fn}: dt0")
+    max_steps = as_count(max_steps, f"{fn}: max_steps")
+    check_key(key, f"{fn}: key")
     n = system.nq
-    B = jnp.asarray(noise)
-    if B.shape == (n,):
-        B = jnp.diag(B)
-    if B.shape != (n, n):
-        raise ValueError(f"noise has shape {jnp.shape(noise)}, expected ({n},) or ({n}, {n})")
+    noise = as_real(noise, f"{fn}: noise", like=y0["q"])
+    if noise.shape not in ((n,), (n, n)):
+        raise ValueError(f"{fn}: noise has shape {noise.shape}, expected ({n},) or ({n}, {n}) for a system "
+                         f"of {n} coordinates")
+    if saveat is not None and ts is not None:
+        raise ValueError(f"{fn}: give saveat or ts, not both")
+    checks = (_span_checks(fn, t0, t1) + _state_checks(fn, y0)
+              + _step_checks(fn, t0, t1, dt0, max_steps, fixed=True)
+              + [(lambda xp, noise: ~xp.all(xp.isfinite(noise)), f"{fn}: noise must be finite", {"noise": noise})])
+    B = jnp.diag(noise) if noise.shape == (n,) else jnp.asarray(noise)
+    if saveat is None and ts is not None:
+        ts = as_real(ts, f"{fn}: ts")
+        checks += _save_checks(fn, t0, t1, ts)
+    elif saveat is not None:
+        checks += _saveat_checks(fn, t0, t1, saveat)
+    deferred = check_or_defer(checks)
+    bad = any_bad(deferred)
+    if bad is not None:  # traced and bad: a zero-length solve (the Brownian tree needs dt0 > 0)
+        t0 = jnp.where(bad, 0.0, t0)
+        t1 = jnp.where(bad, t0, t1)
+        dt0 = jnp.where(bad, 1.0, dt0)
+        B = jnp.where(bad, 0.0, B)
+        if ts is not None:
+            ts = jnp.where(bad, t0, ts)
+        if saveat is not None:
+            saveat = _replace_saveat_ts(saveat, lambda sts: jnp.where(bad, t0, sts))
     dtype = jnp.result_type(y0["q"])
     k = system.fitness.size
     # Brownian motion with the state's structure; only its "p" part drives the system.
     sizes = {"q": n, "p": n, "f": k}
     if system.stateful:
         sizes["a"] = system.drive.state_size
-    shape = {key: jax.ShapeDtypeStruct((m,), dtype) for key, m in sizes.items()}
-    brownian = diffrax.VirtualBrownianTree(t0, t1, tol=dt0 / 4, shape=shape, key=key)
+    shape = {name: jax.ShapeDtypeStruct((m,), dtype) for name, m in sizes.items()}
+    brownian = diffrax.VirtualBrownianTree(t0, jnp.maximum(t1, t0 + dt0), tol=dt0 / 4, shape=shape, key=key)
 
     def diffusion(t, y, args):
-        return {key: B.astype(dtype) if key == "p" else jnp.zeros((m, m), dtype) for key, m in sizes.items()}
+        return {name: B.astype(dtype) if name == "p" else jnp.zeros((m, m), dtype) for name, m in sizes.items()}
 
     terms = diffrax.MultiTerm(diffrax.ODETerm(system.vector_field), diffrax.ControlTerm(diffusion, brownian))
+    requested = None
     if saveat is None:
         saveat = diffrax.SaveAt(ts=ts) if ts is not None else diffrax.SaveAt(t1=True)
+        requested = ts if ts is not None else t1[None]
     sol = diffrax.diffeqsolve(
         terms, diffrax.Euler() if solver is None else solver, t0, t1, dt0, y0,
-        saveat=saveat, max_steps=max_steps, throw=throw,
+        saveat=saveat, stepsize_controller=_stop_on_nonfinite(diffrax.ConstantStepSize(), t1 - t0),
+        max_steps=max_steps, throw=False,
     )
-    return _trajectory(system, sol.ts, sol.ys, sol.result, sol, throw)
+    return _trajectory(fn, system, sol.ts, sol.ys, sol.result, sol, throw, deferred, requested, max_steps)
