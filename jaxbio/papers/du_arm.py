@@ -57,6 +57,7 @@ from jaxbio._validate import any_traced, as_float, as_shape, check_eagerly, enfo
 from jaxbio.dynamics.loads import point_loads
 from jaxbio.dynamics.rnea import segment_wrenches
 from jaxbio.models.anthropometrics import DE_LEVA_MALE
+from jaxbio.models.build import gyration_inertia
 from jaxbio.muscles import geometry
 from jaxbio.muscles.geometry import MusclePaths
 from jaxbio.spatial import cross, dot, norm, safe_sqrt, unit
@@ -320,11 +321,10 @@ def _tree(arm: Arm, starts, ends) -> SegmentTree:
     L = norm(d)
     x = unit(d, jnp.zeros_like(d))  # segment long axes, world
     n = arm.n
-    kt, kl = arm.gyration_ratios[:, 0], arm.gyration_ratios[:, 1]
-    eye = jnp.eye(3, dtype=d.dtype)
     xx = x[:, :, None] * x[:, None, :]
-    inertias = (arm.masses * L * L)[:, None, None] * (
-        (kt * kt)[:, None, None] * (eye - xx) + (kl * kl)[:, None, None] * xx)
+    # Du's m L² diag(k_long², k_trans², k_trans²) in the world: k_trans about every transverse axis
+    inertias = gyration_inertia(arm.masses, L, (arm.gyration_ratios[:, 0], arm.gyration_ratios[:, 1]),
+                                (jnp.eye(3, dtype=d.dtype) - xx, xx))
     par = np.asarray(arm.parents)
     origins = starts - jnp.where((par < 0)[:, None], 0.0, starts[np.maximum(par, 0)])
     return SegmentTree(
