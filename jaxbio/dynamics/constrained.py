@@ -333,9 +333,9 @@ def augmented_multipliers(
     """Blajer eq. 16: ``λ* = Eᵀ [f_g + B u + f_ext − M (D q̈ + γ)]``, ``(m, 2)`` for the ``m`` chosen
     joints (two open-constraint coordinates each, `jaxbio.dynamics.absolute.open_constraint_matrix`).
 
-    ``D q̈ + γ = p̈`` (eq. 9) by forward-mode derivatives of the planar kinematics. Arguments as in
-    `reactions_augmented`. Equal to the joint rows of `lagrange_multipliers` for a consistent
-    ``(q̈, u, f_ext)``.
+    ``D q̈ + γ = p̈`` (eq. 9) from the kinematic recursion (`jaxbio.dynamics.absolute.absolute_motion`).
+    Arguments as in `reactions_augmented`. Equal to the joint rows of `lagrange_multipliers` for a
+    consistent ``(q̈, u, f_ext)``.
     """
     idx = _joint_indices(tree, joints)
     return _augmented(tree, q, qd, qdd, tau, external, idx, check)[0]
