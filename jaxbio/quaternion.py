@@ -16,7 +16,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio.spatial import cross as _cross
-from jaxbio.spatial import safe_sqrt as _safe_sqrt
+from jaxbio.spatial import unit as _unit
 
 __all__ = [
     "multiply",
@@ -143,8 +143,4 @@ def from_matrix(R: Float[ArrayLike, "... 3 3"]) -> Float[Array, "... 4"]:
 def normalize(q: Float[ArrayLike, "... 4"]) -> Float[Array, "... 4"]:
     """``q / |q|``; a zero quaternion maps to the identity instead of NaN."""
     q = jnp.asarray(q)
-    n2 = jnp.sum(q * q, axis=-1, keepdims=True)
-    n = _safe_sqrt(n2)
-    ok = n > 0
-    safe = jnp.where(ok, n, 1.0)
-    return jnp.where(ok, q / safe, identity(q.dtype))
+    return _unit(q, identity(q.dtype))

@@ -57,15 +57,17 @@ def safe_sqrt(x: Float[ArrayLike, "..."]) -> Float[Array, "..."]:
     return jnp.where(pos, jnp.sqrt(jnp.where(pos, x, 1.0)), 0.0)
 
 
-def norm(v: Float[ArrayLike, "... 3"]) -> Float[Array, "..."]:
-    """``|v|`` over the last axis, with a finite gradient (zero) at ``v = 0``."""
+def norm(v: Float[ArrayLike, "... d"]) -> Float[Array, "..."]:
+    """``|v|`` over the last axis (any length: planar vectors, 3-vectors, quaternions), with a
+    finite gradient (zero) at ``v = 0``."""
     v = jnp.asarray(v)
     return safe_sqrt(jnp.sum(v * v, axis=-1))
 
 
-def unit(v: Float[ArrayLike, "... 3"], fallback: Float[ArrayLike, "... 3"], tiny: Float[ArrayLike, "..."] = 0.0
-         ) -> Float[Array, "... 3"]:
-    """``v / |v|``, or ``fallback`` where ``|v| <= tiny`` (no NaN, finite gradients)."""
+def unit(v: Float[ArrayLike, "... d"], fallback: Float[ArrayLike, "... d"], tiny: Float[ArrayLike, "..."] = 0.0
+         ) -> Float[Array, "... d"]:
+    """``v / |v|`` over the last axis (any length), or ``fallback`` where ``|v| <= tiny`` (no NaN,
+    finite gradients)."""
     v = jnp.asarray(v)
     n = norm(v)
     ok = n > tiny

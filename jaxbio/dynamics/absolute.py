@@ -52,7 +52,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from jaxbio import quaternion as quat
 from jaxbio.dynamics.contact import Contacts, contact_points, contact_rows
+from jaxbio.dynamics.kinematics import segment_motion
+from jaxbio.spatial import cross
 from jaxbio.tree import SegmentTree
 
 __all__ = [
@@ -184,27 +187,31 @@ def _ancestor_matrix(tree: SegmentTree, dtype):
     return jnp.asarray(tree.ancestors, dtype)
 
 
-def _coordinates(tree: SegmentTree, pp: PlanarParams, q):
-    """``p = g(q)`` ``(3N,)`` by the closed-form planar kinematics: ``θ = Anc · (β + sign q)``
-    (revolute ``q`` only), joint centres ``O = Anc · d`` with ``d_j = R(θ_p) o_j + q_j s_j``
-    (the slide term for prismatic joints only), ``r = O + R(θ) c``. Independent of the 3D
-    quaternion recursion of `jaxbio.dynamics`."""
-    rev = jnp.asarray(pp.revolute)
-    anc = _ancestor_matrix(tree, q.dtype)
-    th = anc @ (pp.beta + jnp.where(rev, pp.sign * q, 0.0))
-    thp = _with_world(th)[pp.parent]
-    d = _rot(thp, pp.origin) + jnp.where(rev, 0.0, q)[:, None] * _rot(thp + pp.beta, pp.axis)
-    O = anc @ d
-    r = O + _rot(th, pp.com)
-    return jnp.concatenate([r, th[:, None]], axis=-1).reshape(-1)
+def _planar_tree(tree: SegmentTree, pp: PlanarParams) -> SegmentTree:
+    """``tree`` with its joint axes taken from ``pp`` (revolute ``(0, 0, ±1)``, prismatic the
+    in-plane part): the planar idealisation, and the planarity check of `planar_params` flows into
+    every result computed from it."""
+    zero = jnp.zeros_like(pp.sign)
+    axes = jnp.where(jnp.asarray(pp.revolute)[:, None], jnp.stack([zero, zero, pp.sign], -1),
+                     jnp.concatenate([pp.axis, zero[:, None]], -1))
+    return eqx.tree_at(lambda t: t.axes, tree, axes)
+
+
+def _stack(xy, theta):
+    """``(N, 2)`` positions and ``(N,)`` angles (or their rates) → ``(3N,)`` ``[x, y, θ, …]``."""
+    return jnp.concatenate([xy, theta[:, None]], axis=-1).reshape(-1)
 
 
 def absolute_motion(tree: SegmentTree, q, qd=None, qdd=None, *, pp: PlanarParams | None = None):
     """``p = g(q)``, ``ṗ = D q̇`` and ``p̈ = D q̈ + γ`` (seed 003 eq. 9), each ``(3N,)``.
 
-    ``g`` is the closed-form planar kinematics (``θ`` the sum of joint angles along the path, not
-    wrapped); ``D q̇`` and ``D q̈`` are forward-mode derivatives of ``g`` (one tangent each, ``D``
-    is never formed) and ``γ = (∂²g/∂q²)[q̇, q̇]`` the second derivative along ``q̇``.
+    The positions, velocities and accelerations of the COMs and the angular rates are those of
+    jaxbio's forward kinematics (`jaxbio.dynamics.segment_motion`, the one recursion): for COM
+    offset ``c = R c_local``, ``r = O + c``, ``ṙ = v + ω × c``, ``r̈ = a + α × c + ω × (ω × c)``,
+    ``θ̇ = ω_z``, ``θ̈ = α_z``. The angle ``θ`` is the sum of the joint angles along the path
+    (``β + sign q`` of every revolute ancestor), not wrapped as a quaternion's would be, so that
+    `joint_coordinates` inverts ``g`` for any ``q``. With ``qdd`` omitted ``p̈`` is ``γ``, the
+    acceleration at ``q̈ = 0``.
 
     Args:
         q, qd, qdd: ``(n,)`` joint coordinates (rad / m), velocities and accelerations; ``qd``,
@@ -216,22 +223,21 @@ def absolute_motion(tree: SegmentTree, q, qd=None, qdd=None, *, pp: PlanarParams
     pp = planar_params(tree) if pp is None else pp
     q = jnp.asarray(q)
     qd = jnp.zeros_like(q) if qd is None else jnp.asarray(qd, q.dtype)
-
-    def g(x):
-        return _coordinates(tree, pp, x)
-
-    def g_dot(x):
-        return jax.jvp(g, (x,), (qd,))[1]
-
-    (p, pd), (_, gamma) = jax.jvp(g, (q,), (qd,)), jax.jvp(g_dot, (q,), (qd,))
-    if qdd is None:
-        return p, pd, gamma
-    return p, pd, jax.jvp(g, (q,), (jnp.asarray(qdd, q.dtype),))[1] + gamma
+    qdd = jnp.zeros_like(q) if qdd is None else jnp.asarray(qdd, q.dtype)
+    mo = segment_motion(_planar_tree(tree, pp), q, qd, qdd)
+    c = quat.rotate(mo.attitude, tree.coms.astype(q.dtype))  # COM offsets, world
+    theta = _ancestor_matrix(tree, q.dtype) @ (pp.beta + jnp.where(jnp.asarray(pp.revolute), pp.sign * q, 0.0))
+    w, al = mo.omega, mo.alpha
+    p = _stack((mo.position + c)[:, :2], theta)
+    pd = _stack((mo.velocity + cross(w, c))[:, :2], w[:, 2])
+    pdd = _stack((mo.acceleration + cross(al, c) + cross(w, cross(w, c)))[:, :2], al[:, 2])
+    return p, pd, pdd
 
 
 def absolute_coordinates(tree: SegmentTree, q) -> Float[Array, " 3N"]:
-    """``p = g(q)`` ``(3N,)`` (part I eq. 8): COM x, y (m) and frame angle θ (rad) per segment."""
-    return _coordinates(tree, planar_params(tree), jnp.asarray(q))
+    """``p = g(q)`` ``(3N,)`` (part I eq. 8): COM x, y (m) and frame angle θ (rad) per segment
+    (`absolute_motion`)."""
+    return absolute_motion(tree, q)[0]
 
 
 def velocity_map(tree: SegmentTree, q) -> Float[Array, "3N n"]:

@@ -42,7 +42,7 @@ float64, ``jit(vmap)`` over 10⁴ random frames, a shared 2-core CPU VM, so abso
 | (a) recursion | O(N): one kinematic pass and one wrench pass (level scans) | 5–14 | 1 |
 | (b) Lagrange, flight | ``C`` ``(l × 3N)`` from analytic 2×3 blocks, ``C M⁻¹ Cᵀ`` (l²·3N), Cholesky l³/3 with ``l = 2N = 22`` | 16–50 | 3.2–3.6 |
 | (b) Lagrange, support (weld + pin, ``l = 27``) | the same with the contact rows | 55–94 | 5–11 |
-| (c) augmented, all joints | O(N) closed-form planar kinematics (p̈ = D q̈ + γ by two forward-mode passes) + ``Eᵀ w`` ``(2N × 3N)`` | 10–16 | 1.0–1.9 |
+| (c) augmented, all joints | O(N): one kinematic pass (level scan: p, ṗ, p̈ = D q̈ + γ) + ``Eᵀ w`` ``(2N × 3N)`` | 10–16 | 1.0–1.9 |
 | (c) augmented, hip + knee + ankle | the same with ``l* = 6`` columns of ``E`` | 4–9 | 0.66–0.75 |
 
 (The support-phase ``q̈`` itself, `constrained_forward_dynamics`, costs ~60 µs: ``M``, its
@@ -333,9 +333,9 @@ def augmented_multipliers(
     """Blajer eq. 16: ``λ* = Eᵀ [f_g + B u + f_ext − M (D q̈ + γ)]``, ``(m, 2)`` for the ``m`` chosen
     joints (two open-constraint coordinates each, `jaxbio.dynamics.absolute.open_constraint_matrix`).
 
-    ``D q̈ + γ = p̈`` (eq. 9) by forward-mode derivatives of the planar kinematics. Arguments as in
-    `reactions_augmented`. Equal to the joint rows of `lagrange_multipliers` for a consistent
-    ``(q̈, u, f_ext)``.
+    ``D q̈ + γ = p̈`` (eq. 9) from the kinematic recursion (`jaxbio.dynamics.absolute.absolute_motion`).
+    Arguments as in `reactions_augmented`. Equal to the joint rows of `lagrange_multipliers` for a
+    consistent ``(q̈, u, f_ext)``.
     """
     idx = _joint_indices(tree, joints)
     return _augmented(tree, q, qd, qdd, tau, external, idx, check)[0]

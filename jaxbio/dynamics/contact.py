@@ -91,45 +91,48 @@ def contact_points(contacts: Contacts, dtype) -> Array:
     return jnp.stack([jnp.asarray(c.point, dtype)[:2] for c in contacts])
 
 
+def _generic_rows(parents: tuple[int, ...], joint_types: tuple[str, ...], layout: tuple,
+                  centres: np.ndarray, slides: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """Rows ``(r, n)`` of the planar contact Jacobian for world joint centres ``centres`` ``(n, 2)``,
+    unit slide axes ``slides`` ``(n, 2)`` and contact points ``points`` ``(k, 2)`` (world), one
+    per ``(segment, weld)`` of ``layout``: `point_jacobian`'s column rule in the plane (revolute
+    ancestor ``j``: ``ẑ × (X − O_j)``, and 1 on the angle; prismatic: ``s_j``). numpy, so that
+    checking contacts compiles nothing; tests/dynamics/test_contact.py checks these rows against
+    `point_jacobian` at the same numbers."""
+    n = len(parents)
+    rev = np.asarray([t == "revolute" for t in joint_types])
+    rows = []
+    for (seg, weld), X in zip(layout, points):
+        moves = np.zeros(n, dtype=bool)  # joints that move the segment: itself and its ancestors
+        j = seg
+        while j >= 0:
+            moves[j] = True
+            j = parents[j]
+        lever = X - centres
+        rows += [np.where(moves, np.where(rev, -lever[:, 1], slides[:, 0]), 0.0),
+                 np.where(moves, np.where(rev, lever[:, 0], slides[:, 1]), 0.0)]
+        if weld:
+            rows.append(np.where(moves & rev, 1.0, 0.0))
+    return np.asarray(rows)
+
+
 @functools.lru_cache(maxsize=256)
 def _generic_contact_rank(parents: tuple[int, ...], joint_types: tuple[str, ...], layout: tuple) -> int:
-    """Rank of the contact Jacobian ``∂(contact rows)/∂q`` at random planar numbers with the given
-    topology: the structural (generic) rank. numpy only, at trace time."""
+    """Structural (generic) rank of the contact Jacobian ``∂(contact rows)/∂q`` of a planar tree
+    with this topology and contacts ``layout`` (``(segment, weld)`` pairs): the larger rank of two
+    random draws of `_generic_rows`. No forward kinematics is needed: the joint centres, slide
+    axes and contact points can each be placed anywhere by the tree's free numbers (a joint's
+    origin, its frame's angle, the contact point), so independent random draws reach the same
+    generic rank as random trees in random poses."""
     rng = np.random.default_rng(12345)
     n = len(parents)
     best = 0
     for _ in range(2):
-        beta = rng.uniform(-np.pi, np.pi, n)
-        origin = rng.normal(size=(n, 2))
-        axis = rng.normal(size=(n, 2))
-        axis /= np.linalg.norm(axis, axis=1, keepdims=True)
-        q = rng.normal(size=n)
-        th = np.zeros(n)
-        O = np.zeros((n, 2))
-        S = np.zeros((n, 2))
-
-        def rot(a, v):
-            return np.array([np.cos(a) * v[0] - np.sin(a) * v[1], np.sin(a) * v[0] + np.cos(a) * v[1]])
-
-        for i, p in enumerate(parents):
-            thp, Op = (0.0, np.zeros(2)) if p < 0 else (th[p], O[p])
-            S[i] = rot(thp + beta[i], axis[i])
-            rev = joint_types[i] == "revolute"
-            th[i] = thp + beta[i] + (q[i] if rev else 0.0)
-            O[i] = Op + rot(thp, origin[i]) + (0.0 if rev else q[i] * S[i])
-        rows = []
-        for seg, weld in layout:
-            X = O[seg] + rot(th[seg], rng.normal(size=2))
-            jx, jy, jt = np.zeros(n), np.zeros(n), np.zeros(n)
-            j = seg
-            while j >= 0:
-                if joint_types[j] == "revolute":
-                    jx[j], jy[j], jt[j] = -(X[1] - O[j][1]), X[0] - O[j][0], 1.0
-                else:
-                    jx[j], jy[j] = S[j]
-                j = parents[j]
-            rows += [jx, jy] + ([jt] if weld else [])
-        best = max(best, int(np.linalg.matrix_rank(np.asarray(rows))))
+        slides = rng.normal(size=(n, 2))
+        slides /= np.linalg.norm(slides, axis=1, keepdims=True)
+        rows = _generic_rows(parents, joint_types, layout, rng.normal(size=(n, 2)), slides,
+                             rng.normal(size=(len(layout), 2)))
+        best = max(best, int(np.linalg.matrix_rank(rows)))
     return best
 
 

@@ -5,10 +5,10 @@ Run ``python -m jaxbio.models._build`` or ``python jaxbio/models/_build.py`` to 
 ``--check`` writes nothing and exits with status 1 if a file on disk differs from what this script
 builds. The models, their coordinates and every modelling choice are described in ``README.md``.
 
-Format: the jaxbio model format, version 1 (API.md, "Model file format"): segment frame =
-parent frame · Translation(origin) · Rotation(orientation) · joint motion; ``com`` in the segment
-frame; ``inertia`` about the COM in the segment frame; one DOF per segment. Every frame built here
-has the world's orientation at q = 0, so all ``orientation`` quaternions are the identity.
+The segments are written with the model builder, `jaxbio.models.build` (format, `Body` algebra,
+de Leva bodies); this file holds only what is particular to the four shipped models: their
+geometry and the JSON layout of the files. Every frame built here has the world's orientation at
+q = 0, so all ``orientation`` quaternions are the identity.
 
 Frames. 3D models: x forward, y left, z up (gravity -z). Planar (sagittal) models: x forward,
 y up, z to the subject's right (gravity -y, revolute axes +z, counter-clockwise positive).
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -31,24 +30,17 @@ DIGITS = 10  # significant digits written for the anthropometric models
 # ---------------------------------------------------------------------------------------------
 # de Leva (1996) Table 4, males, and its reference subject: the one anthropometric table of jaxbio.
 if __package__:
-    from jaxbio.models.anthropometrics import BODY_MASS, DE_LEVA_MALE, STATURE, DeLevaRow
-else:  # run as a plain script (numpy only): the table is the module next to this file
-    from anthropometrics import BODY_MASS, DE_LEVA_MALE, STATURE, DeLevaRow  # type: ignore[no-redef]
+    from jaxbio.models.anthropometrics import DE_LEVA_MALE, STATURE, DeLevaRow
+    from jaxbio.models.build import (GRAVITY_3D, GRAVITY_PLANAR, X, Y, Z, Body, combine, deleva_body, model, moved,
+                                     segment, subtract, virtual)
+else:  # run as a plain script (numpy only): the table and the builder are the modules next to this file
+    from anthropometrics import DE_LEVA_MALE, STATURE, DeLevaRow  # type: ignore[no-redef]
+    from build import (GRAVITY_3D, GRAVITY_PLANAR, X, Y, Z, Body, combine, deleva_body, model,  # type: ignore[no-redef]
+                       moved, segment, subtract, virtual)
 
 # Same table, trunk measured MIDS (mid-point of the shoulder joint centres) -> MIDH: 515.5 mm.
 # Used only to place the shoulder joint centres above the mid-hip point.
 SHOULDER_ABOVE_MIDH = 0.5155  # m
-
-# Axes of the radii of gyration. de Leva (after Zatsiorsky) names three principal axes: the
-# longitudinal axis (along the segment), the "transverse" axis and the "sagittal" axis. We read them
-# anatomically: the transverse (= frontal, side-to-side) axis is the mediolateral axis, about which
-# sagittal-plane (flexion/extension) rotation happens; the sagittal axis lies in the sagittal plane,
-# perpendicular to the long axis (antero-posterior for upright segments, vertical for the foot).
-# The table itself supports this reading: the flat hand (palm in the frontal plane) has r_sag > r_trans
-# (62.8 > 51.3), the head, longer than it is wide, has r_trans > r_sag (37.6 > 36.2), and the trunk,
-# wider than it is deep, has r_sag > r_trans (37.2 > 34.7). Planar models therefore take Izz (the
-# mediolateral axis) from r_transverse. Other codes read the columns the other way round; the
-# difference is below 5 % except for the hand.
 
 # ---- Geometry that de Leva's table does not give (all for the reference male above) ----
 # Height of the ankle joint centre (taken at the lateral malleolus, de Leva's shank endpoint) above
@@ -73,115 +65,6 @@ HIP_HALF_WIDTH = 0.0835  # m
 SHOULDER_HALF_WIDTH = 0.17  # m
 # Standing height of the hip joint centres: thigh + shank + ankle height (feet flat, sole at 0).
 HIP_HEIGHT = (DE_LEVA_MALE["thigh"].length_mm + DE_LEVA_MALE["shank"].length_mm) / 1000 + ANKLE_HEIGHT
-
-# A one-DOF link inside a multi-DOF joint must still have positive mass (the loader refuses zero):
-# these "virtual" segments carry 0.1 g and 1e-7 kg m^2, COM at their origin. Nothing is subtracted
-# from the anthropometric masses, so a model's total mass = anthropometric mass + n_virtual * 1e-4 kg.
-VIRTUAL_MASS = 1e-4  # kg
-VIRTUAL_INERTIA = 1e-7  # kg m^2, times the identity
-
-# ---------------------------------------------------------------------------------------------
-# Rigid-body helpers
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Body:
-    """Inertial parameters in one segment frame: ``mass`` kg, ``com`` (3,) m, ``inertia`` (3, 3)
-    kg m^2 about the COM."""
-
-    mass: float
-    com: np.ndarray
-    inertia: np.ndarray
-
-
-VIRTUAL_BODY = Body(VIRTUAL_MASS, np.zeros(3), VIRTUAL_INERTIA * np.eye(3))
-
-
-def _unit(v) -> np.ndarray:
-    v = np.asarray(v, dtype=float)
-    return v / np.linalg.norm(v)
-
-
-def deleva_body(row: DeLevaRow, start, direction, mediolateral, body_mass: float = BODY_MASS) -> Body:
-    """Mass, COM and inertia of a de Leva segment, in a segment frame.
-
-    ``start``: position (m, segment frame) of the row's origin endpoint; ``direction``: unit vector
-    from the origin endpoint towards the other endpoint; ``mediolateral``: the segment's
-    mediolateral axis (carries r_transverse; the sagittal axis is ``direction x mediolateral``).
-    mass = body_mass * mass%; COM = start + com% * length * direction;
-    inertia = mass * length^2 * sum_k r_k^2 e_k e_k^T over the three principal axes e_k.
-    """
-    length = row.length_mm / 1000.0
-    mass = body_mass * row.mass / 100.0
-    e_long = _unit(direction)
-    e_ml = _unit(mediolateral)
-    assert abs(e_long @ e_ml) < 1e-12, "mediolateral axis must be perpendicular to the segment"
-    e_sag = np.cross(e_long, e_ml)
-    com = np.asarray(start, dtype=float) + row.com / 100.0 * length * e_long
-    inertia = sum(
-        (r / 100.0 * length) ** 2 * np.outer(e, e)
-        for r, e in ((row.r_sagittal, e_sag), (row.r_transverse, e_ml), (row.r_longitudinal, e_long))
-    )
-    return Body(mass, com, mass * inertia)
-
-
-def _steiner(mass: float, d: np.ndarray) -> np.ndarray:
-    """Parallel-axis term: inertia of a point mass at offset ``d`` from the reference point."""
-    return mass * (d @ d * np.eye(3) - np.outer(d, d))
-
-
-def combine(*bodies: Body) -> Body:
-    """Rigidly lump bodies given in the same frame (parallel-axis theorem)."""
-    mass = sum(b.mass for b in bodies)
-    com = sum(b.mass * b.com for b in bodies) / mass
-    inertia = sum(b.inertia + _steiner(b.mass, b.com - com) for b in bodies)
-    return Body(mass, com, inertia)
-
-
-def subtract(whole: Body, part: Body) -> Body:
-    """The rest of ``whole`` once ``part`` (same frame) is taken away, so that
-    ``combine(subtract(whole, part), part) == whole``."""
-    mass = whole.mass - part.mass
-    com = (whole.mass * whole.com - part.mass * part.com) / mass
-    about_whole_com = whole.inertia - part.inertia - _steiner(part.mass, part.com - whole.com)
-    return Body(mass, com, about_whole_com - _steiner(mass, com - whole.com))
-
-
-def moved(body: Body, new_origin) -> Body:
-    """The same body expressed in a parallel frame whose origin is at ``new_origin``."""
-    return Body(body.mass, body.com - np.asarray(new_origin, dtype=float), body.inertia)
-
-
-def segment(name, parent, joint_type, axis, body: Body, origin=(0.0, 0.0, 0.0)) -> dict:
-    """One entry of ``segments`` (identity joint orientation)."""
-    return {
-        "name": name,
-        "parent": parent,
-        "joint": {
-            "type": joint_type,
-            "axis": [float(a) for a in axis],
-            "origin": [float(o) for o in origin],
-            "orientation": [1.0, 0.0, 0.0, 0.0],
-        },
-        "mass": float(body.mass),
-        "com": [float(c) for c in body.com],
-        "inertia": [[float(x) for x in row] for row in body.inertia],
-    }
-
-
-def virtual(name, parent, joint_type, axis, origin=(0.0, 0.0, 0.0)) -> dict:
-    """A massless-in-spirit link of a multi-DOF joint (see VIRTUAL_MASS)."""
-    return segment(name, parent, joint_type, axis, VIRTUAL_BODY, origin)
-
-
-def model(name: str, gravity, segments: list[dict]) -> dict:
-    return {"format": "jaxbio-model", "version": 1, "name": name, "gravity": list(gravity), "segments": segments}
-
-
-GRAVITY_3D = (0.0, 0.0, -9.81)
-GRAVITY_PLANAR = (0.0, -9.81, 0.0)
-X, Y, Z = np.eye(3)
 
 # ---------------------------------------------------------------------------------------------
 # Models

@@ -1,8 +1,8 @@
 """Anthropometric data: de Leva (1996) Table 4, males — the one table every jaxbio model uses.
 
-The shipped models (`jaxbio/models/_build.py`, documented in ``jaxbio/models/README.md``) and
-seed 001's arm (`jaxbio.papers.du_arm.Arm.de_leva`) read their segment lengths, masses, centres of
-mass and radii of gyration from here. numpy only (no JAX), so the build script runs without it.
+The shipped models (`jaxbio/models/_build.py` with `jaxbio.models.build.deleva_body`, documented
+in ``jaxbio/models/README.md``) and seed 001's arm (`jaxbio.papers.du_arm.Arm.de_leva`) read their
+segment lengths, masses, centres of mass and radii of gyration from here. numpy only (no JAX), so the build script runs without it.
 """
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio._validate import check_values, concrete
+from jaxbio.spatial import safe_sqrt
 
 __all__ = [
     "hill_force_velocity",
@@ -472,7 +473,7 @@ class HillMuscle(eqx.Module):
         activation, mt_length, mt_velocity = self._inputs(activation, musculotendon_length,
                                                           musculotendon_velocity)
         fiber = jnp.asarray(fiber_length)
-        along = jnp.sqrt(jnp.maximum(fiber**2 - self._thickness() ** 2, 0.0))
+        along = safe_sqrt(fiber**2 - self._thickness() ** 2)  # 0 below the thickness, finite gradient
         return self._residual_along(along, activation, mt_length, mt_velocity)
 
 

@@ -37,6 +37,7 @@ from jaxtyping import Array, Float
 
 from jaxbio import quaternion as quat
 from jaxbio.model import load_model
+from jaxbio.models.build import Z, Body, combine, model, moved, segment, virtual
 from jaxbio.muscles.curves import HillMuscle
 from jaxbio.muscles.geometry import MusclePaths
 from jaxbio.tree import SegmentTree
@@ -55,9 +56,6 @@ _COORDINATES = {
         "lumbar_extension",
     ),
 }
-
-VIRTUAL_MASS = 1e-4  # kg, as jaxbio/models/README.md "Virtual segments"
-VIRTUAL_INERTIA = 1e-7  # kg·m²
 
 
 class MuscleParameters(eqx.Module):
@@ -103,31 +101,12 @@ def _read_csv(filename: str) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(_read_text(filename))))
 
 
-def _inertia(row: dict[str, str]) -> np.ndarray:
+def _body(row: dict[str, str]) -> Body:
+    """The `Body` of one row of an OpenSim body table (mass, COM and inertia in the body frame)."""
     ixx, iyy, izz, ixy, ixz, iyz = (float(row[k]) for k in
                                      ("Ixx_kgm2", "Iyy_kgm2", "Izz_kgm2", "Ixy_kgm2", "Ixz_kgm2", "Iyz_kgm2"))
-    return np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
-
-
-def _com(row: dict[str, str]) -> np.ndarray:
-    return np.array([float(row[k]) for k in ("com_x_m", "com_y_m", "com_z_m")])
-
-
-def _segment(name, parent, jtype, axis, origin, mass, com, inertia) -> dict:
-    return {
-        "name": name,
-        "parent": parent,
-        "joint": {"type": jtype, "axis": [float(a) for a in axis], "origin": [float(o) for o in origin],
-                  "orientation": [1.0, 0.0, 0.0, 0.0]},
-        "mass": float(mass),
-        "com": [float(c) for c in com],
-        "inertia": np.asarray(inertia, float).tolist(),
-    }
-
-
-def _virtual(name, parent, axis, origin=(0.0, 0.0, 0.0)) -> dict:
-    return _segment(name, parent, "prismatic", axis, origin, VIRTUAL_MASS, (0, 0, 0),
-                    VIRTUAL_INERTIA * np.eye(3))
+    return Body(float(row["mass_kg"]), np.array([float(row[k]) for k in ("com_x_m", "com_y_m", "com_z_m")]),
+                np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]]))
 
 
 # ---- arm26 -----------------------------------------------------------------------------------
@@ -137,10 +116,12 @@ _ARM26_BASE = np.array([0.0, 0.8, 0.0])  # base welded to the ground at (0, 0.8,
 
 def arm26_model_dict() -> dict:
     """The jaxbio model dict of Arm26 (what ``jaxbio/models/arm26.json`` holds), from the copied
-    OpenSim tables: the massless ``base`` (welded to the ground at (0, 0.8, 0)) is folded into
-    the world by offsetting the shoulder origin; each CustomJoint is one revolute joint about its
-    (slightly tilted) ``rotation1`` axis, zero child offsets."""
-    joints = {j["joint"]: j for j in json.loads(_read_text("arm26_joints.json"))["joints"]}
+    OpenSim tables with the model builder (`jaxbio.models.build`): the massless ``base`` (welded
+    to the ground at (0, 0.8, 0)) is folded into the world by offsetting the shoulder origin; each
+    CustomJoint is one revolute joint about its (slightly tilted) ``rotation1`` axis, zero child
+    offsets."""
+    jdata = json.loads(_read_text("arm26_joints.json"))
+    joints = {j["joint"]: j for j in jdata["joints"]}
     bodies = {r["body"]: r for r in _read_csv("arm26_bodies.csv")}
     segs = []
     for body, jname, parent in (("r_humerus", "r_shoulder", None), ("r_ulna_radius_hand", "r_elbow", "r_humerus")):
@@ -149,11 +130,8 @@ def arm26_model_dict() -> dict:
         origin = np.asarray(j["parent_frame"]["translation_m"], float)
         if parent is None:
             origin = origin + _ARM26_BASE
-        b = bodies[body]
-        segs.append(_segment(body, parent, "revolute", axis / np.linalg.norm(axis), origin,
-                             float(b["mass_kg"]), _com(b), _inertia(b)))
-    return {"format": "jaxbio-model", "version": 1, "name": "arm26",
-            "gravity": json.loads(_read_text("arm26_joints.json"))["gravity"], "segments": segs}
+        segs.append(segment(body, parent, "revolute", axis / np.linalg.norm(axis), _body(bodies[body]), origin))
+    return model("arm26", jdata["gravity"], segs)
 
 
 # ---- gait10dof18musc ----------------------------------------------------------------------------
@@ -176,18 +154,6 @@ def _natural_cubic_spline(x: np.ndarray, y: np.ndarray, t: float) -> float:
     return float(y[i] + bi * dx + c[i] * dx**2 + di * dx**3)
 
 
-def _lump(parts):
-    """Mass, COM and inertia about the COM of rigid parts ``(mass, com, inertia about own com)``
-    expressed in one frame (parallel-axis theorem)."""
-    mass = sum(m for m, _, _ in parts)
-    com = sum(m * c for m, c, _ in parts) / mass
-    inertia = np.zeros((3, 3))
-    for m, c, i in parts:
-        d = c - com
-        inertia += i + m * (d @ d * np.eye(3) - np.outer(d, d))
-    return mass, com, inertia
-
-
 def _gait_frames_and_tree() -> tuple[dict, dict]:
     bodies = {r["body"]: r for r in _read_csv("gait10dof18musc_bodies.csv")}
     jdata = json.loads(_read_text("gait10dof18musc_joints.json"))
@@ -196,36 +162,31 @@ def _gait_frames_and_tree() -> tuple[dict, dict]:
     def loc(jname):
         return np.asarray(joints[jname]["parent_frame"]["translation_m"], float)
 
-    def real(body, parent, origin, mass=None, com=None, inertia=None):
-        b = bodies[body]
-        return _segment(body, parent, "revolute", (0, 0, 1), origin,
-                        float(b["mass_kg"]) if mass is None else mass,
-                        _com(b) if com is None else com, _inertia(b) if inertia is None else inertia)
+    def real(body, parent, origin, inertial=None):
+        return segment(body, parent, "revolute", Z, _body(bodies[body]) if inertial is None else inertial, origin)
 
-    segs = [_virtual("pelvis_tx", None, (1, 0, 0)), _virtual("pelvis_ty", "pelvis_tx", (0, 1, 0)),
+    segs = [virtual("pelvis_tx", None, "prismatic", (1, 0, 0)), virtual("pelvis_ty", "pelvis_tx", "prismatic", (0, 1, 0)),
             real("pelvis", "pelvis_ty", (0, 0, 0))]
     frames = {}
     for side in ("r", "l"):
         knee = {t["name"]: t["function"] for t in joints[f"knee_{side}"]["spatial_transform"]}
         kx, ky = (_natural_cubic_spline(np.asarray(knee[t]["x"], float), np.asarray(knee[t]["y"], float), 0.0)
                   for t in ("translation1", "translation2"))
-        # foot = talus + calcn + toes (welded in this model), in the talus frame
+        # foot = talus + calcn + toes (welded in this model), in the talus frame: the calcn and toes
+        # bodies are moved from their frames (origins at calcn_o, toes_o) into it
         calcn_o = loc(f"subtalar_{side}")
         toes_o = calcn_o + loc(f"mtp_{side}")
-        parts = [(float(bodies[b]["mass_kg"]), o + _com(bodies[b]), _inertia(bodies[b]))
-                 for b, o in ((f"talus_{side}", np.zeros(3)), (f"calcn_{side}", calcn_o), (f"toes_{side}", toes_o))]
-        m, c, i = _lump(parts)
+        foot = combine(*(moved(_body(bodies[b]), -o) for b, o in
+                         ((f"talus_{side}", np.zeros(3)), (f"calcn_{side}", calcn_o), (f"toes_{side}", toes_o))))
         segs += [
             real(f"femur_{side}", "pelvis", loc(f"hip_{side}")),
             real(f"tibia_{side}", f"femur_{side}", (kx, ky, 0.0)),
-            real(f"talus_{side}", f"tibia_{side}", loc(f"ankle_{side}"), m, c, i),
+            real(f"talus_{side}", f"tibia_{side}", loc(f"ankle_{side}"), foot),
         ]
         frames[f"calcn_{side}"] = (f"talus_{side}", calcn_o)
         frames[f"toes_{side}"] = (f"talus_{side}", toes_o)
     segs.append(real("torso", "pelvis", loc("back")))
-    d = {"format": "jaxbio-model", "version": 1, "name": "gait10dof18musc", "gravity": jdata["gravity"],
-         "segments": segs}
-    return d, frames
+    return model("gait10dof18musc", jdata["gravity"], segs), frames
 
 
 def gait10dof18musc_model_dict() -> dict:
@@ -348,10 +309,11 @@ def elbow_arm26(
     p_h = origins[humerus]
     q_f = quat.multiply(q_h, orientations[forearm])
     p_f = p_h + R_h @ origins[forearm]
-    d = tree.to_dict()
-    seg = dict(d["segments"][forearm], parent=None)
-    seg["joint"] = dict(seg["joint"], origin=p_f.tolist(), orientation=(q_f / np.linalg.norm(q_f)).tolist())
-    etree = SegmentTree.from_dict({**d, "name": "arm26_elbow", "segments": [seg]}, dtype=dtype)
+    fa = tree.to_dict()["segments"][forearm]
+    seg = segment(fa["name"], None, fa["joint"]["type"], fa["joint"]["axis"],
+                  Body(fa["mass"], np.asarray(fa["com"]), np.asarray(fa["inertia"])),
+                  origin=p_f, orientation=q_f / np.linalg.norm(q_f))
+    etree = SegmentTree.from_dict(model("arm26_elbow", np.asarray(tree.gravity, float), [seg]), dtype=dtype)
     seg_index = paths.segment_index
     pts = np.asarray(paths.points, float)
     world = np.where((seg_index == humerus)[..., None], p_h + pts @ R_h.T, pts)  # humerus → world

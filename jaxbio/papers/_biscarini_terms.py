@@ -60,12 +60,6 @@ def suffix(x):
     return jnp.cumsum(x[::-1], axis=0)[::-1] - x
 
 
-def joint_centres(lengths, u):
-    """``(n + 1, 2)`` m: ``J_1 … J_{n+1}`` with ``J_1`` at the origin (``J_{a+1} = J_a + l_a u_a``)."""
-    steps = lengths[:, None] * u
-    return jnp.concatenate([jnp.zeros_like(steps[:1]), jnp.cumsum(steps, axis=0)], axis=0)
-
-
 class Frame:
     """Per-frame link quantities shared by the closed forms (plain container, not a pytree)."""
 

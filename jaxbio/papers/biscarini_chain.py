@@ -50,8 +50,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from jaxbio import quaternion as quat
 from jaxbio._validate import as_float, as_shape, check_values, finite
+from jaxbio.dynamics.kinematics import forward_kinematics
 from jaxbio.papers import _biscarini_terms as terms
+from jaxbio.spatial import norm, unit
 from jaxbio.tree import SegmentTree
 
 __all__ = [
@@ -388,32 +391,41 @@ def _onehot(links, n: int) -> np.ndarray:
     return np.asarray(links[None, :] == np.arange(n)[:, None], dtype=float)
 
 
-def _world_points(lengths, theta, links: np.ndarray, points):
-    """``(K, 2)`` m, world positions of link-fixed ``points`` on ``links`` (static, ``-1`` = base)."""
-    u, w = terms.directions(theta)
-    J = terms.joint_centres(lengths, u)
+def _link_frames(chain: PlanarChain, theta):
+    """World origins ``J_1 … J_n`` ``(n, 3)`` m and attitudes ``(n, 4)`` of the links: jaxbio's
+    forward kinematics on ``chain.to_tree()`` (link ``a``'s frame at ``J_{a+1}``, x along ``û_a``)
+    at the joint angles `link_to_joint_angles` ``(theta)``."""
+    return forward_kinematics(chain.to_tree(), link_to_joint_angles(theta))
+
+
+def _world_points(frames, links: np.ndarray, points):
+    """``(K, 2)`` m, world positions of link-fixed ``points`` ``(K, 2)`` on ``links`` (static,
+    ``-1`` = base, whose points are world points); ``frames`` from `_link_frames`."""
+    positions, attitudes = frames
     idx = np.maximum(links, 0)
-    on_link = J[idx] + points[:, :1] * u[idx] + points[:, 1:] * w[idx]
+    local = jnp.concatenate([points, jnp.zeros_like(points[:, :1])], axis=-1)
+    on_link = (positions[idx] + quat.rotate(attitudes[idx], local))[:, :2]
     return jnp.where(np.asarray(links < 0)[:, None], points, on_link)
 
 
-def _distal_muscle_forces(chain: PlanarChain, muscles: LinearMuscles, theta, tensions, check: bool):
+def _attachments(frames, muscles: LinearMuscles):
+    """World ``(origin, insertion)`` attachment points, each ``(M, 2)`` m."""
+    return (_world_points(frames, np.asarray(muscles.origin_links), muscles.origin_points),
+            _world_points(frames, np.asarray(muscles.insertion_links), muscles.insertion_points))
+
+
+def _distal_muscle_forces(frames, muscles: LinearMuscles, tensions, check: bool):
     """``(P_d, F_d)``, each ``(M, 2)``: world attachment point on the distal link, and the force the
     muscle exerts on it (towards the proximal attachment), ``F_{j2 j1}^m`` of seed 002."""
-    p_org = _world_points(chain.lengths, theta, np.asarray(muscles.origin_links), muscles.origin_points)
-    p_ins = _world_points(chain.lengths, theta, np.asarray(muscles.insertion_links), muscles.insertion_points)
+    p_org, p_ins = _attachments(frames, muscles)
     ins_distal = np.asarray(muscles.insertion_links) > np.asarray(muscles.origin_links)
     p_dist = jnp.where(ins_distal[:, None], p_ins, p_org)
     p_prox = jnp.where(ins_distal[:, None], p_org, p_ins)
-    d = p_prox - p_dist
-    sq = jnp.sum(d * d, axis=-1)
-    ok = sq > 0
-    length = jnp.sqrt(jnp.where(ok, sq, 1.0))  # double-where: finite gradients at zero length
     # Always checked (also under jit/vmap): a muscle whose attachment points coincide has no line
     # of action, and a zero force would be a plausible wrong number.
-    length = eqx.error_if(length, ~jnp.all(ok), "a muscle has zero length (its attachment points coincide)")
-    direction = jnp.where(ok[:, None], d / length[:, None], 0.0)
-    forces = tensions[:, None] * direction
+    d = p_prox - p_dist
+    d = eqx.error_if(d, ~jnp.all(norm(d) > 0), "a muscle has zero length (its attachment points coincide)")
+    forces = tensions[:, None] * unit(d, jnp.zeros_like(d))  # NaN-free, finite gradients at zero length
     return p_dist, (_finite(forces, "muscle forces", True) if check else forces)
 
 
@@ -515,7 +527,11 @@ def muscle_forces(
     """
     theta = _state(theta, chain.n, "theta")
     tensions = _check_muscles(chain, muscles, tensions, theta.dtype)
-    _, f_dist = _distal_muscle_forces(chain, muscles, theta, tensions, check)
+    return _insertion_origin_forces(_link_frames(chain, theta), muscles, tensions, check)
+
+
+def _insertion_origin_forces(frames, muscles, tensions, check):
+    _, f_dist = _distal_muscle_forces(frames, muscles, tensions, check)
     ins_distal = (np.asarray(muscles.insertion_links) > np.asarray(muscles.origin_links))[:, None]
     on_insertion = jnp.where(ins_distal, f_dist, -f_dist)
     return on_insertion, -on_insertion
@@ -535,7 +551,7 @@ def muscle_joint_forces(
     frame; row ``r`` is joint ``r``. Arguments as in `muscle_forces`."""
     theta = _state(theta, chain.n, "theta")
     tensions = _check_muscles(chain, muscles, tensions, theta.dtype)
-    _, f_dist = _distal_muscle_forces(chain, muscles, theta, tensions, check)
+    _, f_dist = _distal_muscle_forces(_link_frames(chain, theta), muscles, tensions, check)
     return _spanning_sum(muscles, f_dist)
 
 
@@ -564,8 +580,9 @@ def muscle_torques(
     """
     theta = _state(theta, chain.n, "theta")
     tensions = _check_muscles(chain, muscles, tensions, theta.dtype)
-    p_dist, f_dist = _distal_muscle_forces(chain, muscles, theta, tensions, check)
-    J = terms.joint_centres(chain.lengths, terms.directions(theta)[0])[:-1]
+    frames = _link_frames(chain, theta)
+    p_dist, f_dist = _distal_muscle_forces(frames, muscles, tensions, check)
+    J = frames[0][:, :2]
     summed = _spanning_sum(muscles, jnp.concatenate([f_dist, terms.cross2(p_dist, f_dist)[:, None]], axis=1))
     return summed[:, 2] - terms.cross2(J, summed[:, :2])  # Σ (P − J_k) × F
 
@@ -627,7 +644,7 @@ def chain_reactions(
     if muscles is None or muscles.count == 0:
         spanning = jnp.zeros_like(loads)
     else:
-        _, f_dist = _distal_muscle_forces(chain, muscles, theta, tensions, check)
+        _, f_dist = _distal_muscle_forces(_link_frames(chain, theta), muscles, tensions, check)
         spanning = _spanning_sum(muscles, f_dist)  # eq. 12
     if form == "distal":  # eq. 9 with eq. 6
         out = terms.suffix(loads) + loads + spanning - terms.distal_inertial_sums(f)
@@ -727,16 +744,16 @@ def external_wrenches(
     tensions = _check_muscles(chain, muscles, tensions, dt)
     contact_forces = _check_contacts(chain, contacts, contact_forces, dt)
     n = chain.n
-    J = terms.joint_centres(chain.lengths, terms.directions(theta)[0])[:-1]
+    frames = _link_frames(chain, theta)
+    J = frames[0][:, :2]
     forces = jnp.zeros((n, 2), dt)
     moments = jnp.zeros((n,), dt)
     if contacts is not None and contacts.count:
         link_forces, contact_moments = _contact_terms(chain, contacts, theta, contact_forces)
         forces, moments = forces + link_forces, moments + contact_moments
     if muscles is not None and muscles.count:
-        p_org = _world_points(chain.lengths, theta, np.asarray(muscles.origin_links), muscles.origin_points)
-        p_ins = _world_points(chain.lengths, theta, np.asarray(muscles.insertion_links), muscles.insertion_points)
-        on_ins, on_org = muscle_forces(chain, muscles, theta, tensions)
+        p_org, p_ins = _attachments(frames, muscles)
+        on_ins, on_org = _insertion_origin_forces(frames, muscles, tensions, False)
         for links, p, f in ((muscles.insertion_links, p_ins, on_ins), (muscles.origin_links, p_org, on_org)):
             onehot = _onehot(links, n)  # a base attachment has no row
             summed = _matmul(onehot, jnp.concatenate([f, terms.cross2(p, f)[:, None]], axis=1))

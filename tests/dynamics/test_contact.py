@@ -45,3 +45,42 @@ def test_segment_name_is_a_weld_at_the_origin_and_bad_contacts_raise():
         Contact("foot_r", (np.nan, 0.0, 0.0))
     with pytest.raises(ValueError, match="not in model"):
         _check_contacts(TREE, ("heel",))
+
+
+@pytest.mark.parametrize("model", ["sagittal11", "random"])
+def test_generic_rows_are_point_jacobian_rows(model):
+    """The contact-redundancy check ranks numpy rows (`contact._generic_rows`); they are
+    `point_jacobian`'s rows at the same joint centres, slide axes and contact points (a motion with
+    those positions, axes and identity attitudes), also with prismatic joints."""
+    from jaxbio.dynamics.contact import _generic_rows
+    from jaxbio.dynamics.kinematics import SegmentMotion, point_jacobian
+
+    rng = np.random.default_rng(7)
+    if model == "random":
+        n = 8
+        parents = tuple(int(rng.integers(-1, i)) if i else -1 for i in range(n))
+        kinds = ("revolute", "prismatic", "revolute", "prismatic", "prismatic", "revolute", "revolute", "prismatic")
+        tree = jb.SegmentTree(axes=jnp.zeros((n, 3)), origins=jnp.zeros((n, 3)),
+                              orientations=jnp.tile(jnp.array([1.0, 0, 0, 0]), (n, 1)), masses=jnp.ones(n),
+                              coms=jnp.zeros((n, 3)), inertias=jnp.tile(jnp.eye(3), (n, 1, 1)), gravity=jnp.zeros(3),
+                              names=tuple(f"s{i}" for i in range(n)), parents=parents, joint_types=kinds)
+    else:
+        tree = jb.load_model("sagittal11", dtype=jnp.float64)
+    n = tree.nq
+    layout = ((n - 1, True), (n // 2, False), (n - 1, False))
+    centres, points = rng.normal(size=(n, 2)), rng.normal(size=(len(layout), 2))
+    slides = rng.normal(size=(n, 2))
+    slides /= np.linalg.norm(slides, axis=1, keepdims=True)
+    rows = _generic_rows(tree.parents, tree.joint_types, layout, centres, slides, points)
+
+    z3 = jnp.zeros((n, 3))
+    axes = np.where(tree.is_revolute[:, None], [0.0, 0.0, 1.0], np.concatenate([slides, np.zeros((n, 1))], 1))
+    motion = SegmentMotion(attitude=jnp.tile(jnp.array([1.0, 0, 0, 0]), (n, 1)),
+                           position=jnp.asarray(np.concatenate([centres, np.zeros((n, 1))], 1)),
+                           axis=jnp.asarray(axes), omega=z3, velocity=z3, alpha=z3, acceleration=z3, offset=z3)
+    ref = []
+    for (seg, weld), X in zip(layout, points):
+        jv, jw = point_jacobian(tree, jnp.zeros(n), seg, jnp.append(X - centres[seg], 0.0), motion=motion)
+        ref += [jv[0], jv[1]] + ([jw[2]] if weld else [])
+    assert rows.shape == (7, n)
+    np.testing.assert_allclose(rows, np.asarray(ref), rtol=0, atol=1e-14)

@@ -10,8 +10,9 @@ References:
 - Pinocchio's RNEA transmitted forces ``data.f`` with the ground reactions as external forces;
 - Newton's law for the right leg with COM accelerations by central differences of Pinocchio's COM
   positions along ``q(t) = q + t q̇ + ½ t² q̈``;
-- the absolute-coordinate pieces: ``p``, ``ṗ``, ``p̈`` against jaxbio's 3D quaternion recursion,
-  the analytic ``C`` against ``jax.jacfwd`` of the constraint functions, ``C D = 0``,
+- the absolute-coordinate pieces: ``p``, ``ṗ``, ``p̈`` (from jaxbio's 3D quaternion recursion)
+  against the closed-form planar kinematics written here with rotation matrices and differentiated
+  by forward mode, the analytic ``C`` against ``jax.jacfwd`` of the constraint functions, ``C D = 0``,
   ``C E = I`` (eq. 14), ``B = (∂q/∂p)ᵀ``;
 - a gradient against central finite differences.
 
@@ -26,7 +27,6 @@ import numpy as np
 import pytest
 
 import jaxbio as jb
-from jaxbio.dynamics.kinematics import segment_motion
 from jaxbio.dynamics import Contact, contact_external
 from jaxbio.dynamics import absolute as ab
 from jaxbio.dynamics import constrained as rx
@@ -64,21 +64,50 @@ def pin_model():
 # ---------------------------------------------------------------------------------------------
 
 
+def planar_coordinates(tree, q):
+    """``p = g(q)`` ``(3N,)`` by closed-form planar kinematics with 2×2 rotations (independent of
+    jaxbio's quaternion recursion): ``θ = Anc · (β + sign q)`` (revolute ``q`` only), joint
+    centres ``O = Anc · d`` with ``d_j = R(θ_parent) o_j + q_j R(θ_parent + β_j) s_j`` (the slide
+    for prismatic joints only), COMs ``r = O + R(θ) c``."""
+    pp = ab.planar_params(tree)
+    rev = jnp.asarray(pp.revolute)
+    anc = jnp.asarray(tree.ancestors, q.dtype)
+
+    def rot(angle, v):
+        c, s = jnp.cos(angle), jnp.sin(angle)
+        return jnp.stack([c * v[..., 0] - s * v[..., 1], s * v[..., 0] + c * v[..., 1]], axis=-1)
+
+    th = anc @ (pp.beta + jnp.where(rev, pp.sign * q, 0.0))
+    thp = jnp.concatenate([th, jnp.zeros((1,), q.dtype)])[pp.parent]  # the world (index n) has angle 0
+    d = rot(thp, pp.origin) + jnp.where(rev, 0.0, q)[:, None] * rot(thp + pp.beta, pp.axis)
+    r = anc @ d + rot(th, pp.com)
+    return jnp.concatenate([r, th[:, None]], axis=-1).reshape(-1)
+
+
 @pytest.mark.slow
 def test_absolute_coordinates_pieces():
-    """p, ṗ, p̈ (eq. 9) against jaxbio's 3D quaternion recursion; the analytic C against
-    autodiff of the constraint functions; C D = 0; C E = I (eq. 14); B = (∂q/∂p)ᵀ against the
-    closed-form actuation. (Eager, hence slow; the default tests check all of it end to end.)"""
+    """p, ṗ, p̈ (eq. 9) against the closed-form planar kinematics and its forward-mode derivatives;
+    the analytic C against autodiff of the constraint functions; C D = 0; C E = I (eq. 14);
+    B = (∂q/∂p)ᵀ against the closed-form actuation. (Eager, hence slow; the default tests check all
+    of it end to end.)"""
     rng = np.random.default_rng(0)
     q, qd, qdd, u = (jnp.asarray(rng.normal(size=N)) for _ in range(4))
+    q = q.at[2].set(4.0)  # the trunk beyond π: θ is the unwrapped sum of the joint angles
     p, pd, pdd = ab.absolute_motion(TREE, q, qd, qdd)
-    mo = segment_motion(TREE, q, qd, qdd)
-    c = jb.quaternion.rotate(mo.attitude, TREE.coms)
-    a = mo.acceleration + jnp.cross(mo.alpha, c) + jnp.cross(mo.omega, jnp.cross(mo.omega, c))
-    body = p.reshape(N, 3)
-    assert np.max(np.abs(body[:, :2] - (mo.position + c)[:, :2])) < 1e-12
-    assert np.max(np.abs(pd.reshape(N, 3)[:, :2] - (mo.velocity + jnp.cross(mo.omega, c))[:, :2])) < 1e-12
-    assert np.max(np.abs(pdd.reshape(N, 3) - jnp.concatenate([a[:, :2], mo.alpha[:, 2:]], -1))) < 1e-12
+
+    def g(x):
+        return planar_coordinates(TREE, x)
+
+    def g_dot(x):
+        return jax.jvp(g, (x,), (qd,))[1]
+
+    p_ref, pd_ref = jax.jvp(g, (q,), (qd,))
+    pdd_ref = jax.jvp(g, (q,), (qdd,))[1] + jax.jvp(g_dot, (q,), (qd,))[1]
+    assert np.max(np.abs(p - p_ref)) < 1e-12
+    assert np.max(np.abs(pd - pd_ref)) < 1e-12
+    assert np.max(np.abs(pdd - pdd_ref)) < 1e-12
+    assert np.max(np.abs(ab.absolute_coordinates(TREE, q) - p_ref)) < 1e-12
+    assert np.max(np.abs(ab.absolute_motion(TREE, q, qd)[2] - jax.jvp(g_dot, (q,), (qd,))[1])) < 1e-12  # γ
     assert np.max(np.abs(ab.joint_coordinates(TREE, p) - q)) < 1e-12
     assert np.max(np.abs(ab.joint_constraints(TREE, p))) < 1e-12
     C, gamma = ab.constraint_jacobian(TREE, p, pd, SUPPORT)
