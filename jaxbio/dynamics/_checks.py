@@ -42,7 +42,8 @@ def public(fn):
             _check_concrete(external[1], "external moments")
         return jitted(*args, **kwargs)
 
-    call.lower = jitted.lower
+    # no attributes on `call`: jax.vmap and jax.jit copy a function's __dict__ onto their
+    # wrappers, where a `lower` would shadow the outer jit's own
     return call
 
 

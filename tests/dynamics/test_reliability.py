@@ -97,6 +97,16 @@ def test_empty_batches_external_nested_and_gradients():
     assert mass_matrix_batch(TREE, z).shape == (0, N, N)
 
 
+def test_checked_entry_points_still_compose_with_jit_vmap_and_lower():
+    """The before-tracing checks wrap the jitted functions: ``jit(vmap(f)).lower`` (what the
+    benchmarks time) must lower the batched function, and the docstring must survive."""
+    q = jnp.zeros((4, N))
+    f = jax.jit(jax.vmap(jb.inverse_dynamics, in_axes=(None, 0, 0, 0)))
+    assert f.lower(TREE, q, q, q).compile()(TREE, q, q, q).shape == (4, N)
+    assert "wrench recursion" in jb.inverse_dynamics.__doc__
+    assert jax.jit(jb.mass_matrix).lower(TREE, q[0]).compile()(TREE, q[0]).shape == (N, N)
+
+
 # ---- shapes and concrete NaN/inf: ValueError naming the argument, before tracing -------------
 
 @pytest.mark.parametrize("name", list(ENTRIES))
