@@ -632,7 +632,7 @@ def static_optimization(
             `muscle_force_components`). In ``[0, MAX_FORCE]`` (1e8 N).
         p: static, exponent of the effort (2 or 3; any ``p ≥ 2`` works with the interior point).
         passive_force: ``(m,)`` N, force that does not depend on ``x`` (passive fibre force),
-            default 0.
+            ≥ 0, default 0.
         reserve_strength: ``(n,)`` N·m per unit reserve activation, ``S``; 0 (default) = no
             reserve actuator on that coordinate.
         solver: static, ``"auto"`` (= ``"interior_point"``), ``"interior_point"`` or ``"qpax"``
@@ -699,6 +699,7 @@ def static_optimization(
     if is_concrete(fmax) and np.any(np.asarray(fmax) < 0):
         raise ValueError(f"max_force must be ≥ 0, got {np.asarray(fmax).tolist()}")
     _check_max_force(fmax)
+    check_values(passive, "passive_force", nonnegative=True)  # a muscle cannot push
     result = _solve_frame_jit(R, tau, fmax, passive, reserve, p, solver=solver, **options)
     if check:
         result = _error_if_infeasible(result, joint_names or tuple(f"coordinate {j}" for j in range(n)))

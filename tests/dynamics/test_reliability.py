@@ -284,3 +284,36 @@ def test_thousand_segment_chain_traces_and_matches_the_single_state_path():
     one = jax.jit(jb.inverse_dynamics)
     want = np.stack([one(tree, q[i], qd[i], qdd[i]) for i in range(3)])
     np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-8 * np.abs(want).max())
+
+
+# ---- wrong shapes and empty batches, drawn (property test) -----------------------------------
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_drawn_shapes_are_refused_by_name_or_batched_to_empty(data):
+    """Any state argument of any entry point given a wrong shape (a length off by 1…3, a batch
+    axis without vmap, a trailing axis, a scalar) is a ``ValueError`` naming it and ``(7,)``;
+    ``vmap`` over batch axes of which one is 0 gives the unbatched shapes with those axes in front."""
+    name = data.draw(st.sampled_from(list(ENTRIES)), label="entry")
+    fn, args = ENTRIES[name]
+    xs = base_state(N, len(args))
+    if data.draw(st.booleans(), label="wrong shape"):
+        arg = data.draw(st.integers(0, len(args) - 1), label="argument")
+        shape = data.draw(st.one_of(
+            st.integers(1, 3).flatmap(lambda k: st.sampled_from([(N - k,), (N + k,)])),
+            st.integers(2, 5).map(lambda b: (b, N)),
+            st.integers(1, 3).map(lambda b: (N, b)),
+            st.just(())), label="shape")
+        xs[arg] = np.zeros(shape)
+        with pytest.raises(ValueError, match=rf"^{args[arg]} has shape \({', '.join(map(str, shape))},?\), "
+                                             rf"expected \({N},\)"):
+            fn(TREE, *xs)
+        return
+    outer = data.draw(st.lists(st.integers(0, 2), min_size=1, max_size=2).filter(lambda b: 0 in b), label="batch")
+    f = fn
+    for _ in outer:
+        f = jax.vmap(f, in_axes=(None,) + (0,) * len(args))
+    got = f(TREE, *[np.zeros(tuple(outer) + (N,))] * len(args))
+    want = jax.eval_shape(fn, TREE, *[jnp.zeros(N)] * len(args))
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        assert g.shape == tuple(outer) + w.shape

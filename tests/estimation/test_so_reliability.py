@@ -222,3 +222,51 @@ def test_feasible_frames_meet_the_recomputed_residual(seed, p, log_tau, log_fmax
     feasible = np.asarray(r.feasible)
     assert (np.abs(res[feasible]) <= 1e-6 * size[feasible]).all()
     assert (forces >= -1e-12 * fmax).all() and (forces <= fmax + passive + 1e-9 * fmax).all()
+
+
+SO_ARGS = ("moment_arms", "tau", "max_force", "passive_force", "reserve_strength")
+
+
+@functools.cache
+def jitted_frame():
+    return jax.jit(lambda a: static_optimization(**a))
+
+
+def so_args():
+    return dict(moment_arms=R0.copy(), tau=TAU0.copy(), max_force=F0.copy(), passive_force=np.zeros(6),
+                reserve_strength=np.zeros(2))
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_drawn_bad_inputs_follow_the_contract(data):
+    """A NaN/inf anywhere in any array: refused by name eagerly, every output NaN and the frame
+    infeasible under jit. A wrong shape of any array: refused by name with the expected shape.
+    An empty batch of frames: empty results with one frame's shapes."""
+    kind = data.draw(st.sampled_from(["nan", "shape", "empty"]), label="kind")
+    args = so_args()
+    if kind == "nan":
+        name = data.draw(st.sampled_from(SO_ARGS), label="argument")
+        k = data.draw(st.integers(0, args[name].size - 1), label="entry")
+        args[name].flat[k] = data.draw(st.sampled_from([np.nan, np.inf, -np.inf]), label="value")
+        with pytest.raises(ValueError, match=rf"^{name} contains NaN or inf"):
+            static_optimization(**args)
+        r = jitted_frame()(args)
+        assert np.isnan(np.asarray(r.forces)).all() and np.isnan(np.asarray(r.residual)).all()
+        assert not bool(r.feasible) and not bool(r.converged)
+    elif kind == "shape":
+        name = data.draw(st.sampled_from(SO_ARGS[1:]), label="argument")
+        good = args[name].shape[0]
+        bad = data.draw(st.sampled_from([(good - 1,), (good + 1,), (3, good), ()]), label="shape")
+        args[name] = np.zeros(bad)
+        with pytest.raises(ValueError, match=rf"^{name} has shape .*expected \({good},\)"):
+            static_optimization(**args)
+    else:
+        outer = data.draw(st.lists(st.integers(0, 2), min_size=1, max_size=2).filter(lambda b: 0 in b))
+        f = lambda R, t: static_optimization(R, t, F0)  # noqa: E731
+        for _ in outer:
+            f = jax.vmap(f)
+        r = f(np.zeros(tuple(outer) + R0.shape), np.zeros(tuple(outer) + TAU0.shape))
+        one = static_optimization(R0, TAU0, F0)
+        for got, want in zip(jax.tree_util.tree_leaves(r), jax.tree_util.tree_leaves(one)):
+            assert got.shape == tuple(outer) + want.shape

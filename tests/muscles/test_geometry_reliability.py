@@ -197,3 +197,31 @@ def test_traced_nan_or_inf_reaches_every_dependent_output(data):
     depends = dependence(set_name, name, arg, j)
     assert not np.isfinite(out[depends]).any(), (
         f"{set_name} {name}: {names[arg]}[{j}] = {value} left outputs {np.flatnonzero(depends & np.isfinite(out))} finite")
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_drawn_shapes_are_refused_by_name_or_batched_to_empty(data):
+    """Wrong shapes of any array argument: ``ValueError`` naming it and its expected shape;
+    ``vmap`` over batch axes of which one is 0: the unbatched shapes with those axes in front."""
+    name = data.draw(st.sampled_from(list(FUNCTIONS)), label="function")
+    fn, names = FUNCTIONS[name]
+    xs = arrays(ARM_TREE, ARM_PATHS, names)
+    if data.draw(st.booleans(), label="wrong shape"):
+        i = data.draw(st.integers(0, len(names) - 1), label="argument")
+        size = ARM_PATHS.n_muscles if names[i] == "forces" else ARM_TREE.nq
+        shape = data.draw(st.one_of(
+            st.integers(1, 2).flatmap(lambda k: st.sampled_from([(size - k,), (size + k,)])),
+            st.integers(2, 4).map(lambda b: (b, size)), st.just(())), label="shape")
+        xs[i] = np.zeros(shape)
+        with pytest.raises(ValueError, match=rf"^{names[i]} has shape .*expected \({size},\)"):
+            fn(ARM_PATHS, ARM_TREE, *xs)
+        return
+    outer = data.draw(st.lists(st.integers(0, 2), min_size=1, max_size=2).filter(lambda b: 0 in b), label="batch")
+    f = fn
+    for _ in outer:
+        f = jax.vmap(f, in_axes=(None, None) + (0,) * len(names))
+    got = f(ARM_PATHS, ARM_TREE, *[np.zeros(tuple(outer) + x.shape) for x in xs])
+    want = jax.eval_shape(fn, ARM_PATHS, ARM_TREE, *xs)
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        assert g.shape == tuple(outer) + w.shape
