@@ -107,6 +107,20 @@ def test_checked_entry_points_still_compose_with_jit_vmap_and_lower():
     assert jax.jit(jb.mass_matrix).lower(TREE, q[0]).compile()(TREE, q[0]).shape == (N, N)
 
 
+def test_motion_functions_with_zero_frames():
+    """The ``*_motion`` functions run inverse dynamics under vmap: with T = 0 frames they crashed in
+    `_batched`; now their results are empty, with one frame's shapes behind the 0."""
+    from jaxbio.estimation import inverse_simulate_motion
+    from jaxbio.papers.blajer_body import sagittal11_muscle_model
+
+    model = sagittal11_muscle_model()
+    n = model.tree.nq
+    one = inverse_simulate_motion(model, *[jnp.zeros((1, n))] * 3)
+    empty = inverse_simulate_motion(model, *[jnp.zeros((0, n))] * 3)
+    for got, want in zip(jax.tree_util.tree_leaves(empty), jax.tree_util.tree_leaves(one)):
+        assert got.shape == (0,) + want.shape[1:]
+
+
 # ---- shapes and concrete NaN/inf: ValueError naming the argument, before tracing -------------
 
 @pytest.mark.parametrize("name", list(ENTRIES))
