@@ -25,6 +25,11 @@ Muscles are arrays, not Python objects: ``m`` muscles padded to ``P`` points wit
 function is one vectorised computation (no Python loop over muscles or frames in traced code) and
 works under `jax.jit`, `jax.vmap` and `jax.grad`. The public functions are wrapped in `jax.jit`
 (compiled on first call, so eager use is fast; inlined inside a caller's own jit).
+
+Bad input never becomes a plausible length: before tracing, paths built for another tree
+(`check_tree`), a wrong shape and a concrete NaN/inf are ``ValueError`` s naming the argument;
+a traced NaN/inf reaches every output that depends on it (the zero-length guards of
+`jaxbio.spatial` keep NaN), and a batch of 0 states gives empty results.
 """
 
 from __future__ import annotations
@@ -75,7 +80,7 @@ class MusclePaths(eqx.Module):
       in the `SegmentTree` (``-1`` = world/ground). `segment_index` gives it as a numpy array.
     - ``counts``: static, number of active points of each muscle (≥ 2); active points come first.
     - ``names``: static, muscle names; ``point_names``: static, per muscle, its points' names.
-    - ``tree``: static, the `tree_topology` of the `SegmentTree` the paths were built for (its
+    - ``built_for``: static, the `tree_topology` of the `SegmentTree` the paths were built for (its
       name, segment names, parents and joint types), or ``()`` when unknown. Every function
       taking ``(paths, tree)`` refuses a tree of another topology (`check_tree`): a segment
       index means nothing on another tree. Trees with the same topology and other numbers (a
@@ -93,7 +98,7 @@ class MusclePaths(eqx.Module):
     counts: tuple[int, ...] = eqx.field(static=True)
     names: tuple[str, ...] = eqx.field(static=True)
     point_names: tuple[tuple[str, ...], ...] = eqx.field(static=True, default=())
-    tree: tuple = eqx.field(static=True, default=())
+    built_for: tuple = eqx.field(static=True, default=())
 
     def __check_init__(self):
         m = len(self.names)
@@ -111,12 +116,13 @@ class MusclePaths(eqx.Module):
         for name, c in zip(self.names, self.counts):
             if not 2 <= c <= P:
                 raise ValueError(f"muscle {name!r}: a path needs at least 2 points (got {c})")
-        n_segments = len(self.tree[1]) if self.tree else None
+        n_segments = len(self.built_for[1]) if self.built_for else None
         for name, row in zip(self.names, self.segments):
             for k, seg in enumerate(row):
                 if seg < WORLD or (n_segments is not None and seg >= n_segments):
+                    size = f" ({n_segments} segments)" if n_segments else ""
                     raise ValueError(f"muscle {name!r}, point {k}: segment index {seg} is neither {WORLD} (the "
-                                     f"world) nor a segment of the tree" + (f" ({n_segments} segments)" if n_segments else ""))
+                                     f"world) nor a segment of the tree{size}")
 
     # ---- static helpers (numpy) --------------------------------------------------------------
     @property
@@ -245,7 +251,7 @@ class MusclePaths(eqx.Module):
             counts=tuple(counts),
             names=tuple(names),
             point_names=tuple(tuple(r) for r in pname_rows),
-            tree=tree_topology(tree),
+            built_for=tree_topology(tree),
         )
 
     def astype(self, dtype) -> "MusclePaths":
@@ -262,14 +268,14 @@ def tree_topology(tree: SegmentTree) -> tuple:
 def check_tree(paths: MusclePaths, tree: SegmentTree) -> None:
     """``ValueError`` naming both models unless ``paths`` were built for a tree of ``tree``'s
     topology (same segment names, parents and joint types; the numbers may differ). Paths that
-    do not record their tree (``paths.tree == ()``, built by the constructor) are checked only for
-    segment indices within ``tree``. Static: runs before tracing."""
+    do not record their tree (``paths.built_for == ()``, built by the constructor) are checked
+    only for segment indices within ``tree``. Static: runs before tracing."""
     if not isinstance(paths, MusclePaths):
         raise ValueError(f"paths must be a MusclePaths, got {type(paths).__name__}")
     if not isinstance(tree, SegmentTree):
         raise ValueError(f"tree must be a SegmentTree, got {type(tree).__name__}")
-    if paths.tree:
-        name, names, parents, types = paths.tree
+    if paths.built_for:
+        name, names, parents, types = paths.built_for
         if (names, parents, types) != tuple(tree_topology(tree)[1:]):
             raise ValueError(
                 f"muscle paths and tree do not match: the paths were built for model {name!r} "
@@ -300,19 +306,23 @@ def _public(fn):
     a NaN or inf in them flows to the outputs that depend on it (never masked into a finite
     number)."""
     jitted = jax.jit(fn)
-    names = list(inspect.signature(fn).parameters)[2:]
+    signature = inspect.signature(fn)
 
     @functools.wraps(fn)
-    def call(paths, tree, *arrays):
-        check_tree(paths, tree)
-        for name, x in zip(names, arrays):
+    def call(*args, **kwargs):
+        try:
+            arguments = signature.bind(*args, **kwargs).arguments
+        except TypeError:
+            return jitted(*args, **kwargs)  # let jit report the wrong call
+        check_tree(arguments["paths"], arguments["tree"])
+        for name, x in list(arguments.items())[2:]:
             if is_concrete(x) and not isinstance(x, (str, bytes)):
                 try:
                     a = np.asarray(x, dtype=float)
                 except (TypeError, ValueError):
                     continue  # not numbers: as_float names it at trace time
                 check_finite(a, name)
-        return jitted(paths, tree, *arrays)
+        return jitted(*args, **kwargs)
 
     return call
 

@@ -372,7 +372,7 @@ def elbow_arm26(
     epaths = MusclePaths(points=jnp.asarray(points, etree.origins.dtype), segments=tuple(segments),
                          counts=tuple(paths.counts[i] for i in idx), names=muscles,
                          point_names=tuple(paths.point_names[i] for i in idx) if paths.point_names else (),
-                         tree=tree_topology(etree))
+                         built_for=tree_topology(etree))
     sel = np.asarray(idx)
     hill = HillMuscle(par.max_isometric_force[sel], par.optimal_fiber_length[sel], par.tendon_slack_length[sel],
                       par.pennation_angle[sel], par.max_contraction_velocity[sel])

@@ -116,10 +116,10 @@ def test_same_topology_other_numbers_is_accepted_and_unknown_trees_are_range_che
         geometry.lengths(bare, one, q[:1])
     with pytest.raises(ValueError, match="segment index 5 is neither -1"):
         geometry.MusclePaths(points=jnp.zeros((1, 2, 3)), segments=((0, 5),), counts=(2,), names=("m",),
-                             tree=geometry.tree_topology(ARM_TREE))
+                             built_for=geometry.tree_topology(ARM_TREE))
     # the elbow model built from arm26 records its own tree
     etree, epaths, _ = sets.elbow_arm26()
-    assert epaths.tree == geometry.tree_topology(etree)
+    assert epaths.built_for == geometry.tree_topology(etree)
     with pytest.raises(ValueError, match="built for model 'arm26_elbow'"):
         geometry.lengths(epaths, ARM_TREE, q)
 
