@@ -251,6 +251,31 @@ def finite(x, name: str):
     return eqx.error_if(x, ~jnp.all(jnp.isfinite(x)), f"{name} contains NaN or inf")
 
 
+def static_number(x, name: str, *, positive: bool = False, nonnegative: bool = False, integer: bool = False,
+                  at_most: float | None = None) -> float | int:
+    """A static option (a solver tolerance, a weight, an iteration count) as a Python ``float``
+    (``int`` with ``integer=True``), checked before tracing: ``ValueError`` naming ``name`` for a
+    non-number (an array of more than one value, a tracer), NaN or inf, a value breaking the sign
+    or the ``at_most`` bound, or a non-integer where an integer is required."""
+    try:
+        value = float(x)
+    except (TypeError, ValueError, jax.errors.ConcretizationTypeError):
+        raise ValueError(f"{name} must be a number (a static option, not a traced or array value), got {x!r}") from None
+    if not np.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    if positive and not value > 0:
+        raise ValueError(f"{name} must be positive (> 0), got {value:g}")
+    if nonnegative and not value >= 0:
+        raise ValueError(f"{name} must be non-negative (≥ 0), got {value:g}")
+    if at_most is not None and not value <= at_most:
+        raise ValueError(f"{name} must be ≤ {at_most:g}, got {value:g}")
+    if integer:
+        if value != int(value):
+            raise ValueError(f"{name} must be an integer, got {value:g}")
+        return int(value)
+    return value
+
+
 # ---- model dicts ----------------------------------------------------------------------------------
 # The JSON model format of API.md ("Model file format", version 1) is a strict schema: every field
 # below and nothing else. A misspelt optional field would otherwise be ignored and its default used

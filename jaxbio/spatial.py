@@ -51,24 +51,27 @@ def skew(v: Float[ArrayLike, "... 3"]) -> Float[Array, "... 3 3"]:
 
 
 def safe_sqrt(x: Float[ArrayLike, "..."]) -> Float[Array, "..."]:
-    """``√x`` for ``x > 0``, 0 elsewhere, with a finite gradient at 0 (double-where trick)."""
+    """``√x`` for ``x > 0``, 0 for ``x ≤ 0``, with a finite gradient at 0 (double-where trick).
+    NaN stays NaN (a guard must not turn a bad input into a plausible 0)."""
     x = jnp.asarray(x)
     pos = x > 0
-    return jnp.where(pos, jnp.sqrt(jnp.where(pos, x, 1.0)), 0.0)
+    return jnp.where(pos, jnp.sqrt(jnp.where(pos, x, 1.0)), jnp.where(jnp.isnan(x), x, 0.0))
 
 
 def norm(v: Float[ArrayLike, "... d"]) -> Float[Array, "..."]:
     """``|v|`` over the last axis (any length: planar vectors, 3-vectors, quaternions), with a
-    finite gradient (zero) at ``v = 0``."""
+    finite gradient (zero) at ``v = 0``; NaN where ``v`` has a NaN, inf where it has an inf."""
     v = jnp.asarray(v)
     return safe_sqrt(jnp.sum(v * v, axis=-1))
 
 
 def unit(v: Float[ArrayLike, "... d"], fallback: Float[ArrayLike, "... d"], tiny: Float[ArrayLike, "..."] = 0.0
          ) -> Float[Array, "... d"]:
-    """``v / |v|`` over the last axis (any length), or ``fallback`` where ``|v| <= tiny`` (no NaN,
-    finite gradients)."""
+    """``v / |v|`` over the last axis (any length), or ``fallback`` where ``|v| <= tiny`` (no NaN
+    from a zero vector, finite gradients); where ``v`` has a NaN or an inf the result is not
+    finite either, never the fallback."""
     v = jnp.asarray(v)
     n = norm(v)
     ok = n > tiny
-    return jnp.where(ok[..., None], v / jnp.where(ok, n, 1.0)[..., None], fallback)
+    out = jnp.where(ok[..., None], v / jnp.where(ok, n, 1.0)[..., None], fallback)
+    return jnp.where(jnp.isnan(n)[..., None], n[..., None], out)

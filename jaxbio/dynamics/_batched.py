@@ -500,6 +500,8 @@ def _batched(tree: SegmentTree, kernel: _Kernel, states: list, external: list | 
     B, n = q.shape
     C = chunk_size(B, layout) if chunk is None else max(1, min(int(chunk), B))
     width = n * n if kernel.square else n
+    if B == 0:  # an empty batch (vmap over 0 states): the empty result, nothing to slice
+        return jnp.zeros_like(q[:, :1]) + jnp.zeros((1, width), q.dtype)
     nc = -(-B // C)
 
     def one(start):

@@ -24,6 +24,7 @@ grouping of `jaxbio._topology`; all tables are numpy, built once per topology (b
 
 from __future__ import annotations
 
+import heapq
 from functools import lru_cache
 from typing import Callable, NamedTuple
 
@@ -176,21 +177,45 @@ class Schedule(NamedTuple):
     slot: np.ndarray  # (n,) global row − 1 of each segment: its row in the phases' concatenated rows
 
 
-def _steps(parents: tuple[int, ...], segs: list[int], K: int) -> list[list[int]]:
-    """List scheduling of ``segs`` (a parent before its children) into steps of at most ``K``:
-    each step takes the ready segments with the longest chain of descendants in ``segs`` first."""
+def _window(parents: tuple[int, ...], segs: list[int]):
+    """Children inside ``segs`` and the height (longest chain of descendants in ``segs``, 1 for a
+    leaf) of each member, and the members whose parent is outside ``segs``."""
     inside = set(segs)
     kids = {i: [c for c in children(parents)[i] if c in inside] for i in segs}
     height: dict[int, int] = {}
     for i in sorted(segs, reverse=True):  # children have larger indices than their parent
         height[i] = 1 + max((height[c] for c in kids[i]), default=0)
-    ready = sorted((i for i in segs if parents[i] not in inside), key=lambda i: (-height[i], i))
+    roots = [i for i in segs if parents[i] not in inside]
+    return kids, height, roots
+
+
+def _steps(parents: tuple[int, ...], segs: list[int], K: int, window=None) -> list[list[int]]:
+    """List scheduling of ``segs`` (a parent before its children) into steps of at most ``K``:
+    each step takes the ready segments with the longest chain of descendants in ``segs`` first
+    (ties: lower index). A heap keeps it O(n log n). ``window``: `_window` of ``segs`` if known."""
+    kids, height, roots = _window(parents, segs) if window is None else window
+    ready = [(-height[i], i) for i in roots]
+    heapq.heapify(ready)
     steps = []
     while ready:
-        step, ready = ready[:K], ready[K:]
-        steps.append(sorted(step))
-        ready = sorted(ready + [c for i in step for c in kids[i]], key=lambda i: (-height[i], i))
+        step = sorted(heapq.heappop(ready)[1] for _ in range(min(K, len(ready))))
+        steps.append(step)
+        for i in step:
+            for c in kids[i]:
+                heapq.heappush(ready, (-height[c], c))
     return steps
+
+
+#: Trees up to this many segments get the exhaustive schedule (every run of consecutive levels a
+#: candidate phase, each list-scheduled at every width); larger ones `_large_tree_phases`.
+EXHAUSTIVE_SEGMENTS = 64
+#: `_large_tree_phases`: phases of up to this many levels are costed at every width.
+_EXACT_SPAN = 32
+_MANY_WIDTHS = 256
+
+
+def _cost(steps, step_cost: float) -> float:
+    return len(steps) * (max(len(s) for s in steps) + step_cost)
 
 
 @lru_cache(maxsize=TOPOLOGY_CACHE)
@@ -200,22 +225,29 @@ def schedule(parents: tuple[int, ...], *, step_cost: float = 0.75, phase_cost: f
     Padding every level to the widest (one scan) wastes slots on trees whose levels differ in
     width (the whole body: 65 slots for 28 segments); one scan per level multiplies compile time.
     Inside a phase a step need not be one level (`_steps`: the whole body's limbs, levels of
-    widths 3, 3, 3, 5, 4, 2, 2, fit in 8 steps of 3). A dynamic programme over the levels
-    minimises ``Σ S·(K + step_cost) + phase_cost`` over the phases, in units of one slot (one
-    segment's step for one state); at each phase the width is the best of ``1 … widest level``.
-    The defaults were fitted to the whole body on CPU (a step costs about 0.75 of a slot; a phase,
-    one more pair of scans, costs compile time worth 6 slots; see benchmarks/README.md): 6 steps
-    of 1, then 8 of 3, 30 slots for 28 segments. Cached per topology and costs.
-    """
-    groups = [list(g) for g in levels(parents)]
+    widths 3, 3, 3, 5, 4, 2, 2, fit in 8 steps of 3). The phases minimise
+    ``Σ S·(K + step_cost) + phase_cost`` over the phases, in units of one slot (one segment's
+    step for one state). The defaults were fitted to the whole body on CPU (a step costs about
+    0.75 of a slot; a phase, one more pair of scans, costs compile time worth 6 slots; see
+    benchmarks/README.md): 6 steps of 1, then 8 of 3, 30 slots for 28 segments.
 
-    def cost(steps):
-        return len(steps) * (max(len(s) for s in steps) + step_cost)
+    Trees of at most `EXHAUSTIVE_SEGMENTS` segments (every shipped model) are searched
+    exhaustively: a dynamic programme over every run of consecutive levels, each with every
+    width ``1 … widest level``. That search costs O(levels² · segments · width), which made a
+    1,000-segment chain take minutes to trace (issue #17); larger trees use `_large_tree_phases`,
+    which costs candidate phases in closed form (0.05 s for 1,000 segments).
+    Cached per topology and costs.
+    """
+    if len(parents) > EXHAUSTIVE_SEGMENTS:
+        return _tables(parents, _large_tree_phases(parents, step_cost, phase_cost))
+    groups = [list(g) for g in levels(parents)]
 
     def best_steps(segs, max_width):  # K = max_width (the widest level): one step per level
         if max_width == 1:
             return [[i] for i in segs]
-        return min((_steps(parents, segs, K) for K in range(1, max_width + 1)), key=cost)
+        window = _window(parents, segs)
+        return min((_steps(parents, segs, K, window) for K in range(1, max_width + 1)),
+                   key=lambda st: _cost(st, step_cost))
 
     L = len(groups)
     plan: dict[tuple[int, int], list[list[int]]] = {}
@@ -224,7 +256,7 @@ def schedule(parents: tuple[int, ...], *, step_cost: float = 0.75, phase_cost: f
         for a in range(b):
             segs = sorted(i for g in groups[a:b] for i in g)
             steps = plan[a, b] = best_steps(segs, max(len(g) for g in groups[a:b]))
-            c = best[a] + cost(steps) + phase_cost
+            c = best[a] + _cost(steps, step_cost) + phase_cost
             if c < best[b]:
                 best[b], cut[b] = c, a
     bounds, b = [], L
@@ -232,6 +264,74 @@ def schedule(parents: tuple[int, ...], *, step_cost: float = 0.75, phase_cost: f
         bounds.append((cut[b], b))
         b = cut[b]
     return _tables(parents, [plan[a, b] for a, b in reversed(bounds)])
+
+
+def _widths_to_try(W: int) -> np.ndarray:
+    """Every width ``1 … W``, or for a very wide phase 1 … 16 and a geometric grid up to ``W``."""
+    if W <= _MANY_WIDTHS:
+        return np.arange(1, W + 1)
+    return np.unique(np.concatenate([np.arange(1, 17), np.geomspace(16, W, 64).round().astype(np.int64), [W]]))
+
+
+def _estimate(w: np.ndarray, widths: np.ndarray, step_cost: float) -> tuple[float, int]:
+    """``(cost, K)`` of the cheapest width ``K`` among ``widths`` for a phase whose levels have
+    ``w`` segments each, without scheduling it: `_steps` at width ``K`` takes
+    ``S(K) = max_j (j + ⌈N_j / K⌉)`` steps, ``N_j`` the phase's segments at its level ``j`` or
+    deeper (a segment of level ``j`` cannot run before step ``j``, and ``N_j`` segments need
+    ``⌈N_j / K⌉`` steps; highest-first list scheduling meets this bound — checked on every
+    window of random trees, and asserted by the tests)."""
+    span, W = len(w), int(w.max())
+    if W == 1 or bool(np.all(w == W)):  # one step per level is optimal: S·K ≥ N, S ≥ span
+        return span * (W + step_cost), W
+    deeper = np.cumsum(w[::-1])[::-1]  # N_j
+    S = np.max(np.arange(span)[:, None] + -(-deeper[:, None] // widths[None, :]), axis=0)
+    c = S * (widths + step_cost)
+    k = int(np.argmin(c))
+    return float(c[k]), int(widths[k])
+
+
+def _large_tree_phases(parents: tuple[int, ...], step_cost: float, phase_cost: float) -> list[list[list[int]]]:
+    """Phases of a tree of more than `EXHAUSTIVE_SEGMENTS` segments: the objective of `schedule`,
+    minimised by a dynamic programme over runs of consecutive levels in which no candidate is
+    list-scheduled. Runs of up to `_EXACT_SPAN` levels are costed by `_estimate` (the step count
+    of `_steps` in closed form, every width); longer runs at one step per level, at the width of
+    their widest level (``(b − a)(max width + step_cost)``, an upper bound; vectorised over the
+    run's start). Each chosen phase is then list-scheduled at its best width. About
+    ``levels · min(levels, _EXACT_SPAN)`` small numpy evaluations: 0.05 s for a 1,000-segment
+    chain, random tree or binary tree."""
+    groups = [list(g) for g in levels(parents)]
+    widths = np.asarray([len(g) for g in groups], np.int64)
+    L = len(groups)
+    best = np.zeros(L + 1)
+    cut = np.zeros(L + 1, np.int64)
+    for b in range(1, L + 1):
+        rev = widths[b - 1 :: -1]
+        widest = np.maximum.accumulate(rev)[::-1]  # widest[a], narrowest[a]: of levels a … b−1
+        narrowest = np.minimum.accumulate(rev)[::-1]
+        # one step per level: exact for runs of equal widths, an upper bound for the others
+        c = best[:b] + (b - np.arange(b)) * (widest + step_cost) + phase_cost
+        for a in range(max(0, b - _EXACT_SPAN), b):
+            if widest[a] != narrowest[a]:
+                w = widths[a:b]
+                c[a] = min(c[a], best[a] + _estimate(w, _widths_to_try(int(widest[a])), step_cost)[0] + phase_cost)
+        cut[b] = int(np.argmin(c))  # ties: the smallest a, the longest phase
+        best[b] = c[cut[b]]
+    bounds, b = [], L
+    while b > 0:
+        bounds.append((int(cut[b]), b))
+        b = int(cut[b])
+    phases = []
+    for a, b in reversed(bounds):
+        segs = sorted(i for g in groups[a:b] for i in g)
+        W = int(widths[a:b].max())
+        if W == 1:
+            phases.append([[i] for i in segs])
+            continue
+        K = _estimate(widths[a:b], _widths_to_try(W), step_cost)[1]
+        window = _window(parents, segs)
+        phases.append(min((_steps(parents, segs, k, window) for k in sorted({K, W})),
+                          key=lambda st: _cost(st, step_cost)))
+    return phases
 
 
 def _tables(parents: tuple[int, ...], all_steps: list[list[list[int]]]) -> Schedule:
@@ -251,7 +351,7 @@ def _tables(parents: tuple[int, ...], all_steps: list[list[list[int]]]) -> Sched
         S, K = len(steps), max(len(s) for s in steps)
         start = row[steps[0][0]]  # global row of the phase's first slot
         members = np.array([s + [s[0]] * (K - len(s)) for s in steps], np.int64)
-        extern: list[int] = []  # global rows of parents outside the phase (0: the world)
+        extern: dict[int, int] = {}  # global row of each parent outside the phase (0: the world) -> its row
         parent_row = np.zeros((S, K), np.int64)
         for t, step in enumerate(steps):
             for k, i in enumerate(members[t]):
@@ -260,9 +360,7 @@ def _tables(parents: tuple[int, ...], all_steps: list[list[list[int]]]) -> Sched
                     parent_row[t, k] = -1 - (row[par] - start)  # in-phase: fixed below
                 else:
                     g = 0 if par < 0 else int(row[par])
-                    if g not in extern:
-                        extern.append(g)
-                    parent_row[t, k] = extern.index(g)
+                    parent_row[t, k] = extern.setdefault(g, len(extern))
         E = len(extern)
         parent_row = np.where(parent_row < 0, E - 1 - parent_row, parent_row)
         inner = [[[int(row[c] - start) for c in kids[i] if phase_of[c] == p] for i in m] for m in members]
@@ -279,5 +377,5 @@ def _tables(parents: tuple[int, ...], all_steps: list[list[list[int]]]) -> Sched
         later_children = np.zeros((R2, S * K), np.int64)
         for j, ch in enumerate(later):
             later_children[: len(ch), j] = ch
-        phases.append(Phase(members, parent_row, np.asarray(extern, np.int64), child_rows, later_children))
+        phases.append(Phase(members, parent_row, np.asarray(list(extern), np.int64), child_rows, later_children))
     return Schedule(tuple(phases), row - 1)

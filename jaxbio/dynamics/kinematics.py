@@ -10,6 +10,7 @@ from jaxtyping import Array, ArrayLike, Float, Int
 
 from jaxbio import quaternion as quat
 from jaxbio.dynamics import _soa as soa
+from jaxbio._validate import as_shape, is_concrete
 from jaxbio.dynamics._checks import public, as_state
 from jaxbio.dynamics._levels import forward_pass, levels_of
 from jaxbio.spatial import cross
@@ -154,10 +155,19 @@ def point_jacobian(
     Returns:
         ``(J_v, J_ω)``, each ``(3, n)``, world frame: m/rad (m/m on prismatic joints) and rad/rad.
     """
-    seg = tree.names.index(segment) if isinstance(segment, str) else segment
-    mo = segment_motion(tree, jnp.asarray(q)) if motion is None else motion
-    X = mo.position[seg] + quat.rotate(mo.attitude[seg], jnp.asarray(point, mo.position.dtype))
-    anc = jnp.asarray(tree.ancestors)[seg][:, None]  # (n, 1): joint j moves the segment
+    q = as_state(tree, q, "q", False)
+    point = as_shape(point, (3,), "point", " (m, in the segment frame)")
+    seg = tree.index(segment) if isinstance(segment, str) else segment
+    if is_concrete(seg):
+        if jnp.ndim(seg) != 0 or not -tree.nq <= int(seg) < tree.nq:
+            raise ValueError(f"segment must be a name or an index in [0, {tree.nq}) of model {tree.name!r}, got {seg!r}")
+        seg = int(seg) % tree.nq
+    mo = segment_motion(tree, q) if motion is None else motion
+    # a traced index out of range reads NaN (JAX would clamp it to a plausible other segment)
+    pos = jnp.take(mo.position, seg, axis=0, mode="fill", fill_value=jnp.nan)
+    att = jnp.take(mo.attitude, seg, axis=0, mode="fill", fill_value=jnp.nan)
+    X = pos + quat.rotate(att, point.astype(mo.position.dtype))
+    anc = jnp.take(jnp.asarray(tree.ancestors), seg, axis=0, mode="clip")[:, None]  # (n, 1): joint j moves it
     rev = jnp.asarray(tree.is_revolute)[:, None]
     jv = jnp.where(anc, jnp.where(rev, cross(mo.axis, X[None, :] - mo.position), mo.axis), 0.0)
     jw = jnp.where(anc & rev, mo.axis, 0.0)

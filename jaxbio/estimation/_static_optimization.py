@@ -88,7 +88,7 @@ import jax.scipy.linalg as jsl
 import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
-from jaxbio._validate import as_float, check_finite, is_concrete
+from jaxbio._validate import as_float, check_finite, check_values, is_concrete, static_number
 
 __all__ = [
     "StaticOptimizationResult",
@@ -100,6 +100,10 @@ __all__ = [
 
 SOLVERS = ("auto", "qpax", "interior_point")
 OBJECTIVES = ("force", "activation")
+#: N, the largest ``max_force`` accepted. The solver works in activations ``x ∈ [0, 1]`` with
+#: absolute tolerances, so a muscle so strong that the moments need ``x`` below them (1e300 N
+#: against a few N·m) would be solved as ``x = 0``; no muscle comes near this bound.
+MAX_FORCE = 1e8
 
 
 class StaticOptimizationResult(eqx.Module):
@@ -160,7 +164,7 @@ def _standard_form(moment_arms, tau, max_force, passive_force, reserve_strength,
     m, n = moment_arms.shape
     A = moment_arms.T * max_force[None, :]  # (n, m) N·m per unit activation
     b = tau - moment_arms.T @ passive_force
-    scale = jnp.maximum(jnp.max(jnp.abs(A), axis=1), jnp.abs(reserve_strength))
+    scale = jnp.maximum(jnp.max(jnp.abs(A), axis=1, initial=0.0), jnp.abs(reserve_strength))
     scale = jax.lax.stop_gradient(jnp.where(scale > 0, scale, 1.0))
     eye = jnp.eye(n, dtype=A.dtype)
     E = jnp.concatenate([A / scale[:, None], jnp.diag(reserve_strength / scale), eye, -eye], axis=1)
@@ -374,10 +378,31 @@ def _implicit_solution_jvp(m, n, weight, primals, tangents):
     return w, -jnp.linalg.solve(K, F_dot)
 
 
+#: `_solve_frame`: moments below this fraction of the largest single actuator moment get a tighter
+#: interior-point tolerance (frames of ordinary size keep ``tol``).
+_SMALL_DEMAND = 1e-2
+
+
 def _solve_frame(moment_arms, tau, max_force, passive_force, reserve_strength, p, *, solver, weight,
                  tol, max_iterations, residual_tolerance, polish_steps=8):
-    """One frame (see `static_optimization`); ``p`` is a (traced) scalar, the rest static."""
+    """One frame (see `static_optimization`); ``p`` is a (traced) scalar, the rest static.
+
+    Input that is not a valid problem — NaN or inf anywhere, ``max_force`` outside
+    ``[0, MAX_FORCE]`` — is refused before tracing when concrete; traced (under jit) it is
+    solved as a harmless zero problem and every output is NaN, ``feasible`` and ``converged``
+    false: NaN in, NaN out, never a plausible force. ``feasible`` is recomputed from the
+    returned forces (`_result`), whatever the solver reported."""
     m, n = moment_arms.shape
+    given_tau = tau
+    valid = jnp.asarray(True)
+    for x in (moment_arms, tau, max_force, passive_force, reserve_strength):
+        valid = valid & jnp.all(jnp.isfinite(x))
+    valid = valid & jnp.all(max_force >= 0) & jnp.all(max_force <= MAX_FORCE)
+    moment_arms, tau, passive_force, reserve_strength = (
+        jnp.where(valid, x, jnp.zeros_like(x)) for x in (moment_arms, tau, passive_force, reserve_strength))
+    max_force = jnp.where(valid, max_force, jnp.ones_like(max_force))
+    if n == 0:  # no moment to reproduce: every activation at 0
+        return _no_coordinates(moment_arms, given_tau, max_force, passive_force, valid)
     p = jax.lax.stop_gradient(jnp.asarray(p, moment_arms.dtype))
     E, b, lower, upper, scale = _standard_form(moment_arms, tau, max_force, passive_force,
                                                reserve_strength, weight)
@@ -386,7 +411,13 @@ def _solve_frame(moment_arms, tau, max_force, passive_force, reserve_strength, p
     if solver == "qpax":
         z, lam, nl, nu, sl, su, _, it = _qpax_solve(Es, bs, lower, upper, m, n, weight, tol, max_iterations)
     else:
-        z, lam, nl, nu, sl, su, _, it = _interior_point(Es, bs, lower, upper, m, n, p, weight, tol,
+        # the moments asked for, in units of the largest single actuator moment: far below 1, the
+        # activations, multipliers and complementarity products are as small, and an absolute
+        # tolerance would stop before the active bounds can be told apart (τ 1e-5 of a muscle's
+        # moment came back 3× too strong); tighten it in proportion, down to 1e-6 of ``tol``
+        demand = jnp.max(jnp.abs(bs), initial=0.0)
+        tol_frame = tol * jnp.clip(demand / _SMALL_DEMAND, 1e-6, 1.0)
+        z, lam, nl, nu, sl, su, _, it = _interior_point(Es, bs, lower, upper, m, n, p, weight, tol_frame,
                                                          max_iterations)
     has_lower, has_upper = _masks(m, n)
     hl, hu = jnp.asarray(has_lower), jnp.asarray(has_upper)
@@ -450,27 +481,53 @@ def _solve_frame(moment_arms, tau, max_force, passive_force, reserve_strength, p
     y = z[m : m + n]
     forces = x * max_force + passive_force
     reserves = reserve_strength * y
-    residual = tau - moment_arms.T @ forces - reserves
     g, _ = _cost_derivatives(z, m, n, p, weight)
     bound_mult = (g - E.T @ lam)[:m]
     lower_mult = jnp.where(at_lower[:m], bound_mult, 0.0)
     upper_mult = jnp.where(at_upper[:m], -bound_mult, 0.0)
     cost = jnp.sum(jnp.abs(x) ** p) + jnp.sum(y**2)
-    tol_moment = residual_tolerance * scale
+    return _result(moment_arms, given_tau, forces, x, reserves, cost, lam / scale, lower_mult, upper_mult,
+                   jax.lax.stop_gradient(polished), it, valid, residual_tolerance)
+
+
+def _result(moment_arms, tau, forces, activations, reserves, cost, moment_mult, lower_mult, upper_mult,
+            converged, iterations, valid, residual_tolerance) -> StaticOptimizationResult:
+    """The result of one frame, its residual and ``feasible`` computed from the returned forces
+    (elementwise sums: no reduced-precision matmul), every float output NaN where not ``valid``.
+
+    ``feasible``: every ``|τⱼ − Σᵢ rᵢⱼ Fᵢ − Sⱼ yⱼ| ≤ residual_tolerance · max(1, |τⱼ|, Σᵢ |rᵢⱼ Fᵢ| + |Sⱼ yⱼ|)``
+    (N·m, N for a prismatic coordinate): relative to the moments that are balanced, and at least
+    ``residual_tolerance`` N·m. Relative to the moments, not to the actuators' capacity: a
+    solver that lost the solution in rounding (a muscle of 1e300 N asked for 10 N·m) is reported
+    infeasible, not feasible within 1e-6 of 1e298 N·m."""
+    moments = jnp.sum(moment_arms * forces[:, None], axis=0)
+    residual = tau - moments - reserves
+    balanced = jnp.sum(jnp.abs(moment_arms * forces[:, None]), axis=0) + jnp.abs(reserves)
+    size = jnp.maximum(jnp.maximum(jnp.abs(tau), balanced), 1.0)
+    feasible = valid & jnp.all(jnp.abs(residual) <= residual_tolerance * size)
+    nan = jnp.where(valid, 0.0, jnp.nan).astype(forces.dtype)  # NaN in, NaN out
     return StaticOptimizationResult(
-        forces=forces,
-        activations=x,
-        reserves=reserves,
+        forces=forces + nan,
+        activations=activations + nan,
+        reserves=reserves + nan,
         tau=tau,
-        residual=residual,
-        feasible=jnp.all(jnp.abs(residual) <= tol_moment),
-        cost=cost,
-        moment_multipliers=lam / scale,
-        lower_multipliers=lower_mult,
-        upper_multipliers=upper_mult,
-        converged=jax.lax.stop_gradient(polished),
-        iterations=it,
+        residual=residual + nan,
+        feasible=feasible,
+        cost=cost + nan,
+        moment_multipliers=moment_mult + nan,
+        lower_multipliers=lower_mult + nan,
+        upper_multipliers=upper_mult + nan,
+        converged=converged & valid,
+        iterations=iterations,
     )
+
+
+def _no_coordinates(moment_arms, tau, max_force, passive_force, valid):
+    """A frame with no coordinate (``n = 0``): nothing to reproduce, so ``x = 0`` (the minimum of
+    ``Σ xᵖ``) and the forces are the passive ones."""
+    zeros_m, zeros_n = jnp.zeros_like(max_force), jnp.zeros_like(tau)
+    return _result(moment_arms, tau, passive_force + zeros_m, zeros_m, zeros_n, jnp.zeros((), max_force.dtype),
+                   zeros_n, zeros_m, zeros_m, jnp.asarray(True), jnp.asarray(0, jnp.int32), valid, 0.0)
 
 
 _OPTIONS = ("solver", "weight", "tol", "max_iterations", "residual_tolerance")
@@ -502,10 +559,38 @@ def _resolve_solver(solver: str, p: float) -> str:
     return solver
 
 
+def _default_residual_tolerance(residual_tolerance, dtype) -> float:
+    if residual_tolerance is not None:
+        return residual_tolerance
+    return 1e-6 if jnp.finfo(dtype).bits >= 64 else 1e-4
+
+
 def _default_tol(tol, dtype) -> float:
     if tol is not None:
-        return float(tol)
+        return tol
     return 1e-9 if jnp.finfo(dtype).bits >= 64 else 1e-5
+
+
+def _options(infeasibility_weight, tol, max_iterations, residual_tolerance, dtype) -> dict:
+    """The static solver options, checked before tracing (``ValueError`` naming the option): a
+    weight ≤ 0 would make leaving the moments unmet free, a negative tolerance would report every
+    frame infeasible, a zero iteration limit would return the starting point."""
+    return dict(
+        weight=static_number(infeasibility_weight, "infeasibility_weight", positive=True),
+        tol=static_number(_default_tol(tol, dtype), "tol", positive=True),
+        max_iterations=static_number(max_iterations, "max_iterations", positive=True, integer=True),
+        residual_tolerance=static_number(_default_residual_tolerance(residual_tolerance, dtype), "residual_tolerance",
+                                         positive=True),
+    )
+
+
+def _check_max_force(fmax, name: str = "max_force") -> None:
+    """Concrete ``max_force`` in ``[0, MAX_FORCE]`` N (traced values: `_solve_frame` gives NaN)."""
+    check_values(fmax, name, nonnegative=True)
+    a = np.asarray(fmax) if is_concrete(fmax) else None
+    if a is not None and a.size and not np.all(a <= MAX_FORCE):
+        raise ValueError(f"{name} must be ≤ MAX_FORCE = {MAX_FORCE:g} N (the solver's activations could not "
+                         f"resolve the moments), got {float(a.max()):g} N")
 
 
 def _check_p(p) -> float:
@@ -530,7 +615,7 @@ def static_optimization(
     infeasibility_weight: float = 1e5,
     tol: float | None = None,
     max_iterations: int = 60,
-    residual_tolerance: float = 1e-6,
+    residual_tolerance: float | None = None,
     check: bool = False,
     joint_names: Sequence[str] | None = None,
 ) -> StaticOptimizationResult:
@@ -544,10 +629,10 @@ def static_optimization(
         tau: ``(n,)`` N·m / N, joint moments to reproduce (e.g. `jaxbio.inverse_dynamics`).
         max_force: ``(m,)`` N, ``F̂``: force at full activation along the tendon (``F⁰`` for the
             ``F/F⁰`` objective, ``F⁰ f_L f_V cos α`` for activations; see
-            `muscle_force_components`). ≥ 0.
+            `muscle_force_components`). In ``[0, MAX_FORCE]`` (1e8 N).
         p: static, exponent of the effort (2 or 3; any ``p ≥ 2`` works with the interior point).
         passive_force: ``(m,)`` N, force that does not depend on ``x`` (passive fibre force),
-            default 0.
+            ≥ 0, default 0.
         reserve_strength: ``(n,)`` N·m per unit reserve activation, ``S``; 0 (default) = no
             reserve actuator on that coordinate.
         solver: static, ``"auto"`` (= ``"interior_point"``), ``"interior_point"`` or ``"qpax"``
@@ -555,22 +640,35 @@ def static_optimization(
         infeasibility_weight: static, exact-penalty weight of the unmet moment (per unit of the
             coordinate's largest single-actuator moment). Must exceed the moment multipliers; if
             the muscles could reproduce ``τ`` only at a marginal cost above it, the frame is
-            reported infeasible.
+            reported infeasible. > 0.
         tol: static, interior-point tolerance (scaled KKT residual and largest complementarity
-            product); default ``1e-9`` in float64, ``1e-5`` in float32. The active-set polish
-            then takes the solution to rounding precision whatever ``tol``.
-        max_iterations: static, interior-point iteration limit.
-        residual_tolerance: static, ``feasible`` means ``|residual_j| ≤ residual_tolerance · σⱼ``
-            with ``σⱼ`` the largest single-actuator moment at coordinate ``j`` (N·m).
+            product); default ``1e-9`` in float64, ``1e-5`` in float32, tightened for frames
+            whose moments are far below the actuators' capacity. The active-set polish then takes
+            the solution to rounding precision whatever ``tol``. > 0.
+        max_iterations: static, interior-point iteration limit (an integer ≥ 1).
+        residual_tolerance: static, ``feasible`` means that for every coordinate ``j`` the
+            residual recomputed from the returned forces is within
+            ``residual_tolerance · max(1, |τⱼ|, Σᵢ|rᵢⱼ Fᵢ| + |Sⱼ yⱼ|)`` N·m (relative to the moments
+            balanced at that coordinate, and at least ``residual_tolerance`` N·m); default
+            ``1e-6`` in float64, ``1e-4`` in float32. > 0.
         check: static; inside jit, raise (`equinox.error_if`) on NaN/inf input and on an
             infeasible frame (naming the joint). Outside jit the input is always checked.
+            Without it, a frame whose traced input has NaN or inf, or a ``max_force`` outside
+            ``[0, MAX_FORCE]``, comes back with every float field NaN and ``feasible``,
+            ``converged`` false (NaN in, NaN out; never a plausible force).
         joint_names: names of the ``n`` coordinates, for the error messages of ``check``.
+
+    Zero muscles (``m = 0``: reserves only) and zero coordinates (``n = 0``: nothing to
+    reproduce, every activation 0) are solved, with empty arrays where the size is 0.
 
     Returns:
         `StaticOptimizationResult` of the frame.
 
     Raises:
-        ValueError: wrong shapes, negative ``max_force``, NaN/inf input, ``p < 2``, unknown solver.
+        ValueError (before tracing, naming the argument): wrong shapes, ``max_force`` outside
+        ``[0, MAX_FORCE]``, NaN/inf input, ``p < 2``, unknown solver, an option that is not a
+        positive finite number (``infeasibility_weight``, ``tol``, ``residual_tolerance``,
+        ``max_iterations``).
     """
     p = _check_p(p)
     solver = _resolve_solver(solver, p)
@@ -591,6 +689,7 @@ def static_optimization(
     if reserve.shape != (n,):
         raise ValueError(f"reserve_strength has shape {reserve.shape}, expected ({n},)")
     dtype = jnp.result_type(R, tau, fmax, passive, reserve)
+    options = _options(infeasibility_weight, tol, max_iterations, residual_tolerance, dtype)
     R, tau, fmax, passive, reserve = (a.astype(dtype) for a in (R, tau, fmax, passive, reserve))
     R = _check_finite(R, "moment_arms", check)
     tau = _check_finite(tau, "tau", check)
@@ -599,11 +698,9 @@ def static_optimization(
     reserve = _check_finite(reserve, "reserve_strength", check)
     if is_concrete(fmax) and np.any(np.asarray(fmax) < 0):
         raise ValueError(f"max_force must be ≥ 0, got {np.asarray(fmax).tolist()}")
-    result = _solve_frame_jit(
-        R, tau, fmax, passive, reserve, p, solver=solver, weight=float(infeasibility_weight),
-        tol=_default_tol(tol, dtype), max_iterations=int(max_iterations),
-        residual_tolerance=float(residual_tolerance),
-    )
+    _check_max_force(fmax)
+    check_values(passive, "passive_force", nonnegative=True)  # a muscle cannot push
+    result = _solve_frame_jit(R, tau, fmax, passive, reserve, p, solver=solver, **options)
     if check:
         result = _error_if_infeasible(result, joint_names or tuple(f"coordinate {j}" for j in range(n)))
     return result
@@ -731,7 +828,7 @@ def static_optimization_motion(
     infeasibility_weight: float = 1e5,
     tol: float | None = None,
     max_iterations: int = 60,
-    residual_tolerance: float = 1e-6,
+    residual_tolerance: float | None = None,
     check: bool = False,
 ) -> StaticOptimizationResult:
     """Static optimisation over a motion: ``τ`` by inverse dynamics, moment arms and (for
@@ -761,12 +858,17 @@ def static_optimization_motion(
     Raises:
         ValueError naming the array (and the first bad frame) for wrong shapes, frame counts that
         differ between ``q``, ``qd``, ``qdd`` and ``tau``, or NaN/inf; for an unknown segment in
-        ``reserve_strength``; for a muscle set and parameters of different sizes.
+        ``reserve_strength``; for a muscle set and parameters of different sizes; for paths built
+        on another tree (`jaxbio.muscles.geometry.check_tree`); for the options as in
+        `static_optimization`. ``T = 0`` frames give empty results.
     """
     p = _check_p(p)
     solver = _resolve_solver(solver, p)
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    from jaxbio.muscles.geometry import check_tree
+
+    check_tree(paths, tree)
     n = tree.nq
     muscle = _as_hill(parameters)
     if muscle.size != paths.n_muscles:
@@ -787,6 +889,8 @@ def static_optimization_motion(
                              f"the same number of frames")
         arrays[name] = _check_finite(x, name, check, ("frame", "coordinate"))
     dtype = jnp.result_type(*arrays.values())
+    options = _options(infeasibility_weight, tol, max_iterations, residual_tolerance, dtype)
+    _check_max_force(muscle.max_isometric_force, "max_isometric_force of parameters")
     if isinstance(reserve_strength, Mapping):
         strength = np.zeros(n)
         for key, value in reserve_strength.items():
@@ -808,10 +912,11 @@ def static_optimization_motion(
         for nm, e in zip(("external forces", "external moments"), external):
             if e.shape != (frames, n, 3):
                 raise ValueError(f"{nm} has shape {e.shape}, expected ({frames}, {n}, 3)")
+        external = tuple(_check_finite(e, nm, check) for e, nm in zip(external, ("external forces", "external moments")))
     problem = _motion_problem(tree, paths, muscle, arrays["q"].astype(dtype), arrays["qd"].astype(dtype),
                               arrays["qdd"].astype(dtype), arrays.get("tau"), external, objective)
-    solve = _frames_solver(solver, float(infeasibility_weight), _default_tol(tol, dtype), int(max_iterations),
-                           float(residual_tolerance))
+    solve = _frames_solver(solver, options["weight"], options["tol"], options["max_iterations"],
+                           options["residual_tolerance"])
     result = solve(*problem, jnp.broadcast_to(reserve, (frames, n)), jnp.asarray(p, dtype))
     if check:
         result = _error_if_infeasible(result, tree.names)

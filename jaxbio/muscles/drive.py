@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from jaxbio.hamiltonian import Drive
 from jaxbio.muscles.activation import ActivationDynamics
 from jaxbio.muscles.curves import HillMuscle
-from jaxbio.muscles.geometry import MusclePaths, generalized_forces, lengthening_velocity, lengths
+from jaxbio.muscles.geometry import MusclePaths, check_tree, generalized_forces, lengthening_velocity, lengths
 from jaxbio.tree import SegmentTree
 
 __all__ = ["MuscleActuatedDrive"]
@@ -37,6 +37,7 @@ class MuscleActuatedDrive(Drive):
     excitation: Callable
 
     def __check_init__(self):
+        check_tree(self.paths, self.tree)  # paths built for another tree: ValueError naming both
         m = self.paths.n_muscles
         if self.muscles.max_isometric_force.shape != (m,):
             raise ValueError(f"MuscleActuatedDrive: muscles has {self.muscles.max_isometric_force.shape} "

@@ -25,10 +25,17 @@ Muscles are arrays, not Python objects: ``m`` muscles padded to ``P`` points wit
 function is one vectorised computation (no Python loop over muscles or frames in traced code) and
 works under `jax.jit`, `jax.vmap` and `jax.grad`. The public functions are wrapped in `jax.jit`
 (compiled on first call, so eager use is fast; inlined inside a caller's own jit).
+
+Bad input never becomes a plausible length: before tracing, paths built for another tree
+(`check_tree`), a wrong shape and a concrete NaN/inf are ``ValueError`` s naming the argument;
+a traced NaN/inf reaches every output that depends on it (the zero-length guards of
+`jaxbio.spatial` keep NaN), and a batch of 0 states gives empty results.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import Mapping, Sequence
 
 import equinox as eqx
@@ -38,12 +45,16 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import quaternion as quat
+from jaxbio._validate import as_shape, check_finite, is_concrete
 from jaxbio.dynamics.kinematics import segment_motion
+from jaxbio.spatial import norm, unit
 from jaxbio.tree import SegmentTree
 
 __all__ = [
     "MusclePaths",
     "WORLD",
+    "check_tree",
+    "tree_topology",
     "path_points_world",
     "lengths",
     "lengthening_velocity",
@@ -69,6 +80,11 @@ class MusclePaths(eqx.Module):
       in the `SegmentTree` (``-1`` = world/ground). `segment_index` gives it as a numpy array.
     - ``counts``: static, number of active points of each muscle (≥ 2); active points come first.
     - ``names``: static, muscle names; ``point_names``: static, per muscle, its points' names.
+    - ``built_for``: static, the `tree_topology` of the `SegmentTree` the paths were built for (its
+      name, segment names, parents and joint types), or ``()`` when unknown. Every function
+      taking ``(paths, tree)`` refuses a tree of another topology (`check_tree`): a segment
+      index means nothing on another tree. Trees with the same topology and other numbers (a
+      scaled subject) are accepted.
 
     The topology (which segment holds which point, how many points) is static, the coordinates
     are an array leaf: `jax.grad` with respect to ``points`` (attachment sites) works, and
@@ -82,6 +98,7 @@ class MusclePaths(eqx.Module):
     counts: tuple[int, ...] = eqx.field(static=True)
     names: tuple[str, ...] = eqx.field(static=True)
     point_names: tuple[tuple[str, ...], ...] = eqx.field(static=True, default=())
+    built_for: tuple = eqx.field(static=True, default=())
 
     def __check_init__(self):
         m = len(self.names)
@@ -99,6 +116,13 @@ class MusclePaths(eqx.Module):
         for name, c in zip(self.names, self.counts):
             if not 2 <= c <= P:
                 raise ValueError(f"muscle {name!r}: a path needs at least 2 points (got {c})")
+        n_segments = len(self.built_for[1]) if self.built_for else None
+        for name, row in zip(self.names, self.segments):
+            for k, seg in enumerate(row):
+                if seg < WORLD or (n_segments is not None and seg >= n_segments):
+                    size = f" ({n_segments} segments)" if n_segments else ""
+                    raise ValueError(f"muscle {name!r}, point {k}: segment index {seg} is neither {WORLD} (the "
+                                     f"world) nor a segment of the tree{size}")
 
     # ---- static helpers (numpy) --------------------------------------------------------------
     @property
@@ -227,6 +251,7 @@ class MusclePaths(eqx.Module):
             counts=tuple(counts),
             names=tuple(names),
             point_names=tuple(tuple(r) for r in pname_rows),
+            built_for=tree_topology(tree),
         )
 
     def astype(self, dtype) -> "MusclePaths":
@@ -234,15 +259,72 @@ class MusclePaths(eqx.Module):
         return eqx.tree_at(lambda p: p.points, self, jnp.asarray(self.points, dtype))
 
 
-def _check_q(tree: SegmentTree, x, name: str):
-    x = jnp.asarray(x)
-    if not jnp.issubdtype(x.dtype, jnp.floating):
-        x = x.astype(jnp.result_type(float))
-    if x.shape != (tree.nq,):
-        raise ValueError(
-            f"{name} has shape {x.shape}, expected {(tree.nq,)} for model {tree.name!r}; batch with jax.vmap"
-        )
-    return x
+def tree_topology(tree: SegmentTree) -> tuple:
+    """``(name, segment names, parents, joint types)`` of ``tree``: what `MusclePaths` records of
+    the tree it was built for (static, hashable)."""
+    return (tree.name, tuple(tree.names), tuple(tree.parents), tuple(tree.joint_types))
+
+
+def check_tree(paths: MusclePaths, tree: SegmentTree) -> None:
+    """``ValueError`` naming both models unless ``paths`` were built for a tree of ``tree``'s
+    topology (same segment names, parents and joint types; the numbers may differ). Paths that
+    do not record their tree (``paths.built_for == ()``, built by the constructor) are checked
+    only for segment indices within ``tree``. Static: runs before tracing."""
+    if not isinstance(paths, MusclePaths):
+        raise ValueError(f"paths must be a MusclePaths, got {type(paths).__name__}")
+    if not isinstance(tree, SegmentTree):
+        raise ValueError(f"tree must be a SegmentTree, got {type(tree).__name__}")
+    if paths.built_for:
+        name, names, parents, types = paths.built_for
+        if (names, parents, types) != tuple(tree_topology(tree)[1:]):
+            raise ValueError(
+                f"muscle paths and tree do not match: the paths were built for model {name!r} "
+                f"(segments {list(names)}), the tree is model {tree.name!r} (segments {list(tree.names)}); "
+                f"build the paths on this tree (MusclePaths.from_points)")
+        return
+    seg = paths.segment_index
+    if seg.size and seg.max() >= tree.nq:
+        i, k = (int(a[0]) for a in np.nonzero(seg >= tree.nq))
+        raise ValueError(f"muscle paths and tree do not match: muscle {paths.names[i]!r}, point {k} is on segment "
+                         f"index {int(seg[i, k])}, but model {tree.name!r} has {tree.nq} segments")
+
+
+def _as_state(tree: SegmentTree, x, name: str):
+    """``x`` as a float array of shape ``(tree.nq,)``; ``ValueError`` naming it otherwise."""
+    return as_shape(x, (tree.nq,), name, f" for model {tree.name!r} ({tree.nq} coordinates: "
+                    f"{', '.join(tree.names)}); batch with jax.vmap")
+
+
+def _as_forces(paths: MusclePaths, forces):
+    return as_shape(forces, (paths.n_muscles,), "forces", f": one tension per muscle ({', '.join(paths.names)})")
+
+
+def _public(fn):
+    """`jax.jit` of ``fn(paths, tree, *arrays)`` (compiled on first call, inlined in a caller's
+    jit), after checks that run before tracing: `check_tree`, and NaN/inf in a concrete array
+    argument (``ValueError`` naming it and the first bad entry). Traced arrays are not looked at:
+    a NaN or inf in them flows to the outputs that depend on it (never masked into a finite
+    number)."""
+    jitted = jax.jit(fn)
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            arguments = signature.bind(*args, **kwargs).arguments
+        except TypeError:
+            return jitted(*args, **kwargs)  # let jit report the wrong call
+        check_tree(arguments["paths"], arguments["tree"])
+        for name, x in list(arguments.items())[2:]:
+            if is_concrete(x) and not isinstance(x, (str, bytes)):
+                try:
+                    a = np.asarray(x, dtype=float)
+                except (TypeError, ValueError):
+                    continue  # not numbers: as_float names it at trace time
+                check_finite(a, name)
+        return jitted(*args, **kwargs)
+
+    return call
 
 
 def _points_and_origins(paths: MusclePaths, tree: SegmentTree, q):
@@ -259,7 +341,7 @@ def _points_and_origins(paths: MusclePaths, tree: SegmentTree, q):
     return jnp.where(on_world, pts, moving), jnp.where(on_world, 0.0, org)
 
 
-@jax.jit
+@_public
 def path_points_world(paths: MusclePaths, tree: SegmentTree, q: Float[ArrayLike, " n"]) -> Float[Array, "m P 3"]:
     """World position of every path point.
 
@@ -271,23 +353,22 @@ def path_points_world(paths: MusclePaths, tree: SegmentTree, q: Float[ArrayLike,
     Returns:
         ``(m, P, 3)`` m, world frame. Padding entries repeat each muscle's last active point.
     """
-    q = _check_q(tree, q, "q")
+    q = _as_state(tree, q, "q")
     return _points_and_origins(paths, tree, q)[0]
 
 
 def _pieces(paths: MusclePaths, pts):
-    """Vectors ``(m, P−1, 3)`` between consecutive points, their lengths ``(m, P−1)`` (zero for
-    padding) and unit vectors (zero where the length is zero), with gradients kept finite."""
+    """Vectors ``(m, P−1, 3)`` between consecutive points, their lengths ``(m, P−1)`` and unit
+    vectors (zero for padding pieces and where the length is zero), with finite gradients at zero
+    length (`jaxbio.spatial.norm`, `unit`); a NaN point gives NaN, never a zero."""
     d = pts[:, 1:, :] - pts[:, :-1, :]
-    d2 = jnp.sum(d * d, axis=-1)
-    ok = jnp.asarray(paths.piece_mask) & (d2 > 0)
-    safe = jnp.where(ok, d2, 1.0)  # double-where: no NaN gradient at zero length
-    length = jnp.where(ok, jnp.sqrt(safe), 0.0)
-    unit = jnp.where(ok[..., None], d / jnp.sqrt(safe)[..., None], 0.0)
-    return d, length, unit
+    real = jnp.asarray(paths.piece_mask)  # static: padding pieces are not part of the path
+    length = jnp.where(real, norm(d), 0.0)
+    u = jnp.where(real[..., None], unit(d, jnp.zeros_like(d)), 0.0)
+    return d, length, u
 
 
-@jax.jit
+@_public
 def lengths(paths: MusclePaths, tree: SegmentTree, q: Float[ArrayLike, " n"]) -> Float[Array, " m"]:
     """Muscle–tendon length: the sum of the straight distances between consecutive active points.
 
@@ -299,12 +380,12 @@ def lengths(paths: MusclePaths, tree: SegmentTree, q: Float[ArrayLike, " n"]) ->
     Returns:
         ``(m,)`` m.
     """
-    q = _check_q(tree, q, "q")
+    q = _as_state(tree, q, "q")
     pts = _points_and_origins(paths, tree, q)[0]
     return jnp.sum(_pieces(paths, pts)[1], axis=-1)
 
 
-@jax.jit
+@_public
 def lengthening_velocity(
     paths: MusclePaths, tree: SegmentTree, q: Float[ArrayLike, " n"], qd: Float[ArrayLike, " n"]
 ) -> Float[Array, " m"]:
@@ -317,12 +398,12 @@ def lengthening_velocity(
     Returns:
         ``(m,)`` m/s, positive when the muscle lengthens.
     """
-    q = _check_q(tree, q, "q")
-    qd = _check_q(tree, qd, "qd").astype(q.dtype)
+    q = _as_state(tree, q, "q")
+    qd = _as_state(tree, qd, "qd").astype(q.dtype)
     return jax.jvp(lambda x: lengths(paths, tree, x), (q,), (qd,))[1]
 
 
-@jax.jit
+@_public
 def moment_arms(paths: MusclePaths, tree: SegmentTree, q: Float[ArrayLike, " n"]) -> Float[Array, "m n"]:
     """Moment arms ``r = −∂l/∂q`` (by `jax.jacfwd`).
 
@@ -336,11 +417,11 @@ def moment_arms(paths: MusclePaths, tree: SegmentTree, q: Float[ArrayLike, " n"]
     Returns:
         ``(m, n)`` m per rad (revolute) / m per m (prismatic).
     """
-    q = _check_q(tree, q, "q")
+    q = _as_state(tree, q, "q")
     return -jax.jacfwd(lambda x: lengths(paths, tree, x))(q)
 
 
-@jax.jit
+@_public
 def generalized_forces(
     paths: MusclePaths, tree: SegmentTree, q: Float[ArrayLike, " n"], forces: Float[ArrayLike, " m"]
 ) -> Float[Array, " n"]:
@@ -354,13 +435,12 @@ def generalized_forces(
         ``(n,)`` N·m (revolute) / N (prismatic), positive along each joint axis (API.md), i.e.
         the joint moments the muscles produce.
     """
-    forces = jnp.asarray(forces)
-    if forces.shape != (paths.n_muscles,):
-        raise ValueError(f"forces has shape {forces.shape}, expected {(paths.n_muscles,)}")
-    return moment_arms(paths, tree, q).T @ forces
+    forces = _as_forces(paths, forces)
+    r = moment_arms(paths, tree, q)
+    return jnp.sum(r * forces[:, None].astype(r.dtype), axis=0)  # elementwise: no reduced-precision matmul
 
 
-@jax.jit
+@_public
 def muscle_wrenches(
     paths: MusclePaths, tree: SegmentTree, q: Float[ArrayLike, " n"], forces: Float[ArrayLike, " m"]
 ) -> tuple[Float[Array, "n 3"], Float[Array, "n 3"]]:
@@ -382,10 +462,8 @@ def muscle_wrenches(
         generalised force ``Jᵀ(f, m)`` equals `generalized_forces`, so
         ``inverse_dynamics(…, external=muscle_wrenches(…)) − inverse_dynamics(…) = −rᵀF``.
     """
-    q = _check_q(tree, q, "q")
-    tension = jnp.asarray(forces)
-    if tension.shape != (paths.n_muscles,):
-        raise ValueError(f"forces has shape {tension.shape}, expected {(paths.n_muscles,)}")
+    q = _as_state(tree, q, "q")
+    tension = _as_forces(paths, forces)
     pts, org = _points_and_origins(paths, tree, q)
     _, _, unit = _pieces(paths, pts)
     seg = paths.segment_index

@@ -39,7 +39,7 @@ from jaxbio import quaternion as quat
 from jaxbio.model import load_model
 from jaxbio.models.build import Z, Body, combine, model, moved, segment, virtual
 from jaxbio.muscles.curves import HillMuscle
-from jaxbio.muscles.geometry import MusclePaths
+from jaxbio.muscles.geometry import MusclePaths, tree_topology
 from jaxbio.tree import SegmentTree
 
 __all__ = ["MuscleParameters", "load_muscle_set", "muscle_sets", "coordinate_names", "elbow_arm26"]
@@ -333,7 +333,8 @@ def elbow_arm26(
         segments.append(tuple(row))
     epaths = MusclePaths(points=jnp.asarray(points, etree.origins.dtype), segments=tuple(segments),
                          counts=tuple(paths.counts[i] for i in idx), names=muscles,
-                         point_names=tuple(paths.point_names[i] for i in idx) if paths.point_names else ())
+                         point_names=tuple(paths.point_names[i] for i in idx) if paths.point_names else (),
+                         built_for=tree_topology(etree))
     sel = np.asarray(idx)
     hill = HillMuscle(par.max_isometric_force[sel], par.optimal_fiber_length[sel], par.tendon_slack_length[sel],
                       par.pennation_angle[sel], par.max_contraction_velocity[sel])
