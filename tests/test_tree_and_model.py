@@ -333,8 +333,10 @@ def test_nan_inputs_caught_when_checking():
     tree = jb.SegmentTree.from_dict(double_pendulum_dict())
     z = jnp.zeros(2)
     bad = jnp.array([0.1, jnp.nan])
-    # unchecked: NaN propagates (never a plausible number)
-    assert np.all(np.isnan(np.asarray(jb.inverse_dynamics(tree, bad, z, z))))
+    # eager: refused before tracing; traced and unchecked: NaN propagates (never a plausible number)
+    with pytest.raises(ValueError, match="q contains NaN or inf"):
+        jb.inverse_dynamics(tree, bad, z, z)
+    assert np.all(np.isnan(np.asarray(jax.jit(lambda q: jb.inverse_dynamics(tree, q, z, z))(bad))))
     f = jax.jit(lambda q: jb.inverse_dynamics(tree, q, z, z, check=True))
     with pytest.raises(Exception, match="q contains NaN or inf"):
         jax.block_until_ready(f(bad))
