@@ -133,6 +133,7 @@ def test_nan_initial_state(jitted):
     assert bool(jnp.all(jnp.isfinite(tr.q[0]))) and bool(jnp.all(jnp.isnan(tr.q[1])))
 
 
+@pytest.mark.slow
 def test_state_that_turns_nan_stops_the_solve_promptly():
     """A vector field that turns NaN at t = 0.5: the adaptive solve shrank its step until
     max_steps (100k steps); now it stops within a few hundred with RESULTS.nonfinite."""

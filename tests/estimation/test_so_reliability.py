@@ -37,6 +37,10 @@ def numpy_residual(R, tau, forces, reserves):
 
 # ---- NaN in, NaN out under jit ------------------------------------------------------------------
 
+_SOLVE = jax.jit(lambda a: static_optimization(**a))  # one compile for every case below
+_CHECKED = jax.jit(lambda a: static_optimization(**a, check=True).forces)
+
+
 @pytest.mark.parametrize("where", ["tau", "moment_arms", "max_force", "passive_force", "reserve_strength"])
 @pytest.mark.parametrize("value", [np.nan, np.inf])
 def test_traced_nan_gives_nan_forces_and_infeasible(where, value):
@@ -46,18 +50,18 @@ def test_traced_nan_gives_nan_forces_and_infeasible(where, value):
                 reserve_strength=np.zeros(2))
     args[where] = args[where].copy()
     args[where].flat[1] = value
-    r = jax.jit(lambda a: static_optimization(**a))(args)
+    r = _SOLVE(args)
     for field in ("forces", "activations", "reserves", "residual", "cost", "moment_multipliers",
                   "lower_multipliers", "upper_multipliers"):
         assert np.isnan(np.asarray(getattr(r, field))).all(), field
     assert not bool(r.feasible) and not bool(r.converged)
     with pytest.raises(ValueError, match=rf"^{where} contains NaN or inf"):  # eager: refused by name
         static_optimization(**args)
-    checked = jax.jit(lambda a: static_optimization(**a, check=True).forces)
     with pytest.raises(Exception, match=f"{where} contains NaN or inf"):
-        jax.block_until_ready(checked(args))
+        jax.block_until_ready(_CHECKED(args))
 
 
+@pytest.mark.slow
 def test_nan_frame_in_a_motion_under_jit_stays_in_its_frame():
     q = jnp.asarray(np.column_stack([np.linspace(0.1, 0.5, 4), np.linspace(0.6, 1.2, 4)]))
     want = static_optimization_motion(TREE, PATHS, PARAMS, q, 0 * q, q)  # eager, all finite
