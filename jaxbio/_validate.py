@@ -17,6 +17,8 @@ Two kinds of check live here:
 from __future__ import annotations
 
 import difflib
+import functools
+import inspect
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -109,6 +111,41 @@ def check_finite(x, name: str, *, check: bool = True,
     if check:
         return eqx.error_if(x, ~jnp.all(jnp.isfinite(x)), f"{name} contains NaN or inf")
     return x
+
+
+def check_concrete_finite(x, name: str) -> None:
+    """``ValueError`` naming ``name`` if ``x`` is a concrete array of numbers holding NaN or inf;
+    traced values, None, strings and non-numbers pass (their shape checks name them later)."""
+    if x is None or not is_concrete(x) or isinstance(x, (str, bytes)):
+        return
+    try:
+        a = np.asarray(x, dtype=float)
+    except (TypeError, ValueError):
+        return
+    check_finite(a, name)
+
+
+def jit_checked(fn, check_arguments: Callable[[dict], None], *, static_argnames=()):
+    """``jax.jit(fn)`` (compiled on first call, inlined when called inside a caller's jit) that
+    first calls ``check_arguments(bound arguments by name)`` on the Python side, before tracing:
+    the one place where public functions check concrete arguments (NaN/inf, models) eagerly.
+
+    No attributes are set on the wrapper: `jax.vmap` and `jax.jit` copy a function's ``__dict__``
+    onto their own wrappers, where a ``lower`` would shadow the outer jit's own.
+    """
+    jitted = jax.jit(fn, static_argnames=static_argnames)
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            arguments = signature.bind(*args, **kwargs).arguments
+        except TypeError:
+            return jitted(*args, **kwargs)  # let jit report the wrong call
+        check_arguments(arguments)
+        return jitted(*args, **kwargs)
+
+    return call
 
 
 def as_real(x, name: str, *, like=None):

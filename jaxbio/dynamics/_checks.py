@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-import functools
-import inspect
-
-import jax
-import numpy as np
-
-from jaxbio._validate import as_shape, check_finite, finite, is_concrete
+from jaxbio._validate import as_shape, check_concrete_finite, finite, jit_checked
 from jaxbio.tree import SegmentTree
 
 #: Arguments of the public functions that hold one state (checked for NaN/inf when concrete).
@@ -25,36 +19,16 @@ def public(fn):
     are not looked at: NaN/inf flows to every output that depends on it, or raises at run time
     with ``check=True``.
     """
-    jitted = jax.jit(fn, static_argnames=("check",))
-    signature = inspect.signature(fn)
-
-    @functools.wraps(fn)
-    def call(*args, **kwargs):
-        try:
-            arguments = signature.bind(*args, **kwargs).arguments
-        except TypeError:
-            return jitted(*args, **kwargs)  # let jit report the wrong call
-        for name in STATE_ARGUMENTS:
-            _check_concrete(arguments.get(name), name)
-        external = arguments.get("external")
-        if isinstance(external, (tuple, list)) and len(external) == 2:
-            _check_concrete(external[0], "external forces")
-            _check_concrete(external[1], "external moments")
-        return jitted(*args, **kwargs)
-
-    # no attributes on `call`: jax.vmap and jax.jit copy a function's __dict__ onto their
-    # wrappers, where a `lower` would shadow the outer jit's own
-    return call
+    return jit_checked(fn, _check_states, static_argnames=("check",))
 
 
-def _check_concrete(x, name: str) -> None:
-    if x is None or not is_concrete(x) or isinstance(x, (str, bytes)):
-        return
-    try:
-        a = np.asarray(x, dtype=float)
-    except (TypeError, ValueError):
-        return  # not numbers: as_state names it at trace time
-    check_finite(a, name)
+def _check_states(arguments: dict) -> None:
+    for name in STATE_ARGUMENTS:
+        check_concrete_finite(arguments.get(name), name)
+    external = arguments.get("external")
+    if isinstance(external, (tuple, list)) and len(external) == 2:
+        check_concrete_finite(external[0], "external forces")
+        check_concrete_finite(external[1], "external moments")
 
 
 def as_state(tree: SegmentTree, x, name: str, check: bool, shape: tuple[int, ...] | None = None):

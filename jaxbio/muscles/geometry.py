@@ -34,8 +34,6 @@ a traced NaN/inf reaches every output that depends on it (the zero-length guards
 
 from __future__ import annotations
 
-import functools
-import inspect
 from typing import Mapping, Sequence
 
 import equinox as eqx
@@ -45,7 +43,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import quaternion as quat
-from jaxbio._validate import as_shape, check_finite, is_concrete
+from jaxbio._validate import as_shape, check_concrete_finite, jit_checked
 from jaxbio.dynamics.kinematics import segment_motion
 from jaxbio.spatial import norm, unit
 from jaxbio.tree import SegmentTree
@@ -305,26 +303,13 @@ def _public(fn):
     argument (``ValueError`` naming it and the first bad entry). Traced arrays are not looked at:
     a NaN or inf in them flows to the outputs that depend on it (never masked into a finite
     number)."""
-    jitted = jax.jit(fn)
-    signature = inspect.signature(fn)
+    return jit_checked(fn, _check_arguments)
 
-    @functools.wraps(fn)
-    def call(*args, **kwargs):
-        try:
-            arguments = signature.bind(*args, **kwargs).arguments
-        except TypeError:
-            return jitted(*args, **kwargs)  # let jit report the wrong call
-        check_tree(arguments["paths"], arguments["tree"])
-        for name, x in list(arguments.items())[2:]:
-            if is_concrete(x) and not isinstance(x, (str, bytes)):
-                try:
-                    a = np.asarray(x, dtype=float)
-                except (TypeError, ValueError):
-                    continue  # not numbers: as_float names it at trace time
-                check_finite(a, name)
-        return jitted(*args, **kwargs)
 
-    return call
+def _check_arguments(arguments: dict) -> None:
+    check_tree(arguments["paths"], arguments["tree"])
+    for name, x in list(arguments.items())[2:]:
+        check_concrete_finite(x, name)
 
 
 def _points_and_origins(paths: MusclePaths, tree: SegmentTree, q):
