@@ -16,7 +16,7 @@ from jaxbio._validate import as_float, check_eagerly, enforce
 from jaxbio.dynamics.loads import point_loads
 from jaxbio.dynamics.rnea import segment_wrenches
 from jaxbio.muscles import geometry
-from jaxbio.muscles.geometry import MusclePaths
+from jaxbio.muscles.geometry import MusclePaths, tree_topology
 from jaxbio.papers.du_arm._model import Arm, ArmMuscles, Weights, _least_aligned_axis, _pose, _starts, _tree, _vec3
 from jaxbio.spatial import cross, dot, norm, unit
 
@@ -82,17 +82,19 @@ def muscle_paths(
 @eqx.filter_jit
 def _muscle_paths_jit(arm, root, ends, muscles):
     starts, ends = _starts(arm, root, ends)
-    return _muscle_paths(muscles, starts, ends)
+    return _muscle_paths(arm, muscles, starts, ends)
 
 
-def _muscle_paths(muscles, starts, ends) -> MusclePaths:
-    """`muscle_paths` from the segment starts and ends ``(n, 3)`` (traced poses too)."""
+def _muscle_paths(arm, muscles, starts, ends) -> MusclePaths:
+    """`muscle_paths` from the segment starts and ends ``(n, 3)`` (traced poses too), recording
+    the arm's tree (`MusclePaths.built_for`) so that another tree is refused."""
     kd, kp = np.asarray(muscles.distal_segments), np.asarray(muscles.proximal_segments)
     d = ends - starts
     points = jnp.stack([(1.0 - muscles.distal_ratios)[:, None] * d[kd],
                         (1.0 - muscles.proximal_ratios)[:, None] * d[kp]], axis=1)
     return MusclePaths(points=points, segments=tuple(zip(muscles.distal_segments, muscles.proximal_segments)),
-                       counts=(2,) * len(muscles.names), names=muscles.names)
+                       counts=(2,) * len(muscles.names), names=muscles.names,
+                       built_for=tree_topology(_tree(arm, starts, ends)))
 
 
 def _muscle_points(tree, paths):
@@ -118,7 +120,7 @@ def muscle_points(
 @eqx.filter_jit
 def _muscle_points_jit(arm, root, ends, muscles):
     starts, ends = _starts(arm, root, ends)
-    return _muscle_points(_tree(arm, starts, ends), _muscle_paths(muscles, starts, ends))
+    return _muscle_points(_tree(arm, starts, ends), _muscle_paths(arm, muscles, starts, ends))
 
 
 def _check_joint(arm, joint):
@@ -155,7 +157,7 @@ def muscle_moment_arms(
 @eqx.filter_jit
 def _moment_arms_jit(arm, root, ends, muscles, joint):
     starts, ends = _starts(arm, root, ends)
-    return _moment_arms(_tree(arm, starts, ends), _muscle_paths(muscles, starts, ends), joint)
+    return _moment_arms(_tree(arm, starts, ends), _muscle_paths(arm, muscles, starts, ends), joint)
 
 
 _TENSION_CHECKS = ((lambda xp, t: ~xp.all(xp.isfinite(t)), "tensions contain NaN or inf"),)
@@ -193,7 +195,7 @@ def muscle_wrenches(
 def _muscle_wrenches_jit(arm, root, ends, muscles, tensions):
     starts, ends = _starts(arm, root, ends)
     tensions = enforce(tensions, _TENSION_CHECKS, tensions)
-    return geometry.muscle_wrenches(_muscle_paths(muscles, starts, ends), _tree(arm, starts, ends),
+    return geometry.muscle_wrenches(_muscle_paths(arm, muscles, starts, ends), _tree(arm, starts, ends),
                                     jnp.zeros((arm.n,), ends.dtype), tensions)
 
 
@@ -274,7 +276,7 @@ def _muscle_tensions_jit(arm, root, ends, muscles, M, joint, axis):
     M = enforce(M, _MOMENT_CHECKS, M)
     if axis is not None:
         axis = enforce(axis, _AXIS_CHECKS, axis)
-    return _muscle_tensions(arm, starts, ends, _tree(arm, starts, ends), _muscle_paths(muscles, starts, ends),
+    return _muscle_tensions(arm, starts, ends, _tree(arm, starts, ends), _muscle_paths(arm, muscles, starts, ends),
                             M, joint, axis)
 
 
@@ -367,7 +369,7 @@ def _arm_statics(arm, root, ends, weights, muscles, joint):
     # tensions then combine them exactly — the same numbers as a second pass with the muscle
     # wrenches added (seed 001 §3.2, "redo (3)"), one recursion to compile instead of two.
     m = len(muscles.names)
-    paths = _muscle_paths(muscles, starts, ends)
+    paths = _muscle_paths(arm, muscles, starts, ends)
     unit_f, unit_m = jax.vmap(lambda t: geometry.muscle_wrenches(paths, tree, z, t))(jnp.eye(m, dtype=ends.dtype))
     batch_f = jnp.concatenate([ext[0][None], ext[0][None] + unit_f])
     batch_m = jnp.concatenate([ext[1][None], ext[1][None] + unit_m])
