@@ -167,6 +167,7 @@ def test_broken_pipe_inside_a_subcommand_that_catches_oserror(monkeypatch, capsy
     assert capsys.readouterr().err == ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", [["id", "--model", "double_pendulum", "--frames", "20000"], ["sprint", "--no-progress"]])
 def test_broken_pipe_real_process(argv):
     """``jaxbio id | head -1`` and ``jaxbio sprint | head -1``: no traceback, no error line."""

@@ -151,6 +151,7 @@ def test_state_that_turns_nan_stops_the_solve_promptly():
     assert tr.result == NONFINITE and bool(jnp.all(jnp.isnan(tr.q[-1]))) and bool(jnp.all(jnp.isfinite(tr.q[0])))
 
 
+@pytest.mark.slow
 def test_failures_outside_jit_are_one_plain_error():
     """#14: errors arrived wrapped in a runtime error with an Equinox banner; now a SimulationError
     (a RuntimeError) whose message is one sentence naming the argument to change."""
@@ -218,6 +219,7 @@ def test_component_construction_and_output_shapes():
         system.initial_state(jnp.zeros(2), f=jnp.ones(3))
 
 
+@pytest.mark.slow
 def test_other_argument_checks():
     with pytest.raises(ValueError, match=r"simulate: t1 must be a real scalar, got shape \(1,\)"):
         jb.simulate(SLIDER, Y0, 0.0, jnp.ones(1))

@@ -107,6 +107,7 @@ def test_checked_entry_points_still_compose_with_jit_vmap_and_lower():
     assert jax.jit(jb.mass_matrix).lower(TREE, q[0]).compile()(TREE, q[0]).shape == (N, N)
 
 
+@pytest.mark.slow
 def test_motion_functions_with_zero_frames():
     """The ``*_motion`` functions run inverse dynamics under vmap: with T = 0 frames they crashed in
     `_batched`; now their results are empty, with one frame's shapes behind the 0."""
@@ -218,6 +219,7 @@ def _property(route, data):
         f"{name}: {args[arg]}[{j}] = {value} gave finite outputs {np.flatnonzero(depends & np.isfinite(out))}")
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
 def test_traced_nan_or_inf_reaches_every_dependent_output(data):

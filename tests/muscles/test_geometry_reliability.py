@@ -180,6 +180,7 @@ def dependence(set_name: str, name: str, arg: int, j: int) -> np.ndarray:
     return np.abs(np.asarray(f(*up)) - np.asarray(f(*down))) > 1e-10
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
 def test_traced_nan_or_inf_reaches_every_dependent_output(data):

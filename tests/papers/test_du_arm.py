@@ -185,9 +185,14 @@ def test_muscle_paths_route_equals_du_ratio_formulas_on_random_poses():
             tree = du.arm_tree(arm, root, ends)
             np.testing.assert_allclose(jb.muscles.geometry.lengths(paths, tree, jnp.zeros(arm.n)),
                                        np.linalg.norm(ref[1] - ref[0], axis=1), rtol=1e-13)
-            other = jb.load_model("arm7")  # paths record their tree: another one is refused by name
-            with pytest.raises(ValueError, match="arm7"):
-                jb.muscles.geometry.lengths(paths, other, jnp.zeros(other.nq))
+
+
+def test_muscle_paths_refuse_another_tree():
+    """The paths record the arm's tree (`MusclePaths.built_for`): another model is refused by name."""
+    paths = du.muscle_paths(ARM2, ORIGIN, planar_pose(upper_arm_up=True), MUSCLES)
+    other = jb.load_model("arm7")
+    with pytest.raises(ValueError, match="arm7"):
+        jb.muscles.geometry.lengths(paths, other, jnp.zeros(other.nq))
 
 
 def test_triceps_when_gravity_flexes_the_elbow():
