@@ -99,26 +99,28 @@ def hill_force_velocity_normalized(
     f_ecc = jnp.asarray(eccentric_plateau, dtype=k.dtype)
     delta = smoothing
     x0 = 1.0 - delta
-    # Written with two divisions in all: this curve sits inside every muscle drive's vector field,
-    # where its cost counts (the vmapped sprint fit ran ~1.4x slower with the clamp written out
-    # term by term, see benchmarks/sprint.py).
-    # concentric, (1 − x)/(1 + x/k) = k (1 − x)/(k + x), on its own domain [0, 1 − δ] so that the
-    # unused branches keep finite gradients (`where`, not `clip`: clip halves the gradient at its
-    # bounds, e.g. at ṽ = 0)
+    # Written as one division N/D, numerator and denominator chosen per branch: this curve sits
+    # inside every muscle drive's vector field, where its cost counts (each division and its
+    # tangents are recomputed in every consumer fusion under jacfwd; see benchmarks/README.md,
+    # "The sprinter on the library's Hamiltonian stack"). Each branch is evaluated on its own
+    # domain (`where`, not `clip`: clip halves the gradient at its bounds, e.g. at ṽ = 0), so the
+    # unused branches keep finite values and gradients.
+    # concentric on [0, 1 − δ]: (1 − x)/(1 + x/k) = k (1 − x)/(k + x)
     x_con = jnp.where(v < 0.0, 0.0, jnp.where(v > x0, x0, v))
-    inv = 1.0 / (k + x_con)
-    f_con = k * (1.0 - x_con) * inv
-    # smooth clamp: Hermite on [1 − δ, 1] (s ∈ [0, 1]) from the hyperbola's value y0 and slope m0
-    # per unit s at 1 − δ to (0, 0) at ṽ = 1; there x_con = 1 − δ, so y0 = f_con and
-    # m0 = −k (k + 1) δ/(k + x0)² = −(k + 1) y0 inv
+    # smooth clamp on [1 − δ, 1] (s ∈ [0, 1]): the Hermite cubic from the hyperbola's value
+    # y0 = k (1 − x0)/(k + x0) and slope per unit s m0 = −(k + 1) δ y0/(k + x0) at 1 − δ to (0, 0)
+    # at ṽ = 1: y0 (1 − s)² (1 + 2s − s (k + 1)/(k + x0))
+    #     = k (1 − x0) (1 − s)² ((1 + 2s)(k + x0) − s (k + 1)) / (k + x0)²
     s = jnp.where(v < x0, 0.0, jnp.where(v > 1.0, 1.0, (v - x0) * (1.0 / delta)))
-    f_clamp = f_con * (1.0 - s) ** 2 * (1.0 + 2.0 * s - s * (k + 1.0) * inv)
-    # eccentric: 1 + (f_ecc − 1) u/(u + c), c = (f_ecc − 1) k/(k + 1) (slope continuous at ṽ = 0),
-    # with u/(u + c) = u (k + 1)/(u (k + 1) + (f_ecc − 1) k)
-    u = jnp.where(v < 0.0, -v, 0.0)
-    w = u * (k + 1.0)
-    f_eccentric = 1.0 + (f_ecc - 1.0) * w / (w + (f_ecc - 1.0) * k)
-    return jnp.where(v < 0.0, f_eccentric, jnp.where(v <= x0, f_con, f_clamp))
+    kx0 = k + x0
+    n_clamp = k * (1.0 - x0) * (1.0 - s) ** 2 * ((1.0 + 2.0 * s) * kx0 - s * (k + 1.0))
+    # eccentric: 1 + (f_ecc − 1) u/(u + c), c = (f_ecc − 1) k/(k + 1) (slope continuous at ṽ = 0);
+    # with w = u (k + 1) and c' = (f_ecc − 1) k: (f_ecc w + c')/(w + c')
+    w = jnp.where(v < 0.0, -v, 0.0) * (k + 1.0)
+    c = (f_ecc - 1.0) * k
+    num = jnp.where(v < 0.0, f_ecc * w + c, jnp.where(v <= x0, k * (1.0 - x_con), n_clamp))
+    den = jnp.where(v < 0.0, w + c, jnp.where(v <= x0, k + x_con, kx0 * kx0))
+    return num / den
 
 
 def hill_force_velocity(
