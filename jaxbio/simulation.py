@@ -159,12 +159,11 @@ def _stop_nonfinite(controller, t0, t1, y0, y1_candidate, keep, tprev, tnext, re
     return keep, tprev, tnext, result
 
 
-class _FixedStopNonfinite(diffrax.AbstractStepSizeController):
-    """A fixed-step controller (``ConstantStepSize``, ``StepTo``) that ends the solve with
-    ``RESULTS.nonfinite`` at the first NaN/inf state instead of stepping NaN on to ``t1``."""
+class _StopNonfinite:
+    """The methods shared by the two controller wrappers below: delegate to ``controller`` and end
+    the solve with ``RESULTS.nonfinite`` at the first NaN/inf state (`_stop_nonfinite`)."""
 
-    controller: diffrax.AbstractStepSizeController
-    span: Array
+    _adaptive = False
 
     def wrap(self, direction):
         return eqx.tree_at(lambda s: s.controller, self, self.controller.wrap(direction))
@@ -176,17 +175,26 @@ class _FixedStopNonfinite(diffrax.AbstractStepSizeController):
         keep, tprev, tnext, jump, state, result = self.controller.adapt_step_size(
             t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state)
         keep, tprev, tnext, result = _stop_nonfinite(self, t0, t1, y0, y1_candidate, keep, tprev, tnext, result,
-                                                     adaptive=False)
+                                                     adaptive=self._adaptive)
         return keep, tprev, tnext, jump, state, result
 
 
-class _AdaptiveStopNonfinite(diffrax.AbstractAdaptiveStepSizeController):
+class _FixedStopNonfinite(_StopNonfinite, diffrax.AbstractStepSizeController):
+    """A fixed-step controller (``ConstantStepSize``, ``StepTo``) that ends the solve with
+    ``RESULTS.nonfinite`` at the first NaN/inf state instead of stepping NaN on to ``t1``."""
+
+    controller: diffrax.AbstractStepSizeController
+    span: Array
+
+
+class _AdaptiveStopNonfinite(_StopNonfinite, diffrax.AbstractAdaptiveStepSizeController):
     """An adaptive controller (``PIDController``, ``ClipStepSizeController``, …) that ends the
     solve with ``RESULTS.nonfinite`` when a NaN/inf candidate persists down to a step of
     round-off size (the controller alone shrinks the step on and on until ``max_steps``)."""
 
     controller: diffrax.AbstractAdaptiveStepSizeController
     span: Array
+    _adaptive = True
 
     @property
     def rtol(self):
@@ -199,19 +207,6 @@ class _AdaptiveStopNonfinite(diffrax.AbstractAdaptiveStepSizeController):
     @property
     def norm(self):
         return self.controller.norm
-
-    def wrap(self, direction):
-        return eqx.tree_at(lambda s: s.controller, self, self.controller.wrap(direction))
-
-    def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
-        return self.controller.init(terms, t0, t1, y0, dt0, args, func, error_order)
-
-    def adapt_step_size(self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state):
-        keep, tprev, tnext, jump, state, result = self.controller.adapt_step_size(
-            t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state)
-        keep, tprev, tnext, result = _stop_nonfinite(self, t0, t1, y0, y1_candidate, keep, tprev, tnext, result,
-                                                     adaptive=True)
-        return keep, tprev, tnext, jump, state, result
 
 
 def _stop_on_nonfinite(controller, span):
