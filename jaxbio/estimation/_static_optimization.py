@@ -207,7 +207,6 @@ def _interior_point(E, b, lower, upper, m, n, p, weight, tol, max_iterations):
     has_lower, has_upper = _masks(m, n)
     hl, hu = jnp.asarray(has_lower), jnp.asarray(has_upper)
     n_bounds = int(has_lower.sum() + has_upper.sum())
-    N = E.shape[1]
     dtype = E.dtype
     lo = jnp.where(hl, lower, 0.0)
     up = jnp.where(hu, upper, 0.0)
