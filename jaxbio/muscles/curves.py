@@ -26,6 +26,7 @@ References
 
 from __future__ import annotations
 
+import functools
 import math
 
 import equinox as eqx
@@ -97,7 +98,13 @@ def hill_force_velocity_normalized(
     v = jnp.asarray(v)
     k = jnp.asarray(curvature, dtype=jnp.result_type(v, float))
     f_ecc = jnp.asarray(eccentric_plateau, dtype=k.dtype)
-    delta = smoothing
+    v, k, f_ecc = jnp.broadcast_arrays(v.astype(k.dtype), k, f_ecc)
+    return _hill_fv(float(smoothing), v, k, f_ecc)
+
+
+def _hill_fv_parts(delta: float, v, k, f_ecc, partials: bool):
+    """The curve ``f`` and, with ``partials``, its partial derivatives ``(∂f/∂ṽ, ∂f/∂k, ∂f/∂f_ecc)``
+    in closed form (same shapes; the formulas are in the comments)."""
     x0 = 1.0 - delta
     # Written as one division N/D, numerator and denominator chosen per branch: this curve sits
     # inside every muscle drive's vector field, where its cost counts (each division and its
@@ -105,22 +112,66 @@ def hill_force_velocity_normalized(
     # "The sprinter on the library's Hamiltonian stack"). Each branch is evaluated on its own
     # domain (`where`, not `clip`: clip halves the gradient at its bounds, e.g. at ṽ = 0), so the
     # unused branches keep finite values and gradients.
-    # concentric on [0, 1 − δ]: (1 − x)/(1 + x/k) = k (1 − x)/(k + x)
-    x_con = jnp.where(v < 0.0, 0.0, jnp.where(v > x0, x0, v))
+    ecc = v < 0.0
+    con = v <= x0
+    # concentric on [0, 1 − δ]: f = (1 − x)/(1 + x/k) = k (1 − x)/(k + x)
+    x_con = jnp.where(ecc, 0.0, jnp.where(con, v, x0))
     # smooth clamp on [1 − δ, 1] (s ∈ [0, 1]): the Hermite cubic from the hyperbola's value
     # y0 = k (1 − x0)/(k + x0) and slope per unit s m0 = −(k + 1) δ y0/(k + x0) at 1 − δ to (0, 0)
     # at ṽ = 1: y0 (1 − s)² (1 + 2s − s (k + 1)/(k + x0))
-    #     = k (1 − x0) (1 − s)² ((1 + 2s)(k + x0) − s (k + 1)) / (k + x0)²
-    s = jnp.where(v < x0, 0.0, jnp.where(v > 1.0, 1.0, (v - x0) * (1.0 / delta)))
+    #     = k (1 − x0) (1 − s)² B / K²,  K = k + x0,  B = (1 + 2s) K − s (k + 1) = K + s (k + 2x0 − 1)
+    s = jnp.where(con, 0.0, jnp.where(v > 1.0, 1.0, (v - x0) * (1.0 / delta)))
     kx0 = k + x0
-    n_clamp = k * (1.0 - x0) * (1.0 - s) ** 2 * ((1.0 + 2.0 * s) * kx0 - s * (k + 1.0))
+    one_s = 1.0 - s
+    b_clamp = kx0 + s * (k + (2.0 * x0 - 1.0))
+    n_clamp = k * delta * one_s * one_s * b_clamp
     # eccentric: 1 + (f_ecc − 1) u/(u + c), c = (f_ecc − 1) k/(k + 1) (slope continuous at ṽ = 0);
     # with w = u (k + 1) and c' = (f_ecc − 1) k: (f_ecc w + c')/(w + c')
-    w = jnp.where(v < 0.0, -v, 0.0) * (k + 1.0)
-    c = (f_ecc - 1.0) * k
-    num = jnp.where(v < 0.0, f_ecc * w + c, jnp.where(v <= x0, k * (1.0 - x_con), n_clamp))
-    den = jnp.where(v < 0.0, w + c, jnp.where(v <= x0, k + x_con, kx0 * kx0))
-    return num / den
+    g = f_ecc - 1.0
+    w = jnp.where(ecc, -v, 0.0) * (k + 1.0)
+    c = g * k
+    den = jnp.where(ecc, w + c, jnp.where(con, k + x_con, kx0 * kx0))
+    num = jnp.where(ecc, f_ecc * w + c, jnp.where(con, k * (1.0 - x_con), n_clamp))
+    inv = 1.0 / den
+    f = num * inv
+    if not partials:
+        return f
+    # the branches' derivatives share the denominator: (w + c')², (k + x)², and K² for the clamp,
+    # where den is already K²
+    inv2 = jnp.where(con, inv * inv, inv)
+    # ∂f/∂ṽ: concentric −k (k + 1)/(k + x)²; eccentric −(k + 1) g c'/(w + c')²;
+    # clamp (1/δ) k (1 − x0) (1 − s) [(1 − s)(k + 2x0 − 1) − 2B]/K² (zero beyond ṽ = 1, s = 1)
+    d_v = jnp.where(
+        ecc, -(k + 1.0) * g * c,
+        jnp.where(con, -k * (k + 1.0), k * one_s * (one_s * (k + (2.0 * x0 - 1.0)) - 2.0 * b_clamp)),
+    ) * inv2
+    # ∂f/∂k: concentric x (1 − x)/(k + x)²; eccentric −g² u/(w + c')²;
+    # clamp δ (1 − s)² [B + k (1 + s) − 2kB/K]/K²
+    u = jnp.where(ecc, -v, 0.0)
+    d_k = jnp.where(
+        ecc, -g * g * u,
+        jnp.where(con, x_con * (1.0 - x_con), delta * one_s * one_s * (b_clamp + k * (1.0 + s) - 2.0 * k * b_clamp * kx0 * inv)),
+    ) * inv2
+    # ∂f/∂f_ecc: eccentric w²/(w + c')², zero elsewhere
+    wi = w * inv
+    d_f = jnp.where(ecc, wi * wi, 0.0)
+    return f, (d_v, d_k, d_f)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+def _hill_fv(delta: float, v, k, f_ecc):
+    """`hill_force_velocity_normalized` on broadcast arrays, with a closed-form JVP.
+
+    The closed form matters under ``jacfwd``: each tangent costs three multiply-adds with partials
+    computed once, where autodiff through the branches carries every branch's tangent."""
+    return _hill_fv_parts(delta, v, k, f_ecc, partials=False)
+
+
+@_hill_fv.defjvp
+def _hill_fv_jvp(delta, primals, tangents):
+    f, partials = _hill_fv_parts(delta, *primals, partials=True)
+    tangent = sum(d * t for d, t in zip(partials, tangents))
+    return f, tangent
 
 
 def hill_force_velocity(
