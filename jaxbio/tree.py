@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from functools import lru_cache
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
@@ -14,16 +15,45 @@ from jaxbio import _topology
 
 __all__ = ["SegmentTree"]
 
-JOINT_TYPES = ("revolute", "prismatic")
+JOINT_TYPES = ("revolute", "prismatic", "spherical", "free", "fixed")
+#: configuration size ``nq`` of each joint type: an angle or a slide; a unit quaternion
+#: ``(w, x, y, z)``; a translation then a quaternion; nothing
+JOINT_NQ = {"revolute": 1, "prismatic": 1, "spherical": 4, "free": 7, "fixed": 0}
+#: velocity size ``nv``: ``q̇``; ``ω`` in the segment frame; ``[v, ω]`` in the segment frame; nothing
+JOINT_NV = {"revolute": 1, "prismatic": 1, "spherical": 3, "free": 6, "fixed": 0}
+#: joint types with one DOF along or about ``axis`` (the others have no axis)
+AXIAL = ("revolute", "prismatic")
+
+
+class Dofs(NamedTuple):
+    """Static per-velocity-coordinate tables (numpy, ``nv`` long) of a tree."""
+
+    segment: np.ndarray  # (nv,) int: the segment whose joint owns the coordinate
+    rotational: np.ndarray  # (nv,) bool: an angular velocity (revolute, or ω of a ball/free joint)
+    unit_axis: np.ndarray  # (nv, 3): the segment-frame axis of a ball/free coordinate; zeros for axial
+    axial: np.ndarray  # (nv,) bool: the coordinate of a revolute/prismatic joint (axis = tree.axes)
 
 
 class SegmentTree(eqx.Module):
-    """A tree of rigid segments, each attached to its parent by a one-DOF joint.
+    """A tree of rigid segments, each attached to its parent by a joint.
 
     Kinematics are URDF-like: segment frame = parent frame · Translation(``origins[i]``) ·
-    Rotation(``orientations[i]``) · joint motion (rotation by ``q[i]`` about ``axes[i]`` for a
-    revolute joint, translation by ``q[i]`` along it for a prismatic one). ``q[i]`` belongs to
-    segment ``i``; parents come before children.
+    Rotation(``orientations[i]``) · joint motion. Joint types (``JOINT_NQ``/``JOINT_NV``):
+
+    - ``"revolute"`` / ``"prismatic"``: one coordinate, a rotation by ``q`` rad about ``axes[i]``
+      or a translation by ``q`` m along it; ``v = q̇``.
+    - ``"spherical"``: ``q = (qw, qx, qy, qz)`` a unit quaternion, ``v = ω`` rad/s in the segment
+      frame (3).
+    - ``"free"``: ``q = (x, y, z, qw, qx, qy, qz)`` (translation in the joint frame, m, then the
+      quaternion), ``v = (v, ω)``: the origin's velocity relative to the parent and the angular
+      velocity, both in the segment frame (6; Pinocchio's FreeFlyer, quaternion w first).
+    - ``"fixed"``: no coordinate; the segment moves rigidly with its parent.
+
+    So the configuration ``q`` has ``nq`` entries and the velocity ``v`` (``qd``), accelerations
+    and generalised forces ``nv``; they are equal when every joint is revolute or prismatic
+    (`is_axial`). Segment ``i``'s coordinates are ``q[q_start[i]:q_start[i] + nq_i]`` and
+    ``v[v_start[i]:...]``; parents come before children. ``axes[i]`` is unused (zeros) for the
+    joints without an axis.
 
     Static (topology, steers Python control flow): ``name``, ``names``, ``parents`` (parent index,
     ``-1`` for the world), ``joint_types``. Array leaves (so `jax.vmap` over subjects and
@@ -108,9 +138,53 @@ class SegmentTree(eqx.Module):
 
     # ---- topology helpers (static, numpy) -------------------------------------------------
     @property
-    def nq(self) -> int:
-        """Number of generalised coordinates (= number of segments)."""
+    def n_segments(self) -> int:
+        """Number of segments (rows of the per-segment arrays and of external wrenches)."""
         return len(self.names)
+
+    @property
+    def nq(self) -> int:
+        """Length of the configuration ``q`` (sum of the joints' ``JOINT_NQ``)."""
+        return _layout(self.joint_types)[0][-1]
+
+    @property
+    def nv(self) -> int:
+        """Length of the velocity ``v`` (and of accelerations, forces, rows of ``M``)."""
+        return _layout(self.joint_types)[1][-1]
+
+    @property
+    def q_start(self) -> tuple[int, ...]:
+        """``(n_segments,)`` static: index of each segment's first entry in ``q``."""
+        return _layout(self.joint_types)[0][:-1]
+
+    @property
+    def v_start(self) -> tuple[int, ...]:
+        """``(n_segments,)`` static: index of each segment's first entry in ``v``."""
+        return _layout(self.joint_types)[1][:-1]
+
+    @property
+    def is_axial(self) -> bool:
+        """Whether every joint is revolute or prismatic (then ``nq = nv = n_segments`` and
+        coordinate ``i`` belongs to segment ``i``)."""
+        return all(t in AXIAL for t in self.joint_types)
+
+    @property
+    def dofs(self) -> Dofs:
+        """Static per-velocity-coordinate tables (`Dofs`)."""
+        return _dofs(self.joint_types)
+
+    def dof_axes(self) -> Float[Array, "nv 3"]:
+        """``(nv, 3)``: each velocity coordinate's axis in its segment's frame: ``axes[i]`` for a
+        revolute/prismatic joint, the frame's unit vectors for a ball/free joint."""
+        d = self.dofs
+        axes = jnp.asarray(self.axes)[..., d.segment, :]
+        return jnp.where(d.axial[:, None], axes, jnp.asarray(d.unit_axis, axes.dtype))
+
+    @property
+    def dof_ancestors(self) -> np.ndarray:
+        """``(n_segments, nv)`` bool, static: ``A[k, j]`` is true when velocity coordinate ``j``
+        moves segment ``k`` (its joint is ``k``'s or an ancestor's)."""
+        return self.ancestors[:, self.dofs.segment]
 
     @property
     def levels(self) -> tuple[tuple[int, ...], ...]:
@@ -119,14 +193,14 @@ class SegmentTree(eqx.Module):
 
     @property
     def is_revolute(self) -> np.ndarray:
-        """``(n,)`` bool, static."""
+        """``(n_segments,)`` bool, static: the joint is revolute."""
         return np.array([t == "revolute" for t in self.joint_types], dtype=bool)
 
     @property
     def ancestors(self) -> np.ndarray:
         """``(n, n)`` bool, static: ``A[k, j]`` is true when joint ``j`` moves segment ``k``
         (``j`` is ``k`` or one of its ancestors)."""
-        n = self.nq
+        n = self.n_segments
         A = np.zeros((n, n), dtype=bool)
         for k in range(n):
             j = k
@@ -213,6 +287,33 @@ class SegmentTree(eqx.Module):
             check_cast_model({f: getattr(out, f) for f in out.leaf_shapes}, out.names, out.name,
                              before={f: getattr(self, f) for f in self.leaf_shapes})
         return out
+
+
+@lru_cache(maxsize=256)
+def _layout(joint_types: tuple[str, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Cumulative ``q`` and ``v`` offsets, each ``n_segments + 1`` long (the last is the size)."""
+    q, v = [0], [0]
+    for t in joint_types:
+        q.append(q[-1] + JOINT_NQ[t])
+        v.append(v[-1] + JOINT_NV[t])
+    return tuple(q), tuple(v)
+
+
+@lru_cache(maxsize=256)
+def _dofs(joint_types: tuple[str, ...]) -> Dofs:
+    seg, rot, axis, axial = [], [], [], []
+    eye = np.eye(3)
+    for i, t in enumerate(joint_types):
+        if t in AXIAL:
+            seg.append(i); rot.append(t == "revolute"); axis.append(np.zeros(3)); axial.append(True)
+        elif t == "spherical":
+            for k in range(3):
+                seg.append(i); rot.append(True); axis.append(eye[k]); axial.append(False)
+        elif t == "free":
+            for k in range(6):
+                seg.append(i); rot.append(k >= 3); axis.append(eye[k % 3]); axial.append(False)
+    return Dofs(np.asarray(seg, np.int32), np.asarray(rot, bool), np.asarray(axis, float).reshape(-1, 3),
+                np.asarray(axial, bool))
 
 
 def _is_batched_leaf(got: tuple, shape: tuple) -> bool:
