@@ -117,6 +117,8 @@ def vmapped_by(kernel):
             states = [full(x, b) for x, b in zip(states, states_batched)]
             if any(jax.tree_util.tree_leaves(tree_batched)):
                 return jax.vmap(plain)(jax.tree_util.tree_map(full, tree, tree_batched), *states), True
+            if not tree.is_axial:  # ball, free or fixed joints: the per-state recursion, vmapped
+                return jax.vmap(plain, in_axes=(None,) + (0,) * len(states))(tree, *states), True
             return kernel(tree, *states), True
 
         @routed.defjvp

@@ -32,22 +32,40 @@ def _check_states(arguments: dict) -> None:
 
 
 def as_state(tree: SegmentTree, x, name: str, check: bool, shape: tuple[int, ...] | None = None):
-    """``x`` as an array of shape ``(tree.nq,)`` (or ``shape``); ValueError at trace time otherwise."""
+    """``x`` as an array of shape ``(tree.nq,)`` when ``name`` is ``"q"`` (a configuration),
+    ``(tree.nv,)`` otherwise (velocities, accelerations, forces), or ``shape``; ValueError at
+    trace time otherwise, saying nq and nv when they differ."""
     tree.check_unbatched()  # a stacked tree outside vmap would broadcast into one plausible answer
-    want = (tree.nq,) if shape is None else shape
-    x = as_shape(x, want, name, f" for model {tree.name!r} ({tree.nq} coordinates: "
-                 f"{', '.join(tree.names)}); batch with jax.vmap")
+    if shape is None:
+        config = name == "q"
+        want = (tree.nq if config else tree.nv,)
+        if tree.nq != tree.nv:
+            sizes = (f"nq = {tree.nq} (configuration: quaternions have 4 entries) and nv = {tree.nv} "
+                     f"(velocities, accelerations, forces)")
+            what = f"{name} is {'a configuration' if config else 'nv long'}"
+            context = f" for model {tree.name!r}, which has {sizes}; {what}; batch with jax.vmap"
+        else:
+            context = (f" for model {tree.name!r} ({tree.nq} coordinates: {', '.join(_coordinates(tree))}); "
+                       "batch with jax.vmap")
+    else:
+        want, context = shape, f" for model {tree.name!r} ({tree.n_segments} segments); batch with jax.vmap"
+    x = as_shape(x, want, name, context)
     return finite(x, name) if check else x
 
 
+def _coordinates(tree: SegmentTree) -> list[str]:
+    return [n for n, t in zip(tree.names, tree.joint_types) if t != "fixed"]
+
+
 def as_external(tree: SegmentTree, external, check: bool):
-    """``external = (forces (n, 3), moments (n, 3))`` or None → the pair of arrays (or None)."""
+    """``external = (forces (n, 3), moments (n, 3))`` (``n = n_segments``) or None → the pair of
+    arrays (or None)."""
     if external is None:
         return None
     if not isinstance(external, (tuple, list)) or len(external) != 2:
         raise ValueError("external must be a pair (forces (n, 3), moments (n, 3)) of world-frame arrays")
     forces, moments = external
-    n = tree.nq
+    n = tree.n_segments
     forces = as_state(tree, forces, "external forces", check, (n, 3))
     moments = as_state(tree, moments, "external moments", check, (n, 3))
     return forces, moments

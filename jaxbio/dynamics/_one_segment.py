@@ -28,8 +28,8 @@ from jaxbio.spatial import cross, dot
 
 
 def applies(tree) -> bool:
-    """Whether the closed forms apply (static): one segment."""
-    return tree.nq == 1
+    """Whether the closed forms apply (static): one segment on a revolute or prismatic joint."""
+    return tree.n_segments == 1 and tree.is_axial
 
 
 def _revolute(tree) -> bool:

@@ -152,10 +152,10 @@ def check_contacts(tree: SegmentTree, contacts) -> tuple[Contact, ...]:
         return contacts
     total = sum(rows)
     names = ", ".join(f"{c.segment} ({'weld' if c.weld else 'pin'})" for c in contacts)
-    if total > tree.nq:
+    if total > tree.nv:
         raise ValueError(
             f"contacts [{names}] impose {total} constraints on model {tree.name!r} with only "
-            f"{tree.nq} degrees of freedom: the constraint set over-constrains the body"
+            f"{tree.nv} degrees of freedom: the constraint set over-constrains the body"
         )
     layout = tuple((int(s), c.weld) for s, c in zip(seg, contacts))
     rank = _generic_contact_rank(tuple(tree.parents), tuple(tree.joint_types), layout)
@@ -186,7 +186,7 @@ def contact_terms(tree: SegmentTree, q, qd, contacts: Contacts):
     lever = jnp.stack(soa.qrot(tuple(att[:, i] for i in range(4)), soa.split(pts3, 3)), -1)  # X − O_s
     lin, ang = jax.vmap(lambda s, x: point_jacobian(tree, q, s, x, motion=mo))(jnp.asarray(seg), pts3)
     G = jnp.concatenate([lin[:, :2], ang[:, 2:]], axis=1)  # (k, 3, n)
-    G = G.reshape(3 * len(seg), tree.nq)[keep]
+    G = G.reshape(3 * len(seg), tree.nv)[keep]
     w, al = mo.omega[seg], mo.alpha[seg]
     acc = mo.acceleration[seg] + jnp.cross(al, lever) + jnp.cross(w, jnp.cross(w, lever))
     gamma = -jnp.concatenate([acc[:, :2], al[:, 2:]], axis=-1).reshape(-1)[keep]
@@ -199,8 +199,8 @@ def contact_jacobian(tree: SegmentTree, q: Float[ArrayLike, " n"], contacts: Con
     contacts = check_contacts(tree, contacts)
     q = jnp.asarray(q)
     if not contacts:
-        return jnp.zeros((0, tree.nq), q.dtype)
-    return contact_terms(tree, q, jnp.zeros_like(q), contacts)[0]
+        return jnp.zeros((0, tree.nv), q.dtype)
+    return contact_terms(tree, q, jnp.zeros(tree.nv, q.dtype), contacts)[0]
 
 
 @jax.jit
@@ -223,7 +223,7 @@ def contact_external(
     k = len(contacts)
     if wrenches.shape != (k, 3):
         raise ValueError(f"wrenches has shape {wrenches.shape}, expected ({k}, 3) for {k} contacts")
-    n = tree.nq
+    n = tree.n_segments
     if k == 0:
         z = jnp.zeros((n, 3), q.dtype)
         return z, z

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
@@ -11,7 +12,7 @@ from jaxbio.dynamics import _one_segment
 from jaxbio.dynamics._batched import kinetic_energy_gradient_batch, vmapped_by
 from jaxbio.dynamics._checks import public, as_state, finite
 from jaxbio.dynamics.kinematics import segment_motion
-from jaxbio.dynamics.rnea import world_inertia_times
+from jaxbio.dynamics.rnea import _tau, world_inertia_times
 from jaxbio.spatial import cross, dot
 from jaxbio.tree import SegmentTree
 
@@ -60,20 +61,40 @@ def center_of_mass(tree: SegmentTree, q: Float[ArrayLike, " n"], *, check: bool 
 
 @public
 def kinetic_energy_gradient(
-    tree: SegmentTree, q: Float[ArrayLike, " n"], qd: Float[ArrayLike, " n"], *, check: bool = False
-) -> Float[Array, " n"]:
-    """``∂T/∂q`` ``(n,)`` N·m / N at fixed ``qd``: the velocity-dependent part of ``−∂H/∂q``.
+    tree: SegmentTree, q: Float[ArrayLike, " nq"], qd: Float[ArrayLike, " nv"], *, check: bool = False
+) -> Float[Array, " nv"]:
+    """The velocity-dependent part of ``−∂H/∂q`` at fixed momentum, ``(nv,)`` N·m / N:
+    ``ṗ = tau − g(q) + kinetic_energy_gradient(q, qd)`` for the momentum ``p = M(q) qd``.
 
-    Equal to ``jax.grad(kinetic_energy, argnums=1)``, which it is for one state. Under
-    `jax.vmap` it runs the batch-last kernel of `jaxbio.dynamics._batched`
-    (`kinetic_energy_gradient_batch`: subtree momenta summed like the wrench recursion's
-    wrenches); its derivatives are those of the autodiff route. A one-segment tree: 0
-    (`jaxbio.dynamics._one_segment`).
+    - Revolute and prismatic joints only: ``∂T/∂q`` at fixed ``qd``, equal to
+      ``jax.grad(kinetic_energy, argnums=1)``, which it is for one state. Under `jax.vmap` it
+      runs the batch-last kernel of `jaxbio.dynamics._batched` (`kinetic_energy_gradient_batch`:
+      subtree momenta summed like the wrench recursion's wrenches); its derivatives are those of
+      the autodiff route. A one-segment tree: 0 (`jaxbio.dynamics._one_segment`).
+    - With ball or free joints ``qd`` is not ``q̇`` (it is the segment-frame ``ω``, ``v``), and
+      the same role is played by ``Ṁ qd − C(q, qd) qd``: the rate of ``M(q)`` along
+      ``q̇ = G(q) qd`` (`jaxbio.configuration`) applied to ``qd``, minus the Coriolis and
+      centrifugal forces (both from the wrench recursion without gravity; for a single tumbling
+      body it is Euler's gyroscopic ``p × ω``). For revolute and prismatic coordinates the two
+      expressions agree.
     """
     q = as_state(tree, q, "q", check)
     qd = as_state(tree, qd, "qd", check)
-    out = _one_segment.kinetic_energy_gradient(tree, q, qd) if _one_segment.applies(tree) else _dT_dq(tree, q, qd)
+    if _one_segment.applies(tree):
+        out = _one_segment.kinetic_energy_gradient(tree, q, qd)
+    elif tree.is_axial:
+        out = _dT_dq(tree, q, qd)
+    else:
+        out = _momentum_rate(tree, q, qd)
     return finite(out, "kinetic_energy_gradient result") if check else out
+
+
+def _momentum_rate(tree, q, qd):
+    """``Ṁ qd − C(q, qd) qd`` (see `kinetic_energy_gradient`), by two gravity-free recursions."""
+    free = eqx.tree_at(lambda t: t.gravity, tree, jnp.zeros_like(tree.gravity))
+    zero = jnp.zeros_like(qd)
+    _, m_dot_qd = jax.jvp(lambda x: _tau(free, x, zero, qd), (q,), (_velocity_to_qdot(tree, q, qd),))
+    return m_dot_qd - _tau(free, q, qd, zero)
 
 
 def _plain_dT_dq(tree, q, qd):
@@ -84,3 +105,19 @@ def _plain_dT_dq(tree, q, qd):
 def _dT_dq(tree, q, qd):
     """``∂T/∂q`` by autodiff for one state; the batch-last kernel under `jax.vmap` (`vmapped_by`)."""
     return _plain_dT_dq(tree, q, qd)
+
+
+def _velocity_to_qdot(tree, q, v):  # TEMPORARY: replaced by jaxbio.configuration's map
+    from jaxbio import quaternion as quat
+    out = []
+    for t, i, j in zip(tree.joint_types, tree.q_start, tree.v_start):
+        if t in ("revolute", "prismatic"):
+            out.append(v[j:j + 1])
+        elif t == "spherical":
+            Q = q[i:i + 4]
+            out.append(0.5 * quat.multiply(Q, jnp.concatenate([jnp.zeros(1, v.dtype), v[j:j + 3]])))
+        elif t == "free":
+            Q = q[i + 3:i + 7]
+            out.append(quat.rotate(Q, v[j:j + 3]))
+            out.append(0.5 * quat.multiply(Q, jnp.concatenate([jnp.zeros(1, v.dtype), v[j + 3:j + 6]])))
+    return jnp.concatenate(out) if out else jnp.zeros(0, v.dtype)

@@ -24,17 +24,18 @@ def forward_dynamics(
     *,
     check: bool = False,
 ) -> Float[Array, " n"]:
-    """Generalised accelerations ``qdd`` ``(n,)`` rad/s² / m/s².
+    """Generalised accelerations ``qdd`` ``(nv,)`` rad/s² / m/s² (time derivatives of the
+    velocity ``qd``, ``(nv,)``; ``q`` ``(nq,)``).
 
     The bias (Coriolis, centrifugal, gravity and external wrenches) comes from the wrench
     recursion with ``qdd = 0``; ``M(q)`` from `mass_matrix`; the solve is a Cholesky
-    factorisation. Arguments as in `inverse_dynamics`, with ``tau`` ``(n,)`` N·m / N.
+    factorisation. Arguments as in `inverse_dynamics`, with ``tau`` ``(nv,)`` N·m / N.
     """
     q = as_state(tree, q, "q", check)
     qd = as_state(tree, qd, "qd", check)
     tau = as_state(tree, tau, "tau", check)
     external = as_external(tree, external, check)
-    bias = rnea(tree, q, qd, jnp.zeros_like(q), external)[0]
+    bias = rnea(tree, q, qd, jnp.zeros_like(qd), external)[0]
     M = mass_matrix(tree, q)
     qdd = jsl.cho_solve(jsl.cho_factor(M), tau - bias)
     return finite(qdd, "forward_dynamics result") if check else qdd

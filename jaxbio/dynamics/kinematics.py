@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int
 
 from jaxbio import quaternion as quat
@@ -20,10 +22,12 @@ __all__ = ["forward_kinematics", "SegmentMotion", "segment_motion", "motion_soa"
 
 
 class SegmentMotion(NamedTuple):
-    """World-frame motion of every segment frame, each ``(n, ...)`` in segment order.
+    """World-frame motion of every segment frame, each ``(n, ...)`` in segment order
+    (``n = n_segments``).
 
     ``attitude`` ``(n, 4)`` unit quaternions; ``position`` ``(n, 3)`` m (segment origin = joint
-    centre); ``axis`` ``(n, 3)`` world joint axis; ``omega`` ``(n, 3)`` rad/s; ``velocity``
+    centre); ``axis`` ``(nv, 3)`` world axis of each velocity coordinate (the joint axis of a
+    revolute or prismatic joint, the segment's frame axes for a ball or free joint); ``omega`` ``(n, 3)`` rad/s; ``velocity``
     ``(n, 3)`` m/s of the origin; ``alpha`` ``(n, 3)`` rad/s²; ``acceleration`` ``(n, 3)`` m/s² of
     the origin (minus gravity when ``gravity_as_base`` was set); ``offset`` ``(n, 3)`` m, the
     vector from the parent's origin (the world origin for roots) to this origin.
@@ -42,19 +46,116 @@ class SegmentMotion(NamedTuple):
 def motion_soa(tree: SegmentTree, q, qd=None, qdd=None, *, gravity_as_base: bool = False) -> dict:
     """Proximal → distal pass of the recursion (seed 001 §2.2, attitudes by quaternion).
 
-    Returns a dict of structure-of-arrays tuples (see `_soa`), each component ``(n,)``, with the
-    keys of `SegmentMotion`. With ``gravity_as_base`` the world is given the acceleration
-    ``−g``, so that each segment's ``acceleration`` is ``a − g`` as it enters seed 001 eq. 2.
+    ``q`` ``(nq,)``, ``qd`` and ``qdd`` ``(nv,)`` (zero when None). Returns a dict of
+    structure-of-arrays tuples (see `_soa`) with the keys of `SegmentMotion`; every component is
+    ``(n_segments,)``, except ``axis``, ``(nv,)``: the world axis of each velocity coordinate.
+    With ``gravity_as_base`` the world is given the acceleration ``−g``, so that each segment's
+    ``acceleration`` is ``a − g`` as it enters seed 001 eq. 2.
 
-    Segment ``i`` with parent ``p`` (world quantities; ``s`` the joint axis, ``r`` the offset
-    from the parent's origin):
-    ``Q_i = Q_p ⊗ O_i ⊗ J(q_i)``, ``ω_i = ω_p + s q̇`` (revolute),
-    ``v_i = v_p + ω_p × r + s q̇`` (prismatic),
-    ``α_i = α_p + s q̈ + ω_p × s q̇`` (revolute),
-    ``a_i = a_p + α_p × r + ω_p × (ω_p × r) + s q̈ + 2 ω_p × s q̇`` (the last two prismatic).
+    Segment ``i`` with parent ``p`` (world quantities; ``r`` the offset from the parent's origin;
+    ``w``, ``u`` the joint's relative angular and linear velocity rotated to the world from the
+    segment frame, ``ẇ``, ``u̇`` their segment-frame derivatives rotated likewise):
+    ``Q_i = Q_p ⊗ O_i ⊗ J(q_i)``, ``ω_i = ω_p + w``, ``v_i = v_p + ω_p × r + u``,
+    ``α_i = α_p + ẇ + ω_p × w``,
+    ``a_i = a_p + α_p × r + ω_p × (ω_p × r) + u̇ + 2 ω_p × u + w × u``.
+    A revolute joint has ``w = s q̇``, ``u = 0``; a prismatic one ``u = s q̇``, ``w = 0``
+    (``s`` its world axis); a ball joint ``w = R_i ω``; a free joint ``u = R_i v``, ``w = R_i ω``
+    (the last term of ``a_i`` is its only coupling); a fixed joint neither.
     """
     tree.check_unbatched()
     dtype = jnp.result_type(tree.axes, q)
+    if tree.is_axial:
+        return _axial_motion(tree, q, qd, qdd, gravity_as_base, dtype)
+    zeros = jnp.zeros(tree.nv, dtype)
+    qd = zeros if qd is None else qd
+    qdd = zeros if qdd is None else qdd
+    local_q, local_t = _joint_placements(tree, q, dtype)
+    d = tree.dofs
+    axes = tree.dof_axes().astype(dtype)
+    rot = jnp.asarray(d.rotational)[:, None]
+    n = tree.n_segments
+
+    def per_segment(x, mask):  # Σ over the segment's coordinates of axis · x, (n, 3) → SoA
+        return soa.split(jax.ops.segment_sum(jnp.where(mask, axes * x[:, None], 0.0), d.segment, n), 3)
+
+    local = dict(q=local_q, t=local_t, w=per_segment(qd, rot), u=per_segment(qd, ~rot),
+                 wd=per_segment(qdd, rot), ud=per_segment(qdd, ~rot))
+    free = any(t == "free" for t in tree.joint_types)
+
+    def step(par, loc):
+        att = soa.qmul(par["attitude"], loc["q"])
+        offset = soa.qrot(par["attitude"], loc["t"])
+        w, u = soa.qrot(att, loc["w"]), soa.qrot(att, loc["u"])
+        wd, ud = soa.qrot(att, loc["wd"]), soa.qrot(att, loc["ud"])
+        w_p = par["omega"]
+        w_p_x_u = soa.cross(w_p, u)
+        acc = soa.add(soa.add(par["acceleration"], soa.cross(par["alpha"], offset)),
+                      soa.add(soa.cross(w_p, soa.cross(w_p, offset)), soa.add(ud, soa.scale(w_p_x_u, 2.0))))
+        if free:
+            acc = soa.add(acc, soa.cross(w, u))
+        return dict(attitude=att, position=soa.add(par["position"], offset), omega=soa.add(w_p, w),
+                    velocity=soa.add(soa.add(par["velocity"], soa.cross(w_p, offset)), u),
+                    alpha=soa.add(soa.add(par["alpha"], wd), soa.cross(w_p, w)), acceleration=acc, offset=offset)
+
+    out = forward_pass(levels_of(tree.parents), local, _root(tree, dtype, gravity_as_base), step, like=zeros)
+    att_dof = tuple(c[d.segment] for c in out["attitude"])
+    out["axis"] = soa.qrot(att_dof, soa.split(axes, 3))
+    return out
+
+
+def _root(tree, dtype, gravity_as_base):
+    z = jnp.zeros((), dtype)
+    g = soa.split(tree.gravity.astype(dtype), 3)
+    return dict(
+        attitude=(jnp.ones((), dtype), z, z, z),
+        position=(z, z, z),
+        omega=(z, z, z),
+        velocity=(z, z, z),
+        alpha=(z, z, z),
+        acceleration=(-g[0], -g[1], -g[2]) if gravity_as_base else (z, z, z),
+    )
+
+
+def _joint_placements(tree, q, dtype):
+    """Each segment's joint transform in its parent's frame as SoA ``(n_segments,)``: the
+    rotation ``O_i ⊗ J(q_i)`` and the translation ``origin_i + O_i t(q_i)``."""
+    n = tree.n_segments
+    rot = np.zeros((n, 4), dtype=int)  # per segment: where its joint quaternion sits in q, or -1
+    rot[:] = -1
+    angle, slide = np.full(n, -1), np.full(n, -1)
+    trans = np.full((n, 3), -1)
+    for i, (t, k) in enumerate(zip(tree.joint_types, tree.q_start)):
+        if t == "revolute":
+            angle[i] = k
+        elif t == "prismatic":
+            slide[i] = k
+        elif t == "spherical":
+            rot[i] = np.arange(k, k + 4)
+        elif t == "free":
+            trans[i] = np.arange(k, k + 3)
+            rot[i] = np.arange(k + 3, k + 7)
+    qq = jnp.concatenate([q.astype(dtype), jnp.zeros(1, dtype)])  # index -1 → the appended 0
+
+    def take(idx):
+        return qq[jnp.asarray(np.where(idx < 0, tree.nq, idx))]
+
+    axis = soa.split(tree.axes.astype(dtype), 3)
+    half = 0.5 * take(angle)
+    c, s_ = jnp.cos(half), jnp.sin(half)
+    has_ball = jnp.asarray((rot[:, 0] >= 0))
+    # the quaternions of q are normalised before use: the dynamics depend on the rotation only
+    # (their scale is the integrator's drift; `jaxbio.configuration` checks and projects)
+    ball = take(rot)  # (n, 4), zeros where no quaternion
+    ball = ball / jnp.sqrt(jnp.sum(ball * ball, axis=1, keepdims=True) + jnp.where(has_ball, 0.0, 1.0)[:, None])
+    jq = (jnp.where(has_ball, ball[:, 0], c), jnp.where(has_ball, ball[:, 1], s_ * axis[0]),
+          jnp.where(has_ball, ball[:, 2], s_ * axis[1]), jnp.where(has_ball, ball[:, 3], s_ * axis[2]))
+    orient = soa.split(tree.orientations.astype(dtype), 4)
+    t = soa.add(soa.scale(axis, take(slide)), soa.split(take(trans), 3))
+    return soa.qmul(orient, jq), soa.add(soa.split(tree.origins.astype(dtype), 3), soa.qrot(orient, t))
+
+
+def _axial_motion(tree, q, qd, qdd, gravity_as_base, dtype):
+    """`motion_soa` for a tree of revolute and prismatic joints only (``nq = nv = n_segments``)."""
     zeros = jnp.zeros_like(q)
     qd = zeros if qd is None else qd
     qdd = zeros if qdd is None else qdd
@@ -69,16 +170,6 @@ def motion_soa(tree: SegmentTree, q, qd=None, qdd=None, *, gravity_as_base: bool
     local_t = soa.add(soa.split(tree.origins, 3), soa.qrot(orient, soa.scale(axis, slide)))
 
     lv = levels_of(tree.parents)
-    z = jnp.zeros((), dtype)
-    g = soa.split(tree.gravity.astype(dtype), 3)
-    root = dict(
-        attitude=(jnp.ones((), dtype), z, z, z),
-        position=(z, z, z),
-        omega=(z, z, z),
-        velocity=(z, z, z),
-        alpha=(z, z, z),
-        acceleration=(-g[0], -g[1], -g[2]) if gravity_as_base else (z, z, z),
-    )
     local = dict(q=local_q, t=local_t, axis=axis, qd=qd, qdd=qdd, rev=rev)
 
     def step(par, loc):
@@ -101,7 +192,7 @@ def motion_soa(tree: SegmentTree, q, qd=None, qdd=None, *, gravity_as_base: bool
         return dict(attitude=att, position=soa.add(par["position"], offset), axis=s, omega=omega,
                     velocity=vel, alpha=alpha, acceleration=acc, offset=offset)
 
-    return forward_pass(lv, local, root, step, like=q)
+    return forward_pass(lv, local, _root(tree, dtype, gravity_as_base), step, like=q)
 
 
 def segment_motion(tree: SegmentTree, q, qd=None, qdd=None, *, gravity_as_base: bool = False) -> SegmentMotion:
@@ -138,11 +229,13 @@ def point_jacobian(
     *,
     motion: SegmentMotion | None = None,
 ) -> tuple[Float[Array, "3 n"], Float[Array, "3 n"]]:
-    """World velocity Jacobians of a point fixed on a segment: ``v = J_v q̇``, ``ω = J_ω q̇``.
+    """World velocity Jacobians of a point fixed on a segment: ``v = J_v q̇``, ``ω = J_ω q̇``
+    (``q̇`` the ``nv`` velocity).
 
-    Column ``j`` is non-zero only where joint ``j`` moves ``segment`` (a static ancestor mask):
-    ``a_j × (X − O_j)`` (revolute, ``a_j`` the world joint axis, ``O_j`` its centre, ``X`` the
-    point) or ``a_j`` (prismatic) for ``J_v``; ``a_j`` (revolute) or 0 for ``J_ω``.
+    Column ``j`` is non-zero only where coordinate ``j`` moves ``segment`` (a static ancestor
+    mask): ``a_j × (X − O_j)`` (an angular coordinate: revolute, or ω of a ball/free joint;
+    ``a_j`` its world axis, ``O_j`` its joint centre, ``X`` the point) or ``a_j`` (prismatic, or
+    the linear velocity of a free joint) for ``J_v``; ``a_j`` (angular) or 0 for ``J_ω``.
 
     Args:
         tree: the model.
@@ -153,22 +246,26 @@ def point_jacobian(
         motion: optional `segment_motion` of ``(tree, q)`` already computed (it is reused).
 
     Returns:
-        ``(J_v, J_ω)``, each ``(3, n)``, world frame: m/rad (m/m on prismatic joints) and rad/rad.
+        ``(J_v, J_ω)``, each ``(3, nv)``, world frame: m/rad (m/m on prismatic joints) and rad/rad.
     """
     q = as_state(tree, q, "q", False)
     point = as_shape(point, (3,), "point", " (m, in the segment frame)")
     seg = tree.index(segment) if isinstance(segment, str) else segment
     if is_concrete(seg):
-        if jnp.ndim(seg) != 0 or not -tree.nq <= int(seg) < tree.nq:
-            raise ValueError(f"segment must be a name or an index in [0, {tree.nq}) of model {tree.name!r}, got {seg!r}")
-        seg = int(seg) % tree.nq
+        n = tree.n_segments
+        if jnp.ndim(seg) != 0 or not -n <= int(seg) < n:
+            raise ValueError(f"segment must be a name or an index in [0, {n}) of model {tree.name!r}, got {seg!r}")
+        seg = int(seg) % n
     mo = segment_motion(tree, q) if motion is None else motion
     # a traced index out of range reads NaN (JAX would clamp it to a plausible other segment)
     pos = jnp.take(mo.position, seg, axis=0, mode="fill", fill_value=jnp.nan)
     att = jnp.take(mo.attitude, seg, axis=0, mode="fill", fill_value=jnp.nan)
     X = pos + quat.rotate(att, point.astype(mo.position.dtype))
-    anc = jnp.take(jnp.asarray(tree.ancestors), seg, axis=0, mode="clip")[:, None]  # (n, 1): joint j moves it
-    rev = jnp.asarray(tree.is_revolute)[:, None]
-    jv = jnp.where(anc, jnp.where(rev, cross(mo.axis, X[None, :] - mo.position), mo.axis), 0.0)
-    jw = jnp.where(anc & rev, mo.axis, 0.0)
+    d = tree.dofs
+    # (nv, 1): coordinate j moves the segment
+    anc = jnp.take(jnp.asarray(tree.dof_ancestors), seg, axis=0, mode="clip")[:, None]
+    rot = jnp.asarray(d.rotational)[:, None]
+    centre = mo.position[d.segment]  # each coordinate's joint centre (its segment's origin)
+    jv = jnp.where(anc, jnp.where(rot, cross(mo.axis, X[None, :] - centre), mo.axis), 0.0)
+    jw = jnp.where(anc & rot, mo.axis, 0.0)
     return jv.T, jw.T

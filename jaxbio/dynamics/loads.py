@@ -57,8 +57,8 @@ def point_loads(
             if s not in tree.names:
                 raise ValueError(f"segments: unknown segment {s!r}; segments are {list(tree.names)}")
             s = tree.names.index(s)
-        if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or not 0 <= s < tree.nq:
-            raise ValueError(f"segments: {s!r} is not a segment index in [0, {tree.nq}) of {list(tree.names)}")
+        if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or not 0 <= s < tree.n_segments:
+            raise ValueError(f"segments: {s!r} is not a segment index in [0, {tree.n_segments}) of {list(tree.names)}")
         segs.append(int(s))
     q = as_state(tree, q, "q", False)
     k = len(segs)
@@ -69,7 +69,7 @@ def point_loads(
 
 @functools.partial(jax.jit, static_argnums=2)
 def _point_loads(tree, q, segments, points, forces):
-    n = tree.nq
+    n = tree.n_segments
     zeros = jnp.zeros((n, 3), q.dtype)
     if not segments:
         return zeros, zeros

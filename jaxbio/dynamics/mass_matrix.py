@@ -26,17 +26,17 @@ __all__ = ["mass_matrix", "bias_forces", "gravity_forces", "com_jacobians"]
 
 
 def com_jacobians(tree: SegmentTree, q) -> tuple[Float[Array, "n n 3"], Float[Array, "n n 3"], object]:
-    """``J_v[k, j]`` and ``J_ω[k, j]``: world velocity of COM ``k`` / angular velocity of segment
-    ``k`` per unit ``qd[j]``. Also returns the segment motion used."""
+    """``J_v[k, j]`` and ``J_ω[k, j]`` ``(n_segments, nv, 3)``: world velocity of COM ``k`` /
+    angular velocity of segment ``k`` per unit ``qd[j]``. Also returns the segment motion used."""
     mo = segment_motion(tree, q)
-    jv, jw = jax.vmap(lambda k, c: point_jacobian(tree, q, k, c, motion=mo))(jnp.arange(tree.nq), tree.coms)
+    jv, jw = jax.vmap(lambda k, c: point_jacobian(tree, q, k, c, motion=mo))(jnp.arange(tree.n_segments), tree.coms)
     return jnp.swapaxes(jv, 1, 2), jnp.swapaxes(jw, 1, 2), mo
 
 
 @public
-def mass_matrix(tree: SegmentTree, q: Float[ArrayLike, " n"], *, check: bool = False) -> Float[Array, "n n"]:
-    """Joint-space inertia matrix ``M(q)`` ``(n, n)`` (kg·m², kg·m, kg by coordinate type),
-    symmetric positive-definite, so that ``T = ½ qdᵀ M qd``. A one-segment tree uses the closed
+def mass_matrix(tree: SegmentTree, q: Float[ArrayLike, " nq"], *, check: bool = False) -> Float[Array, "n n"]:
+    """Joint-space inertia matrix ``M(q)`` ``(nv, nv)`` (kg·m², kg·m, kg by coordinate type),
+    symmetric positive-definite, so that ``T = ½ qdᵀ M qd`` (``q`` ``(nq,)``, ``qd`` ``(nv,)``). A one-segment tree uses the closed
     form of `jaxbio.dynamics._one_segment`.
 
     One state: from the segment Jacobians (the module docstring). Under `jax.vmap` (states
@@ -51,10 +51,10 @@ def mass_matrix(tree: SegmentTree, q: Float[ArrayLike, " n"], *, check: bool = F
 
 def _jacobian_mass_matrix(tree: SegmentTree, q):
     jv, jw, mo = com_jacobians(tree, q)
-    n = tree.nq
+    n, nv = tree.n_segments, tree.nv
     # I_k J_ω[k, j] for every column j
-    att = jnp.broadcast_to(mo.attitude[:, None, :], (n, n, 4))
-    inert = jnp.broadcast_to(tree.inertias[:, None, :, :], (n, n, 3, 3))
+    att = jnp.broadcast_to(mo.attitude[:, None, :], (n, nv, 4))
+    inert = jnp.broadcast_to(tree.inertias[:, None, :, :], (n, nv, 3, 3))
     i_jw = world_inertia_times(att, inert, jw)
     # Σ_k over segments, 3-vector dot over the last axis; elementwise, no TF32 matmul on GPU
     M = jnp.sum(tree.masses[:, None, None] * dot(jv[:, :, None, :], jv[:, None, :, :]), axis=0)
@@ -73,21 +73,22 @@ def _mass_matrix(tree, q):
 def bias_forces(
     tree: SegmentTree, q: Float[ArrayLike, " n"], qd: Float[ArrayLike, " n"], *, check: bool = False
 ) -> Float[Array, " n"]:
-    """``C(q, qd) qd + g(q)`` ``(n,)`` N·m / N, so that ``M qdd + bias = tau``."""
+    """``C(q, qd) qd + g(q)`` ``(nv,)`` N·m / N, so that ``M qdd + bias = tau``."""
     q = as_state(tree, q, "q", check)
     qd = as_state(tree, qd, "qd", check)
-    out = _tau(tree, q, qd, jnp.zeros_like(q))
+    out = _tau(tree, q, qd, jnp.zeros_like(qd))
     return finite(out, "bias_forces result") if check else out
 
 
 @public
 def gravity_forces(tree: SegmentTree, q: Float[ArrayLike, " n"], *, check: bool = False) -> Float[Array, " n"]:
-    """``g(q)`` ``(n,)`` N·m / N: the generalised forces that hold the model still against gravity
-    (``g = ∂V/∂q``)."""
+    """``g(q)`` ``(nv,)`` N·m / N: the generalised forces that hold the model still against
+    gravity (``g = ∂V/∂q`` for revolute and prismatic coordinates; the gravity moment and force
+    in the segment frame for a ball or free joint)."""
     q = as_state(tree, q, "q", check)
     if _one_segment.applies(tree):
         out = _one_segment.gravity_forces(tree, q)
     else:
-        z = jnp.zeros_like(q)
+        z = jnp.zeros(tree.nv, q.dtype)
         out = _tau(tree, q, z, z)
     return finite(out, "gravity_forces result") if check else out

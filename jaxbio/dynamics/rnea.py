@@ -42,8 +42,8 @@ def world_inertia_times(attitude, inertia_body, v):
 
 
 def rnea(tree: SegmentTree, q, qd, qdd, external=None):
-    """Unchecked core: ``(tau, forces, moments)`` with ``forces``/``moments`` ``(n, 3)``; see
-    `segment_wrenches`."""
+    """Unchecked core: ``(tau (nv,), forces, moments)`` with ``forces``/``moments``
+    ``(n_segments, 3)``; see `segment_wrenches`."""
     mo = motion_soa(tree, q, qd, qdd, gravity_as_base=True)
     att, w = mo["attitude"], mo["omega"]
     c = soa.qrot(att, soa.split(tree.coms, 3))
@@ -67,36 +67,45 @@ def rnea(tree: SegmentTree, q, qd, qdd, external=None):
         return f, soa.add(m, soa.cross(r, f))
 
     forces, moments = backward_pass(lv, (f_own, m_own), transport, offset)
-    rev = jnp.asarray(tree.is_revolute)
-    tau = jnp.where(rev, soa.dot(mo["axis"], moments), soa.dot(mo["axis"], forces))
+    if tree.is_axial:
+        rev = jnp.asarray(tree.is_revolute)
+        tau = jnp.where(rev, soa.dot(mo["axis"], moments), soa.dot(mo["axis"], forces))
+    else:  # each coordinate: its world axis · its segment's moment (angular) or force
+        d = tree.dofs
+        seg = jnp.asarray(d.segment)
+        tau = jnp.where(d.rotational, soa.dot(mo["axis"], tuple(m[seg] for m in moments)),
+                        soa.dot(mo["axis"], tuple(f[seg] for f in forces)))
     return tau, soa.join(forces), soa.join(moments)
 
 
 @public
 def inverse_dynamics(
     tree: SegmentTree,
-    q: Float[ArrayLike, " n"],
-    qd: Float[ArrayLike, " n"],
-    qdd: Float[ArrayLike, " n"],
+    q: Float[ArrayLike, " nq"],
+    qd: Float[ArrayLike, " nv"],
+    qdd: Float[ArrayLike, " nv"],
     external: External = None,
     *,
     check: bool = False,
-) -> Float[Array, " n"]:
+) -> Float[Array, " nv"]:
     """Generalised forces that produce ``qdd`` at ``(q, qd)``: the wrench recursion (seed 001 eq. 2).
 
     Args:
         tree: the model.
-        q: ``(n,)`` rad / m, generalised coordinates.
-        qd: ``(n,)`` rad/s / m/s, generalised velocities.
-        qdd: ``(n,)`` rad/s² / m/s², generalised accelerations.
-        external: optional ``(forces, moments)``, each ``(n, 3)``, world frame: N applied to each
-            segment, and N·m about that segment's origin (its joint centre).
+        q: ``(nq,)`` generalised coordinates: rad / m, unit quaternions ``(w, x, y, z)`` of ball
+            and free joints (see `jaxbio.SegmentTree`).
+        qd: ``(nv,)`` rad/s / m/s, generalised velocities (segment-frame ``ω`` and ``v`` of ball
+            and free joints).
+        qdd: ``(nv,)`` rad/s² / m/s², generalised accelerations (their time derivatives).
+        external: optional ``(forces, moments)``, each ``(n_segments, 3)``, world frame: N applied
+            to each segment, and N·m about that segment's origin (its joint centre).
         check: if true, NaN/inf in any input or in the result raise at run time
             (`equinox.error_if`, works under jit); shapes are always checked before tracing.
 
     Returns:
-        ``tau`` ``(n,)`` N·m / N: joint moment (revolute) or force (prismatic) on each segment
-        from its parent, positive along the joint axis.
+        ``tau`` ``(nv,)`` N·m / N: joint moment (revolute) or force (prismatic) on each segment
+        from its parent, positive along the joint axis; for a ball joint the moment, for a free
+        joint ``[force, moment]`` (about the segment origin), in the segment frame.
     """
     q, qd, qdd, external = _inputs(tree, q, qd, qdd, external, check)
     tau = _tau(tree, q, qd, qdd, *(external or ()))
@@ -106,17 +115,17 @@ def inverse_dynamics(
 @public
 def segment_wrenches(
     tree: SegmentTree,
-    q: Float[ArrayLike, " n"],
-    qd: Float[ArrayLike, " n"],
-    qdd: Float[ArrayLike, " n"],
+    q: Float[ArrayLike, " nq"],
+    qd: Float[ArrayLike, " nv"],
+    qdd: Float[ArrayLike, " nv"],
     external: External = None,
     *,
     check: bool = False,
 ) -> tuple[Float[Array, "n 3"], Float[Array, "n 3"]]:
     """The wrench each segment receives from its parent through its joint.
 
-    Same arguments as `inverse_dynamics`. Returns ``forces`` ``(n, 3)`` N and ``moments``
-    ``(n, 3)`` N·m about the joint centre, both in the world frame: the joint reaction force and
+    Same arguments as `inverse_dynamics`. Returns ``forces`` ``(n_segments, 3)`` N and
+    ``moments`` ``(n_segments, 3)`` N·m about the joint centre, both in the world frame: the joint reaction force and
     the net joint moment of seeds 001 and 003 (the component of ``moments`` along a revolute
     joint's axis is its ``tau``; the rest is carried by the joint's structure).
     """
