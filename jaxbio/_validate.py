@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxbio.tree import JOINT_TYPES
+from jaxbio.tree import AXIAL, JOINT_TYPES
 
 _QUAT_TOL = 1e-6
 _SYM_TOL = 1e-9
@@ -414,25 +414,87 @@ def _vec(value: Any, shape: tuple[int, ...], where: str) -> np.ndarray:
 
 
 def check_inertia(inertia: np.ndarray, where: str, *, rtol: float = 1e-9) -> None:
-    """Symmetric positive-definite with principal moments obeying the triangle inequality
-    (``rtol``: relative slack of the triangle inequality, for rounding). Checked on the tensor
-    divided by its largest entry, so that neither 1e300 nor 1e-300 over- or underflows."""
+    """Symmetric positive semi-definite with principal moments obeying the triangle inequality
+    (``rtol``: relative slack for rounding, of the positivity and of the triangle inequality).
+    Zero is allowed (a massless frame, a point mass); a slender rod has one zero moment. Checked
+    on the tensor divided by its largest entry, so that neither 1e300 nor 1e-300 over- or
+    underflows."""
     scale = float(np.max(np.abs(inertia)))
-    if not scale > 0:
-        raise ValueError(f"{where}: inertia is not positive-definite (it is zero)")
+    if scale == 0.0:
+        return
     unit = inertia / scale
     if not np.allclose(unit, unit.T, rtol=0.0, atol=_SYM_TOL):
         raise ValueError(f"{where}: inertia is not symmetric: {inertia.tolist()}")
     eig = np.linalg.eigvalsh(0.5 * (unit + unit.T))
     moments = [float(e) * scale for e in eig]
-    if eig[0] <= 0:
-        raise ValueError(f"{where}: inertia is not positive-definite (principal moments {moments})")
+    if eig[0] < -rtol * eig[2]:
+        raise ValueError(f"{where}: inertia is not positive semi-definite (principal moments {moments})")
     # triangle inequality on principal moments: each ≤ sum of the other two
     if eig[2] > eig[0] + eig[1] + rtol * eig[2]:
         raise ValueError(
             f"{where}: inertia breaks the triangle inequality "
             f"({moments[2]:.6g} > {moments[0]:.6g} + {moments[1]:.6g}); no rigid body has these principal moments"
         )
+
+
+#: random configurations at which `check_nonsingular` evaluates M, and its relative threshold
+_SINGULAR_SAMPLES = 3
+_SINGULAR_RTOL = 1e-10
+
+
+def coordinate_label(joint_types: tuple[str, ...], names: tuple[str, ...], j: int) -> str:
+    """``"segment 'x' (spherical joint, ω_z)"``: velocity coordinate ``j`` of a tree, for messages."""
+    from jaxbio.tree import _dofs
+
+    d = _dofs(tuple(joint_types))
+    i = int(d.segment[j])
+    t = joint_types[i]
+    if t in ("revolute", "prismatic"):
+        return f"segment {names[i]!r} ({t} joint)"
+    k = j - int(np.argmax(d.segment == i))
+    part = ("v_x", "v_y", "v_z", "ω_x", "ω_y", "ω_z")[k + (3 if t == "spherical" else 0)]
+    return f"segment {names[i]!r} ({t} joint, {part} in the segment frame)"
+
+
+def check_nonsingular(v: dict[str, Any]) -> None:
+    """Refuse a model whose mass matrix is singular for every configuration: a coordinate that
+    moves no mass or inertia (a massless leaf with a DOF, a ball joint on a slender rod that can
+    spin about its own axis, …). ``v``: `validate_model_dict`'s result.
+
+    When every mass is positive and every inertia positive-definite, ``M`` is positive-definite
+    everywhere and nothing is computed. Otherwise ``M`` is evaluated (float64) at
+    ``_SINGULAR_SAMPLES`` random configurations (fixed seed); if its smallest eigenvalue is below
+    ``_SINGULAR_RTOL`` times its largest at every one, ``ValueError`` names the coordinate with
+    the largest share of the null direction. A model singular only at special configurations
+    (a straight chain of point masses) is accepted, as Pinocchio and MuJoCo accept it.
+    """
+    masses, inertias = v["masses"], v["inertias"]
+    if np.all(masses > 0) and all(np.linalg.eigvalsh(I)[0] > 1e-12 * np.max(np.abs(I)) for I in inertias):
+        return
+    import jax.random as jr
+
+    from jaxbio.configuration import random as random_configuration
+    from jaxbio.dynamics import mass_matrix
+    from jaxbio.tree import SegmentTree
+
+    with jax.enable_x64(True):
+        tree = SegmentTree(**{k: jnp.asarray(v[k], jnp.float64) for k in ARRAY_FIELDS},
+                           names=v["names"], parents=v["parents"], joint_types=v["joint_types"], name=v["name"])
+        if tree.nv == 0:
+            return
+        null = None
+        for key in jr.split(jr.PRNGKey(0), _SINGULAR_SAMPLES):
+            eig, vec = np.linalg.eigh(np.asarray(mass_matrix(tree, random_configuration(tree, key))))
+            if eig[0] > _SINGULAR_RTOL * max(eig[-1], np.finfo(float).tiny):
+                return
+            null = vec[:, 0]
+    j = int(np.argmax(np.abs(null)))
+    raise ValueError(
+        f"{coordinate_label(v['joint_types'], v['names'], j)}: this coordinate moves no mass or inertia, so "
+        f"the mass matrix is singular in every configuration (a massless segment with a DOF and nothing "
+        f"massive beyond it, or a rotation about a slender body's own axis); give the segment mass or "
+        f"inertia there, or remove the DOF (a 'fixed' joint)"
+    )
 
 
 def _norm(v: np.ndarray) -> float:
@@ -511,7 +573,7 @@ def validate_model_dict(d: dict[str, Any]) -> dict[str, Any]:
         joint = s["joint"]
         if not isinstance(joint, dict):
             raise ValueError(f"{where}: field 'joint' must be an object, got {_kind(joint)}")
-        _check_fields(joint, JOINT_FIELDS, ("type", "axis"), where, prefix="joint.")
+        _check_fields(joint, JOINT_FIELDS, ("type",), where, prefix="joint.")
         jtype = joint["type"]
         if not isinstance(jtype, str) or jtype not in JOINT_TYPES:
             close = difflib.get_close_matches(jtype, JOINT_TYPES, n=1) if isinstance(jtype, str) else []
@@ -519,10 +581,17 @@ def validate_model_dict(d: dict[str, Any]) -> dict[str, Any]:
             raise ValueError(
                 f"{where}: unknown joint type {jtype!r} (field 'joint.type'); {hint}use one of {JOINT_TYPES}"
             )
-        axis = _vec(joint["axis"], (3,), f"{where}: joint.axis")
-        norm = _norm(axis)
-        if norm < 1e-12:
-            raise ValueError(f"{where}: joint.axis is zero: {axis.tolist()}")
+        if jtype in AXIAL:
+            if "axis" not in joint:
+                raise ValueError(f"{where}: a {jtype} joint needs field 'joint.axis'")
+            axis = _vec(joint["axis"], (3,), f"{where}: joint.axis")
+            norm = _norm(axis)
+            if norm < 1e-12:
+                raise ValueError(f"{where}: joint.axis is zero: {axis.tolist()}")
+        elif "axis" in joint:
+            raise ValueError(f"{where}: a {jtype} joint has no axis; remove field 'joint.axis'")
+        else:
+            axis, norm = np.zeros(3), 1.0
         origin = _vec(joint.get("origin", [0.0, 0.0, 0.0]), (3,), f"{where}: joint.origin")
         quat = _vec(joint.get("orientation", [1.0, 0.0, 0.0, 0.0]), (4,), f"{where}: joint.orientation")
         qn = _norm(quat)
@@ -531,8 +600,8 @@ def validate_model_dict(d: dict[str, Any]) -> dict[str, Any]:
                 f"{where}: joint.orientation is not a unit quaternion (norm {qn:.9g}, tolerance {_QUAT_TOL})"
             )
         mass = float(_vec(s["mass"], (), f"{where}: mass"))
-        if mass <= 0:
-            raise ValueError(f"{where}: mass must be positive and finite, got {mass!r} (field 'mass')")
+        if mass < 0:
+            raise ValueError(f"{where}: mass must be non-negative and finite, got {mass!r} (field 'mass')")
         com = _vec(s["com"], (3,), f"{where}: com")
         inertia = _vec(s["inertia"], (3, 3), f"{where}: inertia")
         check_inertia(inertia, where)
@@ -607,8 +676,19 @@ def check_cast_model(arrays: dict[str, Any], names: tuple[str, ...], model: str 
                 check_inertia(b["inertias"][i], "")
             except (ValueError, np.linalg.LinAlgError):
                 continue  # not a check the cast can fail
-        check_inertia(inertia, f"segment {names[i]!r}: after the cast to {dt}",
-                      rtol=max(1e-9, 16 * float(info.eps)))
+        where = f"segment {names[i]!r}: after the cast to {dt}"
+        check_inertia(inertia, where, rtol=max(1e-9, 16 * float(info.eps)))
+        if b is not None and _positive_definite(b["inertias"][i]) and not _positive_definite(inertia):
+            raise ValueError(f"{where}: inertia is not positive-definite, as it was before (a principal moment "
+                             f"underflows; field 'inertia'); use a wider dtype")
+
+
+def _positive_definite(inertia: np.ndarray) -> bool:
+    scale = float(np.max(np.abs(inertia)))
+    if not scale > 0:
+        return False
+    unit = inertia / scale
+    return float(np.linalg.eigvalsh(0.5 * (unit + unit.T))[0]) > 0
 
 
 def cast_model(v: dict[str, Any], dtype=None) -> dict[str, jax.Array]:
@@ -617,5 +697,5 @@ def cast_model(v: dict[str, Any], dtype=None) -> dict[str, jax.Array]:
     dt = model_dtype(dtype)
     with np.errstate(over="ignore", under="ignore"):  # refused below, naming the segment
         arrays = {k: jnp.asarray(v[k], dt) for k in ARRAY_FIELDS}
-    check_cast_model(arrays, v["names"], v.get("name", "model"))
+    check_cast_model(arrays, v["names"], v.get("name", "model"), before={k: v[k] for k in ARRAY_FIELDS})
     return arrays

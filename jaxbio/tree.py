@@ -228,10 +228,11 @@ class SegmentTree(eqx.Module):
         ``dtype`` (a floating dtype) defaults to JAX's default float type (float32 unless x64 is
         enabled); integer, bool and complex dtypes are refused.
         """
-        from jaxbio._validate import cast_model, model_dtype, validate_model_dict
+        from jaxbio._validate import cast_model, check_nonsingular, model_dtype, validate_model_dict
 
         model_dtype(dtype)  # an argument error before any model error
         v = validate_model_dict(d)
+        check_nonsingular(v)
         return cls(
             **cast_model(v, dtype),
             names=v["names"],
@@ -255,7 +256,7 @@ class SegmentTree(eqx.Module):
                     "parent": None if p < 0 else self.names[p],
                     "joint": {
                         "type": self.joint_types[i],
-                        "axis": arr["axes"][i].tolist(),
+                        **({"axis": arr["axes"][i].tolist()} if self.joint_types[i] in AXIAL else {}),
                         "origin": arr["origins"][i].tolist(),
                         "orientation": arr["orientations"][i].tolist(),
                     },

@@ -65,7 +65,8 @@ BAD = {
         lambda d: _seg(d)["joint"].update(orientation=[1, 0.01, 0, 0]),
         ["rod2", "joint.orientation", "unit quaternion"],
     ),
-    "zero mass": (lambda d: _seg(d).update(mass=0.0), ["rod2", "mass"]),
+    "massless leaf with a DOF": (lambda d: _seg(d).update(mass=0.0, inertia=np.zeros((3, 3)).tolist()),
+                                 ["rod2", "moves no mass or inertia", "singular"]),
     "negative mass": (lambda d: _seg(d).update(mass=-1.0), ["rod2", "mass"]),
     "inf mass": (lambda d: _seg(d).update(mass=float("inf")), ["rod2", "mass"]),
     "asymmetric inertia": (
@@ -74,7 +75,7 @@ BAD = {
     ),
     "indefinite inertia": (
         lambda d: _seg(d).update(inertia=[[1, 0, 0], [0, -1, 0], [0, 0, 1]]),
-        ["rod2", "inertia", "positive-definite"],
+        ["rod2", "inertia", "positive semi-definite"],
     ),
     "triangle inequality": (
         lambda d: _seg(d).update(inertia=[[1, 0, 0], [0, 1, 0], [0, 0, 3]]),

@@ -91,9 +91,11 @@ def kinetic_energy_gradient(
 
 def _momentum_rate(tree, q, qd):
     """``Ṁ qd − C(q, qd) qd`` (see `kinetic_energy_gradient`), by two gravity-free recursions."""
+    from jaxbio.configuration import velocity_to_qdot  # built on the dynamics package
+
     free = eqx.tree_at(lambda t: t.gravity, tree, jnp.zeros_like(tree.gravity))
     zero = jnp.zeros_like(qd)
-    _, m_dot_qd = jax.jvp(lambda x: _tau(free, x, zero, qd), (q,), (_velocity_to_qdot(tree, q, qd),))
+    _, m_dot_qd = jax.jvp(lambda x: _tau(free, x, zero, qd), (q,), (velocity_to_qdot(tree, q, qd),))
     return m_dot_qd - _tau(free, q, qd, zero)
 
 
@@ -106,18 +108,3 @@ def _dT_dq(tree, q, qd):
     """``∂T/∂q`` by autodiff for one state; the batch-last kernel under `jax.vmap` (`vmapped_by`)."""
     return _plain_dT_dq(tree, q, qd)
 
-
-def _velocity_to_qdot(tree, q, v):  # TEMPORARY: replaced by jaxbio.configuration's map
-    from jaxbio import quaternion as quat
-    out = []
-    for t, i, j in zip(tree.joint_types, tree.q_start, tree.v_start):
-        if t in ("revolute", "prismatic"):
-            out.append(v[j:j + 1])
-        elif t == "spherical":
-            Q = q[i:i + 4]
-            out.append(0.5 * quat.multiply(Q, jnp.concatenate([jnp.zeros(1, v.dtype), v[j:j + 3]])))
-        elif t == "free":
-            Q = q[i + 3:i + 7]
-            out.append(quat.rotate(Q, v[j:j + 3]))
-            out.append(0.5 * quat.multiply(Q, jnp.concatenate([jnp.zeros(1, v.dtype), v[j + 3:j + 6]])))
-    return jnp.concatenate(out) if out else jnp.zeros(0, v.dtype)

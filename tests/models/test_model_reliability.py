@@ -86,31 +86,36 @@ def expected_tree(d: dict, dtype) -> dict:
         if not isinstance(s, dict) or set(s) != SEGMENT:
             raise Invalid("segment fields")
         j = s["joint"]
-        if not isinstance(j, dict) or not set(j) <= JOINT or not {"type", "axis"} <= set(j):
+        if not isinstance(j, dict) or not set(j) <= JOINT or "type" not in j:
             raise Invalid("joint fields")
         if not isinstance(s["name"], str) or not s["name"] or s["name"] in names:
             raise Invalid("name")
         p = s["parent"]
         if p is not None and (not isinstance(p, str) or p not in names):
             raise Invalid("parent")
-        if j["type"] not in ("revolute", "prismatic"):
+        if j["type"] not in ("revolute", "prismatic", "spherical", "free", "fixed"):
             raise Invalid("joint type")
-        axis = _array(j["axis"], (3,))
+        if ("axis" in j) != (j["type"] in ("revolute", "prismatic")):
+            raise Invalid("axis present exactly on revolute and prismatic joints")
+        axis = _array(j["axis"], (3,)) if "axis" in j else np.array([1.0, 0.0, 0.0])
         if np.max(np.abs(axis)) > 1e150:
             axis = axis / np.max(np.abs(axis))
         if np.linalg.norm(axis) < 1e-12:
             raise Invalid("zero axis")
+        if "axis" not in j:
+            axis = np.zeros(3)
         quat = _array(j.get("orientation", [1, 0, 0, 0]), (4,))
         big = np.max(np.abs(quat))
         if big == 0 or not abs(big * np.linalg.norm(quat / big) - 1) <= 1e-6:  # no overflow at 1e200
             raise Invalid("quaternion")
         mass = _number(s["mass"])
-        if not (math.isfinite(mass) and mass > 0):
+        if not (math.isfinite(mass) and mass >= 0):
             raise Invalid("mass")
         inertia = _array(s["inertia"], (3, 3))
         unit = inertia / max(np.max(np.abs(inertia)), 1e-300)  # scale-free (1e300 entries)
         e = np.linalg.eigvalsh(0.5 * (unit + unit.T))
-        if not np.allclose(unit, unit.T, rtol=0, atol=1e-9) or e[0] <= 0 or e[2] > e[0] + e[1] + 1e-9 * e[2]:
+        # positive semi-definite (zero, a rod) with the triangle inequality
+        if not np.allclose(unit, unit.T, rtol=0, atol=1e-9) or e[0] < -1e-9 * e[2] or e[2] > e[0] + e[1] + 1e-9 * e[2]:
             raise Invalid("inertia")
         names.append(s["name"])
         parents.append(-1 if p is None else names.index(p))
@@ -128,12 +133,19 @@ def expected_tree(d: dict, dtype) -> dict:
     c64 = {k: v.astype(float) for k, v in cast.items()}
     if not all(np.all(np.isfinite(v)) for v in c64.values()):
         raise Invalid("overflow in the cast")
-    if not np.all(c64["masses"] >= float(jnp.finfo(np_dtype).tiny)):
+    if np.any((arrays["masses"] > 0) & ~(c64["masses"] >= float(jnp.finfo(np_dtype).tiny))):
         raise Invalid("mass underflow in the cast")
-    for inertia in c64["inertias"]:
-        e = np.linalg.eigvalsh(inertia / np.max(np.abs(inertia))) if np.any(inertia) else np.zeros(3)
-        if e[0] <= 0 or e[2] > e[0] + e[1] + max(1e-9, 16 * float(jnp.finfo(np_dtype).eps)) * e[2]:
+    slack = max(1e-9, 16 * float(jnp.finfo(np_dtype).eps))
+
+    def moments(inertia):
+        return np.linalg.eigvalsh(inertia / np.max(np.abs(inertia))) if np.any(inertia) else np.zeros(3)
+
+    for before, inertia in zip(arrays["inertias"], c64["inertias"]):
+        e = moments(inertia)
+        if e[0] < -slack * e[2] or e[2] > e[0] + e[1] + slack * e[2]:
             raise Invalid("inertia after the cast")
+        if moments(before)[0] > 0 and not e[0] > 0:
+            raise Invalid("a positive-definite inertia made singular by the cast")
     return {"arrays": cast, "names": tuple(names), "parents": tuple(parents)}
 
 
@@ -163,7 +175,7 @@ def check_contract(d: dict, dtype=jnp.float64) -> str:
                                        atol=2 * float(jnp.finfo(expected.dtype).eps), err_msg=field)
         else:
             np.testing.assert_array_equal(got, expected, err_msg=field)
-    assert np.all(np.asarray(tree.masses, float) > 0)
+    assert np.all(np.asarray(tree.masses, float) >= 0)
     return "accepted"
 
 
