@@ -3,12 +3,13 @@
 Daily names (``import jaxbio as jb``): `SegmentTree`, `load_model`, `save_model`,
 `forward_kinematics`, `inverse_dynamics`, `segment_wrenches`, `mass_matrix`, `bias_forces`,
 `gravity_forces`, `forward_dynamics`, `kinetic_energy`, `potential_energy`, `center_of_mass`,
-and the `quaternion` module. Every function is a pure function of one sample; batch with
-`jax.vmap`. Importing jaxbio changes no global JAX configuration: enable float64 yourself with
-``jax.config.update("jax_enable_x64", True)`` for validation work.
+and the `quaternion` and `configuration` (``q ⊕ dq`` for ball and free joints) modules. Every
+function is a pure function of one sample; batch with `jax.vmap`. Importing jaxbio changes no
+global JAX configuration: enable float64 yourself with ``jax.config.update("jax_enable_x64",
+True)`` for validation work.
 """
 
-from jaxbio import hamiltonian, muscles, quaternion, simulation, spatial
+from jaxbio import configuration, hamiltonian, muscles, quaternion, simulation, spatial
 from jaxbio.dynamics import (
     bias_forces,
     center_of_mass,
@@ -48,6 +49,7 @@ __all__ = [
     "simulation",
     "simulate_sde",
     "bias_forces",
+    "configuration",
     "estimation",
     "muscles",
     "papers",

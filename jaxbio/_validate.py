@@ -3,8 +3,8 @@
 Two kinds of check live here:
 
 - **Argument checks** for every public function and module (`as_float`, `as_real`,
-  `as_scalar`, `as_count`, `as_shape`, `coordinate_vector`, `check_key`, `concrete`,
-  `check_values`, `check_finite`, `check_or_defer`). They run before tracing on concrete values
+  `as_scalar`, `as_count`, `as_shape`, `coordinate_vector`, `as_coordinates`, `check_key`,
+  `concrete`, `check_values`, `check_finite`, `check_or_defer`). They run before tracing on concrete values
   and raise a ``ValueError`` that names the argument (and where the first bad entry is); on
   traced values the value checks are skipped (`check_values`), become an `equinox.error_if`
   (`check_finite`, `raise_if`; the return value must flow on) or a flag that turns the outputs
@@ -198,6 +198,28 @@ def coordinate_vector(x, name: str, n: int | None = None):
     elif x.shape not in ((), (n,)):
         raise ValueError(f"{name} has shape {tuple(x.shape)}, expected ({n},) (one entry per "
                          f"coordinate) or a scalar")
+    return x
+
+
+def coordinates_message(tree, name: str, shape: tuple[int, ...], size: str = "nq") -> str:
+    """The error message for a generalised vector ``name`` of the wrong ``shape``, naming both of
+    the model's sizes, e.g. "q has 13 entries; model 'x' has nq = 14 (configuration) and nv = 12
+    (velocity); q must have nq = 14 entries". ``size``: ``"nq"`` for a configuration, ``"nv"``
+    for a velocity, an acceleration or a generalised force."""
+    shape = tuple(shape)
+    got = f"{shape[0]} entries" if len(shape) == 1 else f"shape {shape}"
+    msg = (f"{name} has {got}; model {tree.name!r} has nq = {tree.nq} (configuration) and "
+           f"nv = {tree.nv} (velocity); {name} must have {size} = {getattr(tree, size)} entries")
+    return msg + ("; one sample is a vector: batch with jax.vmap" if len(shape) > 1 else "")
+
+
+def as_coordinates(tree, x, name: str, size: str = "nq", *, like=None):
+    """``x`` as a float vector (`as_float`) of ``tree.nq`` entries (``size="nq"``, a
+    configuration) or ``tree.nv`` (``size="nv"``); ``ValueError`` with `coordinates_message`
+    otherwise. Shapes are static, so this also runs at trace time."""
+    x = as_float(x, name, like=like)
+    if x.shape != (getattr(tree, size),):
+        raise ValueError(coordinates_message(tree, name, x.shape, size))
     return x
 
 
