@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jaxbio._validate import as_shape, check_concrete_finite, finite, jit_checked
+from jaxbio._validate import as_float, as_shape, coordinates_message, check_concrete_finite, finite, jit_checked
 from jaxbio.tree import SegmentTree
 
 #: Arguments of the public functions that hold one state (checked for NaN/inf when concrete).
@@ -37,24 +37,18 @@ def as_state(tree: SegmentTree, x, name: str, check: bool, shape: tuple[int, ...
     trace time otherwise, saying nq and nv when they differ."""
     tree.check_unbatched()  # a stacked tree outside vmap would broadcast into one plausible answer
     if shape is None:
-        config = name == "q"
-        want = (tree.nq if config else tree.nv,)
+        size = "nq" if name == "q" else "nv"
+        want = (getattr(tree, size),)
         if tree.nq != tree.nv:
-            sizes = (f"nq = {tree.nq} (configuration: quaternions have 4 entries) and nv = {tree.nv} "
-                     f"(velocities, accelerations, forces)")
-            what = f"{name} is {'a configuration' if config else 'nv long'}"
-            context = f" for model {tree.name!r}, which has {sizes}; {what}; batch with jax.vmap"
-        else:
-            context = (f" for model {tree.name!r} ({tree.nq} coordinates: {', '.join(_coordinates(tree))}); "
-                       "batch with jax.vmap")
+            x = as_float(x, name)
+            if x.shape != want:
+                raise ValueError(coordinates_message(tree, name, x.shape, size))
+        context = (f" for model {tree.name!r} ({tree.nq} coordinates: {', '.join(tree.names)}); "
+                   "batch with jax.vmap")
     else:
         want, context = shape, f" for model {tree.name!r} ({tree.n_segments} segments); batch with jax.vmap"
     x = as_shape(x, want, name, context)
     return finite(x, name) if check else x
-
-
-def _coordinates(tree: SegmentTree) -> list[str]:
-    return [n for n, t in zip(tree.names, tree.joint_types) if t != "fixed"]
 
 
 def as_external(tree: SegmentTree, external, check: bool):
