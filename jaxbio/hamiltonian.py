@@ -166,7 +166,7 @@ class ZeroDrive(Drive):
     """``F = 0`` (the free, conservative system)."""
 
     def __call__(self, t, q, qd, f, a=None):
-        return jnp.zeros_like(q)
+        return jnp.zeros_like(qd)
 
 
 class ConstantDrive(Drive):
@@ -180,7 +180,7 @@ class ConstantDrive(Drive):
         check_values(self.tau, "ConstantDrive: tau")
 
     def __call__(self, t, q, qd, f, a=None):
-        return jnp.broadcast_to(self.tau, q.shape).astype(q.dtype)
+        return jnp.broadcast_to(self.tau, qd.shape).astype(qd.dtype)
 
 
 class TimeFunctionDrive(Drive):
@@ -190,11 +190,11 @@ class TimeFunctionDrive(Drive):
     fn: Callable
 
     def __call__(self, t, q, qd, f, a=None):
-        force = jnp.asarray(self.fn(t), q.dtype)
-        if force.shape not in ((), q.shape):
-            raise ValueError(f"TimeFunctionDrive: fn(t) returns shape {force.shape}, expected {q.shape} "
-                             f"(one per coordinate) or a scalar")
-        return force * jnp.ones_like(q)
+        force = jnp.asarray(self.fn(t), qd.dtype)
+        if force.shape not in ((), qd.shape):
+            raise ValueError(f"TimeFunctionDrive: fn(t) returns shape {force.shape}, expected {qd.shape} "
+                             f"(one per velocity coordinate) or a scalar")
+        return force * jnp.ones_like(qd)
 
 
 class SpringDamperDrive(Drive):
