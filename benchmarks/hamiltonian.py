@@ -166,7 +166,7 @@ def tree_vector_field_routes(batch=10_000):
     (segment-Jacobian M, ``jax.grad`` of T, per-state recursion for g), same Cholesky solve."""
     import jax.scipy.linalg as jsl
 
-    from jaxbio.dynamics.energy import _plain_dT_dq
+    from jaxbio.dynamics.energy import _plain_gradient
     from jaxbio.dynamics.mass_matrix import _jacobian_mass_matrix
     from jaxbio.dynamics.rnea import _plain_tau
 
@@ -174,7 +174,7 @@ def tree_vector_field_routes(batch=10_000):
         q, p = y["q"], y["p"]
         qd = jsl.cho_solve(jsl.cho_factor(_jacobian_mass_matrix(tree, q)), p)
         zero = jnp.zeros_like(q)
-        return {"q": qd, "p": _plain_dT_dq(tree, q, qd) - _plain_tau(tree, q, zero, zero)}
+        return {"q": qd, "p": _plain_gradient(tree, q, qd) - _plain_tau(tree, q, zero, zero)}
 
     def per_call(f, y):
         c = jax.jit(jax.vmap(f)).lower(y).compile()

@@ -95,7 +95,7 @@ def random_mixed_tree_dict(rng, n_segments: int, *, free_root: bool = True, free
                            weights: dict | None = None, p_massless: float = 0.25, p_rod: float = 0.2,
                            p_world: float = 0.1, gravity=None, name: str | None = None) -> dict:
     """A random tree mixing every joint type, massless frames and slender rods (a model dict, the
-    layout of `SegmentTree.to_dict`; ``axis`` is ``[0, 0, 0]`` for spherical, free and fixed joints).
+    layout of `SegmentTree.to_dict`: no ``axis`` on spherical, free and fixed joints).
 
     Topology: segment 0 is a root; each later one hangs from the world with probability ``p_world``,
     else from a uniformly chosen earlier segment. Joint types: segment 0 is ``"free"`` when
@@ -196,8 +196,8 @@ def random_mixed_tree_dict(rng, n_segments: int, *, free_root: bool = True, free
             {
                 "name": f"{body[i]}{i}_{t}",
                 "parent": None if p < 0 else segments[p]["name"],
-                "joint": {"type": t, "axis": axis.tolist(), "origin": origin.tolist(),
-                          "orientation": orientation.tolist()},
+                "joint": {"type": t, "origin": origin.tolist(), "orientation": orientation.tolist(),
+                          **({"axis": axis.tolist()} if t in ("revolute", "prismatic") else {})},
                 "mass": float(mass),
                 "com": np.asarray(com, dtype=float).tolist(),
                 "inertia": np.asarray(inertia, dtype=float).tolist(),
@@ -208,18 +208,6 @@ def random_mixed_tree_dict(rng, n_segments: int, *, free_root: bool = True, free
         gravity = 9.81 * gravity / np.linalg.norm(gravity)
     return {"format": "jaxbio-model", "version": 1, "name": name or f"mixed{n_segments}",
             "gravity": np.asarray(gravity, dtype=float).tolist(), "segments": segments}
-
-
-def without_axes(d: dict) -> dict:
-    """A copy of ``d`` with no ``axis`` on the joints that have none (spherical, free, fixed; API.md
-    "No axis"), the other form of `random_mixed_tree_dict`'s ``[0, 0, 0]``."""
-    segments = []
-    for s in d["segments"]:
-        joint = dict(s["joint"])
-        if joint["type"] not in ("revolute", "prismatic"):
-            joint.pop("axis", None)
-        segments.append({**s, "joint": joint})
-    return {**d, "segments": segments}
 
 
 def random_mixed_state(rng, d: dict) -> dict:

@@ -35,6 +35,15 @@ How it is laid out, and why:
   element). On an accelerator (``layout="accelerator"``) the whole batch is one chunk and neither
   trick is used.
 
+Joints. A tree of revolute and prismatic joints only (``tree.is_axial``) carries one angle or slide
+per segment and its joint axis through the passes, and each backward step projects onto it. Any
+other tree (ball, free, fixed joints) carries the joint's relative motion in the segment frame
+(`_general_joint`, gathered from ``q`` ``(nq, C)`` and ``v`` ``(nv, C)``; quaternions normalised as
+in the per-state kinematics), the same forward formulas as
+`jaxbio.dynamics.kinematics.motion_soa`, and backward outputs that are world vectors, projected on
+each velocity coordinate's axis ``R e_k`` at the end (`_coordinates_out`, `_crba_columns`). The
+step functions take that choice as the static flag ``general``.
+
 Measured timings, and the variants tried and dropped, are in benchmarks/README.md.
 
 Differentiation is not defined here: `jaxbio.dynamics.rnea` (and ``energy``, ``mass_matrix``)
@@ -44,6 +53,7 @@ batched tree) to the per-state code.
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, NamedTuple, Optional
 
 import jax
@@ -117,8 +127,6 @@ def vmapped_by(kernel):
             states = [full(x, b) for x, b in zip(states, states_batched)]
             if any(jax.tree_util.tree_leaves(tree_batched)):
                 return jax.vmap(plain)(jax.tree_util.tree_map(full, tree, tree_batched), *states), True
-            if not tree.is_axial:  # ball, free or fixed joints: the per-state recursion, vmapped
-                return jax.vmap(plain, in_axes=(None,) + (0,) * len(states))(tree, *states), True
             return kernel(tree, *states), True
 
         @routed.defjvp
@@ -147,12 +155,18 @@ class Body(NamedTuple):
 
 
 class Joint(NamedTuple):
-    """Per-state joint inputs, leaves ``(n, C)``."""
+    """Per-state joint inputs, leaves ``(n, C)``. A tree of revolute and prismatic joints only
+    (axial) carries ``qd``, ``qdd``; any other tree carries the joint's relative motion in the
+    segment frame, ``w``, ``u``, ``wd``, ``ud`` (see `_relative`)."""
 
-    rotation: Quat  # attitude relative to the parent: orientation · rotation about the axis
-    translation: Vec  # joint centre in the parent frame (origin + prismatic displacement), m
-    qd: jax.Array  # rad/s or m/s (``q`` for the mass matrix, unused)
-    qdd: jax.Array  # rad/s² or m/s² (``qd`` for ∂T/∂q, ``q`` for the mass matrix, unused)
+    rotation: Quat  # attitude relative to the parent: orientation · joint rotation
+    translation: Vec  # joint centre in the parent frame (origin + prismatic or free displacement), m
+    qd: Optional[jax.Array] = None  # axial: rad/s or m/s
+    qdd: Optional[jax.Array] = None  # axial: rad/s² or m/s² (``qd`` for ∂T/∂q, unused)
+    w: Optional[Vec] = None  # general: relative angular velocity, segment frame, rad/s
+    u: Optional[Vec] = None  # general: relative velocity of the origin, segment frame, m/s
+    wd: Optional[Vec] = None  # general: rate of ``w``, rad/s²
+    ud: Optional[Vec] = None  # general: rate of ``u`` plus ``w × u`` (the free joint's coupling), m/s²
     force: Optional[Vec] = None  # external force on the segment, world frame, N
     moment: Optional[Vec] = None  # external moment about the segment origin, world frame, N·m
 
@@ -201,8 +215,9 @@ class Own(NamedTuple):
 
     term: Wrench | Composite  # the segment's own term, summed over its subtree distal → proximal
     offset: Vec  # origin relative to the parent's origin, world frame, m
-    axis: Vec  # joint axis, world frame
-    parent_angular_velocity: Optional[Vec] = None  # ∂T/∂q only
+    axis: Optional[Vec] = None  # axial trees: joint axis, world frame
+    attitude: Optional[Quat] = None  # other trees: the segment's attitude
+    angular_velocity: Optional[Vec] = None  # ∂T/∂q only: the segment's
     velocity: Optional[Vec] = None  # ∂T/∂q only: of the origin
     position: Optional[Vec] = None  # mass matrix only: of the origin
 
@@ -211,26 +226,50 @@ _SYM = ((0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2))  # the 6 entries of a sy
 
 
 # ---- forward steps: (parent rows, joint, body) -> (own rows, own terms) -----------------------
+# ``general``: the tree has ball, free or fixed joints (a static flag bound by `_chunk`).
 
 
-def _place(parent_attitude: Quat, joint: Joint, body: Body, keep):
-    """The segment's attitude, its offset from the parent's origin and its joint axis (world)."""
+def _place(parent_attitude: Quat, joint: Joint, body: Body, keep, general: bool):
+    """The segment's attitude, its offset from the parent's origin and (axial trees) its joint
+    axis, world frame."""
     Rp, att = keep((soa.qmat(parent_attitude), soa.qmul(parent_attitude, joint.rotation)))
+    if general:
+        return att, keep(soa.matvec(Rp, joint.translation)), None
     off, axis = keep((soa.matvec(Rp, joint.translation), soa.matvec(Rp, body.axis_in_parent)))
     return att, off, axis
 
 
-def _forward_rnea(parent: Accelerations, joint: Joint, body: Body, keep):
+def _relative(w_p: Vec, att: Quat, s_w, joint: Joint, body: Body, general: bool):
+    """The joint's relative motion rotated to the world, ``(w, u, ẇ, u̇, ω_p × w, ω_p × u)``
+    (`jaxbio.dynamics.kinematics.motion_soa`): ``s q̇`` and ``s q̈`` on the angular (revolute)
+    or linear (prismatic) side, sharing one cross product; else ``R`` times the segment-frame
+    ``w``, ``u``, ``wd``, ``ud`` of `Joint`. Unused terms cost nothing (XLA drops them)."""
+    if not general:
+        r = body.revolute
+        sqd, sqdd = soa.scale(s_w, joint.qd), soa.scale(s_w, joint.qdd)
+        w_x_sqd = soa.cross(w_p, sqd)
+        return (soa.scale(sqd, r), soa.scale(sqd, 1 - r), soa.scale(sqdd, r), soa.scale(sqdd, 1 - r),
+                soa.scale(w_x_sqd, r), soa.scale(w_x_sqd, 1 - r))
+    R = soa.qmat(att)
+    w, u = soa.matvec(R, joint.w), soa.matvec(R, joint.u)
+    return w, u, soa.matvec(R, joint.wd), soa.matvec(R, joint.ud), soa.cross(w_p, w), soa.cross(w_p, u)
+
+
+def _own(general: bool, s_w, att, off, term, **rows) -> Own:
+    return Own(term, off, attitude=att, **rows) if general else Own(term, off, axis=s_w, **rows)
+
+
+def _forward_rnea(parent: Accelerations, joint: Joint, body: Body, keep, general: bool):
     """Motion of the segment, and its own wrench ``m (a_C − g)``, ``I α + ω × I ω + c × f``
     (computed in the segment's frame, less the external wrench)."""
-    att, off, s_w = _place(parent.attitude, joint, body, keep)
-    w_p, al_p, acc_p, r = parent.angular_velocity, parent.angular_acceleration, parent.acceleration, body.revolute
-    sqd, sqdd = soa.scale(s_w, joint.qd), soa.scale(s_w, joint.qdd)
-    w_x_sqd, w_x_off = soa.cross(w_p, sqd), soa.cross(w_p, off)
-    w = soa.add(w_p, soa.scale(sqd, r))
-    al = soa.add(al_p, soa.scale(soa.add(sqdd, w_x_sqd), r))
+    att, off, s_w = _place(parent.attitude, joint, body, keep, general)
+    w_p, al_p, acc_p = parent.angular_velocity, parent.angular_acceleration, parent.acceleration
+    w_rel, u_rel, wd_rel, ud_rel, w_x_w, w_x_u = _relative(w_p, att, s_w, joint, body, general)
+    w_x_off = soa.cross(w_p, off)
+    w = soa.add(w_p, w_rel)
+    al = soa.add(al_p, soa.add(wd_rel, w_x_w))
     acc = soa.add(soa.add(acc_p, soa.cross(al_p, off)), soa.cross(w_p, w_x_off))
-    acc = soa.add(acc, soa.scale(soa.add(sqdd, soa.scale(w_x_sqd, 2.0)), 1 - r))
+    acc = soa.add(acc, soa.add(ud_rel, soa.scale(w_x_u, 2.0)))
     new = keep(Accelerations(att, w, al, acc))
     R = soa.qmat(new.attitude)
     wb, alb, accb = keep((soa.matvec_t(R, new.angular_velocity), soa.matvec_t(R, new.angular_acceleration),
@@ -243,30 +282,31 @@ def _forward_rnea(parent: Accelerations, joint: Joint, body: Body, keep):
     f, m = soa.matvec(R, fb), soa.matvec(R, mb)
     if joint.force is not None:
         f, m = soa.sub(f, joint.force), soa.sub(m, joint.moment)
-    return new, keep(Own(Wrench(f, m), off, s_w))
+    return new, keep(_own(general, s_w, att, off, Wrench(f, m)))
 
 
-def _forward_momentum(parent: Velocities, joint: Joint, body: Body, keep):
+def _forward_momentum(parent: Velocities, joint: Joint, body: Body, keep, general: bool):
     """Velocity of the segment, and its own momenta ``p = m v_C``, ``h = I ω + c × p`` (about
     the origin; computed in the segment's frame)."""
-    att, off, s_w = _place(parent.attitude, joint, body, keep)
-    w_p, r = parent.angular_velocity, body.revolute
-    sqd = soa.scale(s_w, joint.qd)
-    w = soa.add(w_p, soa.scale(sqd, r))
-    v = soa.add(soa.add(parent.velocity, soa.cross(w_p, off)), soa.scale(sqd, 1 - r))
+    att, off, s_w = _place(parent.attitude, joint, body, keep, general)
+    w_p = parent.angular_velocity
+    w_rel, u_rel, *_ = _relative(w_p, att, s_w, joint, body, general)
+    w = soa.add(w_p, w_rel)
+    v = soa.add(soa.add(parent.velocity, soa.cross(w_p, off)), u_rel)
     new = keep(Velocities(att, w, v))
     R = soa.qmat(new.attitude)
     wb, vb = keep((soa.matvec_t(R, new.angular_velocity), soa.matvec_t(R, new.velocity)))
     pb = soa.scale(soa.add(vb, soa.cross(wb, body.com)), body.mass)
     hb = soa.add(soa.matvec(body.inertia, wb), soa.cross(body.com, pb))
     momenta = Wrench(soa.matvec(R, pb), soa.matvec(R, hb))
-    return new, keep(Own(momenta, off, s_w, parent_angular_velocity=w_p, velocity=new.velocity))
+    return new, keep(_own(general, s_w, att, off, momenta, angular_velocity=new.angular_velocity,
+                          velocity=new.velocity))
 
 
-def _forward_crba(parent: Placement, joint: Joint, body: Body, keep):
+def _forward_crba(parent: Placement, joint: Joint, body: Body, keep, general: bool):
     """Placement of the segment, and its own composite about its origin: ``m``, ``h = m c``,
     ``J = R I Rᵀ + m [c]ᵀ[c]``."""
-    att, off, s_w = _place(parent.attitude, joint, body, keep)
+    att, off, s_w = _place(parent.attitude, joint, body, keep, general)
     new = keep(Placement(att, soa.add(parent.position, off)))
     R = soa.qmat(new.attitude)
     c, mass, inertia = soa.matvec(R, body.com), body.mass, body.inertia
@@ -275,10 +315,12 @@ def _forward_crba(parent: Placement, joint: Joint, body: Body, keep):
     cc = soa.dot(c, c)
     J = tuple(IC[i] + mass * ((cc if a == b else 0.0) - c[a] * c[b]) for i, (a, b) in enumerate(_SYM))
     own = Composite(mass + jnp.zeros_like(c[0]), soa.scale(c, mass), J)
-    return new, keep(Own(own, off, s_w, position=new.position))
+    return new, keep(_own(general, s_w, att, off, own, position=new.position))
 
 
 # ---- backward steps: (subtree total, own, revolute) -> (what the parent gets, output) ---------
+# The output is one number per segment on an axial tree (the joint's), else the two world vectors
+# that `_coordinates_out` projects on each coordinate's axis (angular, linear).
 
 
 def _wrench_to_parent(total: Wrench, own: Own) -> Wrench:
@@ -286,21 +328,27 @@ def _wrench_to_parent(total: Wrench, own: Own) -> Wrench:
     return Wrench(total.force, soa.add(total.moment, soa.cross(own.offset, total.force)))
 
 
-def _torques_rnea(total: Wrench, own: Own, r):
-    """Joint torque: ``s · M`` (revolute) or ``s · F`` (prismatic)."""
-    tau = r * soa.dot(own.axis, total.moment) + (1 - r) * soa.dot(own.axis, total.force)
-    return _wrench_to_parent(total, own), tau
+def _project(angular: Vec, linear: Vec, own: Own, r, general: bool):
+    """``s · angular`` (revolute) or ``s · linear`` (prismatic); on a general tree both vectors."""
+    if general:
+        return angular, linear
+    return r * soa.dot(own.axis, angular) + (1 - r) * soa.dot(own.axis, linear)
 
 
-def _torques_momentum(total: Wrench, own: Own, r):
-    """``∂T/∂q``: ``s · (H × ω_λ + P × v)`` (revolute), ``s · (P × ω_λ)`` (prismatic)."""
-    P, H, s_w, w_p = total.force, total.moment, own.axis, own.parent_angular_velocity
-    tau = r * soa.dot(s_w, soa.add(soa.cross(H, w_p), soa.cross(P, own.velocity))) \
-        + (1 - r) * soa.dot(s_w, soa.cross(P, w_p))
-    return _wrench_to_parent(total, own), tau
+def _torques_rnea(total: Wrench, own: Own, r, general: bool):
+    """Joint torque: ``s · M`` (an angular coordinate) or ``s · F`` (a linear one)."""
+    return _wrench_to_parent(total, own), _project(total.moment, total.force, own, r, general)
 
 
-def _composite_to_parent(total: Composite, own: Own, r):
+def _torques_momentum(total: Wrench, own: Own, r, general: bool):
+    """``Ṡᵀ h`` (`kinetic_energy_gradient_batch`): ``s · (H × ω + P × v)`` (angular coordinate),
+    ``s · (P × ω)`` (linear), with ``ω`` the segment's angular velocity, ``v`` its origin's."""
+    P, H, w = total.force, total.moment, own.angular_velocity
+    angular = soa.add(soa.cross(H, w), soa.cross(P, own.velocity))
+    return _wrench_to_parent(total, own), _project(angular, soa.cross(P, w), own, r, general)
+
+
+def _composite_to_parent(total: Composite, own: Own, r, general: bool):
     """The subtree's composite moved by ``d`` (the offset) to the parent's origin:
     ``h += m d``, ``J += [d]ᵀ[h] + [h]ᵀ[d] + m [d]ᵀ[d]``; output: the composite itself."""
     m, h, J, d = total.mass, total.first_moment, total.inertia, own.offset
@@ -403,42 +451,72 @@ def _by_segment(sched: Schedule, parts: list, C: int, get: Callable = lambda x: 
     return jnp.concatenate([get(x).reshape(-1, C) for x in parts], 0)[sched.slot]
 
 
+def _segment_rows(sched: Schedule, parts: list, C: int, get: Callable, k: int) -> tuple:
+    """``get(part)[c]`` for ``c < k`` (a vector or quaternion field) in segment order, ``(n, C)`` each."""
+    return tuple(_by_segment(sched, parts, C, lambda x, c=c: get(x)[c]) for c in range(k))
+
+
 def _torques_out(tree: SegmentTree, sched: Schedule, outs: list, own: list, C: int):
-    """Per-phase joint outputs -> ``(n, C)`` in segment order."""
-    return _by_segment(sched, outs, C)
+    """Per-phase joint outputs -> ``(nv, C)`` in coordinate order."""
+    if tree.is_axial:
+        return _by_segment(sched, outs, C)
+    return _coordinates_out(tree, sched, outs, own, C)
+
+
+def _coordinates_out(tree: SegmentTree, sched: Schedule, outs: list, own: list, C: int):
+    """A general tree's outputs ``(angular, linear)`` world vectors per segment -> ``(nv, C)``:
+    coordinate ``k`` of segment ``i`` gets ``(R_i e_k) · angular_i`` (an angular coordinate) or
+    ``(R_i e_k) · linear_i``, with ``e_k`` its segment-frame axis (`SegmentTree.dof_axes`)."""
+    d = tree.dofs
+    att = _segment_rows(sched, own, C, lambda o: o.attitude, 4)
+    angular = soa.qrot_inv(att, _segment_rows(sched, outs, C, lambda o: o[0], 3))
+    linear = soa.qrot_inv(att, _segment_rows(sched, outs, C, lambda o: o[1], 3))
+    rot = d.rotational[:, None]
+    e = tree.dof_axes().astype(att[0].dtype)
+    return sum(e[:, c, None] * jnp.where(rot, angular[c][d.segment], linear[c][d.segment]) for c in range(3))
 
 
 def _crba_columns(tree: SegmentTree, sched: Schedule, composites: list, own: list, C: int):
-    """``M`` ``(n·n, C)`` from each subtree's composite ``(m, h, J)`` about its joint centre.
+    """``M`` ``(nv·nv, C)`` from each subtree's composite ``(m, h, J)`` about its joint centre.
 
-    Joint ``i`` moving at unit rate moves its subtree rigidly: linear momentum ``s × h`` and
-    angular momentum ``J s`` about ``P_i`` (revolute), or ``m s`` and ``h × s`` (prismatic).
-    ``M[j, i]`` for ``j`` an ancestor of ``i`` (or ``i``) is joint ``j``'s share of that
-    momentum: ``s_j · (L + (P_i − P_j) × lin)`` (revolute ``j``), ``s_j · lin`` (prismatic).
+    Coordinate ``i`` (of segment ``σ(i)``, world axis ``s_i``) moving at unit rate moves the
+    subtree of ``σ(i)`` rigidly: linear momentum ``s × h`` and angular momentum ``J s`` about
+    ``P_σ(i)`` (an angular coordinate), or ``m s`` and ``h × s`` (a linear one). ``M[j, i]`` for
+    ``j`` a coordinate that moves ``σ(i)`` is its share of that momentum:
+    ``s_j · (L + (P_σ(i) − P_σ(j)) × lin)`` (angular ``j``), ``s_j · lin`` (linear ``j``).
     """
-    n = tree.nq
+    nv, d = tree.nv, tree.dofs
 
-    def seg(parts, get):
+    def seg(parts, get, k=None):
+        if k is not None:
+            return _segment_rows(sched, parts, C, get, k)
         return _by_segment(sched, parts, C, get)
 
     m = seg(composites, lambda c: c.mass)
-    h = tuple(seg(composites, lambda c, k=k: c.first_moment[k]) for k in range(3))
-    J6 = tuple(seg(composites, lambda c, k=k: c.inertia[k]) for k in range(6))
-    s = tuple(seg(own, lambda o, k=k: o.axis[k]) for k in range(3))
-    pos = tuple(seg(own, lambda o, k=k: o.position[k]) for k in range(3))
+    h = seg(composites, lambda c: c.first_moment, 3)
+    J6 = seg(composites, lambda c: c.inertia, 6)
+    pos = seg(own, lambda o: o.position, 3)
+    if tree.is_axial:  # coordinate i is segment i's
+        s = seg(own, lambda o: o.axis, 3)
+    else:  # per coordinate: its segment's rows, and the axis R e_k
+        m, h, J6, pos = tree_map(lambda x: x[d.segment], (m, h, J6, pos))
+        att = tuple(x[d.segment] for x in seg(own, lambda o: o.attitude, 4))
+        e = tree.dof_axes().astype(m.dtype)
+        s = soa.qrot(att, tuple(e[:, k, None] for k in range(3)))
     Jm = {(a, b): J6[i] for i, (a, b) in enumerate(_SYM)}
     Jm.update({(b, a): v for (a, b), v in list(Jm.items())})
-    rev = np.asarray(tree.is_revolute)[:, None]
-    lin = soa.where(rev, soa.cross(s, h), soa.scale(s, m))
-    L = soa.where(rev, tuple(sum(Jm[a, b] * s[b] for b in range(3)) for a in range(3)), soa.cross(h, s))
-    anc = np.asarray(tree.ancestors)  # anc[i, j]: j is i or an ancestor of i
+    rot = d.rotational[:, None]
+    lin = soa.where(rot, soa.cross(s, h), soa.scale(s, m))
+    L = soa.where(rot, tuple(sum(Jm[a, b] * s[b] for b in range(3)) for a in range(3)), soa.cross(h, s))
+    # pairs (i, j): coordinate j moves coordinate i's segment; within one segment, j ≤ i only
+    anc = tree.dof_ancestors[d.segment] & ((d.segment[:, None] != d.segment[None, :]) | np.tri(nv, dtype=bool))
     i_idx, j_idx = np.nonzero(anc)
-    d = soa.sub(_rows(pos, i_idx), _rows(pos, j_idx))
-    moment = soa.add(_rows(L, i_idx), soa.cross(d, _rows(lin, i_idx)))
+    dpos = soa.sub(_rows(pos, i_idx), _rows(pos, j_idx))
+    moment = soa.add(_rows(L, i_idx), soa.cross(dpos, _rows(lin, i_idx)))
     s_j = _rows(s, j_idx)
-    vals = jnp.where(rev[j_idx], soa.dot(s_j, moment), soa.dot(s_j, _rows(lin, i_idx)))
+    vals = jnp.where(rot[j_idx], soa.dot(s_j, moment), soa.dot(s_j, _rows(lin, i_idx)))
     vals = jnp.concatenate([vals, jnp.zeros_like(vals[:1])], 0)  # last row: zero
-    where = np.full((n, n), len(i_idx), np.int64)
+    where = np.full((nv, nv), len(i_idx), np.int64)
     where[j_idx, i_idx] = np.arange(len(i_idx))
     where[i_idx, j_idx] = np.arange(len(i_idx))
     return vals[where.reshape(-1)]
@@ -464,30 +542,100 @@ _CRBA = _Kernel(lambda g: Placement(_QUAT_ID, _ZERO), _forward_crba, _composite_
 
 
 def _chunk(tree: SegmentTree, kernel: _Kernel, sched: Schedule, q, qd, qdd, external, *, fused: bool):
-    """One chunk: ``q, qd, qdd`` ``(n, C)``; ``external``: None or 3-tuples ``(n, C)`` of world-frame
-    forces and moments about each segment origin. Returns ``(n, C)`` (``(n·n, C)`` row-major for
-    the mass matrix). ``fused``: the CPU tricks (`_keep`, vectorised ``sincos``)."""
+    """One chunk: ``q`` ``(nq, C)``, ``qd, qdd`` ``(nv, C)`` (None for the mass matrix);
+    ``external``: None or 3-tuples ``(n, C)`` of world-frame forces and moments about each
+    segment origin. Returns ``(nv, C)`` (``(nv·nv, C)`` row-major for the mass matrix).
+    ``fused``: the CPU tricks (`_keep`, vectorised ``sincos``)."""
     keep = (lambda x: _keep(x)) if fused else (lambda x: x)
     dt = q.dtype
     zero_row = jnp.zeros_like(q[:1])  # (1, C): the state's type inside jax.shard_map
+    general = not tree.is_axial
 
     def col(a):  # (n, k) constants -> k arrays (n, 1)
         return tuple(a[:, k, None] for k in range(a.shape[1]))
 
+    n = tree.n_segments
     rev = jnp.asarray(tree.is_revolute, dt)[:, None]
     orient, axis = col(tree.orientations.astype(dt)), col(tree.axes.astype(dt))
     body = Body(soa.qrot(orient, axis), rev, col(tree.coms.astype(dt)), tree.masses.astype(dt)[:, None],
-                col(tree.inertias.astype(dt).reshape(tree.nq, 9)))
-    half = 0.5 * q * rev
-    s, c = keep(sincos(half) if fused else (jnp.sin(half), jnp.cos(half)))
-    joint = Joint(rotation=soa.qmul(orient, (c, s * axis[0], s * axis[1], s * axis[2])),
-                  translation=soa.add(col(tree.origins.astype(dt)), soa.scale(body.axis_in_parent, q * (1 - rev))),
-                  qd=qd, qdd=qdd)
+                col(tree.inertias.astype(dt).reshape(n, 9)))
+    if general:
+        joint = _general_joint(tree, q, qd, qdd, orient, body, keep, fused, zero_row)
+    else:
+        half = 0.5 * q * rev
+        s, c = keep(sincos(half) if fused else (jnp.sin(half), jnp.cos(half)))
+        joint = Joint(rotation=soa.qmul(orient, (c, s * axis[0], s * axis[1], s * axis[2])),
+                      translation=soa.add(col(tree.origins.astype(dt)), soa.scale(body.axis_in_parent, q * (1 - rev))),
+                      qd=qd, qdd=qdd)
     if external is not None:
         joint = joint._replace(force=external[0], moment=external[1])
-    own = _forward_pass(sched, kernel.forward, kernel.world(tree.gravity.astype(dt)), joint, body, keep, zero_row)
-    outs = _backward_pass(sched, kernel.backward, own, rev, keep, zero_row)
+    forward, backward = (functools.partial(f, general=general) for f in (kernel.forward, kernel.backward))
+    own = _forward_pass(sched, forward, kernel.world(tree.gravity.astype(dt)), joint, body, keep, zero_row)
+    outs = _backward_pass(sched, backward, own, rev, keep, zero_row)
     return kernel.output(tree, sched, outs, own, q.shape[1])
+
+
+def _general_joint(tree: SegmentTree, q, qd, qdd, orient: Quat, body: Body, keep, fused: bool, zero_row) -> Joint:
+    """`Joint` rows ``(n, C)`` of a tree with ball, free or fixed joints, gathered from ``q``
+    ``(nq, C)`` and ``qd``, ``qdd`` ``(nv, C)`` by the static tables of `_general_tables`: the
+    rotation ``O ⊗ J`` (``J`` the axis-angle of a revolute joint or the normalised quaternion of
+    a ball or free one), the translation, and the segment-frame relative motion."""
+    dt = q.dtype
+    t = _general_tables(tree)
+    q_pad = jnp.concatenate([q, zero_row], 0)  # row nq: zero (segments without such a coordinate)
+    x = q_pad[t.axial_q]  # angle or slide
+    half = 0.5 * x * body.revolute
+    s, c = keep(sincos(half) if fused else (jnp.sin(half), jnp.cos(half)))
+    axis = tuple(a.astype(dt)[:, None] for a in soa.split(tree.axes, 3))
+    # ball and free joints: their quaternion (the identity elsewhere), normalised as in the kinematics
+    Q = tuple(q_pad[t.quat_q[:, k]] + (k == 0) * (1.0 - t.has_quat) for k in range(4))
+    inv_norm = lax.rsqrt(sum(y * y for y in Q))
+    Q = tuple(y * inv_norm for y in Q)
+    J = soa.where(t.has_quat, Q, (c, s * axis[0], s * axis[1], s * axis[2]))
+    O = soa.qmat(orient)
+    trans = tuple(q_pad[t.trans_q[:, k]] for k in range(3))  # a free joint's, in the placement frame
+    translation = soa.add(soa.add(tuple(a.astype(dt)[:, None] for a in soa.split(tree.origins, 3)),
+                                  soa.scale(body.axis_in_parent, x * (1 - body.revolute))), soa.matvec(O, trans))
+    joint = Joint(rotation=soa.qmul(orient, J), translation=translation)
+    if qd is None:  # the mass matrix: no motion
+        return joint
+    axes_pad = jnp.concatenate([tree.dof_axes().astype(dt), jnp.zeros((1, 3), dt)], 0)
+
+    def rows(v, idx):  # the segment-frame vector (3 × (n, C)) Σ axis · v of the coordinates in idx
+        v_pad = jnp.concatenate([v, zero_row], 0)
+        return tuple(axes_pad[idx[:, k], k][:, None] * v_pad[idx[:, k]] for k in range(3))
+
+    w, u = rows(qd, t.w_v), rows(qd, t.u_v)
+    return joint._replace(w=w, u=u, wd=rows(qdd, t.w_v), ud=soa.add(rows(qdd, t.u_v), soa.cross(w, u)))
+
+
+class _GeneralTables(NamedTuple):
+    """Static gathers of `_general_joint` (numpy; an index equal to the array's length reads the
+    zero row)."""
+
+    axial_q: np.ndarray  # (n,) q row of the segment's angle or slide
+    quat_q: np.ndarray  # (n, 4) q rows of its quaternion (ball, free)
+    has_quat: np.ndarray  # (n, 1) float: 1 for ball and free joints
+    trans_q: np.ndarray  # (n, 3) q rows of a free joint's translation
+    w_v: np.ndarray  # (n, 3) v row feeding each segment-frame component of w (with its dof_axes entry)
+    u_v: np.ndarray  # (n, 3) likewise for u
+
+
+def _general_tables(tree: SegmentTree) -> _GeneralTables:
+    n, nq, nv, L, d = tree.n_segments, tree.nq, tree.nv, tree.joint_layout, tree.dofs
+    axial_q = np.full(n, nq)
+    axial_q[L.axial_segment] = L.axial_q
+    quat_q = np.full((n, 4), nq)
+    quat_q[L.quat_segment] = L.quat_q
+    trans_q = np.full((n, 3), nq)
+    trans_q[L.quat_segment[L.free]] = L.trans_q
+    w_v, u_v = np.full((n, 3), nv), np.full((n, 3), nv)
+    for k in range(nv):  # each (segment, component) is fed by one coordinate at most
+        target = w_v if d.rotational[k] else u_v
+        comps = range(3) if d.axial[k] else np.flatnonzero(d.unit_axis[k])
+        target[d.segment[k], comps] = k
+    has_quat = (quat_q[:, :1] < nq).astype(float)
+    return _GeneralTables(axial_q, quat_q, has_quat, trans_q, w_v, u_v)
 
 
 def _batched(tree: SegmentTree, kernel: _Kernel, states: list, external: list | None, *,
@@ -499,15 +647,15 @@ def _batched(tree: SegmentTree, kernel: _Kernel, states: list, external: list | 
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     sched = _levels.schedule(tree.parents) if schedule is None else schedule
     q = states[0]
-    B, n = q.shape
+    B = q.shape[0]
     C = chunk_size(B, layout) if chunk is None else max(1, min(int(chunk), B))
-    width = n * n if kernel.square else n
+    width = tree.nv ** 2 if kernel.square else tree.nv
     if B == 0:  # an empty batch (vmap over 0 states): the empty result, nothing to slice
         return jnp.zeros_like(q[:, :1]) + jnp.zeros((1, width), q.dtype)
     nc = -(-B // C)
 
     def one(start):
-        qc, ac, bc = (lax.dynamic_slice_in_dim(x, start, C, 0).T for x in states)  # (n, C) each
+        qc, ac, bc = (None if x is None else lax.dynamic_slice_in_dim(x, start, C, 0).T for x in states)
         ext = None
         if external is not None:  # (C, n, 3) each -> 3-tuples of (n, C)
             ext = tuple(tuple(e[:, :, k].T for k in range(3))
@@ -529,8 +677,8 @@ def _batched(tree: SegmentTree, kernel: _Kernel, states: list, external: list | 
 
 def inverse_dynamics_batch(tree: SegmentTree, q, qd, qdd, external=None, *, chunk: int | None = None,
                            layout: str | None = None, schedule: Schedule | None = None):
-    """``tau`` ``(B, n)`` for ``q, qd, qdd`` ``(B, n)`` (``external``: forces and moments
-    ``(B, n, 3)``, world frame, or None). Same result as `jax.vmap` of the per-state recursion
+    """``tau`` ``(B, nv)`` for ``q`` ``(B, nq)``, ``qd, qdd`` ``(B, nv)`` (``external``: forces
+    and moments ``(B, n_segments, 3)``, world frame, about each segment origin, or None). Same result as `jax.vmap` of the per-state recursion
     to round-off; not differentiable by itself (see `jaxbio.dynamics.rnea`).
 
     Static keywords (all three kernels): ``chunk`` states per chunk (default: `chunk_size` of the
@@ -544,8 +692,8 @@ def inverse_dynamics_batch(tree: SegmentTree, q, qd, qdd, external=None, *, chun
 
 def kinetic_energy_gradient_batch(tree: SegmentTree, q, qd, *, chunk: int | None = None,
                                   layout: str | None = None, schedule: Schedule | None = None):
-    """``∂T/∂q`` at fixed ``qd`` ``(B, n)`` for ``q, qd`` ``(B, n)``, by the same two passes as
-    the wrench recursion with momenta in place of their rates of change.
+    """``∂T/∂q`` at fixed ``qd`` ``(B, nv)`` for ``q`` ``(B, nq)``, ``qd`` ``(B, nv)``, by the
+    same two passes as the wrench recursion with momenta in place of their rates of change.
 
     Perturbing joint ``i`` moves its whole subtree rigidly (about the axis ``s_i`` through the
     joint centre, or along it) with every ``qd`` fixed, so only the subtree's kinetic energy
@@ -557,7 +705,16 @@ def kinetic_energy_gradient_batch(tree: SegmentTree, q, qd, *, chunk: int | None
         ∂T/∂q_i = s_i · (P_i × ω_λ)                  prismatic
 
     ``(P_i, H_i)`` are summed distal → proximal and moved to the parent's joint centre exactly as
-    the wrench ``(F_i, M_i)`` is. Same result as ``jax.grad`` of `jaxbio.kinetic_energy` to
+    the wrench ``(F_i, M_i)`` is. (``s_i × ω_λ = s_i × ω_i`` here, so the kernel uses the
+    segment's own ``ω_i``.)
+
+    With ball or free joints the same passes give ``Ṁ qd − C qd`` (what
+    `jaxbio.dynamics.kinetic_energy_gradient` returns there): coordinate ``k``'s momentum is
+    ``p_k = S_kᵀ h`` (``S_k`` its spatial axis, ``h`` its subtree's momentum), and
+    ``ṗ_k = S_kᵀ ḣ + Ṡ_kᵀ h`` where ``S_kᵀ ḣ`` is the wrench recursion's torque plus gravity and
+    ``Ṡ_k = ν_i × S_k`` (the axis is fixed in the segment, spatial velocity ``ν_i``). Written
+    about the segment origin that is ``(R_i e_k) · (H_i × ω_i + P_i × v_i)`` for an angular
+    coordinate and ``(R_i e_k) · (P_i × ω_i)`` for a linear one: the formulas above. Same result as ``jax.grad`` of `jaxbio.kinetic_energy` to
     round-off; not differentiable by itself (see `jaxbio.hamiltonian.dH_dq`). Keywords as for
     `inverse_dynamics_batch`.
     """
@@ -566,13 +723,12 @@ def kinetic_energy_gradient_batch(tree: SegmentTree, q, qd, *, chunk: int | None
 
 def mass_matrix_batch(tree: SegmentTree, q, *, chunk: int | None = None, layout: str | None = None,
                       schedule: Schedule | None = None):
-    """``M`` ``(B, n, n)`` for ``q`` ``(B, n)`` by the composite-rigid-body algorithm in the world
+    """``M`` ``(B, nv, nv)`` for ``q`` ``(B, nq)`` by the composite-rigid-body algorithm in the world
     frame: one proximal → distal pass (attitudes and joint centres), one distal → proximal pass
     summing each subtree's mass, first moment ``h`` and inertia ``J`` about its joint centre
-    (`_composite_to_parent`), then one entry per pair of a segment and an ancestor
-    (`_crba_columns`). Same result as `jaxbio.mass_matrix` to round-off; not differentiable by
+    (`_composite_to_parent`), then one entry per pair of a coordinate and one that moves its
+    segment (`_crba_columns`). Same result as `jaxbio.mass_matrix` to round-off; not differentiable by
     itself (see `jaxbio.dynamics.mass_matrix`). Keywords as for `inverse_dynamics_batch`.
     """
-    B, n = q.shape
-    out = _batched(tree, _CRBA, [q, q, q], None, chunk=chunk, layout=layout, schedule=schedule)
-    return out.reshape(B, n, n)
+    out = _batched(tree, _CRBA, [q, None, None], None, chunk=chunk, layout=layout, schedule=schedule)
+    return out.reshape(q.shape[0], tree.nv, tree.nv)

@@ -77,16 +77,15 @@ def kinetic_energy_gradient(
       ``q̇ = G(q) qd`` (`jaxbio.configuration`) applied to ``qd``, minus the Coriolis and
       centrifugal forces (both from the wrench recursion without gravity; for a single tumbling
       body it is Euler's gyroscopic ``p × ω``). For revolute and prismatic coordinates the two
-      expressions agree.
+      expressions agree. Under `jax.vmap` the same kernel computes it in one pass as ``Ṡᵀ h``
+      (see `kinetic_energy_gradient_batch`); derivatives follow the two recursions.
     """
     q = as_state(tree, q, "q", check)
     qd = as_state(tree, qd, "qd", check)
     if _one_segment.applies(tree):
         out = _one_segment.kinetic_energy_gradient(tree, q, qd)
-    elif tree.is_axial:
-        out = _dT_dq(tree, q, qd)
     else:
-        out = _momentum_rate(tree, q, qd)
+        out = _gradient(tree, q, qd)
     return finite(out, "kinetic_energy_gradient result") if check else out
 
 
@@ -98,12 +97,15 @@ def _momentum_rate(tree, q, qd):
     return m_dot_qd - _tau(free, q, qd, zero)
 
 
-def _plain_dT_dq(tree, q, qd):
-    return jax.grad(kinetic_energy, argnums=1)(tree, q, qd)
+def _plain_gradient(tree, q, qd):
+    if tree.is_axial:
+        return jax.grad(kinetic_energy, argnums=1)(tree, q, qd)
+    return _momentum_rate(tree, q, qd)
 
 
 @vmapped_by(kinetic_energy_gradient_batch)
-def _dT_dq(tree, q, qd):
-    """``∂T/∂q`` by autodiff for one state; the batch-last kernel under `jax.vmap` (`vmapped_by`)."""
-    return _plain_dT_dq(tree, q, qd)
+def _gradient(tree, q, qd):
+    """``∂T/∂q`` by autodiff (axial trees) or `_momentum_rate` for one state; the batch-last
+    kernel under `jax.vmap` (`vmapped_by`)."""
+    return _plain_gradient(tree, q, qd)
 

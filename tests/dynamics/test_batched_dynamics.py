@@ -20,7 +20,7 @@ from jaxbio import hamiltonian as ham
 from jaxbio.dynamics import kinetic_energy_gradient
 from jaxbio.dynamics._batched import mass_matrix_batch
 from jaxbio.dynamics.mass_matrix import _jacobian_mass_matrix
-from tests._models import random_model_dict
+from tests._models import random_mixed_state, random_mixed_tree_dict, random_model_dict
 
 MODELS = ("double_pendulum", "arm7", "sagittal11", "wholebody", "arm26")
 BATCH = 300  # two chunks on CPU, the second overlapping the first
@@ -65,12 +65,22 @@ def test_vmapped_dH_dq_equals_the_gradient_of_H():
         assert rel(got, want) < 1e-10
 
 
-def test_vmapped_vector_field_equals_single_states():
-    tree = jb.load_model("sagittal11", dtype=jnp.float64)
+@pytest.mark.parametrize("which", ["sagittal11", "mixed"])
+def test_vmapped_vector_field_equals_single_states(which):
+    """The vector field under vmap (the kernels) against single states (the per-state recursions),
+    on a hinge model and on a tree with a free root, ball and fixed joints."""
     rng = np.random.default_rng(4)
-    system = jb.HamiltonianSystem(tree, drive=ham.ConstantDrive(jnp.asarray(rng.normal(size=11))),
-                                  dissipation=ham.LinearDamping(jnp.asarray(rng.uniform(0, 2, 11))))
-    q, qd = states(11, 40, seed=4)
+    if which == "mixed":
+        d = random_mixed_tree_dict(np.random.default_rng(42), 8)
+        tree = jb.SegmentTree.from_dict(d, dtype=jnp.float64)
+        rows = [random_mixed_state(rng, d) for _ in range(40)]
+        q, qd = (jnp.asarray(np.stack([r[k] for r in rows])) for k in ("q", "qd"))
+    else:
+        tree = jb.load_model(which, dtype=jnp.float64)
+        q, qd = states(tree.nq, 40, seed=4)
+    nv = tree.nv
+    system = jb.HamiltonianSystem(tree, drive=ham.ConstantDrive(jnp.asarray(rng.normal(size=nv))),
+                                  dissipation=ham.LinearDamping(jnp.asarray(rng.uniform(0, 2, nv))))
     y = jax.vmap(lambda a, b: system.initial_state(a, b))(q, qd)
     got = jax.jit(jax.vmap(lambda s: system.vector_field(0.2, s)))(y)
     one = jax.jit(lambda s: system.vector_field(0.2, s))
@@ -117,6 +127,35 @@ def test_accelerator_mass_matrix_layout():
     q, _ = states(28, 20, seed=8)
     got = jax.jit(lambda a: mass_matrix_batch(tree, a, layout="accelerator"))(q)
     assert rel(got, jax.vmap(lambda a: _jacobian_mass_matrix(tree, a))(q)) < 1e-12
+
+
+@pytest.mark.parametrize("layout", ["cpu", "accelerator"])
+def test_kernels_on_ball_free_and_fixed_joints(layout):
+    """The three kernels on a tree mixing every joint type (an inner free joint, massless frames,
+    rods), two chunks, quaternions of any norm (the dynamics use ``Q/|Q|``): the per-state
+    recursion, the Jacobian mass matrix and ``Ṁ qd − C qd`` by two recursions, vmapped."""
+    from importlib import import_module
+
+    from jaxbio.dynamics import _batched
+    from jaxbio.dynamics.energy import _momentum_rate
+
+    rnea = import_module("jaxbio.dynamics.rnea").rnea
+    d = random_mixed_tree_dict(np.random.default_rng(44), 12, free_inner=True, p_massless=0.4, p_rod=0.3)
+    tree = jb.SegmentTree.from_dict(d, dtype=jnp.float64)
+    assert {"free", "spherical", "fixed"} <= set(tree.joint_types)
+    rng = np.random.default_rng(10)
+    rows = [random_mixed_state(rng, d) for _ in range(BATCH)]
+    q, qd, qdd, f, m = (jnp.asarray(np.stack([r[k] for r in rows])) for k in ("q", "qd", "qdd", "force", "moment"))
+    quat = tree.joint_layout.quat_q
+    q = q.at[:, quat].multiply(jnp.asarray(rng.uniform(0.5, 2.0, (BATCH, len(quat), 1))))
+    kw = dict(layout=layout, chunk=None if layout == "accelerator" else 256)
+    tau = _batched.inverse_dynamics_batch(tree, q, qd, qdd, (f, m), **kw)
+    assert rel(tau, jax.vmap(lambda *s: rnea(tree, *s[:3], s[3:])[0])(q, qd, qdd, f, m)) < 1e-12
+    g = _batched.kinetic_energy_gradient_batch(tree, q, qd, **kw)
+    assert rel(g, jax.vmap(lambda a, b: _momentum_rate(tree, a, b))(q, qd)) < 1e-12
+    M = _batched.mass_matrix_batch(tree, q, **kw)
+    assert M.shape == (BATCH, tree.nv, tree.nv)
+    assert rel(M, jax.vmap(lambda a: _jacobian_mass_matrix(tree, a))(q)) < 1e-12
 
 
 def test_kinetic_energy_gradient_bad_input():

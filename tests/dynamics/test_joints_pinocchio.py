@@ -27,7 +27,6 @@ from tests._models import (  # noqa: E402
     model_sizes,
     random_mixed_state,
     random_mixed_tree_dict,
-    without_axes,
 )
 from tests.dynamics.test_pinocchio import RTOL, assert_close  # noqa: E402
 
@@ -460,69 +459,11 @@ def test_reference_integrate(which):
 pytestmark = pytest.mark.usefixtures("_float64")
 
 
-def _probe_dict() -> dict:
-    """The smallest model with every new feature: a free root, a massless ball frame, a rod on a hinge,
-    a fixed leaf (axis ``[0, 0, 0]`` where there is none, as `SegmentTree.to_dict` writes)."""
-    def seg(name, parent, kind, mass, inertia, axis=(0.0, 0.0, 0.0)):
-        return {"name": name, "parent": parent,
-                "joint": {"type": kind, "axis": list(axis), "origin": [0.0, 0.0, 0.1], "orientation": [1, 0, 0, 0]},
-                "mass": mass, "com": [0.1, 0.0, 0.1], "inertia": inertia}
-    full = np.diag([0.1, 0.1, 0.1]).tolist()
-    return {"name": "probe", "gravity": [0, 0, -9.81], "segments": [
-        seg("base", None, "free", 1.0, full),
-        seg("ball", "base", "spherical", 0.0, np.zeros((3, 3)).tolist()),
-        seg("rod", "ball", "revolute", 1.0, np.diag([0.1, 0.1, 0.0]).tolist(), axis=(1.0, 0.0, 0.0)),
-        seg("tip", "rod", "fixed", 0.5, full),
-    ]}
-
-
-def _from_dict(jb, d):
-    """``SegmentTree.from_dict(d)`` (float64), also trying the axis-less form; None if refused."""
-    import jax.numpy as jnp
-
-    errors = []
-    for candidate in (d, without_axes(d)):
-        try:
-            return jb.SegmentTree.from_dict(candidate, dtype=jnp.float64), errors
-        except ValueError as err:
-            errors.append(err)
-    return None, errors
-
-
 def build_tree(jb, d):
-    """The jaxbio tree of a model dict: `SegmentTree.from_dict` once the loader accepts the new joints
-    (then a refusal of ``d`` is a failure); until then the constructor, fed the arrays directly."""
+    """The jaxbio tree of a model dict (float64)."""
     import jax.numpy as jnp
 
-    tree, errors = _from_dict(jb, d)
-    if tree is not None:
-        return tree
-    probe, _ = _from_dict(jb, _probe_dict())
-    if probe is not None:  # the loader knows the new joints but refuses this model
-        raise errors[0]
-    segments = d["segments"]
-    names = [s["name"] for s in segments]
-    axes = []
-    for s in segments:
-        axis = np.asarray(s["joint"].get("axis", [0.0, 0.0, 0.0]), dtype=np.float64)
-        axial = s["joint"]["type"] in ("revolute", "prismatic")
-        axes.append(axis / np.linalg.norm(axis) if axial else np.zeros(3))
-    orientations = np.array([s["joint"]["orientation"] for s in segments], dtype=np.float64)
-    inertias = np.array([s["inertia"] for s in segments], dtype=np.float64)
-    f64 = lambda x: jnp.asarray(x, dtype=jnp.float64)  # noqa: E731
-    return jb.SegmentTree(
-        axes=f64(np.array(axes)),
-        origins=f64([s["joint"]["origin"] for s in segments]),
-        orientations=f64(orientations / np.linalg.norm(orientations, axis=1, keepdims=True)),
-        masses=f64([s["mass"] for s in segments]),
-        coms=f64([s["com"] for s in segments]),
-        inertias=f64(0.5 * (inertias + inertias.transpose(0, 2, 1))),
-        gravity=f64(d["gravity"]),
-        names=tuple(names),
-        parents=tuple(-1 if s["parent"] is None else names.index(s["parent"]) for s in segments),
-        joint_types=tuple(s["joint"]["type"] for s in segments),
-        name=d.get("name", "model"),
-    )
+    return jb.SegmentTree.from_dict(d, dtype=jnp.float64)
 
 
 _CASES: dict = {}
