@@ -31,8 +31,7 @@ one vectorised gather, whatever the number of segments.
 
 from __future__ import annotations
 
-from functools import lru_cache, partial
-from typing import NamedTuple
+from functools import partial
 
 import equinox as eqx
 import jax
@@ -50,7 +49,7 @@ from jaxbio._validate import (
     jit_checked,
 )
 from jaxbio.spatial import cross, dot
-from jaxbio.tree import JOINT_NQ, JOINT_NV, SegmentTree
+from jaxbio.tree import SegmentTree
 
 __all__ = [
     "integrate",
@@ -68,60 +67,6 @@ __all__ = [
 UNIT_TOLERANCE = 1e-6
 
 # ---- static layout ------------------------------------------------------------------------------
-
-
-class _Layout(NamedTuple):
-    """Static (numpy) gathers of a joint layout: one group per joint type."""
-
-    axial_q: np.ndarray  # (na,) q index of each revolute/prismatic coordinate
-    axial_v: np.ndarray  # (na,) its v index
-    revolute: np.ndarray  # (na,) bool: an angle (else a slide)
-    quat_q: np.ndarray  # (nb, 4) q indices of the quaternion of each ball or free joint
-    quat_v: np.ndarray  # (nb, 3) v indices of its ω
-    quat_segment: np.ndarray  # (nb,) the segment owning it
-    free: np.ndarray  # (nf,) rows of the quaternion group that are free joints
-    trans_q: np.ndarray  # (nf, 3) q indices of each free joint's translation
-    trans_v: np.ndarray  # (nf, 3) v indices of its linear velocity
-    q_order: np.ndarray  # (nq,) q = concat(axial, quat.ravel(), trans.ravel())[q_order]
-    v_order: np.ndarray  # (nv,) v = concat(axial, ω.ravel(), v_lin.ravel())[v_order]
-
-
-def _layout(tree: SegmentTree) -> _Layout:
-    return _layout_of(tree.joint_types)
-
-
-@lru_cache(maxsize=256)
-def _layout_of(joint_types: tuple[str, ...]) -> _Layout:
-    axial_q, axial_v, revolute = [], [], []
-    quat_q, quat_v, quat_segment, free, trans_q, trans_v = [], [], [], [], [], []
-    iq = iv = 0
-    for i, t in enumerate(joint_types):
-        if t in ("revolute", "prismatic"):
-            axial_q.append(iq); axial_v.append(iv); revolute.append(t == "revolute")
-        elif t == "spherical":
-            quat_q.append(range(iq, iq + 4)); quat_v.append(range(iv, iv + 3)); quat_segment.append(i)
-        elif t == "free":
-            free.append(len(quat_q))
-            trans_q.append(range(iq, iq + 3)); trans_v.append(range(iv, iv + 3))
-            quat_q.append(range(iq + 3, iq + 7)); quat_v.append(range(iv + 3, iv + 6))
-            quat_segment.append(i)
-        iq += JOINT_NQ[t]
-        iv += JOINT_NV[t]
-
-    def ints(x, *shape):
-        out = np.asarray(x, np.int32).reshape(-1, *shape)
-        out.setflags(write=False)  # cached and shared by every call
-        return out
-
-    axial_q, axial_v = ints(axial_q), ints(axial_v)
-    quat_q, quat_v, trans_q, trans_v = ints(quat_q, 4), ints(quat_v, 3), ints(trans_q, 3), ints(trans_v, 3)
-    q_order = ints(np.argsort(np.concatenate([axial_q, quat_q.ravel(), trans_q.ravel()])))
-    v_order = ints(np.argsort(np.concatenate([axial_v, quat_v.ravel(), trans_v.ravel()])))
-    assert len(q_order) == iq and len(v_order) == iv
-    revolute = np.asarray(revolute, bool)
-    revolute.setflags(write=False)
-    return _Layout(axial_q, axial_v, revolute, quat_q, quat_v, ints(quat_segment), ints(free), trans_q,
-                   trans_v, q_order, v_order)
 
 
 def _assemble(order: np.ndarray, axial, rotation, translation):
@@ -212,7 +157,7 @@ def _pure(w):
 
 
 def _unit_messages(tree: SegmentTree, name: str, tol: float) -> list[str]:
-    L = _layout(tree)
+    L = tree.joint_layout
     out = []
     for row, i in enumerate(L.quat_segment):
         a = int(L.quat_q[row, 0])
@@ -232,7 +177,7 @@ def check_unit(tree: SegmentTree, q: Float[ArrayLike, " nq"], *, name: str = "q"
     time; the returned array must be used, or the check disappears.
     """
     q = as_coordinates(tree, q, name)
-    L = _layout(tree)
+    L = tree.joint_layout
     if len(L.quat_segment) == 0:
         return q
     messages = _unit_messages(tree, name, tol)
@@ -292,7 +237,7 @@ def integrate(tree: SegmentTree, q: Float[ArrayLike, " nq"], dq: Float[ArrayLike
     when ``|ω| > π`` (the same rotation, but not smooth in ``dq``); this does not.
     ``d/dt integrate(q, t v)`` at ``t = 0`` is `velocity_to_qdot` ``(q, v)``.
     """
-    L = _layout(tree)
+    L = tree.joint_layout
     q = _configuration(tree, q, "q", check)
     dq = as_coordinates(tree, dq, "dq", "nv")
     dt = jnp.result_type(q, dq)
@@ -319,7 +264,7 @@ def difference(tree: SegmentTree, q0: Float[ArrayLike, " nq"], q1: Float[ArrayLi
     ``integrate(q0, difference(q0, q1))`` equals ``q1`` up to the sign and norm of its
     quaternions (exactly, for unit ``q0`` and ``q1`` in the same hemisphere of ``Q0 ⊗ ·``).
     """
-    L = _layout(tree)
+    L = tree.joint_layout
     q0 = _configuration(tree, q0, "q0", check)
     q1 = _configuration(tree, q1, "q1", check)
     dt = jnp.result_type(q0, q1)
@@ -333,7 +278,7 @@ def difference(tree: SegmentTree, q0: Float[ArrayLike, " nq"], q1: Float[ArrayLi
 def neutral(tree: SegmentTree, dtype=None) -> Float[Array, " nq"]:
     """The reference configuration ``(nq,)``: zero angles, slides and translations, identity
     quaternions ``(1, 0, 0, 0)`` (Pinocchio's ``neutral``). ``dtype`` defaults to the tree's."""
-    L = _layout(tree)
+    L = tree.joint_layout
     dtype = jnp.result_type(tree.origins) if dtype is None else dtype
     q = np.zeros(tree.nq)
     q[L.quat_q[:, 0]] = 1.0
@@ -362,7 +307,7 @@ def random(tree: SegmentTree, key, *, angle: float = np.pi, distance: float = 1.
     The quaternion of each ball and free joint is uniform on the unit sphere (a normalised
     Gaussian 4-vector), so its rotation is uniform on SO(3) (Haar measure), either sign of ``w``.
     """
-    L = _layout(tree)
+    L = tree.joint_layout
     dtype = jnp.result_type(tree.origins) if dtype is None else dtype
     k_axial, k_quat, k_trans = jax.random.split(key, 3)
     half_width = jnp.where(L.revolute, jnp.asarray(angle, dtype), jnp.asarray(distance, dtype))
@@ -378,7 +323,7 @@ def normalize(tree: SegmentTree, q: Float[ArrayLike, " nq"]) -> Float[Array, " n
     """``q`` (``(nq,)``) with the quaternion of every ball and free joint divided by its norm (a
     zero quaternion becomes the identity); the other entries unchanged. A projection:
     idempotent, the identity on unit quaternions."""
-    L = _layout(tree)
+    L = tree.joint_layout
     q = as_coordinates(tree, q, "q")
     return _assemble(L.q_order, q[L.axial_q], quat.normalize(q[L.quat_q]), q[L.trans_q])
 
@@ -394,7 +339,7 @@ def velocity_to_qdot(tree: SegmentTree, q: Float[ArrayLike, " nq"], v: Float[Arr
     right side of ``q̇ = G(q) v`` for ODE solvers that advance ``q`` (the Hamiltonian simulation).
     ``check``: refuse non-unit quaternions in ``q`` (`check_unit`).
     """
-    L = _layout(tree)
+    L = tree.joint_layout
     q = _configuration(tree, q, "q", check)
     v = as_coordinates(tree, v, "v", "nv")
     dt = jnp.result_type(q, v)
@@ -417,7 +362,7 @@ def velocity_to_qdot_transpose(tree: SegmentTree, q: Float[ArrayLike, " nq"], g:
     power balance ``∇_q f · q̇ = (Gᵀ ∇_q f) · v`` holds. Axial entries pass through; ball and free
     ``ω``-entries are ``½ vec(Q* ⊗ g_Q)``; free linear entries ``R(Q)ᵀ g_t``.
     """
-    L = _layout(tree)
+    L = tree.joint_layout
     q = _configuration(tree, q, "q", check)
     g = as_coordinates(tree, g, "g")
     dt = jnp.result_type(q, g)
@@ -438,7 +383,7 @@ def qdot_to_velocity(tree: SegmentTree, q: Float[ArrayLike, " nq"], qdot: Float[
     ``Q̇`` along ``Q`` (a change of norm, no rotation) is dropped. Use it for velocities from
     finite differences of measured configurations.
     """
-    L = _layout(tree)
+    L = tree.joint_layout
     q = _configuration(tree, q, "q", check)
     qdot = as_coordinates(tree, qdot, "qdot")
     dt = jnp.result_type(q, qdot)

@@ -34,6 +34,7 @@ import jax.scipy.linalg as jsl
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio._validate import as_float, check_finite, check_values, coordinate_vector
+from jaxbio.configuration import velocity_to_qdot
 from jaxbio.dynamics import gravity_forces, kinetic_energy_gradient, mass_matrix, potential_energy
 from jaxbio.tree import SegmentTree
 
@@ -165,7 +166,7 @@ class ZeroDrive(Drive):
     """``F = 0`` (the free, conservative system)."""
 
     def __call__(self, t, q, qd, f, a=None):
-        return jnp.zeros_like(q)
+        return jnp.zeros_like(qd)
 
 
 class ConstantDrive(Drive):
@@ -179,7 +180,7 @@ class ConstantDrive(Drive):
         check_values(self.tau, "ConstantDrive: tau")
 
     def __call__(self, t, q, qd, f, a=None):
-        return jnp.broadcast_to(self.tau, q.shape).astype(q.dtype)
+        return jnp.broadcast_to(self.tau, qd.shape).astype(qd.dtype)
 
 
 class TimeFunctionDrive(Drive):
@@ -189,11 +190,11 @@ class TimeFunctionDrive(Drive):
     fn: Callable
 
     def __call__(self, t, q, qd, f, a=None):
-        force = jnp.asarray(self.fn(t), q.dtype)
-        if force.shape not in ((), q.shape):
-            raise ValueError(f"TimeFunctionDrive: fn(t) returns shape {force.shape}, expected {q.shape} "
-                             f"(one per coordinate) or a scalar")
-        return force * jnp.ones_like(q)
+        force = jnp.asarray(self.fn(t), qd.dtype)
+        if force.shape not in ((), qd.shape):
+            raise ValueError(f"TimeFunctionDrive: fn(t) returns shape {force.shape}, expected {qd.shape} "
+                             f"(one per velocity coordinate) or a scalar")
+        return force * jnp.ones_like(qd)
 
 
 class SpringDamperDrive(Drive):
@@ -433,7 +434,7 @@ class BracketFitness(FitnessLaw):
 def velocities(tree: SegmentTree, q, p) -> Float[Array, " n"]:
     """``q̇ = ∂H/∂p = M(q)⁻¹ p`` (Cholesky solve; a division for one coordinate)."""
     M = mass_matrix(tree, q)
-    if tree.nq == 1:
+    if tree.nv == 1:
         return p / M[0]
     return jsl.cho_solve(jsl.cho_factor(M), p)
 
@@ -457,9 +458,19 @@ class HamiltonianSystem(eqx.Module):
     """Driven, dissipative, fitness-dependent Hamiltonian system of a segment tree.
 
     Fields: ``tree`` (`SegmentTree`), ``drive`` (`Drive`), ``dissipation`` (`Dissipation`),
-    ``fitness`` (`FitnessLaw`). The state is ``{"q": (n,), "p": (n,), "f": (k,)}``, plus
+    ``fitness`` (`FitnessLaw`). The state is ``{"q": (nq,), "p": (nv,), "f": (k,)}``, plus
     ``"a": (s,)`` when the drive has ``s = drive.state_size > 0`` states; build one with
     `initial_state`. ``vector_field(t, y, args)`` has Diffrax's signature.
+
+    Ball and free joints (``nq ≠ nv``): ``p = M(q) v`` is conjugate to the velocity ``v``
+    (segment-frame ``ω``, ``v``), not to ``q̇``; ``q`` is advanced with ``q̇ = G(q) v``
+    (`jaxbio.configuration.velocity_to_qdot`: ``Q̇ = ½ Q ⊗ (0, ω)``) and ``ṗ`` carries the
+    momentum-rate term of `jaxbio.dynamics.kinetic_energy_gradient` (Euler's gyroscopic
+    ``p × ω`` for one body). Unit quaternions are kept by construction and by projection: the
+    exact flow of ``½ Q ⊗ (0, ω)`` keeps ``|Q|``, the dynamics use the rotation of ``Q/|Q|`` so
+    the integrator's drift of ``|Q|`` has no effect on them, and `jaxbio.simulate` projects the
+    trajectory's quaternions to unit length on output (`jaxbio.configuration.normalize`).
+    Drives and dissipations act on the ``nv`` velocity coordinates.
     """
 
     tree: SegmentTree
@@ -478,13 +489,19 @@ class HamiltonianSystem(eqx.Module):
                 raise ValueError(f"HamiltonianSystem: {role} must be a jaxbio.hamiltonian.{kind.__name__}, "
                                  f"got {type(component).__name__}")
             try:
-                component.check_size(self.nq)
+                component.check_size(self.nv)
             except ValueError as e:
-                raise ValueError(f"HamiltonianSystem: {role} {e} (the tree has {self.nq} coordinates)") from None
+                raise ValueError(f"HamiltonianSystem: {role} {e} (the tree has {self.nv} velocity coordinates)") from None
 
     @property
     def nq(self) -> int:
+        """Configuration size (``q``)."""
         return self.tree.nq
+
+    @property
+    def nv(self) -> int:
+        """Velocity and momentum size (``p``, drive and dissipation forces)."""
+        return self.tree.nv
 
     @property
     def stateful(self) -> bool:
@@ -492,10 +509,11 @@ class HamiltonianSystem(eqx.Module):
         return self.drive.state_size > 0
 
     def initial_state(self, q, qd=None, f=None, a=None) -> dict:
-        """State from coordinates ``q`` and *velocities* ``qd`` (momenta ``p = M(q) qd``);
-        ``f`` fitness state (default 1) and, for a drive with states, its states ``a``."""
+        """State from coordinates ``q`` ``(nq,)`` and *velocities* ``qd`` ``(nv,)`` (momenta
+        ``p = M(q) qd``); ``f`` fitness state (default 1) and, for a drive with states, its
+        states ``a``."""
         q = _vector(q, self.nq, "q")
-        qd = jnp.zeros_like(q) if qd is None else _vector(qd, self.nq, "qd", like=q)
+        qd = jnp.zeros(self.nv, q.dtype) if qd is None else _vector(qd, self.nv, "qd", like=q)
         p = mass_matrix(self.tree, q) @ qd
         k = self.fitness.size
         if f is None:
@@ -526,10 +544,11 @@ class HamiltonianSystem(eqx.Module):
         wrong force) raises ``ValueError`` naming the component."""
         q, p, f = y["q"], y["p"], y["f"]
         qd = velocities(self.tree, q, p)
-        force = _output(self.drive_force(t, y, qd), q.shape, "drive", self.drive)
-        resistance = _output(self.dissipation.force(q, qd), q.shape, "dissipation", self.dissipation, ".force")
+        force = _output(self.drive_force(t, y, qd), p.shape, "drive", self.drive)
+        resistance = _output(self.dissipation.force(q, qd), p.shape, "dissipation", self.dissipation, ".force")
         pdot = force - dH_dq(self.tree, q, qd) - resistance
-        out = {"q": qd, "p": pdot,
+        qdot = qd if self.tree.is_axial else velocity_to_qdot(self.tree, q, qd)
+        out = {"q": qdot, "p": pdot,
                "f": _output(self.fitness.rate(t, q, p, qd, f, force, pdot), f.shape, "fitness", self.fitness, ".rate")}
         if self.stateful:
             out["a"] = _output(self.drive.state_rate(t, q, qd, self.fitness.value(f), y["a"]), y["a"].shape,

@@ -39,6 +39,7 @@ from jax.flatten_util import ravel_pytree
 import optimistix as optx
 from jaxtyping import Array, ArrayLike, Float
 
+from jaxbio.configuration import normalize
 from jaxbio._validate import any_bad, as_count, as_real, as_scalar, check_finite, check_key, check_or_defer, raise_if
 from jaxbio.dynamics import potential_energy
 from jaxbio.hamiltonian import HamiltonianSystem, velocities
@@ -237,8 +238,7 @@ def _check_state(fn: str, system: HamiltonianSystem, y0) -> dict:
         got = sorted(y0) if isinstance(y0, dict) else type(y0).__name__
         raise ValueError(f"{fn}: y0 must be a dict with keys {sorted(keys)} (see HamiltonianSystem.initial_state), "
                          f"got {got}")
-    n = system.nq
-    shapes = {"q": (n,), "p": (n,), "f": (system.fitness.size,)}
+    shapes = {"q": (system.nq,), "p": (system.nv,), "f": (system.fitness.size,)}
     if system.stateful:
         shapes["a"] = (system.drive.state_size,)
     q = as_real(y0["q"], f"{fn}: y0['q']")
@@ -347,6 +347,8 @@ def _trajectory(fn, system, ts, ys, result, sol, throw, deferred=(), requested=N
     if requested is not None:
         nan_rows = nan_rows | (~diffrax.is_okay(result) & (ts != requested))
     ys = {k: jnp.where(nan_rows[:, None], jnp.nan, x) for k, x in ys.items()}
+    if not system.tree.is_axial:  # unit quaternions on output (see HamiltonianSystem)
+        ys["q"] = jax.vmap(normalize, in_axes=(None, 0))(system.tree, ys["q"])
     ok_rows = valid & ~nan_rows
     safe_q = jnp.where(ok_rows[:, None], ys["q"], 0.0)
     safe_p = jnp.where(ok_rows[:, None], ys["p"], 0.0)
@@ -639,7 +641,7 @@ def simulate_sde(
     dt0 = as_scalar(dt0, f"{fn}: dt0")
     max_steps = as_count(max_steps, f"{fn}: max_steps")
     check_key(key, f"{fn}: key")
-    n = system.nq
+    n = system.nv
     noise = as_real(noise, f"{fn}: noise", like=y0["q"])
     if noise.shape not in ((n,), (n, n)):
         raise ValueError(f"{fn}: noise has shape {noise.shape}, expected ({n},) or ({n}, {n}) for a system "
@@ -669,7 +671,7 @@ def simulate_sde(
     dtype = jnp.result_type(y0["q"])
     k = system.fitness.size
     # Brownian motion with the state's structure; only its "p" part drives the system.
-    sizes = {"q": n, "p": n, "f": k}
+    sizes = {"q": system.nq, "p": n, "f": k}
     if system.stateful:
         sizes["a"] = system.drive.state_size
     shape = {name: jax.ShapeDtypeStruct((m,), dtype) for name, m in sizes.items()}

@@ -169,6 +169,11 @@ class SegmentTree(eqx.Module):
         return all(t in AXIAL for t in self.joint_types)
 
     @property
+    def joint_layout(self) -> "JointLayout":
+        """Static per-joint-type gathers into ``q`` and ``v`` (`JointLayout`)."""
+        return _joint_layout(self.joint_types)
+
+    @property
     def dofs(self) -> Dofs:
         """Static per-velocity-coordinate tables (`Dofs`)."""
         return _dofs(self.joint_types)
@@ -315,6 +320,59 @@ def _dofs(joint_types: tuple[str, ...]) -> Dofs:
                 seg.append(i); rot.append(k >= 3); axis.append(eye[k % 3]); axial.append(False)
     return Dofs(np.asarray(seg, np.int32), np.asarray(rot, bool), np.asarray(axis, float).reshape(-1, 3),
                 np.asarray(axial, bool))
+
+
+class JointLayout(NamedTuple):
+    """Static (numpy) gathers of a tree's joints, one group per joint type: where each group's
+    coordinates sit in ``q`` and ``v``, and which segments own them (`SegmentTree.joint_layout`;
+    used by `jaxbio.configuration` and the kinematics)."""
+
+    axial_q: np.ndarray  # (na,) q index of each revolute/prismatic coordinate
+    axial_v: np.ndarray  # (na,) its v index
+    revolute: np.ndarray  # (na,) bool: an angle (else a slide)
+    axial_segment: np.ndarray  # (na,) the segment owning it
+    quat_q: np.ndarray  # (nb, 4) q indices of the quaternion of each ball or free joint
+    quat_v: np.ndarray  # (nb, 3) v indices of its ω
+    quat_segment: np.ndarray  # (nb,) the segment owning it
+    free: np.ndarray  # (nf,) rows of the quaternion group that are free joints
+    trans_q: np.ndarray  # (nf, 3) q indices of each free joint's translation
+    trans_v: np.ndarray  # (nf, 3) v indices of its linear velocity
+    q_order: np.ndarray  # (nq,) q = concat(axial, quat.ravel(), trans.ravel())[q_order]
+    v_order: np.ndarray  # (nv,) v = concat(axial, ω.ravel(), v_lin.ravel())[v_order]
+
+
+@lru_cache(maxsize=256)
+def _joint_layout(joint_types: tuple[str, ...]) -> JointLayout:
+    axial_q, axial_v, revolute, axial_segment = [], [], [], []
+    quat_q, quat_v, quat_segment, free, trans_q, trans_v = [], [], [], [], [], []
+    iq = iv = 0
+    for i, t in enumerate(joint_types):
+        if t in AXIAL:
+            axial_q.append(iq); axial_v.append(iv); revolute.append(t == "revolute"); axial_segment.append(i)
+        elif t == "spherical":
+            quat_q.append(range(iq, iq + 4)); quat_v.append(range(iv, iv + 3)); quat_segment.append(i)
+        elif t == "free":
+            free.append(len(quat_q))
+            trans_q.append(range(iq, iq + 3)); trans_v.append(range(iv, iv + 3))
+            quat_q.append(range(iq + 3, iq + 7)); quat_v.append(range(iv + 3, iv + 6))
+            quat_segment.append(i)
+        iq += JOINT_NQ[t]
+        iv += JOINT_NV[t]
+
+    def ints(x, *shape):
+        out = np.asarray(x, np.int32).reshape(-1, *shape)
+        out.setflags(write=False)  # cached and shared by every call
+        return out
+
+    axial_q, axial_v = ints(axial_q), ints(axial_v)
+    quat_q, quat_v, trans_q, trans_v = ints(quat_q, 4), ints(quat_v, 3), ints(trans_q, 3), ints(trans_v, 3)
+    q_order = ints(np.argsort(np.concatenate([axial_q, quat_q.ravel(), trans_q.ravel()])))
+    v_order = ints(np.argsort(np.concatenate([axial_v, quat_v.ravel(), trans_v.ravel()])))
+    assert len(q_order) == iq and len(v_order) == iv
+    revolute = np.asarray(revolute, bool)
+    revolute.setflags(write=False)
+    return JointLayout(axial_q, axial_v, revolute, ints(axial_segment), quat_q, quat_v, ints(quat_segment), ints(free), trans_q,
+                   trans_v, q_order, v_order)
 
 
 def _is_batched_leaf(got: tuple, shape: tuple) -> bool:

@@ -122,7 +122,7 @@ def test_layout_and_neutral_match_pinocchio(tree, model, perm):
 def test_integrate_matches_pinocchio(tree, model, perm, scale):
     """Every size of step, including both sides of the small-angle branch (|ω| = 0.1) and
     |ω| > π (where Pinocchio flips the result's sign: compared up to sign)."""
-    L = cfg._layout(tree)
+    L = tree.joint_layout
     for seed in range(3):
         q, dq = random_q(tree, seed), random_dq(tree, seed, scale / np.sqrt(3))
         if scale in (0.1 * (1 - 1e-6), 0.1 * (1 + 1e-6)):  # every rotation vector of norm `scale`
@@ -135,7 +135,7 @@ def test_integrate_matches_pinocchio(tree, model, perm, scale):
 
 @pytest.mark.parametrize("case", ["independent", "near", "threshold", "equal", "negated"])
 def test_difference_matches_pinocchio(tree, model, perm, case):
-    L = cfg._layout(tree)
+    L = tree.joint_layout
     for seed in range(3):
         q0 = random_q(tree, seed)
         if case == "independent":
@@ -164,7 +164,7 @@ def test_difference_matches_pinocchio(tree, model, perm, case):
 
 
 def test_difference_inverts_integrate(tree):
-    L = cfg._layout(tree)
+    L = tree.joint_layout
     for seed in range(4):
         q, dq = random_q(tree, seed), random_dq(tree, seed)
         w = dq[L.quat_v]  # the log is the shortest rotation: keep |ω| < π
@@ -232,7 +232,7 @@ def test_derivatives_away_from_zero(tree, jacobians):
     """At a finite step the Jacobians equal central differences; just below and above each
     small-angle threshold (|ω| = 0.1 and the log's atan series) they agree (no jump)."""
     jac_integrate, jac_difference = jacobians
-    L = cfg._layout(tree)
+    L = tree.joint_layout
     q, d = random_q(tree, 11), random_dq(tree, 11)
     np.testing.assert_allclose(jac_integrate(q, d), central_differences(lambda x: cfg.integrate(tree, q, x), d),
                                atol=1e-8)
@@ -250,7 +250,7 @@ def test_derivatives_away_from_zero(tree, jacobians):
 
 
 def test_normalize_projects_quaternions_only(tree):
-    L = cfg._layout(tree)
+    L = tree.joint_layout
     q = random_q(tree, 5)
     scaled = q.copy()
     scaled[L.quat_q] *= np.array([0.5, 2.0, 1.0, 3.0, 0.9])[: len(L.quat_q), None]
@@ -265,7 +265,7 @@ def test_normalize_projects_quaternions_only(tree):
 
 def test_unchecked_quaternions_are_read_as_rotations(tree):
     """Without check: integrate keeps |Q|, difference and the free translation ignore it."""
-    L = cfg._layout(tree)
+    L = tree.joint_layout
     q0, q1, dq = random_q(tree, 1), random_q(tree, 2), random_dq(tree, 1)
     s0, s1 = q0.copy(), q1.copy()
     s0[L.quat_q] *= 1.5
@@ -278,7 +278,7 @@ def test_unchecked_quaternions_are_read_as_rotations(tree):
 
 
 def test_random(tree):
-    L = cfg._layout(tree)
+    L = tree.joint_layout
     a = random_q(tree, 0)
     np.testing.assert_array_equal(a, random_q(tree, 0))
     assert not np.allclose(a, random_q(tree, 1))

@@ -183,7 +183,7 @@ def test_wrong_length_parameters_are_refused_by_the_system(make, match):
     the argument (and a length-1 array broadcast silently into a plausible force)."""
     component = make()
     role = "drive" if isinstance(component, ham.Drive) else "dissipation"
-    with pytest.raises(ValueError, match=r"HamiltonianSystem: " + match + r".*the tree has 2 coordinates"):
+    with pytest.raises(ValueError, match=r"HamiltonianSystem: " + match + r".*the tree has 2 velocity coordinates"):
         jb.HamiltonianSystem(PENDULUM_TREE, **{role: component})
 
 

@@ -64,10 +64,7 @@ def potential_energy(tree, q):
 
 def gravity_forces(tree, q):
     """``g(q) = ∂V/∂q`` ``(1,)``."""
-    if _revolute(tree):
-        _, lever = _com_and_lever(tree, q)
-    else:  # the lever R₀ s alone (the COM is not needed)
-        lever = quat.rotate(tree.orientations[0], tree.axes[0]) + 0.0 * q[0]
+    _, lever = _com_and_lever(tree, q)
     return jnp.reshape(-tree.masses[0] * dot(tree.gravity, lever), (1,))
 
 

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import quaternion as quat
+from jaxbio.configuration import velocity_to_qdot
 from jaxbio.dynamics import _one_segment
 from jaxbio.dynamics._batched import kinetic_energy_gradient_batch, vmapped_by
 from jaxbio.dynamics._checks import public, as_state, finite
@@ -91,8 +92,6 @@ def kinetic_energy_gradient(
 
 def _momentum_rate(tree, q, qd):
     """``Ṁ qd − C(q, qd) qd`` (see `kinetic_energy_gradient`), by two gravity-free recursions."""
-    from jaxbio.configuration import velocity_to_qdot  # built on the dynamics package
-
     free = eqx.tree_at(lambda t: t.gravity, tree, jnp.zeros_like(tree.gravity))
     zero = jnp.zeros_like(qd)
     _, m_dot_qd = jax.jvp(lambda x: _tau(free, x, zero, qd), (q,), (velocity_to_qdot(tree, q, qd),))

@@ -119,39 +119,22 @@ def _root(tree, dtype, gravity_as_base):
 def _joint_placements(tree, q, dtype):
     """Each segment's joint transform in its parent's frame as SoA ``(n_segments,)``: the
     rotation ``O_i ⊗ J(q_i)`` and the translation ``origin_i + O_i t(q_i)``."""
-    n = tree.n_segments
-    rot = np.zeros((n, 4), dtype=int)  # per segment: where its joint quaternion sits in q, or -1
-    rot[:] = -1
-    angle, slide = np.full(n, -1), np.full(n, -1)
-    trans = np.full((n, 3), -1)
-    for i, (t, k) in enumerate(zip(tree.joint_types, tree.q_start)):
-        if t == "revolute":
-            angle[i] = k
-        elif t == "prismatic":
-            slide[i] = k
-        elif t == "spherical":
-            rot[i] = np.arange(k, k + 4)
-        elif t == "free":
-            trans[i] = np.arange(k, k + 3)
-            rot[i] = np.arange(k + 3, k + 7)
-    qq = jnp.concatenate([q.astype(dtype), jnp.zeros(1, dtype)])  # index -1 → the appended 0
-
-    def take(idx):
-        return qq[jnp.asarray(np.where(idx < 0, tree.nq, idx))]
-
-    axis = soa.split(tree.axes.astype(dtype), 3)
-    half = 0.5 * take(angle)
-    c, s_ = jnp.cos(half), jnp.sin(half)
-    has_ball = jnp.asarray((rot[:, 0] >= 0))
-    # the quaternions of q are normalised before use: the dynamics depend on the rotation only
-    # (their scale is the integrator's drift; `jaxbio.configuration` checks and projects)
-    ball = take(rot)  # (n, 4), zeros where no quaternion
-    ball = ball / jnp.sqrt(jnp.sum(ball * ball, axis=1, keepdims=True) + jnp.where(has_ball, 0.0, 1.0)[:, None])
-    jq = (jnp.where(has_ball, ball[:, 0], c), jnp.where(has_ball, ball[:, 1], s_ * axis[0]),
-          jnp.where(has_ball, ball[:, 2], s_ * axis[1]), jnp.where(has_ball, ball[:, 3], s_ * axis[2]))
+    L = tree.joint_layout
+    q = q.astype(dtype)
+    axis = tree.axes.astype(dtype)
+    rev = np.zeros(tree.n_segments, bool)
+    rev[L.axial_segment[L.revolute]] = True
+    x = jnp.zeros(tree.n_segments, dtype).at[L.axial_segment].set(q[L.axial_q])  # angle or slide
+    half = 0.5 * jnp.where(rev, x, 0.0)
+    # identity for ball, free and fixed joints (their axis is zero), then their quaternions,
+    # normalised: the dynamics depend on the rotation only (the scale is the integrator's drift;
+    # `jaxbio.configuration` checks and projects)
+    jq = jnp.concatenate([jnp.cos(half)[:, None], jnp.sin(half)[:, None] * axis], axis=1)
+    jq = jq.at[L.quat_segment].set(quat.normalize(q[L.quat_q]))
+    t = (axis * jnp.where(rev, 0.0, x)[:, None]).at[L.quat_segment[L.free]].add(q[L.trans_q])
     orient = soa.split(tree.orientations.astype(dtype), 4)
-    t = soa.add(soa.scale(axis, take(slide)), soa.split(take(trans), 3))
-    return soa.qmul(orient, jq), soa.add(soa.split(tree.origins.astype(dtype), 3), soa.qrot(orient, t))
+    return (soa.qmul(orient, soa.split(jq, 4)),
+            soa.add(soa.split(tree.origins.astype(dtype), 3), soa.qrot(orient, soa.split(t, 3))))
 
 
 def _axial_motion(tree, q, qd, qdd, gravity_as_base, dtype):

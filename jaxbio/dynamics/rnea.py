@@ -67,14 +67,11 @@ def rnea(tree: SegmentTree, q, qd, qdd, external=None):
         return f, soa.add(m, soa.cross(r, f))
 
     forces, moments = backward_pass(lv, (f_own, m_own), transport, offset)
-    if tree.is_axial:
-        rev = jnp.asarray(tree.is_revolute)
-        tau = jnp.where(rev, soa.dot(mo["axis"], moments), soa.dot(mo["axis"], forces))
-    else:  # each coordinate: its world axis · its segment's moment (angular) or force
-        d = tree.dofs
-        seg = jnp.asarray(d.segment)
-        tau = jnp.where(d.rotational, soa.dot(mo["axis"], tuple(m[seg] for m in moments)),
-                        soa.dot(mo["axis"], tuple(f[seg] for f in forces)))
+    # each velocity coordinate: its world axis · its segment's moment (angular) or force
+    d = tree.dofs
+    seg = jnp.asarray(d.segment)
+    tau = jnp.where(d.rotational, soa.dot(mo["axis"], tuple(m[seg] for m in moments)),
+                    soa.dot(mo["axis"], tuple(f[seg] for f in forces)))
     return tau, soa.join(forces), soa.join(moments)
 
 

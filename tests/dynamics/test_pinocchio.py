@@ -277,21 +277,8 @@ def test_reference_external_wrenches(n, seed):
 # ---------------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def jb():
-    jaxbio = pytest.importorskip("jaxbio")
-    if getattr(jaxbio, "__file__", None) is None:  # bare directory, no jaxbio/__init__.py yet
-        pytest.skip("jaxbio is not importable yet")
-    return jaxbio
-
-
-@pytest.fixture(autouse=True)
-def _float64():
-    """Run in float64 whether or not tests/conftest.py already enabled it (no global change)."""
-    import jax
-
-    with jax.enable_x64(True):
-        yield
+# fixtures `jb` and `_float64`: tests/dynamics/conftest.py
+pytestmark = pytest.mark.usefixtures("_float64")
 
 
 def _compare_all(jb, tree, model, seed: int, n_states: int = N_STATES):
