@@ -160,6 +160,24 @@ def vector_field_costs(batch=10_000):
         print(f"  {label:46s} {(time.perf_counter() - t0) / 10 / batch * 1e9:9.1f}")
 
 
+def _load(name):
+    """A shipped model; ``wholebody_hinges``: the shipped wholebody with its free and ball joints as
+    hinge chains and massless links (tests/_models.hinge_chains), the 28-DOF axial tree that the
+    batch-last kernels run on (the per-state code's ``jax.grad`` of T is ∂T/∂q only for axial trees)."""
+    if name != "wholebody_hinges":
+        return jb.load_model(name, dtype=jnp.float64)
+    import json
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from jaxbio.model import model_path
+    from tests._models import hinge_chains
+
+    d = hinge_chains(json.loads(model_path("wholebody").read_text()))
+    return jb.SegmentTree.from_dict(d, dtype=jnp.float64)
+
+
 def tree_vector_field_routes(batch=10_000):
     """ns per state of `HamiltonianSystem.vector_field` under jit(vmap) for several models: as
     jaxbio runs it (batch-last kernels for M, ∂T/∂q and g) and as ``vmap`` of the per-state code
@@ -188,11 +206,13 @@ def tree_vector_field_routes(batch=10_000):
         return best / batch * 1e9
 
     print(f"HamiltonianSystem.vector_field, jit(vmap) over {batch} states (ns / state):")
-    for name in ("double_pendulum", "arm7", "sagittal11", "wholebody"):
-        tree = jb.load_model(name, dtype=jnp.float64)
+    for name in ("double_pendulum", "arm7", "sagittal11", "wholebody_hinges"):
+        tree = _load(name)
         system = jb.HamiltonianSystem(tree)
         rng = np.random.default_rng(0)
-        q, qd = (jnp.asarray(rng.uniform(-1, 1, (batch, tree.nq))) for _ in range(2))
+        keys = jax.random.split(jax.random.PRNGKey(0), batch)
+        q = jax.vmap(lambda k: jb.configuration.random(tree, k, angle=1.0, distance=1.0))(keys)  # (batch, nq)
+        qd = jnp.asarray(rng.uniform(-1, 1, (batch, tree.nv)))
         ys = jax.vmap(lambda a, b: system.initial_state(a, b))(q, qd)
         fast = per_call(lambda y: system.vector_field(0.0, y), ys)
         slow = per_call(lambda y: per_state_field(tree, y), ys)

@@ -4,7 +4,8 @@
     python benchmarks/inverse_dynamics.py --quick         # batches 1, 1e3, 1e4
     python benchmarks/inverse_dynamics.py --json out.json # also dump every number
 
-For the shipped ``arm7`` (7 DOF) and ``wholebody`` (28 DOF) models, float64 on CPU, it times
+For the shipped ``arm7`` (7 DOF) and ``wholebody`` (28 DOF, its ball and free joints as hinge chains:
+``wholebody_hinges``) models, float64 on CPU, it times
 ``jax.jit(jax.vmap(jb.inverse_dynamics))`` at each batch size (trace time and lower+compile time
 reported separately; steady-state time best of k after a warm-up call, with
 ``jax.block_until_ready``) and, over the same states, Pinocchio's
@@ -56,9 +57,13 @@ sys.path.insert(0, str(REPO))
 import jaxbio as jb  # noqa: E402
 from jaxbio.model import model_path  # noqa: E402
 from tests import pinocchio_ref as ref  # noqa: E402
+from tests._models import hinge_chains  # noqa: E402
 from tests.pinocchio_ref import build_pinocchio_model  # noqa: E402
 
-MODELS = ("arm7", "wholebody")
+# wholebody_hinges: the shipped wholebody (free pelvis, ball joints) with its ball and free joints as
+# chains of hinges and massless links (tests/_models.hinge_chains): 28 one-DOF segments, the tree of the
+# batch-last kernel and of pin.rnea with one-DOF joints, timed as the 28-DOF wholebody was before
+MODELS = ("arm7", "wholebody_hinges")
 FULL_BATCHES = (1, 1_000, 100_000)
 QUICK_BATCHES = (1, 1_000, 10_000)
 LOOP_STATES = 20_000  # pin.rnea Python loop: timed on at most this many states
@@ -235,7 +240,13 @@ def time_pin_parallel(model, qp, vp, ap, threads: int = PIN_THREADS) -> tuple[fl
 
 
 def shipped_dict(name: str) -> dict:
+    if name.endswith("_hinges"):
+        return hinge_chains(shipped_dict(name.removesuffix("_hinges")))
     return json.loads(model_path(name).read_text())
+
+
+def load(name: str, dtype=jnp.float64):
+    return jb.SegmentTree.from_dict(shipped_dict(name), dtype=dtype)
 
 
 def chain_dict(n: int = CHAIN_SEGMENTS, seed: int = 100) -> dict:
@@ -290,7 +301,7 @@ def check_against_pinocchio(tree, model, q, qd, qdd) -> tuple[float, float]:
 
 def bench_model(name: str, batches) -> dict:
     d = shipped_dict(name)
-    tree = jb.load_model(name, dtype=jnp.float64)
+    tree = load(name)
     model = build_pinocchio_model(d)
     n = tree.nq
     q, qd, qdd = random_states(n, max(batches), seed=1)
@@ -338,9 +349,9 @@ def bench_chain(batch: int = CHAIN_BATCH) -> dict:
             "max_abs_diff_vs_rnea": check_err, "max_abs_tau": tau_scale}
 
 
-def bench_gpu(name: str = "wholebody", batch: int = GPU_BATCH) -> dict:
+def bench_gpu(name: str = "wholebody_hinges", batch: int = GPU_BATCH) -> dict:
     """float32 at full matmul precision: ns per state at ``batch`` and the error against float64."""
-    tree64 = jb.load_model(name, dtype=jnp.float64)
+    tree64 = load(name)
     tree32 = tree64.astype(jnp.float32)
     q, qd, qdd = random_states(tree64.nq, batch, seed=3)
     x32 = [jax.device_put(jnp.asarray(x, jnp.float32)) for x in (q, qd, qdd)]

@@ -240,3 +240,36 @@ def random_mixed_state(rng, d: dict) -> dict:
 
 #: the repository root (tests live in sub-folders that mirror the package)
 REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+def hinge_chains(d: dict) -> dict:
+    """``d`` with every ball joint as three revolute links (about the joint frame's x, y, z, a
+    body-fixed sequence) and every free joint as three prismatic links (x, y, z) then three
+    revolute ones; the added links are massless frames named ``<segment>_tx`` … ``<segment>_ry``
+    and the last link of each chain is the original segment. Fixed joints are left as they are.
+
+    An axial tree (``nq == nv``) with the same bodies: applied to the shipped ``wholebody`` it has
+    the 28 segments and the topology of the pre-quaternion model (6-link floating base, 3-link
+    lumbar, shoulders and hips), so it exercises the batch-last kernels that only axial trees run.
+    """
+    links = {"spherical": [("rx", "revolute", 0), ("ry", "revolute", 1)],
+             "free": [("tx", "prismatic", 0), ("ty", "prismatic", 1), ("tz", "prismatic", 2),
+                      ("rx", "revolute", 0), ("ry", "revolute", 1)]}
+    last = {"spherical": ("revolute", 2), "free": ("revolute", 2)}
+    eye = np.eye(3)
+    segs = []
+    for s in d["segments"]:
+        j = s["joint"]
+        if j["type"] not in links:
+            segs.append(s)
+            continue
+        parent, joint = s["parent"], {"origin": list(j["origin"]), "orientation": list(j["orientation"])}
+        for suffix, jtype, k in links[j["type"]]:
+            name = f"{s['name']}_{suffix}"
+            segs.append({"name": name, "parent": parent,
+                         "joint": {"type": jtype, "axis": eye[k].tolist(), **joint},
+                         "mass": 0.0, "com": [0.0, 0.0, 0.0], "inertia": np.zeros((3, 3)).tolist()})
+            parent, joint = name, {"origin": [0.0, 0.0, 0.0], "orientation": [1.0, 0.0, 0.0, 0.0]}
+        jtype, k = last[j["type"]]
+        segs.append({**s, "parent": parent, "joint": {"type": jtype, "axis": eye[k].tolist(), **joint}})
+    return {**d, "name": f"{d['name']}_hinges", "segments": segs}

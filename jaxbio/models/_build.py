@@ -200,9 +200,11 @@ def sagittal11() -> dict:
 
 
 def wholebody() -> dict:
-    """3D whole body, 28 DOF (x forward, y left, z up), standing in the anatomical position at q = 0
-    with the soles at z = 0: 6-DOF floating pelvis, 3-DOF lumbar joint, 1-DOF neck, per arm 3-DOF
-    shoulder + elbow (forearm and hand lumped), per leg 3-DOF hip + knee + ankle."""
+    """3D whole body, 13 segments, nq = 34, nv = 28 (x forward, y left, z up), standing in the
+    anatomical position at the neutral configuration (identity quaternions, zero angles) with the
+    soles at z = 0: free-joint pelvis, spherical lumbar joint, 1-DOF neck, per arm spherical
+    shoulder + elbow (forearm and hand lumped), per leg spherical hip + knee + ankle. No virtual
+    links: every segment carries an anthropometric body."""
     dl = DE_LEVA_MALE
     L = {k: row.length_mm / 1000 for k, row in dl.items()}
     omph = L["lower_trunk"]  # OMPH above MIDH (pelvis frame)
@@ -222,35 +224,26 @@ def wholebody() -> dict:
     foot = deleva_body(dl["foot"], -HEEL_BEHIND_ANKLE * X - ANKLE_HEIGHT * Z, X, Y)
 
     segments = [
-        # floating base: translations of the mid-hip point, then tilt (about +y, anterior tilt
-        # positive), list (about +x, left hip up) and rotation (about +z, turning left)
-        virtual("base_x", None, "prismatic", X, origin=(0.0, 0.0, HIP_HEIGHT)),
-        virtual("base_y", "base_x", "prismatic", Y),
-        virtual("base_z", "base_y", "prismatic", Z),
-        virtual("pelvis_tilt", "base_z", "revolute", Y),
-        virtual("pelvis_list", "pelvis_tilt", "revolute", X),
-        segment("pelvis", "pelvis_list", "revolute", Z, pelvis),
-        # lumbar joint at OMPH: flexion (+y), lateral bending (+x: towards the right), axial rotation
-        # (+z: towards the left) carrying middle + upper trunk
-        virtual("lumbar_flexion", "pelvis", "revolute", Y, origin=(0.0, 0.0, omph)),
-        virtual("lumbar_bending", "lumbar_flexion", "revolute", X),
-        segment("torso", "lumbar_bending", "revolute", Z, torso),
+        # floating base: a free joint at the mid-hip point, q = (x, y, z) displacement of MIDH from
+        # standing (world axes) then the pelvis orientation quaternion (w, x, y, z)
+        segment("pelvis", None, "free", None, pelvis, origin=(0.0, 0.0, HIP_HEIGHT)),
+        # lumbar joint at OMPH: a ball joint carrying middle + upper trunk
+        segment("torso", "pelvis", "spherical", None, torso, origin=(0.0, 0.0, omph)),
         # neck at CERV (C7): flexion (nodding forward, +y)
         segment("head", "torso", "revolute", Y, head, origin=(0.0, 0.0, cerv)),
     ]
     shoulder_z = SHOULDER_ABOVE_MIDH - omph  # in the torso frame
     for s, side in (("r", -1.0), ("l", +1.0)):  # side: sign of y, and of the mirrored axes
         segments += [
-            virtual(f"shoulder_flexion_{s}", "torso", "revolute", -Y, origin=(0.0, side * SHOULDER_HALF_WIDTH, shoulder_z)),
-            virtual(f"shoulder_abduction_{s}", f"shoulder_flexion_{s}", "revolute", side * X),
-            segment(f"upper_arm_{s}", f"shoulder_abduction_{s}", "revolute", -side * Z, arm["upper_arm"]),
+            # shoulder: a ball joint; elbow flexion (forearm forward) about -y
+            segment(f"upper_arm_{s}", "torso", "spherical", None, arm["upper_arm"],
+                    origin=(0.0, side * SHOULDER_HALF_WIDTH, shoulder_z)),
             segment(f"forearm_{s}", f"upper_arm_{s}", "revolute", -Y, forearm_hand, origin=(0.0, 0.0, -L["upper_arm"])),
         ]
     for s, side in (("r", -1.0), ("l", +1.0)):
         segments += [
-            virtual(f"hip_flexion_{s}", "pelvis", "revolute", -Y, origin=(0.0, side * HIP_HALF_WIDTH, 0.0)),
-            virtual(f"hip_adduction_{s}", f"hip_flexion_{s}", "revolute", -side * X),
-            segment(f"thigh_{s}", f"hip_adduction_{s}", "revolute", -side * Z, thigh),
+            # hip: a ball joint; knee flexion positive about +y; ankle dorsiflexion about -y
+            segment(f"thigh_{s}", "pelvis", "spherical", None, thigh, origin=(0.0, side * HIP_HALF_WIDTH, 0.0)),
             segment(f"shank_{s}", f"thigh_{s}", "revolute", Y, shank, origin=(0.0, 0.0, -L["thigh"])),
             segment(f"foot_{s}", f"shank_{s}", "revolute", -Y, foot, origin=(0.0, 0.0, -L["shank"])),
         ]
@@ -272,12 +265,15 @@ def _check(d: dict) -> None:
         assert s["name"] not in seen, f"{where}: duplicate name"
         assert s["parent"] is None or s["parent"] in seen, f"{where}: parent not listed before"
         seen.add(s["name"])
-        assert s["mass"] > 0, f"{where}: mass"
+        assert s["mass"] >= 0, f"{where}: mass"
         inertia = np.asarray(s["inertia"])
         assert np.allclose(inertia, inertia.T, rtol=0, atol=1e-15), f"{where}: inertia not symmetric"
         a, b, c = np.linalg.eigvalsh(inertia)
-        assert a > 0 and c <= a + b, f"{where}: inertia not a rigid body's ({a}, {b}, {c})"
-        assert abs(np.linalg.norm(s["joint"]["axis"]) - 1) < 1e-12, f"{where}: axis"
+        assert a >= 0 and c <= a + b, f"{where}: inertia not a rigid body's ({a}, {b}, {c})"
+        if s["joint"]["type"] in ("revolute", "prismatic"):
+            assert abs(np.linalg.norm(s["joint"]["axis"]) - 1) < 1e-12, f"{where}: axis"
+        else:
+            assert "axis" not in s["joint"], f"{where}: a {s['joint']['type']} joint has no axis"
 
 
 def _rounded(value, digits):

@@ -6,7 +6,8 @@ any model a user assembles in Python. numpy only (no JAX), so the build script r
 
 Format: the jaxbio model format, version 1 (API.md, "Model file format"): segment frame =
 parent frame · Translation(origin) · Rotation(orientation) · joint motion; ``com`` in the segment
-frame; ``inertia`` about the COM in the segment frame; one DOF per segment. Load a dict with
+frame; ``inertia`` about the COM in the segment frame; joint types revolute, prismatic (an axis),
+spherical, free and fixed (no axis). Load a dict with
 ``jaxbio.SegmentTree.from_dict`` (which validates it) or write it with
 ``jaxbio.models._build.dumps``.
 
@@ -47,6 +48,8 @@ __all__ = [
     "X",
     "Y",
     "Z",
+    "AXIAL",
+    "AXISLESS",
     "gyration_inertia",
     "deleva_body",
     "combine",
@@ -67,6 +70,9 @@ VIRTUAL_INERTIA = 1e-7  # kg m^2, times the identity
 GRAVITY_3D = (0.0, 0.0, -9.81)  # m/s^2; 3D models: x forward, y left, z up
 GRAVITY_PLANAR = (0.0, -9.81, 0.0)  # m/s^2; planar (sagittal) models: x forward, y up, z right
 X, Y, Z = np.eye(3)
+# joint types of the format (API.md): one DOF about / along an axis, and the ones without an axis
+AXIAL = ("revolute", "prismatic")
+AXISLESS = ("spherical", "free", "fixed")
 
 
 @dataclass(frozen=True)
@@ -164,18 +170,27 @@ def moved(body: Body, new_origin) -> Body:
 def segment(name, parent, joint_type, axis, body: Body, origin=(0.0, 0.0, 0.0),
             orientation=(1.0, 0.0, 0.0, 0.0)) -> dict:
     """One entry of ``segments``: ``name``, ``parent`` (a name or ``None`` for the world),
-    ``joint_type`` (``"revolute"`` / ``"prismatic"``), joint ``axis`` (3,) unit, in the joint frame,
+    ``joint_type`` (``"revolute"`` / ``"prismatic"``: one DOF about / along ``axis``, (3,) unit, in
+    the joint frame; ``"spherical"`` / ``"free"`` / ``"fixed"``: no axis, pass ``axis=None``),
     ``body`` in the segment frame, joint ``origin`` (3,) m in the parent frame and joint frame
     ``orientation`` (w, x, y, z) in the parent frame (default the identity)."""
+    if joint_type in AXIAL:
+        if axis is None:
+            raise ValueError(f"segment {name!r}: a {joint_type} joint needs an axis")
+        joint = {"type": joint_type, "axis": [float(a) for a in axis]}
+    elif joint_type in AXISLESS:
+        if axis is not None:
+            raise ValueError(f"segment {name!r}: a {joint_type} joint has no axis; pass axis=None")
+        joint = {"type": joint_type}
+    else:
+        raise ValueError(f"segment {name!r}: unknown joint type {joint_type!r}; "
+                         f"one of {', '.join(AXIAL + AXISLESS)}")
+    joint["origin"] = [float(o) for o in origin]
+    joint["orientation"] = [float(w) for w in orientation]
     return {
         "name": name,
         "parent": parent,
-        "joint": {
-            "type": joint_type,
-            "axis": [float(a) for a in axis],
-            "origin": [float(o) for o in origin],
-            "orientation": [float(w) for w in orientation],
-        },
+        "joint": joint,
         "mass": float(body.mass),
         "com": [float(c) for c in body.com],
         "inertia": [[float(x) for x in row] for row in body.inertia],

@@ -9,6 +9,8 @@ and central differences.
 
 from __future__ import annotations
 
+import json
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -20,7 +22,8 @@ from jaxbio import hamiltonian as ham
 from jaxbio.dynamics import kinetic_energy_gradient
 from jaxbio.dynamics._batched import mass_matrix_batch
 from jaxbio.dynamics.mass_matrix import _jacobian_mass_matrix
-from tests._models import random_mixed_state, random_mixed_tree_dict, random_model_dict
+from jaxbio.model import model_path
+from tests._models import hinge_chains, random_mixed_state, random_mixed_tree_dict, random_model_dict
 
 MODELS = ("double_pendulum", "arm7", "sagittal11", "wholebody", "arm26")
 BATCH = 300  # two chunks on CPU, the second overlapping the first
@@ -31,24 +34,40 @@ def rel(a, b) -> float:
     return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1.0))
 
 
+def wholebody_hinges():
+    """The shipped wholebody with its ball and free joints as hinge chains (`hinge_chains`): an
+    axial tree of 28 segments, so that the batch-last kernels run on a whole body."""
+    d = hinge_chains(json.loads(model_path("wholebody").read_text()))
+    return jb.SegmentTree.from_dict(d, dtype=jnp.float64)
+
+
 def trees():
     out = [(name, jb.load_model(name, dtype=jnp.float64)) for name in MODELS]
+    out.append(("wholebody_hinges", wholebody_hinges()))
     for seed in (0, 1):  # several roots, revolute and prismatic joints
         d = random_model_dict(np.random.default_rng(200 + seed), 13)
         out.append((f"random{seed}", jb.SegmentTree.from_dict(d, dtype=jnp.float64)))
     return out
 
 
-def states(n, batch=BATCH, seed=0):
+def states(tree, batch=BATCH, seed=0):
+    """``batch`` configurations ``(batch, nq)`` (`jb.configuration.random`: angles and slides in
+    [−2, 2], uniform ball-joint rotations) and velocities ``(batch, nv)`` in [−3, 3]."""
+    keys = jax.random.split(jax.random.PRNGKey(seed), batch)
+    q = jax.vmap(lambda k: jb.configuration.random(tree, k, angle=2.0, distance=2.0))(keys)
     rng = np.random.default_rng(seed)
-    return jnp.asarray(rng.uniform(-2, 2, (batch, n))), jnp.asarray(rng.uniform(-3, 3, (batch, n)))
+    return q, jnp.asarray(rng.uniform(-3, 3, (batch, tree.nv)))
 
 
 @pytest.mark.parametrize("name,tree", trees(), ids=lambda x: x if isinstance(x, str) else "")
 def test_vmapped_kinetic_energy_gradient_and_mass_matrix(name, tree):
-    q, qd = states(tree.nq)
+    q, qd = states(tree)
     got = jax.jit(jax.vmap(lambda a, b: kinetic_energy_gradient(tree, a, b)))(q, qd)
-    want = jax.vmap(jax.grad(lambda a, b: jb.kinetic_energy(tree, a, b)))(q, qd)
+    if tree.is_axial:
+        want = jax.vmap(jax.grad(lambda a, b: jb.kinetic_energy(tree, a, b)))(q, qd)
+    else:  # ball/free joints: Ṁ qd − C qd, not ∂T/∂q (kinetic_energy_gradient); single states
+        one = jax.jit(lambda a, b: kinetic_energy_gradient(tree, a, b))
+        want = np.stack([one(q[k], qd[k]) for k in range(len(q))])
     assert rel(got, want) < 1e-12
     M = jax.jit(jax.vmap(lambda a: jb.mass_matrix(tree, a)))(q)
     assert rel(M, jax.vmap(lambda a: _jacobian_mass_matrix(tree, a))(q)) < 1e-12
@@ -58,7 +77,7 @@ def test_vmapped_kinetic_energy_gradient_and_mass_matrix(name, tree):
 def test_vmapped_dH_dq_equals_the_gradient_of_H():
     for name in ("arm7", "sagittal11"):
         tree = jb.load_model(name, dtype=jnp.float64)
-        q, p = states(tree.nq, 50, seed=3)
+        q, p = states(tree, 50, seed=3)
         qd = jax.vmap(lambda a, b: ham.velocities(tree, a, b))(q, p)
         got = jax.jit(jax.vmap(lambda a, b: ham.dH_dq(tree, a, b)))(q, qd)
         want = jax.vmap(jax.grad(lambda a, b: ham.hamiltonian(tree, a, b)))(q, p)  # through Cholesky
@@ -77,7 +96,7 @@ def test_vmapped_vector_field_equals_single_states(which):
         q, qd = (jnp.asarray(np.stack([r[k] for r in rows])) for k in ("q", "qd"))
     else:
         tree = jb.load_model(which, dtype=jnp.float64)
-        q, qd = states(tree.nq, 40, seed=4)
+        q, qd = states(tree, 40, seed=4)
     nv = tree.nv
     system = jb.HamiltonianSystem(tree, drive=ham.ConstantDrive(jnp.asarray(rng.normal(size=nv))),
                                   dissipation=ham.LinearDamping(jnp.asarray(rng.uniform(0, 2, nv))))
@@ -92,7 +111,7 @@ def test_vmapped_vector_field_equals_single_states(which):
 
 def test_derivatives_of_vmapped_paths_against_central_differences():
     tree = jb.load_model("arm7", dtype=jnp.float64)
-    q, qd = states(7, 3, seed=5)
+    q, qd = states(tree, 3, seed=5)
     w = jnp.asarray(np.random.default_rng(6).normal(size=(3, 7, 7)))
 
     def scalar(x):  # a weighted sum of both vmapped quantities
@@ -112,7 +131,7 @@ def test_vmap_over_subjects_uses_each_tree():
     base = jb.load_model("arm7", dtype=jnp.float64)
     subjects = [eqx.tree_at(lambda t: t.masses, base, s * base.masses) for s in (0.8, 1.0, 1.3)]
     batch_tree = jax.tree_util.tree_map(lambda *x: jnp.stack(x), *subjects)
-    q, qd = states(7, 3, seed=7)
+    q, qd = states(base, 3, seed=7)
     M = jax.vmap(jb.mass_matrix)(batch_tree, q)
     g = jax.vmap(kinetic_energy_gradient)(batch_tree, q, qd)
     for k, tree_k in enumerate(subjects):
@@ -123,8 +142,8 @@ def test_vmap_over_subjects_uses_each_tree():
 def test_accelerator_mass_matrix_layout():
     """The accelerator layout of the batched mass matrix (one chunk, no multi-output fusions),
     run here on the CPU: the Jacobian route's matrices."""
-    tree = jb.load_model("wholebody", dtype=jnp.float64)
-    q, _ = states(28, 20, seed=8)
+    tree = wholebody_hinges()
+    q, _ = states(tree, 20, seed=8)
     got = jax.jit(lambda a: mass_matrix_batch(tree, a, layout="accelerator"))(q)
     assert rel(got, jax.vmap(lambda a: _jacobian_mass_matrix(tree, a))(q)) < 1e-12
 
@@ -166,7 +185,7 @@ def test_kinetic_energy_gradient_bad_input():
         kinetic_energy_gradient(tree, jnp.zeros(7), jnp.zeros(6))
     with pytest.raises(ValueError, match=r"q has shape \(7, 2\)"):
         kinetic_energy_gradient(tree, jnp.zeros((7, 2)), jnp.zeros(7))
-    q, qd = states(7, 4, seed=9)
+    q, qd = states(tree, 4, seed=9)
     qd = qd.at[2, 1].set(jnp.nan)
     out = np.asarray(jax.jit(jax.vmap(lambda a, b: kinetic_energy_gradient(tree, a, b)))(q, qd))
     assert np.isnan(out[2]).any() and np.isfinite(np.delete(out, 2, axis=0)).all()

@@ -18,20 +18,36 @@ import jaxbio as jb
 from jaxbio.dynamics._batched import CPU_CHUNK, chunk_size, inverse_dynamics_batch
 from jaxbio.dynamics._levels import schedule
 from jaxbio.model import model_path
-from tests._models import random_model_dict
+from tests._models import hinge_chains, random_model_dict
 
 MODELS = ("double_pendulum", "arm7", "sagittal11", "wholebody", "arm26")
 BATCH = CPU_CHUNK * 2 + 37  # three chunks on CPU, the last one overlapping the second
 
 
-def states(n: int, batch: int, seed: int = 0):
+def states(tree, batch: int, seed: int = 0):
+    """numpy arrays: configurations ``(batch, nq)`` (`jb.configuration.random`, angles and slides
+    in [−2, 2]), velocities and accelerations ``(batch, nv)``, external forces and moments
+    ``(batch, segments, 3)``."""
+    keys = jax.random.split(jax.random.PRNGKey(seed), batch)
+    q = np.array(jax.vmap(lambda k: jb.configuration.random(tree, k, angle=2.0, distance=2.0))(keys))
     rng = np.random.default_rng(seed)
-    q = rng.uniform(-2.0, 2.0, (batch, n))
-    qd = rng.uniform(-3.0, 3.0, (batch, n))
-    qdd = rng.uniform(-10.0, 10.0, (batch, n))
+    nv, n = tree.nv, tree.n_segments
+    qd = rng.uniform(-3.0, 3.0, (batch, nv))
+    qdd = rng.uniform(-10.0, 10.0, (batch, nv))
     fext = rng.normal(size=(batch, n, 3)) * 20.0
     mext = rng.normal(size=(batch, n, 3)) * 5.0
     return q, qd, qdd, fext, mext
+
+
+def wholebody_dict(hinges: bool = True) -> dict:
+    """The shipped wholebody; with ``hinges`` its ball and free joints as hinge chains
+    (`hinge_chains`: 28 segments, nq = nv = 28, the tree the batch-last kernel runs on)."""
+    d = json.loads(model_path("wholebody").read_text())
+    return hinge_chains(d) if hinges else d
+
+
+def wholebody_hinges():
+    return jb.SegmentTree.from_dict(wholebody_dict(), dtype=jnp.float64)
 
 
 def rel(a, b) -> float:
@@ -46,7 +62,7 @@ def batched(tree, *args, in_axes=(None, 0, 0, 0)):
 @pytest.mark.parametrize("name", MODELS)
 def test_vmap_equals_loop_of_single_states(name):
     tree = jb.load_model(name, dtype=jnp.float64)
-    q, qd, qdd, fext, mext = states(tree.nq, BATCH)
+    q, qd, qdd, fext, mext = states(tree, BATCH)
     one = jax.jit(jb.inverse_dynamics)
     one_ext = jax.jit(lambda t, a, b, c, f, m: jb.inverse_dynamics(t, a, b, c, (f, m)))
     want = np.stack([one(tree, q[i], qd[i], qdd[i]) for i in range(BATCH)])
@@ -61,8 +77,8 @@ def test_vmap_equals_loop_of_single_states(name):
 
 @pytest.mark.parametrize("chunk", [1, 5, 64, None])
 def test_every_chunk_size_gives_the_same_result(chunk):
-    tree = jb.load_model("wholebody", dtype=jnp.float64)
-    q, qd, qdd, fext, mext = states(tree.nq, 150, seed=1)
+    tree = wholebody_hinges()
+    q, qd, qdd, fext, mext = states(tree, 150, seed=1)
     want = np.asarray(batched(tree, q, qd, qdd))
     got = jax.jit(lambda *a: inverse_dynamics_batch(tree, *a, chunk=chunk))(q, qd, qdd)
     assert rel(got, want) < 1e-13
@@ -78,11 +94,11 @@ def test_vmap_against_pinocchio():
     pin = pytest.importorskip("pinocchio")
     from tests import pinocchio_ref as ref
 
-    for name in ("arm7", "wholebody"):
-        d = json.loads(model_path(name).read_text())
+    for name in ("arm7", "wholebody_hinges"):  # the shipped wholebody: tests/dynamics/test_pinocchio.py
+        d = wholebody_dict() if name == "wholebody_hinges" else json.loads(model_path(name).read_text())
         tree = jb.SegmentTree.from_dict(d, dtype=jnp.float64)
         model = ref.build_pinocchio_model(d)
-        q, qd, qdd, fext, mext = states(tree.nq, 40, seed=2)
+        q, qd, qdd, fext, mext = states(tree, 40, seed=2)
         got = jax.jit(jax.vmap(lambda a, b, c, f, m: jb.inverse_dynamics(tree, a, b, c, (f, m))))(
             q, qd, qdd, fext, mext)
         want = np.stack([ref.pin_inverse_dynamics(model, q[i], qd[i], qdd[i], fext[i], mext[i])
@@ -93,7 +109,7 @@ def test_vmap_against_pinocchio():
 
 def test_partly_batched_arguments_and_nested_vmap():
     tree = jb.load_model("arm7", dtype=jnp.float64)
-    q, qd, qdd, _, _ = states(tree.nq, 60, seed=3)
+    q, qd, qdd, _, _ = states(tree, 60, seed=3)
     want = np.asarray(batched(tree, q, np.broadcast_to(qd[0], q.shape), qdd))
     got = batched(tree, q, qd[0], qdd, in_axes=(None, 0, None, 0))
     assert rel(got, want) < 1e-14
@@ -104,7 +120,7 @@ def test_partly_batched_arguments_and_nested_vmap():
 
 def test_vmap_over_subjects_uses_each_tree():
     tree = jb.load_model("sagittal11", dtype=jnp.float64)
-    q, qd, qdd, _, _ = states(tree.nq, 3, seed=4)
+    q, qd, qdd, _, _ = states(tree, 3, seed=4)
     scale = jnp.asarray([0.8, 1.0, 1.3])
     trees = jax.vmap(lambda s: jax.tree_util.tree_map(lambda x: x * s, tree))(scale)
     got = jax.vmap(jb.inverse_dynamics)(trees, q, qd, qdd)
@@ -115,7 +131,7 @@ def test_vmap_over_subjects_uses_each_tree():
 
 def test_gradients_through_vmap_match_finite_differences():
     tree = jb.load_model("arm7", dtype=jnp.float64)
-    q, qd, qdd, _, _ = states(tree.nq, 20, seed=5)
+    q, qd, qdd, _, _ = states(tree, 20, seed=5)
     w = np.random.default_rng(6).normal(size=(20, tree.nq))
 
     def loss(masses, q):
@@ -143,8 +159,8 @@ def test_gradients_through_vmap_match_finite_differences():
 
 
 def test_float32_batch_close_to_float64():
-    tree = jb.load_model("wholebody", dtype=jnp.float64)
-    q, qd, qdd, _, _ = states(tree.nq, 200, seed=7)
+    tree = wholebody_hinges()
+    q, qd, qdd, _, _ = states(tree, 200, seed=7)
     x32 = [jnp.asarray(x, jnp.float32) for x in (q, qd, qdd)]
     got = batched(tree.astype(jnp.float32), *x32)
     assert got.dtype == jnp.float32
@@ -155,7 +171,7 @@ def test_float32_batch_close_to_float64():
 
 def test_nan_state_gives_nan_unchecked_and_raises_checked():
     tree = jb.load_model("arm7", dtype=jnp.float64)
-    q, qd, qdd, _, _ = states(tree.nq, 10, seed=8)
+    q, qd, qdd, _, _ = states(tree, 10, seed=8)
     q[3, 2] = np.nan
     tau = np.asarray(batched(tree, q, qd, qdd))
     assert np.all(np.isnan(tau[3, 2:]))  # the NaN reaches that state's torques, never a plausible number
@@ -218,7 +234,7 @@ def test_random_trees_every_phase_layout(phase_cost, step_cost, seed):
     check_schedule(tree.parents, sched)
     if phase_cost == 1000:
         assert len(sched.phases) == 1
-    q, qd, qdd, fext, mext = states(tree.nq, 50, seed=seed)
+    q, qd, qdd, fext, mext = states(tree, 50, seed=seed)
     one = jax.jit(lambda a, b, c, f, m: jb.inverse_dynamics(tree, a, b, c, (f, m)))
     want = np.stack([one(q[i], qd[i], qdd[i], fext[i], mext[i]) for i in range(50)])
     got = jax.jit(lambda *a: inverse_dynamics_batch(tree, *a[:3], (a[3], a[4]), chunk=16, schedule=sched))(
@@ -228,14 +244,15 @@ def test_random_trees_every_phase_layout(phase_cost, step_cost, seed):
 
 def test_schedules_of_the_shipped_models():
     """The tables of every shipped model's schedule describe its tree; the whole body's limbs
-    share steps across tree levels (30 slots for 28 segments, against 41 level by level)."""
+    share steps across tree levels (its hinge-chain form: 30 slots for 28 segments, against 41 level by level)."""
     for name in MODELS:
         tree = jb.load_model(name)
         check_schedule(tree.parents, schedule(tree.parents))
-    sched = schedule(jb.load_model("wholebody").parents)
+    hinges = wholebody_hinges()
+    sched = schedule(hinges.parents)
     assert sum(p.members.size for p in sched.phases) == 30
     depth = {}
-    for i, p in enumerate(jb.load_model("wholebody").parents):
+    for i, p in enumerate(hinges.parents):
         depth[i] = 0 if p < 0 else depth[p] + 1
     assert any(len({depth[int(i)] for i in step}) > 1 for ph in sched.phases for step in ph.members)
 
@@ -243,8 +260,8 @@ def test_schedules_of_the_shipped_models():
 def test_accelerator_layout_on_cpu():
     """The layout an accelerator gets (the whole batch as one chunk, no multi-output fusions,
     XLA's own sin/cos), run here on the CPU: the same torques as a loop of single states."""
-    tree = jb.load_model("wholebody", dtype=jnp.float64)
-    q, qd, qdd, fext, mext = states(tree.nq, 300, seed=5)
+    tree = wholebody_hinges()
+    q, qd, qdd, fext, mext = states(tree, 300, seed=5)
     text = jax.jit(lambda *a: inverse_dynamics_batch(tree, *a, layout="accelerator")).lower(q, qd, qdd).as_text()
     assert "reduce" not in text and "while" in text  # no _keep fusions; the level scans remain
     got = jax.jit(lambda *a: inverse_dynamics_batch(tree, *a[:3], (a[3], a[4]), layout="accelerator"))(
@@ -270,8 +287,8 @@ def test_inside_shard_map():
 
     mesh = Mesh(np.array(jax.devices()[:1]), ("batch",))
     spec = PartitionSpec("batch")
-    tree = jb.load_model("wholebody", dtype=jnp.float64)
-    q, qd, qdd, _, _ = states(tree.nq, 20, seed=9)
+    tree = wholebody_hinges()
+    q, qd, qdd, _, _ = states(tree, 20, seed=9)
     want = np.asarray(batched(tree, q, qd, qdd))
     vm = jax.vmap(jb.inverse_dynamics, in_axes=(None, 0, 0, 0))
     got = jax.jit(jax.shard_map(lambda a, b, c: vm(tree, a, b, c), mesh=mesh, in_specs=(spec,) * 3,

@@ -16,6 +16,8 @@ a time and under `jax.vmap` over states.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -24,6 +26,7 @@ pin = pytest.importorskip("pinocchio", reason="Pinocchio reference tests need `p
 from tests import pinocchio_ref as ref  # noqa: E402
 from tests._models import (  # noqa: E402
     JOINT_NV,
+    REPO,
     model_sizes,
     random_mixed_state,
     random_mixed_tree_dict,
@@ -645,3 +648,18 @@ def test_axial_mixed_tree_matches_pinocchio(jb):
         results = _evaluate(jb, tree, states, batched)
         for check in CHECKS:
             _check_results(f"axial{' vmapped' if batched else ''}", model, states, results, check)
+
+
+def test_shipped_wholebody_matches_pinocchio_vmapped(jb):
+    """The shipped wholebody (free pelvis, ball lumbar joint, shoulders and hips) under `jax.vmap`
+    over states: every check against Pinocchio (one state at a time:
+    tests/dynamics/test_pinocchio.py::test_model_files_match_pinocchio)."""
+    import jax.numpy as jnp
+
+    d = json.loads((REPO / "jaxbio" / "models" / "wholebody.json").read_text())
+    tree, model = jb.load_model("wholebody", dtype=jnp.float64), ref.build_pinocchio_model(d)
+    assert (tree.nq, tree.nv, tree.n_segments) == (model.nq, model.nv, len(d["segments"])) == (34, 28, 13)
+    states = mixed_states(d, 13)
+    results = _evaluate(jb, tree, states, batched=True)
+    for check in CHECKS:
+        _check_results("wholebody vmapped", model, states, results, check)

@@ -18,7 +18,7 @@ import pytest
 pin = pytest.importorskip("pinocchio", reason="Pinocchio reference tests need `pip install pin`")
 
 from tests import pinocchio_ref as ref  # noqa: E402
-from tests._models import REPO
+from tests._models import REPO, random_mixed_state
 
 RTOL = 1e-10
 MODEL_DIR = REPO / "jaxbio" / "models"
@@ -281,15 +281,22 @@ def test_reference_external_wrenches(n, seed):
 pytestmark = pytest.mark.usefixtures("_float64")
 
 
-def _compare_all(jb, tree, model, seed: int, n_states: int = N_STATES):
-    """Compare every public rigid-body function of jaxbio with Pinocchio at random states."""
+def _compare_all(jb, tree, model, seed: int, n_states: int = N_STATES, d: dict | None = None):
+    """Compare every public rigid-body function of jaxbio with Pinocchio at random states.
+
+    Axial trees (revolute/prismatic only) draw states with `random_state`; a tree with ball, free or
+    fixed joints needs its model dict ``d`` and draws them with `tests._models.random_mixed_state`
+    (unit quaternions in ``q``, ``nv``-long velocities).
+    """
     import jax.numpy as jnp
 
-    n = model.nq
-    assert tree.nq == n
+    assert (tree.nq, tree.nv) == (model.nq, model.nv)
+    axial = all(t in ("revolute", "prismatic") for t in tree.joint_types)
+    assert axial or d is not None, "a tree with ball, free or fixed joints needs its model dict"
+    n = tree.n_segments
     rng = np.random.default_rng(seed)
     for k in range(n_states):
-        s = random_state(rng, n)
+        s = random_state(rng, n) if axial else random_mixed_state(rng, d)
         q, qd, qdd, tau = (jnp.asarray(s[key]) for key in ("q", "qd", "qdd", "tau"))
         external = (jnp.asarray(s["force"]), jnp.asarray(s["moment"]))
         tag = f"state {k}"
@@ -336,7 +343,7 @@ def test_model_files_match_pinocchio(jb, path):
     tree = jb.load_model(path)
     model = ref.build_pinocchio_model(d)
     assert list(tree.names) == [s["name"] for s in d["segments"]]
-    _compare_all(jb, tree, model, seed=len(d["segments"]))
+    _compare_all(jb, tree, model, seed=len(d["segments"]), d=d)
 
 
 @pytest.mark.parametrize(

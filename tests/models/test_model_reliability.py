@@ -119,7 +119,7 @@ def expected_tree(d: dict, dtype) -> dict:
             raise Invalid("inertia")
         names.append(s["name"])
         parents.append(-1 if p is None else names.index(p))
-        out["axes"].append(axis / np.linalg.norm(axis))
+        out["axes"].append(axis / np.linalg.norm(axis) if "axis" in j else axis)  # zeros without an axis
         out["origins"].append(_array(j.get("origin", [0, 0, 0]), (3,)))
         out["orientations"].append(quat / np.linalg.norm(quat))
         out["masses"].append(mass)

@@ -38,16 +38,19 @@ EXPECTED = {
         2,
     ),
     "wholebody": (
-        ["base_x", "base_y", "base_z", "pelvis_tilt", "pelvis_list", "pelvis"]
-        + ["lumbar_flexion", "lumbar_bending", "torso", "head"]
-        + [f"{seg}_{s}" for s in "rl" for seg in ("shoulder_flexion", "shoulder_abduction", "upper_arm", "forearm")]
-        + [f"{seg}_{s}" for s in "rl" for seg in ("hip_flexion", "hip_adduction", "thigh", "shank", "foot")],
+        ["pelvis", "torso", "head"]
+        + [f"{seg}_{s}" for s in "rl" for seg in ("upper_arm", "forearm")]
+        + [f"{seg}_{s}" for s in "rl" for seg in ("thigh", "shank", "foot")],
         [0, 0, -9.81],
         BODY_MASS,
-        15,
+        0,
     ),
 }
-NQ = {"double_pendulum": 2, "arm7": 7, "sagittal11": 11, "wholebody": 28}
+# configuration and velocity sizes (API.md: revolute/prismatic 1/1, spherical 4/3, free 7/6, fixed 0/0)
+JOINT_NQ = {"revolute": 1, "prismatic": 1, "spherical": 4, "free": 7, "fixed": 0}
+JOINT_NV = {"revolute": 1, "prismatic": 1, "spherical": 3, "free": 6, "fixed": 0}
+NQ = {"double_pendulum": 2, "arm7": 7, "sagittal11": 11, "wholebody": 34}
+NV = {"double_pendulum": 2, "arm7": 7, "sagittal11": 11, "wholebody": 28}
 PLANAR = ("double_pendulum", "sagittal11")
 
 
@@ -77,8 +80,10 @@ def quat_matrix(q) -> np.ndarray:
     )
 
 
-def frames(d: dict, q: dict[str, float] | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """World (position, rotation matrix) of every segment frame, API.md kinematics; ``q`` by segment name."""
+def frames(d: dict, q: dict | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """World (position, rotation matrix) of every segment frame, API.md kinematics; ``q`` by segment
+    name: an angle or slide (revolute/prismatic), a quaternion (w, x, y, z) (spherical), a pair
+    (translation, quaternion) (free); missing names stay at the neutral configuration."""
     q = q or {}
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for s in d["segments"]:
@@ -86,11 +91,18 @@ def frames(d: dict, q: dict[str, float] | None = None) -> dict[str, tuple[np.nda
         j = s["joint"]
         p = p0 + R0 @ np.asarray(j["origin"], float)
         R = R0 @ quat_matrix(j["orientation"])
-        qi = q.get(s["name"], 0.0)
         if j["type"] == "revolute":
-            R = R @ axis_angle_matrix(j["axis"], qi)
+            R = R @ axis_angle_matrix(j["axis"], q.get(s["name"], 0.0))
+        elif j["type"] == "prismatic":
+            p = p + R @ (q.get(s["name"], 0.0) * np.asarray(j["axis"], float) / np.linalg.norm(j["axis"]))
+        elif j["type"] == "spherical":
+            R = R @ quat_matrix(q.get(s["name"], (1.0, 0.0, 0.0, 0.0)))
+        elif j["type"] == "free":
+            translation, quaternion = q.get(s["name"], ((0.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0)))
+            p = p + R @ np.asarray(translation, float)
+            R = R @ quat_matrix(quaternion)
         else:
-            p = p + R @ (qi * np.asarray(j["axis"], float) / np.linalg.norm(j["axis"]))
+            assert j["type"] == "fixed", j["type"]
         out[s["name"]] = (p, R)
     return out
 
@@ -128,7 +140,8 @@ def test_segments_and_dof_order(name):
     d = load(name)
     names = [s["name"] for s in d["segments"]]
     assert names == EXPECTED[name][0]
-    assert len(names) == NQ[name]
+    assert sum(JOINT_NQ[s["joint"]["type"]] for s in d["segments"]) == NQ[name]
+    assert sum(JOINT_NV[s["joint"]["type"]] for s in d["segments"]) == NV[name]
     assert len(set(names)) == len(names)
     seen = set()
     for s in d["segments"]:
@@ -141,10 +154,14 @@ def test_segments_and_dof_order(name):
 def test_joints(name):
     for s in load(name)["segments"]:
         j = s["joint"]
-        assert j["type"] in ("revolute", "prismatic"), s["name"]
-        assert np.shape(j["axis"]) == (3,) and np.shape(j["origin"]) == (3,) and np.shape(j["orientation"]) == (4,)
+        assert j["type"] in JOINT_NQ, s["name"]
+        assert np.shape(j["origin"]) == (3,) and np.shape(j["orientation"]) == (4,)
         assert np.all(np.isfinite(j["origin"]))
-        assert np.linalg.norm(j["axis"]) == pytest.approx(1.0, abs=1e-12), s["name"]
+        if j["type"] in ("revolute", "prismatic"):
+            assert np.shape(j["axis"]) == (3,)
+            assert np.linalg.norm(j["axis"]) == pytest.approx(1.0, abs=1e-12), s["name"]
+        else:  # spherical, free, fixed: no axis (API.md)
+            assert "axis" not in j, s["name"]
         assert np.linalg.norm(j["orientation"]) == pytest.approx(1.0, abs=1e-9), s["name"]
 
 
@@ -294,31 +311,60 @@ def test_wholebody_stands_and_is_symmetric():
     assert abs(com[0]) < 0.03 and abs(com[1]) < 1e-9
 
 
+def rotation(axis, angle) -> tuple[float, float, float, float]:
+    """The quaternion (w, x, y, z) of a rotation by ``angle`` about the unit ``axis``."""
+    return (np.cos(angle / 2), *(np.sin(angle / 2) * np.asarray(axis, float)))
+
+
+def test_wholebody_joints():
+    """No dummy segments: a free pelvis at the root, ball joints where the anatomy has three
+    rotations (lumbar, shoulders, hips), hinges elsewhere, and every segment an anthropometric body
+    (nothing below 1e-3 kg; the model has no deliberate massless frames), summing to de Leva's 73 kg."""
+    d = load("wholebody")
+    segs = by_name(d)
+    types = {n: s["joint"]["type"] for n, s in segs.items()}
+    assert [n for n, s in segs.items() if s["parent"] is None] == ["pelvis"]
+    assert types["pelvis"] == "free"
+    balls = {"torso"} | {f"{b}_{s}" for s in "rl" for b in ("upper_arm", "thigh")}
+    assert {n for n, t in types.items() if t == "spherical"} == balls
+    assert all(t == "revolute" for n, t in types.items() if n not in balls | {"pelvis"})
+    assert all(s["mass"] >= 1e-3 for s in segs.values()), {n: s["mass"] for n, s in segs.items()}
+    assert sum(s["mass"] for s in segs.values()) == pytest.approx(BODY_MASS, rel=1e-9)
+    for s in segs.values():  # no dummy inertia either
+        assert np.linalg.eigvalsh(s["inertia"])[0] > 1e-5, s["name"]
+
+
 def test_wholebody_signs():
+    """Each joint moved alone from the neutral configuration; a ball joint by a rotation about one
+    of the axes of the old hinge chain (the anatomical names of the README)."""
     d = load("wholebody")
     t = 0.3
+    X, Y, Z = np.eye(3)
 
-    def moved(name, coordinate, sign=1.0, point="frame"):
-        q = {coordinate: sign * t}
-        get = (lambda qq: frames(d, qq)[name][0]) if point == "frame" else (lambda qq: world_com(d, name, qq))
-        return get(q) - get({})
+    def moved(name, segment, q, point="frame"):
+        qq = {segment: ((0.0, 0.0, 0.0), q) if segment == "pelvis" else q}
+        get = (lambda x: frames(d, x)[name][0]) if point == "frame" else (lambda x: world_com(d, name, x))
+        return get(qq) - get({})
 
-    assert moved("torso", "pelvis_tilt", point="com")[0] > 0.01  # anterior tilt: trunk forward
-    assert moved("thigh_l", "pelvis_list")[2] > 0.01  # list: left hip up
-    assert moved("thigh_r", "pelvis")[0] > 0.01  # rotation to the left: right hip forward
-    assert moved("head", "lumbar_flexion")[0] > 0.05  # forward bending
-    assert moved("head", "lumbar_bending")[1] < -0.05  # bending to the right
-    assert moved("upper_arm_r", "torso")[0] > 0.03  # axial rotation to the left
-    assert moved("head", "head", point="com")[0] > 0.02  # nodding forward
+    assert moved("torso", "pelvis", rotation(Y, t), point="com")[0] > 0.01  # anterior tilt: trunk forward
+    assert moved("thigh_l", "pelvis", rotation(X, t))[2] > 0.01  # list: left hip up
+    assert moved("thigh_r", "pelvis", rotation(Z, t))[0] > 0.01  # rotation to the left: right hip forward
+    shifted = frames(d, {"pelvis": ((0.2, -0.1, 0.05), (1.0, 0.0, 0.0, 0.0))})["pelvis"][0]
+    np.testing.assert_allclose(shifted, [0.2, -0.1, HIP_HEIGHT + 0.05])  # free-joint translation
+    assert moved("head", "torso", rotation(Y, t))[0] > 0.05  # lumbar flexion: forward bending
+    assert moved("head", "torso", rotation(X, t))[1] < -0.05  # bending to the right
+    assert moved("upper_arm_r", "torso", rotation(Z, t))[0] > 0.03  # axial rotation to the left
+    assert moved("head", "head", t, point="com")[0] > 0.02  # nodding forward
     for s, y in (("r", -1), ("l", 1)):
-        assert moved(f"forearm_{s}", f"shoulder_flexion_{s}")[0] > 0.05
-        assert y * moved(f"forearm_{s}", f"shoulder_abduction_{s}")[1] > 0.05  # outward
-        assert moved(f"forearm_{s}", f"forearm_{s}", point="com")[0] > 0.03  # elbow flexion
-        assert moved(f"shank_{s}", f"hip_flexion_{s}")[0] > 0.1
-        assert -y * moved(f"shank_{s}", f"hip_adduction_{s}")[1] > 0.1  # towards the midline
-        assert -y * moved(f"foot_{s}", f"thigh_{s}", point="com")[1] > 0.01  # internal rotation: toes in
-        assert moved(f"foot_{s}", f"shank_{s}")[0] < -0.1  # knee flexion: ankle backward
-        assert moved(f"foot_{s}", f"foot_{s}", point="com")[2] > 0.005  # dorsiflexion: forefoot up
+        assert moved(f"forearm_{s}", f"upper_arm_{s}", rotation(-Y, t))[0] > 0.05  # shoulder flexion
+        assert y * moved(f"forearm_{s}", f"upper_arm_{s}", rotation(y * X, t))[1] > 0.05  # abduction: outward
+        assert moved(f"forearm_{s}", f"forearm_{s}", t, point="com")[0] > 0.03  # elbow flexion
+        assert moved(f"shank_{s}", f"thigh_{s}", rotation(-Y, t))[0] > 0.1  # hip flexion
+        assert -y * moved(f"shank_{s}", f"thigh_{s}", rotation(-y * X, t))[1] > 0.1  # adduction: towards the midline
+        # hip internal rotation: toes in
+        assert -y * moved(f"foot_{s}", f"thigh_{s}", rotation(-y * Z, t), point="com")[1] > 0.01
+        assert moved(f"foot_{s}", f"shank_{s}", t)[0] < -0.1  # knee flexion: ankle backward
+        assert moved(f"foot_{s}", f"foot_{s}", t, point="com")[2] > 0.005  # dorsiflexion: forefoot up
 
 
 def test_files_match_the_build_script():
