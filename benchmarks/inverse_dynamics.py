@@ -4,8 +4,10 @@
     python benchmarks/inverse_dynamics.py --quick         # batches 1, 1e3, 1e4
     python benchmarks/inverse_dynamics.py --json out.json # also dump every number
 
-For the shipped ``arm7`` (7 DOF) and ``wholebody`` (28 DOF, its ball and free joints as hinge chains:
-``wholebody_hinges``) models, float64 on CPU, it times
+For the shipped ``arm7`` (7 DOF) and ``wholebody`` (a free pelvis and ball joints: 13 segments,
+nq 34, nv 28) models, and ``wholebody_hinges`` (the same body with its ball and free joints as chains
+of hinges: 28 one-DOF segments, the tree the whole body had before it had ball joints), float64 on
+CPU, it times
 ``jax.jit(jax.vmap(jb.inverse_dynamics))`` at each batch size (trace time and lower+compile time
 reported separately; steady-state time best of k after a warm-up call, with
 ``jax.block_until_ready``) and, over the same states, Pinocchio's
@@ -62,8 +64,8 @@ from tests.pinocchio_ref import build_pinocchio_model  # noqa: E402
 
 # wholebody_hinges: the shipped wholebody (free pelvis, ball joints) with its ball and free joints as
 # chains of hinges and massless links (tests/_models.hinge_chains): 28 one-DOF segments, the tree of the
-# batch-last kernel and of pin.rnea with one-DOF joints, timed as the 28-DOF wholebody was before
-MODELS = ("arm7", "wholebody_hinges")
+# whole body before it had ball joints (then with 0.1 g dummy links), for the before/after comparison
+MODELS = ("arm7", "wholebody", "wholebody_hinges")
 FULL_BATCHES = (1, 1_000, 100_000)
 QUICK_BATCHES = (1, 1_000, 10_000)
 LOOP_STATES = 20_000  # pin.rnea Python loop: timed on at most this many states
@@ -115,31 +117,34 @@ def load_average() -> dict:
 # ---------------------------------------------------------------------------------------------------
 
 
-def random_states(n: int, batch: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(q, qd, qdd)``, each ``(batch, n)`` float64 in jaxbio's segment order."""
+def random_states(tree, batch: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``q`` ``(batch, nq)`` (angles and slides in [−1, 1], uniformly random unit quaternions for
+    ball and free joints, free translations in [−1, 1] m) and ``qd``, ``qdd`` ``(batch, nv)``,
+    float64 in jaxbio's order."""
     rng = np.random.default_rng(seed)
-    q = rng.uniform(-1.0, 1.0, (batch, n))
-    qd = rng.uniform(-2.0, 2.0, (batch, n))
-    qdd = rng.uniform(-5.0, 5.0, (batch, n))
+    q = rng.uniform(-1.0, 1.0, (batch, tree.nq))
+    quat = tree.joint_layout.quat_q  # (nb, 4) q columns of each quaternion
+    if len(quat):
+        g = rng.normal(size=(batch,) + quat.shape)
+        q[:, quat] = g / np.linalg.norm(g, axis=-1, keepdims=True)
+    qd = rng.uniform(-2.0, 2.0, (batch, tree.nv))
+    qdd = rng.uniform(-5.0, 5.0, (batch, tree.nv))
     return q, qd, qdd
 
 
-def pin_index(model) -> np.ndarray:
-    """Position in Pinocchio's q/v vectors of each jaxbio coordinate (one-DOF joints: nq = nv)."""
-    assert model.nq == model.nv, "one-DOF joints only"
-    return ref._v_index(model)
-
-
-def to_pin_order(model, x: np.ndarray) -> np.ndarray:
-    """``(B, n)`` jaxbio order → ``(B, nv)`` Pinocchio order (C-contiguous rows)."""
-    out = np.zeros((x.shape[0], model.nv))
-    out[:, pin_index(model)] = x
+def to_pin_order(model, x: np.ndarray, what: str = "v") -> np.ndarray:
+    """``(B, nq)`` (``what="q"``) or ``(B, nv)`` jaxbio order → Pinocchio order (C-contiguous rows;
+    quaternions w last, as Pinocchio writes them)."""
+    lay = ref.layout(model)
+    index, size = (lay.q_index, model.nq) if what == "q" else (lay.v_index, model.nv)
+    out = np.zeros((x.shape[0], size))
+    out[:, index] = x
     return out
 
 
 def from_pin_order(model, x: np.ndarray) -> np.ndarray:
-    """``(B, nv)`` Pinocchio order → ``(B, n)`` jaxbio order."""
-    return np.asarray(x)[:, pin_index(model)]
+    """``(B, nv)`` Pinocchio order → ``(B, nv)`` jaxbio order."""
+    return np.asarray(x)[:, ref.layout(model).v_index]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -303,15 +308,14 @@ def bench_model(name: str, batches) -> dict:
     d = shipped_dict(name)
     tree = load(name)
     model = build_pinocchio_model(d)
-    n = tree.nq
-    q, qd, qdd = random_states(n, max(batches), seed=1)
+    q, qd, qdd = random_states(tree, max(batches), seed=1)
     check_err, tau_scale = check_against_pinocchio(tree, model, q, qd, qdd)
     rows = []
     for batch in batches:
         qb, qdb, qddb = q[:batch], qd[:batch], qdd[:batch]
         jx = time_jax(tree, qb, qdb, qddb)
         two = time_two_devices(tree, qb, qdb, qddb)
-        qp, vp, ap = (to_pin_order(model, x) for x in (qb, qdb, qddb))
+        qp, vp, ap = to_pin_order(model, qb, "q"), to_pin_order(model, qdb), to_pin_order(model, qddb)
         loop_us = time_pin_loop(model, qp, vp, ap)
         par_us, tau_par = time_pin_parallel(model, qp, vp, ap)
         batch_err = float(np.max(np.abs(jx["tau"] - from_pin_order(model, tau_par))))
@@ -332,7 +336,7 @@ def bench_model(name: str, batches) -> dict:
             "ratio_2dev_vs_parallel": None if two is None else par_us / two["us_per_state"],
             "max_abs_diff_2dev_vs_1dev": None if two is None else float(np.max(np.abs(two["tau"] - jx["tau"]))),
         })
-    return {"model": name, "dof": n, "max_abs_diff_vs_rnea": check_err, "max_abs_tau": tau_scale,
+    return {"model": name, "dof": tree.nv, "nq": tree.nq, "segments": tree.n_segments, "max_abs_diff_vs_rnea": check_err, "max_abs_tau": tau_scale,
             "rows": rows}
 
 
@@ -340,9 +344,9 @@ def bench_chain(batch: int = CHAIN_BATCH) -> dict:
     d = chain_dict()
     tree = jb.SegmentTree.from_dict(d, dtype=jnp.float64)
     model = build_pinocchio_model(d)
-    q, qd, qdd = random_states(tree.nq, batch, seed=2)
+    q, qd, qdd = random_states(tree, batch, seed=2)
     jx = time_jax(tree, q, qd, qdd)
-    loop_us = time_pin_loop(model, *(to_pin_order(model, x) for x in (q, qd, qdd)))
+    loop_us = time_pin_loop(model, to_pin_order(model, q, "q"), to_pin_order(model, qd), to_pin_order(model, qdd))
     check_err, tau_scale = check_against_pinocchio(tree, model, q, qd, qdd)
     return {"segments": tree.nq, "batch": batch, "trace_s": jx["trace_s"], "compile_s": jx["compile_s"],
             "jax_us_per_state": jx["us_per_state"], "pin_loop_us_per_state": loop_us,
@@ -353,7 +357,7 @@ def bench_gpu(name: str = "wholebody_hinges", batch: int = GPU_BATCH) -> dict:
     """float32 at full matmul precision: ns per state at ``batch`` and the error against float64."""
     tree64 = load(name)
     tree32 = tree64.astype(jnp.float32)
-    q, qd, qdd = random_states(tree64.nq, batch, seed=3)
+    q, qd, qdd = random_states(tree64, batch, seed=3)
     x32 = [jax.device_put(jnp.asarray(x, jnp.float32)) for x in (q, qd, qdd)]
     with jax.default_matmul_precision("highest"):
         fn = batched_inverse_dynamics()
@@ -377,7 +381,7 @@ def bench_gpu(name: str = "wholebody_hinges", batch: int = GPU_BATCH) -> dict:
 
 
 def print_model_table(result: dict) -> None:
-    print(f"\n{result['model']} ({result['dof']} DOF), float64, CPU")
+    print(f"\n{result['model']} ({result['segments']} segments, nq {result['nq']}, nv {result['dof']}), float64, CPU")
     print(f"  check: max |tau_jaxbio - tau_pin.rnea| over {CHECK_STATES} states = "
           f"{result['max_abs_diff_vs_rnea']:.2e} (max |tau| {result['max_abs_tau']:.3g})")
     header = (f"  {'batch':>7} | {'jaxbio µs/state':>15} | {'states/s':>10} | {'trace s':>7} | "

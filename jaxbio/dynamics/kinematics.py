@@ -97,7 +97,7 @@ def motion_soa(tree: SegmentTree, q, qd=None, qdd=None, *, gravity_as_base: bool
                     velocity=soa.add(soa.add(par["velocity"], soa.cross(w_p, offset)), u),
                     alpha=soa.add(soa.add(par["alpha"], wd), soa.cross(w_p, w)), acceleration=acc, offset=offset)
 
-    out = forward_pass(levels_of(tree.parents), local, _root(tree, dtype, gravity_as_base), step, like=zeros)
+    out = forward_pass(levels_of(tree.parents), local, _root(tree, dtype, gravity_as_base), step, like=q)
     att_dof = tuple(c[d.segment] for c in out["attitude"])
     out["axis"] = soa.qrot(att_dof, soa.split(axes, 3))
     return out

@@ -280,14 +280,16 @@ def test_layout_is_checked_and_schedules_are_cached_and_bounded():
     assert schedule.cache_info().maxsize is not None
 
 
-def test_inside_shard_map():
+@pytest.mark.parametrize("which", ["hinges", "ball_and_free"])
+def test_inside_shard_map(which):
     """`jax.shard_map` (checked varying axes, the default) accepts the per-state recursion and the
-    batched kernel: their scans start from the state's zeros, not from constants."""
+    batched kernel, on one-DOF joints and on ball and free joints: their scans start from the
+    state's zeros, not from constants."""
     from jax.sharding import Mesh, PartitionSpec
 
     mesh = Mesh(np.array(jax.devices()[:1]), ("batch",))
     spec = PartitionSpec("batch")
-    tree = wholebody_hinges()
+    tree = wholebody_hinges() if which == "hinges" else jb.load_model("wholebody", dtype=jnp.float64)
     q, qd, qdd, _, _ = states(tree, 20, seed=9)
     want = np.asarray(batched(tree, q, qd, qdd))
     vm = jax.vmap(jb.inverse_dynamics, in_axes=(None, 0, 0, 0))
