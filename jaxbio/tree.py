@@ -47,6 +47,8 @@ class SegmentTree(eqx.Module):
     - ``"free"``: ``q = (x, y, z, qw, qx, qy, qz)`` (translation in the joint frame, m, then the
       quaternion), ``v = (v, ω)``: the origin's velocity relative to the parent and the angular
       velocity, both in the segment frame (6; Pinocchio's FreeFlyer, quaternion w first).
+      Allowed at any depth, not only on a root: the segment's 6-DOF motion relative to its parent
+      (an object held in a hand, a marker cluster on a segment), as Pinocchio allows.
     - ``"fixed"``: no coordinate; the segment moves rigidly with its parent.
 
     So the configuration ``q`` has ``nq`` entries and the velocity ``v`` (``qd``), accelerations

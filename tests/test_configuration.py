@@ -370,3 +370,26 @@ def test_bad_random_arguments(tree):
 def test_exported():
     assert jb.configuration is cfg
     assert "configuration" in jb.__all__
+
+
+def test_dynamics_with_a_non_unit_quaternion():
+    """Without ``check`` the dynamics use ``Q/|Q|`` (the normalised configuration's results); with
+    ``check=True`` a non-unit quaternion is an error naming the segment: ValueError for a concrete
+    ``q``, a run-time error under jit and vmap."""
+    tree = jb.load_model("wholebody", dtype=jnp.float64)
+    q = np.asarray(jb.configuration.random(tree, jax.random.PRNGKey(3)))
+    v = np.random.default_rng(3).normal(size=tree.nv)
+    scaled = q.copy()
+    scaled[3:7] *= 1.5  # the pelvis (free joint) quaternion
+    np.testing.assert_allclose(jb.inverse_dynamics(tree, scaled, v, v), jb.inverse_dynamics(tree, q, v, v),
+                               rtol=1e-12, atol=1e-10)
+    np.testing.assert_allclose(jax.vmap(lambda x: jb.mass_matrix(tree, x))(scaled[None])[0],
+                               jb.mass_matrix(tree, q), rtol=1e-12, atol=1e-12)
+    jb.inverse_dynamics(tree, q, v, v, check=True)  # unit: accepted
+    with pytest.raises(ValueError, match=r"q\[3:7\], the quaternion of segment 'pelvis' \(free joint\).*norm is 1.5"):
+        jb.inverse_dynamics(tree, scaled, v, v, check=True)
+    jitted = jax.jit(lambda x: jb.inverse_dynamics(tree, x, v, v, check=True))
+    vmapped = jax.jit(jax.vmap(lambda x: jb.mass_matrix(tree, x, check=True)))
+    for call in (lambda: jitted(scaled), lambda: vmapped(np.stack([q, scaled]))):
+        with pytest.raises(Exception, match="quaternion of segment 'pelvis'"):
+            jax.block_until_ready(call())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from jaxbio._validate import as_float, as_shape, coordinates_message, check_concrete_finite, finite, jit_checked
+from jaxbio.configuration import check_unit
 from jaxbio.tree import SegmentTree
 
 #: Arguments of the public functions that hold one state (checked for NaN/inf when concrete).
@@ -18,6 +19,13 @@ def public(fn):
     bad entry (shapes are checked at trace time, `as_state`). Traced ones (under jit, vmap, grad)
     are not looked at: NaN/inf flows to every output that depends on it, or raises at run time
     with ``check=True``.
+
+    Quaternions in ``q`` (ball and free joints): the dynamics use the rotation of ``Q/|Q|``, so a
+    non-unit quaternion (an integrator's drift) gives the results of its normalised form. With
+    ``check=True`` a quaternion whose norm is off 1 by more than
+    `jaxbio.configuration.UNIT_TOLERANCE` is an error naming the segment and its ``q`` entries:
+    ``ValueError`` before tracing for a concrete ``q``, a run-time error when traced
+    (`jaxbio.configuration.check_unit`).
     """
     return jit_checked(fn, _check_states, static_argnames=("check",))
 
@@ -25,6 +33,9 @@ def public(fn):
 def _check_states(arguments: dict) -> None:
     for name in STATE_ARGUMENTS:
         check_concrete_finite(arguments.get(name), name)
+    tree, q = arguments.get("tree"), arguments.get("q")
+    if arguments.get("check") and isinstance(tree, SegmentTree) and q is not None:
+        check_unit(tree, q)  # concrete q: ValueError now; traced: nothing here (see as_state)
     external = arguments.get("external")
     if isinstance(external, (tuple, list)) and len(external) == 2:
         check_concrete_finite(external[0], "external forces")
@@ -48,7 +59,10 @@ def as_state(tree: SegmentTree, x, name: str, check: bool, shape: tuple[int, ...
     else:
         want, context = shape, f" for model {tree.name!r} ({tree.n_segments} segments); batch with jax.vmap"
     x = as_shape(x, want, name, context)
-    return finite(x, name) if check else x
+    if not check:
+        return x
+    x = finite(x, name)
+    return check_unit(tree, x) if name == "q" and shape is None else x
 
 
 def as_external(tree: SegmentTree, external, check: bool):
