@@ -38,8 +38,8 @@ How it is laid out, and why:
 Joints. A tree of revolute and prismatic joints only (``tree.is_axial``) carries one angle or slide
 per segment and its joint axis through the passes, and each backward step projects onto it. Any
 other tree (ball, free, fixed joints) carries the joint's relative motion in the segment frame
-(`_general_joint`, gathered from ``q`` ``(nq, C)`` and ``v`` ``(nv, C)``; quaternions normalised as
-in the per-state kinematics), the same forward formulas as
+(`jaxbio.dynamics.kinematics.joint_rows`, the per-state kinematics' own, gathered from ``q``
+``(nq, C)`` and ``v`` ``(nv, C)``), the same forward formulas as
 `jaxbio.dynamics.kinematics.motion_soa`, and backward outputs that are world vectors, projected on
 each velocity coordinate's axis ``R e_k`` at the end (`_coordinates_out`, `_crba_columns`). The
 step functions take that choice as the static flag ``general``.
@@ -65,6 +65,7 @@ from jaxbio._sincos import sincos
 from jaxbio.dynamics import _levels
 from jaxbio.dynamics import _soa as soa
 from jaxbio.dynamics._levels import Schedule
+from jaxbio.dynamics.kinematics import joint_rows
 from jaxbio.tree import SegmentTree
 
 Vec = soa.Vec  # (x, y, z), each (K, C) inside a chunk (or (K, 1) for a per-segment constant)
@@ -561,7 +562,9 @@ def _chunk(tree: SegmentTree, kernel: _Kernel, sched: Schedule, q, qd, qdd, exte
     body = Body(soa.qrot(orient, axis), rev, col(tree.coms.astype(dt)), tree.masses.astype(dt)[:, None],
                 col(tree.inertias.astype(dt).reshape(n, 9)))
     if general:
-        joint = _general_joint(tree, q, qd, qdd, orient, body, keep, fused, zero_row)
+        # the per-state kinematics' joint rows, batch-last (their w × u folded into ud)
+        rows = joint_rows(tree, q, qd, qdd, sincos=lambda x: keep(sincos(x) if fused else (jnp.sin(x), jnp.cos(x))))
+        joint = Joint(rows.rotation, rows.translation, w=rows.w, u=rows.u, wd=rows.wd, ud=rows.ud)
     else:
         half = 0.5 * q * rev
         s, c = keep(sincos(half) if fused else (jnp.sin(half), jnp.cos(half)))
@@ -574,69 +577,6 @@ def _chunk(tree: SegmentTree, kernel: _Kernel, sched: Schedule, q, qd, qdd, exte
     own = _forward_pass(sched, forward, kernel.world(tree.gravity.astype(dt)), joint, body, keep, zero_row)
     outs = _backward_pass(sched, backward, own, rev, keep, zero_row)
     return kernel.output(tree, sched, outs, own, q.shape[1], keep)
-
-
-def _general_joint(tree: SegmentTree, q, qd, qdd, orient: Quat, body: Body, keep, fused: bool, zero_row) -> Joint:
-    """`Joint` rows ``(n, C)`` of a tree with ball, free or fixed joints, gathered from ``q``
-    ``(nq, C)`` and ``qd``, ``qdd`` ``(nv, C)`` by the static tables of `_general_tables`: the
-    rotation ``O ⊗ J`` (``J`` the axis-angle of a revolute joint or the normalised quaternion of
-    a ball or free one), the translation, and the segment-frame relative motion."""
-    dt = q.dtype
-    t = _general_tables(tree)
-    q_pad = jnp.concatenate([q, zero_row], 0)  # row nq: zero (segments without such a coordinate)
-    x = q_pad[t.axial_q]  # angle or slide
-    half = 0.5 * x * body.revolute
-    s, c = keep(sincos(half) if fused else (jnp.sin(half), jnp.cos(half)))
-    axis = tuple(a.astype(dt)[:, None] for a in soa.split(tree.axes, 3))
-    # ball and free joints: their quaternion (the identity elsewhere), normalised as in the kinematics
-    Q = tuple(q_pad[t.quat_q[:, k]] + (k == 0) * (1.0 - t.has_quat) for k in range(4))
-    inv_norm = lax.rsqrt(sum(y * y for y in Q))
-    Q = tuple(y * inv_norm for y in Q)
-    J = soa.where(t.has_quat, Q, (c, s * axis[0], s * axis[1], s * axis[2]))
-    O = soa.qmat(orient)
-    trans = tuple(q_pad[t.trans_q[:, k]] for k in range(3))  # a free joint's, in the placement frame
-    translation = soa.add(soa.add(tuple(a.astype(dt)[:, None] for a in soa.split(tree.origins, 3)),
-                                  soa.scale(body.axis_in_parent, x * (1 - body.revolute))), soa.matvec(O, trans))
-    joint = Joint(rotation=soa.qmul(orient, J), translation=translation)
-    if qd is None:  # the mass matrix: no motion
-        return joint
-    axes_pad = jnp.concatenate([tree.dof_axes().astype(dt), jnp.zeros((1, 3), dt)], 0)
-
-    def rows(v, idx):  # the segment-frame vector (3 × (n, C)) Σ axis · v of the coordinates in idx
-        v_pad = jnp.concatenate([v, zero_row], 0)
-        return tuple(axes_pad[idx[:, k], k][:, None] * v_pad[idx[:, k]] for k in range(3))
-
-    w, u = rows(qd, t.w_v), rows(qd, t.u_v)
-    return joint._replace(w=w, u=u, wd=rows(qdd, t.w_v), ud=soa.add(rows(qdd, t.u_v), soa.cross(w, u)))
-
-
-class _GeneralTables(NamedTuple):
-    """Static gathers of `_general_joint` (numpy; an index equal to the array's length reads the
-    zero row)."""
-
-    axial_q: np.ndarray  # (n,) q row of the segment's angle or slide
-    quat_q: np.ndarray  # (n, 4) q rows of its quaternion (ball, free)
-    has_quat: np.ndarray  # (n, 1) float: 1 for ball and free joints
-    trans_q: np.ndarray  # (n, 3) q rows of a free joint's translation
-    w_v: np.ndarray  # (n, 3) v row feeding each segment-frame component of w (with its dof_axes entry)
-    u_v: np.ndarray  # (n, 3) likewise for u
-
-
-def _general_tables(tree: SegmentTree) -> _GeneralTables:
-    n, nq, nv, L, d = tree.n_segments, tree.nq, tree.nv, tree.joint_layout, tree.dofs
-    axial_q = np.full(n, nq)
-    axial_q[L.axial_segment] = L.axial_q
-    quat_q = np.full((n, 4), nq)
-    quat_q[L.quat_segment] = L.quat_q
-    trans_q = np.full((n, 3), nq)
-    trans_q[L.quat_segment[L.free]] = L.trans_q
-    w_v, u_v = np.full((n, 3), nv), np.full((n, 3), nv)
-    for k in range(nv):  # each (segment, component) is fed by one coordinate at most
-        target = w_v if d.rotational[k] else u_v
-        comps = range(3) if d.axial[k] else np.flatnonzero(d.unit_axis[k])
-        target[d.segment[k], comps] = k
-    has_quat = (quat_q[:, :1] < nq).astype(float)
-    return _GeneralTables(axial_q, quat_q, has_quat, trans_q, w_v, u_v)
 
 
 def _batched(tree: SegmentTree, kernel: _Kernel, states: list, external: list | None, *,
