@@ -132,21 +132,6 @@ def random_states(tree, batch: int, seed: int = 0) -> tuple[np.ndarray, np.ndarr
     return q, qd, qdd
 
 
-def to_pin_order(model, x: np.ndarray, what: str = "v") -> np.ndarray:
-    """``(B, nq)`` (``what="q"``) or ``(B, nv)`` jaxbio order → Pinocchio order (C-contiguous rows;
-    quaternions w last, as Pinocchio writes them)."""
-    lay = ref.layout(model)
-    index, size = (lay.q_index, model.nq) if what == "q" else (lay.v_index, model.nv)
-    out = np.zeros((x.shape[0], size))
-    out[:, index] = x
-    return out
-
-
-def from_pin_order(model, x: np.ndarray) -> np.ndarray:
-    """``(B, nv)`` Pinocchio order → ``(B, nv)`` jaxbio order."""
-    return np.asarray(x)[:, ref.layout(model).v_index]
-
-
 # ---------------------------------------------------------------------------------------------------
 # jaxbio
 # ---------------------------------------------------------------------------------------------------
@@ -315,10 +300,10 @@ def bench_model(name: str, batches) -> dict:
         qb, qdb, qddb = q[:batch], qd[:batch], qdd[:batch]
         jx = time_jax(tree, qb, qdb, qddb)
         two = time_two_devices(tree, qb, qdb, qddb)
-        qp, vp, ap = to_pin_order(model, qb, "q"), to_pin_order(model, qdb), to_pin_order(model, qddb)
+        qp, vp, ap = ref.q_to_pin(model, qb), ref.v_to_pin(model, qdb), ref.v_to_pin(model, qddb)
         loop_us = time_pin_loop(model, qp, vp, ap)
         par_us, tau_par = time_pin_parallel(model, qp, vp, ap)
-        batch_err = float(np.max(np.abs(jx["tau"] - from_pin_order(model, tau_par))))
+        batch_err = float(np.max(np.abs(jx["tau"] - ref.v_from_pin(model, tau_par))))
         rows.append({
             "batch": batch,
             "jax_us_per_state": jx["us_per_state"],
@@ -346,7 +331,7 @@ def bench_chain(batch: int = CHAIN_BATCH) -> dict:
     model = build_pinocchio_model(d)
     q, qd, qdd = random_states(tree, batch, seed=2)
     jx = time_jax(tree, q, qd, qdd)
-    loop_us = time_pin_loop(model, to_pin_order(model, q, "q"), to_pin_order(model, qd), to_pin_order(model, qdd))
+    loop_us = time_pin_loop(model, ref.q_to_pin(model, q), ref.v_to_pin(model, qd), ref.v_to_pin(model, qdd))
     check_err, tau_scale = check_against_pinocchio(tree, model, q, qd, qdd)
     return {"segments": tree.nq, "batch": batch, "trace_s": jx["trace_s"], "compile_s": jx["compile_s"],
             "jax_us_per_state": jx["us_per_state"], "pin_loop_us_per_state": loop_us,

@@ -362,15 +362,7 @@ def velocity_to_qdot_transpose(tree: SegmentTree, q: Float[ArrayLike, " nq"], g:
     power balance ``∇_q f · q̇ = (Gᵀ ∇_q f) · v`` holds. Axial entries pass through; ball and free
     ``ω``-entries are ``½ vec(Q* ⊗ g_Q)``; free linear entries ``R(Q)ᵀ g_t``.
     """
-    L = tree.joint_layout
-    q = _configuration(tree, q, "q", check)
-    g = as_coordinates(tree, g, "g")
-    dt = jnp.result_type(q, g)
-    q, g = q.astype(dt), g.astype(dt)
-    Q = q[L.quat_q]
-    rotation = 0.5 * quat.multiply(quat.conjugate(Q), g[L.quat_q])[..., 1:]
-    translation = quat.rotate(quat.conjugate(_rotation(Q[L.free])), g[L.trans_q])
-    return _assemble(L.v_order, g[L.axial_q], rotation, translation)
+    return _to_velocity_coordinates(tree, q, g, "g", check, lambda Q: 0.5)
 
 
 @_checked("q")
@@ -383,13 +375,23 @@ def qdot_to_velocity(tree: SegmentTree, q: Float[ArrayLike, " nq"], qdot: Float[
     ``Q̇`` along ``Q`` (a change of norm, no rotation) is dropped. Use it for velocities from
     finite differences of measured configurations.
     """
+    def scale(Q):  # 2 / |Q|²
+        n2 = jnp.sum(Q * Q, axis=-1, keepdims=True)
+        return 2 / jnp.where(n2 > 0, n2, 1.0)
+
+    return _to_velocity_coordinates(tree, q, qdot, "qdot", check, scale)
+
+
+def _to_velocity_coordinates(tree: SegmentTree, q, x, name: str, check: bool, scale):
+    """An ``(nq,)`` ``x`` mapped to ``(nv,)``: axial entries pass through, ball and free
+    ``ω``-entries are ``scale(Q) · vec(Q* ⊗ x_Q)``, free linear entries ``R(Q)ᵀ x_t``
+    (`velocity_to_qdot_transpose`, `qdot_to_velocity`)."""
     L = tree.joint_layout
     q = _configuration(tree, q, "q", check)
-    qdot = as_coordinates(tree, qdot, "qdot")
-    dt = jnp.result_type(q, qdot)
-    q, qdot = q.astype(dt), qdot.astype(dt)
+    x = as_coordinates(tree, x, name)
+    dt = jnp.result_type(q, x)
+    q, x = q.astype(dt), x.astype(dt)
     Q = q[L.quat_q]
-    n2 = jnp.sum(Q * Q, axis=-1, keepdims=True)
-    w = 2 * quat.multiply(quat.conjugate(Q), qdot[L.quat_q])[..., 1:] / jnp.where(n2 > 0, n2, 1.0)
-    translation = quat.rotate(quat.conjugate(_rotation(Q[L.free])), qdot[L.trans_q])
-    return _assemble(L.v_order, qdot[L.axial_q], w, translation)
+    rotation = scale(Q) * quat.multiply(quat.conjugate(Q), x[L.quat_q])[..., 1:]
+    translation = quat.rotate(quat.conjugate(_rotation(Q[L.free])), x[L.trans_q])
+    return _assemble(L.v_order, x[L.axial_q], rotation, translation)

@@ -256,28 +256,35 @@ def joint_ids(model) -> np.ndarray:
     return np.arange(1, model.njoints) if ids is None else np.asarray(ids)
 
 
-def q_to_pin(model, q) -> np.ndarray:
-    """jaxbio ``q`` (``nq``, segment order, quaternions w first) → Pinocchio's ``q``."""
-    out = np.zeros(model.nq)
-    out[layout(model).q_index] = _f64(q).reshape(model.nq)
+def _scatter(index, size: int, x) -> np.ndarray:
+    """``out[..., index] = x`` for ``x`` ``(..., size)`` (one vector, or rows of states)."""
+    x = _f64(x)
+    x = x if x.ndim > 1 and x.shape[-1] == size else x.reshape(size)
+    out = np.zeros(x.shape[:-1] + (size,))
+    out[..., index] = x
     return out
+
+
+def q_to_pin(model, q) -> np.ndarray:
+    """jaxbio ``q`` (``nq``, segment order, quaternions w first; or ``(B, nq)`` rows) → Pinocchio's
+    ``q``."""
+    return _scatter(layout(model).q_index, model.nq, q)
 
 
 def q_from_pin(model, q) -> np.ndarray:
-    """Pinocchio's ``q`` → jaxbio ``q``."""
-    return _f64(q)[layout(model).q_index]
+    """Pinocchio's ``q`` (or ``(B, nq)`` rows) → jaxbio ``q``."""
+    return _f64(q)[..., layout(model).q_index]
 
 
 def v_to_pin(model, v) -> np.ndarray:
-    """A jaxbio ``nv`` vector (velocity, acceleration, generalised force) in Pinocchio's order."""
-    out = np.zeros(model.nv)
-    out[layout(model).v_index] = _f64(v).reshape(model.nv)
-    return out
+    """A jaxbio ``nv`` vector (velocity, acceleration, generalised force; or ``(B, nv)`` rows) in
+    Pinocchio's order."""
+    return _scatter(layout(model).v_index, model.nv, v)
 
 
 def v_from_pin(model, v) -> np.ndarray:
-    """A Pinocchio-ordered ``nv`` vector in jaxbio's order."""
-    return _f64(v)[layout(model).v_index]
+    """A Pinocchio-ordered ``nv`` vector (or ``(B, nv)`` rows) in jaxbio's order."""
+    return _f64(v)[..., layout(model).v_index]
 
 
 def matrix_from_pin(model, m) -> np.ndarray:
