@@ -485,10 +485,17 @@ def check_nonsingular(v: dict[str, Any]) -> None:
 
     When every mass is positive and every inertia positive-definite, ``M`` is positive-definite
     everywhere and nothing is computed. Otherwise ``M`` is evaluated (float64) at
-    ``_SINGULAR_SAMPLES`` random configurations (fixed seed); if its smallest eigenvalue is below
-    ``_SINGULAR_RTOL`` times its largest at every one, ``ValueError`` names the coordinate with
-    the largest share of the null direction. A model singular only at special configurations
-    (a straight chain of point masses) is accepted, as Pinocchio and MuJoCo accept it.
+    ``_SINGULAR_SAMPLES`` random configurations (fixed seed). A sample is singular when a
+    coordinate moves nothing: its diagonal entry ``M_jj`` is at most ``_SINGULAR_RTOL`` times the
+    same entry of the tree with every inertia replaced by the isotropic ``tr(I)/2 · E`` (exactly 0
+    for a massless leaf; rounding noise for a slender rod spinning about its own oblique axis);
+    otherwise when the smallest eigenvalue of the equilibrated ``S = D^{-1/2} M D^{-1/2}``
+    (``D = diag M``, so that neither units nor a 1e5 kg segment beside a 0.1 kg one matter) is
+    below ``_SINGULAR_RTOL``. Singular at every sample: ``ValueError`` naming the coordinate with
+    the largest share of the null direction. A sample where ``M`` overflows (enormous masses or
+    lengths) decides nothing; if every one does, the model is accepted. A model singular only at
+    special configurations (a straight chain of point masses) is accepted, as Pinocchio and MuJoCo
+    accept it.
     """
     masses, inertias = v["masses"], v["inertias"]
     if np.all(masses > 0) and all(np.linalg.eigvalsh(I)[0] > 1e-12 * np.max(np.abs(I)) for I in inertias):
@@ -504,18 +511,36 @@ def check_nonsingular(v: dict[str, Any]) -> None:
                            names=v["names"], parents=v["parents"], joint_types=v["joint_types"], name=v["name"])
         if tree.nv == 0:
             return
+        # the same tree with every inertia made isotropic (trace / 2, as large as its two largest
+        # principal moments on average): its diagonal is what each coordinate would move if no
+        # inertia had a zero principal moment
+        iso = np.trace(v["inertias"], axis1=1, axis2=2)[:, None, None] / 2 * np.eye(3)
+        rounder = SegmentTree(**{k: jnp.asarray(iso if k == "inertias" else v[k], jnp.float64) for k in ARRAY_FIELDS},
+                              names=v["names"], parents=v["parents"], joint_types=v["joint_types"], name=v["name"])
         null = None
         for key in jr.split(jr.PRNGKey(0), _SINGULAR_SAMPLES):
-            eig, vec = np.linalg.eigh(np.asarray(mass_matrix(tree, random_configuration(tree, key))))
-            if eig[0] > _SINGULAR_RTOL * max(eig[-1], np.finfo(float).tiny):
+            q = random_configuration(tree, key)
+            M = np.asarray(mass_matrix(tree, q))
+            reach = np.diag(np.asarray(mass_matrix(rounder, q)))
+            if not (np.all(np.isfinite(M)) and np.all(np.isfinite(reach))):
+                continue  # overflow: this sample decides nothing
+            d = np.diag(M)
+            dead = d <= _SINGULAR_RTOL * reach  # moves nothing (also 0 <= 0), or only rounding noise
+            if np.any(dead):
+                null = dead.astype(float)
+                continue
+            eig, vec = np.linalg.eigh(M / np.sqrt(d)[:, None] / np.sqrt(d)[None, :])
+            if eig[0] > _SINGULAR_RTOL:
                 return
             null = vec[:, 0]
+    if null is None:
+        return
     j = int(np.argmax(np.abs(null)))
     raise ValueError(
-        f"{coordinate_label(v['joint_types'], v['names'], j)}: this coordinate moves no mass or inertia, so "
-        f"the mass matrix is singular in every configuration (a massless segment with a DOF and nothing "
-        f"massive beyond it, or a rotation about a slender body's own axis); give the segment mass or "
-        f"inertia there, or remove the DOF (a 'fixed' joint)"
+        f"{coordinate_label(v['joint_types'], v['names'], j)}: this coordinate moves no mass or inertia (or too "
+        f"little next to the rest of the model for float64 to tell), so the mass matrix is singular in every "
+        f"configuration (a massless segment with a DOF and nothing massive beyond it, or a rotation about a "
+        f"slender body's own axis); give the segment mass or inertia there, or remove the DOF (a 'fixed' joint)"
     )
 
 

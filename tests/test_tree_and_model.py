@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import jaxbio as jb
+from jaxbio.model import model_path
 from tests._models import double_pendulum_dict, random_model_dict
 
 
@@ -159,6 +160,36 @@ def test_bad_models_raise_naming_segment_and_field(case, tmp_path):
     with pytest.raises(ValueError, match="bad.json") as err_file:
         jb.load_model(path)
     assert str(err_file.value) == f"{path}: {err.value}"
+
+
+def _shipped_dict(name):
+    return json.loads(model_path(name).read_text())
+
+
+def test_singular_mass_matrix_check_is_scale_free_and_sees_rounding_noise():
+    """The loader's check of M (it runs only when a segment is massless or has a singular inertia,
+    as arm7 and sagittal11 with their massless virtual links): it is not fooled by a model whose
+    segments are far apart in scale, by rounding noise on a dead coordinate, or by overflow."""
+    # sagittal11 with a 1e5 × heavier HAT, or a 14 mg toe: regular, accepted (the check compared
+    # M's smallest eigenvalue with its largest before and refused both)
+    for segment, factor in (("trunk", 1e5), ("toes_r", 1e-4)):
+        d = _shipped_dict("sagittal11")
+        s = next(x for x in d["segments"] if x["name"] == segment)
+        s["mass"] *= factor
+        s["inertia"] = [[v * factor for v in row] for row in s["inertia"]]
+        jb.SegmentTree.from_dict(d, dtype=jnp.float64)
+    # a slender rod (no inertia about its axis, COM on it) spinning about its own oblique axis:
+    # M's entry is rounding noise (± 1e-17), not 0, and the coordinate still moves nothing
+    u = np.array([0.6, -0.3, 0.742])
+    u /= np.linalg.norm(u)
+    d = _bad(lambda d: _seg(d).update(com=(0.2 * u).tolist(), inertia=(0.05 * (np.eye(3) - np.outer(u, u))).tolist()))
+    _seg(d)["joint"]["axis"] = u.tolist()
+    with pytest.raises(ValueError, match="'rod2' .*moves no mass or inertia.*singular"):
+        jb.SegmentTree.from_dict(d, dtype=jnp.float64)
+    # a COM 1e200 m away overflows M (float64): undecided, so accepted as the schema allows, not a crash
+    d = _shipped_dict("sagittal11")
+    d["segments"][-1]["com"] = [1e200, 0.0, 0.0]
+    jb.SegmentTree.from_dict(d, dtype=jnp.float64)
 
 
 def test_misspelt_origin_is_not_the_default():

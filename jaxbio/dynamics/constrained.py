@@ -13,7 +13,10 @@ its net joint moment (± the joint torque, by the axis sign), ``(Fx, Fy)`` its j
 (b) `reactions_lagrange` — Lagrange multipliers in absolute coordinates (eq. 10):
     ``λ = (C M⁻¹ Cᵀ)⁻¹ (C M⁻¹ (f_g + B u + f_ext) − γ_C)`` for all ``l = 2N`` joint constraint rows
     (`jaxbio.dynamics.absolute`), plus the rows of ground `Contact` s, whose multipliers are the
-    ground reactions. Needs ``q, q̇, u`` but no ``q̈`` (it is a forward-dynamics solve).
+    ground reactions. Needs ``q, q̇, u`` but no ``q̈`` (it is a forward-dynamics solve). When a
+    body is massless (the virtual base links of ``sagittal11``) or a point mass (``I_zz = 0``),
+    ``M`` is singular and the same ``λ`` is computed with ``M̃ = M + α CᵀC`` in place of ``M`` and
+    ``f + α Cᵀγ_C`` in place of ``f`` (a dense ``3N × 3N`` Cholesky; see `reactions_lagrange`).
 (c) `reactions_augmented` — the augmented joint-coordinate method (eqs. 11–16):
     ``λ* = Eᵀ [f_g + B u + f_ext − M (D q̈ + γ)]``, with ``E`` of eq. 13 for the chosen joints only.
     No matrix is inverted. Needs ``q, q̇, q̈, u`` and the external (ground) forces.
@@ -42,21 +45,28 @@ float64, ``jit(vmap)`` over 10⁴ random frames, a shared 2-core CPU VM, so abso
 | (a) recursion | O(N): one kinematic pass and one wrench pass (level scans) | 5–14 | 1 |
 | (b) Lagrange, flight | ``C`` ``(l × 3N)`` from analytic 2×3 blocks, ``C M⁻¹ Cᵀ`` (l²·3N), Cholesky l³/3 with ``l = 2N = 22`` | 16–50 | 3.2–3.6 |
 | (b) Lagrange, support (weld + pin, ``l = 27``) | the same with the contact rows | 55–94 | 5–11 |
+| (b) with a massless body (``M̃``), flight / support | plus ``M̃ = M + α CᵀC``, its Cholesky (3N)³/3 and ``M̃⁻¹ Cᵀ`` | 2.0× / 1.7× the rows above | |
 | (c) augmented, all joints | O(N): one kinematic pass (level scan: p, ṗ, p̈ = D q̈ + γ) + ``Eᵀ w`` ``(2N × 3N)`` | 10–16 | 1.0–1.9 |
 | (c) augmented, hip + knee + ankle | the same with ``l* = 6`` columns of ``E`` | 4–9 | 0.66–0.75 |
 
 (The support-phase ``q̈`` itself, `constrained_forward_dynamics`, costs ~60 µs: ``M``, its
-Cholesky, the bias recursion and a ``lc × lc`` solve.)
+Cholesky, the bias recursion and a ``lc × lc`` solve.) The (b) rows above were measured when the
+virtual base links of ``sagittal11`` carried 0.1 g each (every body massive: ``M⁻¹`` diagonal);
+since they are massless, (b) on ``sagittal11`` takes the ``M̃`` form, which took 2.0× (flight) and
+1.7× (support) the time of the diagonal form, timed in one process one model after the other
+(sagittal11 and the same with 0.1 g links; jit(vmap), 10⁴ frames, best of 5: 42 vs 21 and 50 vs
+29 µs/frame; the recursion 2.6 µs/frame in that run).
 
 Use (a) for inverse dynamics of measured motion: simple, O(N), and it gives the joint moments too.
 Use (c) when ``u`` is known and only a few joints matter (``joints=``): it is then the cheapest,
 needs no solve, and separates the constraint reaction from the actuation (with muscle forces in
 ``B u`` the joint loads differ from the net-moment ones — the paper's closing remark). Use (b)
 when ``q̈`` is *not* known (forward simulation: reactions from ``q, q̇, u`` alone) or when the
-ground reactions must come out of the same solve; it is 3–10× dearer and needs a non-singular
-constraint set (checked: contacts redundant by structure raise `ValueError` before tracing; a
-numerically singular set, e.g. two pins that coincide at a joint or both feet welded with
-coincident straight legs, raises at run time — never a least-squares answer).
+ground reactions must come out of the same solve; it is 3–10× dearer (twice that again with a
+massless body) and needs a non-singular constraint set (checked: contacts redundant by structure
+raise `ValueError` before tracing; a numerically singular set, e.g. two pins that coincide at a
+joint or both feet welded with coincident straight legs, raises at run time — never a
+least-squares answer).
 """
 
 from __future__ import annotations
@@ -162,24 +172,30 @@ def _default_rcond(dtype) -> float:
     return float(np.sqrt(np.finfo(dtype).eps))
 
 
-def _spd_solve(A, b, rcond: float, what: str):
-    """Solve ``A x = b`` for a symmetric positive-definite ``A`` by Cholesky of its equilibrated
-    form ``S = A / (d dᵀ)``, ``d = √diag(A)``; raises at run time (`equinox.error_if`) if a pivot
-    of ``S`` falls below ``rcond`` or is not finite: a singular or numerically singular
-    constraint set is reported, never solved in the least-squares sense."""
+_CONSTRAINTS_SINGULAR = ("the constraint matrix is singular or too ill-conditioned (smallest equilibrated Cholesky "
+                         "pivot below rcond={rcond:g}): the constraints are redundant in this configuration, so "
+                         "the multipliers are not unique")
+
+
+_MASS_SINGULAR = ("the augmented mass matrix M + α CᵀC is singular or too ill-conditioned (smallest equilibrated "
+                  "Cholesky pivot below rcond={rcond:g}): the mass matrix is singular in this configuration "
+                  "(a motion allowed by the joints and contacts moves no mass or inertia in this pose)")
+
+
+def _spd_solve(A, b, rcond: float, what: str, message: str = _CONSTRAINTS_SINGULAR):
+    """Solve ``A x = b`` (``b`` a vector or a matrix of columns) for a symmetric positive-definite
+    ``A`` by Cholesky of its equilibrated form ``S = A / (d dᵀ)``, ``d = √diag(A)``; raises at run
+    time (`equinox.error_if`) if a pivot of ``S`` falls below ``rcond`` or is not finite: a singular
+    or numerically singular matrix (by default: constraint set) is reported, never solved in the
+    least-squares sense."""
     d = jnp.sqrt(jnp.diag(A))
     S = A / (d[:, None] * d[None, :])
     L = jnp.linalg.cholesky(S)
     piv = jnp.diag(L) ** 2
     bad = ~jnp.all(jnp.isfinite(L)) | (jnp.min(piv) < rcond)
-    L = eqx.error_if(
-        L,
-        bad,
-        f"{what}: the constraint matrix is singular or too ill-conditioned (smallest equilibrated "
-        f"Cholesky pivot below rcond={rcond:g}): the constraints are redundant in this configuration, "
-        "so the multipliers are not unique",
-    )
-    return jsl.cho_solve((L, True), b / d) / d
+    L = eqx.error_if(L, bad, f"{what}: " + message.format(rcond=rcond))
+    scale = d if b.ndim == 1 else d[:, None]
+    return jsl.cho_solve((L, True), b / scale) / scale
 
 
 def _state(tree, x, name, check):
@@ -228,11 +244,26 @@ def _lagrange(tree, q, qd, tau, contacts, external, rcond, check):
     pp = ab.planar_params(tree)
     p, pd, _ = ab.absolute_motion(tree, q, qd, pp=pp)
     C, gamma = ab.constraint_jacobian(tree, p, pd, contacts, pp=pp)
-    minv = 1.0 / ab.mass_diagonal(tree, pp=pp)
+    m = ab.mass_diagonal(tree, pp=pp)
     f = ab.gravity_vector(tree, pp=pp) + ab._actuation_forces(tree, pp, p, tau) + _external_generalized(pp, p, external)
-    A = (C * minv[None, :]) @ C.T
-    rhs = C @ (minv * f) - gamma
-    rcond = _default_rcond(A.dtype) if rcond is None else rcond
+    rcond = _default_rcond(C.dtype) if rcond is None else rcond
+
+    def diagonal(_):
+        """Eq. 10 as printed: every body has mass and a moment of inertia, ``M⁻¹`` is diagonal."""
+        minv = 1.0 / m
+        return (C * minv[None, :]) @ C.T, C @ (minv * f) - gamma
+
+    def augmented(_):
+        """A massless body (a virtual link, mass 0) or a point mass (``I_zz = 0``): ``M`` is
+        singular, so eq. 10 is applied to ``M̃ = M + α CᵀC`` and ``f̃ = f + α Cᵀγ_C`` instead,
+        which adds ``α Cᵀ(C p̈ − γ_C) = 0`` to the equations of motion and leaves ``λ`` unchanged.
+        ``M̃`` is positive-definite exactly when every motion allowed by the joints and contacts
+        moves some mass or inertia; ``α`` is the mean body mass (kg)."""
+        alpha = jnp.mean(pp.mass)
+        X = _spd_solve(jnp.diag(m) + alpha * C.T @ C, C.T, rcond, "reactions_lagrange", _MASS_SINGULAR)  # M̃⁻¹ Cᵀ
+        return C @ X, X.T @ (f + alpha * C.T @ gamma) - gamma
+
+    A, rhs = jax.lax.cond(jnp.all(m > 0), diagonal, augmented, None)
     lam = _spd_solve(A, rhs, rcond, "reactions_lagrange")
     return (finite(lam, "lagrange multipliers") if check else lam), pp, p, tau
 
@@ -254,7 +285,8 @@ def lagrange_multipliers(
     Rows: two per joint (segment order, `jaxbio.dynamics.absolute.joint_constraints`), then the
     contact rows (x, y [, θ] per contact). ``C``, ``γ_C``, ``M``, ``f_g``, ``B`` as in
     `jaxbio.dynamics.absolute`; ``u = tau``. ``C M⁻¹ Cᵀ`` is solved by a Cholesky factorisation of
-    its equilibrated form (unit diagonal), checked as described in `reactions_lagrange`.
+    its equilibrated form (unit diagonal), checked as described in `reactions_lagrange` (which also
+    says how a massless body or point mass, where ``M`` is singular, is handled).
     Arguments as in `reactions_lagrange`.
     """
     contacts = check_contacts(tree, contacts)
@@ -275,6 +307,15 @@ def reactions_lagrange(
 ) -> tuple[Float[Array, "n 3"], Float[Array, "k 3"]]:
     """Joint wrenches from the Lagrange multipliers of the absolute-coordinate model (eq. 10).
 
+    Eq. 10 inverts the diagonal ``M = diag(m, m, I_zz)``. A massless segment (mass 0, e.g. the
+    virtual base links ``base_x``, ``base_y`` of ``sagittal11``) or a point mass (``I_zz = 0``)
+    makes ``M`` singular; then the equations of motion ``M p̈ + Cᵀλ = f``, ``C p̈ = γ_C`` are
+    solved in the equivalent form ``M̃ p̈ + Cᵀλ = f + α Cᵀγ_C`` with ``M̃ = M + α CᵀC`` (the
+    constraint rows added ``α`` times, ``α`` = the mean body mass), so the same formula gives the
+    same ``λ`` with ``M̃⁻¹`` (a Cholesky of the dense ``3N × 3N`` ``M̃``, about twice the cost).
+    ``M̃`` is positive-definite when the joint-space mass matrix is. The choice is made at run
+    time (`jax.lax.cond` on the masses and ``I_zz``), so one compiled function serves both.
+
     Args:
         tree: a planar model.
         q, qd: ``(n,)`` joint coordinates (rad / m) and velocities — no accelerations needed.
@@ -284,8 +325,12 @@ def reactions_lagrange(
         external: optional given external wrenches (as in `reactions_recursion`).
         rcond: threshold on the smallest pivot of the Cholesky factor of the equilibrated
             ``C M⁻¹ Cᵀ`` (unit diagonal; default √eps of the dtype, 1.5e-8 in float64); below it,
-            or non-finite, raises at run time (`equinox.error_if`). For ``sagittal11`` without
-            contacts the smallest pivot is about 0.3.
+            or non-finite, raises at run time (`equinox.error_if`). With a massless body or a
+            point mass the same threshold applies to ``M̃ = M + α CᵀC`` (``α`` the mean body mass;
+            below it: the mass matrix is singular in this configuration) and to ``C M̃⁻¹ Cᵀ``. For
+            ``sagittal11`` (massless base links) the smallest pivots are about 0.02 (``M̃``) and
+            0.95 (``C M̃⁻¹ Cᵀ``) without contacts, 0.2–0.5 with the right foot welded and the left
+            toe tip pinned.
         check: NaN/inf in inputs or results raise at run time.
 
     Returns:

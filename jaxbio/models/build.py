@@ -11,8 +11,8 @@ spherical, free and fixed (no axis). Load a dict with
 ``jaxbio.SegmentTree.from_dict`` (which validates it) or write it with
 ``jaxbio.models._build.dumps``.
 
-- `segment`, `virtual`, `model`: one entry of ``segments``, a massless-in-spirit link of a
-  multi-DOF joint, the whole dict.
+- `segment`, `virtual`, `model`: one entry of ``segments``, a massless link of a multi-DOF
+  joint, the whole dict.
 - `Body`: mass, COM and inertia in one frame; `combine` (lump rigidly), `subtract`, `moved`.
 - `gyration_inertia`: the inertia of a body from its radii of gyration about principal axes, the
   form in which anthropometric tables give it (also on traced JAX arrays: seed 001's arm,
@@ -60,12 +60,13 @@ __all__ = [
     "model",
 ]
 
-# A one-DOF link inside a multi-DOF joint must still have positive mass (the loader refuses zero):
-# these "virtual" segments carry 0.1 g and 1e-7 kg m^2, COM at their origin. Nothing is subtracted
-# from the anthropometric masses, so a model's total mass = anthropometric mass + n_virtual * 1e-4 kg
-# (jaxbio/models/README.md, "Virtual segments").
-VIRTUAL_MASS = 1e-4  # kg
-VIRTUAL_INERTIA = 1e-7  # kg m^2, times the identity
+# A one-DOF link inside a multi-DOF joint written as a chain of one-DOF segments is a massless frame
+# (mass 0, COM at its origin, inertia 0; the format accepts them): the mass rides on the last
+# segment of the chain, so a model's total mass is its anthropometric mass (jaxbio/models/README.md,
+# "Virtual segments"). The chain must end in a segment that carries mass, or the loader refuses the
+# model (its mass matrix would be singular in every configuration).
+VIRTUAL_MASS = 0.0  # kg
+VIRTUAL_INERTIA = 0.0  # kg m^2, times the identity
 
 GRAVITY_3D = (0.0, 0.0, -9.81)  # m/s^2; 3D models: x forward, y left, z up
 GRAVITY_PLANAR = (0.0, -9.81, 0.0)  # m/s^2; planar (sagittal) models: x forward, y up, z right
@@ -198,7 +199,7 @@ def segment(name, parent, joint_type, axis, body: Body, origin=(0.0, 0.0, 0.0),
 
 
 def virtual(name, parent, joint_type, axis, origin=(0.0, 0.0, 0.0)) -> dict:
-    """A massless-in-spirit link of a multi-DOF joint (see `VIRTUAL_MASS`)."""
+    """A massless link of a multi-DOF joint (`VIRTUAL_BODY`: mass 0, COM at the origin, inertia 0)."""
     return segment(name, parent, joint_type, axis, VIRTUAL_BODY, origin)
 
 

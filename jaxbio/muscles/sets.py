@@ -191,7 +191,7 @@ def _gait_frames_and_tree() -> tuple[dict, dict]:
 
 def gait10dof18musc_model_dict() -> dict:
     """The jaxbio model dict of the planar Gait10dof18musc lower limb (10 DOF, q order
-    `coordinate_names`): virtual prismatic ``pelvis_tx``, ``pelvis_ty`` (1e-4 kg), ``pelvis``
+    `coordinate_names`): virtual prismatic ``pelvis_tx``, ``pelvis_ty`` (massless), ``pelvis``
     (tilt), then per leg ``femur``, ``tibia`` (hinge at the knee splines' knee-angle-0 position)
     and ``talus`` (talus + calcn + toes lumped rigidly), and ``torso``. All axes +z."""
     return _gait_frames_and_tree()[0]

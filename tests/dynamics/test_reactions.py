@@ -14,6 +14,9 @@ References:
   against the closed-form planar kinematics written here with rotation matrices and differentiated
   by forward mode, the analytic ``C`` against ``jax.jacfwd`` of the constraint functions, ``C D = 0``,
   ``C E = I`` (eq. 14), ``B = (∂q/∂p)ᵀ``;
+- eq. 10 both ways: with ``M⁻¹`` diagonal (every body massive) and with ``M̃ = M + α CᵀC`` where
+  ``M`` is singular (sagittal11's massless virtual base links; point masses), the latter raising
+  at run time in a pose where the mass matrix is singular;
 - a gradient against central finite differences.
 
 Agreement tolerance of the schemes: 1e-9 N (N·m), absolute; reactions are O(100 N).
@@ -21,6 +24,7 @@ Agreement tolerance of the schemes: 1e-9 N (N·m), absolute; reactions are O(100
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -162,6 +166,57 @@ def test_three_schemes_agree_in_flight(pin_model):
     np.testing.assert_allclose(a[:, 2:, 2], tau[:, 2:], rtol=0, atol=TOL)
 
 
+def _with_masses(tree, masses, inertias):
+    return eqx.tree_at(lambda t: (t.masses, t.inertias), tree, (jnp.asarray(masses), jnp.asarray(inertias)))
+
+
+def _point_mass_pendulum(first_at_origin: bool = False):
+    """The double pendulum with its rods replaced by point masses at their COMs (``I = 0``); with
+    ``first_at_origin`` the first point mass sits on its joint axis, so that the mass matrix is
+    singular when the pendulum is straight (``q[1] = 0``) and regular elsewhere."""
+    d = jb.load_model("double_pendulum", dtype=jnp.float64).to_dict()
+    for s in d["segments"]:
+        s["inertia"] = np.zeros((3, 3)).tolist()
+    if first_at_origin:
+        d["segments"][0]["com"] = [0.0, 0.0, 0.0]
+    return jb.SegmentTree.from_dict(d, dtype=jnp.float64)
+
+
+@pytest.mark.parametrize("variant", ["every body massive", "point masses"])
+def test_lagrange_scheme_with_and_without_a_singular_mass_diagonal(variant):
+    """Eq. 10 as printed (every body has mass and I_zz: ``M⁻¹`` diagonal; sagittal11 with its two
+    virtual base links given 0.1 g and 1e-7 kg·m² back) and in the ``M̃ = M + α CᵀC`` form (a
+    double pendulum of two point masses, ``I_zz = 0``; sagittal11 itself, with massless base links,
+    is the other tests' case) against the recursion with Pinocchio's ``q̈``."""
+    if variant == "every body massive":
+        tree = _with_masses(TREE, TREE.masses.at[:2].set(1e-4), TREE.inertias.at[:2].set(1e-7 * jnp.eye(3)))
+        assert np.all(np.asarray(ab.mass_diagonal(tree)) > 0)
+    else:
+        tree = _point_mass_pendulum()
+        assert np.all(np.asarray(ab.mass_diagonal(tree))[2::3] == 0)
+    model = ref.build_pinocchio_model(tree.to_dict())
+    rng = np.random.default_rng(12)
+    for _ in range(3):
+        q, qd, tau = rng.uniform(-1.0, 1.0, tree.nq), rng.normal(0.0, 1.0, tree.nq), rng.normal(0.0, 10.0, tree.nq)
+        qdd = ref.pin_forward_dynamics(model, q, qd, tau)
+        a = rx.reactions_recursion(tree, q, qd, qdd)
+        b, _ = rx.reactions_lagrange(tree, q, qd, tau)
+        assert np.max(np.abs(a)) > 1.0
+        np.testing.assert_allclose(b, a, rtol=0, atol=TOL)
+
+
+def test_singular_mass_matrix_raises_at_run_time():
+    """A point mass on its own joint axis and a second one beyond: the mass matrix is singular only
+    when the pendulum is straight (the loader, which samples random configurations, accepts the
+    model); there ``M̃`` of eq. 10 is singular and the run-time check says so."""
+    tree = _point_mass_pendulum(first_at_origin=True)
+    z = jnp.zeros(2)
+    b, _ = rx.reactions_lagrange(tree, jnp.array([0.3, 0.5]), z, z)
+    assert np.all(np.isfinite(b))
+    with pytest.raises(Exception, match="mass matrix is singular in this configuration"):
+        jax.block_until_ready(rx.reactions_lagrange(tree, jnp.array([0.3, 0.0]), z, z))
+
+
 @jax.jit
 @jax.vmap
 def _support(q, qd, tau):
@@ -190,8 +245,9 @@ def test_three_schemes_agree_in_support(support_batch):
     np.testing.assert_allclose(ground_b, ground, rtol=0, atol=TOL)
     np.testing.assert_allclose(b, a, rtol=0, atol=TOL)
     np.testing.assert_allclose(c, a[:, [TREE.index(s) for s in LEG_R]], rtol=0, atol=TOL)
-    # unactuated base: the virtual base segments carry only their own 1e-4 kg
-    assert np.max(np.abs(a[:, :2])) < 1e-2
+    # unactuated base: the virtual base segments are massless, so their joints transmit nothing
+    np.testing.assert_allclose(a[:, :2], 0.0, rtol=0, atol=TOL)
+    np.testing.assert_allclose(b[:, :2], 0.0, rtol=0, atol=TOL)
 
 
 def test_support_reactions_against_pinocchio(support_batch, pin_model):

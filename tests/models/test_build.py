@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxbio as jb
-from jaxbio.models.build import (GRAVITY_PLANAR, VIRTUAL_MASS, X, Y, Z, Body, combine, gyration_inertia, model,
+from jaxbio.models.build import (GRAVITY_PLANAR, X, Y, Z, Body, combine, gyration_inertia, model,
                                  moved, segment, subtract, virtual)
 
 
@@ -63,6 +63,8 @@ def test_built_dict_loads_as_a_tree():
     tree = jb.SegmentTree.from_dict(d, dtype=jnp.float64)
     assert tree.names == ("slide", "rod") and tree.parents == (-1, 0)
     assert tree.joint_types == ("prismatic", "revolute")
-    np.testing.assert_array_equal(tree.masses, [VIRTUAL_MASS, 1.0])
+    np.testing.assert_array_equal(tree.masses, [0.0, 1.0])  # a virtual link is a massless frame
+    np.testing.assert_array_equal(tree.coms[0], np.zeros(3))
+    np.testing.assert_array_equal(tree.inertias[0], np.zeros((3, 3)))
     np.testing.assert_array_equal(tree.origins[0], [0.0, 1.0, 0.0])
     np.testing.assert_allclose(tree.orientations[1], [np.cos(0.2), 0.0, 0.0, np.sin(0.2)], rtol=0, atol=0)

@@ -17,25 +17,24 @@ from tests._models import REPO
 MODELS_DIR = REPO / "jaxbio" / "models"
 BODY_MASS = 73.0  # kg, de Leva (1996) Table 4 reference male
 STATURE = 1.741  # m
-VIRTUAL_MASS = 1e-4  # kg, see README "Virtual segments"
 ANKLE_HEIGHT = 0.039 * STATURE
 HIP_HEIGHT = 0.4222 + 0.4340 + ANKLE_HEIGHT  # thigh + shank (de Leva) + ankle height
 
-# name -> (segment names in q order, gravity, anthropometric mass in kg, number of virtual segments)
+# name -> (segment names in q order, gravity, anthropometric mass in kg, the virtual (massless) segments)
 EXPECTED = {
-    "double_pendulum": (["rod1", "rod2"], [0, -9.81, 0], 2.0, 0),
+    "double_pendulum": (["rod1", "rod2"], [0, -9.81, 0], 2.0, ()),
     "arm7": (
         ["shoulder_flexion", "shoulder_abduction", "upper_arm", "elbow_flexion", "forearm", "wrist_flexion", "hand"],
         [0, 0, -9.81],
         BODY_MASS * (2.71 + 1.62 + 0.61) / 100,  # upper arm + forearm + hand
-        4,
+        ("shoulder_flexion", "shoulder_abduction", "elbow_flexion", "wrist_flexion"),
     ),
     "sagittal11": (
         ["base_x", "base_y", "trunk"]
         + [f"{seg}_{s}" for s in "rl" for seg in ("thigh", "shank", "foot", "toes")],
         [0, -9.81, 0],
         BODY_MASS,
-        2,
+        ("base_x", "base_y"),
     ),
     "wholebody": (
         ["pelvis", "torso", "head"]
@@ -43,7 +42,7 @@ EXPECTED = {
         + [f"{seg}_{s}" for s in "rl" for seg in ("thigh", "shank", "foot")],
         [0, 0, -9.81],
         BODY_MASS,
-        0,
+        (),
     ),
 }
 # configuration and velocity sizes (API.md: revolute/prismatic 1/1, spherical 4/3, free 7/6, fixed 0/0)
@@ -167,31 +166,37 @@ def test_joints(name):
 
 @pytest.mark.parametrize("name", EXPECTED)
 def test_inertial_parameters_are_a_rigid_body(name):
+    """Every segment with mass is a rigid body with a positive-definite inertia; the virtual ones are
+    massless frames (checked in `test_total_mass_is_the_anthropometric_mass`)."""
     for s in load(name)["segments"]:
-        assert np.isfinite(s["mass"]) and s["mass"] > 0, s["name"]
+        assert np.isfinite(s["mass"]) and s["mass"] >= 0, s["name"]
         assert np.shape(s["com"]) == (3,) and np.all(np.isfinite(s["com"]))
         inertia = np.asarray(s["inertia"], float)
         assert inertia.shape == (3, 3)
         np.testing.assert_array_equal(inertia, inertia.T, err_msg=s["name"])
+        if s["name"] in EXPECTED[name][3]:
+            continue
+        assert s["mass"] > 0, s["name"]
         a, b, c = np.linalg.eigvalsh(inertia)
         assert a > 0, f"{s['name']}: not positive-definite"
         assert c <= a + b, f"{s['name']}: principal moments break the triangle inequality"
 
 
 @pytest.mark.parametrize("name", EXPECTED)
-def test_total_mass_is_anthropometric_mass_plus_virtual_links(name):
+def test_total_mass_is_the_anthropometric_mass(name):
+    """The virtual links of a multi-DOF joint are massless frames (mass 0, COM at the origin, inertia
+    0; README "Virtual segments"), every other segment carries mass, and the total is exactly the
+    anthropometric mass."""
     d = load(name)
-    _, _, body_mass, n_virtual = EXPECTED[name]
-    virtual = [s for s in d["segments"] if s["mass"] == VIRTUAL_MASS]
-    assert len(virtual) == n_virtual
-    for s in virtual:
-        np.testing.assert_array_equal(s["com"], [0, 0, 0])
-        np.testing.assert_array_equal(s["inertia"], 1e-7 * np.eye(3))
+    _, _, body_mass, virtual = EXPECTED[name]
+    massless = [s["name"] for s in d["segments"] if s["mass"] == 0]
+    assert massless == list(virtual)
+    for s in d["segments"]:
+        if s["name"] in virtual:
+            np.testing.assert_array_equal(s["com"], [0, 0, 0], err_msg=s["name"])
+            np.testing.assert_array_equal(s["inertia"], np.zeros((3, 3)), err_msg=s["name"])
     total = sum(s["mass"] for s in d["segments"])
-    assert total == pytest.approx(body_mass + n_virtual * VIRTUAL_MASS, rel=1e-6)
-    # the real segments alone carry exactly the anthropometric mass
-    real = sum(s["mass"] for s in d["segments"] if s["mass"] != VIRTUAL_MASS)
-    assert real == pytest.approx(body_mass, rel=1e-6)
+    assert total == pytest.approx(body_mass, rel=1e-6)
 
 
 @pytest.mark.parametrize("name", PLANAR)
