@@ -3,7 +3,9 @@
 Daily names (``import jaxbio as jb``): `SegmentTree`, `load_model`, `save_model`,
 `forward_kinematics`, `inverse_dynamics`, `segment_wrenches`, `mass_matrix`, `bias_forces`,
 `gravity_forces`, `forward_dynamics`, `kinetic_energy`, `potential_energy`, `center_of_mass`,
-and the `quaternion` and `configuration` (``q ⊕ dq`` for ball and free joints) modules. Every
+and the `quaternion` and `configuration` (``q ⊕ dq`` for ball and free joints) modules;
+`jb.io` (imported on first use) reads and writes motion files (.mot/.sto, .trc, C3D) and
+processes coordinates as OpenSim's inverse dynamics does. Every
 function is a pure function of one sample; batch with `jax.vmap`. Importing jaxbio changes no
 global JAX configuration: enable float64 yourself with ``jax.config.update("jax_enable_x64",
 True)`` for validation work.
@@ -29,7 +31,7 @@ from jaxbio.tree import SegmentTree
 
 __version__ = "0.1.0"
 
-_LAZY = ("estimation", "papers")  # imported on first use (keeps `jaxbio sprint` start-up short)
+_LAZY = ("estimation", "io", "papers")  # imported on first use (keeps `jaxbio sprint` start-up short)
 
 
 def __getattr__(name):
@@ -51,6 +53,7 @@ __all__ = [
     "bias_forces",
     "configuration",
     "estimation",
+    "io",
     "muscles",
     "papers",
     "center_of_mass",

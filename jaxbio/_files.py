@@ -1,4 +1,6 @@
-"""Output files of the command line: checked before any work, written all-or-nothing after it.
+"""Files: reading an input's bytes with named errors (`read_bytes`, for the model loader and the
+motion-file readers), and the command line's outputs, checked before any work and written
+all-or-nothing after it.
 
 Policy (the ``jaxbio`` commands that write files, e.g. ``jaxbio sprint --json/--plot``):
 
@@ -24,6 +26,7 @@ import io
 import os
 import secrets
 import stat
+from pathlib import Path
 from typing import BinaryIO, Callable, Iterable
 
 
@@ -36,6 +39,23 @@ class Output:
     path: str
     target: str
     special: bool = False
+
+
+def read_bytes(path, what: str) -> bytes:
+    """The bytes of the file ``path``; ``ValueError`` "``path``: …" naming ``what`` (e.g. "model
+    file") when it is missing, a directory, unreadable, or not a usable path."""
+    try:
+        return Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such {what}") from None
+    except IsADirectoryError:
+        raise ValueError(f"{path}: is a directory, not a {what}") from None
+    except PermissionError:
+        raise ValueError(f"{path}: permission denied (cannot read the {what})") from None
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read the {what} ({e.strerror or e})") from None
+    except ValueError as e:  # e.g. an embedded NUL byte
+        raise ValueError(f"{str(path)!r}: not a usable file path ({e})") from None
 
 
 def _same_file(a: str, b: str) -> bool:

@@ -9,6 +9,7 @@ import os
 from importlib import resources
 from pathlib import Path
 
+from jaxbio._files import read_bytes
 from jaxbio._validate import model_dtype
 from jaxbio.tree import SegmentTree
 
@@ -85,18 +86,7 @@ def _parse_json(text: str):
 
 def _read_json(p: Path):
     """The JSON value in file ``p``; ``ValueError`` "``p``: problem" for anything unreadable."""
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise ValueError(f"{p}: no such model file") from None
-    except IsADirectoryError:
-        raise ValueError(f"{p}: is a directory, not a model file") from None
-    except PermissionError:
-        raise ValueError(f"{p}: permission denied (cannot read the model file)") from None
-    except OSError as e:
-        raise ValueError(f"{p}: cannot read the model file ({e.strerror or e})") from None
-    except ValueError as e:  # e.g. an embedded NUL byte
-        raise ValueError(f"{str(p)!r}: not a usable file path ({e})") from None
+    raw = read_bytes(p, "model file")
     if not raw.strip():
         raise ValueError(f"{p}: empty file (expected a JSON model object)")
     try:

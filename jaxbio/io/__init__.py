@@ -1,0 +1,49 @@
+"""Reading and writing motion files, and OpenSim's processing of coordinates (``jb.io``).
+
+Files (numpy, outside jit; every reader returns an immutable result with float64 read-only
+arrays and raises ``ValueError`` naming the file, line and column of bad input):
+
+- `read_storage(path)` → `Table`: OpenSim ``.mot``/``.sto`` (both header styles; degrees or
+  radians decided as OpenSim does). `write_sto(path, table)`: OpenSim's ``.sto`` layout.
+- `read_trc(path)` → `Markers`: ``.trc`` marker trajectories in metres.
+- `read_c3d(path)` → `C3DData` (`Markers`, `AnalogChannels`): C3D through ezc3d (optional:
+  ``pip install ezc3d``).
+
+Processing (OpenSim's inverse-dynamics preparation, step for step):
+
+- `process_coordinates(table, lowpass_hz=..., start=..., end=..., rotational=...)` →
+  `ProcessedCoordinates` (``time``, ``q``, ``qd``, ``qdd``, ``spline``): pad, resample, filter,
+  degrees → radians, quintic GCV splines and their derivatives, as ``InverseDynamicsTool``.
+- `lowpass_iir(signal, dt, cutoff_hz)`: OpenSim's zero-phase 3rd-order Butterworth.
+- `GCVSpline(x, y, degree=5, error_variance=0.0)`: Woltring's GCVSPL natural splines, as OpenSim
+  fits and evaluates them.
+
+Example (OpenSim's arm26 inverse dynamics)::
+
+    table = jb.io.read_storage("arm26_InverseKinematics.mot")          # degrees (old SIMM header)
+    coords = table.select(["r_shoulder_elev", "r_elbow_flex"])
+    p = jb.io.process_coordinates(coords, lowpass_hz=6.0, rotational=True)
+    tau = jax.vmap(jb.inverse_dynamics, (None, 0, 0, 0))(jb.load_model("arm26"), p.q, p.qd, p.qdd)
+"""
+
+from jaxbio.io._c3d import AnalogChannels, C3DData, read_c3d
+from jaxbio.io._gcvspl import GCVSpline
+from jaxbio.io._markers import Markers, read_trc
+from jaxbio.io._processing import ProcessedCoordinates, butterworth_coefficients, lowpass_iir, process_coordinates
+from jaxbio.io._storage import Table, read_storage, write_sto
+
+__all__ = [
+    "AnalogChannels",
+    "C3DData",
+    "GCVSpline",
+    "Markers",
+    "ProcessedCoordinates",
+    "Table",
+    "butterworth_coefficients",
+    "lowpass_iir",
+    "process_coordinates",
+    "read_c3d",
+    "read_storage",
+    "read_trc",
+    "write_sto",
+]

@@ -1,0 +1,109 @@
+"""Shared helpers of the text readers (.mot/.sto, .trc): reading a file's lines with the checks
+that tell a wrong file type apart, and parsing numbers with errors that name file, line and
+column."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Iterable
+
+import numpy as np
+
+from jaxbio._files import read_bytes
+
+#: what a file's first bytes say it is, for files given under a text extension
+_MAGIC = ((b"<?xml", "an XML document (an OpenSim .osim model or setup file?)"),
+          (b"<", "an XML/HTML document"),
+          (b"PK\x03\x04", "a zip archive"),
+          (b"\x89HDF", "an HDF5 file"))
+
+
+def file_error(path, message: str, line: int | None = None) -> ValueError:
+    """``ValueError("<path>[, line N]: <message>")`` (lines 1-based)."""
+    where = f"{os.fspath(path)}" + (f", line {line}" if line is not None else "")
+    return ValueError(f"{where}: {message}")
+
+
+def read_lines(path, kind: str) -> list[str]:
+    """The lines of the text file ``path`` (``\\n``, ``\\r\\n`` or ``\\r`` endings, a UTF-8 BOM
+    dropped); ``kind`` (e.g. ``"motion file (OpenSim .mot/.sto)"``) names what was expected in the
+    ``ValueError`` for a missing, empty, binary (a C3D file, …) or XML file."""
+    path = os.fspath(path)
+    raw = read_bytes(path, kind)
+    if not raw.strip():
+        raise file_error(path, f"the file is empty, expected a {kind}")
+    head = raw.lstrip()[:64]
+    for magic, what in _MAGIC:
+        if head.startswith(magic):
+            raise file_error(path, f"is {what}, not a {kind}")
+    c3d = raw[1:2] == b"P" and raw[0] in (1, 2)  # C3D: parameter block number, then 0x50
+    if c3d or b"\x00" in raw[:4096]:
+        hint = " (it looks like a C3D file: use jaxbio.io.read_c3d)" if c3d else ""
+        raise file_error(path, f"is a binary file, not a {kind}{hint}")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise file_error(path, f"is not UTF-8 text (byte {e.start}), not a {kind}", line) from None
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+def parse_number(cell: str, path, line: int, column: str) -> float:
+    """``float(cell)``; ``ValueError`` naming file, line and column for text that is not a
+    number (a decimal comma, a unit, a word)."""
+    try:
+        return float(cell)
+    except ValueError:
+        hint = " (decimal comma? use '.')" if "," in cell else ""
+        raise file_error(path, f"column {column!r}: {cell!r} is not a number{hint}", line) from None
+
+
+def check_times(time: np.ndarray, path, lines: list[int]) -> None:
+    """``ValueError`` naming the file and lines unless ``time`` is strictly increasing."""
+    steps = np.diff(time)
+    bad = np.flatnonzero(~(steps > 0))
+    if bad.size:
+        i = int(bad[0])
+        what = "repeats" if steps[i] == 0 else "goes back"
+        raise file_error(path, f"time {what}: {float(time[i + 1])!r} s after {float(time[i])!r} s (line {lines[i]}); "
+                               f"times must be strictly increasing", lines[i + 1])
+
+
+def read_only(a) -> np.ndarray:
+    """A read-only float64 copy of ``a`` (the immutable fields of the readers' results)."""
+    a = np.array(a, dtype=np.float64, copy=True)
+    a.flags.writeable = False
+    return a
+
+
+def missing_error(names: Iterable[str], labels: tuple[str, ...], what: str, item: str = "column") -> ValueError:
+    """The ``ValueError`` for column or marker ``names`` that ``what`` lacks, with the closest
+    existing label for each and the list of labels."""
+    names = list(names)
+    hints = []
+    for name in names:
+        close = difflib.get_close_matches(name, labels, n=1)
+        hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return ValueError(f"{what} has no {item} {', '.join(hints)}; {item}s: {', '.join(labels)}")
+
+
+def known_names(names, labels: tuple[str, ...], what: str) -> list[str]:
+    """``names`` (one name or an iterable of names) as a list, every one of them in ``labels``;
+    otherwise the `missing_error` naming all that are not."""
+    names = [names] if isinstance(names, str) else list(names)
+    missing = [n for n in names if n not in labels]
+    if missing:
+        raise missing_error(missing, labels, what)
+    return names
+
+
+def duplicate_message(names, item: str) -> str | None:
+    """"duplicate <item> 'x' (1-based positions i and j)" for the first name that repeats in
+    ``names``, or None when all are different."""
+    seen: dict[str, int] = {}
+    for j, name in enumerate(names):
+        if name in seen:
+            return f"duplicate {item} {name!r} (positions {seen[name] + 1} and {j + 1})"
+        seen[name] = j
+    return None
