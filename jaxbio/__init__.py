@@ -3,13 +3,15 @@
 Daily names (``import jaxbio as jb``): `SegmentTree`, `load_model`, `save_model`,
 `forward_kinematics`, `inverse_dynamics`, `segment_wrenches`, `mass_matrix`, `bias_forces`,
 `gravity_forces`, `forward_dynamics`, `kinetic_energy`, `potential_energy`, `center_of_mass`,
-and the `quaternion` and `configuration` (``q ⊕ dq`` for ball and free joints) modules. Every
+and the `quaternion` and `configuration` (``q ⊕ dq`` for ball and free joints) modules;
+`coordinates` (coupled model coordinates, `coordinates.CoordinateMap`) and `io`
+(``io.load_osim``: OpenSim models). Every
 function is a pure function of one sample; batch with `jax.vmap`. Importing jaxbio changes no
 global JAX configuration: enable float64 yourself with ``jax.config.update("jax_enable_x64",
 True)`` for validation work.
 """
 
-from jaxbio import configuration, hamiltonian, muscles, quaternion, simulation, spatial
+from jaxbio import configuration, coordinates, hamiltonian, muscles, quaternion, simulation, spatial
 from jaxbio.dynamics import (
     bias_forces,
     center_of_mass,
@@ -29,7 +31,7 @@ from jaxbio.tree import SegmentTree
 
 __version__ = "0.1.0"
 
-_LAZY = ("estimation", "papers")  # imported on first use (keeps `jaxbio sprint` start-up short)
+_LAZY = ("estimation", "io", "papers")  # imported on first use (keeps `jaxbio sprint` start-up short)
 
 
 def __getattr__(name):
@@ -50,7 +52,9 @@ __all__ = [
     "simulate_sde",
     "bias_forces",
     "configuration",
+    "coordinates",
     "estimation",
+    "io",
     "muscles",
     "papers",
     "center_of_mass",
