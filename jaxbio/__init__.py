@@ -4,14 +4,15 @@ Daily names (``import jaxbio as jb``): `SegmentTree`, `load_model`, `save_model`
 `forward_kinematics`, `inverse_dynamics`, `segment_wrenches`, `mass_matrix`, `bias_forces`,
 `gravity_forces`, `forward_dynamics`, `kinetic_energy`, `potential_energy`, `center_of_mass`,
 and the `quaternion` and `configuration` (``q ⊕ dq`` for ball and free joints) modules;
-`jb.io` (imported on first use) reads and writes motion files (.mot/.sto, .trc, C3D) and
-processes coordinates as OpenSim's inverse dynamics does. Every
+`coordinates` (coupled model coordinates, `coordinates.CoordinateMap`); `jb.io` (imported on first
+use) reads OpenSim models (``io.load_osim``), reads and writes motion files (.mot/.sto, .trc,
+C3D) and processes coordinates as OpenSim's inverse dynamics does. Every
 function is a pure function of one sample; batch with `jax.vmap`. Importing jaxbio changes no
 global JAX configuration: enable float64 yourself with ``jax.config.update("jax_enable_x64",
 True)`` for validation work.
 """
 
-from jaxbio import configuration, hamiltonian, muscles, quaternion, simulation, spatial
+from jaxbio import configuration, coordinates, hamiltonian, muscles, quaternion, simulation, spatial
 from jaxbio.dynamics import (
     bias_forces,
     center_of_mass,
@@ -52,6 +53,7 @@ __all__ = [
     "simulate_sde",
     "bias_forces",
     "configuration",
+    "coordinates",
     "estimation",
     "io",
     "muscles",

@@ -3,8 +3,9 @@
 Convention: active rotations, ``v_world = rotate(q, v_body) = R(q) @ v_body``, with
 ``R(q)`` the attitude matrix of seed 001 eq. 1. Every function works on a single
 quaternion ``(4,)`` or on any leading batch ``(..., 4)``; none of them uses a matmul,
-so float32 on a GPU is not degraded by TF32. `multiply` and `to_matrix` also work on numpy
-arrays (and then return numpy, with no JAX dispatch), for model building outside jit.
+so float32 on a GPU is not degraded by TF32. `multiply`, `to_matrix` and `from_axis_angle`
+also work on numpy arrays (and then return numpy, with no JAX dispatch), for model building
+outside jit.
 
 Scipy's ``Rotation`` stores ``(x, y, z, w)``; convert with ``q[..., [1, 2, 3, 0]]``.
 """
@@ -99,10 +100,12 @@ def to_matrix(q: Float[ArrayLike, "... 4"]) -> Float[Array, "... 3 3"]:
 def from_axis_angle(
     axis: Float[ArrayLike, "... 3"], angle: Float[ArrayLike, "..."]
 ) -> Float[Array, "... 4"]:
-    """Rotation by ``angle`` (rad, counter-clockwise) about the unit vector ``axis``."""
-    axis = jnp.asarray(axis)
-    half = 0.5 * jnp.asarray(angle)[..., None]
-    return jnp.concatenate([jnp.cos(half), jnp.sin(half) * axis], axis=-1)
+    """Rotation by ``angle`` (rad, counter-clockwise) about the unit vector ``axis`` (numpy in,
+    numpy out when both are numpy arrays)."""
+    xp = _xp(axis, angle)
+    axis = xp.asarray(axis)
+    half = 0.5 * xp.asarray(angle)[..., None]
+    return xp.concatenate([xp.cos(half), xp.sin(half) * axis], axis=-1)
 
 
 

@@ -105,3 +105,11 @@ def test_numpy_inputs_stay_numpy_and_agree_with_jax():
     prod = quat.multiply(np.asarray(p), np.asarray(q))
     assert isinstance(prod, np.ndarray)
     np.testing.assert_allclose(prod, quat.multiply(jnp.asarray(p), jnp.asarray(q)), atol=1e-15)
+
+
+def test_from_axis_angle_numpy_in_numpy_out():
+    axis = np.array([[0.0, 0.6, 0.8], [1.0, 0.0, 0.0]])
+    angle = np.array([0.3, -2.0])
+    q = quat.from_axis_angle(axis, angle)
+    assert isinstance(q, np.ndarray) and q.dtype == np.float64
+    np.testing.assert_allclose(q, quat.from_axis_angle(jnp.asarray(axis), jnp.asarray(angle)), atol=1e-15)

@@ -1,4 +1,8 @@
-"""Reading and writing motion files, and OpenSim's processing of coordinates (``jb.io``).
+"""OpenSim models, motion files, and OpenSim's processing of coordinates (``jb.io``).
+
+Models: `load_osim(path)` → `OsimModel`: the skeleton of an OpenSim 3.x/4.x model as a
+`jaxbio.SegmentTree` plus a `jaxbio.coordinates.CoordinateMap` from OpenSim's coordinates
+(`jaxbio.io.osim`).
 
 Files (numpy, outside jit; every reader returns an immutable result with float64 read-only
 arrays and raises ``ValueError`` naming the file, line and column of bad input):
@@ -31,15 +35,18 @@ from jaxbio.io._gcvspl import GCVSpline
 from jaxbio.io._markers import Markers, read_trc
 from jaxbio.io._processing import ProcessedCoordinates, butterworth_coefficients, lowpass_iir, process_coordinates
 from jaxbio.io._storage import Table, read_storage, write_sto
+from jaxbio.io.osim import OsimModel, load_osim
 
 __all__ = [
     "AnalogChannels",
     "C3DData",
     "GCVSpline",
     "Markers",
+    "OsimModel",
     "ProcessedCoordinates",
     "Table",
     "butterworth_coefficients",
+    "load_osim",
     "lowpass_iir",
     "process_coordinates",
     "read_c3d",

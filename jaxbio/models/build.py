@@ -1,8 +1,9 @@
 """The model builder: segment and model dicts of the jaxbio model format, and rigid-body algebra.
 
 Every model dict in jaxbio is written with these functions: the shipped anthropometric models
-(`jaxbio/models/_build.py`), the OpenSim-derived muscle-set models (`jaxbio.muscles.sets`), and
-any model a user assembles in Python. numpy only (no JAX), so the build script runs without it.
+(`jaxbio/models/_build.py`), the OpenSim-derived muscle-set models (`jaxbio.muscles.sets`), the
+OpenSim importer (`jaxbio.io.load_osim`), and any model a user assembles in Python. numpy only
+(no JAX), so the build script runs without it.
 
 Format: the jaxbio model format, version 1 (API.md, "Model file format"): segment frame =
 parent frame · Translation(origin) · Rotation(orientation) · joint motion; ``com`` in the segment
@@ -13,7 +14,8 @@ spherical, free and fixed (no axis). Load a dict with
 
 - `segment`, `virtual`, `model`: one entry of ``segments``, a massless link of a multi-DOF
   joint, the whole dict.
-- `Body`: mass, COM and inertia in one frame; `combine` (lump rigidly), `subtract`, `moved`.
+- `Body`: mass, COM and inertia in one frame; `combine` (lump rigidly), `subtract`, `moved`,
+  `transformed` (into a rotated and shifted frame).
 - `gyration_inertia`: the inertia of a body from its radii of gyration about principal axes, the
   form in which anthropometric tables give it (also on traced JAX arrays: seed 001's arm,
   `jaxbio.papers.du_arm`); `deleva_body`: one row of de Leva's table
@@ -55,6 +57,7 @@ __all__ = [
     "combine",
     "subtract",
     "moved",
+    "transformed",
     "segment",
     "virtual",
     "model",
@@ -168,6 +171,14 @@ def moved(body: Body, new_origin) -> Body:
     return Body(body.mass, body.com - np.asarray(new_origin, dtype=float), body.inertia)
 
 
+def transformed(body: Body, rotation, origin=(0.0, 0.0, 0.0)) -> Body:
+    """The same body expressed in another frame: its origin at ``origin`` (3,) m and its axes the
+    columns of ``rotation`` (3, 3), both given in the body's current frame. ``com`` becomes
+    ``Rᵀ (com − origin)`` and the inertia ``Rᵀ I R`` (still about the COM)."""
+    R = np.asarray(rotation, dtype=float)
+    return Body(body.mass, R.T @ moved(body, origin).com, R.T @ body.inertia @ R)
+
+
 def segment(name, parent, joint_type, axis, body: Body, origin=(0.0, 0.0, 0.0),
             orientation=(1.0, 0.0, 0.0, 0.0)) -> dict:
     """One entry of ``segments``: ``name``, ``parent`` (a name or ``None`` for the world),
@@ -198,9 +209,10 @@ def segment(name, parent, joint_type, axis, body: Body, origin=(0.0, 0.0, 0.0),
     }
 
 
-def virtual(name, parent, joint_type, axis, origin=(0.0, 0.0, 0.0)) -> dict:
-    """A massless link of a multi-DOF joint (`VIRTUAL_BODY`: mass 0, COM at the origin, inertia 0)."""
-    return segment(name, parent, joint_type, axis, VIRTUAL_BODY, origin)
+def virtual(name, parent, joint_type, axis, origin=(0.0, 0.0, 0.0), orientation=(1.0, 0.0, 0.0, 0.0)) -> dict:
+    """A massless link of a multi-DOF joint (`VIRTUAL_BODY`: mass 0, COM at the origin, inertia 0);
+    ``origin`` and ``orientation`` as in `segment`."""
+    return segment(name, parent, joint_type, axis, VIRTUAL_BODY, origin, orientation)
 
 
 def model(name: str, gravity, segments: list[dict]) -> dict:

@@ -25,7 +25,7 @@ import pytest
 import jaxbio as jb
 from jaxbio.io import process_coordinates, read_storage
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parent / "data" / "arm26_id"
 NAMES = ["r_shoulder_elev", "r_elbow_flex"]
 
 

@@ -13,7 +13,7 @@ from scipy.interpolate import make_interp_spline
 from jaxbio.io import GCVSpline, Table, butterworth_coefficients, lowpass_iir, process_coordinates, read_storage
 from jaxbio.io._processing import _pad, _resample
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parent / "data" / "arm26_id"
 MOT = DATA / "arm26_InverseKinematics.mot"
 NAMES = ["r_shoulder_elev", "r_elbow_flex"]
 

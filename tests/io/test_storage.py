@@ -11,7 +11,7 @@ import pytest
 from jaxbio.io import Table, read_storage, write_sto
 from tests.io import assert_refused
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parent / "data" / "arm26_id"
 MOT = DATA / "arm26_InverseKinematics.mot"
 STD = DATA / "std_arm26_InverseDynamics.sto"
 

@@ -9,7 +9,7 @@ import numpy as np
 
 import jaxbio as jb
 from jaxbio.models.build import (GRAVITY_PLANAR, X, Y, Z, Body, combine, gyration_inertia, model,
-                                 moved, segment, subtract, virtual)
+                                 moved, segment, subtract, transformed, virtual)
 
 
 def test_gyration_inertia_of_a_uniform_rod():
@@ -68,3 +68,15 @@ def test_built_dict_loads_as_a_tree():
     np.testing.assert_array_equal(tree.inertias[0], np.zeros((3, 3)))
     np.testing.assert_array_equal(tree.origins[0], [0.0, 1.0, 0.0])
     np.testing.assert_allclose(tree.orientations[1], [np.cos(0.2), 0.0, 0.0, np.sin(0.2)], rtol=0, atol=0)
+
+
+def test_transformed_body_is_the_same_body_in_another_frame():
+    """A body expressed in a rotated, shifted frame: world COM and world inertia unchanged."""
+    c, s = np.cos(0.7), np.sin(0.7)
+    R = np.array([[c, 0, s], [0, 1, 0], [-s, 0, c]])  # the new frame's axes, in the old frame
+    origin = np.array([0.1, -0.2, 0.3])
+    body = Body(2.0, np.array([0.0, -0.4, 0.05]), np.array([[0.3, 0.01, 0.0], [0.01, 0.1, 0.02], [0.0, 0.02, 0.25]]))
+    new = transformed(body, R, origin)
+    np.testing.assert_allclose(origin + R @ new.com, body.com, atol=1e-15)
+    np.testing.assert_allclose(R @ new.inertia @ R.T, body.inertia, atol=1e-15)
+    np.testing.assert_allclose(transformed(body, np.eye(3), origin).com, body.com - origin)

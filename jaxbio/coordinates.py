@@ -1,0 +1,330 @@
+"""Coupled coordinates: a model's own coordinates ``c`` mapped onto a tree's joint coordinates ``q``.
+
+A `SegmentTree` has one coordinate per DOF of each joint. Models written for other programs
+often have fewer, *coupled* coordinates: OpenSim's knee moves the tibia along splines of the
+knee angle, so one coordinate (``knee_angle``) drives three tree DOFs (a rotation and two
+translations). `CoordinateMap` holds that map: tree coordinate ``k`` is
+
+    ``q[k] = f_k(c[source[k]])``
+
+a function of one model coordinate (``source[k]``), so that ``nq`` tree coordinates are driven by
+``nc ≤ nq`` model coordinates. Each ``f_k`` is a piecewise polynomial (`Piecewise`): the identity
+(the common case), a line ``slope · c + intercept``, a polynomial, a cubic spline with OpenSim's
+coefficients, a piecewise-linear or piecewise-constant table, or any of these scaled. A tree
+DOF that is constant is not a DOF: model importers fold it into the joint's fixed offset.
+
+Velocities and accelerations follow by the chain rule, with the Jacobian ``J = ∂q/∂c``
+``(nq, nc)`` (row ``k`` is ``f_k'`` in column ``source[k]``, zeros elsewhere):
+
+    ``q̇ = J ċ``,   ``q̈ = J c̈ + f''(c) ċ²``   (elementwise per tree coordinate)
+
+and the dynamics in the model's coordinates are the tree's, projected (virtual work, the
+same ``Hᵀ`` projection that Simbody's function-based mobilizer applies to OpenSim's CustomJoint):
+
+    ``τ_c = Jᵀ τ(q, q̇, q̈)``,   ``M_c = Jᵀ M(q) J``.
+
+Public functions (pure, one sample; batch with `jax.vmap`; `jax.jit` and `jax.grad` work):
+`to_tree`, `tree_velocity`, `tree_acceleration`, `jacobian`, `inverse_dynamics`,
+`mass_matrix`, `forward_dynamics`. The tree must have only revolute, prismatic and fixed joints
+(``nq = nv``; `jaxbio.io.load_osim` builds such trees).
+
+Model format. The JSON model format (version 1) has no place for a `CoordinateMap` yet; a model
+with coupled coordinates lives in memory as the tree plus its map (`jaxbio.io.OsimModel`). The
+plan for the file format is an optional top-level ``"coordinates"`` section: a list of
+``{"name", "default", "range"}`` model coordinates and, per tree coordinate, ``{"source",
+"breakpoints", "origins", "coefficients"}`` (the fields of this module), validated and
+round-tripped by `jaxbio.load_model`/`save_model`. Until then `jaxbio.save_model` writes the tree
+alone, whose ``q`` are the tree coordinates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float
+
+from jaxbio._validate import as_shape, model_dtype
+from jaxbio.dynamics import inverse_dynamics as _tree_inverse_dynamics
+from jaxbio.dynamics import mass_matrix as _tree_mass_matrix
+from jaxbio.tree import SegmentTree
+
+__all__ = [
+    "Piecewise",
+    "CoordinateMap",
+    "to_tree",
+    "tree_velocity",
+    "tree_acceleration",
+    "jacobian",
+    "inverse_dynamics",
+    "mass_matrix",
+    "forward_dynamics",
+]
+
+
+@dataclass(frozen=True)
+class Piecewise:
+    """A piecewise polynomial of one variable (numpy, build time).
+
+    ``breakpoints`` ``(m,)`` ascending split the line into ``m + 1`` pieces: piece 0 for
+    ``x < breakpoints[0]``, piece ``i`` for ``breakpoints[i-1] ≤ x < breakpoints[i]``, piece ``m``
+    for ``x ≥ breakpoints[m-1]``. Piece ``i`` is ``Σ_p coefficients[i, p] (x − origins[i])^p``
+    (``origins`` ``(m + 1,)``, ``coefficients`` ``(m + 1, degree + 1)``, ascending powers).
+    Extrapolation is whatever the first and last pieces say (OpenSim's splines: a straight line).
+    """
+
+    breakpoints: np.ndarray
+    origins: np.ndarray
+    coefficients: np.ndarray
+
+    def __post_init__(self):
+        b, o, a = (np.asarray(x, dtype=float) for x in (self.breakpoints, self.origins, self.coefficients))
+        if b.ndim != 1 or o.shape != (len(b) + 1,) or a.ndim != 2 or a.shape[0] != len(b) + 1 or a.shape[1] < 1:
+            raise ValueError(f"Piecewise: breakpoints {b.shape}, origins {o.shape} and coefficients {a.shape} "
+                             "must be (m,), (m + 1,) and (m + 1, degree + 1)")
+        if np.any(np.diff(b) < 0) or not (np.all(np.isfinite(b)) and np.all(np.isfinite(o)) and np.all(np.isfinite(a))):
+            raise ValueError("Piecewise: breakpoints must be finite and ascending, origins and coefficients finite")
+        object.__setattr__(self, "breakpoints", b)
+        object.__setattr__(self, "origins", o)
+        object.__setattr__(self, "coefficients", a)
+
+    @classmethod
+    def polynomial(cls, coefficients) -> "Piecewise":
+        """One polynomial everywhere, ``Σ_p coefficients[p] x^p`` (ascending powers)."""
+        return cls(np.zeros(0), np.zeros(1), np.asarray(coefficients, dtype=float)[None, :])
+
+    @classmethod
+    def identity(cls) -> "Piecewise":
+        """``f(x) = x``."""
+        return cls.polynomial([0.0, 1.0])
+
+    def scaled(self, scale: float) -> "Piecewise":
+        """``scale · f`` (OpenSim's MultiplierFunction)."""
+        return Piecewise(self.breakpoints, self.origins, scale * self.coefficients)
+
+    @property
+    def degree(self) -> int:
+        return self.coefficients.shape[1] - 1
+
+    def constant_value(self) -> Optional[float]:
+        """The value if ``f`` is one constant everywhere, else None."""
+        a = self.coefficients
+        if np.all(a[:, 1:] == 0) and np.all(a[:, 0] == a[0, 0]):
+            return float(a[0, 0])
+        return None
+
+
+class CoordinateMap(eqx.Module):
+    """``q[k] = f_k(c[source[k]])``: ``nc`` model coordinates onto ``nq`` tree coordinates.
+
+    Static: ``names`` (``nc`` model coordinate names, the order of ``c``) and ``source`` (``nq``
+    ints, the model coordinate driving each tree coordinate). Array leaves (one `Piecewise` per
+    tree coordinate, padded to a common number of pieces ``P = m + 1`` and degree ``D``):
+
+    - ``breakpoints`` ``(nq, m)``: ascending, padded with ``+inf`` (never reached);
+    - ``origins`` ``(nq, P)``: each piece's local origin (padding 0);
+    - ``coefficients`` ``(nq, P, D + 1)``: ascending powers of ``c − origin`` (padding 0).
+
+    Units: ``c`` in the model coordinate's unit (rad or m), ``q`` in the tree coordinate's, so a
+    coefficient of power ``p`` has unit ``[q] / [c]^p``. Build with `CoordinateMap.identity` or
+    `CoordinateMap.from_pieces`.
+    """
+
+    breakpoints: Float[Array, "nq m"]
+    origins: Float[Array, "nq P"]
+    coefficients: Float[Array, "nq P D"]
+    source: tuple[int, ...] = eqx.field(static=True)
+    names: tuple[str, ...] = eqx.field(static=True)
+
+    def __check_init__(self):
+        nq, nc = len(self.source), len(self.names)
+        b, o, a = (jnp.shape(x) for x in (self.breakpoints, self.origins, self.coefficients))
+        if len(b) < 2 or b[-2] != nq or o[-2:] != (nq, b[-1] + 1) or a[-3:-1] != (nq, b[-1] + 1) or a[-1] < 1:
+            raise ValueError(f"CoordinateMap: breakpoints {b}, origins {o} and coefficients {a} must be (nq, m), "
+                             f"(nq, m + 1) and (nq, m + 1, D + 1) with nq = {nq} = len(source)")
+        for k, j in enumerate(self.source):
+            if not 0 <= j < nc:
+                raise ValueError(f"CoordinateMap: source[{k}] = {j} is not a model coordinate (nc = {nc})")
+        if len(set(self.names)) != nc:
+            raise ValueError(f"CoordinateMap: duplicate coordinate names in {list(self.names)}")
+
+    @property
+    def nq(self) -> int:
+        """Number of tree coordinates (rows of the Jacobian)."""
+        return len(self.source)
+
+    @property
+    def nc(self) -> int:
+        """Number of model coordinates (length of ``c``)."""
+        return len(self.names)
+
+    def index(self, name: str) -> int:
+        """Position of the model coordinate ``name`` in ``c``."""
+        try:
+            return self.names.index(name)
+        except ValueError:
+            raise ValueError(f"no coordinate {name!r}; coordinates are {list(self.names)}") from None
+
+    @classmethod
+    def identity(cls, names: Sequence[str], *, dtype=None) -> "CoordinateMap":
+        """``q = c``: one tree coordinate per model coordinate, in the same order."""
+        names = tuple(names)
+        return cls.from_pieces(names, tuple(range(len(names))), [Piecewise.identity()] * len(names), dtype=dtype)
+
+    @classmethod
+    def from_pieces(cls, names: Sequence[str], source: Sequence[int], pieces: Sequence[Piecewise], *,
+                    dtype=None) -> "CoordinateMap":
+        """The map with ``f_k = pieces[k]`` driven by ``c[source[k]]``; arrays of ``dtype``
+        (default: JAX's default float type)."""
+        if len(pieces) != len(source):
+            raise ValueError(f"CoordinateMap.from_pieces: {len(pieces)} functions for {len(source)} tree coordinates")
+        dt = model_dtype(dtype)
+        nq = len(pieces)
+        m = max([len(f.breakpoints) for f in pieces], default=0)
+        D = max([f.degree for f in pieces], default=1)
+        b = np.full((nq, m), np.inf)
+        o = np.zeros((nq, m + 1))
+        a = np.zeros((nq, m + 1, D + 1))
+        for k, f in enumerate(pieces):
+            n = len(f.breakpoints)
+            b[k, :n] = f.breakpoints
+            o[k, : n + 1] = f.origins
+            a[k, : n + 1, : f.degree + 1] = f.coefficients
+        return cls(jnp.asarray(b, dt), jnp.asarray(o, dt), jnp.asarray(a, dt),
+                   source=tuple(int(j) for j in source), names=tuple(str(s) for s in names))
+
+
+def _evaluate(cmap: CoordinateMap, x):
+    """``(f, f', f'')`` ``(nq,)`` each, of every tree coordinate at its own argument ``x`` ``(nq,)``."""
+    piece = jnp.sum(x[:, None] >= cmap.breakpoints, axis=1)
+    origin = jnp.take_along_axis(cmap.origins, piece[:, None], axis=1)[:, 0]
+    a = jnp.take_along_axis(cmap.coefficients, piece[:, None, None], axis=1)[:, 0]
+    h = x - origin
+    f = a[:, -1]
+    df = jnp.zeros_like(f)
+    d2f = jnp.zeros_like(f)
+    for p in range(a.shape[-1] - 2, -1, -1):  # Horner for the value and two derivatives (static degree)
+        d2f = d2f * h + 2.0 * df
+        df = df * h + f
+        f = f * h + a[:, p]
+    return f, df, d2f
+
+
+def _model_coordinates(cmap: CoordinateMap, x, name: str):
+    return as_shape(x, (cmap.nc,), name, f" (the model coordinates {', '.join(cmap.names)}); batch with jax.vmap",
+                    like=cmap.coefficients)
+
+
+def _at_sources(cmap: CoordinateMap, c):
+    """``f, f', f''`` of every tree coordinate at its model coordinate."""
+    return _evaluate(cmap, c[np.asarray(cmap.source, dtype=np.int32)])
+
+
+def to_tree(cmap: CoordinateMap, c: Float[ArrayLike, " nc"]) -> Float[Array, " nq"]:
+    """Tree coordinates ``q`` ``(nq,)`` (rad / m) of the model coordinates ``c`` ``(nc,)``."""
+    c = _model_coordinates(cmap, c, "c")
+    return _at_sources(cmap, c)[0]
+
+
+def tree_velocity(cmap: CoordinateMap, c: Float[ArrayLike, " nc"], cd: Float[ArrayLike, " nc"]) -> Float[Array, " nq"]:
+    """``q̇ = J(c) ċ`` ``(nq,)``; ``c``, ``cd`` ``(nc,)``."""
+    c = _model_coordinates(cmap, c, "c")
+    cd = _model_coordinates(cmap, cd, "cd")
+    src = np.asarray(cmap.source, dtype=np.int32)
+    return _evaluate(cmap, c[src])[1] * cd[src]
+
+
+def tree_acceleration(cmap: CoordinateMap, c: Float[ArrayLike, " nc"], cd: Float[ArrayLike, " nc"],
+                      cdd: Float[ArrayLike, " nc"]) -> Float[Array, " nq"]:
+    """``q̈ = J(c) c̈ + f''(c) ċ²`` ``(nq,)`` (per tree coordinate); ``c``, ``cd``, ``cdd`` ``(nc,)``."""
+    c = _model_coordinates(cmap, c, "c")
+    cd = _model_coordinates(cmap, cd, "cd")
+    cdd = _model_coordinates(cmap, cdd, "cdd")
+    src = np.asarray(cmap.source, dtype=np.int32)
+    _, df, d2f = _evaluate(cmap, c[src])
+    return df * cdd[src] + d2f * cd[src] ** 2
+
+
+def jacobian(cmap: CoordinateMap, c: Float[ArrayLike, " nc"]) -> Float[Array, "nq nc"]:
+    """``J = ∂q/∂c`` ``(nq, nc)``: ``f_k'(c[source[k]])`` at ``(k, source[k])``, zeros elsewhere."""
+    c = _model_coordinates(cmap, c, "c")
+    df = _at_sources(cmap, c)[1]
+    onehot = np.eye(cmap.nc)[np.asarray(cmap.source, dtype=np.int32)]  # (nq, nc), static
+    return df[:, None] * jnp.asarray(onehot, df.dtype)
+
+
+def _check_tree(tree: SegmentTree, cmap: CoordinateMap) -> None:
+    if tree.nq != tree.nv:
+        raise ValueError(f"coordinate maps need a tree of revolute, prismatic and fixed joints only (nq = nv); "
+                         f"{tree.name!r} has joint types {sorted(set(tree.joint_types))}")
+    if tree.nq != cmap.nq:
+        raise ValueError(f"the coordinate map drives {cmap.nq} tree coordinates, tree {tree.name!r} has {tree.nq}")
+
+
+def _tree_state(tree, cmap, c, cd, cdd):
+    _check_tree(tree, cmap)
+    c = _model_coordinates(cmap, c, "c")
+    cd = _model_coordinates(cmap, cd, "cd")
+    cdd = _model_coordinates(cmap, cdd, "cdd")
+    src = np.asarray(cmap.source, dtype=np.int32)
+    f, df, d2f = _evaluate(cmap, c[src])
+    return f, df * cd[src], df * cdd[src] + d2f * cd[src] ** 2, df
+
+
+def _project(cmap: CoordinateMap, df, tau):
+    """``Jᵀ tau`` ``(nc,)`` for ``tau`` ``(nq,)``: a sum per model coordinate (no matmul)."""
+    return jax.ops.segment_sum(df * tau, np.asarray(cmap.source, dtype=np.int32), num_segments=cmap.nc)
+
+
+def inverse_dynamics(tree: SegmentTree, cmap: CoordinateMap, c: Float[ArrayLike, " nc"],
+                     cd: Float[ArrayLike, " nc"], cdd: Float[ArrayLike, " nc"],
+                     external=None) -> Float[Array, " nc"]:
+    """Generalised forces in the model's coordinates: ``τ_c = J(c)ᵀ τ(q, q̇, q̈)``.
+
+    Args:
+        tree: the tree (revolute, prismatic and fixed joints only), ``nq = cmap.nq``.
+        cmap: the coordinate map.
+        c, cd, cdd: ``(nc,)`` model coordinates (rad / m), their velocities and accelerations.
+        external: optional world-frame wrenches on the tree's segments, as in
+            `jaxbio.inverse_dynamics`.
+
+    Returns:
+        ``(nc,)`` N·m / N: the generalised force of each model coordinate (for a coupled
+        coordinate the sum over the tree DOFs it drives, each weighted by ``f_k'``), what
+        OpenSim's ``InverseDynamicsSolver`` returns for CustomJoint coordinates.
+    """
+    q, qd, qdd, df = _tree_state(tree, cmap, c, cd, cdd)
+    return _project(cmap, df, _tree_inverse_dynamics(tree, q, qd, qdd, external))
+
+
+def _project_matrix(cmap: CoordinateMap, df, M):
+    src = np.asarray(cmap.source, dtype=np.int32)
+    W = M * (df[:, None] * df[None, :])
+    W = jax.ops.segment_sum(W, src, num_segments=cmap.nc)  # rows
+    return jax.ops.segment_sum(W.T, src, num_segments=cmap.nc).T  # columns
+
+
+def mass_matrix(tree: SegmentTree, cmap: CoordinateMap, c: Float[ArrayLike, " nc"]) -> Float[Array, "nc nc"]:
+    """``M_c = J(c)ᵀ M(q) J(c)`` ``(nc, nc)``, so that the kinetic energy is ``½ ċᵀ M_c ċ``."""
+    _check_tree(tree, cmap)
+    c = _model_coordinates(cmap, c, "c")
+    f, df, _ = _at_sources(cmap, c)
+    return _project_matrix(cmap, df, _tree_mass_matrix(tree, f))
+
+
+def forward_dynamics(tree: SegmentTree, cmap: CoordinateMap, c: Float[ArrayLike, " nc"],
+                     cd: Float[ArrayLike, " nc"], tau: Float[ArrayLike, " nc"],
+                     external=None) -> Float[Array, " nc"]:
+    """Model-coordinate accelerations ``c̈`` ``(nc,)`` under generalised forces ``tau`` ``(nc,)``:
+    ``M_c c̈ = tau − τ_c(c, ċ, 0)`` (Cholesky; `inverse_dynamics` with ``c̈ = 0`` gives the bias,
+    which includes the ``f'' ċ²`` terms of the coupling). Needs ``M_c`` positive-definite: every
+    model coordinate must move some mass."""
+    tau = _model_coordinates(cmap, tau, "tau")
+    bias = inverse_dynamics(tree, cmap, c, cd, jnp.zeros_like(tau), external)
+    M = mass_matrix(tree, cmap, c)
+    return jsl.cho_solve(jsl.cho_factor(M), tau - bias)

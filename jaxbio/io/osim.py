@@ -1,0 +1,799 @@
+"""`load_osim`: the skeleton of an OpenSim model (``.osim``, OpenSim 3.x and 4.x XML).
+
+Reads bodies, the ground, gravity, joints and coordinates with `xml.etree` (outside jit, into
+numpy) and builds a `jaxbio.SegmentTree` with the model builder (`jaxbio.models.build`) plus a
+`jaxbio.coordinates.CoordinateMap` from OpenSim's coordinates to the tree's. Returns an
+`OsimModel`.
+
+**Formats.** 4.x files (``<JointSet>``; each joint's ``socket_parent_frame`` /
+``socket_child_frame`` names a body, the ground or a ``PhysicalOffsetFrame`` in the joint's
+``<frames>``, a body's ``<components>`` or the model's ``<components>``; paths absolute or relative
+to the joint) and 3.x / 2.x files (joints nested in ``<Body><Joint>``, with ``parent_body``,
+``location_in_parent``/``orientation_in_parent`` on the parent and ``location``/``orientation``
+on the child). Orientations are OpenSim's body-fixed X-Y-Z Euler angles (rad).
+
+**Frames.** jaxbio's segment frame of each OpenSim body is the *child frame of its joint* (Simbody's
+mobilized frame M), so the joint motion is the segment's joint motion; mass centre and inertia
+(given by OpenSim in the body frame, the inertia about the mass centre) are transformed into it
+(`jaxbio.models.build.transformed`). `OsimModel.body_positions` / ``body_orientations`` give the
+pose of each OpenSim body frame in its segment frame, for anything else body-fixed (markers,
+muscle points: not imported yet). A welded body (``WeldJoint``, or a CustomJoint whose six
+functions are constants) is a ``"fixed"`` segment, massless or not, exactly where OpenSim has it.
+
+**Joints**, each written as OpenSim's function-based mobilizer (Simbody's
+``MobilizedBody::FunctionBased``): ``X_FM = Translation(Σ_i f_{3+i}(c) t_i) ·
+Rotation(f_0(c), r_0) · Rotation(f_1(c), r_1) · Rotation(f_2(c), r_2)`` with the translation
+axes ``t_i`` in the parent frame F and the rotations body-fixed (each about its axis in the frame
+left by the previous one). jaxbio builds the same product as a chain of one-DOF segments: first a
+prismatic segment per translation that moves, then a revolute segment per rotation that moves;
+every segment but the last is massless (`jaxbio.models.build.virtual`, named
+``<body>_<axis>`` with the axis ``rotation1`` … ``translation3``), the last is the body. Constant
+axes are folded into the fixed offsets (constant translations into the first segment's origin, a
+constant rotation into the orientation of the next moving segment; a trailing one into the last
+segment's orientation, with its axis rotated back). The joint types are this product with fixed
+axes and identity functions:
+
+- ``PinJoint``: rotation about z; ``SliderJoint``: translation along x; ``WeldJoint``: nothing.
+- ``UniversalJoint``: rotations about x, then y.
+- ``PlanarJoint`` (coordinates rz, tx, ty): translations along x and y of the parent frame, then
+  the rotation about z (Simbody's ``Planar``).
+- ``BallJoint``, ``GimbalJoint``: rotations about x, y, z (body-fixed X-Y-Z Euler angles).
+- ``FreeJoint`` (coordinates rx, ry, rz, tx, ty, tz): translations along the parent's x, y, z,
+  then the X-Y-Z rotations.
+- ``CustomJoint``: its ``SpatialTransform`` (``rotation1..3``, ``translation1..3``; each
+  ``TransformAxis`` an axis, at most one coordinate and a function: ``LinearFunction``,
+  ``Constant``, ``SimmSpline``/``NaturalCubicSpline``, ``PiecewiseLinearFunction``,
+  ``PiecewiseConstantFunction``, ``PolynomialFunction``, ``MultiplierFunction``; see
+  `jaxbio.io._osim_functions`).
+
+**Ball and free joints.** OpenSim asks Simbody for Euler angles (``useEulerAngles``), so a
+Ball/Free joint's *coordinates* — what motion files name and ``Coordinate.getValue`` returns — are
+the X-Y-Z body-fixed angles (and, for Free, the translation in the parent frame), and jaxbio
+uses exactly these as model coordinates (three revolute segments, like a Gimbal). OpenSim's
+*speeds* of such a joint are not the angle rates, though: Simbody's generalised speeds are
+``ω_FM`` expressed in F (Free: ``[ω_FM, v_FM]`` in F), and its generalised forces for them are
+the moment (and force) in F. jaxbio's are the rates ``ċ`` of the angles and their conjugate
+forces: ``u = E(c) ċ`` with ``E = [x, R_x y, R_x R_y z]`` (``R_x = R(x, c₀)``,
+``R_y = R(y, c₁)``) and ``τ_c = Eᵀ τ_u`` — translational speeds and forces are the same. For every
+other joint type OpenSim's speeds are the coordinate rates, and jaxbio's generalised forces are
+OpenSim's.
+
+**Agreement with OpenSim.** Body poses, the mass matrix and inverse dynamics equal OpenSim's to
+round-off (tests/io/test_osim_opensim.py), except where Simbody's function-based mobilizer
+(``MobilizedBody::FunctionBasedImpl``, OpenSim's CustomJoint) is not the derivative of its own
+transform, and jaxbio (exact derivatives) differs from it: (1) its velocity Jacobian ``H``
+evaluates only the functions that have a coordinate, so a *nonzero* ``Constant`` rotation counts
+as zero in ``H`` (not in the transform): such a joint's velocities, mass matrix and generalised
+forces in OpenSim do not match its positions; (2) its ``Ḣ`` takes the angular velocity of the
+first rotation from the joint's first coordinate, so when that coordinate drives two or more of the
+joint's rotations OpenSim's velocity-product terms (hence inverse dynamics, not the mass matrix)
+differ. The tests check jaxbio against finite differences of OpenSim's positions and against
+Lagrange's equations in those cases.
+
+**Coordinates** (``c``, `OsimModel.coordinates`): in OpenSim's order (``Model.getCoordinateSet``:
+joints in file order, each joint's coordinates in its order; a CustomJoint's in order of first
+use by rotation1 … translation3), with their default value, default speed, range, clamped,
+locked, prescribed flags and motion type (rotational, translational or coupled, derived as
+OpenSim does). Each tree coordinate is a function of one OpenSim coordinate
+(`jaxbio.coordinates`): ``q = to_tree(cmap, c)``; the dynamics in OpenSim's coordinates are
+`jaxbio.coordinates.inverse_dynamics` and friends. Clamping, locking and prescribed motion are
+recorded, not enforced.
+
+**Not imported yet** (listed in `OsimModel.ignored` when present, never applied): forces
+(``ForceSet``: muscles, actuators, ligaments, contact), constraints (``ConstraintSet``, e.g.
+coordinate couplers, which would change the dynamics), markers, contact geometry, wrap objects,
+controllers and probes. Refused with a ``ValueError`` naming the element and the file: a file
+that is not XML or not an OpenSim model, unknown joint types (Ellipsoid, Scapulothoracic,
+ConstantCurvature …) and function types (GCVSpline, StepFunction, multi-variable functions …), a
+function of more than one coordinate, collinear CustomJoint axes, a reversed joint (child frame
+on the ground, ``reverse`` true), a missing body or frame, a body attached by no joint or by two
+(a kinematic loop), a parent never connected to the ground, a body without mass. Joints may be
+listed in any order, as OpenSim allows.
+"""
+
+from __future__ import annotations
+
+import os
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from jaxbio import quaternion as quat
+from jaxbio._validate import model_dtype
+from jaxbio.coordinates import CoordinateMap, Piecewise
+from jaxbio.io import _osim_functions as fn
+from jaxbio.models.build import Body, model, segment, transformed, virtual
+from jaxbio.tree import SegmentTree
+
+__all__ = ["OsimModel", "load_osim"]
+
+GRAVITY = (0.0, -9.80665, 0.0)  # OpenSim's default gravity, m/s²
+DEFAULT_RANGE = (-10.0, 10.0)  # OpenSim's default coordinate range
+AXIS_NAMES = ("rotation1", "rotation2", "rotation3", "translation1", "translation2", "translation3")
+FUNCTION_TYPES = ("Constant", "LinearFunction", "SimmSpline", "NaturalCubicSpline", "PiecewiseLinearFunction",
+                  "PiecewiseConstantFunction", "PolynomialFunction", "MultiplierFunction")
+#: fixed-axis joints: (TransformAxis slot 0..5, unit axis, coordinate index within the joint)
+_X, _Y, _Z = np.eye(3)
+JOINT_AXES = {
+    "WeldJoint": (),
+    "PinJoint": ((0, _Z, 0),),
+    "SliderJoint": ((3, _X, 0),),
+    "UniversalJoint": ((0, _X, 0), (1, _Y, 1)),
+    "BallJoint": ((0, _X, 0), (1, _Y, 1), (2, _Z, 2)),
+    "GimbalJoint": ((0, _X, 0), (1, _Y, 1), (2, _Z, 2)),
+    "PlanarJoint": ((0, _Z, 0), (3, _X, 1), (4, _Y, 2)),
+    "FreeJoint": ((0, _X, 0), (1, _Y, 1), (2, _Z, 2), (3, _X, 3), (4, _Y, 4), (5, _Z, 5)),
+}
+JOINT_TYPES = tuple(JOINT_AXES) + ("CustomJoint",)
+#: sets that are not imported yet (reported in OsimModel.ignored when not empty)
+IGNORED_SETS = ("ForceSet", "ConstraintSet", "MarkerSet", "ContactGeometrySet", "ControllerSet", "ProbeSet",
+                "ComponentSet")
+
+
+class OsimModel(eqx.Module):
+    """The skeleton of an OpenSim model: a tree, OpenSim's coordinates and their properties.
+
+    - ``tree``: the `jaxbio.SegmentTree` (revolute, prismatic and fixed joints only; segment
+      frames are OpenSim's child joint frames, see `jaxbio.io.osim`).
+    - ``coordinates``: the `jaxbio.coordinates.CoordinateMap` from OpenSim's ``nc`` coordinates
+      ``c`` (rad / m, the order of ``coordinate_names``) to the tree's ``q``.
+    - ``defaults``, ``default_speeds`` ``(nc,)``; ``ranges`` ``(nc, 2)`` (min, max);
+      ``clamped``, ``locked``, ``prescribed`` (static bools) and ``motion_types`` (static:
+      ``"rotational"``, ``"translational"``, ``"coupled"``), per coordinate.
+    - ``bodies`` (static): OpenSim's body names, the ground first; ``body_segments`` (static): the
+      segment index each body is fixed to (``-1``: the ground, i.e. the world);
+      ``body_positions`` ``(nb, 3)`` m and ``body_orientations`` ``(nb, 4)`` ``(w, x, y, z)``:
+      the body frame's origin and orientation in that segment's frame (identity for the ground).
+    - ``joints``, ``joint_types`` (static): OpenSim's joint names and classes, in file order;
+      ``coordinate_joints`` (static): the index in ``joints`` of each coordinate's joint.
+    - ``ignored`` (static): the parts of the file that are not imported (e.g. ``"ForceSet: 6
+      objects (Thelen2003Muscle)"``).
+    - ``path`` (static): the file read.
+    """
+
+    tree: SegmentTree
+    coordinates: CoordinateMap
+    defaults: Float[Array, " nc"]
+    default_speeds: Float[Array, " nc"]
+    ranges: Float[Array, "nc 2"]
+    body_positions: Float[Array, "nb 3"]
+    body_orientations: Float[Array, "nb 4"]
+    clamped: tuple[bool, ...] = eqx.field(static=True)
+    locked: tuple[bool, ...] = eqx.field(static=True)
+    prescribed: tuple[bool, ...] = eqx.field(static=True)
+    motion_types: tuple[str, ...] = eqx.field(static=True)
+    bodies: tuple[str, ...] = eqx.field(static=True)
+    body_segments: tuple[int, ...] = eqx.field(static=True)
+    joints: tuple[str, ...] = eqx.field(static=True)
+    joint_types: tuple[str, ...] = eqx.field(static=True)
+    coordinate_joints: tuple[int, ...] = eqx.field(static=True)
+    ignored: tuple[str, ...] = eqx.field(static=True)
+    path: str = eqx.field(static=True, default="")
+
+    @property
+    def coordinate_names(self) -> tuple[str, ...]:
+        """OpenSim's coordinate names, the order of ``c``."""
+        return self.coordinates.names
+
+    def coordinate_index(self, name: str) -> int:
+        """Position of OpenSim coordinate ``name`` in ``c``."""
+        return self.coordinates.index(name)
+
+    def body_frame(self, name: str) -> tuple[int, Float[Array, "3"], Float[Array, "4"]]:
+        """``(segment, position, orientation)`` of OpenSim body ``name``'s frame (segment ``-1``:
+        the world): a point ``p`` given in the body frame is ``position + R(orientation) p`` in
+        the segment frame."""
+        if name not in self.bodies:
+            raise ValueError(f"{self.path}: no body {name!r}; bodies are {list(self.bodies)}")
+        i = self.bodies.index(name)
+        return self.body_segments[i], self.body_positions[i], self.body_orientations[i]
+
+
+# ---- small numpy helpers --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Pose:
+    """A frame's origin ``p`` (3,) and orientation ``q`` (w, x, y, z) in another frame."""
+
+    p: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    q: np.ndarray = field(default_factory=lambda: np.array([1.0, 0.0, 0.0, 0.0]))
+
+    def __mul__(self, other: "_Pose") -> "_Pose":
+        return _Pose(self.p + quat.to_matrix(self.q) @ other.p, _unit_quaternion(quat.multiply(self.q, other.q)))
+
+    def inverse(self) -> "_Pose":
+        conj = self.q * np.array([1.0, -1.0, -1.0, -1.0])
+        return _Pose(-(quat.to_matrix(conj) @ self.p), conj)
+
+
+def _unit_quaternion(q: np.ndarray) -> np.ndarray:
+    return q / np.linalg.norm(q)
+
+
+def _euler_xyz(angles) -> np.ndarray:
+    """OpenSim's orientation: body-fixed X-Y-Z rotations by ``angles`` (rad), as a quaternion."""
+    q = np.array([1.0, 0.0, 0.0, 0.0])
+    for axis, angle in zip(np.eye(3), np.asarray(angles, dtype=float)):
+        q = quat.multiply(q, quat.from_axis_angle(axis, np.asarray(angle)))
+    return _unit_quaternion(q)
+
+
+def _describe(elem: ET.Element) -> str:
+    name = elem.get("name")
+    return f"{elem.tag} {name!r}" if name is not None else f"<{elem.tag}>"
+
+
+def _text(elem: ET.Element, tag: str) -> Optional[str]:
+    child = elem.find(tag)
+    return None if child is None or child.text is None else child.text.strip()
+
+
+def _numbers(elem: ET.Element, tag: str, n: Optional[int], where: str, default=None) -> Optional[np.ndarray]:
+    text = _text(elem, tag)
+    if text is None or text == "":
+        if default is None:
+            raise ValueError(f"{where}: missing <{tag}>")
+        return np.asarray(default, dtype=float)
+    try:
+        values = np.array([float(v) for v in text.split()])
+    except ValueError:
+        raise ValueError(f"{where}: <{tag}> is not a list of numbers: {text!r}") from None
+    if n is not None and len(values) != n:
+        raise ValueError(f"{where}: <{tag}> needs {n} numbers, got {len(values)}: {text!r}")
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"{where}: <{tag}> must be finite, got {text!r}")
+    return values
+
+
+def _flag(elem: ET.Element, tag: str, where: str) -> bool:
+    text = _text(elem, tag)
+    if text is None or text == "":
+        return False
+    if text.lower() not in ("true", "false"):
+        raise ValueError(f"{where}: <{tag}> must be true or false, got {text!r}")
+    return text.lower() == "true"
+
+
+def _unit_axis(v: np.ndarray, where: str) -> np.ndarray:
+    norm = np.linalg.norm(v)
+    if not norm > 0:
+        raise ValueError(f"{where}: <axis> is zero")
+    return v / norm
+
+
+# ---- functions --------------------------------------------------------------------------------
+
+def _function_element(elem: ET.Element, properties: tuple[str, ...], where: str) -> Optional[ET.Element]:
+    """The function held by ``elem`` (a TransformAxis or a MultiplierFunction): a child element
+    ``<function>`` wrapping it (2.x/3.x files) or a child whose tag is its type (4.x files)."""
+    candidates = [ch for ch in elem if isinstance(ch.tag, str) and ch.tag not in properties]
+    wrapper = [ch for ch in candidates if ch.tag == "function"]
+    if wrapper:
+        inner = [ch for ch in wrapper[0] if isinstance(ch.tag, str)]
+        if len(inner) > 1:
+            raise ValueError(f"{where}: <function> holds {len(inner)} functions")
+        return inner[0] if inner else None
+    if len(candidates) > 1:
+        raise ValueError(f"{where}: more than one function ({', '.join(ch.tag for ch in candidates)})")
+    return candidates[0] if candidates else None
+
+
+def _function(elem: ET.Element, where: str) -> Piecewise:
+    """An OpenSim function element of one variable (or none) as a `Piecewise`."""
+    kind = elem.tag
+    here = f"{where}: {_describe(elem)}"
+    if kind == "Constant":
+        return fn.constant(float(_numbers(elem, "value", 1, here, default=[0.0])[0]))
+    if kind == "LinearFunction":
+        slope, intercept = _numbers(elem, "coefficients", 2, here, default=[1.0, 0.0])
+        return fn.linear(slope, intercept)
+    if kind in ("SimmSpline", "NaturalCubicSpline", "PiecewiseLinearFunction", "PiecewiseConstantFunction"):
+        x = _numbers(elem, "x", None, here)
+        y = _numbers(elem, "y", None, here)
+        build = {"PiecewiseLinearFunction": fn.piecewise_linear,
+                 "PiecewiseConstantFunction": fn.piecewise_constant}.get(kind, fn.simm_spline)
+        return build(x, y, here)
+    if kind == "PolynomialFunction":
+        return fn.polynomial(_numbers(elem, "coefficients", None, here, default=[1.0]), here)
+    if kind == "MultiplierFunction":
+        inner = _function_element(elem, ("scale",), here)
+        if inner is None:
+            raise ValueError(f"{here}: has no function to scale")
+        scale = float(_numbers(elem, "scale", 1, here, default=[1.0])[0])
+        return _function(inner, here).scaled(scale)
+    hint = " (a smoothing spline fitted at load time: not supported yet)" if kind == "GCVSpline" else ""
+    raise ValueError(f"{here}: function type {kind!r} is not supported{hint}; supported: "
+                     f"{', '.join(FUNCTION_TYPES)}")
+
+
+# ---- the model's components ---------------------------------------------------------------------
+
+@dataclass
+class _Coordinate:
+    name: str
+    default: float = 0.0
+    default_speed: float = 0.0
+    range: tuple[float, float] = DEFAULT_RANGE
+    clamped: bool = False
+    locked: bool = False
+    prescribed: bool = False
+    motion_type: str = "rotational"
+
+
+@dataclass
+class _Axis:
+    slot: int  # 0..5: rotation1..3, translation1..3
+    axis: np.ndarray  # unit, in the joint's parent frame (translations) / the rotated frame (rotations)
+    coordinate: Optional[int]  # index within the joint's coordinates; None: a constant
+    function: Piecewise
+
+    @property
+    def rotation(self) -> bool:
+        return self.slot < 3
+
+
+@dataclass
+class _Joint:
+    elem: ET.Element
+    kind: str
+    name: str
+    coordinates: list[_Coordinate]
+    axes: list[_Axis]
+    parent_socket: str = ""  # 4.x: the sockets' paths, relative to the joint
+    child_socket: str = ""
+    parent: Optional[tuple[str, _Pose]] = None  # (body, pose of the frame in it); 3.x: read, 4.x: resolved
+    child: Optional[tuple[str, _Pose]] = None
+
+    @property
+    def where(self) -> str:
+        return _describe(self.elem)
+
+
+def _coordinate(elem: ET.Element) -> _Coordinate:
+    where = _describe(elem)
+    lo, hi = _numbers(elem, "range", 2, where, default=DEFAULT_RANGE)
+    return _Coordinate(
+        name=elem.get("name", ""),
+        default=float(_numbers(elem, "default_value", 1, where, default=[0.0])[0]),
+        default_speed=float(_numbers(elem, "default_speed_value", 1, where, default=[0.0])[0]),
+        range=(float(lo), float(hi)),
+        clamped=_flag(elem, "clamped", where),
+        locked=_flag(elem, "locked", where),
+        prescribed=_flag(elem, "prescribed", where),
+    )
+
+
+def _coordinate_elements(joint: ET.Element) -> list[ET.Element]:
+    # 4.x: <coordinates><Coordinate/>…; 3.x: <CoordinateSet><objects><Coordinate/>…
+    out = list(joint.findall("coordinates/Coordinate")) + list(joint.findall("CoordinateSet/objects/Coordinate"))
+    names = [c.get("name") for c in out]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ValueError(f"{_describe(joint)}: coordinate {dup[0]!r} is defined twice")
+    return out
+
+
+def _joint_axes(joint: ET.Element, kind: str) -> tuple[list[_Coordinate], list[_Axis]]:
+    """The joint's coordinates and its six TransformAxes (fixed-axis joints: the moving ones)."""
+    where = _describe(joint)
+    given = [_coordinate(c) for c in _coordinate_elements(joint)]
+    if kind != "CustomJoint":
+        axes_spec = JOINT_AXES[kind]
+        n = len(axes_spec)
+        if len(given) > n:
+            raise ValueError(f"{where}: a {kind} has {n} coordinates, the file gives {len(given)} "
+                             f"({', '.join(c.name for c in given)})")
+        name = joint.get("name", "")
+        coords = given + [_Coordinate(f"{name}_coord_{i}") for i in range(len(given), n)]
+        for c, (slot, _, _) in zip(coords, axes_spec):
+            c.motion_type = "rotational" if slot < 3 else "translational"
+        axes = [_Axis(slot, axis, j, Piecewise.identity()) for slot, axis, j in axes_spec]
+        return coords, axes
+
+    st = joint.find("SpatialTransform")
+    if st is None:
+        raise ValueError(f"{where}: a CustomJoint needs a <SpatialTransform>")
+    if joint.find("TransformAxisSet") is not None:
+        raise ValueError(f"{where}: <TransformAxisSet> (OpenSim 1.x files) is not supported")
+    by_name = {c.name: c for c in given}
+    for c in given:
+        c.motion_type = ""  # derived below from the TransformAxes that use it
+    order: list[str] = []
+    axes = []
+    for slot, axis_name in enumerate(AXIS_NAMES):
+        found = [t for t in st.findall("TransformAxis") if t.get("name") == axis_name]
+        if len(found) > 1:
+            raise ValueError(f"{where}: TransformAxis {axis_name!r} is given twice")
+        here = f"{where}: TransformAxis {axis_name!r}"
+        if not found:  # OpenSim's default: a constant 0 about x, y, z
+            axes.append(_Axis(slot, np.eye(3)[slot % 3], None, fn.constant(0.0)))
+            continue
+        t = found[0]
+        names = (_text(t, "coordinates") or "").split()
+        axis = _unit_axis(_numbers(t, "axis", 3, here, default=np.eye(3)[slot % 3]), here)
+        f_elem = _function_element(t, ("coordinates", "axis"), here)
+        if len(names) > 1:
+            raise ValueError(f"{here}: a function of {len(names)} coordinates ({', '.join(names)}) is not supported")
+        if f_elem is None:
+            if names:
+                raise ValueError(f"{here}: coordinate {names[0]!r} but no function")
+            f = fn.constant(0.0)
+        else:
+            f = _function(f_elem, here)
+        if not names:
+            if f.constant_value() is None:
+                raise ValueError(f"{here}: a {f_elem.tag} needs a coordinate")
+            axes.append(_Axis(slot, axis, None, f))
+            continue
+        if names[0] not in order:
+            order.append(names[0])
+        j = order.index(names[0])
+        axes.append(_Axis(slot, axis, None if f.constant_value() is not None else j, f))
+        # OpenSim's motion type: rotational/translational if some axis moves with slope ±1,
+        # else coupled (CustomJoint::constructCoordinates)
+        c = by_name.setdefault(names[0], _Coordinate(names[0], motion_type=""))
+        is_pure = f_elem is not None and f_elem.tag == "LinearFunction" and abs(
+            float(_numbers(f_elem, "coefficients", 2, here, default=[1.0, 0.0])[0])) == 1.0
+        if is_pure:
+            c.motion_type = "rotational" if slot < 3 else "translational"
+        elif c.motion_type in ("", "coupled"):
+            c.motion_type = "coupled"
+    unused = [c.name for c in given if c.name not in order]
+    if unused:
+        raise ValueError(f"{where}: coordinate {unused[0]!r} is used by no TransformAxis")
+    for start in (0, 3):  # OpenSim refuses collinear axes (CustomJoint::extendFinalizeFromProperties)
+        for a in range(start, start + 3):
+            for b in range(a + 1, start + 3):
+                if np.linalg.norm(np.cross(axes[a].axis, axes[b].axis)) < 1e-5:
+                    raise ValueError(f"{where}: TransformAxes {AXIS_NAMES[a]!r} and {AXIS_NAMES[b]!r} are collinear")
+    return [by_name[n] for n in order], axes
+
+
+def _socket(joint: ET.Element, which: str) -> Optional[str]:
+    """The path in a joint's ``parent_frame`` / ``child_frame`` socket (4.x and the 4.0 betas)."""
+    for tag in (f"socket_{which}_frame", f"socket_{which}_frame_connectee_name",
+                f"connector_{which}_frame_connectee_name"):
+        text = _text(joint, tag)
+        if text:
+            return text
+    for conn in joint.findall("connectors/Connector_PhysicalFrame_"):
+        if conn.get("name") in (f"{which}_frame", f"{which}_body"):
+            text = _text(conn, "connectee_name")
+            if text:
+                return text
+    return None
+
+
+class _Frames:
+    """Bodies, the ground and PhysicalOffsetFrames by absolute component path (4.x), and the
+    pose of any of them in its base body's frame."""
+
+    def __init__(self, model_elem: ET.Element, ground: str, bodies: list[str]):
+        self.paths: dict[str, tuple[str, ET.Element | str]] = {f"/{ground}": ("body", ground)}
+        for b in bodies:
+            self.paths[f"/bodyset/{b}"] = ("body", b)
+        for body in model_elem.findall("BodySet/objects/Body"):
+            self._add_frames(body.findall("components/PhysicalOffsetFrame"), f"/bodyset/{body.get('name')}")
+        for joint in model_elem.findall("JointSet/objects/*"):
+            self._add_frames(joint.findall("frames/PhysicalOffsetFrame"), f"/jointset/{joint.get('name')}")
+        self._add_frames(model_elem.findall("components/PhysicalOffsetFrame"), "")
+
+    def _add_frames(self, frames, owner: str):
+        for f in frames:
+            self.paths[f"{owner}/{f.get('name')}"] = ("frame", f)
+
+    def resolve(self, path: str, owner: str, where: str) -> str:
+        """Absolute path of the component ``path`` names, seen from the component at ``owner``."""
+        parts = (path.split("/") if path.startswith("/") else owner.split("/") + path.split("/"))
+        stack: list[str] = []
+        for part in parts:
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if stack:
+                    stack.pop()
+                continue
+            stack.append(part)
+        full = "/" + "/".join(stack)
+        if full in self.paths:
+            return full
+        name = path.rstrip("/").split("/")[-1]  # 4.0 betas: a bare name
+        matches = [p for p in self.paths if p.split("/")[-1] == name]
+        local = [p for p in matches if p.startswith(owner + "/")]
+        if len(local) == 1:
+            return local[0]
+        if len(matches) == 1:
+            return matches[0]
+        raise ValueError(f"{where}: no body or frame {path!r}")
+
+    def pose(self, path: str, where: str, seen: tuple[str, ...] = ()) -> tuple[str, _Pose]:
+        """``(body, pose of the frame in that body's frame)`` of the component at ``path``."""
+        kind, item = self.paths[path]
+        if kind == "body":
+            return item, _Pose()
+        if path in seen:
+            raise ValueError(f"{where}: frame {path!r} is its own parent")
+        here = f"{where}: {_describe(item)}"
+        parent = next((t for t in (_text(item, "socket_parent"), _text(item, "socket_parent_connectee_name"),
+                                   _text(item, "connector_parent_connectee_name")) if t), None)
+        if parent is None:
+            raise ValueError(f"{here}: no <socket_parent>")
+        body, base = self.pose(self.resolve(parent, path, here), here, seen + (path,))
+        offset = _Pose(_numbers(item, "translation", 3, here, default=np.zeros(3)),
+                       _euler_xyz(_numbers(item, "orientation", 3, here, default=np.zeros(3))))
+        return body, base * offset
+
+
+def _read_joint(elem: ET.Element, enclosing_body: Optional[str]) -> _Joint:
+    kind = elem.tag
+    where = _describe(elem)
+    if kind not in JOINT_TYPES:
+        raise ValueError(f"{where}: joint type {kind!r} is not supported; supported: {', '.join(JOINT_TYPES)}")
+    if _flag(elem, "reverse", where):
+        raise ValueError(f"{where}: reversed joints (<reverse>true</reverse>) are not supported")
+    coords, axes = _joint_axes(elem, kind)
+    name = elem.get("name", "")
+    if enclosing_body is not None:  # 2.x/3.x: nested in the child body
+        parent = _text(elem, "parent_body") or _socket(elem, "parent")
+        if not parent:
+            raise ValueError(f"{where}: no <parent_body>")
+        parent_offset = _Pose(_numbers(elem, "location_in_parent", 3, where, default=np.zeros(3)),
+                              _euler_xyz(_numbers(elem, "orientation_in_parent", 3, where, default=np.zeros(3))))
+        loc = "location" if elem.find("location") is not None else "location_in_child"
+        ori = "orientation" if elem.find("orientation") is not None else "orientation_in_child"
+        child_offset = _Pose(_numbers(elem, loc, 3, where, default=np.zeros(3)),
+                             _euler_xyz(_numbers(elem, ori, 3, where, default=np.zeros(3))))
+        return _Joint(elem, kind, name, coords, axes, parent=(parent.split("/")[-1], parent_offset),
+                      child=(enclosing_body, child_offset))
+    parent, child = _socket(elem, "parent"), _socket(elem, "child")
+    if not parent or not child:
+        raise ValueError(f"{where}: needs a <socket_parent_frame> and a <socket_child_frame>")
+    return _Joint(elem, kind, name, coords, axes, parent_socket=parent, child_socket=child)
+
+
+def _body(elem: ET.Element) -> Body:
+    where = _describe(elem)
+    mass = _numbers(elem, "mass", 1, where)[0]
+    if not mass >= 0:
+        raise ValueError(f"{where}: <mass> must be >= 0, got {mass}")
+    com = _numbers(elem, "mass_center", 3, where, default=np.zeros(3))
+    if elem.find("inertia") is not None:
+        xx, yy, zz, xy, xz, yz = _numbers(elem, "inertia", 6, where)
+    else:  # 2.x/3.x
+        xx, yy, zz, xy, xz, yz = (float(_numbers(elem, f"inertia_{k}", 1, where, default=[0.0])[0])
+                                  for k in ("xx", "yy", "zz", "xy", "xz", "yz"))
+    return Body(float(mass), com, np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]]))
+
+
+def _ignored(model_elem: ET.Element) -> tuple[str, ...]:
+    out = []
+    for tag in IGNORED_SETS:
+        for s in model_elem.findall(tag):
+            objs = [o for o in s.findall("objects/*")]
+            if objs:
+                kinds = sorted({o.tag for o in objs})
+                out.append(f"{tag}: {len(objs)} objects ({', '.join(kinds)})")
+    wraps = sum(len(b.findall("WrapObjectSet/objects/*")) for b in model_elem.findall("BodySet/objects/Body"))
+    wraps += sum(len(g.findall("WrapObjectSet/objects/*")) for g in model_elem.findall("Ground"))
+    if wraps:
+        out.append(f"WrapObjectSet: {wraps} wrap objects")
+    comps = model_elem.findall("components/*")
+    other = sorted({c.tag for c in comps if c.tag != "PhysicalOffsetFrame"})
+    if other:
+        out.append(f"components: {', '.join(other)}")
+    return tuple(out)
+
+
+# ---- the tree -----------------------------------------------------------------------------------
+
+def _chain(joint: _Joint, parent_segment: Optional[str], placement: _Pose, body_name: str, body: Body,
+           taken: set[str]) -> list[tuple[dict, Optional[int], Optional[Piecewise]]]:
+    """The segments of one joint, proximal first: ``(segment dict, joint coordinate index,
+    function)``; the last one is the body (``body`` in the joint's child frame)."""
+    moving_t = [a for a in joint.axes if not a.rotation and a.coordinate is not None]
+    constant_t = sum((a.function.constant_value() * a.axis for a in joint.axes
+                      if not a.rotation and a.coordinate is None), np.zeros(3))
+    head = placement * _Pose(constant_t, np.array([1.0, 0.0, 0.0, 0.0]))
+    links = []  # (type, axis, origin, orientation, coordinate, function, axis name)
+    origin, orientation = head.p, head.q
+    for a in moving_t:
+        links.append(["prismatic", a.axis, origin, orientation, a.coordinate, a.function, AXIS_NAMES[a.slot]])
+        origin, orientation = np.zeros(3), np.array([1.0, 0.0, 0.0, 0.0])
+    pending = np.array([1.0, 0.0, 0.0, 0.0])  # constant rotations since the last moving one
+    for a in (a for a in joint.axes if a.rotation):
+        if a.coordinate is None:
+            pending = quat.multiply(pending, quat.from_axis_angle(a.axis, np.asarray(a.function.constant_value())))
+            continue
+        links.append(["revolute", a.axis, origin, quat.multiply(orientation, pending), a.coordinate, a.function,
+                      AXIS_NAMES[a.slot]])
+        origin, orientation, pending = np.zeros(3), np.array([1.0, 0.0, 0.0, 0.0]), np.array([1.0, 0.0, 0.0, 0.0])
+    if not links:
+        return [(segment(body_name, parent_segment, "fixed", None, body, origin,
+                         _unit_quaternion(quat.multiply(orientation, pending))), None, None)]
+    # a trailing constant rotation R: motion(axis) · R = R · motion(Rᵀ axis)
+    last = links[-1]
+    last[3] = quat.multiply(last[3], pending)
+    last[1] = quat.to_matrix(pending).T @ last[1]
+    out = []
+    parent = parent_segment
+    for k, (jtype, axis, o, q, j, f, axis_name) in enumerate(links):
+        q = _unit_quaternion(np.asarray(q, dtype=float))
+        if k == len(links) - 1:
+            seg = segment(body_name, parent, jtype, axis, body, o, q)
+        else:
+            name = f"{body_name}_{axis_name}"
+            while name in taken:
+                name += "_"
+            taken.add(name)
+            seg = virtual(name, parent, jtype, axis, o, q)
+        out.append((seg, j, f))
+        parent = seg["name"]
+    return out
+
+
+def _parse(path: Path, dtype) -> OsimModel:
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError as e:
+        raise ValueError(f"not an XML file ({e})") from None
+    model_elem = root.find("Model") if root.tag == "OpenSimDocument" else (root if root.tag == "Model" else None)
+    if model_elem is None:
+        raise ValueError(f"not an OpenSim model: the root element is <{root.tag}>, expected <OpenSimDocument> "
+                         "holding a <Model>")
+    version = root.get("Version", "")
+    if version.isdigit() and int(version) < 10901:
+        raise ValueError(f"OpenSimDocument Version {version} (OpenSim 1.x) is not supported")
+    gravity = _numbers(model_elem, "gravity", 3, _describe(model_elem), default=GRAVITY)
+
+    # bodies and the ground: 4.x <Ground>; 2.x/3.x a body called "ground" in the BodySet
+    body_elems = model_elem.findall("BodySet/objects/Body")
+    ground_elem = model_elem.find("Ground")
+    if ground_elem is not None:
+        ground = ground_elem.get("name", "ground")
+    elif any(b.get("name") == "ground" for b in body_elems):
+        ground = "ground"
+    else:
+        raise ValueError(f"{_describe(model_elem)}: no <Ground> and no body called 'ground'")
+    bodies: dict[str, ET.Element] = {}
+    for b in body_elems:
+        name = b.get("name", "")
+        if name in bodies or name == ground and ground_elem is not None:
+            raise ValueError(f"{_describe(b)}: the body name is used twice")
+        bodies[name] = b
+    moving = [b for b in bodies if b != ground]
+
+    # joints in file order: nested in bodies (2.x/3.x), then the JointSet (4.x)
+    joints = [_read_joint(j, b.get("name")) for b in body_elems for j in b.findall("Joint/*")]
+    joints += [_read_joint(j, None) for j in model_elem.findall("JointSet/objects/*")]
+    names = [j.name for j in joints]
+    for i, n in enumerate(names):
+        if names.index(n) != i:
+            raise ValueError(f"{joints[i].where}: the joint name is used twice")
+    frames = _Frames(model_elem, ground, moving)
+
+    # each joint: parent and child frames as (body, pose in the body frame)
+    for j in joints:
+        if j.parent is not None:  # 3.x
+            if j.parent[0] not in bodies:
+                raise ValueError(f"{j.where}: parent body {j.parent[0]!r} is not in the BodySet")
+        else:
+            owner = f"/jointset/{j.name}"
+            j.parent = frames.pose(frames.resolve(j.parent_socket, owner, j.where), j.where)
+            j.child = frames.pose(frames.resolve(j.child_socket, owner, j.where), j.where)
+        if j.child[0] == ground:
+            raise ValueError(f"{j.where}: its child frame is on the ground {ground!r} (a reversed joint); "
+                             "not supported")
+        if j.parent[0] == j.child[0]:
+            raise ValueError(f"{j.where}: parent and child frames are on the same body {j.child[0]!r}")
+    child_of: dict[str, _Joint] = {}
+    for j in joints:
+        if j.child[0] in child_of:
+            raise ValueError(f"{j.where}: body {j.child[0]!r} is already the child of {child_of[j.child[0]].where} "
+                             "(a kinematic loop); not supported")
+        child_of[j.child[0]] = j
+    for b in moving:
+        if b not in child_of:
+            raise ValueError(f"{_describe(bodies[b])}: attached to the model by no joint")
+
+    # coordinates: OpenSim's order (joints in file order)
+    coords: list[_Coordinate] = []
+    first: dict[int, int] = {}
+    for k, j in enumerate(joints):
+        first[k] = len(coords)
+        coords += j.coordinates
+    cnames = [c.name for c in coords]
+    coordinate_joint = [k for k, j in enumerate(joints) for _ in j.coordinates]
+    for i, n in enumerate(cnames):
+        if cnames.index(n) != i:
+            raise ValueError(f"{joints[coordinate_joint[i]].where}: coordinate name {n!r} is already used by "
+                             f"{joints[coordinate_joint[cnames.index(n)]].where}")
+
+    # segments, parents first (joints may be listed in any order)
+    placed: dict[str, tuple[Optional[str], _Pose]] = {ground: (None, _Pose())}  # body -> (segment, X_SB)
+    segments: list[dict] = []
+    source: list[int] = []
+    pieces: list[Piecewise] = []
+    taken = set(bodies)
+    todo = list(range(len(joints)))
+    while todo:  # the first joint (in file order) whose parent is placed
+        k = next((k for k in todo if joints[k].parent[0] in placed), None)
+        if k is None:
+            j = joints[todo[0]]
+            raise ValueError(f"{j.where}: its parent body {j.parent[0]!r} is not connected to the ground")
+        todo.remove(k)
+        j = joints[k]
+        (pbody, p_in_pbody), (cbody, c_in_cbody) = j.parent, j.child
+        pseg, pbody_in_pseg = placed[pbody]
+        body = transformed(_body(bodies[cbody]), quat.to_matrix(c_in_cbody.q), c_in_cbody.p)
+        for seg, jc, f in _chain(j, pseg, pbody_in_pseg * p_in_pbody, cbody, body, taken):
+            segments.append(seg)
+            if jc is not None:
+                source.append(first[k] + jc)
+                pieces.append(f)
+        placed[cbody] = (cbody, c_in_cbody.inverse())
+
+    name = model_elem.get("name", path.stem)
+    try:
+        tree = SegmentTree.from_dict(model(name, gravity, segments), dtype=dtype)
+    except ValueError as e:
+        raise ValueError(f"the model built from it is refused: {e}") from None
+    dt = model_dtype(dtype)
+    seg_index = {s["name"]: i for i, s in enumerate(segments)}
+    body_names = [ground] + moving
+    poses = [placed[b][1] for b in body_names]
+    return OsimModel(
+        tree=tree,
+        coordinates=CoordinateMap.from_pieces(cnames, source, pieces, dtype=dtype),
+        defaults=jnp.asarray([c.default for c in coords], dt),
+        default_speeds=jnp.asarray([c.default_speed for c in coords], dt),
+        ranges=jnp.asarray(np.array([c.range for c in coords], dtype=float).reshape(-1, 2), dt),
+        body_positions=jnp.asarray(np.array([p.p for p in poses]), dt),
+        body_orientations=jnp.asarray(np.array([p.q for p in poses]), dt),
+        clamped=tuple(c.clamped for c in coords),
+        locked=tuple(c.locked for c in coords),
+        prescribed=tuple(c.prescribed for c in coords),
+        motion_types=tuple(c.motion_type for c in coords),
+        bodies=tuple(body_names),
+        body_segments=tuple(-1 if placed[b][0] is None else seg_index[placed[b][0]] for b in body_names),
+        joints=tuple(j.name for j in joints),
+        joint_types=tuple(j.kind for j in joints),
+        coordinate_joints=tuple(coordinate_joint),
+        ignored=_ignored(model_elem),
+        path=str(path),
+    )
+
+
+def load_osim(path: str | os.PathLike, *, dtype=None) -> OsimModel:
+    """Read the skeleton of an OpenSim model file (``.osim``, OpenSim 3.x or 4.x).
+
+    Args:
+        path: the ``.osim`` file.
+        dtype: floating dtype of every array (default: JAX's default float type; use float64,
+            with ``jax.enable_x64``, to reproduce OpenSim's numbers).
+
+    Returns:
+        `OsimModel`: ``tree`` (a `jaxbio.SegmentTree`), ``coordinates`` (the
+        `jaxbio.coordinates.CoordinateMap` from OpenSim's coordinates to the tree's) and the
+        coordinates' and bodies' properties. Modelling choices (frames, Ball and Free joints,
+        CustomJoints, what is not imported) are in the docstring of `jaxbio.io.osim`.
+
+    Raises:
+        ValueError: starting with the file's path, naming the element (type and name) for every
+            defect and every unsupported feature listed in `jaxbio.io.osim`.
+    """
+    if not isinstance(path, (str, os.PathLike)) or os.fspath(path) == "":
+        raise ValueError(f"load_osim: path must be a non-empty str or os.PathLike, got {path!r}")
+    model_dtype(dtype)
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"{p}: no such file")
+    try:
+        return _parse(p, dtype)
+    except ValueError as e:
+        raise ValueError(f"{p}: {e}") from None
