@@ -1,8 +1,10 @@
 """The ``jaxbio`` command line.
 
 ``jaxbio sprint`` (the main job, also ``jaxbio`` with no arguments) fits the fitness-dependent
-Hamiltonian sprinter to 100 m split times; ``jaxbio id`` shows inverse dynamics of a shipped model
-for a short motion (a table of joint torques).
+Hamiltonian sprinter to 100 m split times; ``jaxbio inverse-dynamics`` (short ``jaxbio id``) runs
+OpenSim's inverse dynamics on a model and motion file (``--motion``; `jaxbio.io._cli`), or shows a
+shipped model's joint torques over a synthetic motion; ``jaxbio run-tool SETUP.xml`` runs an
+OpenSim setup file; ``jaxbio animate`` draws a motion as a stick figure (GIF/MP4).
 
 Exit codes: 0 ok; 2 bad input (one line on stderr: ``jaxbio: error: <path>: <problem>`` for a
 model file, ``jaxbio id: error: argument --frames: …`` for an option); 141 when the reader of
@@ -107,8 +109,17 @@ class _InputError(Exception):
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="jaxbio", description="Differentiable biomechanics in JAX.")
     sub = p.add_subparsers(dest="command")
-    pid = sub.add_parser("id", help="inverse dynamics of a shipped or given model over a short motion")
-    pid.add_argument("--model", default="arm7", help="shipped model name or a model .json file (default arm7)")
+    from jaxbio.io._cli import add_parsers as add_opensim_tools
+
+    add_opensim_tools(sub, _synthetic_motion_options)
+    from jaxbio.sprint._cli import add_parser as add_sprint
+
+    add_sprint(sub)
+    return p
+
+
+def _synthetic_motion_options(pid) -> None:
+    """The options of ``jaxbio inverse-dynamics`` without ``--motion`` (`cmd_id`)."""
     pid.add_argument("--frames", type=_number("int", lambda v: 1 <= v <= MAX_FRAMES, f"an integer from 1 to {MAX_FRAMES}"),
                      default=6, help="number of frames (default 6)")
     pid.add_argument("--duration", type=_number("float", lambda v: math.isfinite(v) and v > 0, "a finite number > 0 (s)"),
@@ -117,11 +128,6 @@ def build_parser() -> argparse.ArgumentParser:
                      default=0.5, help="joint amplitude in rad (default 0.5)")
     pid.add_argument("--columns", type=_number("int", lambda v: v >= 1, "an integer ≥ 1"),
                      default=8, help="at most this many joint columns (default 8)")
-    pid.set_defaults(func=cmd_id)
-    from jaxbio.sprint._cli import add_parser as add_sprint
-
-    add_sprint(sub)
-    return p
 
 
 class _PipeClosed(BaseException):
@@ -175,11 +181,11 @@ def _run(argv: list[str] | None) -> int:
             args = parser.parse_args(["sprint"] + (argv or []))
     except SystemExit as e:  # --help (0) or a bad option (2, one line printed)
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
-    if args.command != "id":
+    if args.command == "sprint":
         return args.func(args)
     try:
         return args.func(args)
-    except _InputError as e:
+    except (_InputError, ValueError) as e:  # bad input of the model and motion commands: one line
         print(f"jaxbio: error: {e}", file=sys.stderr)
         return 2
 

@@ -4,8 +4,10 @@
 ``animate(tree, time, q, file)`` draws them with matplotlib (an optional dependency:
 ``pip install 'jaxbio[plot]'``), imported only when called.
 
-What is drawn, for every segment: a *bone* from its parent's origin (the world origin for a root
-joined to it by anything but a free joint) to its own origin (the joint centre), and its centre of
+What is drawn, for every segment: a *bone* from its parent's origin (the world origin for a root)
+to its own origin (the joint centre) — except across the translations that place a floating base
+(a free joint, or sliders from the world and sliders on them: a bone there would be a line from
+the world origin, not a limb) — and its centre of
 mass as a dot sized by the mass, joined to its origin by a line (a trunk whose children hang from
 its base shows this way). A segment with no child has no distal joint to end at, so that line goes
 on to twice its COM from its origin (where a uniform rod with that COM would end; a massless leaf's
@@ -52,9 +54,11 @@ def _bone_table(tree: SegmentTree) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     parents = np.asarray(tree.parents)
     has_child = np.zeros(tree.n_segments, bool)
     has_child[parents[parents >= 0]] = True
+    base = np.zeros(tree.n_segments, bool)  # moved from the world by translations only
     start, end, tip = [], [], []
     for i, p in enumerate(parents):
-        if p >= 0 or tree.joint_types[i] != "free":
+        base[i] = tree.joint_types[i] in ("prismatic", "free") and (p < 0 or base[p])
+        if not base[i]:
             start.append(p), end.append(i), tip.append(False)
     for i in range(tree.n_segments):
         start.append(i), end.append(i), tip.append(not has_child[i])

@@ -34,15 +34,21 @@ def point_loads(
     segments: Sequence[int | str],
     points: Float[ArrayLike, "k 3"],
     forces: Float[ArrayLike, "k 3"],
+    torques: Float[ArrayLike, "k 3"] | None = None,
+    *,
+    world_points: bool = False,
 ) -> tuple[Float[Array, "n 3"], Float[Array, "n 3"]]:
-    """External wrenches of ``k`` point forces: ``[f ; (X − O_s) × f]`` summed per segment.
+    """External wrenches of ``k`` point forces (and free torques): ``[f ; (X − O_s) × f + t]``
+    summed per segment.
 
     Args:
         tree: the model (``n`` segments).
         q: ``(n,)`` rad / m, generalised coordinates.
         segments: static, ``k`` segment indices or names: the segment each force acts on.
-        points: ``(k, 3)`` m, the point of application in its segment's frame.
+        points: ``(k, 3)`` m, the point of application in its segment's frame (in the world
+            frame with ``world_points``: a centre of pressure measured by a force plate).
         forces: ``(k, 3)`` N, world frame (a weight: ``mass · tree.gravity``).
+        torques: ``(k, 3)`` N·m, world frame, free moments added to each segment (None: zero).
 
     Returns:
         ``(forces (n, 3) N, moments (n, 3) N·m)``, world frame, moments about each segment's
@@ -64,16 +70,21 @@ def point_loads(
     k = len(segs)
     points = as_shape(points, (k, 3), "points", " (one segment-frame point per entry of segments)", like=q)
     forces = as_shape(forces, (k, 3), "forces", " (one world-frame force per entry of segments)", like=q)
-    return _point_loads(tree, q, tuple(segs), points, forces)
+    torques = jnp.zeros_like(forces) if torques is None else as_shape(
+        torques, (k, 3), "torques", " (one world-frame free moment per entry of segments)", like=q)
+    return _point_loads(tree, q, tuple(segs), points, forces, torques, bool(world_points))
 
 
-@functools.partial(jax.jit, static_argnums=2)
-def _point_loads(tree, q, segments, points, forces):
+@functools.partial(jax.jit, static_argnums=(2, 6))
+def _point_loads(tree, q, segments, points, forces, torques, world_points):
     n = tree.n_segments
     zeros = jnp.zeros((n, 3), q.dtype)
     if not segments:
         return zeros, zeros
     seg = np.asarray(segments)
-    att = segment_motion(tree, q).attitude[seg]
-    lever = quat.rotate(att, points)  # X − O_s, world frame
-    return zeros.at[seg].add(forces), zeros.at[seg].add(cross(lever, forces))
+    motion = segment_motion(tree, q)
+    if world_points:
+        lever = points - motion.position[seg]
+    else:
+        lever = quat.rotate(motion.attitude[seg], points)  # X − O_s, world frame
+    return zeros.at[seg].add(forces), zeros.at[seg].add(cross(lever, forces) + torques)

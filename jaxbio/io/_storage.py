@@ -265,7 +265,14 @@ def _format(value: float, precision: int | None) -> str:
 
 
 def write_sto(path, table: Table, *, precision: int | None = None) -> None:
-    """Write ``table`` to ``path`` in the layout of OpenSim's ``Storage::print`` (what OpenSim's
+    """Write ``table`` to ``path`` (`format_sto`)."""
+    text = format_sto(table, precision=precision)
+    with open(os.fspath(path), "w", encoding="utf-8", newline="\n") as f:
+        f.write(text)
+
+
+def format_sto(table: Table, *, precision: int | None = None) -> str:
+    """The text of ``table`` in the layout of OpenSim's ``Storage::print`` (what OpenSim's
     tools write, e.g. the inverse-dynamics results)::
 
         <name>
@@ -309,5 +316,4 @@ def write_sto(path, table: Table, *, precision: int | None = None) -> None:
     out.append("\t".join(("time",) + table.labels))
     for t, row in zip(table.time.tolist(), table.data.tolist()):
         out.append("\t".join(_format(v, precision) for v in [t] + row))
-    with open(os.fspath(path), "w", encoding="utf-8", newline="\n") as f:
-        f.write("\n".join(out) + "\n")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,268 @@
+"""``jaxbio inverse-dynamics`` (short: ``jaxbio id``), ``jaxbio run-tool SETUP.xml`` and
+``jaxbio animate``: OpenSim's inverse dynamics on jaxbio, and stick-figure animations.
+
+``inverse-dynamics`` with ``--motion`` runs `jaxbio.io.inverse_dynamics_tool` (OpenSim's
+``InverseDynamicsTool``) and writes OpenSim's ``.sto`` (``--output``) or prints the table; without
+``--motion`` it shows a shipped model's joint torques over a synthetic swing (the former
+``jaxbio id``, see `jaxbio.cli.cmd_id`). ``run-tool`` reads an OpenSim setup file as OpenSim users
+write them (``InverseDynamicsTool``, or an ``AnalyzeTool`` with an ``InverseDynamics``
+analysis), paths relative to the setup file. Bad input: one line on stderr, exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+
+def _stages(total: int, disable: bool):
+    """A tqdm bar over the stages of a run (stderr), or a silent stand-in."""
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover
+        tqdm = None
+    if tqdm is None or disable or not sys.stderr.isatty():
+        return None
+    return tqdm(total=total, unit="step", leave=False, bar_format="{desc}: {n_fmt}/{total_fmt} [{elapsed}]")
+
+
+def _progress(bar):
+    def say(message: str):
+        if bar is not None:
+            if bar.n or bar.desc:
+                bar.update(1)
+            bar.set_description_str(message)
+    return say
+
+
+def _write_sto(path: str, table, inputs) -> None:
+    from jaxbio._files import check_outputs, write_outputs
+    from jaxbio.io._storage import format_sto
+
+    (out,) = check_outputs([("--output", path)], inputs)
+    write_outputs([(out, lambda f: f.write(format_sto(table).encode()))])
+
+
+def _print_table(table, columns: int = 8) -> None:
+    cols = list(range(min(columns, len(table.labels))))
+    width = max(12, max(len(table.labels[i]) for i in cols) + 2)
+    more = "  …" if len(table.labels) > len(cols) else ""
+    print("time [s]".rjust(9) + "".join(table.labels[i].rjust(width) for i in cols) + more)
+    for k in range(table.time.size):
+        print(f"{table.time[k]:9.4f}" + "".join(f"{table.data[k, i]:{width}.4f}" for i in cols))
+
+
+def run_inverse_dynamics(model, motion, *, external_loads=None, lowpass=None, start=None, end=None,
+                         output=None, no_progress=False) -> int:
+    """The ``--motion`` form of ``jaxbio inverse-dynamics`` (also used by ``run-tool``)."""
+    from jaxbio.cli import _enable_x64
+
+    _enable_x64()
+    import jax.numpy as jnp
+
+    from jaxbio.io._tools import inverse_dynamics_tool
+
+    inputs = [str(p) for p in (model, motion, external_loads) if p]
+    if output:
+        from jaxbio._files import check_outputs
+
+        check_outputs([("--output", output)], inputs)  # before any work
+    bar = _stages(4 + (external_loads is not None), no_progress)
+    try:
+        table = inverse_dynamics_tool(model, motion, external_loads=external_loads, lowpass_hz=lowpass,
+                                      start=start, end=end, dtype=jnp.float64, progress=_progress(bar))
+    finally:
+        if bar is not None:
+            bar.close()
+    if output:
+        _write_sto(output, table, inputs)
+        print(f"wrote {output}: {table.time.size} frames × {len(table.labels)} generalised forces "
+              f"(t = {table.time[0]:.4f}–{table.time[-1]:.4f} s)")
+    else:
+        _print_table(table)
+    return 0
+
+
+def cmd_inverse_dynamics(args) -> int:
+    if args.motion is None:
+        from jaxbio.cli import cmd_id
+
+        if args.external_loads or args.output or args.lowpass is not None or args.start is not None or args.end is not None:
+            raise ValueError("--external-loads, --output, --lowpass, --start and --end need --motion")
+        args.model = "arm7" if args.model is None else args.model
+        return cmd_id(args)
+    if not args.model:
+        raise ValueError("--model is needed with --motion: an OpenSim .osim file, a model .json or a shipped model name")
+    return run_inverse_dynamics(args.model, args.motion, external_loads=args.external_loads, lowpass=args.lowpass,
+                                start=args.start, end=args.end, output=args.output, no_progress=args.no_progress)
+
+
+def _setup_text(el, tag: str):
+    child = el.find(tag)
+    return None if child is None or child.text is None or not child.text.strip() else child.text.strip()
+
+
+def cmd_run_tool(args) -> int:
+    setup = Path(args.setup)
+    try:
+        root = ET.parse(setup).getroot()
+    except OSError as e:
+        raise ValueError(f"{setup}: cannot read the setup file ({e.strerror or e})") from None
+    except ET.ParseError as e:
+        raise ValueError(f"{setup}: not an XML file ({e})") from None
+    tool = root if root.tag != "OpenSimDocument" else next(iter(root), None)
+    if tool is None:
+        raise ValueError(f"{setup}: an empty OpenSimDocument")
+    here = setup.parent
+
+    def path(tag, required=True):
+        text = _setup_text(tool, tag)
+        if text is None or text == "Unassigned":
+            if required:
+                raise ValueError(f"{setup}: <{tool.tag}> has no <{tag}>")
+            return None
+        return str(here / text)
+
+    def number(text, tag):
+        try:
+            return float(text)
+        except (TypeError, ValueError):
+            raise ValueError(f"{setup}: <{tag}> must be a number, got {text!r}") from None
+
+    cutoff = _setup_text(tool, "lowpass_cutoff_frequency_for_coordinates")
+    lowpass = None if cutoff is None or number(cutoff, "lowpass_cutoff_frequency_for_coordinates") < 0 \
+        else number(cutoff, "lowpass_cutoff_frequency_for_coordinates")
+    results = Path(path("results_directory", required=False) or here)
+    name = tool.get("name", "")
+    if tool.tag == "InverseDynamicsTool":
+        span = (_setup_text(tool, "time_range") or "-inf inf").split()
+        if len(span) != 2:
+            raise ValueError(f"{setup}: <time_range> must hold two times, got {' '.join(span)!r}")
+        start, end = (number(s, "time_range") for s in span)
+        output = _setup_text(tool, "output_gen_force_file") or f"{name}_InverseDynamics"
+        output = Path(output).name  # OpenSim writes into the results directory, whatever the path says
+        external = path("external_loads_file", required=False)
+    elif tool.tag == "AnalyzeTool":
+        analyses = [a for a in tool.iter() if a.tag in ("InverseDynamics", "StaticOptimization")
+                    and (_setup_text(a, "on") or "true").lower() == "true"]
+        kinds = sorted({a.tag for a in analyses})
+        if kinds != ["InverseDynamics"]:
+            raise ValueError(f"{setup}: AnalyzeTool {name!r}: only an InverseDynamics analysis is run by jaxbio so far "
+                             f"(found {kinds or 'none'})")
+        start = number(_setup_text(tool, "initial_time") or "-inf", "initial_time")
+        end = number(_setup_text(tool, "final_time") or "inf", "final_time")
+        output = f"{name}_InverseDynamics"
+        external = path("external_loads_file", required=False)
+    else:
+        raise ValueError(f"{setup}: <{tool.tag}> is not a tool jaxbio runs (InverseDynamicsTool, AnalyzeTool)")
+    if not output.endswith(".sto"):
+        output += ".sto"
+    results.mkdir(parents=True, exist_ok=True)
+    return run_inverse_dynamics(path("model_file"), path("coordinates_file"), external_loads=external,
+                                lowpass=lowpass, start=start, end=end, output=str(results / output),
+                                no_progress=args.no_progress)
+
+
+def cmd_animate(args) -> int:
+    from jaxbio.cli import _enable_x64
+
+    _enable_x64()
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from jaxbio import coordinates
+    from jaxbio._files import check_outputs, write_outputs
+    from jaxbio.io._processing import process_coordinates
+    from jaxbio.io._storage import read_storage
+    from jaxbio.io._tools import load_any_model
+    from jaxbio.plot import animate
+
+    (out,) = check_outputs([("--output", args.output)], [args.model, args.motion])
+    fmt = Path(args.output).suffix.lower().lstrip(".")
+    if fmt not in ("gif", "mp4"):
+        raise ValueError(f"--output {args.output}: the animation format follows the extension, .gif or .mp4")
+    m = load_any_model(args.model, dtype=jnp.float64)
+    table = read_storage(args.motion)
+    names = m.coordinate_names
+    present = [n for n in names if n in table.labels]
+    if not present:
+        raise ValueError(f"{args.motion}: none of the model's coordinates {list(names)[:8]}… is a column")
+    rotational = [n for n in present if m.motion_types[names.index(n)] == "rotational"]
+    p = process_coordinates(table.select(present), rotational=rotational)  # degrees -> radians, as read
+    c = np.tile(np.asarray(m.defaults, float), (p.time.size, 1))
+    c[:, [names.index(n) for n in present]] = p.q
+    q = jax.jit(jax.vmap(lambda x: coordinates.to_tree(m.coordinates, x)))(jnp.asarray(c))
+    bar = _stages(1, args.no_progress)
+    pictures = []
+
+    def render(f):
+        def step(k, n):
+            if bar is not None:
+                bar.total = n
+                bar.update(1)
+        pictures.append(animate(m.tree, p.time, np.asarray(q), f, format=fmt, fps=args.fps, view=args.view,
+                                title=Path(args.motion).name, progress=step))
+
+    try:
+        write_outputs([(out, render)])
+    finally:
+        if bar is not None:
+            bar.close()
+    print(f"wrote {args.output}: {pictures[0]} pictures at {args.fps:g} fps ({p.time[-1] - p.time[0]:.3f} s of motion)")
+    return 0
+
+
+def _time(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a time in s, got {text!r}") from None
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"must be a finite time in s, got {text!r}")
+    return v
+
+
+def _positive(text: str) -> float:
+    v = _time(text)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+    return v
+
+
+def add_parsers(sub, id_options) -> None:
+    """Add ``inverse-dynamics`` (alias ``id``; ``id_options(parser)`` adds the synthetic-motion
+    options of `jaxbio.cli`), ``run-tool`` and ``animate`` to the subcommands ``sub``."""
+    p = sub.add_parser("inverse-dynamics", aliases=["id"], help="inverse dynamics of a motion file (OpenSim's "
+                       "InverseDynamicsTool), or of a shipped model over a synthetic motion")
+    p.add_argument("--model", default=None, help="an OpenSim .osim file, a model .json file or a shipped model name "
+                   "(default arm7 without --motion)")
+    p.add_argument("--motion", default=None, help="coordinates (.mot/.sto, e.g. inverse kinematics output)")
+    p.add_argument("--external-loads", default=None, help="OpenSim ExternalLoads .xml (its data file beside it)")
+    p.add_argument("--lowpass", type=_positive, default=None, help="low-pass cutoff for the coordinates, Hz "
+                   "(OpenSim's lowpass_cutoff_frequency_for_coordinates; default none)")
+    p.add_argument("--start", type=_time, default=None, help="first time, s (default the motion's)")
+    p.add_argument("--end", type=_time, default=None, help="last time, s (default the motion's)")
+    p.add_argument("--output", default=None, help="write OpenSim's .sto here (default: print the table)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    id_options(p)
+    p.set_defaults(func=cmd_inverse_dynamics)
+
+    r = sub.add_parser("run-tool", help="run an OpenSim tool setup file (InverseDynamicsTool; AnalyzeTool with "
+                       "an InverseDynamics analysis)")
+    r.add_argument("setup", help="the setup .xml; its paths are relative to it")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.set_defaults(func=cmd_run_tool)
+
+    a = sub.add_parser("animate", help="stick-figure animation of a motion file on a model (GIF or MP4)")
+    a.add_argument("--model", required=True, help="an OpenSim .osim file, a model .json file or a shipped model name")
+    a.add_argument("--motion", required=True, help="coordinates (.mot/.sto)")
+    a.add_argument("--output", required=True, help="the animation, .gif or .mp4 (MP4 needs ffmpeg)")
+    a.add_argument("--fps", type=_positive, default=25.0, help="pictures per second of motion (default 25)")
+    a.add_argument("--view", default="auto", choices=["auto", "xy", "yx", "xz", "zx", "yz", "zy", "3d"],
+                   help="the plane drawn (default auto: gravity's plane with the widest extent)")
+    a.add_argument("--no-progress", action="store_true", help="no progress bar")
+    a.set_defaults(func=cmd_animate)
