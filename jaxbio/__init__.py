@@ -32,7 +32,7 @@ from jaxbio.tree import SegmentTree
 
 __version__ = "0.1.0"
 
-_LAZY = ("estimation", "io", "papers")  # imported on first use (keeps `jaxbio sprint` start-up short)
+_LAZY = ("estimation", "io", "papers", "plot")  # imported on first use (keeps `jaxbio sprint` start-up short)
 
 
 def __getattr__(name):

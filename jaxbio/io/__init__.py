@@ -22,6 +22,15 @@ Processing (OpenSim's inverse-dynamics preparation, step for step):
 - `GCVSpline(x, y, degree=5, error_variance=0.0)`: Woltring's GCVSPL natural splines, as OpenSim
   fits and evaluates them.
 
+External loads and tools:
+
+- `read_external_loads(xml)` → `ExternalLoads`; `external_load_data(loads, times)`: OpenSim's
+  ExternalForce data (identifiers by prefix, cubic spline in time, the frames they name).
+- `inverse_dynamics_tool(model, motion, external_loads=..., lowpass_hz=..., start=..., end=...)`
+  → `Table` of generalised forces labelled as OpenSim labels them: ``InverseDynamicsTool`` on
+  jaxbio's dynamics, every frame in one ``jit(vmap)`` (command line: ``jaxbio inverse-dynamics``,
+  ``jaxbio run-tool SETUP.xml``).
+
 Example (OpenSim's arm26 inverse dynamics)::
 
     table = jb.io.read_storage("arm26_InverseKinematics.mot")          # degrees (old SIMM header)
@@ -31,15 +40,25 @@ Example (OpenSim's arm26 inverse dynamics)::
 """
 
 from jaxbio.io._c3d import AnalogChannels, C3DData, read_c3d
+from jaxbio.io._external_loads import ExternalForce, ExternalForceData, ExternalLoads, external_load_data, read_external_loads
 from jaxbio.io._gcvspl import GCVSpline
 from jaxbio.io._markers import Markers, read_trc
 from jaxbio.io._processing import ProcessedCoordinates, butterworth_coefficients, lowpass_iir, process_coordinates
-from jaxbio.io._storage import Table, read_storage, write_sto
+from jaxbio.io._storage import Table, format_sto, read_storage, write_sto
+from jaxbio.io._tools import inverse_dynamics_tool, load_any_model
 from jaxbio.io.osim import OsimModel, load_osim
 
 __all__ = [
     "AnalogChannels",
     "C3DData",
+    "ExternalForce",
+    "ExternalForceData",
+    "ExternalLoads",
+    "external_load_data",
+    "format_sto",
+    "inverse_dynamics_tool",
+    "load_any_model",
+    "read_external_loads",
     "GCVSpline",
     "Markers",
     "OsimModel",
