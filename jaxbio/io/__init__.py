@@ -30,6 +30,7 @@ External loads and tools:
   → `Table` of generalised forces labelled as OpenSim labels them: ``InverseDynamicsTool`` on
   jaxbio's dynamics, every frame in one ``jit(vmap)`` (command line: ``jaxbio inverse-dynamics``,
   ``jaxbio run-tool SETUP.xml``).
+- `coordinates_table(model, time, c)`: any trajectory as a ``.mot`` OpenSim plays on the model.
 
 Example (OpenSim's arm26 inverse dynamics)::
 
@@ -45,12 +46,13 @@ from jaxbio.io._gcvspl import GCVSpline
 from jaxbio.io._markers import Markers, read_trc
 from jaxbio.io._processing import ProcessedCoordinates, butterworth_coefficients, lowpass_iir, process_coordinates
 from jaxbio.io._storage import Table, format_sto, read_storage, write_sto
-from jaxbio.io._tools import inverse_dynamics_tool, load_any_model
+from jaxbio.io._tools import coordinates_table, inverse_dynamics_tool, load_any_model
 from jaxbio.io.osim import OsimModel, load_osim
 
 __all__ = [
     "AnalogChannels",
     "C3DData",
+    "coordinates_table",
     "ExternalForce",
     "ExternalForceData",
     "ExternalLoads",

@@ -33,7 +33,7 @@ from jaxbio.io._external_loads import ExternalLoads, external_load_data, read_ex
 from jaxbio.io._processing import process_coordinates
 from jaxbio.io._storage import Table, read_storage
 
-__all__ = ["inverse_dynamics_tool", "load_any_model"]
+__all__ = ["inverse_dynamics_tool", "load_any_model", "coordinates_table"]
 
 
 def load_any_model(model, *, dtype=None):
@@ -207,3 +207,25 @@ def inverse_dynamics_tool(model, motion, *, external_loads=None, lowpass_hz: flo
     labels = tuple(n + ("_moment" if t == "rotational" else "_force") for n, t in zip(names, m.motion_types))
     return Table(time=p.time, labels=labels, data=np.asarray(tau, float), in_degrees=False,
                  name="Inverse Dynamics Generalized Forces")
+
+
+def coordinates_table(model, time, c, *, degrees: bool = True, name: str = "jaxbio motion") -> Table:
+    """A motion of ``model``'s coordinates as a `Table` for a ``.mot`` file that OpenSim (its GUI,
+    ``TimeSeriesTable``, the tools) plays on the same model: ``time`` ``(T,)`` s, ``c`` ``(T, nc)``
+    rad / m in the model's coordinate order (`OsimModel.coordinate_names`; for a jaxbio tree of
+    1-DOF joints, its ``q``, named after the segments). Rotational coordinates are written in
+    degrees with ``inDegrees=yes`` unless ``degrees`` is False. Write it with ``write_sto(path,
+    table)`` (any extension; ``.mot`` is what OpenSim's GUI lists as a motion).
+
+    A trajectory of a simulation (``jb.simulate``) on the tree of an `OsimModel` is in tree
+    coordinates ``q``; for an identity `CoordinateMap` (no coupled coordinates) ``c = q``."""
+    m = load_any_model(model)
+    t = np.asarray(time, float)
+    x = np.array(c, dtype=float)
+    names = m.coordinate_names
+    if t.ndim != 1 or x.shape != (t.size, len(names)):
+        raise ValueError(f"c must be (T, nc) = ({t.size}, {len(names)}) with time (T,), got c {x.shape}, time {t.shape}")
+    if degrees:
+        rot = np.asarray([k == "rotational" for k in m.motion_types])
+        x[:, rot] = np.degrees(x[:, rot])
+    return Table(time=t, labels=tuple(names), data=x, in_degrees=bool(degrees), name=name)

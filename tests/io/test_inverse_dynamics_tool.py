@@ -167,3 +167,37 @@ def test_animate_command_draws_a_motion_file(tmp_path):
                            "--no-progress"], capture_output=True, text=True, cwd=tmp_path)
     assert code.returncode == 0, code.stderr
     assert "wrote" in code.stdout and out.read_bytes()[:3] == b"GIF"
+
+
+def test_a_written_motion_plays_in_opensim_on_the_same_model(tmp_path):
+    # jaxbio writes a .mot of gait10dof18musc's coordinates (degrees for the angles); OpenSim reads
+    # it with its own reader, sets the coordinates and places the bodies where jaxbio does
+    opensim = pytest.importorskip("opensim")
+    with jax.enable_x64(True):
+        m = jb.io.load_osim(DATA / "gait10dof18musc.osim", dtype=jnp.float64)
+        lo, hi = np.asarray(m.ranges).T
+        t = np.linspace(0.0, 1.0, 5)
+        c = lo + (hi - lo) * np.random.default_rng(0).uniform(0.3, 0.7, (t.size, lo.size))
+        jb.io.write_sto(tmp_path / "motion.mot", jb.io.coordinates_table(m, t, c))
+        q = jax.vmap(lambda x: jb.coordinates.to_tree(m.coordinates, x))(jnp.asarray(c))
+        pos, att = jax.vmap(jb.forward_kinematics, (None, 0))(m.tree, q)
+    model = opensim.Model(str(DATA / "gait10dof18musc.osim"))
+    model.updForceSet().clearAndDestroy()
+    state = model.initSystem()
+    table = opensim.TimeSeriesTable(str(tmp_path / "motion.mot"))
+    assert table.getTableMetaDataAsString("inDegrees") == "yes"
+    labels = list(table.getColumnLabels())
+    for k in range(t.size):
+        row = table.getRowAtIndex(k)
+        for j, label in enumerate(labels):
+            coord = model.getCoordinateSet().get(label)
+            value = row[j] * (np.pi / 180 if coord.getMotionType() == 1 else 1.0)  # 1: Rotational
+            coord.setValue(state, value, False)
+        model.realizePosition(state)
+        for b in ("pelvis", "tibia_r", "calcn_l", "torso"):
+            body = model.getBodySet().get(b)
+            seg, p_in_seg, o_in_seg = m.body_frame(b)
+            R = np.asarray(jb.quaternion.to_matrix(att[k, seg]))
+            expect = np.asarray(pos[k, seg]) + R @ np.asarray(p_in_seg)
+            got = body.getPositionInGround(state)
+            np.testing.assert_allclose([got.get(i) for i in range(3)], expect, atol=1e-9)
