@@ -42,6 +42,11 @@ frame, not the angle rates), the force in jaxbio's coordinates is ``Eᵀ f`` (th
 damping multiplies (``Coordinate::getSpeedValue``) is that ``u``. Forces on bodies enter as
 ``J_cᵀ Σ J_vᵀ F`` (point forces) and ``J_cᵀ Σ J_ωᵀ T`` (torques), ``J_c = ∂q/∂c``.
 
+**Bodies and frames.** PointActuator and PointToPointSpring name bodies (a PhysicalOffsetFrame is
+refused: Simbody's two-point spring would read the point in the base body's frame); a
+TorqueActuator's bodyA/bodyB may be any body, the ground or an offset frame (its axis is then in
+that frame). Everything is converted at load time to the frames of jaxbio's tree segments.
+
 **Disabled forces** (``appliesForce`` false, 3.x ``isDisabled`` true) are not imported: OpenSim
 applies nothing for them. `applied_forces` selects the forces that OpenSim's
 ``InverseDynamicsTool`` applies (``forces_to_exclude``, OpenSim's ``disableModelForces``).
@@ -100,6 +105,13 @@ IMPORTED_TYPES = ("CoordinateLimitForce", "SpringGeneralizedForce", "PointToPoin
 class _Batch(eqx.Module):
     """``n`` forces of one type: every field has one entry per force (array leaves along their
     first axis, static tuples)."""
+
+    def __check_init__(self):
+        n = len(self.names)
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if len(v) != n:
+                raise ValueError(f"{type(self).__name__}: {f.name} has {len(v)} entries for {n} forces {self.names}")
 
     def __len__(self) -> int:
         return len(self.names)
