@@ -2,7 +2,11 @@
 
 Models: `load_osim(path)` → `OsimModel`: the skeleton of an OpenSim 3.x/4.x model as a
 `jaxbio.SegmentTree` plus a `jaxbio.coordinates.CoordinateMap` from OpenSim's coordinates
-(`jaxbio.io.osim`).
+(`jaxbio.io.osim`), and its ForceSet's limits, springs and actuators (``OsimModel.forces``, an
+`OsimForces`; `jaxbio.io._osim_forces`): `passive_forces(model, c, cd)` (CoordinateLimitForce,
+SpringGeneralizedForce, PointToPointSpring), `actuator_matrix(model, c)` ``B(c)`` and
+`actuator_forces(model, c, controls)` (Coordinate-, Point- and TorqueActuators), and
+`applied_forces(model, forces_to_exclude)` (what OpenSim's InverseDynamicsTool applies).
 
 Files (numpy, outside jit; every reader returns an immutable result with float64 read-only
 arrays and raises ``ValueError`` naming the file, line and column of bad input):
@@ -44,13 +48,27 @@ from jaxbio.io._c3d import AnalogChannels, C3DData, read_c3d
 from jaxbio.io._external_loads import ExternalForce, ExternalForceData, ExternalLoads, external_load_data, read_external_loads
 from jaxbio.io._gcvspl import GCVSpline
 from jaxbio.io._markers import Markers, read_trc
+from jaxbio.io._osim_forces import (CoordinateActuators, CoordinateLimitForces, OsimForces, PointActuators,
+                                    PointToPointSprings, SpringGeneralizedForces, TorqueActuators, actuator_forces,
+                                    actuator_matrix, applied_forces, passive_forces)
 from jaxbio.io._processing import ProcessedCoordinates, butterworth_coefficients, lowpass_iir, process_coordinates
 from jaxbio.io._storage import Table, format_sto, read_storage, write_sto
 from jaxbio.io._tools import coordinates_table, inverse_dynamics_tool, load_any_model
 from jaxbio.io.osim import OsimModel, load_osim
 
 __all__ = [
+    "actuator_forces",
+    "actuator_matrix",
+    "applied_forces",
     "AnalogChannels",
+    "CoordinateActuators",
+    "CoordinateLimitForces",
+    "OsimForces",
+    "passive_forces",
+    "PointActuators",
+    "PointToPointSprings",
+    "SpringGeneralizedForces",
+    "TorqueActuators",
     "C3DData",
     "coordinates_table",
     "ExternalForce",

@@ -6,7 +6,10 @@
 ``--motion`` it shows a shipped model's joint torques over a synthetic swing (the former
 ``jaxbio id``, see `jaxbio.cli.cmd_id`). ``run-tool`` reads an OpenSim setup file as OpenSim users
 write them (``InverseDynamicsTool``, or an ``AnalyzeTool`` with an ``InverseDynamics``
-analysis), paths relative to the setup file. Bad input: one line on stderr, exit 2.
+analysis), paths relative to the setup file. Model forces: ``--forces-to-exclude`` (default
+``muscles``), the setup's ``<forces_to_exclude>`` (none when absent, as OpenSim), and for an
+AnalyzeTool what its InverseDynamics analysis keeps (``<replace_force_set>``, default true: no
+model forces; else every force but the actuators). Bad input: one line on stderr, exit 2.
 """
 
 from __future__ import annotations
@@ -55,8 +58,8 @@ def _print_table(table, columns: int = 8) -> None:
         print(f"{table.time[k]:9.4f}" + "".join(f"{table.data[k, i]:{width}.4f}" for i in cols))
 
 
-def run_inverse_dynamics(model, motion, *, external_loads=None, lowpass=None, start=None, end=None,
-                         output=None, no_progress=False) -> int:
+def run_inverse_dynamics(model, motion, *, external_loads=None, forces_to_exclude=("muscles",), lowpass=None,
+                         start=None, end=None, output=None, no_progress=False) -> int:
     """The ``--motion`` form of ``jaxbio inverse-dynamics`` (also used by ``run-tool``)."""
     from jaxbio.cli import _enable_x64
 
@@ -72,8 +75,9 @@ def run_inverse_dynamics(model, motion, *, external_loads=None, lowpass=None, st
         check_outputs([("--output", output)], inputs)  # before any work
     bar = _stages(4 + (external_loads is not None), no_progress)
     try:
-        table = inverse_dynamics_tool(model, motion, external_loads=external_loads, lowpass_hz=lowpass,
-                                      start=start, end=end, dtype=jnp.float64, progress=_progress(bar))
+        table = inverse_dynamics_tool(model, motion, external_loads=external_loads,
+                                      forces_to_exclude=forces_to_exclude, lowpass_hz=lowpass, start=start, end=end,
+                                      dtype=jnp.float64, progress=_progress(bar))
     finally:
         if bar is not None:
             bar.close()
@@ -90,14 +94,18 @@ def cmd_inverse_dynamics(args) -> int:
     if args.motion is None:
         from jaxbio.cli import cmd_id
 
-        if args.external_loads or args.output or args.lowpass is not None or args.start is not None or args.end is not None:
-            raise ValueError("--external-loads, --output, --lowpass, --start and --end need --motion")
+        if (args.external_loads or args.output or args.lowpass is not None or args.start is not None
+                or args.end is not None or args.forces_to_exclude is not None):
+            raise ValueError("--external-loads, --forces-to-exclude, --output, --lowpass, --start and --end need "
+                             "--motion")
         args.model = "arm7" if args.model is None else args.model
         return cmd_id(args)
     if not args.model:
         raise ValueError("--model is needed with --motion: an OpenSim .osim file, a model .json or a shipped model name")
-    return run_inverse_dynamics(args.model, args.motion, external_loads=args.external_loads, lowpass=args.lowpass,
-                                start=args.start, end=args.end, output=args.output, no_progress=args.no_progress)
+    exclude = ("muscles",) if args.forces_to_exclude is None else tuple(args.forces_to_exclude)
+    return run_inverse_dynamics(args.model, args.motion, external_loads=args.external_loads,
+                                forces_to_exclude=exclude, lowpass=args.lowpass, start=args.start, end=args.end,
+                                output=args.output, no_progress=args.no_progress)
 
 
 def _setup_text(el, tag: str):
@@ -145,6 +153,7 @@ def cmd_run_tool(args) -> int:
         output = _setup_text(tool, "output_gen_force_file") or f"{name}_InverseDynamics"
         output = Path(output).name  # OpenSim writes into the results directory, whatever the path says
         external = path("external_loads_file", required=False)
+        exclude = tuple((_setup_text(tool, "forces_to_exclude") or "").split())  # OpenSim's default: none
     elif tool.tag == "AnalyzeTool":
         analyses = [a for a in tool.iter() if a.tag in ("InverseDynamics", "StaticOptimization")
                     and (_setup_text(a, "on") or "true").lower() == "true"]
@@ -152,6 +161,15 @@ def cmd_run_tool(args) -> int:
         if kinds != ["InverseDynamics"]:
             raise ValueError(f"{setup}: AnalyzeTool {name!r}: only an InverseDynamics analysis is run by jaxbio so far "
                              f"(found {kinds or 'none'})")
+        if (_setup_text(analyses[0], "use_model_force_set") or "true").lower() == "true":
+            raise ValueError(f"{setup}: InverseDynamics analysis with <use_model_force_set> true (the model's actuators "
+                             "as unknowns) is not run by jaxbio; set it false for joint moments")
+        if (_setup_text(tool, "force_set_files") or "").split():
+            raise ValueError(f"{setup}: AnalyzeTool {name!r}: <force_set_files> are not read by jaxbio")
+        # <replace_force_set> (default true) empties the model's ForceSet (AbstractTool::updateModelForces);
+        # else the analysis drops the muscles and holds every other actuator at zero: other forces act
+        replace = (_setup_text(tool, "replace_force_set") or "true").lower() == "true"
+        exclude = ("all",) if replace else ("actuators",)
         start = number(_setup_text(tool, "initial_time") or "-inf", "initial_time")
         end = number(_setup_text(tool, "final_time") or "inf", "final_time")
         output = f"{name}_InverseDynamics"
@@ -162,8 +180,8 @@ def cmd_run_tool(args) -> int:
         output += ".sto"
     results.mkdir(parents=True, exist_ok=True)
     return run_inverse_dynamics(path("model_file"), path("coordinates_file"), external_loads=external,
-                                lowpass=lowpass, start=start, end=end, output=str(results / output),
-                                no_progress=args.no_progress)
+                                forces_to_exclude=exclude, lowpass=lowpass, start=start, end=end,
+                                output=str(results / output), no_progress=args.no_progress)
 
 
 def cmd_animate(args) -> int:
@@ -242,6 +260,9 @@ def add_parsers(sub, id_options) -> None:
                    "(default arm7 without --motion)")
     p.add_argument("--motion", default=None, help="coordinates (.mot/.sto, e.g. inverse kinematics output)")
     p.add_argument("--external-loads", default=None, help="OpenSim ExternalLoads .xml (its data file beside it)")
+    p.add_argument("--forces-to-exclude", nargs="*", default=None, metavar="NAME",
+                   help="model forces left out, as OpenSim's forces_to_exclude: force or ForceSet group names, or "
+                   "all, actuators, muscles (default: muscles; give the option alone to exclude nothing)")
     p.add_argument("--lowpass", type=_positive, default=None, help="low-pass cutoff for the coordinates, Hz "
                    "(OpenSim's lowpass_cutoff_frequency_for_coordinates; default none)")
     p.add_argument("--start", type=_time, default=None, help="first time, s (default the motion's)")

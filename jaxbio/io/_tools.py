@@ -12,9 +12,16 @@ What `inverse_dynamics_tool` does, in OpenSim's order (opensim-core
 2. the external loads (`read_external_loads`) are interpolated at those frames
    (`external_load_data`) and applied to the bodies they name: force at its point, plus the free
    torque, each rotated to the world from the frame it is expressed in.
-3. generalised forces ``τ_c = J(c)ᵀ τ(q, q̇, q̈, external)`` (`jaxbio.coordinates.inverse_dynamics`),
-   every frame at once; gravity and inertia only: the model's forces (muscles, springs, limits)
-   are not imported, which equals OpenSim with them excluded (``forces_to_exclude``).
+3. generalised forces ``τ_c = J(c)ᵀ τ(q, q̇, q̈, external) − τ_forces(c, ċ)``
+   (`jaxbio.coordinates.inverse_dynamics`, `jaxbio.io.passive_forces`), every frame at once:
+   OpenSim subtracts the generalised force of every model force it applies, i.e. every force of
+   the ForceSet not excluded by ``forces_to_exclude`` (`jaxbio.io.applied_forces`: names, group
+   names, ``all``, ``actuators``, ``muscles``; DynamicsTool::disableModelForces). Actuators have
+   zero controls in the tool (no controller), hence no force; CoordinateLimitForces,
+   SpringGeneralizedForces and PointToPointSprings act. A force OpenSim would apply that jaxbio
+   does not import (a muscle not excluded, a ligament, contact …) is refused with a
+   ``ValueError``, never left out. ``forces_to_exclude = "all"`` leaves the external loads on, as
+   in OpenSim 4.6 (they are not in the ForceSet).
 4. a `Table` labelled as OpenSim labels it: ``<coordinate>_moment`` for a rotational
    coordinate, ``<coordinate>_force`` otherwise, in the model's coordinate order.
 """
@@ -148,9 +155,9 @@ def _external(model, loads: ExternalLoads, times: np.ndarray):
     return external, per_frame
 
 
-def inverse_dynamics_tool(model, motion, *, external_loads=None, lowpass_hz: float | None = None,
-                          start: float | None = None, end: float | None = None, dtype=None,
-                          progress: Callable[[str], None] | None = None) -> Table:
+def inverse_dynamics_tool(model, motion, *, external_loads=None, forces_to_exclude=("muscles",),
+                          lowpass_hz: float | None = None, start: float | None = None, end: float | None = None,
+                          dtype=None, progress: Callable[[str], None] | None = None) -> Table:
     """OpenSim's ``InverseDynamicsTool`` (module docstring): generalised forces of a motion.
 
     - ``model``: an `OsimModel`, a ``.osim`` / model ``.json`` path or shipped model name, or a
@@ -158,6 +165,11 @@ def inverse_dynamics_tool(model, motion, *, external_loads=None, lowpass_hz: flo
     - ``motion``: a `Table` or a ``.mot``/``.sto`` path of coordinates (IK output; degrees as the
       file says).
     - ``external_loads``: an ExternalLoads ``.xml`` path or `ExternalLoads`, or None.
+    - ``forces_to_exclude``: the model forces OpenSim leaves out (`jaxbio.io.applied_forces`; a
+      string is split at white space like the setup file's ``<forces_to_exclude>``). Default
+      ``("muscles",)``, what OpenSim's GUI and its example setups use (an InverseDynamicsTool
+      whose setup has no ``<forces_to_exclude>`` excludes nothing; ``jaxbio run-tool`` follows
+      the setup file).
     - ``lowpass_hz``: ``lowpass_cutoff_frequency_for_coordinates`` (None: no filtering);
       ``start``, ``end``: the time range in s (None: the motion's).
     - ``dtype``: the floating type of the computation (default float64 when x64 is enabled,
@@ -166,11 +178,14 @@ def inverse_dynamics_tool(model, motion, *, external_loads=None, lowpass_hz: flo
     Returns a `Table` (``time`` ``(T,)`` s; ``data`` ``(T, nc)`` N·m or N; OpenSim's labels).
     Raises ``ValueError`` naming the file and column: a motion with none of the model's
     coordinates, a NaN in a used column, external loads naming unknown bodies or columns, or
-    not covering the time range.
+    not covering the time range; and naming the forces, a model force OpenSim would apply that
+    jaxbio does not import (`jaxbio.io.applied_forces`).
     """
+    from jaxbio.io._osim_forces import applied_forces, passive_forces
+
     say = progress or (lambda message: None)
     say("loading the model")
-    m = load_any_model(model, dtype=dtype)
+    m = applied_forces(load_any_model(model, dtype=dtype), forces_to_exclude)
     table = motion if isinstance(motion, Table) else read_storage(motion)
     names = m.coordinate_names
     present = [n for n in names if n in table.labels]
@@ -199,7 +214,8 @@ def inverse_dynamics_tool(model, motion, *, external_loads=None, lowpass_hz: flo
 
     def frame(c, cd, cdd, arrays):
         q = coordinates.to_tree(m.coordinates, c)
-        return coordinates.inverse_dynamics(m.tree, m.coordinates, c, cd, cdd, external(q, arrays))
+        tau = coordinates.inverse_dynamics(m.tree, m.coordinates, c, cd, cdd, external(q, arrays))
+        return tau - passive_forces(m, c, cd)
 
     say(f"inverse dynamics of {T} frames")
     as_dt = lambda x: jax.tree_util.tree_map(lambda a: jnp.asarray(a, dt), x)

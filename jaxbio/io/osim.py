@@ -79,8 +79,12 @@ OpenSim does). Each tree coordinate is a function of one OpenSim coordinate
 `jaxbio.coordinates.inverse_dynamics` and friends. Clamping, locking and prescribed motion are
 recorded, not enforced.
 
-**Not imported yet** (listed in `OsimModel.ignored` when present, never applied): forces
-(``ForceSet``: muscles, actuators, ligaments, contact), constraints (``ConstraintSet``, e.g.
+**Forces** (`OsimModel.forces`, `jaxbio.io._osim_forces`): the ForceSet's CoordinateLimitForces,
+SpringGeneralizedForces, PointToPointSprings, CoordinateActuators, PointActuators and
+TorqueActuators, with OpenSim's formulas (`jaxbio.io.passive_forces`, `jaxbio.io.actuator_matrix`).
+
+**Not imported yet** (listed in `OsimModel.ignored` when present, never applied): the other
+forces (``ForceSet``: muscles, other actuators, ligaments, contact; disabled forces), constraints (``ConstraintSet``, e.g.
 coordinate couplers, which would change the dynamics), markers, contact geometry, wrap objects,
 controllers and probes. Refused with a ``ValueError`` naming the element and the file: a file
 that is not XML or not an OpenSim model, unknown joint types (Ellipsoid, Scapulothoracic,
@@ -97,7 +101,7 @@ import os
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -110,6 +114,9 @@ from jaxbio.coordinates import CoordinateMap, Piecewise
 from jaxbio.io import _osim_functions as fn
 from jaxbio.models.build import Body, model, segment, transformed, virtual
 from jaxbio.tree import SegmentTree
+
+if TYPE_CHECKING:
+    from jaxbio.io._osim_forces import OsimForces
 
 __all__ = ["OsimModel", "load_osim"]
 
@@ -153,8 +160,10 @@ class OsimModel(eqx.Module):
     - ``joints``, ``joint_types`` (static): OpenSim's joint names and classes, in file order;
       ``coordinate_joints`` (static): the index in ``joints`` of each coordinate's joint.
     - ``ignored`` (static): the parts of the file that are not imported (e.g. ``"ForceSet: 6
-      objects (Thelen2003Muscle)"``).
+      objects (Thelen2003Muscle)"``: the ForceSet entries that are not in ``forces``).
     - ``path`` (static): the file read.
+    - ``forces``: the `jaxbio.io.OsimForces` imported from the ForceSet (coordinate limit forces,
+      springs, coordinate, point and torque actuators; see `jaxbio.io._osim_forces`).
     """
 
     tree: SegmentTree
@@ -175,6 +184,7 @@ class OsimModel(eqx.Module):
     coordinate_joints: tuple[int, ...] = eqx.field(static=True)
     ignored: tuple[str, ...] = eqx.field(static=True)
     path: str = eqx.field(static=True, default="")
+    forces: OsimForces = eqx.field(default_factory=lambda: _no_forces())
 
     @property
     def coordinate_names(self) -> tuple[str, ...]:
@@ -193,6 +203,12 @@ class OsimModel(eqx.Module):
             raise ValueError(f"{self.path}: no body {name!r}; bodies are {list(self.bodies)}")
         i = self.bodies.index(name)
         return self.body_segments[i], self.body_positions[i], self.body_orientations[i]
+
+
+def _no_forces():
+    from jaxbio.io._osim_forces import OsimForces
+
+    return OsimForces.empty()
 
 
 # ---- small numpy helpers --------------------------------------------------------------------
@@ -571,14 +587,17 @@ def _body(elem: ET.Element) -> Body:
     return Body(float(mass), com, np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]]))
 
 
-def _ignored(model_elem: ET.Element) -> tuple[str, ...]:
+def _ignored(model_elem: ET.Element, imported=frozenset(), disabled=frozenset()) -> tuple[str, ...]:
     out = []
     for tag in IGNORED_SETS:
         for s in model_elem.findall(tag):
-            objs = [o for o in s.findall("objects/*")]
+            objs = [o for o in s.findall("objects/*") if o not in imported and o not in disabled]
             if objs:
                 kinds = sorted({o.tag for o in objs})
                 out.append(f"{tag}: {len(objs)} objects ({', '.join(kinds)})")
+            off = [o for o in s.findall("objects/*") if o in disabled]
+            if off:
+                out.append(f"{tag}: {len(off)} disabled objects ({', '.join(sorted({o.tag for o in off}))})")
     wraps = sum(len(b.findall("WrapObjectSet/objects/*")) for b in model_elem.findall("BodySet/objects/Body"))
     wraps += sum(len(g.findall("WrapObjectSet/objects/*")) for g in model_elem.findall("Ground"))
     if wraps:
@@ -745,6 +764,21 @@ def _parse(path: Path, dtype) -> OsimModel:
         raise ValueError(f"the model built from it is refused: {e}") from None
     dt = model_dtype(dtype)
     seg_index = {s["name"]: i for i, s in enumerate(segments)}
+
+    def frame_pose(path_or_name: str, owner: str, where: str, body_only: bool):
+        """(segment, position, orientation) of a body or frame in its segment's frame."""
+        full = frames.resolve(path_or_name, owner, where)
+        if body_only and frames.paths[full][0] != "body":
+            raise ValueError(f"{where}: {path_or_name!r} is a frame, not a body; only bodies are supported here")
+        body, pose = frames.pose(full, where)
+        seg, X_SB = placed[body]
+        X = X_SB * pose
+        return -1 if seg is None else seg_index[seg], X.p, X.q
+
+    from jaxbio.io._osim_forces import read_forces
+
+    euler = [tuple(first[k] + i for i in range(3)) for k, j in enumerate(joints) if j.kind in ("BallJoint", "FreeJoint")]
+    forces, imported, disabled = read_forces(model_elem, cnames, [c.motion_type for c in coords], euler, frame_pose, dt)
     body_names = [ground] + moving
     poses = [placed[b][1] for b in body_names]
     return OsimModel(
@@ -764,8 +798,9 @@ def _parse(path: Path, dtype) -> OsimModel:
         joints=tuple(j.name for j in joints),
         joint_types=tuple(j.kind for j in joints),
         coordinate_joints=tuple(coordinate_joint),
-        ignored=_ignored(model_elem),
+        ignored=_ignored(model_elem, imported, disabled),
         path=str(path),
+        forces=forces,
     )
 
 
