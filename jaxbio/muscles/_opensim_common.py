@@ -21,6 +21,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int
 
 from jaxbio._validate import concrete
+from jaxbio.spatial import safe_sqrt
 
 _EPS64 = float(np.finfo(np.float64).eps)
 #: ``SimTK::Eps``, ``SimTK::SqrtEps`` and ``SimTK::SignificantReal`` (``ε^(7/8)``), double precision,
@@ -75,19 +76,46 @@ def check_positive(owner: str, **fields) -> None:
             raise ValueError(f"{owner}: {name} must be finite and > 0, got {np.asarray(a).tolist()}")
 
 
+#: OpenSim muscle properties that do not change the forces at a given activation, length and speed
+#: (controls, defaults of state variables, the path): accepted and skipped by ``from_opensim``.
+NON_MECHANICAL_PROPERTIES = frozenset({
+    "appliesForce", "isDisabled", "min_control", "max_control", "optimal_force", "default_activation",
+    "default_fiber_length", "GeometryPath", "path", "ignore_activation_dynamics"})
+
+
+def as_rows(properties) -> list[Mapping]:
+    """One mapping (one muscle) or a sequence of mappings → a non-empty list of mappings."""
+    rows = [properties] if isinstance(properties, Mapping) else list(properties)
+    if not rows:
+        raise ValueError("from_opensim: no muscles given")
+    return rows
+
+
+def flag_values(rows: list[Mapping], name: str) -> list[bool]:
+    """The boolean OpenSim property ``name`` of each muscle (``true``/``false`` strings as in XML;
+    False where absent, OpenSim's default)."""
+    def truth(value) -> bool:
+        if isinstance(value, str):
+            if value.strip().lower() not in ("true", "false", "1", "0"):
+                raise ValueError(f"from_opensim: {name} must be true or false, got {value!r}")
+            return value.strip().lower() in ("true", "1")
+        return bool(value)
+
+    return [truth(row.get(name, False)) for row in rows]
+
+
 def from_opensim_properties(cls, properties, names: Mapping[str, str], nested: Mapping[str, type] | None = None,
                             **overrides):
     """Build ``cls`` from OpenSim XML property names: ``properties`` is one mapping (a muscle)
     or a sequence of mappings (one per muscle; missing entries take OpenSim's default).
     ``names`` maps XML names to constructor arguments; ``nested`` maps XML names of nested
-    objects (Millard's curves) to their classes, each given as a mapping of its own properties."""
-    rows = [properties] if isinstance(properties, Mapping) else list(properties)
-    if not rows:
-        raise ValueError(f"{cls.__name__}.from_opensim: no muscles given")
+    objects (Millard's curves) to their classes, each given as a mapping of its own properties;
+    `NON_MECHANICAL_PROPERTIES` and the names in ``overrides`` are skipped."""
+    rows = as_rows(properties)
     nested = nested or {}
     known = set(names) | set(nested)
     for i, row in enumerate(rows):
-        unknown = set(row) - known
+        unknown = set(row) - known - NON_MECHANICAL_PROPERTIES - set(overrides)
         if unknown:
             raise ValueError(f"{cls.__name__}.from_opensim: unknown OpenSim properties {sorted(unknown)} "
                              f"(muscle {i}); known: {sorted(known)}")
@@ -171,7 +199,8 @@ class Pennation(NamedTuple):
         along = musculotendon_length - tendon_length
         ok = along >= self.minimum_fiber_length_along_tendon
         along = jnp.where(ok, along, self.minimum_fiber_length_along_tendon)
-        return jnp.where(ok, jnp.sqrt(self.height**2 + along**2), self.minimum_fiber_length)
+        # safe_sqrt: a parallel-fibered muscle (h = 0) at zero projection keeps a finite gradient
+        return jnp.where(ok, safe_sqrt(self.height**2 + along**2), self.minimum_fiber_length)
 
     def d_angle_d_fiber_length(self, fiber_length):
         """``calc_DPennationAngle_DfiberLength``: ``−(h/l²)/√(1 − (h/l)²)``."""

@@ -47,9 +47,11 @@ from jaxbio.muscles._opensim_common import (
     OpenSimMuscle,
     Pennation,
     as_parameters,
+    as_rows,
     broadcast_inputs,
     clamp_activation,
     fiber_equilibrium,
+    flag_values,
     force_tolerance,
     from_opensim_properties,
     require,
@@ -606,12 +608,20 @@ class Millard2012EquilibriumMuscle(OpenSimMuscle):
         self.tendon_force_length_curve = fse
 
     @classmethod
-    def from_opensim(cls, properties, ignore_tendon_compliance: bool = False) -> "Millard2012EquilibriumMuscle":
-        """From OpenSim XML property names (`OPENSIM_PROPERTIES`; the curves as nested mappings
-        under ``ActiveForceLengthCurve``, ``ForceVelocityCurve``, ``FiberForceLengthCurve``,
-        ``TendonForceLengthCurve``): one mapping or a sequence of mappings (one per muscle)."""
-        return from_opensim_properties(cls, properties, cls.OPENSIM_PROPERTIES, cls.OPENSIM_CURVES,
-                                       ignore_tendon_compliance=ignore_tendon_compliance)
+    def from_opensim(cls, properties) -> "Millard2012EquilibriumMuscle":
+        """From OpenSim XML property names (`OPENSIM_PROPERTIES`, ``ignore_tendon_compliance``;
+        the curves as nested mappings under ``ActiveForceLengthCurve``, ``ForceVelocityCurve``,
+        ``FiberForceLengthCurve``, ``TendonForceLengthCurve``): one mapping or a sequence of
+        mappings (one per muscle; missing properties take OpenSim's defaults; properties without
+        effect on the forces, `NON_MECHANICAL_PROPERTIES`, are skipped). ``ignore_tendon_compliance``
+        is static here, so all muscles must agree on it (``ValueError`` otherwise: build two modules)."""
+        rows = as_rows(properties)
+        rigid = flag_values(rows, "ignore_tendon_compliance")
+        if len(set(rigid)) > 1:
+            raise ValueError("Millard2012EquilibriumMuscle.from_opensim: ignore_tendon_compliance differs between "
+                             "muscles; build one module for the rigid and one for the elastic tendons")
+        return from_opensim_properties(cls, rows, cls.OPENSIM_PROPERTIES, cls.OPENSIM_CURVES,
+                                       ignore_tendon_compliance=rigid[0])
 
     @property
     def minimum_fiber_length(self) -> Float[Array, " m"]:

@@ -39,10 +39,12 @@ from jaxtyping import Array, ArrayLike, Float
 from jaxbio.muscles._opensim_common import (
     MuscleEquilibrium,
     OpenSimMuscle,
+    as_rows,
     broadcast_inputs,
     check_positive,
     clamp_activation,
     fiber_equilibrium,
+    flag_values,
     from_opensim_properties,
     require,
     values_of,
@@ -76,9 +78,10 @@ class Thelen2003Muscle(OpenSimMuscle):
     - ``activation_time_constant`` (0.015), ``deactivation_time_constant`` (0.050): s.
     - ``minimum_activation`` (``minimum_activation``, 0.01): OpenSim refuses < 0.01.
 
-    `Thelen2003Muscle.from_opensim` takes the XML names. OpenSim's Thelen muscle ignores
-    ``ignore_tendon_compliance`` (its tendon is always elastic); static optimisation uses the
-    rigid-tendon force of `static_optimization_forces`.
+    `Thelen2003Muscle.from_opensim` takes the XML names. Its tendon is always elastic: OpenSim
+    refuses ``ignore_tendon_compliance`` (and ``ignore_activation_dynamics``) for this muscle
+    ("flag is not currently implemented"), and so does `from_opensim`. Static optimisation uses
+    the rigid-tendon force of `static_optimization_forces`.
 
     Example::
 
@@ -144,8 +147,17 @@ class Thelen2003Muscle(OpenSimMuscle):
     @classmethod
     def from_opensim(cls, properties) -> "Thelen2003Muscle":
         """From OpenSim XML property names (`OPENSIM_PROPERTIES`): one mapping, or a sequence of
-        mappings (one muscle each; a property missing from a muscle takes OpenSim's default)."""
-        return from_opensim_properties(cls, properties, cls.OPENSIM_PROPERTIES)
+        mappings (one muscle each; a property missing from a muscle takes OpenSim's default;
+        properties without effect on the forces, `NON_MECHANICAL_PROPERTIES`, are skipped).
+        ``NotImplementedError`` for ``ignore_tendon_compliance`` or ``ignore_activation_dynamics``
+        true, which OpenSim refuses for this muscle."""
+        rows = as_rows(properties)
+        for flag in ("ignore_tendon_compliance", "ignore_activation_dynamics"):
+            if any(flag_values(rows, flag)):
+                raise NotImplementedError(f"Thelen2003Muscle: {flag} = true is refused by OpenSim "
+                                          "(\"flag is not currently implemented\")")
+        rows = [{k: v for k, v in row.items() if k != "ignore_tendon_compliance"} for row in rows]
+        return from_opensim_properties(cls, rows, cls.OPENSIM_PROPERTIES)
 
     @property
     def minimum_fiber_length(self) -> Float[Array, " m"]:

@@ -122,7 +122,7 @@ def _millard(properties, curves, rigid=False):
         getattr(muscle, "set" + name)(getattr(opensim, name)(*args))
         nested[name] = dict(zip(CURVE_CLASSES[name].OPENSIM_PROPERTIES, args))
     muscle.set_ignore_tendon_compliance(rigid)
-    jm = Millard2012EquilibriumMuscle.from_opensim({**properties, **nested}, ignore_tendon_compliance=rigid)
+    jm = Millard2012EquilibriumMuscle.from_opensim({**properties, **nested, "ignore_tendon_compliance": rigid})
     return _one_muscle_model(muscle), jm
 
 
@@ -386,13 +386,17 @@ def test_millard_adjusts_its_curves_as_opensim(case):
 
 def test_from_opensim_fills_missing_properties_with_defaults():
     m = Millard2012EquilibriumMuscle.from_opensim([
-        {"max_isometric_force": 500.0, "ForceVelocityCurve": {"concentric_slope_near_vmax": 0.3}},
+        {"max_isometric_force": 500.0, "ForceVelocityCurve": {"concentric_slope_near_vmax": 0.3},
+         "min_control": 0.01, "ignore_tendon_compliance": "false"},
         {"fiber_damping": 0.0}])
+    assert m.ignore_tendon_compliance is False
     np.testing.assert_allclose(m.max_isometric_force, [500.0, 1000.0])
     np.testing.assert_allclose(m.force_velocity_curve.concentric_slope_near_vmax, [0.3, 0.25])
     # the second muscle is undamped: its slope at v_max is raised to half the near-v_max slope
     np.testing.assert_allclose(m.force_velocity_curve.concentric_slope_at_vmax, [0.0, 0.125])
     assert np.all(np.isnan(m.tendon_force_length_curve.curviness))
+    with pytest.raises(ValueError, match="ignore_tendon_compliance differs"):
+        Millard2012EquilibriumMuscle.from_opensim([{"ignore_tendon_compliance": True}, {}])
 
 
 def test_minimum_activation_below_one_percent_is_refused():
@@ -406,6 +410,13 @@ def test_minimum_activation_below_one_percent_is_refused():
         muscle.finalizeFromProperties()
     with pytest.raises(ValueError, match="unknown OpenSim properties"):
         Thelen2003Muscle.from_opensim({"FmaxTendonStrain": 0.04, "fiber_damping": 0.1})
+    # as OpenSim ("flag is not currently implemented" for ActivationFiberLengthMuscle)
+    with pytest.raises(NotImplementedError, match="ignore_tendon_compliance"):
+        Thelen2003Muscle.from_opensim({"ignore_tendon_compliance": "true"})
+    muscle = opensim.Thelen2003Muscle("m", 1000.0, 0.1, 0.2, 0.0)
+    muscle.set_ignore_tendon_compliance(True)
+    with pytest.raises(Exception, match="not currently implemented"):
+        _one_muscle_model(muscle)
 
 
 def test_activation_rate_matches_opensim():
