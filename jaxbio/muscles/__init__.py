@@ -12,27 +12,53 @@
 - `jaxbio.muscles.drive`: `MuscleActuatedDrive`, Hill muscles on paths with activation dynamics
   as a stateful drive (activations are ODE states of the Hamiltonian system).
 - `jaxbio.muscles.sets`: `load_muscle_set("arm26" | "gait10dof18musc")` from OpenSim-derived data.
+- `jaxbio.muscles.thelen`: OpenSim's `Thelen2003Muscle` (its curves, parameters, equilibrium and the
+  forces its static optimisation uses).
+- `jaxbio.muscles.millard`: OpenSim's `Millard2012EquilibriumMuscle` and its Bézier curves
+  (`ActiveForceLengthCurve`, `ForceVelocityCurve`, `ForceVelocityInverseCurve`,
+  `FiberForceLengthCurve`, `TendonForceLengthCurve`), built as OpenSim builds them.
+- `MuscleEquilibrium`: the state both report after ``equilibrateMuscles``.
 """
 
-from jaxbio.muscles import activation, actuators, curves, drive, geometry, sets
+from jaxbio.muscles import activation, actuators, curves, drive, geometry, millard, sets, thelen
+from jaxbio.muscles._opensim_common import MuscleEquilibrium
 from jaxbio.muscles.actuators import DCMotor, MuscleDrive, RayleighVanDerPol
 from jaxbio.muscles.curves import HillMuscle
 from jaxbio.muscles.drive import MuscleActuatedDrive
 from jaxbio.muscles.geometry import MusclePaths
+from jaxbio.muscles.millard import (
+    ActiveForceLengthCurve,
+    FiberForceLengthCurve,
+    ForceVelocityCurve,
+    ForceVelocityInverseCurve,
+    Millard2012EquilibriumMuscle,
+    TendonForceLengthCurve,
+)
 from jaxbio.muscles.sets import load_muscle_set
+from jaxbio.muscles.thelen import Thelen2003Muscle
 
 __all__ = [
+    "ActiveForceLengthCurve",
     "DCMotor",
+    "FiberForceLengthCurve",
+    "ForceVelocityCurve",
+    "ForceVelocityInverseCurve",
     "HillMuscle",
+    "Millard2012EquilibriumMuscle",
+    "MuscleEquilibrium",
     "MuscleActuatedDrive",
     "MuscleDrive",
     "MusclePaths",
     "RayleighVanDerPol",
+    "TendonForceLengthCurve",
+    "Thelen2003Muscle",
     "activation",
     "actuators",
     "curves",
     "drive",
     "geometry",
     "load_muscle_set",
+    "millard",
     "sets",
+    "thelen",
 ]
