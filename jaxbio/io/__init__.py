@@ -30,6 +30,10 @@ External loads and tools:
   → `Table` of generalised forces labelled as OpenSim labels them: ``InverseDynamicsTool`` on
   jaxbio's dynamics, every frame in one ``jit(vmap)`` (command line: ``jaxbio inverse-dynamics``,
   ``jaxbio run-tool SETUP.xml``).
+- `prepare_inverse_dynamics(model, motion, ...)` → `InverseDynamicsInputs` (the tool's processed
+  frames: coordinates and external loads) and `generalized_forces(model, inputs)`, the tool's
+  pure per-frame core: ``jax.vmap`` it over frames, ``jax.grad`` it with respect to the model
+  (segment masses, COMs, inertias, coordinate-map coefficients).
 
 Example (OpenSim's arm26 inverse dynamics)::
 
@@ -45,7 +49,8 @@ from jaxbio.io._gcvspl import GCVSpline
 from jaxbio.io._markers import Markers, read_trc
 from jaxbio.io._processing import ProcessedCoordinates, butterworth_coefficients, lowpass_iir, process_coordinates
 from jaxbio.io._storage import Table, format_sto, read_storage, write_sto
-from jaxbio.io._tools import inverse_dynamics_tool, load_any_model
+from jaxbio.io._tools import (InverseDynamicsInputs, generalized_forces, inverse_dynamics_tool, load_any_model,
+                              prepare_inverse_dynamics)
 from jaxbio.io.osim import OsimModel, load_osim
 
 __all__ = [
@@ -56,10 +61,12 @@ __all__ = [
     "ExternalLoads",
     "external_load_data",
     "format_sto",
+    "generalized_forces",
     "inverse_dynamics_tool",
     "load_any_model",
     "read_external_loads",
     "GCVSpline",
+    "InverseDynamicsInputs",
     "Markers",
     "OsimModel",
     "ProcessedCoordinates",
@@ -67,6 +74,7 @@ __all__ = [
     "butterworth_coefficients",
     "load_osim",
     "lowpass_iir",
+    "prepare_inverse_dynamics",
     "process_coordinates",
     "read_c3d",
     "read_storage",
