@@ -239,15 +239,18 @@ def _external(model, q, inputs: InverseDynamicsInputs):
     """World-frame wrenches of the applied forces on the tree's segments (one frame), or None."""
     if not inputs.load_bodies:
         return None
-    positions, attitudes = forward_kinematics(model.tree, q)
     dt = q.dtype
-    # every body's world pose: its segment's pose (the appended row for the ground) · its own frame
-    attitudes = jnp.concatenate([attitudes, jnp.array([[1.0, 0, 0, 0]], dt)])
-    positions = jnp.concatenate([positions, jnp.zeros((1, 3), dt)])
+    ground = jnp.array([[1.0, 0, 0, 0]], dt), jnp.zeros((1, 3), dt)
+    if all(model.body_segments[b] < 0 for b in inputs.force_frames + inputs.point_frames):
+        attitudes, positions = ground  # data in the ground frame (force plates): no kinematics needed here
+    else:  # every body's world pose: its segment's pose (the appended row for the ground) · its own frame
+        positions, attitudes = forward_kinematics(model.tree, q)
+        attitudes = jnp.concatenate([attitudes, ground[0]])
+        positions = jnp.concatenate([positions, ground[1]])
 
     def pose(bodies):
         bodies = np.asarray(bodies, dtype=np.int32)
-        seg = np.asarray([model.body_segments[b] for b in bodies], dtype=np.int32)  # -1: the appended row
+        seg = np.asarray([model.body_segments[b] for b in bodies], dtype=np.int32)  # -1: the last row
         att = attitudes[seg]
         return (quat.multiply(att, model.body_orientations[bodies]),
                 positions[seg] + quat.rotate(att, model.body_positions[bodies]))
