@@ -73,7 +73,9 @@ def test_mass_jacobian_is_the_point_mass_closed_form_and_finite_differences(case
     with jax.enable_x64(True):
         m0 = model.tree.masses
         n = m0.shape[0]
-        tau = lambda masses, model=model, inputs=inputs: np.asarray(_value_and_mass_jacobian(_masses(model, masses), inputs)[0])
+        def tau(masses, model=model, inputs=inputs):
+            return np.asarray(_value_and_mass_jacobian(_masses(model, masses), inputs)[0])
+
         tau0, jac = (np.asarray(x) for x in _value_and_mass_jacobian(model, inputs))
         assert jac.shape == (7, len(model.coordinate_names), n)
 
