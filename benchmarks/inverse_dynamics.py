@@ -38,7 +38,6 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -61,6 +60,7 @@ from jaxbio.model import model_path  # noqa: E402
 from tests import pinocchio_ref as ref  # noqa: E402
 from tests._models import hinge_chains  # noqa: E402
 from tests.pinocchio_ref import build_pinocchio_model  # noqa: E402
+from _machine import REPEATS, best_time, cpu, finish, load_average  # noqa: E402  (benchmarks/_machine.py)
 
 # wholebody_hinges: the shipped wholebody (free pelvis, ball joints) with its ball and free joints as
 # chains of hinges and massless links (tests/_models.hinge_chains): 28 one-DOF segments, the tree of the
@@ -70,8 +70,6 @@ FULL_BATCHES = (1, 1_000, 100_000)
 QUICK_BATCHES = (1, 1_000, 10_000)
 LOOP_STATES = 20_000  # pin.rnea Python loop: timed on at most this many states
 PIN_THREADS = 2
-REPEATS = 5  # best-of-k
-MIN_REPEAT_S = 0.05  # each repetition runs the call enough times to last at least this long
 CHECK_STATES = 16  # states compared one by one with pin.rnea
 CHAIN_SEGMENTS = 100
 CHAIN_BATCH = 1_000
@@ -82,34 +80,6 @@ GPU_ERROR_STATES = 10_000
 # ---------------------------------------------------------------------------------------------------
 # Timing helpers
 # ---------------------------------------------------------------------------------------------------
-
-
-def best_time(fn, repeats: int = REPEATS, min_time: float = MIN_REPEAT_S) -> float:
-    """Best-of-``repeats`` seconds per call of ``fn`` (already warmed up).
-
-    A repetition calls ``fn`` ``inner`` times, ``inner`` chosen once so that a repetition lasts at
-    least ``min_time`` (so that a call of a few µs is not timed on its own).
-    """
-    t0 = time.perf_counter()
-    fn()
-    once = time.perf_counter() - t0
-    inner = max(1, int(np.ceil(min_time / max(once, 1e-9))))
-    best = np.inf
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / inner)
-    return float(best)
-
-
-def load_average() -> dict:
-    """``uptime``'s line and ``os.getloadavg()`` (1, 5, 15 min)."""
-    try:
-        line = subprocess.run(["uptime"], capture_output=True, text=True, timeout=5).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        line = ""
-    return {"uptime": line, "loadavg": list(os.getloadavg())}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -389,7 +359,10 @@ def print_model_table(result: dict) -> None:
 
 
 def environment() -> dict:
+    name, flags = cpu()
     return {
+        "cpu": name,
+        "isa_flags": flags,
         "python": platform.python_version(),
         "jax": jax.__version__,
         "pinocchio": pin.__version__,
@@ -415,7 +388,7 @@ def main(argv=None) -> int:
            "settings": {"repeats": REPEATS, "loop_states": LOOP_STATES, "pin_threads": PIN_THREADS}}
     env = out["environment"]
     print(f"jaxbio inverse dynamics benchmark — jax {env['jax']} ({env['backend']}), Pinocchio "
-          f"{env['pinocchio']}, {env['cpu_count']} CPUs, {env['machine']}")
+          f"{env['pinocchio']}, {env['cpu_count']} CPUs ({env['cpu']}; {env['isa_flags']}), {env['machine']}")
     print(f"load at start: {out['load_start']['uptime']}")
     print(f"time per state: best of {REPEATS}; pin.rnea loop on min(B, {LOOP_STATES}) states; "
           f"rneaInParallel on {PIN_THREADS} threads.\nratio = Pinocchio time / jaxbio time "
@@ -447,11 +420,7 @@ def main(argv=None) -> int:
         out["gpu"] = None
         print("\nGPU float32 section: no GPU: skipped")
 
-    out["load_end"] = load_average()
-    print(f"\nload at end: {out['load_end']['uptime']}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
-        print(f"numbers written to {args.json}")
+    finish(out, args.json)
     return 0
 
 

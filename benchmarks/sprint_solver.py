@@ -23,10 +23,8 @@ start per race; ``max |Δcost|`` compares the two solvers race by race. CPU, flo
 from __future__ import annotations
 
 import argparse
-import datetime
 import functools
 import os
-import platform
 import sys
 import time
 
@@ -37,6 +35,8 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import optimistix as optx  # noqa: E402
+
+import _machine  # noqa: E402  (benchmarks/_machine.py)
 
 import jaxbio.sprint as sprint  # noqa: E402
 from jaxbio.sprint._solve import batched_best_of_starts  # noqa: E402
@@ -136,25 +136,7 @@ def row(label, splits, starts, quick, *, max_steps, repeats, n_real=None):
 
 
 def machine():
-    cpu, flags = platform.processor() or "?", ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name") and cpu in ("?", "x86_64", ""):
-                    cpu = line.split(":", 1)[1].strip()
-                if line.startswith("flags"):
-                    have = set(line.split(":", 1)[1].split())
-                    flags = " ".join(x for x in ("avx", "avx2", "fma", "avx512f", "avx512_bf16", "amx_tile")
-                                     if x in have)
-                    break
-    except OSError:
-        pass
-    import jaxlib
-
-    return (f"{datetime.date.today().isoformat()}, {cpu} (flags: {flags or '?'}), {os.cpu_count()} cores, "
-            f"load average {os.getloadavg()[0]:.1f}; python {platform.python_version()}, jax {jax.__version__}, "
-            f"jaxlib {jaxlib.__version__}, optimistix {getattr(optx, '__version__', '?')}, "
-            f"backend {jax.default_backend()}, float64")
+    return _machine.machine(optimistix=getattr(optx, "__version__", "?")) + ", float64"
 
 
 def main(argv=None):

@@ -34,7 +34,8 @@ External loads and tools:
   → `Table` of generalised forces labelled as OpenSim labels them: ``InverseDynamicsTool`` on
   jaxbio's dynamics, every frame in one ``jit(vmap)`` (command line: ``jaxbio inverse-dynamics``,
   ``jaxbio run-tool SETUP.xml``).
-- `coordinates_table(model, time, c)`: any trajectory as a ``.mot`` OpenSim plays on the model.
+from jaxbio.io._tools import (InverseDynamicsInputs, coordinates_table, generalized_forces, inverse_dynamics_tool,
+                              load_any_model, prepare_inverse_dynamics)
 
 Example (OpenSim's arm26 inverse dynamics)::
 
@@ -53,7 +54,8 @@ from jaxbio.io._osim_forces import (CoordinateActuators, CoordinateLimitForces, 
                                     actuator_matrix, applied_forces, passive_forces)
 from jaxbio.io._processing import ProcessedCoordinates, butterworth_coefficients, lowpass_iir, process_coordinates
 from jaxbio.io._storage import Table, format_sto, read_storage, write_sto
-from jaxbio.io._tools import coordinates_table, inverse_dynamics_tool, load_any_model
+from jaxbio.io._tools import (InverseDynamicsInputs, coordinates_table, generalized_forces, inverse_dynamics_tool,
+                              load_any_model, prepare_inverse_dynamics)
 from jaxbio.io.osim import OsimModel, load_osim
 
 __all__ = [
@@ -76,10 +78,12 @@ __all__ = [
     "ExternalLoads",
     "external_load_data",
     "format_sto",
+    "generalized_forces",
     "inverse_dynamics_tool",
     "load_any_model",
     "read_external_loads",
     "GCVSpline",
+    "InverseDynamicsInputs",
     "Markers",
     "OsimModel",
     "ProcessedCoordinates",
@@ -87,6 +91,7 @@ __all__ = [
     "butterworth_coefficients",
     "load_osim",
     "lowpass_iir",
+    "prepare_inverse_dynamics",
     "process_coordinates",
     "read_c3d",
     "read_storage",

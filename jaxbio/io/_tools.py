@@ -24,7 +24,13 @@ What `inverse_dynamics_tool` does, in OpenSim's order (opensim-core
    in OpenSim 4.6 (they are not in the ForceSet).
 4. a `Table` labelled as OpenSim labels it: ``<coordinate>_moment`` for a rotational
    coordinate, ``<coordinate>_force`` otherwise, in the model's coordinate order.
-"""
+
+Steps 1–2 (files, splines, numpy) and step 3 (pure, traced) are also public apart, so that the
+whole trial can be differentiated with respect to the model: `prepare_inverse_dynamics` returns
+the processed frames as an `InverseDynamicsInputs` pytree, and `generalized_forces(model,
+inputs)` is step 3 for one frame, a pure function of the model's arrays (``jax.vmap`` over
+frames; ``jax.grad``/``jax.jacfwd`` with respect to masses, COMs, inertias, joint frames or
+coordinate-map coefficients). `inverse_dynamics_tool` is the two in sequence."""
 
 from __future__ import annotations
 
@@ -32,15 +38,21 @@ import os
 from pathlib import Path
 from typing import Callable
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Array, Float
 
+from jaxbio import coordinates
+from jaxbio import quaternion as quat
+from jaxbio.dynamics import forward_kinematics, point_loads
 from jaxbio.io._external_loads import ExternalLoads, external_load_data, read_external_loads
 from jaxbio.io._processing import process_coordinates
 from jaxbio.io._storage import Table, read_storage
 
-__all__ = ["inverse_dynamics_tool", "load_any_model", "coordinates_table"]
+__all__ = ["InverseDynamicsInputs", "coordinates_table", "generalized_forces", "inverse_dynamics_tool",
+           "load_any_model", "prepare_inverse_dynamics"]
 
 
 def load_any_model(model, *, dtype=None):
@@ -85,74 +97,206 @@ def _tree_model(tree):
         ignored=(), path=tree.name)
 
 
-def _external(model, loads: ExternalLoads, times: np.ndarray):
-    """Static segment indices and the per-frame arrays of every applied force, plus a pure
-    function ``(q_tree, arrays) -> external`` that rotates them to the world."""
-    from jaxbio import quaternion as quat
-    from jaxbio.dynamics.kinematics import segment_motion
-    from jaxbio.dynamics.loads import point_loads
+class InverseDynamicsInputs(eqx.Module):
+    """A trial's inputs to inverse dynamics, processed as OpenSim's ``InverseDynamicsTool``
+    processes them (`prepare_inverse_dynamics`): every frame's coordinates and external loads.
 
-    data = external_load_data(loads, times)
+    Array leaves, the frame axis first (``T`` frames, ``nc`` model coordinates, ``k`` applied
+    forces), so that ``jax.vmap(generalized_forces, (None, 0))`` maps over frames:
+
+    - ``time`` ``(T,)`` s;
+    - ``c``, ``cd``, ``cdd`` ``(T, nc)``: OpenSim's coordinates (rad / m, the model's order),
+      their speeds and accelerations; a coordinate the motion lacks is held at its default;
+    - ``forces`` ``(T, k, 3)`` N and ``torques`` ``(T, k, 3)`` N·m, each in the frame of body
+      ``force_frames[i]``; ``points`` ``(T, k, 3)`` m, the point of application in the frame of
+      body ``point_frames[i]`` (zero in the applied body's frame when the data give no point).
+
+    Static: ``coordinate_names`` (must equal the model's), ``load_bodies``, ``force_frames``,
+    ``point_frames`` (``k`` indices into the model's ``bodies``: the body each force acts on and
+    the frames its data are expressed in; forces applied to the ground are dropped, they move
+    nothing) and ``labels`` (OpenSim's result columns: ``<coordinate>_moment`` or ``_force``).
+    The body frames themselves are read from the model at each call, so that derivatives with
+    respect to ``body_positions``/``body_orientations`` are derivatives of the loads' lever arms.
+    """
+
+    time: Float[Array, " T"]
+    c: Float[Array, "T nc"]
+    cd: Float[Array, "T nc"]
+    cdd: Float[Array, "T nc"]
+    forces: Float[Array, "T k 3"]
+    torques: Float[Array, "T k 3"]
+    points: Float[Array, "T k 3"]
+    coordinate_names: tuple[str, ...] = eqx.field(static=True)
+    load_bodies: tuple[int, ...] = eqx.field(static=True)
+    force_frames: tuple[int, ...] = eqx.field(static=True)
+    point_frames: tuple[int, ...] = eqx.field(static=True)
+    labels: tuple[str, ...] = eqx.field(static=True)
+
+    @property
+    def n_frames(self) -> int:
+        """``T`` (the leading axis of the arrays)."""
+        return int(jnp.shape(self.time)[0])
+
+    def frame(self, i) -> "InverseDynamicsInputs":
+        """Frame ``i``'s inputs (every leaf indexed on its frame axis), for `generalized_forces`."""
+        return jax.tree_util.tree_map(lambda a: a[i], self)
+
+
+def _body_index(model, name: str, role: str, force_name: str, where: str) -> int:
+    if name.lower() == "ground" or name == (model.bodies[0] if model.bodies else "ground"):
+        return 0
+    if name not in model.bodies:
+        raise ValueError(f"{where}: ExternalForce {force_name!r}: {role} {name!r} is not a body of the model "
+                         f"({model.path}); bodies are {list(model.bodies)}")
+    return model.bodies.index(name)
+
+
+def _load_arrays(model, loads: ExternalLoads, times: np.ndarray):
+    """``(forces, torques, points)`` ``(T, k, 3)`` and the static body indices of `InverseDynamicsInputs`."""
     where = str(loads.path)
-
-    def frame(name, role, force_name):
-        if name.lower() == "ground" or name == (model.bodies[0] if model.bodies else "ground"):
-            return -1, np.zeros(3), np.array([1.0, 0, 0, 0])
-        if name not in model.bodies:
-            raise ValueError(f"{where}: ExternalForce {force_name!r}: {role} {name!r} is not a body of the model "
-                             f"({model.path}); bodies are {list(model.bodies)}")
-        seg, pos, ori = model.body_frame(name)
-        return seg, np.asarray(pos, float), np.asarray(ori, float)
-
-    forces, segments = [], []
-    for d in data:
+    zero = np.zeros((times.size, 3))
+    forces, torques, points, bodies, force_frames, point_frames = [], [], [], [], [], []
+    for d in external_load_data(loads, times):
         f = d.spec
-        seg, pos, ori = frame(f.body, "applied_to_body", f.name)
-        if seg < 0:
+        body = _body_index(model, f.body, "applied_to_body", f.name, where)
+        if model.body_segments[body] < 0:
             continue  # a load on the ground moves nothing
-        zero = np.zeros((times.size, 3))
-        forces.append(dict(
-            force=zero if d.force is None else d.force, torque=zero if d.torque is None else d.torque,
-            point=None if d.point is None else d.point,
-            force_frame=frame(f.force_frame, "force_expressed_in_body", f.name),
-            point_frame=frame(f.point_frame, "point_expressed_in_body", f.name) if d.point is not None else None,
-            body=(seg, pos, ori)))
-        segments.append(seg)
-    segments = tuple(segments)
+        force_frame = _body_index(model, f.force_frame, "force_expressed_in_body", f.name, where)
+        if d.point is None:  # the body's origin
+            point_frame, point = body, zero
+        else:
+            point_frame, point = _body_index(model, f.point_frame, "point_expressed_in_body", f.name, where), d.point
+        forces.append(zero if d.force is None else d.force)
+        torques.append(zero if d.torque is None else d.torque)
+        points.append(point)
+        bodies.append(body)
+        force_frames.append(force_frame)
+        point_frames.append(point_frame)
+    stack = lambda xs: np.stack(xs, 1) if xs else np.zeros((times.size, 0, 3))
+    return (stack(forces), stack(torques), stack(points)), tuple(bodies), tuple(force_frames), tuple(point_frames)
 
-    def world(q, arrays):
-        """Per force: world force, world point of application, world torque (one frame)."""
-        motion = segment_motion(model.tree, q)
-        dt = q.dtype
 
-        def pose(fr):  # world rotation (quaternion) and origin of a frame (segment, pos, ori)
-            seg, pos, ori = fr
-            if seg < 0:
-                return jnp.asarray(ori, dt), jnp.asarray(pos, dt)
-            att = motion.attitude[seg]
-            return quat.multiply(att, jnp.asarray(ori, dt)), motion.position[seg] + quat.rotate(att, jnp.asarray(pos, dt))
+def _prepare(m, motion, external_loads, lowpass_hz, start, end, say):
+    """`InverseDynamicsInputs` in the model's float type, and the frames' times in float64."""
+    table = motion if isinstance(motion, Table) else read_storage(motion)
+    names = m.coordinate_names
+    present = [n for n in names if n in table.labels]
+    if not present:
+        raise ValueError(f"{motion if not isinstance(motion, Table) else table.name or 'motion'}: none of the model's coordinates {list(names)} is a column "
+                         f"(columns: {list(table.labels)[:12]}{' …' if len(table.labels) > 12 else ''})")
+    rotational = [n for n in present if m.motion_types[names.index(n)] == "rotational"]
+    say("processing the coordinates")
+    p = process_coordinates(table.select(present), lowpass_hz=lowpass_hz, start=start, end=end,
+                            rotational=rotational)
+    T = p.time.size
+    cols = np.asarray([names.index(n) for n in present])
+    c = np.tile(np.asarray(m.defaults, float), (T, 1))
+    cd, cdd = np.zeros((T, len(names))), np.zeros((T, len(names)))
+    c[:, cols], cd[:, cols], cdd[:, cols] = p.q, p.qd, p.qdd
 
-        F, X, T = [], [], []
-        for spec, a in zip(forces, arrays):
-            rf, _ = pose(spec["force_frame"])
-            F.append(quat.rotate(rf, a["force"]))
-            T.append(quat.rotate(rf, a["torque"]))
-            if spec["point_frame"] is None:  # the body's origin
-                X.append(pose(spec["body"])[1])
-            else:
-                rp, op = pose(spec["point_frame"])
-                X.append(op + quat.rotate(rp, a["point"]))
-        return jnp.stack(F), jnp.stack(X), jnp.stack(T)
+    arrays, bodies, force_frames, point_frames = (np.zeros((T, 0, 3)),) * 3, (), (), ()
+    if external_loads is not None:
+        say("reading the external loads")
+        loads = external_loads if isinstance(external_loads, ExternalLoads) else read_external_loads(external_loads)
+        arrays, bodies, force_frames, point_frames = _load_arrays(m, loads, p.time)
+    dt = m.tree.masses.dtype
+    as_dt = lambda x: jnp.asarray(x, dt)
+    labels = tuple(n + ("_moment" if t == "rotational" else "_force") for n, t in zip(names, m.motion_types))
+    inputs = InverseDynamicsInputs(
+        time=as_dt(p.time), c=as_dt(c), cd=as_dt(cd), cdd=as_dt(cdd), forces=as_dt(arrays[0]),
+        torques=as_dt(arrays[1]), points=as_dt(arrays[2]), coordinate_names=tuple(names), load_bodies=bodies,
+        force_frames=force_frames, point_frames=point_frames, labels=labels)
+    return inputs, p.time
 
-    def external(q, arrays):
-        if not segments:
-            return None
-        F, X, T = world(q, arrays)
-        return point_loads(model.tree, q, segments, X, F, T, world_points=True)
 
-    per_frame = [{k: spec[k] for k in ("force", "torque")} | {"point": spec["point"] if spec["point"] is not None
-                 else np.zeros((times.size, 3))} for spec in forces]
-    return external, per_frame
+def prepare_inverse_dynamics(model, motion, *, external_loads=None, lowpass_hz: float | None = None,
+                             start: float | None = None, end: float | None = None, dtype=None,
+                             progress: Callable[[str], None] | None = None) -> InverseDynamicsInputs:
+    """Steps 1–2 of OpenSim's ``InverseDynamicsTool`` (module docstring), outside jit: the
+    motion's coordinates processed and the external loads interpolated at its frames.
+
+    Arguments as `inverse_dynamics_tool`. Returns an `InverseDynamicsInputs` of ``T`` frames in
+    the model's float type (``dtype``, as `load_any_model`), the argument of `generalized_forces`::
+
+        model = jb.io.load_osim("subject01.osim")
+        inputs = jb.io.prepare_inverse_dynamics(model, "walk_ik.mot", external_loads="grf.xml",
+                                                lowpass_hz=6.0, start=0.5, end=1.6)
+        trial = jax.jit(jax.vmap(jb.io.generalized_forces, (None, 0)))
+        tau = trial(model, inputs)                                    # (T, nc) N·m / N
+        dmass = jax.grad(lambda m: jnp.sum(trial(m, inputs)[:, :6] ** 2))(model).tree.masses
+
+    Raises ``ValueError`` as `inverse_dynamics_tool`.
+    """
+    say = progress or (lambda message: None)
+    return _prepare(load_any_model(model, dtype=dtype), motion, external_loads, lowpass_hz, start, end, say)[0]
+
+
+def _check_inputs(model, inputs: InverseDynamicsInputs) -> None:
+    if tuple(inputs.coordinate_names) != tuple(model.coordinate_names):
+        raise ValueError(f"inputs: prepared for coordinates {list(inputs.coordinate_names)}, the model "
+                         f"({model.path}) has {list(model.coordinate_names)}")
+    nb = len(model.bodies)
+    for field in ("load_bodies", "force_frames", "point_frames"):
+        bad = [b for b in getattr(inputs, field) if not 0 <= b < nb]
+        if bad:
+            raise ValueError(f"inputs.{field}: {bad} are not body indices of the model ({model.path}, {nb} bodies)")
+
+
+def _external(model, q, inputs: InverseDynamicsInputs):
+    """World-frame wrenches of the applied forces on the tree's segments (one frame), or None."""
+    if not inputs.load_bodies:
+        return None
+    dt = q.dtype
+    ground = jnp.array([[1.0, 0, 0, 0]], dt), jnp.zeros((1, 3), dt)
+    if all(model.body_segments[b] < 0 for b in inputs.force_frames + inputs.point_frames):
+        attitudes, positions = ground  # data in the ground frame (force plates): no kinematics needed here
+    else:  # every body's world pose: its segment's pose (the appended row for the ground) · its own frame
+        positions, attitudes = forward_kinematics(model.tree, q)
+        attitudes = jnp.concatenate([attitudes, ground[0]])
+        positions = jnp.concatenate([positions, ground[1]])
+
+    def pose(bodies):
+        bodies = np.asarray(bodies, dtype=np.int32)
+        seg = np.asarray([model.body_segments[b] for b in bodies], dtype=np.int32)  # -1: the last row
+        att = attitudes[seg]
+        return (quat.multiply(att, model.body_orientations[bodies]),
+                positions[seg] + quat.rotate(att, model.body_positions[bodies]))
+
+    rf, _ = pose(inputs.force_frames)
+    rp, op = pose(inputs.point_frames)
+    forces, torques = quat.rotate(rf, inputs.forces), quat.rotate(rf, inputs.torques)
+    points = op + quat.rotate(rp, inputs.points)
+    segments = tuple(model.body_segments[b] for b in inputs.load_bodies)
+    return point_loads(model.tree, q, segments, points, forces, torques, world_points=True)
+
+
+def generalized_forces(model, inputs: InverseDynamicsInputs) -> Float[Array, " nc"]:
+    """Step 3 of OpenSim's ``InverseDynamicsTool`` for one frame: ``τ_c = J(c)ᵀ τ(q, q̇, q̈,
+    external)`` (`jaxbio.coordinates.inverse_dynamics`) with the external loads rotated to the
+    world and applied at their points (`jaxbio.dynamics.point_loads`).
+
+    - ``model``: the `OsimModel` the inputs were prepared for (any of its array leaves may be
+      traced: masses, COMs, inertias, joint frames of ``model.tree``, the coefficients of
+      ``model.coordinates``, the body frames).
+    - ``inputs``: one frame of `InverseDynamicsInputs` (``c`` ``(nc,)``, ``forces`` ``(k, 3)``, …):
+      ``inputs.frame(i)``, or map over the whole trial with ``jax.vmap(generalized_forces, (None, 0))``.
+
+    Returns ``(nc,)`` N·m (rotational) / N, OpenSim's generalised forces in the model's
+    coordinate order (``inputs.labels``), less the model's imported passive forces
+    (`jaxbio.io.passive_forces`: coordinate limits, springs; select them with
+    `jaxbio.io.applied_forces`). Pure: jit, vmap (over frames, or over models), grad and
+    jacfwd work.
+    """
+    from jaxbio.io._osim_forces import passive_forces
+
+    _check_inputs(model, inputs)
+    q = coordinates.to_tree(model.coordinates, inputs.c)
+    tau = coordinates.inverse_dynamics(model.tree, model.coordinates, inputs.c, inputs.cd, inputs.cdd,
+                                       _external(model, q, inputs))
+    return tau - passive_forces(model, inputs.c, inputs.cd)
+
+
+_trial = jax.jit(jax.vmap(generalized_forces, in_axes=(None, 0)))
 
 
 def inverse_dynamics_tool(model, motion, *, external_loads=None, forces_to_exclude=("muscles",),
@@ -181,47 +325,15 @@ def inverse_dynamics_tool(model, motion, *, external_loads=None, forces_to_exclu
     not covering the time range; and naming the forces, a model force OpenSim would apply that
     jaxbio does not import (`jaxbio.io.applied_forces`).
     """
-    from jaxbio.io._osim_forces import applied_forces, passive_forces
+    from jaxbio.io._osim_forces import applied_forces
 
     say = progress or (lambda message: None)
     say("loading the model")
     m = applied_forces(load_any_model(model, dtype=dtype), forces_to_exclude)
-    table = motion if isinstance(motion, Table) else read_storage(motion)
-    names = m.coordinate_names
-    present = [n for n in names if n in table.labels]
-    if not present:
-        raise ValueError(f"{motion if not isinstance(motion, Table) else table.name or 'motion'}: none of the model's coordinates {list(names)} is a column "
-                         f"(columns: {list(table.labels)[:12]}{' …' if len(table.labels) > 12 else ''})")
-    rotational = [n for n in present if m.motion_types[names.index(n)] == "rotational"]
-    say("processing the coordinates")
-    p = process_coordinates(table.select(present), lowpass_hz=lowpass_hz, start=start, end=end,
-                            rotational=rotational)
-    dt = m.tree.masses.dtype
-    T = p.time.size
-    cols = np.asarray([names.index(n) for n in present])
-    c = np.tile(np.asarray(m.defaults, float), (T, 1))
-    cd, cdd = np.zeros((T, len(names))), np.zeros((T, len(names)))
-    c[:, cols], cd[:, cols], cdd[:, cols] = p.q, p.qd, p.qdd
-
-    from jaxbio import coordinates
-
-    if external_loads is not None:
-        say("reading the external loads")
-        loads = external_loads if isinstance(external_loads, ExternalLoads) else read_external_loads(external_loads)
-        external, arrays = _external(m, loads, p.time)
-    else:
-        external, arrays = (lambda q, a: None), []
-
-    def frame(c, cd, cdd, arrays):
-        q = coordinates.to_tree(m.coordinates, c)
-        tau = coordinates.inverse_dynamics(m.tree, m.coordinates, c, cd, cdd, external(q, arrays))
-        return tau - passive_forces(m, c, cd)
-
-    say(f"inverse dynamics of {T} frames")
-    as_dt = lambda x: jax.tree_util.tree_map(lambda a: jnp.asarray(a, dt), x)
-    tau = jax.jit(jax.vmap(frame))(as_dt(c), as_dt(cd), as_dt(cdd), as_dt(arrays))
-    labels = tuple(n + ("_moment" if t == "rotational" else "_force") for n, t in zip(names, m.motion_types))
-    return Table(time=p.time, labels=labels, data=np.asarray(tau, float), in_degrees=False,
+    inputs, time = _prepare(m, motion, external_loads, lowpass_hz, start, end, say)
+    say(f"inverse dynamics of {time.size} frames")
+    tau = _trial(m, inputs)
+    return Table(time=time, labels=inputs.labels, data=np.asarray(tau, float), in_degrees=False,
                  name="Inverse Dynamics Generalized Forces")
 
 
