@@ -180,11 +180,30 @@ class SegmentTree(eqx.Module):
         """Static per-velocity-coordinate tables (`Dofs`)."""
         return _dofs(self.joint_types)
 
+    @property
+    def unit_axes(self) -> Float[Array, "n 3"]:
+        """``axes / |axes|`` (zero rows stay zero): the joint axes the dynamics use. A loaded model's
+        axes are unit already; normalising here keeps every algorithm (per state and batched)
+        consistent for a tree whose axes were changed by hand or are traced (``jax.grad`` with
+        respect to them is then tangent to the unit sphere)."""
+        from jaxbio.spatial import unit
+
+        return unit(self.axes, jnp.zeros_like(self.axes))
+
+    @property
+    def unit_orientations(self) -> Float[Array, "n 4"]:
+        """``orientations / |orientations|`` (a zero row reads as the identity): the joint
+        placements' rotations the dynamics use (see `unit_axes`)."""
+        from jaxbio.spatial import unit
+
+        identity = jnp.zeros_like(self.orientations).at[..., 0].set(1.0)
+        return unit(self.orientations, identity)
+
     def dof_axes(self) -> Float[Array, "nv 3"]:
-        """``(nv, 3)``: each velocity coordinate's axis in its segment's frame: ``axes[i]`` for a
-        revolute/prismatic joint, the frame's unit vectors for a ball/free joint."""
+        """``(nv, 3)``: each velocity coordinate's axis in its segment's frame: ``axes[i]`` (made
+        unit) for a revolute/prismatic joint, the frame's unit vectors for a ball/free joint."""
         d = self.dofs
-        axes = jnp.asarray(self.axes)[..., d.segment, :]
+        axes = jnp.asarray(self.unit_axes)[..., d.segment, :]
         return jnp.where(d.axial[:, None], axes, jnp.asarray(d.unit_axis, axes.dtype))
 
     @property

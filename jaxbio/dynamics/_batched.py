@@ -558,7 +558,7 @@ def _chunk(tree: SegmentTree, kernel: _Kernel, sched: Schedule, q, qd, qdd, exte
 
     n = tree.n_segments
     rev = jnp.asarray(tree.is_revolute, dt)[:, None]
-    orient, axis = col(tree.orientations.astype(dt)), col(tree.axes.astype(dt))
+    orient, axis = col(tree.unit_orientations.astype(dt)), col(tree.unit_axes.astype(dt))
     body = Body(soa.qrot(orient, axis), rev, col(tree.coms.astype(dt)), tree.masses.astype(dt)[:, None],
                 col(tree.inertias.astype(dt).reshape(n, 9)))
     if general:

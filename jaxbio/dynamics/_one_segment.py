@@ -38,7 +38,7 @@ def _revolute(tree) -> bool:
 
 def mass_matrix(tree, q):
     """``(1, 1)``: ``m`` or the inertia about the hinge axis."""
-    s, c, m = tree.axes[0], tree.coms[0], tree.masses[0]
+    s, c, m = tree.unit_axes[0], tree.coms[0], tree.masses[0]
     if _revolute(tree):
         about_joint = tree.inertias[0] + m * (dot(c, c) * jnp.eye(3, dtype=c.dtype) - c[:, None] * c[None, :])
         value = dot(s, about_joint @ s)
@@ -49,7 +49,7 @@ def mass_matrix(tree, q):
 
 def _com_and_lever(tree, q):
     """World COM ``(3,)`` and ``∂c_w/∂q`` ``(3,)``."""
-    s, c, o, r0 = tree.axes[0], tree.coms[0], tree.origins[0], tree.orientations[0]
+    s, c, o, r0 = tree.unit_axes[0], tree.coms[0], tree.origins[0], tree.unit_orientations[0]
     if _revolute(tree):
         turned = quat.rotate(quat.from_axis_angle(s, q[0]), c)
         return o + quat.rotate(r0, turned), quat.rotate(r0, cross(s, turned))

@@ -108,8 +108,8 @@ def planar_params(tree: SegmentTree) -> PlanarParams:
     if the tree is not planar (see the module docstring)."""
     tree.check_unbatched()
     rev = tree.is_revolute
-    axes = tree.axes
-    o = tree.orientations
+    axes = tree.unit_axes
+    o = tree.unit_orientations
     bad = jnp.where(jnp.asarray(rev), jnp.abs(jnp.abs(axes[:, 2]) - 1.0), jnp.abs(axes[:, 2]))
     bad = jnp.maximum(bad, jnp.maximum(jnp.abs(o[:, 1]), jnp.abs(o[:, 2])))
     not_planar = (jnp.max(bad) > _PLANAR_TOL) | (jnp.abs(tree.gravity[2]) > _PLANAR_TOL)

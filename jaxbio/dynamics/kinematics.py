@@ -139,7 +139,7 @@ def joint_rows(tree: SegmentTree, q, qd=None, qdd=None, *, sincos=None) -> Joint
     def gather(x, rows):  # rows of x, the last index reading zero
         return jnp.concatenate([x, jnp.zeros_like(x[:1])], 0)[rows]
 
-    (rev,), axis, orient = const(tree.is_revolute[:, None]), const(tree.axes), const(tree.orientations)
+    (rev,), axis, orient = const(tree.is_revolute[:, None]), const(tree.unit_axes), const(tree.unit_orientations)
     x = gather(q, t.axial_q)  # angle or slide
     half = 0.5 * x * rev
     s, c = sincos(half) if sincos is not None else (jnp.sin(half), jnp.cos(half))
@@ -199,8 +199,8 @@ def _axial_motion(tree, q, qd, qdd, gravity_as_base, dtype):
     qd = zeros if qd is None else qd
     qdd = zeros if qdd is None else qdd
     rev = jnp.asarray(tree.is_revolute)
-    axis = soa.split(tree.axes, 3)
-    orient = soa.split(tree.orientations, 4)
+    axis = soa.split(tree.unit_axes, 3)
+    orient = soa.split(tree.unit_orientations, 4)
     # local joint transform in the parent frame
     half = 0.5 * jnp.where(rev, q, 0.0)
     c, s_ = jnp.cos(half), jnp.sin(half)
