@@ -17,8 +17,9 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import xml.etree.ElementTree as ET
 from pathlib import Path
+
+from jaxbio.io._text import read_xml
 
 
 def _stages(total: int, disable: bool):
@@ -115,12 +116,7 @@ def _setup_text(el, tag: str):
 
 def cmd_run_tool(args) -> int:
     setup = Path(args.setup)
-    try:
-        root = ET.parse(setup).getroot()
-    except OSError as e:
-        raise ValueError(f"{setup}: cannot read the setup file ({e.strerror or e})") from None
-    except ET.ParseError as e:
-        raise ValueError(f"{setup}: not an XML file ({e})") from None
+    root = read_xml(setup, "OpenSim tool setup file")
     tool = root if root.tag != "OpenSimDocument" else next(iter(root), None)
     if tool is None:
         raise ValueError(f"{setup}: an empty OpenSimDocument")

@@ -27,6 +27,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from jaxbio.io._text import read_xml
+
 __all__ = ["ExternalForce", "ExternalLoads", "read_external_loads"]
 
 
@@ -66,12 +68,7 @@ def read_external_loads(path: str | os.PathLike) -> ExternalLoads:
     and a missing data file. Which columns an identifier finds is checked against the data in
     `external_load_data`."""
     p = Path(path)
-    try:
-        root = ET.parse(p).getroot()
-    except OSError as e:
-        raise ValueError(f"{p}: cannot read the external loads file ({e.strerror or e})") from None
-    except ET.ParseError as e:
-        raise ValueError(f"{p}: not an XML file ({e})") from None
+    root = read_xml(p, "OpenSim external loads file")
     loads = root if root.tag == "ExternalLoads" else root.find("ExternalLoads")
     if loads is None:
         raise ValueError(f"{p}: no <ExternalLoads> element: not an OpenSim external loads file")

@@ -19,6 +19,19 @@ _MAGIC = ((b"<?xml", "an XML document (an OpenSim .osim model or setup file?)"),
           (b"\x89HDF", "an HDF5 file"))
 
 
+def read_xml(path, kind: str):
+    """The root element of the XML file ``path``; ``ValueError`` naming the file and ``kind``
+    (e.g. ``"external loads file"``) for a file that cannot be read or is not XML (with the
+    parser's line and column)."""
+    import xml.etree.ElementTree as ET
+
+    raw = read_bytes(os.fspath(path), kind)
+    try:
+        return ET.fromstring(raw)
+    except ET.ParseError as e:
+        raise file_error(path, f"not an XML file, expected an {kind} ({e})") from None
+
+
 def file_error(path, message: str, line: int | None = None) -> ValueError:
     """``ValueError("<path>[, line N]: <message>")`` (lines 1-based)."""
     where = f"{os.fspath(path)}" + (f", line {line}" if line is not None else "")
