@@ -12,7 +12,7 @@ import pytest
 import jaxbio as jb
 
 
-@pytest.mark.parametrize("name", ["arm7", "wholebody"])
+@pytest.mark.parametrize("name", ["arm7", pytest.param("wholebody", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("field", ["axes", "orientations"])
 def test_scaled_axes_and_orientations_give_the_unit_models_dynamics(name, field):
     with jax.enable_x64(True):

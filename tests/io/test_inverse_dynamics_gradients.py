@@ -102,6 +102,7 @@ def test_mass_jacobian_is_the_point_mass_closed_form_and_finite_differences(case
         np.testing.assert_allclose(np.asarray(grad), np.einsum("tc,tcn->n", np.asarray(w), jac), rtol=1e-12, atol=1e-9)
 
 
+@pytest.mark.slow
 def test_directional_derivative_in_every_model_array_matches_central_differences(case):
     model, inputs = case
     with jax.enable_x64(True):

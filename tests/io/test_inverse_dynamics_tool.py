@@ -158,6 +158,7 @@ def test_external_loads_must_name_three_columns_and_known_bodies(tmp_path):
                                       external_loads=tmp_path / name, start=0.5, end=0.6)
 
 
+@pytest.mark.slow
 def test_animate_command_draws_a_motion_file(tmp_path):
     pytest.importorskip("matplotlib")
     out = tmp_path / "arm.gif"
