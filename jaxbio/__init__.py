@@ -12,7 +12,7 @@ global JAX configuration: enable float64 yourself with ``jax.config.update("jax_
 True)`` for validation work.
 """
 
-from jaxbio import configuration, coordinates, hamiltonian, muscles, quaternion, simulation, spatial
+from jaxbio import configuration, hamiltonian, muscles, quaternion, simulation, spatial
 from jaxbio.dynamics import (
     bias_forces,
     center_of_mass,
@@ -32,7 +32,7 @@ from jaxbio.tree import SegmentTree
 
 __version__ = "0.1.0"
 
-_LAZY = ("estimation", "io", "papers", "plot")  # imported on first use (keeps `jaxbio sprint` start-up short)
+_LAZY = ("coordinates", "estimation", "io", "papers", "plot")  # imported on first use (keeps `jaxbio sprint` start-up short)
 
 
 def __getattr__(name):

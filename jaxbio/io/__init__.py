@@ -45,18 +45,66 @@ Example (OpenSim's arm26 inverse dynamics)::
     tau = jax.vmap(jb.inverse_dynamics, (None, 0, 0, 0))(jb.load_model("arm26"), p.q, p.qd, p.qdd)
 """
 
-from jaxbio.io._c3d import AnalogChannels, C3DData, read_c3d
-from jaxbio.io._external_loads import ExternalForce, ExternalForceData, ExternalLoads, external_load_data, read_external_loads
-from jaxbio.io._gcvspl import GCVSpline
-from jaxbio.io._markers import Markers, read_trc
-from jaxbio.io._osim_forces import (CoordinateActuators, CoordinateLimitForces, OsimForces, PointActuators,
-                                    PointToPointSprings, SpringGeneralizedForces, TorqueActuators, actuator_forces,
-                                    actuator_matrix, applied_forces, passive_forces)
-from jaxbio.io._processing import ProcessedCoordinates, butterworth_coefficients, lowpass_iir, process_coordinates
-from jaxbio.io._storage import Table, format_sto, read_storage, write_sto
-from jaxbio.io._tools import (InverseDynamicsInputs, coordinates_table, generalized_forces, inverse_dynamics_tool,
-                              load_any_model, prepare_inverse_dynamics)
-from jaxbio.io.osim import OsimModel, load_osim
+#: public name -> the private module that defines it (imported on first use: `jaxbio sprint`
+#: builds its command line without loading the OpenSim importer)
+_EXPORTS = {
+    "actuator_forces": "_osim_forces",
+    "actuator_matrix": "_osim_forces",
+    "AnalogChannels": "_c3d",
+    "applied_forces": "_osim_forces",
+    "butterworth_coefficients": "_processing",
+    "C3DData": "_c3d",
+    "CoordinateActuators": "_osim_forces",
+    "CoordinateLimitForces": "_osim_forces",
+    "coordinates_table": "_tools",
+    "external_load_data": "_external_loads",
+    "ExternalForce": "_external_loads",
+    "ExternalForceData": "_external_loads",
+    "ExternalLoads": "_external_loads",
+    "format_sto": "_storage",
+    "GCVSpline": "_gcvspl",
+    "generalized_forces": "_tools",
+    "inverse_dynamics_tool": "_tools",
+    "InverseDynamicsInputs": "_tools",
+    "load_any_model": "_tools",
+    "load_osim": "osim",
+    "lowpass_iir": "_processing",
+    "Markers": "_markers",
+    "OsimForces": "_osim_forces",
+    "OsimModel": "osim",
+    "passive_forces": "_osim_forces",
+    "PointActuators": "_osim_forces",
+    "PointToPointSprings": "_osim_forces",
+    "prepare_inverse_dynamics": "_tools",
+    "process_coordinates": "_processing",
+    "ProcessedCoordinates": "_processing",
+    "read_c3d": "_c3d",
+    "read_external_loads": "_external_loads",
+    "read_storage": "_storage",
+    "read_trc": "_markers",
+    "SpringGeneralizedForces": "_osim_forces",
+    "Table": "_storage",
+    "TorqueActuators": "_osim_forces",
+    "write_sto": "_storage",
+}
+
+
+def __getattr__(name):
+    import importlib
+
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(f"jaxbio.io.{_EXPORTS[name]}"), name)
+        globals()[name] = value
+        return value
+    try:
+        return importlib.import_module(f"jaxbio.io.{name}")  # a submodule, e.g. jb.io.osim
+    except ModuleNotFoundError:
+        raise AttributeError(f"module 'jaxbio.io' has no attribute {name!r}") from None
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))
+
 
 __all__ = [
     "actuator_forces",
