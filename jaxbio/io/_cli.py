@@ -14,7 +14,6 @@ model forces; else every force but the actuators). Bad input: one line on stderr
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from pathlib import Path
@@ -230,21 +229,16 @@ def cmd_animate(args) -> int:
     return 0
 
 
-def _time(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a time in s, got {text!r}") from None
-    if not math.isfinite(v):
-        raise argparse.ArgumentTypeError(f"must be a finite time in s, got {text!r}")
-    return v
+def _time():
+    from jaxbio.cli import _number  # the command line's one numeric argparse type
+
+    return _number("float", math.isfinite, "a finite time in s")
 
 
-def _positive(text: str) -> float:
-    v = _time(text)
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
-    return v
+def _positive():
+    from jaxbio.cli import _number
+
+    return _number("float", lambda v: math.isfinite(v) and v > 0, "a finite number > 0")
 
 
 def add_parsers(sub, id_options) -> None:
@@ -259,10 +253,10 @@ def add_parsers(sub, id_options) -> None:
     p.add_argument("--forces-to-exclude", nargs="*", default=None, metavar="NAME",
                    help="model forces left out, as OpenSim's forces_to_exclude: force or ForceSet group names, or "
                    "all, actuators, muscles (default: muscles; give the option alone to exclude nothing)")
-    p.add_argument("--lowpass", type=_positive, default=None, help="low-pass cutoff for the coordinates, Hz "
+    p.add_argument("--lowpass", type=_positive(), default=None, help="low-pass cutoff for the coordinates, Hz "
                    "(OpenSim's lowpass_cutoff_frequency_for_coordinates; default none)")
-    p.add_argument("--start", type=_time, default=None, help="first time, s (default the motion's)")
-    p.add_argument("--end", type=_time, default=None, help="last time, s (default the motion's)")
+    p.add_argument("--start", type=_time(), default=None, help="first time, s (default the motion's)")
+    p.add_argument("--end", type=_time(), default=None, help="last time, s (default the motion's)")
     p.add_argument("--output", default=None, help="write OpenSim's .sto here (default: print the table)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     id_options(p)
@@ -278,7 +272,7 @@ def add_parsers(sub, id_options) -> None:
     a.add_argument("--model", required=True, help="an OpenSim .osim file, a model .json file or a shipped model name")
     a.add_argument("--motion", required=True, help="coordinates (.mot/.sto)")
     a.add_argument("--output", required=True, help="the animation, .gif or .mp4 (MP4 needs ffmpeg)")
-    a.add_argument("--fps", type=_positive, default=25.0, help="pictures per second of motion (default 25)")
+    a.add_argument("--fps", type=_positive(), default=25.0, help="pictures per second of motion (default 25)")
     a.add_argument("--view", default="auto", choices=["auto", "xy", "yx", "xz", "zx", "yz", "zy", "3d"],
                    help="the plane drawn (default auto: gravity's plane with the widest extent)")
     a.add_argument("--no-progress", action="store_true", help="no progress bar")
