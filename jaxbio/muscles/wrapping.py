@@ -1077,7 +1077,9 @@ class WrappedPaths(NamedTuple):
 
     - ``lengths``: ``(mw,)`` m, the path lengths.
     - ``points``: ``(mw, L, 3)`` m, world frame, the path's points in order (fixed points and the
-      tangent points inserted by the wrap objects, ``L = P + 2 K``), padding after the last.
+      tangent points inserted by the wrap objects, ``L = P + 2 K``), padding after the last; the
+      positions OpenSim's length and force directions use (its cached ground positions, see
+      `wrap_paths`).
     - ``elements``: ``(mw, L)`` int, which point each is: ``k < P`` the muscle's point ``k``,
       ``P + 2 s`` / ``P + 2 s + 1`` the first / second tangent point of its wrap ``s``.
     - ``valid``: ``(mw, L)`` bool, real points (not padding).
