@@ -25,6 +25,7 @@ __all__ = [
     "rotate",
     "to_matrix",
     "from_axis_angle",
+    "from_body_fixed_xyz",
     "from_matrix",
     "normalize",
     "identity",
@@ -108,6 +109,20 @@ def from_axis_angle(
     return xp.concatenate([xp.cos(half), xp.sin(half) * axis], axis=-1)
 
 
+
+def from_body_fixed_xyz(angles: Float[ArrayLike, "... 3"]) -> Float[Array, "... 4"]:
+    """Rotation by body-fixed (intrinsic) X-Y-Z angles ``(a, b, c)`` rad: ``R = Rx(a) Ry(b) Rz(c)``
+    (Simbody's ``setRotationToBodyFixedXYZ``, OpenSim's ``xyz_body_rotation`` and
+    ``orientation`` properties). Works on numpy arrays too (returns numpy)."""
+    xp = _xp(angles)
+    angles = xp.asarray(angles)
+    half = 0.5 * angles
+    c, s = xp.cos(half), xp.sin(half)
+    z = xp.zeros_like(half[..., 0])
+    qx = xp.stack([c[..., 0], s[..., 0], z, z], axis=-1)
+    qy = xp.stack([c[..., 1], z, s[..., 1], z], axis=-1)
+    qz = xp.stack([c[..., 2], z, z, s[..., 2]], axis=-1)
+    return multiply(multiply(qx, qy), qz)
 
 
 def from_matrix(R: Float[ArrayLike, "... 3 3"]) -> Float[Array, "... 4"]:

@@ -7,8 +7,11 @@
   first-order activation dynamics.
 - `jaxbio.muscles.actuators`: Rayleigh–Van der Pol dissipation, the hybrid DC motor, and
   `MuscleDrive` (fitness × impulse × Hill, a `jaxbio.hamiltonian.Drive`).
-- `jaxbio.muscles.geometry`: `MusclePaths` through points fixed in segment frames; lengths,
-  lengthening velocities, moment arms r = −∂l/∂q, generalised forces and the wrenches the muscles apply (`muscle_wrenches`).
+- `jaxbio.muscles.geometry`: `MusclePaths` through points fixed in segment frames, optionally over
+  OpenSim wrap surfaces; lengths, lengthening velocities, moment arms r = −∂l/∂q, generalised
+  forces and the wrenches the muscles apply (`muscle_wrenches`).
+- `jaxbio.muscles.wrapping`: OpenSim's WrapCylinder, WrapSphere and WrapEllipsoid on one path
+  segment, `WrapObjects` on a model, and OpenSim's PathWrap algorithm over whole paths.
 - `jaxbio.muscles.drive`: `MuscleActuatedDrive`, Hill muscles on paths with activation dynamics
   as a stateful drive (activations are ODE states of the Hamiltonian system).
 - `jaxbio.muscles.sets`: `load_muscle_set("arm26" | "gait10dof18musc")` from OpenSim-derived data.
@@ -20,7 +23,17 @@
 - `MuscleEquilibrium`: the state both report after ``equilibrateMuscles``.
 """
 
-from jaxbio.muscles import activation, actuators, curves, drive, geometry, millard, sets, thelen
+from jaxbio.muscles import (
+    activation,
+    actuators,
+    curves,
+    drive,
+    geometry,
+    millard,
+    sets,
+    thelen,
+    wrapping,
+)
 from jaxbio.muscles._opensim_common import MuscleEquilibrium
 from jaxbio.muscles.actuators import DCMotor, MuscleDrive, RayleighVanDerPol
 from jaxbio.muscles.curves import HillMuscle
@@ -36,6 +49,7 @@ from jaxbio.muscles.millard import (
 )
 from jaxbio.muscles.sets import load_muscle_set
 from jaxbio.muscles.thelen import Thelen2003Muscle
+from jaxbio.muscles.wrapping import WrapObjects
 
 __all__ = [
     "ActiveForceLengthCurve",
@@ -52,6 +66,7 @@ __all__ = [
     "RayleighVanDerPol",
     "TendonForceLengthCurve",
     "Thelen2003Muscle",
+    "WrapObjects",
     "activation",
     "actuators",
     "curves",
@@ -61,4 +76,5 @@ __all__ = [
     "millard",
     "sets",
     "thelen",
+    "wrapping",
 ]

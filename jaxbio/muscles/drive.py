@@ -1,7 +1,7 @@
 """Muscles as a stateful drive of a `HamiltonianSystem`: activations are ODE states.
 
 ``ȧ = ActivationDynamics.rate(u(t), a)``; the tensions ``F = HillMuscle.force(f·a, l(q), l̇(q, q̇))``
-along straight-line `MusclePaths`; the generalised forces ``τ = r(q)ᵀ F`` (r = −∂l/∂q), so the
+along `MusclePaths` (straight or wrapped); the generalised forces ``τ = r(q)ᵀ F`` (r = −∂l/∂q), so the
 muscles' power on the skeleton is ``q̇ᵀτ = −F·l̇``. The fitness ``f[0]`` scales activation
 (seed 000: fitness-dependent muscular drives).
 """

@@ -1,11 +1,15 @@
-"""Muscle path geometry: straight-line paths through points fixed on segments (or the world).
+"""Muscle path geometry: paths through points fixed on segments (or the world), optionally
+wrapping over OpenSim's wrap surfaces.
 
 A muscle–tendon path is a polyline through ``P`` points, each fixed in the frame of one segment
-of a `SegmentTree` or in the world (ground). Its length is the sum of the straight distances
-between consecutive points; moment arms, lengthening velocities, generalised forces and the
-wrenches the muscles apply to the segments follow from it by automatic differentiation and by
-statics. No wrapping surfaces: where an OpenSim model wraps a path over a cylinder or an
-ellipsoid, the straight-line path cuts through it and its moment arms differ.
+of a `SegmentTree` or in the world (ground). Without wrap objects its length is the sum of the
+straight distances between consecutive points. A path may also carry OpenSim wrap objects
+(cylinders, spheres, ellipsoids fixed on segments, `jaxbio.muscles.wrapping.WrapObjects`) with
+OpenSim's ``PathWrap`` ranges and methods: its length is then OpenSim's, tangent points and arcs
+on the surfaces included (`jaxbio.muscles.wrapping.wrap_paths`, which emulates
+``GeometryPath::applyWrapObjects``). Moment arms, lengthening velocities, generalised forces and
+the wrenches the muscles apply to the segments follow from the length by automatic
+differentiation and by statics.
 
 Sign conventions (used throughout):
 
@@ -45,6 +49,8 @@ from jaxtyping import Array, ArrayLike, Float
 from jaxbio import quaternion as quat
 from jaxbio._validate import as_shape, check_concrete_finite, jit_checked
 from jaxbio.dynamics.kinematics import segment_motion
+from jaxbio.muscles import wrapping
+from jaxbio.muscles.wrapping import WrapObjects
 from jaxbio.spatial import norm, unit
 from jaxbio.tree import SegmentTree
 
@@ -68,7 +74,7 @@ WORLD_NAMES = ("ground", "world")
 
 
 class MusclePaths(eqx.Module):
-    """Straight-line paths of ``m`` muscles, each through up to ``P`` points.
+    """Paths of ``m`` muscles, each through up to ``P`` points, optionally over wrap surfaces.
 
     Fields:
 
@@ -83,6 +89,11 @@ class MusclePaths(eqx.Module):
       taking ``(paths, tree)`` refuses a tree of another topology (`check_tree`): a segment
       index means nothing on another tree. Trees with the same topology and other numbers (a
       scaled subject) are accepted.
+    - ``wrap_objects``: `WrapObjects` (array leaves: poses and dimensions) or ``None``.
+    - ``path_wraps``: static, per muscle a tuple of OpenSim ``PathWrap`` s in their order, each
+      ``(wrap object index, method code, first point, last point)`` (method codes index
+      `jaxbio.muscles.wrapping.METHODS`; the points, 0-based, bound the pieces the object may
+      wrap, OpenSim's ``range``); ``()`` when no muscle wraps.
 
     The topology (which segment holds which point, how many points) is static, the coordinates
     are an array leaf: `jax.grad` with respect to ``points`` (attachment sites) works, and
@@ -97,6 +108,8 @@ class MusclePaths(eqx.Module):
     names: tuple[str, ...] = eqx.field(static=True)
     point_names: tuple[tuple[str, ...], ...] = eqx.field(static=True, default=())
     built_for: tuple = eqx.field(static=True, default=())
+    wrap_objects: WrapObjects | None = None
+    path_wraps: tuple[tuple[tuple[int, int, int, int], ...], ...] = eqx.field(static=True, default=())
 
     def __check_init__(self):
         m = len(self.names)
@@ -121,6 +134,16 @@ class MusclePaths(eqx.Module):
                     size = f" ({n_segments} segments)" if n_segments else ""
                     raise ValueError(f"muscle {name!r}, point {k}: segment index {seg} is neither {WORLD} (the "
                                      f"world) nor a segment of the tree{size}")
+        if self.path_wraps:
+            if len(self.path_wraps) != m:
+                raise ValueError(f"MusclePaths.path_wraps: one tuple per muscle ({m}), got {len(self.path_wraps)}")
+            w = len(self.wrap_objects.names) if self.wrap_objects is not None else 0
+            for name, count, wraps in zip(self.names, self.counts, self.path_wraps):
+                for obj, method, first, last in wraps:
+                    if not (0 <= obj < w and 0 <= method < len(wrapping.METHODS) and 0 <= first < count
+                            and 0 <= last < count):
+                        raise ValueError(f"muscle {name!r}: path wrap {(obj, method, first, last)} refers to a wrap "
+                                         f"object, method or points that do not exist ({w} objects, {count} points)")
 
     # ---- static helpers (numpy) --------------------------------------------------------------
     @property
@@ -147,6 +170,11 @@ class MusclePaths(eqx.Module):
         """``(m, P−1)`` bool, static: true for the straight pieces ``k → k+1`` of each path."""
         return self.mask[:, 1:]
 
+    @property
+    def wrapped(self) -> np.ndarray:
+        """Indices of the muscles with wrap objects (static)."""
+        return np.array([i for i, w in enumerate(self.path_wraps) if w], np.int64)
+
     def index(self, name: str) -> int:
         """Index of the muscle called ``name``."""
         try:
@@ -162,6 +190,8 @@ class MusclePaths(eqx.Module):
         muscles: Mapping[str, Sequence[tuple]],
         *,
         frames: Mapping[str, tuple] | None = None,
+        wrap_objects: Mapping[str, Mapping] | None = None,
+        path_wraps: Mapping[str, Sequence] | None = None,
         dtype=None,
     ) -> "MusclePaths":
         """Build and validate paths from named points.
@@ -176,12 +206,23 @@ class MusclePaths(eqx.Module):
                 omitted). Use it for bodies welded to another body, e.g. OpenSim's ``base`` of
                 arm26 welded to the ground, or ``calcn`` welded to ``talus``. ``"ground"`` and
                 ``"world"`` always mean the world frame.
+            wrap_objects: optional OpenSim wrap surfaces, ``{name: {"type": "WrapCylinder" |
+                "WrapSphere" | "WrapEllipsoid", "frame": segment or frame name, "translation":
+                (3,) m, "xyz_body_rotation": (3,) rad (body-fixed X-Y-Z), "quadrant": "all" |
+                "x" | "-x" | "y" | "-y" | "z" | "-z", "radius": m, "length": m (cylinder),
+                "dimensions": (3,) m (ellipsoid)}}``, OpenSim's property names and defaults.
+            path_wraps: ``{muscle name: [wrap object name, or {"wrap_object": name, "method":
+                "hybrid" | "midpoint" | "axial", "range": (start, end)}, ...]}``, OpenSim's
+                ``PathWrapSet`` of each muscle in its order (``range`` 1-based over the
+                muscle's points, ``-1`` = first / last, as OpenSim).
             dtype: float dtype of ``points`` (default: JAX's default float type).
 
         Raises:
             ValueError naming the muscle and point for: a frame name that is neither a segment
             nor in ``frames``, fewer than 2 points, a non-finite or wrongly shaped coordinate,
-            and two consecutive points that coincide on the same segment (a zero-length piece).
+            and two consecutive points that coincide on the same segment (a zero-length piece);
+            naming the wrap object or path wrap for a bad wrap entry (unknown type, frame or
+            object, bad dimensions, quadrant, method or range).
         """
         frames = dict(frames or {})
         resolved: dict[str, tuple[int, np.ndarray, np.ndarray]] = {}
@@ -235,6 +276,24 @@ class MusclePaths(eqx.Module):
             counts.append(len(segs))
         if not names:
             raise ValueError("MusclePaths.from_points: no muscles given")
+
+        def resolve(frame, where):
+            if frame not in resolved:
+                raise ValueError(f"{where}: unknown frame {frame!r}; segments are {list(tree.names)}, fixed "
+                                 f"frames {sorted(set(resolved) - set(tree.names))}")
+            return resolved[frame]
+
+        objects = wrapping.build_wrap_objects(dict(wrap_objects or {}), resolve, dtype) if wrap_objects else None
+        unknown = set(path_wraps or {}) - set(names)
+        if unknown:
+            raise ValueError(f"path_wraps: unknown muscles {sorted(unknown)}; muscles are {names}")
+        wraps = []
+        for mname, count in zip(names, counts):
+            specs = list((path_wraps or {}).get(mname, ()))
+            if specs and objects is None:
+                raise ValueError(f"muscle {mname!r}: path wraps given but no wrap_objects")
+            wraps.append(tuple(wrapping.path_wrap_spec(sp, objects, count, f"muscle {mname!r}, path wrap {k}")
+                               for k, sp in enumerate(specs)))
         P = max(counts)
         seg_arr = np.zeros((len(names), P), np.int64)
         pt_arr = np.zeros((len(names), P, 3))
@@ -250,11 +309,16 @@ class MusclePaths(eqx.Module):
             names=tuple(names),
             point_names=tuple(tuple(r) for r in pname_rows),
             built_for=tree_topology(tree),
+            wrap_objects=objects,
+            path_wraps=tuple(wraps) if any(wraps) else (),
         )
 
     def astype(self, dtype) -> "MusclePaths":
-        """The same paths with ``points`` cast to ``dtype``."""
-        return eqx.tree_at(lambda p: p.points, self, jnp.asarray(self.points, dtype))
+        """The same paths with ``points`` (and the wrap objects' numbers) cast to ``dtype``."""
+        out = eqx.tree_at(lambda p: p.points, self, jnp.asarray(self.points, dtype))
+        if self.wrap_objects is not None:
+            out = eqx.tree_at(lambda p: p.wrap_objects, out, self.wrap_objects.astype(dtype))
+        return out
 
 
 def tree_topology(tree: SegmentTree) -> tuple:
@@ -285,6 +349,11 @@ def check_tree(paths: MusclePaths, tree: SegmentTree) -> None:
         i, k = (int(a[0]) for a in np.nonzero(seg >= tree.nq))
         raise ValueError(f"muscle paths and tree do not match: muscle {paths.names[i]!r}, point {k} is on segment "
                          f"index {int(seg[i, k])}, but model {tree.name!r} has {tree.nq} segments")
+    objects = paths.wrap_objects
+    for name, k in zip(objects.names if objects is not None else (), objects.segments if objects is not None else ()):
+        if k >= tree.nq:
+            raise ValueError(f"muscle paths and tree do not match: wrap object {name!r} is on segment index {k}, "
+                             f"but model {tree.name!r} has {tree.nq} segments")
 
 
 def _as_state(tree: SegmentTree, x, name: str):
@@ -315,7 +384,11 @@ def _check_arguments(arguments: dict) -> None:
 def _points_and_origins(paths: MusclePaths, tree: SegmentTree, q):
     """World points ``(m, P, 3)`` and the world origin of each point's segment ``(m, P, 3)``
     (zeros for world points)."""
-    mo = segment_motion(tree, q)
+    return _motion_points(paths, segment_motion(tree, q))
+
+
+def _motion_points(paths: MusclePaths, mo):
+    """`_points_and_origins` from the segments' world motion ``mo`` (`segment_motion`)."""
     seg = paths.segment_index
     idx = np.maximum(seg, 0)
     on_world = jnp.asarray((seg < 0)[..., None])
@@ -353,9 +426,23 @@ def _pieces(paths: MusclePaths, pts):
     return d, length, u
 
 
+def _wrapped(paths: MusclePaths, mo, pts) -> wrapping.WrappedPaths:
+    """OpenSim's wrapping (`jaxbio.muscles.wrapping.wrap_paths`) on the muscles with wrap
+    objects, from the world points ``pts`` ``(m, P, 3)`` and the segments' motion ``mo``."""
+    wm = paths.wrapped
+    plan = wrapping.wrap_plan([paths.path_wraps[i] for i in wm], np.asarray(paths.counts)[wm], paths.wrap_objects)
+    origin, attitude = wrapping.wrap_frames(paths.wrap_objects, mo.attitude, mo.position)
+    return wrapping.wrap_paths(pts[wm], plan, paths.wrap_objects, origin, attitude)
+
+
 @_public
 def lengths(paths: MusclePaths, tree: SegmentTree, q: Float[ArrayLike, " n"]) -> Float[Array, " m"]:
-    """Muscle–tendon length: the sum of the straight distances between consecutive active points.
+    """Muscle–tendon length: the sum of the straight distances between consecutive active points,
+    or, for a muscle with wrap objects, OpenSim's wrapped length (straight pieces to the tangent
+    points plus the arcs on the surfaces, `jaxbio.muscles.wrapping`).
+
+    Where a path starts or stops wrapping the length is continuous and its gradient jumps (the
+    moment arm is discontinuous there, as OpenSim's).
 
     Args:
         paths: the muscle paths.
@@ -366,8 +453,50 @@ def lengths(paths: MusclePaths, tree: SegmentTree, q: Float[ArrayLike, " n"]) ->
         ``(m,)`` m.
     """
     q = _as_state(tree, q, "q")
-    pts = _points_and_origins(paths, tree, q)[0]
-    return jnp.sum(_pieces(paths, pts)[1], axis=-1)
+    mo = segment_motion(tree, q)
+    pts = _motion_points(paths, mo)[0]
+    straight = jnp.sum(_pieces(paths, pts)[1], axis=-1)
+    if not paths.path_wraps:
+        return straight
+    return straight.at[paths.wrapped].set(_wrapped(paths, mo, pts).lengths)
+
+
+def _tension_path(paths: MusclePaths, tree: SegmentTree, q):
+    """The path as the tension acts along it, for every muscle: points ``(m, L, 3)`` world frame in
+    path order, their segments ``(m, L)`` (−1: world), those segments' world origins ``(m, L,
+    3)``, and the pieces ``(m, L − 1)`` that pull two different bodies together (straight, not
+    on a wrap surface, between points on different segments). Tangent points sit on their wrap
+    object's segment, as OpenSim's PathWrapPoints (``L = P`` without wrap objects)."""
+    mo = segment_motion(tree, q)
+    pts, org = _motion_points(paths, mo)
+    seg = paths.segment_index
+    pulls = jnp.asarray(paths.piece_mask & (seg[:, 1:] != seg[:, :-1]))
+    seg = jnp.asarray(seg)
+    if not paths.path_wraps:
+        return pts, seg, org, pulls
+    res = _wrapped(paths, mo, pts)
+    wm = paths.wrapped
+    P = paths.max_points
+    pad = res.points.shape[1] - P
+    # each wrapped muscle's element → segment table: its points, then its wraps' objects (twice)
+    obj_seg = np.asarray(paths.wrap_objects.segments, np.int64)
+    table = np.zeros((len(wm), P + pad), np.int64)
+    for r, i in enumerate(wm):
+        table[r, :P] = paths.segment_index[i]
+        for k, (obj, *_rest) in enumerate(paths.path_wraps[i]):
+            table[r, P + 2 * k: P + 2 * k + 2] = obj_seg[obj]
+    seg_w = jnp.take_along_axis(jnp.asarray(table), res.elements, axis=1)
+    pulls_w = res.valid[:, 1:] & ~res.arc & (seg_w[:, 1:] != seg_w[:, :-1])
+    org_w = jnp.where((seg_w >= 0)[..., None], mo.position[jnp.maximum(seg_w, 0)], 0.0)
+
+    def widen(x):
+        return jnp.concatenate([x, jnp.repeat(x[:, -1:], pad, axis=1)], axis=1)
+
+    pts = widen(pts).at[wm].set(res.points.astype(pts.dtype))
+    seg = widen(seg).at[wm].set(seg_w)
+    org = widen(org).at[wm].set(org_w.astype(org.dtype))
+    pulls = jnp.concatenate([pulls, jnp.zeros((pulls.shape[0], pad), bool)], axis=1).at[wm].set(pulls_w)
+    return pts, seg, org, pulls
 
 
 @_public
@@ -403,6 +532,11 @@ def moment_arms(paths: MusclePaths, tree: SegmentTree, q: Float[ArrayLike, " n"]
         ``(m, n)`` m per rad (revolute) / m per m (prismatic).
     """
     q = _as_state(tree, q, "q")
+    if paths.path_wraps:
+        # one directional derivative per coordinate in sequence: with the wrap surfaces' loops
+        # this compiles and runs faster than jacfwd's batch of tangents
+        basis = jnp.eye(tree.nq, dtype=q.dtype)
+        return -jax.lax.map(lambda v: jax.jvp(lambda x: lengths(paths, tree, x), (q,), (v,))[1], basis).T
     return -jax.jacfwd(lambda x: lengths(paths, tree, x))(q)
 
 
@@ -436,6 +570,10 @@ def muscle_wrenches(
     (``u`` the unit vector from it to the next point) and ``−F u`` on the next one. Pieces on one
     segment exert no net wrench on it and are skipped; forces on world points (the ground) are
     dropped. The forces on each segment are summed with their moments about the segment's origin.
+    A wrapped path pulls at its tangent points, which belong to the wrap object's segment, and
+    its arcs carry no force (OpenSim's ``GeometryPath::getPointForceDirections``); its
+    generalised force then equals ``rᵀF`` where OpenSim's tangent points make the length
+    stationary (spheres; cylinders and ellipsoids to within OpenSim's tangency heuristics).
 
     Args:
         q: ``(n,)`` rad / m, generalised coordinates.
@@ -449,18 +587,17 @@ def muscle_wrenches(
     """
     q = _as_state(tree, q, "q")
     tension = _as_forces(paths, forces)
-    pts, org = _points_and_origins(paths, tree, q)
-    _, _, unit = _pieces(paths, pts)
-    seg = paths.segment_index
+    pts, seg, org, spans = _tension_path(paths, tree, q)
+    d = pts[:, 1:, :] - pts[:, :-1, :]
+    unit_d = jnp.where(spans[..., None], unit(d, jnp.zeros_like(d)), 0.0)
     n = tree.nq
-    # static: pieces spanning two bodies; contributions on the world go to a dropped bin n
-    spans = paths.piece_mask & (seg[:, 1:] != seg[:, :-1])
-    f = tension[:, None, None] * unit * jnp.asarray(spans)[..., None]  # (m, P−1, 3) on the proximal point
+    # pieces spanning two bodies; contributions on the world go to a dropped bin n
+    f = tension[:, None, None].astype(unit_d.dtype) * unit_d  # (m, L−1, 3) on the proximal point
     f_all = jnp.concatenate([f, -f], axis=1)  # on points k and k+1
     p_all = jnp.concatenate([pts[:, :-1], pts[:, 1:]], axis=1)
     o_all = jnp.concatenate([org[:, :-1], org[:, 1:]], axis=1)
-    s_all = np.concatenate([seg[:, :-1], seg[:, 1:]], axis=1)
-    bins = np.where(s_all < 0, n, s_all).reshape(-1)
+    s_all = jnp.concatenate([seg[:, :-1], seg[:, 1:]], axis=1)
+    bins = jnp.where(s_all < 0, n, s_all).reshape(-1)
     m_all = jnp.cross(p_all - o_all, f_all)
     seg_f = jax.ops.segment_sum(f_all.reshape(-1, 3), bins, num_segments=n + 1)[:n]
     seg_m = jax.ops.segment_sum(m_all.reshape(-1, 3), bins, num_segments=n + 1)[:n]

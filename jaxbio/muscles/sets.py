@@ -13,9 +13,12 @@ Files are parsed with numpy/csv outside jit, once per call.
 
 Approximations (all documented in the data README):
 
-- straight-line paths: OpenSim's wrapping surfaces (arm26: the TRI* and BIC* muscles wrap over
-  cylinders/ellipsoids at the shoulder and elbow) are ignored, so those moment arms differ from
-  OpenSim's. BRA has no wrap object and matches a straight line.
+- arm26's wrapping surfaces (TRIlong, TRIlat, TRImed and BRA over the elbow cylinder ``TRI``,
+  TRIlong also over the humeral-head ellipsoid ``TRIlonghh`` and the glenoid cylinder
+  ``TRIlongglen``, BIClong over the ellipsoid ``BIClonghh``) come with ``wrapping=True``: then
+  lengths and moment arms are OpenSim's (`jaxbio.muscles.wrapping`). By default the paths are
+  straight lines through the path points, which cut through those surfaces (far cheaper to
+  compile and evaluate, but the wrapped muscles' lengths and moment arms differ from OpenSim's).
 - gait10dof18musc: conditional path points are fixed at their state in the reference pose (all
   coordinates 0; ``conditional="always"`` keeps all of them instead); moving path points (the rect_fem
   and vasti insertions) are fixed at their knee-angle-0 value; the knee is a pure hinge placed at
@@ -199,7 +202,19 @@ def gait10dof18musc_model_dict() -> dict:
 
 # ---- muscles ---------------------------------------------------------------------------------
 
-def _muscles(prefix: str, tree: SegmentTree, frames: dict, dtype, conditional: str
+def _arm26_wraps() -> tuple[dict, dict]:
+    """arm26's wrap objects and path wraps (``data/arm26_wrap.json``) in the form of
+    `MusclePaths.from_points`."""
+    data = json.loads(_read_text("arm26_wrap.json"))
+    objects = {}
+    for w in data["wrap_objects"]:
+        spec = {k: w[k] for k in ("type", "translation", "xyz_body_rotation", "quadrant", "radius", "length",
+                                  "dimensions") if k in w}
+        objects[w["name"]] = dict(spec, frame=w["body"])
+    return objects, data["path_wraps"]
+
+
+def _muscles(prefix: str, tree: SegmentTree, frames: dict, dtype, conditional: str, wraps: tuple[dict, dict] = ({}, {})
              ) -> tuple[MusclePaths, MuscleParameters]:
     rows = _read_csv(f"{prefix}_muscles.csv")
     points: dict[str, list] = {r["muscle"]: [] for r in rows}
@@ -211,7 +226,8 @@ def _muscles(prefix: str, tree: SegmentTree, frames: dict, dtype, conditional: s
         xyz = [float(r[k]) for k in ("x_m", "y_m", "z_m")]
         points[r["muscle"]].append((int(r["point_index"]), (r["body"], xyz, r["point_name"])))
     muscles = {name: [p for _, p in sorted(pts, key=lambda t: t[0])] for name, pts in points.items()}
-    paths = MusclePaths.from_points(tree, muscles, frames=frames, dtype=dtype)
+    paths = MusclePaths.from_points(tree, muscles, frames=frames, wrap_objects=wraps[0] or None,
+                                    path_wraps=wraps[1] or None, dtype=dtype)
     dt = dtype if dtype is not None else jnp.zeros(()).dtype
 
     def col(key):
@@ -229,7 +245,7 @@ def _muscles(prefix: str, tree: SegmentTree, frames: dict, dtype, conditional: s
 
 
 def load_muscle_set(
-    name: str, *, dtype=None, conditional: str = "reference"
+    name: str, *, dtype=None, conditional: str = "reference", wrapping: bool = False
 ) -> tuple[SegmentTree, MusclePaths, MuscleParameters]:
     """A shipped muscle set: ``(tree, paths, parameters)``.
 
@@ -244,24 +260,34 @@ def load_muscle_set(
             ``"always"`` keeps every one. With ``"always"`` the quadriceps pass over the condyle
             points even with the knee straight and get a knee moment arm of the wrong sign near
             knee angle 0.
+        wrapping: arm26 only: give the paths OpenSim's wrap objects (see the module docstring),
+            so that lengths and moment arms are OpenSim's. Off by default: OpenSim's wrapping
+            algorithm (iterations, several passes for TRIlong) costs orders of magnitude more to
+            compile and to evaluate than straight paths, which the simulations and fits built
+            on this set use. gait10dof18musc has no wrap objects.
 
     Returns:
         tree: the `SegmentTree` (q order: `coordinate_names(name)`).
-        paths: `MusclePaths`, straight lines through OpenSim's path points; points on OpenSim
-            bodies that are not segments here are mapped rigidly (arm26 ``base`` → world at
-            (0, 0.8, 0); gait ``calcn_*``/``toes_*`` → the ``talus_*`` segment).
+        paths: `MusclePaths` through OpenSim's path points (with arm26's wrap objects if
+            ``wrapping``); points and wrap objects on OpenSim bodies that are not segments here
+            are mapped rigidly (arm26 ``base`` → world at (0, 0.8, 0); gait
+            ``calcn_*``/``toes_*`` → the ``talus_*`` segment).
         parameters: `MuscleParameters`, in the order of ``paths.names``.
     """
     _check_name(name)
     if conditional not in ("reference", "always"):
         raise ValueError(f"conditional must be 'reference' or 'always', got {conditional!r}")
+    if wrapping not in (True, False):
+        raise ValueError(f"wrapping must be True or False, got {wrapping!r}")
     if name == "arm26":
         tree = load_model("arm26", dtype=dtype)
         frames = {"base": (None, _ARM26_BASE)}
     else:
+        if wrapping:
+            raise ValueError("gait10dof18musc has no wrap objects; wrapping=True applies to arm26 only")
         d, frames = _gait_frames_and_tree()
         tree = SegmentTree.from_dict(d, dtype=dtype)
-    paths, params = _muscles(name, tree, frames, dtype, conditional)
+    paths, params = _muscles(name, tree, frames, dtype, conditional, _arm26_wraps() if wrapping else ({}, {}))
     return tree, paths, params
 
 
