@@ -127,10 +127,10 @@ def main():
     for solver in solvers:
         solve = so._frames_solver(solver, 1e5, 1e-9, 60, 1e-6)
         t0 = time.perf_counter()
-        compiled = jax.jit(solve).lower(R, tau, fhat, passive, reserve, p).compile()
+        compiled = jax.jit(solve).lower(R, tau, fhat, passive, reserve, p, None).compile()
         compile_s = time.perf_counter() - t0
-        out = compiled(R, tau, fhat, passive, reserve, p)
-        run = best_of(lambda: compiled(R, tau, fhat, passive, reserve, p).forces)
+        out = compiled(R, tau, fhat, passive, reserve, p, None)
+        run = best_of(lambda: compiled(R, tau, fhat, passive, reserve, p, None).forces)
         results[solver] = out
         rows.append((f"jaxbio {solver}", run / T * 1e6, compile_s, out))
 

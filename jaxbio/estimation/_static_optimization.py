@@ -5,7 +5,7 @@ The problem (one frame; ``m`` muscles, ``n`` coordinates)::
 
     minimise    Σᵢ xᵢᵖ + Σⱼ yⱼ²
     subject to  Σᵢ rᵢⱼ (xᵢ F̂ᵢ + Pᵢ) + Sⱼ yⱼ = τⱼ     (every coordinate j)
-                0 ≤ xᵢ ≤ 1
+                0 ≤ xᵢ ≤ 1        (or lᵢ ≤ xᵢ ≤ uᵢ: ``activation_bounds``, OpenSim's control bounds)
 
 - ``x`` is the muscle *activation* (``objective="activation"`` in `static_optimization_motion`:
   ``F̂ = F⁰ f_L(l̃) f_V(ṽ) cos α``, ``P = F⁰ f_PE(l̃) cos α``, rigid tendon, the Hill model of
@@ -157,10 +157,12 @@ def _check_finite(x, name: str, check: bool, axis_names: tuple[str, str] | None 
 # ---- the problem in standard form -------------------------------------------------------------
 
 
-def _standard_form(moment_arms, tau, max_force, passive_force, reserve_strength, infeasibility_weight):
+def _standard_form(moment_arms, tau, max_force, passive_force, reserve_strength, infeasibility_weight,
+                   bounds=None):
     """Variables ``z = (x (m), y (n), s⁺ (n), s⁻ (n))``; equality ``E z = b`` with rows scaled by
     ``σⱼ`` (largest single actuator moment at coordinate j; the primal solution does not depend
-    on it); bounds and cost coefficients."""
+    on it); bounds (``bounds = (lower, upper)`` of ``x``, default ``[0, 1]``) and cost
+    coefficients."""
     m, n = moment_arms.shape
     A = moment_arms.T * max_force[None, :]  # (n, m) N·m per unit activation
     b = tau - moment_arms.T @ passive_force
@@ -170,8 +172,9 @@ def _standard_form(moment_arms, tau, max_force, passive_force, reserve_strength,
     E = jnp.concatenate([A / scale[:, None], jnp.diag(reserve_strength / scale), eye, -eye], axis=1)
     dtype = A.dtype
     inf = jnp.inf
-    lower = jnp.concatenate([jnp.zeros(m, dtype), jnp.full(n, -inf, dtype), jnp.zeros(2 * n, dtype)])
-    upper = jnp.concatenate([jnp.ones(m, dtype), jnp.full(3 * n, inf, dtype)])
+    x_lo, x_hi = (jnp.zeros(m, dtype), jnp.ones(m, dtype)) if bounds is None else bounds
+    lower = jnp.concatenate([x_lo.astype(dtype), jnp.full(n, -inf, dtype), jnp.zeros(2 * n, dtype)])
+    upper = jnp.concatenate([x_hi.astype(dtype), jnp.full(3 * n, inf, dtype)])
     return E, b / scale, lower, upper, scale
 
 
@@ -213,7 +216,7 @@ def _interior_point(E, b, lower, upper, m, n, p, weight, tol, max_iterations):
     tiny = jnp.finfo(dtype).tiny
 
     # start: muscles mid-range, slacks absorb the initial moment error
-    x0 = jnp.full((m,), 0.5, dtype)
+    x0 = 0.5 * (lower[:m] + upper[:m])
     r0 = b - E[:, :m] @ x0
     z0 = jnp.concatenate([x0, jnp.zeros(n, dtype), jnp.maximum(r0, 0.0) + 1.0, jnp.maximum(-r0, 0.0) + 1.0])
     # duals consistent with stationarity at λ = 0 (ν_l − ν_u = ∇c), so the slacks' large linear
@@ -382,7 +385,7 @@ def _implicit_solution_jvp(m, n, weight, primals, tangents):
 _SMALL_DEMAND = 1e-2
 
 
-def _solve_frame(moment_arms, tau, max_force, passive_force, reserve_strength, p, *, solver, weight,
+def _solve_frame(moment_arms, tau, max_force, passive_force, reserve_strength, p, bounds=None, *, solver, weight,
                  tol, max_iterations, residual_tolerance, polish_steps=8):
     """One frame (see `static_optimization`); ``p`` is a (traced) scalar, the rest static.
 
@@ -397,14 +400,20 @@ def _solve_frame(moment_arms, tau, max_force, passive_force, reserve_strength, p
     for x in (moment_arms, tau, max_force, passive_force, reserve_strength):
         valid = valid & jnp.all(jnp.isfinite(x))
     valid = valid & jnp.all(max_force >= 0) & jnp.all(max_force <= MAX_FORCE)
+    if bounds is not None:  # activation bounds: finite, 0 ≤ lower ≤ upper
+        bounds = tuple(jnp.asarray(x, moment_arms.dtype) for x in bounds)
+        valid = valid & jnp.all(jnp.isfinite(bounds[0])) & jnp.all(jnp.isfinite(bounds[1]))
+        valid = valid & jnp.all(bounds[0] >= 0) & jnp.all(bounds[0] <= bounds[1])
+        bounds = tuple(jnp.where(valid, x, d) for x, d in zip(bounds, (0.0, 1.0)))
     moment_arms, tau, passive_force, reserve_strength = (
         jnp.where(valid, x, jnp.zeros_like(x)) for x in (moment_arms, tau, passive_force, reserve_strength))
     max_force = jnp.where(valid, max_force, jnp.ones_like(max_force))
-    if n == 0:  # no moment to reproduce: every activation at 0
-        return _no_coordinates(moment_arms, given_tau, max_force, passive_force, valid)
+    if n == 0:  # no moment to reproduce: every activation at its lower bound
+        return _no_coordinates(moment_arms, given_tau, max_force, passive_force, valid,
+                               None if bounds is None else bounds[0], p)
     p = jax.lax.stop_gradient(jnp.asarray(p, moment_arms.dtype))
     E, b, lower, upper, scale = _standard_form(moment_arms, tau, max_force, passive_force,
-                                               reserve_strength, weight)
+                                               reserve_strength, weight, bounds)
     N = E.shape[1]
     Es, bs = jax.lax.stop_gradient((E, b))
     if solver == "qpax":
@@ -521,11 +530,12 @@ def _result(moment_arms, tau, forces, activations, reserves, cost, moment_mult, 
     )
 
 
-def _no_coordinates(moment_arms, tau, max_force, passive_force, valid):
-    """A frame with no coordinate (``n = 0``): nothing to reproduce, so ``x = 0`` (the minimum of
-    ``Σ xᵖ``) and the forces are the passive ones."""
+def _no_coordinates(moment_arms, tau, max_force, passive_force, valid, lower=None, p=2):
+    """A frame with no coordinate (``n = 0``): nothing to reproduce, so ``x`` at its lower bound
+    (0 by default; the minimum of ``Σ xᵖ``) and the forces ``x F̂ + P``."""
     zeros_m, zeros_n = jnp.zeros_like(max_force), jnp.zeros_like(tau)
-    return _result(moment_arms, tau, passive_force + zeros_m, zeros_m, zeros_n, jnp.zeros((), max_force.dtype),
+    x = zeros_m if lower is None else lower + zeros_m
+    return _result(moment_arms, tau, x * max_force + passive_force, x, zeros_n, jnp.sum(x ** jnp.asarray(p, x.dtype)),
                    zeros_n, zeros_m, zeros_m, jnp.asarray(True), jnp.asarray(0, jnp.int32), valid, 0.0)
 
 
@@ -535,12 +545,12 @@ _solve_frame_jit = jax.jit(_solve_frame, static_argnames=_OPTIONS)
 
 @functools.cache
 def _frames_solver(solver: str, weight: float, tol: float, max_iterations: int, residual_tolerance: float):
-    """``jit(vmap(_solve_frame))`` over frames (``p`` shared), one compiled program per option set
-    and shape, for `static_optimization_motion`: ``solve(R (T, m, n), τ (T, n), F̂ (T, m), P (T, m),
-    S (T, n), p)``."""
+    """``jit(vmap(_solve_frame))`` over frames (``p`` and the activation bounds shared), one compiled
+    program per option set and shape: ``solve(R (T, m, n), τ (T, n), F̂ (T, m), P (T, m), S (T, n),
+    p, bounds)`` (``bounds``: ``None`` or ``(lower (m,), upper (m,))``)."""
     frame = functools.partial(_solve_frame, solver=solver, weight=weight, tol=tol, max_iterations=max_iterations,
                               residual_tolerance=residual_tolerance)
-    return jax.jit(jax.vmap(frame, in_axes=(0, 0, 0, 0, 0, None)))
+    return jax.jit(jax.vmap(frame, in_axes=(0, 0, 0, 0, 0, None, None)))
 
 
 def _resolve_solver(solver: str, p: float) -> str:
@@ -610,6 +620,7 @@ def static_optimization(
     p: float = 2,
     passive_force: Float[ArrayLike, " m"] | None = None,
     reserve_strength: Float[ArrayLike, " n"] | None = None,
+    activation_bounds: tuple[Float[ArrayLike, " m"], Float[ArrayLike, " m"]] | None = None,
     solver: str = "auto",
     infeasibility_weight: float = 1e5,
     tol: float | None = None,
@@ -634,6 +645,8 @@ def static_optimization(
             ≥ 0, default 0.
         reserve_strength: ``(n,)`` N·m per unit reserve activation, ``S``; 0 (default) = no
             reserve actuator on that coordinate.
+        activation_bounds: ``(lower (m,), upper (m,))``, ``0 ≤ lower ≤ upper`` (finite), the box
+            of ``x`` instead of ``[0, 1]`` (OpenSim's ``min_control``/``max_control``).
         solver: static, ``"auto"`` (= ``"interior_point"``), ``"interior_point"`` or ``"qpax"``
             (p = 2 only; needs ``pip install qpax``).
         infeasibility_weight: static, exact-penalty weight of the unmet moment (per unit of the
@@ -699,7 +712,22 @@ def static_optimization(
         raise ValueError(f"max_force must be ≥ 0, got {np.asarray(fmax).tolist()}")
     _check_max_force(fmax)
     check_values(passive, "passive_force", nonnegative=True)  # a muscle cannot push
-    result = _solve_frame_jit(R, tau, fmax, passive, reserve, p, solver=solver, **options)
+    bounds = None
+    if activation_bounds is not None:
+        if not isinstance(activation_bounds, (tuple, list)) or len(activation_bounds) != 2:
+            raise ValueError("activation_bounds must be a pair (lower (m,), upper (m,))")
+        bounds = tuple(jnp.broadcast_to(as_float(b, name).astype(dtype), (m,)) if jnp.ndim(b) == 0
+                       else as_float(b, name).astype(dtype)
+                       for b, name in zip(activation_bounds, ("activation_bounds[0]", "activation_bounds[1]")))
+        for b, name in zip(bounds, ("lower", "upper")):
+            if b.shape != (m,):
+                raise ValueError(f"activation_bounds: {name} has shape {b.shape}, expected ({m},)")
+            _check_finite(b, f"activation_bounds ({name})", check)
+        lo, hi = (np.asarray(b) if is_concrete(b) else None for b in bounds)
+        if lo is not None and hi is not None and not (np.all(lo >= 0) and np.all(lo <= hi)):
+            raise ValueError(f"activation_bounds must satisfy 0 ≤ lower ≤ upper, got lower {lo.tolist()}, "
+                             f"upper {hi.tolist()}")
+    result = _solve_frame_jit(R, tau, fmax, passive, reserve, p, bounds, solver=solver, **options)
     if check:
         result = _error_if_infeasible(result, joint_names or tuple(f"coordinate {j}" for j in range(n)))
     return result
@@ -916,7 +944,7 @@ def static_optimization_motion(
                               arrays["qdd"].astype(dtype), arrays.get("tau"), external, objective)
     solve = _frames_solver(solver, options["weight"], options["tol"], options["max_iterations"],
                            options["residual_tolerance"])
-    result = solve(*problem, jnp.broadcast_to(reserve, (frames, n)), jnp.asarray(p, dtype))
+    result = solve(*problem, jnp.broadcast_to(reserve, (frames, n)), jnp.asarray(p, dtype), None)
     if check:
         result = _error_if_infeasible(result, tree.names)
     return result

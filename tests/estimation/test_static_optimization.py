@@ -81,7 +81,7 @@ def batched(p, solver, R=None, tau=None, fmax=None, reserve=None):
     fmax = jnp.broadcast_to(FMAX if fmax is None else fmax, (8, 6))
     reserve = jnp.zeros((8, 2)) if reserve is None else jnp.broadcast_to(reserve, (8, 2))
     solve = _frames_solver(solver, 1e5, 1e-9, 60, 1e-6)
-    return solve(R, tau, fmax, jnp.zeros((8, 6)), reserve, jnp.asarray(float(p), jnp.float64))
+    return solve(R, tau, fmax, jnp.zeros((8, 6)), reserve, jnp.asarray(float(p), jnp.float64), None)
 
 
 @functools.cache
@@ -115,7 +115,7 @@ def test_kkt_conditions(p, solver):
     assert (x == 0).any() and (x == 1).any() and (up > 1e-3).any() and (lo > 1e-3).any()
 
 
-def _slsqp(R, tau, F, p, reserve=None):
+def _slsqp(R, tau, F, p, reserve=None, bounds=None):
     m, n = R.shape
     S = np.zeros(n) if reserve is None else reserve
     A = np.hstack([R.T * F, np.diag(S)])
@@ -131,7 +131,7 @@ def _slsqp(R, tau, F, p, reserve=None):
 
     res = scipy.optimize.minimize(
         f, np.full(k, 0.1) * np.r_[np.ones(m), np.zeros(n)], jac=g, method="SLSQP",
-        bounds=[(0, 1)] * m + [(None, None)] * n,
+        bounds=(list(zip(*bounds)) if bounds is not None else [(0, 1)] * m) + [(None, None)] * n,
         constraints=[{"type": "eq", "fun": lambda v: A @ v - tau, "jac": lambda v: A}],
         options={"ftol": 1e-14, "maxiter": 1000},
     )
@@ -150,6 +150,28 @@ def test_matches_scipy_slsqp(p, solver):
         worst = max(worst, np.abs(np.asarray(r.activations[k]) - x_ref).max())
         assert float(r.cost[k]) <= cost_ref + 1e-12  # never worse than SLSQP
     assert worst < 1e-6
+
+
+@pytest.mark.parametrize("p", [2, 3])
+def test_activation_bounds_match_scipy_slsqp(p):
+    """OpenSim's control bounds: a box [l, u] per muscle instead of [0, 1], against SLSQP on the
+    same box (frame 0: BRA at its lower and TRImed at its upper bound; frame 2: two lower bounds)."""
+    lower = np.array([0.0, 0.0, 0.0, 0.02, 0.0, 0.05])
+    upper = np.array([0.95, 1.0, 0.85, 1.0, 1.0, 1.0])
+    for k in (0, 2):
+        R, tau = np.asarray(R_FRAMES[k]), np.asarray(TAU_FRAMES[k])
+        r = static_optimization(R, tau, FMAX, p=p, activation_bounds=(lower, upper))
+        x = np.asarray(r.activations)
+        assert bool(r.feasible) and bool(r.converged)
+        assert (x >= lower - 1e-12).all() and (x <= upper + 1e-12).all()
+        assert np.isclose(x, lower, atol=1e-12).any() or np.isclose(x, upper, atol=1e-12).any()
+        x_ref, _, cost_ref = _slsqp(R, tau, np.asarray(FMAX), p, bounds=(lower, upper))
+        np.testing.assert_allclose(x, x_ref, atol=1e-6)
+        assert float(r.cost) <= cost_ref + 1e-12
+    with pytest.raises(ValueError, match="activation_bounds"):
+        static_optimization(R, tau, FMAX, activation_bounds=(upper, lower))
+    with pytest.raises(ValueError, match="activation_bounds"):
+        static_optimization(R, tau, FMAX, activation_bounds=(lower[:3], upper))
 
 
 @pytest.mark.slow
