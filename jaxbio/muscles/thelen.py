@@ -76,7 +76,10 @@ class Thelen2003Muscle(OpenSimMuscle):
       ``F_len`` above which ``f_V`` is extended linearly (> 1/F_len).
     - ``maximum_pennation_angle`` (``maximum_pennation_angle``, acos 0.1): rad.
     - ``activation_time_constant`` (0.015), ``deactivation_time_constant`` (0.050): s.
-    - ``minimum_activation`` (``minimum_activation``, 0.01): OpenSim refuses < 0.01.
+    - ``minimum_activation`` (``minimum_activation``, 0.01): in [0, 1). OpenSim 4.x refuses
+      < 0.01; OpenSim 3.x files carry 0 (arm26's), which OpenSim 3.x accepted and which is
+      accepted here so that such files import as they are (static optimisation does not use it;
+      a muscle's activation dynamics and equilibrium clamp at it).
 
     `Thelen2003Muscle.from_opensim` takes the XML names. Its tendon is always elastic: OpenSim
     refuses ``ignore_tendon_compliance`` (and ``ignore_activation_dynamics``) for this muscle
@@ -140,9 +143,8 @@ class Thelen2003Muscle(OpenSimMuscle):
         require(self.flen > 1, f"{own}: flen (Flen) must be > 1, got {values_of(self.flen)}")
         require(self.fv_linear_extrap_threshold > 1 / self.flen,
                 f"{own}: fv_linear_extrap_threshold must be > 1/flen, got {values_of(self.fv_linear_extrap_threshold)}")
-        require((self.minimum_activation >= 0.01) & (self.minimum_activation < 1),
-                f"{own}: minimum_activation must be in [0.01, 1) (OpenSim refuses less than 0.01), got "
-                f"{values_of(self.minimum_activation)}")
+        require((self.minimum_activation >= 0) & (self.minimum_activation < 1),
+                f"{own}: minimum_activation must be in [0, 1), got {values_of(self.minimum_activation)}")
 
     @classmethod
     def from_opensim(cls, properties) -> "Thelen2003Muscle":

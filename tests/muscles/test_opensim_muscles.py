@@ -399,10 +399,16 @@ def test_from_opensim_fills_missing_properties_with_defaults():
         Millard2012EquilibriumMuscle.from_opensim([{"ignore_tendon_compliance": True}, {}])
 
 
-def test_minimum_activation_below_one_percent_is_refused():
-    """OpenSim 4.6 refuses Thelen's minimum_activation < 0.01; so does this module."""
-    with pytest.raises(ValueError, match="minimum_activation"):
-        Thelen2003Muscle(minimum_activation=0.005)
+def test_minimum_activation_range():
+    """OpenSim 4.6 refuses Thelen's minimum_activation < 0.01; OpenSim 3.x files carry 0, which
+    jaxbio imports as it is (outside [0, 1) is refused). At 0 the equilibrium of a fully
+    deactivated muscle is still found (passive fibre against the tendon)."""
+    for bad in (-0.01, 1.0):
+        with pytest.raises(ValueError, match="minimum_activation"):
+            Thelen2003Muscle(minimum_activation=bad)
+    muscle = Thelen2003Muscle(minimum_activation=0.0)
+    eq = muscle.equilibrium(0.0, 0.1 + 0.2 * 1.05, 0.0)  # default l⁰ 0.1 m, l_ts 0.2 m
+    assert np.all(np.isfinite(np.asarray(eq.fiber_length)))
     muscle = opensim.Thelen2003Muscle()
     muscle.set_minimum_activation(0.005)
     muscle.setMinControl(0.005)
