@@ -117,6 +117,7 @@ from jaxbio.tree import SegmentTree
 
 if TYPE_CHECKING:
     from jaxbio.io._osim_forces import OsimForces
+    from jaxbio.io._osim_muscles import OsimMuscles
 
 __all__ = ["OsimModel", "load_osim"]
 
@@ -164,6 +165,9 @@ class OsimModel(eqx.Module):
     - ``path`` (static): the file read.
     - ``forces``: the `jaxbio.io.OsimForces` imported from the ForceSet (coordinate limit forces,
       springs, coordinate, point and torque actuators; see `jaxbio.io._osim_forces`).
+    - ``muscles``: the `jaxbio.io.OsimMuscles` (Thelen2003Muscle and
+      Millard2012EquilibriumMuscle: paths with wrap objects, conditional and moving points, and
+      the muscle models; see `jaxbio.io._osim_muscles`), or ``None`` when the file has none.
     """
 
     tree: SegmentTree
@@ -185,6 +189,7 @@ class OsimModel(eqx.Module):
     ignored: tuple[str, ...] = eqx.field(static=True)
     path: str = eqx.field(static=True, default="")
     forces: OsimForces = eqx.field(default_factory=lambda: _no_forces())
+    muscles: Optional[OsimMuscles] = None
 
     @property
     def coordinate_names(self) -> tuple[str, ...]:
@@ -587,7 +592,8 @@ def _body(elem: ET.Element) -> Body:
     return Body(float(mass), com, np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]]))
 
 
-def _ignored(model_elem: ET.Element, imported=frozenset(), disabled=frozenset()) -> tuple[str, ...]:
+def _ignored(model_elem: ET.Element, imported=frozenset(), disabled=frozenset(), wraps_imported=False
+             ) -> tuple[str, ...]:
     out = []
     for tag in IGNORED_SETS:
         for s in model_elem.findall(tag):
@@ -600,7 +606,7 @@ def _ignored(model_elem: ET.Element, imported=frozenset(), disabled=frozenset())
                 out.append(f"{tag}: {len(off)} disabled objects ({', '.join(sorted({o.tag for o in off}))})")
     wraps = sum(len(b.findall("WrapObjectSet/objects/*")) for b in model_elem.findall("BodySet/objects/Body"))
     wraps += sum(len(g.findall("WrapObjectSet/objects/*")) for g in model_elem.findall("Ground"))
-    if wraps:
+    if wraps and not wraps_imported:
         out.append(f"WrapObjectSet: {wraps} wrap objects")
     comps = model_elem.findall("components/*")
     other = sorted({c.tag for c in comps if c.tag != "PhysicalOffsetFrame"})
@@ -779,6 +785,10 @@ def _parse(path: Path, dtype) -> OsimModel:
 
     euler = [tuple(first[k] + i for i in range(3)) for k, j in enumerate(joints) if j.kind in ("BallJoint", "FreeJoint")]
     forces, imported, disabled = read_forces(model_elem, cnames, [c.motion_type for c in coords], euler, frame_pose, dt)
+    from jaxbio.io._osim_muscles import read_muscles
+
+    muscles, imported_muscles, muscle_notes = read_muscles(model_elem, tree, cnames, disabled, frame_pose, dt)
+    imported = imported | imported_muscles
     body_names = [ground] + moving
     poses = [placed[b][1] for b in body_names]
     return OsimModel(
@@ -798,9 +808,11 @@ def _parse(path: Path, dtype) -> OsimModel:
         joints=tuple(j.name for j in joints),
         joint_types=tuple(j.kind for j in joints),
         coordinate_joints=tuple(coordinate_joint),
-        ignored=_ignored(model_elem, imported, disabled),
+        ignored=_ignored(model_elem, imported, disabled, muscles is not None and muscles.paths.wrap_objects is not None)
+        + muscle_notes,
         path=str(path),
         forces=forces,
+        muscles=muscles,
     )
 
 
