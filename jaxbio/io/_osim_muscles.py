@@ -303,9 +303,9 @@ def read_muscles(model_elem: ET.Element, tree, coordinates: Sequence[str], disab
                  ) -> tuple[Optional[OsimMuscles], set, tuple[str, ...]]:
     """`OsimMuscles` of a ``<Model>`` element's ForceSet (``None`` when it has no enabled Thelen
     or Millard muscle), the set of elements imported and notes for ``OsimModel.ignored`` (muscle
-    models whose parameters OpenSim refuses: not imported, the skeleton stays usable). ``frame`` resolves a body/frame path
-    (as in `jaxbio.io._osim_forces.read_forces`); ``disabled`` holds the ForceSet entries that
-    apply no force."""
+    models whose parameters OpenSim refuses: not imported, the skeleton stays usable). ``frame``
+    resolves a body/frame path (as in `jaxbio.io._osim_forces.read_forces`); ``disabled`` holds
+    the ForceSet entries that apply no force."""
     from jaxbio.io.osim import _describe, _flag, _function, _function_element, _numbers, _text
 
     coords = list(coordinates)

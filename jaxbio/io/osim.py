@@ -16,9 +16,10 @@ on the child). Orientations are OpenSim's body-fixed X-Y-Z Euler angles (rad).
 mobilized frame M), so the joint motion is the segment's joint motion; mass centre and inertia
 (given by OpenSim in the body frame, the inertia about the mass centre) are transformed into it
 (`jaxbio.models.build.transformed`). `OsimModel.body_positions` / ``body_orientations`` give the
-pose of each OpenSim body frame in its segment frame, for anything else body-fixed (markers,
-muscle points: not imported yet). A welded body (``WeldJoint``, or a CustomJoint whose six
-functions are constants) is a ``"fixed"`` segment, massless or not, exactly where OpenSim has it.
+pose of each OpenSim body frame in its segment frame, for anything else body-fixed (markers;
+muscle points and wrap objects are converted with it at load time). A welded body (``WeldJoint``,
+or a CustomJoint whose six functions are constants) is a ``"fixed"`` segment, massless or not,
+exactly where OpenSim has it.
 
 **Joints**, each written as OpenSim's function-based mobilizer (Simbody's
 ``MobilizedBody::FunctionBased``): ``X_FM = Translation(Σ_i f_{3+i}(c) t_i) ·
@@ -83,16 +84,22 @@ recorded, not enforced.
 SpringGeneralizedForces, PointToPointSprings, CoordinateActuators, PointActuators and
 TorqueActuators, with OpenSim's formulas (`jaxbio.io.passive_forces`, `jaxbio.io.actuator_matrix`).
 
-**Not imported yet** (listed in `OsimModel.ignored` when present, never applied): the other
-forces (``ForceSet``: muscles, other actuators, ligaments, contact; disabled forces), constraints (``ConstraintSet``, e.g.
-coordinate couplers, which would change the dynamics), markers, contact geometry, wrap objects,
-controllers and probes. Refused with a ``ValueError`` naming the element and the file: a file
-that is not XML or not an OpenSim model, unknown joint types (Ellipsoid, Scapulothoracic,
+**Muscles** (`OsimModel.muscles`, `jaxbio.io._osim_muscles`): the ForceSet's enabled
+Thelen2003Muscles and Millard2012EquilibriumMuscles, with their paths (fixed, conditional and
+moving points; the bodies' wrap objects and each path's PathWraps) on the tree, as functions of
+OpenSim's coordinates (`jaxbio.io.muscle_lengths`, ``muscle_moment_arms`` …).
+
+**Not imported yet** (listed in `OsimModel.ignored` when present, never applied): the other forces
+(``ForceSet``: other muscle classes, muscles whose parameters OpenSim refuses, other actuators,
+ligaments, contact; disabled forces), constraints (``ConstraintSet``, e.g. coordinate couplers,
+which would change the dynamics), markers, contact geometry, wrap objects when no imported muscle
+uses them, controllers and probes. Refused with a ``ValueError`` naming the element and the file:
+a file that is not XML or not an OpenSim model, unknown joint types (Ellipsoid, Scapulothoracic,
 ConstantCurvature …) and function types (GCVSpline, StepFunction, multi-variable functions …), a
-function of more than one coordinate, collinear CustomJoint axes, a reversed joint (child frame
-on the ground, ``reverse`` true), a missing body or frame, a body attached by no joint or by two
-(a kinematic loop), a parent never connected to the ground, a body without mass. Joints may be
-listed in any order, as OpenSim allows.
+function of more than one coordinate, collinear CustomJoint axes, a reversed joint (child frame on
+the ground, ``reverse`` true), a missing body or frame, a body attached by no joint or by two (a
+kinematic loop), a parent never connected to the ground, a body without mass. Joints may be listed
+in any order, as OpenSim allows.
 """
 
 from __future__ import annotations
@@ -145,7 +152,7 @@ IGNORED_SETS = ("ForceSet", "ConstraintSet", "MarkerSet", "ContactGeometrySet", 
 
 
 class OsimModel(eqx.Module):
-    """The skeleton of an OpenSim model: a tree, OpenSim's coordinates and their properties.
+    """An OpenSim model: a tree, OpenSim's coordinates and their properties, forces and muscles.
 
     - ``tree``: the `jaxbio.SegmentTree` (revolute, prismatic and fixed joints only; segment
       frames are OpenSim's child joint frames, see `jaxbio.io.osim`).
@@ -161,7 +168,8 @@ class OsimModel(eqx.Module):
     - ``joints``, ``joint_types`` (static): OpenSim's joint names and classes, in file order;
       ``coordinate_joints`` (static): the index in ``joints`` of each coordinate's joint.
     - ``ignored`` (static): the parts of the file that are not imported (e.g. ``"ForceSet: 6
-      objects (Thelen2003Muscle)"``: the ForceSet entries that are not in ``forces``).
+      objects (DeGrooteFregly2016Muscle)"``: the ForceSet entries that are in neither ``forces``
+      nor ``muscles``).
     - ``path`` (static): the file read.
     - ``forces``: the `jaxbio.io.OsimForces` imported from the ForceSet (coordinate limit forces,
       springs, coordinate, point and torque actuators; see `jaxbio.io._osim_forces`).
