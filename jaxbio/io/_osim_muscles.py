@@ -47,11 +47,21 @@ optimisation forces: each muscle model's ``static_optimization_forces`` at that 
 speed (OpenSim's ``calcInextensibleTendonActiveFiberForce(s, 1)`` and the passive force).
 
 **Agreement with live OpenSim 4.6** (tests/io/test_osim_muscles.py, float64, random states
-within the coordinate ranges): path lengths to ≤ 1e-12 m on gait10dof18musc and subject01
-(conditional and moving points) and ≤ 1e-9 m on arm26 (wrapping); moment arms of non-wrapping
-muscles vs ``computeMomentArm`` ≤ 1e-6 m; lengthening speeds vs ``getLengtheningSpeed`` to
-round-off; static-optimisation forces vs ``calcInextensibleTendonActiveFiberForce`` ≤ 1e-9
-relative; 3.x and 4.x files of one model give the same numbers.
+within the coordinate ranges; measured maxima over 5–10 states):
+
+- arm26 (Thelen, cylinders and ellipsoids): lengths 9e-16 m; moment arms of the muscle that does
+  not wrap vs ``computeMomentArm`` 1e-16 m; of the wrapping ones vs central differences of
+  OpenSim's length (h = 1e-5 rad; ``computeMomentArm`` is not ``−∂l/∂c`` over a wrap) 2e-5 m
+  (OpenSim's tangent points are iterates, its length is smooth to ~1e-8 m); lengthening speeds
+  6e-17 m/s (not wrapping) / 7e-6 m/s (wrapping, vs differences of OpenSim's length);
+  static-optimisation forces vs ``calcInextensibleTendonActiveFiberForce(s, 1)`` 2e-14 relative.
+- gait10dof18musc (Millard, conditional and moving points): lengths 6e-16 m, moment arms 9e-16
+  m, speeds vs ``getLengtheningSpeed`` 2e-15 m/s, forces 3e-13 relative.
+- subject01 (2.x file, 54 Thelen muscles, conditional and moving points): lengths 1.3e-7 m,
+  moment arms 2e-7 m, forces 1.4e-5 relative — the skeleton's difference: OpenSim rounds this
+  file's joint offsets to 6 significant digits when it converts them (body origins move by up
+  to 3e-7 m); jaxbio keeps the file's numbers.
+- The 3.x and 4.x files of arm26 and gait10dof18musc import equal arrays.
 """
 
 from __future__ import annotations

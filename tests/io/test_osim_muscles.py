@@ -156,9 +156,10 @@ def test_gait10dof18musc_conditional_moving_against_opensim():
 
 
 def test_subject01_against_opensim():
-    # the skeleton of this 2.x file already differs from OpenSim's by up to 3e-7 m in body
-    # origins (rotations to 1e-15): the path lengths inherit that, and the forces (steep
-    # force-length curves of short fibres) differ by ~1e-5 relative
+    # OpenSim 4.6 rounds this 2.x file's joint offsets (location_in_parent) to 6 significant
+    # digits when it converts them to frames (-0.06772454 -> -0.0677245); jaxbio reads the file's
+    # numbers, so body origins differ by up to 3e-7 m (rotations to 1e-15). The path lengths
+    # inherit that, and the forces (steep force-length curves of short fibres) ~1e-5 relative
     _check(_compare(SUBJECT01, 2), 1e-6, force_tol=1e-4)
 
 
