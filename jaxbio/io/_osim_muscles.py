@@ -34,7 +34,10 @@ body's joint child frame, `jaxbio.io.osim`), wrap objects too (their frame is th
   with the conditions; not implemented).
 - a ``MovingPathPoint``'s location in its frame is ``(f_x(c_k), f_y(c_k), f_z(c_k))`` with
   ``c_k`` clamped to its coordinate's range (``MovingPathPoint::getLocation``; OpenSim requires
-  one coordinate for the three; an axis without one is its function at 0).
+  one coordinate for the three; an axis without one is its function at 0). Its speed here is
+  the derivative of that clamped location (zero beyond the range), OpenSim's
+  ``MovingPathPoint::getVelocity`` uses the unclamped derivative: the lengthening speeds agree
+  within the coordinate ranges.
 
 **Lengths, moment arms, speeds, forces** (`muscle_lengths`, `muscle_moment_arms`,
 `muscle_lengthening_speeds`, `muscle_generalized_forces`, `muscle_static_optimization_forces`):

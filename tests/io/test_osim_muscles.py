@@ -346,3 +346,30 @@ def test_disabled_and_unsupported_muscles(tmp_path):
     m = _load(g)
     assert "bifemsh_r" not in m.muscles.names and m.muscles.n_muscles == 17
     assert any("DeGrooteFregly2016Muscle" in s for s in m.ignored)
+
+
+def test_wrapped_path_with_conditional_point_is_refused(tmp_path):
+    old = """<PathPoint name="TRIlong-P2">
+									<!--Path to a Component that satisfies the Socket 'parent_frame' of type PhysicalFrame (description: The frame in which this path point is defined.).-->
+									<socket_parent_frame>/bodyset/r_humerus</socket_parent_frame>
+									<!--The fixed location of the path point expressed in its parent frame.-->
+									<location>-0.027140000000000001 -0.11441 -0.0066400000000000001</location>
+								</PathPoint>"""
+    new = ("<ConditionalPathPoint name=\"TRIlong-P2\"><socket_parent_frame>/bodyset/r_humerus</socket_parent_frame>"
+           "<location>-0.02714 -0.11441 -0.00664</location><socket_coordinate>/jointset/r_elbow/r_elbow_flex"
+           "</socket_coordinate><range>0 1</range></ConditionalPathPoint>")
+    f = _edited(tmp_path, ARM26, old, new)
+    with pytest.raises(ValueError, match=re.escape(str(f)) + ".*Thelen2003Muscle 'TRIlong'.*conditional"):
+        load_osim(f)
+
+
+def test_float32():
+    """The float32 import gives float32 results close to float64's."""
+    gait64 = _load(GAIT)
+    gait32 = load_osim(GAIT, dtype=jnp.float32)
+    c = _states(gait64, 1)[0][0]
+    l32 = muscle_lengths(gait32, c.astype(np.float32))
+    assert l32.dtype == jnp.float32
+    with jax.enable_x64(True):
+        l64 = muscle_lengths(gait64, c)
+    np.testing.assert_allclose(l32, l64, atol=2e-6)
