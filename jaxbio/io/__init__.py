@@ -7,6 +7,11 @@ Models: `load_osim(path)` → `OsimModel`: the skeleton of an OpenSim 3.x/4.x mo
 SpringGeneralizedForce, PointToPointSpring), `actuator_matrix(model, c)` ``B(c)`` and
 `actuator_forces(model, c, controls)` (Coordinate-, Point- and TorqueActuators), and
 `applied_forces(model, forces_to_exclude)` (what OpenSim's InverseDynamicsTool applies).
+Its Thelen2003 and Millard2012Equilibrium muscles (``OsimModel.muscles``, an `OsimMuscles`;
+`jaxbio.io._osim_muscles`: paths with wrap objects, conditional and moving points), as functions
+of OpenSim's coordinates ``c``: `muscle_lengths(model, c)`, `muscle_moment_arms(model, c)`
+(``−∂l/∂c``), `muscle_lengthening_speeds(model, c, cd)`, `muscle_generalized_forces(model, c,
+tensions)` and `muscle_static_optimization_forces(model, c, cd)` → ``(F̂, P)``.
 
 Files (numpy, outside jit; every reader returns an immutable result with float64 read-only
 arrays and raises ``ValueError`` naming the file, line and column of bad input):
@@ -70,8 +75,14 @@ _EXPORTS = {
     "load_osim": "osim",
     "lowpass_iir": "_processing",
     "Markers": "_markers",
+    "muscle_generalized_forces": "_osim_muscles",
+    "muscle_lengthening_speeds": "_osim_muscles",
+    "muscle_lengths": "_osim_muscles",
+    "muscle_moment_arms": "_osim_muscles",
+    "muscle_static_optimization_forces": "_osim_muscles",
     "OsimForces": "_osim_forces",
     "OsimModel": "osim",
+    "OsimMuscles": "_osim_muscles",
     "passive_forces": "_osim_forces",
     "PointActuators": "_osim_forces",
     "PointToPointSprings": "_osim_forces",
@@ -114,6 +125,12 @@ __all__ = [
     "CoordinateActuators",
     "CoordinateLimitForces",
     "OsimForces",
+    "OsimMuscles",
+    "muscle_generalized_forces",
+    "muscle_lengthening_speeds",
+    "muscle_lengths",
+    "muscle_moment_arms",
+    "muscle_static_optimization_forces",
     "passive_forces",
     "PointActuators",
     "PointToPointSprings",

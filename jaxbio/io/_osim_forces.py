@@ -1,8 +1,9 @@
 """OpenSim's forces that matter for the tools: limits, springs and actuators of a ``ForceSet``.
 
 `jaxbio.io.load_osim` imports these ``ForceSet`` entries of OpenSim 3.x and 4.x files into
-`OsimForces` (``OsimModel.forces``), every number in SI units; muscles and every other type stay
-listed in ``OsimModel.ignored``. The formulas are opensim-core's (``OpenSim/Simulation/Model``
+`OsimForces` (``OsimModel.forces``), every number in SI units; Thelen and Millard muscles go to
+``OsimModel.muscles`` (`jaxbio.io._osim_muscles`), every other type stays listed in
+``OsimModel.ignored``. The formulas are opensim-core's (``OpenSim/Simulation/Model``
 and ``OpenSim/Actuators``, OpenSim 4.6), and the generalised forces equal live OpenSim's to
 round-off (tests/io/test_osim_forces.py).
 

@@ -16,9 +16,10 @@ on the child). Orientations are OpenSim's body-fixed X-Y-Z Euler angles (rad).
 mobilized frame M), so the joint motion is the segment's joint motion; mass centre and inertia
 (given by OpenSim in the body frame, the inertia about the mass centre) are transformed into it
 (`jaxbio.models.build.transformed`). `OsimModel.body_positions` / ``body_orientations`` give the
-pose of each OpenSim body frame in its segment frame, for anything else body-fixed (markers,
-muscle points: not imported yet). A welded body (``WeldJoint``, or a CustomJoint whose six
-functions are constants) is a ``"fixed"`` segment, massless or not, exactly where OpenSim has it.
+pose of each OpenSim body frame in its segment frame, for anything else body-fixed (markers;
+muscle points and wrap objects are converted with it at load time). A welded body (``WeldJoint``,
+or a CustomJoint whose six functions are constants) is a ``"fixed"`` segment, massless or not,
+exactly where OpenSim has it.
 
 **Joints**, each written as OpenSim's function-based mobilizer (Simbody's
 ``MobilizedBody::FunctionBased``): ``X_FM = Translation(Σ_i f_{3+i}(c) t_i) ·
@@ -83,16 +84,22 @@ recorded, not enforced.
 SpringGeneralizedForces, PointToPointSprings, CoordinateActuators, PointActuators and
 TorqueActuators, with OpenSim's formulas (`jaxbio.io.passive_forces`, `jaxbio.io.actuator_matrix`).
 
-**Not imported yet** (listed in `OsimModel.ignored` when present, never applied): the other
-forces (``ForceSet``: muscles, other actuators, ligaments, contact; disabled forces), constraints (``ConstraintSet``, e.g.
-coordinate couplers, which would change the dynamics), markers, contact geometry, wrap objects,
-controllers and probes. Refused with a ``ValueError`` naming the element and the file: a file
-that is not XML or not an OpenSim model, unknown joint types (Ellipsoid, Scapulothoracic,
+**Muscles** (`OsimModel.muscles`, `jaxbio.io._osim_muscles`): the ForceSet's enabled
+Thelen2003Muscles and Millard2012EquilibriumMuscles, with their paths (fixed, conditional and
+moving points; the bodies' wrap objects and each path's PathWraps) on the tree, as functions of
+OpenSim's coordinates (`jaxbio.io.muscle_lengths`, ``muscle_moment_arms`` …).
+
+**Not imported yet** (listed in `OsimModel.ignored` when present, never applied): the other forces
+(``ForceSet``: other muscle classes, muscles whose parameters OpenSim refuses, other actuators,
+ligaments, contact; disabled forces), constraints (``ConstraintSet``, e.g. coordinate couplers,
+which would change the dynamics), markers, contact geometry, wrap objects when no imported muscle
+uses them, controllers and probes. Refused with a ``ValueError`` naming the element and the file:
+a file that is not XML or not an OpenSim model, unknown joint types (Ellipsoid, Scapulothoracic,
 ConstantCurvature …) and function types (GCVSpline, StepFunction, multi-variable functions …), a
-function of more than one coordinate, collinear CustomJoint axes, a reversed joint (child frame
-on the ground, ``reverse`` true), a missing body or frame, a body attached by no joint or by two
-(a kinematic loop), a parent never connected to the ground, a body without mass. Joints may be
-listed in any order, as OpenSim allows.
+function of more than one coordinate, collinear CustomJoint axes, a reversed joint (child frame on
+the ground, ``reverse`` true), a missing body or frame, a body attached by no joint or by two (a
+kinematic loop), a parent never connected to the ground, a body without mass. Joints may be listed
+in any order, as OpenSim allows.
 """
 
 from __future__ import annotations
@@ -117,6 +124,7 @@ from jaxbio.tree import SegmentTree
 
 if TYPE_CHECKING:
     from jaxbio.io._osim_forces import OsimForces
+    from jaxbio.io._osim_muscles import OsimMuscles
 
 __all__ = ["OsimModel", "load_osim"]
 
@@ -144,7 +152,7 @@ IGNORED_SETS = ("ForceSet", "ConstraintSet", "MarkerSet", "ContactGeometrySet", 
 
 
 class OsimModel(eqx.Module):
-    """The skeleton of an OpenSim model: a tree, OpenSim's coordinates and their properties.
+    """An OpenSim model: a tree, OpenSim's coordinates and their properties, forces and muscles.
 
     - ``tree``: the `jaxbio.SegmentTree` (revolute, prismatic and fixed joints only; segment
       frames are OpenSim's child joint frames, see `jaxbio.io.osim`).
@@ -160,10 +168,14 @@ class OsimModel(eqx.Module):
     - ``joints``, ``joint_types`` (static): OpenSim's joint names and classes, in file order;
       ``coordinate_joints`` (static): the index in ``joints`` of each coordinate's joint.
     - ``ignored`` (static): the parts of the file that are not imported (e.g. ``"ForceSet: 6
-      objects (Thelen2003Muscle)"``: the ForceSet entries that are not in ``forces``).
+      objects (DeGrooteFregly2016Muscle)"``: the ForceSet entries that are in neither ``forces``
+      nor ``muscles``).
     - ``path`` (static): the file read.
     - ``forces``: the `jaxbio.io.OsimForces` imported from the ForceSet (coordinate limit forces,
       springs, coordinate, point and torque actuators; see `jaxbio.io._osim_forces`).
+    - ``muscles``: the `jaxbio.io.OsimMuscles` (Thelen2003Muscle and
+      Millard2012EquilibriumMuscle: paths with wrap objects, conditional and moving points, and
+      the muscle models; see `jaxbio.io._osim_muscles`), or ``None`` when the file has none.
     """
 
     tree: SegmentTree
@@ -185,6 +197,7 @@ class OsimModel(eqx.Module):
     ignored: tuple[str, ...] = eqx.field(static=True)
     path: str = eqx.field(static=True, default="")
     forces: OsimForces = eqx.field(default_factory=lambda: _no_forces())
+    muscles: Optional[OsimMuscles] = None
 
     @property
     def coordinate_names(self) -> tuple[str, ...]:
@@ -587,7 +600,8 @@ def _body(elem: ET.Element) -> Body:
     return Body(float(mass), com, np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]]))
 
 
-def _ignored(model_elem: ET.Element, imported=frozenset(), disabled=frozenset()) -> tuple[str, ...]:
+def _ignored(model_elem: ET.Element, imported=frozenset(), disabled=frozenset(), wraps_imported=False
+             ) -> tuple[str, ...]:
     out = []
     for tag in IGNORED_SETS:
         for s in model_elem.findall(tag):
@@ -600,7 +614,7 @@ def _ignored(model_elem: ET.Element, imported=frozenset(), disabled=frozenset())
                 out.append(f"{tag}: {len(off)} disabled objects ({', '.join(sorted({o.tag for o in off}))})")
     wraps = sum(len(b.findall("WrapObjectSet/objects/*")) for b in model_elem.findall("BodySet/objects/Body"))
     wraps += sum(len(g.findall("WrapObjectSet/objects/*")) for g in model_elem.findall("Ground"))
-    if wraps:
+    if wraps and not wraps_imported:
         out.append(f"WrapObjectSet: {wraps} wrap objects")
     comps = model_elem.findall("components/*")
     other = sorted({c.tag for c in comps if c.tag != "PhysicalOffsetFrame"})
@@ -779,6 +793,10 @@ def _parse(path: Path, dtype) -> OsimModel:
 
     euler = [tuple(first[k] + i for i in range(3)) for k, j in enumerate(joints) if j.kind in ("BallJoint", "FreeJoint")]
     forces, imported, disabled = read_forces(model_elem, cnames, [c.motion_type for c in coords], euler, frame_pose, dt)
+    from jaxbio.io._osim_muscles import read_muscles
+
+    muscles, imported_muscles, muscle_notes = read_muscles(model_elem, tree, cnames, disabled, frame_pose, dt)
+    imported = imported | imported_muscles
     body_names = [ground] + moving
     poses = [placed[b][1] for b in body_names]
     return OsimModel(
@@ -798,9 +816,11 @@ def _parse(path: Path, dtype) -> OsimModel:
         joints=tuple(j.name for j in joints),
         joint_types=tuple(j.kind for j in joints),
         coordinate_joints=tuple(coordinate_joint),
-        ignored=_ignored(model_elem, imported, disabled),
+        ignored=_ignored(model_elem, imported, disabled, muscles is not None and muscles.paths.wrap_objects is not None)
+        + muscle_notes,
         path=str(path),
         forces=forces,
+        muscles=muscles,
     )
 
 

@@ -453,12 +453,33 @@ def lengths(paths: MusclePaths, tree: SegmentTree, q: Float[ArrayLike, " n"]) ->
         ``(m,)`` m.
     """
     q = _as_state(tree, q, "q")
+    return _path_lengths(paths, tree, q)
+
+
+def _path_lengths(paths: MusclePaths, tree: SegmentTree, q, active=None):
+    """`lengths` (unchecked), with an optional per-call ``(m, P)`` bool mask ``active`` of the
+    points on each path (OpenSim's conditional path points, `jaxbio.io`): an inactive point is
+    moved onto the previous active point of its path (the next one where none precedes), so its
+    pieces have zero length and finite (zero) gradients. Muscles with wrap objects must have
+    every point active (not checked here)."""
     mo = segment_motion(tree, q)
     pts = _motion_points(paths, mo)[0]
+    if active is not None:
+        pts = _collapse_inactive(pts, active)
     straight = jnp.sum(_pieces(paths, pts)[1], axis=-1)
     if not paths.path_wraps:
         return straight
     return straight.at[paths.wrapped].set(_wrapped(paths, mo, pts).lengths)
+
+
+def _collapse_inactive(pts, active):
+    """World points ``(m, P, 3)`` with each point where ``active`` ``(m, P)`` is false replaced
+    by the previous active point of its row (the first active one where none precedes)."""
+    k = jnp.arange(pts.shape[1])
+    previous = jax.lax.cummax(jnp.where(active, k, -1), axis=1)
+    first = jnp.argmax(active, axis=1)
+    source = jnp.where(previous < 0, first[:, None], previous)
+    return jnp.take_along_axis(pts, source[..., None], axis=1)
 
 
 def _tension_path(paths: MusclePaths, tree: SegmentTree, q):
