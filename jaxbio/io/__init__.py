@@ -39,8 +39,12 @@ External loads and tools:
   → `Table` of generalised forces labelled as OpenSim labels them: ``InverseDynamicsTool`` on
   jaxbio's dynamics, every frame in one ``jit(vmap)`` (command line: ``jaxbio inverse-dynamics``,
   ``jaxbio run-tool SETUP.xml``).
-from jaxbio.io._tools import (InverseDynamicsInputs, coordinates_table, generalized_forces, inverse_dynamics_tool,
-                              load_any_model, prepare_inverse_dynamics)
+- `static_optimization_tool(model, motion, external_loads=..., actuators=..., lowpass_hz=...,
+  activation_exponent=..., use_muscle_physiology=...)` → `StaticOptimizationTables`
+  (activations, forces): OpenSim's ``AnalyzeTool`` static optimisation, every frame in one
+  ``jit(vmap)`` (``jaxbio static-optimization``, ``jaxbio run-tool``);
+  `prepare_static_optimization` and `solve_static_optimization` (one frame, pure,
+  differentiable), `static_optimization_problem`.
 
 Example (OpenSim's arm26 inverse dynamics)::
 
@@ -93,7 +97,12 @@ _EXPORTS = {
     "read_external_loads": "_external_loads",
     "read_storage": "_storage",
     "read_trc": "_markers",
+    "prepare_static_optimization": "_static_optimization",
+    "solve_static_optimization": "_static_optimization",
     "SpringGeneralizedForces": "_osim_forces",
+    "static_optimization_problem": "_static_optimization",
+    "static_optimization_tool": "_static_optimization",
+    "StaticOptimizationTables": "_static_optimization",
     "Table": "_storage",
     "TorqueActuators": "_osim_forces",
     "write_sto": "_storage",
@@ -161,5 +170,10 @@ __all__ = [
     "read_c3d",
     "read_storage",
     "read_trc",
+    "prepare_static_optimization",
+    "solve_static_optimization",
+    "static_optimization_problem",
+    "static_optimization_tool",
+    "StaticOptimizationTables",
     "write_sto",
 ]

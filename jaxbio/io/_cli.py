@@ -1,12 +1,15 @@
-"""``jaxbio inverse-dynamics`` (short: ``jaxbio id``), ``jaxbio run-tool SETUP.xml`` and
-``jaxbio animate``: OpenSim's inverse dynamics on jaxbio, and stick-figure animations.
+"""``jaxbio inverse-dynamics`` (short: ``jaxbio id``), ``jaxbio static-optimization``,
+``jaxbio run-tool SETUP.xml`` and ``jaxbio animate``: OpenSim's inverse dynamics and static
+optimisation on jaxbio, and stick-figure animations.
 
 ``inverse-dynamics`` with ``--motion`` runs `jaxbio.io.inverse_dynamics_tool` (OpenSim's
 ``InverseDynamicsTool``) and writes OpenSim's ``.sto`` (``--output``) or prints the table; without
 ``--motion`` it shows a shipped model's joint torques over a synthetic swing (the former
 ``jaxbio id``, see `jaxbio.cli.cmd_id`). ``run-tool`` reads an OpenSim setup file as OpenSim users
-write them (``InverseDynamicsTool``, or an ``AnalyzeTool`` with an ``InverseDynamics``
-analysis), paths relative to the setup file. Model forces: ``--forces-to-exclude`` (default
+write them (``InverseDynamicsTool``, or an ``AnalyzeTool`` with an ``InverseDynamics`` or a
+``StaticOptimization`` analysis, written as OpenSim names its results:
+``<name>_StaticOptimization_force.sto`` and ``_activation.sto`` in the results directory), paths
+relative to the setup file. ``static-optimization`` runs `jaxbio.io.static_optimization_tool`. Model forces: ``--forces-to-exclude`` (default
 ``muscles``), the setup's ``<forces_to_exclude>`` (none when absent, as OpenSim), and for an
 AnalyzeTool what its InverseDynamics analysis keeps (``<replace_force_set>``, default true: no
 model forces; else every force but the actuators). Bad input: one line on stderr, exit 2.
@@ -41,11 +44,11 @@ def _progress(bar):
     return say
 
 
-def _write_sto(path: str, table, inputs) -> None:
+def _write_sto(path: str, table, inputs, flag: str = "--output") -> None:
     from jaxbio._files import check_outputs, write_outputs
     from jaxbio.io._storage import format_sto
 
-    (out,) = check_outputs([("--output", path)], inputs)
+    (out,) = check_outputs([(flag, path)], inputs)
     write_outputs([(out, lambda f: f.write(format_sto(table).encode()))])
 
 
@@ -88,6 +91,61 @@ def run_inverse_dynamics(model, motion, *, external_loads=None, forces_to_exclud
     else:
         _print_table(table)
     return 0
+
+
+def run_static_optimization(model, motion, *, external_loads=None, actuators=(), lowpass=None, start=None, end=None,
+                            activation_exponent=2.0, use_muscle_physiology=True, output_forces=None,
+                            output_activations=None, no_progress=False) -> int:
+    """``jaxbio static-optimization`` (also used by ``run-tool``)."""
+    from jaxbio.cli import _enable_x64
+
+    _enable_x64()
+    import warnings
+
+    import jax.numpy as jnp
+
+    from jaxbio.io._static_optimization import static_optimization_tool
+
+    inputs = [str(p) for p in (model, motion, external_loads, *actuators) if p]
+    outputs = [(flag, path) for flag, path in (("--output-forces", output_forces),
+                                               ("--output-activations", output_activations)) if path]
+    if outputs:
+        from jaxbio._files import check_outputs
+
+        check_outputs(outputs, inputs)  # before any work
+    bar = _stages(4 + (external_loads is not None), no_progress)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            tables = static_optimization_tool(model, motion, external_loads=external_loads, actuators=actuators or None,
+                                              lowpass_hz=lowpass, start=start, end=end,
+                                              activation_exponent=activation_exponent,
+                                              use_muscle_physiology=use_muscle_physiology, dtype=jnp.float64,
+                                              progress=_progress(bar))
+    finally:
+        if bar is not None:
+            bar.close()
+    for w in caught:
+        print(f"warning: {w.message}", file=sys.stderr)
+    for (flag, path), table in zip((("--output-forces", output_forces), ("--output-activations", output_activations)),
+                                   (tables.forces, tables.activations)):
+        if path:
+            _write_sto(path, table, inputs, flag)
+            print(f"wrote {path}: {table.time.size} frames × {len(table.labels)} "
+                  f"{'forces' if table is tables.forces else 'activations'} "
+                  f"(t = {table.time[0]:.4f}–{table.time[-1]:.4f} s)")
+    if not outputs:
+        _print_table(tables.activations)
+    return 0
+
+
+def cmd_static_optimization(args) -> int:
+    return run_static_optimization(args.model, args.motion, external_loads=args.external_loads,
+                                   actuators=tuple(args.actuators or ()), lowpass=args.lowpass, start=args.start,
+                                   end=args.end, activation_exponent=args.activation_exponent,
+                                   use_muscle_physiology=not args.no_muscle_physiology,
+                                   output_forces=args.output_forces, output_activations=args.output_activations,
+                                   no_progress=args.no_progress)
 
 
 def cmd_inverse_dynamics(args) -> int:
@@ -153,9 +211,12 @@ def cmd_run_tool(args) -> int:
         analyses = [a for a in tool.iter() if a.tag in ("InverseDynamics", "StaticOptimization")
                     and (_setup_text(a, "on") or "true").lower() == "true"]
         kinds = sorted({a.tag for a in analyses})
+        if kinds == ["StaticOptimization"] and len(analyses) == 1:
+            return _run_analyze_static_optimization(setup, tool, analyses[0], path, number, lowpass, results, name,
+                                                    args.no_progress)
         if kinds != ["InverseDynamics"]:
-            raise ValueError(f"{setup}: AnalyzeTool {name!r}: only an InverseDynamics analysis is run by jaxbio so far "
-                             f"(found {kinds or 'none'})")
+            raise ValueError(f"{setup}: AnalyzeTool {name!r}: jaxbio runs one InverseDynamics or one StaticOptimization "
+                             f"analysis (found {kinds or 'none'})")
         if (_setup_text(analyses[0], "use_model_force_set") or "true").lower() == "true":
             raise ValueError(f"{setup}: InverseDynamics analysis with <use_model_force_set> true (the model's actuators "
                              "as unknowns) is not run by jaxbio; set it false for joint moments")
@@ -177,6 +238,40 @@ def cmd_run_tool(args) -> int:
     return run_inverse_dynamics(path("model_file"), path("coordinates_file"), external_loads=external,
                                 forces_to_exclude=exclude, lowpass=lowpass, start=start, end=end,
                                 output=str(results / output), no_progress=args.no_progress)
+
+
+def _run_analyze_static_optimization(setup, tool, analysis, path, number, lowpass, results, name, no_progress) -> int:
+    """``run-tool`` for an AnalyzeTool with a StaticOptimization analysis."""
+    def flag(el, tag, default):
+        text = (_setup_text(el, tag) or default).lower()
+        if text not in ("true", "false"):
+            raise ValueError(f"{setup}: <{tag}> must be true or false, got {text!r}")
+        return text == "true"
+
+    if not flag(analysis, "use_model_force_set", "true"):
+        raise ValueError(f"{setup}: StaticOptimization with <use_model_force_set> false (a CoordinateActuator per "
+                         "coordinate instead of the muscles) is not run by jaxbio")
+    interval = _setup_text(analysis, "step_interval") or "1"
+    if interval != "1":
+        raise ValueError(f"{setup}: StaticOptimization <step_interval> {interval}: jaxbio solves every frame (1)")
+    here = setup.parent
+    files = tuple(str(here / f) for f in (_setup_text(tool, "force_set_files") or "").split())
+    if flag(tool, "replace_force_set", "false") and files:
+        raise ValueError(f"{setup}: <replace_force_set> true would remove the model's muscles; jaxbio appends "
+                         "<force_set_files> (set it false)")
+    start = max(number(_setup_text(tool, "initial_time") or "-inf", "initial_time"),
+                number(_setup_text(analysis, "start_time") or "-inf", "start_time"))
+    end = min(number(_setup_text(tool, "final_time") or "inf", "final_time"),
+              number(_setup_text(analysis, "end_time") or "inf", "end_time"))
+    exponent = number(_setup_text(analysis, "activation_exponent") or "2", "activation_exponent")
+    results.mkdir(parents=True, exist_ok=True)
+    stem = f"{name}_StaticOptimization"
+    return run_static_optimization(
+        path("model_file"), path("coordinates_file"), external_loads=path("external_loads_file", required=False),
+        actuators=files, lowpass=lowpass, start=start, end=end, activation_exponent=exponent,
+        use_muscle_physiology=flag(analysis, "use_muscle_physiology", "true"),
+        output_forces=str(results / f"{stem}_force.sto"), output_activations=str(results / f"{stem}_activation.sto"),
+        no_progress=no_progress)
 
 
 def cmd_animate(args) -> int:
@@ -241,6 +336,12 @@ def _positive():
     return _number("float", lambda v: math.isfinite(v) and v > 0, "a finite number > 0")
 
 
+def _exponent():
+    from jaxbio.cli import _number
+
+    return _number("float", lambda v: math.isfinite(v) and v >= 2, "a finite number ≥ 2")
+
+
 def add_parsers(sub, id_options) -> None:
     """Add ``inverse-dynamics`` (alias ``id``; ``id_options(parser)`` adds the synthetic-motion
     options of `jaxbio.cli`), ``run-tool`` and ``animate`` to the subcommands ``sub``."""
@@ -262,8 +363,28 @@ def add_parsers(sub, id_options) -> None:
     id_options(p)
     p.set_defaults(func=cmd_inverse_dynamics)
 
+    so = sub.add_parser("static-optimization", help="muscle activations and forces of a motion file (OpenSim's "
+                        "AnalyzeTool with a StaticOptimization analysis)")
+    so.add_argument("--model", required=True, help="an OpenSim .osim file with Thelen2003 or Millard2012 muscles")
+    so.add_argument("--motion", required=True, help="coordinates (.mot/.sto, e.g. inverse kinematics output)")
+    so.add_argument("--external-loads", default=None, help="OpenSim ExternalLoads .xml (its data file beside it)")
+    so.add_argument("--actuators", nargs="+", default=None, metavar="XML",
+                    help="OpenSim force set files of reserve actuators (CoordinateActuators), appended to the model's")
+    so.add_argument("--lowpass", type=_positive(), default=None, help="low-pass cutoff for the coordinates, Hz "
+                    "(default none)")
+    so.add_argument("--start", type=_time(), default=None, help="first time, s (default the motion's)")
+    so.add_argument("--end", type=_time(), default=None, help="last time, s (default the motion's)")
+    so.add_argument("--activation-exponent", type=_exponent(), default=2.0,
+                    help="p of the cost Σ aᵖ (≥ 2, default 2)")
+    so.add_argument("--no-muscle-physiology", action="store_true",
+                    help="muscle strength = max isometric force (OpenSim's use_muscle_physiology false)")
+    so.add_argument("--output-forces", default=None, help="write the forces' .sto here")
+    so.add_argument("--output-activations", default=None, help="write the activations' .sto here (neither: print)")
+    so.add_argument("--no-progress", action="store_true", help="no progress bar")
+    so.set_defaults(func=cmd_static_optimization)
+
     r = sub.add_parser("run-tool", help="run an OpenSim tool setup file (InverseDynamicsTool; AnalyzeTool with "
-                       "an InverseDynamics analysis)")
+                       "an InverseDynamics or a StaticOptimization analysis)")
     r.add_argument("setup", help="the setup .xml; its paths are relative to it")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.set_defaults(func=cmd_run_tool)

@@ -152,6 +152,13 @@ class OsimMuscles(eqx.Module):
         """Position of muscle ``name``."""
         return self.paths.index(name)
 
+    @property
+    def max_isometric_force(self) -> Float[Array, " m"]:
+        """``(m,)`` N, every muscle's ``max_isometric_force`` in ``names`` order."""
+        groups = [(g, i) for g, i in ((self.thelen, self.thelen_index), (self.millard, self.millard_index)) if i]
+        order = np.argsort(np.concatenate([np.asarray(i) for _, i in groups]))
+        return jnp.concatenate([jnp.broadcast_to(g.max_isometric_force, (len(i),)) for g, i in groups])[order]
+
 
 # ---- evaluation -------------------------------------------------------------------------------------
 

@@ -48,6 +48,7 @@ from jaxbio import coordinates
 from jaxbio import quaternion as quat
 from jaxbio.dynamics import forward_kinematics, point_loads
 from jaxbio.io._external_loads import ExternalLoads, external_load_data, read_external_loads
+from jaxbio.io._gcvspl import GCVSpline
 from jaxbio.io._processing import process_coordinates
 from jaxbio.io._storage import Table, read_storage
 
@@ -176,8 +177,14 @@ def _load_arrays(model, loads: ExternalLoads, times: np.ndarray):
     return (stack(forces), stack(torques), stack(points)), tuple(bodies), tuple(force_frames), tuple(point_frames)
 
 
-def _prepare(m, motion, external_loads, lowpass_hz, start, end, say):
-    """`InverseDynamicsInputs` in the model's float type, and the frames' times in float64."""
+def _prepare(m, motion, external_loads, lowpass_hz, start, end, say, speed_splines: bool = False):
+    """`InverseDynamicsInputs` in the model's float type, and the frames' times in float64.
+
+    ``speed_splines``: the accelerations as OpenSim's ``AnalyzeTool`` analyses (static
+    optimisation) get them: the derivative of a second quintic GCV spline, fitted to the speeds
+    ``q̇`` at every (padded, filtered) sample (``StaticOptimization::begin``:
+    ``GCVSplineSet(5, states).constructStorage(1)``), instead of ``q̈`` of the coordinates' spline
+    (``InverseDynamicsTool``)."""
     table = motion if isinstance(motion, Table) else read_storage(motion)
     names = m.coordinate_names
     present = [n for n in names if n in table.labels]
@@ -193,6 +200,9 @@ def _prepare(m, motion, external_loads, lowpass_hz, start, end, say):
     c = np.tile(np.asarray(m.defaults, float), (T, 1))
     cd, cdd = np.zeros((T, len(names))), np.zeros((T, len(names)))
     c[:, cols], cd[:, cols], cdd[:, cols] = p.q, p.qd, p.qdd
+    if speed_splines:
+        samples = p.filtered.time
+        cdd[:, cols] = GCVSpline(samples, p.spline(samples, 1), degree=5)(p.time, 1)
 
     arrays, bodies, force_frames, point_frames = (np.zeros((T, 0, 3)),) * 3, (), (), ()
     if external_loads is not None:

@@ -108,7 +108,7 @@ import os
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -670,7 +670,19 @@ def _chain(joint: _Joint, parent_segment: Optional[str], placement: _Pose, body_
     return out
 
 
-def _parse(path: Path, dtype) -> OsimModel:
+def _force_set_file(path) -> ET.Element:
+    """The ``<ForceSet>`` of an OpenSim force set file (``force_set_files``: reserve and residual
+    actuators), ``ValueError`` naming the file otherwise."""
+    from jaxbio.io._text import read_xml
+
+    root = read_xml(Path(path), "OpenSim force set file")
+    fs = root if root.tag == "ForceSet" else root.find("ForceSet")
+    if fs is None:
+        raise ValueError(f"{path}: not an OpenSim force set file (no <ForceSet> under <{root.tag}>)")
+    return fs
+
+
+def _parse(path: Path, dtype, force_sets: Sequence[ET.Element] = (), replace_force_set: bool = False) -> OsimModel:
     try:
         root = ET.parse(path).getroot()
     except ET.ParseError as e:
@@ -679,6 +691,11 @@ def _parse(path: Path, dtype) -> OsimModel:
     if model_elem is None:
         raise ValueError(f"not an OpenSim model: the root element is <{root.tag}>, expected <OpenSimDocument> "
                          "holding a <Model>")
+    if replace_force_set:  # AbstractTool::updateModelForces: the files' forces replace the model's
+        for fs in model_elem.findall("ForceSet"):
+            model_elem.remove(fs)
+    for fs in force_sets:  # ... or are appended to them
+        model_elem.append(fs)
     version = root.get("Version", "")
     if version.isdigit() and int(version) < 10901:
         raise ValueError(f"OpenSimDocument Version {version} (OpenSim 1.x) is not supported")
@@ -824,13 +841,19 @@ def _parse(path: Path, dtype) -> OsimModel:
     )
 
 
-def load_osim(path: str | os.PathLike, *, dtype=None) -> OsimModel:
+def load_osim(path: str | os.PathLike, *, dtype=None, force_set_files: Sequence[str | os.PathLike] = (),
+              replace_force_set: bool = False) -> OsimModel:
     """Read the skeleton of an OpenSim model file (``.osim``, OpenSim 3.x or 4.x).
 
     Args:
         path: the ``.osim`` file.
         dtype: floating dtype of every array (default: JAX's default float type; use float64,
             with ``jax.enable_x64``, to reproduce OpenSim's numbers).
+        force_set_files: OpenSim force set files (``<ForceSet>``: e.g. the reserve and residual
+            actuators of a static optimisation), whose forces are appended to the model's, as
+            OpenSim's tools do with their ``<force_set_files>``.
+        replace_force_set: the files' forces replace the model's ForceSet (OpenSim's
+            ``<replace_force_set>``).
 
     Returns:
         `OsimModel`: ``tree`` (a `jaxbio.SegmentTree`), ``coordinates`` (the
@@ -848,7 +871,10 @@ def load_osim(path: str | os.PathLike, *, dtype=None) -> OsimModel:
     p = Path(path)
     if not p.is_file():
         raise ValueError(f"{p}: no such file")
+    if isinstance(force_set_files, (str, os.PathLike)):
+        force_set_files = (force_set_files,)
+    extra = [_force_set_file(f) for f in force_set_files]  # errors name their own file
     try:
-        return _parse(p, dtype)
+        return _parse(p, dtype, extra, bool(replace_force_set))
     except ValueError as e:
         raise ValueError(f"{p}: {e}") from None

@@ -1,0 +1,265 @@
+"""OpenSim's static optimisation (``AnalyzeTool`` with a ``StaticOptimization`` analysis) on an
+imported model: every frame of a motion in one ``jit(vmap)``, differentiable.
+
+What OpenSim does (``OpenSim/Analyses/StaticOptimization.cpp``, ``StaticOptimizationTarget.cpp``,
+``OpenSim/Tools/AnalyzeTool.cpp``, opensim-core 4.x), and what `static_optimization_tool` does:
+
+1. **Coordinates** as the ``AnalyzeTool`` processes them: padded, resampled and low-passed like
+   the inverse dynamics tool (`jaxbio.io.process_coordinates`), quintic GCV splines give ``q`` and
+   ``q̇`` at the samples; the accelerations are the derivative of a *second* quintic spline
+   through those speeds (``GCVSplineSet(5, states).constructStorage(1)``), not ``q̈`` of the first.
+   Frames: the samples from ``findIndex(start)`` to ``findIndex(end)``.
+2. **Unknowns**: one control per ``ScalarActuator`` that applies force: every imported muscle
+   (`jaxbio.io.OsimMuscles`, its activation ``a ∈ [min_control, max_control]``) and every
+   ``CoordinateActuator`` of the model or of the tool's ``force_set_files`` (a reserve: control
+   ``y``, force ``y · optimal_force``).
+3. **Muscle force** ``a F̂`` along the tendon, with ``F̂`` = ``calcInextensibleTendonActiveFiberForce
+   (s, 1)`` (force–length–velocity of the fibre on a rigid tendon, pennation) when
+   ``use_muscle_physiology``, else ``max_isometric_force``. Passive fibre forces are left out, as
+   OpenSim overrides the muscles' actuation with ``a F̂``; every other force of the model acts
+   (gravity, external loads, coordinate limit forces, springs: `jaxbio.io.passive_forces`).
+4. **Problem**: ``min Σ aᵢᵖ (+ Σ yⱼ²)`` s.t. the moments of the actuators equal the inverse
+   dynamics moments of the unconstrained coordinates (OpenSim constrains their accelerations; with
+   the muscles' forces linear in ``a`` the two are the same equations). Solved by
+   `jaxbio.estimation.static_optimization` (interior point, active-set polish, implicit
+   differentiation).
+
+Differences from OpenSim, stated:
+
+- Reserve actuators are ``CoordinateActuator`` s of rotational and translational coordinates with
+  unbounded controls (OpenSim's default ``min_control = -inf``, ``max_control = inf``); their cost
+  is ``y²`` for every exponent (OpenSim's is ``|y|ᵖ``, the same for ``p = 2``, the default; a
+  warning says so for ``p ≠ 2``). Several on one coordinate share its moment as OpenSim's
+  quadratic cost shares it. Point and torque actuators, bounded reserves and reserves on Ball/Free
+  rotations are refused with an error naming them.
+- Muscle moments are ``rᵀ F`` with ``r = −∂l/∂c`` (`jaxbio.io.muscle_moment_arms`); OpenSim
+  applies the tension at the path points, which is the same for paths without wrap surfaces and
+  differs by OpenSim's tangent-point heuristics (≈1e-4 relative) on wrapping ones.
+- Coordinates that are locked or prescribed are not solved for (OpenSim drops their acceleration
+  constraints); coupler constraints are not imported (`jaxbio.io.OsimModel.ignored`).
+- Frames the actuators cannot balance are reported (``feasible`` false, a warning naming the
+  first such time and coordinate), with the unmet moment in ``residual``; OpenSim warns and
+  writes IPOPT's last iterate.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Callable, NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from jaxbio.estimation._static_optimization import StaticOptimizationResult, _check_p, _options, _solve_frame
+from jaxbio.io._storage import Table
+from jaxbio.io._tools import InverseDynamicsInputs, _prepare, generalized_forces, load_any_model
+
+__all__ = ["StaticOptimizationTables", "prepare_static_optimization", "static_optimization_problem",
+           "solve_static_optimization",
+           "static_optimization_tool"]
+
+
+class StaticOptimizationTables(NamedTuple):
+    """`static_optimization_tool`'s results as OpenSim writes them: ``activations`` (muscle
+    activations, then reserve controls) and ``forces`` (N or N·m: ``a F̂`` and ``y · optimal_force``),
+    each a `jaxbio.io.Table` with OpenSim's column names; ``result``, the
+    `jaxbio.estimation.StaticOptimizationResult` of every frame (``feasible``, ``residual``,
+    multipliers)."""
+
+    activations: Table
+    forces: Table
+    result: StaticOptimizationResult
+
+
+def _reserves(model) -> tuple[np.ndarray, tuple[str, ...], np.ndarray, np.ndarray]:
+    """Static: the reserve actuators (``CoordinateActuator`` s) as ``(coordinate of each (k,),
+    names, optimal forces (k,), strength per coordinate (nc,))``; ``ValueError`` naming the
+    actuators OpenSim's static optimisation would use that jaxbio cannot."""
+    forces = model.forces
+    names = forces.actuator_names
+    ca = forces.coordinate_actuators
+    others = [n for n in names if n not in ca.names]
+    if others:
+        raise ValueError(f"{model.path}: static optimisation with point or torque actuators ({others}) is not "
+                         f"supported; only CoordinateActuators can be reserves")
+    euler = {i for block in forces.euler_blocks for i in block}
+    lo, hi = (np.asarray(getattr(ca, f), float) for f in ("min_control", "max_control"))
+    coordinate = np.asarray(ca.coordinates, int)
+    for k, n in enumerate(ca.names):
+        if coordinate[k] in euler:
+            raise ValueError(f"{model.path}: CoordinateActuator {n!r} acts on a Ball/Free joint rotation "
+                             f"({model.coordinate_names[coordinate[k]]}); not supported in static optimisation")
+        if np.isfinite(lo[k]) or np.isfinite(hi[k]):
+            raise ValueError(f"{model.path}: CoordinateActuator {n!r} has finite control bounds "
+                             f"[{lo[k]:g}, {hi[k]:g}]; static optimisation supports unbounded reserves only "
+                             f"(min_control -inf, max_control inf)")
+    fopt = np.asarray(ca.optimal_force, float)
+    return coordinate, tuple(ca.names), fopt, np.asarray(_reserve_strength(model, jnp.float64))
+
+
+def _reserve_strength(model, dtype) -> Float[Array, " nc"]:
+    """``(nc,)`` the reserve strength of every coordinate, ``√(Σ optimal_force²)`` over its
+    CoordinateActuators (0: none); traceable (``optimal_force`` may be traced)."""
+    ca = model.forces.coordinate_actuators
+    nc = len(model.coordinate_names)
+    if not len(ca):
+        return jnp.zeros(nc, dtype)
+    squares = jax.ops.segment_sum(jnp.asarray(ca.optimal_force, dtype) ** 2, jnp.asarray(np.asarray(ca.coordinates)),
+                                  num_segments=nc)
+    return jnp.sqrt(squares)
+
+
+def _solved_coordinates(model) -> np.ndarray:
+    """Static: the coordinates whose moment equations are solved (neither locked nor prescribed)."""
+    return np.asarray([k for k in range(len(model.coordinate_names))
+                       if not (model.locked[k] or model.prescribed[k])], dtype=np.int32)
+
+
+def static_optimization_problem(model, inputs: InverseDynamicsInputs, *, use_muscle_physiology: bool = True):
+    """One frame's problem in `jaxbio.estimation.static_optimization`'s terms: ``(moment_arms
+    (m, k), tau (k,), max_force (m,))`` over the ``k`` solved coordinates (neither locked nor
+    prescribed): the muscles' moment arms ``−∂l/∂c`` (m/rad, m/m), the generalised forces the
+    actuators must supply (`jaxbio.io.generalized_forces`: inverse dynamics with the external
+    loads, less the model's passive forces), and ``F̂`` (N).
+
+    Pure and differentiable (jit, vmap over frames with ``in_axes=(None, 0)``, grad with respect to
+    the model's arrays: segment masses, optimal fibre lengths, path points …)."""
+    from jaxbio.io._osim_muscles import muscle_moment_arms, muscle_static_optimization_forces
+
+    if model.muscles is None:
+        raise ValueError(f"{model.path}: the model has no muscles jaxbio imports "
+                         f"(ignored: {list(model.ignored)})")
+    rows = _solved_coordinates(model)
+    tau = generalized_forces(model, inputs)[rows]
+    R = muscle_moment_arms(model, inputs.c)[:, rows]
+    if use_muscle_physiology:
+        fmax = muscle_static_optimization_forces(model, inputs.c, inputs.cd)[0]
+    else:
+        fmax = model.muscles.max_isometric_force
+    return R, tau, fmax.astype(R.dtype)
+
+
+def solve_static_optimization(model, inputs: InverseDynamicsInputs, *, activation_exponent: float = 2.0,
+                              use_muscle_physiology: bool = True) -> StaticOptimizationResult:
+    """OpenSim's static optimisation of one frame (module docstring): the activations of the
+    imported muscles within their control bounds and the reserve controls that minimise
+    ``Σ aᵖ + Σ y²`` while producing the frame's generalised forces.
+
+    - ``model``: an `OsimModel` with muscles (any array leaf may be traced).
+    - ``inputs``: one frame of `InverseDynamicsInputs` (``prepare_static_optimization(...).frame(i)``),
+      or map over a trial with ``jax.vmap(solve_static_optimization, (None, 0))``.
+    - ``activation_exponent``: ``p`` (static, ≥ 2); ``use_muscle_physiology``: static.
+
+    Returns the `jaxbio.estimation.StaticOptimizationResult` of the frame: ``activations`` (m,),
+    ``forces`` (m,) N, ``reserves`` (k,) N·m / N per solved coordinate (``k``: the coordinates
+    neither locked nor prescribed), ``residual``, ``feasible`` …
+    """
+    p = _check_p(activation_exponent)
+    R, tau, fmax = static_optimization_problem(model, inputs, use_muscle_physiology=use_muscle_physiology)
+    rows = _solved_coordinates(model)
+    strength = _reserve_strength(model, R.dtype)[rows]
+    bounds = (model.muscles.min_control.astype(R.dtype), model.muscles.max_control.astype(R.dtype))
+    return _solve_frame(R, tau, fmax, jnp.zeros_like(fmax), strength, p, bounds, solver="interior_point",
+                        **_options(1e5, None, 60, None, R.dtype))
+
+
+def _check_bounds(model) -> None:
+    lo, hi = (np.asarray(getattr(model.muscles, f), float) for f in ("min_control", "max_control"))
+    bad = [n for n, a, b in zip(model.muscles.names, lo, hi) if not (np.isfinite(a) and np.isfinite(b) and 0 <= a <= b)]
+    if bad:
+        raise ValueError(f"{model.path}: muscles {bad} need finite control bounds 0 ≤ min_control ≤ max_control for "
+                         f"static optimisation")
+
+
+@eqx.filter_jit
+def _trial(model, inputs, p, use_muscle_physiology):
+    return jax.vmap(lambda i: solve_static_optimization(model, i, activation_exponent=p,
+                                                        use_muscle_physiology=use_muscle_physiology))(inputs)
+
+
+def prepare_static_optimization(model, motion, *, external_loads=None, actuators=None, lowpass_hz=None,
+                                start=None, end=None, dtype=None,
+                                progress: Callable[[str], None] | None = None):
+    """``(model, inputs)``: the model with the actuator files' forces appended (as `load_osim`'s
+    ``force_set_files``) and the motion processed as OpenSim's ``AnalyzeTool`` does (module
+    docstring, step 1), for `solve_static_optimization`. Arguments as `static_optimization_tool`."""
+    from jaxbio.io.osim import OsimModel, load_osim
+
+    say = progress or (lambda message: None)
+    say("loading the model")
+    files = () if actuators is None else ((actuators,) if isinstance(actuators, (str, bytes)) or
+                                          hasattr(actuators, "__fspath__") else tuple(actuators))
+    if files and isinstance(model, OsimModel):
+        model = model.path  # re-read with the actuators appended
+    if files:
+        m = load_osim(model, dtype=dtype, force_set_files=files)
+    else:
+        m = load_any_model(model, dtype=dtype)
+    if not isinstance(m, OsimModel) or m.muscles is None:
+        raise ValueError(f"{getattr(m, 'path', model)}: static optimisation needs an OpenSim model with muscles "
+                         f"(Thelen2003Muscle, Millard2012EquilibriumMuscle)")
+    _check_bounds(m)
+    _reserves(m)  # refuse what cannot be solved before any work
+    inputs, _ = _prepare(m, motion, external_loads, lowpass_hz, start, end, say, speed_splines=True)
+    return m, inputs
+
+
+def static_optimization_tool(model, motion, *, external_loads=None, actuators=None, lowpass_hz=None, start=None,
+                             end=None, activation_exponent: float = 2.0, use_muscle_physiology: bool = True,
+                             dtype=None, progress: Callable[[str], None] | None = None) -> StaticOptimizationTables:
+    """OpenSim's ``AnalyzeTool`` with a ``StaticOptimization`` analysis (module docstring).
+
+    - ``model``: an `OsimModel` or a ``.osim`` path (with Thelen2003 or Millard2012 muscles).
+    - ``motion``: a `Table` or a ``.mot``/``.sto`` path of coordinates (IK output).
+    - ``external_loads``: an ExternalLoads ``.xml`` path or `ExternalLoads`, or None.
+    - ``actuators``: an OpenSim force set file (or several) of reserve actuators, appended to the
+      model's forces (the setup's ``force_set_files``).
+    - ``lowpass_hz``: ``lowpass_cutoff_frequency_for_coordinates`` (None: no filtering); ``start``,
+      ``end``: s (None: the motion's).
+    - ``activation_exponent``: ``p`` of ``Σ aᵖ`` (≥ 2); ``use_muscle_physiology``: ``F̂`` from the
+      force–length–velocity curves (True) or ``max_isometric_force``.
+    - ``dtype``: float type (default float64 when x64 is enabled); ``progress``: called with a
+      short message before each stage.
+
+    Returns `StaticOptimizationTables` (``activations``, ``forces``: ``time`` ``(T,)``; columns the
+    muscles in file order, then the reserve actuators). Warns for frames the actuators cannot
+    balance. Raises ``ValueError`` naming the file, element or column (as
+    `jaxbio.io.inverse_dynamics_tool`, and for models without imported muscles or with actuators
+    static optimisation cannot use).
+    """
+    p = _check_p(activation_exponent)
+    say = progress or (lambda message: None)
+    m, inputs = prepare_static_optimization(model, motion, external_loads=external_loads, actuators=actuators,
+                                            lowpass_hz=lowpass_hz, start=start, end=end, dtype=dtype, progress=say)
+    coordinate, reserve_names, fopt, strength = _reserves(m)
+    if reserve_names and p != 2:
+        warnings.warn(f"static optimisation with reserve actuators and activation exponent {p:g}: jaxbio's cost of "
+                      f"a reserve is y², OpenSim's |y|^{p:g}", stacklevel=2)
+    say(f"static optimisation of {inputs.n_frames} frames")
+    result = _trial(m, inputs, p, bool(use_muscle_physiology))
+    time = np.asarray(inputs.time, float)
+    rows = _solved_coordinates(m)
+    # each reserve's control: its share y_k = F_k · Y / S² of the coordinate's reserve moment Y
+    position = {int(j): r for r, j in enumerate(rows)}
+    moment = np.asarray(result.reserves, float)  # (T, k solved coordinates)
+    controls = np.zeros((time.size, len(reserve_names)))
+    for k, j in enumerate(coordinate):
+        if j in position:
+            controls[:, k] = fopt[k] * moment[:, position[j]] / strength[j] ** 2
+    labels = tuple(m.muscles.names) + reserve_names
+    a = np.concatenate([np.asarray(result.activations, float), controls], axis=1)
+    f = np.concatenate([np.asarray(result.forces, float), controls * fopt[None, :]], axis=1)
+    bad = ~np.asarray(result.feasible)
+    if bad.any():
+        i = int(np.argmax(bad))
+        j = int(np.argmax(np.abs(np.asarray(result.residual[i]))))
+        warnings.warn(f"static optimisation: at {int(bad.sum())} of {time.size} frames (first t = {time[i]:.4f} s) the "
+                      f"muscles and reserves cannot produce the joint moments (worst: "
+                      f"{m.coordinate_names[rows[j]]}, {float(result.residual[i, j]):.4g} unmet)", stacklevel=2)
+    return StaticOptimizationTables(
+        activations=Table(time=time, labels=labels, data=a, in_degrees=False, name="Static Optimization"),
+        forces=Table(time=time, labels=labels, data=f, in_degrees=False, name="Static Optimization"),
+        result=result)
