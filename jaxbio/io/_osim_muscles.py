@@ -359,7 +359,7 @@ def read_muscles(model_elem: ET.Element, tree, coordinates: Sequence[str], disab
 
     elems = [o for s in model_elem.findall("ForceSet") for o in s.findall("objects/*")
              if o.tag in MUSCLE_MODELS and o not in disabled]
-    # muscle models OpenSim refuses (e.g. a 3.0 file's minimum_activation 0): not imported, noted
+    # muscle models jaxbio refuses (parameters out of range): not imported, listed in ignored
     notes = []
     for kind, cls in MUSCLE_MODELS.items():
         mine = [o for o in elems if o.tag == kind]

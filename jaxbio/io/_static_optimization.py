@@ -201,6 +201,10 @@ def prepare_static_optimization(model, motion, *, external_loads=None, actuators
     if not isinstance(m, OsimModel) or m.muscles is None:
         raise ValueError(f"{getattr(m, 'path', model)}: static optimisation needs an OpenSim model with muscles "
                          f"(Thelen2003Muscle, Millard2012EquilibriumMuscle)")
+    missing = [f"{t} {n!r}" for t, n in m.forces.not_imported if n not in m.muscles.names]
+    if missing:  # OpenSim would apply them: solving without them is another model
+        raise ValueError(f"{m.path}: forces that OpenSim's static optimisation applies are not imported by jaxbio: "
+                         f"{', '.join(missing)} (see OsimModel.ignored)")
     _check_bounds(m)
     _reserves(m)  # refuse what cannot be solved before any work
     inputs, _ = _prepare(m, motion, external_loads, lowpass_hz, start, end, say, speed_splines=True)
@@ -227,8 +231,8 @@ def static_optimization_tool(model, motion, *, external_loads=None, actuators=No
     Returns `StaticOptimizationTables` (``activations``, ``forces``: ``time`` ``(T,)``; columns the
     muscles in file order, then the reserve actuators). Warns for frames the actuators cannot
     balance. Raises ``ValueError`` naming the file, element or column (as
-    `jaxbio.io.inverse_dynamics_tool`, and for models without imported muscles or with actuators
-    static optimisation cannot use).
+    `jaxbio.io.inverse_dynamics_tool`, and for models without imported muscles, with forces OpenSim
+    would apply that jaxbio does not import, or with actuators static optimisation cannot use).
     """
     p = _check_p(activation_exponent)
     say = progress or (lambda message: None)

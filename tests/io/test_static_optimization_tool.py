@@ -241,3 +241,8 @@ def test_bounded_reserve_and_model_without_muscles_are_refused(tmp_path):
         jb.io.static_optimization_tool(MODEL, MOTION, actuators=bounded)
     with pytest.raises(ValueError, match="muscles"):
         jb.io.static_optimization_tool("arm7", MOTION)
+    other = tmp_path / "other.osim"  # one muscle of a class jaxbio does not import
+    other.write_text(re.sub(r"<Thelen2003Muscle name=\"BRA\">(.*?)</Thelen2003Muscle>",
+                            r'<RigidTendonMuscle name="BRA">\1</RigidTendonMuscle>', MODEL.read_text(), flags=re.S))
+    with pytest.raises(ValueError, match="not imported by jaxbio: RigidTendonMuscle 'BRA'"):
+        jb.io.static_optimization_tool(other, MOTION)
