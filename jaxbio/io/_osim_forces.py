@@ -588,6 +588,23 @@ def applied_forces(model, forces_to_exclude=("muscles",)):
 FramePose = tuple[int, np.ndarray, np.ndarray]
 
 
+def read_control(elem: ET.Element, tag: str, where: str, default: float) -> float:
+    """A control bound (``min_control``, ``max_control``) of an actuator or muscle element: a
+    number, ±inf allowed, ``default`` when absent; ``ValueError`` naming ``where`` otherwise."""
+    from jaxbio.io.osim import _text
+
+    text = _text(elem, tag)
+    if text is None or text == "":
+        return default
+    try:
+        v = float(text)
+    except ValueError:
+        raise ValueError(f"{where}: <{tag}> is not a number: {text!r}") from None
+    if np.isnan(v):
+        raise ValueError(f"{where}: <{tag}> is NaN")
+    return v
+
+
 def read_forces(model_elem: ET.Element, coordinates: Sequence[str], motion_types: Sequence[str],
                 euler_blocks: Sequence[tuple[int, int, int]],
                 frame: Callable[[str, str, str, bool], FramePose], dtype) -> tuple[OsimForces, set, set]:
@@ -601,17 +618,7 @@ def read_forces(model_elem: ET.Element, coordinates: Sequence[str], motion_types
     def number(elem, tag, where, default):
         return float(_numbers(elem, tag, 1, where, default=[default])[0])
 
-    def control(elem, tag, where, default):
-        text = _text(elem, tag)
-        if text is None or text == "":
-            return default
-        try:
-            v = float(text)
-        except ValueError:
-            raise ValueError(f"{where}: <{tag}> is not a number: {text!r}") from None
-        if np.isnan(v):
-            raise ValueError(f"{where}: <{tag}> is NaN")
-        return v
+    control = read_control
 
     def vector(elem, tag, where, default):
         return np.asarray(_numbers(elem, tag, 3, where, default=default), dtype=float)

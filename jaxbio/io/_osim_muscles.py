@@ -525,15 +525,6 @@ def _at_zero(f: Piecewise) -> float:
 
 
 def _control(elem, tag, where, default):
-    from jaxbio.io.osim import _text
+    from jaxbio.io._osim_forces import read_control
 
-    text = _text(elem, tag)
-    if text is None or text == "":
-        return default
-    try:
-        v = float(text)
-    except ValueError:
-        raise ValueError(f"{where}: <{tag}> is not a number: {text!r}") from None
-    if np.isnan(v):
-        raise ValueError(f"{where}: <{tag}> is NaN")
-    return v
+    return read_control(elem, tag, where, default)
