@@ -6,6 +6,8 @@ scripts of this folder; run them from the repository root, ``python benchmarks/<
 - `load_average()`: ``uptime``'s line and ``os.getloadavg()``, to print at the start and the end.
 - `best_time(fn)`: best-of-k seconds per call of an already warmed-up ``fn``.
 - `finish(out, json_path)`: the closing load line, and every number as JSON when asked.
+- `opensim_or_none()`: OpenSim's Python module (quiet: errors only, no log file) and its version
+  for `machine`, or ``(None, {})`` where it is not installed.
 """
 
 from __future__ import annotations
@@ -91,3 +93,15 @@ def finish(out: dict, json_path: str | None) -> None:
     if json_path:
         Path(json_path).write_text(json.dumps(out, indent=1) + "\n")
         print(f"numbers written to {json_path}")
+
+
+def opensim_or_none():
+    """``(opensim, {"opensim": version})`` with OpenSim's logging quiet (errors only, no log file),
+    or ``(None, {})`` where the bindings are not importable."""
+    try:
+        import opensim
+    except ImportError:
+        return None, {}
+    opensim.Logger.removeFileSink()
+    opensim.Logger.setLevelString("error")
+    return opensim, {"opensim": opensim.__version__}

@@ -56,7 +56,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import jaxbio as jb  # noqa: E402
-from _machine import REPEATS, best_time, finish, load_average, machine  # noqa: E402  (benchmarks/_machine.py)
+from _machine import REPEATS, best_time, finish, load_average, machine, opensim_or_none  # noqa: E402  (benchmarks/_machine.py)
 
 DATA = REPO / "tests" / "io" / "data" / "subject01"
 MOTION, LOADS, SETUP = "subject01_walk1_ik.mot", "subject01_walk1_grf.xml", "subject01_Setup_InverseDynamics.xml"
@@ -235,13 +235,7 @@ def main(argv=None) -> int:
     parser.add_argument("--json", metavar="PATH", help="also write every number to this JSON file")
     args = parser.parse_args(argv)
 
-    try:
-        import opensim as osim
-        osim.Logger.removeFileSink()
-        osim.Logger.setLevelString("error")
-        versions = {"opensim": osim.__version__}
-    except ImportError:
-        osim, versions = None, {}
+    osim, versions = opensim_or_none()
     print("jaxbio OpenSim inverse dynamics benchmark —", machine(**versions), "float64")
     print("command: python benchmarks/opensim_id.py " + " ".join(sys.argv[1:] if argv is None else argv))
     print(f"load at start: {load_average()['uptime']}")
