@@ -27,18 +27,20 @@ def test_closed_forms_equal_general_routes(joint, seed):
     tree = _one(seed, joint)
     assert _one_segment.applies(tree)
     rng = np.random.default_rng(10 + seed)
-    for q, qd in zip(rng.uniform(-3, 3, (4, 1)), rng.uniform(-2, 2, (4, 1))):
-        q, qd = jnp.asarray(q), jnp.asarray(qd)
-        np.testing.assert_allclose(jb.mass_matrix(tree, q), _jacobian_mass_matrix(tree, q), rtol=1e-13, atol=1e-14)
+
+    @jax.jit
+    def routes(q, qd):  # (closed form, general route) pairs, compiled once for the four states
         z = jnp.zeros(1)
-        np.testing.assert_allclose(jb.gravity_forces(tree, q), _tau(tree, q, z, z), rtol=1e-12, atol=1e-12)
-        v_general = -jnp.sum(tree.masses * (segment_coms(tree, q) @ tree.gravity))
-        np.testing.assert_allclose(jb.potential_energy(tree, q), v_general, rtol=1e-13, atol=1e-13)
-        np.testing.assert_allclose(jb.dynamics.kinetic_energy_gradient(tree, q, qd), _plain_gradient(tree, q, qd),
-                                   atol=1e-12)
-        # T = ½ M q̇² with the kinetic energy computed from the segment motion
-        np.testing.assert_allclose(0.5 * jb.mass_matrix(tree, q)[0, 0] * qd[0] ** 2, jb.kinetic_energy(tree, q, qd),
-                                   rtol=1e-12)
+        return [(jb.mass_matrix(tree, q), _jacobian_mass_matrix(tree, q)),
+                (jb.gravity_forces(tree, q), _tau(tree, q, z, z)),
+                (jb.potential_energy(tree, q), -jnp.sum(tree.masses * (segment_coms(tree, q) @ tree.gravity))),
+                (jb.dynamics.kinetic_energy_gradient(tree, q, qd), _plain_gradient(tree, q, qd)),
+                # T = ½ M q̇² with the kinetic energy computed from the segment motion
+                (0.5 * jb.mass_matrix(tree, q)[0, 0] * qd[0] ** 2, jb.kinetic_energy(tree, q, qd))]
+
+    for q, qd in zip(rng.uniform(-3, 3, (4, 1)), rng.uniform(-2, 2, (4, 1))):
+        for (got, want), tol in zip(routes(jnp.asarray(q), jnp.asarray(qd)), (1e-13, 1e-12, 1e-13, 1e-12, 1e-12)):
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
 
 
 def test_closed_forms_under_vmap_and_grad():

@@ -165,16 +165,14 @@ def test_subject01_against_opensim():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path, tol, force_tol", [(GAIT, 1e-9, 1e-9), (SUBJECT01, 1e-6, 1e-4)])
+@pytest.mark.parametrize("path, tol, force_tol", [(ARM26, 1e-9, 1e-9), (GAIT, 1e-9, 1e-9),
+                                                  (SUBJECT01, 1e-6, 1e-4)])
 def test_sweep_against_opensim(path, tol, force_tol):
-    """20 states per model. (Wrapped arm26: its lengths here by default, its moment arms in
-    tests/muscles/test_wrapping.py and through static optimisation in
-    tests/io/test_static_optimization_tool.py; a 20-state sweep of its separately compiled
-    moment arms crashed XLA's compiler in a CI worker once.)"""
+    """20 states per model."""
     _check(_compare(path, 20, seed=1), tol, force_tol)
 
 
-@pytest.mark.parametrize("new, old", [(ARM26, ARM26_3X), (GAIT, GAIT_3X)])
+@pytest.mark.parametrize("new, old", [(ARM26, ARM26_3X), pytest.param(GAIT, GAIT_3X, marks=pytest.mark.slow)])
 def test_3x_and_4x_files_agree(new, old):
     """The 3.x and 4.x files of one model import the same muscles: equal paths, wrap objects,
     conditional and moving points and muscle parameters, hence the same numbers."""

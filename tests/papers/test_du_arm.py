@@ -155,6 +155,7 @@ def ratio_formulas(parents, root, ends, muscles, tensions, joint):
     return pd, pp, u, arms, forces, moments
 
 
+@pytest.mark.slow  # ≈22 s; the hand-calculated and 3-D lever-arm tests stay in the default run
 def test_muscle_paths_route_equals_du_ratio_formulas_on_random_poses():
     """`muscle_points`, `muscle_moment_arms` and `muscle_wrenches` go through
     `jaxbio.muscles.geometry` (a `MusclePaths` with points fixed in the segment frames); on random
