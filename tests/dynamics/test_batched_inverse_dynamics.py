@@ -134,6 +134,7 @@ def test_gradients_through_vmap_match_finite_differences():
     q, qd, qdd, _, _ = states(tree, 20, seed=5)
     w = np.random.default_rng(6).normal(size=(20, tree.nq))
 
+    @jax.jit
     def loss(masses, q):
         t = jax.tree_util.tree_map(lambda x: x, tree)
         t = jb.SegmentTree(axes=t.axes, origins=t.origins, orientations=t.orientations, masses=masses,
@@ -141,7 +142,7 @@ def test_gradients_through_vmap_match_finite_differences():
                            parents=t.parents, joint_types=t.joint_types, name=t.name)
         return jnp.sum(w * jax.vmap(jb.inverse_dynamics, in_axes=(None, 0, 0, 0))(t, q, qd, qdd))
 
-    gm, gq = jax.grad(loss, argnums=(0, 1))(tree.masses, jnp.asarray(q))
+    gm, gq = jax.jit(jax.grad(loss, argnums=(0, 1)))(tree.masses, jnp.asarray(q))
     h = 1e-6
     for k in (0, 3, 6):
         dm = np.zeros(tree.nq)
