@@ -38,8 +38,8 @@ def test_closed_forms_equal_general_routes(joint, seed):
                 # T = ½ M q̇² with the kinetic energy computed from the segment motion
                 (0.5 * jb.mass_matrix(tree, q)[0, 0] * qd[0] ** 2, jb.kinetic_energy(tree, q, qd))]
 
+    tolerances = ((1e-13, 1e-14), (1e-12, 1e-12), (1e-13, 1e-13), (1e-7, 1e-12), (1e-12, 0.0))  # (rtol, atol)
     for q, qd in zip(rng.uniform(-3, 3, (4, 1)), rng.uniform(-2, 2, (4, 1))):
-        tolerances = ((1e-13, 1e-14), (1e-12, 1e-12), (1e-13, 1e-13), (1e-7, 1e-12), (1e-12, 0.0))  # (rtol, atol)
         for (got, want), (rtol, atol) in zip(routes(jnp.asarray(q), jnp.asarray(qd)), tolerances):
             np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
 
