@@ -317,14 +317,48 @@ def mass_matrix(tree: SegmentTree, cmap: CoordinateMap, c: Float[ArrayLike, " nc
     return _project_matrix(cmap, df, _tree_mass_matrix(tree, f))
 
 
+def _locked_mask(cmap: CoordinateMap, locked) -> np.ndarray:
+    """``locked`` (None, ``nc`` bools such as `jaxbio.io.OsimModel.locked`, or coordinate names)
+    as a static ``(nc,)`` bool mask; ``ValueError`` naming the problem."""
+    if locked is None:
+        return np.zeros(cmap.nc, dtype=bool)
+    if isinstance(locked, str) or not isinstance(locked, (list, tuple, np.ndarray)):
+        raise ValueError(f"locked must be a sequence of {cmap.nc} bools or of coordinate names, got {locked!r}")
+    items = list(np.asarray(locked).tolist()) if isinstance(locked, np.ndarray) else list(locked)
+    if all(isinstance(x, str) for x in items):
+        mask = np.zeros(cmap.nc, dtype=bool)
+        mask[[cmap.index(x) for x in items]] = True
+        return mask
+    if len(items) != cmap.nc or not all(isinstance(x, (bool, np.bool_)) for x in items):
+        raise ValueError(f"locked must be {cmap.nc} bools (one per coordinate: {', '.join(cmap.names)}) "
+                         f"or coordinate names, got {locked!r}")
+    return np.asarray(items, dtype=bool)
+
+
 def forward_dynamics(tree: SegmentTree, cmap: CoordinateMap, c: Float[ArrayLike, " nc"],
                      cd: Float[ArrayLike, " nc"], tau: Float[ArrayLike, " nc"],
-                     external=None) -> Float[Array, " nc"]:
+                     external=None, *, locked=None) -> Float[Array, " nc"]:
     """Model-coordinate accelerations ``c̈`` ``(nc,)`` under generalised forces ``tau`` ``(nc,)``:
     ``M_c c̈ = tau − τ_c(c, ċ, 0)`` (Cholesky; `inverse_dynamics` with ``c̈ = 0`` gives the bias,
-    which includes the ``f'' ċ²`` terms of the coupling). Needs ``M_c`` positive-definite: every
-    model coordinate must move some mass."""
+    which includes the ``f'' ċ²`` terms of the coupling). Needs ``M_c`` positive-definite on the
+    free coordinates: every free model coordinate must move some mass.
+
+    ``locked`` (static; None, ``nc`` bools such as `jaxbio.io.OsimModel.locked`, or coordinate
+    names): coordinates held by OpenSim's lock (``Coordinate`` ``locked``, a Simbody
+    ``PrescribedMotion`` constraint at a constant value): their accelerations are 0 and the free
+    ones solve ``M_ff c̈_f = (tau − bias)_f``. The lock's reaction, the generalised force it adds
+    to the locked coordinates, is ``inverse_dynamics(tree, cmap, c, cd, c̈)[locked] − tau[locked]``.
+    The speeds of locked coordinates are taken as given (OpenSim's lock also holds them at 0).
+    """
+    mask = _locked_mask(cmap, locked)
     tau = _model_coordinates(cmap, tau, "tau")
     bias = inverse_dynamics(tree, cmap, c, cd, jnp.zeros_like(tau), external)
     M = mass_matrix(tree, cmap, c)
-    return jsl.cho_solve(jsl.cho_factor(M), tau - bias)
+    if not mask.any():
+        return jsl.cho_solve(jsl.cho_factor(M), tau - bias)
+    if mask.all():
+        return jnp.zeros_like(tau - bias)
+    free = np.flatnonzero(~mask)
+    rhs = (tau - bias)[free]
+    x = jsl.cho_solve(jsl.cho_factor(M[np.ix_(free, free)]), rhs)
+    return jnp.zeros_like(rhs, shape=(cmap.nc,)).at[free].set(x)

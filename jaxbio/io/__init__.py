@@ -6,7 +6,9 @@ Models: `load_osim(path)` → `OsimModel`: the skeleton of an OpenSim 3.x/4.x mo
 `OsimForces`; `jaxbio.io._osim_forces`): `passive_forces(model, c, cd)` (CoordinateLimitForce,
 SpringGeneralizedForce, PointToPointSpring), `actuator_matrix(model, c)` ``B(c)`` and
 `actuator_forces(model, c, controls)` (Coordinate-, Point- and TorqueActuators), and
-`applied_forces(model, forces_to_exclude)` (what OpenSim's InverseDynamicsTool applies).
+`applied_forces(model, forces_to_exclude)` (what OpenSim's InverseDynamicsTool applies);
+`enforce_coordinates(model, c)`: clamped coordinates pulled into range, locked ones at their lock
+value (with `jaxbio.coordinates.forward_dynamics(..., locked=model.locked)` for the dynamics).
 Its Thelen2003 and Millard2012Equilibrium muscles (``OsimModel.muscles``, an `OsimMuscles`;
 `jaxbio.io._osim_muscles`: paths with wrap objects, conditional and moving points), as functions
 of OpenSim's coordinates ``c``: `muscle_lengths(model, c)`, `muscle_moment_arms(model, c)`
@@ -66,6 +68,7 @@ _EXPORTS = {
     "CoordinateActuators": "_osim_forces",
     "CoordinateLimitForces": "_osim_forces",
     "coordinates_table": "_tools",
+    "enforce_coordinates": "osim",
     "external_load_data": "_external_loads",
     "ExternalForce": "_external_loads",
     "ExternalForceData": "_external_loads",
@@ -164,6 +167,7 @@ __all__ = [
     "Table",
     "butterworth_coefficients",
     "load_osim",
+    "enforce_coordinates",
     "lowpass_iir",
     "prepare_inverse_dynamics",
     "process_coordinates",

@@ -77,8 +77,16 @@ use by rotation1 … translation3), with their default value, default speed, ran
 locked, prescribed flags and motion type (rotational, translational or coupled, derived as
 OpenSim does). Each tree coordinate is a function of one OpenSim coordinate
 (`jaxbio.coordinates`): ``q = to_tree(cmap, c)``; the dynamics in OpenSim's coordinates are
-`jaxbio.coordinates.inverse_dynamics` and friends. Clamping, locking and prescribed motion are
-recorded, not enforced.
+`jaxbio.coordinates.inverse_dynamics` and friends. What OpenSim does with the flags:
+``locked`` coordinates are held at their default value by a constraint — in jaxbio
+`jaxbio.coordinates.forward_dynamics` with ``locked=model.locked`` (their accelerations are 0,
+the others solve the reduced system) and `enforce_coordinates`; ``clamped`` coordinates are pulled
+into their range when a value is set with constraints enforced (``Coordinate.setValue``) —
+`enforce_coordinates`. OpenSim's inverse dynamics ignores both (``InverseDynamicsSolver``:
+``calcResidualForceIgnoringConstraints``), and so does `jaxbio.io.inverse_dynamics_tool`; its
+static optimisation solves only the coordinates that are neither locked nor prescribed, and so
+does `jaxbio.io.static_optimization_tool`. Prescribed motion (``prescribed_function``) is
+recorded, not imported.
 
 **Forces** (`OsimModel.forces`, `jaxbio.io._osim_forces`): the ForceSet's CoordinateLimitForces,
 SpringGeneralizedForces, PointToPointSprings, CoordinateActuators, PointActuators and
@@ -113,10 +121,10 @@ from typing import TYPE_CHECKING, Optional, Sequence
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float
+from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import quaternion as quat
-from jaxbio._validate import model_dtype
+from jaxbio._validate import as_shape, model_dtype
 from jaxbio.coordinates import CoordinateMap, Piecewise
 from jaxbio.io import _osim_functions as fn
 from jaxbio.models.build import Body, model, segment, transformed, virtual
@@ -126,7 +134,7 @@ if TYPE_CHECKING:
     from jaxbio.io._osim_forces import OsimForces
     from jaxbio.io._osim_muscles import OsimMuscles
 
-__all__ = ["OsimModel", "load_osim"]
+__all__ = ["OsimModel", "load_osim", "enforce_coordinates"]
 
 GRAVITY = (0.0, -9.80665, 0.0)  # OpenSim's default gravity, m/s²
 DEFAULT_RANGE = (-10.0, 10.0)  # OpenSim's default coordinate range
@@ -216,6 +224,21 @@ class OsimModel(eqx.Module):
             raise ValueError(f"{self.path}: no body {name!r}; bodies are {list(self.bodies)}")
         i = self.bodies.index(name)
         return self.body_segments[i], self.body_positions[i], self.body_orientations[i]
+
+
+def enforce_coordinates(model: OsimModel, c: Float[ArrayLike, " nc"]) -> Float[Array, " nc"]:
+    """Coordinate values ``c`` ``(nc,)`` as OpenSim sets them with constraints enforced
+    (``Coordinate::setValue(state, value, enforceConstraints=true)`` for each coordinate): a
+    ``clamped`` coordinate is pulled into its ``range``, a ``locked`` one keeps its lock value (the
+    coordinate's ``default_value``: OpenSim's lock is a ``PrescribedMotion`` at that constant,
+    and a locked coordinate refuses new values). Pure; `jax.vmap` over frames, `jax.grad` (the
+    gradient is 0 through a clamp at its bound and through a lock)."""
+    c = as_shape(c, (model.coordinates.nc,), "c", f" (the coordinates {', '.join(model.coordinate_names)})",
+                 like=model.defaults)
+    locked = np.asarray(model.locked, dtype=bool)
+    clamped = np.asarray(model.clamped, dtype=bool) & ~locked
+    c = jnp.where(clamped, jnp.clip(c, model.ranges[:, 0], model.ranges[:, 1]), c)
+    return jnp.where(locked, model.defaults, c)
 
 
 def _no_forces():
