@@ -341,7 +341,7 @@ def static_number(x, name: str, *, positive: bool = False, nonnegative: bool = F
 # (``"orgin"`` → origin (0, 0, 0)), so unknown fields are refused with a "did you mean" hint.
 
 #: fields of the model object, of each segment and of each joint (API.md)
-MODEL_FIELDS = ("format", "version", "name", "gravity", "segments")
+MODEL_FIELDS = ("format", "version", "name", "gravity", "segments", "coordinates", "coordinate_functions")
 SEGMENT_FIELDS = ("name", "parent", "joint", "mass", "com", "inertia")
 JOINT_FIELDS = ("type", "axis", "origin", "orientation")
 #: array fields of a `SegmentTree` and the model-file field each comes from
@@ -664,7 +664,133 @@ def validate_model_dict(d: dict[str, Any]) -> dict[str, Any]:
 
     result: dict[str, Any] = {k: np.stack(v) if k != "masses" else np.asarray(v) for k, v in out.items()}
     result.update(names=tuple(names), parents=tuple(parents), joint_types=tuple(types), name=name, gravity=gravity)
+    result["coordinates"] = validate_coordinates_dict(d, result)
     return result
+
+
+#: fields of each model coordinate (``"coordinates"``) and of each tree coordinate's function
+#: (``"coordinate_functions"``) in a model file; the names of OpenSim's Coordinate properties
+COORDINATE_FIELDS = ("name", "default_value", "default_speed_value", "range", "clamped", "locked", "motion_type")
+FUNCTION_FIELDS = ("coordinate", "breakpoints", "origins", "coefficients")
+MOTION_TYPES = ("rotational", "translational", "coupled")
+
+
+def _flag_field(obj: dict, key: str, where: str) -> bool:
+    value = obj.get(key, False)
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{where}: field '{key}' must be true or false, got {_kind(value)}")
+    return bool(value)
+
+
+def _list_field(d: dict, key: str, top: str) -> list:
+    value = d[key]
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ValueError(f"{top}: '{key}' must be a non-empty list of objects, got {_kind(value)}")
+    for i, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise ValueError(f"{top}: {key}[{i}] is not an object, got {_kind(item)}")
+    return list(value)
+
+
+def validate_coordinates_dict(d: dict[str, Any], tree: dict[str, Any]) -> dict[str, Any] | None:
+    """The model file's optional coupled-coordinate sections, checked against the validated tree
+    ``tree`` (`validate_model_dict`'s result), or None when the file has neither.
+
+    ``"coordinates"``: the model's ``nc`` coordinates ``c``, in order, each ``{"name",
+    "default_value" (0), "default_speed_value" (0), "range" ([min, max]; none: unbounded),
+    "clamped" (false), "locked" (false), "motion_type" ("rotational", "translational" or
+    "coupled"; default: the joint type of the one tree coordinate an identity drives, else
+    "coupled")}``. ``"coordinate_functions"``: one object per tree coordinate ``q`` (``nq``, in
+    the tree's order), ``{"coordinate": name, "breakpoints" (m,), "origins" (m + 1,),
+    "coefficients" (m + 1, degree + 1)}``: ``q[k] = Σ_p a[i, p] (c − origin[i])^p`` on piece ``i``
+    (`jaxbio.coordinates.Piecewise`). Without it the coordinates drive the tree's coordinates one
+    to one, in order (``nc = nq``). Returns numpy: ``names``, ``defaults``, ``speeds``,
+    ``ranges`` ``(nc, 2)``, ``clamped``, ``locked``, ``motion_types``, ``source`` (``nq`` ints)
+    and ``pieces`` (``nq`` triples ``(breakpoints, origins, coefficients)``).
+    """
+    if "coordinates" not in d:
+        if "coordinate_functions" in d:
+            raise ValueError(f"model {tree['name']!r}: 'coordinate_functions' needs the 'coordinates' they are functions of")
+        return None
+    top = f"model {tree['name']!r}"
+    types = tree["joint_types"]
+    if any(t not in ("revolute", "prismatic", "fixed") for t in types):
+        raise ValueError(f"{top}: 'coordinates' (coupled coordinates) need a tree of revolute, prismatic and fixed "
+                         f"joints only; this one has {sorted(set(types))}")
+    dof_types = [t for t in types if t != "fixed"]
+    nq = len(dof_types)
+    names: list[str] = []
+    defaults, speeds, ranges, clamped, locked, motions = [], [], [], [], [], []
+    for i, c in enumerate(_list_field(d, "coordinates", top)):
+        name = c.get("name")
+        where = f"{top}: coordinate {name!r}" if isinstance(name, str) and name else f"{top}: coordinates[{i}]"
+        _check_fields(c, COORDINATE_FIELDS, ("name",), where)
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{where}: field 'name' must be a non-empty string, got {_kind(name)}")
+        if name in names:
+            raise ValueError(f"{where}: duplicate name (coordinates[{names.index(name)}] has it too)")
+        names.append(name)
+        defaults.append(float(_vec(c.get("default_value", 0.0), (), f"{where}: default_value")))
+        speeds.append(float(_vec(c.get("default_speed_value", 0.0), (), f"{where}: default_speed_value")))
+        r = _vec(c["range"], (2,), f"{where}: range") if "range" in c else np.array([-np.inf, np.inf])
+        if r[0] > r[1]:
+            raise ValueError(f"{where}: range minimum {r[0]} is above its maximum {r[1]}")
+        ranges.append(r)
+        clamped.append(_flag_field(c, "clamped", where))
+        locked.append(_flag_field(c, "locked", where))
+        motion = c.get("motion_type")
+        if motion is not None and motion not in MOTION_TYPES:
+            raise ValueError(f"{where}: field 'motion_type' must be one of {MOTION_TYPES}, got {_kind(motion)}")
+        motions.append(motion)
+    if "coordinate_functions" in d:
+        functions = _list_field(d, "coordinate_functions", top)
+        if len(functions) != nq:
+            raise ValueError(f"{top}: 'coordinate_functions' has {len(functions)} entries; the tree has {nq} "
+                             "coordinates (one function per revolute or prismatic joint, in segment order)")
+        source, pieces = [], []
+        for k, f in enumerate(functions):
+            where = f"{top}: coordinate_functions[{k}]"
+            _check_fields(f, FUNCTION_FIELDS, FUNCTION_FIELDS, where)
+            if f["coordinate"] not in names:
+                close = difflib.get_close_matches(str(f["coordinate"]), names, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise ValueError(f"{where}: unknown coordinate {f['coordinate']!r} (field 'coordinate'){hint}")
+            source.append(names.index(f["coordinate"]))
+            b = np.asarray(f["breakpoints"], dtype=object)
+            m = len(f["breakpoints"]) if isinstance(f["breakpoints"], (list, tuple)) else -1
+            if m < 0 or b.ndim != 1:
+                raise ValueError(f"{where}: 'breakpoints' must be a list of numbers, got {_kind(f['breakpoints'])}")
+            b = _vec(f["breakpoints"], (m,), f"{where}: breakpoints")
+            if np.any(np.diff(b) <= 0):
+                raise ValueError(f"{where}: 'breakpoints' must be strictly ascending, got {b.tolist()}")
+            o = _vec(f["origins"], (m + 1,), f"{where}: origins (one per piece, len(breakpoints) + 1)")
+            a = f["coefficients"]
+            width = len(a[0]) if isinstance(a, (list, tuple)) and a and isinstance(a[0], (list, tuple)) else 0
+            if width < 1:
+                raise ValueError(f"{where}: 'coefficients' must be {m + 1} lists of ascending-power coefficients, "
+                                 f"got {_kind(a)}")
+            pieces.append((b, o, _vec(a, (m + 1, width), f"{where}: coefficients (one row per piece)")))
+    else:
+        if len(names) != nq:
+            raise ValueError(f"{top}: {len(names)} 'coordinates' for a tree of {nq} coordinates; without "
+                             "'coordinate_functions' each coordinate drives one tree coordinate, in order")
+        source = list(range(nq))
+        pieces = [(np.zeros(0), np.zeros(1), np.array([[0.0, 1.0]]))] * nq
+    for j, name in enumerate(names):
+        driven = [k for k, s in enumerate(source) if s == j]
+        if not driven:
+            raise ValueError(f"{top}: coordinate {name!r} drives no tree coordinate (no 'coordinate_functions' entry "
+                             "names it): it would move no mass")
+        if motions[j] is None:
+            b, o, a = pieces[driven[0]]
+            x = np.array([-1.3, 0.2, 2.1])
+            identity = len(driven) == 1 and len(b) == 0 and np.allclose(
+                np.polynomial.polynomial.polyval(x - o[0], a[0]), x, rtol=0, atol=1e-12)
+            motions[j] = ("rotational" if dof_types[driven[0]] == "revolute" else "translational") if identity \
+                else "coupled"
+    return dict(names=tuple(names), defaults=np.asarray(defaults), speeds=np.asarray(speeds),
+                ranges=np.stack(ranges), clamped=tuple(clamped), locked=tuple(locked), motion_types=tuple(motions),
+                source=tuple(source), pieces=tuple(pieces))
 
 
 def model_dtype(dtype=None) -> np.dtype:

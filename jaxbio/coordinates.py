@@ -28,13 +28,16 @@ Public functions (pure, one sample; batch with `jax.vmap`; `jax.jit` and `jax.gr
 `mass_matrix`, `forward_dynamics`. The tree must have only revolute, prismatic and fixed joints
 (``nq = nv``; `jaxbio.io.load_osim` builds such trees).
 
-Model format. The JSON model format (version 1) has no place for a `CoordinateMap` yet; a model
-with coupled coordinates lives in memory as the tree plus its map (`jaxbio.io.OsimModel`). The
-plan for the file format is an optional top-level ``"coordinates"`` section: a list of
-``{"name", "default", "range"}`` model coordinates and, per tree coordinate, ``{"source",
-"breakpoints", "origins", "coefficients"}`` (the fields of this module), validated and
-round-tripped by `jaxbio.load_model`/`save_model`. Until then `jaxbio.save_model` writes the tree
-alone, whose ``q`` are the tree coordinates.
+Model format. A model file (JSON, version 1) may carry coupled coordinates in two optional
+top-level sections: ``"coordinates"``, the model coordinates in the order of ``c``, each
+``{"name", "default_value", "default_speed_value", "range", "clamped", "locked",
+"motion_type"}`` (OpenSim's Coordinate properties; only ``name`` is required), and
+``"coordinate_functions"``, one entry per tree coordinate in the tree's order, ``{"coordinate":
+name, "breakpoints", "origins", "coefficients"}`` (a `Piecewise`; absent: each coordinate
+drives one tree coordinate, in order). `jaxbio.save_model` writes them for a
+`jaxbio.io.OsimModel`, `jaxbio.io.load_any_model` (and the command line's ``--model``) reads
+them back into one, and `jaxbio.load_model` validates them and returns the tree, whose ``q`` are
+the tree coordinates. `jaxbio._validate.validate_coordinates_dict` lists every rule.
 """
 
 from __future__ import annotations
@@ -64,6 +67,8 @@ __all__ = [
     "inverse_dynamics",
     "mass_matrix",
     "forward_dynamics",
+    "coordinate_sections",
+    "from_sections",
 ]
 
 
@@ -197,6 +202,39 @@ class CoordinateMap(eqx.Module):
             a[k, : n + 1, : f.degree + 1] = f.coefficients
         return cls(jnp.asarray(b, dt), jnp.asarray(o, dt), jnp.asarray(a, dt),
                    source=tuple(int(j) for j in source), names=tuple(str(s) for s in names))
+
+
+def coordinate_sections(model) -> dict:
+    """The model file's ``"coordinates"`` and ``"coordinate_functions"`` sections (plain Python,
+    `jaxbio._validate.validate_coordinates_dict` documents them) of ``model``, an object with the
+    fields of `jaxbio.io.OsimModel`: ``coordinates`` (a `CoordinateMap`), ``defaults``,
+    ``default_speeds``, ``ranges``, ``clamped``, ``locked``, ``motion_types``. The padding of the
+    map's arrays is dropped; an unbounded range is left out."""
+    cmap = model.coordinates
+    defaults, speeds, ranges = (np.asarray(x, dtype=float) for x in (model.defaults, model.default_speeds, model.ranges))
+    coords = []
+    for j, name in enumerate(cmap.names):
+        c = {"name": name, "default_value": float(defaults[j]), "default_speed_value": float(speeds[j])}
+        if np.all(np.isfinite(ranges[j])):
+            c["range"] = ranges[j].tolist()
+        c.update(clamped=bool(model.clamped[j]), locked=bool(model.locked[j]), motion_type=model.motion_types[j])
+        coords.append(c)
+    b, o, a = (np.asarray(x, dtype=float) for x in (cmap.breakpoints, cmap.origins, cmap.coefficients))
+    functions = []
+    for k, j in enumerate(cmap.source):
+        m = int(np.sum(np.isfinite(b[k])))
+        rows = a[k, : m + 1]
+        width = max(1, max((len(np.trim_zeros(r, "b")) for r in rows), default=1))
+        functions.append({"coordinate": cmap.names[j], "breakpoints": b[k, :m].tolist(),
+                          "origins": o[k, : m + 1].tolist(), "coefficients": rows[:, :width].tolist()})
+    return {"coordinates": coords, "coordinate_functions": functions}
+
+
+def from_sections(section: dict, *, dtype=None) -> CoordinateMap:
+    """The `CoordinateMap` of a validated ``"coordinates"`` section
+    (`jaxbio._validate.validate_coordinates_dict`'s result)."""
+    return CoordinateMap.from_pieces(section["names"], section["source"],
+                                     [Piecewise(*p) for p in section["pieces"]], dtype=dtype)
 
 
 def _evaluate(cmap: CoordinateMap, x):

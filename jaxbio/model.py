@@ -43,7 +43,21 @@ def load_model(path: str | os.PathLike, *, dtype=None) -> SegmentTree:
     model defect of `SegmentTree.from_dict` (naming the segment and field: ``NaN``/``Infinity``
     literals, unknown fields, wrong types …), including the checks after the cast to ``dtype``.
     An empty path or a non-floating ``dtype`` is an argument error (no path prefix).
+
+    A file with coupled coordinates (the optional ``"coordinates"`` and ``"coordinate_functions"``
+    sections, written by `save_model` from a `jaxbio.io.OsimModel`) is validated whole; the tree
+    returned here is driven by its own joint coordinates ``q``. `jaxbio.io.load_any_model` (and
+    the command line's ``--model``) reads the model with its coordinates ``c`` and the map
+    ``q = f(c)``.
     """
+    return _load(path, dtype)[0]
+
+
+def _load(path, dtype=None):
+    """``(tree, coordinates)``: `load_model`'s tree and the file's validated coupled-coordinate
+    sections (`jaxbio._validate.validate_coordinates_dict`; None when it has none)."""
+    from jaxbio._validate import validate_model_dict
+
     if not isinstance(path, (str, os.PathLike)):
         raise ValueError(f"model path must be a str or os.PathLike, got {type(path).__name__} {path!r}")
     model_dtype(dtype)  # an argument error, not the file's
@@ -54,7 +68,8 @@ def load_model(path: str | os.PathLike, *, dtype=None) -> SegmentTree:
         p = model_path(str(path))
     d = _read_json(p)
     try:
-        return SegmentTree.from_dict(d, dtype=dtype)
+        tree = SegmentTree.from_dict(d, dtype=dtype)
+        return tree, (validate_model_dict(d)["coordinates"] if "coordinates" in d else None)
     except ValueError as e:
         raise ValueError(f"{p}: {e}") from None
 
@@ -109,10 +124,18 @@ def _read_json(p: Path):
         raise ValueError(f"{p}: not valid JSON ({e})") from None
 
 
-def save_model(tree: SegmentTree, path: str | os.PathLike) -> None:
-    """Write ``tree`` as JSON (always with ``format`` and ``version``).
+def save_model(model, path: str | os.PathLike) -> None:
+    """Write ``model`` as JSON (always with ``format`` and ``version``).
 
-    The tree is validated first as `load_model` would read it back (``ValueError`` naming the
+    ``model``: a `SegmentTree`, or a `jaxbio.io.OsimModel` (e.g. from `jaxbio.io.load_osim`),
+    written as its tree plus the sections ``"coordinates"`` (OpenSim's coordinates: name,
+    default value and speed, range, clamped, locked, motion type) and ``"coordinate_functions"``
+    (each tree coordinate as a piecewise polynomial of one coordinate, `jaxbio.coordinates`), so
+    that `jaxbio.io.load_any_model` reads back the same coupled coordinates. An OsimModel's forces,
+    muscles and OpenSim body frames are not part of the format: a `UserWarning` names what is
+    left out.
+
+    The model is validated first as `load_model` would read it back (``ValueError`` naming the
     segment and field, e.g. for a NaN mass after an optimisation step), the path is checked
     (``ValueError`` for a directory, a missing directory, a read-only file), and the file is
     written all-or-nothing (`jaxbio._files`: a temporary file, then `os.replace`), so an existing
@@ -121,8 +144,26 @@ def save_model(tree: SegmentTree, path: str | os.PathLike) -> None:
     from jaxbio import _files
     from jaxbio._validate import validate_model_dict
 
-    d = tree.to_dict()
+    if isinstance(model, SegmentTree):
+        d = model.to_dict()
+    elif isinstance(getattr(model, "tree", None), SegmentTree) and hasattr(model, "coordinates"):
+        from jaxbio.coordinates import coordinate_sections
+
+        d = model.tree.to_dict()
+        d.update(coordinate_sections(model))
+        _warn_left_out(model)
+    else:
+        raise ValueError(f"save_model: expected a SegmentTree or an OsimModel, got {type(model).__name__}")
     validate_model_dict(d)
     data = (json.dumps(d, indent=1, allow_nan=False) + "\n").encode("utf-8")
     (out,) = _files.check_outputs([("model file", path)])
     _files.write_outputs([(out, lambda f: f.write(data))])
+
+
+def _warn_left_out(model) -> None:
+    import warnings
+
+    n = len(getattr(getattr(model, "forces", None), "order", ()))
+    if n or getattr(model, "muscles", None) is not None:
+        warnings.warn(f"save_model: the forces of {model.tree.name!r} ({n} in its ForceSet, muscles included) are not "
+                      "part of the jaxbio model format and are not written", UserWarning, stacklevel=3)

@@ -57,11 +57,16 @@ __all__ = ["InverseDynamicsInputs", "coordinates_table", "generalized_forces", "
 
 
 def load_any_model(model, *, dtype=None):
-    """An `OsimModel` from a ``.osim`` path, a shipped model name or a model ``.json`` path (as an
-    `OsimModel`-like pair: its tree with one coordinate per 1-DOF joint, named after the
-    segment), or the model itself (an `OsimModel` or a `jaxbio.SegmentTree`)."""
+    """An `OsimModel` from a ``.osim`` path, a shipped model name or a model ``.json`` path, or the
+    model itself (an `OsimModel` or a `jaxbio.SegmentTree`).
+
+    A model file with coupled coordinates (``"coordinates"`` and ``"coordinate_functions"``, as
+    `jaxbio.save_model` writes an `OsimModel`) gives those coordinates, their map, defaults,
+    ranges and flags; a tree (or a file without them) gives one coordinate per 1-DOF joint, named
+    after the segment. Models read from JSON have no forces or muscles, and their bodies are the
+    tree's segments."""
     from jaxbio.io.osim import OsimModel, load_osim
-    from jaxbio.model import load_model
+    from jaxbio.model import _load
     from jaxbio.tree import SegmentTree
 
     if isinstance(model, OsimModel):
@@ -69,32 +74,48 @@ def load_any_model(model, *, dtype=None):
     if isinstance(model, (str, os.PathLike)):
         if Path(model).suffix.lower() == ".osim":
             return load_osim(model, dtype=dtype)
-        model = load_model(model, dtype=dtype)
+        tree, section = _load(model, dtype)
+        return _tree_model(tree, section)
     if isinstance(model, SegmentTree):
         return _tree_model(model)
     raise ValueError(f"model must be an OsimModel, a SegmentTree, or a path, got {type(model).__name__}")
 
 
-def _tree_model(tree):
-    """A jaxbio tree as an `OsimModel` (identity coordinates named after the segments)."""
-    from jaxbio.coordinates import CoordinateMap
+def _tree_model(tree, section=None):
+    """A jaxbio tree as an `OsimModel`: the coordinates of a model file's ``"coordinates"``
+    section (`jaxbio._validate.validate_coordinates_dict`'s result), or identity coordinates named
+    after the segments."""
+    from jaxbio.coordinates import CoordinateMap, from_sections
     from jaxbio.io.osim import OsimModel
 
-    if not tree.is_axial:
-        bad = [n for n, t in zip(tree.names, tree.joint_types) if t not in ("revolute", "prismatic")]
-        raise ValueError(f"model {tree.name!r}: motion files name one coordinate per joint; segments {bad} have "
-                         f"ball, free or fixed joints (import the model from its .osim file instead)")
-    nc = tree.nq
     dt = tree.masses.dtype
+    if section is not None:
+        nc = len(section["names"])
+        coords = dict(
+            coordinates=from_sections(section, dtype=dt), defaults=jnp.asarray(section["defaults"], dt),
+            default_speeds=jnp.asarray(section["speeds"], dt), ranges=jnp.asarray(section["ranges"], dt),
+            clamped=section["clamped"], locked=section["locked"], motion_types=section["motion_types"])
+        dof_segments = [i for i, t in enumerate(tree.joint_types) if t != "fixed"]
+        owner = [dof_segments[section["source"].index(j)] for j in range(nc)]  # the first segment it drives
+    else:
+        if not tree.is_axial:
+            bad = [n for n, t in zip(tree.names, tree.joint_types) if t not in ("revolute", "prismatic")]
+            raise ValueError(f"model {tree.name!r}: motion files name one coordinate per joint; segments {bad} have "
+                             f"ball, free or fixed joints (import the model from its .osim file instead)")
+        nc = tree.nq
+        coords = dict(
+            coordinates=CoordinateMap.identity(tree.names), defaults=jnp.zeros(nc, dt),
+            default_speeds=jnp.zeros(nc, dt), ranges=jnp.tile(jnp.array([-jnp.inf, jnp.inf], dt), (nc, 1)),
+            clamped=(False,) * nc, locked=(False,) * nc,
+            motion_types=tuple("rotational" if t == "revolute" else "translational" for t in tree.joint_types))
+        owner = list(range(nc))
     return OsimModel(
-        tree=tree, coordinates=CoordinateMap.identity(tree.names), defaults=jnp.zeros(nc, dt),
-        default_speeds=jnp.zeros(nc, dt), ranges=jnp.tile(jnp.array([-jnp.inf, jnp.inf], dt), (nc, 1)),
+        tree=tree, **coords,
         body_positions=jnp.zeros((tree.n_segments + 1, 3), dt),
         body_orientations=jnp.tile(jnp.array([1.0, 0, 0, 0], dt), (tree.n_segments + 1, 1)),
-        clamped=(False,) * nc, locked=(False,) * nc, prescribed=(False,) * nc,
-        motion_types=tuple("rotational" if t == "revolute" else "translational" for t in tree.joint_types),
+        prescribed=(False,) * nc,
         bodies=("ground",) + tuple(tree.names), body_segments=(-1,) + tuple(range(tree.n_segments)),
-        joints=tuple(tree.names), joint_types=tuple(tree.joint_types), coordinate_joints=tuple(range(nc)),
+        joints=tuple(tree.names), joint_types=tuple(tree.joint_types), coordinate_joints=tuple(owner),
         ignored=(), path=tree.name)
 
 
