@@ -115,6 +115,31 @@ def test_time_reversibility(pendulum):
     np.testing.assert_allclose(-rev.p[-1], y0["p"], atol=1e-8)
 
 
+def test_conservative_flow_is_symplectic(pendulum):
+    """Seed 000's conservative flow is a canonical map: its Jacobian ``J = ∂(q, p)(T)/∂(q, p)(0)``
+    satisfies ``Jᵀ Ω J = Ω`` (``Ω = [[0, I], [−I, 0]]``) and ``det J = 1``; with damping it
+    contracts phase volume instead (the same compiled flow, damping as an argument)."""
+    tree, q0, qd0 = pendulum
+    y0 = jb.HamiltonianSystem(tree).initial_state(q0, qd0)
+
+    def flow(z, damping):
+        system = jb.HamiltonianSystem(tree, dissipation=ham.LinearDamping(damping))
+        tr = jb.simulate(system, dict(y0, q=z[:2], p=z[2:]), 0.0, 1.0, solver=diffrax.Dopri8(), rtol=1e-11,
+                         atol=1e-11, adjoint=diffrax.ForwardMode())
+        return jnp.concatenate([tr.q[-1], tr.p[-1]])
+
+    jacobian = jax.jit(jax.jacfwd(flow))
+    z0 = jnp.concatenate([y0["q"], y0["p"]])
+    omega = jnp.block([[jnp.zeros((2, 2)), jnp.eye(2)], [-jnp.eye(2), jnp.zeros((2, 2))]])
+    J = jacobian(z0, jnp.zeros(2))
+    assert np.abs(J.T @ omega @ J - omega).max() < 1e-8  # measured 5e-11
+    assert abs(np.linalg.det(J) - 1) < 1e-8  # Liouville
+    assert np.abs(J - np.eye(4)).max() > 1  # far from the identity map (25)
+    Jd = jacobian(z0, jnp.array([0.3, 0.1]))
+    assert np.abs(Jd.T @ omega @ Jd - omega).max() > 1  # measured 6.7
+    assert np.linalg.det(Jd) < 0.5  # measured 0.11
+
+
 def _slider(mass=2.0):
     """One horizontal prismatic segment: a point mass on a rail (gravity ⟂ rail)."""
     d = {"name": "slider", "gravity": [0, 0, -9.81], "segments": [{
