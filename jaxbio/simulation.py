@@ -615,10 +615,11 @@ def simulate_sde(
     t0: float,
     t1: float,
     key: Array,
-    noise: Array,
+    noise,
     *,
     dt0: float,
     solver: diffrax.AbstractSolver | None = None,
+    calculus: str = "ito",
     saveat: diffrax.SaveAt | None = None,
     ts=None,
     max_steps: int = 1_000_000,
@@ -626,32 +627,55 @@ def simulate_sde(
 ) -> Trajectory:
     """Stochastic torques (seed 000): ``dp = (F − ∂H/∂q − ∂R/∂q̇) dt + B dW``.
 
-    ``noise``: ``B``, ``(n,)`` (independent torque noise per coordinate, N·m/√s) or ``(n, n)``.
-    ``key``: one PRNG key (``jax.random.key`` or ``jax.random.PRNGKey``); the same key
-    reproduces the same Brownian path (Diffrax `VirtualBrownianTree`, resolved to ``dt0/4``).
-    Fixed step ``dt0`` s (> 0, finite, ``(t1 − t0)/dt0 ≤ max_steps``: a step that cannot reach
-    ``t1`` within the budget is refused before anything runs); default solver Euler–Maruyama
-    (`diffrax.Euler`; additive noise, strong order 1). Other arguments, the checks, NaN and
-    ``result`` as in `simulate`.
+    ``noise``: ``B``, either constant — ``(n,)`` (independent torque noise per coordinate,
+    N·m/√s) or ``(n, n)`` — or, as seed 000's ``B_ij[y, t] dW`` writes it, a function
+    ``noise(t, y)`` of the time and the state (the dict ``y``: ``q``, ``p``, ``f`` and ``a``)
+    returning ``(n,)`` or ``(n, n)`` (multiplicative, state- and time-dependent noise; a pure
+    JAX function). ``calculus``: ``"ito"`` (default; solver `diffrax.Euler`, Euler–Maruyama) or
+    ``"stratonovich"`` (default solver `diffrax.Heun`); a given ``solver`` must converge to that
+    calculus (Diffrax's Itô or Stratonovich solver classes), else ``ValueError``. With constant
+    ``B`` the two agree. ``key``: one PRNG key (``jax.random.key`` or ``jax.random.PRNGKey``); the
+    same key reproduces the same Brownian path (Diffrax `VirtualBrownianTree`, resolved to
+    ``dt0/4``). Fixed step ``dt0`` s (> 0, finite, ``(t1 − t0)/dt0 ≤ max_steps``: a step that
+    cannot reach ``t1`` within the budget is refused before anything runs). Other arguments,
+    the checks, NaN and ``result`` as in `simulate`.
     """
     fn = "simulate_sde"
     _check_types(fn, system=system, solver=solver, saveat=saveat)
+    if calculus not in ("ito", "stratonovich"):
+        raise ValueError(f"{fn}: calculus must be 'ito' or 'stratonovich', got {calculus!r}")
+    wanted = diffrax.AbstractItoSolver if calculus == "ito" else diffrax.AbstractStratonovichSolver
+    if solver is None:
+        solver = diffrax.Euler() if calculus == "ito" else diffrax.Heun()
+    elif not isinstance(solver, wanted):
+        raise ValueError(f"{fn}: {type(solver).__name__} does not converge to the {calculus} solution "
+                         f"(give a {wanted.__name__[8:]}, e.g. {'Euler' if calculus == 'ito' else 'Heun'})")
     y0 = _check_state(fn, system, y0)
     t0, t1 = as_scalar(t0, f"{fn}: t0"), as_scalar(t1, f"{fn}: t1")
     dt0 = as_scalar(dt0, f"{fn}: dt0")
     max_steps = as_count(max_steps, f"{fn}: max_steps")
     check_key(key, f"{fn}: key")
     n = system.nv
-    noise = as_real(noise, f"{fn}: noise", like=y0["q"])
-    if noise.shape not in ((n,), (n, n)):
-        raise ValueError(f"{fn}: noise has shape {noise.shape}, expected ({n},) or ({n}, {n}) for a system "
-                         f"of {n} coordinates")
+    if callable(noise):
+        out = jax.eval_shape(noise, jax.ShapeDtypeStruct((), jnp.result_type(y0["q"])), y0)
+        if getattr(out, "shape", None) not in ((n,), (n, n)):
+            raise ValueError(f"{fn}: noise(t, y) returns {getattr(out, 'shape', type(out).__name__)}, expected "
+                             f"({n},) or ({n}, {n}) for a system of {n} coordinates")
+        noise_fn = noise
+        noise_checks = []
+    else:
+        noise = as_real(noise, f"{fn}: noise", like=y0["q"])
+        if noise.shape not in ((n,), (n, n)):
+            raise ValueError(f"{fn}: noise has shape {noise.shape}, expected ({n},) or ({n}, {n}) for a system "
+                             f"of {n} coordinates, or a function noise(t, y)")
+        noise_fn = None
+        noise_checks = [(lambda xp, noise: ~xp.all(xp.isfinite(noise)), f"{fn}: noise must be finite",
+                         {"noise": noise})]
     if saveat is not None and ts is not None:
         raise ValueError(f"{fn}: give saveat or ts, not both")
     checks = (_span_checks(fn, t0, t1) + _state_checks(fn, y0)
-              + _step_checks(fn, t0, t1, dt0, max_steps, fixed=True)
-              + [(lambda xp, noise: ~xp.all(xp.isfinite(noise)), f"{fn}: noise must be finite", {"noise": noise})])
-    B = jnp.diag(noise) if noise.shape == (n,) else jnp.asarray(noise)
+              + _step_checks(fn, t0, t1, dt0, max_steps, fixed=True) + noise_checks)
+    B = None if noise_fn is not None else (jnp.diag(noise) if noise.shape == (n,) else jnp.asarray(noise))
     if saveat is None and ts is not None:
         ts = as_real(ts, f"{fn}: ts")
         checks += _save_checks(fn, t0, t1, ts)
@@ -663,7 +687,8 @@ def simulate_sde(
         t0 = jnp.where(bad, 0.0, t0)
         t1 = jnp.where(bad, t0, t1)
         dt0 = jnp.where(bad, 1.0, dt0)
-        B = jnp.where(bad, 0.0, B)
+        if B is not None:
+            B = jnp.where(bad, 0.0, B)
         if ts is not None:
             ts = jnp.where(bad, t0, ts)
         if saveat is not None:
@@ -678,7 +703,12 @@ def simulate_sde(
     brownian = diffrax.VirtualBrownianTree(t0, jnp.maximum(t1, t0 + dt0), tol=dt0 / 4, shape=shape, key=key)
 
     def diffusion(t, y, args):
-        return {name: B.astype(dtype) if name == "p" else jnp.zeros((m, m), dtype) for name, m in sizes.items()}
+        if noise_fn is None:
+            b = B.astype(dtype)
+        else:
+            b = jnp.asarray(noise_fn(t, y), dtype)
+            b = jnp.diag(b) if b.ndim == 1 else b
+        return {name: b if name == "p" else jnp.zeros((m, m), dtype) for name, m in sizes.items()}
 
     terms = diffrax.MultiTerm(diffrax.ODETerm(system.vector_field), diffrax.ControlTerm(diffusion, brownian))
     requested = None
@@ -686,7 +716,7 @@ def simulate_sde(
         saveat = diffrax.SaveAt(ts=ts) if ts is not None else diffrax.SaveAt(t1=True)
         requested = ts if ts is not None else t1[None]
     sol = diffrax.diffeqsolve(
-        terms, diffrax.Euler() if solver is None else solver, t0, t1, dt0, y0,
+        terms, solver, t0, t1, dt0, y0,
         saveat=saveat, stepsize_controller=_stop_on_nonfinite(diffrax.ConstantStepSize(), t1 - t0),
         max_steps=max_steps, throw=False,
     )
