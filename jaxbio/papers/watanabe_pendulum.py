@@ -7,6 +7,11 @@ shoulder torque and ``M₁₂`` the torque rod 1 applies to rod 2, so ``Q = (M�
 ``G`` follows the notebook's *equation* (first row ``−(m₁ l₁/2 + m₂ l₁) g sin θ₁``); the
 notebook's code has ``m₂ g l₂`` there, a typo we do not reproduce.
 
+Control: `NotebookPID` / `simulate_notebook_pid` is the notebook's own (commented-out) PID
+closed loop — free shoulder, elbow torque on rod 2's absolute angle — with its integral as an
+extra ODE state, and ``euler(pid=NotebookPID())`` its Euler loop as written; `TwoJointPID` /
+`simulate_two_joint_pid` is jaxbio's own two-joint variant, not in the notebook.
+
 The same system as a `SegmentTree` is the shipped ``double_pendulum`` model, whose coordinates
 are relative (``q = (θ₁, θ₂ − θ₁)``); `to_relative`/`to_absolute` convert, and the tests check
 that the tree's M, C, G equal these matrices.
