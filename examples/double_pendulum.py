@@ -1,5 +1,7 @@
 """Seed 004's double pendulum: the notebook's explicit Euler run next to an energy-conserving
-Diffrax run of the same system as a jaxbio HamiltonianSystem, and the notebook's PID controller.
+Diffrax run of the same system as a jaxbio HamiltonianSystem; the notebook's own PID closed loop
+(free shoulder, elbow torque on rod 2's absolute angle, kp = 30, kd = 2, ki = 3, r = π/3), and
+jaxbio's own two-joint PID variant (not in the notebook).
 
     python examples/double_pendulum.py [--plot docs/double_pendulum.png]
 """
@@ -41,9 +43,14 @@ def main():
           f"max drift {np.max(np.abs(E_h - E_h[0])) / abs(E_h[0]):.2e} (relative), "
           f"{int(tr.solution.stats['num_steps'])} steps")
 
-    pid = dp.PID()
-    t_p, th_p, om_p = dp.simulate_pid(pid)
-    print(f"  PID to θ = {np.asarray(pid.target).round(4).tolist()} rad: after 20 s θ = "
+    t_n, th_n, om_n, _ = dp.simulate_notebook_pid()
+    late = np.asarray(th_n[200:, 1])  # t ≥ 10 s
+    print(f"  notebook's PID (rod 2 to r = π/3, free shoulder): θ₂ in [{late.min():.4f}, {late.max():.4f}] rad "
+          f"over 10–20 s; after 20 s θ = {np.asarray(th_n[-1]).round(5).tolist()} rad")
+
+    pid = dp.TwoJointPID()
+    t_p, th_p, om_p = dp.simulate_two_joint_pid(pid)
+    print(f"  jaxbio's two-joint PID variant to θ = {np.asarray(pid.target).round(4).tolist()} rad: after 20 s θ = "
           f"{np.asarray(th_p[-1]).round(5).tolist()} rad, ω = {np.asarray(om_p[-1]).round(5).tolist()} rad/s")
 
     if args.plot:
@@ -52,17 +59,22 @@ def main():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        fig, ax = plt.subplots(1, 2, figsize=(10, 3.6))
+        fig, ax = plt.subplots(1, 3, figsize=(15, 3.6))
         ax[0].plot(t_e, E_e, label="explicit Euler, dt = 1e-4 s (notebook)")
         ax[0].plot(ts, E_h, label="jaxbio HamiltonianSystem, Dopri8 1e-12")
         ax[0].set(xlabel="t [s]", ylabel="energy [J]", title="Energy of the free double pendulum")
         ax[0].legend(fontsize=8)
-        ax[1].plot(t_p, th_p[:, 0], label="θ₁")
-        ax[1].plot(t_p, th_p[:, 1], label="θ₂")
-        for r in np.asarray(pid.target):
-            ax[1].axhline(r, color="gray", lw=0.6, ls="--")
-        ax[1].set(xlabel="t [s]", ylabel="angle [rad]", title="PID to a target posture")
+        ax[1].plot(t_n, th_n[:, 0], label="θ₁ (free)")
+        ax[1].plot(t_n, th_n[:, 1], label="θ₂")
+        ax[1].axhline(np.pi / 3, color="gray", lw=0.6, ls="--")
+        ax[1].set(xlabel="t [s]", ylabel="angle [rad]", title="The notebook's PID (elbow only, r = π/3)")
         ax[1].legend(fontsize=8)
+        ax[2].plot(t_p, th_p[:, 0], label="θ₁")
+        ax[2].plot(t_p, th_p[:, 1], label="θ₂")
+        for r in np.asarray(pid.target):
+            ax[2].axhline(r, color="gray", lw=0.6, ls="--")
+        ax[2].set(xlabel="t [s]", ylabel="angle [rad]", title="jaxbio's two-joint PID variant")
+        ax[2].legend(fontsize=8)
         fig.tight_layout()
         fig.savefig(args.plot, dpi=110)
         print(f"  figure: {args.plot}")

@@ -14,6 +14,8 @@
   segment, `WrapObjects` on a model, and OpenSim's PathWrap algorithm over whole paths.
 - `jaxbio.muscles.drive`: `MuscleActuatedDrive`, Hill muscles on paths with activation dynamics
   as a stateful drive (activations are ODE states of the Hamiltonian system).
+- `jaxbio.muscles.fatigue`: per-muscle fatigue, the three-compartment model with recovery of Xia &
+  Frey-Law (2008) (`ThreeCompartmentFatigue`, a `jaxbio.hamiltonian.FitnessLaw`).
 - `jaxbio.muscles.sets`: `load_muscle_set("arm26" | "gait10dof18musc")` from OpenSim-derived data.
 - `jaxbio.muscles.thelen`: OpenSim's `Thelen2003Muscle` (its curves, parameters, equilibrium and the
   forces its static optimisation uses).
@@ -28,6 +30,7 @@ from jaxbio.muscles import (
     actuators,
     curves,
     drive,
+    fatigue,
     geometry,
     millard,
     sets,
@@ -38,6 +41,7 @@ from jaxbio.muscles._opensim_common import MuscleEquilibrium
 from jaxbio.muscles.actuators import DCMotor, MuscleDrive, RayleighVanDerPol
 from jaxbio.muscles.curves import HillMuscle
 from jaxbio.muscles.drive import MuscleActuatedDrive
+from jaxbio.muscles.fatigue import ThreeCompartmentFatigue
 from jaxbio.muscles.geometry import MusclePaths
 from jaxbio.muscles.millard import (
     ActiveForceLengthCurve,
@@ -65,6 +69,7 @@ __all__ = [
     "MusclePaths",
     "RayleighVanDerPol",
     "TendonForceLengthCurve",
+    "ThreeCompartmentFatigue",
     "Thelen2003Muscle",
     "WrapObjects",
     "activation",

@@ -7,6 +7,11 @@ shoulder torque and ``M₁₂`` the torque rod 1 applies to rod 2, so ``Q = (M�
 ``G`` follows the notebook's *equation* (first row ``−(m₁ l₁/2 + m₂ l₁) g sin θ₁``); the
 notebook's code has ``m₂ g l₂`` there, a typo we do not reproduce.
 
+Control: `NotebookPID` / `simulate_notebook_pid` is the notebook's own (commented-out) PID
+closed loop — free shoulder, elbow torque on rod 2's absolute angle — with its integral as an
+extra ODE state, and ``euler(pid=NotebookPID())`` its Euler loop as written; `TwoJointPID` /
+`simulate_two_joint_pid` is jaxbio's own two-joint variant, not in the notebook.
+
 The same system as a `SegmentTree` is the shipped ``double_pendulum`` model, whose coordinates
 are relative (``q = (θ₁, θ₂ − θ₁)``); `to_relative`/`to_absolute` convert, and the tests check
 that the tree's M, C, G equal these matrices.
@@ -31,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxbio._sincos import sincos  # noqa: F401  (re-exported: dp.sincos)
+from jaxbio._validate import as_float, check_values
 
 __all__ = [
     "Parameters",
@@ -39,8 +45,11 @@ __all__ = [
     "accelerations",
     "energy",
     "euler",
-    "PID",
-    "simulate_pid",
+    "NotebookPID",
+    "notebook_pid_field",
+    "simulate_notebook_pid",
+    "TwoJointPID",
+    "simulate_two_joint_pid",
     "to_relative",
     "to_absolute",
     "sincos",
@@ -89,8 +98,15 @@ def energy(par: Parameters, theta, omega):
 
 
 def euler(par: Parameters = Parameters(), theta0=None, omega0=None, dt: float = 1e-4, duration: float = 20.0,
-          every: int = 100):
+          every: int = 100, pid: "NotebookPID | None" = None):
     """The notebook's explicit Euler run (``dt = 1e-4`` s, 20 s), as a `lax.scan`.
+
+    Each step is the notebook's ``state[i] = state[i-1] + dt * f(state[i-1])``: angles advance
+    with the old rates, rates with ``M⁻¹(C + G + Q)`` at the old state. With ``pid`` (a
+    `NotebookPID`) the loop is the notebook's commented-out closed loop, its integral term taken
+    as the notebook takes it, ``dt * np.trapz(r − θ₂[0:i])`` over the samples so far (kept as a
+    running sum, so the run is O(steps) rather than the notebook's O(steps²)); without it
+    ``Q = 0``.
 
     Returns ``(t, theta, omega)`` sampled every ``every`` steps: ``(T,)`` s, ``(T, 2)`` rad,
     ``(T, 2)`` rad/s. Explicit Euler gains energy on this conservative system (see `energy`).
@@ -99,30 +115,116 @@ def euler(par: Parameters = Parameters(), theta0=None, omega0=None, dt: float = 
     omega0 = NOTEBOOK_INITIAL_STATE[1] if omega0 is None else omega0
     n_steps = int(round(duration / dt))
     n_out = n_steps // every
+    if pid is not None and not isinstance(pid, NotebookPID):
+        raise ValueError(f"pid must be a NotebookPID or None, got {type(pid).__name__}")
+    state0 = (jnp.asarray(theta0, float), jnp.asarray(omega0, float), jnp.zeros(()))
+    e0 = 0.0 if pid is None else pid.target - state0[0][1]
 
     def step(state, _):
-        th, om = state
-        return (th + dt * om, om + dt * accelerations(par, th, om)), None
+        th, om, total = state  # total = Σ (r − θ₂) over the samples before this one
+        if pid is None:
+            return (th + dt * om, om + dt * accelerations(par, th, om), total), None
+        e = pid.target - th[1]
+        total = total + e
+        integral = dt * (total - (e0 + e) / 2)  # dt · np.trapz(e[0:i]) (unit spacing, times dt)
+        return (th + dt * om, om + dt * accelerations(par, th, om, pid(th, om, integral)), total), None
 
     def chunk(state, _):
         state, _ = jax.lax.scan(step, state, None, length=every)
-        return state, state
+        return state, state[:2]
 
-    state0 = (jnp.asarray(theta0, float), jnp.asarray(omega0, float))
     _, (th, om) = jax.lax.scan(chunk, state0, None, length=n_out)
     t = dt * every * jnp.arange(1, n_out + 1)
     return (jnp.concatenate([jnp.zeros(1), t]), jnp.concatenate([state0[0][None], th]),
             jnp.concatenate([state0[1][None], om]))
 
 
-class PID(eqx.Module):
-    """Joint PID controller left commented in the notebook, on both absolute angles.
+class NotebookPID(eqx.Module):
+    """The notebook's own PID (commented out in its Euler loop), on rod 2 only.
+
+    The notebook's line is ``M12 = 30*(r - state[3,i-1]) - 2*state[1,i-1] +
+    3*np.trapz(r - state[3,0:i])*dt`` with ``state = (ω₁, ω₂, θ₁, θ₂)`` and ``M1 = 0``, i.e.
+
+        M₁₂ = kp (r − θ₂) − kd ω₂ + ki ∫₀ᵗ (r − θ₂) dt,      Q = (M₁ − M₁₂, M₁₂),  M₁ = 0
+
+    with the *absolute* angle ``θ₂`` of rod 2 from the downward vertical and its rate ``ω₂``: the
+    elbow torque steers rod 2's absolute angle to ``r``, the shoulder is free (no torque).
+    Fields (scalars): ``target`` ``r`` rad (notebook π/3), ``kp`` N·m/rad (30), ``kd``
+    N·m·s/rad (2), ``ki`` N·m/(rad·s) (3). ``__call__(theta, omega, integral)`` returns
+    ``Q`` ``(2,)`` N·m from ``theta``, ``omega`` ``(2,)`` (absolute, rad, rad/s) and the
+    integral state ``∫(r − θ₂) dt`` rad·s.
+    """
+
+    target: jax.Array
+    kp: jax.Array
+    kd: jax.Array
+    ki: jax.Array
+
+    def __init__(self, target=np.pi / 3, kp=30.0, kd=2.0, ki=3.0):
+        for name, value in (("target", target), ("kp", kp), ("kd", kd), ("ki", ki)):
+            x = as_float(value, f"NotebookPID: {name}")
+            if x.shape != ():
+                raise ValueError(f"NotebookPID: {name} must be a scalar, got shape {x.shape}")
+            check_values(x, f"NotebookPID: {name}", nonnegative=name != "target")
+            setattr(self, name, x)
+
+    def elbow_torque(self, theta, omega, integral):
+        """``M₁₂`` N·m."""
+        return self.kp * (self.target - theta[1]) - self.kd * omega[1] + self.ki * integral
+
+    def __call__(self, theta, omega, integral):
+        m12 = self.elbow_torque(theta, omega, integral)
+        return jnp.stack([-m12, m12])  # Q = (M₁ − M₁₂, M₁₂) with M₁ = 0
+
+
+def notebook_pid_field(t, y, args):
+    """The notebook's closed loop as a first-order ODE (Diffrax's signature).
+
+    ``y = (theta, omega, integral)``: ``(2,)`` rad, ``(2,)`` rad/s (absolute angles), ``()``
+    rad·s, the PID's integral ``∫(r − θ₂) dt`` carried as an extra ODE state (the notebook sums
+    it with ``np.trapz`` over its Euler samples). ``args = (pid, par)``: `NotebookPID`,
+    `Parameters`. Returns ``(θ̇, ω̇, r − θ₂)``.
+    """
+    del t
+    pid, par = args
+    theta, omega, integral = y
+    return omega, accelerations(par, theta, omega, pid(theta, omega, integral)), pid.target - theta[1]
+
+
+def simulate_notebook_pid(pid: NotebookPID | None = None, par: Parameters = Parameters(), theta0=None, omega0=None,
+                          duration: float = 20.0, ts=None, rtol: float = 1e-10, atol: float = 1e-10,
+                          solver: diffrax.AbstractSolver | None = None):
+    """The notebook's PID closed loop (`NotebookPID`, default gains), from the notebook's initial
+    state, with Diffrax (default Tsit5, adaptive ``rtol``/``atol``).
+
+    ``G`` follows the notebook's equation (see the module docstring). ``ts``: output times s
+    (default 401 points over ``duration``). Returns ``(t, theta, omega, integral)``: ``(T,)`` s,
+    ``(T, 2)`` rad, ``(T, 2)`` rad/s, ``(T,)`` rad·s.
+    """
+    pid = NotebookPID() if pid is None else pid
+    if not isinstance(pid, NotebookPID):
+        raise ValueError(f"pid must be a NotebookPID, got {type(pid).__name__}")
+    if not float(duration) > 0:
+        raise ValueError(f"duration must be > 0, got {duration}")
+    theta0 = NOTEBOOK_INITIAL_STATE[0] if theta0 is None else theta0
+    omega0 = NOTEBOOK_INITIAL_STATE[1] if omega0 is None else omega0
+    ts = jnp.linspace(0.0, duration, 401) if ts is None else jnp.asarray(ts, float)
+    y0 = (jnp.asarray(theta0, float), jnp.asarray(omega0, float), jnp.zeros(()))
+    sol = diffrax.diffeqsolve(diffrax.ODETerm(notebook_pid_field), diffrax.Tsit5() if solver is None else solver,
+                              0.0, duration, None, y0, args=(pid, par), saveat=diffrax.SaveAt(ts=ts),
+                              stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol), max_steps=400_000)
+    return sol.ts, sol.ys[0], sol.ys[1], sol.ys[2]
+
+
+class TwoJointPID(eqx.Module):
+    """jaxbio's own two-joint PID variant (not the notebook's: see `NotebookPID`), on both
+    absolute angles.
 
     ``u_i = kp_i (r_i − θ_i) − kd_i ω_i + ki_i ∫ (r_i − θ_i) dt``; the shoulder torque is
-    ``M₁ = u₁ + M₁₂`` and ``M₁₂ = u₂`` so that ``Q = (u₁, u₂)``. The notebook's gains for rod 2 are
-    ``kp = 30``, ``kd = 2``, ``ki = 3`` with target ``r₂ = π/3``; our defaults keep its kp, kd
-    for rod 2, raise ki to 10 (the notebook's 3 leaves a ~0.01 rad error after 20 s), and add
-    gains for the shoulder.
+    ``M₁ = u₁ + M₁₂`` and ``M₁₂ = u₂`` so that ``Q = (u₁, u₂)``. Unlike the notebook (free
+    shoulder, rod-2 gains kp = 30, kd = 2, ki = 3), it also drives the shoulder to ``r₁`` and
+    uses ki = 10 on rod 2. Fields ``(2,)``: ``target`` rad, ``kp`` N·m/rad, ``kd`` N·m·s/rad,
+    ``ki`` N·m/(rad·s).
     """
 
     target: jax.Array
@@ -132,16 +234,17 @@ class PID(eqx.Module):
 
     def __init__(self, target=(0.0, np.pi / 3), kp=(60.0, 30.0), kd=(6.0, 2.0), ki=(20.0, 10.0)):
         self.target, self.kp, self.kd, self.ki = (jnp.asarray(x, float) for x in (target, kp, kd, ki))
-        if bool(jnp.any(self.kp < 0) | jnp.any(self.kd < 0) | jnp.any(self.ki < 0)):
-            raise ValueError("PID gains must be ≥ 0")
+        for name in ("kp", "kd", "ki"):
+            check_values(getattr(self, name), f"TwoJointPID: {name}", nonnegative=True)
 
     def __call__(self, theta, omega, integral):
         return self.kp * (self.target - theta) - self.kd * omega + self.ki * integral
 
 
-def simulate_pid(pid: PID, par: Parameters = Parameters(), theta0=None, omega0=None, duration: float = 20.0,
-                 ts=None, rtol=1e-8, atol=1e-8):
-    """Closed-loop run with Diffrax (Tsit5, adaptive). Returns ``(t, theta, omega)``."""
+def simulate_two_joint_pid(pid: TwoJointPID, par: Parameters = Parameters(), theta0=None, omega0=None,
+                           duration: float = 20.0, ts=None, rtol=1e-8, atol=1e-8):
+    """`TwoJointPID` closed loop with Diffrax (Tsit5, adaptive). Returns ``(t, theta, omega)``:
+    ``(T,)`` s, ``(T, 2)`` rad, ``(T, 2)`` rad/s."""
     theta0 = NOTEBOOK_INITIAL_STATE[0] if theta0 is None else theta0
     omega0 = NOTEBOOK_INITIAL_STATE[1] if omega0 is None else omega0
     ts = jnp.linspace(0.0, duration, 401) if ts is None else ts
