@@ -188,6 +188,54 @@ def test_muscle_paths_route_equals_du_ratio_formulas_on_random_poses():
                                        np.linalg.norm(ref[1] - ref[0], axis=1), rtol=1e-13)
 
 
+def test_eq5_as_printed_omits_the_proximal_half():
+    """``form="distal_only"`` (eq. 5 as printed) differs from the force pair by exactly the omitted
+    proximal half, ``−μ u`` at the proximal attachment (numpy, from Du's ratios); in the recursion
+    the joints the muscles span are unchanged and the shoulder carries the pull."""
+    rng = np.random.default_rng(21)
+    root = rng.normal(size=3)
+    ends = root + np.cumsum(rng.normal(size=(3, 3)) * 0.3, axis=0)
+    tensions = np.array([310.0, 0.0, 140.0])
+    pair = du.muscle_wrenches(ARM3, root, ends, MUSCLES3, tensions)
+    printed = du.muscle_wrenches(ARM3, root, ends, MUSCLES3, tensions, form="distal_only")
+    starts = np.concatenate([root[None], ends[:-1]])
+    kp = np.asarray(MUSCLES3.proximal_segments)
+    kd = np.asarray(MUSCLES3.distal_segments)
+    pd = ends[kd] - np.asarray(MUSCLES3.distal_ratios)[:, None] * (ends[kd] - starts[kd])
+    pp = ends[kp] - np.asarray(MUSCLES3.proximal_ratios)[:, None] * (ends[kp] - starts[kp])
+    u = (pp - pd) / np.linalg.norm(pp - pd, axis=1)[:, None]
+    half_f, half_m = np.zeros((3, 3)), np.zeros((3, 3))  # the proximal half of each pair
+    np.add.at(half_f, kp, -tensions[:, None] * u)
+    np.add.at(half_m, kp, np.cross(pp - starts[kp], -tensions[:, None] * u))
+    assert np.abs(half_m).max() > 1.0  # the brachialis's upper-arm end is off the shoulder
+    np.testing.assert_allclose(pair[0] - printed[0], half_f, rtol=0, atol=1e-12 * tensions.max())
+    np.testing.assert_allclose(pair[1] - printed[1], half_m, rtol=0, atol=1e-12 * tensions.max())
+    # eq. 5 as printed, term by term: [u μ ; (1 − r_d) d_{n_d} × u μ] on the distal segment
+    lever = (1.0 - np.asarray(MUSCLES3.distal_ratios))[:, None] * (ends[kd] - starts[kd])
+    np.testing.assert_allclose(printed[0][1], np.sum(tensions[:, None] * u, axis=0), atol=1e-12 * tensions.max())
+    np.testing.assert_allclose(printed[1][1], np.sum(np.cross(lever, tensions[:, None] * u), axis=0),
+                               atol=1e-12 * tensions.max())
+    # Du's biceps on the planar arm: same tension, same elbow wrench; the shoulder force differs by
+    # the pull μ u — as printed it is an external pull on the forearm that the shoulder no longer
+    # has to supply (its proximal end sits on the shoulder centre: no moment there)
+    ends2 = planar_pose()
+    a = du.arm_statics(ARM2, ORIGIN, ends2, WEIGHT_AT_WRIST, MUSCLES)
+    b = du.arm_statics(ARM2, ORIGIN, ends2, WEIGHT_AT_WRIST, MUSCLES, form="distal_only")
+    np.testing.assert_allclose(b.muscles.tensions, a.muscles.tensions, rtol=1e-13)
+    np.testing.assert_allclose(b.muscle_forces[1], a.muscle_forces[1], atol=1e-10)
+    np.testing.assert_allclose(b.muscle_moments[1], a.muscle_moments[1], atol=1e-10)
+    r = 0.1 * L2
+    u_b = np.array([-r, 0.0, L1]) / np.hypot(r, L1)
+    mu = float(a.muscles.tensions[0])
+    assert mu > 100.0
+    np.testing.assert_allclose(a.muscle_forces[0] - b.muscle_forces[0], mu * u_b, atol=1e-10)
+    np.testing.assert_allclose(b.muscle_moments[0], a.muscle_moments[0], atol=1e-9)
+    with pytest.raises(ValueError, match="form must be one of"):
+        du.muscle_wrenches(ARM2, ORIGIN, ends2, MUSCLES, np.ones(2), form="distal")
+    with pytest.raises(ValueError, match="form must be one of"):
+        du.arm_statics(ARM2, ORIGIN, ends2, WEIGHT_AT_WRIST, MUSCLES, form="printed")
+
+
 def test_muscle_paths_refuse_another_tree():
     """The paths record the arm's tree (`MusclePaths.built_for`): another model is refused by name."""
     paths = du.muscle_paths(ARM2, ORIGIN, planar_pose(upper_arm_up=True), MUSCLES)
