@@ -69,6 +69,7 @@ def _crossing_wrenches(model, q, F, joints):
     return np.array(out)
 
 
+@pytest.mark.slow  # ≈ 15 s of CPU: the model, the squat and two reaction programs to compile
 def test_difference_is_the_crossing_muscle_forces(model, squat):
     """Any controls (the identity is linear in ``f_u``): B u vs B′u′ reactions on three squat frames."""
     rng = np.random.default_rng(0)
@@ -114,8 +115,8 @@ def test_actuation_loads_same_generalized_force(model, squat):
     np.testing.assert_allclose(need_m, need_t, rtol=0, atol=1e-9 * np.abs(tau_t).max())
 
 
-def test_bad_arguments(model, squat):
-    q, qd, qdd = squat
+def test_bad_arguments(model):
+    q = qd = qdd = np.zeros((1, model.tree.nq))
     u = np.ones(model.n_controls)
     with pytest.raises(ValueError, match="actuation must be one of"):
         joint_reactions(model, q[0], qd[0], qdd[0], u, actuation="bones")
@@ -125,6 +126,8 @@ def test_bad_arguments(model, squat):
         joint_reactions(model, q[0], qd[0], qdd[0], u, contacts=SQUAT_CONTACTS, ground_reaction=np.ones(2))
     with pytest.raises(ValueError, match="u has shape"):
         actuation_loads(model, q[0], u[:-1])
+    with pytest.raises(ValueError, match="qdd has shape"):
+        joint_reactions(model, q[0], qd[0], qdd[0, :5], u)
     with pytest.raises(ValueError, match="frames must be"):
         squat_motion(0)
 
