@@ -34,6 +34,11 @@ knee, ankle and MTP: the six hip/knee/ankle joints carry the 18 muscles, and the
 are the two MTP joints (``toes_r``, ``toes_l``); the upper-body joints are frozen into the HAT and
 need no actuator. The floating base (``base_x``, ``base_y`` and the absolute HAT angle ``trunk``)
 is unactuated.
+
+**The squat.** `squat_motion` is the support-phase motion of ``examples/inverse_simulation.py``
+and ``examples/joint_reactions.py`` (right foot welded at `SOLE`, `SQUAT_CONTACTS`), on which the
+paper's closing comparison — joint reactions from muscle forces ``B u`` vs. net torques ``B′u′`` —
+is made with `jaxbio.estimation.joint_reactions`.
 """
 
 from __future__ import annotations
