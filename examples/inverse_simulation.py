@@ -23,39 +23,16 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxbio as jb  # noqa: E402
-from jaxbio.dynamics import Contact  # noqa: E402
 from jaxbio.estimation import inverse_simulate_motion  # noqa: E402
-from jaxbio.papers.blajer_body import sagittal11_muscle_model  # noqa: E402
+from jaxbio.papers.blajer_body import SQUAT_CONTACTS, sagittal11_muscle_model, squat_motion  # noqa: E402
 
 model = sagittal11_muscle_model()
 tree = model.tree
-SOLE = (0.0, -0.067899, 0.0)  # below the ankle, on the sole (foot frame)
-FOOT = tree.names.index("foot_r")
-
-
-def joints_support(t):
-    """Joint angles (hip, knee, ankle, MTP) × (r, l) at time t (s), a squat of period 1.5 s."""
-    s = 0.5 * (1 - jnp.cos(2 * jnp.pi * t / 1.5))  # 0 → 1 → 0
-    return jnp.array([0.7 * s, -1.1 * s, 0.35 * s, 0.0,                      # right: squat
-                      0.3 + 0.4 * jnp.sin(2 * jnp.pi * t / 1.5), -0.6, 0.1, 0.0])  # left: swing
-
-
-def q_support(t):
-    """Full q with the right foot flat: HAT angle closes the chain, base from the foot point."""
-    th = joints_support(t)
-    trunk = -(th[0] + th[1] + th[2])  # foot angle = trunk + hip + knee + ankle = 0
-    q0 = jnp.concatenate([jnp.zeros(2), trunk[None], th])
-    pos, att = jb.forward_kinematics(tree, q0)
-    p = pos[FOOT] + jb.quaternion.rotate(att[FOOT], jnp.asarray(SOLE))
-    base = -p[:2]  # base coordinates (added translations) that put the sole point at (0, 0)
-    return q0.at[:2].set(base)
 
 
 def support_motion(T=300, duration=1.5):
-    t = jnp.linspace(0.0, duration, T)
-    qd_fn = jax.jacfwd(q_support)
-    qdd_fn = jax.jacfwd(qd_fn)
-    return t, jax.vmap(q_support)(t), jax.vmap(qd_fn)(t), jax.vmap(qdd_fn)(t)
+    """The squat of `jaxbio.papers.blajer_body.squat_motion`: t, q, qd, qdd."""
+    return squat_motion(T, duration, tree=tree)
 
 
 def flight_motion(q0, qd0, T=100, duration=0.25):
@@ -122,7 +99,7 @@ def summary(name, res, seconds):
 if __name__ == "__main__":
     t0 = time.perf_counter()
     _, q, qd, qdd = support_motion()
-    res = inverse_simulate_motion(model, q, qd, qdd, contacts=(Contact("foot_r", SOLE, weld=True),))
+    res = inverse_simulate_motion(model, q, qd, qdd, contacts=SQUAT_CONTACTS)
     jax.block_until_ready(res)
     summary("support phase (right foot flat)", res, time.perf_counter() - t0)
 

@@ -60,7 +60,9 @@ since they are massless, (b) on ``sagittal11`` takes the ``M̃`` form, which too
 Use (a) for inverse dynamics of measured motion: simple, O(N), and it gives the joint moments too.
 Use (c) when ``u`` is known and only a few joints matter (``joints=``): it is then the cheapest,
 needs no solve, and separates the constraint reaction from the actuation (with muscle forces in
-``B u`` the joint loads differ from the net-moment ones — the paper's closing remark). Use (b)
+``B u`` the joint loads differ from the net-moment ones — the paper's closing remark; muscle forces
+enter as ``external`` force pairs plus the remaining ``tau``, built by
+`jaxbio.estimation.actuation_loads` and evaluated by `jaxbio.estimation.joint_reactions`). Use (b)
 when ``q̈`` is *not* known (forward simulation: reactions from ``q, q̇, u`` alone) or when the
 ground reactions must come out of the same solve; it is 3–10× dearer (twice that again with a
 massless body) and needs a non-singular constraint set (checked: contacts redundant by structure

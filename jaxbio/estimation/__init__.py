@@ -8,7 +8,8 @@ Seed 001's arm and seed 003's body are paper reproductions: `jaxbio.papers.du_ar
 - `inverse_simulation` / `inverse_simulate_motion`: seed 003's inverse simulation — flying phase
   (uncontrolled-subspace residual eq. 2, controlled subspace eqs. 3–5) and support phase with foot
   constraints (eqs. 7–8) — on any floating-base tree with muscles (seed 003's 11-DOF body is
-  `jaxbio.papers.blajer_body.sagittal11_muscle_model`).
+  `jaxbio.papers.blajer_body.sagittal11_muscle_model`); `joint_reactions` / `actuation_loads`: the
+  joint reactions from the identified muscle forces (``B u``) or net joint torques (``B′u′``).
 - `static_optimization` / `static_optimization_motion`: per-frame static optimisation, min Σ (F/F_max)ᵖ or Σ aᵖ
   with force–length–velocity, subject to the joint moments and 0 ≤ a ≤ 1; jitted, vmapped,
   differentiable through the optimum (implicit function theorem); infeasible frames reported.
@@ -22,8 +23,10 @@ from jaxbio.estimation import gradient, pseudoinverse
 from jaxbio.estimation._inverse_simulation import (
     InverseSimulationModel,
     InverseSimulationResult,
+    actuation_loads,
     inverse_simulate_motion,
     inverse_simulation,
+    joint_reactions,
     unproducible_moments,
 )
 from jaxbio.estimation.gradient import (
@@ -53,7 +56,9 @@ __all__ = [
     "InverseSimulationResult",
     "PseudoinverseSolution",
     "clamped_pseudoinverse",
+    "actuation_loads",
     "inverse_simulate_motion",
+    "joint_reactions",
     "inverse_simulation",
     "pseudoinverse",
     "StaticOptimizationResult",

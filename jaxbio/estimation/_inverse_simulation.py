@@ -41,6 +41,14 @@ Redundancy and the sign of muscle forces: `jaxbio.estimation.pseudoinverse.clamp
 ``moment_residual`` is the joint moment the controls fail to produce (produced − required, N·m);
 `unproducible_moments` turns it into a list of (frame, joint) for a motion.
 
+Joint reactions both ways (seed 003 §3, closing remark). With the controls identified, the hip,
+knee and ankle reactions follow from eq. 16 (`jaxbio.dynamics.reactions_augmented`) with either
+actuation: ``f_u = B u`` — every muscle force applied as its force pair on the segments it
+attaches to (`jaxbio.muscles.geometry.muscle_wrenches`, external wrenches) plus the remaining
+torques — or ``f_u = B′u′`` — the same generalised force as net joint torques only, the muscles'
+pulls on the bones neglected. `actuation_loads` builds both, `joint_reactions` evaluates them.
+The joint moments agree; the reaction forces of a joint differ by the muscle forces crossing it.
+
 D̄ is differentiable: a basis ``V₀`` of the null space of ``C`` from an SVD (no gradient) is carried
 along by the projector ``P(q) = I − Cᵀ(CCᵀ)⁻¹C``, ``D̄ = P(q) V₀`` (equal to ``V₀`` at q). The
 controls do not depend on which basis is used, so their derivatives are exact.
@@ -48,6 +56,7 @@ controls do not depend on which basis is used, so their derivatives are exact.
 
 from __future__ import annotations
 
+import functools
 from typing import Sequence
 
 import equinox as eqx
@@ -61,13 +70,17 @@ from jaxbio._validate import check_finite, concrete, is_concrete
 from jaxbio.dynamics.contact import Contact, check_contacts, contact_terms
 from jaxbio.dynamics.mass_matrix import bias_forces, mass_matrix
 from jaxbio.estimation.pseudoinverse import PseudoinverseSolution, clamped_pseudoinverse
-from jaxbio.muscles.geometry import MusclePaths, moment_arms
+from jaxbio.dynamics.constrained import reactions_augmented
+from jaxbio.dynamics.contact import contact_external
+from jaxbio.muscles.geometry import MusclePaths, moment_arms, muscle_wrenches
 from jaxbio.tree import SegmentTree
 
 __all__ = [
     "InverseSimulationModel",
     "InverseSimulationResult",
+    "actuation_loads",
     "control_matrix",
+    "joint_reactions",
     "inverse_simulation",
     "inverse_simulate_motion",
     "unproducible_moments",
@@ -382,3 +395,148 @@ def unproducible_moments(
     bad = np.abs(res) > tol * scale
     names = model.joint_names
     return [(int(t), names[int(j)], float(-res[t, j])) for t, j in np.argwhere(bad)]
+
+
+ACTUATIONS = ("muscles", "torques")
+
+
+def _check_actuation(actuation: str) -> str:
+    if actuation not in ACTUATIONS:
+        raise ValueError(f"actuation must be one of {ACTUATIONS}, got {actuation!r}")
+    return actuation
+
+
+def actuation_loads(
+    model: InverseSimulationModel,
+    q: Float[ArrayLike, " n"],
+    u: Float[ArrayLike, " m"],
+    *,
+    actuation: str = "muscles",
+) -> tuple[Float[Array, " n"], tuple[Float[Array, "n 3"], Float[Array, "n 3"]]]:
+    """The controls ``u`` as joint torques plus external wrenches, two ways (seed 003 §3, last remark).
+
+    - ``actuation="muscles"`` (``f_u = B u``): each muscle force ``F_j`` acts as its force pair on
+      the segments its path attaches to (`jaxbio.muscles.geometry.muscle_wrenches`: ``+F`` along
+      each piece on its proximal point, ``−F`` on its distal one); the torque actuators stay
+      joint torques. Returns ``tau = E_τ u_τ`` (zero on the muscle-driven joints) and the muscle
+      wrenches.
+    - ``actuation="torques"`` (``f_u = B′u′``): the whole generalised force ``B u = Rᵀ F + E_τ u_τ``
+      as joint torques, no external wrench (the internal tensile forces on the bones neglected).
+
+    Both have the same generalised force (``Jᵀ`` of the muscle wrenches is ``Rᵀ F``), hence the same
+    motion and ground reactions; only the joint reaction forces differ.
+
+    Args:
+        model: the `InverseSimulationModel`.
+        q: ``(n,)`` rad / m, generalised coordinates.
+        u: ``(m,)`` controls ``[muscle forces (N), torques (N·m)]`` (``model.control_names``).
+        actuation: ``"muscles"`` or ``"torques"``.
+
+    Returns:
+        ``tau`` ``(n,)`` N·m / N along each coordinate, and ``external = (forces (n, 3) N,
+        moments (n, 3) N·m)``, world frame, moments about each segment's origin (the ``external``
+        of `jaxbio.dynamics.reactions_augmented`).
+
+    Raises:
+        ValueError: an unknown ``actuation`` or ``u`` not of shape ``(m,)``.
+    """
+    _check_actuation(actuation)
+    tree = model.tree
+    n, mF = tree.nq, model.n_muscles
+    q = jnp.asarray(q)
+    u = jnp.asarray(u)
+    if q.shape != (n,):
+        raise ValueError(f"q has shape {q.shape}, expected {(n,)} for model {tree.name!r}")
+    if u.shape != (model.n_controls,):
+        raise ValueError(f"u has shape {u.shape}, expected ({model.n_controls},): controls {model.control_names}")
+    dtype = jnp.result_type(q, u, float)
+    q, u = q.astype(dtype), u.astype(dtype)
+    if actuation == "torques":
+        zero = jnp.zeros((n, 3), dtype)
+        return control_matrix(model, q).astype(dtype) @ u, (zero, zero)
+    tau = jnp.zeros((n,), dtype).at[np.asarray(model.torque_coordinates, dtype=np.int64)].set(u[mF:])
+    return tau, muscle_wrenches(model.paths, tree, q, u[:mF])
+
+
+def joint_reactions(
+    model: InverseSimulationModel,
+    q: Float[ArrayLike, " n"],
+    qd: Float[ArrayLike, " n"],
+    qdd: Float[ArrayLike, " n"],
+    u: Float[ArrayLike, " m"],
+    *,
+    contacts: Sequence[Contact | str] = (),
+    ground_reaction: Float[ArrayLike, " r"] | None = None,
+    joints: Sequence[str] | None = None,
+    actuation: str = "muscles",
+) -> Float[Array, "k 3"]:
+    """Joint reactions from identified controls, with muscle forces (``B u``) or net joint torques
+    (``B′u′``) (seed 003 eq. 16 and its closing remark).
+
+    ``λ* = Eᵀ[f_g + f_u − M(D q̈ + γ)]`` with ``f_u`` from `actuation_loads` and the ground
+    reactions as external forces, by `jaxbio.dynamics.reactions_augmented`.
+
+    Args:
+        model: the `InverseSimulationModel`.
+        q, qd, qdd: ``(n,)`` the motion at one instant (rad, rad/s, rad/s²; m, m/s, m/s²).
+        u: ``(m,)`` the controls (``InverseSimulationResult`` ``muscle_forces`` then ``torques``).
+        contacts: the support-phase contacts of `inverse_simulation` (empty in flight).
+        ground_reaction: ``(r,)`` the contact reactions, ``InverseSimulationResult.ground_reaction``
+            (per contact Fx, Fy N at the contact point and, for a weld, Mz N·m about it); required
+            when ``contacts`` is not empty.
+        joints: static segment names whose joints are returned (default all), e.g.
+            ``("thigh_r", "shank_r", "foot_r")`` for the right hip, knee and ankle.
+        actuation: ``"muscles"`` (``B u``: muscle force pairs on the segments) or ``"torques"``
+            (``B′u′``: net joint torques only).
+
+    Returns:
+        ``(k, 3)`` per joint ``(Fx, Fy)`` N and ``Mz`` N·m about the joint centre, world frame, on
+        the segment from its parent through the joint (`jaxbio.dynamics.reactions_augmented`). With
+        ``"muscles"`` ``Mz`` of a muscle-driven joint is 0 (the joint itself carries no moment);
+        with ``"torques"`` it is the net joint moment. The forces of the two differ at each joint by
+        the sum of the muscle forces that cross it, acting on its distal side.
+
+    Raises:
+        ValueError: an unknown ``actuation`` or joint, wrong shapes, contacts without
+        ``ground_reaction``.
+    """
+    _check_actuation(actuation)
+    tree = model.tree
+    contacts = _check_contacts(tree, contacts)
+    n = tree.nq
+    for name, x in (("q", q), ("qd", qd), ("qdd", qdd)):
+        if jnp.shape(x) != (n,):
+            raise ValueError(f"{name} has shape {jnp.shape(x)}, expected {(n,)} for model {tree.name!r}")
+    if jnp.shape(u) != (model.n_controls,):
+        raise ValueError(f"u has shape {jnp.shape(u)}, expected ({model.n_controls},): controls {model.control_names}")
+    rows = sum(c.rows for c in contacts)
+    if contacts:
+        if ground_reaction is None:
+            raise ValueError("ground_reaction is required with contacts (InverseSimulationResult.ground_reaction)")
+        if jnp.shape(ground_reaction) != (rows,):
+            raise ValueError(f"ground_reaction has shape {jnp.shape(ground_reaction)}, expected ({rows},) for "
+                             f"contacts {[c.segment for c in contacts]}")
+    elif ground_reaction is not None and jnp.size(ground_reaction):
+        raise ValueError("ground_reaction given without contacts")
+    else:
+        ground_reaction = jnp.zeros((0,))
+    joints = None if joints is None else (joints,) if isinstance(joints, str) else tuple(joints)
+    return _joint_reactions(model, q, qd, qdd, u, contacts, ground_reaction, joints, actuation)
+
+
+@functools.partial(jax.jit, static_argnames=("joints", "actuation"))
+def _joint_reactions(model, q, qd, qdd, u, contacts, ground_reaction, joints, actuation):
+    tree = model.tree
+    tau, (ext_f, ext_m) = actuation_loads(model, q, u, actuation=actuation)
+    dtype = tau.dtype
+    if contacts:
+        g = jnp.asarray(ground_reaction, dtype)
+        wrenches, i = [], 0
+        for c in contacts:  # static, a handful of contacts
+            w = g[i:i + c.rows]
+            wrenches.append(jnp.concatenate([w, jnp.zeros((3 - c.rows,), dtype)]))
+            i += c.rows
+        gf, gm = contact_external(tree, q.astype(dtype), contacts, jnp.stack(wrenches))
+        ext_f, ext_m = ext_f + gf, ext_m + gm
+    return reactions_augmented(tree, q.astype(dtype), qd.astype(dtype), qdd.astype(dtype), tau, (ext_f, ext_m),
+                               joints=joints)

@@ -6,7 +6,7 @@ One module per source (the seeds are described in the project's seeds README):
 |---|---|---|
 | `du_arm` | 001, Du (after Dumas et al. 2004) §3 | the static arm holding a weight, biceps/triceps tensions (eqs. 4–5), the arm with a hand, the elbow inverse kinematics (§3.3.1) |
 | `biscarini_chain` | 002, Biscarini | the non-slender planar n-link chain: closed-form joint reactions (eqs. 8–11) and torques (eqs. 13, 20–24), linear muscles, external resistances |
-| `blajer_body` | 003, Blajer, Dziewiecki & Mazur | the 11-DOF sagittal body ``sagittal11`` with the 18 Gait10dof18musc muscles and its inverse-simulation model |
+| `blajer_body` | 003, Blajer, Dziewiecki & Mazur | the 11-DOF sagittal body ``sagittal11`` with the 18 Gait10dof18musc muscles, its inverse-simulation model and the synthetic squat (`squat_motion`) |
 | `watanabe_pendulum` | 004, Watanabe & Duarte | the notebook's actuated double pendulum (M, C, G; explicit Euler; PID) and a benchmark-tuned batched vector field tested equal to the generic path |
 
 The generic algorithms they use (kinematics, the wrench recursion, constrained dynamics and

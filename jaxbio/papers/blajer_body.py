@@ -34,14 +34,24 @@ knee, ankle and MTP: the six hip/knee/ankle joints carry the 18 muscles, and the
 are the two MTP joints (``toes_r``, ``toes_l``); the upper-body joints are frozen into the HAT and
 need no actuator. The floating base (``base_x``, ``base_y`` and the absolute HAT angle ``trunk``)
 is unactuated.
+
+**The squat.** `squat_motion` is the support-phase motion of ``examples/inverse_simulation.py``
+and ``examples/joint_reactions.py`` (right foot welded at `SOLE`, `SQUAT_CONTACTS`), on which the
+paper's closing comparison — joint reactions from muscle forces ``B u`` vs. net torques ``B′u′`` —
+is made with `jaxbio.estimation.joint_reactions`.
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+
+from jaxbio.dynamics.contact import Contact
+from jaxbio.dynamics.kinematics import forward_kinematics
+from jaxbio import quaternion
 
 from jaxbio.model import load_model
 from jaxbio.muscles.geometry import MusclePaths
@@ -53,6 +63,9 @@ __all__ = [
     "DEFAULT_TORQUE_JOINTS",
     "sagittal11_muscles",
     "sagittal11_muscle_model",
+    "SOLE",
+    "SQUAT_CONTACTS",
+    "squat_motion",
 ]
 
 #: OpenSim (gait10dof18musc) segment → sagittal11 segment; ``{side}`` is ``r`` or ``l``.
@@ -180,3 +193,63 @@ def sagittal11_muscle_model(
     return InverseSimulationModel.build(
         sag, paths, torque_joints=tuple(torque_joints), unactuated=UNACTUATED, parameters=params
     )
+
+
+#: A point of the sole under the right ankle (``foot_r`` frame, m): the squat's contact point.
+SOLE = (0.0, -0.067899, 0.0)
+
+#: The squat's support: the right foot flat on the ground (a weld at `SOLE`).
+SQUAT_CONTACTS = (Contact("foot_r", SOLE, weld=True),)
+
+
+def _squat_joints(t):
+    """Joint angles (hip, knee, ankle, MTP) × (r, l) at time t (s), a squat of period 1.5 s."""
+    s = 0.5 * (1 - jnp.cos(2 * jnp.pi * t / 1.5))  # 0 → 1 → 0
+    return jnp.array([0.7 * s, -1.1 * s, 0.35 * s, 0.0,                      # right: squat
+                      0.3 + 0.4 * jnp.sin(2 * jnp.pi * t / 1.5), -0.6, 0.1, 0.0])  # left: swing
+
+
+def squat_motion(frames: int = 300, duration: float = 1.5, *, tree: SegmentTree | None = None):
+    """The synthetic one-legged squat of the inverse-simulation example (seed 003, support phase).
+
+    The right foot lies flat on the ground (`SQUAT_CONTACTS`), the right leg squats and rises
+    (hip 0 → 0.7 → 0 rad, knee 0 → −1.1 → 0, ankle 0 → 0.35 → 0 over 1.5 s, a raised cosine), the
+    left leg swings; the HAT angle closes the chain (foot angle 0) and the base translations put
+    the sole point `SOLE` at the world origin, so the motion keeps the contact by construction.
+    Velocities and accelerations are exact (forward-mode derivatives of ``q(t)``).
+
+    Args:
+        frames: number of frames ``T`` (evenly spaced on ``[0, duration]``).
+        duration: s (1.5 s is one full squat).
+        tree: a sagittal11-like tree (default ``jb.load_model("sagittal11")``).
+
+    Returns:
+        ``(t (T,) s, q (T, 11) rad/m, qd (T, 11), qdd (T, 11))``.
+
+    Raises:
+        ValueError: ``frames < 1`` or ``duration <= 0``.
+    """
+    if int(frames) < 1:
+        raise ValueError(f"frames must be ≥ 1, got {frames}")
+    if not float(duration) > 0:
+        raise ValueError(f"duration must be > 0 s, got {duration}")
+    tree = load_model("sagittal11") if tree is None else tree
+    t = jnp.linspace(0.0, float(duration), int(frames))
+    return (t, *_squat_states(tree, t))
+
+
+@jax.jit
+def _squat_states(tree: SegmentTree, t):
+    foot = tree.names.index("foot_r")
+
+    def q_of(time):
+        th = _squat_joints(time)
+        trunk = -(th[0] + th[1] + th[2])  # foot angle = trunk + hip + knee + ankle = 0
+        q0 = jnp.concatenate([jnp.zeros(2, th.dtype), trunk[None], th])
+        pos, att = forward_kinematics(tree, q0)
+        p = pos[foot] + quaternion.rotate(att[foot], jnp.asarray(SOLE, th.dtype))
+        return q0.at[:2].set(-p[:2])  # base translations that put the sole point at (0, 0)
+
+    qd_of = jax.jacfwd(q_of)
+    qdd_of = jax.jacfwd(qd_of)
+    return jax.vmap(q_of)(t), jax.vmap(qd_of)(t), jax.vmap(qdd_of)(t)

@@ -188,6 +188,54 @@ def test_muscle_paths_route_equals_du_ratio_formulas_on_random_poses():
                                        np.linalg.norm(ref[1] - ref[0], axis=1), rtol=1e-13)
 
 
+def test_eq5_as_printed_omits_the_proximal_half():
+    """``form="distal_only"`` (eq. 5 as printed) differs from the force pair by exactly the omitted
+    proximal half, ``−μ u`` at the proximal attachment (numpy, from Du's ratios); in the recursion
+    the joints the muscles span are unchanged and the shoulder carries the pull."""
+    rng = np.random.default_rng(21)
+    root = rng.normal(size=3)
+    ends = root + np.cumsum(rng.normal(size=(3, 3)) * 0.3, axis=0)
+    tensions = np.array([310.0, 0.0, 140.0])
+    pair = du.muscle_wrenches(ARM3, root, ends, MUSCLES3, tensions)
+    printed = du.muscle_wrenches(ARM3, root, ends, MUSCLES3, tensions, form="distal_only")
+    starts = np.concatenate([root[None], ends[:-1]])
+    kp = np.asarray(MUSCLES3.proximal_segments)
+    kd = np.asarray(MUSCLES3.distal_segments)
+    pd = ends[kd] - np.asarray(MUSCLES3.distal_ratios)[:, None] * (ends[kd] - starts[kd])
+    pp = ends[kp] - np.asarray(MUSCLES3.proximal_ratios)[:, None] * (ends[kp] - starts[kp])
+    u = (pp - pd) / np.linalg.norm(pp - pd, axis=1)[:, None]
+    half_f, half_m = np.zeros((3, 3)), np.zeros((3, 3))  # the proximal half of each pair
+    np.add.at(half_f, kp, -tensions[:, None] * u)
+    np.add.at(half_m, kp, np.cross(pp - starts[kp], -tensions[:, None] * u))
+    assert np.abs(half_m).max() > 1.0  # the brachialis's upper-arm end is off the shoulder
+    np.testing.assert_allclose(pair[0] - printed[0], half_f, rtol=0, atol=1e-12 * tensions.max())
+    np.testing.assert_allclose(pair[1] - printed[1], half_m, rtol=0, atol=1e-12 * tensions.max())
+    # eq. 5 as printed, term by term: [u μ ; (1 − r_d) d_{n_d} × u μ] on the distal segment
+    lever = (1.0 - np.asarray(MUSCLES3.distal_ratios))[:, None] * (ends[kd] - starts[kd])
+    np.testing.assert_allclose(printed[0][1], np.sum(tensions[:, None] * u, axis=0), atol=1e-12 * tensions.max())
+    np.testing.assert_allclose(printed[1][1], np.sum(np.cross(lever, tensions[:, None] * u), axis=0),
+                               atol=1e-12 * tensions.max())
+    # Du's biceps on the planar arm: same tension, same elbow wrench; the shoulder force differs by
+    # the pull μ u — as printed it is an external pull on the forearm that the shoulder no longer
+    # has to supply (its proximal end sits on the shoulder centre: no moment there)
+    ends2 = planar_pose()
+    a = du.arm_statics(ARM2, ORIGIN, ends2, WEIGHT_AT_WRIST, MUSCLES)
+    b = du.arm_statics(ARM2, ORIGIN, ends2, WEIGHT_AT_WRIST, MUSCLES, form="distal_only")
+    np.testing.assert_allclose(b.muscles.tensions, a.muscles.tensions, rtol=1e-13)
+    np.testing.assert_allclose(b.muscle_forces[1], a.muscle_forces[1], atol=1e-10)
+    np.testing.assert_allclose(b.muscle_moments[1], a.muscle_moments[1], atol=1e-10)
+    r = 0.1 * L2
+    u_b = np.array([-r, 0.0, L1]) / np.hypot(r, L1)
+    mu = float(a.muscles.tensions[0])
+    assert mu > 100.0
+    np.testing.assert_allclose(a.muscle_forces[0] - b.muscle_forces[0], mu * u_b, atol=1e-10)
+    np.testing.assert_allclose(b.muscle_moments[0], a.muscle_moments[0], atol=1e-9)
+    with pytest.raises(ValueError, match="form must be one of"):
+        du.muscle_wrenches(ARM2, ORIGIN, ends2, MUSCLES, np.ones(2), form="distal")
+    with pytest.raises(ValueError, match="form must be one of"):
+        du.arm_statics(ARM2, ORIGIN, ends2, WEIGHT_AT_WRIST, MUSCLES, form="printed")
+
+
 def test_muscle_paths_refuse_another_tree():
     """The paths record the arm's tree (`MusclePaths.built_for`): another model is refused by name."""
     paths = du.muscle_paths(ARM2, ORIGIN, planar_pose(upper_arm_up=True), MUSCLES)
@@ -454,6 +502,92 @@ def test_elbow_cases():
     # with the check flag a no-solution case raises (at run time, under jit)
     with pytest.raises(Exception, match="out of reach"):
         du.elbow_position(ORIGIN, np.array([0.0, 0.0, -0.7]), L1, L2, hx, hz, check=True)
+
+
+def _independent_circle(W, l1, l2, k=20001):
+    """The elbow circle written out (shoulder at the origin): centre, radius, axis and ``k`` points
+    ``E(t)`` with their angles."""
+    d = np.linalg.norm(W)
+    n = W / d
+    a = (d * d + l1 * l1 - l2 * l2) / (2 * d)
+    rho = np.sqrt(l1 * l1 - a * a)
+    e1 = np.cross(n, [0.3, 0.5, 0.8])
+    e1 /= np.linalg.norm(e1)
+    e2 = np.cross(n, e1)
+    t = np.linspace(0, 2 * np.pi, k)
+    point = lambda tt: a * n + rho * (np.cos(tt)[..., None] * e1 + np.sin(tt)[..., None] * e2)  # noqa: E731
+    return point, t, a * n, rho, n
+
+
+def _forward(E, W, hx, hz):
+    """Du's forward bend: the hand, relative to the forearm line, turned towards +hand_z (> 0)."""
+    f = (W - E) / np.linalg.norm(W - E, axis=-1)[..., None]
+    h = hx / np.linalg.norm(hx)
+    hzp = hz - np.dot(hz, h) * h
+    return (h - (f @ h)[..., None] * f) @ hzp
+
+
+def test_elbow_hand_parallel_to_circle_plane_follows_du_coplanar_rule():
+    """§3.3.1, Fig. 3.3.4: the hand line parallel to the circle's plane is Du's first subcase: the
+    forearm coplanar with the hand's x and z axes, bent forwards. Reference: the roots of
+    ``det(W − E(t), h_x, h_z)`` on the independently parametrised circle (dense sign changes,
+    refined by brentq), the forward one of the two."""
+    from scipy.optimize import brentq
+
+    rng = np.random.default_rng(5)
+    C = du.ElbowCase
+    for _ in range(4):
+        n = rng.normal(size=3)
+        n /= np.linalg.norm(n)
+        W = rng.uniform(0.15, 0.4) * n  # circle radius ≥ 0.2 m
+        hx = np.cross(n, rng.normal(size=3))  # ⊥ the shoulder → wrist axis: parallel to the plane
+        h = hx / np.linalg.norm(hx)
+        hx = h * rng.uniform(0.5, 2.0)
+        point, t, centre, rho, _ = _independent_circle(W, L1, L2)
+        # the palm plane contains ĥ, its normal tilted by ψ from n × ĥ towards n: a coplanar elbow
+        # exists when tan ψ ≤ ρ / |W − C| (two of them)
+        psi = rng.choice([-1, 1]) * rng.uniform(0.2, 0.9) * np.arctan(rho / np.linalg.norm(W - centre))
+        m = np.cos(psi) * np.cross(n, h) + np.sin(psi) * n
+        hz = np.cross(m, h) * rng.uniform(0.5, 2.0) + rng.normal() * h  # any length, any ĥ part
+        g = np.linalg.det(np.stack([W - point(t), np.broadcast_to(hx, (len(t), 3)),
+                                    np.broadcast_to(hz, (len(t), 3))], axis=1))
+        flips = np.nonzero(np.sign(g[:-1]) != np.sign(g[1:]))[0]
+        assert len(flips) == 2
+        det = lambda tt: np.linalg.det(np.stack([W - point(tt), hx, hz]))  # noqa: E731
+        roots = [point(brentq(det, t[i], t[i + 1], xtol=1e-15)) for i in flips]
+        fwd = [_forward(E, W, hx, hz) for E in roots]
+        assert fwd[0] * fwd[1] < 0  # one forwards, one backwards
+        want = roots[int(np.argmax(fwd))]
+        s = du.elbow_position(ORIGIN, W, L1, L2, hx, hz)
+        assert int(s.case) == C.CIRCLE_PARALLEL and bool(s.valid)
+        np.testing.assert_allclose(s.elbow, want, atol=1e-10)
+        # not the least-bending point C − ρĥ (the generic branch's answer, the dense minimum)
+        E = np.asarray(s.elbow)
+        E_min = centre - rho * hx / np.linalg.norm(hx)
+        assert abs(bending(E_min, W, hx) - bending(point(t), W, hx).min()) < 1e-6
+        assert np.linalg.norm(E - E_min) > 1e-2 * rho and bending(E, W, hx) > bending(E_min, W, hx) + 1e-6
+        # tilt the hand out of the plane's direction by 1e-3: the generic case, least bending
+        tilted = du.elbow_position(ORIGIN, W, L1, L2, hx / np.linalg.norm(hx) + 1e-3 * n, hz)
+        assert int(tilted.case) == C.CIRCLE
+    # a palm plane close to the circle's plane: no coplanar elbow; the elbow brings the forearm
+    # closest to the palm plane (least |f · m| over the dense sample), forwards
+    n = np.array([0.0, 0.0, -1.0])
+    W = 0.45 * n
+    hx, hz = np.array([1.0, 0.0, 0.0]), np.array([0.0, 1.0, 0.05])
+    point, t, _, _, _ = _independent_circle(W, L1, L2)
+    m = np.cross(hx, hz - np.dot(hz, hx) * hx)
+    m /= np.linalg.norm(m)
+    off = np.abs((W - point(t)) @ m)
+    assert off.min() > 1e-3  # really no coplanar elbow
+    s = du.elbow_position(ORIGIN, W, L1, L2, hx, hz)
+    assert int(s.case) == C.CIRCLE_PARALLEL
+    E = np.asarray(s.elbow)
+    assert abs(np.dot(W - E, m)) <= off.min() + 1e-12
+    assert abs(np.linalg.norm(E) - L1) < 1e-12 and abs(np.linalg.norm(W - E) - L2) < 1e-12
+    # without hand_z Du's rule is undefined: the least-bending point C − ρĥ
+    s = du.elbow_position(ORIGIN, W, L1, L2, hx)
+    assert int(s.case) == C.CIRCLE_PARALLEL
+    np.testing.assert_allclose(s.elbow, np.asarray(s.center) - float(s.radius) * hx, atol=1e-14)
 
 
 def test_elbow_at_angle_theta_zero_is_lowest_and_turns_right_handed():

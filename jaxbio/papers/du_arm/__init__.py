@@ -8,7 +8,9 @@ Seed 001 (Du, *Quaternion-based analytical inverse dynamics for the human body*,
   follow from the distal → proximal recursion (001 eq. 3, the static form of eq. 2).
 - §3.2: a biceps and a triceps, each a tension between the shoulder and a point of the forearm
   given by a ratio (0.9 and 1.1) of the forearm vector; the tension that cancels the elbow moment
-  normal to the arm plane (001 eqs. 4–5; only one of the two muscles pulls).
+  normal to the arm plane (001 eqs. 4–5; only one of the two muscles pulls). The muscles act as
+  force pairs on both attachments; eq. 5 as printed (only the distal half) is
+  ``muscle_wrenches(…, form="distal_only")``.
 - §3.3: a hand (third segment), segments numbered proximal → distal and processed by hierarchy
   level of the segment tree, weights as their own wrenches (001 §3.3.2), and an inverse kinematics
   that puts the elbow on its circle where the wrist bends least (001 §3.3.1).
@@ -49,10 +51,12 @@ recursion at rest), `_inverse_kinematics` (elbow, hand); every public name is im
 from jaxbio.papers.du_arm._inverse_kinematics import (ElbowCase, ElbowSolution, elbow_at_angle, elbow_position,
                                                       hand_arm_pose, hand_points, wrist_bending)
 from jaxbio.papers.du_arm._model import Arm, ArmMuscles, Weights, arm_tree, du_muscles, segment_starts
-from jaxbio.papers.du_arm._statics import (ArmStatics, MuscleTensions, arm_statics, muscle_moment_arms, muscle_paths,
-                                           muscle_points, muscle_tensions, muscle_wrenches, weight_wrenches)
+from jaxbio.papers.du_arm._statics import (MUSCLE_WRENCH_FORMS, ArmStatics, MuscleTensions, arm_statics,
+                                           muscle_moment_arms, muscle_paths, muscle_points, muscle_tensions,
+                                           muscle_wrenches, weight_wrenches)
 
 __all__ = [
+    "MUSCLE_WRENCH_FORMS",
     "Arm",
     "Weights",
     "ArmMuscles",

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 from jaxbio._validate import check_eagerly, enforce
-from jaxbio.papers.du_arm._model import Arm, _rtol, _scalar, _vec3
+from jaxbio.papers.du_arm._model import Arm, _least_aligned_axis, _rtol, _scalar, _vec3
 from jaxbio.spatial import cross, dot, norm, safe_sqrt, unit
 
 
@@ -35,6 +35,15 @@ class ElbowCase:
       axes, bent forwards (the hand turned towards ``+hand_z``).
     - ``SPHERE`` (6): the wrist on the shoulder with ``l₁ = l₂``: the locus is a sphere; the elbow
       puts the forearm along the hand (zero bending).
+    - ``CIRCLE_PARALLEL`` (7): a circle, the hand's long axis parallel to the circle's plane (the
+      hand line never meets the plane, Fig. 3.3.4's second subcase: Du's construction of the
+      point nearest the intersection has nothing to work on). Du's rule of the first subcase
+      applies, as he says ("these two count as the same subcase"): the forearm coplanar with the
+      hand's x and z axes, bent forwards (hand turned towards ``+hand_z``). This is *not* the least
+      bending point (``C − ρ ĥ``, unique here). If no elbow on the circle makes the forearm
+      coplanar (the palm plane too close to the circle's plane), the elbow that brings the forearm
+      closest to it (least ``|f · (ĥ_x × ĥ_z)|``), forwards. Without ``hand_z`` the least-bending
+      point.
 
     ``VALID`` lists the codes that are solutions, ``NAMES`` their descriptions.
     """
@@ -46,8 +55,10 @@ class ElbowCase:
     CIRCLE = 4
     CIRCLE_AXIAL = 5
     SPHERE = 6
-    VALID = (2, 3, 4, 5, 6)
-    NAMES = ("out of reach", "too close", "stretched", "folded", "circle", "circle (axial hand)", "sphere")
+    CIRCLE_PARALLEL = 7
+    VALID = (2, 3, 4, 5, 6, 7)
+    NAMES = ("out of reach", "too close", "stretched", "folded", "circle", "circle (axial hand)", "sphere",
+             "circle (hand parallel to its plane)")
 
 
 class ElbowSolution(eqx.Module):
@@ -159,10 +170,46 @@ def _elbow_core(S, W, l1, l2, hx, hz, rtol, check):
         zp = unit(hz - dot(hz, n) * n, _lowest_direction(n, W.dtype))
         s = jnp.where(dot(h, W - C) >= 0, 1.0, -1.0)  # forward bend: towards +hand_z (Fig. 3.3.4)
         e_ax = s * zp
-    case = jnp.where((case == ElbowCase.CIRCLE) & axial, ElbowCase.CIRCLE_AXIAL, case).astype(jnp.int32)
-    elbow = C + rho * jnp.where(axial, e_ax, e_min)
+    # the hand line parallel to the circle's plane (ĥ · n = 0): Du's coplanar forward rule
+    parallel = (jnp.abs(dot(h, n)) <= rtol) & ~axial
+    e_par = e_min if hz is None else _coplanar_forward(W, C, rho, n, h, hz)
+    circle = case == ElbowCase.CIRCLE
+    case = jnp.where(circle & axial, ElbowCase.CIRCLE_AXIAL, case)
+    case = jnp.where(circle & parallel, ElbowCase.CIRCLE_PARALLEL, case).astype(jnp.int32)
+    elbow = C + rho * jnp.where(axial, e_ax, jnp.where(parallel, e_par, e_min))
     elbow = jnp.where(case == ElbowCase.SPHERE, W - l2 * h, elbow)
     return _finish(elbow, case, C, rho, n, check)
+
+
+def _coplanar_forward(W, C, rho, n, h, hz):
+    """Unit ``e`` ⊥ ``n`` such that the forearm ``f = W − (C + ρ e)`` lies in the plane of ``ĥ``
+    and ``hz`` (Du's rule, seed 001 §3.3.1, first subcase), of the two solutions the one bent
+    forwards: ``(ĥ − (ĥ·f̂) f̂) · hz⊥ > 0`` (the hand turned towards ``+hand_z``; ``hz⊥`` = the part
+    of ``hz`` normal to ``ĥ``). With ``e = cos φ p + sin φ k`` (``p`` = ``ĥ`` projected on the
+    circle's plane, ``k = n × p``) coplanarity ``f · m = 0`` (``m = ĥ × hz⊥``) reads
+    ``a cos φ + β sin φ = γ``, ``a = ρ p·m``, ``β = ρ k·m``, ``γ = (W − C)·n (n·m)``, solved in closed
+    form, ``φ = atan2(β, a) ± acos(γ / √(a² + β²))``; with ``|γ| > √(a² + β²)`` (no coplanar
+    elbow) the ``acos`` argument is clipped: the elbow of least ``|f · m|``."""
+    dt = W.dtype
+    p = unit(h - dot(h, n) * n, _lowest_direction(n, dt))
+    k = cross(n, p)
+    zp = unit(hz - dot(hz, h) * h, _least_aligned_axis(h))  # hz ∦ hand_x is checked on input
+    m = cross(h, zp)
+    a, beta, gam = rho * dot(p, m), rho * dot(k, m), dot(W - C, n) * dot(n, m)
+    R = jnp.sqrt(a * a + beta * beta)
+    ok = R > 1e-12 * jnp.maximum(rho, 1e-300)
+    phi0 = jnp.arctan2(beta, jnp.where(ok, a, 1.0))
+    delta = jnp.arccos(jnp.clip(gam / jnp.where(ok, R, 1.0), -1.0, 1.0))
+    delta = jnp.where(ok, delta, 0.5 * jnp.pi)  # palm plane ∥ circle plane: every elbow as far; ±k
+
+    def pick(phi):
+        e = jnp.cos(phi) * p + jnp.sin(phi) * k
+        f = unit(W - (C + rho * e), h)
+        return e, dot(h - dot(h, f) * f, zp)
+
+    e1, s1 = pick(phi0 + delta)
+    e2, s2 = pick(phi0 - delta)
+    return jnp.where(s1 >= s2, e1, e2)
 
 
 _elbow_jit = eqx.filter_jit(_elbow_core)
@@ -190,7 +237,9 @@ def elbow_position(
     is followed). If the hand axis is along the circle's axis every point bends equally
     (`ElbowCase.CIRCLE_AXIAL`) and Du's rule applies: the forearm coplanar with the hand's x and z
     axes, bent forwards (the hand turned towards ``+hand_z``: pass the outward palm normal).
-    Without ``hand_z`` the lowest such elbow is taken.
+    Without ``hand_z`` the lowest such elbow is taken. If the hand axis is parallel to the
+    circle's plane (the hand line never meets it) Du applies the same coplanar forward rule
+    (`ElbowCase.CIRCLE_PARALLEL`; without ``hand_z``, the least-bending point).
 
     Differentiable (jit, vmap, grad) where the solution is unique (`ElbowCase.CIRCLE`);
     no-solution cases return ``valid = False`` and a finite placeholder, never NaN.

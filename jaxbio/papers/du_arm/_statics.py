@@ -163,40 +163,83 @@ def _moment_arms_jit(arm, root, ends, muscles, joint):
 _TENSION_CHECKS = ((lambda xp, t: ~xp.all(xp.isfinite(t)), "tensions contain NaN or inf"),)
 
 
+#: Forms of Du's muscle wrench (`muscle_wrenches`, `arm_statics`).
+MUSCLE_WRENCH_FORMS = ("pair", "distal_only")
+
+
+def _check_form(form):
+    if form not in MUSCLE_WRENCH_FORMS:
+        raise ValueError(f"form must be one of {MUSCLE_WRENCH_FORMS}, got {form!r}")
+    return form
+
+
 def muscle_wrenches(
     arm: Arm,
     root: Float[ArrayLike, "3"],
     ends: Float[ArrayLike, "n 3"],
     muscles: ArmMuscles,
     tensions: Float[ArrayLike, " m"],
+    *,
+    form: str = "pair",
 ) -> tuple[Float[Array, "n 3"], Float[Array, "n 3"]]:
-    """External wrenches of muscle tensions (seed 001 eq. 5, as pairs of forces, §3.1).
+    """External wrenches of muscle tensions (seed 001 eq. 5, §3.1).
 
-    Muscle ``j`` with tension ``μ_j`` (N; positive pulls) applies ``μ_j u_j`` to its distal segment
-    at the distal attachment and ``−μ_j u_j`` to its proximal segment at the proximal attachment.
-    Du's eq. 5 keeps only the distal half (``[u μ ; (1 − r_d) d × u μ]`` at joint ``n_d + 1``);
-    the pair is what he announces in §3.1 ("pairs of forces originating from the endpoints of
-    muscles") and leaves the joints proximal to the muscle in equilibrium.
+    Two forms (static ``form``):
 
-    Returns ``external = (forces (n, 3) N, moments (n, 3) N·m)``, world frame, moments about each
-    segment's proximal joint centre (add it to the weights' wrenches). Computed by the core
-    (`jaxbio.muscles.geometry.muscle_wrenches` on `muscle_paths`).
+    - ``"pair"`` (default): muscle ``j`` with tension ``μ_j`` (N; positive pulls) applies
+      ``μ_j u_j`` to its distal segment at the distal attachment and ``−μ_j u_j`` to its proximal
+      segment at the proximal attachment — the "pairs of forces originating from the endpoints of
+      muscles" Du announces in §3.1. Internal to the arm: the joints proximal to the muscle stay
+      in equilibrium (a muscle from the shoulder to the forearm loads the elbow, not the trunk).
+      Computed by the core (`jaxbio.muscles.geometry.muscle_wrenches` on `muscle_paths`).
+    - ``"distal_only"``: eq. 5 as printed,
+      ``[F ; M]_m,i = Σ_{n_d(j)+1 = i} [u_j μ_j ; ((1 − r_d(j)) d_{n_d(j)}) × u_j μ_j]`` — only the
+      distal half of each pair, on segment ``n_d(j)`` (Du's joint ``n_d(j) + 1`` is its proximal
+      joint) at the distal attachment. The proximal half ``−μ_j u_j`` at the proximal attachment
+      is omitted, so the muscle is an *external* pull: the joints it spans are loaded the same
+      (identical elbow wrench for Du's biceps/triceps), but every joint proximal to its proximal
+      attachment also carries ``μ_j u_j`` (and its moment), e.g. the shoulder force differs by the
+      tension. Computed by the core (`jaxbio.dynamics.point_loads`).
+
+    Args:
+        arm, root, ends: model and pose (see `arm_tree`); ``ends`` ``(n, 3)`` m, world.
+        muscles: ``m`` muscles (Du's ``muscends``).
+        tensions: ``(m,)`` N.
+        form: ``"pair"`` or ``"distal_only"`` (static).
+
+    Returns:
+        ``external = (forces (n, 3) N, moments (n, 3) N·m)``, world frame, moments about each
+        segment's proximal joint centre (add it to the weights' wrenches).
+
+    Raises:
+        ValueError: an unknown ``form``, tensions not ``(m,)`` or not finite, bad muscles.
     """
+    _check_form(form)
     root, ends = _pose(arm, root, ends)
     _check_muscles(arm, muscles)
     tensions = as_float(tensions)
     if tensions.shape != (len(muscles.names),):
         raise ValueError(f"tensions must have shape ({len(muscles.names)},), got {tensions.shape}")
     check_eagerly(_TENSION_CHECKS, tensions)
-    return _muscle_wrenches_jit(arm, root, ends, muscles, tensions)
+    return _muscle_wrenches_jit(arm, root, ends, muscles, tensions, form)
+
+
+def _muscle_wrenches(arm, muscles, starts, ends, tree, paths, tensions, form):
+    z = jnp.zeros((arm.n,), ends.dtype)
+    if form == "pair":
+        return geometry.muscle_wrenches(paths, tree, z, tensions)
+    kd = np.asarray(muscles.distal_segments)
+    _, _, u = _muscle_points(tree, paths)  # distal → proximal, Du's u_j
+    lever = (1.0 - muscles.distal_ratios)[:, None] * (ends[kd] - starts[kd])  # (1 − r_d) d_{n_d}
+    return point_loads(tree, z, muscles.distal_segments, lever, tensions[:, None] * u)
 
 
 @eqx.filter_jit
-def _muscle_wrenches_jit(arm, root, ends, muscles, tensions):
+def _muscle_wrenches_jit(arm, root, ends, muscles, tensions, form):
     starts, ends = _starts(arm, root, ends)
     tensions = enforce(tensions, _TENSION_CHECKS, tensions)
-    return geometry.muscle_wrenches(_muscle_paths(arm, muscles, starts, ends), _tree(arm, starts, ends),
-                                    jnp.zeros((arm.n,), ends.dtype), tensions)
+    return _muscle_wrenches(arm, muscles, starts, ends, _tree(arm, starts, ends),
+                            _muscle_paths(arm, muscles, starts, ends), tensions, form)
 
 
 class MuscleTensions(eqx.Module):
@@ -338,6 +381,8 @@ def arm_statics(
     weights: Weights,
     muscles: Optional[ArmMuscles] = None,
     joint: int = 1,
+    *,
+    form: str = "pair",
 ) -> ArmStatics:
     """Du's static arm (seed 001 §3.1–3.3) with jaxbio's wrench recursion.
 
@@ -347,16 +392,22 @@ def arm_statics(
     solves their tensions at ``joint`` (`muscle_tensions`) and adds the muscle wrenches
     (`muscle_wrenches`; the recursion is affine in them at rest, so it runs once, batched over the
     weights alone and each muscle at 1 N). One compiled program; jit, vmap and grad work.
+
+    ``form`` (static): how the muscle wrenches enter, ``"pair"`` (default, the force pairs) or
+    ``"distal_only"`` (eq. 5 as printed, the distal half only; see `muscle_wrenches`). The
+    tensions are the same (they depend on the joint's own moment only); the joints proximal to
+    the muscles' proximal attachments differ.
     """
+    _check_form(form)
     root, ends = _pose(arm, root, ends)
     _check_weights(arm, weights)
     if muscles is not None:
         _check_muscles(arm, muscles)
-    return _arm_statics(arm, root, ends, weights, muscles, _check_joint(arm, joint))
+    return _arm_statics(arm, root, ends, weights, muscles, _check_joint(arm, joint), form)
 
 
 @eqx.filter_jit
-def _arm_statics(arm, root, ends, weights, muscles, joint):
+def _arm_statics(arm, root, ends, weights, muscles, joint, form="pair"):
     starts, ends = _starts(arm, root, ends)
     tree = _tree(arm, starts, ends)
     ext = _weight_wrenches(arm, tree, starts, ends, weights)
@@ -370,7 +421,8 @@ def _arm_statics(arm, root, ends, weights, muscles, joint):
     # wrenches added (seed 001 §3.2, "redo (3)"), one recursion to compile instead of two.
     m = len(muscles.names)
     paths = _muscle_paths(arm, muscles, starts, ends)
-    unit_f, unit_m = jax.vmap(lambda t: geometry.muscle_wrenches(paths, tree, z, t))(jnp.eye(m, dtype=ends.dtype))
+    unit_f, unit_m = jax.vmap(lambda t: _muscle_wrenches(arm, muscles, starts, ends, tree, paths, t, form))(
+        jnp.eye(m, dtype=ends.dtype))
     batch_f = jnp.concatenate([ext[0][None], ext[0][None] + unit_f])
     batch_m = jnp.concatenate([ext[1][None], ext[1][None] + unit_m])
     fb, mb = jax.vmap(lambda f, mo: segment_wrenches(tree, z, z, z, (f, mo)))(batch_f, batch_m)
