@@ -269,20 +269,21 @@ def _averaged_amplitude(t, a0, alpha, beta, m=1.0):
 @pytest.mark.parametrize("x0", [0.5, 3.5])
 def test_rayleigh_van_der_pol_limit_cycle_amplitude(x0):
     """α < 0, β > 0 (ε = |α|/(mω) = 0.05): from inside (0.5) or outside (3.5) the motion settles
-    on the cycle of amplitude 2√(−α/β) = 2 (max |x| over the last period within 0.5 %), and the
-    envelope √(x² + ẋ²/ω²) follows the averaged closed form within 2 % throughout."""
+    on the cycle of amplitude 2√(−α/β) = 2 (max |x| over the last period within 0.1 %; measured 1.99993 and 1.99999), and the
+    envelope √(x² + ẋ²/ω²) follows the averaged closed form within 2.5 % (measured ≤ 1.8 %: its
+    O(ε) ripple)."""
     alpha, beta, m, k = -0.05, 0.05, 1.0, 1.0
     x, v = _run(_oscillator(alpha, beta, m, k), x0)
     amplitude = np.max(np.abs(x[-400:]))
     predicted = 2 * np.sqrt(-alpha / beta)
-    assert abs(amplitude / predicted - 1) < 5e-3, amplitude
+    assert abs(amplitude / predicted - 1) < 1e-3, amplitude
     envelope = np.sqrt(x**2 + v**2 * m / k)
-    np.testing.assert_allclose(envelope[:101], _averaged_amplitude(TS[:101], x0, alpha, beta, m), rtol=2e-2)
+    np.testing.assert_allclose(envelope[:101], _averaged_amplitude(TS[:101], x0, alpha, beta, m), rtol=2.5e-2)
 
 
 def test_rayleigh_van_der_pol_positive_alpha_decays():
     """α > 0, β = 0: the exact damped oscillator x = e^{−γt}(x₀ cos ω_d t + γ x₀/ω_d sin ω_d t),
-    γ = α/(2m); α > 0, β > 0: the amplitude decays as the averaged closed form (within 2 %) and
+    γ = α/(2m); α > 0, β > 0: the amplitude decays as the averaged closed form (within 2.5 %; measured 1.3 %) and
     faster than with β = 0."""
     m, k, x0, alpha = 1.0, 1.0, 2.0, 0.05
     x, _ = _run(_oscillator(alpha, 0.0, m, k), x0)
@@ -293,5 +294,5 @@ def test_rayleigh_van_der_pol_positive_alpha_decays():
     beta = 0.05
     x, v = _run(_oscillator(alpha, beta, m, k), x0)
     envelope = np.sqrt(x**2 + v**2 * m / k)
-    np.testing.assert_allclose(envelope, _averaged_amplitude(TS, x0, alpha, beta, m), rtol=2e-2)
+    np.testing.assert_allclose(envelope, _averaged_amplitude(TS, x0, alpha, beta, m), rtol=2.5e-2)
     assert envelope[-1] < 0.01 * x0 and envelope[-1] < np.exp(-g * T1) * x0
