@@ -144,7 +144,8 @@ class DCMotor(Drive):
             try:
                 coordinates = tuple(int(c) for c in coordinates)
             except (TypeError, ValueError):
-                raise ValueError(f"DCMotor: coordinates must be a tuple of coordinate indices, got {coordinates!r}") from None
+                raise ValueError("DCMotor: coordinates must be a tuple of coordinate indices, "
+                                 f"got {coordinates!r}") from None
             if not coordinates or min(coordinates) < 0 or len(set(coordinates)) != len(coordinates):
                 raise ValueError(f"DCMotor: coordinates must be distinct indices ≥ 0, got {coordinates}")
             if shape not in ((), (len(coordinates),)):

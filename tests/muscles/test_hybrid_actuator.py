@@ -269,9 +269,9 @@ def _averaged_amplitude(t, a0, alpha, beta, m=1.0):
 @pytest.mark.parametrize("x0", [0.5, 3.5])
 def test_rayleigh_van_der_pol_limit_cycle_amplitude(x0):
     """α < 0, β > 0 (ε = |α|/(mω) = 0.05): from inside (0.5) or outside (3.5) the motion settles
-    on the cycle of amplitude 2√(−α/β) = 2 (max |x| over the last period within 0.1 %; measured 1.99993 and 1.99999), and the
-    envelope √(x² + ẋ²/ω²) follows the averaged closed form within 2.5 % (measured ≤ 1.8 %: its
-    O(ε) ripple)."""
+    on the cycle of amplitude 2√(−α/β) = 2 (max |x| over the last period within 0.1 %; measured
+    1.99993 and 1.99999), and the envelope √(x² + ẋ²/ω²) follows the averaged closed form within
+    2.5 % (measured ≤ 1.8 %: its O(ε) ripple)."""
     alpha, beta, m, k = -0.05, 0.05, 1.0, 1.0
     x, v = _run(_oscillator(alpha, beta, m, k), x0)
     amplitude = np.max(np.abs(x[-400:]))
