@@ -156,6 +156,34 @@ def test_motor_drive_protocol_and_bad_arguments():
         motor(0.0, q, qd, jnp.ones(1))
 
 
+def test_reflected_inertia_in_the_mass_matrix_energy_and_its_gradient():
+    """Double pendulum, motor on the second hinge: p = (M(q) + diag(0, N² J_m)) q̇, and
+    ∂H/∂J_m at fixed (q, p) is −½ N² q̇₂² (H = ½ pᵀ(M + J)⁻¹p + V); float32 drive agrees."""
+    from tests._models import double_pendulum_dict
+
+    tree = SegmentTree.from_dict(double_pendulum_dict())
+    q, qd = jnp.array([0.3, -0.5]), jnp.array([1.2, -0.7])
+
+    def build(rotor_inertia):
+        motor = actuators.DCMotor(**{**MOTOR, "rotor_inertia": rotor_inertia}, coordinates=(1,))
+        return jb.HamiltonianSystem(tree, drive=motor)
+
+    system = build(MOTOR["rotor_inertia"])
+    y0 = system.initial_state(q, qd)
+    Jr = MOTOR["gear_ratio"] ** 2 * MOTOR["rotor_inertia"]
+    np.testing.assert_allclose(y0["p"], (jb.mass_matrix(tree, q) + jnp.diag(jnp.array([0.0, Jr]))) @ qd, rtol=1e-14)
+    np.testing.assert_allclose(system.velocities(q, y0["p"]), qd, rtol=1e-13)
+    p = y0["p"]
+    grad = jax.grad(lambda j: build(j).energy({"q": q, "p": p, "f": jnp.ones(1), "a": jnp.zeros(1)}))(
+        MOTOR["rotor_inertia"])
+    np.testing.assert_allclose(grad, -0.5 * MOTOR["gear_ratio"] ** 2 * qd[1] ** 2, rtol=1e-10)
+    motor32 = actuators.DCMotor(**{k: np.float32(v) for k, v in MOTOR.items()}, voltage=np.float32(3.0))
+    out32 = motor32(0.0, jnp.zeros(1, jnp.float32), jnp.ones(1, jnp.float32), jnp.ones(1, jnp.float32),
+                    jnp.full(1, 0.5, jnp.float32))
+    assert out32.dtype == jnp.float32
+    np.testing.assert_allclose(out32, 20 * 0.05 * 0.5 - 400 * 1e-5, rtol=1e-6)
+
+
 # ---- 2. seed 000's F_i: SumDrive + Rayleigh–Van der Pol + stochastic torques -------------------
 
 def _hybrid(length=0.5):
