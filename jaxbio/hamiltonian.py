@@ -45,6 +45,7 @@ __all__ = [
     "ConstantDrive",
     "TimeFunctionDrive",
     "SpringDamperDrive",
+    "SumDrive",
     "Dissipation",
     "NoDissipation",
     "LinearDamping",
@@ -98,6 +99,10 @@ class Drive(_Component):
     ``state_size == 0`` (the default) and ignores ``a``; one with states overrides `state_size`,
     `state_rate` (``ȧ``) and, if zeros are not right, `initial_actuator_state`. The state pytree
     of a `HamiltonianSystem` gains the key ``"a"`` when ``state_size > 0``.
+
+    A drive with inertia of its own (a motor's rotor, seed 000's ``−J ÿ`` term) returns it from
+    `added_inertia`; `HamiltonianSystem` then uses ``M(q) + diag(added_inertia)`` wherever it
+    uses the mass matrix, so the term is exact (implicit in ``q̈``) rather than a force.
     """
 
     @property
@@ -115,6 +120,12 @@ class Drive(_Component):
     def initial_actuator_state(self, dtype=None) -> Array:
         """Default ``a(0)`` ``(state_size,)``: zeros."""
         return jnp.zeros(self.state_size, dtype)
+
+    def added_inertia(self, n: int, dtype=None) -> Array | None:
+        """Diagonal inertia ``(n,)`` kg·m² / kg the drive adds to ``M(q)`` on the ``n`` velocity
+        coordinates (constant in ``q``, so ``∂H/∂q`` is unchanged); ``None`` (the default) for
+        none."""
+        return None
 
 
 class FirstOrderActuator(Drive):
@@ -218,6 +229,60 @@ class SpringDamperDrive(Drive):
 
     def __call__(self, t, q, qd, f, a=None):
         return -self.stiffness * (q - self.rest) - self.damping * qd
+
+
+class SumDrive(Drive):
+    """Several drives at once: ``F = Σ_k F_k`` ``(n,)`` N·m / N (seed 000's single generalised
+    force ``F_i = F_i^musc + F_i^robo + …``; the joint dissipation ``−∂R/∂q̇`` is the system's
+    `Dissipation` and the stochastic torques ``B dW`` are `jaxbio.simulate_sde`'s ``noise``).
+
+    ``terms``: a tuple of `Drive` modules (e.g. `jaxbio.muscles.MuscleDrive` and
+    `jaxbio.muscles.DCMotor`). States: the terms' states concatenated in order,
+    ``a = (a_1, a_2, …)`` ``(Σ_k state_size_k,)``; each term sees its own slice (or ``None`` when
+    it has none). Added inertias sum (`added_inertia`). Each term sees the same fitness.
+    """
+
+    terms: tuple
+
+    def __init__(self, *terms):
+        if not terms or not all(isinstance(d, Drive) for d in terms):
+            raise ValueError("SumDrive: terms must be one or more Drive modules, got "
+                             f"{[type(d).__name__ for d in terms]}")
+        self.terms = tuple(terms)
+
+    def check_size(self, n):
+        for d in self.terms:
+            d.check_size(n)
+
+    @property
+    def state_size(self) -> int:
+        return sum(d.state_size for d in self.terms)
+
+    def _slices(self, a):
+        """Each term's states: a static slice of ``a``, or ``None`` for a term without states."""
+        out, start = [], 0
+        for d in self.terms:
+            size = d.state_size
+            out.append(None if size == 0 or a is None else a[start:start + size])
+            start += size
+        return out
+
+    def __call__(self, t, q, qd, f, a=None):
+        if a is None and self.state_size > 0:
+            raise ValueError("SumDrive has states (its terms' states): call it as drive(t, q, qd, f, a)")
+        return sum(d(t, q, qd, f, s) for d, s in zip(self.terms, self._slices(a)))
+
+    def state_rate(self, t, q, qd, f, a):
+        rates = [d.state_rate(t, q, qd, f, s) for d, s in zip(self.terms, self._slices(a)) if s is not None]
+        return jnp.concatenate(rates) if rates else jnp.zeros_like(a)
+
+    def initial_actuator_state(self, dtype=None):
+        parts = [d.initial_actuator_state(dtype) for d in self.terms if d.state_size > 0]
+        return jnp.concatenate(parts) if parts else jnp.zeros(0, dtype)
+
+    def added_inertia(self, n, dtype=None):
+        parts = [j for j in (d.added_inertia(n, dtype) for d in self.terms) if j is not None]
+        return sum(parts) if parts else None
 
 
 class Dissipation(_Component):
@@ -431,20 +496,29 @@ class BracketFitness(FitnessLaw):
 
 # ---- the Hamiltonian and its gradients --------------------------------------------------------
 
-def velocities(tree: SegmentTree, q, p) -> Float[Array, " n"]:
-    """``q̇ = ∂H/∂p = M(q)⁻¹ p`` (Cholesky solve; a division for one coordinate)."""
+def _inertia(tree: SegmentTree, q, added_inertia=None) -> Float[Array, "n n"]:
+    """``M(q) + diag(added_inertia)`` ``(n, n)``: the tree's mass matrix plus a drive's inertia."""
     M = mass_matrix(tree, q)
+    return M if added_inertia is None else M + jnp.diag(jnp.broadcast_to(added_inertia, M.shape[:1]))
+
+
+def velocities(tree: SegmentTree, q, p, added_inertia=None) -> Float[Array, " n"]:
+    """``q̇ = ∂H/∂p = (M(q) + J)⁻¹ p`` (Cholesky solve; a division for one coordinate);
+    ``added_inertia`` ``J`` ``(n,)`` kg·m² / kg, a drive's diagonal inertia (`Drive.added_inertia`),
+    default none."""
+    M = _inertia(tree, q, added_inertia)
     if tree.nv == 1:
         return p / M[0]
     return jsl.cho_solve(jsl.cho_factor(M), p)
 
 
-def hamiltonian(tree: SegmentTree, q: Float[ArrayLike, " n"], p: Float[ArrayLike, " n"]) -> Float[Array, ""]:
+def hamiltonian(tree: SegmentTree, q: Float[ArrayLike, " n"], p: Float[ArrayLike, " n"],
+                added_inertia=None) -> Float[Array, ""]:
     """``H(q, p) = ½ pᵀ M(q)⁻¹ p + V(q)`` J (seed 000 eq. 9); ``p`` ``(n,)`` the conjugate
-    momenta (kg·m²/s or kg·m/s)."""
+    momenta (kg·m²/s or kg·m/s); ``added_inertia`` as in `velocities` (``M + J`` for ``M``)."""
     q = jnp.asarray(q)
     p = jnp.asarray(p)
-    return 0.5 * jnp.dot(p, velocities(tree, q, p)) + potential_energy(tree, q)
+    return 0.5 * jnp.dot(p, velocities(tree, q, p, added_inertia)) + potential_energy(tree, q)
 
 
 def dH_dq(tree: SegmentTree, q, qd) -> Float[Array, " n"]:
@@ -508,13 +582,22 @@ class HamiltonianSystem(eqx.Module):
         """Whether the drive carries states (the state's key ``"a"``); static."""
         return self.drive.state_size > 0
 
+    def added_inertia(self, dtype=None) -> Array | None:
+        """The drive's diagonal inertia ``J`` ``(nv,)`` (`Drive.added_inertia`) or ``None``: the
+        system's mass matrix is ``M(q) + diag(J)`` in `velocities`, `energy` and `initial_state`."""
+        return self.drive.added_inertia(self.nv, dtype)
+
+    def velocities(self, q, p) -> Float[Array, " nv"]:
+        """``∂H/∂p = (M(q) + J)⁻¹ p`` ``(nv,)`` with the drive's added inertia ``J``."""
+        return velocities(self.tree, q, p, self.added_inertia(jnp.result_type(q)))
+
     def initial_state(self, q, qd=None, f=None, a=None) -> dict:
         """State from coordinates ``q`` ``(nq,)`` and *velocities* ``qd`` ``(nv,)`` (momenta
-        ``p = M(q) qd``); ``f`` fitness state (default 1) and, for a drive with states, its
-        states ``a``."""
+        ``p = (M(q) + J) qd``, ``J`` the drive's `added_inertia`); ``f`` fitness state
+        (default 1) and, for a drive with states, its states ``a``."""
         q = _vector(q, self.nq, "q")
         qd = jnp.zeros(self.nv, q.dtype) if qd is None else _vector(qd, self.nv, "qd", like=q)
-        p = mass_matrix(self.tree, q) @ qd
+        p = _inertia(self.tree, q, self.added_inertia(q.dtype)) @ qd
         k = self.fitness.size
         if f is None:
             f = jnp.ones(k, q.dtype)
@@ -534,7 +617,7 @@ class HamiltonianSystem(eqx.Module):
 
     def energy(self, y) -> Float[Array, ""]:
         """``H`` J at state ``y``."""
-        return hamiltonian(self.tree, y["q"], y["p"])
+        return hamiltonian(self.tree, y["q"], y["p"], self.added_inertia(jnp.result_type(y["q"])))
 
     def vector_field(self, t, y, args=None) -> dict:
         """Seed 000 eqs. 10–12: ``(q̇, ṗ, ḟ)`` (and ``ȧ`` for a drive with states).
@@ -543,7 +626,7 @@ class HamiltonianSystem(eqx.Module):
         dissipation force of another shape than ``q`` (which would broadcast into a plausible
         wrong force) raises ``ValueError`` naming the component."""
         q, p, f = y["q"], y["p"], y["f"]
-        qd = velocities(self.tree, q, p)
+        qd = self.velocities(q, p)
         force = _output(self.drive_force(t, y, qd), p.shape, "drive", self.drive)
         resistance = _output(self.dissipation.force(q, qd), p.shape, "dissipation", self.dissipation, ".force")
         pdot = force - dH_dq(self.tree, q, qd) - resistance
@@ -558,7 +641,7 @@ class HamiltonianSystem(eqx.Module):
     def power_balance(self, t, y) -> Float[Array, ""]:
         """``dH/dt = q̇ᵀ (F − ∂R/∂q̇)`` W, the rate at which drives and dissipation change H."""
         q, p = y["q"], y["p"]
-        qd = velocities(self.tree, q, p)
+        qd = self.velocities(q, p)
         return jnp.dot(qd, self.drive_force(t, y, qd) - self.dissipation.force(q, qd))
 
 

@@ -42,7 +42,7 @@ from jaxtyping import Array, ArrayLike, Float
 from jaxbio.configuration import normalize
 from jaxbio._validate import any_bad, as_count, as_real, as_scalar, check_finite, check_key, check_or_defer, raise_if
 from jaxbio.dynamics import potential_energy
-from jaxbio.hamiltonian import HamiltonianSystem, velocities
+from jaxbio.hamiltonian import HamiltonianSystem
 
 __all__ = ["SimulationError", "Trajectory", "crossing_times", "hermite", "simulate", "simulate_sde", "stop_when"]
 
@@ -352,7 +352,7 @@ def _trajectory(fn, system, ts, ys, result, sol, throw, deferred=(), requested=N
     ok_rows = valid & ~nan_rows
     safe_q = jnp.where(ok_rows[:, None], ys["q"], 0.0)
     safe_p = jnp.where(ok_rows[:, None], ys["p"], 0.0)
-    qd = jax.vmap(velocities, in_axes=(None, 0, 0))(system.tree, safe_q, safe_p)
+    qd = jax.vmap(system.velocities)(safe_q, safe_p)
     # H = ½ pᵀq̇ + V(q), with the q̇ just solved for (no second factorisation of M)
     energy = 0.5 * jnp.sum(safe_p * qd, axis=-1) + jax.vmap(potential_energy, in_axes=(None, 0))(system.tree, safe_q)
     qd = jnp.where(nan_rows[:, None], jnp.nan, jnp.where(valid[:, None], qd, jnp.inf))

@@ -1,14 +1,22 @@
 """Joint-level actuators of seed 000 that plug into `jaxbio.hamiltonian`.
 
 - `RayleighVanDerPol`: the synovial-joint dissipation ``R = ½ Σ q̇ᵢ² (αᵢ + βᵢ qᵢ²)``.
-- `DCMotor`: the hybrid rotational actuator's D.C. motor (``l i̇ + R i + C q̇ = u``).
+- `DCMotor`: the hybrid rotational actuator's D.C. motor (``l i̇ + R i + C q̇ = u``), a
+  `jaxbio.hamiltonian.Drive` whose states are the armature currents and whose rotor inertia is
+  added to the mass matrix.
 - `MuscleDrive`: the impulse × Hill muscular drive ``F_musc = F_imp × F_Hill`` mapped to joints by
   a constant moment-arm matrix.
+
+Seed 000 (§4.6) writes one generalised force per coordinate,
+``F_i = F_i^musc + F_i^robo − ∂R/∂q̇_i + B_ij dW^j``: build it as
+``HamiltonianSystem(tree, drive=SumDrive(MuscleDrive(...), DCMotor(...)),
+dissipation=RayleighVanDerPol(α, β))`` and integrate with `jaxbio.simulate_sde` (``noise`` = ``B``)
+or, without the stochastic torques, `jaxbio.simulate`.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, ClassVar
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -42,6 +50,7 @@ class RayleighVanDerPol(Dissipation):
 
     alpha: Float[Array, "..."]
     beta: Float[Array, "..."]
+    per_coordinate: ClassVar[tuple[str, ...]] = ("alpha", "beta")
 
     def __init__(self, alpha, beta):
         self.alpha = _float(alpha)
@@ -58,28 +67,42 @@ class RayleighVanDerPol(Dissipation):
         return qd * (self.alpha + self.beta * q**2)
 
 
-class DCMotor(eqx.Module):
-    """Armature-controlled D.C. motor with an optional gearbox (seed 000's hybrid actuator).
+class DCMotor(Drive):
+    """Armature-controlled D.C. motors with gearboxes on joints (seed 000 §4.6's hybrid rotational
+    actuator), a `Drive` whose states are the armature currents.
 
-    Electrical equation (seed 000: ``l i̇ + R i + C q̇ = u``):
+    Seed 000 writes, per motor ``k`` on coordinate ``y_k``,
 
-        L di/dt + R i + k_e N q̇ = V(t)
+        F_k^robo = i_k − J_k ÿ_k − B_k ẏ_k,        l_k i̇_k + R_k i_k + C_k ẏ_k = u_k,
 
-    and the mechanical side, referred to the joint (seed 000: ``F_robo = i − J q̈ − B q̇`` with the
-    torque constant made explicit):
+    which, with the torque constant and a gearbox made explicit (the rotor turns at ``N q̇``), is
 
-        τ_joint = N k_t i − N² J_m q̈ − N² B_m q̇.
+        L di/dt = V(t) − R i − k_e N q̇                                    (electrical, A/s · H)
+        τ = N k_t i − N² B_m q̇ − N² J_m q̈                                 (at the joint, N·m)
 
-    ``q`` is the joint angle; the rotor turns at ``N q̇``. Fields (scalars or ``(k,)`` for ``k``
-    motors, broadcast together):
+    As a drive, ``__call__`` returns ``N k_t i − N² B_m q̇`` on the driven coordinates and the
+    inertial term ``−N² J_m q̈`` enters the mass matrix: `added_inertia` is the reflected
+    inertia ``N² J_m``, so `jaxbio.hamiltonian.HamiltonianSystem` uses ``M(q) + diag(N² J_m)``
+    (momenta ``p = (M + N² J_m) q̇``, energy ``½ q̇ᵀ(M + N² J_m)q̇ + V``, i.e. the rotor's kinetic
+    energy included). The motor ignores the fitness (machines do not tire).
 
-    - ``inductance``: H (> 0), ``L``.
+    Fields (scalars or ``(k,)`` for ``k`` motors, broadcast together):
+
+    - ``inductance``: H (> 0), ``L`` (seed's ``l``).
     - ``resistance``: Ω (> 0), ``R``.
     - ``torque_constant``: N·m/A (> 0), ``k_t``.
-    - ``back_emf_constant``: V·s/rad (> 0), ``k_e`` (``= k_t`` in SI for an ideal motor).
+    - ``back_emf_constant``: V·s/rad (> 0), ``k_e`` (seed's ``C``; default ``k_t``, as for an
+      ideal motor in SI units).
     - ``gear_ratio``: dimensionless (> 0), ``N`` = rotor speed / joint speed; default 1.
     - ``rotor_inertia``: kg·m² (≥ 0), ``J_m``; default 0.
     - ``viscous_damping``: N·m·s/rad (≥ 0), ``B_m`` on the rotor; default 0.
+    - ``voltage``: V, the command ``u``: a constant (scalar or ``(k,)``) or a JAX-traceable
+      ``V(t) -> ()`` or ``(k,)``; default 0 (a short-circuited motor, which brakes).
+    - ``coordinates``: static tuple of the ``k`` velocity coordinates the motors drive (motor
+      ``j`` on ``coordinates[j]``; a prismatic coordinate makes it a linear motor, N and m);
+      default ``(0, …, k−1)``, which must then be all the system's coordinates.
+
+    State ``a = i`` ``(k,)`` A, zero at rest by default.
     """
 
     inductance: Float[Array, "..."]
@@ -89,9 +112,11 @@ class DCMotor(eqx.Module):
     gear_ratio: Float[Array, "..."]
     rotor_inertia: Float[Array, "..."]
     viscous_damping: Float[Array, "..."]
+    voltage: Callable | Float[Array, "..."]
+    coordinates: tuple[int, ...] | None = eqx.field(static=True)
 
     def __init__(self, inductance, resistance, torque_constant, back_emf_constant=None,
-                 gear_ratio=1.0, rotor_inertia=0.0, viscous_damping=0.0):
+                 gear_ratio=1.0, rotor_inertia=0.0, viscous_damping=0.0, voltage=0.0, coordinates=None):
         self.inductance = _float(inductance)
         like = self.inductance
         self.resistance = _float(resistance, like)
@@ -100,10 +125,95 @@ class DCMotor(eqx.Module):
         self.gear_ratio = _float(gear_ratio, like)
         self.rotor_inertia = _float(rotor_inertia, like)
         self.viscous_damping = _float(viscous_damping, like)
-        for name in ("inductance", "resistance", "torque_constant", "back_emf_constant", "gear_ratio"):
+        names = ("inductance", "resistance", "torque_constant", "back_emf_constant", "gear_ratio",
+                 "rotor_inertia", "viscous_damping")
+        for name in names[:5]:
             _check("DCMotor", name, getattr(self, name), positive=True)
-        for name in ("rotor_inertia", "viscous_damping"):
+        for name in names[5:]:
             _check("DCMotor", name, getattr(self, name), nonnegative=True)
+        try:
+            shape = jnp.broadcast_shapes(*(jnp.shape(getattr(self, name)) for name in names))
+        except ValueError:
+            raise ValueError("DCMotor: the parameters must be scalars or (k,) for k motors, got shapes "
+                             + ", ".join(f"{name} {jnp.shape(getattr(self, name))}" for name in names)) from None
+        if len(shape) > 1:
+            raise ValueError(f"DCMotor: the parameters must be scalars or (k,) for k motors, got shape {shape}")
+        if coordinates is not None:
+            if isinstance(coordinates, (int, np.integer)):
+                coordinates = (coordinates,)
+            try:
+                coordinates = tuple(int(c) for c in coordinates)
+            except (TypeError, ValueError):
+                raise ValueError("DCMotor: coordinates must be a tuple of coordinate indices, "
+                                 f"got {coordinates!r}") from None
+            if not coordinates or min(coordinates) < 0 or len(set(coordinates)) != len(coordinates):
+                raise ValueError(f"DCMotor: coordinates must be distinct indices ≥ 0, got {coordinates}")
+            if shape not in ((), (len(coordinates),)):
+                raise ValueError(f"DCMotor: coordinates names {len(coordinates)} coordinates, the parameters "
+                                 f"have shape {shape}")
+        self.coordinates = coordinates
+        k = self.state_size
+        if callable(voltage):
+            self.voltage = voltage
+        else:
+            self.voltage = _float(voltage, like)
+            _check("DCMotor", "voltage", self.voltage)
+            if self.voltage.shape not in ((), (k,)):
+                raise ValueError(f"DCMotor: voltage has shape {self.voltage.shape}, expected ({k},) "
+                                 "(one per motor) or a scalar")
+
+    # ---- the Drive protocol --------------------------------------------------------------
+
+    def _shape(self) -> tuple[int, ...]:
+        return jnp.broadcast_shapes(*(jnp.shape(x) for x in (
+            self.inductance, self.resistance, self.torque_constant, self.back_emf_constant,
+            self.gear_ratio, self.rotor_inertia, self.viscous_damping)))
+
+    @property
+    def state_size(self) -> int:
+        """``k``, the number of motors (one current each); static."""
+        if self.coordinates is not None:
+            return len(self.coordinates)
+        shape = self._shape()
+        return shape[0] if shape else 1
+
+    def _index(self) -> np.ndarray:
+        """``(k,)`` the driven coordinates (numpy, static)."""
+        return np.asarray(self.coordinates if self.coordinates is not None else range(self.state_size), np.int32)
+
+    def check_size(self, n):
+        k = self.state_size
+        if self.coordinates is None and k != n:
+            raise ValueError(f"DCMotor: coordinates not given, so the {k} motor(s) must drive all {n} "
+                             f"coordinates; name the driven ones with coordinates=(…)")
+        if self.coordinates is not None and max(self.coordinates) >= n:
+            raise ValueError(f"DCMotor: coordinates {self.coordinates} out of range for {n} coordinates")
+
+    def _voltage(self, t, dtype):
+        v = jnp.asarray(self.voltage(t) if callable(self.voltage) else self.voltage, dtype)
+        if v.shape not in ((), (self.state_size,)):
+            raise ValueError(f"DCMotor: voltage(t) returns shape {v.shape}, expected ({self.state_size},) "
+                             "(one per motor) or a scalar")
+        return jnp.broadcast_to(v, (self.state_size,))
+
+    def __call__(self, t, q, qd, f, a=None):
+        """Generalised forces ``(n,)`` N·m / N: ``N k_t i − N² B_m q̇`` on the driven coordinates,
+        0 elsewhere; ``a`` ``(k,)`` A, the currents (required). ``f`` is ignored."""
+        if a is None:
+            raise ValueError("DCMotor has states (currents): call it as drive(t, q, qd, f, a)")
+        idx = self._index()
+        tau = self.torque(a) - self.reflected_damping * qd[idx]
+        return jnp.zeros_like(qd).at[idx].add(jnp.broadcast_to(tau, idx.shape).astype(qd.dtype))
+
+    def state_rate(self, t, q, qd, f, a):
+        """``di/dt`` ``(k,)`` A/s (the electrical equation, `current_rate`)."""
+        return self.current_rate(t, a, qd[self._index()], self._voltage(t, a.dtype))
+
+    def added_inertia(self, n, dtype=None):
+        """``(n,)`` kg·m²: the reflected rotor inertia ``N² J_m`` on the driven coordinates."""
+        idx = self._index()
+        j = jnp.broadcast_to(self.reflected_inertia, idx.shape)
+        return jnp.zeros(n, dtype if dtype is not None else j.dtype).at[idx].add(j)
 
     @property
     def reflected_inertia(self):
