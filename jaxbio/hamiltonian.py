@@ -323,10 +323,10 @@ class PhaseSpaceDissipation(_Component):
 
         q̇ = ∂ℋ/∂p + ∂R/∂p,        ṗ = F − ∂ℋ/∂q + ∂R/∂q            (seed 000 eqs. 10–11)
 
-    ``fn(q, p) -> ()`` is any traceable scalar function, J/s (``q`` ``(nq,)``, ``p`` ``(nv,)``);
-    `gradients` gives ``(∂R/∂q, ∂R/∂p)`` by automatic differentiation (``∂R/∂q`` as an ``(nv,)``
-    force conjugate to the velocities, `jaxbio.configuration.velocity_to_qdot_transpose`, on trees
-    with ball or free joints). Use it as a `HamiltonianSystem`'s ``dissipation`` in place of a
+    ``fn(q, p) -> ()`` is any traceable scalar function, J/s (``q``, ``p`` ``(n,)``); `gradients`
+    gives ``(∂R/∂q, ∂R/∂p)`` by automatic differentiation. Eqs. 10–11 are written in canonical
+    coordinates, so a `HamiltonianSystem` accepts it only on trees of 1-DOF joints (with ball or
+    free joints ``(q, p)`` are not canonical: ``ValueError``). Use it as a `HamiltonianSystem`'s ``dissipation`` in place of a
     Rayleigh `Dissipation` ``R(q, q̇)`` (``q̇ = ∂ℋ/∂p``, ``ṗ = F − ∂ℋ/∂q − ∂R/∂q̇``).
 
     Energy: along eqs. 10–11, ``dℋ/dt = ∂ℋ/∂t + ∂ℋ/∂p·F + ∇ℋ·∇R`` with
@@ -362,12 +362,9 @@ class PhaseSpaceDissipation(_Component):
         return value
 
     def gradients(self, tree: SegmentTree, q, p) -> tuple[Array, Array]:
-        """``(∂R/∂q, ∂R/∂p)``, both ``(nv,)``: ∂R/∂q in velocity coordinates (``G(q)ᵀ ∇_q R``,
-        the identity map on trees with only 1-DOF joints), J/s per unit coordinate / momentum."""
-        dR_dq, dR_dp = jax.grad(self, argnums=(0, 1))(q, p)
-        if not tree.is_axial:
-            dR_dq = velocity_to_qdot_transpose(tree, q, dR_dq)
-        return dR_dq, dR_dp
+        """``(∂R/∂q, ∂R/∂p)``, both ``(n,)``, J/s per unit coordinate / momentum (``tree``: the
+        system's tree, of 1-DOF joints)."""
+        return jax.grad(self, argnums=(0, 1))(q, p)
 
 
 class TimePotential(_Component):
@@ -693,6 +690,10 @@ class HamiltonianSystem(eqx.Module):
             if not isinstance(component, kinds):
                 names = " or ".join(f"jaxbio.hamiltonian.{kind.__name__}" for kind in kinds)
                 raise ValueError(f"HamiltonianSystem: {role} must be a {names}, got {type(component).__name__}")
+            if isinstance(component, PhaseSpaceDissipation) and not self.tree.is_axial:
+                raise ValueError("HamiltonianSystem: dissipation PhaseSpaceDissipation needs canonical coordinates "
+                                 "(seed 000 eqs. 10–11); this tree has ball or free joints (nq ≠ nv or "
+                                 "quaternions) — use a Rayleigh Dissipation R(q, q̇)")
             try:
                 component.check_size(self.nq if role == "potential" else self.nv)
             except ValueError as e:

@@ -272,3 +272,10 @@ def test_phase_space_dissipation_and_potential_bad_input(pendulum):
         jb.HamiltonianSystem(pendulum, potential=ham.MovingSpringPotential(jnp.ones(3), lambda t: 0.0))
     with pytest.raises(ValueError, match="Dissipation or jaxbio.hamiltonian.PhaseSpaceDissipation"):
         jb.HamiltonianSystem(pendulum, dissipation=lambda q, p: 0.0)
+    with pytest.raises(ValueError, match="PhaseSpaceDissipation needs canonical coordinates"):
+        jb.HamiltonianSystem(jb.load_model("wholebody", dtype=jnp.float64),
+                             dissipation=ham.PhaseSpaceDissipation(lambda q, p: 0.0))
+    with pytest.raises(ValueError, match="form='eq27' needs canonical coordinates"):
+        ham.BracketFitness(lambda t, q, p: q[0], form="eq27").rate(
+            0.0, jnp.ones(4), jnp.ones(3), jnp.ones(3), jnp.ones(1), jnp.ones(3),
+            ham.PhaseFlow(jnp.ones(4), jnp.ones(3), jnp.ones(3), jnp.ones(3), jnp.zeros(())))
