@@ -68,7 +68,7 @@ def test_moving_spring_is_the_forced_oscillator():
     x = A * w0**2 / (w0**2 - w**2) * (np.sin(w * t) - w / w0 * np.sin(w0 * t))
     np.testing.assert_allclose(tr.q[:, 0], x, atol=1e-9)
     change, work, partial_work, _ = _energy_balance(system, tr)
-    assert abs(change) > 1e-2 and abs(change - work) < 1e-7 * abs(change)  # measured 2e-9 relative
+    assert abs(change) > 1e-2 and abs(change - work) < 1e-7 * abs(change)  # measured 3e-9 relative (Simpson, h = 5 ms)
     assert work == partial_work  # F = R = 0: dℋ/dt = ∂ℋ/∂t
     # the closed forms of MovingSpringPotential equal the autodiff defaults of the protocol
     U, q = system.potential, jnp.array([0.03])
