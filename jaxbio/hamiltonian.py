@@ -326,8 +326,10 @@ class PhaseSpaceDissipation(_Component):
     ``fn(q, p) -> ()`` is any traceable scalar function, J/s (``q``, ``p`` ``(n,)``); `gradients`
     gives ``(∂R/∂q, ∂R/∂p)`` by automatic differentiation. Eqs. 10–11 are written in canonical
     coordinates, so a `HamiltonianSystem` accepts it only on trees of 1-DOF joints (with ball or
-    free joints ``(q, p)`` are not canonical: ``ValueError``). Use it as a `HamiltonianSystem`'s ``dissipation`` in place of a
-    Rayleigh `Dissipation` ``R(q, q̇)`` (``q̇ = ∂ℋ/∂p``, ``ṗ = F − ∂ℋ/∂q − ∂R/∂q̇``).
+    free joints ``(q, p)`` are not canonical: ``ValueError``). Use it as a `HamiltonianSystem`'s
+    ``dissipation`` in place of a Rayleigh `Dissipation` ``R(q, q̇)`` (``q̇ = ∂ℋ/∂p``,
+    ``ṗ = F − ∂ℋ/∂q − ∂R/∂q̇``). Example, a contraction of phase space towards the origin:
+    ``PhaseSpaceDissipation(lambda q, p: -0.1 * jnp.dot(q, p))`` (``q̇ −= 0.1 q``, ``ṗ −= 0.1 p``).
 
     Energy: along eqs. 10–11, ``dℋ/dt = ∂ℋ/∂t + ∂ℋ/∂p·F + ∇ℋ·∇R`` with
     ``∇ℋ·∇R = ∂ℋ/∂q·∂R/∂p + ∂ℋ/∂p·∂R/∂q`` — ``R`` adds a *gradient* flow ``(∂R/∂p, ∂R/∂q)`` to
@@ -361,9 +363,8 @@ class PhaseSpaceDissipation(_Component):
             raise ValueError(f"PhaseSpaceDissipation: fn(q, p) must return a scalar, got shape {value.shape}")
         return value
 
-    def gradients(self, tree: SegmentTree, q, p) -> tuple[Array, Array]:
-        """``(∂R/∂q, ∂R/∂p)``, both ``(n,)``, J/s per unit coordinate / momentum (``tree``: the
-        system's tree, of 1-DOF joints)."""
+    def gradients(self, q, p) -> tuple[Array, Array]:
+        """``(∂R/∂q, ∂R/∂p)``, both ``(n,)``, J/s per unit coordinate / momentum."""
         return jax.grad(self, argnums=(0, 1))(q, p)
 
 
@@ -778,7 +779,7 @@ class HamiltonianSystem(eqx.Module):
         gradient_q = dH_dq(self.tree, q, dH_dp) + _output(potential_force, p.shape, "potential", self.potential,
                                                           ".gradient")
         if isinstance(self.dissipation, PhaseSpaceDissipation):
-            dR_dq, dR_dp = self.dissipation.gradients(self.tree, q, p)
+            dR_dq, dR_dp = self.dissipation.gradients(q, p)
             qd = dH_dp + dR_dp
             force = _output(self.drive_force(t, y, qd), p.shape, "drive", self.drive)
             pdot = force - gradient_q + dR_dq
@@ -798,7 +799,7 @@ class HamiltonianSystem(eqx.Module):
         q, p = y["q"], y["p"]
         flow, force, _ = self._flow(t, y)
         if isinstance(self.dissipation, PhaseSpaceDissipation):
-            dR_dq, dR_dp = self.dissipation.gradients(self.tree, q, p)
+            dR_dq, dR_dp = self.dissipation.gradients(q, p)
             return flow.dH_dt + jnp.dot(flow.dH_dp, force + dR_dq) + jnp.dot(flow.dH_dq, dR_dp)
         return flow.dH_dt + jnp.dot(flow.dH_dp, force - self.dissipation.force(q, flow.dH_dp))
 
