@@ -4,16 +4,18 @@ On the cotangent bundle of a `SegmentTree` the Hamiltonian is
 
     H(q, p) = ½ pᵀ M(q)⁻¹ p + V(q)                                     (seed 000 eq. 9)
 
-and the driven, dissipative Hamilton equations (seed 000 eqs. 10–12, time-dependent form
-eqs. 26–27) are
+extended by an optional explicitly time-dependent potential U(t, q) to seed 000's
+ℋ(t, q, p) = H(q, p) + U(t, q) (eqs. 23–26). The driven, dissipative Hamilton equations
+(seed 000 eqs. 10–12, time-dependent form eqs. 26–27) come in two dissipation forms:
 
-    q̇ = ∂H/∂p = M⁻¹ p
-    ṗ = F(t, q, p, f) − ∂H/∂q − ∂R/∂q̇                                  (R: Rayleigh dissipation)
-    ḟ = d_H f = (∂_t + ∂ᵖH ∂_q − ∂_qH ∂ᵖ) f + s(t, q, p, f)            (fitness, with a source s)
+    Rayleigh form, R(q, q̇) (`Dissipation`):           q̇ = ∂ℋ/∂p,          ṗ = F − ∂ℋ/∂q − ∂R/∂q̇
+    phase-space form, R(q, p) (`PhaseSpaceDissipation`, eqs. 10–11 as printed):
+                                                        q̇ = ∂ℋ/∂p + ∂R/∂p,  ṗ = F − ∂ℋ/∂q + ∂R/∂q
+    fitness (`FitnessLaw`), e.g. `BracketFitness`:      ḟ = d_H f = (∂_t + ∂ᵖℋ ∂_q − ∂_qℋ ∂ᵖ) f (eq. 27)
 
-A `HamiltonianSystem` composes four Equinox modules — the tree, a `Drive` (generalised forces F),
-a `Dissipation` (Rayleigh function R(q, q̇)) and a `FitnessLaw` — each with a small protocol, so
-muscle and actuator models plug in as drives. The state is the pytree
+A `HamiltonianSystem` composes five Equinox modules — the tree, a `Drive` (generalised forces F),
+a dissipation, a `FitnessLaw` and a `TimePotential` (U, zero by default) — each with a small
+protocol, so muscle and actuator models plug in as drives. The state is the pytree
 ``{"q": (n,), "p": (n,), "f": (k,)}``.
 
 ∂H/∂q is computed without forming M⁻¹: with q̇ = M⁻¹p (one Cholesky solve),
@@ -25,7 +27,7 @@ differentiates through the Cholesky factorisation (see benchmarks/hamiltonian.py
 from __future__ import annotations
 
 import abc
-from typing import Callable, ClassVar
+from typing import Callable, ClassVar, NamedTuple
 
 import equinox as eqx
 import jax
@@ -34,7 +36,7 @@ import jax.scipy.linalg as jsl
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio._validate import as_float, check_finite, check_values, coordinate_vector
-from jaxbio.configuration import velocity_to_qdot
+from jaxbio.configuration import velocity_to_qdot, velocity_to_qdot_transpose
 from jaxbio.dynamics import gravity_forces, kinetic_energy_gradient, mass_matrix, potential_energy
 from jaxbio.tree import SegmentTree
 
@@ -51,6 +53,12 @@ __all__ = [
     "LinearDamping",
     "QuadraticDrag",
     "SumDissipation",
+    "PhaseSpaceDissipation",
+    "TimePotential",
+    "NoPotential",
+    "TimeFunctionPotential",
+    "MovingSpringPotential",
+    "PhaseFlow",
     "FitnessLaw",
     "ConstantFitness",
     "PowerDepletion",
@@ -92,8 +100,9 @@ class _Component(eqx.Module):
 class Drive(_Component):
     """Generalised forces ``F(t, q, p, f)`` ``(n,)`` N·m / N acting on the coordinates.
 
-    One protocol for every drive: ``__call__(t, q, qd, f, a=None) -> (n,)``, where ``qd = ∂H/∂p``
-    (so drives need not solve with M themselves), ``f`` is the *fitness* the drive sees (the
+    One protocol for every drive: ``__call__(t, q, qd, f, a=None) -> (n,)``, where ``qd`` is the
+    generalised velocity ``∂ℋ/∂p`` (plus ``∂R/∂p`` with a `PhaseSpaceDissipation`; so drives need
+    not solve with M themselves), ``f`` is the *fitness* the drive sees (the
     fitness law's `FitnessLaw.value` of its state; 1 = fresh) and ``a`` the drive's own ODE states
     ``(state_size,)`` (muscle activations, motor currents, …). A drive without states has
     ``state_size == 0`` (the default) and ignores ``a``; one with states overrides `state_size`,
@@ -374,13 +383,174 @@ class SumDissipation(Dissipation):
         return sum(d.force(q, qd) for d in self.terms)
 
 
+class PhaseSpaceDissipation(_Component):
+    """Seed 000's dissipation ``R(q, p)`` on phase space, entering eqs. 10–11 as printed:
+
+        q̇ = ∂ℋ/∂p + ∂R/∂p,        ṗ = F − ∂ℋ/∂q + ∂R/∂q            (seed 000 eqs. 10–11)
+
+    ``fn(q, p) -> ()`` is any traceable scalar function, J/s (``q``, ``p`` ``(n,)``); `gradients`
+    gives ``(∂R/∂q, ∂R/∂p)`` by automatic differentiation. Eqs. 10–11 are written in canonical
+    coordinates, so a `HamiltonianSystem` accepts it only on trees of 1-DOF joints (with ball or
+    free joints ``(q, p)`` are not canonical: ``ValueError``). Use it as a `HamiltonianSystem`'s
+    ``dissipation`` in place of a Rayleigh `Dissipation` ``R(q, q̇)`` (``q̇ = ∂ℋ/∂p``,
+    ``ṗ = F − ∂ℋ/∂q − ∂R/∂q̇``). Example, a contraction of phase space towards the origin:
+    ``PhaseSpaceDissipation(lambda q, p: -0.1 * jnp.dot(q, p))`` (``q̇ −= 0.1 q``, ``ṗ −= 0.1 p``).
+
+    Energy: along eqs. 10–11, ``dℋ/dt = ∂ℋ/∂t + ∂ℋ/∂p·F + ∇ℋ·∇R`` with
+    ``∇ℋ·∇R = ∂ℋ/∂q·∂R/∂p + ∂ℋ/∂p·∂R/∂q`` — ``R`` adds a *gradient* flow ``(∂R/∂p, ∂R/∂q)`` to
+    the Hamiltonian one ``(∂ℋ/∂p, −∂ℋ/∂q)``, and it dissipates only where ``∇ℋ·∇R < 0`` (e.g.
+    ``R = −γ ℋ`` gives ``−γ|∇ℋ|²``); unlike a Rayleigh function, ``R ≥ 0`` is no condition.
+
+    When the two forms coincide (same ``(q(t), p(t))`` from every initial state, for the printed
+    ``+`` sign). Subtracting the right-hand sides, they agree iff for all ``(q, p)``
+    (i) ``∂R/∂p = 0``: ``R = R(q)`` depends on the configuration alone, and
+    (ii) ``∂R/∂q(q) = −∂R̃/∂q̇(q, M⁻¹p)`` for the Rayleigh function ``R̃``. The left side of (ii)
+    does not depend on ``p``, so neither may the Rayleigh force: ``R̃ = −∇R(q)·q̇ + c(q)`` —
+    a Rayleigh function *linear* in the velocities whose force ``−∇R(q)`` is a gradient field, i.e.
+    ``−R`` acts as an extra potential and neither form dissipates. Hence no genuinely
+    velocity-dependent damping (``LinearDamping`` with ``c > 0``, ``QuadraticDrag``, seed 000's
+    Rayleigh–Van der Pol function) has a phase-space ``R(q, p)`` with the same trajectories, and
+    any ``R`` that depends on ``p`` changes the kinematic equation ``q̇ = ∂ℋ/∂p``. With the other
+    sign convention (``ṗ = F − ∂ℋ/∂q − ∂R/∂q``) condition (ii) reads ``∂R/∂q = +∂R̃/∂q̇``.
+    """
+
+    fn: Callable
+
+    def __init__(self, fn):
+        if not callable(fn):
+            raise ValueError(f"PhaseSpaceDissipation: fn must be a function R(q, p), got {type(fn).__name__}")
+        self.fn = fn
+
+    def __call__(self, q, p) -> Array:
+        """``R(q, p)`` J/s, a scalar (``ValueError`` otherwise)."""
+        value = jnp.asarray(self.fn(q, p))
+        if value.shape != ():
+            raise ValueError(f"PhaseSpaceDissipation: fn(q, p) must return a scalar, got shape {value.shape}")
+        return value
+
+    def gradients(self, q, p) -> tuple[Array, Array]:
+        """``(∂R/∂q, ∂R/∂p)``, both ``(n,)``, J/s per unit coordinate / momentum."""
+        return jax.grad(self, argnums=(0, 1))(q, p)
+
+
+class TimePotential(_Component):
+    """An explicitly time-dependent potential ``U(t, q)`` J added to the tree's energy, so that
+    the system's Hamiltonian is seed 000's ``ℋ(t, q, p) = H(q, p) + U(t, q)`` (eqs. 23–26;
+    time-varying springs, moving anchors, a time-varying field). ``∂ℋ/∂t = ∂U/∂t`` is what
+    makes ℋ change along the conservative flow: ``dℋ/dt = ∂ℋ/∂t`` when ``F = R = 0``.
+
+    Protocol: ``__call__(t, q) -> ()`` J with ``t`` s and ``q`` ``(nq,)``; `gradient` ``∂U/∂q``
+    ``(nq,)`` and `time_rate` ``∂U/∂t`` W by automatic differentiation unless a subclass knows them.
+    """
+
+    @abc.abstractmethod
+    def __call__(self, t, q) -> Array: ...
+
+    def gradient(self, t, q) -> Array:
+        """``∂U/∂q`` ``(nq,)`` J per unit coordinate."""
+        return jax.grad(lambda x: self(t, x))(q)
+
+    def time_rate(self, t, q) -> Array:
+        """``∂U/∂t`` W (forward mode in ``t``)."""
+        t = jnp.asarray(t, q.dtype)
+        return jax.jvp(lambda s: self(s, q), (t,), (jnp.ones_like(t),))[1]
+
+
+class NoPotential(TimePotential):
+    """``U = 0``: ℋ is the tree's ``H(q, p)`` (the default)."""
+
+    def __call__(self, t, q):
+        return jnp.zeros((), q.dtype)
+
+    def gradient(self, t, q):
+        return jnp.zeros_like(q)
+
+    def time_rate(self, t, q):
+        return jnp.zeros((), q.dtype)
+
+
+class TimeFunctionPotential(TimePotential):
+    """``U = fn(t, q)`` J: any traceable scalar function of time ``t`` s and ``q`` ``(nq,)``
+    (e.g. an `equinox.Module` with array fields, so its parameters are differentiable)."""
+
+    fn: Callable
+
+    def __init__(self, fn):
+        if not callable(fn):
+            raise ValueError(f"TimeFunctionPotential: fn must be a function U(t, q), got {type(fn).__name__}")
+        self.fn = fn
+
+    def __call__(self, t, q):
+        value = jnp.asarray(self.fn(t, q))
+        if value.shape != ():
+            raise ValueError(f"TimeFunctionPotential: fn(t, q) must return a scalar, got shape {value.shape}")
+        return value
+
+
+class MovingSpringPotential(TimePotential):
+    """Springs to a moving rest position: ``U = ½ Σ k_i (q_i − r_i(t))²`` J.
+
+    ``stiffness`` ``k`` ``(n,)`` or a scalar, N·m/rad or N/m, ``≥ 0``; ``rest`` ``r(t)``: a
+    traceable function of time returning ``(n,)`` or a scalar (rad, m) — a moving anchor, or a
+    tracked reference posture. Closed forms: ``∂U/∂q = k (q − r)``,
+    ``∂U/∂t = −Σ k_i (q_i − r_i) ṙ_i`` (``ṙ`` by forward mode). Coordinates are 1-DOF (axial).
+    """
+
+    stiffness: Float[Array, "..."]
+    rest: Callable
+    per_coordinate: ClassVar[tuple[str, ...]] = ("stiffness",)
+
+    def __init__(self, stiffness, rest):
+        self.stiffness = coordinate_vector(stiffness, "MovingSpringPotential: stiffness")
+        check_values(self.stiffness, "MovingSpringPotential: stiffness", nonnegative=True)
+        if not callable(rest):
+            raise ValueError(f"MovingSpringPotential: rest must be a function r(t), got {type(rest).__name__}")
+        self.rest = rest
+
+    def _rest(self, t, q):
+        r = jnp.asarray(self.rest(t), q.dtype)
+        if r.shape not in ((), q.shape):
+            raise ValueError(f"MovingSpringPotential: rest(t) returns shape {r.shape}, expected {q.shape} or a scalar")
+        return r
+
+    def __call__(self, t, q):
+        return 0.5 * jnp.sum(self.stiffness * (q - self._rest(t, q)) ** 2)
+
+    def gradient(self, t, q):
+        return self.stiffness * (q - self._rest(t, q))
+
+    def time_rate(self, t, q):
+        t = jnp.asarray(t, q.dtype)
+        r, rdot = jax.jvp(lambda s: self._rest(s, q), (t,), (jnp.ones_like(t),))
+        return -jnp.sum(self.stiffness * (q - r) * rdot)
+
+
+class PhaseFlow(NamedTuple):
+    """The rates a `FitnessLaw` may need at one state, all from `HamiltonianSystem.vector_field`:
+
+    - ``qdot`` ``(nq,)``: the configuration rate ``q̇`` the solver integrates (driven, dissipative);
+    - ``pdot`` ``(nv,)``: the momentum rate ``ṗ`` (driven, dissipative);
+    - ``dH_dp`` ``(nv,)``: ``∂ℋ/∂p = M⁻¹p`` (rad/s, m/s);
+    - ``dH_dq`` ``(nv,)``: ``∂ℋ/∂q`` (N·m, N; ``−ṗ`` of the conservative system; velocity
+      coordinates on trees with ball or free joints);
+    - ``dH_dt`` ``()``: ``∂ℋ/∂t`` W (`TimePotential.time_rate`).
+    """
+
+    qdot: Array
+    pdot: Array
+    dH_dp: Array
+    dH_dq: Array
+    dH_dt: Array
+
+
 class FitnessLaw(_Component):
     """Evolution of the fitness state ``f`` ``(k,)`` and the fitness the drives see.
 
-    - ``rate(t, q, p, qd, f, drive_force, pdot) -> (k,)``: ``ḟ`` from the time ``t`` s, the
-      coordinates ``q``, momenta ``p``, velocities ``qd = ∂H/∂p``, the fitness state ``f``, the
-      drive's generalised forces ``drive_force`` ``(n,)`` and the momentum rate ``pdot`` ``(n,)``
-      (seed 000 eq. 27's bracket needs it; most laws ignore it).
+    - ``rate(t, q, p, qd, f, drive_force, flow) -> (k,)``: ``ḟ`` from the time ``t`` s, the
+      coordinates ``q``, momenta ``p``, the generalised velocities ``qd`` ``(n,)`` (``∂ℋ/∂p``,
+      plus ``∂R/∂p`` with a `PhaseSpaceDissipation`), the fitness state ``f``, the drive's
+      generalised forces ``drive_force`` ``(n,)`` and the `PhaseFlow` ``flow`` (``q̇``, ``ṗ``,
+      ``∂ℋ/∂p``, ``∂ℋ/∂q``, ``∂ℋ/∂t``; seed 000 eq. 27's bracket needs them, most laws ignore it).
     - ``value(f) -> (k,)``: the fitness passed to drives (1 = fresh); the state itself by default,
       a map ``f(e)`` for laws whose state is a reserve (`ReserveFitness`).
     - ``size`` (static): ``k``, 1 unless a subclass says otherwise. The initial state is 1 (fresh).
@@ -394,13 +564,13 @@ class FitnessLaw(_Component):
         return f
 
     @abc.abstractmethod
-    def rate(self, t, q, p, qd, f, drive_force, pdot) -> Array: ...
+    def rate(self, t, q, p, qd, f, drive_force, flow) -> Array: ...
 
 
 class ConstantFitness(FitnessLaw):
     """``ḟ = 0``."""
 
-    def rate(self, t, q, p, qd, f, drive_force, pdot):
+    def rate(self, t, q, p, qd, f, drive_force, flow):
         return jnp.zeros_like(f)
 
 
@@ -423,7 +593,7 @@ class PowerDepletion(FitnessLaw):
         for name in ("depletion", "recovery"):
             check_values(getattr(self, name), f"PowerDepletion: {name}", nonnegative=True)
 
-    def rate(self, t, q, p, qd, f, drive_force, pdot):
+    def rate(self, t, q, p, qd, f, drive_force, flow):
         power = jnp.maximum(jnp.dot(qd, drive_force), 0.0)
         return -self.depletion * power * f + self.recovery * (1.0 - f)
 
@@ -468,26 +638,54 @@ class ReserveFitness(FitnessLaw):
         k = self.half_saturation
         return f * (1.0 + k) / (f + k)
 
-    def rate(self, t, q, p, qd, f, drive_force, pdot):
+    def rate(self, t, q, p, qd, f, drive_force, flow):
         use = (self.activation_power + jnp.dot(qd, drive_force)) * f / (f + self.throttle)
         return -use / self.capacity + self.recovery * (1.0 - f)
 
 
 class BracketFitness(FitnessLaw):
-    """Fitness as a function ``φ(t, q, p)`` evolving by seed 000's total derivative
+    """Fitness as a scalar function ``φ(t, q, p)`` of time and phase space, evolved by a total
+    derivative (seed 000 eq. 27), plus an optional ``source(t, q, p, f) -> (k,)``.
 
-        d_H φ = ∂_t φ + ∂_q φ · ∂H/∂p − ∂_p φ · ∂H/∂q            (+ the drive's work on p)
+    ``form`` (static) picks which derivative:
 
-    plus an optional ``source(t, q, p, f)``. The state ``f`` then tracks ``φ`` along the flow
-    (a consistency check: ``f(t) = φ(t, q(t), p(t))`` when the source is zero and ``f(0) = φ``).
+    - ``"eq27"`` — eq. 27 exactly as printed, the bracket with ℋ alone:
+
+          d_H φ = (∂_t + ∂ᵖℋ ∂_q − ∂_qℋ ∂ᵖ) φ = ∂_t φ + ∂ℋ/∂p · ∂φ/∂q − ∂ℋ/∂q · ∂φ/∂p
+
+      (with a `PhaseSpaceDissipation` ``∂ᵖℋ`` is still ``∂ℋ/∂p``, not the dissipative ``q̇``).
+      On solutions of eq. 26 (``F = 0``, no dissipation) this is ``d/dt φ(t, q(t), p(t))``.
+    - ``"along_flow"`` (default) — the derivative of ``φ`` along the driven, dissipative flow
+      the system actually follows, ``∂_t φ + q̇ · ∂φ/∂q + ṗ · ∂φ/∂p``: eq. 27 with ``−∂_qℋ``
+      replaced by the full ``ṗ``, so that ``f(t) = φ(t, q(t), p(t))`` exactly when the source is
+      zero and ``f(0) = φ``. The two forms agree when ``F = R = 0``; in the Rayleigh form they
+      differ by ``(F − ∂R/∂q̇) · ∂φ/∂p`` (``ṗ + ∂ℋ/∂q``).
+
+    ``phi(t, q, p) -> ()`` (t s, ``q`` ``(nq,)``, ``p`` ``(nv,)``); the state ``f`` is ``(k,)``
+    and every component receives the same rate. ``"eq27"`` needs canonical coordinates
+    (``nq == nv``, trees of 1-DOF joints).
     """
 
     phi: Callable
     source: Callable | None = None
+    form: str = eqx.field(static=True, default="along_flow")
+    forms: ClassVar[tuple[str, ...]] = ("along_flow", "eq27")
 
-    def rate(self, t, q, p, qd, f, drive_force, pdot):
-        dphi_dt, dphi_dq, dphi_dp = jax.grad(self.phi, argnums=(0, 1, 2))(t, q, p)
-        rate = dphi_dt + dphi_dq @ qd + dphi_dp @ pdot
+    def __check_init__(self):
+        if self.form not in self.forms:
+            raise ValueError(f"BracketFitness: form must be one of {self.forms}, got {self.form!r}")
+        if not callable(self.phi):
+            raise ValueError(f"BracketFitness: phi must be a function φ(t, q, p), got {type(self.phi).__name__}")
+
+    def rate(self, t, q, p, qd, f, drive_force, flow):
+        dphi_dt, dphi_dq, dphi_dp = jax.grad(self.phi, argnums=(0, 1, 2))(jnp.asarray(t, p.dtype), q, p)
+        if self.form == "eq27":
+            if dphi_dq.shape != flow.dH_dp.shape:
+                raise ValueError(f"BracketFitness: form='eq27' needs canonical coordinates (nq == nv); "
+                                 f"q has shape {dphi_dq.shape}, p {flow.dH_dp.shape}")
+            rate = dphi_dt + dphi_dq @ flow.dH_dp - dphi_dp @ flow.dH_dq
+        else:
+            rate = dphi_dt + dphi_dq @ flow.qdot + dphi_dp @ flow.pdot
         out = jnp.broadcast_to(rate, f.shape)
         if self.source is not None:
             out = out + self.source(t, q, p, f)
@@ -531,8 +729,11 @@ def dH_dq(tree: SegmentTree, q, qd) -> Float[Array, " n"]:
 class HamiltonianSystem(eqx.Module):
     """Driven, dissipative, fitness-dependent Hamiltonian system of a segment tree.
 
-    Fields: ``tree`` (`SegmentTree`), ``drive`` (`Drive`), ``dissipation`` (`Dissipation`),
-    ``fitness`` (`FitnessLaw`). The state is ``{"q": (nq,), "p": (nv,), "f": (k,)}``, plus
+    Fields: ``tree`` (`SegmentTree`), ``drive`` (`Drive`), ``dissipation`` (a Rayleigh
+    `Dissipation` ``R(q, q̇)`` or seed 000 eqs. 10–11's `PhaseSpaceDissipation` ``R(q, p)``),
+    ``fitness`` (`FitnessLaw`) and ``potential`` (`TimePotential` ``U(t, q)``, default none):
+    the system's Hamiltonian is ``ℋ(t, q, p) = H(q, p) + U(t, q)`` (seed 000 eq. 26), its value
+    `hamiltonian`, its balance `power_balance`. The state is ``{"q": (nq,), "p": (nv,), "f": (k,)}``, plus
     ``"a": (s,)`` when the drive has ``s = drive.state_size > 0`` states; build one with
     `initial_state`. ``vector_field(t, y, args)`` has Diffrax's signature.
 
@@ -549,21 +750,27 @@ class HamiltonianSystem(eqx.Module):
 
     tree: SegmentTree
     drive: Drive = ZeroDrive()
-    dissipation: Dissipation = NoDissipation()
+    dissipation: Dissipation | PhaseSpaceDissipation = NoDissipation()
     fitness: FitnessLaw = ConstantFitness()
+    potential: TimePotential = NoPotential()
 
     def __check_init__(self):
         """Each component of the right kind, its per-coordinate parameters as long as the tree
         has coordinates (``ValueError`` naming the component, the field and the length)."""
         if not isinstance(self.tree, SegmentTree):
             raise ValueError(f"HamiltonianSystem: tree must be a SegmentTree, got {type(self.tree).__name__}")
-        for role, kind in (("drive", Drive), ("dissipation", Dissipation), ("fitness", FitnessLaw)):
+        for role, kinds in (("drive", (Drive,)), ("dissipation", (Dissipation, PhaseSpaceDissipation)),
+                            ("fitness", (FitnessLaw,)), ("potential", (TimePotential,))):
             component = getattr(self, role)
-            if not isinstance(component, kind):
-                raise ValueError(f"HamiltonianSystem: {role} must be a jaxbio.hamiltonian.{kind.__name__}, "
-                                 f"got {type(component).__name__}")
+            if not isinstance(component, kinds):
+                names = " or ".join(f"jaxbio.hamiltonian.{kind.__name__}" for kind in kinds)
+                raise ValueError(f"HamiltonianSystem: {role} must be a {names}, got {type(component).__name__}")
+            if isinstance(component, PhaseSpaceDissipation) and not self.tree.is_axial:
+                raise ValueError("HamiltonianSystem: dissipation PhaseSpaceDissipation needs canonical coordinates "
+                                 "(seed 000 eqs. 10–11); this tree has ball or free joints (nq ≠ nv or "
+                                 "quaternions) — use a Rayleigh Dissipation R(q, q̇)")
             try:
-                component.check_size(self.nv)
+                component.check_size(self.nq if role == "potential" else self.nv)
             except ValueError as e:
                 raise ValueError(f"HamiltonianSystem: {role} {e} (the tree has {self.nv} velocity coordinates)") from None
 
@@ -611,38 +818,74 @@ class HamiltonianSystem(eqx.Module):
         return y
 
     def drive_force(self, t, y, qd):
-        """Generalised drive forces ``F`` ``(n,)`` at state ``y`` (``qd = ∂H/∂p``); the drive sees
+        """Generalised drive forces ``F`` ``(n,)`` at state ``y`` (``qd`` the velocity); the drive sees
         the fitness ``self.fitness.value(y["f"])``."""
         return self.drive(t, y["q"], qd, self.fitness.value(y["f"]), y.get("a"))
 
     def energy(self, y) -> Float[Array, ""]:
-        """``H`` J at state ``y``."""
+        """``H(q, p)`` J at state ``y``: the tree's kinetic (with the drive's `added_inertia`) and
+        gravitational energy (what `jaxbio.simulate` reports as ``Trajectory.energy``), without
+        the ``potential``."""
         return hamiltonian(self.tree, y["q"], y["p"], self.added_inertia(jnp.result_type(y["q"])))
 
+    def hamiltonian(self, t, y) -> Float[Array, ""]:
+        """Seed 000's ``ℋ(t, q, p) = H(q, p) + U(t, q)`` J at time ``t`` s and state ``y``
+        (eqs. 23–26; equals `energy` when ``potential`` is `NoPotential`)."""
+        return self.energy(y) + self.potential(t, y["q"])
+
     def vector_field(self, t, y, args=None) -> dict:
-        """Seed 000 eqs. 10–12: ``(q̇, ṗ, ḟ)`` (and ``ȧ`` for a drive with states).
+        """Seed 000 eqs. 10–12 and 26–27: ``(q̇, ṗ, ḟ)`` (and ``ȧ`` for a drive with states).
+
+        With ``ℋ = H + U(t, q)``: ``q̇ = ∂ℋ/∂p``, ``ṗ = F − ∂ℋ/∂q − ∂R/∂q̇`` for a Rayleigh
+        `Dissipation`; ``q̇ = ∂ℋ/∂p + ∂R/∂p``, ``ṗ = F − ∂ℋ/∂q + ∂R/∂q`` for a
+        `PhaseSpaceDissipation`. Drives see the velocity ``q̇`` (as ``qd``).
 
         Each component's output shape is checked while tracing (no run-time cost): a drive or
         dissipation force of another shape than ``q`` (which would broadcast into a plausible
         wrong force) raises ``ValueError`` naming the component."""
         q, p, f = y["q"], y["p"], y["f"]
-        qd = self.velocities(q, p)
-        force = _output(self.drive_force(t, y, qd), p.shape, "drive", self.drive)
-        resistance = _output(self.dissipation.force(q, qd), p.shape, "dissipation", self.dissipation, ".force")
-        pdot = force - dH_dq(self.tree, q, qd) - resistance
-        qdot = qd if self.tree.is_axial else velocity_to_qdot(self.tree, q, qd)
-        out = {"q": qdot, "p": pdot,
-               "f": _output(self.fitness.rate(t, q, p, qd, f, force, pdot), f.shape, "fitness", self.fitness, ".rate")}
+        flow, force, qd = self._flow(t, y)
+        out = {"q": flow.qdot, "p": flow.pdot,
+               "f": _output(self.fitness.rate(t, q, p, qd, f, force, flow), f.shape, "fitness", self.fitness, ".rate")}
         if self.stateful:
             out["a"] = _output(self.drive.state_rate(t, q, qd, self.fitness.value(f), y["a"]), y["a"].shape,
                                "drive", self.drive, ".state_rate")
         return out
 
-    def power_balance(self, t, y) -> Float[Array, ""]:
-        """``dH/dt = q̇ᵀ (F − ∂R/∂q̇)`` W, the rate at which drives and dissipation change H."""
+    def _flow(self, t, y) -> tuple[PhaseFlow, Array, Array]:
+        """The `PhaseFlow` at ``(t, y)``, the drive force ``F`` ``(nv,)`` and the generalised
+        velocity ``(nv,)`` (``∂ℋ/∂p``, plus ``∂R/∂p`` with a `PhaseSpaceDissipation`)."""
         q, p = y["q"], y["p"]
-        qd = self.velocities(q, p)
-        return jnp.dot(qd, self.drive_force(t, y, qd) - self.dissipation.force(q, qd))
+        dH_dp = self.velocities(q, p)
+        potential_force = self.potential.gradient(t, q)
+        if not self.tree.is_axial:
+            potential_force = velocity_to_qdot_transpose(self.tree, q, potential_force)
+        gradient_q = dH_dq(self.tree, q, dH_dp) + _output(potential_force, p.shape, "potential", self.potential,
+                                                          ".gradient")
+        if isinstance(self.dissipation, PhaseSpaceDissipation):
+            dR_dq, dR_dp = self.dissipation.gradients(q, p)
+            qd = dH_dp + dR_dp
+            force = _output(self.drive_force(t, y, qd), p.shape, "drive", self.drive)
+            pdot = force - gradient_q + dR_dq
+        else:
+            qd = dH_dp
+            force = _output(self.drive_force(t, y, qd), p.shape, "drive", self.drive)
+            resistance = _output(self.dissipation.force(q, qd), p.shape, "dissipation", self.dissipation, ".force")
+            pdot = force - gradient_q - resistance
+        qdot = qd if self.tree.is_axial else velocity_to_qdot(self.tree, q, qd)
+        return PhaseFlow(qdot, pdot, dH_dp, gradient_q, self.potential.time_rate(t, q)), force, qd
+
+    def power_balance(self, t, y) -> Float[Array, ""]:
+        """``dℋ/dt`` W along the vector field: ``∂ℋ/∂t + q̇ᵀ (F − ∂R/∂q̇)`` for a Rayleigh
+        `Dissipation` (seed 000 eq. 26 with drive and dissipation), ``∂ℋ/∂t + ∂ℋ/∂pᵀ F +
+        ∂ℋ/∂q·∂R/∂p + ∂ℋ/∂p·∂R/∂q`` for a `PhaseSpaceDissipation` (eqs. 10–11). ``∂ℋ/∂t`` is
+        the `TimePotential`'s ``∂U/∂t``."""
+        q, p = y["q"], y["p"]
+        flow, force, _ = self._flow(t, y)
+        if isinstance(self.dissipation, PhaseSpaceDissipation):
+            dR_dq, dR_dp = self.dissipation.gradients(q, p)
+            return flow.dH_dt + jnp.dot(flow.dH_dp, force + dR_dq) + jnp.dot(flow.dH_dq, dR_dp)
+        return flow.dH_dt + jnp.dot(flow.dH_dp, force - self.dissipation.force(q, flow.dH_dp))
 
 
 def _vector(x, n, name, like=None):

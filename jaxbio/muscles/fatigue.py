@@ -170,7 +170,7 @@ class ThreeCompartmentFatigue(FitnessLaw):
         """Residual capacity ``1 − M_F`` ``(m,)`` (1 = fresh)."""
         return f[self.n_muscles:]
 
-    def rate(self, t, q, p, qd, f, drive_force, pdot):
+    def rate(self, t, q, p, qd, f, drive_force, flow):
         """``ḟ`` ``(2m,)`` = ``(dM_R/dt, −dM_F/dt)`` from `three_compartment_rates` at ``TL(t)``."""
         active, resting, fatigued = self.compartments(f)
         _, d_resting, d_fatigued = three_compartment_rates(
