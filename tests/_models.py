@@ -28,6 +28,14 @@ def double_pendulum_dict(m1=1.0, m2=1.0, l1=1.0, l2=0.5) -> dict:
     }
 
 
+def slider_dict(mass=2.0) -> dict:
+    """One horizontal prismatic segment: a point mass on a rail (gravity ⟂ rail)."""
+    return {"name": "slider", "gravity": [0, 0, -9.81], "segments": [{
+        "name": "cart", "parent": None,
+        "joint": {"type": "prismatic", "axis": [1, 0, 0], "origin": [0, 0, 0], "orientation": [1, 0, 0, 0]},
+        "mass": mass, "com": [0, 0, 0], "inertia": [[0.1, 0, 0], [0, 0.1, 0], [0, 0, 0.1]]}]}
+
+
 def random_inertia(rng) -> np.ndarray:
     """SPD, triangle inequality satisfied, randomly rotated."""
     a, b = rng.uniform(0.01, 0.2, 2)

@@ -372,6 +372,7 @@ def test_exported():
     assert "configuration" in jb.__all__
 
 
+@pytest.mark.slow
 def test_dynamics_with_a_non_unit_quaternion():
     """Without ``check`` the dynamics use ``Q/|Q|`` (the normalised configuration's results); with
     ``check=True`` a non-unit quaternion is an error naming the segment: ValueError for a concrete

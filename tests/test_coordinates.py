@@ -100,6 +100,7 @@ def test_coupled_dynamics_are_lagrange_equations():
                                    atol=1e-11)
 
 
+@pytest.mark.slow
 def test_jit_vmap_grad_float32():
     tree, cmap = chain_tree(), coupled_map()
     c, cd, cdd = (jnp.asarray(STATES[:, k]) for k in range(3))

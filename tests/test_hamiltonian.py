@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import jaxbio as jb
+from tests._models import slider_dict
 from jaxbio.papers import watanabe_pendulum as dp
 from jaxbio import hamiltonian as ham
 from jaxbio.simulation import stop_when
@@ -26,6 +27,7 @@ def rel_drift(E):
     return np.max(np.abs(E - E[0])) / abs(E[0])
 
 
+@pytest.mark.slow
 def test_double_pendulum_conserves_energy_20s(pendulum):
     tree, q0, qd0 = pendulum
     system = jb.HamiltonianSystem(tree)
@@ -84,6 +86,7 @@ def test_dissipative_energy_balance_along_trajectory(pendulum):
     assert tr.energy[-1] < tr.energy[0]
 
 
+@pytest.mark.slow
 def test_hamiltonian_flow_equals_lagrangian_flow():
     tree = jb.load_model("arm7", dtype=jnp.float64)
     rng = np.random.default_rng(2)
@@ -115,6 +118,7 @@ def test_time_reversibility(pendulum):
     np.testing.assert_allclose(-rev.p[-1], y0["p"], atol=1e-8)
 
 
+@pytest.mark.slow
 def test_conservative_flow_is_symplectic(pendulum):
     """Seed 000's conservative flow is a canonical map: its Jacobian ``J = ∂(q, p)(T)/∂(q, p)(0)``
     satisfies ``Jᵀ Ω J = Ω`` (``Ω = [[0, I], [−I, 0]]``) and ``det J = 1``; with damping it
@@ -141,14 +145,10 @@ def test_conservative_flow_is_symplectic(pendulum):
 
 
 def _slider(mass=2.0):
-    """One horizontal prismatic segment: a point mass on a rail (gravity ⟂ rail)."""
-    d = {"name": "slider", "gravity": [0, 0, -9.81], "segments": [{
-        "name": "cart", "parent": None,
-        "joint": {"type": "prismatic", "axis": [1, 0, 0], "origin": [0, 0, 0], "orientation": [1, 0, 0, 0]},
-        "mass": mass, "com": [0, 0, 0], "inertia": [[0.1, 0, 0], [0, 0.1, 0], [0, 0, 0.1]]}]}
-    return jb.SegmentTree.from_dict(d, dtype=jnp.float64)
+    return jb.SegmentTree.from_dict(slider_dict(mass), dtype=jnp.float64)
 
 
+@pytest.mark.slow
 def test_sde_matches_ornstein_uhlenbeck():
     """dp = −(c/m) p dt + σ dW: mean p₀e^{−θt}, variance σ²(1 − e^{−2θt})/(2θ), θ = c/m."""
     m, c, sigma, p0, T = 2.0, 3.0, 0.8, 1.5, 1.0
@@ -167,6 +167,7 @@ def test_sde_matches_ornstein_uhlenbeck():
     np.testing.assert_array_equal(again, pT)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("calculus", ["ito", "stratonovich"])
 def test_sde_with_state_and_time_dependent_noise_matches_geometric_brownian_motion(calculus):
     """Seed 000's ``B[y, t] dW``: ``dp = −θ p dt + s(t) p dW`` with ``s(t) = σ(1 + t)``, θ = c/m, a
@@ -231,6 +232,7 @@ def test_gradients_of_final_state_against_finite_differences(pendulum):
         np.testing.assert_allclose(jac[k], fd, rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_gradient_wrt_damping_against_finite_differences(pendulum):
     """Default-run version of the test above: d q₁(T) / d c for a scalar damping c, in forward
     mode (`diffrax.ForwardMode`, cheap to compile for few inputs)."""
@@ -275,6 +277,7 @@ def test_power_depletion_fitness_decreases_with_work():
     np.testing.assert_allclose(tr.f[:, 0], np.exp(-0.05 * W), rtol=1e-8)
 
 
+@pytest.mark.slow
 def test_vmap_over_initial_states_and_parameters(pendulum):
     tree, q0, qd0 = pendulum
     Q = q0 + 0.1 * jnp.arange(8)[:, None]

@@ -62,6 +62,7 @@ def test_energy_conserved(make, t1):
     assert np.ptp(np.asarray(traj.qd)) > 1.0
 
 
+@pytest.mark.slow
 def test_tumbling_body_follows_euler_equations():
     """Free body without gravity: the body-frame angular velocity obeys I ω̇ = (I ω) × ω, so
     the world angular momentum R I ω is constant, and the COM moves uniformly."""

@@ -10,16 +10,12 @@ import pytest
 from scipy.integrate import simpson
 
 import jaxbio as jb
+from tests._models import slider_dict
 from jaxbio import hamiltonian as ham
 
 
 def _slider(mass=2.0):
-    """One horizontal prismatic segment: a point mass on a rail (gravity ⟂ rail)."""
-    d = {"name": "slider", "gravity": [0, 0, -9.81], "segments": [{
-        "name": "cart", "parent": None,
-        "joint": {"type": "prismatic", "axis": [1, 0, 0], "origin": [0, 0, 0], "orientation": [1, 0, 0, 0]},
-        "mass": mass, "com": [0, 0, 0], "inertia": [[0.1, 0, 0], [0, 0.1, 0], [0, 0, 0.1]]}]}
-    return jb.SegmentTree.from_dict(d, dtype=jnp.float64)
+    return jb.SegmentTree.from_dict(slider_dict(mass), dtype=jnp.float64)
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +78,7 @@ def _timed_system(tree):
                                 potential=ham.TimeFunctionPotential(_potential))
 
 
+@pytest.mark.slow
 def test_time_dependent_power_balance_pointwise(pendulum):
     """dℋ/dt = ∂ℋ/∂t + q̇ᵀ(F − ∂R/∂q̇) against jax.jvp of ℋ(t, q, p) along the vector field, and
     eq. 26 (q̇ = ∂ℋ/∂p, ṗ = F − ∂ℋ/∂q − ∂R/∂q̇) against autodiff of ℋ."""

@@ -44,6 +44,7 @@ def test_fixed_grid_against_closed_form(spacing):
     np.testing.assert_allclose(tr.ts, 6.0 * (u**2 if spacing == "quadratic" else u), rtol=1e-15)
 
 
+@pytest.mark.slow
 def test_uniform_grid_equals_diffeqsolve_on_the_same_grid():
     """steps=N takes exactly the steps diffeqsolve takes with StepTo on the grid (a double pendulum)."""
     tree = jb.SegmentTree.from_dict(double_pendulum_dict(), dtype=jnp.float64)

@@ -69,6 +69,7 @@ def _reference_mass_matrices(tree, q):
 _SLOW_TREES = ("double_pendulum", "arm26", "wholebody_hinges", "random0")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,tree", [pytest.param(n, t, marks=[pytest.mark.slow] if n in _SLOW_TREES else [])
                                        for n, t in trees()], ids=lambda x: x if isinstance(x, str) else "")
 def test_vmapped_kinetic_energy_gradient_and_mass_matrix(name, tree):
@@ -85,6 +86,7 @@ def test_vmapped_kinetic_energy_gradient_and_mass_matrix(name, tree):
     assert np.array_equal(M, np.swapaxes(M, 1, 2))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["arm7", "sagittal11"])
 def test_vmapped_dH_dq_equals_the_gradient_of_H(name):
     tree = jb.load_model(name, dtype=jnp.float64)
@@ -95,6 +97,7 @@ def test_vmapped_dH_dq_equals_the_gradient_of_H(name):
     assert rel(got, want) < 1e-10
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["sagittal11", "mixed"])
 def test_vmapped_vector_field_equals_single_states(which):
     """The vector field under vmap (the kernels) against single states (the per-state recursions),
@@ -120,6 +123,7 @@ def test_vmapped_vector_field_equals_single_states(which):
             assert rel(got[key][k], want[key]) < 1e-11
 
 
+@pytest.mark.slow
 def test_derivatives_of_vmapped_paths_against_central_differences():
     tree = jb.load_model("arm7", dtype=jnp.float64)
     q, qd = states(tree, 3, seed=5)

@@ -129,6 +129,7 @@ def test_vmap_over_subjects_uses_each_tree():
         assert rel(got[i], jb.inverse_dynamics(t, q[i], qd[i], qdd[i])) < 1e-13
 
 
+@pytest.mark.slow
 def test_gradients_through_vmap_match_finite_differences():
     tree = jb.load_model("arm7", dtype=jnp.float64)
     q, qd, qdd, _, _ = states(tree, 20, seed=5)
@@ -222,6 +223,7 @@ def check_schedule(parents, sched) -> None:
         start += S * K
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("phase_cost,step_cost", [(0, 0.75), (6, 0.75), (1000, 0.75), (1000, 0.0), (6, 100.0)])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_random_trees_every_phase_layout(phase_cost, step_cost, seed):
@@ -284,6 +286,7 @@ def test_layout_is_checked_and_schedules_are_cached_and_bounded():
     assert schedule.cache_info().maxsize is not None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["hinges", "ball_and_free"])
 def test_inside_shard_map(which):
     """`jax.shard_map` (checked varying axes, the default) accepts the per-state recursion and the

@@ -71,6 +71,7 @@ def test_double_pendulum_closed_form(seed):
 
 # ---- identities on every model --------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", models({"sagittal11", "random9"}))
 def test_mass_matrix_spd_and_inverse_of_forward(name):
     tree = TREES[name]
@@ -106,6 +107,7 @@ def test_energy_identities(name):
     np.testing.assert_allclose(dE, qd @ tau, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", models({"wholebody"}))
 def test_root_wrench_is_global_newton(name):
     """Force through the root joints = Σ m (a_C − g) − Σ F_ext (whole-body Newton law)."""
@@ -140,6 +142,7 @@ def central_differences(f, x, eps=1e-6):
     return jnp.moveaxis(d, 0, -1).reshape(d.shape[1:] + x.shape)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name, with_forward",
     [("double_pendulum", False), pytest.param("arm7", False, marks=pytest.mark.slow), pytest.param("double_pendulum", True, marks=pytest.mark.slow),

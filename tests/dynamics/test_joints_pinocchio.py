@@ -629,6 +629,7 @@ def test_mixed_tree_matches_pinocchio(jb, which, check):
     _check_results(which, model, states, results, check)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("check", list(CHECKS))
 @pytest.mark.parametrize("which", TREE_PARAMS)
 def test_mixed_tree_matches_pinocchio_vmapped(jb, which, check):
@@ -637,6 +638,7 @@ def test_mixed_tree_matches_pinocchio_vmapped(jb, which, check):
     _check_results(f"{which} vmapped", model, states, results, check)
 
 
+@pytest.mark.slow
 def test_axial_mixed_tree_matches_pinocchio(jb):
     """The harness on a tree today's jaxbio already handles (revolute/prismatic only, every mass
     positive, no rods): every check passes, single and vmapped."""
@@ -650,6 +652,7 @@ def test_axial_mixed_tree_matches_pinocchio(jb):
             _check_results(f"axial{' vmapped' if batched else ''}", model, states, results, check)
 
 
+@pytest.mark.slow
 def test_shipped_wholebody_matches_pinocchio_vmapped(jb):
     """The shipped wholebody (free pelvis, ball lumbar joint, shoulders and hips) under `jax.vmap`
     over states: every check against Pinocchio (one state at a time:

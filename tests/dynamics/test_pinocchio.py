@@ -336,6 +336,7 @@ def _compare_all(jb, tree, model, seed: int, n_states: int = N_STATES, d: dict |
         assert_close(jb.center_of_mass(tree, q), ref.pin_center_of_mass(model, s["q"]), f"{tag}: center_of_mass")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", [p if p.stem in ("arm7", "wholebody") else pytest.param(p, marks=pytest.mark.slow)
                                   for p in MODEL_FILES], ids=[p.stem for p in MODEL_FILES])
 def test_model_files_match_pinocchio(jb, path):

@@ -306,6 +306,7 @@ def _gradient_check(scheme: int):
     assert abs(float(grad @ direction) - fd) < 1e-6 * max(1.0, abs(fd)), (float(grad @ direction), fd)
 
 
+@pytest.mark.slow
 def test_gradient_against_finite_differences():
     """jax.grad of the augmented scheme (eq. 16) with respect to q."""
     _gradient_check(scheme=2)

@@ -156,6 +156,7 @@ def test_gait10dof18musc_conditional_moving_against_opensim():
     _check(_compare(GAIT, 4), 1e-9)
 
 
+@pytest.mark.slow
 def test_subject01_against_opensim():
     # OpenSim 4.6 rounds this 2.x file's joint offsets (location_in_parent) to 6 significant
     # digits when it converts them to frames (-0.06772454 -> -0.0677245); jaxbio reads the file's
@@ -240,6 +241,7 @@ def test_generalized_forces_are_moment_arms_times_tensions():
         np.testing.assert_allclose(tau, np.asarray(muscle_moment_arms(gait, c)).T @ F, atol=1e-10)
 
 
+@pytest.mark.slow
 def test_jit_vmap_grad():
     gait = _load(GAIT)
     cs, cds = _states(gait, 3)

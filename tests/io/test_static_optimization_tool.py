@@ -73,6 +73,7 @@ def thelen():
     return jb.io.static_optimization_tool(MODEL, MOTION, lowpass_hz=6.0, start=0.25, end=0.75)
 
 
+@pytest.mark.slow
 def test_arm26_thelen_matches_opensim_standard(thelen):
     """OpenSim's arm26 static optimisation (Thelen2003), 61 frames: RMS within 0.025 activation and
     4 N (OpenSim's test criterion), and every frame within the same bounds too (measured: max
@@ -158,6 +159,7 @@ def test_batch_equals_frame_by_frame(thelen):
         np.testing.assert_allclose(np.asarray(one.activations), thelen.activations.data[i], atol=1e-12)
 
 
+@pytest.mark.slow
 def test_run_tool_writes_opensim_results(tmp_path, thelen):
     """``jaxbio run-tool`` on OpenSim's setup file (here a copy naming the repository's model and
     motion by absolute path, so that the compiled solve of ``thelen`` is reused): OpenSim's

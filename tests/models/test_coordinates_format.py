@@ -82,6 +82,7 @@ def test_coordinates_without_functions_drive_the_tree_in_order(tmp_path):
     np.testing.assert_array_equal(jb.io.enforce_coordinates(m, jnp.array([2.0, 2.0])), [1.0, 2.0])
 
 
+@pytest.mark.slow
 def test_subject01_inverse_dynamics_from_json_equals_osim(tmp_path):
     osim = DATA / "subject01" / "subject01.osim"
     model = jb.io.load_osim(osim, dtype=jnp.float64)
