@@ -87,7 +87,7 @@ from jaxbio.dynamics._checks import as_external, as_state, finite
 from jaxbio.dynamics.mass_matrix import mass_matrix
 from jaxbio.dynamics.rnea import rnea
 from jaxbio.dynamics import absolute as ab
-from jaxbio.dynamics.contact import Contact, check_contacts, contact_terms
+from jaxbio.dynamics.contact import Contact, check_contacts, contact_terms, contact_wrenches
 from jaxbio.tree import SegmentTree
 
 __all__ = [
@@ -156,18 +156,6 @@ def _external_generalized(pp: ab.PlanarParams, p, external):
     F = external[0][:, :2]
     M = external[1][:, 2] + ab._cross2(origin - r, F)
     return jnp.concatenate([F, M[:, None]], axis=-1).reshape(-1)
-
-
-def _contact_multipliers_to_wrenches(lam, rows: tuple[int, ...]):
-    """Contact multipliers ``(lc,)`` → ground wrenches ``(k, 3)`` (``Mz`` 0 for a pin)."""
-    out, i = [], 0
-    for r in rows:  # static Python over contacts (a handful), not over segments
-        w = -lam[i : i + r]
-        out.append(jnp.concatenate([w, jnp.zeros((3 - r,), lam.dtype)]) if r < 3 else w)
-        i += r
-    if not out:
-        return jnp.zeros((0, 3), lam.dtype)
-    return jnp.stack(out)
 
 
 def _default_rcond(dtype) -> float:
@@ -347,7 +335,7 @@ def reactions_lagrange(
     lam, pp, p, tau = _lagrange(tree, q, qd, tau, contacts, external, rcond, check)
     n = tree.nq
     joints = _wrenches_from_multipliers(pp, p, lam[: 2 * n].reshape(n, 2), tau, np.arange(n))
-    ground = _contact_multipliers_to_wrenches(lam[2 * n :], tuple(c.rows for c in contacts))
+    ground = contact_wrenches(-lam[2 * n :], contacts)  # the ground pushes against the multipliers
     return joints, ground
 
 
@@ -458,13 +446,12 @@ def constrained_forward_dynamics(
     free = jsl.cho_solve(cf, tau - h)
     if not contacts:
         return free, jnp.zeros((0, 3), free.dtype)
-    rows = tuple(c.rows for c in contacts)
     G, gamma = contact_terms(tree, q, qd, contacts)
     X = jsl.cho_solve(cf, G.T)  # M⁻¹ Gᵀ
     rcond = _default_rcond(M.dtype) if rcond is None else rcond
     lam = _spd_solve(G @ X, G @ free - gamma, rcond, "constrained_forward_dynamics")
     qdd = free - X @ lam
-    wrenches = _contact_multipliers_to_wrenches(lam, rows)
+    wrenches = contact_wrenches(-lam, contacts)
     if check:
         qdd, wrenches = finite(qdd, "qdd"), finite(wrenches, "ground reactions")
     return qdd, wrenches

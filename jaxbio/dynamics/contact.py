@@ -28,7 +28,7 @@ from jaxbio.dynamics._checks import as_state
 from jaxbio.dynamics.kinematics import point_jacobian, segment_motion
 from jaxbio.tree import SegmentTree
 
-__all__ = ["Contact", "contact_jacobian", "contact_external", "contact_rows", "contact_points"]
+__all__ = ["Contact", "contact_jacobian", "contact_external", "contact_wrenches", "contact_rows", "contact_points"]
 
 
 class Contact(eqx.Module):
@@ -204,6 +204,21 @@ def contact_jacobian(tree: SegmentTree, q: Float[ArrayLike, " n"], contacts: Con
 
 
 @jax.jit
+def contact_wrenches(values: Float[ArrayLike, " r"], contacts: Contacts) -> Float[Array, "k 3"]:
+    """Packed contact reactions ``(r,)`` (``r = Σ c.rows``: per contact ``Fx, Fy`` N and, for a
+    weld, ``Mz`` N·m about the contact point, the layout of `contact_jacobian`'s rows) → wrenches
+    ``(k, 3)`` ``(Fx, Fy, Mz)`` (``Mz`` 0 for a pinned point), the input of `contact_external`."""
+    values = jnp.asarray(values)
+    out, i = [], 0
+    for c in contacts:  # static Python over contacts (a handful), not over segments
+        w = values[i : i + c.rows]
+        out.append(jnp.concatenate([w, jnp.zeros((3 - c.rows,), values.dtype)]) if c.rows < 3 else w)
+        i += c.rows
+    if not out:
+        return jnp.zeros((0, 3), values.dtype)
+    return jnp.stack(out)
+
+
 def contact_external(
     tree: SegmentTree,
     q: Float[ArrayLike, " n"],

@@ -67,11 +67,10 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio._validate import check_finite, concrete, is_concrete
-from jaxbio.dynamics.contact import Contact, check_contacts, contact_terms
+from jaxbio.dynamics.contact import Contact, check_contacts, contact_external, contact_terms, contact_wrenches
 from jaxbio.dynamics.mass_matrix import bias_forces, mass_matrix
 from jaxbio.estimation.pseudoinverse import PseudoinverseSolution, clamped_pseudoinverse
 from jaxbio.dynamics.constrained import reactions_augmented
-from jaxbio.dynamics.contact import contact_external
 from jaxbio.muscles.geometry import MusclePaths, moment_arms, muscle_wrenches
 from jaxbio.tree import SegmentTree
 
@@ -530,13 +529,8 @@ def _joint_reactions(model, q, qd, qdd, u, contacts, ground_reaction, joints, ac
     tau, (ext_f, ext_m) = actuation_loads(model, q, u, actuation=actuation)
     dtype = tau.dtype
     if contacts:
-        g = jnp.asarray(ground_reaction, dtype)
-        wrenches, i = [], 0
-        for c in contacts:  # static, a handful of contacts
-            w = g[i:i + c.rows]
-            wrenches.append(jnp.concatenate([w, jnp.zeros((3 - c.rows,), dtype)]))
-            i += c.rows
-        gf, gm = contact_external(tree, q.astype(dtype), contacts, jnp.stack(wrenches))
+        wrenches = contact_wrenches(jnp.asarray(ground_reaction, dtype), contacts)
+        gf, gm = contact_external(tree, q.astype(dtype), contacts, wrenches)
         ext_f, ext_m = ext_f + gf, ext_m + gm
     return reactions_augmented(tree, q.astype(dtype), qd.astype(dtype), qdd.astype(dtype), tau, (ext_f, ext_m),
                                joints=joints)
