@@ -28,6 +28,34 @@ def double_pendulum_dict(m1=1.0, m2=1.0, l1=1.0, l2=0.5) -> dict:
     }
 
 
+def notebook_euler(n_steps: int, every: int = 100, pid: bool = False) -> np.ndarray:
+    """Seed 004's explicit Euler loop as the notebook writes it (dt = 1e-4 s,
+    ``np.linalg.inv(M) @ (C + G + Q)``, state ``(ω₁, ω₂, θ₁, θ₂)``), with ``G``'s first row as in
+    its equation (``m₂ g l₁``; the notebook's code has ``m₂ g l₂``). ``pid``: its commented PID line
+    uncommented (free shoulder, ``Q = (−M₁₂, M₁₂)``, ``M₁₂ = 30(r − θ₂) − 2ω₂ + 3∫(r − θ₂)dt`` with
+    ``np.trapz`` over all samples each step, O(n²)); otherwise ``Q = 0``. Returns
+    ``(4, n_steps // every + 1)``."""
+    g, m1, m2, l1, l2, dt, r = 9.81, 1.0, 1.0, 1.0, 0.5, 1e-4, np.pi / 3
+    trapezoid = np.trapezoid if hasattr(np, "trapezoid") else np.trapz
+    state = np.zeros((4, n_steps + 1))
+    state[:, 0] = np.array([2 * np.pi, -6 * np.pi, np.pi / 10, np.pi / 3])
+    Q = np.zeros((2, 1))
+    for i in range(1, n_steps + 1):
+        thetaDiff = state[2, i - 1] - state[3, i - 1]
+        M = np.array([[m1 * l1**2 / 3 + m2 * l1**2, m2 * l1 * l2 * np.cos(thetaDiff) / 2],
+                      [m2 * l1 * l2 * np.cos(thetaDiff) / 2, m2 * l2**2 / 3]])
+        C = np.array([[-m2 * l1 * l2 * np.sin(thetaDiff) * state[1, i - 1] ** 2 / 2],
+                      [m2 * l1 * l2 * np.sin(thetaDiff) * state[0, i - 1] ** 2 / 2]])
+        G = np.array([[-m1 * g * l1 / 2 * np.sin(state[2, i - 1]) - m2 * g * l1 * np.sin(state[2, i - 1])],
+                      [-m2 * g * l2 / 2 * np.sin(state[3, i - 1])]])
+        if pid:
+            M12 = 30 * (r - state[3, i - 1]) - 2 * state[1, i - 1] + 3 * trapezoid(r - state[3, 0:i]) * 1e-4
+            Q = np.array([[0 - M12], [M12]])
+        dstatedt = np.vstack((np.linalg.inv(M) @ (C + G + Q), state[0, [i - 1]], state[1, [i - 1]]))
+        state[:, [i]] = state[:, [i - 1]] + dt * dstatedt
+    return state[:, ::every]
+
+
 def slider_dict(mass=2.0) -> dict:
     """One horizontal prismatic segment: a point mass on a rail (gravity ⟂ rail)."""
     return {"name": "slider", "gravity": [0, 0, -9.81], "segments": [{

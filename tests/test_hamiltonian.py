@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import jaxbio as jb
-from tests._models import slider_dict
+from tests._models import notebook_euler, slider_dict
 from jaxbio.papers import watanabe_pendulum as dp
 from jaxbio import hamiltonian as ham
 from jaxbio.simulation import stop_when
@@ -301,27 +301,6 @@ def test_seed004_matrices_equal_the_tree(pendulum):
         np.testing.assert_allclose(jb.gravity_forces(tree, q), -A.T @ G, atol=1e-12)
 
 
-def _notebook_euler_numpy(n_steps, every=100):
-    """Seed 004's Euler loop as the notebook writes it (``np.linalg.inv(M) @ (C + G + Q)``,
-    ``state = (ω₁, ω₂, θ₁, θ₂)``, ``Q = 0``), with ``G``'s first row as in its equation
-    (``m₂ g l₁``; the notebook's code has ``m₂ g l₂``). Returns ``(4, n_steps // every + 1)``."""
-    g, m1, m2, l1, l2, dt = 9.81, 1.0, 1.0, 1.0, 0.5, 1e-4
-    state = np.zeros((4, n_steps + 1))
-    state[:, 0] = np.array([2 * np.pi, -6 * np.pi, np.pi / 10, np.pi / 3])
-    Q = np.zeros((2, 1))
-    for i in range(1, n_steps + 1):
-        thetaDiff = state[2, i - 1] - state[3, i - 1]
-        M = np.array([[m1 * l1**2 / 3 + m2 * l1**2, m2 * l1 * l2 * np.cos(thetaDiff) / 2],
-                      [m2 * l1 * l2 * np.cos(thetaDiff) / 2, m2 * l2**2 / 3]])
-        C = np.array([[-m2 * l1 * l2 * np.sin(thetaDiff) * state[1, i - 1] ** 2 / 2],
-                      [m2 * l1 * l2 * np.sin(thetaDiff) * state[0, i - 1] ** 2 / 2]])
-        G = np.array([[-m1 * g * l1 / 2 * np.sin(state[2, i - 1]) - m2 * g * l1 * np.sin(state[2, i - 1])],
-                      [-m2 * g * l2 / 2 * np.sin(state[3, i - 1])]])
-        dstatedt = np.vstack((np.linalg.inv(M) @ (C + G + Q), state[0, [i - 1]], state[1, [i - 1]]))
-        state[:, [i]] = state[:, [i - 1]] + dt * dstatedt
-    return state[:, ::every]
-
-
 def test_seed004_euler_reproduces_the_notebook_and_drifts(pendulum):
     """`dp.euler` is the notebook's explicit Euler run (dt = 1e-4 s, 20 s): equal to the
     notebook's own loop in numpy (the seed prints no values) to round-off over the first 3 s.
@@ -330,7 +309,7 @@ def test_seed004_euler_reproduces_the_notebook_and_drifts(pendulum):
     Euler run gains ≈ 11 % energy, which Diffrax's Hamiltonian run (README) does not."""
     t, th, om = jax.jit(dp.euler)()
     assert float(t[-1]) == pytest.approx(20.0) and th.shape == (2001, 2)
-    ref = _notebook_euler_numpy(30_000)  # 3 s, sampled every 100 steps (0.01 s) like dp.euler
+    ref = notebook_euler(30_000)  # 3 s, sampled every 100 steps (0.01 s) like dp.euler
     np.testing.assert_allclose(t[:301], np.arange(301) * 0.01, atol=1e-12)
     for time, atol in ((0.5, 1e-13), (1.0, 1e-13), (2.0, 1e-12), (3.0, 1e-10)):
         k = int(round(time / 0.01))

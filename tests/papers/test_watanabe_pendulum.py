@@ -10,6 +10,7 @@ from scipy.integrate import solve_ivp
 
 import jaxbio as jb
 from jaxbio.papers import watanabe_pendulum as dp
+from tests._models import notebook_euler
 
 PAR = dp.Parameters()
 
@@ -147,32 +148,6 @@ G_, M1_, M2_, L1_, L2_ = 9.81, 1.0, 1.0, 1.0, 0.5
 R_ = np.pi / 3
 
 
-def _trapezoid(y):
-    return np.trapezoid(y) if hasattr(np, "trapezoid") else np.trapz(y)
-
-
-def _notebook_pid_loop(n_steps, every=100):
-    """The notebook's Euler loop with its PID line uncommented, as it writes it (``np.trapz`` over
-    all samples each step, O(n²)), ``G`` per its equation (``m₂ g l₁``). ``(4, ·)`` = (ω₁, ω₂, θ₁, θ₂)."""
-    dt = 1e-4
-    state = np.zeros((4, n_steps + 1))
-    state[:, 0] = np.array([2 * np.pi, -6 * np.pi, np.pi / 10, np.pi / 3])
-    M1 = 0
-    for i in range(1, n_steps + 1):
-        thetaDiff = state[2, i - 1] - state[3, i - 1]
-        M = np.array([[M1_ * L1_**2 / 3 + M2_ * L1_**2, M2_ * L1_ * L2_ * np.cos(thetaDiff) / 2],
-                      [M2_ * L1_ * L2_ * np.cos(thetaDiff) / 2, M2_ * L2_**2 / 3]])
-        C = np.array([[-M2_ * L1_ * L2_ * np.sin(thetaDiff) * state[1, i - 1] ** 2 / 2],
-                      [M2_ * L1_ * L2_ * np.sin(thetaDiff) * state[0, i - 1] ** 2 / 2]])
-        G = np.array([[-M1_ * G_ * L1_ / 2 * np.sin(state[2, i - 1]) - M2_ * G_ * L1_ * np.sin(state[2, i - 1])],
-                      [-M2_ * G_ * L2_ / 2 * np.sin(state[3, i - 1])]])
-        M12 = 30 * (R_ - state[3, i - 1]) - 2 * state[1, i - 1] + 3 * _trapezoid(R_ - state[3, 0:i]) * 1e-4
-        Q = np.array([[M1 - M12], [M12]])
-        dstatedt = np.vstack((np.linalg.inv(M) @ (C + G + Q), state[0, [i - 1]], state[1, [i - 1]]))
-        state[:, [i]] = state[:, [i - 1]] + dt * dstatedt
-    return state[:, ::every]
-
-
 def _pid_rhs(t, y):
     """The notebook's closed loop in numpy for scipy: y = (θ₁, θ₂, ω₁, ω₂, ∫(r − θ₂)dt)."""
     th, w, integral = y[:2], y[2:4], y[4]
@@ -218,7 +193,7 @@ def test_notebook_pid_euler_is_the_notebooks_loop():
     """`dp.euler(pid=NotebookPID())` against the notebook's loop run literally (``np.trapz`` over
     all samples each step) over its first 1 s, to round-off (measured ≤ 1e-15 rad)."""
     t, th, om = jax.jit(lambda: dp.euler(pid=dp.NotebookPID(), duration=1.0))()
-    lit = _notebook_pid_loop(10_000)
+    lit = notebook_euler(10_000, pid=True)
     assert th.shape == (101, 2)
     np.testing.assert_allclose(th, lit[2:].T, atol=1e-13, rtol=0)
     np.testing.assert_allclose(om, lit[:2].T, atol=1e-12, rtol=0)
