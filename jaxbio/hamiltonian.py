@@ -304,6 +304,13 @@ class Dissipation(_Component):
         """``∂R/∂q̇`` ``(n,)``, by automatic differentiation unless a subclass knows it."""
         return jax.grad(lambda v: self(q, v))(qd)
 
+    def phase_terms(self, q, p, dH_dp) -> tuple[Array, Array]:
+        """What the dissipation adds to the Hamiltonian flow, ``(Δq̇, Δṗ)``: for a Rayleigh
+        function ``(0, −∂R/∂q̇)`` at ``q̇ = ∂ℋ/∂p`` (`PhaseSpaceDissipation` adds eqs. 10–11's
+        ``(∂R/∂p, ∂R/∂q)``). ``Δṗ``'s shape is checked (``ValueError`` naming the component)."""
+        resistance = _output(self.force(q, dH_dp), jnp.shape(p), "dissipation", self, ".force")
+        return jnp.zeros_like(dH_dp), -resistance
+
 
 class NoDissipation(Dissipation):
     """``R = 0``."""
@@ -431,6 +438,11 @@ class PhaseSpaceDissipation(_Component):
     def gradients(self, q, p) -> tuple[Array, Array]:
         """``(∂R/∂q, ∂R/∂p)``, both ``(n,)``, J/s per unit coordinate / momentum."""
         return jax.grad(self, argnums=(0, 1))(q, p)
+
+    def phase_terms(self, q, p, dH_dp) -> tuple[Array, Array]:
+        """``(Δq̇, Δṗ) = (∂R/∂p, ∂R/∂q)``, eqs. 10–11 (the `Dissipation.phase_terms` protocol)."""
+        dR_dq, dR_dp = self.gradients(q, p)
+        return dR_dp, dR_dq
 
 
 class TimePotential(_Component):
@@ -844,7 +856,7 @@ class HamiltonianSystem(eqx.Module):
         dissipation force of another shape than ``q`` (which would broadcast into a plausible
         wrong force) raises ``ValueError`` naming the component."""
         q, p, f = y["q"], y["p"], y["f"]
-        flow, force, qd = self._flow(t, y)
+        flow, force, qd, _ = self._flow(t, y)
         out = {"q": flow.qdot, "p": flow.pdot,
                "f": _output(self.fitness.rate(t, q, p, qd, f, force, flow), f.shape, "fitness", self.fitness, ".rate")}
         if self.stateful:
@@ -852,9 +864,10 @@ class HamiltonianSystem(eqx.Module):
                                "drive", self.drive, ".state_rate")
         return out
 
-    def _flow(self, t, y) -> tuple[PhaseFlow, Array, Array]:
-        """The `PhaseFlow` at ``(t, y)``, the drive force ``F`` ``(nv,)`` and the generalised
-        velocity ``(nv,)`` (``∂ℋ/∂p``, plus ``∂R/∂p`` with a `PhaseSpaceDissipation`)."""
+    def _flow(self, t, y) -> tuple[PhaseFlow, Array, Array, tuple[Array, Array]]:
+        """The `PhaseFlow` at ``(t, y)``, the drive force ``F`` ``(nv,)``, the generalised
+        velocity ``(nv,)`` (``∂ℋ/∂p``, plus ``∂R/∂p`` with a `PhaseSpaceDissipation`) and the
+        dissipation's ``(Δq̇, Δṗ)`` (`Dissipation.phase_terms`)."""
         q, p = y["q"], y["p"]
         dH_dp = self.velocities(q, p)
         potential_force = self.potential.gradient(t, q)
@@ -862,30 +875,21 @@ class HamiltonianSystem(eqx.Module):
             potential_force = velocity_to_qdot_transpose(self.tree, q, potential_force)
         gradient_q = dH_dq(self.tree, q, dH_dp) + _output(potential_force, p.shape, "potential", self.potential,
                                                           ".gradient")
-        if isinstance(self.dissipation, PhaseSpaceDissipation):
-            dR_dq, dR_dp = self.dissipation.gradients(q, p)
-            qd = dH_dp + dR_dp
-            force = _output(self.drive_force(t, y, qd), p.shape, "drive", self.drive)
-            pdot = force - gradient_q + dR_dq
-        else:
-            qd = dH_dp
-            force = _output(self.drive_force(t, y, qd), p.shape, "drive", self.drive)
-            resistance = _output(self.dissipation.force(q, qd), p.shape, "dissipation", self.dissipation, ".force")
-            pdot = force - gradient_q - resistance
+        dq, dp = self.dissipation.phase_terms(q, p, dH_dp)
+        qd = dH_dp + dq
+        force = _output(self.drive_force(t, y, qd), p.shape, "drive", self.drive)
+        pdot = force - gradient_q + dp
         qdot = qd if self.tree.is_axial else velocity_to_qdot(self.tree, q, qd)
-        return PhaseFlow(qdot, pdot, dH_dp, gradient_q, self.potential.time_rate(t, q)), force, qd
+        return PhaseFlow(qdot, pdot, dH_dp, gradient_q, self.potential.time_rate(t, q)), force, qd, (dq, dp)
 
     def power_balance(self, t, y) -> Float[Array, ""]:
         """``dℋ/dt`` W along the vector field: ``∂ℋ/∂t + q̇ᵀ (F − ∂R/∂q̇)`` for a Rayleigh
         `Dissipation` (seed 000 eq. 26 with drive and dissipation), ``∂ℋ/∂t + ∂ℋ/∂pᵀ F +
         ∂ℋ/∂q·∂R/∂p + ∂ℋ/∂p·∂R/∂q`` for a `PhaseSpaceDissipation` (eqs. 10–11). ``∂ℋ/∂t`` is
         the `TimePotential`'s ``∂U/∂t``."""
-        q, p = y["q"], y["p"]
-        flow, force, _ = self._flow(t, y)
-        if isinstance(self.dissipation, PhaseSpaceDissipation):
-            dR_dq, dR_dp = self.dissipation.gradients(q, p)
-            return flow.dH_dt + jnp.dot(flow.dH_dp, force + dR_dq) + jnp.dot(flow.dH_dq, dR_dp)
-        return flow.dH_dt + jnp.dot(flow.dH_dp, force - self.dissipation.force(q, flow.dH_dp))
+        flow, force, _, (dq, dp) = self._flow(t, y)
+        # ∂ℋ/∂t + ∂ℋ/∂q·q̇ + ∂ℋ/∂p·ṗ with q̇ = ∂ℋ/∂p + Δq̇, ṗ = F − ∂ℋ/∂q + Δṗ: the Hamiltonian parts cancel
+        return flow.dH_dt + jnp.dot(flow.dH_dp, force + dp) + jnp.dot(flow.dH_dq, dq)
 
 
 def _vector(x, n, name, like=None):
