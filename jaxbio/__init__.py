@@ -32,7 +32,7 @@ from jaxbio.tree import SegmentTree
 
 __version__ = "0.1.0"
 
-_LAZY = ("coordinates", "estimation", "io", "papers", "plot")  # imported on first use (keeps `jaxbio sprint` start-up short)
+_LAZY = ("coordinates", "estimation", "io", "learning", "papers", "plot")  # imported on first use (keeps `jaxbio sprint` start-up short)
 
 
 def __getattr__(name):
@@ -56,6 +56,7 @@ __all__ = [
     "coordinates",
     "estimation",
     "io",
+    "learning",
     "muscles",
     "papers",
     "center_of_mass",
