@@ -32,15 +32,11 @@ from jaxbio.tree import SegmentTree
 
 __version__ = "0.1.0"
 
-_LAZY = ("coordinates", "estimation", "io", "learning", "papers", "plot")  # imported on first use (keeps `jaxbio sprint` start-up short)
+from jaxbio._lazy import attach  # noqa: E402
 
-
-def __getattr__(name):
-    if name in _LAZY:
-        import importlib
-
-        return importlib.import_module(f"jaxbio.{name}")
-    raise AttributeError(f"module 'jaxbio' has no attribute {name!r}")
+# imported on first use (keeps `jaxbio sprint` start-up short)
+__getattr__, __dir__ = attach(__name__, globals(),
+                              submodules=("coordinates", "estimation", "io", "learning", "papers", "plot"))
 
 
 __all__ = [

@@ -11,17 +11,6 @@
   multipliers, the augmented joint-coordinate method).
 """
 
-from jaxbio.dynamics import absolute, constrained, contact
-from jaxbio.dynamics.constrained import (
-    augmented_multipliers,
-    constrained_forward_dynamics,
-    lagrange_multipliers,
-    planar_wrenches,
-    reactions_augmented,
-    reactions_lagrange,
-    reactions_recursion,
-)
-from jaxbio.dynamics.contact import Contact, contact_external, contact_jacobian
 from jaxbio.dynamics.energy import (center_of_mass, kinetic_energy, kinetic_energy_gradient, potential_energy,
                                    segment_coms)
 from jaxbio.dynamics.forward import forward_dynamics
@@ -29,6 +18,15 @@ from jaxbio.dynamics.loads import point_loads
 from jaxbio.dynamics.kinematics import SegmentMotion, forward_kinematics, point_jacobian, segment_motion
 from jaxbio.dynamics.mass_matrix import bias_forces, com_jacobians, gravity_forces, mass_matrix
 from jaxbio.dynamics.rnea import inverse_dynamics, rnea, segment_wrenches
+
+from jaxbio._lazy import attach  # noqa: E402
+
+# contact and constrained dynamics are imported on first use (`jaxbio sprint` needs neither)
+__getattr__, __dir__ = attach(__name__, globals(), submodules=("absolute", "constrained", "contact"),
+                              exports={**{name: "constrained" for name in (
+                                  "augmented_multipliers", "constrained_forward_dynamics", "lagrange_multipliers",
+                                  "planar_wrenches", "reactions_augmented", "reactions_lagrange", "reactions_recursion")},
+                                  "Contact": "contact", "contact_external": "contact", "contact_jacobian": "contact"})
 
 __all__ = [
     "Contact",

@@ -112,21 +112,9 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name):
-    import importlib
+from jaxbio._lazy import attach  # noqa: E402
 
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(f"jaxbio.io.{_EXPORTS[name]}"), name)
-        globals()[name] = value
-        return value
-    try:
-        return importlib.import_module(f"jaxbio.io.{name}")  # a submodule, e.g. jb.io.osim
-    except ModuleNotFoundError:
-        raise AttributeError(f"module 'jaxbio.io' has no attribute {name!r}") from None
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = attach(__name__, globals(), submodules=("osim",), exports=_EXPORTS)
 
 
 __all__ = [

@@ -7,15 +7,9 @@ Everything here is an Equinox module or a pure function over pytrees: ``eqx.filt
 without ``jax_enable_x64``. Submodules are imported on first use; the guide is ``docs/learning.md``.
 """
 
+from jaxbio._lazy import attach
+
 _SUBMODULES = ("controllers", "env", "estimators", "fatigue")
-
-
-def __getattr__(name):
-    if name in _SUBMODULES:
-        import importlib
-
-        return importlib.import_module(f"jaxbio.learning.{name}")
-    raise AttributeError(f"module 'jaxbio.learning' has no attribute {name!r}")
-
+__getattr__, __dir__ = attach(__name__, globals(), submodules=_SUBMODULES)
 
 __all__ = list(_SUBMODULES)

@@ -25,35 +25,20 @@
 - `MuscleEquilibrium`: the state both report after ``equilibrateMuscles``.
 """
 
-from jaxbio.muscles import (
-    activation,
-    actuators,
-    curves,
-    drive,
-    fatigue,
-    geometry,
-    millard,
-    sets,
-    thelen,
-    wrapping,
-)
-from jaxbio.muscles._opensim_common import MuscleEquilibrium
+from jaxbio._lazy import attach
+from jaxbio.muscles import activation, actuators, curves, fatigue
 from jaxbio.muscles.actuators import DCMotor, MuscleDrive, RayleighVanDerPol
 from jaxbio.muscles.curves import HillMuscle
-from jaxbio.muscles.drive import MuscleActuatedDrive
 from jaxbio.muscles.fatigue import ThreeCompartmentFatigue
-from jaxbio.muscles.geometry import MusclePaths
-from jaxbio.muscles.millard import (
-    ActiveForceLengthCurve,
-    FiberForceLengthCurve,
-    ForceVelocityCurve,
-    ForceVelocityInverseCurve,
-    Millard2012EquilibriumMuscle,
-    TendonForceLengthCurve,
-)
-from jaxbio.muscles.sets import load_muscle_set
-from jaxbio.muscles.thelen import Thelen2003Muscle
-from jaxbio.muscles.wrapping import WrapObjects
+
+# paths, wrapping and OpenSim's muscles are imported on first use (`jaxbio sprint` needs none)
+__getattr__, __dir__ = attach(__name__, globals(), submodules=("drive", "geometry", "millard", "sets", "thelen", "wrapping"),
+                              exports={"MuscleEquilibrium": "_opensim_common", "MuscleActuatedDrive": "drive",
+                                       "MusclePaths": "geometry", "ActiveForceLengthCurve": "millard",
+                                       "FiberForceLengthCurve": "millard", "ForceVelocityCurve": "millard",
+                                       "ForceVelocityInverseCurve": "millard", "Millard2012EquilibriumMuscle": "millard",
+                                       "TendonForceLengthCurve": "millard", "load_muscle_set": "sets",
+                                       "Thelen2003Muscle": "thelen", "WrapObjects": "wrapping"})
 
 __all__ = [
     "ActiveForceLengthCurve",
