@@ -2,6 +2,7 @@
 the segment-Jacobian mass matrix, the wrench recursion's gravity vector, the COM-based potential
 and autodiff of the kinetic energy, on random hinges and sliders with arbitrary placements."""
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -54,3 +55,32 @@ def test_closed_forms_under_vmap_and_grad():
     q, qdd = jnp.array([0.4]), jnp.array([1.3])
     tau = jb.inverse_dynamics(tree, q, jnp.zeros(1), qdd)
     np.testing.assert_allclose(jb.mass_matrix(tree, q) @ qdd + jb.gravity_forces(tree, q), tau, rtol=1e-12)
+
+
+@pytest.mark.parametrize("joint", ["revolute", "prismatic"])
+def test_closed_forms_take_raw_axes_and_placements(joint):
+    """The slider's forms skip the normalisation (`_gravity_along`): a hand-scaled axis and
+    placement quaternion, or a zero placement (the identity), give the unit tree's general-route
+    numbers; a NaN axis gives NaN, never a plausible number."""
+    unit = _one(4, joint)
+    q = jnp.array([0.7])
+    want = (_jacobian_mass_matrix(unit, q), _tau(unit, q, jnp.zeros(1), jnp.zeros(1)),
+            -jnp.sum(unit.masses * (segment_coms(unit, q) @ unit.gravity)))
+    scaled = eqx.tree_at(lambda t: (t.axes, t.orientations), unit, (1.7 * unit.axes, 0.6 * unit.orientations))
+    for tree in (unit, scaled):
+        got = (jb.mass_matrix(tree, q), jb.gravity_forces(tree, q), jb.potential_energy(tree, q))
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+    zero = eqx.tree_at(lambda t: t.orientations, unit, jnp.zeros_like(unit.orientations))
+    ident = eqx.tree_at(lambda t: t.orientations, unit, jnp.array([[1.0, 0.0, 0.0, 0.0]]))
+    for f in (jb.gravity_forces, jb.potential_energy):
+        np.testing.assert_allclose(f(zero, q), _one_segment_general(f, ident, q), rtol=1e-12, atol=1e-12)
+    bad = eqx.tree_at(lambda t: t.axes, unit, unit.axes.at[0, 0].set(jnp.nan))
+    assert not np.isfinite(_one_segment.gravity_forces(bad, q)).any()
+    assert not np.isfinite(_one_segment.mass_matrix(bad, q)).any()
+
+
+def _one_segment_general(f, tree, q):
+    if f is jb.gravity_forces:
+        return _tau(tree, q, jnp.zeros(1), jnp.zeros(1))
+    return -jnp.sum(tree.masses * (segment_coms(tree, q) @ tree.gravity))
