@@ -30,6 +30,8 @@ systems of this package; pass it via ``adjoint=`` only for long, smooth, conserv
 
 from __future__ import annotations
 
+from typing import Callable
+
 import diffrax
 import equinox as eqx
 import jax
@@ -609,6 +611,25 @@ def crossing_times(traj: Trajectory, values: Float[ArrayLike, " k"], index: int 
     return jnp.where(values > q[-1], t_past, t_inside)
 
 
+class _Diffusion(eqx.Module):
+    """``B(t, y)`` on the state dict, zero outside its ``p`` block. A module, not a closure, so
+    Diffrax's compiled solve is reused by the next `simulate_sde` call with the same system
+    structure and noise function (a fresh closure per call recompiled every call)."""
+
+    B: Array | None
+    noise_fn: Callable | None = eqx.field(static=True)
+    sizes: tuple = eqx.field(static=True)
+    dtype: object = eqx.field(static=True)
+
+    def __call__(self, t, y, args):
+        if self.noise_fn is None:
+            b = self.B.astype(self.dtype)
+        else:
+            b = jnp.asarray(self.noise_fn(t, y), self.dtype)
+            b = jnp.diag(b) if b.ndim == 1 else b
+        return {name: b if name == "p" else jnp.zeros((m, m), self.dtype) for name, m in self.sizes}
+
+
 def simulate_sde(
     system: HamiltonianSystem,
     y0: dict,
@@ -702,14 +723,7 @@ def simulate_sde(
     shape = {name: jax.ShapeDtypeStruct((m,), dtype) for name, m in sizes.items()}
     brownian = diffrax.VirtualBrownianTree(t0, jnp.maximum(t1, t0 + dt0), tol=dt0 / 4, shape=shape, key=key)
 
-    def diffusion(t, y, args):
-        if noise_fn is None:
-            b = B.astype(dtype)
-        else:
-            b = jnp.asarray(noise_fn(t, y), dtype)
-            b = jnp.diag(b) if b.ndim == 1 else b
-        return {name: b if name == "p" else jnp.zeros((m, m), dtype) for name, m in sizes.items()}
-
+    diffusion = _Diffusion(B, noise_fn, tuple(sizes.items()), dtype)
     terms = diffrax.MultiTerm(diffrax.ODETerm(system.vector_field), diffrax.ControlTerm(diffusion, brownian))
     requested = None
     if saveat is None:

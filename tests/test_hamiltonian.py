@@ -210,6 +210,30 @@ def test_sde_noise_function_and_calculus_are_checked():
         jb.simulate_sde(system, y0, 0.0, 1.0, key, jnp.ones(1), dt0=0.1, solver=diffrax.Heun())
 
 
+def test_sde_second_call_reuses_the_compiled_solve():
+    """Outside a user's jit, a second `simulate_sde` call with another key and noise level (same
+    structure) runs Diffrax's compiled solve again instead of compiling a new one."""
+    from jax import monitoring
+
+    system = jb.HamiltonianSystem(_slider(), dissipation=ham.LinearDamping(jnp.array([1.0])))
+    y0 = {"q": jnp.zeros(1), "p": jnp.ones(1), "f": jnp.ones(1)}
+    run = lambda k, s: jb.simulate_sde(system, y0, 0.0, 0.5, jax.random.PRNGKey(k), jnp.array([s]), dt0=0.05)
+    first = run(0, 0.3)
+    compiles = []
+
+    def listen(event, duration, **kw):
+        if event.endswith("backend_compile_duration"):
+            compiles.append(kw.get("fun_name"))
+
+    monitoring.register_event_duration_secs_listener(listen)
+    try:
+        second = run(1, 0.5)
+    finally:
+        monitoring.unregister_event_duration_listener(listen)
+    assert not [name for name in compiles if name and "diffeqsolve" in name], compiles
+    assert np.all(np.isfinite(second.p)) and not np.array_equal(first.p, second.p)
+
+
 @pytest.mark.slow
 def test_gradients_of_final_state_against_finite_differences(pendulum):
     tree, q0, qd0 = pendulum
