@@ -148,6 +148,14 @@ def jit_checked(fn, check_arguments: Callable[[dict], None], *, static_argnames=
     return call
 
 
+def check_choice(value, choices, name: str):
+    """``value`` if it is one of ``choices`` (a static option: a solver, a form, a layout), else
+    ``ValueError("{name} must be one of 'a', 'b', got 'c'")`` — the one wording of every such check."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+    return value
+
+
 def as_real(x, name: str, *, like=None):
     """``x`` as a floating array, like `as_float`, except that a concrete value that is not a JAX
     array (a Python number, a list, numpy) comes back as numpy: inside the caller's `jax.jit`

@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 from jaxtyping import Array, ArrayLike, Float
 
-from jaxbio._validate import as_float, check_finite, check_values, coordinate_vector
+from jaxbio._validate import as_float, check_choice, check_finite, check_values, coordinate_vector
 from jaxbio.configuration import velocity_to_qdot, velocity_to_qdot_transpose
 from jaxbio.dynamics import gravity_forces, kinetic_energy_gradient, mass_matrix, potential_energy
 from jaxbio.tree import SegmentTree
@@ -684,8 +684,7 @@ class BracketFitness(FitnessLaw):
     forms: ClassVar[tuple[str, ...]] = ("along_flow", "eq27")
 
     def __check_init__(self):
-        if self.form not in self.forms:
-            raise ValueError(f"BracketFitness: form must be one of {self.forms}, got {self.form!r}")
+        check_choice(self.form, self.forms, "BracketFitness: form")
         if not callable(self.phi):
             raise ValueError(f"BracketFitness: phi must be a function φ(t, q, p), got {type(self.phi).__name__}")
 

@@ -42,7 +42,7 @@ import optimistix as optx
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio.configuration import normalize
-from jaxbio._validate import any_bad, as_count, as_real, as_scalar, check_finite, check_key, check_or_defer, raise_if
+from jaxbio._validate import any_bad, as_count, as_real, as_scalar, check_choice, check_finite, check_key, check_or_defer, raise_if
 from jaxbio.dynamics import potential_energy
 from jaxbio.hamiltonian import HamiltonianSystem
 
@@ -85,8 +85,7 @@ def stop_when(index: int, value: float, *, coordinate: str = "q") -> diffrax.Eve
     ``coordinate``: a key of the state (``"q"``, ``"p"``, ``"f"``, ``"a"``); ``index``: an int
     inside it (checked when the solve traces the event: JAX indexing would clamp an index out of
     range into another coordinate); ``value``: finite (checked now when concrete)."""
-    if coordinate not in ("q", "p", "f", "a"):
-        raise ValueError(f"stop_when: coordinate must be one of 'q', 'p', 'f', 'a', got {coordinate!r}")
+    check_choice(coordinate, ("q", "p", "f", "a"), "stop_when: coordinate")
     index = as_count(index, "stop_when: index", minimum=0)
     check_or_defer([(lambda xp, v: ~xp.isfinite(v), "stop_when: value must be finite",
                      {"value": as_scalar(value, "stop_when: value")})])
@@ -450,8 +449,7 @@ def simulate(
         if clash:
             raise ValueError(f"{fn}: steps= (fixed-grid stepping) excludes {', '.join(clash)}")
         steps = as_count(steps, f"{fn}: steps")
-        if spacing not in SPACINGS:
-            raise ValueError(f"{fn}: spacing must be one of {SPACINGS}, got {spacing!r}")
+        check_choice(spacing, SPACINGS, f"{fn}: spacing")
         return _simulate_grid(system, y0, t0, t1, steps, spacing, solver, throw, check_or_defer(checks))
     if saveat is not None and (ts is not None or dense):
         raise ValueError(f"{fn}: give saveat or ts/dense, not both")
@@ -663,8 +661,7 @@ def simulate_sde(
     """
     fn = "simulate_sde"
     _check_types(fn, system=system, solver=solver, saveat=saveat)
-    if calculus not in ("ito", "stratonovich"):
-        raise ValueError(f"{fn}: calculus must be 'ito' or 'stratonovich', got {calculus!r}")
+    check_choice(calculus, ("ito", "stratonovich"), f"{fn}: calculus")
     wanted = diffrax.AbstractItoSolver if calculus == "ito" else diffrax.AbstractStratonovichSolver
     if solver is None:
         solver = diffrax.Euler() if calculus == "ito" else diffrax.Heun()

@@ -204,7 +204,7 @@ def test_sde_noise_function_and_calculus_are_checked():
     key = jax.random.PRNGKey(0)
     with pytest.raises(ValueError, match=r"noise\(t, y\) returns \(3,\), expected \(1,\) or \(1, 1\)"):
         jb.simulate_sde(system, y0, 0.0, 1.0, key, lambda t, y: jnp.ones(3), dt0=0.1)
-    with pytest.raises(ValueError, match="calculus must be 'ito' or 'stratonovich'"):
+    with pytest.raises(ValueError, match="calculus must be one of 'ito', 'stratonovich', got 'ito-ish'"):
         jb.simulate_sde(system, y0, 0.0, 1.0, key, jnp.ones(1), dt0=0.1, calculus="ito-ish")
     with pytest.raises(ValueError, match="Heun does not converge to the ito solution"):
         jb.simulate_sde(system, y0, 0.0, 1.0, key, jnp.ones(1), dt0=0.1, solver=diffrax.Heun())

@@ -62,6 +62,7 @@ import numpy as np
 from jax import lax
 
 from jaxbio._sincos import sincos
+from jaxbio._validate import check_choice
 from jaxbio.dynamics import _levels
 from jaxbio.dynamics import _soa as soa
 from jaxbio.dynamics._levels import Schedule
@@ -584,8 +585,7 @@ def _batched(tree: SegmentTree, kernel: _Kernel, states: list, external: list | 
     """`_chunk` over the batch: ``states`` ``[q, a, b]`` ``(B, n)``, ``external`` None or
     ``[forces, moments]`` ``(B, n, 3)``; chunks written in place into the ``(B, width)`` result."""
     layout = default_layout() if layout is None else layout
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    check_choice(layout, LAYOUTS, "layout")
     sched = _levels.schedule(tree.parents) if schedule is None else schedule
     q = states[0]
     B = q.shape[0]

@@ -66,7 +66,7 @@ import jax.scipy.linalg as jsl
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from jaxbio._validate import check_finite, concrete, is_concrete
+from jaxbio._validate import check_choice, check_finite, concrete, is_concrete
 from jaxbio.dynamics.contact import Contact, check_contacts, contact_external, contact_terms, contact_wrenches
 from jaxbio.dynamics.mass_matrix import bias_forces, mass_matrix
 from jaxbio.estimation.pseudoinverse import PseudoinverseSolution, clamped_pseudoinverse
@@ -400,8 +400,7 @@ ACTUATIONS = ("muscles", "torques")
 
 
 def _check_actuation(actuation: str) -> str:
-    if actuation not in ACTUATIONS:
-        raise ValueError(f"actuation must be one of {ACTUATIONS}, got {actuation!r}")
+    check_choice(actuation, ACTUATIONS, "actuation")
     return actuation
 
 

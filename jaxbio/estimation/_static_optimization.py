@@ -88,7 +88,7 @@ import jax.scipy.linalg as jsl
 import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
-from jaxbio._validate import as_float, check_finite, check_values, is_concrete, static_number
+from jaxbio._validate import as_float, check_choice, check_finite, check_values, is_concrete, static_number
 
 __all__ = [
     "StaticOptimizationResult",
@@ -554,8 +554,7 @@ def _frames_solver(solver: str, weight: float, tol: float, max_iterations: int, 
 
 
 def _resolve_solver(solver: str, p: float) -> str:
-    if solver not in SOLVERS:
-        raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
+    check_choice(solver, SOLVERS, "solver")
     if solver == "auto":
         return "interior_point"
     if solver == "qpax":
@@ -792,8 +791,7 @@ def muscle_force_components(muscle, musculotendon_length, musculotendon_velocity
 
     ``musculotendon_length`` ``(m,)`` m, ``musculotendon_velocity`` ``(m,)`` m/s (lengthening positive).
     """
-    if objective not in OBJECTIVES:
-        raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    check_choice(objective, OBJECTIVES, "objective")
     if objective == "force":
         return muscle.max_isometric_force, jnp.zeros_like(muscle.max_isometric_force)
     if muscle.tendon != "rigid":
@@ -891,8 +889,7 @@ def static_optimization_motion(
     """
     p = _check_p(p)
     solver = _resolve_solver(solver, p)
-    if objective not in OBJECTIVES:
-        raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    check_choice(objective, OBJECTIVES, "objective")
     from jaxbio.muscles.geometry import check_tree
 
     check_tree(paths, tree)

@@ -64,6 +64,7 @@ import optax
 import optimistix as optx
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
+from jaxbio._validate import check_choice
 from jaxbio._validate import concrete as _concrete
 from jaxbio.dynamics import potential_energy
 from jaxbio.hamiltonian import HamiltonianSystem, velocities
@@ -273,8 +274,7 @@ def _muscle_indices(drive: MuscleActuatedDrive, muscles) -> tuple[int, ...]:
 
 
 def _check_options(gradient, dt0, qd_weight):
-    if gradient not in _GRADIENTS:
-        raise ValueError(f"gradient must be one of {_GRADIENTS}, got {gradient!r}")
+    check_choice(gradient, _GRADIENTS, "gradient")
     if dt0 is not None and not (math.isfinite(dt0) and dt0 > 0):
         raise ValueError(f"dt0 must be a positive step in s, got {dt0}")
     if not (math.isfinite(qd_weight) and qd_weight >= 0):

@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from jaxbio._validate import check_values, concrete
+from jaxbio._validate import check_choice, check_values, concrete
 from jaxbio.spatial import safe_sqrt
 
 __all__ = [
@@ -364,8 +364,7 @@ class HillMuscle(eqx.Module):
         passive_strain_at_one=0.6,
         tendon: str = "rigid",
     ):
-        if tendon not in TENDON_MODELS:
-            raise ValueError(f"HillMuscle: tendon must be one of {TENDON_MODELS}, got {tendon!r}")
+        check_choice(tendon, TENDON_MODELS, "HillMuscle: tendon")
         self.tendon = tendon
         names = ("max_isometric_force", "optimal_fiber_length", "tendon_slack_length",
                  "pennation_angle", "max_contraction_velocity", "curvature", "eccentric_plateau",

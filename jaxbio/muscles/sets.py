@@ -39,6 +39,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from jaxbio import quaternion as quat
+from jaxbio._validate import check_choice
 from jaxbio.model import load_model
 from jaxbio.models.build import Z, Body, combine, model, moved, segment, virtual
 from jaxbio.muscles.curves import HillMuscle
@@ -275,8 +276,7 @@ def load_muscle_set(
         parameters: `MuscleParameters`, in the order of ``paths.names``.
     """
     _check_name(name)
-    if conditional not in ("reference", "always"):
-        raise ValueError(f"conditional must be 'reference' or 'always', got {conditional!r}")
+    check_choice(conditional, ("reference", "always"), "conditional")
     if wrapping not in (True, False):
         raise ValueError(f"wrapping must be True or False, got {wrapping!r}")
     if name == "arm26":

@@ -51,7 +51,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import quaternion as quat
-from jaxbio._validate import as_float, as_shape, check_values, finite
+from jaxbio._validate import as_float, as_shape, check_choice, check_values, finite
 from jaxbio.dynamics.kinematics import forward_kinematics
 from jaxbio.papers import _biscarini_terms as terms
 from jaxbio.spatial import norm, unit
@@ -481,8 +481,7 @@ def _kinematics(chain, theta, theta_dot, theta_ddot):
 
 
 def _form_and_base(form, base_load, dtype):
-    if form not in _FORMS:
-        raise ValueError(f"form must be one of {_FORMS}, got {form!r}")
+    check_choice(form, _FORMS, "form")
     if form == "distal":
         if base_load is not None:
             raise ValueError("base_load is used by form='proximal' only (eqs. 10, 24)")

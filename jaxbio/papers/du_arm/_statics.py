@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float
 
-from jaxbio._validate import as_float, check_eagerly, enforce
+from jaxbio._validate import as_float, check_choice, check_eagerly, enforce
 from jaxbio.dynamics.loads import point_loads
 from jaxbio.dynamics.rnea import segment_wrenches
 from jaxbio.muscles import geometry
@@ -168,8 +168,7 @@ MUSCLE_WRENCH_FORMS = ("pair", "distal_only")
 
 
 def _check_form(form):
-    if form not in MUSCLE_WRENCH_FORMS:
-        raise ValueError(f"form must be one of {MUSCLE_WRENCH_FORMS}, got {form!r}")
+    check_choice(form, MUSCLE_WRENCH_FORMS, "form")
     return form
 
 
