@@ -82,7 +82,8 @@ print(f"{'mean |error|':28s} {'':9s}   {'':20s}{mean['parametric']:10.4f} {mean[
 wins = sum(abs(a) < abs(b) for a, b in zip(err["neural"], err["parametric"]))
 d = mean["neural"] - mean["parametric"]
 if abs(d) < 0.002:  # the splits are rounded to 0.01 s: a couple of ms is no difference
-    verdict = f"no real difference between the neural residual and the parametric law (Δ mean |error| {d * 1e3:+.1f} ms"
+    verdict = ("no real difference between the neural residual and the parametric law "
+               f"(Δ mean |error| {d * 1e3:+.1f} ms")
 elif d < 0:
     verdict = f"the neural residual forecasts better than the parametric law (mean |error| {-d * 1e3:.1f} ms lower"
 else:

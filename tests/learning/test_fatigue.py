@@ -36,8 +36,8 @@ def _with_last_layer(law, scale, key=jax.random.key(7)):
     """``law`` with a random last layer of size ``scale`` (a law that differs from the parametric one)."""
     k1, k2 = jax.random.split(key)
     last = law.mlp.layers[-1]
-    return eqx.tree_at(lambda l: (l.mlp.layers[-1].weight, l.mlp.layers[-1].bias), law,
-                       (scale * jax.random.normal(k1, last.weight.shape), scale * jax.random.normal(k2, last.bias.shape)))
+    new = (scale * jax.random.normal(k1, last.weight.shape), scale * jax.random.normal(k2, last.bias.shape))
+    return eqx.tree_at(lambda l: (l.mlp.layers[-1].weight, l.mlp.layers[-1].bias), law, new)
 
 
 def test_zero_last_layer_reproduces_the_parametric_split_times():
@@ -56,12 +56,12 @@ def test_zero_last_layer_reproduces_the_parametric_split_times():
 def test_split_time_gradient_wrt_mlp_weights_matches_central_differences():
     model = sprint.Sprinter(f0=16.0, vmax=20.0, energy=1000.0)
     law = _with_last_layer(fatigue.sprint_residual(jax.random.key(1)), 0.05)
-    weights, static = eqx.partition(law, eqx.is_inexact_array)
     # only the MLP's weights vary; the base law's parameters stay as they are
-    w_mlp, unravel = ravel_pytree(weights.mlp)
+    weights, mlp_static = eqx.partition(law.mlp, eqx.is_inexact_array)
+    w_mlp, unravel = ravel_pytree(weights)
 
     def times(w):
-        trained = eqx.tree_at(lambda l: l.mlp, law, eqx.combine(unravel(w), eqx.partition(law.mlp, eqx.is_inexact_array)[1]))
+        trained = eqx.tree_at(lambda l: l.mlp, law, eqx.combine(unravel(w), mlp_static))
         return sprint.split_times(model, D[5:], RT, WIND, fitness=trained.on)  # 60-100 m, where fatigue shows
 
     weights_of_splits = jnp.linspace(1.0, 2.0, D[5:].size)
