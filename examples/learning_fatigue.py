@@ -88,7 +88,8 @@ elif d < 0:
     verdict = f"the neural residual forecasts better than the parametric law (mean |error| {-d * 1e3:.1f} ms lower"
 else:
     verdict = f"the neural residual forecasts worse than the parametric law (mean |error| {d * 1e3:.1f} ms higher"
-print(f"verdict: {verdict}, closer on {wins} of {n} races); best overall: {min(models, key=mean.get)}")
+overall = " = ".join(m for m in models if mean[m] < min(mean.values()) + 5e-4)
+print(f"verdict: {verdict}, closer on {wins} of {n} races); best overall: {overall}")
 drop = np.mean([1 - r["loss"] / r["loss0"] for r in rows])
 print(f"note: training lowers the training races' split loss by only {drop:.0%} on average: a shared fatigue term "
       "finds little to explain in the parametric law's remaining misfit")
