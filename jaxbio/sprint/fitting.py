@@ -46,12 +46,12 @@ def default_starts(model: Sprinter, names=FREE, n: int = 4) -> np.ndarray:
     return np.array(out)
 
 
-def _residuals(theta, args, *, names, n_steps):
+def _residuals(theta, args, *, names, n_steps, fitness=None):
     """Scaled residuals ``(L + k,)`` and, as aux, the predicted splits and the simulated race
     (``ts`` ``(n_steps + 1,)`` s and ``q``, ``p``, ``f``: the solver keeps those of its best
-    point, so the profile needs no second simulation)."""
+    point, so the profile needs no second simulation). ``fitness``: `sprinter_system`'s hook."""
     base, sp, mu, sqrt_prec = args
-    traj = simulate_race(base.with_log(names, theta), sp.duration, sp.wind, n_steps=n_steps)
+    traj = simulate_race(base.with_log(names, theta), sp.duration, sp.wind, n_steps=n_steps, fitness=fitness)
     pred = sp.reaction_time + crossing_times(traj, sp.distances)
     r = sp.weights * (pred - sp.times) / SIGMA_ROUND
     return jnp.concatenate([r, sqrt_prec @ (theta - mu)]), dict(pred=pred, ts=traj.ts, q=traj.q, p=traj.p, f=traj.f)
@@ -65,11 +65,11 @@ def residual_template(L: int, k: int, n_steps: int, dtype) -> tuple:
                                           **{key: jnp.zeros((T, 1), dtype) for key in ("q", "p", "f")}))
 
 
-def _profile(base, theta, sp, run, *, names, n_grid):
+def _profile(base, theta, sp, run, *, names, n_grid, fitness=None):
     """Speed and fitness profile of the fitted model on ``n_grid`` distances, from its simulated
     race ``run`` (the residuals' aux at the optimum); after the fit, once."""
     model = base.with_log(names, theta)
-    system = sprinter_system(model, sp.wind)
+    system = sprinter_system(model, sp.wind, fitness)
     traj = Trajectory(ts=run["ts"], q=run["q"], p=run["p"], qd=run["p"] / model.mass, f=run["f"],
                       energy=jnp.zeros_like(run["ts"]), result=diffrax.RESULTS.successful, solution=None)
     x = jnp.linspace(0.0, sp.distances[-1], n_grid)
@@ -80,8 +80,11 @@ def _profile(base, theta, sp, run, *, names, n_grid):
     return dict(x=x, t=s + sp.reaction_time, v=v, f=f)
 
 
-def _fit_core_impl(base, splits, starts, mu, sqrt_prec, *, names, n_steps, max_steps, n_grid):
-    res = functools.partial(_residuals, names=names, n_steps=n_steps)
+def _fit_core_impl(base, splits, starts, mu, sqrt_prec, fitness=None, *, names, n_steps, max_steps, n_grid,
+                   fitness_static=None):
+    # a fitness hook comes as its arrays (traced) and the rest (static, hashable): eqx.partition
+    fitness = None if fitness_static is None else eqx.combine(fitness, fitness_static)
+    res = functools.partial(_residuals, names=names, n_steps=n_steps, fitness=fitness)
     L = splits.distances.shape[-1]
     k = len(names)
     dtype = starts.dtype
@@ -102,12 +105,12 @@ def _fit_core_impl(base, splits, starts, mu, sqrt_prec, *, names, n_steps, max_s
     cost, ok, cov, chi2 = jax.vmap(finish)(r, J, ok, splits.weights)
     run = {key: aux.pop(key) for key in ("ts", "q", "p", "f")}
     if n_grid:
-        prof = functools.partial(_profile, base, names=names, n_grid=n_grid)
+        prof = functools.partial(_profile, base, names=names, n_grid=n_grid, fitness=fitness)
         aux = {**aux, **jax.vmap(prof)(theta, splits, run)}
     return theta, cost, ok, steps, cov, chi2, aux
 
 
-_STATIC = ("names", "n_steps", "max_steps", "n_grid")
+_STATIC = ("names", "n_steps", "max_steps", "n_grid", "fitness_static")
 
 #: XLA options for small batches on CPU (the CLI's handful of races), where compilation dominates:
 #: XLA's classic CPU emitters at LLVM -O0 compile the fit of 8 races in 1.1 s instead of 6.1 s and
@@ -121,15 +124,22 @@ _fit_core_quick = jax.jit(_fit_core_impl, static_argnames=_STATIC, compiler_opti
 _quick_ok = [True]  # False once this XLA has rejected the options (then the defaults are used)
 
 
-def _run_core(quick: bool, *args, **kw):
+def quick_or_default(quick_fn, default_fn, quick: bool, *args, **kw):
+    """``quick_fn(*args, **kw)`` (a ``jax.jit`` with ``compiler_options=QUICK_COMPILE``) when
+    ``quick`` and on CPU, else ``default_fn`` (the same function jitted with XLA's defaults), which
+    is also used from the first time an XLA rejects the options."""
     if quick and _quick_ok[0] and jax.default_backend() == "cpu":
         try:
-            return _fit_core_quick(*args, **kw)
+            return quick_fn(*args, **kw)
         except jax.errors.JaxRuntimeError as e:  # an XLA without these options: compile normally
             if "compile option" not in str(e):
                 raise
             _quick_ok[0] = False
-    return _fit_core(*args, **kw)
+    return default_fn(*args, **kw)
+
+
+def _run_core(quick: bool, *args, **kw):
+    return quick_or_default(_fit_core_quick, _fit_core, quick, *args, **kw)
 
 
 class FitResult(eqx.Module):
@@ -235,14 +245,16 @@ def _round_up(n: int, m: int) -> int:
 
 def fit_splits(splits: Splits, *, model: Sprinter | None = None, names=FREE, starts=None, prior=None,
                n_steps: int = N_STEPS, max_steps: int = 60, n_grid: int = 201,
-               quick_compile: bool | None = None) -> FitResult:
+               quick_compile: bool | None = None, fitness=None) -> FitResult:
     """Fit every race of ``splits`` (B races) in one vmapped, jitted call.
 
     ``model``: fixed parameters and the centre of the default starts (``Sprinter()``);
     ``names``: free parameters; ``starts``: ``(S, k)`` or ``(B, S, k)`` log starts
     (``default_starts``); ``prior``: ``None`` or ``(mu (B, k), sqrt_prec (B, k, k))`` in log space.
     ``quick_compile``: compile with ``QUICK_COMPILE`` (faster compile, slower run; CPU only);
-    default: for batches of at most ``QUICK_COMPILE_MAX_BATCH`` races.
+    default: for batches of at most ``QUICK_COMPILE_MAX_BATCH`` races. ``fitness``: a modified
+    fatigue law, `sprinter_system`'s hook, held fixed (a pytree: its arrays are traced, the rest
+    must be hashable, as Equinox modules and their bound methods are).
     Returns a ``FitResult`` (host numpy).
     """
     model = Sprinter() if model is None else model
@@ -256,9 +268,12 @@ def fit_splits(splits: Splits, *, model: Sprinter | None = None, names=FREE, sta
     else:
         mu, sp = (np.broadcast_to(np.asarray(a, dtype=float), s) for a, s in zip(prior, ((B, k), (B, k, k))))
     quick = B <= QUICK_COMPILE_MAX_BATCH if quick_compile is None else bool(quick_compile)
-    theta, cost, ok, steps, cov, chi2, aux = _run_core(
-        quick, model, splits, jnp.asarray(starts), jnp.asarray(mu), jnp.asarray(sp),
-        names=names, n_steps=n_steps, max_steps=max_steps, n_grid=n_grid)
+    core_args = (model, splits, jnp.asarray(starts), jnp.asarray(mu), jnp.asarray(sp))
+    core_kw = dict(names=names, n_steps=n_steps, max_steps=max_steps, n_grid=n_grid)
+    if fitness is not None:
+        arrays, core_kw["fitness_static"] = eqx.partition(fitness, eqx.is_array)
+        core_args += (arrays,)
+    theta, cost, ok, steps, cov, chi2, aux = _run_core(quick, *core_args, **core_kw)
     theta, cost, ok, steps, cov = map(np.asarray, (theta, cost, ok, steps, cov))
     aux = jax.tree_util.tree_map(np.asarray, aux)
     pred = aux.pop("pred")
@@ -344,6 +359,8 @@ def fit(races: list[Race], *, fit_until: float | None = None, model: Sprinter | 
     prior on the fatigue parameters learned from full fits of ``reference`` races (default: the
     embedded races), each race's prior leaving out the reference race with the same name
     (``population_prior``); ``reference_fit``: a full fit of ``reference`` already at hand.
+    ``fitness=`` (through ``**kw`` to ``fit_splits``): a modified fatigue law, also used for the
+    reference fits.
     ``SprintDataError`` for too few splits or ``fit_until`` past the last split.
     """
     model = Sprinter() if model is None else model

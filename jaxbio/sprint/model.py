@@ -41,7 +41,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from jaxbio.hamiltonian import HamiltonianSystem, LinearDamping, QuadraticDrag, ReserveFitness, SumDissipation
+from jaxbio.hamiltonian import (FitnessLaw, HamiltonianSystem, LinearDamping, QuadraticDrag, ReserveFitness,
+                                SumDissipation)
 from jaxbio.muscles.actuators import MuscleDrive
 from jaxbio.simulation import Trajectory, crossing_times, simulate
 from jaxbio.tree import SegmentTree
@@ -226,7 +227,7 @@ def _body(mass) -> SegmentTree:
         name="sprinter")
 
 
-def sprinter_system(model: "Sprinter | Values", wind=0.0) -> HamiltonianSystem:
+def sprinter_system(model: "Sprinter | Values", wind=0.0, fitness=None) -> HamiltonianSystem:
     """The sprinter of the module docstring built from library parts, time ``s`` from the reaction:
 
     - tree: one prismatic segment of mass ``m`` (``H = p²/2m``, seed 000 eq. 7);
@@ -237,6 +238,12 @@ def sprinter_system(model: "Sprinter | Values", wind=0.0) -> HamiltonianSystem:
     - fitness: `ReserveFitness` with capacity ``m E`` J, activation power ``m P_act`` W,
       half-saturation ``K``, recovery ``r`` and throttle ``RESERVE_EPS``.
 
+    ``fitness``: ``None``, or a function ``ReserveFitness -> FitnessLaw`` applied to that law —
+    the hook for a modified fatigue law built on the parametric one (e.g.
+    `jaxbio.learning.fatigue.NeuralResidualFitness.on`, which adds a learned correction); make it
+    a pytree (an Equinox module or bound method) so that its parameters are traced and
+    differentiable. ``ValueError`` if it is not callable or does not return a `FitnessLaw`.
+
     The state is ``{"q": distance (1,), "p": momentum (1,), "f": reserve (1,)}``.
     """
     v = model.positive()
@@ -245,36 +252,51 @@ def sprinter_system(model: "Sprinter | Values", wind=0.0) -> HamiltonianSystem:
     drive = MuscleDrive(max_isometric_force=jnp.reshape(f0, (1,)), time_constant=v.tau,
                         hill_a=v.hill_ratio * f0, hill_b=v.hill_b, moment_arms=jnp.ones((1, 1), jnp.result_type(m)))
     dissipation = SumDissipation(LinearDamping(m * v.rayleigh), QuadraticDrag(m * v.drag, wind))
-    fitness = ReserveFitness(capacity=m * v.energy, activation_power=m * v.activation_power,
+    reserve = ReserveFitness(capacity=m * v.energy, activation_power=m * v.activation_power,
                              half_saturation=v.half_saturation, recovery=v.recovery, throttle=RESERVE_EPS)
-    return HamiltonianSystem(_body(m), drive, dissipation, fitness)
+    return HamiltonianSystem(_body(m), drive, dissipation, _modified(reserve, fitness))
 
 
-def simulate_race(model: Sprinter, duration, wind=0.0, *, n_steps: int = 80) -> Trajectory:
+def _modified(reserve: ReserveFitness, fitness) -> FitnessLaw:
+    """``reserve``, or ``fitness(reserve)`` for a `sprinter_system` hook (checked)."""
+    if fitness is None:
+        return reserve
+    if not callable(fitness):
+        raise ValueError(f"sprinter_system: fitness must be a function ReserveFitness -> FitnessLaw, "
+                         f"got {type(fitness).__name__}")
+    law = fitness(reserve)
+    if not isinstance(law, FitnessLaw):
+        raise ValueError(f"sprinter_system: fitness(reserve) must return a jaxbio.hamiltonian.FitnessLaw, "
+                         f"got {type(law).__name__}")
+    return law
+
+
+def simulate_race(model: Sprinter, duration, wind=0.0, *, n_steps: int = 80, fitness=None) -> Trajectory:
     """Integrate the sprinter from rest for ``duration`` [s] after the reaction: ``jaxbio.simulate``
     with ``n_steps`` fixed Tsit5 steps on the quadratic grid ``s = duration · u²`` (small steps
     while the impulse rises). Split times are within ~1e-5 s of a converged solution at 80 steps
     (1000× below the data's 0.01 s). Returns a `jaxbio.Trajectory` (``ts`` s since the reaction,
     ``q`` m, ``p`` kg·m/s, ``qd`` m/s, ``f`` the reserve) with ``n_steps + 1`` points. Pure;
-    jit/vmap/grad (forward and reverse mode) work.
+    jit/vmap/grad (forward and reverse mode) work. ``fitness``: `sprinter_system`'s hook.
     """
-    system = sprinter_system(model, wind)
+    system = sprinter_system(model, wind, fitness)
     dtype = jnp.result_type(float)
     y0 = {"q": jnp.zeros(1, dtype), "p": jnp.zeros(1, dtype), "f": jnp.ones(1, dtype)}
     return simulate(system, y0, 0.0, jnp.asarray(duration, dtype), steps=n_steps, spacing="quadratic", throw=False)
 
 
 def split_times(model: Sprinter, distances: Float[Array, " k"], reaction_time, wind=0.0, duration=None, *,
-                n_steps: int = 80) -> Float[Array, " k"]:
+                n_steps: int = 80, fitness=None) -> Float[Array, " k"]:
     """Predicted split times from the gun [s] at ``distances`` [m] (reaction time included).
 
     ``reaction_time`` [s] from the race file; ``wind`` [m/s]; ``duration`` [s] of the simulation
     after the reaction (default ``1.3 · max(distances)/8 + 1`` s, more than any sprinter needs).
     The crossing times are located on the simulated race (`jaxbio.simulation.crossing_times`).
-    Differentiable with respect to every parameter of ``model`` (forward and reverse mode).
+    Differentiable with respect to every parameter of ``model`` (forward and reverse mode), and
+    of ``fitness`` (`sprinter_system`'s hook, default the parametric `ReserveFitness`).
     """
     distances = jnp.asarray(distances, dtype=float)
     if duration is None:
         duration = 1.3 * jnp.max(distances) / 8.0 + 1.0
-    traj = simulate_race(model, duration, wind, n_steps=n_steps)
+    traj = simulate_race(model, duration, wind, n_steps=n_steps, fitness=fitness)
     return reaction_time + crossing_times(traj, distances)
