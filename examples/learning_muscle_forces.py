@@ -6,7 +6,7 @@ frames against the library's solver and timed against it in the same run.
 
 1. Frames: random swing-like motions of both legs (the motion of examples/static_optimization.py
    with random frequency 0.7–0.9 Hz, amplitudes ×0.8–1.1, offsets ±0.05 rad, phases ±0.2 rad);
-   8192 training frames from 2048 motions, 1024 held-out frames from 32 other motions plus the
+   8192 training frames from 2048 motions; 1032 held-out frames: 992 from 32 other motions and the
    example's own 40-frame cycle. Reserve actuators (1000 N·m) on the pelvis and lumbar
    coordinates, which no muscle crosses, as in the static-optimisation example. Float32 throughout.
 2. Training (`jaxbio.learning.estimators.train`, Adam, no labels): a dual network predicts the

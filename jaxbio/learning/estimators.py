@@ -52,7 +52,7 @@ Example::
     ...                                                   key=jax.random.key(0))
     >>> net(q[0], qd[0], qdd[0]).shape                    # activations of one frame
     (18,)
-    >>> net, losses = est.train(net, problem, q, qd, qdd, steps=10, key=jax.random.key(1))
+    >>> net, losses = est.train(net, problem, q, qd, qdd, steps=10, batch_size=8, key=jax.random.key(1))
 """
 
 from __future__ import annotations
