@@ -86,6 +86,7 @@ __all__ = [
     "frames_data",
     "train",
     "RESIDUAL_WEIGHT",
+    "NO_MOMENT_ARM",
 ]
 
 #: m (m/m for prismatic coordinates): a moment arm this small counts as none (`train`'s closed-form
