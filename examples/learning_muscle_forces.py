@@ -83,7 +83,7 @@ def main(steps=4000):
 
     # 1–2. train with no labels
     net = est.AmortizedStaticOptimization.from_frames(*train_frames, n_muscles=problem.n_muscles,
-                                                      key=jax.random.key(0), width=256, depth=3, dtype=f32)
+                                                      key=jax.random.key(0), width=256, depth=2, dtype=f32)
     t0 = time.perf_counter()
     net, losses = est.train(net, problem, *train_frames, key=jax.random.key(1), steps=steps, batch_size=1024,
                             learning_rate=3e-3, progress=sys.stderr.isatty())

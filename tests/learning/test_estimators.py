@@ -199,18 +199,19 @@ def test_bad_input_raises(problem):
 
 @pytest.mark.slow
 def test_held_out_forces_match_static_optimization():
-    """The example's training (float32, 8192 frames, width 256, depth 3, 4000 Adam steps of 1024
+    """The example's training (float32, 8192 frames, width 256, depth 2, 4000 Adam steps of 1024
     frames; minutes on CPU), checked on 992 held-out frames of 32 unseen motions against the
-    solver. Measured when written (depth 3): per-frame largest force error median 1.3 %, 99th
-    percentile 4.5 %, worst frame 5.5 % of the peak force. So the 5 %-of-peak target holds for 99 %
-    of the frames, and the worst frame is just above it; the bounds below are those numbers with a
-    margin. (Depth 2 gave 1.7 %, 4.8–5.8 %, 8–11 %: the worst frames need the depth.)"""
+    solver. Measured when written (the example, same frames plus its 40-frame cycle): per-frame
+    largest force error median 1.75 %, 99th percentile 5.5 %, worst frame 8.6 % of the peak force
+    (tib_ant_l). So the 5 %-of-peak target holds for ~98 % of the frames, not for every frame; the
+    bounds below are those numbers with a margin (depth 3 was no steadier: 5.5 % worst on one draw
+    of frames, 9.3 % on another)."""
     f32 = jnp.float32
     problem = est.MuscleProblem.from_muscle_set("gait10dof18musc", reserve_strength=RESERVES, dtype=f32)
     train_frames = swing_frames(0, 2048, 4, f32)
     q, qd, qdd = swing_frames(1, 32, 31, f32)
     net = est.AmortizedStaticOptimization.from_frames(*train_frames, n_muscles=18, key=jax.random.key(0), width=256,
-                                                      depth=3, dtype=f32)
+                                                      depth=2, dtype=f32)
     net, _ = est.train(net, problem, *train_frames, key=jax.random.key(1), steps=4000, batch_size=1024)
     data = est.frames_data(problem, q, qd, qdd)
     so = jax.jit(jax.vmap(lambda d: static_optimization(d.moment_arms, d.tau, d.max_force, passive_force=d.passive_force,
@@ -220,8 +221,8 @@ def test_held_out_forces_match_static_optimization():
     assert float(a.min()) >= 0 and float(a.max()) <= 1
     err = np.abs(np.asarray(a * data.max_force + data.passive_force - so.forces)).max(axis=1)
     peak = float(so.forces.max())
-    assert np.median(err) < 0.02 * peak
-    assert np.percentile(err, 99) < 0.06 * peak
-    assert err.max() < 0.08 * peak
+    assert np.median(err) < 0.03 * peak
+    assert np.percentile(err, 99) < 0.07 * peak
+    assert err.max() < 0.15 * peak
     residual = jax.vmap(lambda d, x: est.physics_terms(problem, d, x).residual)(data, a)
-    assert float(jnp.abs(residual).mean()) < 0.5  # N·m, at joints whose |τ| reaches ~100 N·m
+    assert float(jnp.abs(residual).mean()) < 0.5  # N·m (reserve coordinates count 0; |τ| at the leg joints ≤ ~16 N·m)
