@@ -818,22 +818,51 @@ def _as_hill(parameters):
     )
 
 
-@eqx.filter_jit
-def _motion_problem(tree, paths, muscle, q, qd, qdd, tau, external, objective):
-    """Per frame: ``τ`` (inverse dynamics unless given), moment arms ``(m, n)``, ``F̂`` and ``P``
-    ``(m,)`` (`muscle_force_components`), batched over the frames."""
+def frame_problem(tree, paths, muscle, q, qd, qdd, tau=None, external=None, objective="activation"):
+    """The data of one frame's static optimisation: ``(R (m, n), τ (n,), F̂ (m,), P (m,))`` —
+    moment arms (`jaxbio.muscles.geometry.moment_arms`), joint moments (`jaxbio.inverse_dynamics`
+    of ``q, qd, qdd`` with ``external`` unless ``tau`` is given), and `muscle_force_components`
+    at the frame's musculotendon lengths and velocities. No checks (callers check); one home for
+    `static_optimization_motion` and the amortised estimator of `jaxbio.learning.estimators`."""
     from jaxbio.dynamics import inverse_dynamics
     from jaxbio.muscles.geometry import lengthening_velocity, lengths, moment_arms
 
+    if tau is None:
+        tau = inverse_dynamics(tree, q, qd, qdd, external)
+    R = moment_arms(paths, tree, q)
+    fmax, passive = muscle_force_components(
+        muscle, lengths(paths, tree, q), lengthening_velocity(paths, tree, q, qd), objective)
+    return R, tau, fmax, passive
+
+
+@eqx.filter_jit
+def _motion_problem(tree, paths, muscle, q, qd, qdd, tau, external, objective):
+    """`frame_problem` batched over the frames."""
+
     def frame(q_t, qd_t, qdd_t, tau_t, ext_t):
-        if tau_t is None:
-            tau_t = inverse_dynamics(tree, q_t, qd_t, qdd_t, ext_t)
-        R = moment_arms(paths, tree, q_t)
-        fmax, passive = muscle_force_components(
-            muscle, lengths(paths, tree, q_t), lengthening_velocity(paths, tree, q_t, qd_t), objective)
-        return R, tau_t, fmax, passive
+        return frame_problem(tree, paths, muscle, q_t, qd_t, qdd_t, tau_t, ext_t, objective)
 
     return jax.vmap(frame)(q, qd, qdd, tau, external)
+
+
+def reserve_vector(tree, reserve_strength, dtype):
+    """``(n,)`` reserve strengths from ``None`` (no reserves), an ``(n,)`` array, or a mapping
+    ``{segment name: strength}`` over ``tree.names``; ``ValueError`` naming an unknown segment or a
+    wrong shape."""
+    n = tree.nq
+    if isinstance(reserve_strength, Mapping):
+        strength = np.zeros(n)
+        for key, value in reserve_strength.items():
+            if key not in tree.names:
+                raise ValueError(f"reserve_strength: no segment {key!r} in {tree.name!r}; segments are {list(tree.names)}")
+            strength[tree.names.index(key)] = float(value)
+        return jnp.asarray(strength, dtype)
+    if reserve_strength is None:
+        return jnp.zeros(n, dtype)
+    reserve = as_float(reserve_strength, "reserve_strength").astype(dtype)
+    if reserve.shape != (n,):
+        raise ValueError(f"reserve_strength has shape {reserve.shape}, expected ({n},)")
+    return reserve
 
 
 def static_optimization_motion(
@@ -915,19 +944,7 @@ def static_optimization_motion(
     dtype = jnp.result_type(*arrays.values())
     options = _options(infeasibility_weight, tol, max_iterations, residual_tolerance, dtype)
     _check_max_force(muscle.max_isometric_force, "max_isometric_force of parameters")
-    if isinstance(reserve_strength, Mapping):
-        strength = np.zeros(n)
-        for key, value in reserve_strength.items():
-            if key not in tree.names:
-                raise ValueError(f"reserve_strength: no segment {key!r} in {tree.name!r}; segments are {list(tree.names)}")
-            strength[tree.names.index(key)] = float(value)
-        reserve = jnp.asarray(strength, dtype)
-    elif reserve_strength is None:
-        reserve = jnp.zeros(n, dtype)
-    else:
-        reserve = as_float(reserve_strength, "reserve_strength").astype(dtype)
-        if reserve.shape != (n,):
-            raise ValueError(f"reserve_strength has shape {reserve.shape}, expected ({n},)")
+    reserve = reserve_vector(tree, reserve_strength, dtype)
     reserve = _check_finite(reserve, "reserve_strength", check)
     if external is not None:
         if not isinstance(external, (tuple, list)) or len(external) != 2:
