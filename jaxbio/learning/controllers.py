@@ -389,7 +389,7 @@ def _pd_gravity(tree, q, qd, target, gains):
 
 def _computed_torque(tree, q, qd, target, gains):
     qdd = gains["kp"] * (target - q) - gains["kd"] * qd
-    tau = inverse_dynamics(tree, q, qd, qdd)  # = M(q) q̈_des + C(q, q̇) q̇ + g(q)
+    tau = inverse_dynamics(tree, q, qd, qdd) + gains["damping"] * qd  # M(q) q̈_des + C(q, q̇) q̇ + g(q) + c q̇
     return jnp.clip(tau, -gains["torque_limit"], gains["torque_limit"])
 
 
@@ -411,13 +411,15 @@ def pd_gravity_torque(tree: SegmentTree, kp, kd, torque_limit=jnp.inf, target=No
     return FeedbackDrive(tree, jnp.asarray(target, gains["kp"].dtype), gains, _pd_gravity)
 
 
-def computed_torque(tree: SegmentTree, omega=8.0, zeta=1.0, torque_limit=jnp.inf, target=None) -> FeedbackDrive:
+def computed_torque(tree: SegmentTree, omega=8.0, zeta=1.0, torque_limit=jnp.inf, target=None,
+                    damping=0.0) -> FeedbackDrive:
     """Computed torque (inverse dynamics feedback linearisation):
-    ``τ = clip(M(q)(ω² (q* − q) − 2ζω q̇) + C(q, q̇)q̇ + g(q), ±τ_max)`` ``(n,)`` N·m, by
+    ``τ = clip(M(q)(ω² (q* − q) − 2ζω q̇) + C(q, q̇)q̇ + g(q) + c q̇, ±τ_max)`` ``(n,)`` N·m, by
     `jaxbio.inverse_dynamics`; without saturation every joint error obeys
-    ``ë + 2ζω ė + ω² e = 0``. ``omega`` rad/s, ``zeta`` (1 = critical damping)."""
+    ``ë + 2ζω ė + ω² e = 0``. ``omega`` rad/s, ``zeta`` (1 = critical damping), ``damping`` ``c``
+    N·m·s/rad: the joints' known viscous damping, compensated (scalar or ``(n,)``)."""
     omega = jnp.asarray(omega)
-    gains = _gains(tree, torque_limit, kp=omega**2, kd=2.0 * zeta * omega)
+    gains = _gains(tree, torque_limit, kp=omega**2, kd=2.0 * zeta * omega, damping=damping)
     target = jnp.zeros(tree.nv, gains["kp"].dtype) if target is None else target
     return FeedbackDrive(tree, jnp.asarray(target, gains["kp"].dtype), gains, _computed_torque)
 
