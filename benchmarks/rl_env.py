@@ -8,7 +8,7 @@ pendulum with joint torques (control interval 20 ms, 2 Tsit5 steps inside) — i
 ``jax.jit(jax.vmap(env.step))`` on a batch of environments (random actions: torques uniform in
 the limits, excitations uniform in [0, 1]) and prints the compile time, the time per batched step
 and the environment steps per second (batch / time). Auto-reset is on, so the timed step includes
-the reset branch that a training loop runs. A second row per batch times a whole 100-step rollout
+the reset branch that a training loop runs. A second column times a 20-step rollout
 under `jax.lax.scan` inside the jit (what an RL loop does), as steps per second.
 """
 
@@ -32,7 +32,7 @@ ENVS = {
     "arm7, muscles": lambda: E.arm_env("muscle", dtype=jnp.float32, auto_reset=True),
     "double pendulum, torques": lambda: E.double_pendulum_env("torque", dtype=jnp.float32, auto_reset=True),
 }
-SCAN = 100
+SCAN = 20
 
 
 def actions(env, key, batch):
@@ -61,7 +61,7 @@ def main():
             t0 = time.perf_counter()
             jax.block_until_ready(step(states, acts))
             compile_s = time.perf_counter() - t0
-            per_step = best_time(lambda: jax.block_until_ready(step(states, acts)), repeats=3)
+            per_step = best_time(lambda: jax.block_until_ready(step(states, acts)), repeats=3, min_time=0.2)
 
             @jax.jit
             def rollout(states, acts):
@@ -71,7 +71,7 @@ def main():
                 return jax.lax.scan(body, states, None, length=SCAN)[1]
 
             jax.block_until_ready(rollout(states, acts))
-            per_scan = best_time(lambda: jax.block_until_ready(rollout(states, acts)), repeats=2, min_time=0.0)
+            per_scan = best_time(lambda: jax.block_until_ready(rollout(states, acts)), repeats=1, min_time=0.0)
             row = {"env": name, "batch": batch, "compile_s": compile_s, "step_s": per_step,
                    "steps_per_s": batch / per_step, "scan_steps_per_s": batch * SCAN / per_scan}
             out["rows"].append(row)

@@ -10,7 +10,7 @@ equations (`jaxbio.learning.controllers.rollout`), in float32 on the CPU. Both a
 held-out initial states and targets and compared in the same run with PD + gravity compensation
 and with computed torque (`jb.inverse_dynamics`), all under the same torque limits and joint damping.
 
-    python examples/learning_controller.py [--steps 120] [--muscle-steps 40]
+    python examples/learning_controller.py [--steps 120] [--muscle-steps 30]
 """
 
 import argparse
@@ -26,7 +26,7 @@ import jaxbio as jb
 from jaxbio.hamiltonian import LinearDamping
 from jaxbio.learning import controllers as C
 
-HORIZON, STEPS = 1.0, 50  # s, fixed grid steps (20 ms)
+HORIZON, STEPS, MUSCLE_STEPS = 1.0, 50, 100  # s, fixed grid steps (20 ms torques; 10 ms muscles: activation is fast)
 SPREAD = 0.4  # rad: initial states and targets uniform in ARM_POSTURE ± SPREAD
 TOLERANCE = 0.15  # rad: the RMS final joint error the trained torque MLP must reach on held-out states
 
@@ -75,7 +75,7 @@ def train(system, n_steps, steps, lr, key, batch=16):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=120, help="Adam steps for the torque MLP")
-    ap.add_argument("--muscle-steps", type=int, default=40, help="Adam steps for the excitation MLP (0: skip)")
+    ap.add_argument("--muscle-steps", type=int, default=30, help="Adam steps for the excitation MLP (0: skip)")
     args = ap.parse_args()
 
     tree = jb.load_model("arm7", dtype=jnp.float32)
@@ -86,9 +86,10 @@ def main():
           f"torque limits {C.ARM_TORQUE_LIMIT.tolist()} N·m, joint damping {C.ARM_DAMPING.tolist()} N·m·s/rad")
 
     rows = []
-    # PD gains scaled by each joint's inertia at the mid posture (kp = ω² M_ii, kd = 2ω M_ii, ω = 8 rad/s)
-    m_ii = jnp.diag(jb.mass_matrix(tree, jnp.asarray(C.ARM_POSTURE, jnp.float32)))
-    for name, drive in [("PD + gravity comp. (ω 8 rad/s on M_ii)", C.pd_gravity_torque(tree, 64 * m_ii, 16 * m_ii, limit)),
+    # PD gains scaled by each joint's effective inertia at the mid posture, m_i = 1/(M⁻¹)_ii
+    # (kp = ω² m_i, kd = 2ω m_i, ω = 8 rad/s; with M_ii instead the distal joints are unstable at 20 ms steps)
+    m_eff = 1.0 / jnp.diag(jnp.linalg.inv(jb.mass_matrix(tree, jnp.asarray(C.ARM_POSTURE, jnp.float32))))
+    for name, drive in [("PD + gravity comp. (ω 8 rad/s)", C.pd_gravity_torque(tree, 64 * m_eff, 16 * m_eff, limit)),
                         ("computed torque (ω 8 rad/s, ζ 1)", C.computed_torque(tree, 8.0, 1.0, limit,
                                                                                damping=C.ARM_DAMPING))]:
         err, speed = final_error(jb.HamiltonianSystem(tree, drive, damping), q0_test, target_test, STEPS)
@@ -108,11 +109,12 @@ def main():
         muscles = C.arm_muscles(dtype=jnp.float32)
         drive = C.MLPExcitationDrive(muscles, 7, key=jax.random.key(3), width=64, depth=2)
         msystem = jb.HamiltonianSystem(tree, drive, damping)
-        merr0, _ = final_error(msystem, q0_test, target_test, STEPS)
-        msystem, mlosses, mcompile, mstep = train(msystem, args.muscle_steps, STEPS, 3e-3, jax.random.key(4))
-        print(f"excitation MLP (14 muscles): {args.muscle_steps} Adam steps: loss {mlosses[0]:.4f} -> "
+        merr0, _ = final_error(msystem, q0_test, target_test, MUSCLE_STEPS)
+        msystem, mlosses, mcompile, mstep = train(msystem, args.muscle_steps, MUSCLE_STEPS, 3e-3, jax.random.key(4),
+                                                  batch=8)
+        print(f"excitation MLP (14 muscles): {args.muscle_steps} Adam steps, batch 8: loss {mlosses[0]:.4f} -> "
               f"{np.mean(mlosses[-10:]):.4f} rad² (first step {mcompile:.1f} s, then {mstep:.2f} s/step)")
-        merr, mspeed = final_error(msystem, q0_test, target_test, STEPS)
+        merr, mspeed = final_error(msystem, q0_test, target_test, MUSCLE_STEPS)
         rows.append(("excitation MLP (untrained)", merr0, None))
         rows.append(("excitation MLP (trained)", merr, mspeed))
 

@@ -244,7 +244,7 @@ ARM_POSTURE = np.array([0.4, 0.3, 0.0, 0.9, 0.0, 0.0, 0.0])
 ARM_TORQUE_LIMIT = np.array([30.0, 30.0, 5.0, 15.0, 1.0, 2.0, 2.0])
 ARM_MUSCLE_FORCE = np.array([800.0, 800.0, 400.0, 800.0, 200.0, 300.0, 300.0])
 ARM_MOMENT_ARM = np.array([0.03, 0.03, 0.02, 0.03, 0.015, 0.015, 0.015])
-# Joint viscous damping (N·m·s/rad) of the training task and the arm environment: it bounds the
+# Joint viscous damping (N·m·s/rad) of the training task (and `arm_env(damping=ARM_DAMPING)`): it bounds the
 # speed an untrained policy can reach (the distal joints move ~0.002 kg·m²), so that fixed steps
 # of 20 ms stay stable; of the order of measured human joint damping.
 ARM_DAMPING = np.array([1.0, 1.0, 0.3, 0.5, 0.05, 0.1, 0.1])

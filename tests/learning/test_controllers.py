@@ -25,7 +25,7 @@ def test_mlp_drive_gradients_match_finite_differences():
     drive = C.MLPDrive(3, torque_limit=[5.0, 2.0, 1.0], key=jax.random.key(0), width=8, depth=2,
                        target=[0.1, -0.2, 0.3])
     q, qd = jnp.array([0.3, -0.1, 0.5]), jnp.array([1.0, -2.0, 0.5])
-    call = jax.jit(lambda d, q, qd: d(0.0, q, qd, jnp.ones(1)))
+    call = eqx.filter_jit(lambda d, q, qd: d(0.0, q, qd, jnp.ones(1)))
     tau = call(drive, q, qd)
     assert tau.shape == (3,) and np.all(np.abs(tau) < np.array([5.0, 2.0, 1.0]))
     w = jnp.array([0.7, -1.3, 0.4])
