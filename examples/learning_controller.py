@@ -11,6 +11,11 @@ held-out initial states and targets and compared in the same run with PD + gravi
 and with computed torque (`jb.inverse_dynamics`), all under the same torque limits and joint damping.
 
     python examples/learning_controller.py [--steps 120] [--muscle-steps 30]
+
+Known gap: the excitation MLP does not train yet. On arm7 its rollouts on the 10 ms grid become
+NaN (batch 8, Adam 3e-3; an untrained policy spins the light distal joints far enough for the
+exponential passive force–length curve to make the fixed step unstable), and on the double
+pendulum its loss fell < 1 % in 60 steps; so it runs only with --muscle-steps N.
 """
 
 import argparse
@@ -75,7 +80,8 @@ def train(system, n_steps, steps, lr, key, batch=16):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=120, help="Adam steps for the torque MLP")
-    ap.add_argument("--muscle-steps", type=int, default=30, help="Adam steps for the excitation MLP (0: skip)")
+    ap.add_argument("--muscle-steps", type=int, default=0,
+                    help="Adam steps for the excitation MLP (default 0: skipped — not yet stable, see below)")
     args = ap.parse_args()
 
     tree = jb.load_model("arm7", dtype=jnp.float32)
@@ -105,7 +111,9 @@ def main():
     rows.append(("torque MLP (untrained)", err0, None))
     rows.append(("torque MLP (trained)", err, speed))
 
-    if args.muscle_steps:
+    if not args.muscle_steps:
+        print("excitation MLP: skipped (--muscle-steps 0; its training is not yet stable, see the module doc)")
+    else:
         muscles = C.arm_muscles(dtype=jnp.float32)
         drive = C.MLPExcitationDrive(muscles, 7, key=jax.random.key(3), width=64, depth=2)
         msystem = jb.HamiltonianSystem(tree, drive, damping)
