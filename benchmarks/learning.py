@@ -16,6 +16,8 @@ one run). The paths (``--paths``):
 - ``default``: the default of `jb.simulate` (adaptive Tsit5, PID controller ``rtol = atol =
   1e-5``, Diffrax's `RecursiveCheckpointAdjoint` with its default checkpoints);
 - ``backsolve``: the same solve with Diffrax's `BacksolveAdjoint` (continuous adjoint);
+- ``custom_vjp``: ``default`` with the vector field's ``(q̇, ∂H/∂q)`` given a hand-written reverse
+  rule (benchmarks/_learning_vjp.py; tried, not shipped);
 - ``grid``: fixed-grid stepping ``steps=200`` (`lax.scan`, reverse mode through the scan; its
   loss is over the 201 grid states, so its ``loss`` column differs).
 
@@ -44,7 +46,7 @@ import _machine  # noqa: E402  (benchmarks/_machine.py)
 import jaxbio as jb  # noqa: E402
 
 BATCH, DURATION, SAVED = 32, 2.0, 21
-PATHS = ("default", "backsolve", "grid")
+PATHS = ("default", "backsolve", "custom_vjp", "grid")
 
 
 class MLPDrive(jb.hamiltonian.Drive):
@@ -59,7 +61,7 @@ class MLPDrive(jb.hamiltonian.Drive):
 def solve_kwargs(path: str, ts) -> dict:
     """`jb.simulate` keywords of each path."""
     adaptive = dict(ts=ts, rtol=1e-5, atol=1e-5, throw=False)
-    if path == "default":
+    if path in ("default", "custom_vjp"):
         return adaptive
     if path == "backsolve":
         return dict(adaptive, adjoint=diffrax.BacksolveAdjoint())
@@ -104,8 +106,16 @@ def _once(fn, arg):
 
 def measure(model: str, path: str) -> dict:
     loss, mlp = case(model, path)
-    c_fwd, t_fwd, value = timed(eqx.filter_jit(loss), mlp)
-    c_vg, t_vg, (value2, grad) = timed(eqx.filter_jit(eqx.filter_value_and_grad(loss)), mlp)
+    flow = jb.HamiltonianSystem._flow
+    if path == "custom_vjp":  # only while this case is traced (its first calls below)
+        import _learning_vjp
+
+        jb.HamiltonianSystem._flow = _learning_vjp.flow
+    try:
+        c_fwd, t_fwd, value = timed(eqx.filter_jit(loss), mlp)
+        c_vg, t_vg, (value2, grad) = timed(eqx.filter_jit(eqx.filter_value_and_grad(loss)), mlp)
+    finally:
+        jb.HamiltonianSystem._flow = flow
     flat = jnp.concatenate([x.ravel() for x in jax.tree_util.tree_leaves(eqx.filter(grad, eqx.is_array))])
     return {"model": model, "path": path, "forward_ms": 1e3 * t_fwd, "value_grad_ms": 1e3 * t_vg,
             "ratio": t_vg / t_fwd, "compile_forward_s": c_fwd, "compile_value_grad_s": c_vg,

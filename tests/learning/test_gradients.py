@@ -155,7 +155,7 @@ def _to32(x):
     return x.astype(jnp.float32) if eqx.is_inexact_array(x) else x
 
 
-def _check_float32(model_dict, rtol, **solve):
+def _check_float32(model_dict, tolerance, **solve):
     """The same parameters and states cast to float32 (float64 solved to 1e-10 when adaptive)."""
     tree64, mlp64, q64 = make_case(model_dict, jnp.float64)
     tree32 = jb.SegmentTree.from_dict(model_dict, dtype=jnp.float32)
@@ -164,9 +164,9 @@ def _check_float32(model_dict, rtol, **solve):
     v64, g64 = flat_grad(loss_fn(tree64, q64, **tight), mlp64)
     v32, g32 = flat_grad(loss_fn(tree32, q32, **solve), mlp32)
     assert g32.dtype == np.float32
-    np.testing.assert_allclose(v32, v64, rtol=rtol)
+    np.testing.assert_allclose(v32, v64, rtol=tolerance)
     # the whole gradient vector, relative to its norm
-    assert np.linalg.norm(g32 - g64) <= rtol * np.linalg.norm(g64)
+    assert np.linalg.norm(g32 - g64) <= tolerance * np.linalg.norm(g64)
 
 
 def test_float32_matches_float64():
