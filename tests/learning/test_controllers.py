@@ -76,6 +76,7 @@ def test_muscle_moments_are_virtual_work():
     assert F[0] > 0 and F[0] > F[1]  # the more active flexor pulls harder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["pd", "muscles"])
 def test_rollout_matches_simulate(pendulum, kind):
     """The velocity-form rollout and jb.simulate's Hamiltonian form (same Tsit5 grid) converge to
@@ -97,6 +98,7 @@ def test_rollout_matches_simulate(pendulum, kind):
         assert np.all((tr.a >= 0) & (tr.a <= 1))
 
 
+@pytest.mark.slow
 def test_computed_torque_closed_form(pendulum):
     """Unsaturated computed torque: every joint error is e(t) = e₀ (1 + ωt) e^{−ωt} (ζ = 1, q̇₀ = 0)."""
     omega = 6.0
@@ -135,6 +137,7 @@ def _train(system, steps, lr, batch=8, horizon=1.0, grid=20, seed=0):
     return losses
 
 
+@pytest.mark.slow
 def test_torque_mlp_training_loss_falls(pendulum):
     """Double pendulum, 8 trajectories of 1 s (20 steps): the loss falls at least 3× in 60 Adam steps."""
     drive = C.MLPDrive(2, torque_limit=[20.0, 10.0], key=jax.random.key(0), width=16, depth=2)
@@ -155,6 +158,7 @@ def test_excitation_mlp_training_loss_falls(pendulum):
     assert losses[-1] < losses[0] / 2, losses[::10]
 
 
+@pytest.mark.slow
 def test_float32_drives():
     """float32 in, float32 out, without x64 arrays leaking in (the drives and the rollout)."""
     tree = jb.load_model("double_pendulum", dtype=jnp.float32)

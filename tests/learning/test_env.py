@@ -32,6 +32,7 @@ def pendulum_step():
     return _step
 
 
+@pytest.mark.slow
 def test_step_matches_forward_dynamics(pendulum, pendulum_step):
     obs, state = _reset(pendulum, jax.random.key(3))
     tau = jnp.array([4.0, -2.5])
@@ -54,6 +55,7 @@ def test_step_matches_forward_dynamics(pendulum, pendulum_step):
     np.testing.assert_allclose(float(state.time), 3 * 0.02)
 
 
+@pytest.mark.slow
 def test_energy_conserved_with_zero_action(pendulum):
     """No damping, zero torque: H is constant over a whole episode (100 control steps)."""
     obs, state = _reset(pendulum, jax.random.key(0))
@@ -69,6 +71,7 @@ def test_energy_conserved_with_zero_action(pendulum):
     assert bool(done[-1]) and not bool(jnp.any(done[:-1]))
 
 
+@pytest.mark.slow
 def test_vmap_equals_loop(pendulum):
     keys = jax.random.split(jax.random.key(7), 3)
     actions = jnp.array([[1.0, 0.0], [-3.0, 2.0], [30.0, -30.0]])  # the last clipped to ±(20, 10)
@@ -84,6 +87,7 @@ def test_vmap_equals_loop(pendulum):
     np.testing.assert_allclose(out_b[0][2], clipped[0], rtol=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("auto_reset", [False, True])
 def test_done_and_auto_reset(auto_reset):
     env = E.double_pendulum_env(time_limit=0.06, auto_reset=auto_reset, torque_limit=1e300)  # 3 control steps
@@ -108,6 +112,7 @@ def test_done_and_auto_reset(auto_reset):
     assert not np.allclose(state.target, before.target)
 
 
+@pytest.mark.slow
 def test_nonfinite_state_ends_the_episode():
     env = E.double_pendulum_env(time_limit=0.06, auto_reset=True, torque_limit=1e300)
     obs, state = _reset(env, jax.random.key(0))
@@ -116,6 +121,7 @@ def test_nonfinite_state_ends_the_episode():
     assert np.all(np.isfinite(obs)) and int(state.steps) == 0  # reset to a fresh episode
 
 
+@pytest.mark.slow
 def test_muscle_activation_matches_its_ode():
     """Muscle env: the activations after a step with held excitations follow ȧ = rate(u, a) alone
     (activation dynamics do not depend on q), integrated by scipy."""
@@ -153,6 +159,7 @@ def test_bad_actions_are_refused():
         torque.reset(jnp.zeros(3))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model, actuation", [
     ("double_pendulum", "torque"), ("double_pendulum", "muscle"),
     pytest.param("arm7", "torque", marks=pytest.mark.slow), pytest.param("arm7", "muscle", marks=pytest.mark.slow)])

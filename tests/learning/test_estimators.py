@@ -84,7 +84,7 @@ def _small_net(n_muscles=18, dtype=jnp.float64, key=0):
                                                        width=8, depth=1, dtype=dtype)
 
 
-@pytest.mark.parametrize("loss", ["physics", "training", "dual"])
+@pytest.mark.parametrize("loss", [pytest.param("physics", marks=pytest.mark.slow), pytest.param("training", marks=pytest.mark.slow), "dual"])
 def test_gradient_matches_finite_differences(problem, solved, loss):
     """Directional derivatives by `jax.grad` against central differences (float64): the physics
     loss along every trained parameter; the training loss along ``mlp`` (its regression target
@@ -146,6 +146,7 @@ def test_activations_stay_in_unit_interval(problem, solved):
     assert float(a_dual.min()) == 0.0 and float(a_dual.max()) == 1.0
 
 
+@pytest.mark.slow
 def test_training_reduces_physics_loss_float32():
     """Float32 without x64 (the arrays' dtype): 300 Adam steps on 512 frames cut the physics loss of
     the estimator's activations (objective + weighted moment residual) at least 10-fold (35 → 2.5

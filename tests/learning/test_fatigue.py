@@ -93,6 +93,7 @@ class _SpeedFatigue(FitnessLaw):
 FACTOR, STEPS = 20.0, 40
 
 
+@pytest.mark.slow
 def test_training_on_races_with_a_different_fatigue_law_lowers_the_loss():
     thetas = jnp.stack([sprint.Sprinter(f0=16.0, vmax=20.0, energy=1100.0).log_values(),
                         sprint.Sprinter(f0=15.0, vmax=21.0, energy=1200.0).log_values()])

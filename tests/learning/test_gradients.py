@@ -113,7 +113,8 @@ def _check_fd(model_dict, path):
     np.testing.assert_allclose(g @ direction, fd, rtol=1e-6)
 
 
-@pytest.mark.parametrize("path", [pytest.param("adaptive default", marks=pytest.mark.slow), "fixed grid"])
+@pytest.mark.slow
+@pytest.mark.parametrize("path", ["adaptive default", "fixed grid"])
 def test_gradient_matches_central_differences(path):
     """∂loss/∂θ along a random direction equals the central difference (h = 1e-5), float64."""
     _check_fd(pendulum_dict(), path)
@@ -171,6 +172,7 @@ def _check_float32(model_dict, tolerance, **solve):
     assert np.linalg.norm(g32 - g64) <= tolerance * np.linalg.norm(g64)
 
 
+@pytest.mark.slow
 def test_float32_matches_float64():
     """Fixed grid (100 steps): the float32 loss and gradient are the float64 ones within 1e-4
     (the gradient relative to its norm)."""
