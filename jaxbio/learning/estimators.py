@@ -96,6 +96,8 @@ __all__ = [
     "refine_multipliers",
     "train",
     "RESIDUAL_WEIGHT",
+    "REFINE_RIDGE",
+    "REFINE_STEP_SIZES",
     "NO_MOMENT_ARM",
 ]
 
