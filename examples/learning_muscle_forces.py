@@ -17,9 +17,12 @@ frames against the library's solver and timed against it in the same run.
 3. Held-out check against `jaxbio.estimation.static_optimization` (interior point + active-set
    polish): the largest force error per muscle as % of the peak force; the joint-moment residual
    the network leaves (the solver leaves none); the physics loss of both.
-4. Time per frame, batched and jitted, same run: the network; the solver alone on precomputed
-   frame data (inverse dynamics, moment arms, F̂, P); and the solver with that data, i.e. the
-   whole pipeline from (q, q̇, q̈) that the network replaces.
+4. The network's dual estimate refined on the frame's physics (`refined_activations`: 1–3
+   semismooth Newton steps on static optimisation's dual from the dual network's multipliers,
+   then the closed-form activations): force errors per frame against the solver.
+5. Time per frame, batched and jitted, same run: the network; the refinement and the solver, both
+   on precomputed frame data (inverse dynamics, moment arms, F̂, P) and both from (q, q̇, q̈) with
+   that data computed.
 """
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ def best_time(fn, *args, repeats=5):
     return min(times)
 
 
-def main(steps=4000):
+def main(steps=2000):
     f32 = jnp.float32
     print(f"# amortised static optimisation, gait10dof18musc, float32; backend {jax.default_backend()}, "
           f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
@@ -130,15 +133,33 @@ def main(steps=4000):
     print(f"   physics loss (Σa² + Σy² + {est.RESIDUAL_WEIGHT:g}·Σ(r/σ)²), mean per frame: network "
           f"{float(terms.loss().mean()):.4f}, solver {float(so.cost.mean()):.4f}")
 
-    # 4. time per frame, same run, best of 5 after compiling
+    # 4. refinement of the dual network's multipliers on the frame's physics
+    us = lambda t: 1e6 * t / T  # noqa: E731
+    print("4. refined: k Newton steps on the dual from the dual network's λ, then a(λ); largest force error "
+          "per frame, % of peak")
+    rows = [("network", err.max(1))]
+    for k in (1, 2, 3):
+        a_k = jax.jit(jax.vmap(lambda *x, k=k: net.refined_activations(problem, *x, steps=k)))(q, qd, qdd)
+        rows.append((f"refine={k}", np.abs(np.asarray(a_k * data.max_force + data.passive_force - so.forces)).max(1)))
+    for name, e in rows:
+        print(f"   {name:10s} median {100 * np.median(e) / peak:6.3f} %, 99th pct {100 * np.percentile(e, 99) / peak:6.3f} %, "
+              f"worst {100 * e.max() / peak:6.3f} %")
+
+    # 5. time per frame, same run, best of 5 after compiling
     t_net = best_time(network, q, qd, qdd)
     t_solve = best_time(solve_frames, data)
+    t_data = best_time(jax.jit(lambda *x: est.frames_data(problem, *x)), q, qd, qdd)
     t_full = best_time(jax.jit(lambda *x: solve_frames(est.frames_data(problem, *x))), q, qd, qdd)
-    us = lambda t: 1e6 * t / T  # noqa: E731
-    print(f"3. µs per frame over {T} frames (jit(vmap), best of 5): network {us(t_net):.2f}; "
-          f"static_optimization {us(t_solve):.1f} on precomputed frame data ({t_solve / t_net:.0f}× the "
-          f"network), {us(t_full):.1f} from (q, q̇, q̈) with inverse dynamics and moment arms "
-          f"({t_full / t_net:.0f}× the network)")
+    print(f"5. µs per frame over {T} frames (jit(vmap), best of 5): network {us(t_net):.2f}; frame data "
+          f"(inverse dynamics, moment arms, F̂, P) {us(t_data):.1f}")
+    print(f"   static_optimization: {us(t_solve):.1f} on precomputed frame data ({t_solve / t_net:.0f}× the "
+          f"network), {us(t_full):.1f} from (q, q̇, q̈) ({t_full / t_net:.0f}× the network)")
+    for k in (1, 2, 3):
+        on_data = jax.jit(jax.vmap(lambda d, *x, k=k: net.refined_activations(problem, *x, steps=k, data=d)))
+        from_q = jax.jit(jax.vmap(lambda *x, k=k: net.refined_activations(problem, *x, steps=k)))
+        t_k, t_kq = best_time(on_data, data, q, qd, qdd), best_time(from_q, q, qd, qdd)
+        print(f"   refine={k}: {us(t_k):.1f} on precomputed frame data (solver {t_solve / t_k:.0f}× slower), "
+              f"{us(t_kq):.1f} from (q, q̇, q̈) (solver {t_full / t_kq:.1f}× slower)")
 
 
 if __name__ == "__main__":

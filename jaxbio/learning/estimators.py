@@ -41,6 +41,14 @@ inactive muscles. `train` fits it with optax's Adam on minibatches (the per-fram
 computed once: they do not depend on the network). ``examples/learning_muscle_forces.py`` checks
 held-out frames against the solver and times both.
 
+**Refinement** (`refine_multipliers`, `AmortizedStaticOptimization.refined_activations`,
+``forces(..., refine=k)``): the network alone misses the solver by a few % of the peak force on
+some frames; a fixed number ``k`` (1–3) of safeguarded semismooth Newton steps on the concave dual,
+started from the dual network's multipliers, then the closed-form ``a(λ)``, closes that gap at the
+cost of the frame's data (inverse dynamics, moment arms) and an ``n × n`` Cholesky solve per step
+— still no iterative solver, jit/vmap friendly, and 3 steps bring every held-out frame of the
+example within the issue's 5 % of the peak force.
+
 Example::
 
     >>> import jax, jax.numpy as jnp
@@ -85,14 +93,24 @@ __all__ = [
     "physics_loss",
     "training_loss",
     "frames_data",
+    "refine_multipliers",
     "train",
     "RESIDUAL_WEIGHT",
+    "REFINE_RIDGE",
+    "REFINE_STEP_SIZES",
     "NO_MOMENT_ARM",
 ]
 
 #: m (m/m for prismatic coordinates): a moment arm this small counts as none (`train`'s closed-form
 #: multipliers of coordinates that no muscle crosses).
 NO_MOMENT_ARM = 1e-6
+
+#: ridge of `refine_multipliers`' Newton steps: ``REFINE_RIDGE · clip(‖r/σ‖, 1e-6, 1)`` is added to
+#: the scaled Hessian ``σ⁻¹Hσ⁻¹``.
+REFINE_RIDGE = 1e-3
+
+#: the step lengths `refine_multipliers` tries along each Newton direction (0: stay).
+REFINE_STEP_SIZES = (1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125, 0.0)
 
 #: default ``w``: weight of the squared scaled moment residual on coordinates without reserves.
 RESIDUAL_WEIGHT = 1e3
@@ -267,7 +285,7 @@ class DualTerms(eqx.Module):
       ``λ``, equal to it at the optimal multipliers (strong duality of the convex problem).
     - ``activations``: ``(m,)`` in ``[0, 1]``, ``a(λ)``: the minimiser over the box.
     - ``reserves``: ``(n,)`` N·m, ``S y(λ)`` with ``y = S λ / 2``.
-    - ``residual``: ``(n,)`` N·m, ``τ − Rᵀ(a F̂ + P) − S y`` at ``a(λ), y(λ)`` (``= −∂g/∂λ``).
+    - ``residual``: ``(n,)`` N·m, ``τ − Rᵀ(a F̂ + P) − S y`` at ``a(λ), y(λ)`` (``= ∂g/∂λ``).
     """
 
     value: Float[Array, ""]
@@ -283,7 +301,8 @@ def dual_terms(problem: MuscleProblem, data: FrameData, multipliers: Float[Array
 
     ``g(λ) = min_{0≤a≤1, y} Σ aᵖ + Σ y² + λᵀ(τ − Rᵀ(a F̂ + P) − S y)``, in closed form:
     ``aᵢ = clip((F̂ᵢ (R λ)ᵢ / p)^{1/(p−1)}, 0, 1)`` (KKT stationarity of the static optimisation,
-    its module docstring), ``y = S λ / 2``. Concave in ``λ``, with gradient ``−residual``.
+    its module docstring), ``y = S λ / 2``. Concave in ``λ``, with gradient ``residual``
+    (`refine_multipliers` takes Newton steps on it).
     Batch with `jax.vmap`."""
     lam = as_float(multipliers, "multipliers")
     if lam.shape != (problem.n_coordinates,):
@@ -301,6 +320,59 @@ def dual_terms(problem: MuscleProblem, data: FrameData, multipliers: Float[Array
     return DualTerms(value=value, activations=a, reserves=S * y, residual=residual)
 
 
+def refine_multipliers(problem: MuscleProblem, data: FrameData, multipliers: Float[ArrayLike, " n"], *,
+                       steps: int = 2) -> Float[Array, " n"]:
+    """``steps`` safeguarded semismooth Newton steps on the concave dual ``g(λ)`` (`dual_terms`)
+    from the moment multipliers ``λ`` ``(n,)`` per N·m: the moment multipliers, improved.
+
+    Each step: the dual's gradient is the moment residual ``r(λ) = τ − Rᵀ(a(λ) F̂ + P) − S y(λ)``;
+    its generalised Hessian is ``−H`` with ``H = Rᵀ diag(wᵢ) R + diag(S²)/2``, ``wᵢ = ∂(aᵢF̂ᵢ)/∂(Rλ)ᵢ``
+    on the muscles that ``a(λ)`` leaves unclipped (``0 < aᵢ < 1``; ``F̂ᵢ²/2`` for ``p = 2``) and 0
+    on the others (the active set of ``a(λ)``). The direction ``d = H⁻¹ r`` is solved in scaled
+    multipliers (``σ``: `moment_scale`) with a Levenberg–Marquardt ridge
+    ``REFINE_RIDGE · clip(‖r/σ‖, 1e-6, 1)`` — damped far from the optimum, a Newton step near it,
+    and well posed when every muscle crossing a coordinate is clipped — by a Cholesky solve of the
+    ``(n, n)`` matrix; of the step lengths
+    `REFINE_STEP_SIZES` (0 included, so a step never makes it worse) the one with the smallest
+    scaled residual ``Σ (r_j/σ_j)²`` is taken. A fixed number of steps, no loop on a tolerance:
+    jit/vmap/grad friendly and a fixed cost (``steps · (1 + 7)`` evaluations of ``a(λ)`` and one
+    ``n × n`` solve per step). Where ``λ`` is already the optimum, ``r = 0`` and it stays.
+
+    Started from `AmortizedStaticOptimization`'s dual network, 1–3 steps bring ``a(λ)`` to the
+    solver's activations on most frames (see `AmortizedStaticOptimization.refined_activations`).
+    Batch with `jax.vmap`. ``ValueError`` for a wrong shape or a negative ``steps``."""
+    lam = as_float(multipliers, "multipliers")
+    if lam.shape != (problem.n_coordinates,):
+        raise ValueError(f"multipliers has shape {lam.shape}, expected ({problem.n_coordinates},) (one per coordinate)")
+    steps = static_number(steps, "steps", nonnegative=True, integer=True)
+    R, fhat, S, p = data.moment_arms, data.max_force, problem.reserve_strength, problem.p
+    sigma = moment_scale(problem, data)
+    lengths = jnp.asarray(REFINE_STEP_SIZES, lam.dtype)
+    ridge = REFINE_RIDGE * jnp.eye(problem.n_coordinates, dtype=lam.dtype)
+
+    def evaluate(l):  # a(λ), the scaled residual and its squared norm (the merit)
+        dual = dual_terms(problem, data, l)
+        rs = dual.residual / sigma
+        m = jnp.sum(rs**2)
+        return dual.activations, rs, jnp.where(jnp.isnan(m), jnp.inf, m)  # a NaN candidate is never taken
+
+    a, rs, _ = evaluate(lam)
+    for _ in range(steps):
+        z = fhat * (R @ lam)
+        free = (a > 0) & (a < 1)
+        w = jnp.where(free, fhat**2 * a / ((p - 1.0) * jnp.where(free, z, 1.0)), 0.0)  # ∂(a F̂)/∂(Rλ)
+        H = R.T @ (w[:, None] * R) + jnp.diag(0.5 * S**2)
+        # Levenberg–Marquardt ridge ∝ ‖r/σ‖ (in [1e-6, 1] × REFINE_RIDGE): damped far from the
+        # optimum, Newton near it, positive definite always (Cholesky)
+        Hs = H / (sigma[:, None] * sigma) + jnp.clip(jnp.linalg.norm(rs), 1e-6, 1.0) * ridge
+        direction = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(Hs), rs) / sigma
+        candidates = lam + lengths[:, None] * direction
+        ac, rc, mc = jax.vmap(evaluate)(candidates)
+        best = jnp.argmin(mc)
+        lam, a, rs = candidates[best], ac[best], rc[best]
+    return lam
+
+
 # ---- the estimator ----------------------------------------------------------------------------
 
 
@@ -315,7 +387,9 @@ class AmortizedStaticOptimization(eqx.Module):
     (``σ``: `moment_scale`) of the same frame. It is what makes label-free training converge
     (`train`, ``method="dual"``): ``λ`` is trained by maximising the dual `dual_terms`, and ``a(λ)``
     — exact at the optimal ``λ`` — is the target of ``mlp``. `dual_activations` gives ``a(λ)``
-    itself (needs the frame's moment arms: slower, but on the KKT structure exactly).
+    itself (needs the frame's moment arms: slower, but on the KKT structure exactly), and
+    `refined_activations` refines those multipliers with a few Newton steps on the dual first
+    (static optimisation's accuracy at a fraction of its cost).
 
     Fields:
 
@@ -414,11 +488,52 @@ class AmortizedStaticOptimization(eqx.Module):
         lam = _free_multipliers(problem, data, self.scaled_multipliers(q, qd, qdd) / moment_scale(problem, data))
         return dual_terms(problem, data, lam).activations
 
-    def forces(self, problem: MuscleProblem, q, qd, qdd) -> Float[Array, " m"]:
-        """Muscle forces ``a F̂ + P`` ``(m,)`` N of one frame (``F̂``, ``P`` from ``problem``)."""
+    def refined_activations(self, problem: MuscleProblem, q, qd, qdd, *, steps: int = 2,
+                            data: FrameData | None = None) -> Float[Array, " m"]:
+        """Activations ``(m,)`` in ``[0, 1]`` of one frame refined on its physics: the dual
+        network's multipliers, ``steps`` Newton steps on the dual (`refine_multipliers`), then
+        the closed-form ``a(λ)`` (`dual_terms`). Needs the frame's data (inverse dynamics, moment
+        arms, ``F̂``, ``P``), so it costs more than ``__call__`` but stays far below the solver;
+        ``steps=0`` is `dual_activations`. ``data``: the frame's `FrameData` if already computed
+        (`MuscleProblem.frame`; the refinement alone is then a few µs). Batch with `jax.vmap`.
+
+        Measured by ``examples/learning_muscle_forces.py`` (float32, 1032 held-out frames; the
+        largest force error of each frame against `jaxbio.estimation.static_optimization`, % of
+        the peak force; µs per frame, jit(vmap) over the frames, from ``(q, q̇, q̈)``, 2 CPU cores
+        under load; the solver on the same frames in the same run)::
+
+                       median   99th pct   worst    µs/frame on frame data   from (q, q̇, q̈)
+            network    2.56 %   7.0 %      11.6 %   1.0 (no frame data)      1.0
+            steps=1    0.001 %  3.3 %      6.5 %    5.0                      ~140
+            steps=2    0.000 %  1.2 %      5.4 %    7.4                      ~140
+            steps=3    0.000 %  0.009 %    1.35 %   9.5–9.8                  ~140
+            solver                                  83–94                    232–235
+
+        The frame data (inverse dynamics, moment arms, ``F̂``, ``P``: ~130–170 µs) dominate
+        from ``(q, q̇, q̈)``; on precomputed data (e.g. from a pipeline that has them) the
+        refinement is 8–17× cheaper than the solver, and ``steps=3`` is what meets 5 % of the
+        peak force on every frame.
+        """
         self._check_problem(problem)
+        if data is None:
+            data = problem.frame(q, qd, qdd)
+        elif not isinstance(data, FrameData) or data.tau.shape != (problem.n_coordinates,):
+            raise ValueError("data must be the FrameData of this one frame (problem.frame(q, qd, qdd))")
+        return self._refined(problem, data, q, qd, qdd, steps)
+
+    def _refined(self, problem, data, q, qd, qdd, steps):
+        lam = _free_multipliers(problem, data, self.scaled_multipliers(q, qd, qdd) / moment_scale(problem, data))
+        return dual_terms(problem, data, refine_multipliers(problem, data, lam, steps=steps)).activations
+
+    def forces(self, problem: MuscleProblem, q, qd, qdd, *, refine: int = 0) -> Float[Array, " m"]:
+        """Muscle forces ``a F̂ + P`` ``(m,)`` N of one frame (``F̂``, ``P`` from ``problem``):
+        ``refine=0`` the network's activations (``__call__``), ``refine=k > 0`` those of
+        `refined_activations` with ``steps=k`` (more accurate, see there)."""
+        self._check_problem(problem)
+        refine = static_number(refine, "refine", nonnegative=True, integer=True)
         data = problem.frame(q, qd, qdd)
-        return self(q, qd, qdd) * data.max_force + data.passive_force
+        a = self(q, qd, qdd) if refine == 0 else self._refined(problem, data, q, qd, qdd, refine)
+        return a * data.max_force + data.passive_force
 
     def _check_problem(self, problem: MuscleProblem) -> None:
         if not isinstance(problem, MuscleProblem):

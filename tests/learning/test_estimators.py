@@ -78,6 +78,59 @@ def test_dual_at_solver_multipliers(problem, solved):
     assert np.all(np.asarray(other.value) < np.asarray(so.cost))
 
 
+@pytest.mark.parametrize("scale", [0.1, 0.3])
+def test_refinement_converges_to_static_optimization(problem, solved, scale):
+    """Newton steps on the dual from the solver's multipliers perturbed by 10 % / 30 % (random,
+    per coordinate) give back the solver's activations; each step lowers the scaled residual;
+    0 steps changes nothing."""
+    _, data, so = solved
+    lam0 = so.moment_multipliers * (1 + scale * jax.random.normal(jax.random.key(6), so.moment_multipliers.shape))
+    activations = lambda l: jax.vmap(lambda d, x: est.dual_terms(problem, d, x).activations)(data, l)  # noqa: E731
+    assert np.abs(np.asarray(activations(lam0) - so.activations)).max() > 1e-2  # a real perturbation
+    refine = jax.jit(jax.vmap(lambda d, x, k: est.refine_multipliers(problem, d, x, steps=k), in_axes=(0, 0, None)),
+                     static_argnums=2)
+    np.testing.assert_array_equal(refine(data, lam0, 0), lam0)
+    scaled = lambda l: jax.vmap(lambda d, x: jnp.linalg.norm(est.dual_terms(problem, d, x).residual  # noqa: E731
+                                                           / est.moment_scale(problem, d)))(data, l)
+    previous = scaled(lam0)
+    for k in (1, 2, 3):
+        current = scaled(refine(data, lam0, k))
+        assert np.all(np.asarray(current) <= np.asarray(previous) + 1e-12)
+        previous = current
+    lam = refine(data, lam0, 4)
+    np.testing.assert_allclose(activations(lam), so.activations, atol=1e-6)
+    np.testing.assert_allclose(lam, so.moment_multipliers, rtol=1e-4, atol=1e-9)
+
+
+def test_refined_estimator_jit_vmap_grad(problem, solved):
+    """The estimator's refined activations: in [0, 1], under jit and vmap, a(λ) of the refined
+    dual-network multipliers, finite gradients through the Newton steps."""
+    (q, qd, qdd), data, so = solved
+    net = _small_net()
+
+    # on precomputed frame data (compiling the frame's dynamics and geometry again costs ~10 s)
+    @jax.jit
+    def run(data, q, qd, qdd):
+        a = jax.vmap(lambda d, *x: net.refined_activations(problem, *x, steps=2, data=d))(data, q, qd, qdd)
+        lam = jax.vmap(lambda d, *x: est._free_multipliers(problem, d, net.scaled_multipliers(*x)
+                                                           / est.moment_scale(problem, d)))(data, q, qd, qdd)
+        refined = jax.vmap(lambda d, l: est.refine_multipliers(problem, d, l, steps=2))(data, lam)
+        return a, jax.vmap(lambda d, l: est.dual_terms(problem, d, l).activations)(data, refined)
+
+    a, by_hand = run(data, q, qd, qdd)
+    assert a.shape == (6, 18) and float(a.min()) >= 0 and float(a.max()) <= 1
+    np.testing.assert_allclose(a, by_hand, rtol=1e-12, atol=1e-12)
+    params, static = eqx.partition(net, eqx.is_inexact_array)
+    first = jax.tree_util.tree_map(lambda x: x[0], data)
+    grad = jax.jit(jax.grad(lambda p: jnp.sum(eqx.combine(p, static).refined_activations(
+        problem, q[0], qd[0], qdd[0], steps=1, data=first) ** 2)))(params)
+    assert all(np.all(np.isfinite(np.asarray(g))) for g in jax.tree_util.tree_leaves(grad))
+    with pytest.raises(ValueError, match="steps must be"):
+        net.refined_activations(problem, q[0], qd[0], qdd[0], steps=-1)
+    with pytest.raises(ValueError, match="data must be the FrameData of this one frame"):
+        net.refined_activations(problem, q[0], qd[0], qdd[0], data=data)
+
+
 def _small_net(n_muscles=18, dtype=jnp.float64, key=0):
     q, qd, qdd = swing_frames(3, 32, 2)
     return est.AmortizedStaticOptimization.from_frames(q, qd, qdd, n_muscles=n_muscles, key=jax.random.key(key),
@@ -200,30 +253,36 @@ def test_bad_input_raises(problem):
 
 @pytest.mark.slow
 def test_held_out_forces_match_static_optimization():
-    """The example's training (float32, 8192 frames, width 256, depth 2, 4000 Adam steps of 1024
-    frames; minutes on CPU), checked on 992 held-out frames of 32 unseen motions against the
-    solver. Measured when written (the example, same frames plus its 40-frame cycle): per-frame
-    largest force error median 1.75 %, 99th percentile 5.5 %, worst frame 8.6 % of the peak force
-    (tib_ant_l). So the 5 %-of-peak target holds for ~98 % of the frames, not for every frame; the
-    bounds below are those numbers with a margin (depth 3 was no steadier: 5.5 % worst on one draw
-    of frames, 9.3 % on another)."""
+    """The example's training (float32, 8192 frames, width 256, depth 2, 2000 Adam steps of 1024
+    frames; ~1.5 min on 2 CPU cores), checked on 992 held-out frames of 32 unseen motions against
+    the solver: with 3 Newton steps on the dual (`refined_activations`), every frame's forces
+    within the issue's 5 % of the peak force. Measured when written (the example, same training,
+    its 1032 held-out frames): per-frame largest force error median / 99th pct / worst — network
+    2.6 / 7.0 / 11.6 %, refine=3 0.000 / 0.01 / 1.4 % of the peak force. The raw network's
+    bounds below are those numbers with a margin."""
     f32 = jnp.float32
     problem = est.MuscleProblem.from_muscle_set("gait10dof18musc", reserve_strength=RESERVES, dtype=f32)
     train_frames = swing_frames(0, 2048, 4, f32)
     q, qd, qdd = swing_frames(1, 32, 31, f32)
     net = est.AmortizedStaticOptimization.from_frames(*train_frames, n_muscles=18, key=jax.random.key(0), width=256,
                                                       depth=2, dtype=f32)
-    net, _ = est.train(net, problem, *train_frames, key=jax.random.key(1), steps=4000, batch_size=1024)
+    net, _ = est.train(net, problem, *train_frames, key=jax.random.key(1), steps=2000, batch_size=1024)
     data = est.frames_data(problem, q, qd, qdd)
     so = jax.jit(jax.vmap(lambda d: static_optimization(d.moment_arms, d.tau, d.max_force, passive_force=d.passive_force,
                                                         reserve_strength=problem.reserve_strength)))(data)
     assert bool(so.feasible.all())
+    peak = float(so.forces.max())
     a = jax.jit(jax.vmap(net))(q, qd, qdd)
     assert float(a.min()) >= 0 and float(a.max()) <= 1
     err = np.abs(np.asarray(a * data.max_force + data.passive_force - so.forces)).max(axis=1)
-    peak = float(so.forces.max())
-    assert np.median(err) < 0.03 * peak
-    assert np.percentile(err, 99) < 0.07 * peak
-    assert err.max() < 0.15 * peak
+    assert np.median(err) < 0.04 * peak
+    assert np.percentile(err, 99) < 0.10 * peak
+    assert err.max() < 0.20 * peak
     residual = jax.vmap(lambda d, x: est.physics_terms(problem, d, x).residual)(data, a)
-    assert float(jnp.abs(residual).mean()) < 0.5  # N·m (reserve coordinates count 0; |τ| at the leg joints ≤ ~16 N·m)
+    assert float(jnp.abs(residual).mean()) < 0.6  # N·m (reserve coordinates count 0; |τ| at the leg joints ≤ ~16 N·m)
+    # refined: the issue's 5 % of peak on every held-out frame
+    a3 = jax.jit(jax.vmap(lambda d, *x: net.refined_activations(problem, *x, steps=3, data=d)))(data, q, qd, qdd)
+    assert float(a3.min()) >= 0 and float(a3.max()) <= 1
+    err3 = np.abs(np.asarray(a3 * data.max_force + data.passive_force - so.forces)).max(axis=1)
+    assert np.median(err3) < 0.005 * peak
+    assert err3.max() < 0.05 * peak, 100 * err3.max() / peak
