@@ -102,6 +102,7 @@ def test_refinement_converges_to_static_optimization(problem, solved, scale):
     np.testing.assert_allclose(lam, so.moment_multipliers, rtol=1e-4, atol=1e-9)
 
 
+@pytest.mark.slow
 def test_refined_estimator_jit_vmap_grad(problem, solved):
     """The estimator's refined activations: in [0, 1], under jit and vmap, a(λ) of the refined
     dual-network multipliers, finite gradients through the Newton steps."""
