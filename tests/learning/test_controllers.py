@@ -21,6 +21,7 @@ def pendulum():
     return jb.load_model("double_pendulum")
 
 
+@pytest.mark.slow
 def test_mlp_drive_gradients_match_finite_differences():
     drive = C.MLPDrive(3, torque_limit=[5.0, 2.0, 1.0], key=jax.random.key(0), width=8, depth=2,
                        target=[0.1, -0.2, 0.3])

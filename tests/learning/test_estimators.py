@@ -49,6 +49,7 @@ def solved(problem):
     return (q, qd, qdd), data, so
 
 
+@pytest.mark.slow
 def test_physics_terms_vanish_at_static_optimization(problem, solved):
     _, data, so = solved
     terms = jax.vmap(lambda d, a: est.physics_terms(problem, d, a))(data, so.activations)
@@ -65,6 +66,7 @@ def test_physics_terms_vanish_at_static_optimization(problem, solved):
     assert np.all(np.asarray(worse.loss(1e3)) > np.asarray(so.cost))
 
 
+@pytest.mark.slow
 def test_dual_at_solver_multipliers(problem, solved):
     """Strong duality: at the solver's moment multipliers the dual value is its cost and a(λ) its
     activations; any other λ gives less (weak duality)."""
@@ -78,6 +80,7 @@ def test_dual_at_solver_multipliers(problem, solved):
     assert np.all(np.asarray(other.value) < np.asarray(so.cost))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scale", [0.1, 0.3])
 def test_refinement_converges_to_static_optimization(problem, solved, scale):
     """Newton steps on the dual from the solver's multipliers perturbed by 10 % / 30 % (random,
@@ -138,7 +141,8 @@ def _small_net(n_muscles=18, dtype=jnp.float64, key=0):
                                                        width=8, depth=1, dtype=dtype)
 
 
-@pytest.mark.parametrize("loss", [pytest.param("physics", marks=pytest.mark.slow), pytest.param("training", marks=pytest.mark.slow), "dual"])
+@pytest.mark.slow
+@pytest.mark.parametrize("loss", ["physics", "training", "dual"])
 def test_gradient_matches_finite_differences(problem, solved, loss):
     """Directional derivatives by `jax.grad` against central differences (float64): the physics
     loss along every trained parameter; the training loss along ``mlp`` (its regression target
@@ -184,6 +188,7 @@ def test_gradient_matches_finite_differences(problem, solved, loss):
     np.testing.assert_allclose(ad, fd, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_activations_stay_in_unit_interval(problem, solved):
     (q, qd, qdd), data, so = solved
     net = _small_net()

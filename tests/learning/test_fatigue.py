@@ -53,6 +53,7 @@ def test_zero_last_layer_reproduces_the_parametric_split_times():
     assert np.max(np.abs(moved - plain)) > 1e-3
 
 
+@pytest.mark.slow
 def test_split_time_gradient_wrt_mlp_weights_matches_central_differences():
     model = sprint.Sprinter(f0=16.0, vmax=20.0, energy=1000.0)
     law = _with_last_layer(fatigue.sprint_residual(jax.random.key(1)), 0.05)
