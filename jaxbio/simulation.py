@@ -535,18 +535,27 @@ def _simulate_grid(system, y0, t0, t1, steps, spacing, solver, throw, deferred) 
             return ravel_pytree(_field(system, t0 + span * u, unravel(x)))[0] * span
 
         times = t0 + span * grid
+    ys = jax.vmap(unravel)(step_grid(rhs, grid, flat0, solver))
+    return _trajectory("simulate", system, times, ys, diffrax.RESULTS.successful, None, throw, deferred)
+
+
+def step_grid(rhs, grid: Float[Array, " T"], x0: Float[Array, " d"], solver=None) -> Float[Array, "T d"]:
+    """``x`` at every point of ``grid`` ``(T,)``: ``T − 1`` steps of ``solver`` (default
+    ``diffrax.Tsit5(scan_kind="bounded")``, whose stage loop reverse mode can differentiate) on
+    ``dx/du = rhs(u, x, args)`` from ``x0`` ``(d,)`` at ``grid[0]``, iterated in a `jax.lax.scan`
+    without Diffrax's adaptive-loop machinery. The one fixed-grid stepper of `simulate`'s
+    ``steps=`` mode and of `jaxbio.learning.controllers.rollout`."""
     solver = diffrax.Tsit5(scan_kind="bounded") if solver is None else solver
     term = diffrax.ODETerm(rhs)
-    state = solver.init(term, grid[0], grid[1], flat0, None)
+    state = solver.init(term, grid[0], grid[1], x0, None)
 
     def step(carry, i):
         x, st = carry
         x1, _, _, st, _ = solver.step(term, grid[i], grid[i + 1], x, None, st, made_jump=False)
         return (x1, st), x1
 
-    _, xs = jax.lax.scan(step, (flat0, state), jnp.arange(steps))
-    ys = jax.vmap(unravel)(jnp.concatenate([flat0[None], xs]))
-    return _trajectory("simulate", system, times, ys, diffrax.RESULTS.successful, None, throw, deferred)
+    _, xs = jax.lax.scan(step, (x0, state), jnp.arange(grid.shape[0] - 1))
+    return jnp.concatenate([x0[None], xs])
 
 
 def hermite(ts: Float[Array, " T"], y: Float[Array, " T"], dydt: Float[Array, " T"],

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from typing import Callable
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -41,6 +40,7 @@ from jaxbio.dynamics import bias_forces, gravity_forces, inverse_dynamics, mass_
 from jaxbio.hamiltonian import Dissipation, Drive, HamiltonianSystem, NoPotential
 from jaxbio.muscles.activation import ActivationDynamics
 from jaxbio.muscles.curves import HillMuscle
+from jaxbio.simulation import step_grid
 from jaxbio.tree import SegmentTree
 
 __all__ = [
@@ -489,19 +489,10 @@ def rollout(system: HamiltonianSystem, q0, target, horizon: float, steps: int, q
     horizon = jnp.asarray(horizon, dtype)
     dt = horizon / steps
     flat0, unravel = ravel_pytree(y)
-    term = diffrax.ODETerm(lambda t, x, args: ravel_pytree(_velocity_field(system, t, unravel(x)))[0])
-    solver = diffrax.Tsit5(scan_kind="bounded")
-    state = solver.init(term, 0.0, dt, flat0, None)
-
-    def step(carry, i):
-        x, st = carry
-        t = i * dt
-        x1, _, _, st, _ = solver.step(term, t, t + dt, x, None, st, made_jump=False)
-        return (x1, st), x1
-
-    _, xs = jax.lax.scan(step, (flat0, state), jnp.arange(steps, dtype=dtype))
-    ys = jax.vmap(unravel)(jnp.concatenate([flat0[None], xs]))
-    return Rollout(dt * jnp.arange(steps + 1, dtype=dtype), ys["q"], ys["qd"], ys["a"])
+    ts = dt * jnp.arange(steps + 1, dtype=dtype)
+    ys = jax.vmap(unravel)(step_grid(lambda t, x, args: ravel_pytree(_velocity_field(system, t, unravel(x)))[0],
+                                     ts, flat0))
+    return Rollout(ts, ys["q"], ys["qd"], ys["a"])
 
 
 def reaching_loss(system: HamiltonianSystem, q0s, targets, horizon: float, steps: int,

@@ -39,10 +39,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from jaxbio._validate import as_float, concrete
+from jaxbio._validate import as_float, check_choice, concrete
 from jaxbio.hamiltonian import ConstantDrive, HamiltonianSystem, LinearDamping, NoDissipation, ZeroDrive
-from jaxbio.learning.controllers import (ARM_MUSCLE_FORCE, ARM_MOMENT_ARM, ARM_POSTURE, ARM_TORQUE_LIMIT,
-                                         HeldExcitation, agonist_antagonist)
+from jaxbio.learning.controllers import ARM_POSTURE, ARM_TORQUE_LIMIT, HeldExcitation, agonist_antagonist
 from jaxbio.model import load_model
 from jaxbio.simulation import simulate
 
@@ -102,8 +101,7 @@ class ReachingEnv(eqx.Module):
     auto_reset: bool = eqx.field(static=True)
 
     def __check_init__(self):
-        if self.actuation not in ACTUATIONS:
-            raise ValueError(f"ReachingEnv: actuation must be one of {ACTUATIONS}, got {self.actuation!r}")
+        check_choice(self.actuation, ACTUATIONS, "ReachingEnv: actuation")
         if self.actuation == "muscle" and not (self.system.stateful and hasattr(self.system.drive, "excitation")):
             raise ValueError("ReachingEnv: actuation='muscle' needs a system whose drive has activation states and an "
                              "'excitation' field (e.g. jaxbio.learning.controllers.MomentArmMuscles)")
@@ -223,8 +221,7 @@ def _vector(x, n, dtype, name):
 
 def _env(tree, actuation, muscles, torque_limit, initial, target, control_dt, substeps, time_limit, effort_weight,
          damping, auto_reset, failure_penalty):
-    if actuation not in ACTUATIONS:
-        raise ValueError(f"actuation must be one of {ACTUATIONS}, got {actuation!r}")
+    check_choice(actuation, ACTUATIONS, "actuation")
     dtype = tree.masses.dtype
     n = tree.nv
     episode_steps = int(round(float(time_limit) / float(control_dt)))

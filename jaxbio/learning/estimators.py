@@ -75,7 +75,7 @@ import numpy as np
 import optax
 from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
-from jaxbio._validate import as_float, check_key, static_number
+from jaxbio._validate import as_float, check_choice, check_key, static_number
 from jaxbio.estimation._static_optimization import _as_hill, _check_p, frame_problem, reserve_vector
 from jaxbio.muscles.curves import HillMuscle
 from jaxbio.muscles.geometry import MusclePaths, check_tree
@@ -162,8 +162,7 @@ class MuscleProblem(eqx.Module):
         `jaxbio.estimation.static_optimization_motion`). ``ValueError`` for paths of another tree,
         a muscle count that differs, an unknown objective or segment, ``p < 2``."""
         check_tree(paths, tree)
-        if objective not in ("activation", "force"):
-            raise ValueError(f"objective must be 'activation' or 'force', got {objective!r}")
+        check_choice(objective, ("activation", "force"), "objective")
         muscle = _as_hill(parameters)
         if muscle.size != paths.n_muscles:
             raise ValueError(f"parameters describe {muscle.size} muscles, the paths {paths.n_muscles}")
@@ -662,8 +661,7 @@ def training_loss(
 
     ``data``: as in `physics_loss`.
     """
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    check_choice(method, METHODS, "method")
     q, qd, qdd = _check_frames(estimator, problem, q, qd, qdd)
     w = static_number(residual_weight, "residual_weight", nonnegative=True)
     data = _data(problem, q, qd, qdd, data)
@@ -713,8 +711,7 @@ def train(
     Returns:
         ``(trained estimator, losses (steps,))``, the minibatch training loss before each step.
     """
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    check_choice(method, METHODS, "method")
     q, qd, qdd = _check_frames(estimator, problem, q, qd, qdd)
     T = q.shape[0]
     steps = static_number(steps, "steps", positive=True, integer=True)
