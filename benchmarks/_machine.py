@@ -8,6 +8,8 @@ scripts of this folder; run them from the repository root, ``python benchmarks/<
 - `finish(out, json_path)`: the closing load line, and every number as JSON when asked.
 - `opensim_or_none()`: OpenSim's Python module (quiet: errors only, no log file) and its version
   for `machine`, or ``(None, {})`` where it is not installed.
+- `row(...)`: one line of the common table that ``python -m benchmarks`` prints: every script puts
+  its rows in ``out["rows"]`` of the JSON it writes with ``--json``.
 """
 
 from __future__ import annotations
@@ -86,8 +88,27 @@ def machine(**versions: str) -> str:
             f"jaxlib {jaxlib.__version__}{extra}, backend {jax.default_backend()}")
 
 
+def row(operation: str, model: str, batch: int, seconds: float, *, unit: str = "state",
+        compile_s: float | None = None, peer: str | None = None, peer_seconds: float | None = None,
+        note: str = "") -> dict:
+    """One row of the common table (``python -m benchmarks``).
+
+    ``seconds``: jaxbio's seconds per ``unit`` (a state, a frame, a trajectory, a race, a step),
+    steady state; ``compile_s``: its compile time (s); ``peer``: what it is compared with, timed in
+    the same run, ``peer_seconds`` the peer's seconds per ``unit``; ``ratio`` = peer / jaxbio (above
+    1: jaxbio faster). ``batch``: the items per call."""
+    seconds = float(seconds)
+    peer_s = None if peer_seconds is None else float(peer_seconds)
+    return {"operation": operation, "model": model, "batch": int(batch), "unit": unit,
+            "seconds": seconds, "per_second": 1.0 / seconds if seconds > 0 else None,
+            "compile_s": None if compile_s is None else float(compile_s), "peer": peer,
+            "peer_seconds": peer_s, "ratio": peer_s / seconds if peer_s and seconds > 0 else None,
+            "note": note}
+
+
 def finish(out: dict, json_path: str | None) -> None:
     """Print the load at the end (stored in ``out["load_end"]``); write ``out`` to ``json_path``."""
+    out.setdefault("machine", machine())
     out["load_end"] = load_average()
     print(f"\nload at end: {out['load_end']['uptime']}")
     if json_path:

@@ -129,7 +129,7 @@ def main(argv=None):
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
     out = {"machine": _machine.machine(diffrax=diffrax.__version__, equinox=eqx.__version__),
-           "load_start": _machine.load_average(), "rows": []}
+           "load_start": _machine.load_average(), "cases": [], "rows": []}
     print(out["machine"])
     print(f"load at start: {out['load_start']['uptime']}")
     print(f"batch {BATCH}, {DURATION} s, float32, MLP 2n→32→32→n tanh; times best of 5, compile = first call\n")
@@ -139,7 +139,12 @@ def main(argv=None):
     for model in args.models.split(","):
         for path in args.paths.split(","):
             r = measure(model, path)
-            out["rows"].append(r)
+            out["cases"].append(r)
+            out["rows"].append(_machine.row(f"value_and_grad of a batched simulation ({path})", model, BATCH,
+                                            r["value_grad_ms"] / 1e3, unit="batch",
+                                            compile_s=r["compile_value_grad_s"], peer="its forward pass, same run",
+                                            peer_seconds=r["forward_ms"] / 1e3,
+                                            note=f"gradient / forward = {r['ratio']:.2f}"))
             print(f"{model:16s} {path:10s} {r['forward_ms']:10.1f} {r['value_grad_ms']:13.1f} {r['ratio']:6.2f} "
                   f"{r['compile_forward_s']:13.1f} {r['compile_value_grad_s']:13.1f} {r['loss']:10.6f} "
                   f"{r['grad_norm']:10.6f} {r['load']:5.1f}", flush=True)

@@ -28,6 +28,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from jaxbio.muscles import geometry, sets  # noqa: E402
+from _machine import finish, machine, row  # noqa: E402  (benchmarks/_machine.py)
 
 
 def rodrigues(axis, angle):
@@ -108,6 +109,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--set", default="gait10dof18musc", choices=sets.muscle_sets())
     ap.add_argument("--frames", type=int, default=100_000)
+    ap.add_argument("--json", metavar="PATH", help="also write every number to this JSON file")
     args = ap.parse_args()
     B = args.frames
 
@@ -121,10 +123,12 @@ def main():
 
     lengths = jax.jit(jax.vmap(lambda x: geometry.lengths(paths, tree, x)))
     arms = jax.jit(jax.vmap(lambda x: geometry.moment_arms(paths, tree, x)))
+    compile_s = {}
     for name, f in (("lengths", lengths), ("moment_arms", arms)):
         t = time.perf_counter()
         f.lower(qj).compile()
-        print(f"  compile {name:12s} {time.perf_counter() - t:8.2f} s")
+        compile_s[name] = time.perf_counter() - t
+        print(f"  compile {name:12s} {compile_s[name]:8.2f} s")
         jax.block_until_ready(f(qj))  # warm-up
 
     ref = NumpyModel(tree, paths)
@@ -143,6 +147,13 @@ def main():
     print(f"  {'moment arms (n=' + str(tree.nq) + ')':22s} {ta:9.3f}s {na:9.3f}s {na / ta:8.1f}")
     print(f"  per frame: lengths {tl / B * 1e6:.2f} µs, moment arms {ta / B * 1e6:.2f} µs (jaxbio); "
           f"load {os.getloadavg()[0]:.2f}")
+    peer = "NumPy, whole batch (moment arms by central differences)"
+    out = {"machine": machine(), "rows": [
+        row("muscle-tendon lengths", args.set, B, tl / B, unit="frame", compile_s=compile_s["lengths"],
+            peer=peer, peer_seconds=nl / B),
+        row("moment arms", args.set, B, ta / B, unit="frame", compile_s=compile_s["moment_arms"],
+            peer=peer, peer_seconds=na / B)]}
+    finish(out, args.json)
 
 
 if __name__ == "__main__":

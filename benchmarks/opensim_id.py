@@ -56,7 +56,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import jaxbio as jb  # noqa: E402
-from _machine import REPEATS, best_time, finish, load_average, machine, opensim_or_none  # noqa: E402  (benchmarks/_machine.py)
+from _machine import REPEATS, best_time, finish, load_average, machine, opensim_or_none, row  # noqa: E402  (benchmarks/_machine.py)
 
 DATA = REPO / "tests" / "io" / "data" / "subject01"
 MOTION, LOADS, SETUP = "subject01_walk1_ik.mot", "subject01_walk1_grf.xml", "subject01_Setup_InverseDynamics.xml"
@@ -228,6 +228,27 @@ def print_rows(rows, reference: str) -> None:
     print(f"  (ratio: time / {reference})")
 
 
+def common_rows(sizes: list, tools: list) -> list[dict]:
+    """The common table's rows (`_machine.row`): batched inverse dynamics per frame against OpenSim's
+    solver in a loop, and the tool from the files against OpenSim's tool (per frame)."""
+    def find(rows, start):
+        return next((r for r in rows if r[0].startswith(start)), None)
+
+    common = []
+    for size in sizes:
+        mine, peer = find(size["rows"], "jaxbio jit(vmap"), find(size["rows"], "OpenSim InverseDynamicsSolver")
+        T = size["frames"]
+        common.append(row("inverse dynamics of a trial (jit(vmap))", "subject01.osim", T, mine[2] / T, unit="frame",
+                          compile_s=mine[3], peer=None if peer is None else "OpenSim InverseDynamicsSolver, loop",
+                          peer_seconds=None if peer is None else peer[2] / T))
+    mine, peer = find(tools, "jb.io.inverse_dynamics_tool, again"), find(tools, "OpenSim InverseDynamicsTool")
+    if mine is not None:
+        common.append(row("inverse dynamics tool from the files, warm", "subject01.osim", mine[1], mine[2] / mine[1],
+                          unit="frame", peer=None if peer is None else "OpenSim InverseDynamicsTool",
+                          peer_seconds=None if peer is None else peer[2] / peer[1]))
+    return common
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tile", type=int, default=150, help="repeat the 67 frames this many times (150: 10,050)")
@@ -263,6 +284,7 @@ def main(argv=None) -> int:
     print("\nthe tools from the files (read, filter, splines, inverse dynamics; OpenSim also writes its .sto)")
     print_rows(tools, "OpenSim's tool" if osim is not None else "—")
     out["tools"] = tools
+    out["rows"] = common_rows(out["sizes"], tools)
     finish(out, args.json)
     return 0
 

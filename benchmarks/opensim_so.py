@@ -47,6 +47,7 @@ sys.path.insert(0, str(REPO))
 
 import jaxbio as jb  # noqa: E402
 from _machine import REPEATS, best_time, finish, load_average, machine, opensim_or_none  # noqa: E402  (benchmarks/_machine.py)
+from _machine import row as common_row  # noqa: E402
 
 DATA = REPO / "tests" / "io" / "data" / "arm26_id"
 
@@ -145,6 +146,16 @@ def main(argv=None) -> int:
           f" (max |a_jaxbio − a_OpenSim| {out['max_abs_activation_diff_opensim']:.2g})"))
     print_rows(tool_rows)
     out["tools"] = tool_rows
+    out["rows"] = [common_row("static optimisation of a trial (jit(vmap))", "arm26.osim", r["frames"],
+                              r["seconds"] / r["frames"], unit="frame", compile_s=r["compile_s"])
+                   for key in sorted(k for k in out if k.startswith("frames_")) for r in out[key]
+                   if r["operation"] == "jaxbio jit(vmap)"]
+    by = {r["operation"]: r for r in tool_rows}
+    warm, peer = by["jb.io.static_optimization_tool, warm"], by.get("OpenSim AnalyzeTool (StaticOptimization)")
+    out["rows"].append(common_row("static optimisation tool from the files, warm", "arm26.osim", warm["frames"],
+                                  warm["seconds"] / warm["frames"], unit="frame",
+                                  peer=None if peer is None else "OpenSim AnalyzeTool (StaticOptimization)",
+                                  peer_seconds=None if peer is None else peer["seconds"] / peer["frames"]))
     finish(out, args.json)
     return 0
 

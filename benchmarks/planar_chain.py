@@ -151,6 +151,16 @@ def time_closed_form_vs_recursion(n_frames: int = 10_000, ns=(3, 8), repeats: in
     return rows
 
 
+def common_rows(rows) -> list[dict]:
+    """`rows` as rows of the common table (`_machine.row`): the recursion against the closed form."""
+    from _machine import row
+
+    return [row(f"planar chain {r['what']} (recursion)", f"{r['n']}-link chain", r["n_frames"],
+                1e-6 * r["recursion_us_per_frame"], unit="frame", compile_s=r["recursion_compile_s"],
+                peer="seed 002 closed form, same run", peer_seconds=1e-6 * r["closed_us_per_frame"])
+            for r in rows]
+
+
 def print_rows(rows) -> None:
     head = (f"{'n':>3} {'what':<20} {'frames':>7} {'closed µs/frame':>16} {'recursion µs/frame':>19} "
             f"{'ratio':>6} {'compile closed/rec s':>21} {'rel diff':>9}")
@@ -179,7 +189,10 @@ def main(argv=None) -> None:
     if worst > 1e-10:
         raise SystemExit(f"closed form and recursion disagree: relative difference {worst:.2e}")
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2))
+        from _machine import machine
+
+        out = {"machine": machine(), "chains": rows, "rows": common_rows(rows)}
+        Path(args.json).write_text(json.dumps(out, indent=2))
 
 
 if __name__ == "__main__":

@@ -69,6 +69,7 @@ def timed(name, f, args, repeats, rows, reference=None):
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="2e3 frames, 3 repeats")
+    parser.add_argument("--json", metavar="PATH", help="also write every number to this JSON file")
     args = parser.parse_args(argv)
     frames = 2_000 if args.quick else 10_000
     repeats = 3 if args.quick else 7
@@ -118,10 +119,17 @@ def main(argv=None) -> int:
 
     # ---- seed 002's closed-form chain against the same recursion, same run ---------------------
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from planar_chain import print_rows, time_closed_form_vs_recursion
+    from planar_chain import common_rows, print_rows, time_closed_form_vs_recursion
 
     print("\nseed 002 closed-form planar chain (random non-slender links, muscles, contacts) vs the recursion:")
-    print_rows(time_closed_form_vs_recursion(frames, ns=(3, 8)))
+    chain_rows = time_closed_form_vs_recursion(frames, ns=(3, 8))
+    print_rows(chain_rows)
+    from _machine import finish, machine, row
+
+    common = [row(f"joint reactions: {name}", "sagittal11", frames, 1e-6 * per, unit="frame", compile_s=compile_s,
+                  peer="the recursion (a), same run" if ref else None, peer_seconds=1e-6 * ref if ref else None)
+              for name, per, compile_s, ref in rows]
+    finish({"machine": machine(), "rows": common + common_rows(chain_rows)}, args.json)
     return 0
 
 

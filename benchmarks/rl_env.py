@@ -24,6 +24,7 @@ import jax.numpy as jnp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import best_time, finish, load_average, machine  # noqa: E402
+from _machine import row as common_row  # noqa: E402
 
 from jaxbio.learning import env as E  # noqa: E402
 
@@ -48,7 +49,7 @@ def main():
     args = ap.parse_args()
     print(machine())
     print(f"load at start: {load_average()['uptime']}\n")
-    out = {"machine": machine(), "rows": []}
+    out = {"machine": machine(), "envs": [], "rows": []}
     print(f"{'environment':26s} {'batch':>7s} {'compile s':>10s} {'step ms':>10s} {'steps/s':>12s} "
           f"{'scan steps/s':>13s}")
     for name, make in ENVS.items():
@@ -74,7 +75,10 @@ def main():
             per_scan = best_time(lambda: jax.block_until_ready(rollout(states, acts)), repeats=1, min_time=0.0)
             row = {"env": name, "batch": batch, "compile_s": compile_s, "step_s": per_step,
                    "steps_per_s": batch / per_step, "scan_steps_per_s": batch * SCAN / per_scan}
-            out["rows"].append(row)
+            out["envs"].append(row)
+            out["rows"].append(common_row("RL environment step (jit(vmap(env.step)))", name, batch,
+                                          per_step / batch, unit="step", compile_s=compile_s,
+                                          note=f"{row['scan_steps_per_s']:.0f} steps/s inside a {SCAN}-step scan"))
             print(f"{name:26s} {batch:7d} {compile_s:10.1f} {per_step * 1e3:10.3f} {row['steps_per_s']:12.0f} "
                   f"{row['scan_steps_per_s']:13.0f}", flush=True)
     finish(out, args.json)

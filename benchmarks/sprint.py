@@ -28,6 +28,7 @@ import jaxbio.sprint as sprint  # noqa: E402
 from jaxbio.sprint.baselines import fit_baseline  # noqa: E402
 from jaxbio.sprint.fitting import default_starts, fit_splits  # noqa: E402
 from jaxbio.sprint.model import DEFAULTS, FREE  # noqa: E402
+from _machine import finish, machine, row  # noqa: E402  (benchmarks/_machine.py)
 
 D10 = np.arange(10.0, 101.0, 10.0)
 
@@ -71,6 +72,7 @@ def main(argv=None):
     ap.add_argument("--n", type=int, default=1000, help="synthetic races in the batch (default 1000)")
     ap.add_argument("--starts", type=int, default=1, help="LM starts per race in the batch (default 1: the defaults)")
     ap.add_argument("--scipy-races", type=int, default=None, help="races for scipy (default all)")
+    ap.add_argument("--json", metavar="PATH", help="also write every number to this JSON file")
     a = ap.parse_args(argv)
     print(f"jaxbio sprint benchmark — jax {jax.__version__}, {jax.devices()[0].platform}, float64, "
           f"{os.cpu_count()} CPU cores, load average {os.getloadavg()[0]:.1f}")
@@ -131,6 +133,13 @@ def main(argv=None):
           f"({t_scipy / m * 1e3:.1f} ms per race)")
     print(f"  RMSE agreement jaxbio − scipy: max |Δ| {np.max(np.abs(tib.rmse[:m] - rmse_scipy)):.1e} s")
     print(f"  sprinter vs Tibshirani RMSE on these races: median {np.median(res.rmse):.4f} vs {np.median(tib.rmse):.4f} s")
+    peer = "scipy least_squares, Tibshirani, one race at a time"
+    finish({"machine": machine(), "rows": [
+        row("sprint fit, 4 starts", "bolt_2009", 1, t_run, unit="race", compile_s=t_first - t_run),
+        row(f"sprint fit, {a.starts} start(s)", "synthetic races", a.n, t_batch / a.n, unit="race",
+            compile_s=t_batch_first - t_batch, peer=peer, peer_seconds=t_scipy / m),
+        row("Tibshirani fit (vmapped LM)", "synthetic races", a.n, t_tib / a.n, unit="race",
+            compile_s=t_tib_first - t_tib, peer=peer, peer_seconds=t_scipy / m)]}, a.json)
     return 0
 
 

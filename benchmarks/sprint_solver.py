@@ -128,11 +128,17 @@ def row(label, splits, starts, quick, *, max_steps, repeats, n_real=None):
         print(f"  {name:34s} {c:10.2f} {r:9.3f} {ok[:n].mean() * 100:9.1f}% {np.median(st[:n]):13.0f} "
               f"{np.median(cost):12.4f}")
     print(f"  ratio optimistix / jaxbio: compile {c2 / c1:.2f}×, run {r2 / r1:.2f}×")
+    ROWS.append(_machine.row(f"sprint LM solver, {starts.shape[1]} start(s)", label.split(" ", 1)[1], n, r1 / n,
+                             unit="race", compile_s=c1, peer="optimistix LevenbergMarquardt, same batch",
+                             peer_seconds=r2 / n))
     d = np.abs(cost1 - cost2)
     rel = d / np.maximum(1.0, np.abs(cost1))
     print(f"  cost agreement: max |Δcost| {d.max():.2e} (max relative {rel.max():.2e}); "
           f"optimistix lower on {np.sum(cost2 < cost1 - 1e-9)}, jaxbio lower on {np.sum(cost1 < cost2 - 1e-9)}; "
           f"max |Δθ| {np.abs(th1 - th2).max():.2e}")
+
+
+ROWS: list[dict] = []  # the common table's rows (`_machine.row`), one per batch
 
 
 def machine():
@@ -145,6 +151,7 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=3, help="timed runs of each compiled core (median)")
     ap.add_argument("--max-steps", type=int, default=60, help="solver steps per start (fit_splits' default 60)")
     ap.add_argument("--skip-batch", action="store_true", help="only row (a)")
+    ap.add_argument("--json", metavar="PATH", help="also write every number to this JSON file")
     a = ap.parse_args(argv)
     print("jaxbio sprint solver benchmark —", machine())
     print("command: python benchmarks/sprint_solver.py " + " ".join(sys.argv[1:] if argv is None else argv))
@@ -158,7 +165,7 @@ def main(argv=None):
         splits = synthetic(a.n)
         starts = np.broadcast_to(sfit.default_starts(sprint.Sprinter())[:1], (a.n, 1, len(FREE)))
         row(f"(b) {a.n} synthetic races", splits, starts, False, max_steps=a.max_steps, repeats=a.repeats)
-    print(f"\nload average at the end {os.getloadavg()[0]:.1f}")
+    _machine.finish({"machine": machine(), "rows": ROWS}, a.json)
     return 0
 
 

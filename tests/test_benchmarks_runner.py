@@ -1,0 +1,52 @@
+"""`python -m benchmarks`: the common row, the table, the suite selection, and one real suite end to end."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import _machine  # noqa: E402
+import run  # noqa: E402
+
+
+def test_row_ratio_and_throughput():
+    r = _machine.row("inverse dynamics", "arm7", 1000, 2e-7, compile_s=1.5, peer="pin.rnea loop", peer_seconds=1e-6)
+    assert r["ratio"] == pytest.approx(5.0)
+    assert r["per_second"] == pytest.approx(5e6)
+    assert _machine.row("x", "m", 1, 1e-3)["ratio"] is None
+
+
+def test_table_plain_and_markdown():
+    rows = [_machine.row("inverse dynamics", "arm7", 100_000, 2.04e-7, compile_s=3.2, peer="pin.rnea loop",
+                         peer_seconds=1e-6),
+            _machine.row("sprint fit", "synthetic races", 1000, 4e-3, unit="race")]
+    plain = run.format_table(rows)
+    assert "204 ns/state" in plain and "4.9×" in plain and "100,000" in plain and "4 ms/race" in plain
+    md = run.format_table(rows, markdown=True).splitlines()
+    assert md[0].startswith("| operation |") and len(md) == 4 and md[2].count("|") == len(run.COLUMNS) + 1
+
+
+def test_unknown_suite_and_list(capsys):
+    assert run.main(["--only", "nope"]) == 2
+    assert "unknown suite" in capsys.readouterr().err
+    assert run.main(["--list"]) == 0
+    listed = capsys.readouterr().out
+    assert all(s.name in listed for s in run.SUITES)
+    assert all((ROOT / "benchmarks" / f"{s.name}.py").exists() for s in run.SUITES)
+
+
+@pytest.mark.slow
+def test_one_suite_end_to_end(tmp_path):
+    out = tmp_path / "results.json"
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--only", "planar_chain", "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["suites"][0]["status"] == "ok" and result["rows"]
+    assert all(r["seconds"] > 0 and r["ratio"] > 0 for r in result["rows"])
+    assert "planar chain" in proc.stdout and "jaxbio / item" in proc.stdout
