@@ -7,7 +7,8 @@ and the `quaternion` and `configuration` (``q ⊕ dq`` for ball and free joints)
 `coordinates` (coupled model coordinates, `coordinates.CoordinateMap`); `jb.io` (imported on first
 use) reads OpenSim models (``io.load_osim``), reads and writes motion files (.mot/.sto, .trc,
 C3D) and processes coordinates as OpenSim's inverse dynamics does. Every
-function is a pure function of one sample; batch with `jax.vmap`. Importing jaxbio changes no
+function is a pure function of one sample; batch with `jax.vmap`, or with `batch` (``jb.batch``,
+imported on first use), which also splits the batch over every device (`jaxbio.batching`). Importing jaxbio changes no
 global JAX configuration: enable float64 yourself with ``jax.config.update("jax_enable_x64",
 True)`` for validation work.
 """
@@ -36,12 +37,15 @@ from jaxbio._lazy import attach  # noqa: E402
 
 # imported on first use (keeps `jaxbio sprint` start-up short)
 __getattr__, __dir__ = attach(__name__, globals(),
-                              submodules=("coordinates", "estimation", "io", "learning", "papers", "plot"))
+                              submodules=("batching", "coordinates", "estimation", "io", "learning", "papers", "plot"),
+                              exports={"batch": "batching"})
 
 
 __all__ = [
     "HamiltonianSystem",
     "SegmentTree",
+    "batch",
+    "batching",
     "Trajectory",
     "hamiltonian",
     "simulate",

@@ -142,6 +142,16 @@ def _run_core(quick: bool, *args, **kw):
     return quick_or_default(_fit_core_quick, _fit_core, quick, *args, **kw)
 
 
+@functools.lru_cache(maxsize=16)
+def _sharded_core(devices: tuple, n_args: int, **kw):
+    """`_fit_core_impl` with its races split over ``devices`` (`jaxbio.batching.batch`; the model
+    and a fitness hook's arrays shared), one compiled function per options."""
+    from jaxbio.batching import batch
+
+    return batch(functools.partial(_fit_core_impl, **kw), in_axes=(None, 0, 0, 0, 0) + (None,) * (n_args - 5),
+                 devices=devices, vectorized=True)
+
+
 class FitResult(eqx.Module):
     """Fits of B races (numpy arrays; row ``i`` is race ``i``).
 
@@ -245,7 +255,7 @@ def _round_up(n: int, m: int) -> int:
 
 def fit_splits(splits: Splits, *, model: Sprinter | None = None, names=FREE, starts=None, prior=None,
                n_steps: int = N_STEPS, max_steps: int = 60, n_grid: int = 201,
-               quick_compile: bool | None = None, fitness=None) -> FitResult:
+               quick_compile: bool | None = None, fitness=None, devices=None) -> FitResult:
     """Fit every race of ``splits`` (B races) in one vmapped, jitted call.
 
     ``model``: fixed parameters and the centre of the default starts (``Sprinter()``);
@@ -255,6 +265,9 @@ def fit_splits(splits: Splits, *, model: Sprinter | None = None, names=FREE, sta
     default: for batches of at most ``QUICK_COMPILE_MAX_BATCH`` races. ``fitness``: a modified
     fatigue law, `sprinter_system`'s hook, held fixed (a pytree: its arrays are traced, the rest
     must be hashable, as Equinox modules and their bound methods are).
+    ``devices``: split the races over these devices (e.g. ``jax.devices()``: host CPU devices,
+    GPUs; `jaxbio.batch`), each fitting its share, XLA's default compiler options; default: one
+    device. Same results as one device (each race's solve is independent of the others).
     Returns a ``FitResult`` (host numpy).
     """
     model = Sprinter() if model is None else model
@@ -273,7 +286,11 @@ def fit_splits(splits: Splits, *, model: Sprinter | None = None, names=FREE, sta
     if fitness is not None:
         arrays, core_kw["fitness_static"] = eqx.partition(fitness, eqx.is_array)
         core_args += (arrays,)
-    theta, cost, ok, steps, cov, chi2, aux = _run_core(quick, *core_args, **core_kw)
+    if devices is not None and len(devices) > 1:
+        core = _sharded_core(tuple(devices), len(core_args), **core_kw)
+        theta, cost, ok, steps, cov, chi2, aux = core(*core_args)
+    else:
+        theta, cost, ok, steps, cov, chi2, aux = _run_core(quick, *core_args, **core_kw)
     theta, cost, ok, steps, cov = map(np.asarray, (theta, cost, ok, steps, cov))
     aux = jax.tree_util.tree_map(np.asarray, aux)
     pred = aux.pop("pred")
@@ -360,7 +377,7 @@ def fit(races: list[Race], *, fit_until: float | None = None, model: Sprinter | 
     embedded races), each race's prior leaving out the reference race with the same name
     (``population_prior``); ``reference_fit``: a full fit of ``reference`` already at hand.
     ``fitness=`` (through ``**kw`` to ``fit_splits``): a modified fatigue law, also used for the
-    reference fits.
+    reference fits. ``devices=`` (also through ``**kw``): split the races over devices.
     ``SprintDataError`` for too few splits or ``fit_until`` past the last split.
     """
     model = Sprinter() if model is None else model
