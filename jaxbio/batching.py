@@ -121,8 +121,8 @@ def batch(fn: Callable, in_axes: int | None | Sequence = 0, *, devices: Sequence
 
     Args:
         fn: a function of one sample (positional arguments; bind keywords with
-            `functools.partial` or a lambda), returning a pytree of arrays (non-array leaves, e.g.
-            an Equinox module's static fields, are passed through).
+            `functools.partial` or a lambda), returning a pytree of arrays (scalars are batched like
+            arrays; other leaves, e.g. an Equinox module's static fields, are passed through).
         in_axes: as in `jax.vmap`: an int or None for every argument, or a tuple with one entry
             per positional argument, each an int, None or a pytree prefix of that argument. ``None``
             broadcasts (e.g. the `SegmentTree` shared by all states: ``in_axes=(None, 0, 0, 0)``).
@@ -179,7 +179,7 @@ def batch(fn: Callable, in_axes: int | None | Sequence = 0, *, devices: Sequence
             def one(*leaves):
                 full = [l if s is None else s.value for s, l in zip(static, _fill(leaves, static))]
                 out = fn(*jax.tree.unflatten(treedef, full))
-                arrays, rest = eqx.partition(out, eqx.is_array)
+                arrays, rest = eqx.partition(out, _is_value)
                 out_static[:] = [rest]
                 return arrays
 
@@ -270,6 +270,11 @@ class _Static:
             return bool(other.value == self.value)
         except Exception:  # noqa: BLE001  (e.g. an ambiguous array comparison)
             return other.value is self.value
+
+
+def _is_value(x) -> bool:
+    """An output leaf that is batched (arrays and Python/numpy scalars, as `jax.vmap` returns them)."""
+    return eqx.is_array(x) or isinstance(x, (bool, int, float, complex, np.generic))
 
 
 def _fill(leaves, static):

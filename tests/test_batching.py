@@ -131,3 +131,36 @@ def test_lazy_export():
     from jaxbio.batching import batch
 
     assert jb.batch is batch and "batch" in dir(jb)
+
+
+# --- two processes (jax.distributed on localhost, gloo CPU collectives) ----------------------------
+
+
+def _example():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("distributed_example", REPO / "examples" / "distributed.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+def test_two_processes_equal_one(tmp_path):
+    """examples/distributed.py starts two processes with two CPU devices each (4 devices in all,
+    1001 frames padded to 1004): the gathered inverse dynamics and simulations equal
+    ``jit(vmap)`` in this process."""
+    example = _example()
+    path = tmp_path / "out.npz"
+    done = subprocess.run([sys.executable, str(REPO / "examples" / "distributed.py"), "--local-devices", "2",
+                           "--save", str(path)], cwd=tmp_path, env=_env(1), capture_output=True, text=True,
+                          timeout=example.WORKER_TIMEOUT_S + 60)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    saved = np.load(path)
+    assert int(saved["processes"]) == 2 and int(saved["devices"]) == 4
+    tree, (q, qd, qdd), simulate, q0 = example.problems()
+    for name, x in (("q", q), ("qd", qd), ("qdd", qdd), ("q0", q0)):
+        np.testing.assert_array_equal(saved[name], x)
+    tau = jax.jit(jax.vmap(jb.inverse_dynamics, in_axes=(None, 0, 0, 0)))(tree, q, qd, qdd)
+    np.testing.assert_allclose(saved["tau"], tau, rtol=1e-12, atol=1e-10)
+    np.testing.assert_allclose(saved["qs"], jax.jit(jax.vmap(simulate))(q0), rtol=1e-12, atol=1e-12)
