@@ -15,10 +15,10 @@ reported separately; steady-state time best of k after a warm-up call, with
 - ``pin.rnea`` called in a Python loop (one thread; timed on ``min(B, 20000)`` states, per state);
 - ``pin.rneaInParallel`` on 2 threads (C++ batch; Fortran-ordered ``(nv, B)`` arrays).
 
-It also times the same ``vmap`` split over two CPU devices with `jax.shard_map` (one chunk of
-the batch per core; this script asks XLA for 2 host devices before importing jax, which a library
-never does): the single-device figure uses about one core, like the ``pin.rnea`` loop, while
-``rneaInParallel`` uses two.
+It also times the same ``vmap`` split over two CPU devices with ``jb.batch`` (`jax.shard_map`, one
+chunk of the batch per core; this script asks XLA for 2 host devices before importing jax, which a
+library never does): the single-device figure uses about one core, like the ``pin.rnea`` loop, while
+``rneaInParallel`` uses two. Its "compile" column is the first call (trace, compile and one run).
 
 The ratios are Pinocchio time / jaxbio time per state: above 1 means jaxbio is faster. Before
 timing, the script checks that jaxbio and Pinocchio give the same ``tau`` (float64) and prints the
@@ -112,31 +112,29 @@ def batched_inverse_dynamics():
     return jax.jit(jax.vmap(jb.inverse_dynamics, in_axes=(None, 0, 0, 0)))
 
 
-def two_device_inverse_dynamics(tree):
-    """``jit(shard_map(vmap(inverse_dynamics)))`` over a mesh of two CPU devices (batch split in
-    halves), or None when fewer than two CPU devices exist or the backend is not the CPU."""
+def two_device_inverse_dynamics():
+    """`jb.batch` of inverse dynamics over the first two CPU devices (batch split in halves; the
+    tree broadcast), and the input sharding it splits to, or ``(None, None)`` when fewer than two
+    CPU devices exist or the backend is not the CPU."""
     devices = jax.devices()
     if jax.default_backend() != "cpu" or len(devices) < 2:
         return None, None
-    mesh = jax.sharding.Mesh(np.array(devices[:2]), ("batch",))
-    spec = jax.sharding.PartitionSpec("batch")
-    per = jax.vmap(jb.inverse_dynamics, in_axes=(None, 0, 0, 0))
-    fn = jax.jit(jax.shard_map(lambda q, qd, qdd: per(tree, q, qd, qdd), mesh=mesh,
-                               in_specs=(spec,) * 3, out_specs=spec))
-    return fn, jax.sharding.NamedSharding(mesh, spec)
+    fn = jb.batch(jb.inverse_dynamics, in_axes=(None, 0, 0, 0), devices=devices[:2])
+    mesh = jax.sharding.Mesh(np.array(devices[:2]), (jb.batching.AXIS,))
+    return fn, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(jb.batching.AXIS))
 
 
 def time_two_devices(tree, q, qd, qdd) -> dict | None:
-    """µs per state and compile time of `two_device_inverse_dynamics` (even batches ≥ 2)."""
-    fn, sharding = two_device_inverse_dynamics(tree)
+    """µs per state and first-call time (trace + compile + one run) of `two_device_inverse_dynamics`
+    (even batches ≥ 2), the states placed on the two devices beforehand as for the one-device row."""
+    fn, sharding = two_device_inverse_dynamics()
     if fn is None or q.shape[0] < 2 or q.shape[0] % 2:
         return None
     args = [jax.device_put(jnp.asarray(x), sharding) for x in (q, qd, qdd)]
     t0 = time.perf_counter()
-    fn.lower(*args).compile()
+    tau = jax.block_until_ready(fn(tree, *args))
     compile_s = time.perf_counter() - t0
-    tau = jax.block_until_ready(fn(*args))
-    per_call = best_time(lambda: jax.block_until_ready(fn(*args)))
+    per_call = best_time(lambda: jax.block_until_ready(fn(tree, *args)))
     return {"compile_s": compile_s, "us_per_state": 1e6 * per_call / q.shape[0], "tau": np.asarray(tau)}
 
 
@@ -351,7 +349,7 @@ def print_model_table(result: dict) -> None:
               f"{r['ratio_vs_parallel']:>17.3g} | {r['max_abs_diff_vs_parallel']:>18.2e}")
     rows = [r for r in result["rows"] if r["jax_2dev_us_per_state"] is not None]
     if rows:
-        print("  the same vmap on 2 CPU devices (jax.shard_map, batch split in halves):")
+        print("  the same vmap on 2 CPU devices (jb.batch: jax.shard_map, batch split in halves):")
         for r in rows:
             print(f"  {r['batch']:>7} | {r['jax_2dev_us_per_state']:>15.4g} | compile {r['jax_2dev_compile_s']:.3f} s | "
                   f"ratio vs loop {r['ratio_2dev_vs_loop']:.3g} | ratio vs parallel {r['ratio_2dev_vs_parallel']:.3g} | "
