@@ -146,8 +146,11 @@ def batch(fn: Callable, in_axes: int | None | Sequence = 0, *, devices: Sequence
     same full batch (numpy or local arrays; each process transfers only its devices' share), or
     with global `jax.Array` s (e.g. `jax.make_array_from_process_local_data`), which pass as they are.
 
-    Differentiable: `jax.grad` / `jax.jvp` of a loss of the outputs go through (shard_map's
-    transpose sums the cotangent of broadcast arguments over devices); tested against ``jit(vmap)``.
+    Differentiable: `jax.grad` of a loss of the outputs goes through (shard_map's transpose sums
+    the cotangent of broadcast arguments over devices); tested against ``jit(vmap)`` for inverse
+    dynamics and fixed-grid simulations (``jb.simulate(..., steps=)``). Not on several devices:
+    reverse mode through an *adaptive* Diffrax solve (Equinox's checkpointed while loop rejects
+    the shard_map types: diffrax issue #765, equinox PR #1261); use ``steps=`` or one device.
     Inside ``fn`` the mesh axis ``"batch"`` (`AXIS`) is bound, so collectives over devices are
     possible, but ``fn`` is meant to be a function of one sample.
 

@@ -62,7 +62,7 @@ def test_four_devices_inverse_dynamics_and_simulation():
 
 @pytest.mark.slow
 def test_four_devices_adaptive_simulation_sprint_and_static_optimization():
-    """Adaptive Diffrax solves with on-device error checks and their gradient, a sprint fit of
+    """Adaptive Diffrax solves with on-device error checks, a gradient through fixed-grid ones, a sprint fit of
     three races (`fit_splits(devices=)`), static optimisation of arm26 frames (per frame, and the
     vectorized `static_optimization_motion`)."""
     out = _run_cases("simulate_adaptive", "sprint_fit", "static_optimization")
