@@ -126,9 +126,12 @@ def batch(fn: Callable, in_axes: int | None | Sequence = 0, *, devices: Sequence
         in_axes: as in `jax.vmap`: an int or None for every argument, or a tuple with one entry
             per positional argument, each an int, None or a pytree prefix of that argument. ``None``
             broadcasts (e.g. the `SegmentTree` shared by all states: ``in_axes=(None, 0, 0, 0)``).
-            Mapped leaves must agree on the batch size ``B``.
+            Mapped leaves must agree on the batch size ``B``. Non-array leaves of broadcast
+            arguments (Python numbers, strings, functions) are static, as in `equinox.filter_jit`:
+            one compile per value; pass arrays to trace them.
         devices: the devices to split over (default `jax.devices()`: every local device, and after
-            `jax.distributed.initialize` every process's devices).
+            `jax.distributed.initialize` every process's devices). With one device ``batched`` is
+            ``jit(vmap)`` on it (no shard_map).
         chunk_size: at most this many samples vmapped at once on a device (the device's share runs
             as a `jax.lax.map` over chunks): bounds memory for large batches. Default: the whole share.
         vectorized: ``fn`` already takes and returns a batch along the mapped axes (a function
@@ -244,8 +247,11 @@ def batch(fn: Callable, in_axes: int | None | Sequence = 0, *, devices: Sequence
             jitted[plan] = make(plan)
         fn_jit, out_static = jitted[plan]
         dyn = [x for x, s in zip(leaves, static) if s is None]
-        if mesh is not None and not _fully_addressable(mesh) and not any(isinstance(x, jax.core.Tracer) for x in dyn):
+        concrete = not any(isinstance(x, jax.core.Tracer) for x in dyn)
+        if mesh is not None and concrete and not _fully_addressable(mesh):
             dyn = [_global(x, a, n_pad, mesh) for x, a in zip(dyn, [a for a, s in zip(axes, static) if s is None])]
+        elif mesh is None and devices is not None and concrete:  # the one device asked for
+            dyn = jax.device_put(dyn, devs[0])
         out = fn_jit(*dyn)
         return eqx.combine(out, out_static[0])
 

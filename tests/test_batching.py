@@ -99,6 +99,10 @@ def test_one_device_equals_jit_vmap_with_pytrees_and_static_leaves():
     chunked = jb.batch(fn, in_axes=(None, {"q": 0, "qd": 0, "qdd": 0}, None), chunk_size=2)(
         TREE, {"q": q, "qd": qd, "qdd": qdd}, "arm")
     np.testing.assert_allclose(chunked["tau"], ref, rtol=1e-13, atol=1e-12)
+    explicit = jb.batch(jb.inverse_dynamics, in_axes=(None, 0, 0, 0), devices=jax.devices()[:1])
+    np.testing.assert_allclose(explicit(TREE, q, qd, qdd), ref, rtol=1e-13, atol=1e-12)
+    inside = jax.jit(lambda q: explicit(TREE, q, qd, qdd))  # called while tracing
+    np.testing.assert_allclose(inside(q), ref, rtol=1e-13, atol=1e-12)
 
 
 @pytest.mark.parametrize("in_axes, args, match", [
