@@ -12,7 +12,7 @@ solves with a `PIDController(rtol, atol)` (per-trajectory adaptive steps):
 * `jit(vmap(diffeqsolve))` of the seed-004 closed form as written (`dp.accelerations`, Tsit5);
 * `dp.simulate_batch` — the fast path: `dp.vector_field` (2×2 inverse written out, vectorisable
   `dp.sincos`, accelerations materialised), vmapped, chunked (``lax.map``), and sharded over two
-  CPU devices (``shard_map``; this script asks XLA for 2 host devices before importing jax).
+  CPU devices (``jb.batch``, a ``shard_map``; this script asks XLA for 2 host devices before importing jax).
 
 Each row prints compile time, run time per trajectory, the ratio to the solve_ivp loop, mean
 steps, the max |Δθ| against scipy on the first trajectories (chaotic over 20 s: only a rough
@@ -110,21 +110,30 @@ def fast_solver(chunk_size=None, solver=None):
 
 
 def sharded_solver(chunk_size=None):
-    """`dp.simulate_batch` on each of two CPU devices (half the batch each)."""
+    """`dp.simulate_batch` on each of two CPU devices (half the batch each): `jb.batch` of the
+    already-batched function (``vectorized=True``), and the input sharding it splits to."""
     from jax.sharding import PartitionSpec as P
 
-    mesh = jax.make_mesh((2,), ("batch",), devices=jax.devices()[:2])
-    spec = P("batch")
-    f = jax.shard_map(lambda th, om: dp.simulate_batch(th, om, T, rtol=TOL, atol=TOL, chunk_size=chunk_size),
-                      mesh=mesh, in_specs=(spec, spec), out_specs=(spec, spec, spec), check_vma=False)
-    sharding = jax.sharding.NamedSharding(mesh, spec)
-    return jax.jit(f), sharding
+    devices = jax.devices()[:2]
+    f = jb.batch(lambda th, om: dp.simulate_batch(th, om, T, rtol=TOL, atol=TOL, chunk_size=chunk_size),
+                 devices=devices, vectorized=True)
+    mesh = jax.sharding.Mesh(np.array(devices), (jb.batching.AXIS,))
+    return f, jax.sharding.NamedSharding(mesh, P(jb.batching.AXIS))
 
 
 def time_jax(fn, th, om, sharding=None):
-    """Compile time, run time per trajectory (first run after compiling) and the outputs."""
+    """Compile time, run time per trajectory (first run after compiling) and the outputs. A
+    function without ``lower`` (`jb.batch`): compile time = first call − second call."""
     if sharding is not None:
         th, om = jax.device_put(th, sharding), jax.device_put(om, sharding)
+    if not hasattr(fn, "lower"):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn(th, om))
+        first = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        out = jax.block_until_ready(fn(th, om))
+        run = time.perf_counter() - t0
+        return first - run, run / len(th), [np.asarray(x) for x in out]
     t0 = time.perf_counter()
     compiled = fn.lower(th, om).compile()
     compile_s = time.perf_counter() - t0
