@@ -99,6 +99,9 @@ def test_one_device_equals_jit_vmap_with_pytrees_and_static_leaves():
     chunked = jb.batch(fn, in_axes=(None, {"q": 0, "qd": 0, "qdd": 0}, None), chunk_size=2)(
         TREE, {"q": q, "qd": qd, "qdd": qdd}, "arm")
     np.testing.assert_allclose(chunked["tau"], ref, rtol=1e-13, atol=1e-12)
+    per = jax.vmap(jb.inverse_dynamics, in_axes=(None, 1, 1, 1))  # frames along axis 1, in chunks of 2
+    vectorized = jb.batch(per, in_axes=(None, 1, 1, 1), chunk_size=2, vectorized=True)
+    np.testing.assert_allclose(vectorized(TREE, q.T, qd.T, qdd.T), ref, rtol=1e-13, atol=1e-12)
     explicit = jb.batch(jb.inverse_dynamics, in_axes=(None, 0, 0, 0), devices=jax.devices()[:1])
     np.testing.assert_allclose(explicit(TREE, q, qd, qdd), ref, rtol=1e-13, atol=1e-12)
     inside = jax.jit(lambda q: explicit(TREE, q, qd, qdd))  # called while tracing
