@@ -2,6 +2,7 @@
 
     python benchmarks/batching.py                # arm7 inverse dynamics, batch 1e5, two rounds
     python benchmarks/batching.py --batch 10000 --rounds 3
+    python benchmarks/batching.py --json out.json # also write the rows (python -m benchmarks)
 
 Rows (µs per state, best of k per round; float64):
 
@@ -36,7 +37,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import jaxbio as jb  # noqa: E402
-from _machine import best_time  # noqa: E402  (benchmarks/_machine.py)
+from _machine import best_time, finish, load_average, row  # noqa: E402  (benchmarks/_machine.py)
 
 
 def main(argv=None) -> int:
@@ -44,6 +45,7 @@ def main(argv=None) -> int:
     parser.add_argument("--batch", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--model", default="arm7")
+    parser.add_argument("--json", metavar="PATH", help="also write every number to this JSON file")
     args = parser.parse_args(argv)
 
     tree = jb.load_model(args.model, dtype=jnp.float64)
@@ -66,6 +68,7 @@ def main(argv=None) -> int:
         "jit + NamedSharding, 2 devices": lambda: auto(tree, *on_two),
     }
     ref = np.asarray(rows["jit(vmap), 1 device"]())
+    out = {"load_start": load_average(), "batch": args.batch, "rounds": [], "rows": []}
     print(f"jb.batch benchmark — {args.model}, inverse dynamics, batch {args.batch}, float64, jax {jax.__version__}, "
           f"{len(jax.devices())} host devices, {os.cpu_count()} CPUs")
     for name, f in rows.items():
@@ -73,9 +76,16 @@ def main(argv=None) -> int:
     for r in range(args.rounds):
         times = {name: best_time(lambda f=f: jax.block_until_ready(f())) for name, f in rows.items()}
         base = times["jit(vmap), 1 device"]
+        out["rounds"].append({"load": os.getloadavg()[0], **{k: v / args.batch for k, v in times.items()}})
         print(f"round {r + 1} (load {os.getloadavg()[0]:.2f}):")
         for name, t in times.items():
             print(f"  {name:36s} {1e6 * t / args.batch:8.3f} µs/state   speed-up ×{base / t:.2f}")
+    best = {k: min(r[k] for r in out["rounds"]) for k in rows}  # best over the rounds, per row
+    for name in list(rows)[1:]:
+        out["rows"].append(row(f"inverse dynamics, {name}", args.model, args.batch, best[name],
+                               peer="jit(vmap), 1 device", peer_seconds=best["jit(vmap), 1 device"],
+                               note="best over rounds"))
+    finish(out, args.json)
     return 0
 
 

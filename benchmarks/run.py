@@ -46,6 +46,7 @@ class Suite(NamedTuple):
 SUITES = (
     Suite("inverse_dynamics", (), ("--quick",)),
     Suite("hamiltonian", (), ("--quick",)),
+    Suite("batching", (), ("--batch", "10000")),
     Suite("static_optimization", (), ("--quick",)),
     Suite("muscles", (), ("--frames", "10000")),
     Suite("reactions", (), ("--quick",)),
