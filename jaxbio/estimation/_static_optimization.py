@@ -642,6 +642,12 @@ _OPTIONS = ("solver", "weight", "tol", "max_iterations", "residual_tolerance")
 _solve_frame_jit = jax.jit(_solve_frame, static_argnames=_OPTIONS)
 
 
+#: `_frames_solver`: frames per chunk. A chunk's iterations stop when its own slowest frame has
+#: converged (under `jax.vmap` the whole batch waits for the slowest), and its working set
+#: stays in cache (benchmarks/README.md).
+CHUNK = 64
+
+
 @functools.cache
 def _frames_solver(solver: str, weight: float, tol: float, max_iterations: int, residual_tolerance: float):
     """``jit(vmap(_solve_frame))`` over frames (``p`` and the activation bounds shared), one compiled
@@ -649,7 +655,24 @@ def _frames_solver(solver: str, weight: float, tol: float, max_iterations: int, 
     p, bounds)`` (``bounds``: ``None`` or ``(lower (m,), upper (m,))``)."""
     frame = functools.partial(_solve_frame, solver=solver, weight=weight, tol=tol, max_iterations=max_iterations,
                               residual_tolerance=residual_tolerance)
-    return jax.jit(jax.vmap(frame, in_axes=(0, 0, 0, 0, 0, None, None)))
+    batch = jax.vmap(frame, in_axes=(0, 0, 0, 0, 0, None, None))
+
+    def solve(R, tau, fmax, passive, reserve, p, bounds):
+        T = R.shape[0]
+        if T <= CHUNK:
+            return batch(R, tau, fmax, passive, reserve, p, bounds)
+        chunks = -(-T // CHUNK)
+        pad = chunks * CHUNK - T
+
+        def to_chunks(x):  # (T, ...) → (chunks, CHUNK, ...), the last chunk padded with the last frame
+            x = jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)]) if pad else x
+            return x.reshape((chunks, CHUNK) + x.shape[1:])
+
+        out = jax.lax.map(lambda a: batch(*a, p, bounds), tuple(to_chunks(x) for x in (R, tau, fmax, passive, reserve)))
+        return jax.tree_util.tree_map(lambda x: x.reshape((chunks * CHUNK,) + x.shape[2:])[:T], out)
+
+    return jax.jit(solve)
+
 
 
 def _resolve_solver(solver: str, p: float) -> str:
