@@ -14,7 +14,8 @@ computed once by jaxbio and shared; only the optimisation is timed.
   with ``solver="interior_point"`` and (for p = 2, if installed) ``solver="qpax"``; float64 on the
   default backend; compile time reported separately, steady state best of 3.
 - scipy: ``scipy.optimize.minimize(method="SLSQP")`` with analytic gradients and constraint Jacobian
-  (rows scaled like jaxbio's), ``ftol=1e-12``, one call per frame in a Python loop, **timed on a
+  (rows scaled like jaxbio's), ``ftol=1e-12``, OpenBLAS on one thread (``OPENBLAS_NUM_THREADS=1``
+  unless set), one call per frame in a Python loop, **timed on a
   subset of frames (``--scipy-frames``, default 200) and extrapolated per frame**: the table reports
   µs per frame for both, and the ratio scipy / jaxbio (above 1: jaxbio faster).
 
@@ -27,6 +28,11 @@ from __future__ import annotations
 import argparse
 import os
 import time
+
+# SLSQP on one thread (the script's choice): its small dense algebra goes through OpenBLAS, whose
+# worker threads, on a shared 2-core machine under load, gave the same 200 frames a median of
+# 0.9 ms per frame in one run and 68-72 ms in the next two; on one thread, 0.67-0.79 ms
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import jax
 

@@ -42,9 +42,10 @@ Solvers (``solver=``):
   method"), used for the forward solve only.
 - ``"interior_point"`` (any ``p ≥ 2``): a small primal–dual interior-point method written here
   (Mehrotra predictor–corrector, box bounds handled as barrier terms, the ``n × n`` Schur
-  complement ``E D⁻¹ Eᵀ`` factorised by Cholesky). Written here because no maintained JAX solver
-  takes a non-quadratic objective with inequality constraints: qpax is QP-only, optimistix and
-  lineax have no inequality constraints, and jaxopt (which had them) is no longer maintained.
+  complement ``E D⁻¹ Eᵀ`` inverted by the sweep operator, `_spd_inverse`). Written here because
+  no maintained JAX solver takes a non-quadratic objective with inequality constraints: qpax is
+  QP-only, optimistix and lineax have no inequality constraints, and jaxopt (which had them) is
+  no longer maintained.
 - ``"auto"`` (default): ``"interior_point"``. Measured (benchmarks/static_optimization.py,
   gait10dof18musc, p = 2) it is faster than qpax under ``vmap`` (qpax floors its slacks at √eps and
   so needs more iterations to a tolerance the polish can start from, and it stalls on infeasible
@@ -165,7 +166,7 @@ def _standard_form(moment_arms, tau, max_force, passive_force, reserve_strength,
     coefficients."""
     m, n = moment_arms.shape
     A = moment_arms.T * max_force[None, :]  # (n, m) N·m per unit activation
-    b = tau - moment_arms.T @ passive_force
+    b = tau - jnp.sum(moment_arms * passive_force[:, None], axis=0)
     scale = jnp.maximum(jnp.max(jnp.abs(A), axis=1, initial=0.0), jnp.abs(reserve_strength))
     scale = jax.lax.stop_gradient(jnp.where(scale > 0, scale, 1.0))
     eye = jnp.eye(n, dtype=A.dtype)
@@ -199,6 +200,68 @@ def _cost_derivatives(z, m: int, n: int, p, weight):
     return g, h
 
 
+# ---- products with E and the n × n Schur complement ------------------------------------------
+# Under `jax.vmap` on CPU a matrix product of one frame becomes a batched dot and a small
+# factorisation one LAPACK call per frame; these few-element products are written as elementwise
+# sums instead, which XLA fuses into loops over the whole batch (benchmarks/README.md).
+
+
+def _E_blocks(E, m: int, n: int):
+    """``(Â (n, m), ŝ (n,))`` of ``E = [Â, diag(ŝ), I, −I]`` (`_standard_form`'s structure)."""
+    return E[:, :m], jnp.diagonal(E[:, m : m + n])
+
+
+def _E_dot(E, z, m: int, n: int):
+    """``E z`` by the structure of `_standard_form`'s ``E``."""
+    A, s = _E_blocks(E, m, n)
+    return jnp.sum(A * z[None, :m], axis=1) + s * z[m : m + n] + z[m + n : m + 2 * n] - z[m + 2 * n :]
+
+
+def _Et_dot(E, lam, m: int, n: int):
+    """``Eᵀ λ`` by the structure of `_standard_form`'s ``E``."""
+    A, s = _E_blocks(E, m, n)
+    return jnp.concatenate([jnp.sum(A * lam[:, None], axis=0), s * lam, lam, -lam])
+
+
+def _E_diag_Et(E, d, m: int, n: int):
+    """``E diag(d) Eᵀ`` ``(n, n)`` by the structure of `_standard_form`'s ``E``."""
+    A, s = _E_blocks(E, m, n)
+    S = jnp.diag(s * s * d[m : m + n] + d[m + n : m + 2 * n] + d[m + 2 * n :])
+    for i in range(m):  # a sum of m outer products, not a reduction: XLA's CPU reduction is slower
+        S = S + A[:, None, i] * (A[None, :, i] * d[i])
+    return S
+
+
+def _spd_inverse(S):
+    """``S⁻¹`` of a small symmetric positive-definite ``(n, n)`` matrix by the sweep operator
+    (Gauss–Jordan without pivoting, the pivots of an SPD matrix being positive), one
+    `jax.lax.fori_loop` step per pivot on the whole matrix: elementwise work that `jax.vmap`
+    vectorises over the frames, where ``jax.scipy.linalg.cho_factor`` would be one LAPACK call per
+    frame (the interior point's Newton systems need no more than this accuracy; the active-set
+    polish iterates to rounding). Measured under ``jit(vmap)`` on 2000 random 10 × 10 systems
+    (2-core CPU, loaded): factor and solve 3.0 µs per frame with ``cho_factor``/``cho_solve``,
+    1.5 µs with this inverse and a product; an unrolled Cholesky was 1.2× faster than this in the
+    whole solver but doubled its compile time (22 s against 11 s)."""
+    n = S.shape[-1]
+    idx = jnp.arange(n)
+
+    def sweep(k, a):
+        col = jax.lax.dynamic_index_in_dim(a, k, axis=1, keepdims=False)
+        d = jax.lax.dynamic_index_in_dim(col, k, keepdims=False)
+        c = col / d
+        row_k, col_k = (idx == k)[:, None], (idx == k)[None, :]
+        out = jnp.where(row_k, c[None, :], a - col[:, None] * c[None, :])
+        out = jnp.where(col_k, c[:, None], out)
+        return jnp.where(row_k & col_k, -1.0 / d, out)
+
+    return -jax.lax.fori_loop(0, n, sweep, S)
+
+
+def _mv(M, v):
+    """``M v`` for a small matrix, as an elementwise sum (see `_spd_inverse`)."""
+    return jnp.sum(M * v[None, :], axis=1)
+
+
 # ---- interior point ---------------------------------------------------------------------------
 
 
@@ -217,7 +280,7 @@ def _interior_point(E, b, lower, upper, m, n, p, weight, tol, max_iterations):
 
     # start: muscles mid-range, slacks absorb the initial moment error
     x0 = 0.5 * (lower[:m] + upper[:m])
-    r0 = b - E[:, :m] @ x0
+    r0 = b - jnp.sum(E[:, :m] * x0[None, :], axis=1)
     z0 = jnp.concatenate([x0, jnp.zeros(n, dtype), jnp.maximum(r0, 0.0) + 1.0, jnp.maximum(-r0, 0.0) + 1.0])
     # duals consistent with stationarity at λ = 0 (ν_l − ν_u = ∇c), so the slacks' large linear
     # cost does not show up as a huge initial dual residual
@@ -231,8 +294,8 @@ def _interior_point(E, b, lower, upper, m, n, p, weight, tol, max_iterations):
 
     def residuals(z, lam, nl, nu):
         g, h = _cost_derivatives(z, m, n, p, weight)
-        r_d = g - E.T @ lam - nl + nu
-        r_p = E @ z - b
+        r_d = g - _Et_dot(E, lam, m, n) - nl + nu
+        r_p = _E_dot(E, z, m, n) - b
         sl, su = slacks(z)
         comp = jnp.concatenate([jnp.where(hl, sl * nl, 0.0), jnp.where(hu, su * nu, 0.0)])
         return g, h, r_d, r_p, sl, su, comp
@@ -249,19 +312,19 @@ def _interior_point(E, b, lower, upper, m, n, p, weight, tol, max_iterations):
         return jnp.minimum(1.0, jnp.min(ratio))
 
     def step(state):
-        z, lam, nl, nu, it, _ = state
-        g, h, r_d, r_p, sl, su, comp = residuals(z, lam, nl, nu)
+        z, lam, nl, nu, it, _, res = state
+        g, h, r_d, r_p, sl, su, comp = res
         mu = jnp.sum(comp) / n_bounds
         D = h + jnp.where(hl, nl / sl, 0.0) + jnp.where(hu, nu / su, 0.0)
         D = jnp.maximum(D, 1e-14)
-        S = (E / D) @ E.T
+        S = _E_diag_Et(E, 1.0 / D, m, n)
         S = S + 1e-14 * jnp.max(jnp.abs(jnp.diag(S))) * jnp.eye(n, dtype=dtype)
-        chol = jsl.cho_factor(S, lower=True)
+        S_inv = _spd_inverse(S)
 
         def direction(rcl, rcu):
             gg = -r_d - jnp.where(hl, rcl / sl, 0.0) + jnp.where(hu, rcu / su, 0.0)
-            dlam = jsl.cho_solve(chol, -r_p - E @ (gg / D))
-            dz = (gg + E.T @ dlam) / D
+            dlam = _mv(S_inv, -r_p - _E_dot(E, gg / D, m, n))
+            dz = (gg + _Et_dot(E, dlam, m, n)) / D
             dnl = jnp.where(hl, (-rcl - nl * dz) / sl, 0.0)
             dnu = jnp.where(hu, (-rcu + nu * dz) / su, 0.0)
             return dz, dlam, dnl, dnu
@@ -294,16 +357,16 @@ def _interior_point(E, b, lower, upper, m, n, p, weight, tol, max_iterations):
         lam_new = jnp.where(finite, lam_new, lam)
         nl_new = jnp.where(finite, nl_new, nl)
         nu_new = jnp.where(finite, nu_new, nu)
-        _, _, r_d, r_p, _, _, comp = residuals(z_new, lam_new, nl_new, nu_new)
+        res = residuals(z_new, lam_new, nl_new, nu_new)
+        _, _, r_d, r_p, _, _, comp = res
         done = (error(r_d, r_p, comp, nl_new, nu_new) < tol) | ~finite
-        return z_new, lam_new, nl_new, nu_new, it + 1, done
+        return z_new, lam_new, nl_new, nu_new, it + 1, done, res
 
     def cond(state):
         return (state[4] < max_iterations) & ~state[5]
 
-    state = (z0, lam0, nl0, nu0, jnp.asarray(0, jnp.int32), jnp.asarray(False))
-    z, lam, nl, nu, it, _ = jax.lax.while_loop(cond, step, state)
-    _, _, r_d, r_p, sl, su, comp = residuals(z, lam, nl, nu)
+    state = (z0, lam0, nl0, nu0, jnp.asarray(0, jnp.int32), jnp.asarray(False), residuals(z0, lam0, nl0, nu0))
+    z, lam, nl, nu, it, _, (_, _, r_d, r_p, sl, su, comp) = jax.lax.while_loop(cond, step, state)
     ok = error(r_d, r_p, comp, nl, nu) < 100 * tol
     return z, lam, nl, nu, sl, su, ok, it
 
@@ -347,8 +410,8 @@ def _reduced_kkt(w, E, b, bound_value, free, m, n, p, weight):
     N = E.shape[1]
     z, lam = w[:N], w[N:]
     g, _ = _cost_derivatives(z, m, n, p, weight)
-    stat = jnp.where(free, g - E.T @ lam, z - bound_value)
-    return jnp.concatenate([stat, E @ z - b])
+    stat = jnp.where(free, g - _Et_dot(E, lam, m, n), z - bound_value)
+    return jnp.concatenate([stat, _E_dot(E, z, m, n) - b])
 
 
 def _reduced_jacobian(w, E, free, m, n, p, weight):
@@ -359,6 +422,43 @@ def _reduced_jacobian(w, E, free, m, n, p, weight):
     reg = 1e-13 * jnp.max(jnp.abs(E)) * jnp.eye(n, dtype=E.dtype)
     bottom = jnp.concatenate([E, -reg], axis=1)
     return jnp.concatenate([top, bottom], axis=0)
+
+
+def _reduced_newton_step(w, F, E, free, m, n, p, weight):
+    """The Newton step ``−K⁻¹ F`` of the reduced KKT system (``K`` = `_reduced_jacobian`) by
+    block elimination onto the ``n`` moment multipliers: active variables move to their bound,
+    free ones with curvature (``h > 0``) are eliminated through ``h``, and a free elastic slack
+    (zero curvature, column ``±e_j``) fixes its row's multiplier and takes up that row's
+    remainder. What is left is the ``n × n`` system ``(E_c h_c⁻¹ E_cᵀ − ρ I) Δλ = …`` on the rows
+    without a free slack, solved by `_spd_inverse` (the ``(m + 4n)²`` LU of ``K``, 58 × 58 for
+    gait10dof18musc, was one LAPACK call per frame under `jax.vmap`, 126 µs per frame measured
+    alone, most of the batch's time; benchmarks/README.md). Frames
+    where the elimination is singular (both slacks of a row free; a free activation with zero
+    curvature, ``p > 2`` at ``x = 0``) come out inaccurate, and the polish's final KKT check
+    rejects them."""
+    N = E.shape[1]
+    z = w[:N]
+    F_s, F_c = F[:N], F[N:]
+    _, h = _cost_derivatives(z, m, n, p, weight)
+    slack = np.arange(N) >= m + n
+    curved = free & ~slack
+    h_c = jnp.where(curved, jnp.maximum(h, jnp.finfo(h.dtype).tiny ** 0.25), 1.0)
+    flat_p = free[m + n : m + 2 * n]
+    flat_m = free[m + 2 * n :] & ~flat_p
+    fixed = flat_p | flat_m
+    dlam_fixed = jnp.where(flat_p, F_s[m + n : m + 2 * n], jnp.where(flat_m, -F_s[m + 2 * n :], 0.0))
+    reg = 1e-13 * jnp.max(jnp.abs(E))
+    S = _E_diag_Et(E, jnp.where(curved, 1.0 / h_c, 0.0), m, n) - reg * jnp.eye(n, dtype=E.dtype)
+    u = jnp.where(curved, F_s / h_c, jnp.where(free, 0.0, F_s))
+    rhs = -F_c + _E_dot(E, u, m, n)
+    rhs = jnp.where(fixed, dlam_fixed, rhs - _mv(S, dlam_fixed))
+    S = jnp.where(fixed[:, None] | fixed[None, :], jnp.eye(n, dtype=E.dtype), S)
+    dlam = _mv(_spd_inverse(S), rhs)
+    dz = jnp.where(curved, (-F_s + _Et_dot(E, dlam, m, n)) / h_c, jnp.where(free, 0.0, -F_s))
+    rest = -F_c - _E_dot(E, dz, m, n) + reg * dlam  # what the free slack of a fixed row takes up
+    dz = dz.at[m + n : m + 2 * n].add(jnp.where(flat_p, rest, 0.0))
+    dz = dz.at[m + 2 * n :].add(jnp.where(flat_m, -rest, 0.0))
+    return jnp.concatenate([dz, dlam])
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(6, 7, 8))
@@ -447,11 +547,10 @@ def _solve_frame(moment_arms, tau, max_force, passive_force, reserve_strength, p
         w_old, at_lower, at_upper, k, _ = carry
         free, bound_value = bounds(at_lower, at_upper)
         F = _reduced_kkt(w_old, Es, bs, bound_value, free, m, n, p, weight)
-        K = _reduced_jacobian(w_old, Es, free, m, n, p, weight)
-        w = w_old - jnp.linalg.solve(K, F)
+        w = w_old + _reduced_newton_step(w_old, F, Es, free, m, n, p, weight)
         zz = w[:N]
         g, _ = _cost_derivatives(zz, m, n, p, weight)
-        mult = jnp.where(free, 0.0, g - Es.T @ w[N:])  # ν_l − ν_u on the active bounds
+        mult = jnp.where(free, 0.0, g - _Et_dot(Es, w[N:], m, n))  # ν_l − ν_u on the active bounds
         new_lower = hl & ((at_lower & (mult >= 0)) | (free & (zz < lo)))
         new_upper = hu & ((at_upper & (mult <= 0)) | (free & (zz > up))) & ~new_lower
         free_new, bv_new = bounds(new_lower, new_upper)
@@ -469,7 +568,7 @@ def _solve_frame(moment_arms, tau, max_force, passive_force, reserve_strength, p
     free, bound_value = bounds(at_lower, at_upper)
     z_pol, lam_pol = w[:N], w[N:]
     g, _ = _cost_derivatives(z_pol, m, n, p, weight)
-    bound_mult = g - Es.T @ lam_pol  # = ν_l − ν_u at the optimum
+    bound_mult = g - _Et_dot(Es, lam_pol, m, n)  # = ν_l − ν_u at the optimum
     slack = 10 * float(np.sqrt(jnp.finfo(Es.dtype).eps))
     inside = jnp.all(jnp.where(hl & free, z_pol >= lower - slack, True)) & jnp.all(
         jnp.where(hu & free, z_pol <= upper + slack, True))
@@ -490,7 +589,7 @@ def _solve_frame(moment_arms, tau, max_force, passive_force, reserve_strength, p
     forces = x * max_force + passive_force
     reserves = reserve_strength * y
     g, _ = _cost_derivatives(z, m, n, p, weight)
-    bound_mult = (g - E.T @ lam)[:m]
+    bound_mult = (g - _Et_dot(E, lam, m, n))[:m]
     lower_mult = jnp.where(at_lower[:m], bound_mult, 0.0)
     upper_mult = jnp.where(at_upper[:m], -bound_mult, 0.0)
     cost = jnp.sum(jnp.abs(x) ** p) + jnp.sum(y**2)
@@ -543,6 +642,12 @@ _OPTIONS = ("solver", "weight", "tol", "max_iterations", "residual_tolerance")
 _solve_frame_jit = jax.jit(_solve_frame, static_argnames=_OPTIONS)
 
 
+#: `_frames_solver`: frames per chunk. A chunk's iterations stop when its own slowest frame has
+#: converged (under `jax.vmap` the whole batch waits for the slowest), and its working set
+#: stays in cache (benchmarks/README.md).
+CHUNK = 64
+
+
 @functools.cache
 def _frames_solver(solver: str, weight: float, tol: float, max_iterations: int, residual_tolerance: float):
     """``jit(vmap(_solve_frame))`` over frames (``p`` and the activation bounds shared), one compiled
@@ -550,7 +655,24 @@ def _frames_solver(solver: str, weight: float, tol: float, max_iterations: int, 
     p, bounds)`` (``bounds``: ``None`` or ``(lower (m,), upper (m,))``)."""
     frame = functools.partial(_solve_frame, solver=solver, weight=weight, tol=tol, max_iterations=max_iterations,
                               residual_tolerance=residual_tolerance)
-    return jax.jit(jax.vmap(frame, in_axes=(0, 0, 0, 0, 0, None, None)))
+    batch = jax.vmap(frame, in_axes=(0, 0, 0, 0, 0, None, None))
+
+    def solve(R, tau, fmax, passive, reserve, p, bounds):
+        T = R.shape[0]
+        if T <= CHUNK:
+            return batch(R, tau, fmax, passive, reserve, p, bounds)
+        chunks = -(-T // CHUNK)
+        pad = chunks * CHUNK - T
+
+        def to_chunks(x):  # (T, ...) → (chunks, CHUNK, ...), the last chunk padded with the last frame
+            x = jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)]) if pad else x
+            return x.reshape((chunks, CHUNK) + x.shape[1:])
+
+        out = jax.lax.map(lambda a: batch(*a, p, bounds), tuple(to_chunks(x) for x in (R, tau, fmax, passive, reserve)))
+        return jax.tree_util.tree_map(lambda x: x.reshape((chunks * CHUNK,) + x.shape[2:])[:T], out)
+
+    return jax.jit(solve)
+
 
 
 def _resolve_solver(solver: str, p: float) -> str:

@@ -202,6 +202,30 @@ def test_vmap_matches_single_frames():
                                        atol=1e-12, rtol=1e-10)
 
 
+def test_chunked_batch_matches_single_frames(monkeypatch):
+    """`_frames_solver` in chunks (here of 3: the 8 frames are 3 chunks, the last padded with a
+    repeated frame) returns each frame's own solution, and its gradient with respect to the
+    moments is the single frames' (implicit differentiation through `jax.lax.map`)."""
+    import jaxbio.estimation._static_optimization as so_module
+
+    monkeypatch.setattr(so_module, "CHUNK", 3)
+    solve = _frames_solver.__wrapped__("interior_point", 1e5, 1e-9, 60, 1e-6)
+    fmax, zeros = jnp.broadcast_to(FMAX, (8, 6)), jnp.zeros((8, 6))
+
+    def chunked(tau):
+        return solve(R_FRAMES, tau, fmax, zeros, jnp.zeros((8, 2)), jnp.asarray(2.0), None)
+
+    def single(tau):
+        return jax.vmap(lambda R, t: static_optimization(R, t, FMAX, p=2))(R_FRAMES, tau)
+
+    r, ref = chunked(TAU_FRAMES), single(TAU_FRAMES)
+    assert r.forces.shape == (8, 6) and r.converged.all()
+    for name in ("forces", "moment_multipliers", "residual", "cost", "iterations"):
+        np.testing.assert_allclose(np.asarray(getattr(r, name)), np.asarray(getattr(ref, name)), atol=1e-10)
+    g, g_ref = (jax.grad(lambda t, f=f: jnp.sum(_functional(f(t))))(TAU_FRAMES) for f in (chunked, single))
+    np.testing.assert_allclose(np.asarray(g), np.asarray(g_ref), rtol=1e-8, atol=1e-10)
+
+
 # ---- derivatives through the optimum ----------------------------------------------------------
 
 WEIGHTS = jnp.linspace(0.5, 1.5, 6)
