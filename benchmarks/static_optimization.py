@@ -44,6 +44,7 @@ import scipy.optimize  # noqa: E402
 
 from jaxbio.estimation import _static_optimization as so  # noqa: E402  (private helpers shared with the tests)
 from jaxbio.muscles import sets  # noqa: E402
+from _machine import finish, machine, row  # noqa: E402  (benchmarks/_machine.py)
 
 RESERVES = {"gait10dof18musc": {"pelvis_tx": 1000.0, "pelvis_ty": 1000.0, "pelvis": 1000.0, "torso": 1000.0},
             "arm26": {"r_humerus": 10.0}}
@@ -101,6 +102,7 @@ def main():
     ap.add_argument("--frames", type=int, default=None, help="frames for jaxbio (default 10⁴, quick 10³)")
     ap.add_argument("--scipy-frames", type=int, default=None, help="frames timed with scipy (default 200, quick 50)")
     ap.add_argument("--p", type=float, default=2.0)
+    ap.add_argument("--json", metavar="PATH", help="also write every number to this JSON file")
     args = ap.parse_args()
     T = args.frames or (1000 if args.quick else 10_000)
     S = args.scipy_frames or (50 if args.quick else 200)
@@ -167,6 +169,12 @@ def main():
           f"{ok.sum()}/{S} (ΔF over those). jaxbio converged on "
           + ", ".join(f"{k}: {float(np.mean(np.asarray(v.converged))):.1%}" for k, v in results.items())
           + f" of the frames. load {os.getloadavg()[0]:.2f}")
+    finish({"machine": machine(), "rows": [
+        row(f"static optimisation ({name.removeprefix('jaxbio ')}, p = {args.p:g})", args.set, T, us * 1e-6,
+            unit="frame", compile_s=compile_s, peer=f"scipy SLSQP frame by frame ({S} frames, mean)",
+            peer_seconds=scipy_us * 1e-6,
+            note=f"max |ΔF| vs SLSQP {np.abs(np.asarray(out.forces)[idx][ok] - f_ref[ok]).max():.1e} N")
+        for name, us, compile_s, out in rows]}, args.json)
 
 
 if __name__ == "__main__":
