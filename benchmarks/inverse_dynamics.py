@@ -60,7 +60,7 @@ from jaxbio.model import model_path  # noqa: E402
 from tests import pinocchio_ref as ref  # noqa: E402
 from tests._models import hinge_chains  # noqa: E402
 from tests.pinocchio_ref import build_pinocchio_model  # noqa: E402
-from _machine import REPEATS, best_time, cpu, finish, load_average  # noqa: E402  (benchmarks/_machine.py)
+from _machine import REPEATS, best_time, cpu, finish, load_average, row  # noqa: E402  (benchmarks/_machine.py)
 
 # wholebody_hinges: the shipped wholebody (free pelvis, ball joints) with its ball and free joints as
 # chains of hinges and massless links (tests/_models.hinge_chains): 28 one-DOF segments, the tree of the
@@ -333,6 +333,23 @@ def bench_gpu(name: str = "wholebody_hinges", batch: int = GPU_BATCH) -> dict:
 # ---------------------------------------------------------------------------------------------------
 
 
+def common_rows(models: list) -> list[dict]:
+    """The common table's rows (`_machine.row`): one device against the ``pin.rnea`` loop, and
+    `jb.batch` on two devices against ``rneaInParallel`` on two threads."""
+    rows = []
+    for m in models:
+        for r in m["rows"]:
+            rows.append(row("inverse dynamics, jit(vmap)", m["model"], r["batch"], 1e-6 * r["jax_us_per_state"],
+                            compile_s=r["jax_compile_s"], peer="pin.rnea loop",
+                            peer_seconds=1e-6 * r["pin_loop_us_per_state"]))
+            if r["jax_2dev_us_per_state"] is not None:
+                rows.append(row("inverse dynamics, jb.batch on 2 CPU devices", m["model"], r["batch"],
+                                1e-6 * r["jax_2dev_us_per_state"], compile_s=r["jax_2dev_compile_s"],
+                                peer=f"pin.rneaInParallel ({PIN_THREADS} threads)",
+                                peer_seconds=1e-6 * r["pin_parallel_us_per_state"]))
+    return rows
+
+
 def print_model_table(result: dict) -> None:
     print(f"\n{result['model']} ({result['segments']} segments, nq {result['nq']}, nv {result['dof']}), float64, CPU")
     print(f"  check: max |tau_jaxbio - tau_pin.rnea| over {CHECK_STATES} states = "
@@ -418,6 +435,7 @@ def main(argv=None) -> int:
         out["gpu"] = None
         print("\nGPU float32 section: no GPU: skipped")
 
+    out["rows"] = common_rows(out["models"])
     finish(out, args.json)
     return 0
 
