@@ -15,6 +15,11 @@ kernel                          forward step (own term)              backward st
 `mass_matrix_batch`             placements (own composite inertia)   `_composite_to_parent` (CRBA)
 ==============================  ===================================  ==============================
 
+`hamiltonian_flow_batch` (what `jax.vmap` of `jaxbio.HamiltonianSystem`'s vector field runs) chains
+two of them in one chunk loop: the CRBA passes (``M`` and, from the same composites, gravity),
+``q̇ = M⁻¹ p`` by a batch-last Cholesky unrolled over ``nv`` (`_cholesky_solve`: no LAPACK call
+per state), then the momentum passes at ``q̇`` (``∂T/∂q``).
+
 How it is laid out, and why:
 
 - The batch is cut into chunks of ``C`` states (`chunk_size`), processed one after another by a
@@ -46,8 +51,8 @@ step functions take that choice as the static flag ``general``.
 
 Measured timings, and the variants tried and dropped, are in benchmarks/README.md.
 
-Differentiation is not defined here: `jaxbio.dynamics.rnea` (and ``energy``, ``mass_matrix``)
-route `jax.vmap` to this module with `vmapped_by` and everything else (``jvp``, ``grad``, a
+Differentiation is not defined here: `jaxbio.dynamics.rnea` (and ``energy``, ``mass_matrix``,
+`jaxbio.hamiltonian`) route `jax.vmap` to this module with `vmapped_by` and everything else (``jvp``, ``grad``, a
 batched tree) to the per-state code.
 """
 
