@@ -17,6 +17,13 @@ solves with a `PIDController(rtol, atol)` (per-trajectory adaptive steps):
 Each row prints compile time, run time per trajectory, the ratio to the solve_ivp loop, mean
 steps, the max |Δθ| against scipy on the first trajectories (chaotic over 20 s: only a rough
 check) and the max energy error |E(T) − E(0)| over the batch (the meaningful accuracy check).
+Then the same measurement on the 7-DOF arm and the whole body (free root, ball joints; nq 34,
+nv 28), 20 s from random states (angles within ±0.5 rad, velocities within ±1), rtol = atol = 1e-8,
+float64: a Python loop of `solve_ivp(DOP853)` whose right-hand side is the *per-state* jitted
+`HamiltonianSystem.vector_field` on the flattened state (per-state LAPACK Cholesky, autodiff
+∂T/∂q; ~10 µs of Python and dispatch per call are part of what scipy costs) against
+`jit(vmap(simulate))` of the same system at ``--model-batch`` (default 100) trajectories, ratio in
+the same run (``--models ""`` skips them).
 Last, the cost of one vector-field evaluation (tree vs closed form) and of ∂H/∂q routes.
 """
 
@@ -153,8 +160,9 @@ def vector_field_costs(batch=10_000):
     par = dp.Parameters()
     cases = {
         "tree HamiltonianSystem.vector_field": (lambda y: system.vector_field(0.0, y), (ys,)),
-        "  of which velocities (M, Cholesky)": (lambda y: ham.velocities(tree, y["q"], y["p"]), (ys,)),
-        "  of which dH_dq": (lambda y: ham.dH_dq(tree, y["q"], y["p"]), (ys,)),
+        "  of which the tree terms (one kernel)": (lambda y: ham._tree_terms(tree, y["q"], y["p"]), (ys,)),
+        "  before: velocities (M, LAPACK Cholesky)": (lambda y: ham.velocities(tree, y["q"], y["p"]), (ys,)),
+        "  before: dH_dq": (lambda y: ham.dH_dq(tree, y["q"], y["p"]), (ys,)),
         "  of which mass_matrix": (lambda y: jb.mass_matrix(tree, y["q"]), (ys,)),
         "closed form dp.accelerations (linalg.solve)": (lambda a, b: dp.accelerations(par, a, b), (th, om)),
         "closed form dp.vector_field (fast)": (lambda a, b: dp.vector_field(0.0, (*a, *b), par), (th, om)),
@@ -255,13 +263,64 @@ def dH_dq_routes(batch=1000):
               f"ratio {res['grad(H)'][0] / res['legendre'][0]:5.1f}×, max |Δ| {err:.1e}")
 
 
+def models_vs_scipy(names=("arm7", "wholebody"), batch=100, k=2, duration=T):
+    """Rows of the arm and the whole body: a solve_ivp loop on the per-state vector field against
+    jit(vmap(simulate)), ms per trajectory and the ratio, same run."""
+    from jax.flatten_util import ravel_pytree
+
+    rows = []
+    for name in names:
+        tree = jb.load_model(name, dtype=jnp.float64)
+        system = jb.HamiltonianSystem(tree)
+        keys = jax.random.split(jax.random.PRNGKey(1), batch)
+        q0 = jax.vmap(lambda key: jb.configuration.random(tree, key, angle=0.5, distance=0.1))(keys)
+        qd0 = jnp.asarray(np.random.default_rng(1).uniform(-1, 1, (batch, tree.nv)))
+        y0 = jax.vmap(system.initial_state)(q0, qd0)
+        flat0, unravel = ravel_pytree(jax.tree_util.tree_map(lambda x: x[0], y0))
+        rhs = jax.jit(lambda y: ravel_pytree(system.vector_field(0.0, unravel(y)))[0])
+        jax.block_until_ready(rhs(flat0))
+        t0 = time.perf_counter()
+        sols = [solve_ivp(lambda t, y: np.asarray(rhs(y)), (0, duration),
+                          np.asarray(ravel_pytree(jax.tree_util.tree_map(lambda x, i=i: x[i], y0))[0]),
+                          method="DOP853", rtol=TOL, atol=TOL) for i in range(k)]
+        t_sp = (time.perf_counter() - t0) / k
+        sp_steps = np.mean([s.t.size - 1 for s in sols])
+
+        def one(y):
+            tr = jb.simulate(system, y, 0.0, duration, rtol=TOL, atol=TOL, max_steps=1_000_000)
+            return tr.q[-1], tr.energy[-1], tr.solution.stats["num_steps"]
+
+        fn = jax.jit(jax.vmap(one))
+        t0 = time.perf_counter()
+        compiled = fn.lower(y0).compile()
+        c = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        qT, eT, steps = (np.asarray(x) for x in jax.block_until_ready(compiled(y0)))
+        per = (time.perf_counter() - t0) / batch
+        e0 = np.asarray(jax.vmap(system.energy)(y0))
+        dq = np.max(np.abs(qT[:k] - np.array([s.y[:tree.nq, -1] for s in sols])))
+        print(f"{name:10s} scipy solve_ivp DOP853 loop (per-state jitted field), {k} traj.: {t_sp * 1e3:9.1f} ms / "
+              f"trajectory, {sp_steps:6.0f} steps", flush=True)
+        print(f"{name:10s} jaxbio jit(vmap(simulate)), Tsit5, batch {batch}: compile {c:5.1f} s, {per * 1e3:9.2f} ms / "
+              f"trajectory, {t_sp / per:7.1f}× solve_ivp, {np.mean(steps):6.0f} steps, max |Δq| vs scipy {dq:.1e}, "
+              f"max |ΔE| {np.max(np.abs(eT - e0)):.1e} J", flush=True)
+        rows.append((name, batch, c, per, t_sp / per))
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="batch 10³ instead of 10⁴")
     ap.add_argument("--batch", type=int, default=None)
     ap.add_argument("--tree-batch", type=int, default=None, help="batch of the tree rows (default min(batch, 1000))")
     ap.add_argument("--scipy-trajectories", type=int, default=5)
+    ap.add_argument("--models", default="arm7,wholebody", help="comma-separated models for the rows against "
+                    "solve_ivp on the per-state field ('' for none)")
+    ap.add_argument("--model-batch", type=int, default=100)
+    ap.add_argument("--only-models", action="store_true", help="only the model rows")
     args = ap.parse_args()
+    if args.only_models:
+        return models_vs_scipy([m for m in args.models.split(",") if m], args.model_batch)
     n = args.batch or (1_000 if args.quick else 10_000)
     n_tree = args.tree_batch or min(n, 1_000)
     th, om = initial_states(n)
@@ -294,6 +353,8 @@ def main():
             print(f"{name:44s} batch {batch:6d}: compile {c:5.2f} s, {per * 1e3:9.3f} ms / trajectory, "
                   f"{t_sp / per:7.1f}× solve_ivp, {np.mean(steps):6.0f} steps, max |Δθ| {err:.1e} rad, "
                   f"max |ΔE| {e_err:.1e} J", flush=True)
+    if args.models:
+        rows += models_vs_scipy([m for m in args.models.split(",") if m], args.model_batch)
     vector_field_costs()
     tree_vector_field_routes()
     dH_dq_routes()

@@ -37,7 +37,8 @@ from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio._validate import as_float, check_choice, check_finite, check_values, coordinate_vector
 from jaxbio.configuration import velocity_to_qdot, velocity_to_qdot_transpose
-from jaxbio.dynamics import gravity_forces, kinetic_energy_gradient, mass_matrix, potential_energy
+from jaxbio.dynamics import _one_segment, gravity_forces, kinetic_energy_gradient, mass_matrix, potential_energy
+from jaxbio.dynamics._batched import hamiltonian_flow_batch, vmapped_by
 from jaxbio.tree import SegmentTree
 
 __all__ = [
@@ -737,6 +738,29 @@ def dH_dq(tree: SegmentTree, q, qd) -> Float[Array, " n"]:
     return -kinetic_energy_gradient(tree, q, qd) + gravity_forces(tree, q)
 
 
+def _plain_tree_terms(tree: SegmentTree, q, p, added_inertia):
+    dH_dp = velocities(tree, q, p, added_inertia)
+    return dH_dp, dH_dq(tree, q, dH_dp)
+
+
+@vmapped_by(hamiltonian_flow_batch)
+def _batched_tree_terms(tree, q, p, added_inertia):
+    """`_plain_tree_terms`; under `jax.vmap` the one-pass kernel
+    `jaxbio.dynamics._batched.hamiltonian_flow_batch` (derivatives: the per-state route's)."""
+    return _plain_tree_terms(tree, q, p, added_inertia)
+
+
+def _tree_terms(tree: SegmentTree, q, p, added_inertia=None) -> tuple[Array, Array]:
+    """``(∂H/∂p, ∂H/∂q)`` ``(nv,)`` each, with ``H`` built on ``M(q) + diag(added_inertia)``: one
+    state by `velocities` and `dH_dq`; under `jax.vmap` (states batched, tree not) one batch-last
+    kernel computes ``M``, gravity, the Cholesky solve and ``∂T/∂q`` for the whole batch
+    (`hamiltonian_flow_batch`). A one-segment tree keeps its closed forms."""
+    if _one_segment.applies(tree):
+        return _plain_tree_terms(tree, q, p, added_inertia)
+    added = jnp.zeros_like(p) if added_inertia is None else jnp.broadcast_to(added_inertia, p.shape).astype(p.dtype)
+    return _batched_tree_terms(tree, q, p, added)
+
+
 class HamiltonianSystem(eqx.Module):
     """Driven, dissipative, fitness-dependent Hamiltonian system of a segment tree.
 
@@ -868,11 +892,11 @@ class HamiltonianSystem(eqx.Module):
         velocity ``(nv,)`` (``∂ℋ/∂p``, plus ``∂R/∂p`` with a `PhaseSpaceDissipation`) and the
         dissipation's ``(Δq̇, Δṗ)`` (`Dissipation.phase_terms`)."""
         q, p = y["q"], y["p"]
-        dH_dp = self.velocities(q, p)
+        dH_dp, gradient_q = _tree_terms(self.tree, q, p, self.added_inertia(jnp.result_type(q)))
         potential_force = self.potential.gradient(t, q)
         if not self.tree.is_axial:
             potential_force = velocity_to_qdot_transpose(self.tree, q, potential_force)
-        gradient_q = dH_dq(self.tree, q, dH_dp) + _output(potential_force, p.shape, "potential", self.potential,
+        gradient_q = gradient_q + _output(potential_force, p.shape, "potential", self.potential,
                                                           ".gradient")
         dq, dp = self.dissipation.phase_terms(q, p, dH_dp)
         qd = dH_dp + dq

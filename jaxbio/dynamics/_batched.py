@@ -15,6 +15,11 @@ kernel                          forward step (own term)              backward st
 `mass_matrix_batch`             placements (own composite inertia)   `_composite_to_parent` (CRBA)
 ==============================  ===================================  ==============================
 
+`hamiltonian_flow_batch` (what `jax.vmap` of `jaxbio.HamiltonianSystem`'s vector field runs) chains
+two of them in one chunk loop: the CRBA passes (``M`` and, from the same composites, gravity),
+``q̇ = M⁻¹ p`` by a batch-last Cholesky unrolled over ``nv`` (`_cholesky_solve`: no LAPACK call
+per state), then the momentum passes at ``q̇`` (``∂T/∂q``).
+
 How it is laid out, and why:
 
 - The batch is cut into chunks of ``C`` states (`chunk_size`), processed one after another by a
@@ -46,8 +51,8 @@ step functions take that choice as the static flag ``general``.
 
 Measured timings, and the variants tried and dropped, are in benchmarks/README.md.
 
-Differentiation is not defined here: `jaxbio.dynamics.rnea` (and ``energy``, ``mass_matrix``)
-route `jax.vmap` to this module with `vmapped_by` and everything else (``jvp``, ``grad``, a
+Differentiation is not defined here: `jaxbio.dynamics.rnea` (and ``energy``, ``mass_matrix``,
+`jaxbio.hamiltonian`) route `jax.vmap` to this module with `vmapped_by` and everything else (``jvp``, ``grad``, a
 batched tree) to the per-state code.
 """
 
@@ -128,8 +133,10 @@ def vmapped_by(kernel):
 
             states = [full(x, b) for x, b in zip(states, states_batched)]
             if any(jax.tree_util.tree_leaves(tree_batched)):
-                return jax.vmap(plain)(jax.tree_util.tree_map(full, tree, tree_batched), *states), True
-            return kernel(tree, *states), True
+                out = jax.vmap(plain)(jax.tree_util.tree_map(full, tree, tree_batched), *states)
+            else:
+                out = kernel(tree, *states)
+            return out, tree_map(lambda _: True, out)
 
         @routed.defjvp
         def _jvp(primals, tangents):
@@ -384,7 +391,9 @@ def _scan(f, carry, xs, reverse=False):
         carry, y = f(carry, tree_map(lambda a: a[0], xs))
         return carry, tree_map(lambda a: a[None], y)
     xs = tree_map(lambda a: jnp.asarray(a) if isinstance(a, np.ndarray) else a, xs)
-    return lax.scan(f, carry, xs, reverse=reverse)
+    # two steps (a double pendulum's chain): unrolled, ~30 % faster and a small program (longer
+    # schedules gain nothing and compile slower, benchmarks/README.md)
+    return lax.scan(f, carry, xs, reverse=reverse, unroll=length <= 2)
 
 
 def _forward_pass(sched: Schedule, step: Callable, world, joint: Joint, body: Body, keep, zero_row):
@@ -478,14 +487,19 @@ def _coordinates_out(tree: SegmentTree, sched: Schedule, outs: list, own: list, 
     return sum(e[:, c, None] * jnp.where(rot, angular[c][d.segment], linear[c][d.segment]) for c in range(3))
 
 
-def _crba_columns(tree: SegmentTree, sched: Schedule, composites: list, own: list, C: int, keep):
-    """``M`` ``(nv·nv, C)`` from each subtree's composite ``(m, h, J)`` about its joint centre.
+def _crba_columns(tree: SegmentTree, sched: Schedule, composites: list, own: list, C: int, keep, gravity=None):
+    """``M`` ``(nv·nv, C)`` from each subtree's composite ``(m, h, J)`` about its joint centre;
+    with ``gravity`` ``(3,)`` m/s² also the gravity forces ``g(q)`` ``(nv, C)`` (see below).
 
     Coordinate ``i`` (of segment ``σ(i)``, world axis ``s_i``) moving at unit rate moves the
     subtree of ``σ(i)`` rigidly: linear momentum ``s × h`` and angular momentum ``J s`` about
     ``P_σ(i)`` (an angular coordinate), or ``m s`` and ``h × s`` (a linear one). ``M[j, i]`` for
     ``j`` a coordinate that moves ``σ(i)`` is its share of that momentum:
     ``s_j · (L + (P_σ(i) − P_σ(j)) × lin)`` (angular ``j``), ``s_j · lin`` (linear ``j``).
+
+    The same composites hold the subtree's weight: ``g_i = −s · (h × g) = −lin · g`` (angular
+    coordinate: the moment about ``P_σ(i)`` that holds the subtree still) or ``−m s · g = −lin · g``
+    (linear), what the wrench recursion gives with ``q̇ = q̈ = 0``.
     """
     nv, d = tree.nv, tree.dofs
 
@@ -522,7 +536,10 @@ def _crba_columns(tree: SegmentTree, sched: Schedule, composites: list, own: lis
     where = np.full((nv, nv), len(i_idx), np.int64)
     where[j_idx, i_idx] = np.arange(len(i_idx))
     where[i_idx, j_idx] = np.arange(len(i_idx))
-    return vals[where.reshape(-1)]
+    M = vals[where.reshape(-1)]
+    if gravity is None:
+        return M
+    return M, -soa.dot(lin, tuple(gravity[k] for k in range(3)))
 
 
 class _Kernel(NamedTuple):
@@ -544,11 +561,20 @@ _MOMENTUM = _Kernel(lambda g: Velocities(_QUAT_ID, _ZERO, _ZERO), _forward_momen
 _CRBA = _Kernel(lambda g: Placement(_QUAT_ID, _ZERO), _forward_crba, _composite_to_parent, _crba_columns, True)
 
 
-def _chunk(tree: SegmentTree, kernel: _Kernel, sched: Schedule, q, qd, qdd, external, *, fused: bool):
-    """One chunk: ``q`` ``(nq, C)``, ``qd, qdd`` ``(nv, C)`` (None for the mass matrix);
-    ``external``: None or 3-tuples ``(n, C)`` of world-frame forces and moments about each
-    segment origin. Returns ``(nv, C)`` (``(nv·nv, C)`` row-major for the mass matrix).
-    ``fused``: the CPU tricks (`_keep`, vectorised ``sincos``)."""
+class _Setup(NamedTuple):
+    """What every kernel of a chunk starts from (`_setup`)."""
+
+    joint: Joint
+    body: Body
+    revolute: jax.Array  # (n, 1)
+    keep: Callable
+    general: bool
+    zero_row: jax.Array  # (1, C)
+
+
+def _setup(tree: SegmentTree, q, qd, qdd, *, fused: bool) -> _Setup:
+    """The joints of a chunk (``q`` ``(nq, C)``, ``qd, qdd`` ``(nv, C)`` or None) and the bodies'
+    constants. ``fused``: the CPU tricks (`_keep`, vectorised ``sincos``)."""
     keep = (lambda x: _keep(x)) if fused else (lambda x: x)
     dt = q.dtype
     zero_row = jnp.zeros_like(q[:1])  # (1, C): the state's type inside jax.shard_map
@@ -572,25 +598,93 @@ def _chunk(tree: SegmentTree, kernel: _Kernel, sched: Schedule, q, qd, qdd, exte
         joint = Joint(rotation=soa.qmul(orient, (c, s * axis[0], s * axis[1], s * axis[2])),
                       translation=soa.add(col(tree.origins.astype(dt)), soa.scale(body.axis_in_parent, q * (1 - rev))),
                       qd=qd, qdd=qdd)
+    return _Setup(joint, body, rev, keep, general, zero_row)
+
+
+def _passes(tree: SegmentTree, kernel: _Kernel, sched: Schedule, setup: _Setup):
+    """``kernel``'s forward and backward passes: ``(own, outs)`` per phase."""
+    forward, backward = (functools.partial(f, general=setup.general) for f in (kernel.forward, kernel.backward))
+    world = kernel.world(tree.gravity.astype(setup.zero_row.dtype))
+    own = _forward_pass(sched, forward, world, setup.joint, setup.body, setup.keep, setup.zero_row)
+    return own, _backward_pass(sched, backward, own, setup.revolute, setup.keep, setup.zero_row)
+
+
+def _chunk(tree: SegmentTree, kernel: _Kernel, sched: Schedule, q, qd, qdd, external, *, fused: bool):
+    """One chunk: ``q`` ``(nq, C)``, ``qd, qdd`` ``(nv, C)`` (None for the mass matrix);
+    ``external``: None or 3-tuples ``(n, C)`` of world-frame forces and moments about each
+    segment origin. Returns ``(nv, C)`` (``(nv·nv, C)`` row-major for the mass matrix).
+    ``fused``: the CPU tricks (`_keep`, vectorised ``sincos``)."""
+    setup = _setup(tree, q, qd, qdd, fused=fused)
     if external is not None:
-        joint = joint._replace(force=external[0], moment=external[1])
-    forward, backward = (functools.partial(f, general=general) for f in (kernel.forward, kernel.backward))
-    own = _forward_pass(sched, forward, kernel.world(tree.gravity.astype(dt)), joint, body, keep, zero_row)
-    outs = _backward_pass(sched, backward, own, rev, keep, zero_row)
-    return kernel.output(tree, sched, outs, own, q.shape[1], keep)
+        setup = setup._replace(joint=setup.joint._replace(force=external[0], moment=external[1]))
+    own, outs = _passes(tree, kernel, sched, setup)
+    return kernel.output(tree, sched, outs, own, q.shape[1], setup.keep)
 
 
-def _batched(tree: SegmentTree, kernel: _Kernel, states: list, external: list | None, *,
-             chunk: int | None, layout: str | None, schedule: Schedule | None):
+def _cholesky_solve(M, b, keep):
+    """``x = M⁻¹ b`` ``(n, C)`` for ``M`` ``(n, n, C)`` symmetric positive-definite and ``b``
+    ``(n, C)``, every state at once: ``M = L Lᵀ`` column by column (unrolled over ``n``, each
+    step vectorised over the rows below the diagonal and the chunk), then the two triangular
+    solves. No LAPACK call per state; a matrix that is not positive-definite gives NaN."""
+    n = b.shape[0]
+    cols = []  # cols[k]: L[k:, k] (n − k, C)
+    for j in range(n):
+        v = M[j:, j]
+        for k in range(j):
+            v = v - cols[k][j - k:] * cols[k][j - k]
+        cols.append(keep(v * lax.rsqrt(v[0])))
+    y = []
+    for j in range(n):
+        acc = b[j]
+        for k in range(j):
+            acc = acc - cols[k][j - k] * y[k]
+        y.append(acc / cols[j][0])
+    x = [None] * n
+    for j in reversed(range(n)):
+        acc = y[j]
+        for k in range(j + 1, n):
+            acc = acc - cols[j][k - j] * x[k]
+        x[j] = acc / cols[j][0]
+    return jnp.stack(x)
+
+
+def _flow_chunk(tree: SegmentTree, sched: Schedule, q, p, added, external, *, fused: bool):
+    """`hamiltonian_flow_batch` on one chunk: ``q`` ``(nq, C)``, ``p`` and ``added`` ``(nv, C)``.
+    Returns ``(2 nv, C)``: ``q̇`` rows, then ``∂H/∂q`` rows."""
+    del external
+    nv, C = tree.nv, q.shape[1]
+    setup = _setup(tree, q, None, None, fused=fused)
+    own, composites = _passes(tree, _CRBA, sched, setup)
+    M, grav = _crba_columns(tree, sched, composites, own, C, setup.keep, gravity=tree.gravity.astype(q.dtype))
+    M = M.reshape(nv, nv, C) + added[:, None, :] * np.eye(nv, dtype=bool)[:, :, None]
+    qd = _cholesky_solve(M, p, setup.keep)
+    if setup.general:  # the same joint rows with velocities (XLA shares the rotations)
+        moving = _setup(tree, q, qd, qd, fused=fused)
+    else:
+        moving = setup._replace(joint=setup.joint._replace(qd=qd, qdd=qd))
+    own, outs = _passes(tree, _MOMENTUM, sched, moving)
+    dT = _torques_out(tree, sched, outs, own, C, setup.keep)
+    return jnp.concatenate([qd, grav - dT], 0)
+
+
+def _batched(tree: SegmentTree, kernel: _Kernel | Callable, states: list, external: list | None, *,
+             chunk: int | None, layout: str | None, schedule: Schedule | None, width: int | None = None):
     """`_chunk` over the batch: ``states`` ``[q, a, b]`` ``(B, n)``, ``external`` None or
-    ``[forces, moments]`` ``(B, n, 3)``; chunks written in place into the ``(B, width)`` result."""
+    ``[forces, moments]`` ``(B, n, 3)``; chunks written in place into the ``(B, width)`` result.
+    ``kernel``: a `_Kernel`, or a function ``(tree, schedule, q, a, b, external, fused=) -> (width, C)``
+    of one chunk, as `_chunk` (then ``width`` is given)."""
     layout = default_layout() if layout is None else layout
     check_choice(layout, LAYOUTS, "layout")
     sched = _levels.schedule(tree.parents) if schedule is None else schedule
     q = states[0]
     B = q.shape[0]
     C = chunk_size(B, layout) if chunk is None else max(1, min(int(chunk), B))
-    width = tree.nv ** 2 if kernel.square else tree.nv
+    if isinstance(kernel, _Kernel):
+        width = tree.nv ** 2 if kernel.square else tree.nv
+        def run(tree, sched, q, a, b, ext, fused):
+            return _chunk(tree, kernel, sched, q, a, b, ext, fused=fused)
+    else:
+        run = kernel
     if B == 0:  # an empty batch (vmap over 0 states): the empty result, nothing to slice
         return jnp.zeros_like(q[:, :1]) + jnp.zeros((1, width), q.dtype)
     nc = -(-B // C)
@@ -601,7 +695,7 @@ def _batched(tree: SegmentTree, kernel: _Kernel, states: list, external: list | 
         if external is not None:  # (C, n, 3) each -> 3-tuples of (n, C)
             ext = tuple(tuple(e[:, :, k].T for k in range(3))
                         for e in (lax.dynamic_slice_in_dim(x, start, C, 0) for x in external))
-        return _chunk(tree, kernel, sched, qc, ac, bc, ext, fused=layout == "cpu").T
+        return run(tree, sched, qc, ac, bc, ext, fused=layout == "cpu").T
 
     if nc == 1:
         return one(0)
@@ -660,6 +754,24 @@ def kinetic_energy_gradient_batch(tree: SegmentTree, q, qd, *, chunk: int | None
     `inverse_dynamics_batch`.
     """
     return _batched(tree, _MOMENTUM, [q, qd, qd], None, chunk=chunk, layout=layout, schedule=schedule)
+
+
+def hamiltonian_flow_batch(tree: SegmentTree, q, p, added_inertia, *, chunk: int | None = None,
+                           layout: str | None = None, schedule: Schedule | None = None):
+    """``(q̇, ∂H/∂q)`` ``(B, nv)`` each for ``q`` ``(B, nq)``, momenta ``p`` ``(B, nv)`` and a
+    diagonal ``added_inertia`` ``J`` ``(B, nv)``: what `jaxbio.HamiltonianSystem`'s vector field
+    needs of the tree, in one chunk loop.
+
+    Per chunk: the composite-rigid-body passes give ``M(q)`` and, from the same composites, the
+    gravity forces ``g(q)`` (`_crba_columns`); ``q̇ = (M + J)⁻¹ p`` by a batch-last Cholesky
+    (`_cholesky_solve`, no LAPACK call per state); the momentum passes at ``q̇`` give ``∂T/∂q``
+    (`kinetic_energy_gradient_batch`), and ``∂H/∂q = −∂T/∂q + g`` (`jaxbio.hamiltonian.dH_dq`).
+    Same result as `jax.vmap` of the per-state route to round-off; not differentiable by itself
+    (see `jaxbio.hamiltonian`). Keywords as for `inverse_dynamics_batch`.
+    """
+    out = _batched(tree, _flow_chunk, [q, p, added_inertia], None, chunk=chunk, layout=layout,
+                   schedule=schedule, width=2 * tree.nv)
+    return out[:, :tree.nv], out[:, tree.nv:]
 
 
 def mass_matrix_batch(tree: SegmentTree, q, *, chunk: int | None = None, layout: str | None = None,
