@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 
 # Two host devices for the sharded rows: must be set before jax is imported (never in jaxbio).
@@ -46,6 +47,9 @@ jax.config.update("jax_enable_x64", True)
 
 import jaxbio as jb  # noqa: E402
 from jaxbio.papers import watanabe_pendulum as dp  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _machine import finish, machine, row  # noqa: E402  (benchmarks/_machine.py)
 
 T, TOL = 20.0, 1e-8
 
@@ -318,9 +322,13 @@ def main():
                     "solve_ivp on the per-state field ('' for none)")
     ap.add_argument("--model-batch", type=int, default=100)
     ap.add_argument("--only-models", action="store_true", help="only the model rows")
+    ap.add_argument("--json", metavar="PATH", help="also write every number to this JSON file")
     args = ap.parse_args()
+    models = [m for m in args.models.split(",") if m]
     if args.only_models:
-        return models_vs_scipy([m for m in args.models.split(",") if m], args.model_batch)
+        rows = models_vs_scipy(models, args.model_batch)
+        finish({"machine": machine(), "rows": common_rows(rows, models, None)}, args.json)
+        return rows
     n = args.batch or (1_000 if args.quick else 10_000)
     n_tree = args.tree_batch or min(n, 1_000)
     th, om = initial_states(n)
@@ -353,12 +361,30 @@ def main():
             print(f"{name:44s} batch {batch:6d}: compile {c:5.2f} s, {per * 1e3:9.3f} ms / trajectory, "
                   f"{t_sp / per:7.1f}× solve_ivp, {np.mean(steps):6.0f} steps, max |Δθ| {err:.1e} rad, "
                   f"max |ΔE| {e_err:.1e} J", flush=True)
-    if args.models:
-        rows += models_vs_scipy([m for m in args.models.split(",") if m], args.model_batch)
+    if models:
+        rows += models_vs_scipy(models, args.model_batch)
     vector_field_costs()
     tree_vector_field_routes()
     dH_dq_routes()
+    finish({"machine": machine(), "rows": common_rows(rows, models, t_sp)}, args.json)
     return rows
+
+
+def common_rows(rows, models, t_scipy) -> list[dict]:
+    """The common table's rows (`_machine.row`) of ``(name, batch, compile s, s per trajectory,
+    ratio)``: the double-pendulum rows against the closed-form solve_ivp loop (``t_scipy`` s per
+    trajectory), the model rows against solve_ivp on their per-state vector field."""
+    out = []
+    for name, batch, compile_s, per, ratio in rows:
+        if name in models:
+            out.append(row(f"{T:.0f} s simulation, jit(vmap(jb.simulate))", name, batch, per, unit="trajectory",
+                           compile_s=compile_s, peer="solve_ivp DOP853 on the per-state jitted field",
+                           peer_seconds=per * ratio))
+        else:
+            out.append(row(f"{T:.0f} s simulation: {name}", "double pendulum (seed 004)", batch, per,
+                           unit="trajectory", compile_s=compile_s, peer="solve_ivp DOP853 loop, closed form (NumPy)",
+                           peer_seconds=t_scipy))
+    return out
 
 
 if __name__ == "__main__":
