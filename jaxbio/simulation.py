@@ -392,7 +392,8 @@ def simulate(
     Args:
         system: the `HamiltonianSystem`.
         y0: ``{"q": (n,), "p": (n,), "f": (k,)}``, e.g. ``system.initial_state(q0, qd0)``.
-        t0, t1: start and end time, s (``t1 > t0``).
+        t0, t1: start and end time, s (``t1 > t0``). Times (``t0``, ``t1``, ``dt0``, ``ts``) are
+            cast to the state's dtype: a float32 ``y0`` gives a float32 solve under x64 too.
         solver: any Diffrax ODE solver (default `diffrax.Tsit5`).
         dt0: initial (adaptive) or fixed step, s. With ``stepsize_controller=None`` and a
             ``dt0``, steps are fixed; without ``dt0`` a PID controller with ``rtol``/``atol``
@@ -490,11 +491,18 @@ def simulate(
             saveat = _replace_saveat_ts(saveat, lambda sts: jnp.where(bad, t0, sts))
         if stepsize_controller is None and dt0 is None:
             rtol, atol = jnp.where(bad, 1e-3, rtol), jnp.where(bad, 1e-3, atol)
+    # times and tolerances in the state's dtype: Diffrax promotes the state to the dtype of
+    # t0/t1/dt0, so Python floats under jax_enable_x64 would turn a float32 solve into float64
+    time_dtype = jnp.result_type(y0["q"])
     if stepsize_controller is None:
         if dt0 is None:
-            stepsize_controller = diffrax.PIDController(rtol=rtol, atol=atol)
+            stepsize_controller = diffrax.PIDController(rtol=jnp.asarray(rtol, time_dtype),
+                                                        atol=jnp.asarray(atol, time_dtype))
         else:
             stepsize_controller = diffrax.ConstantStepSize()
+    t0, t1 = jnp.asarray(t0, time_dtype), jnp.asarray(t1, time_dtype)
+    dt0 = None if dt0 is None else jnp.asarray(dt0, time_dtype)
+    ts = None if ts is None else jnp.asarray(ts, time_dtype)
     requested = None
     if saveat is None:  # the times asked for: a failed solve's rows saved at others become NaN
         saveat = diffrax.SaveAt(ts=ts, dense=dense) if ts is not None else diffrax.SaveAt(t1=True, dense=dense)

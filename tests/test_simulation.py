@@ -12,7 +12,7 @@ from scipy.optimize import brentq
 import jaxbio as jb
 from jaxbio import hamiltonian as ham
 from jaxbio.simulation import crossing_times, hermite
-from tests._models import double_pendulum_dict
+from tests._models import double_pendulum_dict, slider_dict
 
 
 def _slider(mass=2.0, force=3.0, damping=0.5, drag=0.0, wind=0.0):
@@ -184,3 +184,13 @@ def test_fixed_grid_checkpoint_same_gradient_less_memory():
         jb.simulate(system, y0, 0.0, 1.0, checkpoint=True)
     with pytest.raises(ValueError, match="checkpoint must be True or False"):
         jb.simulate(system, y0, 0.0, 1.0, steps=10, checkpoint="yes")
+
+
+def test_adaptive_solve_follows_the_state_dtype():
+    """A float32 state gives a float32 adaptive solve under x64 with Python-float times (Diffrax
+    would promote the state to the times' float64), close to the float64 solve."""
+    system32 = jb.HamiltonianSystem(jb.SegmentTree.from_dict(slider_dict(), dtype=jnp.float32))
+    tr = jb.simulate(system32, system32.initial_state(jnp.zeros(1, jnp.float32), jnp.ones(1, jnp.float32)),
+                     0.0, 1.0, ts=np.linspace(0.0, 1.0, 5), rtol=1e-5, atol=1e-5)
+    assert tr.q.dtype == tr.energy.dtype == tr.ts.dtype == jnp.float32
+    np.testing.assert_allclose(tr.q[:, 0], np.linspace(0.0, 1.0, 5), atol=1e-5)  # free slide at 1 m/s
