@@ -385,13 +385,15 @@ def simulate(
     throw: bool = True,
     steps: int | None = None,
     spacing: str = "uniform",
+    checkpoint: bool = False,
 ) -> Trajectory:
     """Integrate the Hamilton equations of ``system`` from ``y0`` over ``[t0, t1]`` (s).
 
     Args:
         system: the `HamiltonianSystem`.
         y0: ``{"q": (n,), "p": (n,), "f": (k,)}``, e.g. ``system.initial_state(q0, qd0)``.
-        t0, t1: start and end time, s (``t1 > t0``).
+        t0, t1: start and end time, s (``t1 > t0``). Times (``t0``, ``t1``, ``dt0``, ``ts``) are
+            cast to the state's dtype: a float32 ``y0`` gives a float32 solve under x64 too.
         solver: any Diffrax ODE solver (default `diffrax.Tsit5`).
         dt0: initial (adaptive) or fixed step, s. With ``stepsize_controller=None`` and a
             ``dt0``, steps are fixed; without ``dt0`` a PID controller with ``rtol``/``atol``
@@ -409,6 +411,12 @@ def simulate(
             ``stepsize_controller``, ``saveat``/``ts``, ``event``, ``dense`` and ``adjoint``.
         spacing: the fixed grid, ``"uniform"`` or ``"quadratic"`` (``t = t0 + (t1 − t0) u²``,
             equal steps in ``u``; see the module doc).
+        checkpoint: with ``steps``: reverse mode keeps only the state at each grid point and
+            recomputes each step's stages when differentiating (`jax.checkpoint` of the step;
+            the same gradient, about one more forward solve of time). Without it reverse mode
+            stores every stage's intermediates: ~60 kB per step per trajectory for the double
+            pendulum (float64), so ``grad`` of 1,000 trajectories of 2,000 steps needs ~120 GB
+            instead of ~0.2 GB (benchmarks/memory.py). No effect on forward mode.
 
     Returns:
         a `Trajectory`.
@@ -450,7 +458,11 @@ def simulate(
             raise ValueError(f"{fn}: steps= (fixed-grid stepping) excludes {', '.join(clash)}")
         steps = as_count(steps, f"{fn}: steps")
         check_choice(spacing, SPACINGS, f"{fn}: spacing")
-        return _simulate_grid(system, y0, t0, t1, steps, spacing, solver, throw, check_or_defer(checks))
+        return _simulate_grid(system, y0, t0, t1, steps, spacing, solver, throw, check_or_defer(checks),
+                              checkpoint=_check_flag(checkpoint, f"{fn}: checkpoint"))
+    if checkpoint is not False:
+        raise ValueError(f"{fn}: checkpoint= applies to fixed-grid stepping (steps=); an adaptive solve "
+                         f"checkpoints through adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=...)")
     if saveat is not None and (ts is not None or dense):
         raise ValueError(f"{fn}: give saveat or ts/dense, not both")
     if stepsize_controller is None:
@@ -479,11 +491,18 @@ def simulate(
             saveat = _replace_saveat_ts(saveat, lambda sts: jnp.where(bad, t0, sts))
         if stepsize_controller is None and dt0 is None:
             rtol, atol = jnp.where(bad, 1e-3, rtol), jnp.where(bad, 1e-3, atol)
+    # times and tolerances in the state's dtype: Diffrax promotes the state to the dtype of
+    # t0/t1/dt0, so Python floats under jax_enable_x64 would turn a float32 solve into float64
+    time_dtype = jnp.result_type(y0["q"])
     if stepsize_controller is None:
         if dt0 is None:
-            stepsize_controller = diffrax.PIDController(rtol=rtol, atol=atol)
+            stepsize_controller = diffrax.PIDController(rtol=jnp.asarray(rtol, time_dtype),
+                                                        atol=jnp.asarray(atol, time_dtype))
         else:
             stepsize_controller = diffrax.ConstantStepSize()
+    t0, t1 = jnp.asarray(t0, time_dtype), jnp.asarray(t1, time_dtype)
+    dt0 = None if dt0 is None else jnp.asarray(dt0, time_dtype)
+    ts = None if ts is None else jnp.asarray(ts, time_dtype)
     requested = None
     if saveat is None:  # the times asked for: a failed solve's rows saved at others become NaN
         saveat = diffrax.SaveAt(ts=ts, dense=dense) if ts is not None else diffrax.SaveAt(t1=True, dense=dense)
@@ -513,7 +532,13 @@ def _field(system, t, y):
     return system.vector_field(t, y)
 
 
-def _simulate_grid(system, y0, t0, t1, steps, spacing, solver, throw, deferred) -> Trajectory:
+def _check_flag(value, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def _simulate_grid(system, y0, t0, t1, steps, spacing, solver, throw, deferred, checkpoint=False) -> Trajectory:
     """Fixed-grid stepping: ``steps`` solver steps in a `lax.scan` (see the module doc)."""
     bad = any_bad(deferred)
     dtype = jnp.result_type(y0["q"])
@@ -535,16 +560,18 @@ def _simulate_grid(system, y0, t0, t1, steps, spacing, solver, throw, deferred) 
             return ravel_pytree(_field(system, t0 + span * u, unravel(x)))[0] * span
 
         times = t0 + span * grid
-    ys = jax.vmap(unravel)(step_grid(rhs, grid, flat0, solver))
+    ys = jax.vmap(unravel)(step_grid(rhs, grid, flat0, solver, checkpoint=checkpoint))
     return _trajectory("simulate", system, times, ys, diffrax.RESULTS.successful, None, throw, deferred)
 
 
-def step_grid(rhs, grid: Float[Array, " T"], x0: Float[Array, " d"], solver=None) -> Float[Array, "T d"]:
+def step_grid(rhs, grid: Float[Array, " T"], x0: Float[Array, " d"], solver=None, *,
+              checkpoint: bool = False) -> Float[Array, "T d"]:
     """``x`` at every point of ``grid`` ``(T,)``: ``T − 1`` steps of ``solver`` (default
     ``diffrax.Tsit5(scan_kind="bounded")``, whose stage loop reverse mode can differentiate) on
     ``dx/du = rhs(u, x, args)`` from ``x0`` ``(d,)`` at ``grid[0]``, iterated in a `jax.lax.scan`
     without Diffrax's adaptive-loop machinery. The one fixed-grid stepper of `simulate`'s
-    ``steps=`` mode and of `jaxbio.learning.controllers.rollout`."""
+    ``steps=`` mode and of `jaxbio.learning.controllers.rollout`. ``checkpoint``: wrap each step
+    in `jax.checkpoint` (reverse mode stores the carry per step, not the stages; see `simulate`)."""
     solver = diffrax.Tsit5(scan_kind="bounded") if solver is None else solver
     term = diffrax.ODETerm(rhs)
     state = solver.init(term, grid[0], grid[1], x0, None)
@@ -554,6 +581,8 @@ def step_grid(rhs, grid: Float[Array, " T"], x0: Float[Array, " d"], solver=None
         x1, _, _, st, _ = solver.step(term, grid[i], grid[i + 1], x, None, st, made_jump=False)
         return (x1, st), x1
 
+    if checkpoint:
+        step = jax.checkpoint(step)
     _, xs = jax.lax.scan(step, (x0, state), jnp.arange(grid.shape[0] - 1))
     return jnp.concatenate([x0[None], xs])
 

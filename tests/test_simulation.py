@@ -12,7 +12,7 @@ from scipy.optimize import brentq
 import jaxbio as jb
 from jaxbio import hamiltonian as ham
 from jaxbio.simulation import crossing_times, hermite
-from tests._models import double_pendulum_dict
+from tests._models import double_pendulum_dict, slider_dict
 
 
 def _slider(mass=2.0, force=3.0, damping=0.5, drag=0.0, wind=0.0):
@@ -154,3 +154,43 @@ def test_fixed_grid_with_a_callable_drive_under_jit():
     eager = jb.simulate(system, y0, 0.0, 1.0, steps=20)
     jitted = jax.jit(lambda y: jb.simulate(system, y, 0.0, 1.0, steps=20).q)(y0)
     np.testing.assert_allclose(jitted, eager.q, rtol=0, atol=1e-15)
+
+
+def test_fixed_grid_checkpoint_same_gradient_less_memory():
+    """``checkpoint=True`` (jax.checkpoint of each grid step) gives the gradient of the plain scan to
+    round-off, against central finite differences too, and XLA's compiled program for the batched
+    gradient needs less temporary memory; it is refused for adaptive solves and non-bool values."""
+    system = _slider(drag=0.2)
+
+    def loss(q0, checkpoint):
+        def one(q):
+            tr = jb.simulate(system, system.initial_state(q, 1.0 + q), 0.0, 1.0, steps=30, checkpoint=checkpoint)
+            return jnp.sum(tr.q[-1] ** 2) + jnp.mean(tr.energy)
+        return jnp.sum(jax.vmap(one)(q0))
+
+    q0 = jnp.array([[0.3], [1.0], [-0.5]])
+    compiled = {c: jax.jit(jax.grad(loss), static_argnums=1).lower(q0, c).compile() for c in (False, True)}
+    grads = {c: f(q0) for c, f in compiled.items()}
+    np.testing.assert_allclose(grads[True], grads[False], rtol=1e-12, atol=1e-13)
+    h = 1e-6
+    e = jnp.zeros_like(q0).at[1, 0].set(h)
+    value = jax.jit(loss, static_argnums=1)
+    fd = (value(q0 + e, True) - value(q0 - e, True)) / (2 * h)
+    np.testing.assert_allclose(grads[True][1, 0], fd, rtol=1e-6)
+    temp = {c: f.memory_analysis().temp_size_in_bytes for c, f in compiled.items()}
+    assert temp[True] < temp[False] / 2, temp
+    y0 = system.initial_state(jnp.zeros(1))
+    with pytest.raises(ValueError, match="checkpoint= applies to fixed-grid"):
+        jb.simulate(system, y0, 0.0, 1.0, checkpoint=True)
+    with pytest.raises(ValueError, match="checkpoint must be True or False"):
+        jb.simulate(system, y0, 0.0, 1.0, steps=10, checkpoint="yes")
+
+
+def test_adaptive_solve_follows_the_state_dtype():
+    """A float32 state gives a float32 adaptive solve under x64 with Python-float times (Diffrax
+    would promote the state to the times' float64), close to the float64 solve."""
+    system32 = jb.HamiltonianSystem(jb.SegmentTree.from_dict(slider_dict(), dtype=jnp.float32))
+    tr = jb.simulate(system32, system32.initial_state(jnp.zeros(1, jnp.float32), jnp.ones(1, jnp.float32)),
+                     0.0, 1.0, ts=np.linspace(0.0, 1.0, 5), rtol=1e-5, atol=1e-5)
+    assert tr.q.dtype == tr.energy.dtype == tr.ts.dtype == jnp.float32
+    np.testing.assert_allclose(tr.q[:, 0], np.linspace(0.0, 1.0, 5), atol=1e-5)  # free slide at 1 m/s
