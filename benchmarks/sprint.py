@@ -126,7 +126,7 @@ def main(argv=None):
     t0 = time.perf_counter()
     rmse_scipy = scipy_tibshirani(rt[:m], times[:m])
     t_scipy = time.perf_counter() - t0
-    print(f"\nTibshirani (1997) on the same races:")
+    print("\nTibshirani (1997) on the same races:")
     print(f"  jaxbio vmapped LM, {a.n} races: first call {t_tib_first:6.2f} s, run {t_tib:6.3f} s; "
           f"converged {tib.converged.mean() * 100:.1f} %")
     print(f"  scipy least_squares (trf, brentq inversion), {m} races one by one: {t_scipy:6.2f} s "

@@ -50,3 +50,11 @@ def test_one_suite_end_to_end(tmp_path):
     assert result["suites"][0]["status"] == "ok" and result["rows"]
     assert all(r["seconds"] > 0 and r["ratio"] > 0 for r in result["rows"])
     assert "planar chain" in proc.stdout and "jaxbio / item" in proc.stdout
+
+
+def test_precision_table():
+    rows = [{"operation": "inverse dynamics", "model": "arm7", "batch": 1000, "abs_error": 7.3e-6,
+             "rel_error": 5.8e-7, "unit": "N·m", "note": ""}]
+    text = run.format_precision(rows)
+    assert "7.3e-06 N·m" in text and "5.8e-07" in text
+    assert run.format_precision(rows, markdown=True).count("\n") == 2

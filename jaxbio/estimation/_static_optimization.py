@@ -85,7 +85,6 @@ from typing import Mapping, Sequence
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
