@@ -40,6 +40,7 @@ def test_precision_errors_and_dynamics_rows():
         assert "float32 run returned" not in x["note"], x  # dtype followed the inputs
 
 
+@pytest.mark.slow
 def test_memory_account_and_real_run_on_a_small_model():
     memory = _script("memory")
     kw = dict(duration=0.2, steps=4)
