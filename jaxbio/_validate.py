@@ -195,6 +195,14 @@ def as_count(x, name: str, *, minimum: int = 1) -> int:
     return value
 
 
+def check_flag(x, name: str) -> bool:
+    """``x`` as a Python bool; ``ValueError`` naming ``name`` for anything but True/False (numpy
+    bools included; not 0/1, not a traced value)."""
+    if not isinstance(x, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {x!r}")
+    return bool(x)
+
+
 def coordinate_vector(x, name: str, n: int | None = None):
     """``x`` as a float array that is a scalar or a vector, of length ``n`` when given (one
     entry per coordinate); ``ValueError`` "``name`` has shape …, expected (n,) or a scalar"."""

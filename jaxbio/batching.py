@@ -25,6 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from jaxbio._validate import as_count
+
 AXIS = "batch"  #: the mesh axis name (usable in collectives inside ``fn``, e.g. ``jax.lax.psum``)
 
 
@@ -47,14 +49,6 @@ def _check_in_axes(in_axes):
         if bad:
             raise ValueError(f"batch: in_axes[{i}] holds {bad[0]!r}; every entry must be an int axis or None")
     return in_axes
-
-
-def _check_count(x, name: str):
-    if x is None:
-        return None
-    if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 1:
-        raise ValueError(f"batch: {name} must be a positive int or None, got {x!r}")
-    return int(x)
 
 
 def _leaf_axes(in_axes, args: tuple) -> list:
@@ -169,7 +163,7 @@ def batch(fn: Callable, in_axes: int | None | Sequence = 0, *, devices: Sequence
     sizes; for a bad ``chunk_size`` or ``devices``.
     """
     in_axes = _check_in_axes(in_axes)
-    chunk_size = _check_count(chunk_size, "chunk_size")
+    chunk_size = None if chunk_size is None else as_count(chunk_size, "batch: chunk_size")
     if devices is not None:
         devices = _devices(devices)
     if not callable(fn):

@@ -42,7 +42,7 @@ import optimistix as optx
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio.configuration import normalize
-from jaxbio._validate import any_bad, as_count, as_real, as_scalar, check_choice, check_finite, check_key, check_or_defer, raise_if
+from jaxbio._validate import any_bad, as_count, as_real, as_scalar, check_choice, check_finite, check_flag, check_key, check_or_defer, raise_if
 from jaxbio.dynamics import potential_energy
 from jaxbio.hamiltonian import HamiltonianSystem
 
@@ -459,7 +459,7 @@ def simulate(
         steps = as_count(steps, f"{fn}: steps")
         check_choice(spacing, SPACINGS, f"{fn}: spacing")
         return _simulate_grid(system, y0, t0, t1, steps, spacing, solver, throw, check_or_defer(checks),
-                              checkpoint=_check_flag(checkpoint, f"{fn}: checkpoint"))
+                              checkpoint=check_flag(checkpoint, f"{fn}: checkpoint"))
     if checkpoint is not False:
         raise ValueError(f"{fn}: checkpoint= applies to fixed-grid stepping (steps=); an adaptive solve "
                          f"checkpoints through adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=...)")
@@ -530,12 +530,6 @@ def _field(system, t, y):
     times the solver, `jax.jacfwd` and `jax.vmap` transform it (the sprint fit traced ~1.4x
     longer without it)."""
     return system.vector_field(t, y)
-
-
-def _check_flag(value, name: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} must be True or False, got {value!r}")
-    return bool(value)
 
 
 def _simulate_grid(system, y0, t0, t1, steps, spacing, solver, throw, deferred, checkpoint=False) -> Trajectory:

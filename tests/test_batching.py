@@ -126,7 +126,7 @@ def test_bad_in_axes(in_axes, args, match):
 
 
 def test_bad_options():
-    with pytest.raises(ValueError, match="chunk_size must be a positive int"):
+    with pytest.raises(ValueError, match=r"chunk_size must be a \(static\) int ≥ 1"):
         jb.batch(jb.inverse_dynamics, chunk_size=0)
     with pytest.raises(ValueError, match="devices must be a non-empty sequence"):
         jb.batch(jb.inverse_dynamics, devices=[])
