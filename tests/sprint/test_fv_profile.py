@@ -1,0 +1,142 @@
+"""jaxbio.sprint.fv_profile: the Samozino et al. (2016) horizontal force–velocity profile against
+closed forms (mono-exponential without air; the linear-force sprinter without fatigue or drag),
+a direct numpy/scipy computation with air friction, and the fitted run against a new simulation."""
+
+import jax
+import numpy as np
+import pytest
+from scipy import stats
+from scipy.integrate import quad
+from scipy.optimize import brentq
+
+import jaxbio.sprint as sprint
+from jaxbio.sprint import fv_profile as fv
+
+G = 9.81
+
+
+def _rf(a):
+    return a / np.hypot(a, G)
+
+
+def test_split_time_profile_closed_form_without_air():
+    """v = vmax(1 − e^{−s/τ}) in a vacuum: F_H/m = (vmax − v)/τ is a line, so F0 = vmax/τ,
+    V0 = vmax, Pmax = vmax²/(4τ) exactly; RF_max is RF at the first sample after 0.3 s."""
+    vmax, tau = 12.0, 1.2
+    p = fv.split_time_profile(vmax, tau, pressure=0.0)
+    assert p.f0 == pytest.approx(vmax / tau, rel=1e-12)
+    assert p.v0 == pytest.approx(vmax, rel=1e-12)
+    assert p.pmax == pytest.approx(vmax**2 / (4 * tau), rel=1e-12)
+    assert p.slope == pytest.approx(-1 / tau, rel=1e-12)
+    assert p.rf_max == pytest.approx(_rf(vmax / tau * np.exp(-0.31 / tau)), rel=1e-12)
+    s = np.linspace(0.31, 6.0, 570)  # 100 Hz after 0.3 s
+    v = vmax * (1 - np.exp(-s / tau))
+    assert p.d_rf == pytest.approx(stats.linregress(v, _rf((vmax - v) / tau)).slope, rel=1e-9)
+    assert p.window == 6.0
+
+
+@pytest.mark.parametrize("wind", [0.0, -1.5, 2.0])
+def test_split_time_profile_with_air_against_a_direct_computation(wind):
+    vmax, tau, m, h = 11.8, 1.25, 94.0, 1.95
+    p_pa, T = 100000.0, 300.0
+    p = fv.split_time_profile(vmax, tau, mass=m, height=h, wind=wind, pressure=p_pa, temperature=T)
+    # written out again from Samozino et al. (2016) / shorts::get_air_resistance
+    rho = 1.293 * (p_pa / 101325.0) * 273.15 / T
+    k = 0.5 * rho * 0.266 * 0.2025 * h**0.725 * m**0.425 * 0.9
+    s = np.linspace(0.01, 6.0, 600)  # 100 Hz after movement onset
+    v = vmax * (1 - np.exp(-s / tau))
+    F = m * vmax / tau * np.exp(-s / tau) + k * np.sign(v - wind) * (v - wind) ** 2
+    fit = stats.linregress(v, F)
+    F0, V0 = fit.intercept, -fit.intercept / fit.slope
+    np.testing.assert_allclose([p.f0, p.v0, p.pmax, p.slope], [F0 / m, V0, F0 * V0 / 4 / m, fit.slope / m], rtol=1e-9)
+    rf = F / np.hypot(F, m * G)
+    late = s > 0.3
+    assert p.rf_max == pytest.approx(rf[late].max(), rel=1e-12)
+    assert p.d_rf == pytest.approx(stats.linregress(v[late], rf[late]).slope, rel=1e-9)
+    # at vmax the runner still pushes against the air: the line reaches zero force beyond vmax
+    assert p.v0 > vmax
+
+
+def test_model_profile_closed_form_without_fatigue_or_drag():
+    """Linear force–velocity (hill_ratio huge), a step impulse, no fatigue and no drag:
+    a = f0 − λv with λ = f0/vmax + α (tests/sprint/test_model_and_fits.py::
+    test_closed_form_without_fatigue_or_drag), so in a vacuum F0 = f0, V0 = f0/λ, and
+    RF_max = RF(f0 e^{−0.31 λ})."""
+    with jax.enable_x64(True):
+        f0, vmax, alpha = 10.0, 14.0, 0.2
+        m = sprint.Sprinter(f0=f0, vmax=vmax, rayleigh=alpha, hill_ratio=1e9, tau=1e-9, drag=1e-14,
+                            energy=1e14, activation_power=1e-9)
+        p = fv.model_profile(m, pressure=0.0)
+    lam = f0 / vmax + alpha
+    assert p.f0 == pytest.approx(f0, rel=1e-5)
+    assert p.v0 == pytest.approx(f0 / lam, rel=1e-5)
+    assert p.pmax == pytest.approx(f0 * f0 / lam / 4, rel=1e-5)
+    assert p.rf_max == pytest.approx(_rf(f0 * np.exp(-0.31 * lam)), rel=1e-5)
+    assert p.window == 6.0  # still accelerating at 6 s: no cut at the top speed
+
+
+def test_profile_from_run_cuts_at_the_top_speed():
+    """Past its top speed a run's F_H(v) turns back: only the samples up to it are used."""
+    ts = np.linspace(0.0, 8.0, 81)
+    v = 10 * np.sin(np.pi * ts / 10)  # top speed at 5 s
+    a = np.pi * np.cos(np.pi * ts / 10)
+    p = fv.profile_from_run(ts, v, a, pressure=0.0)
+    assert p.window == pytest.approx(5.0)
+    s = np.arange(1, 501) / 100
+    ref = stats.linregress(10 * np.sin(np.pi * s / 10), np.pi * np.cos(np.pi * s / 10))
+    assert p.f0 == pytest.approx(ref.intercept, rel=1e-6)
+
+
+@pytest.fixture(scope="module")
+def bolt_fit():
+    with jax.enable_x64(True):
+        races = [sprint.load_race("bolt_2009")]
+        return races, sprint.fit(races)
+
+
+def test_fit_profile_equals_a_new_simulation(bolt_fit):
+    """The profile from the run the fit kept (81 steps) equals the one of a finer new simulation."""
+    races, res = bolt_fit
+    a = fv.fit_profile(res, 0)
+    with jax.enable_x64(True):
+        b = fv.model_profile(res.sprinter(0), races[0].wind)
+    np.testing.assert_allclose(a[:6], b[:6], rtol=2e-3)
+    # sprint-science ranges: a linear profile of an elite 100 m
+    assert 8 < a.f0 < 13 and 11 < a.v0 < 14 and 0.5 < a.rf_max < 0.7 and a.d_rf < 0
+
+
+def test_mean_split_speeds_against_the_integral_of_the_speed():
+    """Furusawa–Hill–Keller: the mean of v(s) over each split equals Δd/Δt of its split times."""
+    vmax, tau, rt = 12.0, 1.2, 0.15
+    d = np.array([10.0, 20.0, 50.0, 100.0])
+    x = lambda s: vmax * (s - tau * (1 - np.exp(-s / tau)))  # noqa: E731
+    s = np.array([brentq(lambda u: x(u) - di, 1e-9, 30) for di in d])
+    mid, speed = fv.mean_split_speeds(d, s + rt, rt)
+    edges = np.concatenate([[0.0], s])
+    ref = [quad(lambda u: vmax * (1 - np.exp(-u / tau)), a, b)[0] / (b - a) for a, b in zip(edges[:-1], edges[1:])]
+    np.testing.assert_allclose(speed, ref, rtol=1e-10)
+    np.testing.assert_allclose(mid, [5, 15, 35, 75])
+    with pytest.raises(ValueError, match="one length"):
+        fv.mean_split_speeds(d, s[:3], rt)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(mass=0.0), "mass"), (dict(mass=-80.0), "mass"), (dict(height=0.0), "height"),
+    (dict(height=float("nan")), "height"), (dict(temperature=-1.0), "temperature"), (dict(pressure=-1.0), "pressure"),
+])
+def test_bad_input(kw, match):
+    with pytest.raises(ValueError, match=match):
+        fv.split_time_profile(12.0, 1.2, **kw)
+    with pytest.raises(ValueError, match=match):
+        fv.air_friction(**{"mass": 80.0, "height": 1.8, **kw})
+
+
+def test_bad_motion():
+    with pytest.raises(ValueError, match="vmax"):
+        fv.split_time_profile(0.0, 1.2)
+    with pytest.raises(ValueError, match="tau"):
+        fv.split_time_profile(12.0, -1.0)
+    with pytest.raises(ValueError, match="one length"):
+        fv.profile_from_motion(np.arange(5.0), np.arange(4.0), np.arange(5.0))
+    with pytest.raises(ValueError, match="after 0.3 s"):
+        fv.profile_from_motion(np.array([0.0, 0.1, 0.2, 0.4]), np.ones(4), np.ones(4))
