@@ -193,12 +193,17 @@ def _run(args) -> int:
     finally:
         bar.close()
     problems = [fit_problems(res, i) for i in range(len(races))]
-    records = [_record(i, r, res, fhk, tib, fit_until, problems[i]) for i, r in enumerate(races)]
+    from jaxbio.sprint import _fv_report
+
+    fv_pairs = _fv_report.profiles(races, res, fhk)  # force-velocity profiles: model and split times
+    records = [{**_record(i, r, res, fhk, tib, fit_until, problems[i]), **_fv_report.record(res, i, fv_pairs[i])}
+               for i, r in enumerate(races)]
     # files before the table: a closed stdout (``| head``) must not cost the files
     writers = {"--json": lambda f: _write_json(f, records[0] if len(records) == 1 else records),
                "--plot": lambda f: _plot(f, plot_format, races, res, fhk, tib, fit_until)}
     write_outputs([(out, writers[out.option]) for out in outputs])
     _print_table(races, res, fhk, tib, fit_until, problems)
+    _fv_report.print_table(races, res, fv_pairs, max(18, max(len(r.name) for r in races) + 1))
     for r, p in zip(races, problems):
         if p:
             print(f"jaxbio sprint: {r.name} ({r.path}): not a valid fit: {'; '.join(p.values())}", file=sys.stderr)

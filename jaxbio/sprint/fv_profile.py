@@ -117,6 +117,16 @@ def _line(x, y):
     return float(c0), float(c1)
 
 
+def horizontal_force(v, a, *, mass=DEFAULT_MASS, height=DEFAULT_HEIGHT, wind=0.0, pressure=DEFAULT_PRESSURE,
+                     temperature=DEFAULT_TEMPERATURE) -> np.ndarray:
+    """Net horizontal ground force per kg, ``F_H/m = a + k (v − w)|v − w| / m`` [N/kg], at speeds
+    ``v`` m/s and accelerations ``a`` m/s² (same shape); the other arguments as in
+    `profile_from_motion`."""
+    k = air_friction(mass, height, pressure, temperature)
+    rel = np.asarray(v, dtype=float) - float(wind)
+    return np.asarray(a, dtype=float) + k * rel * np.abs(rel) / float(mass)
+
+
 def profile_from_motion(s, v, a, *, mass=DEFAULT_MASS, height=DEFAULT_HEIGHT, wind=0.0,
                         pressure=DEFAULT_PRESSURE, temperature=DEFAULT_TEMPERATURE) -> ForceVelocityProfile:
     """Steps 2–4 of the module docstring on sampled motion.
@@ -137,10 +147,7 @@ def profile_from_motion(s, v, a, *, mass=DEFAULT_MASS, height=DEFAULT_HEIGHT, wi
     late = s > RF_CUTOFF
     if np.count_nonzero(late) < 3:
         raise ValueError(f"need at least 3 samples after {RF_CUTOFF} s, got {np.count_nonzero(late)}")
-    k = air_friction(mass, height, pressure, temperature)
-    m = float(mass)
-    rel = v - float(wind)
-    fh = a + k * rel * np.abs(rel) / m  # N/kg
+    fh = horizontal_force(v, a, mass=mass, height=height, wind=wind, pressure=pressure, temperature=temperature)
     f0, slope = _line(v, fh)
     v0 = -f0 / slope if slope < 0 else np.inf
     rf = fh / np.hypot(fh, G)  # per kg: F_H / sqrt(F_H² + (m g)²)
@@ -164,10 +171,16 @@ def split_time_profile(vmax, tau, *, window=WINDOW, rate=RATE, **air) -> ForceVe
     `jaxbio.sprint.fit_baseline("fhk", …)`, whose ``values`` are ``(vmax, tau)``), sampled at
     `samples`. ``air``: ``mass``, ``height``, ``wind``, ``pressure``, ``temperature`` of
     `profile_from_motion`. Without air friction ``F0 = vmax/τ`` and ``V0 = vmax`` exactly."""
+    return profile_from_motion(*split_time_motion(vmax, tau, window=window, rate=rate), **air)
+
+
+def split_time_motion(vmax, tau, *, window=WINDOW, rate=RATE):
+    """``(s, v, a)`` ``(n,)`` each: the mono-exponential's speed [m/s] and acceleration [m/s²] at
+    `samples` [s] (the regressions' data of `split_time_profile`)."""
     vmax, tau = _positive("vmax", vmax), _positive("tau", tau)
     s = samples(window, rate)
     decay = np.exp(-s / tau)
-    return profile_from_motion(s, vmax * (1.0 - decay), vmax / tau * decay, **air)
+    return s, vmax * (1.0 - decay), vmax / tau * decay
 
 
 def _hermite_with_slope(ts, y, dy, t):
@@ -189,6 +202,12 @@ def profile_from_run(ts, v, a, *, window=WINDOW, rate=RATE, **air) -> ForceVeloc
     resampled at `samples` up to ``window`` or its top speed, whichever comes first, by the cubic
     Hermite interpolant of ``v`` (from ``v`` and ``a``) and its derivative, then
     `profile_from_motion` (``air``: its keyword arguments)."""
+    return profile_from_motion(*run_motion(ts, v, a, window=window, rate=rate), **air)
+
+
+def run_motion(ts, v, a, *, window=WINDOW, rate=RATE):
+    """``(s, v, a)`` ``(n,)`` each: a simulated run (see `profile_from_run`) resampled at
+    `samples` [s] up to ``window`` or its top speed (the regressions' data of `profile_from_run`)."""
     ts, v, a = (np.asarray(x, dtype=float) for x in (ts, v, a))
     if not (ts.ndim == 1 and ts.shape == v.shape == a.shape and ts.size >= 2):
         raise ValueError(f"ts, v and a must be 1-D arrays of one length ≥ 2, got shapes {ts.shape}, {v.shape}, {a.shape}")
@@ -197,7 +216,7 @@ def profile_from_run(ts, v, a, *, window=WINDOW, rate=RATE, **air) -> ForceVeloc
     vs, as_ = _hermite_with_slope(ts, v, a, s)
     top = int(np.argmax(vs))
     keep = slice(0, top + 1) if top < len(s) - 1 else slice(None)
-    return profile_from_motion(s[keep], vs[keep], as_[keep], **air)
+    return s[keep], vs[keep], as_[keep]
 
 
 def model_profile(model, wind=0.0, *, window=WINDOW, rate=RATE, n_steps: int = 640, fitness=None,
@@ -247,5 +266,6 @@ def mean_split_speeds(distances, times, reaction_time):
 
 
 __all__ = ["DEFAULT_HEIGHT", "DEFAULT_MASS", "DEFAULT_PRESSURE", "DEFAULT_TEMPERATURE", "FV_UNITS",
-           "ForceVelocityProfile", "RATE", "RF_CUTOFF", "WINDOW", "air_friction", "fit_profile", "mean_split_speeds",
-           "model_profile", "profile_from_motion", "profile_from_run", "samples", "split_time_profile"]
+           "ForceVelocityProfile", "RATE", "RF_CUTOFF", "WINDOW", "air_friction", "fit_profile", "horizontal_force",
+           "mean_split_speeds", "model_profile", "profile_from_motion", "profile_from_run", "run_motion", "samples",
+           "split_time_motion", "split_time_profile"]
