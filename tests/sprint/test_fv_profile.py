@@ -140,3 +140,98 @@ def test_bad_motion():
         fv.profile_from_motion(np.arange(5.0), np.arange(4.0), np.arange(5.0))
     with pytest.raises(ValueError, match="after 0.3 s"):
         fv.profile_from_motion(np.array([0.0, 0.1, 0.2, 0.4]), np.ones(4), np.ones(4))
+
+
+# ---- the figure of `jaxbio sprint --plot` and the numbers in it -----------------------------
+
+
+N_SAMPLES = 400  # one compiled sampler for every test here
+
+
+@pytest.fixture(scope="module")
+def bolt_samples(bolt_fit):
+    from jaxbio.sprint.plots import predictive_samples
+
+    with jax.enable_x64(True):
+        return predictive_samples(bolt_fit[1], N_SAMPLES, seed=1)
+
+
+def test_predictive_samples_match_the_delta_method(bolt_fit, bolt_samples):
+    """Sampling the log-parameters from the Laplace Gaussian gives split-time spreads equal to the
+    delta method's sqrt(diag(J C Jᵀ)) (J: forward-mode Jacobian of the split times)."""
+    from jaxbio.sprint.plots import band, predictive_samples
+
+    races, res = bolt_fit
+    r = races[0]
+    smp = bolt_samples
+    with jax.enable_x64(True):
+        base = res.model
+
+        def times(theta):
+            return sprint.split_times(base.with_log(res.names, theta), r.distances, r.reaction_time, r.wind,
+                                      float(res.splits.duration[0]))
+
+        J = np.asarray(jax.jacfwd(times)(jax.numpy.asarray(res.theta[0])))
+    pred = smp["predicted"][0][:, : r.n]
+    delta = np.sqrt(np.diag(J @ res.cov_log[0] @ J.T))
+    np.testing.assert_allclose(pred.std(0), delta, rtol=0.2)
+    np.testing.assert_allclose(pred.mean(0), res.predicted[0, : r.n], atol=0.2 * delta.max())
+    lo, hi = band(pred, axis=0)
+    assert np.all(lo < res.predicted[0, : r.n]) and np.all(res.predicted[0, : r.n] < hi)
+    assert smp["v"].shape == smp["f"].shape == (1, 400, res.profile["x"].shape[-1])
+    with pytest.raises(ValueError, match="n_samples"):
+        predictive_samples(res, 1)
+    with pytest.raises(ValueError, match="level"):
+        band(pred, 1.5)
+
+
+def test_race_figure_has_its_panels_and_is_written(bolt_fit, bolt_samples, tmp_path):
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    from jaxbio.sprint.baselines import fit_baseline
+    from jaxbio.sprint.plots import race_figure, write_figure
+
+    races, res = bolt_fit
+    splits = sprint.splits_from_races(races)
+    fhk, tib = (fit_baseline(k, splits, backend="scipy").rows(1) for k in ("fhk", "tibshirani"))
+    with jax.enable_x64(True):
+        fig = race_figure(races, res, fhk, tib, 60.0, bolt_samples)
+    titles = [ax.get_title() for ax in fig.axes]
+    assert len(fig.axes) == 4  # speed, fitness, force-velocity, one residual panel per race
+    assert "mean speed over each split" in titles[0] and "Laplace band" in titles[0]
+    assert "fitness" in titles[1] and "force–velocity" in titles[2] and titles[3] == races[0].label
+    assert fig.axes[3].get_ylabel().startswith("predicted − measured")
+    plt.close(fig)
+    path = tmp_path / "race.png"
+    with jax.enable_x64(True), open(path, "wb") as f:
+        write_figure(f, "png", races, res, fhk, tib, n_samples=N_SAMPLES)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 20_000
+
+
+def test_cli_prints_and_writes_the_force_velocity_profile(tmp_path, capsys, monkeypatch):
+    import argparse
+    import json
+
+    from jaxbio.sprint._cli import add_parser
+
+    monkeypatch.setenv("JAXBIO_JAX_CACHE", "0")
+    parser = argparse.ArgumentParser(prog="jaxbio")
+    add_parser(parser.add_subparsers(dest="command"))
+    js = tmp_path / "r.json"
+    args = parser.parse_args(["sprint", "--no-progress", "--race", "gay", "--json", str(js)])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    assert "force-velocity profile per kg" in out and "model splits" in out
+    rec = json.loads(js.read_text())
+    fvr = rec["force_velocity"]
+    assert set(fvr) == {"method", "model", "split_times", "assumed"}
+    race = sprint.load_race("gay")
+    fhk = rec["baselines"]["fhk"]["parameters"]
+    ref = fv.split_time_profile(fhk["vmax"]["value"], fhk["tau"]["value"], wind=race.wind)
+    assert fvr["split_times"]["f0"]["value"] == pytest.approx(ref.f0, rel=1e-9)
+    assert fvr["split_times"]["f0"]["unit"] == "N/kg" and fvr["model"]["pmax"]["unit"] == "W/kg"
+    assert 8 < fvr["model"]["f0"]["value"] < 13
+    prof = rec["profile"]
+    assert prof["distance_m"][0] == 0 and prof["distance_m"][-1] == 100 and prof["fitness"][0] == pytest.approx(1.0)
+    assert prof["fitness"][-1] == pytest.approx(rec["finish_fitness"], abs=1e-4)
