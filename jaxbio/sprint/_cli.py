@@ -51,7 +51,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "free text = unknown), then distance_m,time_s (or ';'-separated with decimal commas) (repeatable)")
     p.add_argument("--fit-until", type=float, metavar="D",
                    help="fit only splits at or before D m and predict the rest (hierarchical prior on fatigue)")
-    p.add_argument("--plot", metavar="FILE.png", help="plot speed and fitness against distance (format from the "
+    p.add_argument("--plot", metavar="FILE.png", help="plot split mean speeds (model vs measured, 90%% Laplace bands), split-time residuals, fitness "
+                   "and force-velocity profiles (format from the "
                    "extension: png, pdf, svg, ...; replaced atomically, never an input file)")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON (an object for one race, else a list; "
                    "replaced atomically, never an input file)")
