@@ -39,7 +39,13 @@ def _cell(p, name, scale, digits):
 
 
 def print_table(races, res, pairs, width) -> None:
-    """The block "force–velocity profile" (per kg): model vs split-times method, and fitness."""
+    """The block "force–velocity profile" (per kg): model vs split-times method, and fitness.
+    Rows name the race by its label (athlete and year; the file name where labels repeat),
+    indented, so that a row of the first table is the only line that starts with a race's name."""
+    labels = [r.label for r in races]
+    if len(set(labels)) < len(labels):
+        labels = [r.name for r in races]
+    width = max(width, max(len(x) for x in labels) + 3)
     cols = (("F0 [N/kg]", "f0", 1, 2), ("V0 [m/s]", "v0", 1, 2), ("Pmax [W/kg]", "pmax", 1, 1),
             ("RF_max [%]", "rf_max", 100, 1), ("D_RF [%/(m/s)]", "d_rf", 100, 2))
     print()
@@ -52,7 +58,7 @@ def print_table(races, res, pairs, width) -> None:
     print("".ljust(width) + "     model splits" * len(cols))
     for i, r in enumerate(races):
         m, s = pairs[i]
-        row = r.name.ljust(width) + "".join(f"{_cell(m, n, k, dg):>10}{_cell(s, n, k, dg):>7}" for _, n, k, dg in cols)
+        row = ("  " + labels[i]).ljust(width) + "".join(f"{_cell(m, n, k, dg):>10}{_cell(s, n, k, dg):>7}" for _, n, k, dg in cols)
         p = res.profile_of(i)
         f = fitness_at(p, FITNESS_AT + (p.x[-1],))
         row += "   " + " / ".join(f"{x:.2f}" for x in f)

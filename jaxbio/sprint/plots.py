@@ -32,8 +32,7 @@ N_SAMPLES = 200
 LEVEL = 0.9
 
 
-@functools.partial(jax.jit, static_argnames=("names", "n_steps", "n_grid"))
-def _simulate_samples(base, splits, thetas, *, names, n_steps, n_grid):
+def _simulate_samples_impl(base, splits, thetas, *, names, n_steps, n_grid):
     from jaxbio.sprint.fitting import _profile, _residuals
 
     k = len(names)
@@ -46,6 +45,20 @@ def _simulate_samples(base, splits, thetas, *, names, n_steps, n_grid):
 
     per_race = jax.vmap(one, in_axes=(0, None))  # samples of one race
     return jax.vmap(per_race)(thetas, splits)
+
+
+_STATIC = ("names", "n_steps", "n_grid")
+_simulate_samples = jax.jit(_simulate_samples_impl, static_argnames=_STATIC)
+_simulate_samples_quick = None  # built on first use: fitting.QUICK_COMPILE (compile time dominates here)
+
+
+def _run_samples(*args, **kw):
+    global _simulate_samples_quick
+    from jaxbio.sprint.fitting import QUICK_COMPILE, quick_or_default
+
+    if _simulate_samples_quick is None:
+        _simulate_samples_quick = jax.jit(_simulate_samples_impl, static_argnames=_STATIC, compiler_options=QUICK_COMPILE)
+    return quick_or_default(_simulate_samples_quick, _simulate_samples, True, *args, **kw)
 
 
 def predictive_samples(res, n_samples: int = N_SAMPLES, seed: int = 0, *, n_grid: int | None = None) -> dict:
@@ -73,7 +86,7 @@ def predictive_samples(res, n_samples: int = N_SAMPLES, seed: int = 0, *, n_grid
         root = V * np.sqrt(np.clip(w, 0.0, None))  # cov = root rootᵀ, flat directions dropped
         draws[b] = theta[b] + z[b] @ root.T
     n_grid = res.profile["x"].shape[-1] if n_grid is None else int(n_grid)
-    pred, v, f = _simulate_samples(res.model, res.splits, jnp.asarray(draws), names=tuple(res.names), n_steps=N_STEPS,
+    pred, v, f = _run_samples(res.model, res.splits, jnp.asarray(draws), names=tuple(res.names), n_steps=N_STEPS,
                                    n_grid=n_grid)
     out = {"theta": draws, "predicted": np.array(pred), "v": np.array(v), "f": np.array(f)}
     for key in ("predicted", "v", "f"):
