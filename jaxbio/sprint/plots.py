@@ -178,7 +178,7 @@ def race_figure(races, res, fhk, tib, fit_until=None, samples=None, fv_pairs=Non
         ax.set_xlabel("distance [m]", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
-    ax_r[0].set_ylabel("predicted − measured\nsplit time [ms]", fontsize=8)
+    ax_r[0].set_ylabel("predicted − measured\nsplit time [ms] (grey: ±5 ms,\nthe 0.01 s rounding)", fontsize=8)
     ax_r[0].legend(fontsize=6, loc="best")
     if fit_until is not None:
         for ax in [ax_v, ax_f] + ax_r:
