@@ -282,6 +282,89 @@ def population(ref: ReferenceFits, *, leave_out: str | None = None, sigma: float
                       shrinkage=np.diagonal(B, axis1=1, axis2=2).copy(), posterior_mean=m, iterations=it)
 
 
+def _m_step(m, P, strength, scale, form):
+    R, k = m.shape
+    mean = m.mean(0)
+    d = m - mean
+    S = d.T @ d + P.sum(0)
+    prior_ss = strength * scale**2
+    if form == "diagonal":
+        return mean, np.diag(np.maximum((prior_ss + np.diag(S)) / (strength + R), 1e-10))
+    cov = (prior_ss * np.eye(k) + S) / (strength + R) + 1e-10 * np.eye(k)
+    return mean, 0.5 * (cov + cov.T)
+
+
+def laplace_em(races: list[Race], *, names=FREE, model: Sprinter | None = None, leave_one_out: bool = True,
+               rounds: int = 10, tol: float = 1e-4, form: str = FORM, strength: float = HYPER_STRENGTH,
+               scale: float = HYPER_SCALE, start: dict | None = None, **kw) -> dict:
+    """The population learned by EM with Laplace posteriors and *refits*: each round fits every
+    race under the current population prior (MAP ``m_i``, one vmapped call), takes its Laplace
+    posterior covariance ``P_i = (G_i/σ² + Σ⁻¹)⁻¹``, and updates ``μ = mean m_i``,
+    ``Σ = (strength·scale²·I + Σ_i (m_i − μ)(m_i − μ)ᵀ + P_i)/(strength + R)`` (diagonal with
+    ``form="diagonal"``) and ``σ² = Σ rss_i / Σ (n_i − tr(G_i P_i)/σ²)`` (effective degrees of
+    freedom). Unlike `population` (one full fit per race, linearised), a race whose own splits
+    do not determine a parameter (e.g. a time constant with 20 m splits) is held by the prior
+    and still counts.
+
+    ``leave_one_out``: also each population without one race, all in the same fits (R·R rows).
+    ``start``: populations to start from (default: `population` of the converged full fits, or
+    the model's values with sd ``scale``). ``rounds``/``tol``: at most so many rounds, fewer
+    once no log-mean moves by more than ``tol``. ``**kw`` to `fit`.
+    Returns ``{None: Population of all, race name: Population without it, …}``.
+    """
+    from jaxbio.sprint.fitting import fit
+
+    names = tuple(names)
+    model = Sprinter() if model is None else model
+    k = len(names)
+    groups = [None] + ([r.name for r in races] if leave_one_out else [])
+    members = {g: [i for i, r in enumerate(races) if r.name != g] for g in groups}
+    if start is None:
+        full = fit(races, model=model, names=names, **kw)
+        ref = ReferenceFits.from_fit(full, [r.name for r in races])
+        start = {}
+        for g in groups:
+            try:
+                start[g] = population(ref, leave_out=g, form=form, strength=strength, scale=scale)
+            except ValueError:  # no converged race: the model's values, sd ``scale``
+                start[g] = Population(names=names, race_names=(), mean=np.asarray(model.log_values(names)),
+                                      cov=np.eye(k) * scale**2, sigma=float(SIGMA_ROUND),
+                                      shrinkage=np.zeros((0, k)), posterior_mean=np.zeros((0, k)), iterations=0)
+    pops = dict(start)
+    rows = [(g, i) for g in groups for i in members[g]]
+    row_races = [races[i] for _, i in rows]
+    it = 0
+    for it in range(1, rounds + 1):
+        priors = [pops[g].prior() for g, _ in rows]
+        res = fit(row_races, model=model, names=names,
+                  prior=(np.array([p[0] for p in priors]), np.array([p[1] for p in priors])), **kw)
+        w = np.asarray(res.splits.weights)[:len(rows)]
+        _, jac = split_jacobian(res.theta, jax.tree_util.tree_map(lambda a: a[:len(rows)], res.splits),
+                                model=model, names=names)
+        G = np.einsum("bl,blj,blm->bjm", w, jac, jac)
+        rss = np.sum(w * (res.predicted - np.asarray(res.splits.times)[:len(rows)]) ** 2, axis=1)
+        moved = 0.0
+        new = {}
+        for g in groups:
+            idx = [j for j, (h, _) in enumerate(rows) if h == g]
+            old = pops[g]
+            prec = _inv_psd(old.cov)
+            P = _inv_psd(prec[None] + G[idx] / old.sigma**2)
+            m = res.theta[idx]
+            mean, cov = _m_step(m, P, strength, scale, form)
+            dof = np.sum(w[idx]) - np.sum(np.einsum("rjk,rkj->r", G[idx], P)) / old.sigma**2
+            sigma = float(max(np.sqrt(np.sum(rss[idx]) / max(dof, 1.0)), SIGMA_ROUND))
+            B = P @ _inv_psd(cov)
+            new[g] = Population(names=names, race_names=tuple(races[i].name for i in members[g]), mean=mean, cov=cov,
+                                sigma=sigma, shrinkage=np.diagonal(B, axis1=1, axis2=2).copy(), posterior_mean=m,
+                                iterations=it)
+            moved = max(moved, float(np.max(np.abs(mean - old.mean))))
+        pops = new
+        if moved < tol:
+            break
+    return pops
+
+
 # ---- forecasts -----------------------------------------------------------------------------
 
 class Forecast(eqx.Module):
@@ -361,13 +444,15 @@ def reference_fits(reference: list[Race] | None = None, reference_fit=None, *, m
 
 def forecast(races: list[Race], fit_until: float | None, *, ref: ReferenceFits | None = None,
              model: Sprinter | None = None, names=None, form: str = FORM, strength: float = HYPER_STRENGTH,
-             scale: float = HYPER_SCALE, on=None, **kw):
+             scale: float = HYPER_SCALE, on=None, populations: dict | None = None, **kw):
     """Fit ``races`` to their splits ≤ ``fit_until`` m with the hierarchical prior and predict every
     split with intervals.
 
     Each race's prior is the population learned from ``ref`` (default: full fits of the embedded
     races) less the reference race with the same name (leave-one-out). ``names``: the free
     parameters (default ``ref.names``); ``on``: those that get the prior (default all).
+    ``populations``: instead of ``ref``, the populations at hand (``laplace_em``'s dict: race
+    name → the population without it; key ``None`` for a race not among them).
     ``**kw`` to `fit` (e.g. ``devices``).
     ``form``, ``strength``, ``scale``: the population's hyperprior (``fit_population``); the
     default, a full covariance with one pseudo-race of 5 % spread, has the best leave-one-out
@@ -377,11 +462,19 @@ def forecast(races: list[Race], fit_until: float | None, *, ref: ReferenceFits |
     """
     from jaxbio.sprint.fitting import fit
 
-    ref = reference_fits(model=model) if ref is None else ref
-    names = ref.names if names is None else tuple(names)
-    if tuple(names) != tuple(ref.names):
-        raise ValueError(f"forecast: free parameters {names} differ from the reference fits' {ref.names}")
-    pops = [population(ref, leave_out=r.name, form=form, strength=strength, scale=scale) for r in races]
+    if populations is not None:
+        pops = [populations.get(r.name, populations.get(None)) for r in races]
+        if any(p is None for p in pops):
+            raise ValueError("forecast: populations has no entry for a race and no None entry")
+        known = pops[0].names
+    else:
+        ref = reference_fits(model=model) if ref is None else ref
+        known = ref.names
+    names = known if names is None else tuple(names)
+    if tuple(names) != tuple(known):
+        raise ValueError(f"forecast: free parameters {names} differ from the population's {known}")
+    if populations is None:
+        pops = [population(ref, leave_out=r.name, form=form, strength=strength, scale=scale) for r in races]
     priors = [p.prior(on) for p in pops]
     prior = (np.array([p[0] for p in priors]), np.array([p[1] for p in priors]))
     res = fit(races, fit_until=fit_until, model=model, names=names, prior=prior, **kw)
@@ -425,5 +518,5 @@ def synthetic_races(mean, cov, n: int, *, names=FREE, model: Sprinter | None = N
     return races, theta
 
 
-__all__ = ["Forecast", "Population", "ReferenceFits", "Z", "fit_population", "forecast", "population", "posterior",
+__all__ = ["Forecast", "Population", "ReferenceFits", "Z", "fit_population", "forecast", "laplace_em", "population", "posterior",
            "predict_intervals", "reference_fits", "sigma_obs", "split_jacobian", "synthetic_races"]

@@ -184,3 +184,19 @@ def test_interval_coverage_on_synthetic_races():
     splits of one race are correlated: about 64 independent draws per cut-off)."""
     cov = _coverage(64, seed=1)
     assert abs(cov[0.68] - 0.68) < 0.10 and abs(cov[0.95] - 0.95) < 0.04, cov
+
+
+def test_laplace_em_with_refits_agrees_with_the_linearised_population(embedded):
+    """EM with refits under the population prior (``laplace_em``) starts from the linearised
+    population of the full fits and, for the well-determined default parameters, stays there: the
+    MAP fits under that prior are its posterior means (same model, two computations)."""
+    ref, _ = embedded
+    pops = H.laplace_em(RACES, leave_one_out=False, rounds=3)
+    lin = H.population(ref)
+    p = pops[None]
+    np.testing.assert_allclose(p.mean, lin.mean, atol=2e-4)
+    np.testing.assert_allclose(p.sd, lin.sd, rtol=0.05)
+    np.testing.assert_allclose(p.posterior_mean, lin.posterior_mean, atol=2e-3)
+    assert p.sigma == pytest.approx(lin.sigma, rel=0.1)
+    res, fc, used = H.forecast(RACES[:2], 60.0, populations=pops)
+    assert all(u is p for u in used) and res.converged.all()
