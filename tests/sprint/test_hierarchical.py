@@ -200,3 +200,13 @@ def test_laplace_em_with_refits_agrees_with_the_linearised_population(embedded):
     assert p.sigma == pytest.approx(lin.sigma, rel=0.1)
     res, fc, used = H.forecast(RACES[:2], 60.0, populations=pops)
     assert all(u is p for u in used) and res.converged.all()
+
+
+def test_fit_prior_hierarchical_is_the_forecast(embedded):
+    ref, out = embedded
+    ref_fit = fit(RACES)
+    res = fit(RACES, fit_until=60.0, prior="hierarchical", reference_fit=ref_fit)
+    np.testing.assert_allclose(res.theta, out[60.0][0].theta, atol=1e-8)
+    np.testing.assert_allclose(res.std, out[60.0][0].std, rtol=1e-6)
+    with pytest.raises(ValueError, match="prior must be"):
+        fit(RACES[:1], prior="hierarchy")
