@@ -282,6 +282,13 @@ def population(ref: ReferenceFits, *, leave_out: str | None = None, sigma: float
                       shrinkage=np.diagonal(B, axis1=1, axis2=2).copy(), posterior_mean=m, iterations=it)
 
 
+def _no_fitness_hook(kw, who):
+    """The Jacobians here simulate the parametric fatigue law: a `fit` ``fitness=`` hook would be
+    used by the fits and not by the intervals, so it is refused."""
+    if kw.get("fitness") is not None:
+        raise ValueError(f"{who}: a fitness= hook is not supported (the predictive intervals use the parametric law)")
+
+
 def _m_step(m, P, strength, scale, form):
     R, k = m.shape
     mean = m.mean(0)
@@ -314,6 +321,7 @@ def laplace_em(races: list[Race], *, names=FREE, model: Sprinter | None = None, 
     """
     from jaxbio.sprint.fitting import fit
 
+    _no_fitness_hook(kw, "laplace_em")
     names = tuple(names)
     model = Sprinter() if model is None else model
     k = len(names)
@@ -437,6 +445,7 @@ def reference_fits(reference: list[Race] | None = None, reference_fit=None, *, m
     from jaxbio.sprint.data import embedded_races
     from jaxbio.sprint.fitting import fit
 
+    _no_fitness_hook(kw, "reference_fits")
     reference = embedded_races() if reference is None else reference
     res = reference_fit if reference_fit is not None else fit(reference, model=model, names=names, **kw)
     return ReferenceFits.from_fit(res, [r.name for r in reference])
@@ -462,6 +471,7 @@ def forecast(races: list[Race], fit_until: float | None, *, ref: ReferenceFits |
     """
     from jaxbio.sprint.fitting import fit
 
+    _no_fitness_hook(kw, "forecast")
     if populations is not None:
         pops = [populations.get(r.name, populations.get(None)) for r in races]
         if any(p is None for p in pops):
