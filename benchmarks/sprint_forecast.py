@@ -186,6 +186,10 @@ def main():
               f"(sample sd of the drawn parameters {np.round(truth.std(0), 4)})")
         for cut in CUTS:
             res, fc, _ = H.forecast(syn, cut, ref=sref)
+            plain = fit(syn, fit_until=cut)
+            print(f"  ≤ {cut:.0f} m: RMSE of the log-parameters (f0, v_max, E) against the truth: hierarchical "
+                  f"{np.round(np.sqrt(np.mean((res.theta - truth) ** 2, 0)), 4)}, plain least squares "
+                  f"{np.round(np.sqrt(np.mean((plain.theta - truth) ** 2, 0)), 4)} ({plain.converged.mean():.0%} converged)")
             c = coverage(syn, fc)
             print(f"  ≤ {cut:.0f} m: {len(c[0.68])} held-out splits, 68 % → {np.mean(c[0.68]):.3f}, "
                   f"95 % → {np.mean(c[0.95]):.3f}; mean shrinkage (f0, v_max, E) {np.round(fc.shrinkage.mean(0), 2)}; "
