@@ -17,16 +17,22 @@ handled: that race says nothing there and its posterior is the population's.
 
 Few races. With the 5 embedded races (4 when one is left out) a full ``k × k`` covariance is not
 determined, and maximum likelihood of a variance can collapse to 0 when the spread of ``θ̂``
-is no larger than its estimation noise. So ``Σ`` has a weak conjugate hyperprior and its MAP is
-used: ``form="diagonal"``: per-parameter inverse-gamma with ``strength`` pseudo-races
-of spread ``scale``, ``σ_k² = (strength·scale² + S_kk)/(strength + R)``; ``form="full"`` (default):
-inverse-Wishart with the same diagonal scale (the correlations then shrink toward 0). The choice
-is made by a leave-one-out test on the embedded races (``benchmarks/sprint_forecast.py``).
+is no larger than its estimation noise. So ``Σ`` gets a weak conjugate penalty: ``strength``
+pseudo-races of covariance ``scale²·I`` added to the scatter (the mode of an inverse-Wishart /
+inverse-gamma prior with that many pseudo-observations): ``form="full"`` (default)
+``Σ = (strength·scale²·I + S)/(strength + R)`` (the correlations shrink toward 0);
+``form="diagonal"`` the same on the diagonal only. The choice is made by a leave-one-out test on
+the embedded races (``benchmarks/sprint_forecast.py``).
+
+EM with refits (``laplace_em``). For free parameters that some races' splits do not determine
+(a full fit runs off), each EM round instead refits every race under the current population
+prior and uses its MAP and Laplace covariance; for the default three parameters it stops after
+one round at the linearised population.
 
 Shrinkage. The posterior mean of race ``i`` is ``m_i = B_i μ + (I − B_i) θ̂_i`` with
 ``B_i = P_i Σ⁻¹``; ``diag(B_i)`` is the share of each parameter's estimate pulled toward the
 population (0: the race's splits alone, 1: the population alone). It grows as splits are removed
-(``shrinkage``).
+(``Population.shrinkage`` of the reference races, ``Forecast.shrinkage`` of a forecast race).
 
 Forecasts (``forecast``). A partial race (``fit_until``) is fitted with the prior ``N(μ, Σ)``
 learned from the *other* reference races (leave-one-out by race name) and the residuals scaled
@@ -227,10 +233,9 @@ def fit_population(theta, info, *, form: str = FORM, strength: float = HYPER_STR
     """EM for the population ``N(μ, Σ)`` of per-race likelihoods ``N(θ̂_i, A_i⁻¹)`` (module
     docstring): ``theta`` ``(R, k)``, ``info`` ``(R, k, k)`` the precisions ``A_i``.
 
-    ``form``: ``"diagonal"`` (per-parameter variances, inverse-gamma hyperprior) or ``"full"``
-    (inverse-Wishart hyperprior, scale matrix ``strength·scale²·I``); ``strength`` pseudo-races of
-    log-sd ``scale`` (``strength=0``: maximum likelihood, which may collapse a variance to 0 —
-    floored at 1e-10). Returns ``(mean (k,), cov (k, k), iterations)``.
+    ``form``: ``"full"`` or ``"diagonal"`` (per-parameter variances); the penalty adds
+    ``strength`` pseudo-races of covariance ``scale²·I`` to the scatter (``strength=0``: maximum
+    likelihood, which may collapse a variance to 0 — floored at 1e-10). Returns ``(mean (k,), cov (k, k), iterations)``.
     """
     if form not in ("diagonal", "full"):
         raise ValueError(f"fit_population: form must be 'diagonal' or 'full', got {form!r}")
@@ -252,7 +257,7 @@ def fit_population(theta, info, *, form: str = FORM, strength: float = HYPER_STR
         S = d.T @ d + P.sum(0)
         if form == "diagonal":
             new_cov = np.diag(np.maximum((prior_ss + np.diag(S)) / (strength + R), 1e-10))
-        else:  # inverse-Wishart MAP with ν = strength + k + 1 (mode = Ψ/(ν + k + 1) at no data)
+        else:  # ``strength`` pseudo-races of covariance scale²·I added to the scatter
             new_cov = (prior_ss * np.eye(k) + S) / (strength + R)
             new_cov += 1e-10 * np.eye(k)
         delta = max(np.max(np.abs(new_mean - mean)), np.max(np.abs(new_cov - cov)) / max(np.max(np.diag(cov)), 1e-12))
