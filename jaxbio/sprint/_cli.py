@@ -1,8 +1,9 @@
 """``jaxbio sprint``: fit the sprinter (and the classical baselines) to 100 m split times.
 
 With no arguments every embedded race is fitted and a table printed. ``--race NAME`` / ``--csv
-PATH`` (repeatable) choose races; ``--fit-until D`` fits only the splits ≤ D m (with a prior on
-the fatigue parameters learned from the other embedded races) and predicts the rest;
+PATH`` (repeatable) choose races; ``--fit-until D`` fits only the splits ≤ D m (with the
+hierarchical prior of `jaxbio.sprint.hierarchical`: the population of every free parameter
+learned from the other embedded races) and predicts the rest with 68 %/95 % intervals;
 ``--plot FILE.png`` draws split mean speeds with uncertainty bands, split-time residuals, fitness
 and force–velocity profiles; ``--json FILE`` writes the results.
 ``add_parser(subparsers)`` registers the subcommand on the ``jaxbio`` command line.
@@ -50,7 +51,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="a split file: '#' header lines incl. reaction_time_s (s or ms) and wind (m/s, km/h, mph; "
                         "free text = unknown), then distance_m,time_s (or ';'-separated with decimal commas) (repeatable)")
     p.add_argument("--fit-until", type=float, metavar="D",
-                   help="fit only splits at or before D m and predict the rest (hierarchical prior on fatigue)")
+                   help="fit only splits at or before D m and predict the rest with 68%%/95%% intervals "
+                        "(hierarchical prior learned from the other embedded races)")
     p.add_argument("--plot", metavar="FILE.png", help="plot split mean speeds (model vs measured, 90%% Laplace bands), split-time residuals, fitness "
                    "and force-velocity profiles (format from the "
                    "extension: png, pdf, svg, ...; replaced atomically, never an input file)")
@@ -165,8 +167,8 @@ def _run(args) -> int:
     from jaxbio.sprint.fitting import FREE, check_enough_splits, fit, fit_problems, splits_from_races
 
     fit_until = args.fit_until
-    n_prior = 1 if fit_until is not None else 0  # the fatigue parameter gets a prior
-    check_enough_splits(races, len(FREE) - n_prior, fit_until)
+    n_prior = len(FREE) if fit_until is not None else 0  # every parameter gets a prior (hierarchical)
+    check_enough_splits(races, max(len(FREE) - n_prior, 1), fit_until)
     for note in notes:  # the input is good: now its warnings
         print(note, file=sys.stderr)
     bar = _progress(3 if fit_until is not None else 2, args.no_progress)
@@ -179,13 +181,15 @@ def _run(args) -> int:
         with ThreadPoolExecutor(max_workers=1) as pool:
             job = pool.submit(baselines)
             if fit_until is not None:
-                bar.set_description("fitting the embedded races (for the prior)")
-                reference = embedded_races()
-                ref_fit = fit(reference)
+                from jaxbio.sprint.hierarchical import forecast, reference_fits
+
+                bar.set_description("fitting the embedded races (for the population)")
+                ref = reference_fits(embedded_races())
                 bar.update()
-                bar.set_description(f"fitting splits ≤ {fit_until:g} m with the prior")
-                res = fit(races, fit_until=fit_until, prior="population", reference=reference, reference_fit=ref_fit)
+                bar.set_description(f"fitting splits ≤ {fit_until:g} m with the hierarchical prior")
+                res, fc, pops = forecast(races, fit_until, ref=ref)
             else:
+                fc = pops = None
                 bar.set_description("fitting the sprinter model")
                 res = fit(races)
             bar.update()
@@ -198,13 +202,13 @@ def _run(args) -> int:
     from jaxbio.sprint import _fv_report
 
     fv_pairs = _fv_report.profiles(races, res, fhk)  # force-velocity profiles: model and split times
-    records = [{**_record(i, r, res, fhk, tib, fit_until, problems[i]), **_fv_report.record(res, i, fv_pairs[i])}
+    records = [{**_record(i, r, res, fhk, tib, fit_until, problems[i], fc, pops), **_fv_report.record(res, i, fv_pairs[i])}
                for i, r in enumerate(races)]
     # files before the table: a closed stdout (``| head``) must not cost the files
     writers = {"--json": lambda f: _write_json(f, records[0] if len(records) == 1 else records),
                "--plot": lambda f: _plot(f, plot_format, races, res, fhk, tib, fit_until, fv_pairs)}
     write_outputs([(out, writers[out.option]) for out in outputs])
-    _print_table(races, res, fhk, tib, fit_until, problems)
+    _print_table(races, res, fhk, tib, fit_until, problems, fc, pops)
     _fv_report.print_table(races, res, fv_pairs, max(18, max(len(r.name) for r in races) + 1))
     for r, p in zip(races, problems):
         if p:
@@ -237,7 +241,7 @@ def _fmt_pm(v, s, digits, flagged=False):
     return f"{_value_text(v, digits)} ± {std}" + (" !" if flagged else "")
 
 
-def _print_table(races, res, fhk, tib, fit_until, problems):
+def _print_table(races, res, fhk, tib, fit_until, problems, fc=None, pops=None):
     from jaxbio.sprint.fitting import PLAUSIBLE
     from jaxbio.sprint.model import DEFAULTS
 
@@ -250,7 +254,8 @@ def _print_table(races, res, fhk, tib, fit_until, problems):
              f"recovery = {DEFAULTS['recovery']:.4f} 1/s; reaction time and wind from each file")
     print(fixed)
     if fit_until is not None:
-        print(f"fitted splits ≤ {fit_until:g} m; prior on log E: median of the other embedded races, sd 1 %")
+        print(f"fitted splits ≤ {fit_until:g} m; prior: the population of the other embedded races (hierarchical, "
+              f"every parameter), split-time noise {pops[0].sigma:.4f} s estimated from their residuals")
     cols = [f"{heads[n][0]} [{heads[n][1]}]".rjust(16) for n in res.names]
     line = "race".ljust(width) + "".join(cols) + "   top speed [m/s] @ [m]" + "  lost [m/s]"
     line += "   RMSE [s]: model     FHK  Tibsh."
@@ -275,11 +280,15 @@ def _print_table(races, res, fhk, tib, fit_until, problems):
     if fit_until is not None:
         m = np.mean(np.abs(np.array(errs)), axis=0)
         print(f"mean |error| of the predicted last split: model {m[0]:.3f} s, FHK {m[1]:.3f} s, Tibshirani {m[2]:.3f} s")
+        _print_forecast(races, fc, fit_until)
     else:
         print(f"RMSE over all races: model {np.sqrt(np.mean(res.rmse ** 2)):.4f} s, FHK {np.sqrt(np.mean(fhk.rmse ** 2)):.4f} s, "
               f"Tibshirani {np.sqrt(np.mean(tib.rmse ** 2)):.4f} s (data rounded to 0.01 s)")
-    print("± is one Laplace standard deviation (Gauss-Newton Hessian; noise = 0.01 s rounding, inflated by the "
-          "residuals when larger)")
+    if fit_until is not None:
+        print("± is one posterior standard deviation (Laplace, with the hierarchical prior and the estimated split noise)")
+    else:
+        print("± is one Laplace standard deviation (Gauss-Newton Hessian; noise = 0.01 s rounding, inflated by the "
+              "residuals when larger)")
     if any(n in p for p in problems for n in res.names):
         ranges = ", ".join(f"{heads[n][0]} {PLAUSIBLE[n][0]:g}–{PLAUSIBLE[n][1]:g} {heads[n][1]}"
                            for n in res.names if n in PLAUSIBLE)
@@ -290,7 +299,20 @@ def _print_table(races, res, fhk, tib, fit_until, problems):
         print(f"wind unknown (0 m/s assumed) for {', '.join(unknown)}")
 
 
-def _record(i, race, res, fhk, tib, fit_until, problems=None):
+def _print_forecast(races, fc, fit_until):
+    """The predicted splits after ``fit_until`` with their predictive sd and 68 %/95 % intervals."""
+    print(f"predicted splits after {fit_until:g} m: measured, model ± predictive sd (parameters and split noise), "
+          "68 % and 95 % intervals")
+    width = max(18, max(len(r.name) for r in races) + 1)
+    for i, r in enumerate(races):
+        for j in np.flatnonzero(~r.until(fit_until)):
+            lo68, hi68, lo95, hi95 = (fc.lower[0.68][i, j], fc.upper[0.68][i, j], fc.lower[0.95][i, j], fc.upper[0.95][i, j])
+            mark = "" if lo95 <= r.times[j] <= hi95 else "  outside 95 %"
+            print(f"  {r.name.ljust(width)}{r.distances[j]:5.0f} m  {r.times[j]:6.2f}   {fc.mean[i, j]:6.3f} ± {fc.sd[i, j]:.3f}"
+                  f"   [{lo68:6.3f}, {hi68:6.3f}]   [{lo95:6.3f}, {hi95:6.3f}]{mark}")
+
+
+def _record(i, race, res, fhk, tib, fit_until, problems=None, fc=None, pops=None):
     from jaxbio.sprint.model import DEFAULTS, UNITS
 
     p = res.profile_of(i)
@@ -314,9 +336,16 @@ def _record(i, race, res, fhk, tib, fit_until, problems=None):
         "speed_lost_mps": _number(p.speed_lost),
         "finish_fitness": _number(p.fitness[-1]),
         "splits": [{"distance_m": float(race.distances[j]), "measured_s": float(race.times[j]),
-                    "predicted_s": _number(res.predicted[i, j]), "fitted": bool(fitted[j])} for j in range(n)],
+                    "predicted_s": _number(res.predicted[i, j]), "fitted": bool(fitted[j]),
+                    **(_interval(fc, i, j) if fc is not None else {})} for j in range(n)],
         "baselines": {},
     }
+    if pops is not None:
+        pop = pops[i]
+        rec["prior"] = {"kind": "hierarchical", "learned_from": list(pop.race_names), "split_noise_s": _number(pop.sigma),
+                        "population": {name: {"log_mean": _number(pop.mean[j]), "log_sd": _number(pop.sd[j])}
+                                       for j, name in enumerate(pop.names)},
+                        "shrinkage": {name: _number(fc.shrinkage[i, j]) for j, name in enumerate(pop.names)}}
     if problems:
         rec["problems"] = dict(problems)
     for b in (fhk, tib):
@@ -327,6 +356,13 @@ def _record(i, race, res, fhk, tib, fit_until, problems=None):
             "predicted_s": [_number(b.predicted[i, j]) for j in range(n)],
         }
     return rec
+
+
+def _interval(fc, i, j):
+    """A split's predictive sd and 68 %/95 % intervals for the JSON."""
+    return {"predicted_sd_s": _number(fc.sd[i, j]),
+            "interval_68_s": [_number(fc.lower[0.68][i, j]), _number(fc.upper[0.68][i, j])],
+            "interval_95_s": [_number(fc.lower[0.95][i, j]), _number(fc.upper[0.95][i, j])]}
 
 
 def _plot(f, fmt, races, res, fhk, tib, fit_until, fv_pairs=None):

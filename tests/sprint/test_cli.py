@@ -138,6 +138,27 @@ def test_cli_fit_until_all_races(tmp_path, capsys, monkeypatch):
     assert m["model"] < m["fhk"] and m["model"] < m["tibshirani"], m
 
 
+def test_cli_fit_until_intervals_one_race(tmp_path, capsys, monkeypatch):
+    """--fit-until: the held-out splits come with a predictive sd and 68 %/95 % intervals (table and
+    JSON), and the prior is the population of the other embedded races."""
+    js = tmp_path / "f.json"
+    assert _run(["--race", "gay_2007", "--fit-until", "50", "--json", str(js)], monkeypatch) == 0
+    out = capsys.readouterr().out
+    assert "predicted splits after 50 m" in out and out.count("gay_2007_osaka_final") == 6  # row + 5 held-out
+    rec = json.loads(js.read_text())
+    assert rec["prior"]["kind"] == "hierarchical" and "gay_2007_osaka_final" not in rec["prior"]["learned_from"]
+    assert len(rec["prior"]["learned_from"]) == 4 and set(rec["prior"]["shrinkage"]) == {"f0", "vmax", "energy"}
+    for s in rec["splits"]:
+        lo68, hi68 = s["interval_68_s"]
+        lo95, hi95 = s["interval_95_s"]
+        assert lo95 < lo68 < s["predicted_s"] < hi68 < hi95
+        assert hi95 - lo95 == pytest.approx(2 * 1.959964 * s["predicted_sd_s"], rel=1e-6)
+    held = [s for s in rec["splits"] if not s["fitted"]]
+    assert [s["distance_m"] for s in held] == [60, 70, 80, 90, 100]
+    sds = [s["predicted_sd_s"] for s in held]
+    assert sds == sorted(sds)  # the further from the fitted splits, the less certain
+
+
 @pytest.mark.slow
 def test_module_entry_point_full_run():
     out = subprocess.run([sys.executable, "-m", "jaxbio.sprint", "--no-progress"], capture_output=True, text=True,

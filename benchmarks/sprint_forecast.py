@@ -1,0 +1,206 @@
+"""Forecasts from partial races with the hierarchical sprinter (issue #21, items 2 and 3).
+
+    python benchmarks/sprint_forecast.py              # embedded races + 64 synthetic races
+    python benchmarks/sprint_forecast.py --n 0        # embedded races only
+
+1. Choice of the population's hyperprior: leave-one-out (LOO) over the 5 embedded races — the log
+   predictive density of each race's full-fit estimate under the population of the other 4
+   (``N(θ̂_i; μ₋ᵢ, Σ₋ᵢ + A_i⁻¹)``), and the mean |error| of the predicted 100 m time from splits
+   ≤ 40, 50, 60 m.
+2. Forecast table: per race and cut-off, error of the predicted last split (s) for the
+   hierarchical model (default hyperprior), the previous prior (median of the other races' log E,
+   sd 1 %, f0 and v_max free), Furusawa–Hill–Keller and Tibshirani; with the predictive sd.
+3. Calibration: share of the held-out splits inside the 68 % / 95 % intervals, embedded races and
+   ``--n`` synthetic races drawn from a known population (rounded to 0.01 s); population recovery.
+4. Laplace against the exact posterior: importance sampling (Student-t proposal around the mode,
+   4,000 draws) of the posterior predictive of the last split, for each embedded race and cut-off.
+CPU, float64.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import jaxbio.sprint as sprint  # noqa: E402
+from jaxbio.simulation import crossing_times  # noqa: E402
+from jaxbio.sprint import hierarchical as H  # noqa: E402
+from jaxbio.sprint.baselines import fit_baseline  # noqa: E402
+from jaxbio.sprint.fitting import fit, splits_from_races  # noqa: E402
+from jaxbio.sprint.model import simulate_race  # noqa: E402
+
+CUTS = (40.0, 50.0, 60.0)
+GRID = [("diagonal", 0.0, 0.05), ("diagonal", 1.0, 0.02), ("diagonal", 1.0, 0.05), ("full", 0.5, 0.05),
+        ("full", 1.0, 0.02), ("full", 1.0, 0.05), ("full", 3.0, 0.03)]
+
+
+def loo_logpred(ref, form, strength, scale):
+    lp = 0.0
+    for i, name in enumerate(ref.race_names):
+        p = H.population(ref, leave_out=name, form=form, strength=strength, scale=scale)
+        C = p.cov + np.linalg.inv(ref.gauss_newton[i] / p.sigma**2)
+        d = ref.theta[i] - p.mean
+        lp += -0.5 * (d @ np.linalg.solve(C, d) + np.linalg.slogdet(2 * np.pi * C)[1])
+    return lp
+
+
+def last_errors(races, res):
+    return np.array([res.predicted[i, r.n - 1] - r.times[-1] for i, r in enumerate(races)])
+
+
+def coverage(races, fc):
+    out = {0.68: [], 0.95: []}
+    for i, r in enumerate(races):
+        held = ~r.until(-1.0) & ~fc.fitted[i, :r.n]
+        for lv in out:
+            inside = (fc.lower[lv][i, :r.n] <= r.times) & (r.times <= fc.upper[lv][i, :r.n])
+            out[lv] += list(inside[held])
+    return out
+
+
+def importance_check(races, ref, cut, n_draws=4000, seed=0):
+    """Posterior predictive mean and sd of the last split by importance sampling vs Laplace."""
+    res, fc, pops = H.forecast(races, cut, ref=ref)
+    rng = np.random.default_rng(seed)
+    sim = jax.jit(jax.vmap(lambda th, d, rt, w, dur: rt + crossing_times(
+        simulate_race(res.model.with_log(res.names, th), dur, w), d), in_axes=(0, None, None, None, None)))
+    rows = []
+    for i, r in enumerate(races):
+        pop, C = pops[i], fc.cov_log[i]
+        mode = res.theta[i]
+        df, infl = 5.0, 1.5
+        Lc = np.linalg.cholesky(C * infl**2)
+        zs = rng.standard_normal((n_draws, 3)) / np.sqrt(rng.chisquare(df, (n_draws, 1)) / df)
+        th = mode + zs @ Lc.T
+        logq = -0.5 * (df + 3) * np.log1p(np.sum(zs**2, 1) / df)  # up to a constant
+        sp = res.splits.race(i)
+        T = np.asarray(sim(jnp.asarray(th), sp.distances, sp.reaction_time, sp.wind, sp.duration))[:, :r.n]
+        f = r.until(cut)
+        d = th - pop.mean
+        logp = -0.5 * np.sum((T[:, f] - r.times[f]) ** 2, 1) / pop.sigma**2 \
+            - 0.5 * np.einsum("nj,jk,nk->n", d, np.linalg.inv(pop.cov), d)
+        lw = logp - logq
+        w = np.exp(lw - lw.max()); w /= w.sum()
+        ess = 1.0 / np.sum(w**2)
+        m = np.sum(w * T[:, -1])
+        sd = np.sqrt(np.sum(w * (T[:, -1] - m) ** 2) + pop.sigma**2)
+        rows.append((r.name, cut, fc.mean[i, r.n - 1], fc.sd[i, r.n - 1], m, sd, ess))
+    return rows
+
+
+def other_names(races, names):
+    t0 = time.perf_counter()
+    pops = H.laplace_em(races, names=names, rounds=30)
+    p = pops[None]
+    print(f"free {names}: laplace_em {p.iterations} rounds, {time.perf_counter() - t0:.1f} s; σ = {p.sigma:.4f} s; "
+          f"population values {np.round(np.exp(p.mean), 4)}, log-sd {np.round(p.sd, 3)}")
+    errs, c68, c95 = [], [], []
+    for cut in CUTS:
+        res, fc, _ = H.forecast(races, cut, populations=pops)
+        e = last_errors(races, res)
+        c = coverage(races, fc)
+        c68 += c[0.68]; c95 += c[0.95]
+        errs.append(e)
+        print(f"  ≤ {cut:.0f} m: last-split errors {np.round(e, 3)}, mean |error| {np.mean(np.abs(e)):.4f}; "
+              f"converged {res.converged.all()}")
+    print(f"mean |error| {np.mean(np.abs(errs)):.4f} s; coverage 68 % → {np.mean(c68):.2f}, 95 % → {np.mean(c95):.2f}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=64, help="synthetic races (0: none)")
+    ap.add_argument("--names", default=None, help="other free parameters, comma-separated (e.g. f0,vmax,energy,tau): "
+                    "only the forecast table, with populations from laplace_em (EM with refits)")
+    args = ap.parse_args()
+    races = sprint.embedded_races()
+    if args.names:
+        return other_names(races, tuple(args.names.split(",")))
+    t0 = time.perf_counter()
+    ref_fit = fit(races)
+    ref = H.ReferenceFits.from_fit(ref_fit, [r.name for r in races])
+    print(f"embedded races: {len(races)}; reference fits + Jacobians {time.perf_counter() - t0:.1f} s; "
+          f"split-time noise σ = {H.sigma_obs(ref):.4f} s (rounding alone {sprint.SIGMA_ROUND:.4f} s)")
+    pop = H.population(ref)
+    print("population of all 5 (default hyperprior): log-mean", np.round(pop.mean, 4), " sd", np.round(pop.sd, 4),
+          " corr", np.round((pop.cov / np.outer(pop.sd, pop.sd))[np.triu_indices(3, 1)], 2))
+    print("shrinkage of the full fits (share pulled to the population; f0, v_max, E):")
+    for n, s in zip(pop.race_names, pop.shrinkage):
+        print(f"  {n:28s} {s[0]:.2f} {s[1]:.2f} {s[2]:.2f}")
+
+    base = {}
+    for cut in CUTS:
+        sp = splits_from_races(races, cut)
+        base[cut] = [last_errors(races, fit_baseline(k, sp, backend="scipy").rows(len(races))) for k in ("fhk", "tibshirani")]
+
+    print("\n1. hyperprior of the population, leave-one-out over the embedded races")
+    print(f"{'form':9s}{'strength':>9s}{'scale':>7s}{'LOO log-pred':>14s}{'mean |err| 100 m':>18s}")
+    for form, st, sc in GRID:
+        e = [last_errors(races, H.forecast(races, c, ref=ref, form=form, strength=st, scale=sc)[0]) for c in CUTS]
+        print(f"{form:9s}{st:9.1f}{sc:7.2f}{loo_logpred(ref, form, st, sc):14.2f}{np.mean(np.abs(e)):18.4f}")
+
+    print("\n2. error of the predicted last split [s] (predicted − measured); ± the model's predictive sd")
+    print(f"{'race':28s}{'cut':>5s}{'hierarchical':>18s}{'old prior':>11s}{'FHK':>9s}{'Tibsh.':>9s}  best of 3")
+    allc = {0.68: [], 0.95: []}
+    tab = []
+    for cut in CUTS:
+        res, fc, _ = H.forecast(races, cut, ref=ref)
+        old = last_errors(races, fit(races, fit_until=cut, prior="population", reference=races, reference_fit=ref_fit))
+        e = last_errors(races, res)
+        for lv, v in coverage(races, fc).items():
+            allc[lv] += v
+        for i, r in enumerate(races):
+            trio = [abs(e[i]), abs(base[cut][0][i]), abs(base[cut][1][i])]
+            best = ("model", "FHK", "Tibsh.")[int(np.argmin(trio))]
+            tab.append((e[i], old[i], base[cut][0][i], base[cut][1][i]))
+            print(f"{r.name:28s}{cut:5.0f}{e[i]:+10.3f} ± {fc.sd[i, r.n - 1]:.3f}{old[i]:+11.3f}"
+                  f"{base[cut][0][i]:+9.3f}{base[cut][1][i]:+9.3f}  {best}")
+    tab = np.abs(np.array(tab))
+    wins = np.sum((tab[:, 0] < tab[:, 2]) & (tab[:, 0] < tab[:, 3]))
+    print(f"mean |error|: hierarchical {tab[:, 0].mean():.4f}, old prior {tab[:, 1].mean():.4f}, "
+          f"FHK {tab[:, 2].mean():.4f}, Tibshirani {tab[:, 3].mean():.4f}; hierarchical beats both baselines in "
+          f"{wins}/{len(tab)} (race, cut-off) pairs")
+    for k, cut in enumerate(CUTS):
+        t = tab[5 * k:5 * k + 5]
+        print(f"  ≤ {cut:.0f} m: hierarchical {t[:, 0].mean():.4f}, old prior {t[:, 1].mean():.4f}, "
+              f"FHK {t[:, 2].mean():.4f}, Tibshirani {t[:, 3].mean():.4f}")
+
+    print(f"\n3. coverage of the held-out splits (embedded, {len(allc[0.68])} splits over 3 cut-offs): "
+          f"68 % → {np.mean(allc[0.68]):.2f}, 95 % → {np.mean(allc[0.95]):.2f}")
+    if args.n:
+        mean = pop.mean.copy()
+        sd = np.array([0.035, 0.03, 0.035])
+        t0 = time.perf_counter()
+        syn, truth = H.synthetic_races(mean, np.diag(sd**2), args.n, seed=1)
+        sref = H.ReferenceFits.from_fit(fit(syn), [r.name for r in syn])
+        spop = H.population(sref)
+        print(f"synthetic: {args.n} races from N(μ, diag(sd²)), sd = {sd}, 10 m splits rounded to 0.01 s "
+              f"({time.perf_counter() - t0:.1f} s to simulate and fit); σ estimated {H.sigma_obs(sref):.4f} s")
+        print(f"  recovered population: mean − truth {np.round(spop.mean - mean, 4)}, sd {np.round(spop.sd, 4)} "
+              f"(sample sd of the drawn parameters {np.round(truth.std(0), 4)})")
+        for cut in CUTS:
+            res, fc, _ = H.forecast(syn, cut, ref=sref)
+            plain = fit(syn, fit_until=cut)
+            print(f"  ≤ {cut:.0f} m: RMSE of the log-parameters (f0, v_max, E) against the truth: hierarchical "
+                  f"{np.round(np.sqrt(np.mean((res.theta - truth) ** 2, 0)), 4)}, plain least squares "
+                  f"{np.round(np.sqrt(np.mean((plain.theta - truth) ** 2, 0)), 4)} ({plain.converged.mean():.0%} converged)")
+            c = coverage(syn, fc)
+            print(f"  ≤ {cut:.0f} m: {len(c[0.68])} held-out splits, 68 % → {np.mean(c[0.68]):.3f}, "
+                  f"95 % → {np.mean(c[0.95]):.3f}; mean shrinkage (f0, v_max, E) {np.round(fc.shrinkage.mean(0), 2)}; "
+                  f"converged {res.converged.mean():.2f}")
+
+    print("\n4. Laplace vs the exact posterior (importance sampling, 4,000 draws): last split")
+    print(f"{'race':28s}{'cut':>5s}{'Laplace mean ± sd':>20s}{'IS mean ± sd':>20s}{'ESS':>7s}")
+    for cut in (40.0, 60.0):
+        for name, c, lm, ls, m, s, ess in importance_check(races, ref, cut):
+            print(f"{name:28s}{c:5.0f}{lm:12.3f} ± {ls:.3f}{m:12.3f} ± {s:.3f}{ess:7.0f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,207 @@
+"""The hierarchical sprinter (jb.sprint.hierarchical): the population's EM against closed forms and
+a direct maximisation of the marginal likelihood, recovery of a known population, shrinkage,
+predictive intervals against finite differences, and interval coverage on synthetic races."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+
+import jaxbio.sprint as sprint
+from jaxbio.sprint import hierarchical as H
+from jaxbio.sprint.data import SIGMA_ROUND
+from jaxbio.sprint.fitting import fit
+
+RACES = sprint.embedded_races()
+
+
+def test_em_equal_noise_closed_form():
+    """Equal, known per-race noise ``c``: the ML population is ``μ = mean θ̂`` and
+    ``σ² = var(θ̂) − c`` (ddof 0) per parameter; a spread below the noise collapses to the floor."""
+    rng = np.random.default_rng(0)
+    R, c = 400, 0.02**2
+    theta = rng.normal([1.0, 2.0, 3.0], [0.05, 0.03, 0.0], (R, 3)) + rng.normal(0, np.sqrt(c), (R, 3))
+    info = np.broadcast_to(np.eye(3) / c, (R, 3, 3))
+    mean, cov, _ = H.fit_population(theta, info, form="diagonal", strength=0.0, max_iter=5000, tol=1e-14)
+    np.testing.assert_allclose(mean, theta.mean(0), atol=1e-10)
+    v = theta.var(0) - c
+    np.testing.assert_allclose(np.diag(cov)[:2], v[:2], rtol=1e-5)
+    if v[2] < 0:  # the third parameter has no spread beyond the noise
+        assert np.diag(cov)[2] < 1e-6
+
+
+def _marginal_nll(params, theta, info, k):
+    mu, Lf = params[:k], params[k:]
+    L = np.zeros((k, k)); L[np.tril_indices(k)] = Lf
+    S = L @ L.T
+    out = 0.0
+    for t, A in zip(theta, info):
+        C = S + np.linalg.inv(A)
+        d = t - mu
+        out += 0.5 * (d @ np.linalg.solve(C, d) + np.linalg.slogdet(C)[1])
+    return out
+
+
+def test_em_reaches_the_marginal_likelihood_maximum():
+    """Full covariance, no hyperprior, unequal per-race precisions: EM's population equals the
+    maximiser of ``Π N(θ̂_i; μ, Σ + A_i⁻¹)`` found by scipy (BFGS on μ and a Cholesky factor)."""
+    rng = np.random.default_rng(1)
+    R, k = 30, 3
+    true_S = np.array([[4.0, 1.5, -1.0], [1.5, 3.0, 0.5], [-1.0, 0.5, 2.0]]) * 1e-3
+    th = rng.multivariate_normal(np.zeros(k), true_S, R)
+    info = []
+    for _ in range(R):
+        M = rng.normal(size=(k, k))
+        info.append(M @ M.T * 300.0 + np.eye(k) * 100.0)
+    info = np.array(info)
+    theta = np.array([t + rng.multivariate_normal(np.zeros(k), np.linalg.inv(A)) for t, A in zip(th, info)])
+    mean, cov, _ = H.fit_population(theta, info, form="full", strength=0.0, max_iter=20000, tol=1e-13)
+    x0 = np.concatenate([theta.mean(0), np.linalg.cholesky(np.cov(theta.T))[np.tril_indices(k)]])
+    ref = minimize(_marginal_nll, x0, args=(theta, info, k), method="BFGS", options=dict(gtol=1e-9, maxiter=5000))
+    L = np.zeros((k, k)); L[np.tril_indices(k)] = ref.x[k:]
+    np.testing.assert_allclose(mean, ref.x[:k], atol=2e-5)
+    np.testing.assert_allclose(cov, L @ L.T, atol=2e-5)
+    assert _marginal_nll(np.concatenate([mean, np.linalg.cholesky(cov)[np.tril_indices(k)]]), theta, info, k) \
+        <= ref.fun + 1e-7
+
+
+def test_population_recovery_improves_with_more_races():
+    """Gaussian per-race likelihoods drawn around a known population: the error of the learned mean
+    and sd shrinks with the number of races (averaged over 20 draws)."""
+    rng = np.random.default_rng(2)
+    mu, sd = np.array([2.8, 3.0, 6.9]), np.array([0.035, 0.03, 0.035])
+    errs = {}
+    for R in (5, 40, 400):
+        e = []
+        for _ in range(20):
+            th = mu + sd * rng.normal(size=(R, 3))
+            noise_sd = rng.uniform(0.005, 0.02, (R, 3))
+            theta = th + noise_sd * rng.normal(size=(R, 3))
+            info = np.array([np.diag(1 / s**2) for s in noise_sd])
+            m, C, _ = H.fit_population(theta, info, form="diagonal", strength=1.0, scale=0.05)
+            e.append(np.concatenate([np.abs(m - mu) / sd, np.abs(np.sqrt(np.diag(C)) - sd) / sd]))
+        errs[R] = np.mean(e)
+    assert errs[5] > errs[40] > errs[400], errs
+    assert errs[400] < 0.05, errs
+
+
+@pytest.fixture(scope="module")
+def embedded():
+    ref_fit = fit(RACES)
+    ref = H.ReferenceFits.from_fit(ref_fit, [r.name for r in RACES])
+    out = {cut: H.forecast(RACES, cut, ref=ref) for cut in (40.0, 60.0, None)}
+    return ref, out
+
+
+def test_sigma_and_prior_scaling(embedded):
+    ref, out = embedded
+    s = H.sigma_obs(ref)
+    assert SIGMA_ROUND < s < 0.02  # rounding plus timing noise and misfit
+    pop = out[60.0][2][0]
+    assert pop.race_names == tuple(r.name for r in RACES[1:])  # leave-one-out by name
+    mu, sp = pop.prior()
+    np.testing.assert_allclose(sp.T @ sp, (pop.sigma / SIGMA_ROUND) ** 2 * np.linalg.inv(pop.cov), rtol=1e-9)
+    assert np.all((pop.shrinkage > 0) & (pop.shrinkage < 1))
+
+
+def test_shrinkage_grows_with_fewer_splits(embedded):
+    """Each parameter of each race is pulled more toward the population when fewer splits are fitted."""
+    _, out = embedded
+    sh = {cut: out[cut][1].shrinkage for cut in out}
+    assert np.all(sh[40.0] >= sh[60.0] - 1e-9) and np.all(sh[60.0] >= sh[None] - 1e-9), sh
+    assert np.all(sh[40.0][:, 2] > 0.5)  # the fatigue reserve E is hardly seen in the first 40 m
+
+
+def test_predictive_sd_against_finite_differences(embedded):
+    """The predictive sd ``sqrt(J C Jᵀ + σ²)`` with ``J`` by central differences of `split_times`
+    and ``C = (J_fᵀ J_f/σ² + Σ⁻¹)⁻¹`` computed here again."""
+    _, out = embedded
+    res, fc, pops = out[60.0]
+    i, race = 1, RACES[1]
+    pop = pops[i]
+    sp = res.splits.race(i)
+
+    one = jax.jit(lambda th: sprint.split_times(res.model.with_log(res.names, th), race.distances,
+                                                race.reaction_time, race.wind, sp.duration))
+
+    def times(th):
+        return np.asarray(one(jnp.asarray(th)))
+
+    h = 1e-5
+    J = np.stack([(times(res.theta[i] + h * e) - times(res.theta[i] - h * e)) / (2 * h) for e in np.eye(3)], 1)
+    f = race.until(60.0)
+    C = np.linalg.inv(J[f].T @ J[f] / pop.sigma**2 + np.linalg.inv(pop.cov))
+    sd = np.sqrt(np.einsum("lj,jm,lm->l", J, C, J) + pop.sigma**2)
+    np.testing.assert_allclose(fc.sd[i, :race.n], sd, rtol=1e-4)
+    np.testing.assert_allclose(fc.mean[i, :race.n], times(res.theta[i]), atol=1e-6)
+    np.testing.assert_allclose(res.std[i], res.values[i] * np.sqrt(np.diag(C)), rtol=1e-4)
+    z = (fc.upper[0.95] - fc.mean) / fc.sd
+    np.testing.assert_allclose(z, 1.959963984540054, rtol=1e-12)
+
+
+def test_embedded_forecasts_converge_and_beat_baselines_on_average(embedded):
+    from jaxbio.sprint.baselines import fit_baseline
+    from jaxbio.sprint.fitting import splits_from_races
+
+    _, out = embedded
+    errs = []
+    for cut in (40.0, 60.0):
+        res, fc, _ = out[cut]
+        assert res.converged.all()
+        sp = splits_from_races(RACES, cut)
+        base = [fit_baseline(k, sp, backend="scipy").predicted for k in ("fhk", "tibshirani")]
+        for i, r in enumerate(RACES):
+            j = r.n - 1
+            errs.append([abs(p[i, j] - r.times[j]) for p in (res.predicted, *base)])
+    m = np.mean(errs, axis=0)
+    assert m[0] < m[1] and m[0] < m[2], m
+
+
+SYN_MEAN = np.array([2.79, 2.975, 6.91])
+SYN_SD = np.array([0.035, 0.03, 0.035])
+
+
+@pytest.fixture(scope="module")
+def synthetic64():
+    races, truth = H.synthetic_races(SYN_MEAN, np.diag(SYN_SD**2), 64, seed=1)
+    return races, truth, H.ReferenceFits.from_fit(fit(races), [r.name for r in races])
+
+
+@pytest.mark.slow
+def test_population_recovered_from_synthetic_sprinter_fits(synthetic64):
+    """64 synthetic races fitted by the sprinter (10 m splits rounded to 0.01 s): the learned
+    population is within sampling error of the drawn parameters' mean and sd; fitted to ≤ 50 m,
+    the estimates under the population prior are closer to the truth than plain least squares on
+    the same splits (with all splits the shrinkage is ~3 % and the gain within sampling noise)."""
+    races, truth, ref = synthetic64
+    pop = H.population(ref)
+    se = truth.std(0) / np.sqrt(len(races))
+    assert np.all(np.abs(pop.mean - truth.mean(0)) < 3 * se + 1e-3), (pop.mean, truth.mean(0))
+    np.testing.assert_allclose(pop.sd, truth.std(0), rtol=0.15)
+    assert pop.sigma == pytest.approx(SIGMA_ROUND, rel=0.15)
+    raw = np.sqrt(np.mean((fit(races, fit_until=50.0).theta - truth) ** 2, axis=0))
+    shrunk = np.sqrt(np.mean((H.forecast(races, 50.0, ref=ref)[0].theta - truth) ** 2, axis=0))
+    assert np.all(shrunk < raw), (shrunk, raw)
+
+
+@pytest.mark.slow
+def test_interval_coverage_on_synthetic_races(synthetic64):
+    """64 races drawn from a known population, 10 m splits rounded to 0.01 s, fitted to ≤ 40, 50 and
+    60 m with the population learned (leave-one-out) from full fits of the others: the share of the
+    held-out splits inside the 68 % and 95 % intervals is within 0.10 and 0.04 of nominal (the
+    splits of one race are correlated: about 64 independent draws per cut-off)."""
+    races, _, ref = synthetic64
+    n = len(races)
+    inside = {0.68: [], 0.95: []}
+    T = np.array([r.times for r in races])
+    L = T.shape[1]
+    for cut in (40.0, 50.0, 60.0):
+        res, fc, _ = H.forecast(races, cut, ref=ref)
+        assert res.converged.all()
+        held = ~fc.fitted[:n, :L]
+        Tp = np.pad(T, ((0, 0), (0, fc.mean.shape[1] - L)))
+        for lv in inside:
+            inside[lv] += list(fc.inside(Tp, lv)[:n, :L][held])
+    cov = {lv: float(np.mean(v)) for lv, v in inside.items()}
+    assert abs(cov[0.68] - 0.68) < 0.10 and abs(cov[0.95] - 0.95) < 0.04, cov
