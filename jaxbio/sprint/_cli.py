@@ -47,7 +47,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--race", action="append", metavar="NAME", help="an embedded race (repeatable; prefixes allowed)")
     p.add_argument("--csv", action="append", metavar="PATH",
                    help="a split file: '#' header lines incl. reaction_time_s (s or ms) and wind (m/s, km/h, mph; "
-                        "free text = unknown), then distance_m,time_s (or ';'-separated with decimal commas) (repeatable)")
+                        "free text = unknown), then distance_m,time_s (or ';'-separated with decimal commas) (repeatable); "
+                        "or a speed trace (radar/laser): '# time_origin: gun|movement', then time_s,speed_m_s, "
+                        "recognised by that column line (traces and split files are fitted in separate runs)")
     p.add_argument("--fit-until", type=float, metavar="D",
                    help="fit only splits at or before D m and predict the rest (hierarchical prior on fatigue)")
     p.add_argument("--plot", metavar="FILE.png", help="plot speed and fitness against distance (format from the "
@@ -122,12 +124,13 @@ def _load(args):
     """The races, the files they were read from (those may never be outputs) and the readers'
     warnings (stderr lines)."""
     from jaxbio.sprint.data import _data_dir, embedded_races, load_race, read_csv
+    from jaxbio.sprint.trace import is_trace_file, read_trace
 
     races, files, notes = [], [], []
     for name in args.race or []:
         races.append(_read_warned(notes, load_race, name))
-    for path in args.csv or []:
-        races.append(_read_warned(notes, read_csv, path))
+    for path in args.csv or []:  # a speed trace is told by its column line 'time_s,speed_m_s'
+        races.append(_read_warned(notes, read_trace if is_trace_file(path) else read_csv, path))
         files.append(path)
     if not races:
         races = _read_warned(notes, embedded_races)
@@ -157,7 +160,18 @@ def _run(args) -> int:
     races, inputs, notes = _load(args)  # input errors first, before JAX starts
     outputs = check_outputs([("--json", args.json), ("--plot", args.plot)], inputs)
     plot_format = _plot_format(args.plot) if args.plot else None
+    from jaxbio.sprint.trace import Trace
+
+    traces = [r for r in races if isinstance(r, Trace)]
+    if traces and (len(traces) < len(races) or args.fit_until is not None):
+        other = "split files" if len(traces) < len(races) else "--fit-until"
+        raise ValueError(f"{traces[0].path}: a speed trace cannot be fitted with {other} in one run "
+                         "(fit traces and split files separately)")
     _setup_jax()
+    if traces:
+        from jaxbio.sprint._trace_cli import run_traces
+
+        return run_traces(args, traces, outputs, plot_format, notes)
     from jaxbio.sprint.baselines import fit_baseline
     from jaxbio.sprint.data import embedded_races
     from jaxbio.sprint.fitting import FREE, check_enough_splits, fit, fit_problems, splits_from_races
