@@ -305,10 +305,13 @@ def fit_traces(traces: list[Trace], **kw):
     (lag-1 autocorrelation) and ``inflation``. ``**kw``: `fit_splits`' options (``model``,
     ``names``, ``starts``, ``n_steps``, ``max_steps``, ``n_grid``, ``fitness``, ``devices``).
     """
-    from jaxbio.sprint.fitting import FREE, fit_splits, flat_parameters
+    from jaxbio.sprint.fitting import FREE, N_STEPS, fit_splits, flat_parameters
 
     names = tuple(kw.pop("names", FREE))
     check_traces(traces, len(names))
+    # as `fitting.steps_for`: N_STEPS per ~100 m (12 s) of running
+    last = max(float(tr.since_reaction[-1]) for tr in traces)
+    kw.setdefault("n_steps", N_STEPS * max(1, int(np.ceil(last / 12.0))))
     data = SpeedTrace.from_traces(traces)
     res = fit_splits(data, names=names, **kw)
     sigma, rho, infl = noise_estimate(res, data, len(names))
