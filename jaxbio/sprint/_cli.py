@@ -295,6 +295,9 @@ def _print_table(races, res, fhk, tib, fit_until, problems):
     unknown = [r.name for r in races if not r.wind_known]
     if unknown:
         print(f"wind unknown (0 m/s assumed) for {', '.join(unknown)}")
+    long = [r.name for r in races if r.distances[-1] > 100.0 + 1e-9]
+    if long:
+        print(f"longer than 100 m: {', '.join(long)}; the model runs on a straight (the bend is ignored)")
 
 
 def _record(i, race, res, fhk, tib, fit_until, problems=None):
@@ -367,7 +370,7 @@ def _plot(f, fmt, races, res, fhk, tib, fit_until):
     ax_v.set_ylim(bottom=0)
     ax_v.grid(alpha=0.3)
     ax_v.legend(fontsize=7, loc="lower right")
-    ax_v.set_title("100 m: speed against distance, measured and fitted (seed 000 sprinter)")
+    ax_v.set_title("speed against distance, measured and fitted (seed 000 sprinter)")
     ax_f.set_ylabel("fitness f(e)")
     ax_f.set_xlabel("distance [m]")
     ax_f.grid(alpha=0.3)
