@@ -5,7 +5,8 @@ it as a `jaxbio.HamiltonianSystem` from library parts, ``simulate_race`` integra
 ``split_times`` gives the predicted split times, differentiable in every parameter; ``fit`` fits races (many at once, with
 ``jax.vmap``), with Laplace uncertainties and an optional hierarchical prior on the fatigue
 parameters; ``fit_baseline`` fits the classical Furusawa–Hill–Keller and Tibshirani (1997)
-models; ``read_csv`` / ``load_race`` / ``embedded_races`` read split files. The command
+models; ``read_csv`` / ``load_race`` / ``embedded_races`` read split files (60–200 m); ``read_trace`` and
+``fit_traces`` read and fit speed traces (radar/laser, `jaxbio.sprint.trace`). The command
 ``jaxbio sprint`` (``python -m jaxbio.sprint``) fits the embedded races and prints a table.
 """
 
@@ -24,10 +25,12 @@ from jaxbio.sprint.model import (
     sprinter_system,
 )
 from jaxbio.sprint.data import SIGMA_ROUND, Splits
+from jaxbio.sprint.trace import SpeedTrace, Trace, fit_traces, read_trace
 
 __all__ = [
     "BaselineResult", "DEFAULTS", "FATIGUE", "FREE", "FitResult", "PARAMETERS", "Profile", "Race", "SIGMA_ROUND",
     "Splits", "SprintDataError", "Sprinter", "UNITS", "embedded_names", "embedded_races", "fit",
     "fit_baseline", "fit_splits", "load_race", "population_prior", "read_csv", "simulate_race",
     "split_times", "splits_from_races", "sprinter_system",
+    "SpeedTrace", "Trace", "fit_traces", "read_trace",
 ]

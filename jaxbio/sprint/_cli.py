@@ -5,6 +5,9 @@ PATH`` (repeatable) choose races; ``--fit-until D`` fits only the splits ≤ D m
 the fatigue parameters learned from the other embedded races) and predicts the rest;
 ``--plot FILE.png`` draws speed and fitness against distance; ``--json FILE`` writes the results.
 ``add_parser(subparsers)`` registers the subcommand on the ``jaxbio`` command line.
+A ``--csv`` file whose column line is ``time_s,speed_m_s`` is a speed trace (radar/laser,
+`jaxbio.sprint.trace`): traces are fitted on speed (`jaxbio.sprint._trace_cli`), in a run of their
+own (with split files or ``--fit-until``: exit 2). Races up to 200 m (bend ignored).
 
 Exit codes:
 

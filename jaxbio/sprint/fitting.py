@@ -271,6 +271,10 @@ def fit_splits(splits: Splits, *, model: Sprinter | None = None, names=FREE, sta
                quick_compile: bool | None = None, fitness=None, devices=None) -> FitResult:
     """Fit every race of ``splits`` (B races) in one vmapped, jitted call.
 
+    ``splits`` may also be a `jaxbio.sprint.trace.SpeedTrace` (speed traces, the second data kind:
+    residuals on speed, ``predicted`` speeds [m/s], ``rmse`` m/s; see `trace.fit_traces`, which
+    also rescales the covariance by the noise estimated from the residuals).
+
     ``model``: fixed parameters and the centre of the default starts (``Sprinter()``);
     ``names``: free parameters; ``starts``: ``(S, k)`` or ``(B, S, k)`` log starts
     (``default_starts``); ``prior``: ``None`` or ``(mu (B, k), sqrt_prec (B, k, k))`` in log space.
