@@ -334,7 +334,7 @@ def test_a_300_m_race_and_1000_splits_are_refused_before_fitting(tmp_path, capsy
     d300 = _file(tmp_path, "r300.csv", "# reaction_time_s: 0.15\n# wind: 0\ndistance_m,time_s\n"
                                       "50,5.60\n100,10.10\n150,14.60\n200,19.30\n300,31.00\n")
     assert _cli(["--csv", d300], monkeypatch) == 2
-    _one_error_line(capsys.readouterr().err, f"{d300}:7:", "beyond 200 m")
+    _one_error_line(capsys.readouterr().err, f"{d300}:8:", "beyond 200 m")
     d = np.linspace(0.1, 100, 1000)
     t = np.interp(d, [0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100],
                   [0.146, 1.88, 2.88, 3.78, 4.64, 5.47, 6.29, 7.10, 7.92, 8.74, 9.58])
@@ -502,7 +502,7 @@ def split_files(draw):
         lines[index(tag)] = (tag, sep.join(["-" + d, t_text] if draw(st.booleans()) else [d, "-" + t_text]))
         error_tag = tag
     elif defect == "beyond":
-        far = draw(st.sampled_from([110, 150, 200, 400, 1e6, 1e300]))
+        far = draw(st.sampled_from([210, 250, 300, 400, 1e6, 1e300]))  # beyond MAX_DISTANCE = 200 m
         lines.append(("far", sep.join([f"{far:g}", _num(f"{cs[-1] / 100 + min(far, 1e4) / 10:.2f}", mark)])))
         error_tag = "far"
     elif defect == "ms_times":  # times written in milliseconds

@@ -115,6 +115,21 @@ def test_fit_recovers_the_sprinter_within_its_laplace_std(fitted):
     assert 11.0 < p.top_speed < 13.0 and abs(p.x[-1] - 100.0) < 1.0  # the profile ends where the trace does
 
 
+def test_movement_onset_times_fit_like_gun_times(fitted):
+    """The same samples with times from movement onset (gun times − reaction time, no reaction
+    time given) fit to the same sprinter; reported profile times then start at movement onset."""
+    traces, res, _ = fitted
+    tr = traces[0]
+    mv = Trace(name="mv", times=tr.times - 0.15, speeds=tr.speeds, time_origin="movement", reaction_time=None,
+               wind=0.0, header={}, path="mv", lines=tr.lines)
+    keep = mv.times >= 0
+    mv = Trace(**{**mv.__dict__, "times": mv.times[keep], "speeds": mv.speeds[keep], "lines": mv.lines[keep]})
+    gun = Trace(**{**tr.__dict__, "times": tr.times[keep], "speeds": tr.speeds[keep], "lines": tr.lines[keep]})
+    both, _ = fit_traces([gun, mv])
+    np.testing.assert_allclose(both.theta[1], both.theta[0], atol=1e-7)
+    assert both.profile_of(1).t[0] == 0.0 and both.profile_of(0).t[0] == pytest.approx(0.15)
+
+
 def test_white_noise_std_is_the_least_squares_standard_error(fitted):
     """For white noise the reported std is the textbook σ̂ (JᵀJ)⁻¹ᐟ² of the speed residuals: the
     Jacobian by central finite differences of the model's speeds (independent of the solver)."""
@@ -148,8 +163,9 @@ def test_baseline_on_a_trace_recovers_closed_form_fhk():
 
 def test_cli_fits_the_example_trace(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("JAXBIO_JAX_CACHE", "0")
-    js = tmp_path / "out.json"
-    assert main(["sprint", "--no-progress", "--csv", EXAMPLE, "--json", str(js)]) == 0
+    js, png = tmp_path / "out.json", tmp_path / "trace.png"
+    assert main(["sprint", "--no-progress", "--csv", EXAMPLE, "--json", str(js), "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     out = capsys.readouterr().out
     assert "speed traces" in out and "sprint_trace_synthetic" in out
     rec = json.loads(js.read_text())
