@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
-
 
 def run_traces(args, traces, outputs, plot_format, notes) -> int:
     """Fit ``traces``, write ``outputs`` (checked `jaxbio._files.Output`), print the table; the

@@ -15,7 +15,7 @@ import pytest
 from jaxbio.cli import main
 from jaxbio.sprint import SprintDataError, Sprinter, simulate_race
 from jaxbio.sprint.baselines import fhk_motion
-from jaxbio.sprint.trace import (SIGMA_SPEED, SpeedTrace, Trace, fit_trace_baseline, fit_traces, is_trace_text,
+from jaxbio.sprint.trace import (SpeedTrace, Trace, fit_trace_baseline, fit_traces, is_trace_text,
                                  model_speed, read_trace, synthetic_trace)
 
 TRUTH = dict(f0=16.0, vmax=20.0, energy=1000.0)
