@@ -178,6 +178,20 @@ def test_cli_fits_the_example_trace(tmp_path, monkeypatch, capsys):
     assert math.isclose(rec["noise_mps"], 0.2, rel_tol=0.2)
 
 
+def test_cli_fits_the_real_laser_trace(tmp_path, monkeypatch, capsys):
+    """A real laser trace (examples/data/laser_trace_dynaspeed.csv, 100 Hz, movement onset):
+    a valid fit (exit 0) closer than both baselines; the within-step oscillation shows as strongly
+    correlated residuals, so the std is inflated (the white-noise std would be ~7x too small)."""
+    monkeypatch.setenv("JAXBIO_JAX_CACHE", "0")
+    js = tmp_path / "out.json"
+    assert main(["sprint", "--no-progress", "--csv", "examples/data/laser_trace_dynaspeed.csv", "--json", str(js)]) == 0
+    rec = json.loads(js.read_text())
+    assert rec["converged"] is True and rec["time_origin"] == "movement" and rec["reaction_time_s"] is None
+    assert rec["rmse_mps"] < min(b["rmse_mps"] for b in rec["baselines"].values())
+    assert rec["residual_lag1_correlation"] > 0.9 and rec["variance_inflation"] > 10
+    assert 8.0 < rec["top_speed_mps"] < 9.5 and 45 < rec["distance_covered_m"] < 55  # laser: 9.4 m/s peak reading, 49.9 m
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--fit-until", "60"], "cannot be fitted with --fit-until"),
     (["--race", "bolt_2009"], "cannot be fitted with split files"),
