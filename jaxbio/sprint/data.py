@@ -24,9 +24,9 @@ What is accepted (everything else is refused, never guessed):
   (``12``, ``1.88``, ``1.5e1``): no NaN, infinity, thousands separators or units.
 - Splits: distances in (0, 200] m (the model is for sprints up to 200 m, the race length being
   the last split; a 200 m race's bend is ignored: the model runs on a straight), strictly
-  increasing (rows out of order or repeated are refused, not sorted), at least 1 m apart; times strictly increasing, after
-  the reaction time, and between 1.5 and 15 m/s over every split (faster: no human; slower: times
-  not in seconds, or a typo).
+  increasing (rows out of order or repeated are refused, not sorted), at least 1 m apart; times
+  strictly increasing, after the reaction time, and between 1.5 and 15 m/s over every split
+  (faster: no human; slower: times not in seconds, or a typo).
 
 Every problem raises ``SprintDataError`` (a ``ValueError``) whose message is one line
 ``FILE:LINE: problem``. Parsing is numpy only, outside jit.
