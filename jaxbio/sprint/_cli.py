@@ -7,6 +7,9 @@ learned from the other embedded races) and predicts the rest with 68 %/95 % inte
 ``--plot FILE.png`` draws split mean speeds with uncertainty bands, split-time residuals, fitness
 and force–velocity profiles; ``--json FILE`` writes the results.
 ``add_parser(subparsers)`` registers the subcommand on the ``jaxbio`` command line.
+A ``--csv`` file whose column line is ``time_s,speed_m_s`` is a speed trace (radar/laser,
+`jaxbio.sprint.trace`): traces are fitted on speed (`jaxbio.sprint._trace_cli`), in a run of their
+own (with split files or ``--fit-until``: exit 2). Races up to 200 m (bend ignored).
 
 Exit codes:
 
@@ -49,7 +52,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--race", action="append", metavar="NAME", help="an embedded race (repeatable; prefixes allowed)")
     p.add_argument("--csv", action="append", metavar="PATH",
                    help="a split file: '#' header lines incl. reaction_time_s (s or ms) and wind (m/s, km/h, mph; "
-                        "free text = unknown), then distance_m,time_s (or ';'-separated with decimal commas) (repeatable)")
+                        "free text = unknown), then distance_m,time_s (or ';'-separated with decimal commas) (repeatable); "
+                        "or a speed trace (radar/laser): '# time_origin: gun|movement', then time_s,speed_m_s, "
+                        "recognised by that column line (traces and split files are fitted in separate runs)")
     p.add_argument("--fit-until", type=float, metavar="D",
                    help="fit only splits at or before D m and predict the rest with 68%%/95%% intervals "
                         "(hierarchical prior learned from the other embedded races)")
@@ -126,12 +131,13 @@ def _load(args):
     """The races, the files they were read from (those may never be outputs) and the readers'
     warnings (stderr lines)."""
     from jaxbio.sprint.data import _data_dir, embedded_races, load_race, read_csv
+    from jaxbio.sprint.trace import is_trace_file, read_trace
 
     races, files, notes = [], [], []
     for name in args.race or []:
         races.append(_read_warned(notes, load_race, name))
-    for path in args.csv or []:
-        races.append(_read_warned(notes, read_csv, path))
+    for path in args.csv or []:  # a speed trace is told by its column line 'time_s,speed_m_s'
+        races.append(_read_warned(notes, read_trace if is_trace_file(path) else read_csv, path))
         files.append(path)
     if not races:
         races = _read_warned(notes, embedded_races)
@@ -161,7 +167,18 @@ def _run(args) -> int:
     races, inputs, notes = _load(args)  # input errors first, before JAX starts
     outputs = check_outputs([("--json", args.json), ("--plot", args.plot)], inputs)
     plot_format = _plot_format(args.plot) if args.plot else None
+    from jaxbio.sprint.trace import Trace
+
+    traces = [r for r in races if isinstance(r, Trace)]
+    if traces and (len(traces) < len(races) or args.fit_until is not None):
+        other = "split files" if len(traces) < len(races) else "--fit-until"
+        raise ValueError(f"{traces[0].path}: a speed trace cannot be fitted with {other} in one run "
+                         "(fit traces and split files separately)")
     _setup_jax()
+    if traces:
+        from jaxbio.sprint._trace_cli import run_traces
+
+        return run_traces(args, traces, outputs, plot_format, notes)
     from jaxbio.sprint.baselines import fit_baseline
     from jaxbio.sprint.data import embedded_races
     from jaxbio.sprint.fitting import FREE, check_enough_splits, fit, fit_problems, splits_from_races
@@ -297,6 +314,9 @@ def _print_table(races, res, fhk, tib, fit_until, problems, fc=None, pops=None):
     unknown = [r.name for r in races if not r.wind_known]
     if unknown:
         print(f"wind unknown (0 m/s assumed) for {', '.join(unknown)}")
+    long = [r.name for r in races if r.distances[-1] > 100.0 + 1e-9]
+    if long:
+        print(f"longer than 100 m: {', '.join(long)}; the model runs on a straight (the bend is ignored)")
 
 
 def _print_forecast(races, fc, fit_until):

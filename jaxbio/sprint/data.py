@@ -1,4 +1,4 @@
-"""100 m split-time files: reading, validation and the races embedded in the package.
+"""Sprint split-time files (60–200 m): reading, validation and the races embedded in the package.
 
 Format (API.md, ``data/README.md``): ``#`` header lines ``# key: value`` (athlete, race, date,
 result, wind, reaction_time_s, source, …), then the column line ``distance_m,time_s`` and one
@@ -22,10 +22,11 @@ What is accepted (everything else is refused, never guessed):
 - Columns are separated by ``,`` (then numbers take a decimal point), or by ``;`` or a tab (then
   a decimal comma is also read), as the column line shows. Numbers are plain decimals
   (``12``, ``1.88``, ``1.5e1``): no NaN, infinity, thousands separators or units.
-- Splits: distances in (0, 100] m (the model is for 100 m races), strictly increasing (rows out of
-  order or repeated are refused, not sorted), at least 1 m apart; times strictly increasing, after
-  the reaction time, and between 1.5 and 15 m/s over every split (faster: no human; slower: times
-  not in seconds, or a typo).
+- Splits: distances in (0, 200] m (the model is for sprints up to 200 m, the race length being
+  the last split; a 200 m race's bend is ignored: the model runs on a straight), strictly
+  increasing (rows out of order or repeated are refused, not sorted), at least 1 m apart; times
+  strictly increasing, after the reaction time, and between 1.5 and 15 m/s over every split
+  (faster: no human; slower: times not in seconds, or a typo).
 
 Every problem raises ``SprintDataError`` (a ``ValueError``) whose message is one line
 ``FILE:LINE: problem``. Parsing is numpy only, outside jit.
@@ -48,8 +49,10 @@ import numpy as np
 from jaxtyping import Array, Float
 
 COLUMNS = ("distance_m", "time_s")
-#: the longest race the model is for, m
-MAX_DISTANCE = 100.0
+#: the longest race the model is for, m: 60 m (indoor), 100 m and 200 m. The model runs on a
+#: straight (a 200 m race's bend is ignored) and its fatigue is the phosphagen reserve alone, which
+#: does not describe the glycolytic 300–400 m
+MAX_DISTANCE = 200.0
 #: closest accepted splits, m: the fit treats each split as an independent reading rounded to
 #: 0.01 s, and a sprinter covers ~0.12 m in 0.01 s, so denser "splits" are a resampled curve
 MIN_SPACING = 1.0
@@ -189,6 +192,44 @@ def _cell(path: str, lineno: int, cell: str, decimal_comma: bool, line: str) -> 
     return x
 
 
+def _reaction_time_and_wind(path: str, header: dict, header_lines: dict, required: bool = True):
+    """The header's reaction time [s] and wind [m/s], checked as the module docstring says:
+    ``(rt, wind, wind_known, notes)``, ``notes`` the warnings to give once the file is accepted.
+    A missing ``reaction_time_s`` is refused if ``required``, else ``rt`` is None."""
+    notes: list[tuple] = []  # warnings, given only if the file is accepted
+    rt = None
+    if "reaction_time_s" not in header and required:
+        similar = [f"{k!r} (line {header_lines[k]})" for k in header if "reaction" in k or k in ("rt", "rt_s")]
+        hint = f"; found {', '.join(similar)}, the key must be 'reaction_time_s'" if similar else ""
+        raise SprintDataError(path, 0, f"missing the header line '# reaction_time_s: <seconds>'{hint}")
+    if "reaction_time_s" in header:
+        rt_line = header_lines["reaction_time_s"]
+        rt = _header_quantity(path, rt_line, "reaction_time_s", header["reaction_time_s"])
+        if rt is None or not 0 <= rt < 1:
+            got = f"{header['reaction_time_s']!r}" + ("" if rt is None else f" = {rt:g} s")
+            hint = " (milliseconds? write the unit: '146 ms')" if rt is not None and rt >= 1 else ""
+            raise SprintDataError(path, rt_line, f"reaction_time_s must be a number in [0, 1) s, got {got}{hint}")
+        lo, hi = PLAUSIBLE_REACTION
+        if not lo <= rt <= hi:
+            notes.append((path, rt_line, f"reaction time {rt:g} s is outside the usual {lo:g}–{hi:g} s; check the file"))
+    wind, wind_known = 0.0, True
+    wind_line = header_lines.get("wind", 0)
+    w = _header_quantity(path, wind_line, "wind", header["wind"]) if "wind" in header else None
+    if w is None:
+        wind_known = False
+        given = f"wind {header['wind']!r}" if "wind" in header else "no '# wind:' line"
+        notes.append((path, wind_line, f"{given}: wind unknown, 0 m/s assumed"))
+    else:
+        if abs(w) > MAX_WIND:
+            raise SprintDataError(path, wind_line, f"wind {header['wind']!r} = {w:g} m/s is impossible for a race "
+                                                   f"(|wind| ≤ {MAX_WIND:g} m/s)")
+        if abs(w) > PLAUSIBLE_WIND:
+            notes.append((path, wind_line, f"wind {w:g} m/s is beyond ±{PLAUSIBLE_WIND:g} m/s; "
+                                           "check the file (km/h? then write the unit)"))
+        wind = w
+    return rt, wind, wind_known, notes
+
+
 def read_csv(path, name: str | None = None, text: str | bytes | None = None) -> Race:
     """Read and validate one split-time file (rules in the module docstring).
 
@@ -251,35 +292,7 @@ def read_csv(path, name: str | None = None, text: str | bytes | None = None) -> 
         rows.append((d, t, lineno))
     if columns_line is None:
         raise SprintDataError(path, 0, "missing the column line 'distance_m,time_s'")
-    if "reaction_time_s" not in header:
-        similar = [f"{k!r} (line {header_lines[k]})" for k in header if "reaction" in k or k in ("rt", "rt_s")]
-        hint = f"; found {', '.join(similar)}, the key must be 'reaction_time_s'" if similar else ""
-        raise SprintDataError(path, 0, f"missing the header line '# reaction_time_s: <seconds>'{hint}")
-    rt_line = header_lines["reaction_time_s"]
-    rt = _header_quantity(path, rt_line, "reaction_time_s", header["reaction_time_s"])
-    if rt is None or not 0 <= rt < 1:
-        got = f"{header['reaction_time_s']!r}" + ("" if rt is None else f" = {rt:g} s")
-        hint = " (milliseconds? write the unit: '146 ms')" if rt is not None and rt >= 1 else ""
-        raise SprintDataError(path, rt_line, f"reaction_time_s must be a number in [0, 1) s, got {got}{hint}")
-    notes: list[tuple] = []  # warnings, given only if the file is accepted
-    lo, hi = PLAUSIBLE_REACTION
-    if not lo <= rt <= hi:
-        notes.append((path, rt_line, f"reaction time {rt:g} s is outside the usual {lo:g}–{hi:g} s; check the file"))
-    wind, wind_known = 0.0, True
-    wind_line = header_lines.get("wind", 0)
-    w = _header_quantity(path, wind_line, "wind", header["wind"]) if "wind" in header else None
-    if w is None:
-        wind_known = False
-        given = f"wind {header['wind']!r}" if "wind" in header else "no '# wind:' line"
-        notes.append((path, wind_line, f"{given}: wind unknown, 0 m/s assumed"))
-    else:
-        if abs(w) > MAX_WIND:
-            raise SprintDataError(path, wind_line, f"wind {header['wind']!r} = {w:g} m/s is impossible for a race "
-                                                   f"(|wind| ≤ {MAX_WIND:g} m/s)")
-        if abs(w) > PLAUSIBLE_WIND:
-            notes.append((path, wind_line, f"wind {w:g} m/s is beyond ±{PLAUSIBLE_WIND:g} m/s; "
-                                           "check the file (km/h? then write the unit)"))
-        wind = w
+    rt, wind, wind_known, notes = _reaction_time_and_wind(path, header, header_lines)
     if rows and rows[0][0] == 0.0:
         if rows[0][1] != 0.0:
             raise SprintDataError(path, rows[0][2], "the 0 m row is the gun and must have time 0 (times are from the gun)")
@@ -289,7 +302,7 @@ def read_csv(path, name: str | None = None, text: str | bytes | None = None) -> 
     for d, t, ln in rows:
         if d > MAX_DISTANCE + 1e-9:
             raise SprintDataError(path, ln, f"split at {d:g} m is beyond {MAX_DISTANCE:g} m: the sprinter model is "
-                                            f"for 100 m races, not longer ones")
+                                            f"for sprints up to {MAX_DISTANCE:g} m, not longer ones")
     for (d0, t0, l0), (d1, t1, ln) in zip(rows[:-1], rows[1:]):
         if d1 == d0:
             raise SprintDataError(path, ln, f"distance {d1:g} m given twice (lines {l0} and {ln})")

@@ -21,11 +21,20 @@ import numpy as np
 from jaxbio.sprint._solve import batched_best_of_starts, converged, laplace
 from jaxbio.sprint.data import SIGMA_ROUND, Splits
 from jaxbio.sprint.data import Race, SprintDataError
+from jaxbio.sprint.trace import SpeedTrace, speed_residuals
 from jaxbio.simulation import Trajectory, crossing_times, hermite
 from jaxbio.sprint.model import FATIGUE, FREE, PARAMETERS, UNITS, Sprinter, simulate_race, sprinter_system
 
 #: Tsit5 steps of the simulation inside fits (split times within ~1e-5 s of converged)
 N_STEPS = 80
+
+
+def steps_for(distance: float) -> int:
+    """Tsit5 steps for fitting races up to ``distance`` m: ``N_STEPS`` per started 100 m. A 200 m
+    race needs 160: where the reserve runs empty (E ≈ 1000 J/kg over 200 m) the throttle makes the
+    dynamics stiff and 80 steps miss the 200 m time by seconds, 160 by ~1e-5 s (measured against
+    4,000 steps)."""
+    return N_STEPS * max(1, int(np.ceil(float(distance) / 100.0 - 1e-9)))
 
 
 #: multiplicative offsets of the default starts from the model's values (f0, vmax, energy);
@@ -52,8 +61,11 @@ def _residuals(theta, args, *, names, n_steps, fitness=None):
     point, so the profile needs no second simulation). ``fitness``: `sprinter_system`'s hook."""
     base, sp, mu, sqrt_prec = args
     traj = simulate_race(base.with_log(names, theta), sp.duration, sp.wind, n_steps=n_steps, fitness=fitness)
-    pred = sp.reaction_time + crossing_times(traj, sp.distances)
-    r = sp.weights * (pred - sp.times) / SIGMA_ROUND
+    if isinstance(sp, SpeedTrace):  # the second data kind: speeds at sample times (jaxbio.sprint.trace)
+        pred, r = speed_residuals(base.with_log(names, theta), traj, sp, fitness)
+    else:
+        pred = sp.reaction_time + crossing_times(traj, sp.distances)
+        r = sp.weights * (pred - sp.times) / SIGMA_ROUND
     return jnp.concatenate([r, sqrt_prec @ (theta - mu)]), dict(pred=pred, ts=traj.ts, q=traj.q, p=traj.p, f=traj.f)
 
 
@@ -72,7 +84,8 @@ def _profile(base, theta, sp, run, *, names, n_grid, fitness=None):
     system = sprinter_system(model, sp.wind, fitness)
     traj = Trajectory(ts=run["ts"], q=run["q"], p=run["p"], qd=run["p"] / model.mass, f=run["f"],
                       energy=jnp.zeros_like(run["ts"]), result=diffrax.RESULTS.successful, solution=None)
-    x = jnp.linspace(0.0, sp.distances[-1], n_grid)
+    end = jnp.interp(sp.times[-1], traj.ts, traj.q[:, 0]) if isinstance(sp, SpeedTrace) else sp.distances[-1]
+    x = jnp.linspace(0.0, end, n_grid)
     s = crossing_times(traj, x)
     acc = jax.vmap(lambda t, y: system.vector_field(t, y)["p"][0])(traj.ts, {"q": traj.q, "p": traj.p, "f": traj.f})
     v = hermite(traj.ts, traj.qd[:, 0], acc / model.mass, s)
@@ -87,7 +100,7 @@ def _fit_core_impl(base, splits, starts, mu, sqrt_prec, fitness=None, *, names, 
     # a fitness hook comes as its arrays (traced) and the rest (static, hashable): eqx.partition
     fitness = None if fitness_static is None else eqx.combine(fitness, fitness_static)
     res = functools.partial(_residuals, names=names, n_steps=n_steps, fitness=fitness)
-    L = splits.distances.shape[-1]
+    L = splits.weights.shape[-1]
     k = len(names)
     dtype = starts.dtype
     template = residual_template(L, k, n_steps, dtype)
@@ -262,6 +275,10 @@ def fit_splits(splits: Splits, *, model: Sprinter | None = None, names=FREE, sta
                quick_compile: bool | None = None, fitness=None, devices=None) -> FitResult:
     """Fit every race of ``splits`` (B races) in one vmapped, jitted call.
 
+    ``splits`` may also be a `jaxbio.sprint.trace.SpeedTrace` (speed traces, the second data kind:
+    residuals on speed, ``predicted`` speeds [m/s], ``rmse`` m/s; see `trace.fit_traces`, which
+    also rescales the covariance by the noise estimated from the residuals).
+
     ``model``: fixed parameters and the centre of the default starts (``Sprinter()``);
     ``names``: free parameters; ``starts``: ``(S, k)`` or ``(B, S, k)`` log starts
     (``default_starts``); ``prior``: ``None`` or ``(mu (B, k), sqrt_prec (B, k, k))`` in log space.
@@ -276,7 +293,7 @@ def fit_splits(splits: Splits, *, model: Sprinter | None = None, names=FREE, sta
     """
     model = Sprinter() if model is None else model
     names = tuple(names)
-    B, k = splits.distances.shape[0], len(names)
+    B, k = splits.weights.shape[0], len(names)
     starts = default_starts(model, names) if starts is None else np.asarray(starts, dtype=float)
     if starts.ndim == 2:
         starts = np.broadcast_to(starts, (B,) + starts.shape)
@@ -299,7 +316,8 @@ def fit_splits(splits: Splits, *, model: Sprinter | None = None, names=FREE, sta
     aux = jax.tree_util.tree_map(np.asarray, aux)
     pred = aux.pop("pred")
     w = np.asarray(splits.weights)
-    rmse = np.sqrt(np.sum(w * (pred - np.asarray(splits.times)) ** 2, axis=1) / np.maximum(w.sum(1), 1))
+    observed = splits.speeds if isinstance(splits, SpeedTrace) else splits.times  # m/s for a trace
+    rmse = np.sqrt(np.sum(w * (pred - np.asarray(observed)) ** 2, axis=1) / np.maximum(w.sum(1), 1))
     std = np.exp(theta) * np.sqrt(np.maximum(np.diagonal(cov, axis1=1, axis2=2), 0.0))
     flat = flat_parameters(cov)  # a singular Hessian: std 0 there would look like certainty
     std = np.where(flat, np.nan, std)
@@ -415,6 +433,7 @@ def fit(races: list[Race], *, fit_until: float | None = None, model: Sprinter | 
         n_needed -= int(np.count_nonzero(np.diagonal(np.asarray(prior[1]), axis1=-2, axis2=-1).reshape(-1, len(names))[0]))
     check_enough_splits(races, max(n_needed, 1), fit_until)
     splits = splits_from_races(races, fit_until)
+    kw.setdefault("n_steps", steps_for(max(r.distances[-1] for r in races)))  # 80 up to 100 m
     B = splits.distances.shape[0]
     if prior_arrays is not None:
         mu, sp = prior_arrays

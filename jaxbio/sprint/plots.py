@@ -185,7 +185,7 @@ def race_figure(races, res, fhk, tib, fit_until=None, samples=None, fv_pairs=Non
             ax.axvline(fit_until, color="k", lw=0.8, ls="--")
         ax_v.text(fit_until, 0.3, f" fitted ≤ {fit_until:g} m", va="bottom", fontsize=8)
     band_note = f"; shaded: {pct} Laplace band" if samples is not None else ""
-    ax_v.set_title("100 m: mean speed over each split, measured (o) and model (steps); thin line: model's "
+    ax_v.set_title("mean speed over each split, measured (o) and model (steps); thin line: model's "
                    f"instantaneous speed{band_note}", fontsize=9)
     ax_v.set_ylabel("speed [m/s]")
     ax_v.set_xlabel("distance [m]")

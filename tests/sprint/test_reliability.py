@@ -296,7 +296,7 @@ def test_cli_header_spellings_give_the_numbers_of_the_embedded_race(tmp_path, ca
     ("distance_m,time_s\n10,1.88\n20,٣\n", 5, "not a number"),  # an Arabic-Indic digit: float() would take it
     ("distance_m,time_s\n10,1.88\n20,-inf\n", 5, "NaN or infinite"),
     ("distance_m,time_s\n10,1.88\n20,1e999\n", 5, "NaN or infinite"),
-    ("distance_m,time_s\n10,1.88\n100,9.58\n200,19.19\n", 6, "beyond 100 m"),
+    ("distance_m,time_s\n10,1.88\n100,9.58\n200,19.19\n300,31.00\n", 7, "beyond 200 m"),
     ("distance_m,time_s\n10,1.88\n10.5,1.93\n20,2.88\n", 5, "at least 1 m apart"),
     ("distance_m,time_s\n10,1.88\n20,2.2\n", 5, "faster than any sprinter"),
     ("distance_m,time_s\n10,1880\n20,2880\n", 4, "slower than a sprint"),  # milliseconds
@@ -327,13 +327,14 @@ def test_file_encodings_and_line_ends(tmp_path):
 # ---- defect 3: absurd fits ---------------------------------------------------------------------
 
 
-def test_a_200_m_race_and_1000_splits_are_refused_before_fitting(tmp_path, capsys, monkeypatch):
-    """Issue: a 200 m race was fitted (exit 1, ± 0.00) and 1,000 splits gave E = 8.3e17 ± 0, exit 0."""
+def test_a_300_m_race_and_1000_splits_are_refused_before_fitting(tmp_path, capsys, monkeypatch):
+    """Issue: a 200 m race was fitted (exit 1, ± 0.00) and 1,000 splits gave E = 8.3e17 ± 0, exit 0.
+    (Races up to 200 m are now for the model, issue #21: test_lengths.py; beyond is refused.)"""
     _no_fit(monkeypatch)
-    d200 = _file(tmp_path, "r200.csv", "# reaction_time_s: 0.15\n# wind: 0\ndistance_m,time_s\n"
-                                      "50,5.60\n100,10.10\n150,14.60\n200,19.30\n")
-    assert _cli(["--csv", d200], monkeypatch) == 2
-    _one_error_line(capsys.readouterr().err, f"{d200}:6:", "beyond 100 m")
+    d300 = _file(tmp_path, "r300.csv", "# reaction_time_s: 0.15\n# wind: 0\ndistance_m,time_s\n"
+                                      "50,5.60\n100,10.10\n150,14.60\n200,19.30\n300,31.00\n")
+    assert _cli(["--csv", d300], monkeypatch) == 2
+    _one_error_line(capsys.readouterr().err, f"{d300}:8:", "beyond 200 m")
     d = np.linspace(0.1, 100, 1000)
     t = np.interp(d, [0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100],
                   [0.146, 1.88, 2.88, 3.78, 4.64, 5.47, 6.29, 7.10, 7.92, 8.74, 9.58])
@@ -501,7 +502,7 @@ def split_files(draw):
         lines[index(tag)] = (tag, sep.join(["-" + d, t_text] if draw(st.booleans()) else [d, "-" + t_text]))
         error_tag = tag
     elif defect == "beyond":
-        far = draw(st.sampled_from([110, 150, 200, 400, 1e6, 1e300]))
+        far = draw(st.sampled_from([210, 250, 300, 400, 1e6, 1e300]))  # beyond MAX_DISTANCE = 200 m
         lines.append(("far", sep.join([f"{far:g}", _num(f"{cs[-1] / 100 + min(far, 1e4) / 10:.2f}", mark)])))
         error_tag = "far"
     elif defect == "ms_times":  # times written in milliseconds
