@@ -227,10 +227,16 @@ def _run(args) -> int:
     write_outputs([(out, writers[out.option]) for out in outputs])
     _print_table(races, res, fhk, tib, fit_until, problems, fc, pops)
     _fv_report.print_table(races, res, fv_pairs, max(18, max(len(r.name) for r in races) + 1))
-    for r, p in zip(races, problems):
+    return exit_code(races, problems, (fhk, tib))
+
+
+def exit_code(items, problems, baselines) -> int:
+    """Print one stderr line per item (race or trace) whose fit is not a valid estimate and one
+    for baselines that did not converge; 1 if there is any, else 0."""
+    for r, p in zip(items, problems):
         if p:
             print(f"jaxbio sprint: {r.name} ({r.path}): not a valid fit: {'; '.join(p.values())}", file=sys.stderr)
-    bad = [f"{r.name} ({b.kind})" for b in (fhk, tib) for i, r in enumerate(races) if not b.converged[i]]
+    bad = [f"{r.name} ({b.kind})" for b in baselines for i, r in enumerate(items) if not b.converged[i]]
     if bad:
         print(f"jaxbio sprint: the fit did not converge for {', '.join(bad)}", file=sys.stderr)
     return 1 if bad or any(problems) else 0

@@ -11,7 +11,7 @@ def run_traces(args, traces, outputs, plot_format, notes) -> int:
     """Fit ``traces``, write ``outputs`` (checked `jaxbio._files.Output`), print the table; the
     exit code (0 valid fits, 1 a fit that is not a valid estimate or a baseline that failed)."""
     from jaxbio._files import write_outputs
-    from jaxbio.sprint._cli import _progress, _write_json
+    from jaxbio.sprint._cli import _progress, _write_json, exit_code
     from jaxbio.sprint.fitting import FREE, fit_problems
     from jaxbio.sprint.trace import SpeedTrace, check_traces, fit_trace_baseline, fit_traces
 
@@ -35,13 +35,7 @@ def run_traces(args, traces, outputs, plot_format, notes) -> int:
                "--plot": lambda f: _plot(f, plot_format, traces, res, fhk, tib)}
     write_outputs([(out, writers[out.option]) for out in outputs])
     _print_table(traces, res, noise, fhk, tib, problems)
-    for tr, p in zip(traces, problems):
-        if p:
-            print(f"jaxbio sprint: {tr.name} ({tr.path}): not a valid fit: {'; '.join(p.values())}", file=sys.stderr)
-    bad = [f"{tr.name} ({b.kind})" for b in (fhk, tib) for i, tr in enumerate(traces) if not b.converged[i]]
-    if bad:
-        print(f"jaxbio sprint: the fit did not converge for {', '.join(bad)}", file=sys.stderr)
-    return 1 if bad or any(problems) else 0
+    return exit_code(traces, problems, (fhk, tib))
 
 
 def _print_table(traces, res, noise, fhk, tib, problems):

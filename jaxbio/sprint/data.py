@@ -126,14 +126,19 @@ class Race:
 
     @property
     def label(self) -> str:
-        """Short description from the header: athlete, race/date, result."""
-        athlete = self.header.get("athlete", self.name).split("(")[0].strip()
-        date = self.header.get("date", "")[:4]
-        return f"{athlete} {date}".strip()
+        """Short description from the header: athlete and year."""
+        return header_label(self.header, self.name)
 
     def until(self, distance: float) -> np.ndarray:
         """Boolean mask ``(n,)`` of the splits at or before ``distance`` m."""
         return self.distances <= distance + 1e-9
+
+
+def header_label(header: dict, name: str) -> str:
+    """``"athlete year"`` from a file's header (the athlete without a bracketed country; ``name``
+    when the header names no athlete): the short label of a race or a trace."""
+    athlete = header.get("athlete", name).split("(")[0].strip()
+    return f"{athlete} {header.get('date', '')[:4]}".strip()
 
 
 def _decode(path: str, data: bytes) -> str:

@@ -45,7 +45,7 @@ from jaxtyping import Array, Float
 
 from jaxbio.simulation import hermite
 from jaxbio.sprint.data import (MAX_SPEED, SprintDataError, SprintDataWarning, _SEPARATORS, _cell, _decode,
-                                _reaction_time_and_wind)
+                                _reaction_time_and_wind, header_label)
 from jaxbio.sprint.model import sprinter_system
 
 COLUMNS = ("time_s", "speed_m_s")
@@ -91,8 +91,8 @@ class Trace:
 
     @property
     def label(self) -> str:
-        athlete = self.header.get("athlete", self.name).split("(")[0].strip()
-        return f"{athlete} {self.header.get('date', '')[:4]}".strip()
+        """Short description from the header: athlete and year."""
+        return header_label(self.header, self.name)
 
     @property
     def since_reaction(self) -> np.ndarray:
