@@ -292,7 +292,7 @@ def fit_problems(res: "FitResult", i: int) -> dict[str, str]:
     it did not."""
     out = {}
     for j, n in enumerate(res.names):
-        if res.fixed is not None and res.fixed[i, j]:
+        if getattr(res, "fixed", None) is not None and res.fixed[i, j]:
             continue  # held at its prior centre by the model choice: not an estimate
         v, s = float(res.values[i, j]), float(res.std[i, j])
         unit = UNITS.get(n, "")
