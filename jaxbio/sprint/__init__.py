@@ -5,7 +5,8 @@ it as a `jaxbio.HamiltonianSystem` from library parts, ``simulate_race`` integra
 ``split_times`` gives the predicted split times, differentiable in every parameter; ``fit`` fits races (many at once, with
 ``jax.vmap``), with Laplace uncertainties and an optional hierarchical prior on the fatigue
 parameters; ``fit_baseline`` fits the classical Furusawa–Hill–Keller and Tibshirani (1997)
-models; ``read_csv`` / ``load_race`` / ``embedded_races`` read split files. The command
+models; ``fit_selected`` (module ``selection``) chooses per race how much freedom the splits support
+(a start offset, Hill's curvature, …) by Laplace evidence, never fitting worse than a baseline; ``read_csv`` / ``load_race`` / ``embedded_races`` read split files. The command
 ``jaxbio sprint`` (``python -m jaxbio.sprint``) fits the embedded races and prints a table.
 """
 
@@ -24,10 +25,11 @@ from jaxbio.sprint.model import (
     sprinter_system,
 )
 from jaxbio.sprint.data import SIGMA_ROUND, Splits
+from jaxbio.sprint.selection import fit_selected
 
 __all__ = [
     "BaselineResult", "DEFAULTS", "FATIGUE", "FREE", "FitResult", "PARAMETERS", "Profile", "Race", "SIGMA_ROUND",
     "Splits", "SprintDataError", "Sprinter", "UNITS", "embedded_names", "embedded_races", "fit",
-    "fit_baseline", "fit_splits", "load_race", "population_prior", "read_csv", "simulate_race",
+    "fit_baseline", "fit_selected", "fit_splits", "load_race", "population_prior", "read_csv", "simulate_race",
     "split_times", "splits_from_races", "sprinter_system",
 ]

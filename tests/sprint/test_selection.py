@@ -52,7 +52,7 @@ def one_split(race, j, dt):
 def synthetic(name, rt_offset=0.0, reaction_time=0.15, wind=0.5, tau=None, **free):
     """10 m splits of a known sprinter (``free`` values, the rest ``DEFAULTS``) whose start is
     ``rt_offset`` s later than the file's ``reaction_time`` says, rounded to 0.01 s."""
-    vals = dict(f0=16.0, vmax=20.0, energy=1000.0, **free)
+    vals = {**dict(f0=16.0, vmax=20.0, energy=1000.0), **free}
     if tau is not None:
         vals["tau"] = tau
     model = sprint.Sprinter(**vals, rt_offset=rt_offset)
