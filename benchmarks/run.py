@@ -51,7 +51,7 @@ SUITES = (
     Suite("muscles", (), ("--frames", "10000")),
     Suite("reactions", (), ("--quick",)),
     Suite("planar_chain", (), ("--quick",)),
-    Suite("sprint", (), ("--n", "100")),
+    Suite("sprint", (), ("--n", "100", "--cold-runs", "1")),
     Suite("sprint_solver", (), ("--n", "100", "--repeats", "1")),
     Suite("rl_env", (), ("--batches", "1", "1000")),
     Suite("learning", (), ("--models", "double_pendulum", "--paths", "default,grid")),

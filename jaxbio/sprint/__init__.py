@@ -5,13 +5,18 @@ it as a `jaxbio.HamiltonianSystem` from library parts, ``simulate_race`` integra
 ``split_times`` gives the predicted split times, differentiable in every parameter; ``fit`` fits races (many at once, with
 ``jax.vmap``), with Laplace uncertainties and an optional hierarchical prior on the fatigue
 parameters; ``fit_baseline`` fits the classical Furusawa–Hill–Keller and Tibshirani (1997)
-models; ``fit_selected`` (module ``selection``) chooses per race how much freedom the splits support
-(a start offset, Hill's curvature, …) by Laplace evidence, never fitting worse than a baseline; ``read_csv`` / ``load_race`` / ``embedded_races`` read split files. The command
+models; ``split_time_profile`` / ``fit_profile`` / ``model_profile`` give the horizontal
+force–velocity profile of sprint science (Samozino et al. 2016) from split times and from the
+fitted sprinter (`jaxbio.sprint.fv_profile`); ``fit_selected`` (module ``selection``) chooses per
+race how much freedom the splits support (a start offset, Hill's curvature, …) by Laplace
+evidence, never fitting worse than a baseline; ``read_csv`` / ``load_race`` / ``embedded_races`` read split files. The command
 ``jaxbio sprint`` (``python -m jaxbio.sprint``) fits the embedded races and prints a table.
 """
 
 from jaxbio.sprint.baselines import BaselineResult, fit_baseline
 from jaxbio.sprint.data import Race, SprintDataError, embedded_names, embedded_races, load_race, read_csv
+from jaxbio.sprint.fv_profile import (ForceVelocityProfile, fit_profile, mean_split_speeds, model_profile,
+                                      split_time_profile)
 from jaxbio.sprint.fitting import FitResult, Profile, fit, fit_splits, population_prior, splits_from_races
 from jaxbio.sprint.model import (
     DEFAULTS,
@@ -28,8 +33,8 @@ from jaxbio.sprint.data import SIGMA_ROUND, Splits
 from jaxbio.sprint.selection import fit_selected
 
 __all__ = [
-    "BaselineResult", "DEFAULTS", "FATIGUE", "FREE", "FitResult", "PARAMETERS", "Profile", "Race", "SIGMA_ROUND",
+    "BaselineResult", "DEFAULTS", "FATIGUE", "FREE", "FitResult", "ForceVelocityProfile", "PARAMETERS", "Profile", "Race", "SIGMA_ROUND",
     "Splits", "SprintDataError", "Sprinter", "UNITS", "embedded_names", "embedded_races", "fit",
-    "fit_baseline", "fit_selected", "fit_splits", "load_race", "population_prior", "read_csv", "simulate_race",
-    "split_times", "splits_from_races", "sprinter_system",
+    "fit_baseline", "fit_profile", "fit_selected", "fit_splits", "load_race", "mean_split_speeds", "model_profile", "population_prior", "read_csv", "simulate_race",
+    "split_time_profile", "split_times", "splits_from_races", "sprinter_system",
 ]

@@ -3,7 +3,8 @@
 With no arguments every embedded race is fitted and a table printed. ``--race NAME`` / ``--csv
 PATH`` (repeatable) choose races; ``--fit-until D`` fits only the splits ≤ D m (with a prior on
 the fatigue parameters learned from the other embedded races) and predicts the rest;
-``--plot FILE.png`` draws speed and fitness against distance; ``--json FILE`` writes the results.
+``--plot FILE.png`` draws split mean speeds with uncertainty bands, split-time residuals, fitness
+and force–velocity profiles; ``--json FILE`` writes the results.
 ``add_parser(subparsers)`` registers the subcommand on the ``jaxbio`` command line.
 
 Exit codes:
@@ -50,7 +51,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "free text = unknown), then distance_m,time_s (or ';'-separated with decimal commas) (repeatable)")
     p.add_argument("--fit-until", type=float, metavar="D",
                    help="fit only splits at or before D m and predict the rest (hierarchical prior on fatigue)")
-    p.add_argument("--plot", metavar="FILE.png", help="plot speed and fitness against distance (format from the "
+    p.add_argument("--plot", metavar="FILE.png", help="plot split mean speeds (model vs measured, 90%% Laplace bands), split-time residuals, fitness "
+                   "and force-velocity profiles (format from the "
                    "extension: png, pdf, svg, ...; replaced atomically, never an input file)")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON (an object for one race, else a list; "
                    "replaced atomically, never an input file)")
@@ -200,12 +202,17 @@ def _run(args) -> int:
     finally:
         bar.close()
     problems = [fit_problems(res, i) for i in range(len(races))]
-    records = [_record(i, r, res, fhk, tib, fit_until, problems[i]) for i, r in enumerate(races)]
+    from jaxbio.sprint import _fv_report
+
+    fv_pairs = _fv_report.profiles(races, res, fhk)  # force-velocity profiles: model and split times
+    records = [{**_record(i, r, res, fhk, tib, fit_until, problems[i]), **_fv_report.record(res, i, fv_pairs[i])}
+               for i, r in enumerate(races)]
     # files before the table: a closed stdout (``| head``) must not cost the files
     writers = {"--json": lambda f: _write_json(f, records[0] if len(records) == 1 else records),
-               "--plot": lambda f: _plot(f, plot_format, races, res, fhk, tib, fit_until)}
+               "--plot": lambda f: _plot(f, plot_format, races, res, fhk, tib, fit_until, fv_pairs)}
     write_outputs([(out, writers[out.option]) for out in outputs])
     _print_table(races, res, fhk, tib, fit_until, problems)
+    _fv_report.print_table(races, res, fv_pairs, max(18, max(len(r.name) for r in races) + 1))
     for r, p in zip(races, problems):
         if p:
             print(f"jaxbio sprint: {r.name} ({r.path}): not a valid fit: {'; '.join(p.values())}", file=sys.stderr)
@@ -367,43 +374,10 @@ def _record(i, race, res, fhk, tib, fit_until, problems=None):
     return rec
 
 
-def _plot(f, fmt, races, res, fhk, tib, fit_until):
-    """Draw speed and fitness against distance into the binary file ``f`` as ``fmt`` (png, pdf, …)."""
-    import matplotlib
+def _plot(f, fmt, races, res, fhk, tib, fit_until, fv_pairs=None):
+    """Draw the figure of `jaxbio.sprint.plots` (speed as split means with Laplace bands, split-time
+    residuals of the model and both baselines, fitness, force–velocity profiles) into the binary
+    file ``f`` as ``fmt`` (png, pdf, …)."""
+    from jaxbio.sprint.plots import write_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from jaxbio.sprint.baselines import speed_profile
-
-    fig, (ax_v, ax_f) = plt.subplots(2, 1, figsize=(9, 7.5), sharex=True, gridspec_kw={"height_ratios": [3, 1.4]})
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for i, r in enumerate(races):
-        c = colors[i % len(colors)]
-        p = res.profile_of(i)
-        ax_v.plot(p.x, p.v, color=c, lw=1.8, label=f"{r.name}: model (RMSE {res.rmse[i]:.4f} s)")
-        d = np.concatenate([[0.0], r.distances])
-        t = np.concatenate([[r.reaction_time], r.times])
-        mid, vbar = 0.5 * (d[1:] + d[:-1]), np.diff(d) / np.diff(t)
-        ax_v.plot(mid, vbar, "o", color=c, ms=5, mfc="white", label=f"{r.name}: measured (mean over each split)")
-        if len(races) <= 2:
-            for b, ls in ((fhk, "--"), (tib, ":")):
-                _, vb = speed_profile(b.kind, b.theta[i], p.x[1:], r.reaction_time)
-                ax_v.plot(p.x[1:], vb, ls, color=c, lw=1, label=f"{r.name}: {b.kind} (RMSE {b.rmse[i]:.4f} s)")
-        ax_f.plot(p.x, p.fitness, color=c, lw=1.8)
-    if fit_until is not None:
-        for ax in (ax_v, ax_f):
-            ax.axvline(fit_until, color="k", lw=0.8, ls="--")
-        ax_v.text(fit_until, ax_v.get_ylim()[0], f" fitted ≤ {fit_until:g} m", va="bottom", fontsize=8)
-    ax_v.set_ylabel("speed [m/s]")
-    ax_v.set_ylim(bottom=0)
-    ax_v.grid(alpha=0.3)
-    ax_v.legend(fontsize=7, loc="lower right")
-    ax_v.set_title("100 m: speed against distance, measured and fitted (seed 000 sprinter)")
-    ax_f.set_ylabel("fitness f(e)")
-    ax_f.set_xlabel("distance [m]")
-    ax_f.grid(alpha=0.3)
-    fig.tight_layout()
-    try:
-        fig.savefig(f, format=fmt, dpi=120)
-    finally:
-        plt.close(fig)
+    write_figure(f, fmt, races, res, fhk, tib, fit_until, fv_pairs=fv_pairs)

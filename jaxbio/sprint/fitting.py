@@ -107,7 +107,10 @@ def _profile(base, theta, sp, run, *, names, n_grid, fitness=None):
     acc = jax.vmap(lambda t, y: system.vector_field(t, y)["p"][0])(traj.ts, {"q": traj.q, "p": traj.p, "f": traj.f})
     v = hermite(traj.ts, traj.qd[:, 0], acc / model.mass, s)
     f = jnp.interp(s, traj.ts, system.fitness.value(traj.f[:, 0]))
-    return dict(x=x, t=s + sp.reaction_time + model.rt_offset, v=v, f=f)
+    # the run itself (s since the reaction, speed, acceleration at the solver's steps): the
+    # force–velocity profile of fv_profile.fit_profile is computed from it
+    return dict(x=x, t=s + sp.reaction_time + model.rt_offset, v=v, f=f, run_s=traj.ts, run_v=traj.qd[:, 0],
+                run_a=acc / model.mass)
 
 
 def _fit_core_impl(base, splits, starts, mu, sqrt_prec, fitness=None, *, names, n_steps, max_steps, n_grid,
@@ -193,7 +196,9 @@ class FitResult(eqx.Module):
     ``steps`` ``(B,)`` LM steps; ``predicted`` ``(B, L)`` split times [s]
     at ``splits.distances``; ``rmse`` ``(B,)`` s over the fitted splits; ``model`` the base
     ``Sprinter`` (fixed parameters); ``splits`` the data; ``profile`` dict of ``(B, n_grid)``
-    arrays: ``x`` m (0 to the last split), ``t`` s from the gun, ``v`` m/s, ``f`` fitness;
+    arrays: ``x`` m (0 to the last split), ``t`` s from the gun, ``v`` m/s, ``f`` fitness; and
+    ``(B, n_steps + 1)`` arrays of the simulated run at the solver's steps: ``run_s`` s since the
+    reaction, ``run_v`` m/s, ``run_a`` m/s² (`fv_profile.fit_profile`);
     ``hessian`` ``(B, k, k)`` the Gauss–Newton Hessian ``JᵀJ`` of the scaled residuals (prior rows
     included) at the optimum; ``prior`` ``(mu (B, k), sqrt_prec (B, k, k))`` the Gaussian prior
     fitted with (zero precision: none). Set by the model choice (`jaxbio.sprint.selection`), else ``None``:

@@ -1,0 +1,221 @@
+"""Figures of ``jaxbio sprint --plot``, and the numbers drawn in them.
+
+`predictive_samples` propagates the Laplace uncertainty of a fit (``FitResult.cov_log``) to the
+split times, the speed and the fitness by sampling the log-parameters from their Gaussian and
+simulating each sample (one vmapped, jitted call; the fit's own residual and profile code);
+`band` turns samples into a central interval. `race_figure` draws, for every race:
+
+- speed against distance: the model's *mean speed over each split* (from its predicted split
+  times, with the band) next to the measured split means (`fv_profile.mean_split_speeds` for
+  both), and the model's instantaneous speed as a thin line — an instantaneous speed is not a
+  split mean, and over the first 10 m the two differ by metres per second;
+- split-time residuals (predicted − measured) of the model and both baselines, one panel per race;
+- fitness against distance with its band;
+- the horizontal force–velocity profiles (`fv_profile`): the samples ``F_H(v)`` and the fitted
+  lines of the model's run and of the split-times method.
+
+matplotlib is imported only when drawing.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxbio.sprint import fv_profile as fv
+
+#: samples of the parameters per race for the bands, and the central probability of a band
+N_SAMPLES = 200
+LEVEL = 0.9
+
+
+def _simulate_samples_impl(base, splits, thetas, *, names, n_steps, n_grid):
+    from jaxbio.sprint.fitting import _profile, _residuals
+
+    k = len(names)
+
+    def one(theta, sp):
+        _, aux = _residuals(theta, (base, sp, jnp.zeros(k, theta.dtype), jnp.zeros((k, k), theta.dtype)),
+                            names=names, n_steps=n_steps)
+        prof = _profile(base, theta, sp, aux, names=names, n_grid=n_grid)
+        return aux["pred"], prof["v"], prof["f"]
+
+    per_race = jax.vmap(one, in_axes=(0, None))  # samples of one race
+    return jax.vmap(per_race)(thetas, splits)
+
+
+_STATIC = ("names", "n_steps", "n_grid")
+_simulate_samples = jax.jit(_simulate_samples_impl, static_argnames=_STATIC)
+_simulate_samples_quick = None  # built on first use: fitting.QUICK_COMPILE (compile time dominates here)
+
+
+def _run_samples(*args, **kw):
+    global _simulate_samples_quick
+    from jaxbio.sprint.fitting import QUICK_COMPILE, quick_or_default
+
+    if _simulate_samples_quick is None:
+        _simulate_samples_quick = jax.jit(_simulate_samples_impl, static_argnames=_STATIC, compiler_options=QUICK_COMPILE)
+    return quick_or_default(_simulate_samples_quick, _simulate_samples, True, *args, **kw)
+
+
+def predictive_samples(res, n_samples: int = N_SAMPLES, seed: int = 0, *, n_grid: int | None = None) -> dict:
+    """Split times, speed and fitness of ``n_samples`` parameter draws per race of ``res`` (a
+    `jaxbio.sprint.FitResult`, B races), the log-parameters drawn from ``N(theta, cov_log)``.
+
+    Returns numpy arrays: ``theta`` ``(B, S, k)``; ``predicted`` ``(B, S, L)`` split times [s]
+    from the gun at ``res.splits.distances``; ``v`` ``(B, S, n)`` m/s and ``f`` ``(B, S, n)``
+    fitness at ``res.profile["x"]`` (``n = n_grid``, default the profile's). A race whose
+    covariance is not finite gets NaN. ``ValueError`` for ``n_samples < 2``.
+    """
+    from jaxbio.sprint.fitting import N_STEPS
+
+    if int(n_samples) < 2:
+        raise ValueError(f"n_samples must be ≥ 2, got {n_samples}")
+    theta = np.asarray(res.theta, dtype=float)
+    cov = np.asarray(res.cov_log, dtype=float)
+    B, k = theta.shape
+    ok = np.all(np.isfinite(cov), axis=(1, 2)) & np.all(np.isfinite(theta), axis=1)
+    rng = np.random.default_rng(seed)
+    z = rng.standard_normal((B, int(n_samples), k))
+    draws = np.repeat(theta[:, None], n_samples, axis=1)
+    for b in np.flatnonzero(ok):
+        w, V = np.linalg.eigh(0.5 * (cov[b] + cov[b].T))
+        root = V * np.sqrt(np.clip(w, 0.0, None))  # cov = root rootᵀ, flat directions dropped
+        draws[b] = theta[b] + z[b] @ root.T
+    n_grid = res.profile["x"].shape[-1] if n_grid is None else int(n_grid)
+    pred, v, f = _run_samples(res.model, res.splits, jnp.asarray(draws), names=tuple(res.names), n_steps=N_STEPS,
+                                   n_grid=n_grid)
+    out = {"theta": draws, "predicted": np.array(pred), "v": np.array(v), "f": np.array(f)}
+    for key in ("predicted", "v", "f"):
+        out[key][~ok] = np.nan
+    return out
+
+
+def band(samples, level: float = LEVEL, axis: int = 1):
+    """``(low, high)``: the central ``level`` interval of ``samples`` along ``axis`` (quantiles)."""
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    q = np.quantile(np.asarray(samples, dtype=float), [(1 - level) / 2, (1 + level) / 2], axis=axis)
+    return q[0], q[1]
+
+
+def split_speed_samples(races, predicted) -> list[np.ndarray]:
+    """Per race ``(S, n)``: the mean speed over each split [m/s] of each sample's predicted split
+    times (``predicted`` ``(B, S, L)``, `predictive_samples`)."""
+    out = []
+    for i, r in enumerate(races):
+        out.append(np.stack([fv.mean_split_speeds(r.distances, t[: r.n], r.reaction_time)[1] for t in predicted[i]]))
+    return out
+
+
+def race_figure(races, res, fhk, tib, fit_until=None, samples=None, fv_pairs=None):
+    """The figure of the module docstring (a matplotlib ``Figure``; the caller saves and closes
+    it). ``samples``: `predictive_samples` of ``res`` (None: no bands); ``fv_pairs``: per race
+    ``(model, splits)`` `fv_profile.ForceVelocityProfile` (None: computed here)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    R = len(races)
+    if fv_pairs is None:
+        from jaxbio.sprint._fv_report import profiles
+
+        fv_pairs = profiles(races, res, fhk)
+    fig = plt.figure(figsize=(max(12.0, 2.6 * R), 12.5))
+    gs = fig.add_gridspec(3, 2 * R, height_ratios=[3.0, 1.9, 1.6])
+    ax_v = fig.add_subplot(gs[0, :])
+    ax_f = fig.add_subplot(gs[1, :R])
+    ax_fv = fig.add_subplot(gs[1, R:])
+    ax_r = [fig.add_subplot(gs[2, 2 * i: 2 * i + 2]) for i in range(R)]
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    speeds = split_speed_samples(races, samples["predicted"]) if samples is not None else None
+    pct = f"{100 * LEVEL:g} %"
+    for i, r in enumerate(races):
+        c = colors[i % len(colors)]
+        p = res.profile_of(i)
+        d = np.concatenate([[0.0], r.distances])
+        mid, measured = fv.mean_split_speeds(r.distances, r.times, r.reaction_time)
+        _, model = fv.mean_split_speeds(r.distances, res.predicted[i, : r.n], r.reaction_time)
+        ax_v.plot(p.x, p.v, color=c, lw=0.8, alpha=0.45)
+        ax_v.stairs(model, d, baseline=None, color=c, lw=1.8, label=f"{r.name}: model, mean over each split (RMSE {res.rmse[i]:.4f} s)")
+        ax_v.plot(mid, measured, "o", color=c, ms=5, mfc="white", label=f"{r.name}: measured, mean over each split")
+        if speeds is not None and np.all(np.isfinite(speeds[i])):
+            lo, hi = band(speeds[i], axis=0)
+            ax_v.stairs(hi, d, baseline=lo, fill=True, color=c, alpha=0.2)
+            flo, fhi = band(samples["f"][i], axis=0)
+            ax_f.fill_between(p.x, flo, fhi, color=c, alpha=0.2, lw=0)
+        ax_f.plot(p.x, p.fitness, color=c, lw=1.8, label=r.name)
+        # force-velocity: the regression data and lines of both methods
+        m_prof, s_prof = fv_pairs[i]
+        run = res.profile
+        sm, vm, am = fv.run_motion(run["run_s"][i], run["run_v"][i], run["run_a"][i])
+        ax_fv.plot(vm, fv.horizontal_force(vm, am, wind=r.wind), color=c, lw=1.4)
+        if s_prof is not None:
+            ss, vs, as_ = fv.split_time_motion(*fhk.values[i])
+            ax_fv.plot(vs, fv.horizontal_force(vs, as_, wind=r.wind), color=c, lw=1.0, ls="--")
+        for prof, ls in ((m_prof, "-"), (s_prof, "--")):
+            if prof is not None:
+                ax_fv.plot([0.0, prof.v0], [prof.f0, 0.0], color=c, lw=0.7, ls=ls, alpha=0.6)
+        # split-time residuals: model and both baselines
+        ax = ax_r[i]
+        fitted = r.until(fit_until) if fit_until is not None else np.ones(r.n, bool)
+        for pred, label, mk, ls in ((res.predicted[i, : r.n], "model", "o", "-"), (fhk.predicted[i, : r.n], "FHK", "s", "--"),
+                                    (tib.predicted[i, : r.n], "Tibshirani", "^", ":")):
+            e = 1e3 * (pred - r.times)
+            ax.plot(r.distances, e, ls, color="0.4" if label != "model" else c, lw=1, label=label)
+            ax.plot(r.distances[fitted], e[fitted], mk, color="0.4" if label != "model" else c, ms=4)
+            ax.plot(r.distances[~fitted], e[~fitted], mk, color="0.4" if label != "model" else c, ms=4, mfc="white")
+        if samples is not None and np.all(np.isfinite(samples["predicted"][i])):
+            lo, hi = band(1e3 * (samples["predicted"][i][:, : r.n] - r.times), axis=0)
+            ax.fill_between(r.distances, lo, hi, color=c, alpha=0.2, lw=0)
+        ax.axhspan(-5, 5, color="0.9", zorder=0)
+        ax.axhline(0, color="k", lw=0.6)
+        ax.set_title(r.label or r.name, fontsize=8)
+        ax.set_xlabel("distance [m]", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    ax_r[0].set_ylabel("predicted − measured\nsplit time [ms] (grey: ±5 ms,\nthe 0.01 s rounding)", fontsize=8)
+    ax_r[0].legend(fontsize=6, loc="best")
+    if fit_until is not None:
+        for ax in [ax_v, ax_f] + ax_r:
+            ax.axvline(fit_until, color="k", lw=0.8, ls="--")
+        ax_v.text(fit_until, 0.3, f" fitted ≤ {fit_until:g} m", va="bottom", fontsize=8)
+    band_note = f"; shaded: {pct} Laplace band" if samples is not None else ""
+    ax_v.set_title("100 m: mean speed over each split, measured (o) and model (steps); thin line: model's "
+                   f"instantaneous speed{band_note}", fontsize=9)
+    ax_v.set_ylabel("speed [m/s]")
+    ax_v.set_xlabel("distance [m]")
+    ax_v.set_ylim(bottom=0)
+    ax_v.grid(alpha=0.3)
+    ax_v.legend(fontsize=6.5, loc="lower right", ncol=2 if R > 2 else 1)
+    ax_f.set_title(f"model fitness f(e) against distance{band_note}", fontsize=9)
+    ax_f.set_xlabel("distance [m]")
+    ax_f.set_ylabel("fitness")
+    ax_f.set_ylim(0, 1.05)
+    ax_f.grid(alpha=0.3)
+    ax_f.legend(fontsize=6.5, loc="lower left")
+    ax_fv.set_title("horizontal force–velocity (Samozino et al. 2016, per kg):\nmodel run (solid), "
+                    "split-times method (dashed), fitted lines (thin)", fontsize=9)
+    ax_fv.set_xlabel("speed [m/s]")
+    ax_fv.set_ylabel("F_H / m [N/kg]")
+    ax_fv.set_xlim(left=0)
+    ax_fv.set_ylim(bottom=0)
+    ax_fv.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def write_figure(f, fmt, races, res, fhk, tib, fit_until=None, *, n_samples: int = N_SAMPLES, fv_pairs=None) -> None:
+    """`race_figure` with `predictive_samples` bands, saved to the binary file ``f`` as ``fmt``."""
+    import matplotlib.pyplot as plt
+
+    samples = predictive_samples(res, n_samples) if n_samples else None
+    fig = race_figure(races, res, fhk, tib, fit_until, samples, fv_pairs)
+    try:
+        fig.savefig(f, format=fmt, dpi=110)
+    finally:
+        plt.close(fig)
