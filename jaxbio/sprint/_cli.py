@@ -163,7 +163,7 @@ def _run(args) -> int:
     from jaxbio.sprint.baselines import fit_baseline
     from jaxbio.sprint.data import embedded_races
     from jaxbio.sprint.fitting import FREE, check_enough_splits, fit, fit_problems, splits_from_races
-    from jaxbio.sprint.selection import fit_selected
+    from jaxbio.sprint.selection import base_fit, fit_selected
 
     fit_until = args.fit_until
     n_prior = 1 if fit_until is not None else 0  # the fatigue parameter gets a prior
@@ -188,7 +188,7 @@ def _run(args) -> int:
                 res = fit(races, fit_until=fit_until, prior="population", reference=reference, reference_fit=ref_fit)
             else:
                 bar.set_description("fitting the sprinter model")
-                res = fit(races)
+                res = base_fit(races)  # fit(races), in the compiled function the model choice reuses
             bar.update()
             bar.set_description("fitting Furusawa-Hill-Keller and Tibshirani")
             fhk, tib = job.result()

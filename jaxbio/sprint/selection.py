@@ -42,7 +42,7 @@ import jax
 import numpy as np
 
 from jaxbio.sprint.data import SIGMA_ROUND, Race
-from jaxbio.sprint.fitting import FitResult, fit, fit_problems, flat_parameters, value_std
+from jaxbio.sprint.fitting import START_FACTORS, FitResult, fit, fit_problems, flat_parameters, value_std
 from jaxbio.sprint.model import FREE, Sprinter
 
 #: parameters the choice may free on top of ``FREE``
@@ -64,8 +64,15 @@ FIXED_SD = 1e-5
 #: the embedded races, and Hill's curvature converges slowly along a valley with f0 and vmax)
 CANDIDATES = ((), ("rt_offset",))
 
+#: the names of the base fit (``base_fit``) and of the ``CANDIDATES`` fit: the base model holds the
+#: extras by a tight prior, so both calls run one compiled function (same names, shapes, starts)
+FIRST_NAMES = FREE + tuple(n for n in EXTRAS if any(n in c for c in CANDIDATES))
+
 #: the models added for a race whose chosen model fits worse than a baseline
 ESCALATION = (("tau",), ("hill_ratio",), ("rt_offset", "hill_ratio"), ("rt_offset", "tau", "hill_ratio"))
+
+#: offset [s] of the start offset in the candidates' further starts (``_fit_candidates``)
+START_OFFSET = 0.04
 
 #: log evidence [nats] each freed parameter must add: Kass & Raftery (1995)'s "positive" evidence
 #: (Bayes factor > e, 2 ln K > 2); below it the simpler model is kept
@@ -116,6 +123,30 @@ def effective_parameters(hess, sqrt_prec) -> np.ndarray:
     return np.einsum("bij,bji->b", hess - P, np.linalg.pinv(hess, hermitian=True))
 
 
+def base_fit(races: list[Race], *, fit_until: float | None = None, model: Sprinter | None = None, prior=None,
+             **kw) -> FitResult:
+    """The base model (``FREE`` fitted, the rest held) as `fitting.fit` over ``FIRST_NAMES`` with
+    the extras held by a tight prior (``FIXED_SD``): the same values as ``fit(races)`` to ~1e-9
+    and the compiled function ``fit_selected``'s candidates reuse. ``prior``: ``None`` or
+    ``(mu, sqrt_prec)`` on ``FREE`` (as ``fit_selected``'s); ``**kw``: `fitting.fit`'s."""
+    model = Sprinter() if model is None else model
+    R, nf = len(races), len(FREE)
+    mu_f, sp_f = _free_prior(prior, R)
+    mu, sp = _with_free_prior(*candidate_prior(model, ((),), FIRST_NAMES), mu_f, sp_f)
+    return fit(races, fit_until=fit_until, model=model, names=FIRST_NAMES, prior=(mu[:, 0], sp[:, 0]), **kw)
+
+
+def _free_prior(prior, R):
+    """``(mu (R, 3), sqrt_prec (R, 3, 3))`` on ``FREE`` from ``None`` or a prior whose first
+    coordinates are ``FREE``'s."""
+    nf = len(FREE)
+    if prior is None:
+        return np.zeros((R, nf)), np.zeros((R, nf, nf))
+    mu = np.broadcast_to(np.asarray(prior[0], dtype=float)[..., :nf], (R, nf))
+    sp = np.broadcast_to(np.asarray(prior[1], dtype=float)[..., :nf, :nf], (R, nf, nf))
+    return mu, sp
+
+
 def fit_selected(races: list[Race], *, fit_until: float | None = None, model: Sprinter | None = None, prior=None,
                  baselines=None, base: FitResult | None = None, **kw) -> FitResult:
     """Fit every race with the candidate models and keep, per race, the one ``select`` chooses.
@@ -139,17 +170,15 @@ def fit_selected(races: list[Race], *, fit_until: float | None = None, model: Sp
     model = Sprinter() if model is None else model
     R, nf = len(races), len(FREE)
     if base is None:
-        base = fit(races, fit_until=fit_until, model=model, prior=prior, **kw)
+        base = base_fit(races, fit_until=fit_until, model=model, prior=prior, **kw)
     elif prior is None and base.prior is not None:
         prior = base.prior
-    mu_f = np.zeros((R, nf)) if prior is None else np.broadcast_to(np.asarray(prior[0], dtype=float)[..., :nf], (R, nf))
-    sp_f = (np.zeros((R, nf, nf)) if prior is None
-            else np.broadcast_to(np.asarray(prior[1], dtype=float)[..., :nf, :nf], (R, nf, nf)))
+    mu_f, sp_f = _free_prior(prior, R)
     theta0 = np.asarray(base.theta)[:R, :nf]
     mu0, sp0 = _with_free_prior(*candidate_prior(model, ((),), NAMES), mu_f, sp_f)
     first = _embed(base, mu0[:, 0], sp0[:, 0])
     more = _fit_candidates(races, CANDIDATES[1:], theta0, mu_f, sp_f, model, fit_until, kw,
-                           length=first.predicted.shape[1])
+                           length=first.predicted.shape[1], n_starts=len(START_FACTORS))
     bound = None if baselines is None else np.min(np.stack([np.asarray(b, dtype=float)[:R] for b in baselines]), 0)
     res = select(_stack([first] + more), CANDIDATES, bound)
     worse = [i for i in range(R) if res.selection[i]["beats_baselines"] is False]
@@ -174,18 +203,24 @@ def _with_free_prior(mu, sp, mu_f, sp_f):
     return mu, sp
 
 
-def _fit_candidates(races, candidates, theta0, mu_f, sp_f, model, fit_until, kw, length=None) -> list[FitResult]:
+def _fit_candidates(races, candidates, theta0, mu_f, sp_f, model, fit_until, kw, length=None,
+                    n_starts: int = 1) -> list[FitResult]:
     """One vmapped fit of every race × candidate (over ``FREE`` and the extras these candidates
-    free) from the base optimum ``theta0`` ``(R, 3)``; a list of ``C`` ``FitResult`` over
-    ``NAMES``, one per candidate, ``R`` rows each."""
+    free) from the base optimum ``theta0`` ``(R, 3)`` (``n_starts`` > 1: also from
+    ``START_FACTORS``' offsets of it, a start offset of ±``START_OFFSET``); a list of ``C``
+    ``FitResult`` over ``NAMES``, one per candidate, ``R`` rows each."""
     R, C, nf = len(races), len(candidates), len(FREE)
     names = FREE + tuple(n for n in EXTRAS if any(n in c for c in candidates))
     k = len(names)
     mu, sp = _with_free_prior(*candidate_prior(model, candidates, names), mu_f, sp_f)
-    starts = mu.copy()
-    starts[:, :, :nf] = theta0[:, None]
+    starts = np.repeat(mu[:, :, None], n_starts, axis=2)  # (R, C, S, k)
+    starts[..., :nf] = theta0[:, None, None]
+    for j in range(1, n_starts):
+        starts[:, :, j, :nf] += np.log(START_FACTORS[j])
+        if "rt_offset" in names:
+            starts[:, :, j, names.index("rt_offset")] += START_OFFSET * (-1) ** j
     rows = [r for r in races for _ in range(C)]
-    res = fit(rows, fit_until=fit_until, model=model, names=names, starts=starts.reshape(R * C, 1, k),
+    res = fit(rows, fit_until=fit_until, model=model, names=names, starts=starts.reshape(R * C, n_starts, k),
               prior=(mu.reshape(R * C, k), sp.reshape(R * C, k, k)), **kw)
     mu_all, sp_all = _with_free_prior(*candidate_prior(model, candidates, NAMES), mu_f, sp_f)
     out = []
