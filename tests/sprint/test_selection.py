@@ -233,3 +233,18 @@ def test_never_worse_than_the_baselines_on_every_noisy_variant():
     names = [r.name for r in races]
     assert res.selection[names.index("late")]["freed"] == ["rt_offset"]
     assert res.selection[names.index("early")]["freed"] == ["rt_offset"]
+
+
+def test_base_fit_equals_fit():
+    """``base_fit`` holds the start offset by a tight prior: the same optimum as ``fit`` (FREE
+    only); where nothing is freed, ``fit_selected`` reports ``fit``'s values and Laplace std."""
+    race = [RACES["powell_2007_osaka_final"]]
+    a, b = fit(race), selection.base_fit(race)
+    assert b.names == selection.FIRST_NAMES
+    np.testing.assert_allclose(b.theta[0, :3], a.theta[0], atol=1e-6)
+    assert abs(b.values[0, 3]) < 1e-7 and b.rmse[0] == pytest.approx(a.rmse[0], abs=1e-8)
+    s = selection.fit_selected(race, base=b)
+    assert s.selection[0]["freed"] == [] and s.selection[0]["beats_baselines"] is None
+    np.testing.assert_allclose(s.values[0, :3], a.values[0], rtol=1e-6)
+    np.testing.assert_allclose(s.std[0, :3], a.std[0], rtol=1e-4)
+    assert np.all(np.isnan(s.std[0, 3:]))
