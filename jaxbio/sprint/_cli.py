@@ -312,6 +312,9 @@ def _selection_notes(races, res):
         return []
     from jaxbio.sprint.model import UNITS
 
+    labels = [r.label for r in races]  # by label, so that a table row is the only line starting with a race's name
+    if len(set(labels)) < len(labels):
+        labels = [r.name for r in races]
     out = ["freed: parameters fitted besides F0/m, v_max, E, each with a prior (RT: offset added to the file's "
            "reaction time, N(0, 0.05 s); a/F0: Hill's curvature, log-normal around 0.25), chosen per race by "
            "Laplace evidence and never fitting worse than a baseline"]
@@ -324,7 +327,7 @@ def _selection_notes(races, res):
                          for n in sel["freed"])
         ev = next(c["log_evidence"] for c in sel["candidates"] if c["freed"] == sel["freed"])
         base = sel["candidates"][0]["rmse_s"]
-        out.append(f"  {r.name}: {vals or 'nothing freed'} ({sel['reason']}; log evidence {ev:+.1f} over the base "
+        out.append(f"  {labels[i]}: {vals or 'nothing freed'} ({sel['reason']}; log evidence {ev:+.1f} over the base "
                    f"model, RMSE {base:.4f} -> {res.rmse[i]:.4f} s)")
     return out if len(out) > 1 else []
 
