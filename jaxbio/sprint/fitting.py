@@ -449,7 +449,8 @@ def fit(races: list[Race], *, fit_until: float | None = None, model: Sprinter | 
     embedded races), each race's prior leaving out the reference race with the same name
     (``population_prior``); ``reference_fit``: a full fit of ``reference`` already at hand.
     ``fitness=`` (through ``**kw`` to ``fit_splits``): a modified fatigue law, also used for the
-    reference fits. ``starts=`` (through ``**kw``): ``(S, k)``, or ``(R, S, k)`` per race. ``devices=`` (also through ``**kw``): split the races over devices.
+    reference fits. ``starts=`` (through ``**kw``): ``(S, k)``, or ``(R, S, k)`` per race.
+    ``devices=`` (also through ``**kw``): split the races over devices.
     ``SprintDataError`` for too few splits or ``fit_until`` past the last split.
     """
     model = Sprinter() if model is None else model

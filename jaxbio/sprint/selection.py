@@ -26,7 +26,8 @@ Hessian incl. the prior precision ``P``; the flat prior of ``FREE`` is the same 
 and cancels; a parameter held by a tight prior contributes ~0, as if fixed). The noise scale is
 the rounding noise ``SIGMA_ROUND``, inflated by the misfit of the best-fitting candidate
 (``max(1, χ²/dof)``, as for the Laplace std, and as Mallows' Cp takes the noise from the full
-model): a model error that no candidate explains does not count as evidence for freeing more. Then the **guarantee**: when ``baselines`` RMSEs are given and the chosen
+model): a model error that no candidate explains does not count as evidence for freeing more.
+Then the **guarantee**: when ``baselines`` RMSEs are given and the chosen
 model's RMSE exceeds one, the ``ESCALATION`` models are fitted too and the candidate with the
 highest evidence among those at or below every baseline is taken instead; if none is, the
 lowest-RMSE candidate, and the selection says so (``beats_baselines`` False). A candidate that is not a valid estimate
@@ -130,8 +131,7 @@ def base_fit(races: list[Race], *, fit_until: float | None = None, model: Sprint
     and the compiled function ``fit_selected``'s candidates reuse. ``prior``: ``None`` or
     ``(mu, sqrt_prec)`` on ``FREE`` (as ``fit_selected``'s); ``**kw``: `fitting.fit`'s."""
     model = Sprinter() if model is None else model
-    R, nf = len(races), len(FREE)
-    mu_f, sp_f = _free_prior(prior, R)
+    mu_f, sp_f = _free_prior(prior, len(races))
     mu, sp = _with_free_prior(*candidate_prior(model, ((),), FIRST_NAMES), mu_f, sp_f)
     return fit(races, fit_until=fit_until, model=model, names=FIRST_NAMES, prior=(mu[:, 0], sp[:, 0]), **kw)
 
