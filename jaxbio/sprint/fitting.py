@@ -286,8 +286,9 @@ def flat_parameters(cov_log: np.ndarray, rtol: float = FLAT_RTOL) -> np.ndarray:
 #: (a reserve lasting over 200 s at the activation power) means no fatigue is visible in the splits.
 PLAUSIBLE = {"f0": (2.0, 50.0), "vmax": (5.0, 50.0), "energy": (50.0, 2.0e4),
              # the freed start parameters (`selection`): the impulse rises within 0.5 s, the
-             # start the splits imply is within 0.15 s of the file's reaction time
-             "tau": (1e-4, 0.5), "rt_offset": (-0.15, 0.15), "hill_ratio": (0.02, 5.0)}
+             # start the splits imply is within 0.3 s of the file's reaction time (a first split
+             # 0.05 s slow on 20 m splits needs +0.26 s; a reaction time of 0.9 s, −0.75 s)
+             "tau": (1e-4, 0.5), "rt_offset": (-0.3, 0.3), "hill_ratio": (0.02, 5.0)}
 
 
 def fit_problems(res: "FitResult", i: int) -> dict[str, str]:

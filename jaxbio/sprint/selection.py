@@ -75,6 +75,10 @@ ESCALATION = (("tau",), ("hill_ratio",), ("rt_offset", "hill_ratio"), ("rt_offse
 #: offset [s] of the start offset in the candidates' further starts (``_fit_candidates``)
 START_OFFSET = 0.04
 
+#: Levenberg–Marquardt steps of the ``ESCALATION`` fit (at least): Hill's curvature converges slowly,
+#: along a valley with f0 and vmax (up to ~60 steps from the base optimum on the embedded races)
+ESCALATION_MAX_STEPS = 200
+
 #: log evidence [nats] each freed parameter must add: Kass & Raftery (1995)'s "positive" evidence
 #: (Bayes factor > e, 2 ln K > 2); below it the simpler model is kept
 EVIDENCE_MARGIN = 1.0
@@ -184,8 +188,9 @@ def fit_selected(races: list[Race], *, fit_until: float | None = None, model: Sp
     worse = [i for i in range(R) if res.selection[i]["beats_baselines"] is False]
     if worse:  # free more where a baseline still fits better (``ESCALATION``)
         pick = lambda a: np.asarray(a)[worse]  # noqa: E731
+        kw_wide = {**kw, "max_steps": max(kw.get("max_steps", 60), ESCALATION_MAX_STEPS)}
         wider = _fit_candidates([races[i] for i in worse], ESCALATION, theta0[worse], pick(mu_f), pick(sp_f), model,
-                                fit_until, kw, length=first.predicted.shape[1])
+                                fit_until, kw_wide, length=first.predicted.shape[1])
         rows = [_take(r, worse) for r in [first] + more] + wider
         again = select(_stack(rows), CANDIDATES + ESCALATION, bound[worse])
         res = _merge(res, again, worse)
