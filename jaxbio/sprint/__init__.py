@@ -7,7 +7,9 @@ it as a `jaxbio.HamiltonianSystem` from library parts, ``simulate_race`` integra
 parameters; ``fit_baseline`` fits the classical Furusawa–Hill–Keller and Tibshirani (1997)
 models; ``split_time_profile`` / ``fit_profile`` / ``model_profile`` give the horizontal
 force–velocity profile of sprint science (Samozino et al. 2016) from split times and from the
-fitted sprinter (`jaxbio.sprint.fv_profile`); ``read_csv`` / ``load_race`` / ``embedded_races``
+fitted sprinter (`jaxbio.sprint.fv_profile`); ``fit_selected`` (module ``selection``) chooses per
+race how much freedom the splits support (a start offset, Hill's curvature, …) by Laplace
+evidence, never fitting worse than a baseline; ``read_csv`` / ``load_race`` / ``embedded_races``
 read split files (60–200 m); ``read_trace`` and ``fit_traces`` read and fit speed traces
 (radar/laser, `jaxbio.sprint.trace`). The command
 ``jaxbio sprint`` (``python -m jaxbio.sprint``) fits the embedded races and prints a table.
@@ -30,12 +32,13 @@ from jaxbio.sprint.model import (
     sprinter_system,
 )
 from jaxbio.sprint.data import SIGMA_ROUND, Splits
+from jaxbio.sprint.selection import fit_selected
 from jaxbio.sprint.trace import SpeedTrace, Trace, fit_traces, read_trace
 
 __all__ = [
     "BaselineResult", "DEFAULTS", "FATIGUE", "FREE", "FitResult", "ForceVelocityProfile", "PARAMETERS", "Profile", "Race", "SIGMA_ROUND",
     "Splits", "SprintDataError", "Sprinter", "UNITS", "embedded_names", "embedded_races", "fit",
-    "fit_baseline", "fit_profile", "fit_splits", "load_race", "mean_split_speeds", "model_profile", "population_prior", "read_csv", "simulate_race",
+    "fit_baseline", "fit_profile", "fit_selected", "fit_splits", "load_race", "mean_split_speeds", "model_profile", "population_prior", "read_csv", "simulate_race",
     "split_time_profile", "split_times", "splits_from_races", "sprinter_system",
     "SpeedTrace", "Trace", "fit_traces", "read_trace",
 ]

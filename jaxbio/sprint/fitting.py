@@ -23,7 +23,8 @@ from jaxbio.sprint.data import SIGMA_ROUND, Splits
 from jaxbio.sprint.data import Race, SprintDataError
 from jaxbio.sprint.trace import SpeedTrace, speed_residuals
 from jaxbio.simulation import Trajectory, crossing_times, hermite
-from jaxbio.sprint.model import FATIGUE, FREE, PARAMETERS, UNITS, Sprinter, simulate_race, sprinter_system
+from jaxbio.sprint.model import (FATIGUE, FREE, OFFSETS, PARAMETERS, UNITS, Sprinter, simulate_race, sprinter_system,
+                                  to_values)
 
 #: Tsit5 steps of the simulation inside fits (split times within ~1e-5 s of converged)
 N_STEPS = 80
@@ -47,7 +48,7 @@ def default_starts(model: Sprinter, names=FREE, n: int = 4) -> np.ndarray:
     """``(S, k)`` log-parameter starts around ``model``: the model's values times
     ``START_FACTORS`` for ``f0``, ``vmax``, ``energy`` (other names start at the model's value);
     the first ``n``."""
-    base = np.array([float(getattr(model, f"log_{k}")) for k in names])
+    base = np.asarray(model.log_values(tuple(names)), dtype=float)
     out = []
     for fac in START_FACTORS[:n]:
         f = dict(zip(("f0", "vmax", "energy"), fac))
@@ -55,17 +56,47 @@ def default_starts(model: Sprinter, names=FREE, n: int = 4) -> np.ndarray:
     return np.array(out)
 
 
-def _residuals(theta, args, *, names, n_steps, fitness=None):
+#: losses of the split residuals: ``"squared"`` (least squares) or ``"huber"`` (robust to one bad
+#: split, see ``robust_residuals``)
+LOSSES = ("squared", "huber")
+
+#: Huber's threshold on the scaled residual (units of ``SIGMA_ROUND``): a split more than
+#: ``HUBER_THRESHOLD · SIGMA_ROUND`` = 0.009 s off counts linearly, not quadratically. The clean
+#: embedded races have misfits ≤ ~0.015 s (their model RMSE 0.004–0.009 s), a transcription error
+#: 0.02–0.05 s.
+HUBER_THRESHOLD = 3.0
+
+
+def robust_residuals(r, loss: str = "huber", c: float = HUBER_THRESHOLD):
+    """Residuals ``r̃`` with ``½ r̃² = ρ(r)``, so that least squares on ``r̃`` minimises the robust
+    loss ``Σ ρ(r)`` in the same Levenberg–Marquardt (the square-root form of a robust cost, as in
+    bundle adjustment, Triggs et al. 2000 §3.3; scipy's ``least_squares(loss=...)`` rescales the
+    same way). Huber: ``ρ = ½ r²`` for ``|r| ≤ c``, ``c |r| − ½ c²`` beyond: ``r̃ = sign(r)
+    √(2c|r| − c²)``, continuous with a continuous derivative at ``|r| = c``."""
+    if loss == "squared":
+        return r
+    if loss != "huber":
+        raise ValueError(f"unknown loss {loss!r}; known: {LOSSES}")
+    a = jnp.abs(r)
+    big = a > c
+    safe = jnp.where(big, a, c)  # double where: finite gradients on both branches
+    return jnp.where(big, jnp.sign(r) * jnp.sqrt(2.0 * c * safe - c * c), r)
+
+
+def _residuals(theta, args, *, names, n_steps, fitness=None, loss="squared"):
     """Scaled residuals ``(L + k,)`` and, as aux, the predicted splits and the simulated race
     (``ts`` ``(n_steps + 1,)`` s and ``q``, ``p``, ``f``: the solver keeps those of its best
-    point, so the profile needs no second simulation). ``fitness``: `sprinter_system`'s hook."""
+    point, so the profile needs no second simulation). ``fitness``: `sprinter_system`'s hook;
+    ``loss``: ``LOSSES`` (``robust_residuals``)."""
     base, sp, mu, sqrt_prec = args
-    traj = simulate_race(base.with_log(names, theta), sp.duration, sp.wind, n_steps=n_steps, fitness=fitness)
+    model = base.with_log(names, theta)
+    traj = simulate_race(model, sp.duration, sp.wind, n_steps=n_steps, fitness=fitness)
     if isinstance(sp, SpeedTrace):  # the second data kind: speeds at sample times (jaxbio.sprint.trace)
-        pred, r = speed_residuals(base.with_log(names, theta), traj, sp, fitness)
+        pred, r = speed_residuals(model, traj, sp, fitness)
     else:
-        pred = sp.reaction_time + crossing_times(traj, sp.distances)
+        pred = sp.reaction_time + model.rt_offset + crossing_times(traj, sp.distances)
         r = sp.weights * (pred - sp.times) / SIGMA_ROUND
+    r = robust_residuals(r, loss)
     return jnp.concatenate([r, sqrt_prec @ (theta - mu)]), dict(pred=pred, ts=traj.ts, q=traj.q, p=traj.p, f=traj.f)
 
 
@@ -92,14 +123,15 @@ def _profile(base, theta, sp, run, *, names, n_grid, fitness=None):
     f = jnp.interp(s, traj.ts, system.fitness.value(traj.f[:, 0]))
     # the run itself (s since the reaction, speed, acceleration at the solver's steps): the
     # force–velocity profile of fv_profile.fit_profile is computed from it
-    return dict(x=x, t=s + sp.reaction_time, v=v, f=f, run_s=traj.ts, run_v=traj.qd[:, 0], run_a=acc / model.mass)
+    return dict(x=x, t=s + sp.reaction_time + model.rt_offset, v=v, f=f, run_s=traj.ts, run_v=traj.qd[:, 0],
+                run_a=acc / model.mass)
 
 
 def _fit_core_impl(base, splits, starts, mu, sqrt_prec, fitness=None, *, names, n_steps, max_steps, n_grid,
-                   fitness_static=None):
+                   fitness_static=None, loss="squared"):
     # a fitness hook comes as its arrays (traced) and the rest (static, hashable): eqx.partition
     fitness = None if fitness_static is None else eqx.combine(fitness, fitness_static)
-    res = functools.partial(_residuals, names=names, n_steps=n_steps, fitness=fitness)
+    res = functools.partial(_residuals, names=names, n_steps=n_steps, fitness=fitness, loss=loss)
     L = splits.weights.shape[-1]
     k = len(names)
     dtype = starts.dtype
@@ -115,17 +147,17 @@ def _fit_core_impl(base, splits, starts, mu, sqrt_prec, fitness=None, *, names, 
     def finish(r, J, ok, w):
         cov, chi2 = laplace(r, J, jnp.sum(w), k, L)
         # convergence: the solver's criterion, confirmed by the Gauss–Newton decrement
-        return 0.5 * jnp.sum(r * r), ok & converged(r, J), cov, chi2
+        return 0.5 * jnp.sum(r * r), ok & converged(r, J), cov, chi2, J.T @ J
 
-    cost, ok, cov, chi2 = jax.vmap(finish)(r, J, ok, splits.weights)
+    cost, ok, cov, chi2, hess = jax.vmap(finish)(r, J, ok, splits.weights)
     run = {key: aux.pop(key) for key in ("ts", "q", "p", "f")}
     if n_grid:
         prof = functools.partial(_profile, base, names=names, n_grid=n_grid, fitness=fitness)
         aux = {**aux, **jax.vmap(prof)(theta, splits, run)}
-    return theta, cost, ok, steps, cov, chi2, aux
+    return theta, cost, ok, steps, cov, hess, aux
 
 
-_STATIC = ("names", "n_steps", "max_steps", "n_grid", "fitness_static")
+_STATIC = ("names", "n_steps", "max_steps", "n_grid", "fitness_static", "loss")
 
 #: XLA options for small batches on CPU (the CLI's handful of races), where compilation dominates:
 #: XLA's classic CPU emitters at LLVM -O0 compile the fit of 8 races in 1.1 s instead of 6.1 s and
@@ -180,7 +212,13 @@ class FitResult(eqx.Module):
     ``Sprinter`` (fixed parameters); ``splits`` the data; ``profile`` dict of ``(B, n_grid)``
     arrays: ``x`` m (0 to the last split), ``t`` s from the gun, ``v`` m/s, ``f`` fitness; and
     ``(B, n_steps + 1)`` arrays of the simulated run at the solver's steps: ``run_s`` s since the
-    reaction, ``run_v`` m/s, ``run_a`` m/s² (`fv_profile.fit_profile`).
+    reaction, ``run_v`` m/s, ``run_a`` m/s² (`fv_profile.fit_profile`);
+    ``hessian`` ``(B, k, k)`` the Gauss–Newton Hessian ``JᵀJ`` of the scaled residuals (prior rows
+    included) at the optimum; ``prior`` ``(mu (B, k), sqrt_prec (B, k, k))`` the Gaussian prior
+    fitted with (zero precision: none). Set by the model choice (`jaxbio.sprint.selection`), else ``None``:
+    ``fixed`` ``(B, k)`` bool, the parameters held at their prior centre in race ``i`` (their
+    ``std`` NaN; ``fit_problems`` skips them); ``selection`` a list of ``B`` dicts saying what was
+    freed and why (``selection.select``).
     """
 
     names: tuple = eqx.field(static=True)
@@ -195,10 +233,19 @@ class FitResult(eqx.Module):
     model: Sprinter
     splits: Splits
     profile: dict
+    hessian: np.ndarray | None = None
+    prior: tuple | None = None
+    fixed: np.ndarray | None = None
+    selection: list | None = None
 
     @property
     def values(self) -> np.ndarray:
-        return np.exp(self.theta)
+        """``(B, k)`` the parameters in SI units (``model.to_values``)."""
+        return to_values(self.names, self.theta)
+
+    def freed(self, i: int) -> tuple:
+        """The parameters fitted in race ``i`` (all ``names`` unless ``fixed`` says otherwise)."""
+        return tuple(n for j, n in enumerate(self.names) if self.fixed is None or not self.fixed[i, j])
 
     def sprinter(self, i: int) -> Sprinter:
         """The fitted ``Sprinter`` of race ``i``."""
@@ -222,6 +269,15 @@ class FitResult(eqx.Module):
 FLAT_RTOL = 1e-12
 
 
+def value_std(names, theta, cov) -> np.ndarray:
+    """``(B, k)`` standard deviations in SI units of the fits' coordinates ``theta`` ``(B, k)``
+    with covariance ``cov`` ``(B, k, k)``: ``value · std(log)`` (delta method) for a log
+    parameter, ``std`` itself for an offset."""
+    sd = np.sqrt(np.maximum(np.diagonal(np.asarray(cov), axis1=-2, axis2=-1), 0.0))
+    lin = np.array([n in OFFSETS for n in names], dtype=bool)
+    return np.where(lin, 1.0, to_values(names, theta)) * sd
+
+
 def flat_parameters(cov_log: np.ndarray, rtol: float = FLAT_RTOL) -> np.ndarray:
     """``(B, k)`` bool: the parameters with a weight ``> 0.1`` in a direction where the covariance
     ``cov_log`` ``(B, k, k)`` is (numerically) zero or not finite — the splits do not determine
@@ -242,7 +298,11 @@ def flat_parameters(cov_log: np.ndarray, rtol: float = FLAT_RTOL) -> np.ndarray:
 #: N/kg, v_max 18.9–20.5 m/s and E 960–1040 J/kg; the ranges leave room for any runner (v_max is
 #: above the top speed, which is ≥ 5 m/s in any race this model describes), while E > 20 kJ/kg
 #: (a reserve lasting over 200 s at the activation power) means no fatigue is visible in the splits.
-PLAUSIBLE = {"f0": (2.0, 50.0), "vmax": (5.0, 50.0), "energy": (50.0, 2.0e4)}
+PLAUSIBLE = {"f0": (2.0, 50.0), "vmax": (5.0, 50.0), "energy": (50.0, 2.0e4),
+             # the freed start parameters (`selection`): the impulse rises within 0.5 s, the
+             # start the splits imply is within 0.3 s of the file's reaction time (a first split
+             # 0.05 s slow on 20 m splits needs +0.26 s; a reaction time of 0.9 s, −0.75 s)
+             "tau": (1e-4, 0.5), "rt_offset": (-0.3, 0.3), "hill_ratio": (0.02, 5.0)}
 
 
 def fit_problems(res: "FitResult", i: int) -> dict[str, str]:
@@ -252,6 +312,8 @@ def fit_problems(res: "FitResult", i: int) -> dict[str, str]:
     it did not."""
     out = {}
     for j, n in enumerate(res.names):
+        if getattr(res, "fixed", None) is not None and res.fixed[i, j]:
+            continue  # held at its prior centre by the model choice: not an estimate
         v, s = float(res.values[i, j]), float(res.std[i, j])
         unit = UNITS.get(n, "")
         lo, hi = PLAUSIBLE.get(n, (0.0, np.inf))
@@ -272,7 +334,7 @@ def _round_up(n: int, m: int) -> int:
 
 def fit_splits(splits: Splits, *, model: Sprinter | None = None, names=FREE, starts=None, prior=None,
                n_steps: int = N_STEPS, max_steps: int = 60, n_grid: int = 201,
-               quick_compile: bool | None = None, fitness=None, devices=None) -> FitResult:
+               quick_compile: bool | None = None, fitness=None, devices=None, loss: str = "squared") -> FitResult:
     """Fit every race of ``splits`` (B races) in one vmapped, jitted call.
 
     ``splits`` may also be a `jaxbio.sprint.trace.SpeedTrace` (speed traces, the second data kind:
@@ -289,8 +351,13 @@ def fit_splits(splits: Splits, *, model: Sprinter | None = None, names=FREE, sta
     ``devices``: split the races over these devices (e.g. ``jax.devices()``: host CPU devices,
     GPUs; `jaxbio.batch`), each fitting its share, XLA's default compiler options; default: one
     device. Same results as one device (each race's solve is independent of the others).
+    ``loss``: ``"squared"`` (least squares) or ``"huber"`` (robust to a bad split,
+    ``robust_residuals``; compiled separately). ``names`` may include ``"rt_offset"``
+    (``model.OFFSETS``: fitted as it is, not as a log).
     Returns a ``FitResult`` (host numpy).
     """
+    if loss not in LOSSES:
+        raise ValueError(f"fit_splits: unknown loss {loss!r}; known: {LOSSES}")
     model = Sprinter() if model is None else model
     names = tuple(names)
     B, k = splits.weights.shape[0], len(names)
@@ -304,26 +371,29 @@ def fit_splits(splits: Splits, *, model: Sprinter | None = None, names=FREE, sta
     quick = B <= QUICK_COMPILE_MAX_BATCH if quick_compile is None else bool(quick_compile)
     core_args = (model, splits, jnp.asarray(starts), jnp.asarray(mu), jnp.asarray(sp))
     core_kw = dict(names=names, n_steps=n_steps, max_steps=max_steps, n_grid=n_grid)
+    if loss != "squared":
+        core_kw["loss"] = loss
     if fitness is not None:
         arrays, core_kw["fitness_static"] = eqx.partition(fitness, eqx.is_array)
         core_args += (arrays,)
     if devices is not None and len(devices) > 1:
         core = _sharded_core(tuple(devices), len(core_args), **core_kw)
-        theta, cost, ok, steps, cov, chi2, aux = core(*core_args)
+        theta, cost, ok, steps, cov, hess, aux = core(*core_args)
     else:
-        theta, cost, ok, steps, cov, chi2, aux = _run_core(quick, *core_args, **core_kw)
-    theta, cost, ok, steps, cov = map(np.asarray, (theta, cost, ok, steps, cov))
+        theta, cost, ok, steps, cov, hess, aux = _run_core(quick, *core_args, **core_kw)
+    theta, cost, ok, steps, cov, hess = map(np.asarray, (theta, cost, ok, steps, cov, hess))
     aux = jax.tree_util.tree_map(np.asarray, aux)
     pred = aux.pop("pred")
     w = np.asarray(splits.weights)
     observed = splits.speeds if isinstance(splits, SpeedTrace) else splits.times  # m/s for a trace
     rmse = np.sqrt(np.sum(w * (pred - np.asarray(observed)) ** 2, axis=1) / np.maximum(w.sum(1), 1))
-    std = np.exp(theta) * np.sqrt(np.maximum(np.diagonal(cov, axis1=1, axis2=2), 0.0))
+    std = value_std(names, theta, cov)
     flat = flat_parameters(cov)  # a singular Hessian: std 0 there would look like certainty
     std = np.where(flat, np.nan, std)
     ok = ok & ~flat.any(axis=1)
     return FitResult(names=names, theta=theta, std=std, cov_log=cov, cost=cost, converged=ok, steps=steps,
-                     predicted=pred, rmse=rmse, model=model, splits=splits, profile=aux)
+                     predicted=pred, rmse=rmse, model=model, splits=splits, profile=aux, hessian=hess,
+                     prior=(np.asarray(mu, dtype=float), np.asarray(sp, dtype=float)))
 
 
 def splits_from_races(races: list[Race], fit_until: float | None = None, *, pad_batch: int = 8,
@@ -402,7 +472,8 @@ def fit(races: list[Race], *, fit_until: float | None = None, model: Sprinter | 
     reference races, sd 1 %, ``population_prior``); ``reference_fit``: a full fit of
     ``reference`` already at hand.
     ``fitness=`` (through ``**kw`` to ``fit_splits``): a modified fatigue law, also used for the
-    reference fits. ``devices=`` (also through ``**kw``): split the races over devices.
+    reference fits. ``starts=`` (through ``**kw``): ``(S, k)``, or ``(R, S, k)`` per race.
+    ``devices=`` (also through ``**kw``): split the races over devices.
     ``SprintDataError`` for too few splits or ``fit_until`` past the last split.
     """
     model = Sprinter() if model is None else model
@@ -441,6 +512,9 @@ def fit(races: list[Race], *, fit_until: float | None = None, model: Sprinter | 
         sp = np.broadcast_to(sp, (len(races),) + (len(names),) * 2) if np.ndim(sp) < 3 else sp
         pad = B - len(races)
         prior_arrays = (np.concatenate([mu, np.repeat(mu[:1], pad, 0)]), np.concatenate([sp, np.repeat(sp[:1], pad, 0)]))
+    if np.ndim(kw.get("starts")) == 3:  # per-race starts (R, S, k): padded like the races
+        st = np.asarray(kw["starts"], dtype=float)
+        kw["starts"] = np.concatenate([st, np.repeat(st[:1], B - len(races), 0)])
     res = fit_splits(splits, model=model, names=names, prior=prior_arrays, **kw)
     n = len(races)
     cut = lambda a: a[:n]  # noqa: E731
@@ -448,7 +522,8 @@ def fit(races: list[Race], *, fit_until: float | None = None, model: Sprinter | 
                      cost=cut(res.cost), converged=cut(res.converged), steps=cut(res.steps),
                      predicted=cut(res.predicted), rmse=cut(res.rmse), model=res.model,
                      splits=jax.tree_util.tree_map(cut, res.splits),
-                     profile={k: cut(v) for k, v in res.profile.items()})
+                     profile={k: cut(v) for k, v in res.profile.items()}, hessian=cut(res.hessian),
+                     prior=tuple(map(cut, res.prior)))
 
 
 # ---- profiles for tables and plots -----------------------------------------------------------

@@ -57,8 +57,14 @@ PARAMETERS = (
 UNITS = {
     "f0": "N/kg", "vmax": "m/s", "energy": "J/kg", "hill_ratio": "-", "tau": "s",
     "rayleigh": "1/s", "drag": "1/m", "activation_power": "W/kg", "half_saturation": "-",
-    "recovery": "1/s", "mass": "kg",
+    "recovery": "1/s", "mass": "kg", "rt_offset": "s",
 }
+
+#: fitted quantities of any sign, with their defaults: ``rt_offset`` [s] is added to the race
+#: file's reaction time (the start the splits imply may differ from the recorded reaction: a
+#: different timing convention, a transcribed or misread first split). They are ``Sprinter``
+#: fields as they are (not logs), and the fits use them as they are.
+OFFSETS = {"rt_offset": 0.0}
 
 #: default values. f0, vmax and energy (the fitted ones) are typical elite-male values (about the
 #: median of the fits to the embedded races); the others are fixed population constants.
@@ -101,6 +107,23 @@ FREE = ("f0", "vmax", "energy")
 FATIGUE = ("energy", "activation_power", "half_saturation", "recovery")
 
 
+def _field(name: str) -> str:
+    """The ``Sprinter`` field of a fitted quantity: ``log_<name>``, or ``name`` for an offset."""
+    if name in OFFSETS:
+        return name
+    if name not in PARAMETERS:
+        raise ValueError(f"Sprinter: unknown parameter {name!r}; known: {PARAMETERS + tuple(OFFSETS)}")
+    return f"log_{name}"
+
+
+def to_values(names, theta) -> np.ndarray:
+    """SI values ``(..., k)`` of the fits' coordinates ``theta`` ``(..., k)`` of ``names`` (numpy):
+    ``exp`` of the logs, offsets as they are."""
+    theta = np.asarray(theta, dtype=float)
+    lin = np.array([n in OFFSETS for n in names], dtype=bool)
+    return np.where(lin, theta, np.exp(np.where(lin, 0.0, theta)))
+
+
 def _log(x) -> Array:
     return jnp.log(jnp.asarray(x, dtype=float))
 
@@ -111,7 +134,8 @@ class Sprinter(eqx.Module):
     Fields are the natural logarithms of the parameters (``log_f0`` …); the properties of the same
     name without ``log_`` give the positive values in SI units (see ``UNITS``). Construct with
     values: ``Sprinter(f0=15.0, vmax=21.0)`` (unspecified ones take ``DEFAULTS``), or from logs with
-    ``Sprinter.from_log(...)``. A pytree of scalar leaves: ``jax.vmap`` over a batch of sprinters
+    ``Sprinter.from_log(...)``. ``rt_offset`` [s] (default 0, any sign; ``OFFSETS``) is added to
+    the race's reaction time by ``split_times``. A pytree of scalar leaves: ``jax.vmap`` over a batch of sprinters
     by stacking, ``jax.grad`` with respect to the log-parameters.
 
     ``ValueError`` at construction for a non-positive or non-finite value.
@@ -128,11 +152,17 @@ class Sprinter(eqx.Module):
     log_half_saturation: Float[Array, ""]
     log_recovery: Float[Array, ""]
     log_mass: Float[Array, ""]
+    rt_offset: Float[Array, ""]
 
     def __init__(self, **values):
-        unknown = set(values) - set(PARAMETERS)
+        unknown = set(values) - set(PARAMETERS) - set(OFFSETS)
         if unknown:
-            raise ValueError(f"Sprinter: unknown parameter(s) {sorted(unknown)}; known: {PARAMETERS}")
+            raise ValueError(f"Sprinter: unknown parameter(s) {sorted(unknown)}; known: {PARAMETERS + tuple(OFFSETS)}")
+        for name, default in OFFSETS.items():
+            v = values.get(name, default)
+            if not isinstance(v, jax.core.Tracer) and not np.all(np.isfinite(np.asarray(v, dtype=float))):
+                raise ValueError(f"Sprinter: {name} must be finite, got {v!r}")
+            setattr(self, name, jnp.asarray(v, dtype=float))
         for name in PARAMETERS:
             v = values.get(name, DEFAULTS[name])
             if not isinstance(v, jax.core.Tracer):
@@ -153,17 +183,18 @@ class Sprinter(eqx.Module):
         return model
 
     def with_log(self, names: tuple[str, ...], theta: Float[Array, " k"]) -> "Sprinter":
-        """A copy with ``log_<names[i]> = theta[i]`` (the fits' unconstrained vector)."""
-        return eqx.tree_at(lambda m: [getattr(m, f"log_{n}") for n in names], self,
+        """A copy with ``log_<names[i]> = theta[i]`` (the fits' unconstrained vector); an offset
+        (``OFFSETS``, e.g. ``rt_offset``) is set to ``theta[i]`` itself."""
+        return eqx.tree_at(lambda m: [getattr(m, _field(n)) for n in names], self,
                            [theta[i] for i in range(len(names))])
 
     def log_values(self, names: tuple[str, ...] = FREE) -> Float[Array, " k"]:
-        """``(k,)`` natural logs of the named parameters."""
-        return jnp.stack([getattr(self, f"log_{n}") for n in names])
+        """``(k,)`` the fits' coordinates of the named parameters: natural logs, offsets as they are."""
+        return jnp.stack([getattr(self, _field(n)) for n in names])
 
     def value(self, name: str) -> Array:
-        """Positive value of parameter ``name`` in SI units (``UNITS[name]``)."""
-        return jnp.exp(getattr(self, f"log_{name}"))
+        """Value of parameter ``name`` in SI units (``UNITS[name]``)."""
+        return getattr(self, name) if name in OFFSETS else jnp.exp(getattr(self, f"log_{name}"))
 
     f0 = property(lambda self: jnp.exp(self.log_f0), doc="F⁰/m, N/kg")
     vmax = property(lambda self: jnp.exp(self.log_vmax), doc="Hill's unloaded speed, m/s")
@@ -289,7 +320,7 @@ def split_times(model: Sprinter, distances: Float[Array, " k"], reaction_time, w
                 n_steps: int = 80, fitness=None) -> Float[Array, " k"]:
     """Predicted split times from the gun [s] at ``distances`` [m] (reaction time included).
 
-    ``reaction_time`` [s] from the race file; ``wind`` [m/s]; ``duration`` [s] of the simulation
+    ``reaction_time`` [s] from the race file (plus the model's ``rt_offset``); ``wind`` [m/s]; ``duration`` [s] of the simulation
     after the reaction (default ``1.3 · max(distances)/8 + 1`` s, more than any sprinter needs).
     The crossing times are located on the simulated race (`jaxbio.simulation.crossing_times`).
     Differentiable with respect to every parameter of ``model`` (forward and reverse mode), and
@@ -299,4 +330,4 @@ def split_times(model: Sprinter, distances: Float[Array, " k"], reaction_time, w
     if duration is None:
         duration = 1.3 * jnp.max(distances) / 8.0 + 1.0
     traj = simulate_race(model, duration, wind, n_steps=n_steps, fitness=fitness)
-    return reaction_time + crossing_times(traj, distances)
+    return reaction_time + model.rt_offset + crossing_times(traj, distances)
