@@ -151,9 +151,10 @@ def fit_baseline(kind: str, splits: Splits, *, max_steps: int = 100, backend: st
 def _time_at_numpy(kind, theta, distances, newton_steps: int = 40):
     """`time_at` in NumPy (same Newton iteration and speed floor)."""
     s = distances / 9.0 + 1.0
-    for _ in range(newton_steps):
-        x, v = MOTION[kind](theta, s, np)
-        s = np.maximum(s - (x - distances) / np.maximum(v, 0.1), 0.0)
+    with np.errstate(over="ignore", invalid="ignore"):  # trial steps far out give inf/NaN: a large cost
+        for _ in range(newton_steps):
+            x, v = MOTION[kind](theta, s, np)
+            s = np.maximum(s - (x - distances) / np.maximum(v, 0.1), 0.0)
     return s
 
 
