@@ -8,7 +8,9 @@
 each trained with optax (Adam) by backpropagating through fixed-grid rollouts of the arm's
 equations (`jaxbio.learning.controllers.rollout`), in float32 on the CPU. Both are evaluated on
 held-out initial states and targets and compared in the same run with PD + gravity compensation
-and with computed torque (`jb.inverse_dynamics`), all under the same torque limits and joint damping.
+and with computed torque (`jb.inverse_dynamics`), all with the same joint damping; the torque
+controllers share the torque limits ``ARM_TORQUE_LIMIT``, the muscles are bounded by their own
+strength instead (peak active moments F⁰r = 24, 24, 8, 24, 3, 4.5, 4.5 N·m, ``arm_muscles``).
 
     python examples/learning_controller.py [--steps 120] [--muscle-steps 120]
 
