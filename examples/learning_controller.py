@@ -12,7 +12,7 @@ and with computed torque (`jb.inverse_dynamics`), all with the same joint dampin
 controllers share the torque limits ``ARM_TORQUE_LIMIT``, the muscles are bounded by their own
 strength instead (peak active moments F⁰r = 24, 24, 8, 24, 3, 4.5, 4.5 N·m, ``arm_muscles``).
 
-    python examples/learning_controller.py [--steps 120] [--muscle-steps 120]
+    python examples/learning_controller.py [--steps 120] [--muscle-steps 80]
 
 The muscle-driven arm needs a finer grid than the torque-driven one (2.5 ms against 20 ms): the
 Hill force–velocity curve gives each co-contracting pair a damping of about
@@ -85,7 +85,7 @@ def train(system, n_steps, steps, lr, key, batch=16):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=120, help="Adam steps for the torque MLP")
-    ap.add_argument("--muscle-steps", type=int, default=120, help="Adam steps for the excitation MLP (0: skip it)")
+    ap.add_argument("--muscle-steps", type=int, default=80, help="Adam steps for the excitation MLP (0: skip it)")
     args = ap.parse_args()
 
     tree = jb.load_model("arm7", dtype=jnp.float32)
