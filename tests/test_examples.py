@@ -1,7 +1,7 @@
 """Every script in ``examples/`` runs to the end from a fresh interpreter (slow: ~70 s in all, plus
 11–21 s for opensim_mass_estimation.py and the learning examples' training: learning_controller.py
-4–7 min on a loaded 2-core machine, learning_muscle_forces.py ~2.5 min, learning_fatigue.py ~2 min;
-hence the 900 s bound).
+6–10 min on a loaded 2-core machine (torque and muscle arms), learning_muscle_forces.py ~2.5 min,
+learning_fatigue.py ~2 min; hence the 900 s bound).
 
 The examples are what a new user copies first; their numbers are checked where the library's
 functions are tested, so this only guards against an example that no longer runs.

@@ -99,6 +99,12 @@ class ActivationDynamics(eqx.Module):
       two time constants over ``|e − a| ≤ 1``.
 
     Since ``ȧ`` is proportional to ``e − a``, ``a = e`` is the steady state for every ``e``.
+
+    The time constants are evaluated at the activation clamped to [0, 1] (``0.5 + 1.5 a`` with
+    ``a`` in [0, 1]; unchanged inside): an explicit step can overshoot below 0, and with the raw
+    ``a`` the scale ``0.5 + 1.5a`` changes sign at ``a = −1/3``, below which the rate points away
+    from ``e`` and the activation runs off to −∞ (it did at 20 ms Tsit5 steps: ``τ_act/2`` is
+    7.5 ms). Clamped, ``e`` attracts ``a`` from every value.
     """
 
     tau_activation: Float[Array, "..."]
@@ -121,7 +127,8 @@ class ActivationDynamics(eqx.Module):
         (both ``(...)``, dimensionless in [0, 1])."""
         e = jnp.asarray(excitation)
         a = jnp.asarray(activation)
-        scale = 0.5 + 1.5 * a
+        # clamp with `where` (not clip: clip halves the derivative at a = 0, the usual initial state)
+        scale = 0.5 + 1.5 * jnp.where(a < 0.0, 0.0, jnp.where(a > 1.0, 1.0, a))
         blend = 0.5 + 0.5 * jnp.tanh(self.smoothing * (e - a))
         inv_tau = blend / (self.tau_activation * scale) + (1.0 - blend) * scale / self.tau_deactivation
         return (e - a) * inv_tau

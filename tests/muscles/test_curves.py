@@ -267,6 +267,28 @@ def test_activation_dynamics_steady_state_and_asymmetry():
     assert all(np.isfinite(float(x)) for x in g)
 
 
+def test_activation_dynamics_attracts_from_outside_the_unit_interval():
+    """An explicit step may overshoot a below 0; e must still attract a (the raw Thelen scale
+    0.5 + 1.5a changes sign at a = −1/3 and sent a to −∞ at 20 ms Tsit5 steps, issue #19)."""
+    dyn = activation.ActivationDynamics(0.015, 0.060)
+    e = 0.5
+    for a in (-0.2, -1.0 / 3.0, -0.5, -3.0, 1.5):
+        assert np.sign(float(dyn.rate(e, a))) == np.sign(e - a), a
+    # inside [0, 1] the rate is the published formula (closed form, independent of the code)
+    a = np.linspace(0.0, 1.0, 7)
+    scale = 0.5 + 1.5 * a
+    blend = 0.5 + 0.5 * np.tanh(10.0 * (e - a))
+    np.testing.assert_allclose(dyn.rate(e, a), (e - a) * (blend / (0.015 * scale) + (1 - blend) * scale / 0.060),
+                               rtol=1e-12)
+    # 50 fixed Tsit5 steps of 20 ms from rest (a = 0) to a held excitation: a settles at e
+    from jaxbio.simulation import step_grid
+    a0 = jnp.zeros(3)
+    es = jnp.array([0.2, 0.5, 1.0])
+    traj = step_grid(lambda t, a, _: dyn.rate(es, a), jnp.linspace(0.0, 1.0, 51), a0)
+    assert np.all(np.isfinite(traj)) and np.all(traj > -0.5)
+    np.testing.assert_allclose(traj[-1], es, atol=1e-6)
+
+
 @pytest.mark.parametrize("field", ["tau_activation", "tau_deactivation", "smoothing"])
 def test_activation_dynamics_rejects_bad(field):
     kw = {field: 0.0}
