@@ -20,8 +20,8 @@ import pytest
 from tests.learning._pytree_cases import CASES
 
 NAMES = list(CASES)
-#: cases whose gradients compile for 10-30 s (a simulation, a muscle path, an OpenSim model): their
-#: gradient, partition and vmap checks run in the slow stage; the cheap cases run by default
+#: cases that compile for 5-30 s (a simulation, a muscle path, an OpenSim model): their checks run in
+#: the slow stage; the cheap cases run by default
 HEAVY = ("HamiltonianSystem", "Sprinter", "MusclePaths", "OsimModel")
 TRANSFORMED = [pytest.param(n, marks=pytest.mark.slow) if n in HEAVY else n for n in NAMES]
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,7 +42,7 @@ def _direction(leaf, seed=0):
     return jnp.asarray(np.random.default_rng(seed).standard_normal(np.shape(leaf)), leaf.dtype)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", TRANSFORMED)
 def test_pytree_round_trip_and_filter_jit(models, name):
     _, value, trainable = CASES[name]
     model = models[name]

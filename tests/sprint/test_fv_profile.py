@@ -57,6 +57,7 @@ def test_split_time_profile_with_air_against_a_direct_computation(wind):
     assert p.v0 > vmax
 
 
+@pytest.mark.slow
 def test_model_profile_closed_form_without_fatigue_or_drag():
     """Linear force–velocity (hill_ratio huge), a step impulse, no fatigue and no drag:
     a = f0 − λv with λ = f0/vmax + α (tests/sprint/test_model_and_fits.py::
@@ -156,6 +157,7 @@ def bolt_samples(bolt_fit):
         return predictive_samples(bolt_fit[1], N_SAMPLES, seed=1)
 
 
+@pytest.mark.slow
 def test_predictive_samples_match_the_delta_method(bolt_fit, bolt_samples):
     """Sampling the log-parameters from the Laplace Gaussian gives split-time spreads equal to the
     delta method's sqrt(diag(J C Jᵀ)) (J: forward-mode Jacobian of the split times)."""

@@ -33,6 +33,7 @@ def fitted():
     return races, fit(races)
 
 
+@pytest.mark.slow
 def test_synthetic_60_100_200_m_recovered_within_their_std(fitted):
     races, res = fitted
     assert res.converged.all() and not any(fit_problems(res, i) for i in range(len(races)))
@@ -62,6 +63,7 @@ def test_200_m_simulation_steps(energy):
     np.testing.assert_allclose(np.asarray(split_times(model, d, 0.15, n_steps=steps_for(200))), ref, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_cli_fits_60_m_and_200_m_files(tmp_path, monkeypatch, capsys):
     paths = []
     for name in ("200m_50m", "60m"):

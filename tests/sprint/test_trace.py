@@ -77,6 +77,7 @@ def test_bad_traces_refused_with_their_line(text, line, message):
 # ---- the model's speed at the sample times ------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_model_speed_against_a_fine_simulation():
     """The fit's speeds (80 steps, Hermite with the vector field's acceleration) against 4,000
     steps read directly (linear interpolation of a much finer grid): within 2e-3 m/s."""
