@@ -34,7 +34,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 
 from jaxbio.hamiltonian import FitnessLaw
 from jaxbio.sprint.data import SIGMA_ROUND, Splits
-from jaxbio.sprint.fitting import QUICK_COMPILE, quick_or_default
+from jaxbio.sprint.fitting import quick_jit
 from jaxbio.sprint.model import FREE, PARAMETERS, Sprinter, split_times, sprinter_system
 
 __all__ = ["NeuralResidualFitness", "sprint_residual", "split_loss", "fit_residual"]
@@ -217,7 +217,7 @@ def fit_residual(law: NeuralResidualFitness, splits: Splits, thetas: Float[Array
     arrays, static = eqx.partition((law, thetas, splits, model), eqx.is_array)
     config = (names, int(steps), float(learning_rate), float(theta_learning_rate), float(weight_decay), bool(joint),
               int(n_steps))
-    weights, thetas, history = quick_or_default(_train_quick, _train_default, True, arrays, static=static,
+    weights, thetas, history = _train(True, arrays, static=static,
                                                 config=config)
     mlp_static = eqx.partition(law.mlp, eqx.is_array)[1]
     return eqx.tree_at(lambda l: l.mlp, law, eqx.combine(weights, mlp_static)), thetas, history
@@ -254,5 +254,4 @@ def _train_impl(arrays, *, static, config):
 
 #: compiled like the sprint fits: XLA's quick options on CPU (the training step through the
 #: simulator compiles ~3× faster and runs ~1.6× slower; measured on 2 busy cores)
-_train_default = jax.jit(_train_impl, static_argnames=("static", "config"))
-_train_quick = jax.jit(_train_impl, static_argnames=("static", "config"), compiler_options=QUICK_COMPILE)
+_train = quick_jit(_train_impl, ("static", "config"))

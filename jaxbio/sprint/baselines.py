@@ -172,10 +172,3 @@ def _fit_scipy(kind, splits, starts, max_steps):
         pred.append(rt + _time_at_numpy(kind, best.x, d))
         ok.append(bool(best.success) and np.all(np.isfinite(best.x)))
     return np.array(theta), np.array(pred), np.array(ok)
-
-
-def speed_profile(kind: str, theta, x, reaction_time=0.0):
-    """``(t [s] from the gun, v [m/s])`` of a fitted baseline at distances ``x`` [m]."""
-    theta = jnp.asarray(theta)
-    s = time_at(kind, theta, jnp.asarray(x, dtype=float))
-    return np.asarray(s + reaction_time), np.asarray(MOTION[kind](theta, s)[1])

@@ -166,8 +166,6 @@ _STATIC = ("names", "n_steps", "max_steps", "n_grid", "fitness_static", "loss")
 QUICK_COMPILE = {"xla_cpu_use_fusion_emitters": False, "xla_backend_optimization_level": 0}
 QUICK_COMPILE_MAX_BATCH = 64
 
-_fit_core = jax.jit(_fit_core_impl, static_argnames=_STATIC)
-_fit_core_quick = jax.jit(_fit_core_impl, static_argnames=_STATIC, compiler_options=QUICK_COMPILE)
 _quick_ok = [True]  # False once this XLA has rejected the options (then the defaults are used)
 
 
@@ -185,8 +183,16 @@ def quick_or_default(quick_fn, default_fn, quick: bool, *args, **kw):
     return default_fn(*args, **kw)
 
 
-def _run_core(quick: bool, *args, **kw):
-    return quick_or_default(_fit_core_quick, _fit_core, quick, *args, **kw)
+def quick_jit(impl, static_argnames):
+    """``run(quick, *args, **kw)``: ``impl`` jitted twice, with ``compiler_options=QUICK_COMPILE``
+    and with XLA's defaults, the call choosing between them as `quick_or_default` does (the fit,
+    the hierarchical fit's Jacobians, the plot's parameter draws, the learned fatigue term)."""
+    default = jax.jit(impl, static_argnames=static_argnames)
+    quick_fn = jax.jit(impl, static_argnames=static_argnames, compiler_options=QUICK_COMPILE)
+    return lambda quick, *args, **kw: quick_or_default(quick_fn, default, quick, *args, **kw)
+
+
+_run_core = quick_jit(_fit_core_impl, _STATIC)
 
 
 @functools.lru_cache(maxsize=16)

@@ -43,7 +43,6 @@ fitted splits ``f`` and the predictive standard deviation of any split is
 
 from __future__ import annotations
 
-import functools
 
 import equinox as eqx
 import jax
@@ -52,6 +51,7 @@ import numpy as np
 
 from jaxbio.simulation import crossing_times
 from jaxbio.sprint.data import SIGMA_ROUND, Race, Splits
+from jaxbio.sprint.fitting import quick_jit
 from jaxbio.sprint.model import FREE, Sprinter, simulate_race
 
 #: two-sided normal quantiles of the reported intervals: 68 % and 95 % central coverage
@@ -80,14 +80,7 @@ def _pred_jac_impl(base, theta, splits, *, names, n_steps, fitness=None):
 
 
 _STATIC = ("names", "n_steps")
-_pred_jac = jax.jit(_pred_jac_impl, static_argnames=_STATIC)
-
-
-@functools.lru_cache(maxsize=1)
-def _pred_jac_quick():
-    from jaxbio.sprint.fitting import QUICK_COMPILE
-
-    return jax.jit(_pred_jac_impl, static_argnames=_STATIC, compiler_options=QUICK_COMPILE)
+_pred_jac = quick_jit(_pred_jac_impl, _STATIC)
 
 
 def split_jacobian(theta, splits: Splits, *, model: Sprinter | None = None, names=FREE, n_steps: int | None = None):
@@ -98,13 +91,13 @@ def split_jacobian(theta, splits: Splits, *, model: Sprinter | None = None, name
     fits' ``N_STEPS``. Returns ``(pred (B, L) s, jac (B, L, k) s per log-unit)`` as numpy (one
     vmapped, jitted call; forward mode through the simulation).
     """
-    from jaxbio.sprint.fitting import N_STEPS, QUICK_COMPILE_MAX_BATCH, quick_or_default
+    from jaxbio.sprint.fitting import N_STEPS, QUICK_COMPILE_MAX_BATCH
 
     model = Sprinter() if model is None else model
     n_steps = N_STEPS if n_steps is None else int(n_steps)
     theta = jnp.asarray(np.asarray(theta, dtype=float))
     quick = theta.shape[0] <= QUICK_COMPILE_MAX_BATCH
-    pred, jac = quick_or_default(_pred_jac_quick(), _pred_jac, quick, model, theta, splits,
+    pred, jac = _pred_jac(quick, model, theta, splits,
                                  names=tuple(names), n_steps=n_steps)
     return np.asarray(pred), np.asarray(jac)
 

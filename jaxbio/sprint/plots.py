@@ -19,13 +19,13 @@ matplotlib is imported only when drawing.
 
 from __future__ import annotations
 
-import functools
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxbio.sprint import fv_profile as fv
+from jaxbio.sprint.fitting import quick_jit
 
 #: samples of the parameters per race for the bands, and the central probability of a band
 N_SAMPLES = 200
@@ -48,17 +48,7 @@ def _simulate_samples_impl(base, splits, thetas, *, names, n_steps, n_grid):
 
 
 _STATIC = ("names", "n_steps", "n_grid")
-_simulate_samples = jax.jit(_simulate_samples_impl, static_argnames=_STATIC)
-_simulate_samples_quick = None  # built on first use: fitting.QUICK_COMPILE (compile time dominates here)
-
-
-def _run_samples(*args, **kw):
-    global _simulate_samples_quick
-    from jaxbio.sprint.fitting import QUICK_COMPILE, quick_or_default
-
-    if _simulate_samples_quick is None:
-        _simulate_samples_quick = jax.jit(_simulate_samples_impl, static_argnames=_STATIC, compiler_options=QUICK_COMPILE)
-    return quick_or_default(_simulate_samples_quick, _simulate_samples, True, *args, **kw)
+_run_samples = quick_jit(_simulate_samples_impl, _STATIC)  # quick: compile time dominates here
 
 
 def predictive_samples(res, n_samples: int = N_SAMPLES, seed: int = 0, *, n_grid: int | None = None) -> dict:
@@ -86,7 +76,7 @@ def predictive_samples(res, n_samples: int = N_SAMPLES, seed: int = 0, *, n_grid
         root = V * np.sqrt(np.clip(w, 0.0, None))  # cov = root rootᵀ, flat directions dropped
         draws[b] = theta[b] + z[b] @ root.T
     n_grid = res.profile["x"].shape[-1] if n_grid is None else int(n_grid)
-    pred, v, f = _run_samples(res.model, res.splits, jnp.asarray(draws), names=tuple(res.names), n_steps=N_STEPS,
+    pred, v, f = _run_samples(True, res.model, res.splits, jnp.asarray(draws), names=tuple(res.names), n_steps=N_STEPS,
                                    n_grid=n_grid)
     out = {"theta": draws, "predicted": np.array(pred), "v": np.array(v), "f": np.array(f)}
     for key in ("predicted", "v", "f"):
