@@ -50,6 +50,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     "(all embedded races by default) and compare with the Furusawa-Hill-Keller and "
                     "Tibshirani (1997) models.")
     p.add_argument("--race", action="append", metavar="NAME", help="an embedded race (repeatable; prefixes allowed)")
+    p.add_argument("--races", choices=("default", "more", "all"), metavar="SET",
+                   help="a collection of embedded races: default (the five elite men's 100 m races fitted "
+                        "without arguments), more (further public races: women's, 200 m with the bend ignored), "
+                        "or all; added to any --race/--csv")
     p.add_argument("--csv", action="append", metavar="PATH",
                    help="a split file: '#' header lines incl. reaction_time_s (s or ms) and wind (m/s, km/h, mph; "
                         "free text = unknown), then distance_m,time_s (or ';'-separated with decimal commas) (repeatable); "
@@ -130,7 +134,7 @@ def _read_warned(notes, read, *a, **kw):
 def _load(args):
     """The races, the files they were read from (those may never be outputs) and the readers'
     warnings (stderr lines)."""
-    from jaxbio.sprint.data import _data_dir, embedded_races, load_race, read_csv
+    from jaxbio.sprint.data import embedded_file, embedded_races, load_race, read_csv
     from jaxbio.sprint.trace import is_trace_file, read_trace
 
     races, files, notes = [], [], []
@@ -139,9 +143,9 @@ def _load(args):
     for path in args.csv or []:  # a speed trace is told by its column line 'time_s,speed_m_s'
         races.append(_read_warned(notes, read_trace if is_trace_file(path) else read_csv, path))
         files.append(path)
-    if not races:
-        races = _read_warned(notes, embedded_races)
-    files += [str(_data_dir() / f"{r.name}.csv") for r in races if r.path.startswith("jaxbio/sprint/data/")]
+    if args.races is not None or not races:
+        races += _read_warned(notes, embedded_races, args.races or "default")
+    files += [str(embedded_file(r.name)) for r in races if r.path.startswith("jaxbio/sprint/data/")]
     if args.fit_until is not None and not np.isfinite(args.fit_until):
         raise ValueError(f"--fit-until must be a finite distance in m, got {args.fit_until}")
     return races, files, notes

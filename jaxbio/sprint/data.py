@@ -340,26 +340,62 @@ def _data_dir():
     return resources.files("jaxbio.sprint") / "data"
 
 
-def embedded_names() -> list[str]:
-    """Names (file stems) of the races shipped with jaxbio, sorted."""
-    return sorted(p.name[:-4] for p in _data_dir().iterdir() if p.name.endswith(".csv"))
+#: the embedded collections: ``default`` (``data/``, what ``jaxbio sprint`` fits and what the
+#: ``--fit-until`` population is learned from: elite men's 100 m races) and ``more`` (``data/more/``:
+#: further public races with their sources, women's races and 200 m races with the bend ignored,
+#: kept apart so that they change no default number); ``all`` is both
+COLLECTIONS = ("default", "more", "all")
+_SUBDIRS = {"default": (), "more": ("more",)}
+
+
+def _collection_dirs(collection: str):
+    if collection not in COLLECTIONS:
+        raise ValueError(f"unknown race collection {collection!r}; use one of {', '.join(COLLECTIONS)}")
+    keys = ("default", "more") if collection == "all" else (collection,)
+    return [(k, _data_dir().joinpath(*_SUBDIRS[k])) for k in keys]
+
+
+def embedded_names(collection: str = "default") -> list[str]:
+    """Names (file stems) of the races shipped with jaxbio in ``collection`` (``COLLECTIONS``),
+    sorted within each collection (``all``: the default ones first)."""
+    return [n for _, d in _collection_dirs(collection)
+            for n in sorted(p.name[:-4] for p in d.iterdir() if p.name.endswith(".csv"))]
+
+
+def _find(name: str):
+    """``(path in the repository, importlib.resources file)`` of the embedded race ``name``
+    (exact name, any collection); ``ValueError`` for an unknown name."""
+    for key, d in _collection_dirs("all"):
+        if name in embedded_names(key):
+            return "/".join(("jaxbio/sprint/data",) + _SUBDIRS[key] + (f"{name}.csv",)), d / f"{name}.csv"
+    raise ValueError(f"unknown race {name!r}; embedded races: {', '.join(embedded_names('all'))}")
+
+
+def embedded_file(name: str):
+    """The file (an ``importlib.resources`` path) of the embedded race ``name`` (exact name, any
+    collection); ``ValueError`` for an unknown name."""
+    return _find(name)[1]
 
 
 def load_race(name: str) -> Race:
-    """An embedded race by name (``embedded_names()``); ``ValueError`` for an unknown name."""
-    names = embedded_names()
+    """An embedded race by name (``embedded_names("all")``), or by a prefix that names one race
+    of the default collection, else one of all; ``ValueError`` for an unknown name."""
+    names = embedded_names("all")
     if name not in names:
-        matches = [n for n in names if n.startswith(name)]
+        matches = [n for n in embedded_names() if n.startswith(name)]
+        if len(matches) != 1:
+            matches = matches or [n for n in names if n.startswith(name)]
         if len(matches) != 1:
             raise ValueError(f"unknown race {name!r}; embedded races: {', '.join(names)}")
         name = matches[0]
-    f = _data_dir() / f"{name}.csv"
-    return read_csv(f"jaxbio/sprint/data/{name}.csv", name=name, text=f.read_bytes())
+    rel, f = _find(name)
+    return read_csv(rel, name=name, text=f.read_bytes())
 
 
-def embedded_races() -> list[Race]:
-    """All embedded races, sorted by name."""
-    return [load_race(n) for n in embedded_names()]
+def embedded_races(collection: str = "default") -> list[Race]:
+    """The embedded races of ``collection`` (``COLLECTIONS``; default: the five elite men's 100 m
+    races of ``data/``), sorted by name within each collection."""
+    return [load_race(n) for n in embedded_names(collection)]
 
 
 # ---- races as padded arrays (what the fits take) ----------------------------------------------
