@@ -1,9 +1,10 @@
 """``jaxbio sprint``: fit the sprinter (and the classical baselines) to 100 m split times.
 
-With no arguments every embedded race is fitted and a table printed. ``--race NAME`` / ``--csv
-PATH`` (repeatable) choose races; ``--fit-until D`` fits only the splits ≤ D m (with the
-hierarchical prior of `jaxbio.sprint.hierarchical`: the population of every free parameter
-learned from the other embedded races) and predicts the rest with 68 %/95 % intervals;
+With no arguments every race of the default embedded collection is fitted and a table printed.
+``--race NAME`` / ``--csv PATH`` (repeatable) choose races, ``--races default|more|all`` adds an
+embedded collection (`jaxbio.sprint.data.COLLECTIONS`); ``--fit-until D`` fits only the splits
+≤ D m (with the hierarchical prior of `jaxbio.sprint.hierarchical`: the population of every free
+parameter learned from the other races of the default collection) and predicts the rest with 68 %/95 % intervals;
 ``--plot FILE.png`` draws split mean speeds with uncertainty bands, split-time residuals, fitness
 and force–velocity profiles; ``--json FILE`` writes the results.
 ``add_parser(subparsers)`` registers the subcommand on the ``jaxbio`` command line.
