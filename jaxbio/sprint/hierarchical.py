@@ -187,14 +187,18 @@ class Population(eqx.Module):
     sigma_dof: float = np.inf
 
     def predictive(self) -> "Population":
-        """The distribution of a *new* race's log-parameters: ``N(mean, cov + mean_cov)`` (the
-        population's mean is estimated from R races, so a new race differs from it by the
-        population spread plus that estimate's error; for known ``cov`` this is the exact
-        predictive under a flat prior on the mean). The same population if ``mean_cov`` is
-        ``None``; ``mean_cov`` of the result is 0 (already included)."""
+        """The distribution of a *new* race's log-parameters, ``mean`` and covariance
+        ``(cov + mean_cov)·(dof + 1)/dof``, the scale of a Student-t with ``dof`` degrees of freedom:
+        the population's mean is estimated from R races, so a new race differs from it by the
+        spread plus that estimate's error (``mean_cov``), and ``cov``, a mode with divisor
+        ``strength + R = dof + 1``, is rescaled to divisor ``dof`` (the mean spent one race). For
+        draws measured exactly and ``strength=0`` this is the textbook predictive of a normal
+        sample, ``x̄ ± t_{R−1} s √(1 + 1/R)``, whose coverage is exact. The same population if
+        ``mean_cov`` is ``None``; ``mean_cov`` of the result is 0 (already included)."""
         if self.mean_cov is None:
             return self
-        return eqx.tree_at(lambda p: (p.cov, p.mean_cov), self, (self.cov + self.mean_cov, np.zeros_like(self.cov)))
+        f = (self.dof + 1.0) / self.dof if np.isfinite(self.dof) and self.dof > 0 else 1.0
+        return eqx.tree_at(lambda p: (p.cov, p.mean_cov), self, (f * (self.cov + self.mean_cov), np.zeros_like(self.cov)))
 
     @property
     def sd(self) -> np.ndarray:
