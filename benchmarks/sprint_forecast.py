@@ -1,7 +1,7 @@
 """Forecasts from partial races with the hierarchical sprinter (issue #21, items 2 and 3).
 
     python benchmarks/sprint_forecast.py              # embedded races + 64 synthetic races
-    python benchmarks/sprint_forecast.py --n 0        # embedded races only
+    python benchmarks/sprint_forecast.py --n 0 --sets 0   # embedded races only
 
 1. Choice of the population's hyperprior: leave-one-out (LOO) over the 5 embedded races — the log
    predictive density of each race's full-fit estimate under the population of the other 4
@@ -10,8 +10,13 @@
 2. Forecast table: per race and cut-off, error of the predicted last split (s) for the
    hierarchical model (default hyperprior), the previous prior (median of the other races' log E,
    sd 1 %, f0 and v_max free), Furusawa–Hill–Keller and Tibshirani; with the predictive sd.
-3. Calibration: share of the held-out splits inside the 68 % / 95 % intervals, embedded races and
-   ``--n`` synthetic races drawn from a known population (rounded to 0.01 s); population recovery.
+3. Calibration: share of the held-out splits inside the 68 % / 95 % intervals (leave splits out:
+   fit ≤ 40, 50, 60 m, score the rest), for the calibrated intervals (a new race's predictive
+   population, Student-t) and the plug-in ones used before (``N(μ̂, Σ̂)``, normal): the embedded
+   races (population of the other 4) with each race's z of its last split; ``--sets`` synthetic
+   sets of 5 races (population of the other 4: the embedded regime, timing noise 0.008 s as the
+   embedded σ); ``--n`` synthetic races from a known population (population of the other n − 1);
+   population recovery.
 4. Laplace against the exact posterior: importance sampling (Student-t proposal around the mode,
    4,000 draws) of the posterior predictive of the last split, for each embedded race and cut-off.
 CPU, float64.
@@ -65,6 +70,46 @@ def coverage(races, fc):
     return out
 
 
+def plug_in(p):
+    """The population as the forecasts used it before calibration: ``N(μ̂, Σ̂)``, normal intervals."""
+    return H.Population(names=p.names, race_names=p.race_names, mean=p.mean, cov=p.cov, sigma=p.sigma,
+                        shrinkage=p.shrinkage, posterior_mean=p.posterior_mean, iterations=p.iterations)
+
+
+def loo_populations(ref, groups):
+    """race name → the population of the other races of its group (``groups``: lists of indices)."""
+    out = {}
+    for g in groups:
+        sub = ref.subset(list(g))
+        for name in sub.race_names:
+            out[name] = H.population(sub, leave_out=name)
+    return out
+
+
+def coverage_both(races, pops):
+    """Coverage of the held-out splits and of the last split, calibrated and plug-in, over CUTS."""
+    rows = {}
+    for kind, pp in (("calibrated", pops), ("plug-in", {k: plug_in(p) for k, p in pops.items()})):
+        held, last = {0.68: [], 0.95: []}, {0.68: [], 0.95: []}
+        for cut in CUTS:
+            _, fc, _ = H.forecast(races, cut, populations=pp)
+            for lv, v in coverage(races, fc).items():
+                held[lv] += v
+            for i, r in enumerate(races):
+                j = r.n - 1
+                for lv in last:
+                    last[lv].append(bool(fc.lower[lv][i, j] <= r.times[j] <= fc.upper[lv][i, j]))
+        rows[kind] = (held, last)
+    return rows
+
+
+def print_coverage(label, rows):
+    for kind, (held, last) in rows.items():
+        print(f"  {label:34s}{kind:>11s}: held-out splits ({len(held[0.68])}) 68 % → {np.mean(held[0.68]):.3f}, "
+              f"95 % → {np.mean(held[0.95]):.3f}; last split ({len(last[0.68])}) 68 % → {np.mean(last[0.68]):.3f}, "
+              f"95 % → {np.mean(last[0.95]):.3f}")
+
+
 def importance_check(races, ref, cut, n_draws=4000, seed=0):
     """Posterior predictive mean and sd of the last split by importance sampling vs Laplace."""
     res, fc, pops = H.forecast(races, cut, ref=ref)
@@ -73,7 +118,7 @@ def importance_check(races, ref, cut, n_draws=4000, seed=0):
         simulate_race(res.model.with_log(res.names, th), dur, w), d), in_axes=(0, None, None, None, None)))
     rows = []
     for i, r in enumerate(races):
-        pop, C = pops[i], fc.cov_log[i]
+        pop, C = pops[i].predictive(), fc.cov_log[i]
         mode = res.theta[i]
         df, infl = 5.0, 1.5
         Lc = np.linalg.cholesky(C * infl**2)
@@ -116,6 +161,7 @@ def other_names(races, names):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=64, help="synthetic races (0: none)")
+    ap.add_argument("--sets", type=int, default=16, help="synthetic sets of 5 races for the coverage (0: none)")
     ap.add_argument("--names", default=None, help="other free parameters, comma-separated (e.g. f0,vmax,energy,tau): "
                     "only the forecast table, with populations from laplace_em (EM with refits)")
     args = ap.parse_args()
@@ -173,6 +219,20 @@ def main():
 
     print(f"\n3. coverage of the held-out splits (embedded, {len(allc[0.68])} splits over 3 cut-offs): "
           f"68 % → {np.mean(allc[0.68]):.2f}, 95 % → {np.mean(allc[0.95]):.2f}")
+    print_coverage("embedded (population of the other 4)", coverage_both(races, loo_populations(ref, [range(len(races))])))
+    for cut in CUTS:
+        _, fc, _ = H.forecast(races, cut, ref=ref)
+        z = [(r.times[-1] - fc.mean[i, r.n - 1]) / fc.sd[i, r.n - 1] for i, r in enumerate(races)]
+        print(f"    ≤ {cut:.0f} m: (measured − predicted)/sd of the last split {np.round(z, 2)}, "
+              f"dof {np.round(fc.dof[np.arange(len(races)), [r.n - 1 for r in races]], 1)}")
+    if args.sets:
+        t0 = time.perf_counter()
+        syn, _ = H.synthetic_races(pop.mean, np.diag(np.array([0.035, 0.03, 0.035]) ** 2), 5 * args.sets, seed=7,
+                                   noise=0.008)
+        sref = H.ReferenceFits.from_fit(fit(syn), [r.name for r in syn])
+        rows = coverage_both(syn, loo_populations(sref, [range(5 * g, 5 * g + 5) for g in range(args.sets)]))
+        print_coverage(f"{args.sets} synthetic sets of 5 (pop. of 4)", rows)
+        print(f"    ({time.perf_counter() - t0:.0f} s; σ estimated {np.mean([H.sigma_obs(sref.subset(list(range(5 * g, 5 * g + 5)))) for g in range(args.sets)]):.4f} s)")
     if args.n:
         mean = pop.mean.copy()
         sd = np.array([0.035, 0.03, 0.035])
@@ -184,6 +244,8 @@ def main():
               f"({time.perf_counter() - t0:.1f} s to simulate and fit); σ estimated {H.sigma_obs(sref):.4f} s")
         print(f"  recovered population: mean − truth {np.round(spop.mean - mean, 4)}, sd {np.round(spop.sd, 4)} "
               f"(sample sd of the drawn parameters {np.round(truth.std(0), 4)})")
+        print_coverage(f"{args.n} synthetic (population of {args.n - 1})",
+                       coverage_both(syn, loo_populations(sref, [range(args.n)])))
         for cut in CUTS:
             res, fc, _ = H.forecast(syn, cut, ref=sref)
             plain = fit(syn, fit_until=cut)

@@ -344,7 +344,7 @@ def _print_table(races, res, fhk, tib, fit_until, problems, fc=None, pops=None):
 def _print_forecast(races, fc, fit_until):
     """The predicted splits after ``fit_until`` with their predictive sd and 68 %/95 % intervals."""
     print(f"predicted splits after {fit_until:g} m: measured, model ± predictive sd (parameters and split noise), "
-          "68 % and 95 % intervals")
+          "68 % and 95 % intervals (Student-t: population and noise learned from few races)")
     width = max(18, max(len(r.name) for r in races) + 1)
     for i, r in enumerate(races):
         for j in np.flatnonzero(~r.until(fit_until)):
@@ -439,7 +439,7 @@ def _record(i, race, res, fhk, tib, fit_until, problems=None, fc=None, pops=None
 
 def _interval(fc, i, j):
     """A split's predictive sd and 68 %/95 % intervals for the JSON."""
-    return {"predicted_sd_s": _number(fc.sd[i, j]),
+    return {"predicted_sd_s": _number(fc.sd[i, j]), "predictive_dof": _number(fc.dof[i, j]),
             "interval_68_s": [_number(fc.lower[0.68][i, j]), _number(fc.upper[0.68][i, j])],
             "interval_95_s": [_number(fc.lower[0.95][i, j]), _number(fc.upper[0.95][i, j])]}
 

@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+import scipy.stats
 
 from jaxbio.sprint import SprintDataError, embedded_names, read_csv
 from jaxbio.sprint._cli import add_parser
@@ -120,22 +121,25 @@ def test_cli_json_plot_one_race(tmp_path, capsys, monkeypatch):
 
 
 def test_cli_fit_until_all_races(tmp_path, capsys, monkeypatch):
+    """From splits ≤ 40 m the hierarchical model predicts the 100 m time of the embedded races
+    clearly better than both baselines on average (measured 0.045 s against 0.100 and 0.115 s; at
+    60 m the three tie within the split noise, 0.034 against 0.035 s: ``benchmarks/sprint_forecast.py``)."""
     js = tmp_path / "all.json"
-    assert _run(["--fit-until", "60", "--json", str(js)], monkeypatch) == 0
+    assert _run(["--fit-until", "40", "--json", str(js)], monkeypatch) == 0
     out = capsys.readouterr().out
     assert "mean |error| of the predicted last split" in out
     recs = json.loads(js.read_text())
     assert isinstance(recs, list) and len(recs) == 5
     err = {"model": [], "fhk": [], "tibshirani": []}
     for rec in recs:
-        assert rec["fit_until_m"] == 60
-        assert [s["fitted"] for s in rec["splits"]] == [s["distance_m"] <= 60 for s in rec["splits"]]
+        assert rec["fit_until_m"] == 40
+        assert [s["fitted"] for s in rec["splits"]] == [s["distance_m"] <= 40 for s in rec["splits"]]
         last = rec["splits"][-1]
         err["model"].append(abs(last["predicted_s"] - last["measured_s"]))
         for k in ("fhk", "tibshirani"):
             err[k].append(abs(rec["baselines"][k]["predicted_s"][-1] - last["measured_s"]))
     m = {k: np.mean(v) for k, v in err.items()}
-    assert m["model"] < m["fhk"] and m["model"] < m["tibshirani"], m
+    assert m["model"] < 0.7 * min(m["fhk"], m["tibshirani"]), m
 
 
 def test_cli_fit_until_intervals_one_race(tmp_path, capsys, monkeypatch):
@@ -152,7 +156,9 @@ def test_cli_fit_until_intervals_one_race(tmp_path, capsys, monkeypatch):
         lo68, hi68 = s["interval_68_s"]
         lo95, hi95 = s["interval_95_s"]
         assert lo95 < lo68 < s["predicted_s"] < hi68 < hi95
-        assert hi95 - lo95 == pytest.approx(2 * 1.959964 * s["predicted_sd_s"], rel=1e-6)
+        t95 = scipy.stats.t.ppf(0.975, s["predictive_dof"])  # Student-t intervals
+        assert hi95 - lo95 == pytest.approx(2 * t95 * s["predicted_sd_s"], rel=1e-6)
+        assert 1 < s["predictive_dof"] < 100
     held = [s for s in rec["splits"] if not s["fitted"]]
     assert [s["distance_m"] for s in held] == [60, 70, 80, 90, 100]
     sds = [s["predicted_sd_s"] for s in held]
