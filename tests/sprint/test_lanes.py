@@ -76,3 +76,23 @@ def test_fit_in_lanes_equals_one_vmapped_call(batch):
     np.testing.assert_array_equal(lanes.steps, one.steps)
     np.testing.assert_array_equal(lanes.converged, one.converged)
     np.testing.assert_allclose(lanes.profile["v"], one.profile["v"], rtol=1e-9)
+
+
+@pytest.mark.slow
+def test_model_choice_in_lanes_equals_one_vmapped_loop():
+    """``selection.fit_selected`` (base fit, candidates and — forced by an unreachable baseline —
+    the escalation's wider models, up to 200 steps) through 16 lanes chooses the same model for
+    every noisy variant of the embedded races, with the same parameters, as one vmapped loop."""
+    from tests.sprint.test_selection import _noisy_variants
+
+    from jaxbio.sprint import selection
+
+    races = _noisy_variants()[:12]
+    bound = [np.full(len(races), 1e-4)]
+    one = selection.fit_selected(races, baselines=bound, lanes=False)
+    lanes = selection.fit_selected(races, baselines=bound, lanes=16)
+    assert all(len(s["candidates"]) == len(selection.CANDIDATES) + len(selection.ESCALATION) for s in lanes.selection)
+    assert [s["freed"] for s in lanes.selection] == [s["freed"] for s in one.selection]
+    assert len({tuple(s["freed"]) for s in one.selection}) > 1  # different races, different choices
+    np.testing.assert_allclose(lanes.theta, one.theta, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(lanes.rmse, one.rmse, rtol=1e-9)
