@@ -4,6 +4,11 @@ one vmapped call, with scipy's least_squares on the Tibshirani (1997) model time
     python benchmarks/sprint.py            # 1,000 synthetic races
     python benchmarks/sprint.py --n 200    # smaller
 
+Large batches run the Levenberg–Marquardt solves through ``LANES`` lanes with refills
+(``jaxbio.sprint._solve.lm_lanes``); ``--compare-lanes`` also times the per-race model choice
+the earlier way (one vmapped loop per call: every solve runs as many iterations as the slowest)
+in the same run and checks that both give the same choices and parameters.
+
 It also times what a user waits for (issue #21's targets: under 10 s and under 60 s): ``jaxbio
 sprint`` on every embedded race, cold, from the shell (a fresh process, no compilation cache:
 ``JAXBIO_JAX_CACHE=0``; median of ``--cold-runs``), and the first call of the 1,000-race fit
@@ -92,6 +97,8 @@ def main(argv=None):
     ap.add_argument("--starts", type=int, default=1, help="LM starts per race in the batch (default 1: the defaults)")
     ap.add_argument("--scipy-races", type=int, default=None, help="races for scipy (default all)")
     ap.add_argument("--cold-runs", type=int, default=3, help="cold `jaxbio sprint` runs (median; 0: skip)")
+    ap.add_argument("--compare-lanes", action="store_true",
+                    help="also time fit_selected with lanes=False (one vmapped loop per call, the earlier way)")
     ap.add_argument("--json", metavar="PATH", help="also write every number to this JSON file")
     a = ap.parse_args(argv)
     print(f"jaxbio sprint benchmark — jax {jax.__version__}, {jax.devices()[0].platform}, float64, "
@@ -131,6 +138,15 @@ def main(argv=None):
     t0 = time.perf_counter()
     res = fit_splits(splits, starts=starts, n_grid=0)
     t_batch = time.perf_counter() - t0
+    old_rows = []
+    if a.compare_lanes:  # the same fit as one vmapped loop (the earlier way), first call
+        t0 = time.perf_counter()
+        res_old = fit_splits(splits, starts=starts, n_grid=0, lanes=False)
+        t_batch_old = time.perf_counter() - t0
+        print(f"\n{a.n} races without lanes (one vmapped loop), first call {t_batch_old:6.2f} s; "
+              f"max |Δθ| against lanes {np.max(np.abs(res_old.theta - res.theta)):.1e}")
+        old_rows.append(row(f"sprint fit, {a.n} races, first call, without lanes", "synthetic races", a.n,
+                            t_batch_old, unit="call", note="fit_splits(lanes=False): the earlier one vmapped loop"))
     rel = np.abs(res.values / np.exp(truth) - 1.0)
     z = np.abs(res.theta - truth) / np.sqrt(np.diagonal(res.cov_log, axis1=1, axis2=2))
     print(f"\n{a.n} synthetic races (10 splits, rounded to 0.01 s), one vmapped call, {a.starts} starts each:")
@@ -178,11 +194,22 @@ def main(argv=None):
     beats = sum(s["beats_baselines"] is not False for s in sel.selection)
     print(f"{a.n} races with the per-race model choice (fit_selected, as jaxbio sprint; baselines included), "
           f"first call: {t_sel:6.2f} s; freed something in {freed}, at or below both baselines in {beats}")
+    if a.compare_lanes:  # the earlier way: each fit one vmapped while loop over races × starts
+        t0 = time.perf_counter()
+        old = fit_selected(races, baselines=[fit_baseline(k, splits).rmse for k in ("fhk", "tibshirani")], lanes=False)
+        t_old = time.perf_counter() - t0
+        same = all(s["freed"] == o["freed"] for s, o in zip(sel.selection, old.selection))
+        d = np.nanmax(np.abs(sel.theta - old.theta))
+        print(f"  the same without lanes (one vmapped loop per call), first call: {t_old:6.2f} s "
+              f"({t_old / t_sel:.1f}× the lanes'); same choice in every race: {same}, max |Δθ| {d:.1e}")
+        old_rows.append(row(f"sprint fit with model choice, {a.n} races, first call, without lanes", "synthetic races",
+                            a.n, t_old, unit="call", note="fit_selected(lanes=False): the earlier one vmapped loop"))
     finish({"machine": machine(), "rows": rows + [
         row(f"sprint fit, {a.n} races, first call (compile + run)", "synthetic races", a.n, t_batch_first, unit="call",
             note="target for 1,000 races < 60 s"),
         row(f"sprint fit with model choice, {a.n} races, first call", "synthetic races", a.n, t_sel, unit="call",
             note="fit_selected with both baselines, as jaxbio sprint; target for 1,000 races < 60 s"),
+        *old_rows,
         row("sprint fit, 4 starts", "bolt_2009", 1, t_run, unit="race", compile_s=t_first - t_run),
         row(f"sprint fit, {a.starts} start(s)", "synthetic races", a.n, t_batch / a.n, unit="race",
             compile_s=t_batch_first - t_batch, peer=peer, peer_seconds=t_scipy / m),

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 def decrement(r, J):
@@ -51,7 +52,28 @@ def least_squares(residuals, theta0, args, *, max_steps: int = 100, rtol: float 
     ``template``: ``(r, aux)`` arrays of the output shapes (saves an abstract trace of the model).
     Returns ``(theta (k,), r (m,), J (m, k), aux, converged bool, steps)`` at the best point.
     """
+    st = jax.lax.while_loop(lambda st: (~st["done"]) & (st["i"] < max_steps), lm_step(residuals, args, rtol, atol),
+                            lm_init(residuals, theta0, args, template))
+    return lm_result(st)
+
+
+def lm_init(residuals, theta0, args, template=None) -> dict:
+    """The state of ``least_squares`` before its first iteration, which evaluates ``theta0`` itself
+    (cost inf, so it is accepted): the model is traced once, inside the loop. ``template``: as
+    ``least_squares``'."""
     k = theta0.shape[0]
+    m_out = jax.eval_shape(lambda t: residuals(t, args), theta0) if template is None else template
+    zeros = lambda sds: jnp.zeros(sds.shape, sds.dtype)  # noqa: E731
+    r0 = zeros(m_out[0])
+    aux0 = jax.tree_util.tree_map(zeros, m_out[1])
+    return dict(best=theta0, r=r0, J=jnp.zeros(r0.shape + (k,), theta0.dtype), aux=aux0,
+                cost=jnp.asarray(jnp.inf, theta0.dtype), lam=jnp.asarray(1e-2, theta0.dtype), trial=theta0,
+                step=jnp.full_like(theta0, jnp.inf), done=jnp.asarray(False), i=jnp.asarray(0),
+                conv=jnp.asarray(False))
+
+
+def lm_step(residuals, args, rtol: float = 1e-8, atol: float = 1e-10):
+    """One Levenberg–Marquardt iteration of ``least_squares``, ``state -> state`` (``lm_init``)."""
 
     def lin(theta):
         def f(t):
@@ -73,22 +95,6 @@ def least_squares(residuals, theta0, args, *, max_steps: int = 100, rtol: float 
         step = jnp.linalg.solve(A + lam * jnp.diag(D), -g)
         return theta + step, step
 
-
-
-    # the first iteration evaluates theta0 itself (cost inf, so it is accepted): the model is
-    # traced once, inside the loop
-    m_out = jax.eval_shape(lambda t: residuals(t, args), theta0) if template is None else template
-    zeros = lambda sds: jnp.zeros(sds.shape, sds.dtype)  # noqa: E731
-    r0 = zeros(m_out[0])
-    aux0 = jax.tree_util.tree_map(zeros, m_out[1])
-    state0 = dict(best=theta0, r=r0, J=jnp.zeros(r0.shape + (k,), theta0.dtype), aux=aux0,
-                  cost=jnp.asarray(jnp.inf, theta0.dtype), lam=jnp.asarray(1e-2, theta0.dtype), trial=theta0,
-                  step=jnp.full_like(theta0, jnp.inf), done=jnp.asarray(False), i=jnp.asarray(0),
-                  conv=jnp.asarray(False))
-
-    def cond(st):
-        return (~st["done"]) & (st["i"] < max_steps)
-
     def body(st):
         r, J, aux = lin(st["trial"])
         c = cost_of(r)
@@ -109,9 +115,57 @@ def least_squares(residuals, theta0, args, *, max_steps: int = 100, rtol: float 
         return dict(best=best, r=r_b, J=J_b, aux=aux_b, cost=cost_b, lam=lam, trial=trial, step=step,
                     done=conv | stuck, i=st["i"] + 1, conv=conv | stuck)
 
-    st = jax.lax.while_loop(cond, body, state0)
+    return body
+
+
+def lm_result(st):
+    """``least_squares``' return value from its final state."""
     ok = st["conv"] & jnp.all(jnp.isfinite(st["best"])) & jnp.isfinite(st["cost"])
     return st["best"], st["r"], st["J"], st["aux"], ok, st["i"]
+
+
+def lm_resume(residuals, st, args, limit, rtol: float = 1e-8, atol: float = 1e-10) -> dict:
+    """``least_squares``' iterations continued from state ``st`` until it is done or has run
+    ``limit`` iterations in all (a traced integer): ``lm_result`` of the state is then what
+    ``least_squares(max_steps=limit)`` returns, iteration for iteration (``lm_lanes``)."""
+    return jax.lax.while_loop(lambda s: (~s["done"]) & (s["i"] < limit), lm_step(residuals, args, rtol, atol), st)
+
+
+#: problems one round of ``lm_lanes`` advances together, and the iterations of a round
+LANES, ROUND_STEPS = 256, 4
+
+
+def lm_lanes(round_fn, state: dict, args, *, max_steps: int, width: int = LANES, round_steps: int = ROUND_STEPS) -> dict:
+    """Run many ``least_squares`` problems to the end through a fixed number of lanes.
+
+    A vmapped ``while_loop`` iterates as long as its slowest problem, every problem paying for
+    every iteration; here ``width`` lanes advance ``round_steps`` iterations at a time
+    (``round_fn(state, args, limit)``: ``lm_resume`` vmapped and jitted over ``width`` problems,
+    ``limit`` ``(width,)``), and between rounds the problems that finished leave their lane to the
+    next unfinished ones (host numpy): the cost is about the *sum* of the iterations, not their
+    maximum times the count, and one compiled ``round_fn`` serves every batch size.
+    ``state``: ``lm_init`` states of ``N`` problems (numpy, leading axis ``N``), ``args`` their
+    arguments (pytree, leading axis ``N``); returns the final states (each problem's sequence of
+    iterations is that of ``least_squares(max_steps=max_steps)``)."""
+    state = jax.tree_util.tree_map(np.array, state)  # writable host copies
+    args = jax.tree_util.tree_map(np.asarray, args)
+    while True:
+        todo = np.flatnonzero(~state["done"] & (state["i"] < max_steps))
+        if todo.size == 0:
+            return state
+        n = min(todo.size, width)
+        lanes = np.concatenate([todo[:n], np.full(width - n, todo[0])])
+        limit = np.minimum(state["i"][lanes] + round_steps, max_steps)
+        limit[n:] = state["i"][lanes[n:]]  # padding lanes: a copy of a problem that does not move
+        take = lambda a: a[lanes]  # noqa: E731
+        out = round_fn(jax.tree_util.tree_map(take, state), jax.tree_util.tree_map(take, args), limit)
+        out = jax.tree_util.tree_map(lambda a: np.asarray(a)[:n], out)
+        state = jax.tree_util.tree_map(lambda a, b: _put(a, todo[:n], b), state, out)
+
+
+def _put(a, idx, b):
+    a[idx] = b
+    return a
 
 
 def _pick_best(out):

@@ -18,7 +18,8 @@ import diffrax
 import equinox as eqx
 import numpy as np
 
-from jaxbio.sprint._solve import batched_best_of_starts, converged, laplace
+from jaxbio.sprint._solve import (LANES, _pick_best, batched_best_of_starts, converged, laplace, lm_init, lm_lanes,
+                                  lm_result, lm_resume)
 from jaxbio.sprint.data import SIGMA_ROUND, Splits
 from jaxbio.sprint.data import Race, SprintDataError
 from jaxbio.sprint.trace import SpeedTrace, speed_residuals
@@ -127,22 +128,30 @@ def _profile(base, theta, sp, run, *, names, n_grid, fitness=None):
                 run_a=acc / model.mass)
 
 
-def _fit_core_impl(base, splits, starts, mu, sqrt_prec, fitness=None, *, names, n_steps, max_steps, n_grid,
-                   fitness_static=None, loss="squared"):
+def _residual_fn(base, fitness, *, names, n_steps, fitness_static, loss):
+    """``(res_of(theta, (splits, mu, sqrt_prec)), fitness)``: one race's ``_residuals`` with the
+    model ``base`` shared, and the fitness hook rebuilt from its arrays and static rest."""
     # a fitness hook comes as its arrays (traced) and the rest (static, hashable): eqx.partition
     fitness = None if fitness_static is None else eqx.combine(fitness, fitness_static)
     res = functools.partial(_residuals, names=names, n_steps=n_steps, fitness=fitness, loss=loss)
-    L = splits.weights.shape[-1]
-    k = len(names)
-    dtype = starts.dtype
-    template = residual_template(L, k, n_steps, dtype)
+    return (lambda theta, a: res(theta, (base,) + a)), fitness  # the model is shared; splits and prior per race
 
-    def res_of(theta, a):  # the model is shared; splits and prior are per race
-        return res(theta, (base,) + a)
 
+def _fit_core_impl(base, splits, starts, mu, sqrt_prec, fitness=None, *, names, n_steps, max_steps, n_grid,
+                   fitness_static=None, loss="squared"):
+    res_of, fitness = _residual_fn(base, fitness, names=names, n_steps=n_steps, fitness_static=fitness_static,
+                                   loss=loss)
+    template = residual_template(splits.weights.shape[-1], len(names), n_steps, starts.dtype)
     # all races × starts as one flat vmap (see batched_best_of_starts)
-    theta, r, J, aux, ok, steps = batched_best_of_starts(res_of, starts, (splits, mu, sqrt_prec),
-                                                         max_steps=max_steps, template=template)
+    solved = batched_best_of_starts(res_of, starts, (splits, mu, sqrt_prec), max_steps=max_steps, template=template)
+    return _finish(base, splits, solved, fitness, names=names, n_grid=n_grid)
+
+
+def _finish(base, splits, solved, fitness, *, names, n_grid):
+    """Convergence test, Laplace covariance, Hessian and profile of the best solve of each race
+    (``solved``: ``least_squares``' outputs batched over races)."""
+    theta, r, J, aux, ok, steps = solved
+    L, k = splits.weights.shape[-1], len(names)
 
     def finish(r, J, ok, w):
         cov, chi2 = laplace(r, J, jnp.sum(w), k, L)
@@ -155,6 +164,38 @@ def _fit_core_impl(base, splits, starts, mu, sqrt_prec, fitness=None, *, names, 
         prof = functools.partial(_profile, base, names=names, n_grid=n_grid, fitness=fitness)
         aux = {**aux, **jax.vmap(prof)(theta, splits, run)}
     return theta, cost, ok, steps, cov, hess, aux
+
+
+def _round_impl(base, splits, mu, sqrt_prec, state, limit, fitness=None, *, names, n_steps, fitness_static=None,
+                loss="squared"):
+    """One round of ``_solve.lm_lanes``: each lane's LM continued to ``limit`` iterations."""
+    res_of, _ = _residual_fn(base, fitness, names=names, n_steps=n_steps, fitness_static=fitness_static, loss=loss)
+    return jax.vmap(lambda st, a, lim: lm_resume(res_of, st, a, lim))(state, (splits, mu, sqrt_prec), limit)
+
+
+def _lanes_finish_impl(base, splits, state, fitness=None, *, names, n_grid, fitness_static=None):
+    """``_finish`` of the final ``lm_lanes`` states ``(B, S, …)``: the best start of each race."""
+    fitness = None if fitness_static is None else eqx.combine(fitness, fitness_static)
+    solved = jax.vmap(lambda st: _pick_best(jax.vmap(lm_result)(st)))(state)
+    return _finish(base, splits, solved, fitness, names=names, n_grid=n_grid)
+
+
+def _fit_lanes(quick, base, splits, starts, mu, sqrt_prec, *fitness, width, names, n_steps, max_steps, n_grid,
+               fitness_static=None, loss="squared"):
+    """What ``_run_core`` returns, with the ``B·S`` solves run through ``_solve.lm_lanes`` (each
+    iterating as ``least_squares`` does, so the same results) instead of one vmapped loop."""
+    B, S, k = starts.shape
+    rep = lambda a: np.repeat(np.asarray(a), S, axis=0)  # noqa: E731  (race-major, as the starts)
+    args = jax.tree_util.tree_map(rep, (splits, mu, sqrt_prec))
+    template = residual_template(splits.weights.shape[-1], k, n_steps, starts.dtype)
+    state = jax.vmap(lambda t: lm_init(None, t, None, template))(jnp.reshape(starts, (B * S, k)))
+    opts = dict(names=names, n_steps=n_steps, fitness_static=fitness_static, loss=loss)
+    quick_round = width <= QUICK_COMPILE_MAX_BATCH  # a few lanes: compilation dominates
+    state = lm_lanes(lambda st, a, lim: _run_round(quick_round, base, *a, st, lim, *fitness, **opts), state, args,
+                     max_steps=max_steps, width=width)
+    state = jax.tree_util.tree_map(lambda a: a.reshape((B, S) + a.shape[1:]), state)
+    return _run_lanes_finish(quick, base, splits, state, *fitness, names=names, n_grid=n_grid,
+                             fitness_static=fitness_static)
 
 
 _STATIC = ("names", "n_steps", "max_steps", "n_grid", "fitness_static", "loss")
@@ -193,6 +234,8 @@ def quick_jit(impl, static_argnames):
 
 
 _run_core = quick_jit(_fit_core_impl, _STATIC)
+_run_round = quick_jit(_round_impl, ("names", "n_steps", "fitness_static", "loss"))
+_run_lanes_finish = quick_jit(_lanes_finish_impl, ("names", "n_grid", "fitness_static"))
 
 
 @functools.lru_cache(maxsize=16)
@@ -340,7 +383,8 @@ def _round_up(n: int, m: int) -> int:
 
 def fit_splits(splits: Splits, *, model: Sprinter | None = None, names=FREE, starts=None, prior=None,
                n_steps: int = N_STEPS, max_steps: int = 60, n_grid: int = 201,
-               quick_compile: bool | None = None, fitness=None, devices=None, loss: str = "squared") -> FitResult:
+               quick_compile: bool | None = None, fitness=None, devices=None, loss: str = "squared",
+               lanes: bool | int | None = None) -> FitResult:
     """Fit every race of ``splits`` (B races) in one vmapped, jitted call.
 
     ``splits`` may also be a `jaxbio.sprint.trace.SpeedTrace` (speed traces, the second data kind:
@@ -360,6 +404,11 @@ def fit_splits(splits: Splits, *, model: Sprinter | None = None, names=FREE, sta
     ``loss``: ``"squared"`` (least squares) or ``"huber"`` (robust to a bad split,
     ``robust_residuals``; compiled separately). ``names`` may include ``"rt_offset"``
     (``model.OFFSETS``: fitted as it is, not as a log).
+    ``lanes``: run the ``B·S`` solves ``_solve.LANES`` at a time in rounds of a few iterations,
+    refilling the lanes of finished solves (``_solve.lm_lanes``): the same iterations and results,
+    but a batch no longer runs as many iterations as its slowest solve (a start that wanders off
+    runs to ``max_steps``); default: when there are more than ``LANES`` solves and one device;
+    an integer > 1: that many lanes.
     Returns a ``FitResult`` (host numpy).
     """
     if loss not in LOSSES:
@@ -385,6 +434,9 @@ def fit_splits(splits: Splits, *, model: Sprinter | None = None, names=FREE, sta
     if devices is not None and len(devices) > 1:
         core = _sharded_core(tuple(devices), len(core_args), **core_kw)
         theta, cost, ok, steps, cov, hess, aux = core(*core_args)
+    elif (starts.shape[0] * starts.shape[1] > LANES) if lanes is None else lanes:
+        width = LANES if lanes is None or lanes is True else int(lanes)
+        theta, cost, ok, steps, cov, hess, aux = _fit_lanes(quick, *core_args, width=width, **core_kw)
     else:
         theta, cost, ok, steps, cov, hess, aux = _run_core(quick, *core_args, **core_kw)
     theta, cost, ok, steps, cov, hess = map(np.asarray, (theta, cost, ok, steps, cov, hess))
