@@ -46,13 +46,28 @@ Solvers (``solver=``):
   no maintained JAX solver takes a non-quadratic objective with inequality constraints: qpax is
   QP-only, optimistix and lineax have no inequality constraints, and jaxopt (which had them) is
   no longer maintained.
-- ``"auto"`` (default): ``"interior_point"``. Measured (benchmarks/static_optimization.py,
-  gait10dof18musc, p = 2) it is faster than qpax under ``vmap`` (qpax floors its slacks at √eps and
-  so needs more iterations to a tolerance the polish can start from, and it stalls on infeasible
-  frames, where the whole batch then runs to the iteration limit); both give the same forces.
-  qpax stays available as an independent second solver for p = 2 (an optional dependency).
+- ``"active_set"`` (any ``p ≥ 2``): the primal–dual active-set method of Hintermüller, Ito &
+  Kunisch (2002) — Newton's method on the reduced KKT system of a guessed active set, the set
+  corrected after each step — started without any bound active and the elastic slacks at 0 (the
+  first step is the least-effort solution without bounds); for ``p ≠ 2`` the ``p = 2`` solution
+  starts Newton's method on the dual of the ``p``-problem. A few ``n × n`` solves per frame where
+  the interior point takes ~12 iterations. A frame it does not verify within ``ACTIVE_SET_STEPS``
+  (the KKT check of the polish below; in practice infeasible frames, whose slacks keep changing,
+  and some ``p = 3`` frames with an activation near 0) is solved again by the interior point:
+  in a batch (`static_optimization_motion`) only those frames, gathered in buckets of
+  ``FALLBACK_BUCKET`` per chunk. Same answers as the interior point (the problem is strictly
+  convex in the activations and reserves).
+- ``"auto"`` (default): ``"active_set"`` for ``p = 2`` (measured 5–7× faster than the interior
+  point on gait10dof18musc, benchmarks/static_optimization.py), ``"interior_point"`` otherwise
+  (for ``p = 3`` about half the frames of that benchmark need more active-set steps or the
+  fallback, and the two are about as fast). The interior point is faster than qpax under
+  ``vmap`` (qpax floors its slacks at √eps and so needs more iterations to a tolerance the polish
+  can start from, and it stalls on infeasible frames, where the whole batch then runs to the
+  iteration limit); all give the same forces. qpax stays available as an independent second
+  solver for p = 2 (an optional dependency).
 
-Either solve is followed by the same *active-set polish*: the active bounds are identified from the
+The interior point and qpax are followed by the same *active-set polish* (the active-set solver's
+own iteration): the active bounds are identified from the
 interior-point slacks and duals (a bound is active where its slack is below its dual), and Newton's
 method on the reduced KKT system (stationarity of the free variables, the moment equations, the
 active variables at their bounds) takes the solution to machine precision (one step for ``p = 2``).
@@ -75,6 +90,8 @@ References
   SIAM J. Optim. 2, 575–601; J. Nocedal, S. J. Wright (2006), Numerical Optimization, §16.6, §19.
 - K. Tracy, Z. Manchester (2024), On the differentiability of the primal-dual interior-point
   method, arXiv:2406.11749 (qpax).
+- M. Hintermüller, K. Ito, K. Kunisch (2002), The primal-dual active set strategy as a semismooth
+  Newton method, SIAM J. Optim. 13, 865–888.
 """
 
 from __future__ import annotations
@@ -124,9 +141,10 @@ class StaticOptimizationResult(eqx.Module):
     - ``lower_multipliers``, ``upper_multipliers``: ``(m,)`` the multipliers (≥ 0) of ``x ≥ 0`` and
       ``x ≤ 1``. KKT stationarity reads ``p xᵢᵖ⁻¹ − F̂ᵢ Σⱼ rᵢⱼ λⱼ − lowerᵢ + upperᵢ = 0`` and, for the
       reserves, ``2 yⱼ − Sⱼ λⱼ = 0`` (λ = ``moment_multipliers``).
-    - ``converged``: ``()`` bool, the interior point met its tolerance and the active-set polish
-      was consistent (free variables inside their bounds, bound multipliers ≥ 0).
-    - ``iterations``: ``()`` int, interior-point iterations.
+    - ``converged``: ``()`` bool, the active-set polish (or the active-set solver) was consistent
+      (free variables inside their bounds, bound multipliers ≥ 0, reduced KKT residual at rounding).
+    - ``iterations``: ``()`` int, interior-point iterations; for ``solver="active_set"`` its
+      active-set steps, plus the interior point's iterations on a frame handed over to it.
     """
 
     forces: Float[Array, "*T m"]
@@ -721,11 +739,38 @@ def _solve_frame(moment_arms, tau, max_force, passive_force, reserve_strength, p
     ip = functools.partial(_interior_point_solve, solver="interior_point" if solver == "active_set" else solver,
                            weight=weight, tol=tol, max_iterations=max_iterations, polish_steps=polish_steps)
     if solver == "active_set":
-        sol = _active_set_solve(prob, p, weight=weight)
-        sol = jax.lax.cond(sol.polished, lambda s: s, lambda s: _add_iterations(ip(prob, p), s), sol)
+        sol = _active_set_with_fallback(jax.lax.stop_gradient(prob), p, ip, weight)
     else:
         sol = ip(prob, p)
     return _finish(prob, sol, p, weight=weight, residual_tolerance=residual_tolerance)
+
+
+def _active_set_with_fallback(prob: _Problem, p, ip, weight) -> _Solution:
+    """`_active_set_solve`, then ``ip`` (the interior point) if it did not verify the frame. A
+    `jax.custom_batching.custom_vmap`: under `jax.vmap` (a caller's, or `_frames_solver`'s) the
+    active-set method runs on every frame and the interior point only on the frames it did not
+    verify (`_fallback`), where a batched `jax.lax.cond` would run both on every frame. ``prob``
+    without gradients (the derivative comes from `_finish`)."""
+
+    def one(prob, p):
+        sol = _active_set_solve(prob, p, weight=weight)
+        return jax.lax.cond(sol.polished, lambda s: s, lambda s: _add_iterations(ip(prob, p), s), sol)
+
+    solve = jax.custom_batching.custom_vmap(one)
+
+    @solve.def_vmap
+    def _rule(axis_size, in_batched, prob, p):
+        prob_batched, p_batched = in_batched
+        prob = jax.tree_util.tree_map(lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x)),
+                                      prob, prob_batched)
+        if p_batched:  # p differs between frames (never in jaxbio): both solvers on every frame
+            sol = jax.vmap(one)(prob, p)
+        else:
+            sol = jax.vmap(functools.partial(_active_set_solve, weight=weight), in_axes=(0, None))(prob, p)
+            sol = _fallback(prob, sol, p, ip, FALLBACK_BUCKET)
+        return sol, jax.tree_util.tree_map(lambda _: True, sol)
+
+    return solve(prob, p)
 
 
 def _add_iterations(sol: _Solution, before: _Solution) -> _Solution:
@@ -818,26 +863,11 @@ def _frames_solver(solver: str, weight: float, tol: float, max_iterations: int, 
     program per option set and shape: ``solve(R (T, m, n), τ (T, n), F̂ (T, m), P (T, m), S (T, n),
     p, bounds)`` (``bounds``: ``None`` or ``(lower (m,), upper (m,))``). With
     ``solver="active_set"``, per chunk: the active-set method on every frame, the interior point
-    on the frames it did not verify (`_fallback`), then the result."""
+    on the frames it did not verify (`_fallback`, through `_active_set_with_fallback`'s batching
+    rule)."""
     frame = functools.partial(_solve_frame, solver=solver, weight=weight, tol=tol, max_iterations=max_iterations,
                               residual_tolerance=residual_tolerance)
-    if solver == "active_set":
-        ip = functools.partial(_interior_point_solve, solver="interior_point", weight=weight, tol=tol,
-                               max_iterations=max_iterations)
-
-        def batch(R, tau, fmax, passive, reserve, p, bounds):
-            m, n = R.shape[1:]
-            if n == 0:
-                return jax.vmap(frame, in_axes=(0, 0, 0, 0, 0, None, None))(R, tau, fmax, passive, reserve, p, bounds)
-            p = jax.lax.stop_gradient(jnp.asarray(p, R.dtype))
-            prob = jax.vmap(_prepare, in_axes=(0, 0, 0, 0, 0, None, None))(R, tau, fmax, passive, reserve, bounds,
-                                                                            weight)
-            sol = jax.vmap(functools.partial(_active_set_solve, weight=weight), in_axes=(0, None))(prob, p)
-            sol = _fallback(prob, sol, p, ip, FALLBACK_BUCKET)
-            return jax.vmap(functools.partial(_finish, weight=weight, residual_tolerance=residual_tolerance),
-                            in_axes=(0, 0, None))(prob, sol, p)
-    else:
-        batch = jax.vmap(frame, in_axes=(0, 0, 0, 0, 0, None, None))
+    batch = jax.vmap(frame, in_axes=(0, 0, 0, 0, 0, None, None))
 
     def solve(R, tau, fmax, passive, reserve, p, bounds):
         T = R.shape[0]
@@ -949,8 +979,11 @@ def static_optimization(
             reserve actuator on that coordinate.
         activation_bounds: ``(lower (m,), upper (m,))``, ``0 ≤ lower ≤ upper`` (finite), the box
             of ``x`` instead of ``[0, 1]`` (OpenSim's ``min_control``/``max_control``).
-        solver: static, ``"auto"`` (= ``"interior_point"``), ``"interior_point"`` or ``"qpax"``
-            (p = 2 only; needs ``pip install qpax``).
+        solver: static, ``"auto"`` (= ``"active_set"`` for p = 2, ``"interior_point"``
+            otherwise), ``"active_set"`` (the interior point where it does not converge; under a
+            caller's `jax.vmap` both then run on every frame, so batch with
+            `static_optimization_motion`, which reruns only those frames), ``"interior_point"`` or
+            ``"qpax"`` (p = 2 only; needs ``pip install qpax``).
         infeasibility_weight: static, exact-penalty weight of the unmet moment (per unit of the
             coordinate's largest single-actuator moment). Must exceed the moment multipliers; if
             the muscles could reproduce ``τ`` only at a marginal cost above it, the frame is
