@@ -58,7 +58,7 @@ Solvers (``solver=``):
   buckets of ``FALLBACK_BUCKET`` (`_active_set_with_fallback`, a `jax.custom_batching.custom_vmap`). Same answers as the interior point (the problem is strictly
   convex in the activations and reserves).
 - ``"auto"`` (default): ``"active_set"``. Measured on gait10dof18musc
-  (benchmarks/static_optimization.py, 10⁴ frames, loaded 2-core machine) 4.2× faster than the
+  (benchmarks/static_optimization.py, 10⁴ frames, 2-core machine) about 4× faster than the
   interior point for ``p = 2`` (4.4 steps per frame on average, no fallback); for ``p = 3``
   (2000 frames) 1.3× (13 % of the frames handed over: an activation near 0, where the dual
   Newton steps of ``x = (c/3)^½`` oscillate between two muscles). The interior point is faster than qpax under
