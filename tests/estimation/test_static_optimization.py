@@ -42,7 +42,7 @@ try:  # qpax is optional (p = 2 backend)
 except ImportError:
     HAVE_QPAX = False
 
-CONFIGS = [(2, "interior_point"), (3, "interior_point")]
+CONFIGS = [(2, "interior_point"), (3, "interior_point"), (2, "active_set"), (3, "active_set")]
 QPAX = pytest.param(2, "qpax", marks=[pytest.mark.slow, pytest.mark.skipif(not HAVE_QPAX, reason="qpax not installed")])
 
 
@@ -183,6 +183,47 @@ def test_qpax_and_interior_point_agree():
                                atol=1e-12)
 
 
+@pytest.mark.parametrize("p", [2, 3])
+def test_active_set_matches_interior_point(p):
+    """The primal–dual active-set solver and the interior point: the same forces, multipliers and
+    flags on the 8 frames (upper and lower bounds active), and on the same frames asked for 3× and
+    6× the moments (beyond the muscles: infeasible, the unmet moment reported the same way)."""
+    a, b = solved(p, "active_set"), solved(p, "interior_point")
+    assert a.converged.all() and (np.asarray(a.upper_multipliers) > 1e-3).any()
+    for name in ("forces", "moment_multipliers", "lower_multipliers", "upper_multipliers", "cost"):
+        np.testing.assert_allclose(np.asarray(getattr(a, name)), np.asarray(getattr(b, name)), atol=1e-8, rtol=1e-8)
+    taus = TAU_FRAMES * jnp.asarray([1.0, 3.0, 1.0, 6.0, 3.0, 1.0, 6.0, 3.0])[:, None]
+    a, b = batched(p, "active_set", tau=taus), batched(p, "interior_point", tau=taus)
+    feasible = np.asarray(a.feasible)
+    np.testing.assert_array_equal(feasible, np.asarray(b.feasible))
+    assert feasible.any() and not feasible.all()
+    np.testing.assert_allclose(np.asarray(a.forces), np.asarray(b.forces), atol=1e-6)
+    np.testing.assert_allclose(np.asarray(a.residual), np.asarray(b.residual), atol=1e-6)
+
+
+@pytest.mark.slow
+def test_active_set_fallback_in_buckets(monkeypatch):
+    """Frames the active-set method does not verify (here: three steps allowed, enough for one
+    frame of the 8) are solved again by the interior point in buckets (here of 2, in chunks of 5:
+    8 frames, two chunks, the second padded), and come back with its answer; frames it verified
+    keep theirs. (The default run reaches the fallback through the infeasible frames of
+    `test_active_set_matches_interior_point`, where the active-set steps do not settle.)"""
+    import jaxbio.estimation._static_optimization as so_module
+
+    monkeypatch.setattr(so_module, "CHUNK", 5)
+    monkeypatch.setattr(so_module, "FALLBACK_BUCKET", 2)
+    monkeypatch.setattr(so_module, "ACTIVE_SET_STEPS", 3)
+    solve = _frames_solver.__wrapped__("active_set", 1e5, 1e-9, 60, 1e-6)
+    r = solve(R_FRAMES, TAU_FRAMES, jnp.broadcast_to(FMAX, (8, 6)), jnp.zeros((8, 6)), jnp.zeros((8, 2)),
+              jnp.asarray(2.0), None)
+    ref = solved(2, "interior_point")
+    it = np.asarray(r.iterations)
+    assert (it <= 3).any() and (it > 3).sum() >= 5  # some verified in three steps, more than a bucket handed over
+    assert r.converged.all()
+    np.testing.assert_allclose(np.asarray(r.forces), np.asarray(ref.forces), atol=1e-8)
+    np.testing.assert_allclose(np.asarray(r.moment_multipliers), np.asarray(ref.moment_multipliers), atol=1e-8)
+
+
 ARM_JOINTS = sets.coordinate_names("arm26")
 
 
@@ -216,7 +257,7 @@ def test_chunked_batch_matches_single_frames(monkeypatch):
         return solve(R_FRAMES, tau, fmax, zeros, jnp.zeros((8, 2)), jnp.asarray(2.0), None)
 
     def single(tau):
-        return jax.vmap(lambda R, t: static_optimization(R, t, FMAX, p=2))(R_FRAMES, tau)
+        return jax.vmap(lambda R, t: static_optimization(R, t, FMAX, p=2, solver="interior_point"))(R_FRAMES, tau)
 
     r, ref = chunked(TAU_FRAMES), single(TAU_FRAMES)
     assert r.forces.shape == (8, 6) and r.converged.all()
@@ -237,14 +278,14 @@ def _functional(r):
 
 
 @functools.cache
-def _grad_fn(p):
+def _grad_fn(p, solver="interior_point"):
     def value(fmax, tau, R):
-        return _functional(static_optimization(R, tau, fmax, p=p, solver="interior_point"))
+        return _functional(static_optimization(R, tau, fmax, p=p, solver=solver))
 
     return jax.jit(jax.grad(value, argnums=(0, 1, 2)))
 
 
-def _central_differences(p, k, which, indices, h):
+def _central_differences(p, k, which, indices, h, solver="interior_point"):
     """Central differences of `_functional` at frame ``k`` for 4 entries of one argument, all 8
     perturbed problems in one call of the shared compiled batch."""
     base = {"fmax": FMAX, "tau": TAU_FRAMES[k], "R": R_FRAMES[k]}
@@ -254,16 +295,16 @@ def _central_differences(p, k, which, indices, h):
         e = jnp.zeros(x.size).at[i].set(h).reshape(x.shape)
         steps += [x + e, x - e]
     args = dict(base, **{which: jnp.stack(steps)})
-    f = np.asarray(_functional(batched(p, "interior_point", args["R"], args["tau"], args["fmax"])))
+    f = np.asarray(_functional(batched(p, solver, args["R"], args["tau"], args["fmax"])))
     return (f[0::2] - f[1::2]) / (2 * h)
 
 
-def _check_gradients(p, k):
-    g_f, g_t, g_r = (np.asarray(g).ravel() for g in _grad_fn(p)(FMAX, TAU_FRAMES[k], R_FRAMES[k]))
+def _check_gradients(p, k, solver="interior_point"):
+    g_f, g_t, g_r = (np.asarray(g).ravel() for g in _grad_fn(p, solver)(FMAX, TAU_FRAMES[k], R_FRAMES[k]))
     fi, ri = [0, 1, 3, 5], [1, 6, 7, 9]
-    fd_f = _central_differences(p, k, "fmax", fi, 1e-3)
-    fd_t = _central_differences(p, k, "tau", [0, 1, 0, 1], 1e-5)[:2]
-    fd_r = _central_differences(p, k, "R", ri, 1e-7)
+    fd_f = _central_differences(p, k, "fmax", fi, 1e-3, solver)
+    fd_t = _central_differences(p, k, "tau", [0, 1, 0, 1], 1e-5, solver)[:2]
+    fd_r = _central_differences(p, k, "R", ri, 1e-7, solver)
     np.testing.assert_allclose(g_f[fi], fd_f, rtol=1e-5, atol=1e-8)
     np.testing.assert_allclose(g_t, fd_t, rtol=1e-5, atol=1e-8)
     np.testing.assert_allclose(g_r[ri], fd_r, rtol=1e-5, atol=1e-5)
@@ -279,6 +320,17 @@ def test_gradients_match_finite_differences_p2(k):
 @pytest.mark.parametrize("k", [1, 4])
 def test_gradients_match_finite_differences_p3(k):
     _check_gradients(3, k)
+
+
+def test_active_set_gradients_match_finite_differences():
+    """The default solver for p = 2 (active set, interior point as its fallback): implicit
+    gradients at a frame with upper bounds active (frame 4) against central differences."""
+    _check_gradients(2, 4, "active_set")
+
+
+@pytest.mark.slow
+def test_active_set_gradients_match_finite_differences_p3():
+    _check_gradients(3, 4, "active_set")
 
 
 @pytest.mark.parametrize("p,solver", CONFIGS)
