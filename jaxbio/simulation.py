@@ -428,9 +428,14 @@ def simulate(
             times); needs 1-DOF joints and a Rayleigh dissipation. Use it when you differentiate
             through the solve: reverse mode then differentiates the wrench recursion once instead
             of ``∂T/∂q`` (a second derivative), so a value-and-gradient step compiles and runs
-            several times faster (MLP torque controller, batch 32, 2 s, float32, adaptive, 2-core
-            CPU: see benchmarks/README.md, ``learning.py``, for the measured compile times and
-            gradient/forward ratios of both forms). The adaptive solve's error control then
+            faster (benchmarks/learning.py: MLP torque controller, batch 32, 2 s, float32,
+            adaptive, one run on a loaded 2-core CPU: arm7's value-and-gradient step 1.5 s
+            against 4.6 s, 5.4× its forward pass against 10.8×, first gradient compile 119 s
+            against 350 s, 45 s adding ``max_steps=256,
+            adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=256)``; the double pendulum's
+            step 112 against 513 ms; benchmarks/README.md; a solve needing more steps than
+            ``max_steps`` fails). Not the default: the Hamiltonian form's forward pass under
+            `jax.vmap` runs one batch-last kernel. The adaptive solve's error control then
             measures ``q̇`` instead of ``p``, so the steps taken (and the solution's round-off
             level) differ slightly.
 
