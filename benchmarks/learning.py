@@ -28,8 +28,8 @@ one run). The paths (``--paths``):
   ≤ 186 steps), so the reverse pass recomputes nothing.
 
 No path reaches the issue's target (value-and-grad ≤ 4× forward, first compile < 10 s);
-``velocity`` / ``velocity_ckpt`` come closest (arm7: ratio 5.4–6.6 against 10.8, gradient compile
-119 / 45 s against 350 s, in one run at load 9–12); the README's section says where the time goes.
+``velocity`` / ``velocity_ckpt`` come closest (arm7 at load 2–3: value+grad 1.20 / 1.16 s against
+1.44 s, gradient compile 25 / 23 s against 57 s); the README's section says where the time goes.
 
 The machine and the load at start and end are printed: timings of one run are comparable
 with each other only.

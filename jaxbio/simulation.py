@@ -429,12 +429,13 @@ def simulate(
             through the solve: reverse mode then differentiates the wrench recursion once instead
             of ``∂T/∂q`` (a second derivative), so a value-and-gradient step compiles and runs
             faster (benchmarks/learning.py: MLP torque controller, batch 32, 2 s, float32,
-            adaptive, one run on a loaded 2-core CPU: arm7's value-and-gradient step 1.5 s
-            against 4.6 s, 5.4× its forward pass against 10.8×, first gradient compile 119 s
-            against 350 s, 45 s adding ``max_steps=256,
-            adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=256)``; the double pendulum's
-            step 72 against 82 ms, compile 28 against 42 s, at load 4; benchmarks/README.md;
-            with ``max_steps=256`` a solve needing more steps fails). Not the default: the
+            adaptive, 2-core CPU at load 2–4: arm7's value-and-gradient step 1.20 s against
+            1.44 s and its first compile 25 s against 57 s; the double pendulum's 72 against
+            82 ms and 28 against 42 s; on a loaded machine (load 10–12) arm7's gap was wider,
+            1.5 against 4.6 s, 119 against 350 s; benchmarks/README.md. Adding ``max_steps=256,
+            adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=256)`` (one checkpoint per step)
+            compiled arm7's gradient in 23 s, but a solve needing more than 256 steps then
+            fails). Not the default: the
             Hamiltonian form's forward pass under `jax.vmap` runs one fused batch-last kernel
             (3× faster for the double pendulum). The adaptive solve's error control then
             measures ``q̇`` instead of ``p``, so the steps taken (and the solution's round-off
