@@ -19,10 +19,17 @@ one run). The paths (``--paths``):
 - ``custom_vjp``: ``default`` with the vector field's ``(q̇, ∂H/∂q)`` given a hand-written reverse
   rule (benchmarks/_learning_vjp.py; tried, not shipped);
 - ``grid``: fixed-grid stepping ``steps=200`` (`lax.scan`, reverse mode through the scan; its
-  loss is over the 201 grid states, so its ``loss`` column differs).
+  loss is over the 201 grid states, so its ``loss`` column differs);
+- ``velocity``: ``default`` with ``form="velocity"`` (the solver integrates ``(q, q̇)``,
+  `HamiltonianSystem.velocity_field`: reverse mode differentiates the wrench recursion once
+  instead of ``∂T/∂q``);
+- ``velocity_ckpt``: ``velocity`` with ``max_steps=256`` and
+  ``RecursiveCheckpointAdjoint(checkpoints=256)``: one checkpoint per step (these solves take
+  ≤ 186 steps), so the reverse pass recomputes nothing.
 
-No path reaches the issue's target (value-and-grad ≤ 4× forward, first compile < 10 s); the
-README's section says where the time goes.
+No path reaches the issue's target (value-and-grad ≤ 4× forward, first compile < 10 s);
+``velocity`` / ``velocity_ckpt`` come closest (arm7 at load 2–3: value+grad 1.20 / 1.16 s against
+1.44 s, gradient compile 25 / 23 s against 57 s); the README's section says where the time goes.
 
 The machine and the load at start and end are printed: timings of one run are comparable
 with each other only.
@@ -46,7 +53,7 @@ import _machine  # noqa: E402  (benchmarks/_machine.py)
 import jaxbio as jb  # noqa: E402
 
 BATCH, DURATION, SAVED = 32, 2.0, 21
-PATHS = ("default", "backsolve", "custom_vjp", "grid")
+PATHS = ("default", "backsolve", "custom_vjp", "grid", "velocity", "velocity_ckpt")
 
 
 class MLPDrive(jb.hamiltonian.Drive):
@@ -67,6 +74,11 @@ def solve_kwargs(path: str, ts) -> dict:
         return dict(adaptive, adjoint=diffrax.BacksolveAdjoint())
     if path == "grid":
         return dict(steps=200, throw=False)
+    if path == "velocity":
+        return dict(adaptive, form="velocity")
+    if path == "velocity_ckpt":
+        return dict(adaptive, form="velocity", max_steps=256,
+                    adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=256))
     raise ValueError(f"unknown path {path!r}, expected one of {PATHS}")
 
 

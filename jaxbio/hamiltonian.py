@@ -37,7 +37,8 @@ from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio._validate import as_float, check_choice, check_finite, check_values, coordinate_vector
 from jaxbio.configuration import velocity_to_qdot, velocity_to_qdot_transpose
-from jaxbio.dynamics import _one_segment, gravity_forces, kinetic_energy_gradient, mass_matrix, potential_energy
+from jaxbio.dynamics import (_one_segment, bias_forces, gravity_forces, kinetic_energy_gradient, mass_matrix,
+                             potential_energy)
 from jaxbio.dynamics._batched import hamiltonian_flow_batch, vmapped_by
 from jaxbio.tree import SegmentTree
 
@@ -886,6 +887,51 @@ class HamiltonianSystem(eqx.Module):
             out["a"] = _output(self.drive.state_rate(t, q, qd, self.fitness.value(f), y["a"]), y["a"].shape,
                                "drive", self.drive, ".state_rate")
         return out
+
+    def velocity_field(self, t, y, args=None) -> dict:
+        """The same equations in velocity form, on the state ``{"q", "qd", "f"(, "a")}``
+        (``qd`` ``(nv,)`` the velocities instead of the momenta): ``q̇ = qd``,
+        ``q̈ = (M(q) + J)⁻¹ (F − ∂R/∂q̇ − ∂U/∂q − C(q, q̇) q̇ − g(q))`` (one wrench recursion
+        for ``C q̇ + g``, one Cholesky solve), ``ḟ`` and ``ȧ`` as in `vector_field`.
+
+        What `jaxbio.simulate` integrates with ``form="velocity"``: the same trajectory as the
+        Hamiltonian form up to the discretisation, but reverse mode through it differentiates
+        the recursion once instead of ``∂T/∂q`` (a second derivative of the kinetic energy), which
+        makes gradients several times cheaper to compile and run (benchmarks/learning.py). Needs
+        1-DOF joints and a Rayleigh `Dissipation` (``ValueError`` otherwise). A fitness law other
+        than `ConstantFitness` sees the same `PhaseFlow` as in `vector_field` (its ``∂H/∂q``
+        computed from ``q̇``)."""
+        self.check_velocity_form()
+        q, qd, f = y["q"], y["qd"], y["f"]
+        a = y.get("a")
+        force = _output(self.drive(t, q, qd, self.fitness.value(f), a), qd.shape, "drive", self.drive)
+        resistance = _output(self.dissipation.force(q, qd), qd.shape, "dissipation", self.dissipation, ".force")
+        potential_force = _output(self.potential.gradient(t, q), qd.shape, "potential", self.potential, ".gradient")
+        M = _inertia(self.tree, q, self.added_inertia(jnp.result_type(q)))
+        rhs = force - resistance - potential_force - bias_forces(self.tree, q, qd)
+        qdd = rhs / M[0] if self.nv == 1 else jsl.cho_solve(jsl.cho_factor(M), rhs)
+        if isinstance(self.fitness, ConstantFitness):
+            rate = jnp.zeros_like(f)
+        else:
+            gradient_q = dH_dq(self.tree, q, qd) + potential_force
+            p = M @ qd
+            flow = PhaseFlow(qd, force - gradient_q - resistance, qd, gradient_q, self.potential.time_rate(t, q))
+            rate = _output(self.fitness.rate(t, q, p, qd, f, force, flow), f.shape, "fitness", self.fitness, ".rate")
+        out = {"q": qd, "qd": qdd, "f": rate}
+        if self.stateful:
+            out["a"] = _output(self.drive.state_rate(t, q, qd, self.fitness.value(f), a), a.shape,
+                               "drive", self.drive, ".state_rate")
+        return out
+
+    def check_velocity_form(self) -> None:
+        """``ValueError`` unless `velocity_field` applies: 1-DOF joints (``nq == nv``) and a
+        Rayleigh `Dissipation`."""
+        if not self.tree.is_axial or self.nq != self.nv:
+            raise ValueError("velocity form: the tree must have 1-DOF joints only (nq == nv); ball or free "
+                             "joints integrate in the Hamiltonian form")
+        if not isinstance(self.dissipation, Dissipation):
+            raise ValueError("velocity form: the dissipation must be a Rayleigh jaxbio.hamiltonian.Dissipation "
+                             f"R(q, q̇), got {type(self.dissipation).__name__}")
 
     def _flow(self, t, y) -> tuple[PhaseFlow, Array, Array, tuple[Array, Array]]:
         """The `PhaseFlow` at ``(t, y)``, the drive force ``F`` ``(nv,)``, the generalised

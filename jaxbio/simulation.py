@@ -43,12 +43,13 @@ from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio.configuration import normalize
 from jaxbio._validate import any_bad, as_count, as_real, as_scalar, check_choice, check_finite, check_flag, check_key, check_or_defer, raise_if
-from jaxbio.dynamics import potential_energy
+from jaxbio.dynamics import mass_matrix, potential_energy
 from jaxbio.hamiltonian import HamiltonianSystem
 
 __all__ = ["SimulationError", "Trajectory", "crossing_times", "hermite", "simulate", "simulate_sde", "stop_when"]
 
 SPACINGS = ("uniform", "quadratic")
+FORMS = ("hamiltonian", "velocity")
 
 
 class Trajectory(eqx.Module):
@@ -335,6 +336,7 @@ def _trajectory(fn, system, ts, ys, result, sol, throw, deferred=(), requested=N
     ``t1``). Rows after an event stop stay diffrax's padding (``ts`` inf). ``throw`` raises on
     failure (`_raise`).
     """
+    ys, solved_qd = _from_form(system, ys)
     bad = any_bad(deferred)
     valid = jnp.isfinite(ts)
     finite_rows = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x), axis=-1) for x in ys.values()]), axis=0)
@@ -353,7 +355,8 @@ def _trajectory(fn, system, ts, ys, result, sol, throw, deferred=(), requested=N
     ok_rows = valid & ~nan_rows
     safe_q = jnp.where(ok_rows[:, None], ys["q"], 0.0)
     safe_p = jnp.where(ok_rows[:, None], ys["p"], 0.0)
-    qd = jax.vmap(system.velocities)(safe_q, safe_p)
+    qd = (jax.vmap(system.velocities)(safe_q, safe_p) if solved_qd is None
+          else jnp.where(ok_rows[:, None], solved_qd, 0.0))
     # H = ½ pᵀq̇ + V(q), with the q̇ just solved for (no second factorisation of M)
     energy = 0.5 * jnp.sum(safe_p * qd, axis=-1) + jax.vmap(potential_energy, in_axes=(None, 0))(system.tree, safe_q)
     qd = jnp.where(nan_rows[:, None], jnp.nan, jnp.where(valid[:, None], qd, jnp.inf))
@@ -386,6 +389,7 @@ def simulate(
     steps: int | None = None,
     spacing: str = "uniform",
     checkpoint: bool = False,
+    form: str = "hamiltonian",
 ) -> Trajectory:
     """Integrate the Hamilton equations of ``system`` from ``y0`` over ``[t0, t1]`` (s).
 
@@ -417,6 +421,25 @@ def simulate(
             stores every stage's intermediates: ~60 kB per step per trajectory for the double
             pendulum (float64), so ``grad`` of 1,000 trajectories of 2,000 steps needs ~120 GB
             instead of ~0.2 GB (benchmarks/memory.py). No effect on forward mode.
+        form: the state the solver integrates: ``"hamiltonian"`` (default; ``(q, p)``, seed
+            000's equations) or ``"velocity"`` (``(q, q̇)``, `HamiltonianSystem.velocity_field`:
+            ``q̈ = (M + J)⁻¹ (F − ∂R/∂q̇ − ∂U/∂q − C q̇ − g)``). The same trajectory up to the
+            discretisation (the `Trajectory` is the same, ``p = (M + J) q̇`` at the saved
+            times); needs 1-DOF joints and a Rayleigh dissipation. Use it when you differentiate
+            through the solve: reverse mode then differentiates the wrench recursion once instead
+            of ``∂T/∂q`` (a second derivative), so a value-and-gradient step compiles and runs
+            faster (benchmarks/learning.py: MLP torque controller, batch 32, 2 s, float32,
+            adaptive, 2-core CPU at load 2–4: arm7's value-and-gradient step 1.20 s against
+            1.44 s and its first compile 25 s against 57 s; the double pendulum's 72 against
+            82 ms and 28 against 42 s; on a loaded machine (load 10–12) arm7's gap was wider,
+            1.5 against 4.6 s, 119 against 350 s; benchmarks/README.md. Adding ``max_steps=256,
+            adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=256)`` (one checkpoint per step)
+            compiled arm7's gradient in 23 s, but a solve needing more than 256 steps then
+            fails). Not the default: the
+            Hamiltonian form's forward pass under `jax.vmap` runs one fused batch-last kernel
+            (3× faster for the double pendulum). The adaptive solve's error control then
+            measures ``q̇`` instead of ``p``, so the steps taken (and the solution's round-off
+            level) differ slightly.
 
     Returns:
         a `Trajectory`.
@@ -446,6 +469,12 @@ def simulate(
     fn = "simulate"
     _check_types(fn, system=system, solver=solver, stepsize_controller=stepsize_controller, saveat=saveat,
                  event=event, adjoint=adjoint)
+    check_choice(form, FORMS, f"{fn}: form")
+    if form == "velocity":
+        try:
+            system.check_velocity_form()
+        except ValueError as e:
+            raise ValueError(f"{fn}: form='velocity': {str(e).removeprefix('velocity form: ')}") from None
     y0 = _check_state(fn, system, y0)
     t0, t1 = as_scalar(t0, f"{fn}: t0"), as_scalar(t1, f"{fn}: t1")
     max_steps = as_count(max_steps, f"{fn}: max_steps")
@@ -459,7 +488,7 @@ def simulate(
         steps = as_count(steps, f"{fn}: steps")
         check_choice(spacing, SPACINGS, f"{fn}: spacing")
         return _simulate_grid(system, y0, t0, t1, steps, spacing, solver, throw, check_or_defer(checks),
-                              checkpoint=check_flag(checkpoint, f"{fn}: checkpoint"))
+                              checkpoint=check_flag(checkpoint, f"{fn}: checkpoint"), form=form)
     if checkpoint is not False:
         raise ValueError(f"{fn}: checkpoint= applies to fixed-grid stepping (steps=); an adaptive solve "
                          f"checkpoints through adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=...)")
@@ -507,13 +536,14 @@ def simulate(
     if saveat is None:  # the times asked for: a failed solve's rows saved at others become NaN
         saveat = diffrax.SaveAt(ts=ts, dense=dense) if ts is not None else diffrax.SaveAt(t1=True, dense=dense)
         requested = ts if ts is not None else t1[None]
+    y_start = _to_form(system, y0, form)
     sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(system.vector_field),
+        diffrax.ODETerm(system.velocity_field if form == "velocity" else system.vector_field),
         diffrax.Tsit5() if solver is None else solver,
         t0,
         t1,
         dt0,
-        y0,
+        y_start,
         saveat=saveat,
         stepsize_controller=_stop_on_nonfinite(stepsize_controller, t1 - t0),
         event=event,
@@ -524,15 +554,41 @@ def simulate(
     return _trajectory(fn, system, sol.ts, sol.ys, sol.result, sol, throw, deferred, requested, max_steps)
 
 
+def _to_form(system, y0: dict, form: str) -> dict:
+    """``y0`` (``q, p, …``) as the state the solver integrates: itself, or ``p`` replaced by the
+    velocities ``qd`` for ``form="velocity"``."""
+    if form != "velocity":
+        return y0
+    y = {k: v for k, v in y0.items() if k != "p"}
+    y["qd"] = system.velocities(y0["q"], y0["p"])
+    return y
+
+
+def _from_form(system, ys: dict) -> tuple[dict, Array | None]:
+    """``(ys with "p", qd or None)``: a saved velocity-form trajectory (leaves ``(T, ·)``) back
+    to momenta ``p = (M + J) q̇`` (rows that are not finite are kept out of ``M``)."""
+    if "qd" not in ys:
+        return ys, None
+    q, qd = ys["q"], ys["qd"]
+    ok = jnp.all(jnp.isfinite(q), -1, keepdims=True) & jnp.all(jnp.isfinite(qd), -1, keepdims=True)
+    added = system.added_inertia(q.dtype)
+    p = jax.vmap(lambda x, v: (mass_matrix(system.tree, x) + (0.0 if added is None else jnp.diag(added))) @ v)(
+        jnp.where(ok, q, 0.0), jnp.where(ok, qd, 0.0))
+    out = {k: v for k, v in ys.items() if k != "qd"}
+    out["p"] = jnp.where(ok, p, jnp.nan)
+    return out, qd
+
+
 @eqx.filter_jit
 def _field(system, t, y):
     """The vector field behind one jit boundary: traced once per fixed-grid solve, however many
     times the solver, `jax.jacfwd` and `jax.vmap` transform it (the sprint fit traced ~1.4x
-    longer without it)."""
-    return system.vector_field(t, y)
+    longer without it). A velocity-form state (key ``"qd"``) takes `HamiltonianSystem.velocity_field`."""
+    return system.velocity_field(t, y) if "qd" in y else system.vector_field(t, y)
 
 
-def _simulate_grid(system, y0, t0, t1, steps, spacing, solver, throw, deferred, checkpoint=False) -> Trajectory:
+def _simulate_grid(system, y0, t0, t1, steps, spacing, solver, throw, deferred, checkpoint=False,
+                   form="hamiltonian") -> Trajectory:
     """Fixed-grid stepping: ``steps`` solver steps in a `lax.scan` (see the module doc)."""
     bad = any_bad(deferred)
     dtype = jnp.result_type(y0["q"])
@@ -543,7 +599,7 @@ def _simulate_grid(system, y0, t0, t1, steps, spacing, solver, throw, deferred, 
     grid = jnp.linspace(0.0, 1.0, steps + 1, dtype=dtype)  # u
     # the solver steps one flat vector: its stage combinations are then one operation each,
     # not one per leaf of the state (a small system's step is mostly these)
-    flat0, unravel = ravel_pytree(y0)
+    flat0, unravel = ravel_pytree(_to_form(system, y0, form))
     if spacing == "quadratic":
         def rhs(u, x, args):
             return ravel_pytree(_field(system, t0 + span * u * u, unravel(x)))[0] * (2.0 * span * u)

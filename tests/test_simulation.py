@@ -194,3 +194,35 @@ def test_adaptive_solve_follows_the_state_dtype():
                      0.0, 1.0, ts=np.linspace(0.0, 1.0, 5), rtol=1e-5, atol=1e-5)
     assert tr.q.dtype == tr.energy.dtype == tr.ts.dtype == jnp.float32
     np.testing.assert_allclose(tr.q[:, 0], np.linspace(0.0, 1.0, 5), atol=1e-5)  # free slide at 1 m/s
+
+
+@pytest.mark.slow
+def test_velocity_form_equals_hamiltonian_form():
+    """``form="velocity"`` integrates (q, q̇): the same trajectory as (q, p) — q, p, q̇, energy and
+    a fitness state driven by the flow's ∂H/∂q (BracketFitness eq. 27) — on a damped, driven double pendulum with
+    a time potential, adaptive to 1e-11, float64."""
+    tree = jb.SegmentTree.from_dict(double_pendulum_dict(), dtype=jnp.float64)
+    system = jb.HamiltonianSystem(
+        tree, drive=ham.SpringDamperDrive(jnp.array([3.0, 2.0]), jnp.array([0.2, 0.1]), jnp.array([0.1, -0.2])),
+        dissipation=ham.LinearDamping(0.1), fitness=ham.BracketFitness(lambda t, q, p: jnp.sum(p**2), form="eq27"),
+        potential=ham.TimeFunctionPotential(lambda t, q: 0.5 * jnp.sin(t) * q[0] ** 2))
+    y0 = system.initial_state(jnp.array([0.3, -0.8]), jnp.array([1.0, 2.0]))
+    ts = jnp.linspace(0.0, 2.0, 11)
+    a = jb.simulate(system, y0, 0.0, 2.0, ts=ts, rtol=1e-11, atol=1e-11)
+    b = jb.simulate(system, y0, 0.0, 2.0, ts=ts, rtol=1e-11, atol=1e-11, form="velocity")
+    for name in ("q", "p", "qd", "energy", "f"):
+        np.testing.assert_allclose(getattr(b, name), getattr(a, name), atol=1e-8, err_msg=name)
+    assert float(jnp.abs(a.f[-1] - a.f[0]).max()) > 1e-3  # the fitness law did act
+    g = jb.simulate(system, y0, 0.0, 2.0, steps=200, form="velocity")
+    np.testing.assert_allclose(g.q[::20], a.q, atol=1e-6)
+
+
+def test_velocity_form_bad_input():
+    tree = jb.SegmentTree.from_dict(double_pendulum_dict(), dtype=jnp.float64)
+    system = jb.HamiltonianSystem(tree)
+    y0 = system.initial_state(jnp.zeros(2))
+    with pytest.raises(ValueError, match="form"):
+        jb.simulate(system, y0, 0.0, 1.0, form="lagrangian")
+    phase = jb.HamiltonianSystem(tree, dissipation=ham.PhaseSpaceDissipation(lambda q, p: 0.1 * jnp.sum(p**2)))
+    with pytest.raises(ValueError, match="form='velocity'.*Rayleigh"):
+        jb.simulate(phase, phase.initial_state(jnp.zeros(2)), 0.0, 1.0, form="velocity")

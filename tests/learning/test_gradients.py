@@ -188,3 +188,41 @@ def test_float32_matches_float64_adaptive():
 @pytest.mark.slow
 def test_float32_matches_float64_double_pendulum():
     _check_float32(double_pendulum_dict(), 1e-3, rtol=1e-6, atol=1e-6)
+
+
+# ---- simulate(..., form="velocity"): the (q, q̇) integration, the cheaper gradient -------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_dict", [pendulum_dict, double_pendulum_dict])
+def test_velocity_form_gradient_matches_differences_and_default(model_dict):
+    """``form="velocity"``: the gradient equals its own central difference (float64, h = 1e-5)
+    and the Hamiltonian form's gradient (both solved to 1e-10: they agree up to the two
+    discretisations)."""
+    tree, mlp, q0 = make_case(model_dict(), jnp.float64)
+    tight = dict(rtol=1e-10, atol=1e-10)
+    loss = loss_fn(tree, q0, form="velocity", **tight)
+    v, g = flat_grad(loss, mlp)
+    direction = np.random.default_rng(2).normal(size=g.shape)
+    direction /= np.linalg.norm(direction)
+    assert abs(g @ direction) > 1e-4
+    np.testing.assert_allclose(g @ direction, directional_fd(loss, mlp, direction, 1e-5), rtol=1e-6)
+    v_ref, g_ref = flat_grad(loss_fn(tree, q0, **tight), mlp)
+    np.testing.assert_allclose(v, v_ref, rtol=1e-8)
+    np.testing.assert_allclose(g, g_ref, rtol=1e-5, atol=1e-7 * np.abs(g_ref).max())
+
+
+@pytest.mark.slow
+def test_velocity_form_float32_matches_float64_double_pendulum():
+    """``form="velocity"`` in float32 (rtol = atol = 1e-6) against float64 (1e-10): within 1e-3."""
+    _check_float32(double_pendulum_dict(), 1e-3, rtol=1e-6, atol=1e-6, form="velocity")
+
+
+@pytest.mark.slow
+def test_velocity_form_fixed_grid_gradient_matches_hamiltonian_form():
+    """Fixed grid (``steps=40``), single pendulum, float64: the velocity form's loss and gradient
+    are the Hamiltonian form's up to the discretisation (Tsit5, h = 12.5 ms: ~1e-7)."""
+    tree, mlp, q0 = make_case(pendulum_dict(), jnp.float64)
+    v, g = flat_grad(loss_fn(tree, q0, steps=40, form="velocity"), mlp)
+    v_ref, g_ref = flat_grad(loss_fn(tree, q0, steps=40), mlp)
+    assert abs(v - v_ref) <= 1e-6 * abs(v_ref)
+    assert np.linalg.norm(g - g_ref) <= 1e-5 * np.linalg.norm(g_ref)
