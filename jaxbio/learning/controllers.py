@@ -30,13 +30,12 @@ from typing import Callable
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Float
 
 from jaxbio._validate import as_float, check_values, coordinate_vector
-from jaxbio.dynamics import bias_forces, gravity_forces, inverse_dynamics, mass_matrix
+from jaxbio.dynamics import gravity_forces, inverse_dynamics
 from jaxbio.hamiltonian import Dissipation, Drive, HamiltonianSystem, NoPotential
 from jaxbio.muscles.activation import ActivationDynamics
 from jaxbio.muscles.curves import HillMuscle
@@ -447,20 +446,11 @@ def _check_trainable(system: HamiltonianSystem) -> None:
 
 
 def _velocity_field(system: HamiltonianSystem, t, y):
-    """``(q̇, q̈, ȧ)`` of the system in velocity form: ``q̈ = (M + J)⁻¹ (F − ∂R/∂q̇ − C q̇ − g)``,
-    the fitness held at its initial value."""
-    q, qd, a = y["q"], y["qd"], y["a"]
-    f = system.fitness.value(y["f"])
-    drive = system.drive
-    stateful = drive.state_size > 0
-    force = drive(t, q, qd, f, a if stateful else None) - system.dissipation.force(q, qd)
-    M = mass_matrix(system.tree, q)
-    added = system.added_inertia(q.dtype)
-    if added is not None:
-        M = M + jnp.diag(added)
-    qdd = jsl.cho_solve(jsl.cho_factor(M), force - bias_forces(system.tree, q, qd))
-    ad = drive.state_rate(t, q, qd, f, a) if stateful else a
-    return {"q": qd, "qd": qdd, "a": ad, "f": jnp.zeros_like(y["f"])}
+    """``(q̇, q̈, ȧ)`` of the system in velocity form (`HamiltonianSystem.velocity_field`), the
+    fitness held at its initial value (``ḟ = 0``); ``a`` is ``(0,)`` for a drive without states."""
+    state = {"q": y["q"], "qd": y["qd"], "f": y["f"], **({"a": y["a"]} if system.stateful else {})}
+    out = system.velocity_field(t, state)
+    return {"q": out["q"], "qd": out["qd"], "a": out.get("a", y["a"]), "f": jnp.zeros_like(y["f"])}
 
 
 def rollout(system: HamiltonianSystem, q0, target, horizon: float, steps: int, qd0=None) -> Rollout:
