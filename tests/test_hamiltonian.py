@@ -73,6 +73,7 @@ def test_dH_dq_matches_autodiff_and_power_balance():
     np.testing.assert_allclose(dH, power, rtol=1e-11)
 
 
+@pytest.mark.slow
 def test_dissipative_energy_balance_along_trajectory(pendulum):
     """H(t) − H(0) = ∫ q̇ᵀ(F − ∂R/∂q̇) dt, the work integral computed from the saved trajectory."""
     tree, q0, qd0 = pendulum

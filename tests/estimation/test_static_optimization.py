@@ -243,6 +243,7 @@ def test_vmap_matches_single_frames():
                                        atol=1e-12, rtol=1e-10)
 
 
+@pytest.mark.slow
 def test_chunked_batch_matches_single_frames(monkeypatch):
     """`_frames_solver` in chunks (here of 3: the 8 frames are 3 chunks, the last padded with a
     repeated frame) returns each frame's own solution, and its gradient with respect to the
