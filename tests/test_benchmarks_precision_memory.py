@@ -26,6 +26,7 @@ def _pendulum_dict():
         "mass": 1.0, "com": [0, -0.5, 0], "inertia": [[0.1, 0, 0], [0, 0.01, 0], [0, 0, 0.1]]}]}
 
 
+@pytest.mark.slow
 def test_precision_errors_and_dynamics_rows():
     precision = _script("precision")
     a, r = precision.errors(np.array([1.0, 2.5, -4.0], np.float32), np.array([1.0, 2.0, -4.0]))
