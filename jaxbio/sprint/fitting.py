@@ -18,6 +18,7 @@ import diffrax
 import equinox as eqx
 import numpy as np
 
+from jaxbio._validate import as_count
 from jaxbio.sprint._solve import (LANES, _pick_best, batched_best_of_starts, converged, laplace, lm_init, lm_lanes,
                                   lm_result, lm_resume)
 from jaxbio.sprint.data import SIGMA_ROUND, Splits
@@ -411,6 +412,8 @@ def fit_splits(splits: Splits, *, model: Sprinter | None = None, names=FREE, sta
     an integer > 1: that many lanes.
     Returns a ``FitResult`` (host numpy).
     """
+    if not (lanes is None or isinstance(lanes, bool)):
+        lanes = as_count(lanes, "fit_splits: lanes (None, a bool or a number of lanes)", minimum=2)
     if loss not in LOSSES:
         raise ValueError(f"fit_splits: unknown loss {loss!r}; known: {LOSSES}")
     model = Sprinter() if model is None else model
@@ -435,7 +438,7 @@ def fit_splits(splits: Splits, *, model: Sprinter | None = None, names=FREE, sta
         core = _sharded_core(tuple(devices), len(core_args), **core_kw)
         theta, cost, ok, steps, cov, hess, aux = core(*core_args)
     elif (starts.shape[0] * starts.shape[1] > LANES) if lanes is None else lanes:
-        width = LANES if lanes is None or lanes is True else int(lanes)
+        width = LANES if lanes is None or lanes is True else lanes
         theta, cost, ok, steps, cov, hess, aux = _fit_lanes(quick, *core_args, width=width, **core_kw)
     else:
         theta, cost, ok, steps, cov, hess, aux = _run_core(quick, *core_args, **core_kw)

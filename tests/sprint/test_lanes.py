@@ -98,3 +98,10 @@ def test_model_choice_in_lanes_equals_one_vmapped_loop():
     assert len({tuple(s["freed"]) for s in one.selection}) > 1  # different races, different choices
     np.testing.assert_allclose(lanes.theta, one.theta, rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(lanes.rmse, one.rmse, rtol=1e-6)
+
+
+@pytest.mark.parametrize("lanes", [1, -3, 2.5, "many"])
+def test_bad_lanes_are_refused_by_name(lanes):
+    race = sprint.embedded_races()[0]
+    with pytest.raises(ValueError, match="fit_splits: lanes"):
+        fit_splits([race], lanes=lanes)
