@@ -834,13 +834,18 @@ class HamiltonianSystem(eqx.Module):
         """``∂H/∂p = (M(q) + J)⁻¹ p`` ``(nv,)`` with the drive's added inertia ``J``."""
         return velocities(self.tree, q, p, self.added_inertia(jnp.result_type(q)))
 
+    def momenta(self, q, qd) -> Float[Array, " nv"]:
+        """``p = (M(q) + J) q̇`` ``(nv,)`` from the velocities ``qd`` ``(nv,)``: the inverse of
+        `velocities`."""
+        return _inertia(self.tree, q, self.added_inertia(jnp.result_type(q))) @ qd
+
     def initial_state(self, q, qd=None, f=None, a=None) -> dict:
         """State from coordinates ``q`` ``(nq,)`` and *velocities* ``qd`` ``(nv,)`` (momenta
         ``p = (M(q) + J) qd``, ``J`` the drive's `added_inertia`); ``f`` fitness state
         (default 1) and, for a drive with states, its states ``a``."""
         q = _vector(q, self.nq, "q")
         qd = jnp.zeros(self.nv, q.dtype) if qd is None else _vector(qd, self.nv, "qd", like=q)
-        p = _inertia(self.tree, q, self.added_inertia(q.dtype)) @ qd
+        p = self.momenta(q, qd)
         k = self.fitness.size
         if f is None:
             f = jnp.ones(k, q.dtype)

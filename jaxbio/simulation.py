@@ -43,7 +43,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio.configuration import normalize
 from jaxbio._validate import any_bad, as_count, as_real, as_scalar, check_choice, check_finite, check_flag, check_key, check_or_defer, raise_if
-from jaxbio.dynamics import mass_matrix, potential_energy
+from jaxbio.dynamics import potential_energy
 from jaxbio.hamiltonian import HamiltonianSystem
 
 __all__ = ["SimulationError", "Trajectory", "crossing_times", "hermite", "simulate", "simulate_sde", "stop_when"]
@@ -571,9 +571,7 @@ def _from_form(system, ys: dict) -> tuple[dict, Array | None]:
         return ys, None
     q, qd = ys["q"], ys["qd"]
     ok = jnp.all(jnp.isfinite(q), -1, keepdims=True) & jnp.all(jnp.isfinite(qd), -1, keepdims=True)
-    added = system.added_inertia(q.dtype)
-    p = jax.vmap(lambda x, v: (mass_matrix(system.tree, x) + (0.0 if added is None else jnp.diag(added))) @ v)(
-        jnp.where(ok, q, 0.0), jnp.where(ok, qd, 0.0))
+    p = jax.vmap(system.momenta)(jnp.where(ok, q, 0.0), jnp.where(ok, qd, 0.0))
     out = {k: v for k, v in ys.items() if k != "qd"}
     out["p"] = jnp.where(ok, p, jnp.nan)
     return out, qd

@@ -401,3 +401,23 @@ def test_first_order_actuator_gives_the_seed000_impulse():
         ham.FirstOrderActuator(jnp.array([1.0]), jnp.array([0.0]), lambda t: jnp.ones(1))
     with pytest.raises(ValueError, match="keys"):
         jb.simulate(system, {"q": jnp.zeros(1), "p": jnp.zeros(1), "f": jnp.ones(1)}, 0.0, 1.0)
+
+
+def test_momenta_are_the_mass_matrix_times_the_velocities_and_invert_velocities():
+    """`HamiltonianSystem.momenta`: ``(M(q) + J) q̇`` with the drive's added inertia, against
+    `jb.mass_matrix` directly, and `velocities` of it gives ``q̇`` back."""
+    tree = jb.load_model("double_pendulum", dtype=jnp.float64)
+    J = jnp.array([0.3, 0.05])
+
+    class Inertial(ham.Drive):
+        def __call__(self, t, q, qd, f, a=None):
+            return jnp.zeros_like(qd)
+
+        def added_inertia(self, n, dtype=None):
+            return J
+
+    system = jb.HamiltonianSystem(tree, Inertial())
+    q, qd = jnp.array([0.4, -1.1]), jnp.array([0.7, 2.0])
+    p = system.momenta(q, qd)
+    np.testing.assert_allclose(p, (jb.mass_matrix(tree, q) + jnp.diag(J)) @ qd, rtol=1e-14)
+    np.testing.assert_allclose(system.velocities(q, p), qd, rtol=1e-12)

@@ -48,6 +48,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from jaxbio._validate import check_choice
+
 COLUMNS = ("distance_m", "time_s")
 #: the longest race the model is for, m: 60 m (indoor), 100 m and 200 m. The model runs on a
 #: straight (a 200 m race's bend is ignored) and its fatigue is the phosphagen reserve alone, which
@@ -349,8 +351,7 @@ _SUBDIRS = {"default": (), "more": ("more",)}
 
 
 def _collection_dirs(collection: str):
-    if collection not in COLLECTIONS:
-        raise ValueError(f"unknown race collection {collection!r}; use one of {', '.join(COLLECTIONS)}")
+    check_choice(collection, COLLECTIONS, "race collection")
     keys = ("default", "more") if collection == "all" else (collection,)
     return [(k, _data_dir().joinpath(*_SUBDIRS[k])) for k in keys]
 

@@ -45,7 +45,7 @@ def test_collections_and_default_unchanged():
     assert more and not set(more) & set(DEFAULT)
     assert data.embedded_names("all") == DEFAULT + more
     assert [r.name for r in data.embedded_races()] == DEFAULT
-    with pytest.raises(ValueError, match="unknown race collection 'women'"):
+    with pytest.raises(ValueError, match="race collection must be one of 'default', 'more', 'all', got 'women'"):
         data.embedded_names("women")
     # prefixes: a unique default race wins (old prefixes keep naming the same race), else any collection
     assert data.load_race("bolt_2009").name == "bolt_2009_berlin_wc_final"
