@@ -684,12 +684,29 @@ def crossing_times(traj: Trajectory, values: Float[ArrayLike, " k"], index: int 
     idx = jnp.clip(jnp.searchsorted(q, values, side="right", method="compare_all") - 1, 0, n - 1)
     h = ts[idx + 1] - ts[idx]
     x0, x1, v0, v1 = q[idx], q[idx + 1], v[idx], v[idx + 1]
-    u = jnp.clip((values - x0) / jnp.maximum(x1 - x0, 1e-12), 0.0, 1.0)
-    for _ in range(newton_steps):
+
+    def newton(u, h, x0, x1, v0, v1, values):
         u2 = u * u
         x = _hermite(h, x0, x1, v0, v1, u)
         dx = (6 * u2 - 6 * u) * x0 + (3 * u2 - 4 * u + 1) * h * v0 + (-6 * u2 + 6 * u) * x1 + (3 * u2 - 2 * u) * h * v1
-        u = jnp.clip(u - (x - values) / jnp.maximum(dx, 1e-9), 0.0, 1.0)
+        return jnp.clip(u - (x - values) / jnp.maximum(dx, 1e-9), 0.0, 1.0)
+
+    # All Newton steps but the last run on constants (`stop_gradient`); the last one, from the
+    # converged u*, carries the derivatives: ∂u/∂θ = −(∂x/∂θ)/(∂x/∂u) at u*, the implicit one.
+    # The same values as differentiating every step, at the cost of one step's tangents instead
+    # of newton_steps' (the sprint fit's Jacobian traces, lowers and compiles this per split).
+    def start(h, x0, x1, v0, v1, values):
+        return jnp.clip((values - x0) / jnp.maximum(x1 - x0, 1e-12), 0.0, 1.0)
+
+    live = (h, x0, x1, v0, v1, values)
+    if newton_steps == 0:
+        u = start(*live)
+    else:
+        fixed = jax.lax.stop_gradient(live)
+        u = start(*fixed)
+        for _ in range(newton_steps - 1):
+            u = newton(u, *fixed)
+        u = newton(u, *live)
     t_inside = ts[idx] + u * h
     t_past = ts[-1] + (values - q[-1]) / jnp.maximum(v[-1], 0.1)
     return jnp.where(values > q[-1], t_past, t_inside)

@@ -102,9 +102,10 @@ def hill_force_velocity_normalized(
     return _hill_fv(float(smoothing), v, k, f_ecc)
 
 
-def _hill_fv_parts(delta: float, v, k, f_ecc, partials: bool):
-    """The curve ``f`` and, with ``partials``, its partial derivatives ``(∂f/∂ṽ, ∂f/∂k, ∂f/∂f_ecc)``
-    in closed form (same shapes; the formulas are in the comments)."""
+def _hill_fv_parts(delta: float, v, k, f_ecc, partials=False):
+    """The curve ``f`` and, with ``partials`` (three bools: which of ``(∂f/∂ṽ, ∂f/∂k, ∂f/∂f_ecc)``
+    are wanted, or False), those partial derivatives in closed form (same shapes, None for the
+    others; the formulas are in the comments)."""
     x0 = 1.0 - delta
     # Written as one division N/D, numerator and denominator chosen per branch: this curve sits
     # inside every muscle drive's vector field, where its cost counts (each division and its
@@ -136,25 +137,31 @@ def _hill_fv_parts(delta: float, v, k, f_ecc, partials: bool):
     f = num * inv
     if not partials:
         return f
+    want_v, want_k, want_f = partials
+    d_v = d_k = d_f = None
     # the branches' derivatives share the denominator: (w + c')², (k + x)², and K² for the clamp,
     # where den is already K²
     inv2 = jnp.where(con, inv * inv, inv)
-    # ∂f/∂ṽ: concentric −k (k + 1)/(k + x)²; eccentric −(k + 1) g c'/(w + c')²;
-    # clamp (1/δ) k (1 − x0) (1 − s) [(1 − s)(k + 2x0 − 1) − 2B]/K² (zero beyond ṽ = 1, s = 1)
-    d_v = jnp.where(
-        ecc, -(k + 1.0) * g * c,
-        jnp.where(con, -k * (k + 1.0), k * one_s * (one_s * (k + (2.0 * x0 - 1.0)) - 2.0 * b_clamp)),
-    ) * inv2
-    # ∂f/∂k: concentric x (1 − x)/(k + x)²; eccentric −g² u/(w + c')²;
-    # clamp δ (1 − s)² [B + k (1 + s) − 2kB/K]/K²
-    u = jnp.where(ecc, -v, 0.0)
-    d_k = jnp.where(
-        ecc, -g * g * u,
-        jnp.where(con, x_con * (1.0 - x_con), delta * one_s * one_s * (b_clamp + k * (1.0 + s) - 2.0 * k * b_clamp * kx0 * inv)),
-    ) * inv2
-    # ∂f/∂f_ecc: eccentric w²/(w + c')², zero elsewhere
-    wi = w * inv
-    d_f = jnp.where(ecc, wi * wi, 0.0)
+    if want_v:
+        # ∂f/∂ṽ: concentric −k (k + 1)/(k + x)²; eccentric −(k + 1) g c'/(w + c')²;
+        # clamp (1/δ) k (1 − x0) (1 − s) [(1 − s)(k + 2x0 − 1) − 2B]/K² (zero beyond ṽ = 1, s = 1)
+        d_v = jnp.where(
+            ecc, -(k + 1.0) * g * c,
+            jnp.where(con, -k * (k + 1.0), k * one_s * (one_s * (k + (2.0 * x0 - 1.0)) - 2.0 * b_clamp)),
+        ) * inv2
+    if want_k:
+        # ∂f/∂k: concentric x (1 − x)/(k + x)²; eccentric −g² u/(w + c')²;
+        # clamp δ (1 − s)² [B + k (1 + s) − 2kB/K]/K²
+        u = jnp.where(ecc, -v, 0.0)
+        d_k = jnp.where(
+            ecc, -g * g * u,
+            jnp.where(con, x_con * (1.0 - x_con),
+                      delta * one_s * one_s * (b_clamp + k * (1.0 + s) - 2.0 * k * b_clamp * kx0 * inv)),
+        ) * inv2
+    if want_f:
+        # ∂f/∂f_ecc: eccentric w²/(w + c')², zero elsewhere
+        wi = w * inv
+        d_f = jnp.where(ecc, wi * wi, 0.0)
     return f, (d_v, d_k, d_f)
 
 
@@ -163,15 +170,21 @@ def _hill_fv(delta: float, v, k, f_ecc):
     """`hill_force_velocity_normalized` on broadcast arrays, with a closed-form JVP.
 
     The closed form matters under ``jacfwd``: each tangent costs three multiply-adds with partials
-    computed once, where autodiff through the branches carries every branch's tangent."""
+    computed once, where autodiff through the branches carries every branch's tangent. A tangent
+    that is symbolically zero (a constant curvature or eccentric plateau, as in most drives) costs
+    nothing: its partial is not computed."""
     return _hill_fv_parts(delta, v, k, f_ecc, partials=False)
 
 
-@_hill_fv.defjvp
 def _hill_fv_jvp(delta, primals, tangents):
-    f, partials = _hill_fv_parts(delta, *primals, partials=True)
-    tangent = sum(d * t for d, t in zip(partials, tangents))
+    nonzero = tuple(not isinstance(t, jax.custom_derivatives.SymbolicZero) for t in tangents)
+    f, partials = _hill_fv_parts(delta, *primals, partials=nonzero)
+    terms = [d * t for d, t, nz in zip(partials, tangents, nonzero) if nz]
+    tangent = sum(terms[1:], terms[0]) if terms else jnp.zeros_like(f)
     return f, tangent
+
+
+_hill_fv.defjvp(_hill_fv_jvp, symbolic_zeros=True)
 
 
 def hill_force_velocity(

@@ -410,3 +410,10 @@ def test_hill_closed_form_jvp_matches_finite_differences():
         g = jax.vmap(jax.grad(curves.hill_force_velocity_normalized, argnums=(0, 1)))(args[0], args[1])
         _, d0 = jax.jvp(lambda x: curves.hill_force_velocity_normalized(x, args[1]), (args[0],), (jnp.ones(v.shape),))
         np.testing.assert_allclose(g[0], d0, rtol=1e-14, atol=1e-15)
+        # constant arguments reach the rule as symbolic zeros (their partials are skipped): the
+        # tangent in one argument alone equals the full rule's column
+        _, d_k = jax.jvp(lambda kk: curves.hill_force_velocity_normalized(args[0], kk, f_ecc), (args[1],),
+                         (jnp.ones(v.shape),))
+        _, d_k_full = jax.jvp(curves.hill_force_velocity_normalized, tuple(args),
+                              (jnp.zeros(v.shape), jnp.ones(v.shape), jnp.zeros(v.shape)))
+        np.testing.assert_allclose(d_k, d_k_full, rtol=1e-14, atol=1e-15)
