@@ -757,7 +757,7 @@ def _tree_terms(tree: SegmentTree, q, p, added_inertia=None) -> tuple[Array, Arr
     kernel computes ``M``, gravity, the Cholesky solve and ``∂T/∂q`` for the whole batch
     (`hamiltonian_flow_batch`). A one-segment tree keeps its closed forms."""
     if _one_segment.applies(tree):
-        return _plain_tree_terms(tree, q, p, added_inertia)
+        return _one_segment.hamiltonian_terms(tree, q, p, added_inertia)
     added = jnp.zeros_like(p) if added_inertia is None else jnp.broadcast_to(added_inertia, p.shape).astype(p.dtype)
     return _batched_tree_terms(tree, q, p, added)
 

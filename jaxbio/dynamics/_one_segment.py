@@ -104,3 +104,17 @@ def gravity_forces(tree, q):
 def kinetic_energy_gradient(tree, q, qd):
     """``∂T/∂q = 0`` ``(1,)``."""
     return jnp.zeros_like(q) * qd
+
+
+def hamiltonian_terms(tree, q, p, added_inertia=None):
+    """``(∂H/∂p, ∂H/∂q)`` ``(1,)`` each of ``H = ½ p²/(M + J) + V(q)``: ``q̇ = p/(M + J)`` and
+    ``g(q) − ∂T/∂q`` (``J`` ``(1,)`` or scalar, a drive's added inertia, default none). What
+    `jaxbio.HamiltonianSystem`'s vector field uses for a one-segment tree, calling these closed
+    forms directly rather than through the public, argument-checking `jaxbio.dynamics` functions:
+    their jit wrappers are traced again under every transformation of a fit (the sprint fit's
+    trace, benchmarks/README.md)."""
+    M = mass_matrix(tree, q)
+    if added_inertia is not None:
+        M = M + jnp.diag(jnp.broadcast_to(added_inertia, M.shape[:1]))
+    qd = p / M[0]
+    return qd, -kinetic_energy_gradient(tree, q, qd) + gravity_forces(tree, q)

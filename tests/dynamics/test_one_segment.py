@@ -84,3 +84,21 @@ def _one_segment_general(f, tree, q):
     if f is jb.gravity_forces:
         return _tau(tree, q, jnp.zeros(1), jnp.zeros(1))
     return -jnp.sum(tree.masses * (segment_coms(tree, q) @ tree.gravity))
+
+
+@pytest.mark.parametrize("joint", ["revolute", "prismatic"])
+def test_hamiltonian_terms_against_autodiff_of_the_hamiltonian(joint):
+    """`_one_segment.hamiltonian_terms` (what HamiltonianSystem uses for one segment) against
+    ``jax.grad`` of ``H = ½ p²/(M + J) + V(q)`` built from the general routes' mass matrix and
+    COM potential, with and without a drive's added inertia."""
+    tree = _one(4, joint)
+
+    def H(q, p, J):
+        M = _jacobian_mass_matrix(tree, q)[0, 0] + J
+        return 0.5 * p[0] ** 2 / M - jnp.sum(tree.masses * (segment_coms(tree, q) @ tree.gravity))
+
+    for q, p, J in ((jnp.array([0.7]), jnp.array([1.9]), None), (jnp.array([-1.2]), jnp.array([-0.4]), 0.3)):
+        dH_dq, dH_dp = jax.grad(H, argnums=(0, 1))(q, p, 0.0 if J is None else J)
+        qd, gradient_q = _one_segment.hamiltonian_terms(tree, q, p, J)
+        np.testing.assert_allclose(qd, dH_dp, rtol=1e-13)
+        np.testing.assert_allclose(gradient_q, dH_dq, rtol=1e-11, atol=1e-12)
