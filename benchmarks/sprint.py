@@ -9,6 +9,12 @@ Large batches run the Levenberg–Marquardt solves through ``LANES`` lanes with 
 the earlier way (one vmapped loop per call: every solve runs as many iterations as the slowest)
 in the same run and checks that both give the same choices and parameters.
 
+``--against REV`` (e.g. ``41cb379``, the last commit with the sprint's private simulator, issue
+#16) times the same work in this tree and in a git worktree of ``REV``, in fresh processes
+alternated ``--pairs`` times: the cold ``fit(embedded_races())`` (CPU and wall, import excluded),
+and the first and second calls of ``fit`` on 1,000 races (the embedded ones repeated). Run it
+pinned (``taskset -c 0``) for steady CPU times, and unpinned as a user would.
+
 It also times what a user waits for (issue #21's targets: under 10 s and under 60 s): ``jaxbio
 sprint`` on every embedded race, cold, from the shell (a fresh process, no compilation cache:
 ``JAXBIO_JAX_CACHE=0``; median of ``--cold-runs``), and the first call of the 1,000-race fit
@@ -91,6 +97,55 @@ def cold_cli(runs: int) -> float:
     return float(np.median(times))
 
 
+#: what ``--against`` runs in each tree, in a fresh process (``fit`` moved from
+#: ``jaxbio.sprint.fit`` to ``jaxbio.sprint.fitting`` after the private simulator was removed)
+_AGAINST_CHILD = """
+import json, resource, sys, time
+def cpu():
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+import numpy as np
+from jaxbio.sprint.data import embedded_races
+try:
+    from jaxbio.sprint.fitting import fit
+except ImportError:
+    from jaxbio.sprint.fit import fit
+races = embedded_races()
+out = {}
+for key, batch in (("cold", races), ("first_1000", races * (1000 // len(races))), ("second_1000", None)):
+    batch = races * (1000 // len(races)) if batch is None else batch
+    c0, t0 = cpu(), time.perf_counter()
+    np.asarray(fit(batch).theta)
+    out[key] = (cpu() - c0, time.perf_counter() - t0)
+print(json.dumps(out))
+"""
+
+
+def against(rev: str, pairs: int) -> list:
+    """Alternated fresh-process timings of ``_AGAINST_CHILD`` in this tree and at ``rev``: a
+    list of ``(name, {key: (cpu s, wall s)})`` per run."""
+    import json
+    import tempfile
+
+    root = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True,
+                          check=True, cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+    tmp = tempfile.mkdtemp(prefix="jaxbio-against-")
+    subprocess.run(["git", "worktree", "add", "--detach", tmp, rev], cwd=root, check=True, capture_output=True)
+    try:
+        env = dict(os.environ, JAXBIO_JAX_CACHE="0")
+        runs = []
+        for _ in range(pairs):
+            for name, tree in ((rev, tmp), ("this tree", root)):
+                done = subprocess.run([sys.executable, "-c", _AGAINST_CHILD], env=dict(env, PYTHONPATH=tree),
+                                      capture_output=True, text=True, check=True, cwd=tree)
+                runs.append((name, json.loads(done.stdout.strip().splitlines()[-1])))
+                print(f"  {name:>10}: " + ", ".join(f"{k} {c:.2f} s CPU ({w:.2f} wall)"
+                                                    for k, (c, w) in runs[-1][1].items()), flush=True)
+        return runs
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", tmp], cwd=root, check=False, capture_output=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=1000, help="synthetic races in the batch (default 1000)")
@@ -99,10 +154,21 @@ def main(argv=None):
     ap.add_argument("--cold-runs", type=int, default=3, help="cold `jaxbio sprint` runs (median; 0: skip)")
     ap.add_argument("--compare-lanes", action="store_true",
                     help="also time fit_selected with lanes=False (one vmapped loop per call, the earlier way)")
+    ap.add_argument("--against", metavar="REV", help="only time fit() cold and on 1,000 races here and at git REV")
+    ap.add_argument("--pairs", type=int, default=3, help="alternated runs per tree with --against (default 3)")
     ap.add_argument("--json", metavar="PATH", help="also write every number to this JSON file")
     a = ap.parse_args(argv)
     print(f"jaxbio sprint benchmark — jax {jax.__version__}, {jax.devices()[0].platform}, float64, "
           f"{os.cpu_count()} CPU cores, load average {os.getloadavg()[0]:.1f}")
+    if a.against:
+        runs = against(a.against, a.pairs)
+        for key in runs[0][1]:
+            cpu = {name: [r[key][0] for n, r in runs if n == name] for name in (a.against, "this tree")}
+            mean = {name: float(np.median(v)) for name, v in cpu.items()}
+            print(f"{key}: median CPU {a.against} {mean[a.against]:.2f} s, this tree {mean['this tree']:.2f} s "
+                  f"(×{mean['this tree'] / mean[a.against]:.2f})")
+        print(f"load average at the end {os.getloadavg()[0]:.1f}")
+        return
 
     rows = []
     if a.cold_runs > 0:
