@@ -47,14 +47,14 @@ from jaxbio.sprint.fitting import START_FACTORS, FitResult, fit, fit_problems, f
 from jaxbio.sprint.model import FREE, Sprinter
 
 #: parameters the choice may free on top of ``FREE``
-EXTRAS = ("rt_offset", "tau", "hill_ratio")
+EXTRAS = ("rt_offset", "tau", "hill_ratio", "recovery")
 
 #: the superset of fitted names every result is written over
 NAMES = FREE + EXTRAS
 
 #: prior sd of each extra parameter when it is freed, in the fits' coordinates (log units, or s
 #: for ``rt_offset``); the centre is the base model's value (``DEFAULTS``, ``OFFSETS``)
-EXTRA_PRIORS = {"rt_offset": 0.05, "tau": 1.0, "hill_ratio": 0.5}
+EXTRA_PRIORS = {"rt_offset": 0.05, "tau": 1.0, "hill_ratio": 0.5, "recovery": 1.0}
 
 #: prior sd of an extra parameter held fixed (the same compiled fit: a tight prior ≈ fixed)
 FIXED_SD = 1e-5
@@ -70,7 +70,7 @@ CANDIDATES = ((), ("rt_offset",))
 FIRST_NAMES = FREE + tuple(n for n in EXTRAS if any(n in c for c in CANDIDATES))
 
 #: the models added for a race whose chosen model fits worse than a baseline
-ESCALATION = (("tau",), ("hill_ratio",), ("rt_offset", "hill_ratio"), ("rt_offset", "tau", "hill_ratio"))
+ESCALATION = (("tau",), ("hill_ratio",), ("rt_offset", "hill_ratio"), ("rt_offset", "tau", "hill_ratio"), ("recovery",))
 
 #: offset [s] of the start offset in the candidates' further starts (``_fit_candidates``)
 START_OFFSET = 0.04
