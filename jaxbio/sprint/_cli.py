@@ -287,7 +287,8 @@ def _print_table(races, res, fhk, tib, fit_until, problems, fc=None, pops=None):
     fixed = (f"fixed: a/F0 = {DEFAULTS['hill_ratio']} (unless freed), tau = {DEFAULTS['tau'] * 1e3:g} ms, "
              f"Rayleigh alpha = {DEFAULTS['rayleigh']} 1/s, drag = {DEFAULTS['drag']:.5f} 1/m, "
              f"P_act = {DEFAULTS['activation_power']:g} W/kg, K = {DEFAULTS['half_saturation']}, "
-             f"recovery = {DEFAULTS['recovery']:.4f} 1/s; reaction time (plus RT where freed) and wind from each file")
+             f"recovery = {DEFAULTS['recovery']:.4f} 1/s{_unless_freed(res, 'recovery')}; reaction time (plus RT where "
+             f"freed) and wind from each file")
     print(fixed)
     if fit_until is not None:
         print(f"fitted splits ≤ {fit_until:g} m; prior: the population of the other embedded races (hierarchical, "
@@ -355,7 +356,13 @@ def _print_forecast(races, fc, fit_until):
 
 
 #: short names of the parameters the model choice may free (the table's "freed" column)
-_SHORT = {"rt_offset": "RT", "hill_ratio": "a/F0", "tau": "tau"}
+_SHORT = {"rt_offset": "RT", "hill_ratio": "a/F0", "tau": "tau", "recovery": "r"}
+
+
+def _unless_freed(res, name: str) -> str:
+    """`` (unless freed)`` where some race of ``res`` freed ``name`` (the fixed-parameter line)."""
+    freed = res.selection is not None and any(name in s["freed"] for s in res.selection)
+    return " (unless freed)" if freed else ""
 
 
 def _selection_notes(races, res):
@@ -369,8 +376,10 @@ def _selection_notes(races, res):
     if len(set(labels)) < len(labels):
         labels = [r.name for r in races]
     out = ["freed: parameters fitted besides F0/m, v_max, E, each with a prior (RT: offset added to the file's "
-           "reaction time, N(0, 0.05 s); a/F0: Hill's curvature, log-normal around 0.25), chosen per race by "
-           "Laplace evidence and never fitting worse than a baseline"]
+           "reaction time, N(0, 0.05 s); a/F0: Hill's curvature, log-normal around 0.25"
+           + ("; r: the reserve's resupply rate, log-normal around its resting value, sd 1 in log"
+              if _unless_freed(res, "recovery") else "")
+           + "), chosen per race by Laplace evidence and never fitting worse than a baseline"]
     for i, r in enumerate(races):
         sel = res.selection[i]
         if not sel["freed"] and sel["beats_baselines"] is not False:
