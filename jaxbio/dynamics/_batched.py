@@ -18,7 +18,8 @@ kernel                          forward step (own term)              backward st
 `hamiltonian_flow_batch` (what `jax.vmap` of `jaxbio.HamiltonianSystem`'s vector field runs) chains
 two of them in one chunk loop: the CRBA passes (``M`` and, from the same composites, gravity),
 ``q̇ = M⁻¹ p`` by a batch-last Cholesky unrolled over ``nv`` (`_cholesky_solve`: no LAPACK call
-per state), then the momentum passes at ``q̇`` (``∂T/∂q``).
+per state), then the momentum passes at ``q̇`` (``∂T/∂q``) on the CRBA pass's placements and own
+composites (`_forward_momentum_placed`: nothing placed or rotated twice).
 
 How it is laid out, and why:
 
@@ -694,12 +695,18 @@ def _flow_chunk(tree: SegmentTree, sched: Schedule, q, p, added, external, *, fu
         moving = _setup(tree, q, qd, qd, fused=fused)
     else:
         moving = setup._replace(joint=setup.joint._replace(qd=qd, qdd=qd))
-    # the momentum passes on the CRBA pass's placements and own composites (`_forward_momentum_placed`)
-    general = setup.general
-    own = _forward_pass(sched, functools.partial(_forward_momentum_placed, general=general), Motion(_ZERO, _ZERO),
-                        moving.joint, moving.body, setup.keep, setup.zero_row, placed=own)
-    outs = _backward_pass(sched, functools.partial(_torques_momentum, general=general), own, setup.revolute,
-                          setup.keep, setup.zero_row)
+    if all(ph.members.shape[0] <= 2 for ph in sched.phases):
+        # unrolled schedules (`_scan`): the momentum passes on the CRBA pass's placements and own
+        # composites (`_forward_momentum_placed`). Under a `lax.scan` (longer schedules) handing the
+        # placements over as scanned inputs was slower (arm7: 30 -> 51 ms per 20 s simulation,
+        # benchmarks/README.md), so those recompute them.
+        general = setup.general
+        own = _forward_pass(sched, functools.partial(_forward_momentum_placed, general=general),
+                            Motion(_ZERO, _ZERO), moving.joint, moving.body, setup.keep, setup.zero_row, placed=own)
+        outs = _backward_pass(sched, functools.partial(_torques_momentum, general=general), own, setup.revolute,
+                              setup.keep, setup.zero_row)
+    else:
+        own, outs = _passes(tree, _MOMENTUM, sched, moving)
     dT = _torques_out(tree, sched, outs, own, C, setup.keep)
     return jnp.concatenate([qd, grav - dT], 0)
 
@@ -802,7 +809,7 @@ def hamiltonian_flow_batch(tree: SegmentTree, q, p, added_inertia, *, chunk: int
     Per chunk: the composite-rigid-body passes give ``M(q)`` and, from the same composites, the
     gravity forces ``g(q)`` (`_crba_columns`); ``q̇ = (M + J)⁻¹ p`` by a batch-last Cholesky
     (`_cholesky_solve`, no LAPACK call per state); the momentum passes at ``q̇`` give ``∂T/∂q``
-    (`kinetic_energy_gradient_batch`), and ``∂H/∂q = −∂T/∂q + g`` (`jaxbio.hamiltonian.dH_dq`).
+    (as `kinetic_energy_gradient_batch`, on the CRBA pass's placements), and ``∂H/∂q = −∂T/∂q + g`` (`jaxbio.hamiltonian.dH_dq`).
     Same result as `jax.vmap` of the per-state route to round-off; not differentiable by itself
     (see `jaxbio.hamiltonian`). Keywords as for `inverse_dynamics_batch`.
     """
