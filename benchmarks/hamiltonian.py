@@ -8,7 +8,10 @@ Double pendulum of seed 004, 20 s, rtol = atol = 1e-8, float64. scipy: a Python 
 solves with a `PIDController(rtol, atol)` (per-trajectory adaptive steps):
 
 * `jit(vmap(simulate))` of the segment-tree `HamiltonianSystem` (Tsit5), at batch 1 and
-  ``--tree-batch`` (default min(batch, 1000): it costs ~0.1 s per trajectory);
+  ``--tree-batch`` (default min(batch, 1000)); and the same by `jb.batch(..., chunk_size=)` on one
+  device at the full batch (chunks of 250, or a quarter of a smaller batch, run one after another:
+  at 10⁴ trajectories one `jit(vmap)` is slower per trajectory, its batched while loop's state no
+  longer fits the caches);
 * `jit(vmap(diffeqsolve))` of the seed-004 closed form as written (`dp.accelerations`, Tsit5);
 * `dp.simulate_batch` — the fast path: `dp.vector_field` (2×2 inverse written out, vectorisable
   `dp.sincos`, accelerations materialised), vmapped, chunked (``lax.map``), and sharded over two
@@ -90,7 +93,10 @@ def energy_error(th0, om0, th1, om1):
     return float(np.max(np.abs(np.asarray(e(th1, om1)) - np.asarray(e(th0, om0)))))
 
 
-def tree_solver():
+def tree_solver(chunk_size=None):
+    """`jit(vmap(simulate))` of the segment-tree `HamiltonianSystem`; with ``chunk_size``, the same
+    by `jb.batch` on one device, ``chunk_size`` trajectories vmapped at a time (a `lax.map` over
+    chunks: the batched while loop's state stays in cache)."""
     tree = jb.load_model("double_pendulum", dtype=jnp.float64)
     system = jb.HamiltonianSystem(tree)
 
@@ -100,7 +106,9 @@ def tree_solver():
         th1, om1 = dp.to_absolute(tr.q[-1], tr.qd[-1])
         return th1, om1, tr.solution.stats["num_steps"]
 
-    return jax.jit(jax.vmap(one))
+    if chunk_size is None:
+        return jax.jit(jax.vmap(one))
+    return jb.batch(one, devices=jax.devices()[:1], chunk_size=chunk_size)
 
 
 def closed_form_solver():
@@ -340,8 +348,10 @@ def main():
     print(f"{'scipy solve_ivp DOP853 loop':44s} batch {k:6d}: {'':15s} {t_sp * 1e3:9.3f} ms / trajectory, "
           f"{1.0:7.1f}× solve_ivp, {sp_steps:6.0f} steps, {'':10s} max |ΔE| {e_sp:.1e} J")
     chunk = 1_000 if n >= 2_000 else max(1, n // 4)
+    tree_chunk = min(250, max(1, n // 4))  # 128–250 measured best at 10⁴ (benchmarks/README.md)
     rows = []
     cases = [("jaxbio HamiltonianSystem (tree), Tsit5", tree_solver(), None, (1, n_tree)),
+             (f"tree, Tsit5, jb.batch chunks of {tree_chunk}", tree_solver(tree_chunk), None, (n,)),
              ("Diffrax on the closed form, Tsit5", closed_form_solver(), None, (1, n)),
              ("dp.simulate_batch (fast), Tsit5", fast_solver(), None, (1, n)),
              (f"dp.simulate_batch, Tsit5, chunks of {chunk}", fast_solver(chunk), None, (n,)),

@@ -18,7 +18,8 @@ kernel                          forward step (own term)              backward st
 `hamiltonian_flow_batch` (what `jax.vmap` of `jaxbio.HamiltonianSystem`'s vector field runs) chains
 two of them in one chunk loop: the CRBA passes (``M`` and, from the same composites, gravity),
 ``q̇ = M⁻¹ p`` by a batch-last Cholesky unrolled over ``nv`` (`_cholesky_solve`: no LAPACK call
-per state), then the momentum passes at ``q̇`` (``∂T/∂q``).
+per state), then the momentum passes at ``q̇`` (``∂T/∂q``) on the CRBA pass's placements and own
+composites (`_forward_momentum_placed`: nothing placed or rotated twice).
 
 How it is laid out, and why:
 
@@ -197,6 +198,13 @@ class Velocities(NamedTuple):
     velocity: Vec  # of the origin, m/s
 
 
+class Motion(NamedTuple):
+    """Forward rows of ``∂T/∂q`` on the mass-matrix pass's placements (world frame)."""
+
+    angular_velocity: Vec  # rad/s
+    velocity: Vec  # of the origin, m/s
+
+
 class Placement(NamedTuple):
     """Forward rows of the mass matrix (world frame)."""
 
@@ -312,6 +320,26 @@ def _forward_momentum(parent: Velocities, joint: Joint, body: Body, keep, genera
                           velocity=new.velocity))
 
 
+def _forward_momentum_placed(parent: Motion, joint: Joint, body: Body, keep, general: bool, placed: Own):
+    """`_forward_momentum` on the placements of `_forward_crba` (``placed``: the segment's offset,
+    axis or attitude, and own composite ``(m, h = m c, J)`` about its origin, world frame): the
+    momenta about the origin are ``P = m v + ω × h`` and ``H = J ω + h × v``, so no attitude,
+    rotation matrix or segment-frame term is computed again (`hamiltonian_flow_batch`)."""
+    off, w_p = placed.offset, parent.angular_velocity
+    w_rel, u_rel, *_ = _relative(w_p, placed.attitude, placed.axis, joint, body, general)
+    w = soa.add(w_p, w_rel)
+    v = soa.add(soa.add(parent.velocity, soa.cross(w_p, off)), u_rel)
+    new = keep(Motion(w, v))
+    m, h, J6 = placed.term
+    Jm = {(a, b): J6[i] for i, (a, b) in enumerate(_SYM)}
+    Jm.update({(b, a): x for (a, b), x in list(Jm.items())})
+    Jw = tuple(sum(Jm[a, b] * new.angular_velocity[b] for b in range(3)) for a in range(3))
+    P = soa.add(soa.scale(new.velocity, m), soa.cross(new.angular_velocity, h))
+    H = soa.add(Jw, soa.cross(h, new.velocity))
+    return new, keep(_own(general, placed.axis, placed.attitude, off, Wrench(P, H),
+                          angular_velocity=new.angular_velocity, velocity=new.velocity))
+
+
 def _forward_crba(parent: Placement, joint: Joint, body: Body, keep, general: bool):
     """Placement of the segment, and its own composite about its origin: ``m``, ``h = m c``,
     ``J = R I Rᵀ + m [c]ᵀ[c]``."""
@@ -396,10 +424,12 @@ def _scan(f, carry, xs, reverse=False):
     return lax.scan(f, carry, xs, reverse=reverse, unroll=length <= 2)
 
 
-def _forward_pass(sched: Schedule, step: Callable, world, joint: Joint, body: Body, keep, zero_row):
+def _forward_pass(sched: Schedule, step: Callable, world, joint: Joint, body: Body, keep, zero_row, placed=None):
     """Proximal → distal over the phases: ``step(parent rows, joint, body, keep)`` per step, the
     parent rows gathered from a table of the world's and every earlier row. Returns the own
-    terms (`Own`, leaves ``(S, K, C)``), one record per phase."""
+    terms (`Own`, leaves ``(S, K, C)``), one record per phase. ``placed``: the own terms of an
+    earlier forward pass over the same schedule, handed to ``step`` as ``placed=`` (its rows of
+    the step)."""
     C = zero_row.shape[1]
     # built from zeros_like(q): the state's type inside jax.shard_map (a constant carry is rejected)
     done = [tree_map(lambda v: v + zero_row, world)]  # forward rows so far: the world, then each phase's
@@ -412,11 +442,14 @@ def _forward_pass(sched: Schedule, step: Callable, world, joint: Joint, body: Bo
         table = tree_map(lambda x: jnp.concatenate([x[ph.extern], jnp.zeros((S * K, C), x.dtype)], 0), rows)
 
         def body_fn(table, x, E=E, K=K):
-            joint_t, body_t, parent_row, t = x
-            new, own_t = step(_rows(table, parent_row), joint_t, body_t, keep)
+            joint_t, body_t, parent_row, t, *placed_t = x
+            extra = {"placed": placed_t[0]} if placed_t else {}
+            new, own_t = step(_rows(table, parent_row), joint_t, body_t, keep, **extra)
             return _write(table, new, E + t * K), own_t
 
         by_step = (_rows(joint, ph.members), _rows(body, ph.members), ph.parent_row, np.arange(S))
+        if placed is not None:
+            by_step += (placed[len(own)],)
         table, ys = _scan(body_fn, table, by_step)
         done.append(tree_map(lambda x: x[E:], table))
         own.append(ys)
@@ -662,7 +695,18 @@ def _flow_chunk(tree: SegmentTree, sched: Schedule, q, p, added, external, *, fu
         moving = _setup(tree, q, qd, qd, fused=fused)
     else:
         moving = setup._replace(joint=setup.joint._replace(qd=qd, qdd=qd))
-    own, outs = _passes(tree, _MOMENTUM, sched, moving)
+    if all(ph.members.shape[0] <= 2 for ph in sched.phases):
+        # unrolled schedules (`_scan`): the momentum passes on the CRBA pass's placements and own
+        # composites (`_forward_momentum_placed`). Under a `lax.scan` (longer schedules) handing the
+        # placements over as scanned inputs was slower (arm7: 30 -> 51 ms per 20 s simulation,
+        # benchmarks/README.md), so those recompute them.
+        general = setup.general
+        own = _forward_pass(sched, functools.partial(_forward_momentum_placed, general=general),
+                            Motion(_ZERO, _ZERO), moving.joint, moving.body, setup.keep, setup.zero_row, placed=own)
+        outs = _backward_pass(sched, functools.partial(_torques_momentum, general=general), own, setup.revolute,
+                              setup.keep, setup.zero_row)
+    else:
+        own, outs = _passes(tree, _MOMENTUM, sched, moving)
     dT = _torques_out(tree, sched, outs, own, C, setup.keep)
     return jnp.concatenate([qd, grav - dT], 0)
 
@@ -765,7 +809,7 @@ def hamiltonian_flow_batch(tree: SegmentTree, q, p, added_inertia, *, chunk: int
     Per chunk: the composite-rigid-body passes give ``M(q)`` and, from the same composites, the
     gravity forces ``g(q)`` (`_crba_columns`); ``q̇ = (M + J)⁻¹ p`` by a batch-last Cholesky
     (`_cholesky_solve`, no LAPACK call per state); the momentum passes at ``q̇`` give ``∂T/∂q``
-    (`kinetic_energy_gradient_batch`), and ``∂H/∂q = −∂T/∂q + g`` (`jaxbio.hamiltonian.dH_dq`).
+    (as `kinetic_energy_gradient_batch`, on the CRBA pass's placements), and ``∂H/∂q = −∂T/∂q + g`` (`jaxbio.hamiltonian.dH_dq`).
     Same result as `jax.vmap` of the per-state route to round-off; not differentiable by itself
     (see `jaxbio.hamiltonian`). Keywords as for `inverse_dynamics_batch`.
     """
