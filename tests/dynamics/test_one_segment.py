@@ -86,6 +86,7 @@ def _one_segment_general(f, tree, q):
     return -jnp.sum(tree.masses * (segment_coms(tree, q) @ tree.gravity))
 
 
+@pytest.mark.slow  # 6–10 s each (autodiff of the general mass matrix); its parts are checked above
 @pytest.mark.parametrize("joint", ["revolute", "prismatic"])
 def test_hamiltonian_terms_against_autodiff_of_the_hamiltonian(joint):
     """`_one_segment.hamiltonian_terms` (what HamiltonianSystem uses for one segment) against
@@ -97,8 +98,14 @@ def test_hamiltonian_terms_against_autodiff_of_the_hamiltonian(joint):
         M = _jacobian_mass_matrix(tree, q)[0, 0] + J
         return 0.5 * p[0] ** 2 / M - jnp.sum(tree.masses * (segment_coms(tree, q) @ tree.gravity))
 
-    for q, p, J in ((jnp.array([0.7]), jnp.array([1.9]), None), (jnp.array([-1.2]), jnp.array([-0.4]), 0.3)):
-        dH_dq, dH_dp = jax.grad(H, argnums=(0, 1))(q, p, 0.0 if J is None else J)
-        qd, gradient_q = _one_segment.hamiltonian_terms(tree, q, p, J)
-        np.testing.assert_allclose(qd, dH_dp, rtol=1e-13)
-        np.testing.assert_allclose(gradient_q, dH_dq, rtol=1e-11, atol=1e-12)
+    @jax.jit
+    def both(q, p, J):  # compiled once per case: autodiff of H, the closed forms without and with J
+        return (jax.grad(H, argnums=(0, 1))(q, p, 0.0), jax.grad(H, argnums=(0, 1))(q, p, J),
+                _one_segment.hamiltonian_terms(tree, q, p), _one_segment.hamiltonian_terms(tree, q, p, J))
+
+    for q, p in ((jnp.array([0.7]), jnp.array([1.9])), (jnp.array([-1.2]), jnp.array([-0.4]))):
+        plain, added, got_plain, got_added = both(q, p, jnp.asarray(0.3))
+        for (dH_dq, dH_dp), (qd, gradient_q) in ((plain, got_plain), (added, got_added)):
+            np.testing.assert_allclose(qd, dH_dp, rtol=1e-13)
+            np.testing.assert_allclose(gradient_q, dH_dq, rtol=1e-11, atol=1e-12)
+        assert not np.allclose(plain[1], added[1])  # the added inertia changes q̇
