@@ -101,6 +101,8 @@ def cold_cli(runs: int) -> float:
 #: ``jaxbio.sprint.fit`` to ``jaxbio.sprint.fitting`` after the private simulator was removed)
 _AGAINST_CHILD = """
 import json, resource, sys, time
+import jax
+jax.config.update("jax_enable_x64", True)  # as the CLI (API.md: it fits in float64)
 def cpu():
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime

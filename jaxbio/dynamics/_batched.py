@@ -17,8 +17,8 @@ kernel                          forward step (own term)              backward st
 
 `hamiltonian_flow_batch` (what `jax.vmap` of `jaxbio.HamiltonianSystem`'s vector field runs) chains
 two of them in one chunk loop: the CRBA passes (``M`` and, from the same composites, gravity),
-``q̇ = M⁻¹ p`` by a batch-last Cholesky unrolled over ``nv`` (`_cholesky_solve`: no LAPACK call
-per state), then the momentum passes at ``q̇`` (``∂T/∂q``) on the CRBA pass's placements and own
+``q̇ = M⁻¹ p`` by a batch-last Cholesky unrolled over ``nv`` (`jaxbio._linalg.cholesky_solve`: no
+LAPACK call per state), then the momentum passes at ``q̇`` (``∂T/∂q``) on the CRBA pass's placements and own
 composites (`_forward_momentum_placed`: nothing placed or rotated twice).
 
 How it is laid out, and why:
@@ -67,6 +67,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jaxbio._linalg import cholesky_solve
 from jaxbio._sincos import sincos
 from jaxbio._validate import check_choice
 from jaxbio.dynamics import _levels
@@ -654,33 +655,6 @@ def _chunk(tree: SegmentTree, kernel: _Kernel, sched: Schedule, q, qd, qdd, exte
     return kernel.output(tree, sched, outs, own, q.shape[1], setup.keep)
 
 
-def _cholesky_solve(M, b, keep):
-    """``x = M⁻¹ b`` ``(n, C)`` for ``M`` ``(n, n, C)`` symmetric positive-definite and ``b``
-    ``(n, C)``, every state at once: ``M = L Lᵀ`` column by column (unrolled over ``n``, each
-    step vectorised over the rows below the diagonal and the chunk), then the two triangular
-    solves. No LAPACK call per state; a matrix that is not positive-definite gives NaN."""
-    n = b.shape[0]
-    cols = []  # cols[k]: L[k:, k] (n − k, C)
-    for j in range(n):
-        v = M[j:, j]
-        for k in range(j):
-            v = v - cols[k][j - k:] * cols[k][j - k]
-        cols.append(keep(v * lax.rsqrt(v[0])))
-    y = []
-    for j in range(n):
-        acc = b[j]
-        for k in range(j):
-            acc = acc - cols[k][j - k] * y[k]
-        y.append(acc / cols[j][0])
-    x = [None] * n
-    for j in reversed(range(n)):
-        acc = y[j]
-        for k in range(j + 1, n):
-            acc = acc - cols[j][k - j] * x[k]
-        x[j] = acc / cols[j][0]
-    return jnp.stack(x)
-
-
 def _flow_chunk(tree: SegmentTree, sched: Schedule, q, p, added, external, *, fused: bool):
     """`hamiltonian_flow_batch` on one chunk: ``q`` ``(nq, C)``, ``p`` and ``added`` ``(nv, C)``.
     Returns ``(2 nv, C)``: ``q̇`` rows, then ``∂H/∂q`` rows."""
@@ -690,7 +664,7 @@ def _flow_chunk(tree: SegmentTree, sched: Schedule, q, p, added, external, *, fu
     own, composites = _passes(tree, _CRBA, sched, setup)
     M, grav = _crba_columns(tree, sched, composites, own, C, setup.keep, gravity=tree.gravity.astype(q.dtype))
     M = M.reshape(nv, nv, C) + added[:, None, :] * np.eye(nv, dtype=bool)[:, :, None]
-    qd = _cholesky_solve(M, p, setup.keep)
+    qd = cholesky_solve(M, p, setup.keep)
     if setup.general:  # the same joint rows with velocities (XLA shares the rotations)
         moving = _setup(tree, q, qd, qd, fused=fused)
     else:
@@ -808,8 +782,9 @@ def hamiltonian_flow_batch(tree: SegmentTree, q, p, added_inertia, *, chunk: int
 
     Per chunk: the composite-rigid-body passes give ``M(q)`` and, from the same composites, the
     gravity forces ``g(q)`` (`_crba_columns`); ``q̇ = (M + J)⁻¹ p`` by a batch-last Cholesky
-    (`_cholesky_solve`, no LAPACK call per state); the momentum passes at ``q̇`` give ``∂T/∂q``
-    (as `kinetic_energy_gradient_batch`, on the CRBA pass's placements), and ``∂H/∂q = −∂T/∂q + g`` (`jaxbio.hamiltonian.dH_dq`).
+    (`jaxbio._linalg.cholesky_solve`, no LAPACK call per state); the momentum passes at ``q̇`` give
+    ``∂T/∂q`` (as `kinetic_energy_gradient_batch`, on the CRBA pass's placements), and
+    ``∂H/∂q = −∂T/∂q + g`` (`jaxbio.hamiltonian.dH_dq`).
     Same result as `jax.vmap` of the per-state route to round-off; not differentiable by itself
     (see `jaxbio.hamiltonian`). Keywords as for `inverse_dynamics_batch`.
     """

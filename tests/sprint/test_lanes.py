@@ -20,10 +20,12 @@ def _rosenbrock(t, a):
     return jnp.array([a * (t[1] - t[0] ** 2), 1.0 - t[0]]), dict(x=t[0], a=a)
 
 
-def test_lanes_equal_one_vmapped_loop_problem_by_problem():
+@pytest.mark.parametrize("full_share", [0.35, 1.0])
+def test_lanes_equal_one_vmapped_loop_problem_by_problem(full_share):
     """37 problems of different difficulty (steps 3 to the cap) through 8 lanes in rounds of 3
-    iterations: every problem's result, iteration count and status equal those of one vmapped
-    ``least_squares`` — a problem's state written back to another's row would not."""
+    iterations, after full-width rounds while more than ``full_share`` are unfinished (1.0: lanes
+    from the start): every problem's result, iteration count and status equal those of one
+    vmapped ``least_squares`` — a problem's state written back to another's row would not."""
     rng = np.random.default_rng(0)
     N, cap = 37, 40
     a = rng.uniform(1.0, 100.0, N)
@@ -32,7 +34,7 @@ def test_lanes_equal_one_vmapped_loop_problem_by_problem():
     ref = jax.jit(jax.vmap(lambda t0, a_: least_squares(_rosenbrock, t0, a_, max_steps=cap)))(starts, a)
     round_fn = jax.jit(jax.vmap(lambda st, a_, lim: lm_resume(_rosenbrock, st, a_, lim)))
     state = jax.vmap(lambda t0, a_: lm_init(_rosenbrock, t0, a_))(jnp.asarray(starts), jnp.asarray(a))
-    final = lm_lanes(round_fn, state, a, max_steps=cap, width=8, round_steps=3)
+    final = lm_lanes(round_fn, state, a, max_steps=cap, width=8, round_steps=3, full_share=full_share)
     got = jax.vmap(lm_result)(jax.tree_util.tree_map(jnp.asarray, final))
     theta, r, J, aux, ok, steps = (jax.tree_util.tree_map(np.asarray, x) for x in got)
     np.testing.assert_array_equal(steps, np.asarray(ref[5]))

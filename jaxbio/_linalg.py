@@ -1,0 +1,48 @@
+"""Small symmetric positive-definite solves without LAPACK, for code that runs under `jax.vmap`.
+
+`jax.numpy.linalg.solve` or `jax.scipy.linalg.cho_factor` on a batch of small matrices is one
+LAPACK call per matrix on CPU, and jaxlib (0.10) spreads that batch over XLA's intra-op thread
+pool from *inside* a pool worker (``jax::ParallelBatchMap``): when two such calls run at once
+(independent thunks of one program) every worker waits for sub-tasks that no worker is free to
+run, and the program never finishes. Observed on a 2-core machine, jax/jaxlib 0.10.2: the
+sprint's Levenberg–Marquardt vmapped over 4,000 solves hung on its first round (both
+``tf_XLAEigen`` threads in ``LuDecomposition::Kernel`` → ``ParallelBatchMap`` →
+``BlockingCounter::Wait``, per ``gdb``). Here the factorisation is elementwise arithmetic that
+`jax.vmap` vectorises over the batch: no call per matrix, nothing to deadlock.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+from jax import lax
+
+
+def cholesky_solve(M, b, keep=lambda x: x):
+    """``x = M⁻¹ b`` for symmetric positive-definite ``M`` ``(n, n, ...)`` and ``b`` ``(n, ...)``
+    (trailing batch axes, e.g. ``(n, n, C)`` and ``(n, C)``; none for one system under `jax.vmap`).
+
+    ``M = L Lᵀ`` column by column (unrolled over ``n``, each step vectorised over the rows below
+    the diagonal and the trailing axes), then the two triangular solves: ~n³/6 multiply-adds
+    written out, so meant for small ``n``. ``keep``: applied to each column of ``L`` (the batch
+    kernels pass their materialisation barrier). A matrix that is not positive-definite gives NaN
+    (the square root of a non-positive pivot), never an exception."""
+    n = b.shape[0]
+    cols = []  # cols[k]: L[k:, k] (n − k, ...)
+    for j in range(n):
+        v = M[j:, j]
+        for k in range(j):
+            v = v - cols[k][j - k:] * cols[k][j - k]
+        cols.append(keep(v * lax.rsqrt(v[0])))
+    y = []
+    for j in range(n):
+        acc = b[j]
+        for k in range(j):
+            acc = acc - cols[k][j - k] * y[k]
+        y.append(acc / cols[j][0])
+    x = [None] * n
+    for j in reversed(range(n)):
+        acc = y[j]
+        for k in range(j + 1, n):
+            acc = acc - cols[j][k - j] * x[k]
+        x[j] = acc / cols[j][0]
+    return jnp.stack(x)
