@@ -157,9 +157,11 @@ def lm_lanes(round_fn, state: dict, args, *, max_steps: int, width: int = LANES,
 
     Measured on 1,000 copies of the embedded races × 4 starts (float64, 2-core AMD EPYC, second
     calls, wall): one vmapped loop 4.8 s, 256 lanes from the start 5.2 s (a 256-wide round keeps
-    one core busy, a 4,000-wide one both), full rounds first 2.5 s; see benchmarks/README.md. ``state``: ``lm_init`` states of ``N`` problems (numpy, leading axis
-    ``N``), ``args`` their arguments (pytree, leading axis ``N``); returns the final states (each
-    problem's sequence of iterations is that of ``least_squares(max_steps=max_steps)``)."""
+    one core busy, a 4,000-wide one both), full rounds first 2.5 s; see benchmarks/README.md.
+
+    ``state``: ``lm_init`` states of ``N`` problems (numpy, leading axis ``N``), ``args`` their
+    arguments (pytree, leading axis ``N``); returns the final states (each problem's sequence of
+    iterations is that of ``least_squares(max_steps=max_steps)``)."""
     state = jax.tree_util.tree_map(np.array, state)  # writable host copies
     args = jax.tree_util.tree_map(np.asarray, args)
     total = state["i"].shape[0]
