@@ -258,8 +258,8 @@ def _spd_inverse(S):
     frame (the interior point's Newton systems need no more than this accuracy; the active-set
     polish iterates to rounding). Measured under ``jit(vmap)`` on 2000 random 10 × 10 systems
     (2-core CPU, loaded): factor and solve 3.0 µs per frame with ``cho_factor``/``cho_solve``,
-    1.5 µs with this inverse and a product; an unrolled Cholesky was 1.2× faster than this in the
-    whole solver but doubled its compile time (22 s against 11 s)."""
+    1.5 µs with this inverse and a product; an unrolled Cholesky (`jaxbio._linalg.cholesky_solve`)
+    was 1.2× faster than this in the whole solver but doubled its compile time (22 s against 11 s)."""
     n = S.shape[-1]
     idx = jnp.arange(n)
 
