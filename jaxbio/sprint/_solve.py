@@ -19,6 +19,8 @@ Its results are also checked against scipy's ``least_squares`` in ``tests/test_s
 
 from __future__ import annotations
 
+import time
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -138,8 +140,34 @@ def lm_resume(residuals, st, args, limit, rtol: float = 1e-8, atol: float = 1e-1
 LANES, ROUND_STEPS, FULL_SHARE = 256, 4, 0.35
 
 
+class _LaneRecords:
+    """What ``lm_lanes`` remembers per compiled program (a bounded, least-recently-used table):
+    ``price``, the seconds its first full-width round spent compiling (the estimate of what a
+    lane program costs to compile), and ``ready``, whether its lane program has been compiled."""
+
+    def __init__(self, size: int = 32):
+        self.size, self.table = size, {}
+
+    def get(self, key) -> dict:
+        rec = self.table.pop(key, None) or {"price": None, "ready": False}
+        self.table[key] = rec  # most recent last
+        while len(self.table) > self.size:
+            self.table.pop(next(iter(self.table)))
+        return rec
+
+
+_LANE_RECORDS = _LaneRecords()
+
+
+def signature(tree, skip: int = 0) -> tuple:
+    """A hashable of what a jitted function's compiled program depends on in ``tree``: its
+    structure and each leaf's shape (less the first ``skip`` axes) and dtype."""
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    return treedef, tuple((np.shape(x)[skip:], str(jnp.result_type(x))) for x in leaves)
+
+
 def lm_lanes(round_fn, state: dict, args, *, max_steps: int, width: int = LANES, round_steps: int = ROUND_STEPS,
-             full_share: float = FULL_SHARE) -> dict:
+             full_share: float = FULL_SHARE, program=None, lane_price: float | None = None) -> dict:
     """Run many ``least_squares`` problems to the end, all at once while most are running and
     then through a fixed number of lanes.
 
@@ -155,24 +183,50 @@ def lm_lanes(round_fn, state: dict, args, *, max_steps: int, width: int = LANES,
       not their maximum times the count, and one compiled ``round_fn`` of width ``width`` serves
       every batch size.
 
-    Measured on 1,000 copies of the embedded races × 4 starts (float64, 2-core AMD EPYC, second
-    calls, wall): one vmapped loop 4.8 s, 256 lanes from the start 5.2 s (a 256-wide round keeps
-    one core busy, a 4,000-wide one both), full rounds first 2.5 s; see benchmarks/README.md.
+    The lane program is a second compilation. Until it exists, the stragglers are first "rented"
+    full-width rounds (already compiled) and the lanes "bought" only once those rounds have cost
+    as much as compiling costs — the ski-rental rule, at most twice the better of the two choices
+    made in hindsight. The price is ``lane_price`` seconds, or else the compile time of this
+    program's first full-width round (its time less that of a later one), remembered per
+    ``program`` (a hashable naming ``round_fn``'s static options) together with whether the
+    lanes were bought; with ``program=None`` nothing is remembered and each call measures its own
+    price.
+
+    Measured on 1,000 copies of the embedded races × 4 starts (float64, 2-core AMD EPYC, wall):
+    second calls, one vmapped loop 4.8 s, 256 lanes from the start 5.2 s (a 256-wide round keeps
+    one core busy, a 4,000-wide one both), full rounds first 2.5 s; the first call spent 2.7 s
+    compiling lanes for a tail one full-width round (1.2 s) finishes. See benchmarks/README.md.
 
     ``state``: ``lm_init`` states of ``N`` problems (numpy, leading axis ``N``), ``args`` their
     arguments (pytree, leading axis ``N``); returns the final states (each problem's sequence of
-    iterations is that of ``least_squares(max_steps=max_steps)``)."""
+    iterations is that of ``least_squares(max_steps=max_steps)``, whichever rounds ran)."""
     state = jax.tree_util.tree_map(np.array, state)  # writable host copies
     args = jax.tree_util.tree_map(np.asarray, args)
     total = state["i"].shape[0]
+    rec = _LANE_RECORDS.get((program, width, signature((state, args), skip=1))) if program is not None else \
+        {"price": None, "ready": False}
+    full_times, rent = [], 0.0
     while True:
         todo = np.flatnonzero(~state["done"] & (state["i"] < max_steps))
         if todo.size == 0:
             return state
-        if todo.size > full_share * total:  # most still running: all of them in one round
+        price = lane_price if lane_price is not None else rec["price"]
+        if price is None:  # this call's compile of the full-width program, if it compiled here
+            price = (full_times[0] - min(full_times[1:], default=0.0)) if full_times else 0.0
+            if len(full_times) > 1:
+                rec["price"] = price
+        tail = todo.size <= full_share * total
+        if not tail or not (rec["ready"] or rent >= price):  # all of them in one round
+            t0 = time.perf_counter()
             out = round_fn(state, args, np.minimum(state["i"] + round_steps, max_steps))
             state = jax.tree_util.tree_map(np.array, out)
+            dt = time.perf_counter() - t0
+            if tail:
+                rent += dt
+            else:
+                full_times.append(dt)
             continue
+        rec["ready"] = True
         n = min(todo.size, width)
         lanes = np.concatenate([todo[:n], np.full(width - n, todo[0])])
         limit = np.minimum(state["i"][lanes] + round_steps, max_steps)

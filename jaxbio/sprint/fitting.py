@@ -20,7 +20,7 @@ import numpy as np
 
 from jaxbio._validate import as_count
 from jaxbio.sprint._solve import (LANES, _pick_best, batched_best_of_starts, converged, laplace, lm_init, lm_lanes,
-                                  lm_result, lm_resume)
+                                  lm_result, lm_resume, signature)
 from jaxbio.sprint.data import SIGMA_ROUND, Splits
 from jaxbio.sprint.data import Race, SprintDataError
 from jaxbio.sprint.trace import SpeedTrace, speed_residuals
@@ -192,8 +192,9 @@ def _fit_lanes(quick, base, splits, starts, mu, sqrt_prec, *fitness, width, name
     state = jax.vmap(lambda t: lm_init(None, t, None, template))(jnp.reshape(starts, (B * S, k)))
     opts = dict(names=names, n_steps=n_steps, fitness_static=fitness_static, loss=loss)
     quick_round = width <= QUICK_COMPILE_MAX_BATCH  # a few lanes: compilation dominates
+    program = (quick_round, tuple(sorted(opts.items())), signature((base, fitness)))  # the round's compiled program
     state = lm_lanes(lambda st, a, lim: _run_round(quick_round, base, *a, st, lim, *fitness, **opts), state, args,
-                     max_steps=max_steps, width=width)
+                     max_steps=max_steps, width=width, program=program)
     state = jax.tree_util.tree_map(lambda a: a.reshape((B, S) + a.shape[1:]), state)
     return _run_lanes_finish(quick, base, splits, state, *fitness, names=names, n_grid=n_grid,
                              fitness_static=fitness_static)

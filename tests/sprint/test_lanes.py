@@ -20,11 +20,12 @@ def _rosenbrock(t, a):
     return jnp.array([a * (t[1] - t[0] ** 2), 1.0 - t[0]]), dict(x=t[0], a=a)
 
 
-@pytest.mark.parametrize("full_share", [0.35, 1.0])
-def test_lanes_equal_one_vmapped_loop_problem_by_problem(full_share):
+@pytest.mark.parametrize("full_share, lane_price", [(0.35, None), (1.0, None), (0.35, 0.0), (0.35, np.inf)])
+def test_lanes_equal_one_vmapped_loop_problem_by_problem(full_share, lane_price):
     """37 problems of different difficulty (steps 3 to the cap) through 8 lanes in rounds of 3
     iterations, after full-width rounds while more than ``full_share`` are unfinished (1.0: lanes
-    from the start): every problem's result, iteration count and status equal those of one
+    from the start), the stragglers in full-width rounds until they cost ``lane_price`` (0: lanes
+    at once; inf: never): every problem's result, iteration count and status equal those of one
     vmapped ``least_squares`` — a problem's state written back to another's row would not."""
     rng = np.random.default_rng(0)
     N, cap = 37, 40
@@ -34,7 +35,8 @@ def test_lanes_equal_one_vmapped_loop_problem_by_problem(full_share):
     ref = jax.jit(jax.vmap(lambda t0, a_: least_squares(_rosenbrock, t0, a_, max_steps=cap)))(starts, a)
     round_fn = jax.jit(jax.vmap(lambda st, a_, lim: lm_resume(_rosenbrock, st, a_, lim)))
     state = jax.vmap(lambda t0, a_: lm_init(_rosenbrock, t0, a_))(jnp.asarray(starts), jnp.asarray(a))
-    final = lm_lanes(round_fn, state, a, max_steps=cap, width=8, round_steps=3, full_share=full_share)
+    final = lm_lanes(round_fn, state, a, max_steps=cap, width=8, round_steps=3, full_share=full_share,
+                     lane_price=lane_price)
     got = jax.vmap(lm_result)(jax.tree_util.tree_map(jnp.asarray, final))
     theta, r, J, aux, ok, steps = (jax.tree_util.tree_map(np.asarray, x) for x in got)
     np.testing.assert_array_equal(steps, np.asarray(ref[5]))
@@ -48,6 +50,35 @@ def test_lanes_equal_one_vmapped_loop_problem_by_problem(full_share):
     # the closed-form optimum (1, 1), to the solver's tolerance on the cost (decrement ≤ 1e-8)
     assert np.all(0.5 * np.sum(r[conv] ** 2, axis=1) < 1e-7)
     np.testing.assert_allclose(theta[conv], 1.0, atol=1e-3)
+
+
+def test_stragglers_rent_full_rounds_until_the_lanes_are_bought():
+    """The ski-rental rule between full-width rounds and a lane program: with a price of 0 the
+    tail goes to the lanes at once, with an infinite price it stays in full-width rounds, and
+    once a ``program``'s lanes were bought a later call uses them whatever the price."""
+    rng = np.random.default_rng(1)
+    N, cap = 24, 40
+    a = rng.uniform(1.0, 100.0, N)
+    starts = np.column_stack([rng.uniform(-2.0, 2.0, N), rng.uniform(-1.0, 3.0, N)])
+    jitted = jax.jit(jax.vmap(lambda st, a_, lim: lm_resume(_rosenbrock, st, a_, lim)))
+    state = jax.vmap(lambda t0, a_: lm_init(_rosenbrock, t0, a_))(jnp.asarray(starts), jnp.asarray(a))
+
+    def widths(**kw):
+        seen = []
+
+        def round_fn(st, a_, lim):
+            seen.append(lim.shape[0])
+            return jitted(st, a_, lim)
+
+        lm_lanes(round_fn, state, a, max_steps=cap, width=4, round_steps=3, full_share=0.5, **kw)
+        return seen
+
+    never = widths(lane_price=np.inf, program="test-rental")
+    assert set(never) == {N}  # stragglers in full rounds only
+    at_once = widths(lane_price=0.0, program="test-rental")
+    assert at_once[-1] == 4 and at_once.count(N) < len(never)
+    assert widths(lane_price=np.inf, program="test-rental") == at_once  # bought: lanes from now on
+    assert set(widths(lane_price=np.inf, program="another")) == {N}
 
 
 @pytest.fixture(scope="module")
