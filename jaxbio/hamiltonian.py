@@ -32,9 +32,9 @@ from typing import Callable, ClassVar, NamedTuple
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 from jaxtyping import Array, ArrayLike, Float
 
+from jaxbio._linalg import spd_solve
 from jaxbio._validate import as_float, check_choice, check_finite, check_values, coordinate_vector
 from jaxbio.configuration import velocity_to_qdot, velocity_to_qdot_transpose
 from jaxbio.dynamics import (_one_segment, bias_forces, gravity_forces, kinetic_energy_gradient, mass_matrix,
@@ -720,7 +720,7 @@ def velocities(tree: SegmentTree, q, p, added_inertia=None) -> Float[Array, " n"
     M = _inertia(tree, q, added_inertia)
     if tree.nv == 1:
         return p / M[0]
-    return jsl.cho_solve(jsl.cho_factor(M), p)
+    return spd_solve(M, p)
 
 
 def hamiltonian(tree: SegmentTree, q: Float[ArrayLike, " n"], p: Float[ArrayLike, " n"],
@@ -914,7 +914,7 @@ class HamiltonianSystem(eqx.Module):
         potential_force = _output(self.potential.gradient(t, q), qd.shape, "potential", self.potential, ".gradient")
         M = _inertia(self.tree, q, self.added_inertia(jnp.result_type(q)))
         rhs = force - resistance - potential_force - bias_forces(self.tree, q, qd)
-        qdd = rhs / M[0] if self.nv == 1 else jsl.cho_solve(jsl.cho_factor(M), rhs)
+        qdd = rhs / M[0] if self.nv == 1 else spd_solve(M, rhs)
         if isinstance(self.fitness, ConstantFitness):
             rate = jnp.zeros_like(f)
         else:

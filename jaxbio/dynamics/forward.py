@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 from jaxtyping import Array, ArrayLike, Float
 
+from jaxbio._linalg import spd_solve
 from jaxbio.dynamics._checks import public, as_external, as_state, finite
 from jaxbio.dynamics.mass_matrix import mass_matrix
 from jaxbio.dynamics.rnea import External, rnea
@@ -37,5 +37,5 @@ def forward_dynamics(
     external = as_external(tree, external, check)
     bias = rnea(tree, q, qd, jnp.zeros_like(qd), external)[0]
     M = mass_matrix(tree, q)
-    qdd = jsl.cho_solve(jsl.cho_factor(M), tau - bias)
+    qdd = spd_solve(M, tau - bias)
     return finite(qdd, "forward_dynamics result") if check else qdd
