@@ -73,12 +73,13 @@ def test_stragglers_rent_full_rounds_until_the_lanes_are_bought():
         lm_lanes(round_fn, state, a, max_steps=cap, width=4, round_steps=3, full_share=0.5, **kw)
         return seen
 
-    never = widths(lane_price=np.inf, program="test-rental")
+    program, another = object(), object()  # names no other call's program
+    never = widths(lane_price=np.inf, program=program)
     assert set(never) == {N}  # stragglers in full rounds only
-    at_once = widths(lane_price=0.0, program="test-rental")
+    at_once = widths(lane_price=0.0, program=program)
     assert at_once[-1] == 4 and at_once.count(N) < len(never)
-    assert widths(lane_price=np.inf, program="test-rental") == at_once  # bought: lanes from now on
-    assert set(widths(lane_price=np.inf, program="another")) == {N}
+    assert widths(lane_price=np.inf, program=program) == at_once  # bought: lanes from now on
+    assert set(widths(lane_price=np.inf, program=another)) == {N}
 
 
 @pytest.fixture(scope="module")
