@@ -187,7 +187,8 @@ def lm_lanes(round_fn, state: dict, args, *, max_steps: int, width: int = LANES,
     full-width rounds (already compiled) and the lanes "bought" only once those rounds have cost
     as much as compiling costs — the ski-rental rule, at most twice the better of the two choices
     made in hindsight. The price is ``lane_price`` seconds, or else the compile time of this
-    program's first full-width round (its time less that of a later one), remembered per
+    program's first full-width round (its time less that of the fastest later one; all of it
+    when there was one round, an upper bound), remembered per
     ``program`` (a hashable naming ``round_fn``'s static options) together with whether the
     lanes were bought; with ``program=None`` nothing is remembered and each call measures its own
     price.
@@ -210,12 +211,10 @@ def lm_lanes(round_fn, state: dict, args, *, max_steps: int, width: int = LANES,
         todo = np.flatnonzero(~state["done"] & (state["i"] < max_steps))
         if todo.size == 0:
             return state
-        price = lane_price if lane_price is not None else rec["price"]
-        if price is None:  # this call's compile of the full-width program, if it compiled here
-            price = (full_times[0] - min(full_times[1:], default=0.0)) if full_times else 0.0
-            if len(full_times) > 1:
-                rec["price"] = price
         tail = todo.size <= full_share * total
+        if tail and rec["price"] is None:  # the full-width program's compile, if it compiled here
+            rec["price"] = (full_times[0] - min(full_times[1:], default=0.0)) if full_times else 0.0
+        price = lane_price if lane_price is not None else rec["price"]
         if not tail or not (rec["ready"] or rent >= price):  # all of them in one round
             t0 = time.perf_counter()
             out = round_fn(state, args, np.minimum(state["i"] + round_steps, max_steps))
