@@ -48,10 +48,10 @@ from typing import Optional, Sequence
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from jaxbio._linalg import spd_solve
 from jaxbio._validate import as_shape, model_dtype
 from jaxbio.dynamics import inverse_dynamics as _tree_inverse_dynamics
 from jaxbio.dynamics import mass_matrix as _tree_mass_matrix
@@ -393,10 +393,10 @@ def forward_dynamics(tree: SegmentTree, cmap: CoordinateMap, c: Float[ArrayLike,
     bias = inverse_dynamics(tree, cmap, c, cd, jnp.zeros_like(tau), external)
     M = mass_matrix(tree, cmap, c)
     if not mask.any():
-        return jsl.cho_solve(jsl.cho_factor(M), tau - bias)
+        return spd_solve(M, tau - bias)
     if mask.all():
         return jnp.zeros_like(tau - bias)
     free = np.flatnonzero(~mask)
     rhs = (tau - bias)[free]
-    x = jsl.cho_solve(jsl.cho_factor(M[np.ix_(free, free)]), rhs)
+    x = spd_solve(M[np.ix_(free, free)], rhs)
     return jnp.zeros_like(rhs, shape=(cmap.nc,)).at[free].set(x)

@@ -41,9 +41,33 @@ def test_the_levenberg_marquardt_has_no_lapack_call():
     def res(t, a):
         return jnp.array([a * (t[1] - t[0] ** 2), 1.0 - t[0]]), {}
 
-    text = jax.jit(jax.vmap(lambda t0, a: least_squares(res, t0, a, max_steps=5))).lower(
-        jnp.ones((16, 2)), jnp.ones(16)).compile().as_text()
-    assert not [t for t in re.findall(r'custom_call_target="([^"]+)"', text) if "lapack" in t]
+    assert not _lapack_calls(jax.vmap(lambda t0, a: least_squares(res, t0, a, max_steps=5)),
+                             jnp.ones((16, 2)), jnp.ones(16))
+
+
+def _lapack_calls(fn, *args):
+    """The LAPACK custom calls in the compiled ``jit(fn)``."""
+    text = jax.jit(fn).lower(*args).compile().as_text()
+    return [t for t in re.findall(r'custom_call_target="([^"]+)"', text) if "lapack" in t]
+
+
+def test_per_state_solves_under_vmap_have_no_lapack_call():
+    """The mass-matrix solves of the Hamiltonian's velocities, forward dynamics and constrained
+    forward dynamics without contacts run as vectorised arithmetic under `jax.vmap` (arm7: 7
+    coordinates, ≤ ``UNROLL_MAX``); the control: the same `vmap` of LAPACK's Cholesky has a call."""
+    import jax.scipy.linalg as jsl
+
+    import jaxbio as jb
+    from jaxbio import hamiltonian as ham
+    from jaxbio.dynamics import constrained_forward_dynamics, forward_dynamics
+
+    tree = jb.load_model("arm7")
+    x = jnp.tile(jnp.linspace(0.1, 0.7, 7), (4, 1))
+    M = jax.vmap(lambda q: jb.dynamics.mass_matrix(tree, q))(x)
+    assert _lapack_calls(jax.vmap(lambda m, b: jsl.cho_solve(jsl.cho_factor(m), b)), M, x)
+    assert not _lapack_calls(jax.vmap(lambda q, p: ham.velocities(tree, q, p)), x, x)
+    assert not _lapack_calls(jax.vmap(lambda q, v, t: forward_dynamics(tree, q, v, t)), x, x, x)
+    assert not _lapack_calls(jax.vmap(lambda q, v, t: constrained_forward_dynamics(tree, q, v, t)[0]), x, x, x)
 
 
 @pytest.mark.parametrize("n", [3, 14])

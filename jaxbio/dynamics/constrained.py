@@ -83,6 +83,7 @@ import jax.scipy.linalg as jsl
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from jaxbio._linalg import spd_solve
 from jaxbio.dynamics._checks import as_external, as_state, finite
 from jaxbio.dynamics.mass_matrix import mass_matrix
 from jaxbio.dynamics.rnea import rnea
@@ -442,12 +443,13 @@ def constrained_forward_dynamics(
     external = as_external(tree, external, check)
     h = rnea(tree, q, qd, jnp.zeros_like(q), external)[0]
     M = mass_matrix(tree, q)
-    cf = jsl.cho_factor(M)
-    free = jsl.cho_solve(cf, tau - h)
     if not contacts:
+        free = spd_solve(M, tau - h)
         return free, jnp.zeros((0, 3), free.dtype)
     G, gamma = contact_terms(tree, q, qd, contacts)
-    X = jsl.cho_solve(cf, G.T)  # M⁻¹ Gᵀ
+    # one factorisation for both right-hand sides (no LAPACK call per state under vmap, `_linalg`)
+    sol = spd_solve(M, jnp.concatenate([(tau - h)[:, None], G.T], axis=1))
+    free, X = sol[:, 0], sol[:, 1:]  # M⁻¹ (τ − h), M⁻¹ Gᵀ
     rcond = _default_rcond(M.dtype) if rcond is None else rcond
     lam = _spd_solve(G @ X, G @ free - gamma, rcond, "constrained_forward_dynamics")
     qdd = free - X @ lam

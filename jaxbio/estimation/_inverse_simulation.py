@@ -62,10 +62,10 @@ from typing import Sequence
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from jaxbio._linalg import spd_solve
 from jaxbio._validate import check_choice, check_finite, concrete, is_concrete
 from jaxbio.dynamics.contact import Contact, check_contacts, contact_external, contact_terms, contact_wrenches
 from jaxbio.dynamics.mass_matrix import bias_forces, mass_matrix
@@ -270,11 +270,12 @@ def inverse_simulation(
     S = B[J]  # (k_J, m) joint moment per unit control
     mF = model.n_muscles
     if not contacts:
-        cho = jsl.cho_factor(M)
-        Minv = jsl.cho_solve(cho, jnp.eye(n, dtype=dtype))
+        # M⁻¹ once, then products: independent LAPACK solves under vmap can deadlock XLA's CPU
+        # pool (`jaxbio._linalg`); H′ is a principal block of M⁻¹, so positive-definite
+        Minv = spd_solve(M, jnp.eye(n, dtype=dtype))
         Hp = Minv[np.ix_(J, J)]  # H′ = B̄′ᵀ M⁻¹ B̄′ (eq. 3)
-        h = qdd[J] + jsl.cho_solve(cho, bias)[J]  # h of eq. 5
-        required = jnp.linalg.solve(Hp, h)  # u′ = H′⁻¹ h (eq. 5)
+        h = qdd[J] + (Minv @ bias)[J]  # h of eq. 5
+        required = spd_solve(Hp, h)  # u′ = H′⁻¹ h (eq. 5)
         sol = clamped_pseudoinverse(S, required, nonnegative=nonneg)  # eqs. 4, 6 (× H′⁻¹)
         u = sol.x
         moment_residual = S @ u - required
