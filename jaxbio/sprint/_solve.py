@@ -19,6 +19,7 @@ Its results are also checked against scipy's ``least_squares`` in ``tests/test_s
 
 from __future__ import annotations
 
+import functools
 import time
 
 import jax
@@ -140,23 +141,13 @@ def lm_resume(residuals, st, args, limit, rtol: float = 1e-8, atol: float = 1e-1
 LANES, ROUND_STEPS, FULL_SHARE = 256, 4, 0.35
 
 
-class _LaneRecords:
-    """What ``lm_lanes`` remembers per compiled program (a bounded, least-recently-used table):
-    ``price``, the seconds its first full-width round spent compiling (the estimate of what a
-    lane program costs to compile), and ``ready``, whether its lane program has been compiled."""
-
-    def __init__(self, size: int = 32):
-        self.size, self.table = size, {}
-
-    def get(self, key) -> dict:
-        rec = self.table.pop(key, None) or {"price": None, "ready": False}
-        self.table[key] = rec  # most recent last
-        while len(self.table) > self.size:
-            self.table.pop(next(iter(self.table)))
-        return rec
-
-
-_LANE_RECORDS = _LaneRecords()
+@functools.lru_cache(maxsize=32)
+def _lane_record(key) -> dict:
+    """What ``lm_lanes`` remembers of one compiled program (the same mutable dict for every call
+    with ``key``; the least recently used of more than 32 is dropped): ``price``, the seconds its
+    first full-width round spent compiling (the estimate of what a lane program costs to
+    compile), and ``ready``, whether its lane program has been compiled."""
+    return {"price": None, "ready": False}
 
 
 def signature(tree, skip: int = 0) -> tuple:
@@ -204,8 +195,8 @@ def lm_lanes(round_fn, state: dict, args, *, max_steps: int, width: int = LANES,
     state = jax.tree_util.tree_map(np.array, state)  # writable host copies
     args = jax.tree_util.tree_map(np.asarray, args)
     total = state["i"].shape[0]
-    rec = _LANE_RECORDS.get((program, width, signature((state, args), skip=1))) if program is not None else \
-        {"price": None, "ready": False}
+    key = (program, width, signature((state, args), skip=1))
+    rec = _lane_record(key) if program is not None else _lane_record.__wrapped__(key)  # unnamed: not kept
     full_times, rent = [], 0.0
     while True:
         todo = np.flatnonzero(~state["done"] & (state["i"] < max_steps))
