@@ -64,4 +64,7 @@ def spd_solve(M, b):
     n³ would cost more to compile than the call costs to run)."""
     if M.shape[0] > UNROLL_MAX:
         return jsl.cho_solve(jsl.cho_factor(M), b)
+    # ``+ 0·b`` ties the result's layout to ``b``'s: without it, the batch axis of a vmapped solve
+    # inside a differentiated ``lax.scan`` came out trailing, (n, B) against (B, n), and the
+    # scan's linearisation failed (tests/test_linalg.py, the slow scan-gradient test)
     return cholesky_solve(M, b) + 0.0 * b
