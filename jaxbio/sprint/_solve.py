@@ -195,8 +195,8 @@ def lm_lanes(round_fn, state: dict, args, *, max_steps: int, width: int = LANES,
     state = jax.tree_util.tree_map(np.array, state)  # writable host copies
     args = jax.tree_util.tree_map(np.asarray, args)
     total = state["i"].shape[0]
-    key = (program, width, signature((state, args), skip=1))
-    rec = _lane_record(key) if program is not None else _lane_record.__wrapped__(key)  # unnamed: not kept
+    rec = (_lane_record((program, width, signature((state, args), skip=1))) if program is not None
+           else _lane_record.__wrapped__(None))  # unnamed: a fresh record, not kept
     full_times, rent = [], 0.0
     while True:
         todo = np.flatnonzero(~state["done"] & (state["i"] < max_steps))
