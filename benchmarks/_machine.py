@@ -2,7 +2,7 @@
 scripts of this folder; run them from the repository root, ``python benchmarks/<name>.py``).
 
 - `machine(**versions)`: one line naming the machine: date, CPU model and its vector ISA flags, core
-  count, load average, python/jax/jaxlib versions, backend (plus any library versions given).
+  count, whether the process was pinned (`threads`), load average, python/jax/jaxlib versions, backend (plus any library versions given).
 - `load_average()`: ``uptime``'s line and ``os.getloadavg()``, to print at the start and the end.
 - `best_time(fn)`: best-of-k seconds per call of an already warmed-up ``fn``.
 - `finish(out, json_path)`: the closing load line, and every number as JSON when asked.
@@ -75,16 +75,32 @@ def cpu() -> tuple[str, str]:
     return name, flags or "?"
 
 
+def threads() -> str:
+    """How the process may use the cores: ``"unpinned"``, or ``"pinned to k of n cores"`` (CPU
+    affinity, e.g. ``taskset``), plus ``PJRT_NPROC``/``NPROC`` where set (they size XLA's CPU thread
+    pool, which otherwise has one thread per core the process may use)."""
+    try:
+        allowed = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        allowed = os.cpu_count()
+    text = "unpinned" if allowed == os.cpu_count() else f"pinned to {allowed} of {os.cpu_count()} cores"
+    for var in ("PJRT_NPROC", "NPROC"):
+        if os.environ.get(var):
+            text += f", {var}={os.environ[var]}"
+    return text
+
+
 def machine(**versions: str) -> str:
-    """The machine line: date, CPU (flags), cores, load average, python, jax, jaxlib, backend, and
-    ``versions`` (``name=version``) of the other libraries a benchmark times."""
+    """The machine line: date, CPU (flags), cores, whether the process is pinned (`threads`), load
+    average, python, jax, jaxlib, backend, and ``versions`` (``name=version``) of the other libraries
+    a benchmark times."""
     import jax
     import jaxlib
 
     name, flags = cpu()
     extra = "".join(f", {k} {v}" for k, v in versions.items())
-    return (f"{datetime.date.today().isoformat()}, {name} (flags: {flags}), {os.cpu_count()} cores, "
-            f"load average {os.getloadavg()[0]:.1f}; python {platform.python_version()}, jax {jax.__version__}, "
+    return (f"{datetime.date.today().isoformat()}, {name} (flags: {flags}), {os.cpu_count()} cores "
+            f"({threads()}), load average {os.getloadavg()[0]:.1f}; python {platform.python_version()}, jax {jax.__version__}, "
             f"jaxlib {jaxlib.__version__}{extra}, backend {jax.default_backend()}")
 
 
