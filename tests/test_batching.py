@@ -51,6 +51,7 @@ def _assert_close(result: dict, rtol: float = 1e-12):
         assert r["max_abs_diff"] <= rtol * max(r["scale"], 1.0), (name, r)
 
 
+@pytest.mark.slow  # moved out of the default run (its ~10 min budget)
 def test_four_devices_inverse_dynamics_and_simulation():
     """arm7 inverse dynamics over 1001 frames (padded to 1004), 8 frames in chunks of one, 3 < 4
     frames along axis 1, its gradient (mapped q and a broadcast mass scale), and a slider's fixed-grid

@@ -1,6 +1,8 @@
-"""`python -m benchmarks`: the common row, the table, the suite selection, and one real suite end to end."""
+"""`python -m benchmarks`: the common row, the table, the suite selection, and one real suite end to end;
+the machine line, and the slow run's deadline in `.ci/run`."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +21,19 @@ def test_row_ratio_and_throughput():
     assert r["ratio"] == pytest.approx(5.0)
     assert r["per_second"] == pytest.approx(5e6)
     assert _machine.row("x", "m", 1, 1e-3)["ratio"] is None
+
+
+def test_machine_line_says_whether_pinned(monkeypatch):
+    """The machine line tells an unpinned run from a pinned one (taskset) or a sized thread pool."""
+    monkeypatch.delenv("PJRT_NPROC", raising=False)
+    monkeypatch.delenv("NPROC", raising=False)
+    monkeypatch.setattr(_machine.os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(_machine.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    assert _machine.threads() == "unpinned"
+    monkeypatch.setattr(_machine.os, "sched_getaffinity", lambda pid: {2}, raising=False)
+    monkeypatch.setenv("PJRT_NPROC", "1")
+    assert _machine.threads() == "pinned to 1 of 4 cores, PJRT_NPROC=1"
+    assert "(pinned to 1 of 4 cores, PJRT_NPROC=1)" in _machine.machine()
 
 
 def test_table_plain_and_markdown():
@@ -58,3 +73,15 @@ def test_precision_table():
     text = run.format_precision(rows)
     assert "7.3e-06 N·m" in text and "5.8e-07" in text
     assert run.format_precision(rows, markdown=True).count("\n") == 2
+
+
+@pytest.mark.parametrize("deadline, expect", [("1", "1 skipped"), ("", "1 passed"), ("soon", "JAXBIO_TEST_DEADLINE must be")])
+def test_ci_deadline_skips_tests_not_started(deadline, expect):
+    """`.ci/run`'s slow run: past ``JAXBIO_TEST_DEADLINE`` a test is skipped, not started (tests/conftest.py)."""
+    env = dict(os.environ, JAXBIO_TEST_DEADLINE=deadline)
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-n", "0", "-p", "no:cacheprovider",
+                        f"{Path(__file__)}::test_row_ratio_and_throughput"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert expect in r.stdout + r.stderr, r.stdout + r.stderr
+    if deadline == "1":
+        assert "time budget" in r.stdout

@@ -52,6 +52,7 @@ def test_sagittal_body_conserves_energy(duration):
     assert rel_drift(tr.energy) < 1e-9
 
 
+@pytest.mark.slow  # moved out of the default run (its ~10 min budget)
 def test_dH_dq_matches_autodiff_and_power_balance():
     tree = jb.load_model("arm7", dtype=jnp.float64)
     rng = np.random.default_rng(1)
@@ -275,6 +276,7 @@ def test_gradient_wrt_damping_against_finite_differences(pendulum):
     np.testing.assert_allclose(jax.jit(jax.jacfwd(final))(c), fd, rtol=1e-6)
 
 
+@pytest.mark.slow  # moved out of the default run (its ~10 min budget)
 def test_event_stops_when_coordinate_reaches_value(pendulum):
     tree, _, _ = pendulum
     system = jb.HamiltonianSystem(tree)

@@ -88,6 +88,7 @@ def _double_pendulum_system():
     return jb.HamiltonianSystem(jb.load_model("double_pendulum", dtype=jnp.float64))
 
 
+@pytest.mark.slow  # moved out of the default run (its ~10 min budget)
 def test_batched_simulate_equals_single_solves():
     """`jax.vmap` of `jb.simulate` (kernel) against the same solves one at a time (per-state)."""
     system = _double_pendulum_system()

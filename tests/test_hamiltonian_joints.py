@@ -82,6 +82,7 @@ def test_tumbling_body_follows_euler_equations():
     assert np.min(w[:, 1]) < 0.0
 
 
+@pytest.mark.slow  # moved out of the default run (its ~10 min budget)
 def test_momentum_rate_against_finite_differences():
     """ṗ of the vector field equals d/dt (M(q) v) along the motion, on a mixed tree."""
     tree = ball_double_pendulum()

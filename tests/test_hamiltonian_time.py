@@ -206,6 +206,7 @@ def _phase_field(system, R, t, y, force):
     return dH_dp + dR_dp, force - dH_dq + dR_dq
 
 
+@pytest.mark.slow  # moved out of the default run (its ~10 min budget)
 def test_phase_space_dissipation_is_eqs_10_11(pendulum):
     """The vector field and the energy balance dℋ/dt = ∂ℋ/∂t + ∂ℋ/∂p·F + ∇ℋ·∇R, against autodiff."""
     R = lambda q, p: -0.4 * jnp.dot(q, p) + 0.1 * jnp.sum(q**2 * p**2)

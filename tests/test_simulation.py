@@ -58,6 +58,7 @@ def test_uniform_grid_equals_diffeqsolve_on_the_same_grid():
     np.testing.assert_allclose(a.energy, b.energy, atol=1e-12)
 
 
+@pytest.mark.slow  # moved out of the default run (its ~10 min budget)
 def test_crossing_times_and_gradient():
     values = jnp.array([1.0, 5.0, 12.0])
     t_exact = [brentq(lambda t: _closed_form(t)[0] - d, 1e-9, 30) for d in values]
@@ -145,6 +146,7 @@ def test_fixed_grid_bad_input():
         hermite(jnp.zeros(3), jnp.zeros(2), jnp.zeros(3), jnp.array([0.1]))
 
 
+@pytest.mark.slow  # moved out of the default run (its ~10 min budget)
 def test_fixed_grid_with_a_callable_drive_under_jit():
     """Systems holding Python callables (a TimeFunctionDrive) step on the fixed grid, eagerly and
     under jit, with the same numbers."""

@@ -461,7 +461,8 @@ def test_batched_tree_passes_under_vmap(name):
     assert [o.shape for o in jax.tree.leaves(out)] == [(2,) + w.shape for w in jax.tree.leaves(want)]
 
 
-@pytest.mark.parametrize("name", ["mass_matrix", "inverse_dynamics", "forward_kinematics", "absolute_coordinates"])
+@pytest.mark.parametrize("name", ["mass_matrix", "inverse_dynamics", "forward_kinematics",
+                                  pytest.param("absolute_coordinates", marks=pytest.mark.slow)])
 def test_batched_tree_under_vmap_is_each_model(name):
     a, b = _two_models()
     stacked = jax.tree.map(lambda x, y: jnp.stack([x, y]), a, b)

@@ -143,6 +143,7 @@ def test_derivatives_of_vmapped_paths_against_central_differences():
         assert abs(float(grad[i, j] - fd)) < 1e-7 * max(1.0, abs(float(fd)))
 
 
+@pytest.mark.slow  # moved out of the default run (its ~10 min budget)
 def test_vmap_over_subjects_uses_each_tree():
     base = jb.load_model("arm7", dtype=jnp.float64)
     subjects = [eqx.tree_at(lambda t: t.masses, base, s * base.masses) for s in (0.8, 1.0, 1.3)]
@@ -170,7 +171,8 @@ def test_accelerator_mass_matrix_layout():
     assert rel(got, _reference_mass_matrices(tree, q)) < 1e-12
 
 
-@pytest.mark.parametrize("layout", ["cpu", pytest.param("accelerator", marks=pytest.mark.slow)])
+@pytest.mark.slow  # moved out of the default run (its ~10 min budget)
+@pytest.mark.parametrize("layout", ["cpu", "accelerator"])
 def test_kernels_on_ball_free_and_fixed_joints(layout):
     """The three kernels on a tree mixing every joint type (an inner free joint, massless frames,
     rods), two chunks, quaternions of any norm (the dynamics use ``Q/|Q|``): the per-state

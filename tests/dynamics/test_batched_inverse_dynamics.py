@@ -59,7 +59,8 @@ def batched(tree, *args, in_axes=(None, 0, 0, 0)):
     return jax.jit(jax.vmap(jb.inverse_dynamics, in_axes=in_axes))(tree, *args)
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", [n if n not in ("sagittal11", "wholebody") else pytest.param(n, marks=pytest.mark.slow)
+                                  for n in MODELS])
 def test_vmap_equals_loop_of_single_states(name):
     tree = jb.load_model(name, dtype=jnp.float64)
     q, qd, qdd, fext, mext = states(tree, BATCH)
@@ -75,7 +76,7 @@ def test_vmap_equals_loop_of_single_states(name):
     assert np.abs(np.asarray(got_ext) - np.asarray(got)).max() > 1e-3  # the external wrench is used
 
 
-@pytest.mark.parametrize("chunk", [1, 5, 64, None])
+@pytest.mark.parametrize("chunk", [pytest.param(1, marks=pytest.mark.slow), 5, 64, None])
 def test_every_chunk_size_gives_the_same_result(chunk):
     tree = wholebody_hinges()
     q, qd, qdd, fext, mext = states(tree, 150, seed=1)

@@ -57,6 +57,7 @@ def test_closed_forms_under_vmap_and_grad():
     np.testing.assert_allclose(jb.mass_matrix(tree, q) @ qdd + jb.gravity_forces(tree, q), tau, rtol=1e-12)
 
 
+@pytest.mark.slow  # moved out of the default run (its ~10 min budget)
 @pytest.mark.parametrize("joint", ["revolute", "prismatic"])
 def test_closed_forms_take_raw_axes_and_placements(joint):
     """The slider's forms skip the normalisation (`_gravity_along`): a hand-scaled axis and

@@ -359,6 +359,7 @@ def test_random_trees_match_pinocchio(jb, n, seed):
     _compare_all(jb, tree, model, seed=1000 + seed, n_states=3)
 
 
+@pytest.mark.slow  # moved out of the default run (its ~10 min budget)
 def test_double_pendulum_matches_pinocchio(jb):
     d = double_pendulum_dict()
     _compare_all(jb, jb.SegmentTree.from_dict(d), ref.build_pinocchio_model(d), seed=4)

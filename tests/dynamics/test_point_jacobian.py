@@ -15,7 +15,7 @@ def _point_world(tree, q, seg, point):
     return pos[seg] + quat.rotate(att[seg], point)
 
 
-@pytest.mark.parametrize("name", ["arm7", "sagittal11"])
+@pytest.mark.parametrize("name", ["arm7", pytest.param("sagittal11", marks=pytest.mark.slow)])
 def test_point_jacobian_equals_jacfwd_of_forward_kinematics(name):
     tree = jb.load_model(name)
     rng = np.random.default_rng(0)

@@ -181,6 +181,7 @@ def _support_data(rng, model, T, contacts):
     return q, qd, np.asarray(qdd), u, B, lam
 
 
+@pytest.mark.slow  # moved out of the default run (its ~10 min budget)
 def test_nonredundant_flying_round_trip(small_model):
     rng = np.random.default_rng(4)
     J = list(small_model.joints)

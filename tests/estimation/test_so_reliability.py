@@ -142,6 +142,7 @@ def test_tiny_moments_solve_exactly(p, scale):
 
 # ---- zero muscles, zero coordinates, zero frames ---------------------------------------------
 
+@pytest.mark.slow  # moved out of the default run (its ~10 min budget)
 def test_zero_muscles_zero_coordinates_zero_frames():
     """Issue #17, defect 11: these raised numpy's 'zero-size array to reduction operation'."""
     # no muscle: the reserves carry the moments
@@ -202,6 +203,7 @@ def batch_solver(p):
                                                                        reserve_strength=e)))
 
 
+@pytest.mark.slow  # moved out of the default run (its ~10 min budget)
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), p=st.sampled_from([2, 3]),
        log_tau=st.floats(-12, 4), log_fmax=st.floats(0, 8), log_r=st.floats(-6, 1),

@@ -323,6 +323,7 @@ def test_gradients_match_finite_differences_p3(k):
     _check_gradients(3, k)
 
 
+@pytest.mark.slow  # moved out of the default run (its ~10 min budget)
 def test_active_set_gradients_match_finite_differences():
     """The default solver for p = 2 (active set, interior point as its fallback): implicit
     gradients at a frame with upper bounds active (frame 4) against central differences."""

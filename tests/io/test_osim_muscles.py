@@ -134,6 +134,7 @@ def _check(err, length_tol, force_tol=1e-9):
     assert err["force"] <= force_tol, err
 
 
+@pytest.mark.slow  # moved out of the default run (its ~10 min budget)
 def test_arm26_wrapping_against_opensim():
     """Default run: the wrapped lengths, and the Thelen models' forces at OpenSim's own lengths
     and speeds (every function of a wrapping model compiles OpenSim's wrap loops, ~15 s each:
@@ -152,6 +153,7 @@ def test_arm26_wrapping_against_opensim():
             np.testing.assert_allclose(ours, f, rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.slow  # moved out of the default run (its ~10 min budget)
 def test_gait10dof18musc_conditional_moving_against_opensim():
     _check(_compare(GAIT, 4), 1e-9)
 

@@ -302,6 +302,7 @@ def test_shipped_models_match_opensim(filename, tmp_path):
     assert max(err.values()) < TOL, err
 
 
+@pytest.mark.slow  # moved out of the default run (its ~10 min budget)
 def test_synthetic_model_matches_opensim(synthetic, tmp_path):
     path = synthetic["exact"]
     assert 'Version="4' in path.read_text()[:200] and "<NaturalCubicSpline" in path.read_text()

@@ -120,6 +120,7 @@ def test_cli_json_plot_one_race(tmp_path, capsys, monkeypatch):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
 
 
+@pytest.mark.slow  # moved out of the default run (its ~10 min budget)
 def test_cli_fit_until_all_races(tmp_path, capsys, monkeypatch):
     """From splits ≤ 40 m the hierarchical model predicts the 100 m time of the embedded races
     clearly better than both baselines on average (measured 0.045 s against 0.100 and 0.115 s; at

@@ -111,6 +111,7 @@ def _gradient_setup():
     return f, th0, names, J_fd
 
 
+@pytest.mark.slow  # moved out of the default run (its ~10 min budget)
 def test_split_time_gradients_against_finite_differences():
     """∂t_i/∂(log θ_j) for every parameter, forward and reverse mode, against central differences."""
     f, th0, names, J_fd = _gradient_setup()
