@@ -50,7 +50,10 @@ def main(argv=None) -> int:
 
     tree = jb.load_model(args.model, dtype=jnp.float64)
     rng = np.random.default_rng(0)
-    q, qd, qdd = (rng.uniform(-1, 1, (args.batch, tree.nv)) for _ in range(3))
+    # q (batch, nq): angles and slides in [−1, 1], uniform ball-joint rotations (jb.configuration.random)
+    keys = jax.random.split(jax.random.PRNGKey(0), args.batch)
+    q = np.asarray(jax.vmap(lambda k: jb.configuration.random(tree, k, angle=1.0, distance=1.0))(keys))
+    qd, qdd = (rng.uniform(-1, 1, (args.batch, tree.nv)) for _ in range(2))
     devices = jax.devices()[:2]
     mesh = Mesh(np.array(devices), (jb.batching.AXIS,))
     split = NamedSharding(mesh, PartitionSpec(jb.batching.AXIS))
