@@ -171,8 +171,7 @@ def test_accelerator_mass_matrix_layout():
     assert rel(got, _reference_mass_matrices(tree, q)) < 1e-12
 
 
-@pytest.mark.slow  # moved out of the default run (its ~10 min budget)
-@pytest.mark.parametrize("layout", ["cpu", "accelerator"])
+@pytest.mark.parametrize("layout", ["cpu", pytest.param("accelerator", marks=pytest.mark.slow)])
 def test_kernels_on_ball_free_and_fixed_joints(layout):
     """The three kernels on a tree mixing every joint type (an inner free joint, massless frames,
     rods), two chunks, quaternions of any norm (the dynamics use ``Q/|Q|``): the per-state
