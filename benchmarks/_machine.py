@@ -2,7 +2,8 @@
 scripts of this folder; run them from the repository root, ``python benchmarks/<name>.py``).
 
 - `machine(**versions)`: one line naming the machine: date, CPU model and its vector ISA flags, core
-  count, whether the process was pinned (`threads`), load average, python/jax/jaxlib versions, backend (plus any library versions given).
+  count, whether the process was pinned (`threads`), load average, python/jax/jaxlib versions,
+  backend (plus any library versions given).
 - `load_average()`: ``uptime``'s line and ``os.getloadavg()``, to print at the start and the end.
 - `best_time(fn)`: best-of-k seconds per call of an already warmed-up ``fn``.
 - `finish(out, json_path)`: the closing load line, and every number as JSON when asked.
@@ -100,8 +101,8 @@ def machine(**versions: str) -> str:
     name, flags = cpu()
     extra = "".join(f", {k} {v}" for k, v in versions.items())
     return (f"{datetime.date.today().isoformat()}, {name} (flags: {flags}), {os.cpu_count()} cores "
-            f"({threads()}), load average {os.getloadavg()[0]:.1f}; python {platform.python_version()}, jax {jax.__version__}, "
-            f"jaxlib {jaxlib.__version__}{extra}, backend {jax.default_backend()}")
+            f"({threads()}), load average {os.getloadavg()[0]:.1f}; python {platform.python_version()}, "
+            f"jax {jax.__version__}, jaxlib {jaxlib.__version__}{extra}, backend {jax.default_backend()}")
 
 
 def row(operation: str, model: str, batch: int, seconds: float, *, unit: str = "state",
