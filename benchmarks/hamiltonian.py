@@ -11,7 +11,7 @@ solves with a `PIDController(rtol, atol)` (per-trajectory adaptive steps):
   ``--tree-batch`` (default min(batch, 1000)); and the same by `jb.batch(..., chunk_size=)` on one
   device at the full batch (chunks of 250, or a quarter of a smaller batch, run one after another:
   at 10⁴ trajectories one `jit(vmap)` is slower per trajectory, its batched while loop's state no
-  longer fits the caches);
+  longer fits the caches), and by `jb.batch` on two CPU devices (half the batch each, in chunks);
 * `jit(vmap(diffeqsolve))` of the seed-004 closed form as written (`dp.accelerations`, Tsit5);
 * `dp.simulate_batch` — the fast path: `dp.vector_field` (2×2 inverse written out, vectorisable
   `dp.sincos`, accelerations materialised), vmapped, chunked (``lax.map``), and sharded over two
@@ -93,10 +93,10 @@ def energy_error(th0, om0, th1, om1):
     return float(np.max(np.abs(np.asarray(e(th1, om1)) - np.asarray(e(th0, om0)))))
 
 
-def tree_solver(chunk_size=None):
+def tree_solver(chunk_size=None, devices=1):
     """`jit(vmap(simulate))` of the segment-tree `HamiltonianSystem`; with ``chunk_size``, the same
-    by `jb.batch` on one device, ``chunk_size`` trajectories vmapped at a time (a `lax.map` over
-    chunks: the batched while loop's state stays in cache)."""
+    by `jb.batch` on the first ``devices`` CPU devices, ``chunk_size`` trajectories vmapped at a
+    time on each (a `lax.map` over chunks: the batched while loop's state stays in cache)."""
     tree = jb.load_model("double_pendulum", dtype=jnp.float64)
     system = jb.HamiltonianSystem(tree)
 
@@ -108,7 +108,7 @@ def tree_solver(chunk_size=None):
 
     if chunk_size is None:
         return jax.jit(jax.vmap(one))
-    return jb.batch(one, devices=jax.devices()[:1], chunk_size=chunk_size)
+    return jb.batch(one, devices=jax.devices()[:devices], chunk_size=chunk_size)
 
 
 def closed_form_solver():
@@ -357,6 +357,8 @@ def main():
              (f"dp.simulate_batch, Tsit5, chunks of {chunk}", fast_solver(chunk), None, (n,)),
              ("dp.simulate_batch (fast), Dopri8", fast_solver(solver=diffrax.Dopri8()), None, (n,))]
     if len(jax.devices()) >= 2:
+        cases.append((f"tree, Tsit5, jb.batch on 2 devices, chunks of {tree_chunk}", tree_solver(tree_chunk, 2), None,
+                      (n - n % 2,)))
         f2, sharding = sharded_solver()
         cases.append(("dp.simulate_batch, Tsit5, 2 devices", f2, sharding, (n - n % 2,)))
         f2c, sharding = sharded_solver(chunk // 2)
