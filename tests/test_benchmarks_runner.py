@@ -75,7 +75,8 @@ def test_precision_table():
     assert run.format_precision(rows, markdown=True).count("\n") == 2
 
 
-@pytest.mark.parametrize("deadline, expect", [("1", "1 skipped"), ("", "1 passed"), ("soon", "JAXBIO_TEST_DEADLINE must be")])
+@pytest.mark.parametrize("deadline, expect",
+                         [("1", "1 skipped"), ("", "1 passed"), ("soon", "JAXBIO_TEST_DEADLINE must be")])
 def test_ci_deadline_skips_tests_not_started(deadline, expect):
     """`.ci/run`'s slow run: past ``JAXBIO_TEST_DEADLINE`` a test is skipped, not started (tests/conftest.py)."""
     env = dict(os.environ, JAXBIO_TEST_DEADLINE=deadline)

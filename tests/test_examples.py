@@ -29,7 +29,7 @@ def test_examples_found():
 @pytest.mark.slow
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
 def test_example_runs(script, tmp_path):
-    done = subprocess.run([sys.executable, str(script), *ARGS.get(script.name, [])], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=900)
+    done = subprocess.run([sys.executable, str(script), *ARGS.get(script.name, [])], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, f"{script.name} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
     assert done.stdout.strip(), f"{script.name} printed nothing"
