@@ -37,8 +37,9 @@ from jaxtyping import Array, ArrayLike, Float
 from jaxbio._linalg import spd_solve
 from jaxbio._validate import as_float, check_choice, check_finite, check_values, coordinate_vector
 from jaxbio.configuration import velocity_to_qdot, velocity_to_qdot_transpose
-from jaxbio.dynamics import (_one_segment, bias_forces, gravity_forces, kinetic_energy_gradient, mass_matrix,
+from jaxbio.dynamics import (_one_segment, gravity_forces, kinetic_energy_gradient, mass_matrix,
                              potential_energy)
+from jaxbio.dynamics.forward import accelerations
 from jaxbio.dynamics._batched import hamiltonian_flow_batch, vmapped_by
 from jaxbio.tree import SegmentTree
 
@@ -897,7 +898,8 @@ class HamiltonianSystem(eqx.Module):
         """The same equations in velocity form, on the state ``{"q", "qd", "f"(, "a")}``
         (``qd`` ``(nv,)`` the velocities instead of the momenta): ``q̇ = qd``,
         ``q̈ = (M(q) + J)⁻¹ (F − ∂R/∂q̇ − ∂U/∂q − C(q, q̇) q̇ − g(q))`` (one wrench recursion
-        for ``C q̇ + g``, one Cholesky solve), ``ḟ`` and ``ȧ`` as in `vector_field`.
+        for ``C q̇ + g``, one Cholesky solve: `jaxbio.dynamics.forward.accelerations`, whose
+        derivatives transpose one recursion at the solved ``q̈``), ``ḟ`` and ``ȧ`` as in `vector_field`.
 
         What `jaxbio.simulate` integrates with ``form="velocity"``: the same trajectory as the
         Hamiltonian form up to the discretisation, but reverse mode through it differentiates
@@ -912,14 +914,13 @@ class HamiltonianSystem(eqx.Module):
         force = _output(self.drive(t, q, qd, self.fitness.value(f), a), qd.shape, "drive", self.drive)
         resistance = _output(self.dissipation.force(q, qd), qd.shape, "dissipation", self.dissipation, ".force")
         potential_force = _output(self.potential.gradient(t, q), qd.shape, "potential", self.potential, ".gradient")
-        M = _inertia(self.tree, q, self.added_inertia(jnp.result_type(q)))
-        rhs = force - resistance - potential_force - bias_forces(self.tree, q, qd)
-        qdd = rhs / M[0] if self.nv == 1 else spd_solve(M, rhs)
+        added = self.added_inertia(jnp.result_type(q))
+        qdd = accelerations(self.tree, q, qd, force - resistance - potential_force, added)
         if isinstance(self.fitness, ConstantFitness):
             rate = jnp.zeros_like(f)
         else:
             gradient_q = dH_dq(self.tree, q, qd) + potential_force
-            p = M @ qd
+            p = _inertia(self.tree, q, added) @ qd
             flow = PhaseFlow(qd, force - gradient_q - resistance, qd, gradient_q, self.potential.time_rate(t, q))
             rate = _output(self.fitness.rate(t, q, p, qd, f, force, flow), f.shape, "fitness", self.fitness, ".rate")
         out = {"q": qd, "qd": qdd, "f": rate}
