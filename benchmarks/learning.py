@@ -4,6 +4,7 @@ value-and-gradient time of an `equinox.nn.MLP` torque controller, one run, sever
     python benchmarks/learning.py                       # double pendulum and arm7, every path
     python benchmarks/learning.py --models double_pendulum --paths default,backsolve,grid
     python benchmarks/learning.py --json out.json       # also dump every number as JSON
+    python benchmarks/learning.py --field --models double_pendulum,arm7   # the vector field alone
 
 The case of the issue: an MLP (width 32, depth 2, tanh) maps ``(q, q̇)`` to joint torques (a
 `jb.hamiltonian.Drive`), joints damped by ``0.1 N·m·s/rad``; a batch of 32 initial states
@@ -28,8 +29,10 @@ one run). The paths (``--paths``):
   ≤ 186 steps), so the reverse pass recomputes nothing.
 
 No path reaches the issue's target (value-and-grad ≤ 4× forward, first compile < 10 s);
-``velocity`` / ``velocity_ckpt`` come closest (arm7 at load 2–3: value+grad 1.20 / 1.16 s against
-1.44 s, gradient compile 25 / 23 s against 57 s); the README's section says where the time goes.
+``velocity`` comes closest: since forward dynamics is differentiated by the inverse-dynamics
+identity (`jaxbio.dynamics.forward`), 4.8× its forward pass for the double pendulum and 11.8× for
+arm7 (Intel Xeon, 2 cores, load 1.3), gradient compile 47 s; benchmarks/README.md says where the
+time goes. ``--field`` times the velocity-form vector field and its VJP alone.
 
 The machine and the load at start and end are printed: timings of one run are comparable
 with each other only.
@@ -134,16 +137,64 @@ def measure(model: str, path: str) -> dict:
             "loss": float(value), "grad_norm": float(jnp.linalg.norm(flat)), "load": os.getloadavg()[0]}
 
 
+def field_cost(model: str, evaluations: int = 100, dtype=jnp.float32) -> dict:
+    """The velocity-form vector field alone (``HamiltonianSystem.velocity_field`` with the MLP drive,
+    `jax.vmap` over the batch): µs per evaluation of its forward pass and of its VJP (forward plus
+    reverse, w.r.t. the MLP and the state), each inside one jitted `jax.lax.fori_loop` of
+    ``evaluations`` dependent calls (so that dispatch is not timed), best of 20."""
+    tree = jb.load_model(model, dtype=dtype)
+    n = tree.nv
+    mlp = eqx.nn.MLP(2 * n, n, 32, 2, activation=jnp.tanh, key=jax.random.key(0), dtype=dtype)
+    q = 0.5 * jax.random.normal(jax.random.key(1), (BATCH, n), dtype)
+    qd = 0.3 * jax.random.normal(jax.random.key(2), (BATCH, n), dtype)
+    w = jax.random.normal(jax.random.key(3), (BATCH, n), dtype)
+
+    def field(mlp, q, qd):
+        system = jb.HamiltonianSystem(tree, MLPDrive(mlp), jb.hamiltonian.LinearDamping(jnp.full(n, 0.1, dtype)))
+        return system.velocity_field(0.0, {"q": q, "qd": qd, "f": jnp.zeros((1,), dtype)})["qd"]
+
+    batched = jax.vmap(field, in_axes=(None, 0, 0))
+
+    def forward(mlp):
+        return jax.lax.fori_loop(0, evaluations, lambda i, c: c + 1e-3 * batched(mlp, q + 1e-3 * c, qd),
+                                 jnp.zeros_like(q))
+
+    def reverse(mlp):
+        def body(i, c):
+            out, pull = eqx.filter_vjp(batched, mlp, q + 1e-3 * c, qd)
+            _, dq, dqd = pull(w + 1e-3 * c)
+            return c + 1e-3 * (out + dq + dqd)
+        return jax.lax.fori_loop(0, evaluations, body, jnp.zeros_like(q))
+
+    c_fwd, t_fwd, _ = timed(eqx.filter_jit(forward), mlp, repeats=20)
+    c_rev, t_rev, _ = timed(eqx.filter_jit(reverse), mlp, repeats=20)
+    return {"model": model, "forward_us": 1e6 * t_fwd / evaluations, "vjp_us": 1e6 * t_rev / evaluations,
+            "ratio": t_rev / t_fwd, "compile_forward_s": c_fwd, "compile_vjp_s": c_rev, "load": os.getloadavg()[0]}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="double_pendulum,arm7")
     parser.add_argument("--paths", default="default,backsolve,grid")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--field", action="store_true",
+                        help="time the velocity-form vector field and its VJP alone (field_cost)")
     args = parser.parse_args(argv)
     out = {"machine": _machine.machine(diffrax=diffrax.__version__, equinox=eqx.__version__),
            "load_start": _machine.load_average(), "cases": [], "rows": []}
     print(out["machine"])
     print(f"load at start: {out['load_start']['uptime']}")
+    if args.field:
+        print(f"velocity_field under jax.vmap, batch {BATCH}, float32, µs per evaluation inside a jitted loop\n")
+        print(f"{'model':16s} {'forward us':>10s} {'vjp us':>8s} {'ratio':>6s} {'compile fwd s':>13s} "
+              f"{'compile vjp s':>13s} {'load':>5s}")
+        for model in args.models.split(","):
+            r = field_cost(model)
+            out["cases"].append(r)
+            print(f"{model:16s} {r['forward_us']:10.1f} {r['vjp_us']:8.1f} {r['ratio']:6.2f} "
+                  f"{r['compile_forward_s']:13.1f} {r['compile_vjp_s']:13.1f} {r['load']:5.1f}", flush=True)
+        _machine.finish(out, args.json)
+        return
     print(f"batch {BATCH}, {DURATION} s, float32, MLP 2n→32→32→n tanh; times best of 5, compile = first call\n")
     header = (f"{'model':16s} {'path':10s} {'forward ms':>10s} {'value+grad ms':>13s} {'ratio':>6s} "
               f"{'compile fwd s':>13s} {'compile v+g s':>13s} {'loss':>10s} {'|grad|':>10s} {'load':>5s}")

@@ -7,10 +7,11 @@ identity ``ID(q, qd, qdd) = tau`` (``ID`` the wrench recursion, `jaxbio.inverse_
 
 (Carpentier & Mansard 2018, "Analytical derivatives of rigid body dynamics algorithms"). Reverse
 mode then transposes one recursion and one Cholesky solve with the factor already computed, instead
-of differentiating ``M(q)``, its factorisation and the bias separately. Measured (benchmarks/README.md,
-`learning.py`): the reverse pass of `jaxbio.HamiltonianSystem.velocity_field` under `jax.vmap`
-(batch 32, float32) cost 6.8× (double pendulum) and 7.0× (arm7) its forward pass by plain autodiff,
-5.0× and 3.8× with this rule.
+of differentiating ``M(q)``, its factorisation and the bias separately. Measured
+(`python benchmarks/learning.py --field`, benchmarks/README.md): a VJP of
+`jaxbio.HamiltonianSystem.velocity_field` under `jax.vmap` (batch 32, float32) cost 8.5× (double
+pendulum) and 7.9× (arm7) its forward pass by plain autodiff, 4.0× and 3.4× with this rule, and a
+value-and-gradient step through `jaxbio.simulate(..., form="velocity")` 2.2–2.6× less.
 """
 
 from __future__ import annotations
