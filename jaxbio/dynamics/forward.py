@@ -26,7 +26,7 @@ from jaxbio.dynamics.mass_matrix import mass_matrix
 from jaxbio.dynamics.rnea import External, _tau
 from jaxbio.tree import SegmentTree
 
-__all__ = ["forward_dynamics", "accelerations"]
+__all__ = ["forward_dynamics"]  # `accelerations` is the unchecked core (internal)
 
 
 def accelerations(tree: SegmentTree, q, qd, tau, added_inertia=None, external=None):
