@@ -34,12 +34,10 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from jaxbio._linalg import spd_solve
 from jaxbio._validate import as_float, check_choice, check_finite, check_values, coordinate_vector
 from jaxbio.configuration import velocity_to_qdot, velocity_to_qdot_transpose
-from jaxbio.dynamics import (_one_segment, gravity_forces, kinetic_energy_gradient, mass_matrix,
-                             potential_energy)
-from jaxbio.dynamics.forward import accelerations
+from jaxbio.dynamics import _one_segment, gravity_forces, kinetic_energy_gradient, potential_energy
+from jaxbio.dynamics.forward import accelerations, inertia, solve
 from jaxbio.dynamics._batched import hamiltonian_flow_batch, vmapped_by
 from jaxbio.tree import SegmentTree
 
@@ -708,20 +706,11 @@ class BracketFitness(FitnessLaw):
 
 # ---- the Hamiltonian and its gradients --------------------------------------------------------
 
-def _inertia(tree: SegmentTree, q, added_inertia=None) -> Float[Array, "n n"]:
-    """``M(q) + diag(added_inertia)`` ``(n, n)``: the tree's mass matrix plus a drive's inertia."""
-    M = mass_matrix(tree, q)
-    return M if added_inertia is None else M + jnp.diag(jnp.broadcast_to(added_inertia, M.shape[:1]))
-
-
 def velocities(tree: SegmentTree, q, p, added_inertia=None) -> Float[Array, " n"]:
     """``q̇ = ∂H/∂p = (M(q) + J)⁻¹ p`` (Cholesky solve; a division for one coordinate);
     ``added_inertia`` ``J`` ``(n,)`` kg·m² / kg, a drive's diagonal inertia (`Drive.added_inertia`),
     default none."""
-    M = _inertia(tree, q, added_inertia)
-    if tree.nv == 1:
-        return p / M[0]
-    return spd_solve(M, p)
+    return solve(inertia(tree, q, added_inertia), p)
 
 
 def hamiltonian(tree: SegmentTree, q: Float[ArrayLike, " n"], p: Float[ArrayLike, " n"],
@@ -838,7 +827,7 @@ class HamiltonianSystem(eqx.Module):
     def momenta(self, q, qd) -> Float[Array, " nv"]:
         """``p = (M(q) + J) q̇`` ``(nv,)`` from the velocities ``qd`` ``(nv,)``: the inverse of
         `velocities`."""
-        return _inertia(self.tree, q, self.added_inertia(jnp.result_type(q))) @ qd
+        return inertia(self.tree, q, self.added_inertia(jnp.result_type(q))) @ qd
 
     def initial_state(self, q, qd=None, f=None, a=None) -> dict:
         """State from coordinates ``q`` ``(nq,)`` and *velocities* ``qd`` ``(nv,)`` (momenta
@@ -920,7 +909,7 @@ class HamiltonianSystem(eqx.Module):
             rate = jnp.zeros_like(f)
         else:
             gradient_q = dH_dq(self.tree, q, qd) + potential_force
-            p = _inertia(self.tree, q, added) @ qd
+            p = inertia(self.tree, q, added) @ qd
             flow = PhaseFlow(qd, force - gradient_q - resistance, qd, gradient_q, self.potential.time_rate(t, q))
             rate = _output(self.fitness.rate(t, q, p, qd, f, force, flow), f.shape, "fitness", self.fitness, ".rate")
         out = {"q": qd, "qd": qdd, "f": rate}

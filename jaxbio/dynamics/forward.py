@@ -38,13 +38,21 @@ def accelerations(tree: SegmentTree, q, qd, tau, added_inertia=None, external=No
     return _accelerations(tree, q, qd, tau, added.astype(jnp.result_type(tau)), *(external or ()))
 
 
-def _solve(M, b):
+def inertia(tree: SegmentTree, q, added_inertia=None) -> Float[Array, "n n"]:
+    """``M(q) + diag(added_inertia)`` ``(nv, nv)``: the tree's mass matrix plus a drive's diagonal
+    inertia ``(nv,)`` kg·m² / kg (none by default)."""
+    M = mass_matrix(tree, q)
+    return M if added_inertia is None else M + jnp.diag(jnp.broadcast_to(added_inertia, M.shape[:1]))
+
+
+def solve(M, b):
+    """``M⁻¹ b`` for a mass matrix ``M`` ``(nv, nv)``: a division for one coordinate, else `spd_solve`."""
     return b / M[0] if M.shape[0] == 1 else spd_solve(M, b)
 
 
 def _solved(tree, q, qd, tau, added, external):
-    M = mass_matrix(tree, q) + jnp.diag(added)
-    return M, _solve(M, tau - _tau(tree, q, qd, jnp.zeros_like(qd), *external))
+    M = inertia(tree, q, added)
+    return M, solve(M, tau - _tau(tree, q, qd, jnp.zeros_like(qd), *external))
 
 
 @jax.custom_jvp
@@ -59,7 +67,7 @@ def _accelerations_jvp(primals, tangents):
     M, qdd = _solved(tree, q, qd, tau, added, external)
     _, d_id = jax.jvp(lambda tr, a, b, *ext: _tau(tr, a, b, qdd, *ext),
                       (tree, q, qd, *external), (d_tree, dq, dqd, *d_external))
-    return qdd, _solve(M, dtau - dadded * qdd - d_id)
+    return qdd, solve(M, dtau - dadded * qdd - d_id)
 
 
 @public
