@@ -10,10 +10,30 @@ fold (see benchmarks/inverse_dynamics.py). Public functions convert at the bound
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
+from jax import lax
 
 Vec = tuple  # (x, y, z)
 Quat = tuple  # (w, x, y, z)
+
+
+def keep(x, on: bool = True):
+    """``x`` (a pytree of arrays) computed by one loop and materialised (see `jaxbio.dynamics._batched`'s docstring: XLA's CPU
+    backend has no multi-output loop fusion).
+
+    Each leaf ``a`` becomes ``Σ_r [a, 0][r]``, one variadic `jax.lax.reduce` over a padded axis
+    of two rows: XLA fuses every producer of every leaf into that one multi-output reduction, so
+    an intermediate shared by several leaves is computed once per element, and the leaves are
+    written to memory once. Exact: ``a + 0 = a``.
+    """
+    if not on:
+        return x
+    leaves, treedef = jax.tree_util.tree_flatten(x)
+    padded = [jnp.stack([a, jnp.zeros_like(a)]) for a in leaves]
+    zeros = [jnp.zeros((), a.dtype) for a in leaves]
+    out = lax.reduce(padded, zeros, lambda u, v: tuple(a + b for a, b in zip(u, v)), [0])
+    return jax.tree_util.tree_unflatten(treedef, list(out))
 
 
 def split(a, k: int) -> tuple:

@@ -1,0 +1,202 @@
+"""The Hamiltonian flow of a planar tree, batch-last, in 2-D algebra (what `jax.vmap` of
+`jaxbio.HamiltonianSystem`'s vector field runs for a planar tree on the CPU).
+
+A tree whose revolute axes are ``±z``, prismatic axes in the x–y plane, joint orientations about
+``z`` and gravity in the x–y plane (`jaxbio.dynamics.absolute`'s planar trees, e.g. the double
+pendulum and the sagittal models) moves in the plane: each segment's attitude is one angle, every
+cross product one number, every composite inertia about a joint one scalar. The general kernel
+(`jaxbio.dynamics._batched.hamiltonian_flow_batch`) composes quaternions, forms 3 × 3 rotation
+matrices and ``R I Rᵀ`` and carries six inertia entries per composite: ~980 operations per state
+for the double pendulum, where these formulas need ~150. Out-of-plane numbers (the z of origins
+and COMs, products of inertia with z) do not enter the in-plane dynamics, so the two kernels agree
+to round-off (tested).
+
+With ``φ_i`` segment ``i``'s world angle (``φ_λ + β_i + σ_i q_i``, ``λ`` its parent, ``β_i`` the
+joint frame's angle, ``σ_i = ±1`` the revolute axis), ``P_i`` its joint centre, ``d_i = P_i − P_λ``,
+``r_i = R(φ_i) c_i`` its COM offset, ``s_i`` a prismatic joint's world axis, ``perp(v) = ẑ × v``
+and ``v × w`` the scalar ``v_x w_y − v_y w_x``:
+
+- composites about each joint centre, distal → proximal: ``m̄``, ``h̄ = Σ m (C − P)``,
+  ``J̄ = Σ I_zz + m |C − P|²`` (moved to the parent: ``h̄ += m̄ d``, ``J̄ += 2 d · h̄ + m̄ |d|²``);
+- coordinate ``i`` at unit rate: linear momentum ``lin_i = σ_i perp(h̄_i)`` (revolute) or
+  ``m̄_i s_i``; angular ``L_i = σ_i J̄_i`` or ``h̄_i × s_i``; then ``M[j, i] = σ_j (L_i +
+  (P_i − P_j) × lin_i)`` (``j`` revolute, moving ``i``) or ``s_j · lin_i``, and the gravity forces
+  ``g_i = −lin_i · g`` (the planar forms of `jaxbio.dynamics._batched._crba_columns`);
+- ``q̇ = (M + J)⁻¹ p`` (`jaxbio._linalg.cholesky_solve`);
+- velocities proximal → distal (``ω_i = ω_λ + σ_i q̇_i``, ``v_i = v_λ + ω_λ perp(d_i) + s_i q̇_i``),
+  subtree linear momenta ``P̄_i`` distal → proximal, and ``∂T/∂q_i = σ_i P̄_i × v_i`` (revolute) or
+  ``ω_i s_i × P̄_i`` (prismatic), the planar forms of `kinetic_energy_gradient_batch`'s
+  (the angular-momentum term ``H × ω`` vanishes: both are along ``z``).
+
+Which trees: `planar` decides from concrete numbers (static); for a traced tree (inside
+`jax.jit` with the model as an argument, e.g. Diffrax's solve) `hamiltonian_flow_batch` compiles
+both kernels and picks one at run time from `deviation`.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxbio._linalg import cholesky_solve
+from jaxbio._sincos import sincos
+from jaxbio.dynamics import _soa as soa
+from jaxbio.tree import SegmentTree
+
+# how far from exactly planar a concrete tree may be for this kernel (its results then differ
+# from the general kernel's by about this much, relative)
+TOLERANCE = 1e-12
+
+
+def deviation(tree: SegmentTree, xp=jnp):
+    """How far ``tree`` is from planar (0 when it is), in radians of tilt: the largest of
+    ``max(|s_x|, |s_y|)`` over revolute axes, ``|s_z|`` over prismatic axes (unit axes), the x and y
+    parts of the joint orientations (unit quaternions) and ``|g_z| / max(1, |g|∞)``. ``xp``:
+    `numpy` (concrete numbers) or `jax.numpy`."""
+    axes, orient, g = (xp.asarray(x) for x in (tree.axes, tree.orientations, tree.gravity))
+    axes = axes / xp.linalg.norm(axes, axis=1, keepdims=True)
+    orient = orient / xp.linalg.norm(orient, axis=1, keepdims=True)
+    off = xp.where(xp.asarray(tree.is_revolute), xp.max(xp.abs(axes[:, :2]), axis=1), xp.abs(axes[:, 2]))
+    return xp.maximum(xp.maximum(xp.max(off), xp.max(xp.abs(orient[:, 1:3]))),
+                      xp.abs(g[2]) / xp.maximum(1.0, xp.max(xp.abs(g))))
+
+
+def planar(tree: SegmentTree) -> bool | None:
+    """Whether this kernel applies to ``tree`` (static): revolute and prismatic joints only, at least
+    two segments, and a `deviation` within `TOLERANCE`. None when the numbers are traced (decide at
+    run time with `deviation`, e.g. by `jax.lax.cond`)."""
+    if not tree.is_axial or tree.n_segments < 2 or tree.axes.shape != (tree.n_segments, 3):
+        return False
+    if any(isinstance(x, jax.core.Tracer) for x in (tree.axes, tree.orientations, tree.gravity)):
+        return None
+    return bool(deviation(tree, np) <= TOLERANCE)
+
+
+def _rot(c, s, v):
+    """``R(φ) v`` for ``cos φ``, ``sin φ`` and a 2-vector ``v``."""
+    return (c * v[0] - s * v[1], s * v[0] + c * v[1])
+
+
+def _cross(a, b):
+    return a[0] * b[1] - a[1] * b[0]
+
+
+def _dot(a, b):
+    return a[0] * b[0] + a[1] * b[1]
+
+
+def flow_chunk(tree: SegmentTree, sched, q, p, added, external, *, fused: bool):
+    """``(q̇, ∂H/∂q)`` of a planar tree on one chunk, as `jaxbio.dynamics._batched._flow_chunk`:
+    ``q`` ``(n, C)``, ``p`` and ``added`` ``(n, C)``; returns ``(2 n, C)``. ``sched`` and
+    ``external`` are unused (the segments are visited in index order: parents first)."""
+    del sched, external
+    zero = jnp.zeros_like(q[0])
+
+    def keep(x):  # every leaf (C,), materialised by one loop on CPU (`jaxbio.dynamics._soa.keep`)
+        x = jax.tree_util.tree_map(lambda a: a + zero, x)
+        return soa.keep(x) if fused else x
+
+    n, dt = tree.n_segments, q.dtype
+    parents, rev = tree.parents, tree.is_revolute
+    o = tree.unit_orientations.astype(dt)
+    beta = 2.0 * jnp.arctan2(o[:, 3], o[:, 0])  # joint frame's angle in the parent frame
+    axes = tree.unit_axes.astype(dt)
+    sign = axes[:, 2]
+    cb, sb = jnp.cos(beta), jnp.sin(beta)
+    slide = [_rot(cb[i], sb[i], (axes[i, 0], axes[i, 1])) for i in range(n)]  # prismatic axis, parent frame
+    origin, com = tree.origins.astype(dt), tree.coms.astype(dt)
+    mass, izz = tree.masses.astype(dt), tree.inertias[:, 2, 2].astype(dt)
+    g = tree.gravity.astype(dt)
+
+    # attitudes: one sincos for every segment's world angle
+    phi = []
+    for i in range(n):
+        base = beta[i] + (phi[parents[i]] if parents[i] >= 0 else 0.0)
+        phi.append(base + sign[i] * q[i] if rev[i] else base + jnp.zeros_like(q[i]))
+    s, c = keep(sincos(jnp.stack(phi)))
+
+    def parent_rot(i):
+        j = parents[i]
+        return (1.0, 0.0) if j < 0 else (c[j], s[j])
+
+    # placements: offsets d_i = P_i − P_λ, joint centres P_i, COM offsets r_i, prismatic world axes
+    d, P, r, sw = [], [], [], []
+    for i in range(n):
+        cp, spn = parent_rot(i)
+        local = (origin[i, 0], origin[i, 1])
+        if not rev[i]:
+            local = (local[0] + slide[i][0] * q[i], local[1] + slide[i][1] * q[i])
+            sw.append(_rot(cp, spn, slide[i]))
+        else:
+            sw.append(None)
+        d.append(_rot(cp, spn, local))
+        P.append(d[i] if parents[i] < 0 else (P[parents[i]][0] + d[i][0], P[parents[i]][1] + d[i][1]))
+        r.append(_rot(c[i], s[i], (com[i, 0], com[i, 1])))
+    d, P, r, sw = keep((d, P, r, sw))
+
+    # composites about each joint centre, distal → proximal
+    children = [[k for k in range(n) if parents[k] == i] for i in range(n)]
+    mb = [None] * n
+    hb = [None] * n
+    Jb = [None] * n
+    for i in reversed(range(n)):
+        m_i, h_i = mass[i], (mass[i] * r[i][0], mass[i] * r[i][1])
+        J_i = izz[i] + mass[i] * (com[i, 0] ** 2 + com[i, 1] ** 2)
+        for k in children[i]:
+            dk = d[k]
+            J_i = J_i + Jb[k] + 2.0 * _dot(dk, hb[k]) + mb[k] * _dot(dk, dk)
+            h_i = (h_i[0] + hb[k][0] + mb[k] * dk[0], h_i[1] + hb[k][1] + mb[k] * dk[1])
+            m_i = m_i + mb[k]
+        mb[i], hb[i], Jb[i] = m_i, h_i, J_i
+    hb, Jb = keep((hb, Jb))
+
+    # columns of M and the gravity forces
+    lin, L = [], []
+    for i in range(n):
+        if rev[i]:
+            lin.append((-sign[i] * hb[i][1], sign[i] * hb[i][0]))
+            L.append(sign[i] * Jb[i])
+        else:
+            lin.append((mb[i] * sw[i][0], mb[i] * sw[i][1]))
+            L.append(_cross(hb[i], sw[i]))
+    grav = [-(lin[i][0] * g[0] + lin[i][1] * g[1]) for i in range(n)]
+    M = [[zero] * n for _ in range(n)]
+    for i in range(n):
+        j = i
+        while j >= 0:
+            if rev[j]:
+                dij = (P[i][0] - P[j][0], P[i][1] - P[j][1])
+                v = sign[j] * (L[i] + _cross(dij, lin[i]))
+            else:
+                v = _dot(sw[j], lin[i])
+            M[i][j] = M[j][i] = v
+            j = parents[j]
+    for i in range(n):
+        M[i][i] = M[i][i] + added[i]
+    M, grav = keep((M, grav))
+    qd = cholesky_solve(jnp.stack([jnp.stack(row) for row in M]), p, soa.keep if fused else (lambda x: x))
+
+    # velocities proximal → distal, subtree linear momenta distal → proximal, ∂T/∂q
+    w, v, mom = [], [], []
+    for i in range(n):
+        j = parents[i]
+        w_p, v_p = (zero, (zero, zero)) if j < 0 else (w[j], v[j])
+        vi = (v_p[0] - w_p * d[i][1], v_p[1] + w_p * d[i][0])
+        if rev[i]:
+            wi = w_p + sign[i] * qd[i]
+        else:
+            wi = w_p
+            vi = (vi[0] + sw[i][0] * qd[i], vi[1] + sw[i][1] * qd[i])
+        w.append(wi)
+        v.append(vi)
+        mom.append((mass[i] * (vi[0] - wi * r[i][1]), mass[i] * (vi[1] + wi * r[i][0])))
+    w, v, mom = keep((w, v, mom))
+    Pb = [None] * n
+    for i in reversed(range(n)):
+        tot = mom[i]
+        for k in children[i]:
+            tot = (tot[0] + Pb[k][0], tot[1] + Pb[k][1])
+        Pb[i] = tot
+    dT = [sign[i] * _cross(Pb[i], v[i]) if rev[i] else w[i] * _cross(sw[i], Pb[i]) for i in range(n)]
+    return jnp.concatenate([qd, jnp.stack([grav[i] - dT[i] for i in range(n)])], 0)

@@ -1,0 +1,146 @@
+"""The planar Hamiltonian-flow kernel (`jaxbio.dynamics._planar_batch`): what `jax.vmap` of the
+vector field runs for a planar tree.
+
+References: the per-state route (`jaxbio.hamiltonian._plain_tree_terms`: 3-D segment Jacobians,
+LAPACK Cholesky, autodiff ∂T/∂q, gravity by the wrench recursion) one state at a time under
+`jax.lax.map`, and the general 3-D batch kernel (`_batched._flow_chunk`); float64. The random
+trees branch, mix revolute (``+z`` and ``−z``) and prismatic joints, turn joint frames about ``z``
+and carry out-of-plane numbers (z of origins and COMs, products of inertia with z) that the planar
+dynamics must ignore.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxbio as jb
+from jaxbio import hamiltonian as ham
+from jaxbio.dynamics import _batched, _planar_batch
+from jaxbio.tree import SegmentTree
+
+BATCH = 300  # two chunks on CPU, the second overlapping the first
+
+
+def rel(a, b) -> float:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1.0))
+
+
+def planar_tree(n: int, seed: int) -> SegmentTree:
+    """A random planar tree of ``n`` segments (see the module docstring)."""
+    rng = np.random.default_rng(seed)
+    angle = rng.uniform(0, 2 * np.pi)
+    segments = []
+    for i in range(n):
+        parent = int(rng.integers(-1, i))
+        revolute = i == 0 or rng.random() < 0.7
+        if revolute:
+            axis = [0.0, 0.0, float(rng.choice([-1.0, 1.0]))]
+        else:
+            a = rng.uniform(0, 2 * np.pi)
+            axis = [float(np.cos(a)), float(np.sin(a)), 0.0]
+        turn = rng.uniform(-np.pi, np.pi)
+        mass = float(rng.uniform(0.2, 5.0))
+        B = rng.normal(size=(3, 3))
+        S = mass * 0.01 * (B @ B.T + 0.1 * np.eye(3))  # second moments ∫ r rᵀ dm about the COM
+        inertia = np.trace(S) * np.eye(3) - S  # a rigid body's, products of inertia with z included
+        segments.append({
+            "name": f"seg{i}", "parent": None if parent < 0 else f"seg{parent}",
+            "joint": {"type": "revolute" if revolute else "prismatic", "axis": axis,
+                      "origin": rng.uniform(-0.5, 0.5, 3).tolist(),
+                      "orientation": [float(np.cos(turn / 2)), 0.0, 0.0, float(np.sin(turn / 2))]},
+            "mass": mass, "com": rng.uniform(-0.3, 0.3, 3).tolist(), "inertia": inertia.tolist()})
+    model = {"format": "jaxbio-model", "version": 1, "name": f"planar{n}_{seed}",
+             "gravity": [9.81 * np.cos(angle), 9.81 * np.sin(angle), 0.0], "segments": segments}
+    return SegmentTree.from_dict(model, dtype=jnp.float64)
+
+
+def states(tree, batch, seed):
+    rng = np.random.default_rng(seed)
+    return (jnp.asarray(rng.uniform(-2, 2, (batch, tree.nv))), jnp.asarray(rng.uniform(-3, 3, (batch, tree.nv))),
+            jnp.asarray(rng.uniform(0.0, 0.5, (batch, tree.nv))))
+
+
+def per_state(tree, q, p, added):
+    return jax.jit(lambda *s: jax.lax.map(lambda x: ham._plain_tree_terms(tree, *x), s))(q, p, added)
+
+
+def general_kernel(tree, q, p, added, layout="cpu"):
+    out = _batched._batched(tree, _batched._flow_chunk, [q, p, added], None, chunk=None, layout=layout,
+                            schedule=None, width=2 * tree.nv)
+    return out[:, :tree.nv], out[:, tree.nv:]
+
+
+@pytest.mark.parametrize("n, seed", [(2, 0), pytest.param(5, 1, marks=pytest.mark.slow),
+                                     pytest.param(8, 2, marks=pytest.mark.slow)])
+def test_planar_kernel_equals_the_per_state_route(n, seed):
+    """Both layouts, two chunks, added inertia: the planar kernel against the per-state route and
+    the general 3-D kernel."""
+    tree = planar_tree(n, seed)
+    assert _planar_batch.planar(tree) is True
+    q, p, added = states(tree, BATCH, seed)
+    want_qd, want_g = per_state(tree, q, p, added)
+    for layout in ("cpu", "accelerator"):
+        qd, g = jax.jit(lambda *s: _batched.hamiltonian_flow_batch(tree, *s, layout=layout))(q, p, added)
+        assert rel(qd, want_qd) < 1e-12 and rel(g, want_g) < 1e-11, layout
+    qd3, g3 = jax.jit(lambda *s: general_kernel(tree, *s))(q, p, added)
+    assert rel(qd, qd3) < 1e-12 and rel(g, g3) < 1e-11
+
+
+@pytest.mark.parametrize("name", ["double_pendulum", pytest.param("sagittal11", marks=pytest.mark.slow)])
+def test_planar_models(name):
+    """The embedded planar models (a hinge chain; a sagittal body with a prismatic root) take the
+    planar kernel and agree with the per-state route."""
+    tree = jb.load_model(name, dtype=jnp.float64)
+    assert _planar_batch.planar(tree) is True
+    q, p, added = states(tree, 40, 5)
+    qd, g = jax.jit(lambda *s: _batched.hamiltonian_flow_batch(tree, *s))(q, p, added)
+    want_qd, want_g = per_state(tree, q, p, added)
+    assert rel(qd, want_qd) < 1e-12 and rel(g, want_g) < 1e-11
+
+
+def test_which_trees_are_planar():
+    """3-D and tilted trees are not; a traced tree is decided at run time (None); the deviation is
+    the size of the tilt."""
+    assert _planar_batch.planar(jb.load_model("arm7")) is False
+    assert _planar_batch.planar(jb.load_model("wholebody")) is False
+    tree = planar_tree(3, 4)
+    tilted = eqx.tree_at(lambda t: t.axes, tree, tree.axes.at[0].set(jnp.asarray([1e-6, 0.0, 1.0])))
+    assert _planar_batch.planar(tilted) is False
+    assert abs(float(_planar_batch.deviation(tilted, np)) - 1e-6) < 1e-12
+    assert float(_planar_batch.deviation(tree, np)) < 1e-15
+    lifted = eqx.tree_at(lambda t: t.gravity, tree, tree.gravity.at[2].set(0.5))
+    assert _planar_batch.planar(lifted) is False
+    seen = []
+    jax.jit(lambda t: seen.append(_planar_batch.planar(t)) or t.masses)(tree)
+    assert seen == [None]
+
+
+def test_traced_tree_picks_the_kernel_at_run_time():
+    """With the tree an argument of `jax.jit` (as inside Diffrax's solve), the planar and the
+    general kernel are both compiled and the tree's numbers choose: a planar tree and the same tree
+    tilted out of the plane, each against the per-state route."""
+    flow = jax.jit(lambda t, *s: jax.vmap(ham._tree_terms, in_axes=(None, 0, 0, 0))(t, *s))
+    tree = planar_tree(4, 6)
+    tilted = eqx.tree_at(lambda t: t.axes, tree, tree.axes.at[1].set(jnp.asarray([0.3, 0.0, 1.0])))
+    for t in (tree, tilted):
+        q, p, added = states(t, 8, 7)
+        qd, g = flow(t, q, p, added)
+        want_qd, want_g = per_state(t, q, p, added)
+        assert rel(qd, want_qd) < 1e-12 and rel(g, want_g) < 1e-11, t.name
+
+
+def test_planar_kernel_float32():
+    """float32 against float64 (random planar tree)."""
+    tree = planar_tree(5, 8)
+    q, p, added = states(tree, 64, 9)
+    qd, g = jax.jit(lambda *s: _batched.hamiltonian_flow_batch(tree, *s))(q, p, added)
+    t32 = tree.astype(jnp.float32)
+    qd32, g32 = jax.jit(lambda *s: _batched.hamiltonian_flow_batch(t32, *s))(
+        *(x.astype(jnp.float32) for x in (q, p, added)))
+    assert qd32.dtype == jnp.float32
+    assert rel(qd32, qd) < 1e-4 and rel(g32, g) < 1e-4
