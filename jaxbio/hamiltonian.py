@@ -27,6 +27,7 @@ differentiates through the Cholesky factorisation (see benchmarks/hamiltonian.py
 from __future__ import annotations
 
 import abc
+import functools
 from typing import Callable, ClassVar, NamedTuple
 
 import equinox as eqx
@@ -36,7 +37,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio._validate import as_float, check_choice, check_finite, check_values, coordinate_vector
 from jaxbio.configuration import velocity_to_qdot, velocity_to_qdot_transpose
-from jaxbio.dynamics import _one_segment, gravity_forces, kinetic_energy_gradient, potential_energy
+from jaxbio.dynamics import _one_segment, _planar_batch, gravity_forces, kinetic_energy_gradient, potential_energy
 from jaxbio.dynamics.forward import accelerations, inertia, solve
 from jaxbio.dynamics._batched import hamiltonian_flow_batch, vmapped_by
 from jaxbio.tree import SegmentTree
@@ -69,6 +70,7 @@ __all__ = [
     "hamiltonian",
     "velocities",
     "dH_dq",
+    "solver_field",
 ]
 
 
@@ -734,22 +736,51 @@ def _plain_tree_terms(tree: SegmentTree, q, p, added_inertia):
     return dH_dp, dH_dq(tree, q, dH_dp)
 
 
-@vmapped_by(hamiltonian_flow_batch)
-def _batched_tree_terms(tree, q, p, added_inertia):
+def _routed_tree_terms(planar: bool | None):
     """`_plain_tree_terms`; under `jax.vmap` the one-pass kernel
-    `jaxbio.dynamics._batched.hamiltonian_flow_batch` (derivatives: the per-state route's)."""
-    return _plain_tree_terms(tree, q, p, added_inertia)
+    `jaxbio.dynamics._batched.hamiltonian_flow_batch` with its ``planar`` choice (derivatives: the
+    per-state route's)."""
+    @vmapped_by(functools.partial(hamiltonian_flow_batch, planar=planar))
+    def terms(tree, q, p, added_inertia):
+        return _plain_tree_terms(tree, q, p, added_inertia)
+    return terms
 
 
-def _tree_terms(tree: SegmentTree, q, p, added_inertia=None) -> tuple[Array, Array]:
+_BATCHED_TREE_TERMS = {planar: _routed_tree_terms(planar) for planar in (None, True, False)}
+
+
+def _tree_terms(tree: SegmentTree, q, p, added_inertia=None, planar: bool | None = None) -> tuple[Array, Array]:
     """``(∂H/∂p, ∂H/∂q)`` ``(nv,)`` each, with ``H`` built on ``M(q) + diag(added_inertia)``: one
     state by `velocities` and `dH_dq`; under `jax.vmap` (states batched, tree not) one batch-last
     kernel computes ``M``, gravity, the Cholesky solve and ``∂T/∂q`` for the whole batch
-    (`hamiltonian_flow_batch`). A one-segment tree keeps its closed forms."""
+    (`hamiltonian_flow_batch`; ``planar``: its kernel choice, see `solver_field`). A one-segment
+    tree keeps its closed forms."""
     if _one_segment.applies(tree):
         return _one_segment.hamiltonian_terms(tree, q, p, added_inertia)
     added = jnp.zeros_like(p) if added_inertia is None else jnp.broadcast_to(added_inertia, p.shape).astype(p.dtype)
-    return _batched_tree_terms(tree, q, p, added)
+    return _BATCHED_TREE_TERMS[planar](tree, q, p, added)
+
+
+def solver_field(system: "HamiltonianSystem", form: str = "hamiltonian") -> Callable:
+    """``system.vector_field`` (``form="velocity"``: ``system.velocity_field``) for a solver that
+    traces the system, as Diffrax's solve does: the batch kernel's planar choice
+    (`jaxbio.dynamics._planar_batch`) is made now, from the tree's numbers while they are concrete,
+    so that the traced solve compiles one kernel instead of both behind a run-time ``lax.cond``
+    (a planar double pendulum's solve compiled 3–5 s faster). What `jaxbio.simulate` integrates."""
+    if form == "velocity":
+        return system.velocity_field
+    planar = _planar_batch.planar(system.tree)
+    return system.vector_field if planar is None else _PlanarChoice(system, planar)
+
+
+class _PlanarChoice(eqx.Module):
+    """`HamiltonianSystem.vector_field` with a static kernel choice (`solver_field`)."""
+
+    system: "HamiltonianSystem"
+    planar: bool = eqx.field(static=True)
+
+    def __call__(self, t, y, args=None):
+        return self.system._vector_field(t, y, self.planar)
 
 
 class HamiltonianSystem(eqx.Module):
@@ -874,8 +905,12 @@ class HamiltonianSystem(eqx.Module):
         Each component's output shape is checked while tracing (no run-time cost): a drive or
         dissipation force of another shape than ``q`` (which would broadcast into a plausible
         wrong force) raises ``ValueError`` naming the component."""
+        return self._vector_field(t, y)
+
+    def _vector_field(self, t, y, planar: bool | None = None) -> dict:
+        """`vector_field`, its batch kernel's planar choice given (`solver_field`)."""
         q, p, f = y["q"], y["p"], y["f"]
-        flow, force, qd, _ = self._flow(t, y)
+        flow, force, qd, _ = self._flow(t, y, planar)
         out = {"q": flow.qdot, "p": flow.pdot,
                "f": _output(self.fitness.rate(t, q, p, qd, f, force, flow), f.shape, "fitness", self.fitness, ".rate")}
         if self.stateful:
@@ -928,12 +963,12 @@ class HamiltonianSystem(eqx.Module):
             raise ValueError("velocity form: the dissipation must be a Rayleigh jaxbio.hamiltonian.Dissipation "
                              f"R(q, q̇), got {type(self.dissipation).__name__}")
 
-    def _flow(self, t, y) -> tuple[PhaseFlow, Array, Array, tuple[Array, Array]]:
+    def _flow(self, t, y, planar: bool | None = None) -> tuple[PhaseFlow, Array, Array, tuple[Array, Array]]:
         """The `PhaseFlow` at ``(t, y)``, the drive force ``F`` ``(nv,)``, the generalised
         velocity ``(nv,)`` (``∂ℋ/∂p``, plus ``∂R/∂p`` with a `PhaseSpaceDissipation`) and the
-        dissipation's ``(Δq̇, Δṗ)`` (`Dissipation.phase_terms`)."""
+        dissipation's ``(Δq̇, Δṗ)`` (`Dissipation.phase_terms`); ``planar``: see `_tree_terms`."""
         q, p = y["q"], y["p"]
-        dH_dp, gradient_q = _tree_terms(self.tree, q, p, self.added_inertia(jnp.result_type(q)))
+        dH_dp, gradient_q = _tree_terms(self.tree, q, p, self.added_inertia(jnp.result_type(q)), planar)
         potential_force = self.potential.gradient(t, q)
         if not self.tree.is_axial:
             potential_force = velocity_to_qdot_transpose(self.tree, q, potential_force)

@@ -44,7 +44,7 @@ from jaxtyping import Array, ArrayLike, Float
 from jaxbio.configuration import normalize
 from jaxbio._validate import any_bad, as_count, as_real, as_scalar, check_choice, check_finite, check_flag, check_key, check_or_defer, raise_if
 from jaxbio.dynamics import potential_energy
-from jaxbio.hamiltonian import HamiltonianSystem
+from jaxbio.hamiltonian import HamiltonianSystem, solver_field
 
 __all__ = ["SimulationError", "Trajectory", "crossing_times", "hermite", "simulate", "simulate_sde", "stop_when"]
 
@@ -538,7 +538,7 @@ def simulate(
         requested = ts if ts is not None else t1[None]
     y_start = _to_form(system, y0, form)
     sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(system.velocity_field if form == "velocity" else system.vector_field),
+        diffrax.ODETerm(solver_field(system, form)),
         diffrax.Tsit5() if solver is None else solver,
         t0,
         t1,
@@ -578,11 +578,11 @@ def _from_form(system, ys: dict) -> tuple[dict, Array | None]:
 
 
 @eqx.filter_jit
-def _field(system, t, y):
-    """The vector field behind one jit boundary: traced once per fixed-grid solve, however many
-    times the solver, `jax.jacfwd` and `jax.vmap` transform it (the sprint fit traced ~1.4x
-    longer without it). A velocity-form state (key ``"qd"``) takes `HamiltonianSystem.velocity_field`."""
-    return system.velocity_field(t, y) if "qd" in y else system.vector_field(t, y)
+def _field(field, t, y):
+    """``field(t, y)`` (a `solver_field`) behind one jit boundary: traced once per fixed-grid solve,
+    however many times the solver, `jax.jacfwd` and `jax.vmap` transform it (the sprint fit traced
+    ~1.4x longer without it)."""
+    return field(t, y)
 
 
 def _simulate_grid(system, y0, t0, t1, steps, spacing, solver, throw, deferred, checkpoint=False,
@@ -598,14 +598,15 @@ def _simulate_grid(system, y0, t0, t1, steps, spacing, solver, throw, deferred, 
     # the solver steps one flat vector: its stage combinations are then one operation each,
     # not one per leaf of the state (a small system's step is mostly these)
     flat0, unravel = ravel_pytree(_to_form(system, y0, form))
+    field = solver_field(system, form)
     if spacing == "quadratic":
         def rhs(u, x, args):
-            return ravel_pytree(_field(system, t0 + span * u * u, unravel(x)))[0] * (2.0 * span * u)
+            return ravel_pytree(_field(field, t0 + span * u * u, unravel(x)))[0] * (2.0 * span * u)
 
         times = t0 + span * grid**2
     else:
         def rhs(u, x, args):
-            return ravel_pytree(_field(system, t0 + span * u, unravel(x)))[0] * span
+            return ravel_pytree(_field(field, t0 + span * u, unravel(x)))[0] * span
 
         times = t0 + span * grid
     ys = jax.vmap(unravel)(step_grid(rhs, grid, flat0, solver, checkpoint=checkpoint))
@@ -824,7 +825,7 @@ def simulate_sde(
     brownian = diffrax.VirtualBrownianTree(t0, jnp.maximum(t1, t0 + dt0), tol=dt0 / 4, shape=shape, key=key)
 
     diffusion = _Diffusion(B, noise_fn, tuple(sizes.items()), dtype)
-    terms = diffrax.MultiTerm(diffrax.ODETerm(system.vector_field), diffrax.ControlTerm(diffusion, brownian))
+    terms = diffrax.MultiTerm(diffrax.ODETerm(solver_field(system)), diffrax.ControlTerm(diffusion, brownian))
     requested = None
     if saveat is None:
         saveat = diffrax.SaveAt(ts=ts) if ts is not None else diffrax.SaveAt(t1=True)

@@ -759,7 +759,8 @@ def kinetic_energy_gradient_batch(tree: SegmentTree, q, qd, *, chunk: int | None
 
 
 def hamiltonian_flow_batch(tree: SegmentTree, q, p, added_inertia, *, chunk: int | None = None,
-                           layout: str | None = None, schedule: Schedule | None = None):
+                           layout: str | None = None, schedule: Schedule | None = None,
+                           planar: bool | None = None):
     """``(q̇, ∂H/∂q)`` ``(B, nv)`` each for ``q`` ``(B, nq)``, momenta ``p`` ``(B, nv)`` and a
     diagonal ``added_inertia`` ``J`` ``(B, nv)``: what `jaxbio.HamiltonianSystem`'s vector field
     needs of the tree, in one chunk loop.
@@ -770,9 +771,10 @@ def hamiltonian_flow_batch(tree: SegmentTree, q, p, added_inertia, *, chunk: int
     ``∂T/∂q`` (as `kinetic_energy_gradient_batch`, on the CRBA pass's placements), and
     ``∂H/∂q = −∂T/∂q + g`` (`jaxbio.hamiltonian.dH_dq`). A planar tree runs the same formulas in
     2-D algebra (`jaxbio.dynamics._planar_batch`, ``schedule`` unused): one angle per segment, scalar
-    cross products and inertias.
+    cross products and inertias. ``planar``: whether the tree is (`_planar_batch.planar`, given by
+    a caller that decided it while the numbers were concrete); None decides here.
     Same result as `jax.vmap` of the per-state route to round-off; not differentiable by itself
-    (see `jaxbio.hamiltonian`). Keywords as for `inverse_dynamics_batch`.
+    (see `jaxbio.hamiltonian`). Other keywords as for `inverse_dynamics_batch`.
     """
     def run(kernel):
         return _batched(tree, kernel, [q, p, added_inertia], None, chunk=chunk, layout=layout,
@@ -782,7 +784,7 @@ def hamiltonian_flow_batch(tree: SegmentTree, q, p, added_inertia, *, chunk: int
     # numbers (the model an argument of jit, as in Diffrax's solve): on CPU both kernels, chosen at
     # run time; on an accelerator the general one (a conditional there may cost a host sync per call)
     layout = default_layout() if layout is None else layout
-    flat = _planar_batch.planar(tree)
+    flat = _planar_batch.planar(tree) if planar is None else planar
     if flat is None and layout == "cpu":
         out = lax.cond(_planar_batch.deviation(tree) <= _planar_batch.TOLERANCE,
                        lambda: run(_planar_batch.flow_chunk), lambda: run(_flow_chunk))

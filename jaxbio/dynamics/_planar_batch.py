@@ -28,9 +28,10 @@ and ``v × w`` the scalar ``v_x w_y − v_y w_x``:
   ``ω_i s_i × P̄_i`` (prismatic), the planar forms of `kinetic_energy_gradient_batch`'s
   (the angular-momentum term ``H × ω`` vanishes: both are along ``z``).
 
-Which trees: `planar` decides from concrete numbers (static); for a traced tree (inside
-`jax.jit` with the model as an argument, e.g. Diffrax's solve) `hamiltonian_flow_batch` compiles
-both kernels and picks one at run time from `deviation`.
+Which trees: `planar` decides from concrete numbers (static). `jaxbio.simulate` decides before
+Diffrax traces the system (`jaxbio.hamiltonian.solver_field`), so its solve compiles one kernel;
+for a tree traced by the caller (the system an argument of the caller's `jax.jit`) on CPU,
+`hamiltonian_flow_batch` compiles both and a `jax.lax.cond` on `deviation` picks one at run time.
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int
 from jaxbio._validate import check_choice
 from jaxbio._validate import concrete as _concrete
 from jaxbio.dynamics import potential_energy
-from jaxbio.hamiltonian import HamiltonianSystem, velocities
+from jaxbio.hamiltonian import HamiltonianSystem, solver_field, velocities
 from jaxbio.muscles.drive import MuscleActuatedDrive
 from jaxbio.simulation import Trajectory
 
@@ -305,7 +305,7 @@ def _check_y0(system: HamiltonianSystem, y0) -> None:
 
 def _solve(system, y0, t, solver, dt0, adjoint) -> diffrax.Solution:
     """The states at the sample times ``t`` from ``y0`` at ``t[0]``: the Hamilton equations of
-    ``system`` (`HamiltonianSystem.vector_field`, as `jaxbio.simulate` integrates them) with fixed
+    ``system`` (`jaxbio.hamiltonian.solver_field`, as `jaxbio.simulate` integrates them) with fixed
     steps ``dt0``; never raises at run time (failures show in ``result``)."""
     try:
         span = float(t[-1] - t[0])
@@ -313,7 +313,7 @@ def _solve(system, y0, t, solver, dt0, adjoint) -> diffrax.Solution:
     except (TypeError, jax.errors.ConcretizationTypeError):
         max_steps = 100_000
     return diffrax.diffeqsolve(
-        diffrax.ODETerm(system.vector_field), diffrax.Tsit5() if solver is None else solver, t[0], t[-1], dt0, y0,
+        diffrax.ODETerm(solver_field(system)), diffrax.Tsit5() if solver is None else solver, t[0], t[-1], dt0, y0,
         saveat=diffrax.SaveAt(ts=t), stepsize_controller=diffrax.ConstantStepSize(),
         adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
         max_steps=max_steps, throw=False)

@@ -20,6 +20,7 @@ import pytest
 import jaxbio as jb
 from jaxbio import hamiltonian as ham
 from jaxbio.dynamics import _batched, _planar_batch
+from jaxbio.hamiltonian import solver_field
 from jaxbio.tree import SegmentTree
 
 BATCH = 300  # two chunks on CPU, the second overlapping the first
@@ -144,3 +145,38 @@ def test_planar_kernel_float32():
         *(x.astype(jnp.float32) for x in (q, p, added)))
     assert qd32.dtype == jnp.float32
     assert rel(qd32, qd) < 1e-4 and rel(g32, g) < 1e-4
+
+
+def test_solver_field_decides_before_tracing(monkeypatch):
+    """`jb.hamiltonian.solver_field` (what `jb.simulate` integrates) makes the kernel choice from
+    the concrete tree, so the traced solve compiles one kernel and never asks the tree's tilt at
+    run time; a system traced by the caller's jit keeps the run-time choice. Same numbers as
+    `HamiltonianSystem.vector_field` either way."""
+    system = jb.HamiltonianSystem(planar_tree(3, 10), dissipation=ham.LinearDamping(0.3))
+    assert solver_field(system).planar is True
+    assert solver_field(jb.HamiltonianSystem(jb.load_model("arm26", dtype=jnp.float64))).planar is False
+    q, p, _ = states(system.tree, 16, 11)
+    y = jax.vmap(system.initial_state)(q, p)
+    want = jax.jit(jax.vmap(lambda s: system.vector_field(0.1, s)))(y)
+    asked = []
+    deviation = _planar_batch.deviation
+
+    def spy(tree, xp=jnp):  # the run-time question: the tilt of traced numbers
+        if xp is jnp:
+            asked.append(tree)
+        return deviation(tree, xp)
+
+    monkeypatch.setattr(_planar_batch, "deviation", spy)
+
+    def final(system, q0):
+        return jb.simulate(system, system.initial_state(q0), 0.0, 0.2).q[-1]
+
+    got = jax.jit(jax.vmap(lambda s: solver_field(system)(0.1, s)))(y)
+    jax.jit(jax.vmap(lambda q0: final(system, q0)))(q)
+    assert not asked
+    for key in want:
+        assert rel(got[key], want[key]) < 1e-13, key
+    traced = jax.jit(lambda sys, s: jax.vmap(lambda x: solver_field(sys)(0.1, x))(s))(system, y)
+    assert asked
+    for key in want:
+        assert rel(traced[key], want[key]) < 1e-13, key
