@@ -51,16 +51,18 @@ TOLERANCE = 1e-12
 
 
 def deviation(tree: SegmentTree, xp=jnp):
-    """How far ``tree`` is from planar (0 when it is), in radians of tilt: the largest of
-    ``max(|s_x|, |s_y|)`` over revolute axes, ``|s_z|`` over prismatic axes (unit axes), the x and y
-    parts of the joint orientations (unit quaternions) and ``|g_z| / max(1, |g|∞)``. ``xp``:
-    `numpy` (concrete numbers) or `jax.numpy`."""
-    axes, orient, g = (xp.asarray(x) for x in (tree.axes, tree.orientations, tree.gravity))
-    axes = axes / xp.linalg.norm(axes, axis=1, keepdims=True)
-    orient = orient / xp.linalg.norm(orient, axis=1, keepdims=True)
+    """How far ``tree`` is from planar (0 when it is): the largest of ``max(|s_x|, |s_y|)`` over
+    revolute axes and ``|s_z|`` over prismatic axes (unit axes: the sine of the tilt), the x and y
+    parts of the joint orientations (unit quaternions: the sine of half the tilt) and ``|g_z|``
+    (m/s²). Each is linear in a small tilt. The planarity check of `jaxbio.dynamics.absolute` and
+    this kernel's choice both read it. ``xp``: `numpy` (concrete numbers) or `jax.numpy`."""
+    def unit(x):  # rows made unit, zero rows (joints without an axis) kept zero
+        norm = xp.linalg.norm(x, axis=1, keepdims=True)
+        return xp.where(norm > 0, x / xp.where(norm > 0, norm, 1.0), 0.0)
+
+    axes, orient, g = unit(xp.asarray(tree.axes)), unit(xp.asarray(tree.orientations)), xp.asarray(tree.gravity)
     off = xp.where(xp.asarray(tree.is_revolute), xp.max(xp.abs(axes[:, :2]), axis=1), xp.abs(axes[:, 2]))
-    return xp.maximum(xp.maximum(xp.max(off), xp.max(xp.abs(orient[:, 1:3]))),
-                      xp.abs(g[2]) / xp.maximum(1.0, xp.max(xp.abs(g))))
+    return xp.maximum(xp.maximum(xp.max(off), xp.max(xp.abs(orient[:, 1:3]))), xp.abs(g[2]))
 
 
 def planar(tree: SegmentTree) -> bool | None:

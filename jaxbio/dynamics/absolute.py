@@ -53,6 +53,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from jaxbio import quaternion as quat
+from jaxbio.dynamics import _planar_batch
 from jaxbio.dynamics.contact import Contacts, contact_points, contact_rows
 from jaxbio.dynamics.kinematics import segment_motion
 from jaxbio.spatial import cross
@@ -75,7 +76,7 @@ __all__ = [
     "open_constraint_matrix",
 ]
 
-_PLANAR_TOL = 1e-6
+_PLANAR_TOL = 1e-6  # largest `_planar_batch.deviation` taken for planar (rad of tilt, m/s² of g_z)
 
 
 
@@ -110,9 +111,7 @@ def planar_params(tree: SegmentTree) -> PlanarParams:
     rev = tree.is_revolute
     axes = tree.unit_axes
     o = tree.unit_orientations
-    bad = jnp.where(jnp.asarray(rev), jnp.abs(jnp.abs(axes[:, 2]) - 1.0), jnp.abs(axes[:, 2]))
-    bad = jnp.maximum(bad, jnp.maximum(jnp.abs(o[:, 1]), jnp.abs(o[:, 2])))
-    not_planar = (jnp.max(bad) > _PLANAR_TOL) | (jnp.abs(tree.gravity[2]) > _PLANAR_TOL)
+    not_planar = _planar_batch.deviation(tree) > _PLANAR_TOL
     axes = eqx.error_if(
         axes,
         not_planar,

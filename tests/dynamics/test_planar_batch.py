@@ -180,3 +180,17 @@ def test_solver_field_decides_before_tracing(monkeypatch):
     assert asked
     for key in want:
         assert rel(traced[key], want[key]) < 1e-13, key
+
+
+def test_absolute_coordinates_refuse_a_small_tilt():
+    """`jaxbio.dynamics.absolute` reads the same `deviation`: a hinge tilted by 1e-4 rad out of the
+    plane is refused (the former test, ``1 − |s_z| ≤ 1e-6``, let tilts up to 1.4e-3 rad through),
+    the planar tree itself is not."""
+    from jaxbio.dynamics import absolute
+
+    tree = planar_tree(3, 12)
+    jax.block_until_ready(jax.jit(absolute.absolute_coordinates)(tree, jnp.zeros(tree.nq)))
+    axis = jnp.asarray([np.sin(1e-4), 0.0, np.cos(1e-4)])
+    tilted = eqx.tree_at(lambda t: t.axes, tree, tree.axes.at[0].set(axis))
+    with pytest.raises(Exception, match="not planar"):
+        jax.block_until_ready(jax.jit(absolute.absolute_coordinates)(tilted, jnp.zeros(tree.nq)))
