@@ -761,12 +761,20 @@ def _tree_terms(tree: SegmentTree, q, p, added_inertia=None, planar: bool | None
     return _BATCHED_TREE_TERMS[planar](tree, q, p, added)
 
 
+#: the states a solver may integrate (`solver_field`, `jaxbio.simulate`): ``(q, p)`` or ``(q, q̇)``
+FORMS = ("hamiltonian", "velocity")
+
+
 def solver_field(system: "HamiltonianSystem", form: str = "hamiltonian") -> Callable:
     """``system.vector_field`` (``form="velocity"``: ``system.velocity_field``) for a solver that
     traces the system, as Diffrax's solve does: the batch kernel's planar choice
     (`jaxbio.dynamics._planar_batch`) is made now, from the tree's numbers while they are concrete,
     so that the traced solve compiles one kernel instead of both behind a run-time ``lax.cond``
-    (a planar double pendulum's solve compiled 3–5 s faster). What `jaxbio.simulate` integrates."""
+    (a planar double pendulum's solve compiled 3–5 s faster). What `jaxbio.simulate` integrates.
+    ``ValueError`` for a ``system`` that is not a `HamiltonianSystem` or another ``form``."""
+    if not isinstance(system, HamiltonianSystem):
+        raise ValueError(f"solver_field: system must be a HamiltonianSystem, got {type(system).__name__}")
+    check_choice(form, FORMS, "solver_field: form")
     if form == "velocity":
         return system.velocity_field
     planar = _planar_batch.planar(system.tree)

@@ -44,12 +44,11 @@ from jaxtyping import Array, ArrayLike, Float
 from jaxbio.configuration import normalize
 from jaxbio._validate import any_bad, as_count, as_real, as_scalar, check_choice, check_finite, check_flag, check_key, check_or_defer, raise_if
 from jaxbio.dynamics import potential_energy
-from jaxbio.hamiltonian import HamiltonianSystem, solver_field
+from jaxbio.hamiltonian import FORMS, HamiltonianSystem, solver_field
 
 __all__ = ["SimulationError", "Trajectory", "crossing_times", "hermite", "simulate", "simulate_sde", "stop_when"]
 
 SPACINGS = ("uniform", "quadratic")
-FORMS = ("hamiltonian", "velocity")
 
 
 class Trajectory(eqx.Module):

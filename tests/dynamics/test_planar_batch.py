@@ -194,3 +194,11 @@ def test_absolute_coordinates_refuse_a_small_tilt():
     tilted = eqx.tree_at(lambda t: t.axes, tree, tree.axes.at[0].set(axis))
     with pytest.raises(Exception, match="not planar"):
         jax.block_until_ready(jax.jit(absolute.absolute_coordinates)(tilted, jnp.zeros(tree.nq)))
+
+
+def test_solver_field_bad_input():
+    system = jb.HamiltonianSystem(planar_tree(2, 13))
+    with pytest.raises(ValueError, match="HamiltonianSystem"):
+        solver_field(system.tree)
+    with pytest.raises(ValueError, match="form"):
+        solver_field(system, "momentum")
