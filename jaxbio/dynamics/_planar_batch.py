@@ -40,6 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxbio import _topology
 from jaxbio._linalg import cholesky_solve
 from jaxbio._sincos import sincos
 from jaxbio.dynamics import _soa as soa
@@ -139,7 +140,7 @@ def flow_chunk(tree: SegmentTree, sched, q, p, added, external, *, fused: bool):
     d, P, r, sw = keep((d, P, r, sw))
 
     # composites about each joint centre, distal → proximal
-    children = [[k for k in range(n) if parents[k] == i] for i in range(n)]
+    children = _topology.children(parents)
     mb = [None] * n
     hb = [None] * n
     Jb = [None] * n
