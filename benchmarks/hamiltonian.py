@@ -275,9 +275,10 @@ def dH_dq_routes(batch=1000):
               f"ratio {res['grad(H)'][0] / res['legendre'][0]:5.1f}×, max |Δ| {err:.1e}")
 
 
-def models_vs_scipy(names=("arm7", "wholebody"), batch=100, k=2, duration=T):
+def models_vs_scipy(names=("arm7", "wholebody"), batch=100, k=2, duration=T, peer_device=None):
     """Rows of the arm and the whole body: a solve_ivp loop on the per-state vector field against
-    jit(vmap(simulate)), ms per trajectory and the ratio, same run."""
+    jit(vmap(simulate)), ms per trajectory and the ratio, same run. ``peer_device``: where the
+    loop's per-state field runs (default: JAX's default device; a CPU device on a GPU machine)."""
     from jax.flatten_util import ravel_pytree
 
     rows = []
@@ -289,10 +290,14 @@ def models_vs_scipy(names=("arm7", "wholebody"), batch=100, k=2, duration=T):
         qd0 = jnp.asarray(np.random.default_rng(1).uniform(-1, 1, (batch, tree.nv)))
         y0 = jax.vmap(system.initial_state)(q0, qd0)
         flat0, unravel = ravel_pytree(jax.tree_util.tree_map(lambda x: x[0], y0))
-        rhs = jax.jit(lambda y: ravel_pytree(system.vector_field(0.0, unravel(y)))[0])
+        peer = system if peer_device is None else jax.device_put(system, peer_device)
+        rhs = jax.jit(lambda y: ravel_pytree(peer.vector_field(0.0, unravel(y)))[0])
+        if peer_device is not None:
+            flat0 = jax.device_put(flat0, peer_device)
         jax.block_until_ready(rhs(flat0))
         t0 = time.perf_counter()
-        sols = [solve_ivp(lambda t, y: np.asarray(rhs(y)), (0, duration),
+        place = (lambda y: y) if peer_device is None else (lambda y: jax.device_put(y, peer_device))
+        sols = [solve_ivp(lambda t, y: np.asarray(rhs(place(y))), (0, duration),
                           np.asarray(ravel_pytree(jax.tree_util.tree_map(lambda x, i=i: x[i], y0))[0]),
                           method="DOP853", rtol=TOL, atol=TOL) for i in range(k)]
         t_sp = (time.perf_counter() - t0) / k

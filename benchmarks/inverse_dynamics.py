@@ -35,7 +35,6 @@ Pinocchio is a test dependency (``pip install pin``); this is not part of the te
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -56,11 +55,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import jaxbio as jb  # noqa: E402
-from jaxbio.model import model_path  # noqa: E402
 from tests import pinocchio_ref as ref  # noqa: E402
-from tests._models import hinge_chains  # noqa: E402
 from tests.pinocchio_ref import build_pinocchio_model  # noqa: E402
 from _machine import REPEATS, best_time, cpu, finish, load_average, row  # noqa: E402  (benchmarks/_machine.py)
+from _inverse import (GPU_BATCH, batched_inverse_dynamics, compile_times, float32_inverse_dynamics,  # noqa: E402
+                      load, random_states, shipped_dict)
 
 # wholebody_hinges: the shipped wholebody (free pelvis, ball joints) with its ball and free joints as
 # chains of hinges and massless links (tests/_models.hinge_chains): 28 one-DOF segments, the tree of the
@@ -73,8 +72,6 @@ PIN_THREADS = 2
 CHECK_STATES = 16  # states compared one by one with pin.rnea
 CHAIN_SEGMENTS = 100
 CHAIN_BATCH = 1_000
-GPU_BATCH = 1_000_000
-GPU_ERROR_STATES = 10_000
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -87,29 +84,10 @@ GPU_ERROR_STATES = 10_000
 # ---------------------------------------------------------------------------------------------------
 
 
-def random_states(tree, batch: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``q`` ``(batch, nq)`` (angles and slides in [−1, 1], uniformly random unit quaternions for
-    ball and free joints, free translations in [−1, 1] m) and ``qd``, ``qdd`` ``(batch, nv)``,
-    float64 in jaxbio's order."""
-    rng = np.random.default_rng(seed)
-    q = rng.uniform(-1.0, 1.0, (batch, tree.nq))
-    quat = tree.joint_layout.quat_q  # (nb, 4) q columns of each quaternion
-    if len(quat):
-        g = rng.normal(size=(batch,) + quat.shape)
-        q[:, quat] = g / np.linalg.norm(g, axis=-1, keepdims=True)
-    qd = rng.uniform(-2.0, 2.0, (batch, tree.nv))
-    qdd = rng.uniform(-5.0, 5.0, (batch, tree.nv))
-    return q, qd, qdd
-
 
 # ---------------------------------------------------------------------------------------------------
 # jaxbio
 # ---------------------------------------------------------------------------------------------------
-
-
-def batched_inverse_dynamics():
-    """``jit(vmap(inverse_dynamics))`` over states, the tree shared."""
-    return jax.jit(jax.vmap(jb.inverse_dynamics, in_axes=(None, 0, 0, 0)))
 
 
 def two_device_inverse_dynamics():
@@ -136,16 +114,6 @@ def time_two_devices(tree, q, qd, qdd) -> dict | None:
     compile_s = time.perf_counter() - t0
     per_call = best_time(lambda: jax.block_until_ready(fn(tree, *args)))
     return {"compile_s": compile_s, "us_per_state": 1e6 * per_call / q.shape[0], "tau": np.asarray(tau)}
-
-
-def compile_times(fn, *args) -> tuple[float, float]:
-    """``(trace s, lower + compile s)`` of a fresh ``jax.jit`` function for these arguments."""
-    t0 = time.perf_counter()
-    traced = fn.trace(*args)
-    t1 = time.perf_counter()
-    traced.lower().compile()
-    t2 = time.perf_counter()
-    return t1 - t0, t2 - t1
 
 
 def time_jax(tree, q, qd, qdd) -> dict:
@@ -195,16 +163,6 @@ def time_pin_parallel(model, qp, vp, ap, threads: int = PIN_THREADS) -> tuple[fl
 # ---------------------------------------------------------------------------------------------------
 # Models
 # ---------------------------------------------------------------------------------------------------
-
-
-def shipped_dict(name: str) -> dict:
-    if name.endswith("_hinges"):
-        return hinge_chains(shipped_dict(name.removesuffix("_hinges")))
-    return json.loads(model_path(name).read_text())
-
-
-def load(name: str, dtype=jnp.float64):
-    return jb.SegmentTree.from_dict(shipped_dict(name), dtype=dtype)
 
 
 def chain_dict(n: int = CHAIN_SEGMENTS, seed: int = 100) -> dict:
@@ -306,27 +264,6 @@ def bench_chain(batch: int = CHAIN_BATCH) -> dict:
             "max_abs_diff_vs_rnea": check_err, "max_abs_tau": tau_scale}
 
 
-def bench_gpu(name: str = "wholebody_hinges", batch: int = GPU_BATCH) -> dict:
-    """float32 at full matmul precision: ns per state at ``batch`` and the error against float64."""
-    tree64 = load(name)
-    tree32 = tree64.astype(jnp.float32)
-    q, qd, qdd = random_states(tree64, batch, seed=3)
-    x32 = [jax.device_put(jnp.asarray(x, jnp.float32)) for x in (q, qd, qdd)]
-    with jax.default_matmul_precision("highest"):
-        fn = batched_inverse_dynamics()
-        trace_s, compile_s = compile_times(fn, tree32, *x32)
-        tau32 = np.asarray(jax.block_until_ready(fn(tree32, *x32)))
-        per_call = best_time(lambda: jax.block_until_ready(fn(tree32, *x32)))
-    m = min(GPU_ERROR_STATES, batch)
-    # float64 reference from the float32-rounded inputs, so only the arithmetic differs
-    x64 = [np.asarray(x[:m], np.float64) for x in x32]
-    tau64 = np.asarray(batched_inverse_dynamics()(tree32.astype(jnp.float64), *x64))
-    err = np.linalg.norm(tau32[:m] - tau64, axis=1) / np.maximum(np.linalg.norm(tau64, axis=1), 1.0)
-    return {"model": name, "batch": batch, "dtype": "float32", "matmul_precision": "highest",
-            "trace_s": trace_s, "compile_s": compile_s, "ns_per_state": 1e9 * per_call / batch,
-            "error_states": m, "max_rel_error_vs_float64": float(err.max()),
-            "median_rel_error_vs_float64": float(np.median(err))}
-
 
 # ---------------------------------------------------------------------------------------------------
 # Output
@@ -424,7 +361,7 @@ def main(argv=None) -> int:
           f"{chain['pin_loop_us_per_state']:.4g} µs/state at this batch)")
 
     if jax.default_backend() == "gpu" or args.force_gpu_section:
-        gpu = bench_gpu(batch=args.gpu_batch)
+        gpu = float32_inverse_dynamics(batch=args.gpu_batch)
         out["gpu"] = gpu
         print(f"\n{jax.default_backend().upper()} float32 (matmul precision 'highest'), {gpu['model']}, batch "
               f"{gpu['batch']}: {gpu['ns_per_state']:.3g} ns/state, trace {gpu['trace_s']:.3f} s, "

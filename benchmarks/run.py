@@ -61,6 +61,8 @@ SUITES = (
     Suite("memory", ("--modes", "adaptive"), ("--quick", "--modes", "adaptive")),
     Suite("opensim_id", (), ("--tile", "1"), needs=("opensim",)),
     Suite("opensim_so", (), ("--tile", "1"), needs=("opensim",)),
+    # MJX as the peer; 10⁶ states and 10⁵ trajectories are sized for a GPU (benchmarks/README.md)
+    Suite("gpu", (), ("--quick",), needs=("mujoco.mjx",)),
 )
 
 

@@ -67,6 +67,23 @@ def test_one_suite_end_to_end(tmp_path):
     assert "planar chain" in proc.stdout and "jaxbio / item" in proc.stdout
 
 
+@pytest.mark.slow
+def test_gpu_suite_on_the_cpu(tmp_path):
+    """`benchmarks/gpu.py` (MJX as the peer) at tiny sizes on the CPU: every row has its peer, and in
+    float64 MJX and jaxbio agree to round-off on the same states."""
+    pytest.importorskip("mujoco.mjx")
+    out = tmp_path / "gpu.json"
+    proc = subprocess.run([sys.executable, "benchmarks/gpu.py", "--quick", "--batch", "64", "--sim-batch", "8",
+                           "--scipy-trajectories", "1", "--models", "wholebody", "--sim-models", "", "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert len(result["rows"]) == 5 and all(r["ratio"] > 0 for r in result["rows"])
+    runs = {r["precision"]: r for r in result["inverse_dynamics_wholebody"]["runs"]}
+    assert runs["float64"]["mjx_rel_error"] < 1e-12
+    assert runs["float32, full-precision matmuls"]["jaxbio_rel_error"] < 1e-4
+
+
 def test_precision_table():
     rows = [{"operation": "inverse dynamics", "model": "arm7", "batch": 1000, "abs_error": 7.3e-6,
              "rel_error": 5.8e-7, "unit": "N·m", "note": ""}]

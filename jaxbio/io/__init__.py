@@ -48,6 +48,11 @@ External loads and tools:
   `prepare_static_optimization` and `solve_static_optimization` (one frame, pure,
   differentiable), `static_optimization_problem`.
 
+MuJoCo: `to_mjcf(tree)` → MJCF text of a `SegmentTree` (MuJoCo's ``mj_inverse`` on it equals
+`jaxbio.inverse_dynamics`; massless hinge chains become one body with several joints);
+`to_mujoco_state(tree, q, v, vdot)` → ``(qpos, qvel, qacc)`` and `from_mujoco_force(tree, q,
+qfrc)` → jaxbio's generalised forces (jnp; a free root's linear parts change frame).
+
 Example (OpenSim's arm26 inverse dynamics)::
 
     table = jb.io.read_storage("arm26_InverseKinematics.mot")          # degrees (old SIMM header)
@@ -74,6 +79,7 @@ _EXPORTS = {
     "ExternalForceData": "_external_loads",
     "ExternalLoads": "_external_loads",
     "format_sto": "_storage",
+    "from_mujoco_force": "_mjcf",
     "GCVSpline": "_gcvspl",
     "generalized_forces": "_tools",
     "inverse_dynamics_tool": "_tools",
@@ -108,6 +114,8 @@ _EXPORTS = {
     "StaticOptimizationTables": "_static_optimization",
     "Table": "_storage",
     "TorqueActuators": "_osim_forces",
+    "to_mjcf": "_mjcf",
+    "to_mujoco_state": "_mjcf",
     "write_sto": "_storage",
 }
 
@@ -167,5 +175,8 @@ __all__ = [
     "static_optimization_problem",
     "static_optimization_tool",
     "StaticOptimizationTables",
+    "to_mjcf",
+    "to_mujoco_state",
+    "from_mujoco_force",
     "write_sto",
 ]
