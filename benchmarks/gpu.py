@@ -164,15 +164,16 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="10⁴ states, 10³ and 10² trajectories")
     ap.add_argument("--batch", type=int, default=None, help="inverse-dynamics states (10⁶; quick 10⁴)")
-    ap.add_argument("--sim-batch", type=int, default=None, help="double-pendulum trajectories (10⁵; quick 10³)")
+    ap.add_argument("--sim-batch", type=int, default=None, help="double-pendulum trajectories (10⁵; quick 10³; 0: none)")
     ap.add_argument("--model-batch", type=int, default=None, help="arm7 / whole-body trajectories (10⁴; quick 10²)")
-    ap.add_argument("--scipy-trajectories", type=int, default=5)
+    ap.add_argument("--scipy-trajectories", type=int, default=5, help="solve_ivp trajectories, double pendulum")
+    ap.add_argument("--scipy-model-trajectories", type=int, default=2, help="solve_ivp trajectories, other models")
     ap.add_argument("--models", default=",".join(MODELS), help="inverse-dynamics models ('' for none)")
     ap.add_argument("--sim-models", default="arm7,wholebody", help="models simulated against solve_ivp ('' for none)")
     ap.add_argument("--json", metavar="PATH")
     args = ap.parse_args(argv)
     batch = args.batch or (10_000 if args.quick else 1_000_000)
-    sim_batch = args.sim_batch or (1_000 if args.quick else 100_000)
+    sim_batch = (1_000 if args.quick else 100_000) if args.sim_batch is None else args.sim_batch  # 0: skip
     model_batch = args.model_batch or (100 if args.quick else 10_000)
 
     import mujoco
@@ -197,11 +198,13 @@ def main(argv=None) -> int:
 
     for name in filter(None, args.models.split(",")):
         section(f"inverse_dynamics_{name}", f"inverse dynamics, {name}, batch {batch}", inverse_dynamics_rows, name, batch)
-    section("simulation", f"double pendulum, 20 s, rtol = atol = {ham.TOL}, float64, batch {sim_batch}",
-            simulation_rows, sim_batch, args.scipy_trajectories)
+    if sim_batch > 0:
+        section("simulation", f"double pendulum, 20 s, rtol = atol = {ham.TOL}, float64, batch {sim_batch}",
+                simulation_rows, sim_batch, args.scipy_trajectories)
 
     def simulated(name):
-        (n, b, c, per, ratio), = ham.models_vs_scipy((name,), batch=model_batch, peer_device=jax.devices("cpu")[0])
+        (n, b, c, per, ratio), = ham.models_vs_scipy((name,), batch=model_batch, k=args.scipy_model_trajectories,
+                                                     peer_device=jax.devices("cpu")[0])
         return ([row("simulate 20 s, jit(vmap(simulate))", n, b, per, unit="trajectory", compile_s=c,
                      peer="solve_ivp DOP853 on the per-state jitted field (CPU)", peer_seconds=per * ratio)],
                 {"batch": b, "compile_s": c, "s_per_trajectory": per, "ratio": ratio})
