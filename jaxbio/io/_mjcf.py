@@ -83,8 +83,8 @@ def to_mjcf(tree: SegmentTree) -> str:
     the same; MuJoCo's joint order is still jaxbio's segment order, depth first. A massless
     segment that moves and cannot be merged is left to MuJoCo's compiler to refuse.
 
-    Numbers are written to round-trip float64 exactly. Body names are the first segment of each
-    body, joint names the segments. Raises `ValueError` for a free joint below another segment
+    Numbers are written to round-trip float64 exactly. Joint names are the segment names; a body
+    is named after its segment, a merged chain after its last segment (the one with the mass). Raises `ValueError` for a free joint below another segment
     (MuJoCo allows none).
     """
     _check(tree, "to_mjcf")
@@ -93,8 +93,6 @@ def to_mjcf(tree: SegmentTree) -> str:
     kids = children(tree.parents)
 
     def body(i: int, placement: tuple, indent: str) -> list[str]:
-        pos, quat = placement
-        lines = [f'{indent}<body name={quoteattr(tree.names[i])} pos="{_numbers(pos)}" quat="{_numbers(quat)}">']
         inner = indent + "  "
         # the chain merged into this body; (t, r): the current segment's joint frame in the body frame
         t, r, k = np.zeros(3), np.array([1.0, 0.0, 0.0, 0.0]), i
@@ -112,6 +110,8 @@ def to_mjcf(tree: SegmentTree) -> str:
                 break
             k = nxt
             t, r = t + quaternion.to_matrix(r) @ arr["origins"][k], quaternion.multiply(r, arr["orientations"][k])
+        pos, quat = placement
+        lines = [f'{indent}<body name={quoteattr(tree.names[k])} pos="{_numbers(pos)}" quat="{_numbers(quat)}">']
         rot = quaternion.to_matrix(r)
         m = float(arr["masses"][k])
         if m > 0.0:

@@ -123,6 +123,11 @@ def test_exact_numbers_and_names():
     assert repr(float(tree.masses[-1])) in xml
     for name in tree.names:
         assert f'name="{name}"' in xml
+    # arm7's shoulder: three hinges, one body named after the segment with the mass
+    arm = mujoco.MjModel.from_xml_string(to_mjcf(jb.load_model("arm7", dtype=jnp.float64)))
+    body = arm.body("upper_arm").id
+    assert [arm.joint(j).name for j in range(arm.njnt) if arm.jnt_bodyid[j] == body] == [
+        "shoulder_flexion", "shoulder_abduction", "upper_arm"]
 
 
 def test_bad_input_refused():
