@@ -1,14 +1,15 @@
 """A `SegmentTree` as a MuJoCo model (MJCF), and states and forces between the two conventions.
 
 `to_mjcf(tree)` writes the tree as MJCF text that ``mujoco.MjModel.from_xml_string`` compiles
-(and ``mujoco.mjx.put_model`` puts on a device): one ``<body>`` per segment, nested as the tree,
+(and ``mujoco.mjx.put_model`` puts on a device): one ``<body>`` per segment (a chain of
+massless hinges merged into one body with several joints, see `to_mjcf`), nested as the tree,
 placed at the joint's ``origin`` and ``orientation`` in its parent, with the segment's mass, COM
 and inertia about the COM (``fullinertia``, segment frame) and its joint at the body frame's
 origin — ``hinge`` (revolute), ``slide`` (prismatic), ``ball`` (spherical), ``free`` (free, root
 segments only: MuJoCo allows no other) or none (fixed). No geoms, no contacts, no damping or
 armature, MuJoCo's default options otherwise, and the tree's gravity. MuJoCo's inverse dynamics
-(``mj_inverse``) of that model then equals `jaxbio.inverse_dynamics` (tested against MuJoCo to
-1e-10 relative, `tests/io/test_mjcf.py`).
+(``mj_inverse``) of that model then equals `jaxbio.inverse_dynamics` to round-off (≤ 6e-16
+relative on the shipped models; `tests/io/test_mjcf.py` allows 1e-10).
 
 MuJoCo numbers its bodies depth-first (the XML's nesting), jaxbio in its own parent-first order,
 and the two differ in one convention, the free joint's: MuJoCo's ``qpos`` is the world position
