@@ -8,8 +8,8 @@ and inertia about the COM (``fullinertia``, segment frame) and its joint at the 
 origin — ``hinge`` (revolute), ``slide`` (prismatic), ``ball`` (spherical), ``free`` (free, root
 segments only: MuJoCo allows no other) or none (fixed). No geoms, no contacts, no damping or
 armature, MuJoCo's default options otherwise, and the tree's gravity. MuJoCo's inverse dynamics
-(``mj_inverse``) of that model then equals `jaxbio.inverse_dynamics` to round-off (≤ 6e-16
-relative on the shipped models; `tests/io/test_mjcf.py` allows 1e-10).
+(``mj_inverse``) of that model then equals `jaxbio.inverse_dynamics` to round-off (about 1e-15
+of the largest torque on the shipped models; `tests/io/test_mjcf.py` allows 1e-10).
 
 MuJoCo numbers its bodies depth-first (the XML's nesting), jaxbio in its own parent-first order,
 and the two differ in one convention, the free joint's: MuJoCo's ``qpos`` is the world position
