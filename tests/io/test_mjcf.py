@@ -118,6 +118,9 @@ def test_translations_under_jit_and_vmap():
     back = jax.jit(jax.vmap(lambda q, f: from_mujoco_force(tree, q, f)))(q, f)
     _, qvel, _ = batched
     np.testing.assert_allclose(jnp.sum(back * v, axis=1), jnp.sum(f * qvel, axis=1), rtol=1e-13)
+    # and under grad: d(f · qvel)/dv is the force translation (qvel is linear in v)
+    g = jax.grad(lambda v: jnp.dot(f[0], to_mujoco_state(tree, q[0], v)[1]))(v[0])
+    np.testing.assert_allclose(g, back[0], rtol=1e-13, atol=1e-13)
 
 
 def test_exact_numbers_and_names():
