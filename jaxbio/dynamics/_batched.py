@@ -384,8 +384,26 @@ def _composite_to_parent(total: Composite, own: Own, r, general: bool):
 
 
 def _write(table, rows, start):
-    """Each leaf of ``rows`` ``(K, C)`` written into its ``table`` leaf at row ``start`` (in place)."""
-    return tree_map(lambda a, b: lax.dynamic_update_slice_in_dim(a, b, start, 0), table, rows)
+    """Each leaf of ``rows`` ``(K, C)`` written into its ``table`` leaf at row ``start`` (in place),
+    one after the other.
+
+    Each write reads one number of the previous write's result (a dependency that adds an exact
+    zero, or nothing where that number is not finite), so the writes form a chain. XLA's CPU
+    runtime runs the thunks of a loop body that form a chain in order on the calling thread;
+    independent writes it hands to its intra-op thread pool, whose hand-offs cost more than
+    these small writes (issue #23 item 1: arm7 inverse dynamics at 10⁵ states, unpinned, 1.00 →
+    0.75–0.83 µs/state on a 2-core Intel Xeon; benchmarks/README.md). An
+    ``optimization_barrier`` does not do it: XLA removes it before the thunks are built.
+    """
+    leaves, treedef = jax.tree_util.tree_flatten(table)
+    out, prev = [], None
+    for a, b in zip(leaves, jax.tree_util.tree_leaves(rows)):
+        if prev is not None:
+            p = prev[0, 0]
+            b = b + jnp.where(jnp.isfinite(p), p * 0, 0).astype(b.dtype)
+        prev = lax.dynamic_update_slice_in_dim(a, b, start, 0)
+        out.append(prev)
+    return jax.tree_util.tree_unflatten(treedef, out)
 
 
 def _rows(table, idx):

@@ -184,6 +184,21 @@ def test_nan_state_gives_nan_unchecked_and_raises_checked():
         jax.block_until_ready(f(q, qd, qdd))
 
 
+@pytest.mark.parametrize("value", [np.nan, np.inf])
+def test_non_finite_first_state_stays_in_its_row(value):
+    """The chained table writes (`_batched._write`) read one number of each written table, the
+    chunk's first state's: a non-finite one must not reach the other states (without the guard,
+    44 of 300 rows of the whole body as hinges came out non-finite)."""
+    tree = jb.SegmentTree.from_dict(hinge_chains(json.loads(model_path("wholebody").read_text())), dtype=jnp.float64)
+    q, qd, qdd, _, _ = states(tree, 300, seed=9)
+    for k in range(3):
+        args = [q.copy(), qd.copy(), qdd.copy()]
+        args[k][0, :] = value
+        tau = np.asarray(batched(tree, *args))
+        assert not np.all(np.isfinite(tau[0]))
+        assert np.all(np.isfinite(tau[1:])), (k, int(np.sum(~np.isfinite(tau[1:]).all(axis=1))))  # q, qd, qdd
+
+
 def check_schedule(parents, sched) -> None:
     """Every table of a `schedule` against the tree itself: each segment in one slot, each slot's
     parent row holding its parent (or the world), computed in an earlier step or phase; each
