@@ -392,8 +392,9 @@ def _write(table, rows, start):
     runtime runs the thunks of a loop body that form a chain in order on the calling thread;
     independent writes it hands to its intra-op thread pool, whose hand-offs cost more than
     these small writes (issue #23 item 1: arm7 inverse dynamics at 10⁵ states, unpinned, 1.00 →
-    0.75–0.83 µs/state on a 2-core Intel Xeon; benchmarks/README.md). An
-    ``optimization_barrier`` does not do it: XLA removes it before the thunks are built.
+    0.66–0.83 µs/state on a 2-core Intel Xeon, pinned unchanged; README, "Default versus
+    pinned"). An ``optimization_barrier`` does not do it: XLA removes it before the thunks are
+    built.
     """
     leaves, treedef = jax.tree_util.tree_flatten(table)
     out, prev = [], None
