@@ -37,3 +37,17 @@ def children(parents: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
         if p >= 0:
             out[p].append(i)
     return tuple(tuple(c) for c in out)
+
+
+@lru_cache(maxsize=TOPOLOGY_CACHE)
+def depth_first(parents: tuple[int, ...]) -> tuple[int, ...]:
+    """Segment indices in depth-first pre-order, roots and children in increasing index (the
+    order of nested bodies in a MuJoCo model, `jaxbio.io.to_mjcf`)."""
+    kids = children(parents)
+    order: list[int] = []
+    stack = [i for i in reversed(range(len(parents))) if parents[i] < 0]
+    while stack:
+        i = stack.pop()
+        order.append(i)
+        stack.extend(reversed(kids[i]))
+    return tuple(order)

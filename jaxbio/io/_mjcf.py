@@ -29,22 +29,17 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxbio import quaternion
-from jaxbio._topology import children
+from jaxbio._topology import children, depth_first
 from jaxbio.tree import JOINT_NQ, JOINT_NV, SegmentTree
 
 _MJ_JOINT = {"revolute": "hinge", "prismatic": "slide", "spherical": "ball", "free": "free"}
 
 
-def _depth_first(tree: SegmentTree) -> list[int]:
-    """Segment indices in MuJoCo's body order: depth-first, children in jaxbio's order."""
-    kids = children(tree.parents)
-    order: list[int] = []
-    stack = [i for i in reversed(range(tree.n_segments)) if tree.parents[i] < 0]
-    while stack:
-        i = stack.pop()
-        order.append(i)
-        stack.extend(reversed(kids[i]))
-    return order
+def _free_world(tree: SegmentTree, i: int, q):
+    """World orientation (unit quaternion) of free root ``i`` at configuration ``q``: the joint
+    frame's orientation, then the joint's own quaternion."""
+    qs = tree.q_start[i]
+    return quaternion.multiply(tree.orientations[i], q[qs + 3: qs + 7])
 
 
 def _numbers(x) -> str:
@@ -85,8 +80,8 @@ def to_mjcf(tree: SegmentTree) -> str:
     segment that moves and cannot be merged is left to MuJoCo's compiler to refuse.
 
     Numbers are written to round-trip float64 exactly. Joint names are the segment names; a body
-    is named after its segment, a merged chain after its last segment (the one with the mass). Raises `ValueError` for a free joint below another segment
-    (MuJoCo allows none).
+    is named after its segment, a merged chain after its last segment (the one with the mass).
+    Raises `ValueError` for a free joint below another segment (MuJoCo allows none).
     """
     _check(tree, "to_mjcf")
     arr = {k: np.asarray(getattr(tree, k), dtype=np.float64) for k in
@@ -152,15 +147,14 @@ def to_mujoco_state(tree: SegmentTree, q, v=None, vdot=None):
         if x.shape != (tree.nv,):
             raise ValueError(f"to_mujoco_state: {label} must have shape ({tree.nv},), got {x.shape}")
     qpos, qvel, qacc = [], [], []
-    for i in _depth_first(tree):
+    for i in depth_first(tree.parents):
         t = tree.joint_types[i]
         qs, vs, nq, nv = tree.q_start[i], tree.v_start[i], JOINT_NQ[t], JOINT_NV[t]
         if t == "free":
-            orientation = tree.orientations[i]
-            world = quaternion.multiply(orientation, q[qs + 3: qs + 7])
+            world = _free_world(tree, i, q)
             r = quaternion.to_matrix(world)
             lin, ang = v[vs: vs + 3], v[vs + 3: vs + 6]
-            qpos += [tree.origins[i] + quaternion.to_matrix(orientation) @ q[qs: qs + 3], world]
+            qpos += [tree.origins[i] + quaternion.to_matrix(tree.orientations[i]) @ q[qs: qs + 3], world]
             qvel += [r @ lin, ang]
             qacc += [r @ (vdot[vs: vs + 3] + jnp.cross(ang, lin)), vdot[vs + 3: vs + 6]]
         elif t != "fixed":
@@ -183,13 +177,12 @@ def from_mujoco_force(tree: SegmentTree, q, qfrc):
                          f"got {q.shape} and {qfrc.shape}")
     out = [None] * tree.n_segments
     k = 0
-    for i in _depth_first(tree):
+    for i in depth_first(tree.parents):
         t = tree.joint_types[i]
         nv = JOINT_NV[t]
         part = qfrc[k: k + nv]
         if t == "free":
-            qs = tree.q_start[i]
-            r = quaternion.to_matrix(quaternion.multiply(tree.orientations[i], q[qs + 3: qs + 7]))
+            r = quaternion.to_matrix(_free_world(tree, i, q))
             part = jnp.concatenate([r.T @ part[:3], part[3:]])
         out[i] = part
         k += nv
