@@ -28,6 +28,12 @@ How it is laid out, and why:
   `jax.lax.fori_loop` that slices a chunk out of the ``(B, n)`` inputs and writes its result in
   place, so a chunk's working set stays in cache and nothing is copied at full size (the last
   chunk starts at ``B − C`` and recomputes a few states rather than padding the batch).
+- On CPU, XLA's runtime runs a loop body on the calling thread only when each of its operations
+  (thunks) depends on the one before; otherwise it hands them to its intra-op thread pool, whose
+  hand-offs cost more than these small operations (issue #23 item 1). So each scan step is one
+  chain: every stage, table write, scanned output and the counter reads one number of the one
+  before (`_after`, an exact zero), and the scans are `jax.lax.while_loop` loops with unsigned
+  indices (`_scan`).
 - Inside a chunk, records (`Joint`, `Body`, `Accelerations`, `Own`, …) hold tuples of ``(K, C)``
   arrays, one per component (structure of arrays, `jaxbio.dynamics._soa`). Each pass is a
   `jax.lax.scan` per *phase* over the *steps* of a `jaxbio.dynamics._levels.schedule`: ``K``
@@ -383,26 +389,46 @@ def _composite_to_parent(total: Composite, own: Own, r, general: bool):
 # ---- the two passes over a schedule ----------------------------------------------------------
 
 
-def _write(table, rows, start):
-    """Each leaf of ``rows`` ``(K, C)`` written into its ``table`` leaf at row ``start`` (in place),
-    one after the other.
+def _after(x, dep):
+    """``x`` (a pytree) with an exact zero added to each leaf that reads one number of ``dep`` (its
+    last leaf), or nothing where that number is not finite: ``x``'s producers then run after
+    ``dep``'s (see `_write`). ``dep`` None: ``x``."""
+    if dep is None:
+        return x
+    p = jax.tree_util.tree_leaves(dep)[-1].reshape(-1)[0]
+    zero = jnp.where(jnp.isfinite(p), p * 0, 0)
+    return tree_map(lambda a: a + zero.astype(a.dtype), x)
 
-    Each write reads one number of the previous write's result (a dependency that adds an exact
-    zero, or nothing where that number is not finite), so the writes form a chain. XLA's CPU
-    runtime runs the thunks of a loop body that form a chain in order on the calling thread;
-    independent writes it hands to its intra-op thread pool, whose hand-offs cost more than
-    these small writes (issue #23 item 1: arm7 inverse dynamics at 10⁵ states, unpinned, 1.00 →
-    0.66–0.83 µs/state on a 2-core Intel Xeon, pinned unchanged; README, "Default versus
-    pinned"). An ``optimization_barrier`` does not do it: XLA removes it before the thunks are
-    built.
+
+class _Chained:
+    """``keep`` whose every stage reads one number of the stage before (`_after`): the stages of a
+    loop body form one chain (see `_write`). ``last``: the latest stage's result."""
+
+    def __init__(self, keep):
+        self.keep, self.last = keep, None
+
+    def __call__(self, x):
+        self.last = self.keep(_after(x, self.last))
+        return self.last
+
+
+def _write(table, rows, start, after=None):
+    """Each leaf of ``rows`` ``(K, C)`` written into its ``table`` leaf at row ``start`` (in place),
+    one after the other, the first after ``after`` (a pytree, or None).
+
+    Each write reads one number of the previous write's result (`_after`), so the writes form a
+    chain. XLA's CPU runtime runs the thunks of a loop body in order on the calling thread when
+    each depends on the one before; otherwise it hands them to its intra-op thread pool, whose
+    hand-offs cost more than these small steps (issue #23 item 1). `_scan`'s loop bodies chain
+    their stages (`_Chained`), these writes, the scanned outputs' writes and the counter this way;
+    measured in benchmarks/README.md, "Default versus pinned". An ``optimization_barrier`` does
+    not do it: XLA removes it before the thunks are built.
     """
     leaves, treedef = jax.tree_util.tree_flatten(table)
-    out, prev = [], None
+    out, prev = [], after
+    start = _after(start, after)  # a computed row index is a thunk of its own: in the chain too
     for a, b in zip(leaves, jax.tree_util.tree_leaves(rows)):
-        if prev is not None:
-            p = prev[0, 0]
-            b = b + jnp.where(jnp.isfinite(p), p * 0, 0).astype(b.dtype)
-        prev = lax.dynamic_update_slice_in_dim(a, b, start, 0)
+        prev = lax.dynamic_update_slice_in_dim(a, _after(b, prev), start, 0)
         out.append(prev)
     return jax.tree_util.tree_unflatten(treedef, out)
 
@@ -417,15 +443,33 @@ def _concat(parts):
 
 
 def _scan(f, carry, xs, reverse=False):
-    """`jax.lax.scan`, or for one step ``f`` called directly (no loop; static index arrays stay numpy)."""
+    """`jax.lax.scan` of ``f(carry, x) -> (carry, y)``, the scanned outputs written by `_write`
+    after the carry, and the counter after them: with ``f``'s own chain (`_Chained`, `_write`) the
+    loop body's thunks form one chain. One step: ``f`` called directly (no loop; static index
+    arrays stay numpy)."""
     length = jax.tree_util.tree_leaves(xs)[0].shape[0]
     if length == 1:
         carry, y = f(carry, tree_map(lambda a: a[0], xs))
         return carry, tree_map(lambda a: a[None], y)
     xs = tree_map(lambda a: jnp.asarray(a) if isinstance(a, np.ndarray) else a, xs)
-    # two steps (a double pendulum's chain): unrolled, ~30 % faster and a small program (longer
-    # schedules gain nothing and compile slower, benchmarks/README.md)
-    return lax.scan(f, carry, xs, reverse=reverse, unroll=length <= 2)
+    if length == 2:
+        # two steps (a double pendulum's chain): unrolled, ~30 % faster and a small program (longer
+        # schedules gain nothing and compile slower, benchmarks/README.md)
+        return lax.scan(f, carry, xs, reverse=reverse, unroll=True)
+    # unsigned indices: nothing computes a wrap of negative ones (a thunk outside the chain)
+    xs = tree_map(lambda a: a.astype(jnp.uint32) if jnp.issubdtype(a.dtype, jnp.signedinteger) else a, xs)
+    ys = jax.eval_shape(lambda c, x: f(c, x)[1], carry, tree_map(lambda a: a[0], xs))
+    ys = tree_map(lambda s: jnp.zeros((length,) + s.shape, s.dtype), ys)
+
+    def body(state):
+        i, carry, ys = state
+        t = length - 1 - i if reverse else i
+        carry, y = f(carry, tree_map(lambda a: lax.dynamic_index_in_dim(a, t, 0, keepdims=False), xs))
+        ys = _write(ys, tree_map(lambda a: a[None], y), t, after=carry)
+        return _after(i + 1, ys), carry, ys
+
+    # the counter from the carry, not a constant: the state's type inside jax.shard_map
+    return lax.while_loop(lambda s: s[0] < length, body, (_after(jnp.zeros((), jnp.uint32), carry), carry, ys))[1:]
 
 
 def _forward_pass(sched: Schedule, step: Callable, world, joint: Joint, body: Body, keep, zero_row, placed=None):
@@ -448,8 +492,9 @@ def _forward_pass(sched: Schedule, step: Callable, world, joint: Joint, body: Bo
         def body_fn(table, x, E=E, K=K):
             joint_t, body_t, parent_row, t, *placed_t = x
             extra = {"placed": placed_t[0]} if placed_t else {}
-            new, own_t = step(_rows(table, parent_row), joint_t, body_t, keep, **extra)
-            return _write(table, new, E + t * K), own_t
+            chained = _Chained(keep)
+            new, own_t = step(_rows(table, parent_row), joint_t, body_t, chained, **extra)
+            return _write(table, new, E + t * K, after=chained.last), own_t
 
         by_step = (_rows(joint, ph.members), _rows(body, ph.members), ph.parent_row, np.arange(S))
         if placed is not None:
@@ -484,8 +529,9 @@ def _backward_pass(sched: Schedule, step: Callable, own: list, revolute, keep, z
             total = own_t.term
             for k in range(rounds.shape[0]):  # round k brings each parent its k-th child
                 total = tree_map(jnp.add, total, _rows(table, rounds[k]))
-            up, out = step(keep(total), own_t, r)
-            return _write(table, up, t * K), out
+            chained = _Chained(keep)
+            up, out = step(chained(total), own_t, r)
+            return _write(table, up, t * K, after=chained.last), out
 
         table = tree_map(lambda _: jnp.broadcast_to(zero_row, (S * K + 1, C)), loc.term)
         xs = (loc, revolute[ph.members], ph.child_rows, np.arange(S))

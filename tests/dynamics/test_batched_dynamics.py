@@ -215,3 +215,34 @@ def test_kinetic_energy_gradient_bad_input():
     checked = jax.jit(jax.vmap(lambda a, b: kinetic_energy_gradient(tree, a, b, check=True)))
     with pytest.raises(Exception, match="qd contains NaN or inf"):
         jax.block_until_ready(checked(q, qd))
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("length", [1, 2, 3, 5])
+def test_chained_scan_equals_lax_scan(length, reverse):
+    """`_batched._scan` (a ``while_loop`` whose stages, writes and counter form one chain, with
+    unsigned indices) against `jax.lax.scan` on the same step: carry, stacked outputs, integer
+    scanned inputs, a NaN in the carry that must stay in its own entries, forward and reversed."""
+    from jaxbio.dynamics._batched import _Chained, _scan, _write
+
+    rng = np.random.default_rng(length)
+    table = {"a": jnp.asarray(rng.normal(size=(length + 1, 4))), "b": jnp.asarray(rng.normal(size=(length + 1, 4)))}
+    table["a"] = table["a"].at[0, 1].set(jnp.nan)
+    xs = (jnp.asarray(rng.normal(size=(length, 1, 4))), np.arange(length), rng.integers(0, length + 1, length))
+
+    def step(table, x, chained=False):
+        row, t, parent = x
+        keep = _Chained(lambda z: z) if chained else (lambda z: z)
+        new = keep({"a": jnp.sin(table["a"][parent][None] + row[0]), "b": table["b"][parent][None] * row[0]})
+        out = keep((new["a"][0, :2] - new["b"][0, 2:], t * 2.0))
+        if chained:
+            return _write(table, new, t + 1, after=keep.last), out
+        return tree_at_rows(table, new, t + 1), out
+
+    def tree_at_rows(table, rows, start):
+        return {k: jax.lax.dynamic_update_slice_in_dim(table[k], rows[k], start, 0) for k in table}
+
+    got = jax.jit(lambda tb: _scan(lambda c, x: step(c, x, chained=True), tb, xs, reverse=reverse))(table)
+    want = jax.jit(lambda tb: jax.lax.scan(step, tb, jax.tree_util.tree_map(jnp.asarray, xs), reverse=reverse))(table)
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
