@@ -421,8 +421,8 @@ def _write(table, rows, start, after=None):
     each depends on the one before; otherwise it hands them to its intra-op thread pool, whose
     hand-offs cost more than these small steps (issue #23 item 1). `_scan`'s loop bodies chain
     their stages (`_Chained`), these writes, the scanned outputs' writes and the counter this way;
-    measured in benchmarks/README.md, "Default versus pinned". An ``optimization_barrier`` does
-    not do it: XLA removes it before the thunks are built.
+    measured in benchmarks/README.md, "Chained table writes" and "Every scan step one chain". An
+    ``optimization_barrier`` does not do it: XLA removes it before the thunks are built.
     """
     leaves, treedef = jax.tree_util.tree_flatten(table)
     out, prev = [], after
