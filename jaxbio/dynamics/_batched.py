@@ -459,7 +459,8 @@ def _scan(f, carry, xs, reverse=False):
     # unsigned indices: nothing computes a wrap of negative ones (a thunk outside the chain)
     xs = tree_map(lambda a: a.astype(jnp.uint32) if jnp.issubdtype(a.dtype, jnp.signedinteger) else a, xs)
     ys = jax.eval_shape(lambda c, x: f(c, x)[1], carry, tree_map(lambda a: a[0], xs))
-    ys = tree_map(lambda s: jnp.zeros((length,) + s.shape, s.dtype), ys)
+    # the outputs and the counter from the carry, not constants: the state's type inside jax.shard_map
+    ys = _after(tree_map(lambda s: jnp.zeros((length,) + s.shape, s.dtype), ys), carry)
 
     def body(state):
         i, carry, ys = state
@@ -468,7 +469,6 @@ def _scan(f, carry, xs, reverse=False):
         ys = _write(ys, tree_map(lambda a: a[None], y), t, after=carry)
         return _after(i + 1, ys), carry, ys
 
-    # the counter from the carry, not a constant: the state's type inside jax.shard_map
     return lax.while_loop(lambda s: s[0] < length, body, (_after(jnp.zeros((), jnp.uint32), carry), carry, ys))[1:]
 
 
