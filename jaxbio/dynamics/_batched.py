@@ -35,8 +35,8 @@ How it is laid out, and why:
   before (`_after`, an exact zero), and the scans are `jax.lax.while_loop` loops with unsigned
   indices (`_scan`).
 - Inside a chunk, records (`Joint`, `Body`, `Accelerations`, `Own`, …) hold tuples of ``(K, C)``
-  arrays, one per component (structure of arrays, `jaxbio.dynamics._soa`). Each pass is a
-  `jax.lax.scan` per *phase* over the *steps* of a `jaxbio.dynamics._levels.schedule`: ``K``
+  arrays, one per component (structure of arrays, `jaxbio.dynamics._soa`). Each pass is a scan
+  (`_scan`) per *phase* over the *steps* of a `jaxbio.dynamics._levels.schedule`: ``K``
   segments (possibly of different tree levels) whose parents were computed in earlier steps or
   phases, gathered from a table of the rows computed so far.
   Own terms are computed in the segment's frame (``R I Rᵀ`` is never formed).
@@ -397,7 +397,7 @@ def _after(x, dep):
         return x
     p = jax.tree_util.tree_leaves(dep)[-1].reshape(-1)[0]
     zero = jnp.where(jnp.isfinite(p), p * 0, 0)
-    return tree_map(lambda a: a + zero.astype(a.dtype), x)
+    return tree_map(lambda a: a + zero.astype(jnp.result_type(a)), x)
 
 
 class _Chained:
