@@ -66,15 +66,18 @@ batched tree) to the per-state code.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from typing import Callable, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jaxbio import _linear
 from jaxbio._linalg import cholesky_solve
+from jaxbio._linear import dense, is_zero, linear_map
 from jaxbio._sincos import sincos
 from jaxbio._validate import check_choice
 from jaxbio.dynamics import _levels, _planar_batch
@@ -101,14 +104,19 @@ def chunk_size(batch: int, layout: str = "cpu", *, cpu_chunk: int = CPU_CHUNK) -
     return max(1, min(batch, cpu_chunk)) if layout == "cpu" else max(1, batch)
 
 
-def vmapped_by(kernel):
+def vmapped_by(kernel, adjoint=None):
     """Decorator for ``plain(tree, *states)``, a function of one state: under `jax.vmap` with the
     states batched and the tree not, ``kernel(tree, *states)`` runs on the ``(B, ...)`` states
     (unbatched states broadcast); a batched tree (``vmap`` over subjects) gets ``vmap(plain)``.
 
     `jax.custom_batching.custom_vmap` has no reverse-mode rule, so the whole is wrapped in a
-    `jax.custom_jvp` whose rule is ``plain``'s own ``jvp``: ``grad``, ``jacfwd``/``jacrev`` and
-    their batched forms differentiate ``plain``, never the kernel.
+    `jax.custom_jvp` whose rule is ``plain``'s own ``jvp``: ``jvp``, ``jacfwd`` and their batched
+    forms differentiate ``plain``, never the kernel. With ``adjoint`` (``adjoint(tree, *states,
+    ct) -> cotangents of the states``, batch-last, for ``adjoint.supports(tree)``), a derivative in
+    the states alone (the tree and any further argument not differentiated) is that ``jvp`` as a
+    `jaxbio._linear.linear_map` whose transpose is ``plain``'s VJP, and under `jax.vmap` ``adjoint``:
+    reverse mode (``grad``, ``vjp``, ``jacrev``) of a vmapped call then runs the adjoint kernel,
+    every other transformation the per-state route as before.
     """
     def wrap(plain):
         @jax.custom_jvp
@@ -130,13 +138,96 @@ def vmapped_by(kernel):
                 out = kernel(tree, *states)
             return out, tree_map(lambda _: True, out)
 
-        @routed.defjvp
         def _jvp(primals, tangents):
             return jax.jvp(plain, primals, tangents)
 
+        def _jvp_adjoint(primals, tangents):
+            tree, *states = primals
+            d_tree, *d_states = tangents
+            if (len(states) == adjoint.n_states and adjoint.supports(tree)
+                    and all(is_zero(t) for t in jax.tree_util.tree_leaves(d_tree, is_leaf=is_zero))):
+                leaves, treedef = jax.tree_util.tree_flatten(tree)
+                lin = linear_map(_PlainJvp(plain, treedef), _PlainVjp(plain, treedef, adjoint),
+                                 [*leaves, *states], [dense(t) for t in d_states])
+                return routed(tree, *states), lin[0]
+            tangents = jax.tree_util.tree_map(dense, tangents, is_leaf=is_zero)
+            return jax.jvp(plain, primals, tangents)
+
+        routed.defjvp(_jvp if adjoint is None else _jvp_adjoint, symbolic_zeros=adjoint is not None)
         routed.__doc__ = plain.__doc__
         return routed
     return wrap
+
+
+@dataclasses.dataclass(frozen=True)
+class _PlainJvp:
+    """``(tree leaves, states, tangents of the states) -> [jvp of plain]`` (`vmapped_by`)."""
+
+    plain: Callable
+    treedef: Any
+
+    def __call__(self, *args):
+        n = self.treedef.num_leaves
+        tree = jax.tree_util.tree_unflatten(self.treedef, args[:n])
+        k = (len(args) - n) // 2
+        states, tangents = args[n:n + k], args[n + k:]
+        return [jax.jvp(lambda *s: self.plain(tree, *s), tuple(states), tuple(tangents))[1]]
+
+
+@dataclasses.dataclass(frozen=True)
+class _PlainVjp:
+    """``(tree leaves, states, cotangent) -> cotangents of the states``: ``plain``'s VJP; under
+    `jax.vmap` of the states with the tree unbatched, the batch-last ``adjoint`` (`vmapped_by`)."""
+
+    plain: Callable
+    treedef: Any
+    adjoint: Any
+
+    def __call__(self, *args):
+        n = self.treedef.num_leaves
+        tree = jax.tree_util.tree_unflatten(self.treedef, args[:n])
+        states, ct = args[n:-1], args[-1]
+        return list(jax.vjp(lambda *s: self.plain(tree, *s), *states)[1](ct))
+
+    def vmapped(self, in_axes, size, summed):
+        n = self.treedef.num_leaves
+        if any(a is not None for a in in_axes[:n]):  # a batched tree: vmap of the per-state VJP
+            return _linear.Vmapped(self, in_axes, size, summed)
+        return _AdjointKernel(self.treedef, self.adjoint, in_axes[n:], size, summed)
+
+
+@dataclasses.dataclass(frozen=True)
+class _AdjointKernel:
+    """`_PlainVjp` under `jax.vmap`: ``adjoint`` on the ``(size, ...)`` states and cotangent
+    (unbatched ones broadcast); a state's cotangent is summed over the batch where the batch
+    shares that state's tangent (``summed``)."""
+
+    treedef: Any
+    adjoint: Any
+    axes: tuple  # of the states and the cotangent: 0 or None
+    size: int
+    summed: tuple
+
+    def __call__(self, *args):
+        n = self.treedef.num_leaves
+        tree = jax.tree_util.tree_unflatten(self.treedef, args[:n])
+        full = [x if a is not None else jnp.broadcast_to(x, (self.size,) + x.shape)
+                for x, a in zip(args[n:], self.axes)]
+        out = _adjoint_call(self.adjoint, tree, *full)
+        return [x.sum(0) if s else x for x, s in zip(out, self.summed)]
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+def _adjoint_call(adjoint, tree, *args):
+    """``adjoint(tree, *states, ct)``; its own derivatives (a Hessian-vector product, say) are those
+    of `jax.vmap` of the per-state VJP it stands for (``adjoint.per_state``), not the kernel's."""
+    return list(adjoint(tree, *args))
+
+
+@_adjoint_call.defjvp
+def _adjoint_call_jvp(adjoint, primals, tangents):
+    return jax.jvp(lambda tr, *a: list(jax.vmap(adjoint.per_state, in_axes=(None,) + (0,) * len(a))(tr, *a)),
+                   primals, tangents)
 
 
 # ---- records ---------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio._linalg import spd_solve
+from jaxbio._linear import dense, is_zero
 from jaxbio.dynamics._checks import public, as_external, as_state, finite
 from jaxbio.dynamics.mass_matrix import mass_matrix
 from jaxbio.dynamics.rnea import External, _tau
@@ -60,14 +61,21 @@ def _accelerations(tree, q, qd, tau, added, *external):
     return _solved(tree, q, qd, tau, added, external)[1]
 
 
-@_accelerations.defjvp
 def _accelerations_jvp(primals, tangents):
     tree, q, qd, tau, added, *external = primals
     d_tree, dq, dqd, dtau, dadded, *d_external = tangents
     M, qdd = _solved(tree, q, qd, tau, added, external)
-    _, d_id = jax.jvp(lambda tr, a, b, *ext: _tau(tr, a, b, qdd, *ext),
-                      (tree, q, qd, *external), (d_tree, dq, dqd, *d_external))
-    return qdd, solve(M, dtau - dadded * qdd - d_id)
+    if all(is_zero(t) for t in jax.tree_util.tree_leaves((d_tree, d_external), is_leaf=is_zero)):
+        # the tree and the external loads not differentiated: left out of the inner jvp, so that
+        # reverse mode under jax.vmap transposes the batch-last adjoint (`vmapped_by`)
+        _, d_id = jax.jvp(lambda a, b: _tau(tree, a, b, qdd, *external), (q, qd), (dense(dq), dense(dqd)))
+    else:
+        _, d_id = jax.jvp(lambda tr, a, b, *ext: _tau(tr, a, b, qdd, *ext), (tree, q, qd, *external),
+                          jax.tree_util.tree_map(dense, (d_tree, dq, dqd, *d_external), is_leaf=is_zero))
+    return qdd, solve(M, dense(dtau) - dense(dadded) * qdd - d_id)
+
+
+_accelerations.defjvp(_accelerations_jvp, symbolic_zeros=True)
 
 
 @public

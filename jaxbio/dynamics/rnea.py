@@ -17,10 +17,12 @@ from __future__ import annotations
 
 from typing import Optional
 
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import quaternion as quat
+from jaxbio.dynamics._adjoint import inverse_dynamics_vjp_batch
 from jaxbio.dynamics._batched import inverse_dynamics_batch, vmapped_by
 from jaxbio.dynamics._checks import public, as_external, as_state, finite
 from jaxbio.dynamics._levels import backward_pass, levels_of
@@ -139,7 +141,25 @@ def _tau_batch(tree, q, qd, qdd, *external):
     return inverse_dynamics_batch(tree, q, qd, qdd, tuple(external) or None)
 
 
-@vmapped_by(_tau_batch)
+class _TauAdjoint:
+    """The VJP of `_tau` in ``(q, qd, qdd)`` (see `vmapped_by`): batch-last for ``(B, ·)`` states
+    by `jaxbio.dynamics._adjoint.inverse_dynamics_vjp_batch` (axial trees), and one state's
+    (``per_state``)."""
+
+    n_states = 3
+
+    def supports(self, tree) -> bool:
+        return tree.is_axial
+
+    def __call__(self, tree, q, qd, qdd, ct):
+        return inverse_dynamics_vjp_batch(tree, q, qd, qdd, ct)
+
+    @staticmethod
+    def per_state(tree, q, qd, qdd, ct):
+        return jax.vjp(lambda *x: _plain_tau(tree, *x), q, qd, qdd)[1](ct)
+
+
+@vmapped_by(_tau_batch, adjoint=_TauAdjoint())
 def _tau(tree, q, qd, qdd, *external):
     """``tau`` of one state by the per-state recursion, except under `jax.vmap`, which runs the
     batch-last kernel of `jaxbio.dynamics._batched` (same numbers to round-off, several times
