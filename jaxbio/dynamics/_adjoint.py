@@ -41,7 +41,7 @@ from jaxbio._sincos import sincos
 from jaxbio._validate import check_choice
 from jaxbio.dynamics import _levels
 from jaxbio.dynamics import _soa as soa
-from jaxbio.dynamics._batched import (LAYOUTS, Own, _Chained, _RNEA, _concat, _forward_rnea, _rows, _scan,
+from jaxbio.dynamics._batched import (LAYOUTS, Accelerations, Own, Wrench, _after, _Chained, _RNEA, _concat, _forward_rnea, _rows, _scan,
                                       _setup, _torques_rnea, _write, chunk_size, default_layout)
 from jaxbio.dynamics._levels import Schedule
 from jaxbio.tree import SegmentTree
@@ -59,6 +59,60 @@ def _padded(ph) -> np.ndarray:
     pad = m == m[:, :1]
     pad[:, 0] = False
     return pad
+
+
+class _ChainedVJP:
+    """`_Chained` for a function differentiated by `jax.vjp`: each call materialises its argument
+    (`soa.keep`) after the previous call's result (`_after`), and so does the reverse code with
+    the cotangents, in its own (reverse) order, starting after ``start`` (set before the VJP runs).
+    ``last``: the reverse code's latest result."""
+
+    def __init__(self, keep):
+        self.keep, self.primal, self.last = keep, None, None
+
+    def __call__(self, x):
+        me = self
+
+        @jax.custom_vjp
+        def kept(x):
+            return me.keep(x)
+
+        def fwd(x):
+            me.primal = me.keep(_after(x, me.primal))
+            return me.primal, None
+
+        def bwd(_, g):
+            me.last = me.keep(_after(g, me.last))
+            return (me.last,)
+
+        kept.defvjp(fwd, bwd)
+        return kept(x)
+
+
+def _forward_ad(parent, joint, body, keep):
+    """`_forward_rnea` (axial trees, no external forces) as differentiated by `_forward_adjoint`:
+    the same formulas with more materialised stages (``keep`` is `_ChainedVJP`, whose cotangents are
+    materialised too), so that the reverse code of each shared intermediate (a rotation matrix and
+    its cotangent) is computed once per element."""
+    Rp, att = keep((soa.qmat(parent.attitude), soa.qmul(parent.attitude, joint.rotation)))
+    off, s_w = keep((soa.matvec(Rp, joint.translation), soa.matvec(Rp, body.axis_in_parent)))
+    w_p, al_p, acc_p = parent.angular_velocity, parent.angular_acceleration, parent.acceleration
+    r = body.revolute
+    sqd, sqdd = soa.scale(s_w, joint.qd), soa.scale(s_w, joint.qdd)
+    w_x_sqd = soa.cross(w_p, sqd)
+    w = soa.add(w_p, soa.scale(sqd, r))
+    al = soa.add(al_p, soa.add(soa.scale(sqdd, r), soa.scale(w_x_sqd, r)))
+    acc = soa.add(soa.add(acc_p, soa.cross(al_p, off)), soa.cross(w_p, soa.cross(w_p, off)))
+    acc = soa.add(acc, soa.add(soa.scale(sqdd, 1 - r), soa.scale(w_x_sqd, 2.0 * (1 - r))))
+    new = keep(Accelerations(att, w, al, acc))
+    R = keep(soa.qmat(new.attitude))
+    wb, alb, accb = keep((soa.matvec_t(R, w), soa.matvec_t(R, al), soa.matvec_t(R, acc)))
+    com, inertia = body.com, body.inertia
+    a_com = soa.add(accb, soa.add(soa.cross(alb, com), soa.cross(wb, soa.cross(wb, com))))
+    fb, Iw, Ia = soa.scale(a_com, body.mass), soa.matvec(inertia, wb), soa.matvec(inertia, alb)
+    mb = soa.add(soa.add(Ia, soa.cross(wb, Iw)), soa.cross(com, fb))
+    fb, mb = keep((fb, mb))
+    return new, keep(Own(Wrench(soa.matvec(R, fb), soa.matvec(R, mb)), off, axis=s_w))
 
 
 def _forward(sched: Schedule, world, setup, keep, zero_row):
@@ -170,7 +224,7 @@ def _backward_adjoint(sched: Schedule, own: list, totals: list, ct_outs: list, r
     return ct_own
 
 
-def _forward_adjoint(sched: Schedule, tables: list, ct_own: list, setup, keep, zero_row):
+def _forward_adjoint(sched: Schedule, tables: list, ct_own: list, setup, keep, zero_row, fused: bool):
     """Adjoint of `_forward`, distal → proximal: per phase the cotangents of the `Joint` rows
     (``rotation``, ``translation``, ``qd``, ``qdd``), leaves ``(S, K, C)``."""
     C = zero_row.shape[1]
@@ -191,12 +245,17 @@ def _forward_adjoint(sched: Schedule, tables: list, ct_own: list, setup, keep, z
                 ct_new = tree_map(jnp.add, ct_new, _rows(table, rounds[k]))
             parent = _rows(tables[p], parent_row)
 
-            def f(parent, joint):
-                return _forward_rnea(parent, joint, body_t, _ident, False)
-
-            _, vjp = jax.vjp(f, parent, joint_t)
+            # the step with its stages materialised (fused: `_ChainedVJP`, reverse code included)
+            ad = _ChainedVJP(keep) if fused else _ident
+            if fused:
+                ad.primal = parent
+            _, vjp = jax.vjp(lambda parent, joint: _forward_ad(parent, joint, body_t, ad), parent, joint_t)
+            if fused:
+                ad.last = ct_new
+            cts = vjp((ct_new, ct_own_t))
             chained = _Chained(keep)
-            ct_parent, ct_j = chained(vjp((ct_new, ct_own_t)))
+            chained.last = ad.last if fused else None
+            ct_parent, ct_j = chained(cts)
             return _write(table, ct_parent, t * K, after=chained.last), ct_j
 
         table = tree_map(lambda _: jnp.broadcast_to(zero_row, (S * K + 1, C)), like)
@@ -226,7 +285,7 @@ def _chunk_vjp(tree: SegmentTree, sched: Schedule, q, qd, qdd, ct, *, fused: boo
                for a, b, ph in zip(bounds[:-1], bounds[1:], sched.phases)]
 
     ct_own = _backward_adjoint(sched, own, totals, ct_outs, setup.revolute, keep, zero_row)
-    ct_joint = _forward_adjoint(sched, tables, ct_own, setup, keep, zero_row)
+    ct_joint = _forward_adjoint(sched, tables, ct_own, setup, keep, zero_row, fused)
 
     def seg(get):  # per-phase (S, K, C) -> (n, C) in segment order
         return jnp.concatenate([get(x).reshape(-1, C) for x in ct_joint], 0)[sched.slot]
