@@ -12,18 +12,18 @@ on the layout, schedule and records of `jaxbio.dynamics._batched` (read its modu
    a table of those (by the forward pass's ``parent_row``; padded slots read a zero row). The
    step function's VJP gives the cotangents of the total (which is also the own term's) and of
    the own record's offset and axis;
-4. the adjoint of the forward pass, distal → proximal: a slot's rows were read by its children
-   only, so the cotangent of its rows is the sum of its children's parent-row cotangents,
-   gathered by ``rounds`` (`Phase.child_rows`) and across phases by ``later_children``, exactly
-   as the backward pass sums wrenches. The step function's VJP gives the cotangents of the parent
-   rows and of the `Joint` rows; padded slots' results are never read (the per-segment gathers
-   use `Schedule.slot`).
+4. the adjoint of the forward pass, distal → proximal, by hand (`_step_adjoint`): a slot's rows
+   were read by its children only, so the cotangent of its rows is the sum of its children's
+   parent-row cotangents, gathered by ``rounds`` (`Phase.child_rows`) and across phases by
+   ``later_children``, exactly as the backward pass sums wrenches. Attitudes get a world-frame
+   rotation cotangent (a 3-vector, not the quaternion's 4 numbers), which a child hands its parent
+   unchanged and whose projection on the joint axis is the angle's cotangent, so the joint
+   construction of `_setup` (half-angle ``sin``/``cos``) needs no derivative; padded slots'
+   results are never read (the per-segment gathers use `Schedule.slot`).
 
-Finally the joint construction of `_setup` (half-angle ``sin``/``cos``, quaternion product,
-prismatic slide) is differentiated by hand around the ``sincos`` (so the vectorised one is
-kept). The step functions are elementwise on ``(K, C)`` arrays, so their `jax.vjp` is too; they
-run with the identity ``keep`` inside `jax.vjp` (`soa.keep` has no derivative rule) and their
-cotangents are materialised by the chained ``keep`` outside it (`_Chained`).
+`jax.vjp` of `_forward_rnea` in pass 4 (with its stages and their cotangents materialised) gave
+the same numbers and was slower: arm7 float32, 10⁴ states, 26.5 against 18.5 ms (commit 8235ba5
+has it). The passes use `_scan`, `_write` and `_Chained` as the forward kernels do.
 
 Axial trees (revolute and prismatic joints) only, no external forces; the tree is a constant.
 """
@@ -37,20 +37,15 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxbio._sincos import sincos
 from jaxbio._validate import check_choice
 from jaxbio.dynamics import _levels
 from jaxbio.dynamics import _soa as soa
-from jaxbio.dynamics._batched import (LAYOUTS, Accelerations, Own, Wrench, _after, _Chained, _RNEA, _concat, _forward_rnea, _rows, _scan,
-                                      _setup, _torques_rnea, _write, chunk_size, default_layout)
+from jaxbio.dynamics._batched import (LAYOUTS, Own, _Chained, _RNEA, _concat, _forward_rnea, _rows, _scan, _setup,
+                                      _torques_rnea, _write, chunk_size, default_layout)
 from jaxbio.dynamics._levels import Schedule
 from jaxbio.tree import SegmentTree
 
 tree_map = jax.tree_util.tree_map
-
-
-def _ident(x):
-    return x
 
 
 def _padded(ph) -> np.ndarray:
@@ -59,60 +54,6 @@ def _padded(ph) -> np.ndarray:
     pad = m == m[:, :1]
     pad[:, 0] = False
     return pad
-
-
-class _ChainedVJP:
-    """`_Chained` for a function differentiated by `jax.vjp`: each call materialises its argument
-    (`soa.keep`) after the previous call's result (`_after`), and so does the reverse code with
-    the cotangents, in its own (reverse) order, starting after ``start`` (set before the VJP runs).
-    ``last``: the reverse code's latest result."""
-
-    def __init__(self, keep):
-        self.keep, self.primal, self.last = keep, None, None
-
-    def __call__(self, x):
-        me = self
-
-        @jax.custom_vjp
-        def kept(x):
-            return me.keep(x)
-
-        def fwd(x):
-            me.primal = me.keep(_after(x, me.primal))
-            return me.primal, None
-
-        def bwd(_, g):
-            me.last = me.keep(_after(g, me.last))
-            return (me.last,)
-
-        kept.defvjp(fwd, bwd)
-        return kept(x)
-
-
-def _forward_ad(parent, joint, body, keep):
-    """`_forward_rnea` (axial trees, no external forces) as differentiated by `_forward_adjoint`:
-    the same formulas with more materialised stages (``keep`` is `_ChainedVJP`, whose cotangents are
-    materialised too), so that the reverse code of each shared intermediate (a rotation matrix and
-    its cotangent) is computed once per element."""
-    Rp, att = keep((soa.qmat(parent.attitude), soa.qmul(parent.attitude, joint.rotation)))
-    off, s_w = keep((soa.matvec(Rp, joint.translation), soa.matvec(Rp, body.axis_in_parent)))
-    w_p, al_p, acc_p = parent.angular_velocity, parent.angular_acceleration, parent.acceleration
-    r = body.revolute
-    sqd, sqdd = soa.scale(s_w, joint.qd), soa.scale(s_w, joint.qdd)
-    w_x_sqd = soa.cross(w_p, sqd)
-    w = soa.add(w_p, soa.scale(sqd, r))
-    al = soa.add(al_p, soa.add(soa.scale(sqdd, r), soa.scale(w_x_sqd, r)))
-    acc = soa.add(soa.add(acc_p, soa.cross(al_p, off)), soa.cross(w_p, soa.cross(w_p, off)))
-    acc = soa.add(acc, soa.add(soa.scale(sqdd, 1 - r), soa.scale(w_x_sqd, 2.0 * (1 - r))))
-    new = keep(Accelerations(att, w, al, acc))
-    R = keep(soa.qmat(new.attitude))
-    wb, alb, accb = keep((soa.matvec_t(R, w), soa.matvec_t(R, al), soa.matvec_t(R, acc)))
-    com, inertia = body.com, body.inertia
-    a_com = soa.add(accb, soa.add(soa.cross(alb, com), soa.cross(wb, soa.cross(wb, com))))
-    fb, Iw, Ia = soa.scale(a_com, body.mass), soa.matvec(inertia, wb), soa.matvec(inertia, alb)
-    mb = soa.add(soa.add(Ia, soa.cross(wb, Iw)), soa.cross(com, fb))
-    fb, mb = keep((fb, mb))
-    return new, keep(Own(Wrench(soa.matvec(R, fb), soa.matvec(R, mb)), off, axis=s_w))
 
 
 def _forward(sched: Schedule, world, setup, keep, zero_row):
@@ -224,46 +165,94 @@ def _backward_adjoint(sched: Schedule, own: list, totals: list, ct_outs: list, r
     return ct_own
 
 
-def _forward_adjoint(sched: Schedule, tables: list, ct_own: list, setup, keep, zero_row, fused: bool):
-    """Adjoint of `_forward`, distal → proximal: per phase the cotangents of the `Joint` rows
-    (``rotation``, ``translation``, ``qd``, ``qdd``), leaves ``(S, K, C)``."""
+def _step_adjoint(ct, ct_own: Own, own: Own, new, parent, qd, qdd, body):
+    """Adjoint of one `_forward_rnea` step (axial tree, no external forces), by hand.
+
+    Attitudes get a world-frame rotation cotangent ``θ̄`` (a perturbation ``δR = [δθ]× R``), so the
+    joint angle's is ``s · θ̄`` and the parent's attitude gets the child's ``θ̄`` unchanged.
+    ``ct``: the cotangents ``(θ̄, ω̄, ᾱ, ā)`` of the segment's rows (its children's sums);
+    ``ct_own``: of its own wrench, offset and axis; ``own``, ``new``, ``parent``: the forward
+    pass's own record, the segment's rows and its parent's rows. Returns the cotangents of the
+    parent's rows (same form) and ``(q̄, q̄̇, q̄̈)``.
+
+    With ``c = R c_b``, ``I = R I_b Rᵀ``: ``f = m (a + α × c + ω × (ω × c))``,
+    ``n = I α + ω × I ω + c × f``; with ``s`` the world axis, ``d`` the offset, ``r`` 1 for a
+    revolute joint: ``ω = ω_p + r s q̇``, ``α = α_p + r (s q̈ + ω_p × s q̇)``,
+    ``a = a_p + α_p × d + ω_p × (ω_p × d) + (1 − r)(s q̈ + 2 ω_p × s q̇)``, ``d = R_p t`` (``t``
+    moved by ``(1 − r) q`` along the axis), ``s = R_p s_p``.
+    """
+    X, dot, add, sc = soa.cross, soa.dot, soa.add, soa.scale
+    ct_th, ct_w, ct_al, ct_acc = ct
+    ct_f, ct_m = ct_own.term.force, ct_own.term.moment
+    att, w, al, _ = new
+    R = soa.qmat(att)
+
+    def inertia(x):
+        return soa.matvec(R, soa.matvec(body.inertia, soa.matvec_t(R, x)))
+
+    m, c, f = body.mass, soa.matvec(R, body.com), own.term.force
+    # own wrench -> rows and attitude
+    g = add(ct_f, X(ct_m, c))
+    ct_acc = add(ct_acc, sc(g, m))
+    I_ctm, I_al, I_w = inertia(ct_m), inertia(al), inertia(w)
+    ctm_x_w = X(ct_m, w)
+    I_ctm_x_w = inertia(ctm_x_w)
+    g_x_w = X(g, w)
+    ct_al = add(ct_al, add(sc(X(c, g), m), I_ctm))
+    ct_w = add(ct_w, add(sc(add(X(X(w, c), g), X(c, g_x_w)), m), add(X(I_w, ct_m), I_ctm_x_w)))
+    ct_c = add(sc(add(X(g, al), X(g_x_w, w)), m), X(f, ct_m))
+    ct_th = add(ct_th, add(add(X(c, ct_c), soa.sub(X(I_al, ct_m), X(al, I_ctm))),
+                           soa.sub(X(I_w, ctm_x_w), X(w, I_ctm_x_w))))
+    # joint motion -> parent rows and coordinates
+    r = body.revolute
+    w_p, al_p = parent.angular_velocity, parent.angular_acceleration
+    off, s = own.offset, own.axis
+    e = add(sc(ct_al, r), sc(ct_acc, 2 * (1 - r)))  # of ω_p × s q̇
+    e2 = add(sc(ct_al, r), sc(ct_acc, 1 - r))  # of s q̈
+    ct_qd = r * dot(s, ct_w) + dot(X(w_p, s), e)
+    ct_qdd = dot(s, e2)
+    ct_s = add(add(ct_own.axis, sc(ct_w, r * qd)), add(sc(e2, qdd), sc(X(e, w_p), qd)))
+    ct_off = add(ct_own.offset, add(X(ct_acc, al_p), X(X(ct_acc, w_p), w_p)))
+    ct_q = r * dot(s, ct_th) + (1 - r) * dot(s, ct_off)
+    ct_thp = add(ct_th, add(X(off, ct_off), X(s, ct_s)))
+    ct_alp = add(ct_al, X(off, ct_acc))
+    ct_wp = add(add(ct_w, sc(X(s, e), qd)), add(X(X(w_p, off), ct_acc), X(off, X(ct_acc, w_p))))
+    return (ct_thp, ct_wp, ct_alp, ct_acc), (ct_q, ct_qd, ct_qdd)
+
+
+def _forward_adjoint(sched: Schedule, tables: list, own: list, ct_own: list, setup, keep, zero_row):
+    """Adjoint of `_forward` by `_step_adjoint`, distal → proximal: per phase ``(q̄, q̄̇, q̄̈)``,
+    leaves ``(S, K, C)``."""
     C = zero_row.shape[1]
-    ct_joint, ups = [None] * len(sched.phases), []
-    like = tree_map(lambda a: a[0], tables[0])  # an Accelerations record of (rows, C) leaves
+    out, ups = [None] * len(sched.phases), []
+    like = tuple((zero_row,) * 3 for _ in range(4))  # (θ̄, ω̄, ᾱ, ā)
     for p in reversed(range(len(sched.phases))):
         ph = sched.phases[p]
         S, K = ph.members.shape
+        E = len(ph.extern)
         sums = _later_sums(sched, p, ups, like, zero_row)
         if sums is None:
             ct_rows = tree_map(lambda a: jnp.zeros((S, K, C), a.dtype), like)
         else:
             ct_rows = tree_map(lambda a: a.reshape(S, K, C), sums)
+        rows = tree_map(lambda a: a[E:].reshape(S, K, C), tables[p])
 
-        def body_fn(table, x, p=p, K=K):
-            ct_new, ct_own_t, joint_t, body_t, parent_row, rounds, t = x
-            for k in range(rounds.shape[0]):
-                ct_new = tree_map(jnp.add, ct_new, _rows(table, rounds[k]))
-            parent = _rows(tables[p], parent_row)
-
-            # the step with its stages materialised (fused: `_ChainedVJP`, reverse code included)
-            ad = _ChainedVJP(keep) if fused else _ident
-            if fused:
-                ad.primal = parent
-            _, vjp = jax.vjp(lambda parent, joint: _forward_ad(parent, joint, body_t, ad), parent, joint_t)
-            if fused:
-                ad.last = ct_new
-            cts = vjp((ct_new, ct_own_t))
+        def body_fn(table, x, p=p):
+            ct, ct_own_t, own_t, new, qd, qdd, body_t, parent_row, rounds, t = x
             chained = _Chained(keep)
-            chained.last = ad.last if fused else None
-            ct_parent, ct_j = chained(cts)
-            return _write(table, ct_parent, t * K, after=chained.last), ct_j
+            for k in range(rounds.shape[0]):
+                ct = tree_map(jnp.add, ct, _rows(table, rounds[k]))
+            ct = chained(ct)
+            up, coords = _step_adjoint(ct, ct_own_t, own_t, new, _rows(tables[p], parent_row), qd, qdd, body_t)
+            up, coords = chained((up, coords))
+            return _write(table, up, t * K, after=chained.last), coords
 
         table = tree_map(lambda _: jnp.broadcast_to(zero_row, (S * K + 1, C)), like)
-        xs = (ct_rows, ct_own[p], _rows(setup.joint, ph.members), _rows(setup.body, ph.members), ph.parent_row,
-              ph.child_rows, np.arange(S))
-        table, ct_joint[p] = _scan(body_fn, table, xs, reverse=True)
+        xs = (ct_rows, ct_own[p], own[p], rows, setup.joint.qd[ph.members], setup.joint.qdd[ph.members],
+              _rows(setup.body, ph.members), ph.parent_row, ph.child_rows, np.arange(S))
+        table, out[p] = _scan(body_fn, table, xs, reverse=True)
         ups.insert(0, tree_map(lambda x: x[: S * K], table))
-    return ct_joint
+    return out
 
 
 def _chunk_vjp(tree: SegmentTree, sched: Schedule, q, qd, qdd, ct, *, fused: bool):
@@ -285,33 +274,8 @@ def _chunk_vjp(tree: SegmentTree, sched: Schedule, q, qd, qdd, ct, *, fused: boo
                for a, b, ph in zip(bounds[:-1], bounds[1:], sched.phases)]
 
     ct_own = _backward_adjoint(sched, own, totals, ct_outs, setup.revolute, keep, zero_row)
-    ct_joint = _forward_adjoint(sched, tables, ct_own, setup, keep, zero_row, fused)
-
-    def seg(get):  # per-phase (S, K, C) -> (n, C) in segment order
-        return jnp.concatenate([get(x).reshape(-1, C) for x in ct_joint], 0)[sched.slot]
-
-    ct_rot = tuple(seg(lambda j, c=c: j.rotation[c]) for c in range(4))
-    ct_tr = tuple(seg(lambda j, c=c: j.translation[c]) for c in range(3))
-    ct_qd, ct_qdd = seg(lambda j: j.qd), seg(lambda j: j.qdd)
-
-    # the joint construction of `_setup` (axial), differentiated around its sin/cos
-    dt = q.dtype
-    rev = setup.revolute
-
-    def col(a):
-        return tuple(a[:, k, None] for k in range(a.shape[1]))
-
-    orient, axis = col(tree.unit_orientations.astype(dt)), col(tree.unit_axes.astype(dt))
-    s, c = keep(sincos(0.5 * q * rev) if fused else (jnp.sin(0.5 * q * rev), jnp.cos(0.5 * q * rev)))
-
-    def build(s, c, q):
-        rot = soa.qmul(orient, (c, s * axis[0], s * axis[1], s * axis[2]))
-        tr = soa.scale(setup.body.axis_in_parent, q * (1 - rev))
-        return rot, tr
-
-    _, vjp = jax.vjp(build, s, c, q)
-    ct_s, ct_c, ct_q = vjp((ct_rot, ct_tr))
-    ct_q = ct_q + 0.5 * rev * (c * ct_s - s * ct_c)
+    coords = _forward_adjoint(sched, tables, own, ct_own, setup, keep, zero_row)
+    ct_q, ct_qd, ct_qdd = (jnp.concatenate([x[k].reshape(-1, C) for x in coords], 0)[sched.slot] for k in range(3))
     return jnp.concatenate([ct_q, ct_qd, ct_qdd], 0)
 
 
