@@ -40,7 +40,7 @@ from jax import lax
 from jaxbio._validate import check_choice
 from jaxbio.dynamics import _levels
 from jaxbio.dynamics import _soa as soa
-from jaxbio.dynamics._batched import (LAYOUTS, Own, _Chained, _RNEA, _concat, _forward_rnea, _rows, _scan, _setup,
+from jaxbio.dynamics._batched import (LAYOUTS, Own, Wrench, _Chained, _RNEA, _concat, _forward_rnea, _rows, _scan, _setup,
                                       _torques_rnea, _write, chunk_size, default_layout)
 from jaxbio.dynamics._levels import Schedule
 from jaxbio.tree import SegmentTree
@@ -261,22 +261,120 @@ def _chunk_vjp(tree: SegmentTree, sched: Schedule, q, qd, qdd, ct, *, fused: boo
     setup = _setup(tree, q, qd, qdd, fused=fused)
     keep, zero_row = setup.keep, setup.zero_row
     world = _RNEA.world(tree.gravity.astype(q.dtype))
-    own, tables = _forward(sched, world, setup, keep, zero_row)
-    totals = _backward(sched, own, setup.revolute, keep, zero_row)
+    ct_outs = _ct_outs(sched, ct)
+    if FUSED_PASSES:
+        own, ct_ups, tables = _forward_fused(sched, world, setup, ct_outs, keep, zero_row)
+        coords = _backward_fused(sched, own, ct_ups, ct_outs, tables, setup, keep, zero_row)
+    else:
+        own, tables = _forward(sched, world, setup, keep, zero_row)
+        totals = _backward(sched, own, setup.revolute, keep, zero_row)
+        ct_own = _backward_adjoint(sched, own, totals, ct_outs, setup.revolute, keep, zero_row)
+        coords = _forward_adjoint(sched, tables, own, ct_own, setup, keep, zero_row)
+    ct_q, ct_qd, ct_qdd = (jnp.concatenate([x[k].reshape(-1, C) for x in coords], 0)[sched.slot] for k in range(3))
+    return jnp.concatenate([ct_q, ct_qd, ct_qdd], 0)
 
-    # tau = concat(per-phase outputs)[slot]: ct back to the rows (padded rows: zero)
+
+FUSED_PASSES = False
+
+
+def _ct_outs(sched: Schedule, ct):
+    """``tau = concat(per-phase outputs)[slot]``: ``ct`` ``(n, C)`` back to per-phase ``(S, K, C)``
+    rows (padded rows: zero)."""
+    n, C = ct.shape
     sizes = [ph.members.size for ph in sched.phases]
     inv = np.full(sum(sizes), n, np.int64)
     inv[sched.slot] = np.arange(n)
     ct_rows = jnp.concatenate([ct, jnp.zeros_like(ct[:1])], 0)[inv]
     bounds = np.cumsum([0] + sizes)
-    ct_outs = [ct_rows[a:b].reshape(ph.members.shape + (C,))
-               for a, b, ph in zip(bounds[:-1], bounds[1:], sched.phases)]
+    return [ct_rows[a:b].reshape(ph.members.shape + (C,)) for a, b, ph in zip(bounds[:-1], bounds[1:], sched.phases)]
 
-    ct_own = _backward_adjoint(sched, own, totals, ct_outs, setup.revolute, keep, zero_row)
-    coords = _forward_adjoint(sched, tables, own, ct_own, setup, keep, zero_row)
-    ct_q, ct_qd, ct_qdd = (jnp.concatenate([x[k].reshape(-1, C) for x in coords], 0)[sched.slot] for k in range(3))
-    return jnp.concatenate([ct_q, ct_qd, ct_qdd], 0)
+
+def _ct_total(ct_up, ct, own: Own, r):
+    """The cotangent of a slot's total wrench from its ``up``'s (its parent's total's, ``ct_up``) and
+    its output's ``ct``: ``up = (F, M + d × F)``, ``out = s · (r M + (1 − r) F)``."""
+    s = own.axis
+    return Wrench(soa.add(soa.add(ct_up.force, soa.cross(ct_up.moment, own.offset)), soa.scale(s, (1 - r) * ct)),
+                  soa.add(ct_up.moment, soa.scale(s, r * ct)))
+
+
+def _forward_fused(sched: Schedule, world, setup, ct_outs: list, keep, zero_row):
+    """The forward pass with the backward pass's adjoint (pass 3 of the docstring) folded in: the
+    cotangent of a slot's total is linear in the output cotangents and reads only the slots'
+    offsets and axes, so it is carried proximal → distal as one more forward row. Returns the own
+    records, each slot's ``ct_up`` (its parent's total's cotangent; ``Wrench``) and the tables."""
+    C = zero_row.shape[1]
+    step = functools.partial(_forward_rnea, general=False)
+    zero = (zero_row,) * 3
+    done = [(tree_map(lambda v: v + zero_row, world), Wrench(zero, zero))]
+    own, ct_ups, tables = [], [], []
+    for p, ph in enumerate(sched.phases):
+        S, K = ph.members.shape
+        E = len(ph.extern)
+        rows = _concat(done)
+        table = tree_map(lambda x: jnp.concatenate([x[ph.extern], jnp.zeros((S * K, C), x.dtype)], 0), rows)
+
+        def body_fn(table, x, E=E, K=K):
+            joint_t, body_t, ct, parent_row, t = x
+            parent, ct_up = _rows(table, parent_row)
+            chained = _Chained(keep)
+            new, own_t = step(parent, joint_t, body_t, chained)
+            ct_tot = chained(_ct_total(ct_up, ct, own_t, body_t.revolute))
+            return _write(table, (new, ct_tot), E + t * K, after=chained.last), (own_t, ct_up)
+
+        by_step = (_rows(setup.joint, ph.members), _rows(setup.body, ph.members), ct_outs[p], ph.parent_row,
+                   np.arange(S))
+        table, (own_p, ct_up_p) = _scan(body_fn, table, by_step)
+        tables.append(table[0])
+        done.append(tree_map(lambda x: x[E:], table))
+        own.append(own_p)
+        ct_ups.append(ct_up_p)
+    return own, ct_ups, tables
+
+
+def _backward_fused(sched: Schedule, own: list, ct_ups: list, ct_outs: list, tables: list, setup, keep, zero_row):
+    """The backward pass and the forward pass's adjoint (pass 4) in one distal → proximal pass:
+    both sum over a slot's children (one table of their ``up`` wrenches and parent-row
+    cotangents). Returns ``(q̄, q̄̇, q̄̈)`` per phase, leaves ``(S, K, C)``."""
+    C = zero_row.shape[1]
+    out, ups = [None] * len(sched.phases), []
+    zero = (zero_row,) * 3
+    like = (Wrench(zero, zero), tuple(zero for _ in range(4)))  # (up, (θ̄, ω̄, ᾱ, ā))
+    for p in reversed(range(len(sched.phases))):
+        ph, loc = sched.phases[p], own[p]
+        S, K = ph.members.shape
+        E = len(ph.extern)
+        sums = _later_sums(sched, p, ups, like, zero_row)  # children in later phases
+        if sums is None:
+            ct_rows = tree_map(lambda a: jnp.zeros((S, K, C), a.dtype), like[1])
+        else:
+            sums = tree_map(lambda a: a.reshape(S, K, C), sums)
+            loc = loc._replace(term=tree_map(jnp.add, loc.term, sums[0]))
+            ct_rows = sums[1]
+        rows = tree_map(lambda a: a[E:].reshape(S, K, C), tables[p])
+
+        def body_fn(table, x, p=p, K=K):
+            own_t, total, ct_up, ct, ct_r, new, qd, qdd, body_t, parent_row, rounds, t = x
+            for k in range(rounds.shape[0]):
+                up_k, ct_k = _rows(table, rounds[k])
+                total = tree_map(jnp.add, total, up_k)
+                ct_r = tree_map(jnp.add, ct_r, ct_k)
+            chained = _Chained(keep)
+            total, ct_r = chained((total, ct_r))
+            r = body_t.revolute
+            F, M = total
+            up = Wrench(F, soa.add(M, soa.cross(own_t.offset, F)))
+            ct_own = Own(_ct_total(ct_up, ct, own_t, r), soa.cross(F, ct_up.moment),
+                         axis=soa.add(soa.scale(M, r * ct), soa.scale(F, (1 - r) * ct)))
+            ct_p, coords = _step_adjoint(ct_r, ct_own, own_t, new, _rows(tables[p], parent_row), qd, qdd, body_t)
+            up, ct_p, coords = chained((up, ct_p, coords))
+            return _write(table, (up, ct_p), t * K, after=chained.last), coords
+
+        table = tree_map(lambda _: jnp.broadcast_to(zero_row, (S * K + 1, C)), like)
+        xs = (own[p], loc.term, ct_ups[p], ct_outs[p], ct_rows, rows, setup.joint.qd[ph.members], setup.joint.qdd[ph.members],
+              _rows(setup.body, ph.members), ph.parent_row, ph.child_rows, np.arange(S))
+        table, out[p] = _scan(body_fn, table, xs, reverse=True)
+        ups.insert(0, tree_map(lambda x: x[: S * K], table))
+    return out
 
 
 def inverse_dynamics_vjp_batch(tree: SegmentTree, q, qd, qdd, ct, *, chunk: int | None = None,
