@@ -7,11 +7,11 @@ on the layout, schedule and records of `jaxbio.dynamics._batched` (read its modu
 1. the forward pass (proximal → distal, `_forward_rnea`), keeping each phase's table of forward
    rows (what each step's parent rows were gathered from) and the own terms;
 2. the backward pass (distal → proximal, `_torques_rnea`), keeping each step's subtree total;
-3. the adjoint of the backward pass, proximal → distal: a slot's ``up`` went to its parent's
-   total only, so the cotangent of its ``up`` is its parent's total's cotangent, *gathered* from
-   a table of those (by the forward pass's ``parent_row``; padded slots read a zero row). The
-   step function's VJP gives the cotangents of the total (which is also the own term's) and of
-   the own record's offset and axis;
+3. the adjoint of the backward pass, proximal → distal, by hand (`_ct_total`): a slot's ``up``
+   went to its parent's total only, so the cotangent of its ``up`` is its parent's total's
+   cotangent, *gathered* from a table of those (by the forward pass's ``parent_row``; padded
+   slots read a zero row). It gives the cotangents of the total (which is also the own term's) and
+   of the own record's offset and axis;
 4. the adjoint of the forward pass, distal → proximal, by hand (`_step_adjoint`): a slot's rows
    were read by its children only, so the cotangent of its rows is the sum of its children's
    parent-row cotangents, gathered by ``rounds`` (`Phase.child_rows`) and across phases by
@@ -23,7 +23,10 @@ on the layout, schedule and records of `jaxbio.dynamics._batched` (read its modu
 
 `jax.vjp` of `_forward_rnea` in pass 4 (with its stages and their cotangents materialised) gave
 the same numbers and was slower: arm7 float32, 10⁴ states, 26.5 against 18.5 ms (commit 8235ba5
-has it). The passes use `_scan`, `_write` and `_Chained` as the forward kernels do.
+has it). So was a two-pass variant (pass 3 folded into pass 1 as one more forward row, passes 2
+and 4 in one distal → proximal pass; commit c380287): arm7 float32 batch 32 95 against 67 µs,
+10⁴ states 25.5 against 19.4 ms. The passes use `_scan`, `_write` and `_Chained` as the forward
+kernels do.
 
 Axial trees (revolute and prismatic joints) only, no external forces; the tree is a constant.
 """
@@ -130,6 +133,14 @@ def _backward(sched: Schedule, own: list, revolute, keep, zero_row):
     return totals
 
 
+def _ct_total(ct_up, ct, own: Own, r):
+    """The cotangent of a slot's total wrench from its ``up``'s (its parent's total's, ``ct_up``) and
+    its output's ``ct``: ``up = (F, M + d × F)``, ``out = s · (r M + (1 − r) F)``."""
+    s = own.axis
+    return Wrench(soa.add(soa.add(ct_up.force, soa.cross(ct_up.moment, own.offset)), soa.scale(s, (1 - r) * ct)),
+                  soa.add(ct_up.moment, soa.scale(s, r * ct)))
+
+
 def _backward_adjoint(sched: Schedule, own: list, totals: list, ct_outs: list, revolute, keep, zero_row):
     """Adjoint of `_backward`, proximal → distal: per phase the cotangents of the own records
     (`Own` with ``term``, ``offset``, ``axis``), leaves ``(S, K, C)``."""
@@ -148,16 +159,12 @@ def _backward_adjoint(sched: Schedule, own: list, totals: list, ct_outs: list, r
         def body_fn(table, x, E=E, K=K):
             own_t, total_t, r, ct_out, prow, t = x
             ct_up = _rows(table, prow)
-
-            def f(total, off, axis):
-                return step(total, own_t._replace(offset=off, axis=axis), r)
-
-            _, vjp = jax.vjp(f, total_t, own_t.offset, own_t.axis)
             chained = _Chained(keep)
-            ct_total, ct_off, ct_axis = chained(vjp((ct_up, ct_out)))
-            return _write(table, ct_total, E + t * K, after=chained.last), Own(ct_total, ct_off, axis=ct_axis)
+            F, M = total_t
+            ct_own = chained(Own(_ct_total(ct_up, ct_out, own_t, r), soa.cross(F, ct_up.moment),
+                                 axis=soa.add(soa.scale(M, r * ct_out), soa.scale(F, (1 - r) * ct_out))))
+            return _write(table, ct_own.term, E + t * K, after=chained.last), ct_own
 
-        step = functools.partial(_torques_rnea, general=False)
         xs = (own[p], totals[p], revolute[ph.members], ct_outs[p], parent_row, np.arange(S))
         table, ys = _scan(body_fn, table, xs)
         done.append(tree_map(lambda x: x[E:E + S * K], table))
@@ -262,19 +269,12 @@ def _chunk_vjp(tree: SegmentTree, sched: Schedule, q, qd, qdd, ct, *, fused: boo
     keep, zero_row = setup.keep, setup.zero_row
     world = _RNEA.world(tree.gravity.astype(q.dtype))
     ct_outs = _ct_outs(sched, ct)
-    if FUSED_PASSES:
-        own, ct_ups, tables = _forward_fused(sched, world, setup, ct_outs, keep, zero_row)
-        coords = _backward_fused(sched, own, ct_ups, ct_outs, tables, setup, keep, zero_row)
-    else:
-        own, tables = _forward(sched, world, setup, keep, zero_row)
-        totals = _backward(sched, own, setup.revolute, keep, zero_row)
-        ct_own = _backward_adjoint(sched, own, totals, ct_outs, setup.revolute, keep, zero_row)
-        coords = _forward_adjoint(sched, tables, own, ct_own, setup, keep, zero_row)
+    own, tables = _forward(sched, world, setup, keep, zero_row)
+    totals = _backward(sched, own, setup.revolute, keep, zero_row)
+    ct_own = _backward_adjoint(sched, own, totals, ct_outs, setup.revolute, keep, zero_row)
+    coords = _forward_adjoint(sched, tables, own, ct_own, setup, keep, zero_row)
     ct_q, ct_qd, ct_qdd = (jnp.concatenate([x[k].reshape(-1, C) for x in coords], 0)[sched.slot] for k in range(3))
     return jnp.concatenate([ct_q, ct_qd, ct_qdd], 0)
-
-
-FUSED_PASSES = False
 
 
 def _ct_outs(sched: Schedule, ct):
@@ -287,94 +287,6 @@ def _ct_outs(sched: Schedule, ct):
     ct_rows = jnp.concatenate([ct, jnp.zeros_like(ct[:1])], 0)[inv]
     bounds = np.cumsum([0] + sizes)
     return [ct_rows[a:b].reshape(ph.members.shape + (C,)) for a, b, ph in zip(bounds[:-1], bounds[1:], sched.phases)]
-
-
-def _ct_total(ct_up, ct, own: Own, r):
-    """The cotangent of a slot's total wrench from its ``up``'s (its parent's total's, ``ct_up``) and
-    its output's ``ct``: ``up = (F, M + d × F)``, ``out = s · (r M + (1 − r) F)``."""
-    s = own.axis
-    return Wrench(soa.add(soa.add(ct_up.force, soa.cross(ct_up.moment, own.offset)), soa.scale(s, (1 - r) * ct)),
-                  soa.add(ct_up.moment, soa.scale(s, r * ct)))
-
-
-def _forward_fused(sched: Schedule, world, setup, ct_outs: list, keep, zero_row):
-    """The forward pass with the backward pass's adjoint (pass 3 of the docstring) folded in: the
-    cotangent of a slot's total is linear in the output cotangents and reads only the slots'
-    offsets and axes, so it is carried proximal → distal as one more forward row. Returns the own
-    records, each slot's ``ct_up`` (its parent's total's cotangent; ``Wrench``) and the tables."""
-    C = zero_row.shape[1]
-    step = functools.partial(_forward_rnea, general=False)
-    zero = (zero_row,) * 3
-    done = [(tree_map(lambda v: v + zero_row, world), Wrench(zero, zero))]
-    own, ct_ups, tables = [], [], []
-    for p, ph in enumerate(sched.phases):
-        S, K = ph.members.shape
-        E = len(ph.extern)
-        rows = _concat(done)
-        table = tree_map(lambda x: jnp.concatenate([x[ph.extern], jnp.zeros((S * K, C), x.dtype)], 0), rows)
-
-        def body_fn(table, x, E=E, K=K):
-            joint_t, body_t, ct, parent_row, t = x
-            parent, ct_up = _rows(table, parent_row)
-            chained = _Chained(keep)
-            new, own_t = step(parent, joint_t, body_t, chained)
-            ct_tot = chained(_ct_total(ct_up, ct, own_t, body_t.revolute))
-            return _write(table, (new, ct_tot), E + t * K, after=chained.last), (own_t, ct_up)
-
-        by_step = (_rows(setup.joint, ph.members), _rows(setup.body, ph.members), ct_outs[p], ph.parent_row,
-                   np.arange(S))
-        table, (own_p, ct_up_p) = _scan(body_fn, table, by_step)
-        tables.append(table[0])
-        done.append(tree_map(lambda x: x[E:], table))
-        own.append(own_p)
-        ct_ups.append(ct_up_p)
-    return own, ct_ups, tables
-
-
-def _backward_fused(sched: Schedule, own: list, ct_ups: list, ct_outs: list, tables: list, setup, keep, zero_row):
-    """The backward pass and the forward pass's adjoint (pass 4) in one distal → proximal pass:
-    both sum over a slot's children (one table of their ``up`` wrenches and parent-row
-    cotangents). Returns ``(q̄, q̄̇, q̄̈)`` per phase, leaves ``(S, K, C)``."""
-    C = zero_row.shape[1]
-    out, ups = [None] * len(sched.phases), []
-    zero = (zero_row,) * 3
-    like = (Wrench(zero, zero), tuple(zero for _ in range(4)))  # (up, (θ̄, ω̄, ᾱ, ā))
-    for p in reversed(range(len(sched.phases))):
-        ph, loc = sched.phases[p], own[p]
-        S, K = ph.members.shape
-        E = len(ph.extern)
-        sums = _later_sums(sched, p, ups, like, zero_row)  # children in later phases
-        if sums is None:
-            ct_rows = tree_map(lambda a: jnp.zeros((S, K, C), a.dtype), like[1])
-        else:
-            sums = tree_map(lambda a: a.reshape(S, K, C), sums)
-            loc = loc._replace(term=tree_map(jnp.add, loc.term, sums[0]))
-            ct_rows = sums[1]
-        rows = tree_map(lambda a: a[E:].reshape(S, K, C), tables[p])
-
-        def body_fn(table, x, p=p, K=K):
-            own_t, total, ct_up, ct, ct_r, new, qd, qdd, body_t, parent_row, rounds, t = x
-            for k in range(rounds.shape[0]):
-                up_k, ct_k = _rows(table, rounds[k])
-                total = tree_map(jnp.add, total, up_k)
-                ct_r = tree_map(jnp.add, ct_r, ct_k)
-            chained = _Chained(keep)
-            total, ct_r = chained((total, ct_r))
-            r = body_t.revolute
-            F, M = total
-            up = Wrench(F, soa.add(M, soa.cross(own_t.offset, F)))
-            ct_own = Own(_ct_total(ct_up, ct, own_t, r), soa.cross(F, ct_up.moment),
-                         axis=soa.add(soa.scale(M, r * ct), soa.scale(F, (1 - r) * ct)))
-            ct_p, coords = _step_adjoint(ct_r, ct_own, own_t, new, _rows(tables[p], parent_row), qd, qdd, body_t)
-            up, ct_p, coords = chained((up, ct_p, coords))
-            return _write(table, (up, ct_p), t * K, after=chained.last), coords
-
-        table = tree_map(lambda _: jnp.broadcast_to(zero_row, (S * K + 1, C)), like)
-        xs = (own[p], loc.term, ct_ups[p], ct_outs[p], ct_rows, rows, setup.joint.qd[ph.members], setup.joint.qdd[ph.members],
-              _rows(setup.body, ph.members), ph.parent_row, ph.child_rows, np.arange(S))
-        table, out[p] = _scan(body_fn, table, xs, reverse=True)
-        ups.insert(0, tree_map(lambda x: x[: S * K], table))
-    return out
 
 
 def inverse_dynamics_vjp_batch(tree: SegmentTree, q, qd, qdd, ct, *, chunk: int | None = None,
