@@ -6,6 +6,20 @@ Each case is a jitted `jax.lax.fori_loop` of ``REPS`` dependent calls (the next 
 the last output); best of 10 runs, µs per call; compile time of the loop in seconds.
 
     PYTHONPATH=. python benchmarks/_adjoint_bench.py [--models arm7,double_pendulum] [--batches 32,10000]
+
+``--models`` may name ``wholebody_hinges`` (the test suite's axial whole body). Measured 2026-11-30
+on the 2-core CPU dev machine (another process busy on it; float32, µs per call, compile s):
+
+=================  ======  ==============  ===================  ==========================
+model              batch   forward kernel  VJP kernel (fwd+bwd) jax.vjp(vmap(_plain_tau))
+=================  ======  ==============  ===================  ==========================
+arm7               32      19.9 (2.1 s)    81.7 (3.7 s)         342.9 (6.7 s)
+arm7               10⁴     4,818 (2.0 s)   20,205 (3.8 s)       42,848 (6.9 s)
+double_pendulum    32      3.5 (1.8 s)     13.6 (3.3 s)         48.7 (7.1 s)
+double_pendulum    10⁴     1,462 (1.9 s)   4,487 (4.1 s)        6,144 (6.1 s)
+wholebody_hinges   32      64.1 (3.0 s)    378 (6.4 s)          1,715 (8.3 s)
+wholebody_hinges   2,000   3,757 (3.6 s)   15,963 (8.2 s)       130,877 (6.9 s)
+=================  ======  ==============  ===================  ==========================
 """
 
 from __future__ import annotations
@@ -68,7 +82,13 @@ def main():
         jax.config.update("jax_enable_x64", True)
     print(f"{'model':16s} {'batch':>6s} {'case':28s} {'us/call':>10s} {'compile s':>9s}")
     for name in args.models.split(","):
-        tree = jb.load_model(name, dtype=dt)
+        if name == "wholebody_hinges":
+            from tests.dynamics.test_batched_dynamics import wholebody_hinges  # noqa: PLC0415
+            tree = jax.tree_util.tree_map(
+                lambda x: x.astype(dt) if isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jnp.floating) else x,
+                wholebody_hinges())
+        else:
+            tree = jb.load_model(name, dtype=dt)
         for B in (int(b) for b in args.batches.split(",")):
             rng = np.random.default_rng(0)
             xs = tuple(jnp.asarray(rng.uniform(-2, 2, (B, tree.nv)), dt) for _ in range(4))
