@@ -63,7 +63,8 @@ def inverse_dynamics() -> dict:
 
 
 def inverse_dynamics_grad() -> dict:
-    """∂/∂q and ∂/∂(mass scale, broadcast) of Σ tau² through jb.batch against jit(vmap)."""
+    """∂/∂q and ∂/∂(mass scale, broadcast) of Σ tau² through jb.batch against jit(vmap); and ∂/∂q
+    alone (the tree constant: reverse mode runs the batch-last adjoint inside shard_map)."""
     import equinox as eqx
 
     tree = jb.load_model("arm7", dtype=jnp.float64)
@@ -77,7 +78,16 @@ def inverse_dynamics_grad() -> dict:
 
     ref = jax.jit(jax.grad(loss(jax.vmap(per, in_axes=(None, 0, 0, 0))), argnums=(0, 1)))(1.3, q)
     got = jax.grad(loss(jb.batch(per, in_axes=(None, 0, 0, 0))), argnums=(0, 1))(1.3, q)
-    return {"grad": _diff(ref, got)}
+
+    def states_loss(mapped):
+        return lambda q: jnp.sum(mapped(q, qd, qdd) ** 2)
+
+    def per_state(q, qd, qdd):
+        return jb.inverse_dynamics(tree, q, qd, qdd)
+
+    ref_q = jax.jit(jax.grad(states_loss(jax.vmap(per_state))))(q)
+    got_q = jax.grad(states_loss(jb.batch(per_state)))(q)
+    return {"grad": _diff(ref, got), "grad_q": _diff(ref_q, got_q)}
 
 
 def _slider_tree():

@@ -38,13 +38,10 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
-from jaxbio._validate import check_choice
-from jaxbio.dynamics import _levels
 from jaxbio.dynamics import _soa as soa
-from jaxbio.dynamics._batched import (LAYOUTS, Own, Wrench, _Chained, _RNEA, _concat, _forward_rnea, _rows, _scan, _setup,
-                                      _torques_rnea, _write, chunk_size, default_layout)
+from jaxbio.dynamics._batched import (Own, Wrench, _Chained, _RNEA, _backward_pass, _batched, _concat, _forward_pass,
+                                      _forward_rnea, _later_sums, _rows, _scan, _setup, _torques_rnea, _write)
 from jaxbio.dynamics._levels import Schedule
 from jaxbio.tree import SegmentTree
 
@@ -57,80 +54,6 @@ def _padded(ph) -> np.ndarray:
     pad = m == m[:, :1]
     pad[:, 0] = False
     return pad
-
-
-def _forward(sched: Schedule, world, setup, keep, zero_row):
-    """`jaxbio.dynamics._batched._forward_pass` of `_forward_rnea`, also returning each phase's
-    table of forward rows (``E`` extern rows, then ``S·K``)."""
-    C = zero_row.shape[1]
-    step = functools.partial(_forward_rnea, general=False)
-    done = [tree_map(lambda v: v + zero_row, world)]
-    own, tables = [], []
-    for ph in sched.phases:
-        S, K = ph.members.shape
-        E = len(ph.extern)
-        rows = _concat(done)
-        table = tree_map(lambda x: jnp.concatenate([x[ph.extern], jnp.zeros((S * K, C), x.dtype)], 0), rows)
-
-        def body_fn(table, x, E=E, K=K):
-            joint_t, body_t, parent_row, t = x
-            chained = _Chained(keep)
-            new, own_t = step(_rows(table, parent_row), joint_t, body_t, chained)
-            return _write(table, new, E + t * K, after=chained.last), own_t
-
-        by_step = (_rows(setup.joint, ph.members), _rows(setup.body, ph.members), ph.parent_row, np.arange(S))
-        table, ys = _scan(body_fn, table, by_step)
-        tables.append(table)
-        done.append(tree_map(lambda x: x[E:], table))
-        own.append(ys)
-    return own, tables
-
-
-def _later_sums(sched: Schedule, p: int, ups: list, like, zero_row):
-    """Per row of phase ``p`` ``(S·K, C)``: the sum of ``ups`` rows (later phases' tables,
-    nearest first) of its children in later phases (`Phase.later_children`)."""
-    ph = sched.phases[p]
-    S, K = ph.members.shape
-    C = zero_row.shape[1]
-    sums = tree_map(lambda a: jnp.zeros((S * K, C), a.dtype), like)
-    if not ph.later_children.shape[0]:
-        return None
-    later = tree_map(lambda *x: jnp.concatenate((zero_row,) + x, 0), *ups)
-    first = int(sched.slot[sched.phases[p + 1].members[0, 0]]) + 1  # global row of ups[0] row 0
-    idx = np.where(ph.later_children > 0, ph.later_children - first + 1, 0)
-    for k in range(idx.shape[0]):
-        sums = tree_map(jnp.add, sums, _rows(later, idx[k]))
-    return sums
-
-
-def _backward(sched: Schedule, own: list, revolute, keep, zero_row):
-    """`jaxbio.dynamics._batched._backward_pass` of `_torques_rnea`, returning each step's total
-    (the subtree's wrench) per phase, leaves ``(S, K, C)`` (the outputs are not needed)."""
-    C = zero_row.shape[1]
-    step = functools.partial(_torques_rnea, general=False)
-    totals, ups = [None] * len(own), []
-    for p in reversed(range(len(own))):
-        ph, loc = sched.phases[p], own[p]
-        S, K = ph.members.shape
-        sums = _later_sums(sched, p, ups, loc.term, zero_row)
-        if sums is not None:
-            loc = loc._replace(term=tree_map(lambda a, b: a + b.reshape(S, K, C), loc.term, sums))
-
-        def body_fn(table, x, K=K):
-            own_t, r, rounds, t = x
-            total = own_t.term
-            for k in range(rounds.shape[0]):
-                total = tree_map(jnp.add, total, _rows(table, rounds[k]))
-            chained = _Chained(keep)
-            total = chained(total)
-            up, _ = step(total, own_t, r)
-            return _write(table, chained(up), t * K, after=chained.last), total
-
-        table = tree_map(lambda _: jnp.broadcast_to(zero_row, (S * K + 1, C)), loc.term)
-        xs = (loc, revolute[ph.members], ph.child_rows, np.arange(S))
-        table, totals[p] = _scan(body_fn, table, xs, reverse=True)
-        ups.insert(0, tree_map(lambda x: x[: S * K], table))
-    return totals
 
 
 def _ct_total(ct_up, ct, own: Own, r):
@@ -269,8 +192,11 @@ def _chunk_vjp(tree: SegmentTree, sched: Schedule, q, qd, qdd, ct, *, fused: boo
     keep, zero_row = setup.keep, setup.zero_row
     world = _RNEA.world(tree.gravity.astype(q.dtype))
     ct_outs = _ct_outs(sched, ct)
-    own, tables = _forward(sched, world, setup, keep, zero_row)
-    totals = _backward(sched, own, setup.revolute, keep, zero_row)
+    tables = []
+    own = _forward_pass(sched, functools.partial(_forward_rnea, general=False), world, setup.joint, setup.body,
+                        keep, zero_row, tables=tables)
+    totals = _backward_pass(sched, functools.partial(_torques_rnea, general=False), own, setup.revolute, keep,
+                            zero_row, totals=True)
     ct_own = _backward_adjoint(sched, own, totals, ct_outs, setup.revolute, keep, zero_row)
     coords = _forward_adjoint(sched, tables, own, ct_own, setup, keep, zero_row)
     ct_q, ct_qd, ct_qdd = (jnp.concatenate([x[k].reshape(-1, C) for x in coords], 0)[sched.slot] for k in range(3))
@@ -301,30 +227,13 @@ def inverse_dynamics_vjp_batch(tree: SegmentTree, q, qd, qdd, ct, *, chunk: int 
     if not tree.is_axial:
         raise ValueError("inverse_dynamics_vjp_batch: only trees of revolute and prismatic joints "
                          "(tree.is_axial) are supported; differentiate jax.vmap(inverse_dynamics) instead")
-    layout = default_layout() if layout is None else layout
-    check_choice(layout, LAYOUTS, "layout")
-    sched = _levels.schedule(tree.parents) if schedule is None else schedule
     q, qd, qdd, ct = (jnp.asarray(x) for x in (q, qd, qdd, ct))
     dt = jnp.result_type(q, qd, qdd, ct)
     q, qd, qdd, ct = (x.astype(dt) for x in (q, qd, qdd, ct))
-    B, n = q.shape
-    if B == 0:
-        z = jnp.zeros((0, n), dt)
-        return z, z, z
-    C = chunk_size(B, layout) if chunk is None else max(1, min(int(chunk), B))
-    nc = -(-B // C)
-    fused = layout == "cpu"
+    n = q.shape[1]
 
-    def one(start):
-        parts = [lax.dynamic_slice_in_dim(x, start, C, 0).T for x in (q, qd, qdd, ct)]
-        return _chunk_vjp(tree, sched, *parts, fused=fused).T
+    def run(tree, sched, q, qd, qdd, ct, external, fused):
+        return _chunk_vjp(tree, sched, q, qd, qdd, ct, fused=fused)
 
-    if nc == 1:
-        out = one(0)
-    else:
-        def body(i, out):
-            start = jnp.minimum(i * C, B - C)
-            return lax.dynamic_update_slice_in_dim(out, one(start), start, 0)
-
-        out = lax.fori_loop(0, nc, body, jnp.zeros_like(q[:, :1]) + jnp.zeros((1, 3 * n), dt))
+    out = _batched(tree, run, [q, qd, qdd, ct], None, chunk=chunk, layout=layout, schedule=schedule, width=3 * n)
     return out[:, :n], out[:, n:2 * n], out[:, 2 * n:]

@@ -563,12 +563,14 @@ def _scan(f, carry, xs, reverse=False):
     return lax.while_loop(lambda s: s[0] < length, body, (_after(jnp.zeros((), jnp.uint32), carry), carry, ys))[1:]
 
 
-def _forward_pass(sched: Schedule, step: Callable, world, joint: Joint, body: Body, keep, zero_row, placed=None):
+def _forward_pass(sched: Schedule, step: Callable, world, joint: Joint, body: Body, keep, zero_row, placed=None,
+                  tables: list | None = None):
     """Proximal → distal over the phases: ``step(parent rows, joint, body, keep)`` per step, the
     parent rows gathered from a table of the world's and every earlier row. Returns the own
     terms (`Own`, leaves ``(S, K, C)``), one record per phase. ``placed``: the own terms of an
     earlier forward pass over the same schedule, handed to ``step`` as ``placed=`` (its rows of
-    the step)."""
+    the step). ``tables``: a list that gets each phase's table (``E`` rows of earlier phases, then
+    ``S·K``), for the adjoint (`jaxbio.dynamics._adjoint`)."""
     C = zero_row.shape[1]
     # built from zeros_like(q): the state's type inside jax.shard_map (a constant carry is rejected)
     done = [tree_map(lambda v: v + zero_row, world)]  # forward rows so far: the world, then each phase's
@@ -591,28 +593,25 @@ def _forward_pass(sched: Schedule, step: Callable, world, joint: Joint, body: Bo
         if placed is not None:
             by_step += (placed[len(own)],)
         table, ys = _scan(body_fn, table, by_step)
+        if tables is not None:
+            tables.append(table)
         done.append(tree_map(lambda x: x[E:], table))
         own.append(ys)
     return own
 
 
-def _backward_pass(sched: Schedule, step: Callable, own: list, revolute, keep, zero_row):
+def _backward_pass(sched: Schedule, step: Callable, own: list, revolute, keep, zero_row, totals: bool = False):
     """Distal → proximal over the phases: each slot's total is its own term plus its children's
     (gathered by rounds from a table of later steps' and later phases' transported totals), then
     ``step(total, own, revolute) -> (to the parent, output)``. Returns the outputs, one per phase
-    (leaves ``(S, K, C)``)."""
+    (leaves ``(S, K, C)``); with ``totals`` the totals instead (for the adjoint)."""
     C = zero_row.shape[1]
     outs, ups = [None] * len(own), []  # ups: totals of the later phases, nearest first
     for p in reversed(range(len(own))):
         ph, loc = sched.phases[p], own[p]
         S, K = ph.members.shape
-        if ph.later_children.shape[0]:  # children in later phases: summed into the own term
-            later = tree_map(lambda *x: jnp.concatenate((zero_row,) + x, 0), *ups)
-            first = int(sched.slot[sched.phases[p + 1].members[0, 0]]) + 1  # global row of ups[0] row 0
-            idx = np.where(ph.later_children > 0, ph.later_children - first + 1, 0)
-            sums = tree_map(lambda a: jnp.zeros((S * K, C), a.dtype), loc.term)
-            for k in range(idx.shape[0]):
-                sums = tree_map(jnp.add, sums, _rows(later, idx[k]))
+        sums = _later_sums(sched, p, ups, loc.term, zero_row)
+        if sums is not None:  # children in later phases: summed into the own term
             loc = loc._replace(term=tree_map(lambda a, b: a + b.reshape(S, K, C), loc.term, sums))
 
         def body_fn(table, x, K=K):
@@ -621,14 +620,33 @@ def _backward_pass(sched: Schedule, step: Callable, own: list, revolute, keep, z
             for k in range(rounds.shape[0]):  # round k brings each parent its k-th child
                 total = tree_map(jnp.add, total, _rows(table, rounds[k]))
             chained = _Chained(keep)
-            up, out = step(chained(total), own_t, r)
-            return _write(table, up, t * K, after=chained.last), out
+            total = chained(total)
+            up, out = step(total, own_t, r)
+            return _write(table, up, t * K, after=chained.last), total if totals else out
 
         table = tree_map(lambda _: jnp.broadcast_to(zero_row, (S * K + 1, C)), loc.term)
         xs = (loc, revolute[ph.members], ph.child_rows, np.arange(S))
         table, outs[p] = _scan(body_fn, table, xs, reverse=True)
         ups.insert(0, tree_map(lambda x: x[: S * K], table))
     return outs
+
+
+def _later_sums(sched: Schedule, p: int, ups: list, like, zero_row):
+    """Per row of phase ``p`` ``(S·K, C)``, the sum of the ``ups`` rows (later phases' tables,
+    nearest first; leaves like ``like``) of its children in later phases (`Phase.later_children`);
+    None when it has none."""
+    ph = sched.phases[p]
+    if not ph.later_children.shape[0]:
+        return None
+    S, K = ph.members.shape
+    C = zero_row.shape[1]
+    later = tree_map(lambda *x: jnp.concatenate((zero_row,) + x, 0), *ups)
+    first = int(sched.slot[sched.phases[p + 1].members[0, 0]]) + 1  # global row of ups[0] row 0
+    idx = np.where(ph.later_children > 0, ph.later_children - first + 1, 0)
+    sums = tree_map(lambda a: jnp.zeros((S * K, C), a.dtype), like)
+    for k in range(idx.shape[0]):
+        sums = tree_map(jnp.add, sums, _rows(later, idx[k]))
+    return sums
 
 
 def _by_segment(sched: Schedule, parts: list, C: int, get: Callable = lambda x: x):
@@ -827,10 +845,11 @@ def _flow_chunk(tree: SegmentTree, sched: Schedule, q, p, added, external, *, fu
 
 def _batched(tree: SegmentTree, kernel: _Kernel | Callable, states: list, external: list | None, *,
              chunk: int | None, layout: str | None, schedule: Schedule | None, width: int | None = None):
-    """`_chunk` over the batch: ``states`` ``[q, a, b]`` ``(B, n)``, ``external`` None or
-    ``[forces, moments]`` ``(B, n, 3)``; chunks written in place into the ``(B, width)`` result.
-    ``kernel``: a `_Kernel`, or a function ``(tree, schedule, q, a, b, external, fused=) -> (width, C)``
-    of one chunk, as `_chunk` (then ``width`` is given)."""
+    """`_chunk` over the batch: ``states`` ``[q, a, b]`` ``(B, n)`` (None for one not used),
+    ``external`` None or ``[forces, moments]`` ``(B, n, 3)``; chunks written in place into the
+    ``(B, width)`` result. ``kernel``: a `_Kernel`, or a function ``(tree, schedule, *states,
+    external, fused=) -> (width, C)`` of one chunk (any number of states), as `_chunk` (then
+    ``width`` is given)."""
     layout = default_layout() if layout is None else layout
     check_choice(layout, LAYOUTS, "layout")
     sched = _levels.schedule(tree.parents) if schedule is None else schedule
@@ -848,12 +867,12 @@ def _batched(tree: SegmentTree, kernel: _Kernel | Callable, states: list, extern
     nc = -(-B // C)
 
     def one(start):
-        qc, ac, bc = (None if x is None else lax.dynamic_slice_in_dim(x, start, C, 0).T for x in states)
+        parts = [None if x is None else lax.dynamic_slice_in_dim(x, start, C, 0).T for x in states]
         ext = None
         if external is not None:  # (C, n, 3) each -> 3-tuples of (n, C)
             ext = tuple(tuple(e[:, :, k].T for k in range(3))
                         for e in (lax.dynamic_slice_in_dim(x, start, C, 0) for x in external))
-        return run(tree, sched, qc, ac, bc, ext, fused=layout == "cpu").T
+        return run(tree, sched, *parts, ext, fused=layout == "cpu").T
 
     if nc == 1:
         return one(0)
