@@ -59,9 +59,11 @@ step functions take that choice as the static flag ``general``.
 
 Measured timings, and the variants tried and dropped, are in benchmarks/README.md.
 
-Differentiation is not defined here: `jaxbio.dynamics.rnea` (and ``energy``, ``mass_matrix``,
-`jaxbio.hamiltonian`) route `jax.vmap` to this module with `vmapped_by` and everything else (``jvp``, ``grad``, a
-batched tree) to the per-state code.
+Differentiation is not defined by these kernels: `jaxbio.dynamics.rnea` (and ``energy``,
+``mass_matrix``, `jaxbio.hamiltonian`) route `jax.vmap` to this module with `vmapped_by` and
+derivatives (``jvp``, ``grad``, a batched tree) to the per-state code, except one: reverse mode of
+the wrench recursion in the states, under `jax.vmap`, runs its hand-written batch-last adjoint
+(`jaxbio.dynamics._adjoint`, routed by `vmapped_by`'s ``adjoint`` through `jaxbio._linear.linear_map`).
 """
 
 from __future__ import annotations
@@ -111,12 +113,16 @@ def vmapped_by(kernel, adjoint=None):
 
     `jax.custom_batching.custom_vmap` has no reverse-mode rule, so the whole is wrapped in a
     `jax.custom_jvp` whose rule is ``plain``'s own ``jvp``: ``jvp``, ``jacfwd`` and their batched
-    forms differentiate ``plain``, never the kernel. With ``adjoint`` (``adjoint(tree, *states,
-    ct) -> cotangents of the states``, batch-last, for ``adjoint.supports(tree)``), a derivative in
-    the states alone (the tree and any further argument not differentiated) is that ``jvp`` as a
-    `jaxbio._linear.linear_map` whose transpose is ``plain``'s VJP, and under `jax.vmap` ``adjoint``:
-    reverse mode (``grad``, ``vjp``, ``jacrev``) of a vmapped call then runs the adjoint kernel,
-    every other transformation the per-state route as before.
+    forms differentiate ``plain``, never the kernel.
+
+    ``adjoint``: a hashable object with ``adjoint(tree, *states, ct)`` (the cotangents of the
+    ``n_states`` states for a cotangent ``ct`` of the output, all ``(B, ...)``, batch-last inside),
+    ``supports(tree)`` and ``per_state(tree, *states, ct)`` (one state's VJP, plain autodiff). Then
+    a derivative in the states alone (the tree and any further argument not differentiated: the
+    rule sees symbolic zeros) is ``plain``'s ``jvp`` as a `jaxbio._linear.linear_map` whose
+    transpose is ``plain``'s VJP, and under `jax.vmap` ``adjoint``: reverse mode (``grad``,
+    ``vjp``, ``jacrev``, ``vmap`` of ``grad``) of a vmapped call runs the adjoint kernel; forward
+    mode and derivatives of the adjoint itself (a Hessian-vector product) run the per-state code.
     """
     def wrap(plain):
         @jax.custom_jvp
