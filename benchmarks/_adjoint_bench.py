@@ -1,14 +1,17 @@
 """Times `jaxbio.dynamics._adjoint.inverse_dynamics_vjp_batch` (the batch-last reverse pass of the
 wrench recursion) against the forward kernel and ``jax.vjp`` of ``jax.vmap(_plain_tau)``
-(forward + backward, what ``jax.grad`` through ``vmap(inverse_dynamics)`` runs today).
+(forward + backward: the per-state route that ``jax.grad`` through ``vmap(inverse_dynamics)`` ran
+before `jaxbio.dynamics._batched.vmapped_by` routed reverse mode to the adjoint).
 
 Each case is a jitted `jax.lax.fori_loop` of ``REPS`` dependent calls (the next call's input reads
 the last output); best of 10 runs, µs per call; compile time of the loop in seconds.
 
     PYTHONPATH=. python benchmarks/_adjoint_bench.py [--models arm7,double_pendulum] [--batches 32,10000]
 
-``--models`` may name ``wholebody_hinges`` (the test suite's axial whole body). Measured 2026-11-30
-on the 2-core CPU dev machine (another process busy on it; float32, µs per call, compile s):
+``--models`` may name ``wholebody_hinges`` (the test suite's axial whole body). The machine line
+is printed first. Measured 2026-11-30, Intel Xeon (avx2, fma, avx512f, avx512_bf16, amx_tile),
+2 cores, jax/jaxlib 0.10.2, another process busy on the machine (load 3–4); float32, µs per call
+(compile s):
 
 =================  ======  ==============  ===================  ==========================
 model              batch   forward kernel  VJP kernel (fwd+bwd) jax.vjp(vmap(_plain_tau))
@@ -27,15 +30,21 @@ from __future__ import annotations
 import argparse
 import time
 
+import os
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-import jaxbio as jb
-from jaxbio.dynamics._adjoint import inverse_dynamics_vjp_batch
-from jaxbio.dynamics._batched import inverse_dynamics_batch
-from jaxbio.dynamics.rnea import _plain_tau
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _machine  # noqa: E402  (benchmarks/_machine.py)
+
+import jaxbio as jb  # noqa: E402
+from jaxbio.dynamics._adjoint import inverse_dynamics_vjp_batch  # noqa: E402
+from jaxbio.dynamics._batched import inverse_dynamics_batch  # noqa: E402
+from jaxbio.dynamics.rnea import _plain_tau  # noqa: E402
 
 
 def _cases(tree):
@@ -80,6 +89,7 @@ def main():
     dt = jnp.dtype(args.dtype)
     if dt == jnp.float64:
         jax.config.update("jax_enable_x64", True)
+    print(_machine.machine())
     print(f"{'model':16s} {'batch':>6s} {'case':28s} {'us/call':>10s} {'compile s':>9s}")
     for name in args.models.split(","):
         if name == "wholebody_hinges":

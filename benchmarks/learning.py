@@ -28,11 +28,13 @@ one run). The paths (``--paths``):
   ``RecursiveCheckpointAdjoint(checkpoints=256)``: one checkpoint per step (these solves take
   ≤ 186 steps), so the reverse pass recomputes nothing.
 
-No path reaches the issue's target (value-and-grad ≤ 4× forward, first compile < 10 s);
-``velocity`` comes closest: since forward dynamics is differentiated by the inverse-dynamics
-identity (`jaxbio.dynamics.forward`), 4.8× its forward pass for the double pendulum and 11.8× for
-arm7 (Intel Xeon, 2 cores, load 1.3), gradient compile 47 s; benchmarks/README.md says where the
-time goes. ``--field`` times the velocity-form vector field and its VJP alone.
+No path reaches the whole target (value-and-grad ≤ 4× forward, first compile < 10 s).
+``velocity`` comes closest: forward dynamics is differentiated by the inverse-dynamics identity
+(`jaxbio.dynamics.forward`), and under `jax.vmap` its reverse pass runs the batch-last adjoint of
+the wrench recursion (`jaxbio.dynamics._adjoint`). Measured (Intel Xeon, 2 cores, load 1.3):
+``velocity`` is 4.4× its forward pass for the double pendulum and 5.1× for arm7;
+``velocity_ckpt`` is 3.7× for arm7. The gradient compiles in 27–48 s. benchmarks/README.md says
+where the time goes. ``--field`` times the velocity-form vector field and its VJP alone.
 
 The machine and the load at start and end are printed: timings of one run are comparable
 with each other only.

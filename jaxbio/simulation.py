@@ -426,15 +426,15 @@ def simulate(
             discretisation (the `Trajectory` is the same, ``p = (M + J) q̇`` at the saved
             times); needs 1-DOF joints and a Rayleigh dissipation. Use it when you differentiate
             through the solve: reverse mode then differentiates the wrench recursion once instead
-            of ``∂T/∂q`` (a second derivative), so a value-and-gradient step compiles and runs
-            faster (benchmarks/learning.py: MLP torque controller, batch 32, 2 s, float32,
-            adaptive, 2-core CPU at load 2–4: arm7's value-and-gradient step 1.20 s against
-            1.44 s and its first compile 25 s against 57 s; the double pendulum's 72 against
-            82 ms and 28 against 42 s; on a loaded machine (load 10–12) arm7's gap was wider,
-            1.5 against 4.6 s, 119 against 350 s; benchmarks/README.md. Adding ``max_steps=256,
-            adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=256)`` (one checkpoint per step)
-            compiled arm7's gradient in 23 s, but a solve needing more than 256 steps then
-            fails). Not the default: the
+            of ``∂T/∂q`` (a second derivative), and under `jax.vmap` by its batch-last adjoint
+            (axial trees), so a value-and-gradient step runs faster (benchmarks/learning.py: MLP
+            torque controller, batch 32, 2 s, float32, adaptive, 2-core CPU, one run at load 3–5:
+            arm7's step 408 ms against 1967 ms for the Hamiltonian form, the double pendulum's 44
+            against 128 ms; first compile 41–53 s against 51–80 s; benchmarks/README.md). Adding
+            ``max_steps=256, adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=256)`` (one
+            checkpoint per step, no recomputation) brought arm7's step to 3.7× its forward pass
+            (327 against 88 ms), but a solve needing more than 256 steps then fails. Not the
+            default: the
             Hamiltonian form's forward pass under `jax.vmap` runs one fused batch-last kernel
             (3× faster for the double pendulum). The adaptive solve's error control then
             measures ``q̇`` instead of ``p``, so the steps taken (and the solution's round-off
