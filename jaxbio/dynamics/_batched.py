@@ -116,8 +116,8 @@ def vmapped_by(kernel, adjoint=None):
     forms differentiate ``plain``, never the kernel.
 
     ``adjoint``: a hashable object with ``adjoint(tree, *states, ct)`` (the cotangents of the
-    ``n_states`` states for a cotangent ``ct`` of the output, all ``(B, ...)``, batch-last inside),
-    ``supports(tree)`` and ``per_state(tree, *states, ct)`` (one state's VJP, plain autodiff). Then
+    ``n_states`` states for a cotangent ``ct`` of the output, all ``(B, ...)``, batch-last inside)
+    and ``supports(tree)``. Then
     a derivative in the states alone (the tree and any further argument not differentiated: the
     rule sees symbolic zeros) is ``plain``'s ``jvp`` as a `jaxbio._linear.linear_map` whose
     transpose is ``plain``'s VJP, and under `jax.vmap` ``adjoint``: reverse mode (``grad``,
@@ -191,15 +191,13 @@ class _PlainVjp:
 
     def __call__(self, *args):
         n = self.treedef.num_leaves
-        tree = jax.tree_util.tree_unflatten(self.treedef, args[:n])
-        states, ct = args[n:-1], args[-1]
-        return list(jax.vjp(lambda *s: self.plain(tree, *s), *states)[1](ct))
+        return _plain_vjp(self.plain, jax.tree_util.tree_unflatten(self.treedef, args[:n]), *args[n:])
 
     def vmapped(self, in_axes, size, summed):
         n = self.treedef.num_leaves
         if any(a is not None for a in in_axes[:n]):  # a batched tree: vmap of the per-state VJP
             return _linear.Vmapped(self, in_axes, size, summed)
-        return _AdjointKernel(self.treedef, self.adjoint, in_axes[n:], size, summed)
+        return _AdjointKernel(self.plain, self.treedef, self.adjoint, in_axes[n:], size, summed)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,6 +206,7 @@ class _AdjointKernel:
     (unbatched ones broadcast); a state's cotangent is summed over the batch where the batch
     shares that state's tangent (``summed``)."""
 
+    plain: Callable
     treedef: Any
     adjoint: Any
     axes: tuple  # of the states and the cotangent: 0 or None
@@ -219,20 +218,26 @@ class _AdjointKernel:
         tree = jax.tree_util.tree_unflatten(self.treedef, args[:n])
         full = [x if a is not None else jnp.broadcast_to(x, (self.size,) + x.shape)
                 for x, a in zip(args[n:], self.axes)]
-        out = _adjoint_call(self.adjoint, tree, *full)
+        out = _adjoint_call(self.adjoint, self.plain, tree, *full)
         return [x.sum(0) if s else x for x, s in zip(out, self.summed)]
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
-def _adjoint_call(adjoint, tree, *args):
+def _plain_vjp(plain, tree, *args):
+    """``plain``'s VJP in the states: ``args`` the states and the output's cotangent (one state)."""
+    return list(jax.vjp(lambda *s: plain(tree, *s), *args[:-1])[1](args[-1]))
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1))
+def _adjoint_call(adjoint, plain, tree, *args):
     """``adjoint(tree, *states, ct)``; its own derivatives (a Hessian-vector product, say) are those
-    of `jax.vmap` of the per-state VJP it stands for (``adjoint.per_state``), not the kernel's."""
+    of `jax.vmap` of the per-state VJP it stands for (`_plain_vjp`), not the kernel's."""
     return list(adjoint(tree, *args))
 
 
 @_adjoint_call.defjvp
-def _adjoint_call_jvp(adjoint, primals, tangents):
-    return jax.jvp(lambda tr, *a: list(jax.vmap(adjoint.per_state, in_axes=(None,) + (0,) * len(a))(tr, *a)),
+def _adjoint_call_jvp(adjoint, plain, primals, tangents):
+    per_state = functools.partial(_plain_vjp, plain)
+    return jax.jvp(lambda tr, *a: list(jax.vmap(per_state, in_axes=(None,) + (0,) * len(a))(tr, *a)),
                    primals, tangents)
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from typing import Optional
 
-import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
@@ -142,9 +141,8 @@ def _tau_batch(tree, q, qd, qdd, *external):
 
 
 class _TauAdjoint:
-    """The VJP of `_tau` in ``(q, qd, qdd)`` (see `vmapped_by`): batch-last for ``(B, ·)`` states
-    by `jaxbio.dynamics._adjoint.inverse_dynamics_vjp_batch` (axial trees), and one state's
-    (``per_state``)."""
+    """The VJP of `_tau` in ``(q, qd, qdd)`` for ``(B, ·)`` states (see `vmapped_by`): the batch-last
+    `jaxbio.dynamics._adjoint.inverse_dynamics_vjp_batch` (axial trees)."""
 
     n_states = 3
 
@@ -153,10 +151,6 @@ class _TauAdjoint:
 
     def __call__(self, tree, q, qd, qdd, ct):
         return inverse_dynamics_vjp_batch(tree, q, qd, qdd, ct)
-
-    @staticmethod
-    def per_state(tree, q, qd, qdd, ct):
-        return jax.vjp(lambda *x: _plain_tau(tree, *x), q, qd, qdd)[1](ct)
 
 
 @vmapped_by(_tau_batch, adjoint=_TauAdjoint())
