@@ -26,15 +26,19 @@ one run). The paths (``--paths``):
   instead of ``∂T/∂q``);
 - ``velocity_ckpt``: ``velocity`` with ``max_steps=256`` and
   ``RecursiveCheckpointAdjoint(checkpoints=256)``: one checkpoint per step (these solves take
-  ≤ 186 steps), so the reverse pass recomputes nothing.
+  ≤ 186 steps), so the reverse pass recomputes nothing;
+- ``stored``: ``default`` with ``adjoint=jb.simulation.StoredAdjoint()`` (jaxbio's own Tsit5
+  loop, every step's stages stored, their exact adjoint; `jaxbio._tsit5`);
+- ``stored_velocity``: ``velocity`` with ``StoredAdjoint()``.
 
-No path reaches the whole target (value-and-grad ≤ 4× forward, first compile < 10 s).
-``velocity`` comes closest: forward dynamics is differentiated by the inverse-dynamics identity
-(`jaxbio.dynamics.forward`), and under `jax.vmap` its reverse pass runs the batch-last adjoint of
-the wrench recursion (`jaxbio.dynamics._adjoint`). Measured (Intel Xeon, 2 cores, load 1.3):
-``velocity`` is 4.4× its forward pass for the double pendulum and 5.1× for arm7;
-``velocity_ckpt`` is 3.7× for arm7. The gradient compiles in 27–48 s. benchmarks/README.md says
-where the time goes. ``--field`` times the velocity-form vector field and its VJP alone.
+``stored_velocity`` comes closest to the target (value-and-grad ≤ 4× forward, first compile
+< 10 s): forward dynamics is differentiated by the inverse-dynamics identity
+(`jaxbio.dynamics.forward`), under `jax.vmap` its reverse pass runs the batch-last adjoint of the
+wrench recursion (`jaxbio.dynamics._adjoint`), and the solve's loop traces the field once each
+way. Measured (Intel Xeon, 2 cores, load 1.2–1.5, one run): 3.9× the forward pass for the double
+pendulum and 3.1× for arm7, first gradient compile 19 and 29 s (``velocity``: 4.5×, 3.7×, 42 and
+61 s). benchmarks/README.md says where the time goes. ``--field`` times the velocity-form vector
+field and its VJP alone.
 
 The machine and the load at start and end are printed: timings of one run are comparable
 with each other only.
@@ -58,7 +62,7 @@ import _machine  # noqa: E402  (benchmarks/_machine.py)
 import jaxbio as jb  # noqa: E402
 
 BATCH, DURATION, SAVED = 32, 2.0, 21
-PATHS = ("default", "backsolve", "custom_vjp", "grid", "velocity", "velocity_ckpt")
+PATHS = ("default", "backsolve", "custom_vjp", "grid", "velocity", "velocity_ckpt", "stored", "stored_velocity")
 
 
 class MLPDrive(jb.hamiltonian.Drive):
@@ -84,6 +88,10 @@ def solve_kwargs(path: str, ts) -> dict:
     if path == "velocity_ckpt":
         return dict(adaptive, form="velocity", max_steps=256,
                     adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=256))
+    if path == "stored":
+        return dict(adaptive, adjoint=jb.simulation.StoredAdjoint())
+    if path == "stored_velocity":
+        return dict(adaptive, form="velocity", adjoint=jb.simulation.StoredAdjoint())
     raise ValueError(f"unknown path {path!r}, expected one of {PATHS}")
 
 

@@ -99,6 +99,7 @@ def directional_fd(loss, mlp, direction, h):
 PATHS = {
     "adaptive default": dict(rtol=1e-10, atol=1e-10),
     "fixed grid": dict(steps=100),
+    "stored adjoint": dict(rtol=1e-10, atol=1e-10, form="velocity", adjoint=jb.simulation.StoredAdjoint()),
 }
 
 
@@ -114,7 +115,7 @@ def _check_fd(model_dict, path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", ["adaptive default", "fixed grid"])
+@pytest.mark.parametrize("path", list(PATHS))
 def test_gradient_matches_central_differences(path):
     """∂loss/∂θ along a random direction equals the central difference (h = 1e-5), float64."""
     _check_fd(pendulum_dict(), path)
