@@ -5,6 +5,7 @@ value-and-gradient time of an `equinox.nn.MLP` torque controller, one run, sever
     python benchmarks/learning.py --models double_pendulum --paths default,backsolve,grid
     python benchmarks/learning.py --json out.json       # also dump every number as JSON
     python benchmarks/learning.py --field --models double_pendulum,arm7   # the vector field alone
+    python benchmarks/learning.py --paths velocity,stored_velocity --rounds 4  # paths timed in turn
 
 The case of the issue: an MLP (width 32, depth 2, tanh) maps ``(q, q̇)`` to joint torques (a
 `jb.hamiltonian.Drive`), joints damped by ``0.1 N·m·s/rad``; a batch of 32 initial states
@@ -35,9 +36,9 @@ one run). The paths (``--paths``):
 < 10 s): forward dynamics is differentiated by the inverse-dynamics identity
 (`jaxbio.dynamics.forward`), under `jax.vmap` its reverse pass runs the batch-last adjoint of the
 wrench recursion (`jaxbio.dynamics._adjoint`), and the solve's loop traces the field once each
-way. Measured (Intel Xeon, 2 cores, load 1.2–1.5, one run): 3.9× the forward pass for the double
-pendulum and 3.1× for arm7, first gradient compile 19 and 29 s (``velocity``: 4.5×, 3.7×, 42 and
-61 s). benchmarks/README.md says where the time goes. ``--field`` times the velocity-form vector
+way. Measured (Intel Xeon, 2 cores, load 1.0–1.4, ``--rounds 4``): 3.9× the forward pass for
+the double pendulum and 3.2× for arm7, first gradient compile 21 and 32 s (``velocity``: 4.0×,
+3.2×, 54 and 64 s). benchmarks/README.md says where the time goes. ``--field`` times the velocity-form vector
 field and its VJP alone.
 
 The machine and the load at start and end are printed: timings of one run are comparable
@@ -130,21 +131,36 @@ def _once(fn, arg):
 
 
 def measure(model: str, path: str) -> dict:
+    """The first calls (compile) of the jitted forward and value-and-grad, and their best of 5;
+    ``"calls"`` keeps both callables and the MLP for `retime`."""
     loss, mlp = case(model, path)
     flow = jb.HamiltonianSystem._flow
     if path == "custom_vjp":  # only while this case is traced (its first calls below)
         import _learning_vjp
 
         jb.HamiltonianSystem._flow = _learning_vjp.flow
+    forward, value_grad = eqx.filter_jit(loss), eqx.filter_jit(eqx.filter_value_and_grad(loss))
     try:
-        c_fwd, t_fwd, value = timed(eqx.filter_jit(loss), mlp)
-        c_vg, t_vg, (value2, grad) = timed(eqx.filter_jit(eqx.filter_value_and_grad(loss)), mlp)
+        c_fwd, t_fwd, value = timed(forward, mlp)
+        c_vg, t_vg, (value2, grad) = timed(value_grad, mlp)
     finally:
         jb.HamiltonianSystem._flow = flow
     flat = jnp.concatenate([x.ravel() for x in jax.tree_util.tree_leaves(eqx.filter(grad, eqx.is_array))])
     return {"model": model, "path": path, "forward_ms": 1e3 * t_fwd, "value_grad_ms": 1e3 * t_vg,
             "ratio": t_vg / t_fwd, "compile_forward_s": c_fwd, "compile_value_grad_s": c_vg,
-            "loss": float(value), "grad_norm": float(jnp.linalg.norm(flat)), "load": os.getloadavg()[0]}
+            "loss": float(value), "grad_norm": float(jnp.linalg.norm(flat)), "load": os.getloadavg()[0],
+            "calls": (forward, value_grad, mlp)}
+
+
+def retime(r: dict) -> None:
+    """Time ``r``'s compiled forward and value-and-grad again (best of 5 each) and keep the best
+    of every round: with ``--rounds R`` the paths are timed in turn R times, so that a change of
+    the machine's speed during the run reaches them all alike."""
+    forward, value_grad, mlp = r["calls"]
+    r["forward_ms"] = min(r["forward_ms"], 1e3 * min(_once(forward, mlp) for _ in range(5)))
+    r["value_grad_ms"] = min(r["value_grad_ms"], 1e3 * min(_once(value_grad, mlp) for _ in range(5)))
+    r["ratio"] = r["value_grad_ms"] / r["forward_ms"]
+    r["load"] = max(r["load"], os.getloadavg()[0])
 
 
 def field_cost(model: str, evaluations: int = 100, dtype=jnp.float32) -> dict:
@@ -187,6 +203,8 @@ def main(argv=None):
     parser.add_argument("--models", default="double_pendulum,arm7")
     parser.add_argument("--paths", default="default,backsolve,grid")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="time every compiled path again R − 1 times, in turn, keeping each one's best")
     parser.add_argument("--field", action="store_true",
                         help="time the velocity-form vector field and its VJP alone (field_cost)")
     args = parser.parse_args(argv)
@@ -206,21 +224,25 @@ def main(argv=None):
         _machine.finish(out, args.json)
         return
     print(f"batch {BATCH}, {DURATION} s, float32, MLP 2n→32→32→n tanh; times best of 5, compile = first call\n")
-    header = (f"{'model':16s} {'path':10s} {'forward ms':>10s} {'value+grad ms':>13s} {'ratio':>6s} "
+    header = (f"{'model':16s} {'path':15s} {'forward ms':>10s} {'value+grad ms':>13s} {'ratio':>6s} "
               f"{'compile fwd s':>13s} {'compile v+g s':>13s} {'loss':>10s} {'|grad|':>10s} {'load':>5s}")
     print(header)
-    for model in args.models.split(","):
-        for path in args.paths.split(","):
-            r = measure(model, path)
-            out["cases"].append(r)
-            out["rows"].append(_machine.row(f"value_and_grad of a batched simulation ({path})", model, BATCH,
-                                            r["value_grad_ms"] / 1e3, unit="batch",
-                                            compile_s=r["compile_value_grad_s"], peer="its forward pass, same run",
-                                            peer_seconds=r["forward_ms"] / 1e3,
-                                            note=f"gradient / forward = {r['ratio']:.2f}"))
-            print(f"{model:16s} {path:10s} {r['forward_ms']:10.1f} {r['value_grad_ms']:13.1f} {r['ratio']:6.2f} "
-                  f"{r['compile_forward_s']:13.1f} {r['compile_value_grad_s']:13.1f} {r['loss']:10.6f} "
-                  f"{r['grad_norm']:10.6f} {r['load']:5.1f}", flush=True)
+    cases = [measure(model, path) for model in args.models.split(",") for path in args.paths.split(",")]
+    for _ in range(args.rounds - 1):
+        for r in cases:
+            retime(r)
+    for r in cases:
+        r.pop("calls")
+        model, path = r["model"], r["path"]
+        out["cases"].append(r)
+        out["rows"].append(_machine.row(f"value_and_grad of a batched simulation ({path})", model, BATCH,
+                                        r["value_grad_ms"] / 1e3, unit="batch",
+                                        compile_s=r["compile_value_grad_s"], peer="its forward pass, same run",
+                                        peer_seconds=r["forward_ms"] / 1e3,
+                                        note=f"gradient / forward = {r['ratio']:.2f}"))
+        print(f"{model:16s} {path:15s} {r['forward_ms']:10.1f} {r['value_grad_ms']:13.1f} {r['ratio']:6.2f} "
+              f"{r['compile_forward_s']:13.1f} {r['compile_value_grad_s']:13.1f} {r['loss']:10.6f} "
+              f"{r['grad_norm']:10.6f} {r['load']:5.1f}", flush=True)
     _machine.finish(out, args.json)
 
 

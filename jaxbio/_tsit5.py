@@ -8,9 +8,9 @@ checkpoints. Here the forward loop's body is one step whose six stages are one `
 (the field traced once), and the reverse loop's body is one step whose stage VJPs are one
 `lax.fori_loop` (the field's VJP traced once). Measured (benchmarks/learning.py, MLP torque
 controller, batch 32, 2 s, float32, 2-core Xeon, the same run; benchmarks/README.md "An own
-Tsit5 loop with a stored-stage adjoint"): velocity form, value-and-gradient against Diffrax's
-path 52 against 59 ms (double pendulum) and 367 against 447 ms (arm7), its first compile 19
-against 42 s and 29 against 61 s; the forward passes equal. The forward loop is an
+Tsit5 loop with a stored-stage adjoint"): velocity form, the first value-and-gradient compile 21
+against 54 s (double pendulum) and 32 against 64 s (arm7); the step 52 against 51 ms and 356
+against 446 ms; the forward passes alike. The forward loop is an
 `equinox.internal.while_loop` with buffers, the loop Diffrax itself runs: under `jax.vmap` a plain
 `lax.while_loop` selects every carried buffer with the batched predicate at every iteration
 (the stored stages of a 5-state toy at batch 32: 17 against 4 ms a gradient).

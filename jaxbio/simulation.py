@@ -231,9 +231,9 @@ class StoredAdjoint(diffrax.AbstractAdjoint):
     forward and once in reverse instead of into every part of Diffrax's loop, and nothing is
     recomputed. For training through batches of short solves, with ``form="velocity"``
     (benchmarks/learning.py, MLP torque controller, batch 32, 2 s, float32, 2-core Xeon, path
-    ``stored_velocity`` against ``velocity``: a value-and-gradient step 52 against 59 ms for the
-    double pendulum and 367 against 447 ms for arm7, 3.9× and 3.1× the forward pass; first
-    compile 19 against 42 s and 29 against 61 s).
+    ``stored_velocity`` against ``velocity``: first gradient compile 21 against 54 s for the double
+    pendulum and 32 against 64 s for arm7; a value-and-gradient step 52 against 51 ms and 356
+    against 446 ms, 3.9× and 3.2× the forward pass).
 
     It excludes a ``solver`` other than Tsit5, ``dt0``, ``stepsize_controller``, ``saveat``,
     ``event`` and ``dense`` (``ValueError``); `Trajectory.solution` is None. Reverse mode only
@@ -474,8 +474,8 @@ def simulate(
             ``max_steps=256, adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=256)`` (one
             checkpoint per step, no recomputation) brought arm7's step to 3.7× its forward pass
             (327 against 88 ms), but a solve needing more than 256 steps then fails;
-            ``adjoint=StoredAdjoint()`` goes further (3.1× for arm7, 3.9× for the double pendulum,
-            compiling in half the time). Not the default: the
+            ``adjoint=StoredAdjoint()`` (3.2× for arm7, 3.9× for the double pendulum, compiling
+            in half the time) needs no such bound. Not the default: the
             Hamiltonian form's forward pass under `jax.vmap` runs one fused batch-last kernel
             (3× faster for the double pendulum). The adaptive solve's error control then
             measures ``q̇`` instead of ``p``, so the steps taken (and the solution's round-off
