@@ -62,6 +62,13 @@ def _rms(v, scale):
     return jnp.sqrt(jnp.mean((v / scale) ** 2))
 
 
+def _combine(weights, K):
+    """``weights @ K`` (``(…, 7) @ (7, d)``) as a multiply-and-sum: under `jax.vmap` a `dot` of
+    these sizes is one small matrix product per trajectory on the CPU (the dense output alone
+    cost 1.5–3 of a 16 ms double-pendulum solve at batch 32)."""
+    return jnp.sum(weights[..., :, None] * K, axis=-2)
+
+
 def dense_weights(theta):
     """``b(θ)`` ``(…, 7)``: Tsit5's continuous extension ``x(t + θh) = x + h Σ_i b_i(θ) k_i``
     (Tsitouras 2011, the interpolant Diffrax's Tsit5 saves ``ts`` by), ``θ`` in ``[0, 1]``;
@@ -106,13 +113,13 @@ def _forward(field, x0, t0, ts, t1, rtol, atol, max_steps: int, store: bool):
         hs = jnp.where(ends, t1 - t, h)  # the last step ends at t1 exactly
 
         def stage(i, K):
-            return K.at[i].set(field(t + C[i] * hs, x + hs * (A[i] @ K)))
+            return K.at[i].set(field(t + C[i] * hs, x + hs * _combine(A[i], K)))
 
         # stage 0 of the first step is f(t0, x0); later steps reuse their predecessor's last stage
         K = jax.lax.fori_loop(jnp.where(attempts == 0, 0, 1), STAGES, stage, K)
-        x1 = x + hs * (B @ K)  # = the last stage's input (its row of A is B)
+        x1 = x + hs * _combine(B, K)  # = the last stage's input (its row of A is B)
         x1_finite = jnp.all(jnp.isfinite(x1))
-        err = _rms(hs * (E @ K), atol + rtol * jnp.maximum(jnp.abs(x), jnp.abs(jnp.where(x1_finite, x1, x))))
+        err = _rms(hs * _combine(E, K), atol + rtol * jnp.maximum(jnp.abs(x), jnp.abs(jnp.where(x1_finite, x1, x))))
         keep = err < 1
         factor = 0.9 * jnp.where(err == 0, 1.0, err) ** (-0.2)
         factor = jnp.where(jnp.isfinite(factor), factor, 0.2)
@@ -124,7 +131,7 @@ def _forward(field, x0, t0, ts, t1, rtol, atol, max_steps: int, store: bool):
             stored = (X.at[n].set(x1, pred=ok), KK.at[n].set(K, pred=ok), T1.at[n].set(t + hs, pred=ok),
                       H.at[n].set(hs, pred=ok))
         inside, theta = _in_step(ts, t, hs)
-        ys = jnp.where((ok & inside)[:, None], x + hs * (dense_weights(theta) @ K), ys)
+        ys = jnp.where((ok & inside)[:, None], x + hs * _combine(dense_weights(theta), K), ys)
         return (jnp.where(ok, jnp.where(ends, t1, t + hs), t), jnp.where(ok, x1, x),
                 jnp.where(ok, K.at[0].set(K[STAGES - 1]), K), hs * factor, attempts + 1, n + ok, stop | bad, ys,
                 stored)
@@ -184,7 +191,7 @@ def _solve_bwd(stored, cotangents, perturbed, diff, t0, ts, t1, rtol, atol, max_
         t, _, h, _ = step(j)
         inside, theta = _in_step(ts, t, h)
         weights = jnp.where(inside[:, None], dense_weights(theta), 0)
-        return jnp.sum(jnp.where(inside[:, None], ys_bar, 0), axis=0), h * (weights.T @ ys_bar)
+        return jnp.sum(jnp.where(inside[:, None], ys_bar, 0), axis=0), h * jnp.sum(weights[:, :, None] * ys_bar[:, None, :], axis=0)
 
     def body(c):
         j, lam, grad = c
@@ -198,7 +205,7 @@ def _solve_bwd(stored, cotangents, perturbed, diff, t0, ts, t1, rtol, atol, max_
         def stage(r, c):
             lam, kappa, grad = c
             i = per_step - 1 - r
-            _, pull = jax.vjp(lambda m, z: eqx.combine(m, fixed)(t + C[i] * h, z), moving, x + h * (A[i] @ K))
+            _, pull = jax.vjp(lambda m, z: eqx.combine(m, fixed)(t + C[i] * h, z), moving, x + h * _combine(A[i], K))
             g, xi_bar = pull(kappa[i])
             return lam + xi_bar, kappa + h * A[i][:, None] * xi_bar, jax.tree_util.tree_map(jnp.add, grad, g)
 
