@@ -191,7 +191,8 @@ def _solve_bwd(stored, cotangents, perturbed, diff, t0, ts, t1, rtol, atol, max_
         t, _, h, _ = step(j)
         inside, theta = _in_step(ts, t, h)
         weights = jnp.where(inside[:, None], dense_weights(theta), 0)
-        return jnp.sum(jnp.where(inside[:, None], ys_bar, 0), axis=0), h * jnp.sum(weights[:, :, None] * ys_bar[:, None, :], axis=0)
+        direct = jnp.sum(jnp.where(inside[:, None], ys_bar, 0), axis=0)
+        return direct, h * jnp.sum(weights[:, :, None] * ys_bar[:, None, :], axis=0)
 
     def body(c):
         j, lam, grad = c
