@@ -195,13 +195,12 @@ def _solve_bwd(stored, cotangents, perturbed, diff, t0, ts, t1, rtol, atol, max_
         return direct, h * jnp.sum(weights[:, :, None] * ys_bar[:, None, :], axis=0)
 
     def body(c):
-        j, lam, grad = c
+        j, lam, grad, (direct, through) = c
         t, x, h, K = step(j)
         # κ_i = x̄'s share in stage i: from λ = x̄ at the step's end, from the saves inside the step,
         # at stage 0 from the previous step's seventh stage; λ becomes x̄ at the step's start
-        direct, through = saved(j)
-        _, previous = saved(j - 1)
-        kappa = (h * B[:, None] * lam + through).at[0].add(jnp.where(j > 0, previous[STAGES - 1], 0))
+        previous = saved(j - 1)
+        kappa = (h * B[:, None] * lam + through).at[0].add(jnp.where(j > 0, previous[1][STAGES - 1], 0))
 
         def stage(r, c):
             lam, kappa, grad = c
@@ -211,9 +210,9 @@ def _solve_bwd(stored, cotangents, perturbed, diff, t0, ts, t1, rtol, atol, max_
             return lam + xi_bar, kappa + h * A[i][:, None] * xi_bar, jax.tree_util.tree_map(jnp.add, grad, g)
 
         lam, _, grad = jax.lax.fori_loop(0, per_step, stage, (lam + direct, kappa, grad))
-        return j - 1, lam, grad
+        return j - 1, lam, grad, previous
 
-    c = (n, jnp.zeros_like(x0), jax.tree_util.tree_map(jnp.zeros_like, moving))
-    _, lam, grad = jax.lax.while_loop(lambda c: c[0] >= 0, body, c)
+    c = (n, jnp.zeros_like(x0), jax.tree_util.tree_map(jnp.zeros_like, moving), saved(n))
+    _, lam, grad, _ = jax.lax.while_loop(lambda c: c[0] >= 0, body, c)
     lam = lam + jnp.sum(jnp.where((ts <= t0)[:, None], ys_bar, 0.0), axis=0)
     return grad, lam

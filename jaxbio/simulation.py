@@ -520,9 +520,8 @@ def simulate(
     max_steps = as_count(max_steps, f"{fn}: max_steps")
     checks = _span_checks(fn, t0, t1) + _state_checks(fn, y0)
     if steps is not None:
-        given = dict(dt0=dt0, stepsize_controller=stepsize_controller, saveat=saveat, ts=ts, event=event,
-                     adjoint=adjoint)
-        clash = [k for k, v in given.items() if v is not None] + (["dense"] if dense else [])
+        clash = _given(dt0=dt0, stepsize_controller=stepsize_controller, saveat=saveat, ts=ts, event=event,
+                       adjoint=adjoint, dense=dense)
         if clash:
             raise ValueError(f"{fn}: steps= (fixed-grid stepping) excludes {', '.join(clash)}")
         steps = as_count(steps, f"{fn}: steps")
@@ -535,8 +534,7 @@ def simulate(
     if saveat is not None and (ts is not None or dense):
         raise ValueError(f"{fn}: give saveat or ts/dense, not both")
     if isinstance(adjoint, StoredAdjoint):
-        given = dict(dt0=dt0, stepsize_controller=stepsize_controller, saveat=saveat, event=event)
-        clash = [k for k, v in given.items() if v is not None] + (["dense"] if dense else [])
+        clash = _given(dt0=dt0, stepsize_controller=stepsize_controller, saveat=saveat, event=event, dense=dense)
         if solver is not None and not isinstance(solver, diffrax.Tsit5):
             clash.insert(0, f"solver={type(solver).__name__}")
         if clash:
@@ -603,6 +601,12 @@ def simulate(
         throw=False,
     )
     return _trajectory(fn, system, sol.ts, sol.ys, sol.result, sol, throw, deferred, requested, max_steps)
+
+
+def _given(dense: bool, **options) -> list[str]:
+    """The names of the ``options`` given (not None), then ``"dense"`` if ``dense``: what a mode
+    of `simulate` that excludes them names in its ``ValueError``."""
+    return [k for k, v in options.items() if v is not None] + (["dense"] if dense else [])
 
 
 def _to_form(system, y0: dict, form: str) -> dict:
