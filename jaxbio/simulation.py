@@ -373,10 +373,12 @@ def _trajectory(fn, system, ts, ys, result, sol, throw, deferred=(), requested=N
     ``t1``). Rows after an event stop stay diffrax's padding (``ts`` inf). ``throw`` raises on
     failure (`_raise`).
     """
+    # rows checked on the solved state itself, so that the outputs derived from it below (momenta
+    # or velocities, energy) stay dead code, left out by XLA, for a caller who does not read them
+    finite_rows = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x), axis=-1) for x in ys.values()]), axis=0)
     ys, solved_qd = _from_form(system, ys)
     bad = any_bad(deferred)
     valid = jnp.isfinite(ts)
-    finite_rows = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x), axis=-1) for x in ys.values()]), axis=0)
     result = diffrax.RESULTS.where(diffrax.is_okay(result) & ~jnp.all(finite_rows | ~valid),
                                    diffrax.RESULTS.nonfinite, result)
     nan_rows = valid & ~finite_rows
