@@ -61,7 +61,9 @@ class Trajectory(eqx.Module):
 
     ``ts`` ``(T,)`` s; ``q`` ``(T, n)`` rad/m; ``p`` ``(T, n)`` conjugate momenta; ``qd``
     ``(T, n)`` = ∂H/∂p; ``f`` ``(T, k)`` fitness state; ``energy`` ``(T,)`` H in J; ``a``
-    ``(T, s)`` drive states (None for a drive without states).
+    ``(T, s)`` drive states (None for a drive without states). With ``simulate(...,
+    derived=False)`` the outputs not integrated are None: ``qd`` and ``energy`` (Hamiltonian
+    form) or ``p`` and ``energy`` (velocity form).
     ``result``: Diffrax's `RESULTS`: ``successful``, or ``event_occurred`` for an event stop
     (both success); ``max_steps_reached``, ``nonfinite`` (the state became NaN/inf, or a traced
     argument was bad), ``dt_min_reached`` for a failure. With ``throw=True`` (default) a failure
@@ -362,7 +364,8 @@ def _replace_saveat_ts(saveat: diffrax.SaveAt, fn) -> diffrax.SaveAt:
                        is_leaf=lambda x: x is None)
 
 
-def _trajectory(fn, system, ts, ys, result, sol, throw, deferred=(), requested=None, max_steps=None):
+def _trajectory(fn, system, ts, ys, result, sol, throw, deferred=(), requested=None, max_steps=None,
+                derived=True):
     """The `Trajectory` of a solve, with NaN wherever nothing valid was computed.
 
     ``ts`` ``(T,)``, ``ys`` the state dict with leaves ``(T, ·)``. A saved state that is NaN or
@@ -371,12 +374,17 @@ def _trajectory(fn, system, ts, ys, result, sol, throw, deferred=(), requested=N
     with ``RESULTS.nonfinite``; ``requested`` (the save times asked for, when known) makes a
     failed solve's rows saved at other times NaN (diffrax saves the last state it reached for
     ``t1``). Rows after an event stop stay diffrax's padding (``ts`` inf). ``throw`` raises on
-    failure (`_raise`).
+    failure (`_raise`). ``derived=False``: the outputs not integrated (``p`` or ``qd``, and
+    ``energy``) are None and never traced.
     """
     # rows checked on the solved state itself, so that the outputs derived from it below (momenta
     # or velocities, energy) stay dead code, left out by XLA, for a caller who does not read them
     finite_rows = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x), axis=-1) for x in ys.values()]), axis=0)
-    ys, solved_qd = _from_form(system, ys)
+    if derived:
+        ys, solved_qd = _from_form(system, ys)
+    else:
+        ys, solved_qd = dict(ys), ys.get("qd")
+        ys.pop("qd", None)
     bad = any_bad(deferred)
     valid = jnp.isfinite(ts)
     result = diffrax.RESULTS.where(diffrax.is_okay(result) & ~jnp.all(finite_rows | ~valid),
@@ -391,20 +399,30 @@ def _trajectory(fn, system, ts, ys, result, sol, throw, deferred=(), requested=N
     ys = {k: jnp.where(nan_rows[:, None], jnp.nan, x) for k, x in ys.items()}
     if not system.tree.is_axial:  # unit quaternions on output (see HamiltonianSystem)
         ys["q"] = jax.vmap(normalize, in_axes=(None, 0))(system.tree, ys["q"])
-    ok_rows = valid & ~nan_rows
-    safe_q = jnp.where(ok_rows[:, None], ys["q"], 0.0)
-    safe_p = jnp.where(ok_rows[:, None], ys["p"], 0.0)
-    qd = (jax.vmap(system.velocities)(safe_q, safe_p) if solved_qd is None
-          else jnp.where(ok_rows[:, None], solved_qd, 0.0))
-    # H = ½ pᵀq̇ + V(q), with the q̇ just solved for (no second factorisation of M)
-    energy = 0.5 * jnp.sum(safe_p * qd, axis=-1) + jax.vmap(potential_energy, in_axes=(None, 0))(system.tree, safe_q)
-    qd = jnp.where(nan_rows[:, None], jnp.nan, jnp.where(valid[:, None], qd, jnp.inf))
-    energy = jnp.where(nan_rows, jnp.nan, jnp.where(valid, energy, jnp.inf))
-    out = (ts, ys["q"], ys["p"], qd, ys["f"], energy, ys.get("a"))
+    if derived:
+        qd, energy = _derived(system, ys, solved_qd, valid & ~nan_rows)
+        qd = jnp.where(nan_rows[:, None], jnp.nan, jnp.where(valid[:, None], qd, jnp.inf))
+        energy = jnp.where(nan_rows, jnp.nan, jnp.where(valid, energy, jnp.inf))
+    else:
+        qd = None if solved_qd is None else jnp.where(nan_rows[:, None], jnp.nan, solved_qd)
+        energy = None
+    out = (ts, ys["q"], ys.get("p"), qd, ys["f"], energy, ys.get("a"))
     if throw:
         out = _raise(out, fn, result, deferred, ts, max_steps)
     ts, q, p, qd, f, energy, a = out
     return Trajectory(ts, q, p, qd, f, energy, result, sol, a)
+
+
+def _derived(system, ys: dict, solved_qd, ok_rows) -> tuple[Array, Array]:
+    """``(qd, energy)`` at the saved rows ``ok_rows`` (others computed at ``q = p = 0``, to be
+    masked): the velocities solved for or ``(M + J)⁻¹ p``, and ``H = ½ pᵀq̇ + V(q)`` (with the
+    ``q̇`` just solved for: no second factorisation of ``M``)."""
+    safe_q = jnp.where(ok_rows[:, None], ys["q"], 0.0)
+    safe_p = jnp.where(ok_rows[:, None], ys["p"], 0.0)
+    qd = (jax.vmap(system.velocities)(safe_q, safe_p) if solved_qd is None
+          else jnp.where(ok_rows[:, None], solved_qd, 0.0))
+    energy = 0.5 * jnp.sum(safe_p * qd, axis=-1) + jax.vmap(potential_energy, in_axes=(None, 0))(system.tree, safe_q)
+    return qd, energy
 
 
 def simulate(
@@ -429,6 +447,7 @@ def simulate(
     spacing: str = "uniform",
     checkpoint: bool = False,
     form: str = "hamiltonian",
+    derived: bool = True,
 ) -> Trajectory:
     """Integrate the Hamilton equations of ``system`` from ``y0`` over ``[t0, t1]`` (s).
 
@@ -482,6 +501,12 @@ def simulate(
             (3× faster for the double pendulum). The adaptive solve's error control then
             measures ``q̇`` instead of ``p``, so the steps taken (and the solution's round-off
             level) differ slightly.
+        derived: compute the outputs derived from the integrated state at the saved times: the
+            velocities ``qd = (M + J)⁻¹ p`` (Hamiltonian form) or the momenta ``p = (M + J) q̇``
+            (velocity form), and the ``energy``. ``False`` leaves those None (the integrated
+            state, ``q``, ``f`` and ``a`` are unchanged): a loss that reads only the state then
+            never traces their kernels, so its first compile is shorter (the double pendulum's
+            value-and-gradient step in benchmarks/learning.py: 2–3 s of 13). The same solve.
 
     Returns:
         a `Trajectory`.
@@ -509,6 +534,7 @@ def simulate(
       success. NaN in an output always means "not computed", never a number.
     """
     fn = "simulate"
+    derived = check_flag(derived, f"{fn}: derived")
     _check_types(fn, system=system, solver=solver, stepsize_controller=stepsize_controller, saveat=saveat,
                  event=event, adjoint=adjoint)
     check_choice(form, FORMS, f"{fn}: form")
@@ -529,7 +555,7 @@ def simulate(
         steps = as_count(steps, f"{fn}: steps")
         check_choice(spacing, SPACINGS, f"{fn}: spacing")
         return _simulate_grid(system, y0, t0, t1, steps, spacing, solver, throw, check_or_defer(checks),
-                              checkpoint=check_flag(checkpoint, f"{fn}: checkpoint"), form=form)
+                              checkpoint=check_flag(checkpoint, f"{fn}: checkpoint"), form=form, derived=derived)
     if checkpoint is not False:
         raise ValueError(f"{fn}: checkpoint= applies to fixed-grid stepping (steps=); an adaptive solve "
                          f"checkpoints through adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=...)")
@@ -587,7 +613,7 @@ def simulate(
     y_start = _to_form(system, y0, form)
     if isinstance(adjoint, StoredAdjoint):
         return _simulate_stored(system, y_start, t0, t1, ts, rtol, atol, min(max_steps, adjoint.steps), form,
-                                throw, deferred)
+                                throw, deferred, derived)
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(solver_field(system, form)),
         diffrax.Tsit5() if solver is None else solver,
@@ -602,7 +628,8 @@ def simulate(
         adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
         throw=False,
     )
-    return _trajectory(fn, system, sol.ts, sol.ys, sol.result, sol, throw, deferred, requested, max_steps)
+    return _trajectory(fn, system, sol.ts, sol.ys, sol.result, sol, throw, deferred, requested, max_steps,
+                       derived)
 
 
 def _given(dense: bool, **options) -> list[str]:
@@ -652,7 +679,8 @@ class _FlatField(eqx.Module):
         return ravel_pytree(self.field(t, self.unravel(x)))[0]
 
 
-def _simulate_stored(system, y_start, t0, t1, ts, rtol, atol, max_steps, form, throw, deferred) -> Trajectory:
+def _simulate_stored(system, y_start, t0, t1, ts, rtol, atol, max_steps, form, throw, deferred,
+                     derived=True) -> Trajectory:
     """`simulate` with ``adjoint=StoredAdjoint()``: `jaxbio._tsit5.solve` on the flat state, saving
     ``ts`` (or ``t1``)."""
     dtype = jnp.result_type(t0)
@@ -665,11 +693,11 @@ def _simulate_stored(system, y_start, t0, t1, ts, rtol, atol, max_steps, form, t
                                                          diffrax.RESULTS.nonfinite))
     reached = jnp.all(jnp.isfinite(xs), axis=-1)
     return _trajectory("simulate", system, jnp.where(reached, save, jnp.inf), jax.vmap(unravel)(xs), result, None,
-                       throw, deferred, save, max_steps)
+                       throw, deferred, save, max_steps, derived)
 
 
 def _simulate_grid(system, y0, t0, t1, steps, spacing, solver, throw, deferred, checkpoint=False,
-                   form="hamiltonian") -> Trajectory:
+                   form="hamiltonian", derived=True) -> Trajectory:
     """Fixed-grid stepping: ``steps`` solver steps in a `lax.scan` (see the module doc)."""
     bad = any_bad(deferred)
     dtype = jnp.result_type(y0["q"])
@@ -693,7 +721,8 @@ def _simulate_grid(system, y0, t0, t1, steps, spacing, solver, throw, deferred, 
 
         times = t0 + span * grid
     ys = jax.vmap(unravel)(step_grid(rhs, grid, flat0, solver, checkpoint=checkpoint))
-    return _trajectory("simulate", system, times, ys, diffrax.RESULTS.successful, None, throw, deferred)
+    return _trajectory("simulate", system, times, ys, diffrax.RESULTS.successful, None, throw, deferred,
+                       derived=derived)
 
 
 def step_grid(rhs, grid: Float[Array, " T"], x0: Float[Array, " d"], solver=None, *,

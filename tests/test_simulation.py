@@ -228,3 +228,50 @@ def test_velocity_form_bad_input():
     phase = jb.HamiltonianSystem(tree, dissipation=ham.PhaseSpaceDissipation(lambda q, p: 0.1 * jnp.sum(p**2)))
     with pytest.raises(ValueError, match="form='velocity'.*Rayleigh"):
         jb.simulate(phase, phase.initial_state(jnp.zeros(2)), 0.0, 1.0, form="velocity")
+
+
+def _equations(jaxpr) -> int:
+    """Equations of ``jaxpr`` and of every jaxpr nested in it."""
+    n = 0
+    for eqn in jaxpr.eqns:
+        n += 1
+        for param in eqn.params.values():
+            for sub in param if isinstance(param, (list, tuple)) else [param]:
+                inner = getattr(sub, "jaxpr", sub)
+                if hasattr(inner, "eqns"):
+                    n += _equations(inner)
+    return n
+
+
+@pytest.mark.parametrize("form", ["hamiltonian", "velocity"])
+@pytest.mark.parametrize("mode", ["diffrax", "stored", "grid"])
+def test_derived_false_leaves_out_the_outputs_not_integrated(form, mode):
+    """``derived=False``: the integrated state (``q``, and ``p`` or ``q̇``) and ``f`` equal those of
+    the default call, the outputs derived from them (``q̇`` or ``p``, ``energy``) are None, and
+    the traced program is smaller by their kernels (the mass matrix at every saved time and the
+    potential energy); a failed solve still gives NaN rows; bad values of the flag are refused."""
+    tree = jb.SegmentTree.from_dict(double_pendulum_dict(), dtype=jnp.float64)
+    system = jb.HamiltonianSystem(tree, dissipation=ham.LinearDamping(0.1))
+    y0 = system.initial_state(jnp.array([0.3, -0.8]), jnp.array([1.0, 2.0]))
+    kwargs = {"diffrax": dict(ts=jnp.linspace(0.0, 1.0, 6), rtol=1e-9, atol=1e-9),
+              "stored": dict(ts=jnp.linspace(0.0, 1.0, 6), rtol=1e-9, atol=1e-9,
+                             adjoint=jb.simulation.StoredAdjoint()),
+              "grid": dict(steps=50)}[mode]
+
+    def run(y0, derived):
+        return jb.simulate(system, y0, 0.0, 1.0, form=form, derived=derived, **kwargs)
+
+    full, state = run(y0, True), run(y0, False)
+    solved, derived = ("p", "qd") if form == "hamiltonian" else ("qd", "p")
+    for name in ("ts", "q", solved, "f"):
+        np.testing.assert_array_equal(getattr(state, name), getattr(full, name), err_msg=name)
+    assert getattr(state, derived) is None and state.energy is None
+    assert bool(state.result == full.result)
+    sizes = {d: _equations(jax.make_jaxpr(lambda y: run(y, d).q)(y0).jaxpr) for d in (True, False)}
+    assert sizes[False] < 0.9 * sizes[True], sizes
+    if mode != "grid":  # a failed solve (max_steps) still marks its rows
+        bad = jb.simulate(system, y0, 0.0, 1.0, form=form, derived=False, max_steps=2, throw=False, **kwargs)
+        assert not bool(bad.result == diffrax.RESULTS.successful)
+        assert np.isnan(np.asarray(bad.q[-1])).all() and np.isnan(np.asarray(getattr(bad, solved)[-1])).all()
+    with pytest.raises(ValueError, match="derived"):
+        jb.simulate(system, y0, 0.0, 1.0, derived="no", **kwargs)
