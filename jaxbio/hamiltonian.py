@@ -868,20 +868,23 @@ class HamiltonianSystem(eqx.Module):
         `velocities`."""
         return inertia(self.tree, q, self.added_inertia(jnp.result_type(q))) @ qd
 
-    def initial_state(self, q, qd=None, f=None, a=None) -> dict:
-        """State from coordinates ``q`` ``(nq,)`` and *velocities* ``qd`` ``(nv,)`` (momenta
-        ``p = (M(q) + J) qd``, ``J`` the drive's `added_inertia`); ``f`` fitness state
-        (default 1) and, for a drive with states, its states ``a``."""
+    def initial_state(self, q, qd=None, f=None, a=None, *, form: str = "hamiltonian") -> dict:
+        """State from coordinates ``q`` ``(nq,)`` and *velocities* ``qd`` ``(nv,)`` (default 0):
+        ``{"q", "p", "f"}`` with momenta ``p = (M(q) + J) qd`` (``J`` the drive's
+        `added_inertia`), or for ``form="velocity"`` ``{"q", "qd", "f"}``, the state
+        ``jaxbio.simulate(..., form="velocity")`` integrates (no mass matrix computed); ``f``
+        fitness state (default 1) and, for a drive with states, its states ``a``."""
+        check_choice(form, FORMS, "initial_state: form")
         q = _vector(q, self.nq, "q")
         qd = jnp.zeros(self.nv, q.dtype) if qd is None else _vector(qd, self.nv, "qd", like=q)
-        p = self.momenta(q, qd)
+        motion = {"p": self.momenta(q, qd)} if form == "hamiltonian" else {"qd": qd}
         k = self.fitness.size
         if f is None:
             f = jnp.ones(k, q.dtype)
         else:
             f = as_float(f, "initial_state: f", like=q)
             f = jnp.broadcast_to(f, (k,)) if f.shape == () else _vector(f, k, "f", like=q)
-        y = {"q": q, "p": p, "f": f}
+        y = {"q": q, **motion, "f": f}
         if self.stateful:
             y["a"] = (self.drive.initial_actuator_state(q.dtype) if a is None
                       else _vector(a, self.drive.state_size, "a", like=q))

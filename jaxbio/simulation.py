@@ -271,15 +271,18 @@ def _check_types(fn: str, **given) -> None:
                              f"got {type(value).__name__}")
 
 
-def _check_state(fn: str, system: HamiltonianSystem, y0) -> dict:
+def _check_state(fn: str, system: HamiltonianSystem, y0, form: str = "hamiltonian") -> dict:
     """``y0`` with float leaves of the system's shapes; ``ValueError`` naming the key (and the
-    first bad index, for a concrete NaN/inf)."""
-    keys = {"q", "p", "f", "a"} if system.stateful else {"q", "p", "f"}
+    first bad index, for a concrete NaN/inf). ``form="velocity"`` also takes velocities ``qd``
+    instead of momenta ``p``."""
+    motion = "qd" if form == "velocity" and isinstance(y0, dict) and "qd" in y0 else "p"
+    keys = {"q", motion, "f", "a"} if system.stateful else {"q", motion, "f"}
     if not isinstance(y0, dict) or set(y0) != keys:
         got = sorted(y0) if isinstance(y0, dict) else type(y0).__name__
-        raise ValueError(f"{fn}: y0 must be a dict with keys {sorted(keys)} (see HamiltonianSystem.initial_state), "
-                         f"got {got}")
-    shapes = {"q": (system.nq,), "p": (system.nv,), "f": (system.fitness.size,)}
+        also = "; with form='velocity', 'qd' instead of 'p'" if motion == "p" else ""
+        raise ValueError(f"{fn}: y0 must be a dict with keys {sorted(keys)} (see HamiltonianSystem.initial_state"
+                         f"{also}), got {got}")
+    shapes = {"q": (system.nq,), motion: (system.nv,), "f": (system.fitness.size,)}
     if system.stateful:
         shapes["a"] = (system.drive.state_size,)
     q = as_real(y0["q"], f"{fn}: y0['q']")
@@ -453,7 +456,9 @@ def simulate(
 
     Args:
         system: the `HamiltonianSystem`.
-        y0: ``{"q": (n,), "p": (n,), "f": (k,)}``, e.g. ``system.initial_state(q0, qd0)``.
+        y0: ``{"q": (n,), "p": (n,), "f": (k,)}``, e.g. ``system.initial_state(q0, qd0)``; with
+            ``form="velocity"`` also ``{"q", "qd", "f"}`` (``system.initial_state(q0, qd0,
+            form="velocity")``: no mass matrix computed for the start).
         t0, t1: start and end time, s (``t1 > t0``). Times (``t0``, ``t1``, ``dt0``, ``ts``) are
             cast to the state's dtype: a float32 ``y0`` gives a float32 solve under x64 too.
         solver: any Diffrax ODE solver (default `diffrax.Tsit5`).
@@ -543,7 +548,7 @@ def simulate(
             system.check_velocity_form()
         except ValueError as e:
             raise ValueError(f"{fn}: form='velocity': {str(e).removeprefix('velocity form: ')}") from None
-    y0 = _check_state(fn, system, y0)
+    y0 = _check_state(fn, system, y0, form)
     t0, t1 = as_scalar(t0, f"{fn}: t0"), as_scalar(t1, f"{fn}: t1")
     max_steps = as_count(max_steps, f"{fn}: max_steps")
     checks = _span_checks(fn, t0, t1) + _state_checks(fn, y0)
@@ -640,8 +645,8 @@ def _given(dense: bool, **options) -> list[str]:
 
 def _to_form(system, y0: dict, form: str) -> dict:
     """``y0`` (``q, p, …``) as the state the solver integrates: itself, or ``p`` replaced by the
-    velocities ``qd`` for ``form="velocity"``."""
-    if form != "velocity":
+    velocities ``qd`` for ``form="velocity"`` (a ``y0`` with ``qd`` given as it is)."""
+    if form != "velocity" or "qd" in y0:
         return y0
     y = {k: v for k, v in y0.items() if k != "p"}
     y["qd"] = system.velocities(y0["q"], y0["p"])

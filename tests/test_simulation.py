@@ -275,3 +275,25 @@ def test_derived_false_leaves_out_the_outputs_not_integrated(form, mode):
         assert np.isnan(np.asarray(bad.q[-1])).all() and np.isnan(np.asarray(getattr(bad, solved)[-1])).all()
     with pytest.raises(ValueError, match="derived"):
         jb.simulate(system, y0, 0.0, 1.0, derived="no", **kwargs)
+
+
+def test_velocity_form_initial_state():
+    """``initial_state(..., form="velocity")`` gives ``{"q", "qd", "f"}``, and `simulate` with
+    ``form="velocity"`` from it follows the same trajectory as from ``{"q", "p", "f"}`` (to the
+    round-off of ``M⁻¹ M q̇``); the Hamiltonian form refuses a velocity state, naming the keys."""
+    tree = jb.SegmentTree.from_dict(double_pendulum_dict(), dtype=jnp.float64)
+    system = jb.HamiltonianSystem(tree, dissipation=ham.LinearDamping(0.1))
+    q0, qd0 = jnp.array([0.3, -0.8]), jnp.array([1.0, 2.0])
+    yv = system.initial_state(q0, qd0, form="velocity")
+    assert set(yv) == {"q", "qd", "f"}
+    np.testing.assert_array_equal(yv["qd"], qd0)
+    ts = jnp.linspace(0.0, 1.0, 6)
+    kwargs = dict(ts=ts, rtol=1e-10, atol=1e-10, form="velocity")
+    a = jb.simulate(system, system.initial_state(q0, qd0), 0.0, 1.0, **kwargs)
+    b = jb.simulate(system, yv, 0.0, 1.0, **kwargs)
+    for name in ("q", "p", "qd", "energy"):
+        np.testing.assert_allclose(getattr(b, name), getattr(a, name), atol=1e-12, err_msg=name)
+    with pytest.raises(ValueError, match=r"keys \['f', 'p', 'q'\].*'qd' instead of 'p'"):
+        jb.simulate(system, yv, 0.0, 1.0, ts=ts)
+    with pytest.raises(ValueError, match="initial_state: form"):
+        system.initial_state(q0, form="lagrangian")

@@ -472,10 +472,9 @@ def rollout(system: HamiltonianSystem, q0, target, horizon: float, steps: int, q
     if steps < 1:
         raise ValueError(f"rollout: steps must be ≥ 1, got {steps}")
     system = eqx.tree_at(lambda s: s.drive, system, system.drive.with_target(target))
-    y = system.initial_state(q0, qd0)
+    y = system.initial_state(q0, qd0, form="velocity")
     dtype = y["q"].dtype
-    y = {"q": y["q"], "qd": system.velocities(y["q"], y["p"]), "f": y["f"],
-         "a": y.get("a", jnp.zeros(0, dtype))}
+    y = {**y, "a": y.get("a", jnp.zeros(0, dtype))}
     horizon = jnp.asarray(horizon, dtype)
     dt = horizon / steps
     flat0, unravel = ravel_pytree(y)

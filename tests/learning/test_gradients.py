@@ -63,10 +63,11 @@ def loss_fn(tree, q0, **kwargs):
     ts = jnp.linspace(0.0, DURATION, 5, dtype=dtype)
     if "steps" not in kwargs and "ts" not in kwargs:
         kwargs = dict(ts=ts, **kwargs)
+    start = kwargs.pop("start", "hamiltonian")  # the initial state's form
 
     def one(mlp, q):
         system = jb.HamiltonianSystem(tree, MLPDrive(mlp), jb.hamiltonian.LinearDamping(jnp.full(n, 0.1, dtype)))
-        return jb.simulate(system, system.initial_state(q), 0.0, DURATION, **kwargs).q
+        return jb.simulate(system, system.initial_state(q, form=start), 0.0, DURATION, **kwargs).q
 
     def loss(mlp):
         return jnp.mean(jax.vmap(one, in_axes=(None, 0))(mlp, q0) ** 2)
@@ -100,6 +101,9 @@ PATHS = {
     "adaptive default": dict(rtol=1e-10, atol=1e-10),
     "fixed grid": dict(steps=100),
     "stored adjoint": dict(rtol=1e-10, atol=1e-10, form="velocity", adjoint=jb.simulation.StoredAdjoint()),
+    # the training recipe of docs/learning.md: velocity-form start, no derived outputs
+    "training recipe": dict(rtol=1e-10, atol=1e-10, form="velocity", adjoint=jb.simulation.StoredAdjoint(),
+                            derived=False, start="velocity"),
 }
 
 
