@@ -493,19 +493,16 @@ def simulate(
             times); needs 1-DOF joints and a Rayleigh dissipation. Use it when you differentiate
             through the solve: reverse mode then differentiates the wrench recursion once instead
             of ``∂T/∂q`` (a second derivative), and under `jax.vmap` by its batch-last adjoint
-            (axial trees), so a value-and-gradient step runs faster (benchmarks/learning.py: MLP
-            torque controller, batch 32, 2 s, float32, adaptive, 2-core CPU, one run at load 3–5:
-            arm7's step 408 ms against 1967 ms for the Hamiltonian form, the double pendulum's 44
-            against 128 ms; first compile 41–53 s against 51–80 s; benchmarks/README.md). Adding
-            ``max_steps=256, adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=256)`` (one
-            checkpoint per step, no recomputation) brought arm7's step to 3.7× its forward pass
-            (327 against 88 ms), but a solve needing more than 256 steps then fails;
-            ``adjoint=StoredAdjoint()`` (3.2× for arm7, 3.9× for the double pendulum, compiling
-            in half the time) needs no such bound. Not the default: the
-            Hamiltonian form's forward pass under `jax.vmap` runs one fused batch-last kernel
-            (3× faster for the double pendulum). The adaptive solve's error control then
-            measures ``q̇`` instead of ``p``, so the steps taken (and the solution's round-off
-            level) differ slightly.
+            (axial trees), so a value-and-gradient step runs faster. With
+            ``adjoint=StoredAdjoint()``, a start from velocities (``initial_state(q0, qd0,
+            form="velocity")``) and ``derived=False`` it is the training recipe of
+            docs/learning.md (benchmarks/learning.py, MLP torque controller, batch 32, 2 s,
+            float32, 2-core CPU: 2.6× and 2.9× the forward pass for arm7 and the double pendulum,
+            first call 12.8 and 9.9 s against 41.0 and 30.3 s through Diffrax's loop). Not the
+            default: the Hamiltonian form's forward pass under `jax.vmap` runs one fused
+            batch-last kernel (3× faster for the double pendulum). The adaptive solve's error
+            control then measures ``q̇`` instead of ``p``, so the steps taken (and the
+            solution's round-off level) differ slightly.
         derived: compute the outputs derived from the integrated state at the saved times: the
             velocities ``qd = (M + J)⁻¹ p`` (Hamiltonian form) or the momenta ``p = (M + J) q̇``
             (velocity form), and the ``energy``. ``False`` leaves those None (the integrated
