@@ -58,6 +58,14 @@ FIRST_STEP = 0.01  # s: the first step Diffrax's PIDController takes in `diffeqs
 SUCCESSFUL, MAX_STEPS, NONFINITE = 0, 1, 2  # `solve`'s status codes
 
 
+def _at(field, k):
+    """``field`` linearised where its value is known to be ``k`` (``field.at_output(k)``, a field
+    that returns ``k`` and differentiates as ``field`` at that point, when it offers one: then the
+    reverse pass does not recompute what the forward pass stored), else ``field``."""
+    at = getattr(field, "at_output", None)
+    return field if at is None else at(k)
+
+
 def _rms(v, scale):
     return jnp.sqrt(jnp.mean((v / scale) ** 2))
 
@@ -197,6 +205,10 @@ def _solve_bwd(stored, cotangents, perturbed, diff, t0, ts, t1, rtol, atol, max_
     def body(c):
         j, lam, grad, (direct, through) = c
         t, x, h, K = step(j)
+        # the field's value at each stage's input: its stored stage, except at step n (length 0),
+        # whose one stage with a cotangent (0) is the last step's seventh (the other stages'
+        # cotangents are 0 there)
+        out = jnp.where(j < n, K, K.at[0].set(K[STAGES - 1]))
         # κ_i = x̄'s share in stage i: from λ = x̄ at the step's end, from the saves inside the step,
         # at stage 0 from the previous step's seventh stage; λ becomes x̄ at the step's start
         previous = saved(j - 1)
@@ -205,7 +217,8 @@ def _solve_bwd(stored, cotangents, perturbed, diff, t0, ts, t1, rtol, atol, max_
         def stage(r, c):
             lam, kappa, grad = c
             i = per_step - 1 - r
-            _, pull = jax.vjp(lambda m, z: eqx.combine(m, fixed)(t + C[i] * h, z), moving, x + h * _combine(A[i], K))
+            _, pull = jax.vjp(lambda m, z: _at(eqx.combine(m, fixed), out[i])(t + C[i] * h, z),
+                              moving, x + h * _combine(A[i], K))
             g, xi_bar = pull(kappa[i])
             return lam + xi_bar, kappa + h * A[i][:, None] * xi_bar, jax.tree_util.tree_map(jnp.add, grad, g)
 

@@ -38,7 +38,7 @@ from jaxtyping import Array, ArrayLike, Float
 from jaxbio._validate import as_float, check_choice, check_finite, check_values, coordinate_vector
 from jaxbio.configuration import velocity_to_qdot, velocity_to_qdot_transpose
 from jaxbio.dynamics import _one_segment, _planar_batch, gravity_forces, kinetic_energy_gradient, potential_energy
-from jaxbio.dynamics.forward import accelerations, inertia, solve
+from jaxbio.dynamics.forward import accelerations, accelerations_at, inertia, solve
 from jaxbio.dynamics._batched import hamiltonian_flow_batch, vmapped_by
 from jaxbio.tree import SegmentTree
 
@@ -776,7 +776,7 @@ def solver_field(system: "HamiltonianSystem", form: str = "hamiltonian") -> Call
         raise ValueError(f"solver_field: system must be a HamiltonianSystem, got {type(system).__name__}")
     check_choice(form, FORMS, "solver_field: form")
     if form == "velocity":
-        return system.velocity_field
+        return _VelocityField(system)
     planar = _planar_batch.planar(system.tree)
     return system.vector_field if planar is None else _PlanarChoice(system, planar)
 
@@ -789,6 +789,22 @@ class _PlanarChoice(eqx.Module):
 
     def __call__(self, t, y, args=None):
         return self.system._vector_field(t, y, self.planar)
+
+
+class _VelocityField(eqx.Module):
+    """`HamiltonianSystem.velocity_field` for a solver (`solver_field`); ``at_output(out)`` gives
+    the same field linearised where its value ``out`` is known (`jaxbio._tsit5`'s reverse pass,
+    from a stored stage): the accelerations taken from ``out["qd"]``
+    (`jaxbio.dynamics.forward.accelerations_at`: the bias recursion is not run again)."""
+
+    system: "HamiltonianSystem"
+    known: Array | None = None
+
+    def __call__(self, t, y, args=None):
+        return self.system._velocity_field(t, y, self.known)
+
+    def at_output(self, out: dict) -> "_VelocityField":
+        return _VelocityField(self.system, out["qd"])
 
 
 class HamiltonianSystem(eqx.Module):
@@ -943,6 +959,11 @@ class HamiltonianSystem(eqx.Module):
         1-DOF joints and a Rayleigh `Dissipation` (``ValueError`` otherwise). A fitness law other
         than `ConstantFitness` sees the same `PhaseFlow` as in `vector_field` (its ``∂H/∂q``
         computed from ``q̇``)."""
+        return self._velocity_field(t, y)
+
+    def _velocity_field(self, t, y, known_qdd=None) -> dict:
+        """`velocity_field`; with ``known_qdd`` (its ``q̈`` at ``y``, already computed) that value,
+        differentiated without the bias recursion (`_VelocityField.at_output`)."""
         self.check_velocity_form()
         q, qd, f = y["q"], y["qd"], y["f"]
         a = y.get("a")
@@ -950,7 +971,9 @@ class HamiltonianSystem(eqx.Module):
         resistance = _output(self.dissipation.force(q, qd), qd.shape, "dissipation", self.dissipation, ".force")
         potential_force = _output(self.potential.gradient(t, q), qd.shape, "potential", self.potential, ".gradient")
         added = self.added_inertia(jnp.result_type(q))
-        qdd = accelerations(self.tree, q, qd, force - resistance - potential_force, added)
+        tau = force - resistance - potential_force
+        qdd = (accelerations(self.tree, q, qd, tau, added) if known_qdd is None
+               else accelerations_at(self.tree, q, qd, tau, known_qdd, added))
         if isinstance(self.fitness, ConstantFitness):
             rate = jnp.zeros_like(f)
         else:

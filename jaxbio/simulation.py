@@ -680,6 +680,12 @@ class _FlatField(eqx.Module):
     def __call__(self, t, x):
         return ravel_pytree(self.field(t, self.unravel(x)))[0]
 
+    def at_output(self, k) -> "_FlatField":
+        """The field linearised where its value ``k`` ``(d,)`` is known (see `jaxbio._tsit5`), when
+        the wrapped field offers that (`jaxbio.hamiltonian.solver_field`'s velocity form)."""
+        at = getattr(self.field, "at_output", None)
+        return self if at is None else _FlatField(at(self.unravel(k)), self.unravel)
+
 
 def _simulate_stored(system, y_start, t0, t1, ts, rtol, atol, max_steps, form, throw, deferred,
                      derived=True) -> Trajectory:

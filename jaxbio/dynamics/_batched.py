@@ -147,20 +147,34 @@ def vmapped_by(kernel, adjoint=None):
         def _jvp(primals, tangents):
             return jax.jvp(plain, primals, tangents)
 
+        def _adjoint_applies(tree, states) -> bool:
+            return adjoint is not None and len(states) == adjoint.n_states and adjoint.supports(tree)
+
+        def _state_tangent(tree, states, d_states):
+            leaves, treedef = jax.tree_util.tree_flatten(tree)
+            return linear_map(_PlainJvp(plain, treedef), _PlainVjp(plain, treedef, adjoint),
+                              [*leaves, *states], [dense(t) for t in d_states])[0]
+
         def _jvp_adjoint(primals, tangents):
             tree, *states = primals
             d_tree, *d_states = tangents
-            if (len(states) == adjoint.n_states and adjoint.supports(tree)
+            if (_adjoint_applies(tree, states)
                     and all(is_zero(t) for t in jax.tree_util.tree_leaves(d_tree, is_leaf=is_zero))):
-                leaves, treedef = jax.tree_util.tree_flatten(tree)
-                lin = linear_map(_PlainJvp(plain, treedef), _PlainVjp(plain, treedef, adjoint),
-                                 [*leaves, *states], [dense(t) for t in d_states])
-                return routed(tree, *states), lin[0]
+                return routed(tree, *states), _state_tangent(tree, states, d_states)
             tangents = jax.tree_util.tree_map(dense, tangents, is_leaf=is_zero)
             return jax.jvp(plain, primals, tangents)
 
+        def tangent(tree, states, d_states):
+            """The tangent of ``routed(tree, *states)`` along ``d_states`` (the tree fixed), without
+            computing its value: what a caller's own derivative rule needs when it discards the
+            value (`jaxbio.dynamics.forward`), so that neither the program nor the trace holds it."""
+            if _adjoint_applies(tree, states):
+                return _state_tangent(tree, states, d_states)
+            return jax.jvp(lambda *s: plain(tree, *s), tuple(states), tuple(map(dense, d_states)))[1]
+
         routed.defjvp(_jvp if adjoint is None else _jvp_adjoint, symbolic_zeros=adjoint is not None)
         routed.__doc__ = plain.__doc__
+        routed.tangent = tangent
         return routed
     return wrap
 

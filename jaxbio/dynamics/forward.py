@@ -46,6 +46,16 @@ def accelerations(tree: SegmentTree, q, qd, tau, added_inertia=None, external=No
     return _accelerations(tree, q, qd, tau, added.astype(jnp.result_type(tau)), *(external or ()))
 
 
+def accelerations_at(tree: SegmentTree, q, qd, tau, qdd, added_inertia=None, external=None):
+    """`accelerations` at a state where their value ``qdd`` ``(nv,)`` is already known (a solver's
+    stored stage, say): the value is ``qdd`` as given, unchecked, and the derivatives are those of
+    `accelerations` at that point (the module docstring's rule at ``qdd``), so that a derivative
+    needs the mass matrix and one tangent recursion but not the bias recursion. ``qdd`` itself is
+    not differentiated. What `jaxbio._tsit5`'s reverse pass linearises the velocity form with."""
+    added = jnp.zeros_like(tau) if added_inertia is None else jnp.broadcast_to(added_inertia, jnp.shape(tau))
+    return _accelerations_given(tree, q, qd, tau, added.astype(jnp.result_type(tau)), qdd, *(external or ()))
+
+
 def inertia(tree: SegmentTree, q, added_inertia=None) -> Float[Array, "n n"]:
     """``M(q) + diag(added_inertia)`` ``(nv, nv)``: the tree's mass matrix plus a drive's diagonal
     inertia ``(nv,)`` kg·m² / kg (none by default)."""
@@ -70,19 +80,40 @@ def _accelerations(tree, q, qd, tau, added, *external):
 
 def _accelerations_jvp(primals, tangents):
     tree, q, qd, tau, added, *external = primals
-    d_tree, dq, dqd, dtau, dadded, *d_external = tangents
     M, qdd = _solved(tree, q, qd, tau, added, external)
+    return qdd, _tangent(M, qdd, primals, tangents)
+
+
+@jax.custom_jvp
+def _accelerations_given(tree, q, qd, tau, added, qdd, *external):
+    return qdd
+
+
+def _accelerations_given_jvp(primals, tangents):
+    tree, q, qd, tau, added, qdd, *external = primals
+    drop = 5  # qdd: given, not differentiated
+    return qdd, _tangent(inertia(tree, q, added), qdd, primals[:drop] + primals[drop + 1:],
+                         tangents[:drop] + tangents[drop + 1:])
+
+
+def _tangent(M, qdd, primals, tangents):
+    """The rule of the module docstring: ``d qdd = M⁻¹ (d tau − d added · qdd − dID)`` at ``qdd``
+    (``primals``, ``tangents``: those of `_accelerations`)."""
+    tree, q, qd, tau, added, *external = primals
+    d_tree, dq, dqd, dtau, dadded, *d_external = tangents
     if all(is_zero(t) for t in jax.tree_util.tree_leaves((d_tree, d_external), is_leaf=is_zero)):
         # the tree and the external loads not differentiated: left out of the inner jvp, so that
         # reverse mode under jax.vmap transposes the batch-last adjoint (`vmapped_by`)
-        _, d_id = jax.jvp(lambda a, b: _tau(tree, a, b, qdd, *external), (q, qd), (dense(dq), dense(dqd)))
+        d_id = _tau.tangent(tree, (q, qd, qdd, *external),
+                            (dq, dqd, jnp.zeros_like(qdd), *(jnp.zeros_like(x) for x in external)))
     else:
         _, d_id = jax.jvp(lambda tr, a, b, *ext: _tau(tr, a, b, qdd, *ext), (tree, q, qd, *external),
                           jax.tree_util.tree_map(dense, (d_tree, dq, dqd, *d_external), is_leaf=is_zero))
-    return qdd, solve(M, dense(dtau) - dense(dadded) * qdd - d_id)
+    return solve(M, dense(dtau) - dense(dadded) * qdd - d_id)
 
 
 _accelerations.defjvp(_accelerations_jvp, symbolic_zeros=True)
+_accelerations_given.defjvp(_accelerations_given_jvp, symbolic_zeros=True)
 
 
 @public

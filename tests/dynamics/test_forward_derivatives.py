@@ -135,3 +135,41 @@ def test_float32_gradients_agree_with_float64(jb):
         out[dtype] = jax.jit(jax.grad(lambda q: jnp.sum(accelerations(tree, q, qd, tau) ** 2)))(q)
         assert out[dtype].dtype == dtype
     _close(out[jnp.float32], out[jnp.float64], "float32 vs float64", 2e-3)
+
+
+@pytest.mark.parametrize("seed", [0])
+def test_accelerations_at_a_known_value(jb, seed):
+    """`accelerations_at` (the value given, as a solver's stored stage gives it): its value is the
+    given ``qdd`` and its ``jvp`` and ``grad`` in every argument (the model's parameters and the
+    external wrenches included) equal those of `accelerations` at that point; under `jax.vmap` on
+    arm7 (the batch-last adjoint in reverse mode) too."""
+    from jaxbio.dynamics.forward import accelerations, accelerations_at
+
+    tree, q, qd, tau, added, external = _mixed_case(jb, seed)
+    qdd = accelerations(tree, q, qd, tau, added, external)
+    w = jnp.asarray(np.random.default_rng(seed + 10).normal(size=tree.nv))
+    known = lambda tr, q, qd, tau, added, external: accelerations_at(tr, q, qd, tau, qdd, added, external)  # noqa: E731
+    args = (tree, q, qd, tau, added, external)
+    np.testing.assert_array_equal(known(*args), qdd)
+    loss = lambda fn: lambda *a: jnp.dot(w, fn(*a))  # noqa: E731
+    got = jax.jit(jax.grad(loss(known), argnums=(0, 1, 2, 3, 4, 5)))(*args)
+    want = jax.jit(jax.grad(loss(accelerations), argnums=(0, 1, 2, 3, 4, 5)))(*args)
+    for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        _close(a, b, "grad", 1e-12)
+    tangents = tuple(jax.tree_util.tree_map(lambda x: jnp.asarray(np.random.default_rng(3).normal(size=x.shape)), a)
+                     for a in (q, qd, tau, added, external))
+    jv = lambda fn: jax.jit(lambda *a: jax.jvp(lambda *a: fn(tree, *a), a, tangents)[1])(*args[1:])  # noqa: E731
+    _close(jv(known), jv(accelerations), "jvp", 1e-12)
+
+    arm = jb.load_model("arm7")
+    rng = np.random.default_rng(5)
+    qs, qds, taus = (jnp.asarray(rng.uniform(-1, 1, (8, arm.nv))) for _ in range(3))
+    qdds = jax.vmap(lambda *a: accelerations(arm, *a))(qs, qds, taus)
+
+    def batched(fn):
+        return jax.jit(jax.grad(lambda x, v: jnp.sum(jax.vmap(fn)(x, v, taus, qdds) ** 2), argnums=(0, 1)))(qs, qds)
+
+    got = batched(lambda x, v, t, a: accelerations_at(arm, x, v, t, a))
+    want = batched(lambda x, v, t, a: accelerations(arm, x, v, t))
+    for a, b in zip(got, want):
+        _close(a, b, "vmapped grad", 1e-12)
