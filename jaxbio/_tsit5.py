@@ -31,8 +31,11 @@ the Runge–Kutta map ``x1 = x + h Σ b_i k_i``, ``k_i = f(t + c_i h, x + h Σ_j
 the dense output ``x(t + θh) = x + h Σ b_i(θ) k_i``, stage by stage, last to first:
 ``κ_i = h b_i λ + h Σ_s b_i(θ_s) ȳ_s + h Σ_{j>i} a_ji ξ_j``, ``ξ_i = ∂f/∂xᵀ κ_i`` at stage
 ``i``'s input, ``λ ← λ + Σ_s ȳ_s + Σ_i ξ_i`` (the discretised solve differentiated exactly, the
-gradient of Diffrax's adjoint for the same steps). Only the field's arrays that are
-differentiated enter its VJP (under `jax.vmap` the wrench recursion then transposes by its
+gradient of Diffrax's adjoint for the same steps). A field that offers ``at_output(k)`` (itself,
+linearised where its value ``k`` is known) is linearised at each stored stage instead of
+recomputing it: the velocity form's takes ``q̈`` from the stage and skips the bias recursion
+(`jaxbio.dynamics.forward.accelerations_at`; arm7's first value-and-gradient call 11.7 → 10.3 s).
+Only the field's arrays that are differentiated enter its VJP (under `jax.vmap` the wrench recursion then transposes by its
 batch-last adjoint, `jaxbio.dynamics._batched.vmapped_by`). Forward mode is not supported (as with
 Diffrax's `RecursiveCheckpointAdjoint`); the times ``t0``, ``ts``, ``t1`` are not differentiated.
 """

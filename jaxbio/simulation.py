@@ -497,8 +497,8 @@ def simulate(
             ``adjoint=StoredAdjoint()``, a start from velocities (``initial_state(q0, qd0,
             form="velocity")``) and ``derived=False`` it is the training recipe of
             docs/learning.md (benchmarks/learning.py, MLP torque controller, batch 32, 2 s,
-            float32, 2-core CPU: 2.6× and 2.9× the forward pass for arm7 and the double pendulum,
-            first call 12.8 and 9.9 s against 41.0 and 30.3 s through Diffrax's loop). Not the
+            float32, 2-core CPU: 2.3× and 2.6× the forward pass for arm7 and the double pendulum,
+            first call 10.7 and 8.6 s against 38.1 and 31.7 s through Diffrax's loop). Not the
             default: the Hamiltonian form's forward pass under `jax.vmap` runs one fused
             batch-last kernel (3× faster for the double pendulum). The adaptive solve's error
             control then measures ``q̇`` instead of ``p``, so the steps taken (and the
