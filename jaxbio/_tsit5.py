@@ -7,10 +7,10 @@ checkpointed reverse loop and the rest of its machinery, and recomputes steps be
 checkpoints. Here the forward loop's body is one step whose six stages are one `lax.fori_loop`
 (the field traced once), and the reverse loop's body is one step whose stage VJPs are one
 `lax.fori_loop` (the field's VJP traced once). Measured (benchmarks/learning.py, MLP torque
-controller, batch 32, 2 s, float32, 2-core Xeon, the same run; benchmarks/README.md "An own
-Tsit5 loop with a stored-stage adjoint"): velocity form, the first value-and-gradient compile 21
-against 54 s (double pendulum) and 32 against 64 s (arm7); the step 52 against 51 ms and 356
-against 446 ms; the forward passes alike. The forward loop is an
+controller, batch 32, 2 s, float32, 2-core Xeon, the same run; benchmarks/README.md "The first
+compile of a training step"): velocity form, the first value-and-gradient call (cold) 12.3
+against 31.7 s (double pendulum) and 15.5 against 38.1 s (arm7); the step 27.5 against 36.4 ms
+and 218 against 345 ms; the forward passes alike. The forward loop is an
 `equinox.internal.while_loop` with buffers, the loop Diffrax itself runs: under `jax.vmap` a plain
 `lax.while_loop` selects every carried buffer with the batched predicate at every iteration
 (the stored stages of a 5-state toy at batch 32: 17 against 4 ms a gradient).
@@ -35,9 +35,10 @@ gradient of Diffrax's adjoint for the same steps). A field that offers ``at_outp
 linearised where its value ``k`` is known) is linearised at each stored stage instead of
 recomputing it: the velocity form's takes ``q̈`` from the stage and skips the bias recursion
 (`jaxbio.dynamics.forward.accelerations_at`; arm7's first value-and-gradient call 11.7 → 10.3 s).
-Only the field's arrays that are differentiated enter its VJP (under `jax.vmap` the wrench recursion then transposes by its
-batch-last adjoint, `jaxbio.dynamics._batched.vmapped_by`). Forward mode is not supported (as with
-Diffrax's `RecursiveCheckpointAdjoint`); the times ``t0``, ``ts``, ``t1`` are not differentiated.
+Only the field's arrays that are differentiated enter its VJP (under `jax.vmap` the wrench
+recursion then transposes by its batch-last adjoint, `jaxbio.dynamics._batched.vmapped_by`).
+Forward mode is not supported (as with Diffrax's `RecursiveCheckpointAdjoint`); the times ``t0``,
+``ts``, ``t1`` are not differentiated.
 """
 
 from __future__ import annotations
