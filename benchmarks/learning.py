@@ -1,7 +1,7 @@
 """Gradients through `jb.simulate` in a learning loop (issue #19, item 1): forward and
 value-and-gradient time of an `equinox.nn.MLP` torque controller, one run, several paths.
 
-    python benchmarks/learning.py                       # double pendulum and arm7, every path
+    python benchmarks/learning.py                       # double pendulum and arm7: default, backsolve, grid, stored_state
     python benchmarks/learning.py --models double_pendulum --paths default,backsolve,grid
     python benchmarks/learning.py --json out.json       # also dump every number as JSON
     python benchmarks/learning.py --field --models double_pendulum,arm7   # the vector field alone
@@ -214,7 +214,7 @@ def field_cost(model: str, evaluations: int = 100, dtype=jnp.float32) -> dict:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="double_pendulum,arm7")
-    parser.add_argument("--paths", default="default,backsolve,grid")
+    parser.add_argument("--paths", default="default,backsolve,grid,stored_state")
     parser.add_argument("--json", default=None)
     parser.add_argument("--rounds", type=int, default=1,
                         help="time every compiled path again R − 1 times, in turn, keeping each one's best")

@@ -54,7 +54,7 @@ SUITES = (
     Suite("sprint", (), ("--n", "100", "--cold-runs", "1")),
     Suite("sprint_solver", (), ("--n", "100", "--repeats", "1")),
     Suite("rl_env", (), ("--batches", "1", "1000")),
-    Suite("learning", (), ("--models", "double_pendulum", "--paths", "default,grid")),
+    Suite("learning", (), ("--models", "double_pendulum", "--paths", "default,grid,stored_state")),
     Suite("precision", (), ("--quick",)),
     # real runs of the adaptive gradient only: a fixed-grid gradient of >= 100 trials has stalled
     # inside XLA's CPU runtime (benchmarks/README.md, "Precision and memory")
