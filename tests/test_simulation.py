@@ -243,8 +243,11 @@ def _equations(jaxpr) -> int:
     return n
 
 
-@pytest.mark.parametrize("form", ["hamiltonian", "velocity"])
-@pytest.mark.parametrize("mode", ["diffrax", "stored", "grid"])
+@pytest.mark.parametrize("form, mode", [
+    ("velocity", "diffrax"), ("velocity", "stored"),
+    # 11-22 s each (the slow run has them)
+    *(pytest.param(f, m, marks=pytest.mark.slow) for f, m in [("velocity", "grid"), ("hamiltonian", "diffrax"),
+                                                               ("hamiltonian", "stored"), ("hamiltonian", "grid")])])
 def test_derived_false_leaves_out_the_outputs_not_integrated(form, mode):
     """``derived=False``: the integrated state (``q``, and ``p`` or ``q̇``) and ``f`` equal those of
     the default call, the outputs derived from them (``q̇`` or ``p``, ``energy``) are None, and

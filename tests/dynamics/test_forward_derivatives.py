@@ -137,6 +137,7 @@ def test_float32_gradients_agree_with_float64(jb):
     _close(out[jnp.float32], out[jnp.float64], "float32 vs float64", 2e-3)
 
 
+@pytest.mark.slow  # 67 s: the mixed tree's recursions in reverse and forward mode, twice
 @pytest.mark.parametrize("seed", [0])
 def test_accelerations_at_a_known_value(jb, seed):
     """`accelerations_at` (the value given, as a solver's stored stage gives it): its value is the
