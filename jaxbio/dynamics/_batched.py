@@ -152,8 +152,9 @@ def vmapped_by(kernel, adjoint=None):
 
         def _state_tangent(tree, states, d_states):
             leaves, treedef = jax.tree_util.tree_flatten(tree)
+            d_states = [jnp.zeros_like(x) if t is None else dense(t) for x, t in zip(states, d_states)]
             return linear_map(_PlainJvp(plain, treedef), _PlainVjp(plain, treedef, adjoint),
-                              [*leaves, *states], [dense(t) for t in d_states])[0]
+                              [*leaves, *states], d_states)[0]
 
         def _jvp_adjoint(primals, tangents):
             tree, *states = primals
@@ -165,12 +166,21 @@ def vmapped_by(kernel, adjoint=None):
             return jax.jvp(plain, primals, tangents)
 
         def tangent(tree, states, d_states):
-            """The tangent of ``routed(tree, *states)`` along ``d_states`` (the tree fixed), without
-            computing its value: what a caller's own derivative rule needs when it discards the
-            value (`jaxbio.dynamics.forward`), so that neither the program nor the trace holds it."""
+            """The tangent of ``routed(tree, *states)`` along ``d_states`` (the tree fixed; None: a
+            state not moved), without computing its value: what a caller's own derivative rule
+            needs when it discards the value (`jaxbio.dynamics.forward`), so that neither the
+            program nor the trace holds it."""
             if _adjoint_applies(tree, states):
                 return _state_tangent(tree, states, d_states)
-            return jax.jvp(lambda *s: plain(tree, *s), tuple(states), tuple(map(dense, d_states)))[1]
+            moved = [k for k, t in enumerate(d_states) if t is not None]
+
+            def of_moved(*xs):
+                full = list(states)
+                for k, x in zip(moved, xs):
+                    full[k] = x
+                return plain(tree, *full)
+
+            return jax.jvp(of_moved, tuple(states[k] for k in moved), tuple(dense(d_states[k]) for k in moved))[1]
 
         routed.defjvp(_jvp if adjoint is None else _jvp_adjoint, symbolic_zeros=adjoint is not None)
         routed.__doc__ = plain.__doc__

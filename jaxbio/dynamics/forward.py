@@ -104,8 +104,7 @@ def _tangent(M, qdd, primals, tangents):
     if all(is_zero(t) for t in jax.tree_util.tree_leaves((d_tree, d_external), is_leaf=is_zero)):
         # the tree and the external loads not differentiated: left out of the inner jvp, so that
         # reverse mode under jax.vmap transposes the batch-last adjoint (`vmapped_by`)
-        d_id = _tau.tangent(tree, (q, qd, qdd, *external),
-                            (dq, dqd, jnp.zeros_like(qdd), *(jnp.zeros_like(x) for x in external)))
+        d_id = _tau.tangent(tree, (q, qd, qdd, *external), (dq, dqd, None, *(None for _ in external)))
     else:
         _, d_id = jax.jvp(lambda tr, a, b, *ext: _tau(tr, a, b, qdd, *ext), (tree, q, qd, *external),
                           jax.tree_util.tree_map(dense, (d_tree, dq, dqd, *d_external), is_leaf=is_zero))
