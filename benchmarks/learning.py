@@ -1,7 +1,7 @@
 """Gradients through `jb.simulate` in a learning loop (issue #19, item 1): forward and
 value-and-gradient time of an `equinox.nn.MLP` torque controller, one run, several paths.
 
-    python benchmarks/learning.py                       # double pendulum and arm7: default, backsolve, grid, stored_state
+    python benchmarks/learning.py                       # double pendulum and arm7, the default paths
     python benchmarks/learning.py --models double_pendulum --paths default,backsolve,grid
     python benchmarks/learning.py --json out.json       # also dump every number as JSON
     python benchmarks/learning.py --field --models double_pendulum,arm7   # the vector field alone
