@@ -383,11 +383,7 @@ def _trajectory(fn, system, ts, ys, result, sol, throw, deferred=(), requested=N
     # rows checked on the solved state itself, so that the outputs derived from it below (momenta
     # or velocities, energy) stay dead code, left out by XLA, for a caller who does not read them
     finite_rows = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x), axis=-1) for x in ys.values()]), axis=0)
-    if derived:
-        ys, solved_qd = _from_form(system, ys)
-    else:
-        ys, solved_qd = dict(ys), ys.get("qd")
-        ys.pop("qd", None)
+    ys, solved_qd = _from_form(system, ys, momenta=derived)
     bad = any_bad(deferred)
     valid = jnp.isfinite(ts)
     result = diffrax.RESULTS.where(diffrax.is_okay(result) & ~jnp.all(finite_rows | ~valid),
@@ -650,12 +646,15 @@ def _to_form(system, y0: dict, form: str) -> dict:
     return y
 
 
-def _from_form(system, ys: dict) -> tuple[dict, Array | None]:
+def _from_form(system, ys: dict, momenta: bool = True) -> tuple[dict, Array | None]:
     """``(ys with "p", qd or None)``: a saved velocity-form trajectory (leaves ``(T, ·)``) back
-    to momenta ``p = (M + J) q̇`` (rows that are not finite are kept out of ``M``)."""
+    to momenta ``p = (M + J) q̇`` (rows that are not finite are kept out of ``M``); with
+    ``momenta=False`` only ``qd`` split off (no ``"p"``)."""
     if "qd" not in ys:
         return ys, None
     q, qd = ys["q"], ys["qd"]
+    if not momenta:
+        return {k: v for k, v in ys.items() if k != "qd"}, qd
     ok = jnp.all(jnp.isfinite(q), -1, keepdims=True) & jnp.all(jnp.isfinite(qd), -1, keepdims=True)
     p = jax.vmap(system.momenta)(jnp.where(ok, q, 0.0), jnp.where(ok, qd, 0.0))
     out = {k: v for k, v in ys.items() if k != "qd"}

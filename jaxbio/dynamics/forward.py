@@ -91,9 +91,9 @@ def _accelerations_given(tree, q, qd, tau, added, qdd, *external):
 
 def _accelerations_given_jvp(primals, tangents):
     tree, q, qd, tau, added, qdd, *external = primals
-    drop = 5  # qdd: given, not differentiated
-    return qdd, _tangent(inertia(tree, q, added), qdd, primals[:drop] + primals[drop + 1:],
-                         tangents[:drop] + tangents[drop + 1:])
+    d_tree, dq, dqd, dtau, dadded, _, *d_external = tangents  # qdd: given, not differentiated
+    return qdd, _tangent(inertia(tree, q, added), qdd, (tree, q, qd, tau, added, *external),
+                         (d_tree, dq, dqd, dtau, dadded, *d_external))
 
 
 def _tangent(M, qdd, primals, tangents):
