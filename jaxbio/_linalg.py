@@ -26,18 +26,45 @@ def cholesky_solve(M, b, keep=lambda x: x):
     """``x = M⁻¹ b`` for symmetric positive-definite ``M`` ``(n, n, ...)`` and ``b`` ``(n, ...)``
     (trailing batch axes, e.g. ``(n, n, C)`` and ``(n, C)``; none for one system under `jax.vmap`).
 
-    ``M = L Lᵀ`` column by column (unrolled over ``n``, each step vectorised over the rows below
-    the diagonal and the trailing axes), then the two triangular solves: ~n³/6 multiply-adds
-    written out, so meant for small ``n``. ``keep``: applied to each column of ``L`` (the batch
-    kernels pass their materialisation barrier). A matrix that is not positive-definite gives NaN
-    (the square root of a non-positive pivot), never an exception."""
+    ``M = L Lᵀ`` column by column, then the two triangular solves: ~n³/6 multiply-adds written
+    out, so meant for small ``n``. ``keep``: applied to each column of ``L`` (the batch kernels
+    pass their materialisation barrier). A matrix that is not positive-definite gives NaN (the
+    square root of a non-positive pivot), never an exception. `cholesky` and `factor_solve` are
+    its two halves, for a factor kept and used later."""
+    return _substitute(_columns(M, keep), b)
+
+
+def cholesky(M, keep=lambda x: x):
+    """The Cholesky factor ``L`` of ``M = L Lᵀ`` (``M`` ``(n, n, ...)`` as in `cholesky_solve`)
+    packed by columns, ``(n(n+1)/2, ...)``: ``L[k:, k]`` for ``k = 0 … n − 1`` one after the other.
+    ``keep`` as in `cholesky_solve`."""
+    return jnp.concatenate(_columns(M, keep), 0)
+
+
+def factor_solve(L, b):
+    """``M⁻¹ b`` from ``M``'s packed factor ``L`` (`cholesky`) and ``b`` ``(n, ...)``: the forward
+    and back substitutions written out (~n² multiply-adds)."""
     n = b.shape[0]
-    cols = []  # cols[k]: L[k:, k] (n − k, ...)
+    starts = [k * n - k * (k - 1) // 2 for k in range(n)]
+    return _substitute([L[s:s + n - k] for k, s in enumerate(starts)], b)
+
+
+def _columns(M, keep):
+    """``[L[k:, k] for k < n]``: `cholesky`, unrolled over ``n``, each step vectorised over the
+    rows below the diagonal and the trailing axes."""
+    n = M.shape[0]
+    cols = []
     for j in range(n):
         v = M[j:, j]
         for k in range(j):
             v = v - cols[k][j - k:] * cols[k][j - k]
         cols.append(keep(v * lax.rsqrt(v[0])))
+    return cols
+
+
+def _substitute(cols, b):
+    """``M⁻¹ b`` from ``M``'s factor as `_columns`: ``L y = b``, then ``Lᵀ x = y``."""
+    n = b.shape[0]
     y = []
     for j in range(n):
         acc = b[j]

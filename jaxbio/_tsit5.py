@@ -35,6 +35,11 @@ gradient of Diffrax's adjoint for the same steps). A field that offers ``at_outp
 linearised where its value ``k`` is known) is linearised at each stored stage instead of
 recomputing it: the velocity form's takes ``q̈`` from the stage and skips the bias recursion
 (`jaxbio.dynamics.forward.accelerations_at`; arm7's first value-and-gradient call 11.7 → 10.3 s).
+A field that also offers ``with_aux(t, x) -> (k, aux)`` and ``aux_init(x)`` has its ``aux`` kept
+per stage by the stored forward pass and handed back as ``at_output(k, aux)``: the velocity form
+keeps the Cholesky factor of ``M + J`` (up to 12 coordinates, ``nv(nv+1)/2`` numbers), so the
+reverse pass runs neither the mass matrix nor its factorisation (arm7: 9.4 → 7.9 s, and the
+step 187 → 167 ms; benchmarks/README.md, "seventh pass").
 Only the field's arrays that are differentiated enter its VJP (under `jax.vmap` the wrench
 recursion then transposes by its batch-last adjoint, `jaxbio.dynamics._batched.vmapped_by`).
 Forward mode is not supported (as with Diffrax's `RecursiveCheckpointAdjoint`); the times ``t0``,
@@ -62,12 +67,28 @@ FIRST_STEP = 0.01  # s: the first step Diffrax's PIDController takes in `diffeqs
 SUCCESSFUL, MAX_STEPS, NONFINITE = 0, 1, 2  # `solve`'s status codes
 
 
-def _at(field, k):
-    """``field`` linearised where its value is known to be ``k`` (``field.at_output(k)``, a field
-    that returns ``k`` and differentiates as ``field`` at that point, when it offers one: then the
-    reverse pass does not recompute what the forward pass stored), else ``field``."""
+def _with_aux(field, t, x):
+    """``(field(t, x), aux)``: with ``aux`` what the field keeps for its linearisation
+    (``field.with_aux``, e.g. the velocity form's Cholesky factor of ``M + J``; its structure
+    ``field.aux_init(x)``, zeros), None when it keeps nothing."""
+    with_aux = getattr(field, "with_aux", None)
+    return (field(t, x), None) if with_aux is None else with_aux(t, x)
+
+
+def _aux_init(field, x):
+    """Zeros with the structure of ``field``'s ``aux`` at a state like ``x`` (`_with_aux`)."""
+    init = getattr(field, "aux_init", None)
+    return None if init is None else init(x)
+
+
+def _at(field, k, aux):
+    """``field`` linearised where its value is known to be ``k`` (``field.at_output(k, aux)``, a
+    field that returns ``k`` and differentiates as ``field`` at that point, when it offers one:
+    then the reverse pass does not recompute what the forward pass stored), else ``field``."""
     at = getattr(field, "at_output", None)
-    return field if at is None else at(k)
+    if at is None:
+        return field
+    return at(k) if aux is None else at(k, aux)
 
 
 def _rms(v, scale):
@@ -105,30 +126,41 @@ def _in_step(ts, t, h):
 
 def _forward(field, x0, t0, ts, t1, rtol, atol, max_steps: int, store: bool):
     """The forward loop: ``(ys (T, d), status, stored)``; ``stored`` is ``(n, X (max_steps, d),
-    K (max_steps, 7, d), T1 (max_steps,), H (max_steps,))`` when ``store``: the end state, the
-    stages, the end time and the length of every accepted step; else None."""
+    K (max_steps, 7, d), T1 (max_steps,), H (max_steps,), AUX)`` when ``store``: the end state,
+    the stages, the end time and the length of every accepted step, and the field's ``aux`` at
+    each stage (`_with_aux`; leaves ``(max_steps, 7, …)``, None when it keeps nothing); else
+    None."""
     dtype = x0.dtype
     A, C, B, E = (jnp.asarray(a, dtype) for a in (_A, _C, _B, _E))
     ys = jnp.where((ts <= t0)[:, None], x0, jnp.full(ts.shape + x0.shape, jnp.nan, dtype))
     size = max_steps if store else 0
+    # the field's aux per stage (only when storing: the pass that is not differentiated needs none)
+    aux = jax.tree_util.tree_map(lambda a: jnp.zeros((STAGES,) + a.shape, a.dtype),
+                                 _aux_init(field, x0) if store else None)
     stored = (jnp.zeros((size,) + x0.shape, dtype), jnp.zeros((size, STAGES) + x0.shape, dtype),
-              jnp.zeros((size,), dtype), jnp.zeros((size,), dtype))
+              jnp.zeros((size,), dtype), jnp.zeros((size,), dtype),
+              jax.tree_util.tree_map(lambda a: jnp.zeros((size,) + a.shape, a.dtype), aux))
     tiny = 1e3 * jnp.finfo(dtype).eps * jnp.maximum(jnp.maximum(jnp.abs(t0), jnp.abs(t1)), t1 - t0)
 
     def cond(c):
-        t, _, _, _, attempts, _, stop, _, _ = c
+        t, _, _, _, _, attempts, _, stop, _, _ = c
         return (t < t1) & (attempts < max_steps) & ~stop
 
     def body(c):
-        t, x, K, h, attempts, n, stop, ys, stored = c
+        t, x, K, aux, h, attempts, n, stop, ys, stored = c
         ends = t + h >= t1
         hs = jnp.where(ends, t1 - t, h)  # the last step ends at t1 exactly
 
-        def stage(i, K):
-            return K.at[i].set(field(t + C[i] * hs, x + hs * _combine(A[i], K)))
+        def stage(i, Ka):
+            K, aux = Ka
+            ti, xi = t + C[i] * hs, x + hs * _combine(A[i], K)
+            if not store:
+                return K.at[i].set(field(ti, xi)), aux
+            k, a = _with_aux(field, ti, xi)
+            return K.at[i].set(k), jax.tree_util.tree_map(lambda s, v: s.at[i].set(v), aux, a)
 
         # stage 0 of the first step is f(t0, x0); later steps reuse their predecessor's last stage
-        K = jax.lax.fori_loop(jnp.where(attempts == 0, 0, 1), STAGES, stage, K)
+        K, aux = jax.lax.fori_loop(jnp.where(attempts == 0, 0, 1), STAGES, stage, (K, aux))
         x1 = x + hs * _combine(B, K)  # = the last stage's input (its row of A is B)
         x1_finite = jnp.all(jnp.isfinite(x1))
         err = _rms(hs * _combine(E, K), atol + rtol * jnp.maximum(jnp.abs(x), jnp.abs(jnp.where(x1_finite, x1, x))))
@@ -139,18 +171,20 @@ def _forward(field, x0, t0, ts, t1, rtol, atol, max_steps: int, store: bool):
         bad = (~x1_finite & (hs <= tiny)) | ~jnp.isfinite(hs)
         ok = keep & ~bad
         if store:
-            X, KK, T1, H = stored
+            X, KK, T1, H, AUX = stored
             stored = (X.at[n].set(x1, pred=ok), KK.at[n].set(K, pred=ok), T1.at[n].set(t + hs, pred=ok),
-                      H.at[n].set(hs, pred=ok))
+                      H.at[n].set(hs, pred=ok),
+                      # aux first: inside the loop AUX's leaves are equinox's buffers, not arrays
+                      jax.tree_util.tree_map(lambda v, s: s.at[n].set(v, pred=ok), aux, AUX))
         inside, theta = _in_step(ts, t, hs)
         ys = jnp.where((ok & inside)[:, None], x + hs * _combine(dense_weights(theta), K), ys)
-        return (jnp.where(ok, jnp.where(ends, t1, t + hs), t), jnp.where(ok, x1, x),
-                jnp.where(ok, K.at[0].set(K[STAGES - 1]), K), hs * factor, attempts + 1, n + ok, stop | bad, ys,
-                stored)
+        last = jax.tree_util.tree_map(lambda s: jnp.where(ok, s.at[0].set(s[STAGES - 1]), s), (K, aux))
+        return (jnp.where(ok, jnp.where(ends, t1, t + hs), t), jnp.where(ok, x1, x), *last, hs * factor,
+                attempts + 1, n + ok, stop | bad, ys, stored)
 
-    c = (t0, x0, jnp.zeros((STAGES,) + x0.shape, dtype), jnp.asarray(FIRST_STEP, dtype), jnp.int32(0),
+    c = (t0, x0, jnp.zeros((STAGES,) + x0.shape, dtype), aux, jnp.asarray(FIRST_STEP, dtype), jnp.int32(0),
          jnp.int32(0), jnp.bool_(False), ys, stored)
-    t, _, _, _, _, n, stop, ys, stored = eqxi.while_loop(cond, body, c, kind="lax", buffers=lambda c: c[8])
+    t, _, _, _, _, _, n, stop, ys, stored = eqxi.while_loop(cond, body, c, kind="lax", buffers=lambda c: c[9])
     status = jnp.where(t >= t1, SUCCESSFUL, jnp.where(stop, NONFINITE, MAX_STEPS))
     return ys, status, ((n,) + stored if store else None)
 
@@ -161,8 +195,8 @@ def solve(diff, t0, ts, t1, rtol, atol, max_steps: int):
     ``t1``, with ``diff = (field, x0)`` (``field`` a pytree callable, e.g. an `equinox.Module`;
     ``x0`` ``(d,)``), ``ts`` ``(T,)`` increasing in ``[t0, t1]`` (saved by the dense output);
     ``rtol``, ``atol`` scalars; ``max_steps`` the step budget (accepted and rejected steps), also
-    the number of steps stored under reverse mode (memory: ``(8·d + 2)·max_steps`` numbers per
-    solve). ``status``: `SUCCESSFUL`, `MAX_STEPS` or `NONFINITE`; rows not reached are NaN.
+    the number of steps stored under reverse mode (memory: ``(8·d + 7·a + 2)·max_steps``
+    numbers per solve, ``a`` the size of the field's ``aux``, 0 for none). ``status``: `SUCCESSFUL`, `MAX_STEPS` or `NONFINITE`; rows not reached are NaN.
     Reverse-mode differentiable in ``diff`` (see the module docstring)."""
     field, x0 = diff
     ys, status, _ = _forward(field, x0, t0, ts, t1, rtol, atol, max_steps, store=False)
@@ -183,7 +217,7 @@ def _solve_bwd(stored, cotangents, perturbed, diff, t0, ts, t1, rtol, atol, max_
     ``j + 1``; step ``n`` (length 0) carries only the last step's."""
     ys_bar, _ = cotangents
     field, x0 = diff
-    n, X, KK, T1, H = stored
+    n, X, KK, T1, H, AUX = stored
     dtype = x0.dtype
     A, C, B = (jnp.asarray(a, dtype) for a in (_A, _C, _B))
     ys_bar = jnp.where(jnp.isfinite(ys_bar), ys_bar, 0.0)  # rows not reached carry no gradient
@@ -196,11 +230,11 @@ def _solve_bwd(stored, cotangents, perturbed, diff, t0, ts, t1, rtol, atol, max_
         t = jnp.where(j == 0, t0, T1[before])
         x = jnp.where(j == 0, x0, X[before])
         last = jnp.maximum(jnp.minimum(j, n - 1), 0)
-        return t, x, jnp.where(j < n, H[last], 0), KK[last]
+        return t, x, jnp.where(j < n, H[last], 0), KK[last], jax.tree_util.tree_map(lambda s: s[last], AUX)
 
     def saved(j):
         """``Σ_s ys̄_s`` and ``h Σ_s b(θ_s) ys̄_s`` ``(7, d)`` over the saves inside step ``j``."""
-        t, _, h, _ = step(j)
+        t, _, h, _, _ = step(j)
         inside, theta = _in_step(ts, t, h)
         weights = jnp.where(inside[:, None], dense_weights(theta), 0)
         direct = jnp.sum(jnp.where(inside[:, None], ys_bar, 0), axis=0)
@@ -208,11 +242,11 @@ def _solve_bwd(stored, cotangents, perturbed, diff, t0, ts, t1, rtol, atol, max_
 
     def body(c):
         j, lam, grad, (direct, through) = c
-        t, x, h, K = step(j)
-        # the field's value at each stage's input: its stored stage, except at step n (length 0),
-        # whose one stage with a cotangent (0) is the last step's seventh (the other stages'
-        # cotangents are 0 there)
-        out = jnp.where(j < n, K, K.at[0].set(K[STAGES - 1]))
+        t, x, h, K, aux = step(j)
+        # the field's value (and aux) at each stage's input: its stored stage, except at step n
+        # (length 0), whose one stage with a cotangent (0) is the last step's seventh (the other
+        # stages' cotangents are 0 there)
+        out, aux = jax.tree_util.tree_map(lambda s: jnp.where(j < n, s, s.at[0].set(s[STAGES - 1])), (K, aux))
         # κ_i = x̄'s share in stage i: from λ = x̄ at the step's end, from the saves inside the step,
         # at stage 0 from the previous step's seventh stage; λ becomes x̄ at the step's start
         previous = saved(j - 1)
@@ -221,7 +255,8 @@ def _solve_bwd(stored, cotangents, perturbed, diff, t0, ts, t1, rtol, atol, max_
         def stage(r, c):
             lam, kappa, grad = c
             i = per_step - 1 - r
-            _, pull = jax.vjp(lambda m, z: _at(eqx.combine(m, fixed), out[i])(t + C[i] * h, z),
+            at_i = jax.tree_util.tree_map(lambda s: s[i], aux)
+            _, pull = jax.vjp(lambda m, z: _at(eqx.combine(m, fixed), out[i], at_i)(t + C[i] * h, z),
                               moving, x + h * _combine(A[i], K))
             g, xi_bar = pull(kappa[i])
             return lam + xi_bar, kappa + h * A[i][:, None] * xi_bar, jax.tree_util.tree_map(jnp.add, grad, g)

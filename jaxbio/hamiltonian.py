@@ -38,7 +38,8 @@ from jaxtyping import Array, ArrayLike, Float
 from jaxbio._validate import as_float, check_choice, check_finite, check_values, coordinate_vector
 from jaxbio.configuration import velocity_to_qdot, velocity_to_qdot_transpose
 from jaxbio.dynamics import _one_segment, _planar_batch, gravity_forces, kinetic_energy_gradient, potential_energy
-from jaxbio.dynamics.forward import accelerations, accelerations_at, inertia, solve
+from jaxbio.dynamics.forward import (accelerations, accelerations_at, accelerations_factored, factor_size,
+                                     inertia, solve)
 from jaxbio.dynamics._batched import hamiltonian_flow_batch, vmapped_by
 from jaxbio.tree import SegmentTree
 
@@ -792,19 +793,31 @@ class _PlanarChoice(eqx.Module):
 
 
 class _VelocityField(eqx.Module):
-    """`HamiltonianSystem.velocity_field` for a solver (`solver_field`); ``at_output(out)`` gives
-    the same field linearised where its value ``out`` is known (`jaxbio._tsit5`'s reverse pass,
-    from a stored stage): the accelerations taken from ``out["qd"]``
-    (`jaxbio.dynamics.forward.accelerations_at`: the bias recursion is not run again)."""
+    """`HamiltonianSystem.velocity_field` for a solver (`solver_field`), with what
+    `jaxbio._tsit5`'s stored-stage adjoint asks of a field: ``with_aux(t, y)`` is ``(value,
+    factor)``, the value and the packed Cholesky factor of ``M + J`` that solved for ``q̈``
+    (`jaxbio.dynamics.forward.accelerations_factored`; None above ``UNROLL_MAX`` coordinates,
+    ``aux_init(y)`` its zeros), kept per stage by the forward pass; ``at_output(out, factor)`` gives the same field
+    linearised where its value ``out`` is known: ``q̈`` taken from ``out["qd"]`` and solved
+    with ``factor`` (`jaxbio.dynamics.forward.accelerations_at`: neither the bias recursion nor
+    the mass matrix is run again)."""
 
     system: "HamiltonianSystem"
     known: Array | None = None
+    factor: Array | None = None
 
     def __call__(self, t, y, args=None):
-        return self.system._velocity_field(t, y, self.known)
+        return self.system._velocity_field(t, y, self.known, self.factor)
 
-    def at_output(self, out: dict) -> "_VelocityField":
-        return _VelocityField(self.system, out["qd"])
+    def with_aux(self, t, y):
+        return self.system._velocity_field(t, y, factored=True)
+
+    def aux_init(self, y):
+        size = factor_size(self.system.tree)
+        return None if size is None else jnp.zeros((size,), jnp.result_type(y["qd"]))
+
+    def at_output(self, out: dict, factor=None) -> "_VelocityField":
+        return _VelocityField(self.system, out["qd"], factor)
 
 
 class HamiltonianSystem(eqx.Module):
@@ -961,9 +974,11 @@ class HamiltonianSystem(eqx.Module):
         computed from ``q̇``)."""
         return self._velocity_field(t, y)
 
-    def _velocity_field(self, t, y, known_qdd=None) -> dict:
+    def _velocity_field(self, t, y, known_qdd=None, factor=None, *, factored: bool = False):
         """`velocity_field`; with ``known_qdd`` (its ``q̈`` at ``y``, already computed) that value,
-        differentiated without the bias recursion (`_VelocityField.at_output`)."""
+        differentiated without the bias recursion, and with ``factor`` (the Cholesky factor of
+        ``M + J`` at ``y``) without the mass matrix (`_VelocityField.at_output`). ``factored``:
+        ``(value, factor)`` (`_VelocityField.with_aux`)."""
         self.check_velocity_form()
         q, qd, f = y["q"], y["qd"], y["f"]
         a = y.get("a")
@@ -972,8 +987,12 @@ class HamiltonianSystem(eqx.Module):
         potential_force = _output(self.potential.gradient(t, q), qd.shape, "potential", self.potential, ".gradient")
         added = self.added_inertia(jnp.result_type(q))
         tau = force - resistance - potential_force
-        qdd = (accelerations(self.tree, q, qd, tau, added) if known_qdd is None
-               else accelerations_at(self.tree, q, qd, tau, known_qdd, added))
+        if factored:
+            qdd, factor = accelerations_factored(self.tree, q, qd, tau, added)
+        elif known_qdd is None:
+            qdd = accelerations(self.tree, q, qd, tau, added)
+        else:
+            qdd = accelerations_at(self.tree, q, qd, tau, known_qdd, added, factor=factor)
         if isinstance(self.fitness, ConstantFitness):
             rate = jnp.zeros_like(f)
         else:
@@ -985,7 +1004,7 @@ class HamiltonianSystem(eqx.Module):
         if self.stateful:
             out["a"] = _output(self.drive.state_rate(t, q, qd, self.fitness.value(f), a), a.shape,
                                "drive", self.drive, ".state_rate")
-        return out
+        return (out, factor) if factored else out
 
     def check_velocity_form(self) -> None:
         """``ValueError`` unless `velocity_field` applies: 1-DOF joints (``nq == nv``) and a

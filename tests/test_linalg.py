@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxbio._linalg import cholesky_solve
+from jaxbio._linalg import cholesky, cholesky_solve, factor_solve
 
 
 def _spd(rng, n, batch):
@@ -28,6 +28,27 @@ def test_vmapped_and_batch_last_equal_numpy(n):
     cond = np.linalg.cond(M).max()
     np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-13 * cond, atol=1e-13 * cond)
     np.testing.assert_allclose(np.asarray(last).T, ref, rtol=1e-13 * cond, atol=1e-13 * cond)
+
+
+@pytest.mark.parametrize("n", [1, 3, 7])
+def test_packed_factor_equals_numpy(n):
+    """`cholesky`'s packed columns are numpy's lower Cholesky factor, column by column, and
+    `factor_solve` with them solves as numpy does; batch-last axes too."""
+    rng = np.random.default_rng(10 + n)
+    M, b = _spd(rng, n, 20)
+    L = np.linalg.cholesky(M)
+    packed = np.concatenate([L[:, k:, k] for k in range(n)], axis=1)
+    got = jax.jit(jax.vmap(cholesky))(jnp.asarray(M))
+    assert got.shape == (20, n * (n + 1) // 2)
+    np.testing.assert_allclose(np.asarray(got), packed, rtol=1e-12, atol=1e-12)
+    last = jax.jit(cholesky)(jnp.asarray(np.moveaxis(M, 0, -1)))
+    np.testing.assert_allclose(np.asarray(last).T, packed, rtol=1e-12, atol=1e-12)
+    ref = np.linalg.solve(M, b[..., None])[..., 0]
+    cond = np.linalg.cond(M).max()
+    x = jax.jit(jax.vmap(factor_solve))(jnp.asarray(packed), jnp.asarray(b))
+    np.testing.assert_allclose(np.asarray(x), ref, rtol=1e-13 * cond, atol=1e-13 * cond)
+    x_last = jax.jit(factor_solve)(jnp.asarray(packed.T), jnp.asarray(b.T))
+    np.testing.assert_allclose(np.asarray(x_last).T, ref, rtol=1e-13 * cond, atol=1e-13 * cond)
 
 
 def test_not_positive_definite_gives_nan():

@@ -146,13 +146,22 @@ def _pair(form, rtol=1e-9):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("form", ["velocity", "hamiltonian"])
-def test_simulate_equals_diffrax_path(form):
+@pytest.mark.parametrize("form", ["velocity", "velocity, no factor kept", "hamiltonian"])
+def test_simulate_equals_diffrax_path(form, monkeypatch):
     """`jb.simulate` with `StoredAdjoint` equals its Diffrax path with the same first step
     (``dt0=0.01`` with a `PIDController`) to round-off, every output; the gradient of a loss over
     the saved states w.r.t. the initial state and the tree's masses (the recursion's per-state
-    reverse route) equals Diffrax's adjoint."""
+    reverse route) equals Diffrax's adjoint. The velocity form keeps each stage's factor of
+    ``M + J`` for the reverse pass, or (above ``UNROLL_MAX`` coordinates, here by lowering it)
+    recomputes ``M``."""
     system = _system()
+    if form.startswith("velocity"):
+        if "no factor" in form:
+            monkeypatch.setattr(jb.dynamics.forward, "UNROLL_MAX", 1)
+        field = jb.hamiltonian.solver_field(system, "velocity")
+        kept = field.aux_init(system.initial_state(jnp.zeros(2), form="velocity"))
+        assert (kept is None) == ("no factor" in form)
+        form = "velocity"
     stored, ref = _pair(form)
     q0 = jnp.array([0.7, -0.4])
     a = jax.jit(lambda s, q: _run(s, q, stored))(system, q0)

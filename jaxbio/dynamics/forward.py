@@ -23,11 +23,13 @@ transposes the recursion by its batch-last adjoint (`jaxbio.dynamics._adjoint`, 
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from jaxbio._linalg import spd_solve
+from jaxbio._linalg import UNROLL_MAX, cholesky, factor_solve, spd_solve
 from jaxbio._linear import dense, is_zero
 from jaxbio.dynamics._checks import public, as_external, as_state, finite
 from jaxbio.dynamics.mass_matrix import mass_matrix
@@ -46,14 +48,38 @@ def accelerations(tree: SegmentTree, q, qd, tau, added_inertia=None, external=No
     return _accelerations(tree, q, qd, tau, added.astype(jnp.result_type(tau)), *(external or ()))
 
 
-def accelerations_at(tree: SegmentTree, q, qd, tau, qdd, added_inertia=None, external=None):
+def accelerations_at(tree: SegmentTree, q, qd, tau, qdd, added_inertia=None, external=None, factor=None):
     """`accelerations` at a state where their value ``qdd`` ``(nv,)`` is already known (a solver's
     stored stage, say): the value is ``qdd`` as given, unchecked, and the derivatives are those of
     `accelerations` at that point (the module docstring's rule at ``qdd``), so that a derivative
-    needs the mass matrix and one tangent recursion but not the bias recursion. ``qdd`` itself is
-    not differentiated. What `jaxbio._tsit5`'s reverse pass linearises the velocity form with."""
+    needs the mass matrix and one tangent recursion but not the bias recursion. ``factor``: the
+    packed Cholesky factor of ``M(q) + diag(added_inertia)`` at this state, kept from the forward
+    pass (`accelerations_factored`); then a derivative needs neither ``M`` nor its factorisation.
+    ``qdd`` and ``factor`` are not differentiated. What `jaxbio._tsit5`'s reverse pass linearises
+    the velocity form with."""
     added = jnp.zeros_like(tau) if added_inertia is None else jnp.broadcast_to(added_inertia, jnp.shape(tau))
-    return _accelerations_given(tree, q, qd, tau, added.astype(jnp.result_type(tau)), qdd, *(external or ()))
+    return _accelerations_given(tree, q, qd, tau, added.astype(jnp.result_type(tau)), qdd, factor,
+                                *(external or ()))
+
+
+def factor_size(tree: SegmentTree) -> int | None:
+    """Length ``nv(nv+1)/2`` of the packed factor `accelerations_factored` keeps for ``tree``;
+    None above `jaxbio._linalg.UNROLL_MAX` coordinates, where it keeps none."""
+    return None if tree.nv > UNROLL_MAX else tree.nv * (tree.nv + 1) // 2
+
+
+def accelerations_factored(tree: SegmentTree, q, qd, tau, added_inertia=None, external=None):
+    """``(qdd, factor)``: `accelerations` ``(nv,)`` and the packed Cholesky factor of
+    ``M(q) + diag(added_inertia)`` that solved for them (`jaxbio._linalg.cholesky`,
+    ``(nv(nv+1)/2,)``), for `accelerations_at` to take later. Up to `jaxbio._linalg.UNROLL_MAX`
+    coordinates; above, ``factor`` is None (a factor of ``nv²`` numbers per state costs more memory
+    than recomputing it costs time). Not differentiable by the module docstring's rule: a solver's
+    pass that is not differentiated (`jaxbio._tsit5`'s stored forward pass) calls it."""
+    if factor_size(tree) is None:
+        return accelerations(tree, q, qd, tau, added_inertia, external), None
+    added = jnp.zeros_like(tau) if added_inertia is None else jnp.broadcast_to(added_inertia, jnp.shape(tau))
+    L = cholesky(inertia(tree, q, added.astype(jnp.result_type(tau))))
+    return factor_solve(L, tau - _tau(tree, q, qd, jnp.zeros_like(qd), *(external or ()))), L
 
 
 def inertia(tree: SegmentTree, q, added_inertia=None) -> Float[Array, "n n"]:
@@ -81,24 +107,26 @@ def _accelerations(tree, q, qd, tau, added, *external):
 def _accelerations_jvp(primals, tangents):
     tree, q, qd, tau, added, *external = primals
     M, qdd = _solved(tree, q, qd, tau, added, external)
-    return qdd, _tangent(M, qdd, primals, tangents)
+    return qdd, _tangent(functools.partial(solve, M), qdd, primals, tangents)
 
 
 @jax.custom_jvp
-def _accelerations_given(tree, q, qd, tau, added, qdd, *external):
+def _accelerations_given(tree, q, qd, tau, added, qdd, factor, *external):
     return qdd
 
 
 def _accelerations_given_jvp(primals, tangents):
-    tree, q, qd, tau, added, qdd, *external = primals
-    d_tree, dq, dqd, dtau, dadded, _, *d_external = tangents  # qdd: given, not differentiated
-    return qdd, _tangent(inertia(tree, q, added), qdd, (tree, q, qd, tau, added, *external),
+    tree, q, qd, tau, added, qdd, factor, *external = primals
+    d_tree, dq, dqd, dtau, dadded, _, _, *d_external = tangents  # qdd, factor: given, not differentiated
+    solve_with = (functools.partial(solve, inertia(tree, q, added)) if factor is None
+                  else functools.partial(factor_solve, factor))
+    return qdd, _tangent(solve_with, qdd, (tree, q, qd, tau, added, *external),
                          (d_tree, dq, dqd, dtau, dadded, *d_external))
 
 
-def _tangent(M, qdd, primals, tangents):
+def _tangent(solve_with, qdd, primals, tangents):
     """The rule of the module docstring: ``d qdd = M⁻¹ (d tau − d added · qdd − dID)`` at ``qdd``
-    (``primals``, ``tangents``: those of `_accelerations`)."""
+    (``primals``, ``tangents``: those of `_accelerations`; ``solve_with(b)``: ``M⁻¹ b``)."""
     tree, q, qd, tau, added, *external = primals
     d_tree, dq, dqd, dtau, dadded, *d_external = tangents
     if all(is_zero(t) for t in jax.tree_util.tree_leaves((d_tree, d_external), is_leaf=is_zero)):
@@ -108,7 +136,7 @@ def _tangent(M, qdd, primals, tangents):
     else:
         _, d_id = jax.jvp(lambda tr, a, b, *ext: _tau(tr, a, b, qdd, *ext), (tree, q, qd, *external),
                           jax.tree_util.tree_map(dense, (d_tree, dq, dqd, *d_external), is_leaf=is_zero))
-    return solve(M, dense(dtau) - dense(dadded) * qdd - d_id)
+    return solve_with(dense(dtau) - dense(dadded) * qdd - d_id)
 
 
 _accelerations.defjvp(_accelerations_jvp, symbolic_zeros=True)

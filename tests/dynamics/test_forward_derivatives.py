@@ -15,7 +15,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 from tests import pinocchio_ref as ref  # noqa: E402
-from tests._models import random_mixed_state, random_mixed_tree_dict  # noqa: E402
+from tests._models import random_mixed_state, random_mixed_tree_dict, random_model_dict  # noqa: E402
 from tests.dynamics.test_pinocchio import random_state, random_tree_dict  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("_float64")
@@ -174,3 +174,34 @@ def test_accelerations_at_a_known_value(jb, seed):
     want = batched(lambda x, v, t, a: accelerations(arm, x, v, t))
     for a, b in zip(got, want):
         _close(a, b, "vmapped grad", 1e-12)
+
+
+def test_accelerations_at_with_the_kept_factor(jb):
+    """`accelerations_factored` (what a solver's stored pass keeps) on arm7 under `jax.vmap`: the
+    accelerations equal `accelerations`', the factor is numpy's Cholesky factor of ``M + J``
+    (packed by columns); `accelerations_at` given that factor has the gradient of `accelerations`
+    (batch-last adjoint in reverse mode, no mass matrix); above ``UNROLL_MAX`` coordinates no
+    factor is kept."""
+    from jaxbio.dynamics.forward import accelerations, accelerations_at, accelerations_factored, factor_size, inertia
+
+    arm = jb.load_model("arm7")
+    rng = np.random.default_rng(6)
+    qs, qds, taus = (jnp.asarray(rng.uniform(-1, 1, (8, arm.nv))) for _ in range(3))
+    added = jnp.asarray(rng.uniform(0.0, 0.3, arm.nv))
+    qdds = jax.vmap(lambda *a: accelerations(arm, *a, added))(qs, qds, taus)
+    got, factors = jax.jit(jax.vmap(lambda *a: accelerations_factored(arm, *a, added)))(qs, qds, taus)
+    _close(got, qdds, "factored accelerations", 1e-12)
+    L = np.linalg.cholesky(np.asarray(jax.vmap(lambda x: inertia(arm, x, added))(qs)))
+    assert factor_size(arm) == 28
+    _close(factors, np.concatenate([L[:, k:, k] for k in range(arm.nv)], axis=1), "factor", 1e-12)
+
+    def grad(fn):
+        return jax.jit(jax.grad(lambda x, v, t: jnp.sum(jax.vmap(fn)(x, v, t, qdds, factors) ** 2),
+                                argnums=(0, 1, 2)))(qs, qds, taus)
+
+    want = grad(lambda x, v, t, a, f: accelerations(arm, x, v, t, added))
+    for a, b in zip(grad(lambda x, v, t, a, f: accelerations_at(arm, x, v, t, a, added, factor=f)), want):
+        _close(a, b, "vmapped grad with the factor", 1e-11)
+    chain = jb.SegmentTree.from_dict(random_model_dict(np.random.default_rng(0), 13, chain=True))
+    assert factor_size(chain) is None
+    assert accelerations_factored(chain, *(jnp.zeros(13) for _ in range(3)))[1] is None
