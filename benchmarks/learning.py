@@ -38,15 +38,15 @@ first step). The paths (``--paths``):
   ``derived=False`` (the loss reads ``q`` only: the momenta and energy at the saved times are
   never traced).
 
-``stored_state`` comes closest to the target (value-and-grad ≤ 4× forward, first compile
-< 10 s): forward dynamics is differentiated by the inverse-dynamics identity
-(`jaxbio.dynamics.forward`), under `jax.vmap` its reverse pass runs the batch-last adjoint of the
-wrench recursion (`jaxbio.dynamics._adjoint`), the solve's loop traces the field once each way
-and linearises it at the stored stages, and nothing the loss does not read is traced. Measured
-(Intel Xeon, 2 cores, no other job, ``--rounds 3``): 2.6× the forward pass for the double
-pendulum and 2.3× for arm7, first value-and-grad call 8.6 and 10.7 s (``velocity``: 3.9×, 3.8×,
-31.7 and 38.1 s). benchmarks/README.md says where the time goes. ``--field`` times the
-velocity-form vector field and its VJP alone.
+``stored_state`` meets the target (value-and-grad ≤ 4× forward, first compile < 10 s): forward
+dynamics is differentiated by the inverse-dynamics identity (`jaxbio.dynamics.forward`), under
+`jax.vmap` its reverse pass runs the batch-last adjoint of the wrench recursion
+(`jaxbio.dynamics._adjoint`), the solve's loop traces the field once each way and linearises it at
+the stored stages with the Cholesky factor kept there, and nothing the loss does not read is
+traced. Measured (Intel Xeon, 2 cores, no other job, ``--rounds 3``, 2026-11-30): 2.8× the forward
+pass for the double pendulum and 2.5× for arm7, first value-and-grad call 5.6 and 7.0 s
+(``velocity``: 5.1×, 3.5×, 23.7 and 29.7 s). benchmarks/README.md says where the time goes.
+``--field`` times the velocity-form vector field and its VJP alone.
 
 The machine and the load at start and end are printed: timings of one run are comparable
 with each other only.

@@ -38,8 +38,8 @@ recomputing it: the velocity form's takes ``q̈`` from the stage and skips the b
 A field that also offers ``with_aux(t, x) -> (k, aux)`` and ``aux_init(x)`` has its ``aux`` kept
 per stage by the stored forward pass and handed back as ``at_output(k, aux)``: the velocity form
 keeps the Cholesky factor of ``M + J`` (up to 12 coordinates, ``nv(nv+1)/2`` numbers), so the
-reverse pass runs neither the mass matrix nor its factorisation (arm7: 9.4 → 7.9 s, and the
-step 187 → 167 ms; benchmarks/README.md, "seventh pass").
+reverse pass runs neither the mass matrix nor its factorisation (arm7's first
+value-and-gradient call 8.2 → 7.0 s; benchmarks/README.md, "seventh pass").
 Only the field's arrays that are differentiated enter its VJP (under `jax.vmap` the wrench
 recursion then transposes by its batch-last adjoint, `jaxbio.dynamics._batched.vmapped_by`).
 Forward mode is not supported (as with Diffrax's `RecursiveCheckpointAdjoint`); the times ``t0``,

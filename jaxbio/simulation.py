@@ -231,11 +231,13 @@ class StoredAdjoint(diffrax.AbstractAdjoint):
     0.01 s, ``ts`` saved by the dense output: the states equal Diffrax's to round-off) and the same
     gradient as Diffrax's `RecursiveCheckpointAdjoint`, but the vector field is traced once
     forward and once in reverse instead of into every part of Diffrax's loop, and nothing is
-    recomputed. For training through batches of short solves, with ``form="velocity"``
-    (benchmarks/learning.py, MLP torque controller, batch 32, 2 s, float32, 2-core Xeon, path
-    ``stored_velocity`` against ``velocity``: first gradient compile 21 against 54 s for the double
-    pendulum and 32 against 64 s for arm7; a value-and-gradient step 52 against 51 ms and 356
-    against 446 ms, 3.9× and 3.2× the forward pass).
+    recomputed: the velocity form's reverse pass takes each stage's ``q̈`` and the Cholesky factor
+    of ``M + J`` (kept per stage, up to 12 coordinates) from the forward pass. For training
+    through batches of short solves, with ``form="velocity"`` (benchmarks/learning.py, MLP torque
+    controller, batch 32, 2 s, float32, 2-core Xeon, path ``stored_velocity`` against
+    ``velocity``, 2026-11-30: the first value-and-gradient call 8.2 against 23.7 s for the
+    double pendulum and 10.4 against 29.7 s for arm7; the step 19.9 against 27.5 ms and 162
+    against 268 ms, 3.6× and 2.5× the forward pass).
 
     It excludes a ``solver`` other than Tsit5, ``dt0``, ``stepsize_controller``, ``saveat``,
     ``event`` and ``dense`` (``ValueError``); `Trajectory.solution` is None. Reverse mode only
@@ -244,8 +246,9 @@ class StoredAdjoint(diffrax.AbstractAdjoint):
 
     ``steps``: at most this many steps (accepted and rejected) are taken, or ``max_steps`` if
     smaller; a longer solve fails with ``max_steps_reached`` (raise ``steps``). Reverse mode stores
-    ``8 · steps`` numbers per state entry and trajectory (arm7's 15 states, 1024 steps: 0.5 MB in
-    float32), allocated on every differentiated call."""
+    ``8 · steps`` numbers per state entry and trajectory, and in velocity form up to 12
+    coordinates ``7 · nv(nv+1)/2 · steps`` more for the factors (arm7's 15 states and 7
+    coordinates, 1024 steps: 1.3 MB in float32), allocated on every differentiated call."""
 
     steps: int = eqx.field(static=True, default=1024)
 
@@ -493,8 +496,8 @@ def simulate(
             ``adjoint=StoredAdjoint()``, a start from velocities (``initial_state(q0, qd0,
             form="velocity")``) and ``derived=False`` it is the training recipe of
             docs/learning.md (benchmarks/learning.py, MLP torque controller, batch 32, 2 s,
-            float32, 2-core CPU: 2.3× and 2.6× the forward pass for arm7 and the double pendulum,
-            first call 10.7 and 8.6 s against 38.1 and 31.7 s through Diffrax's loop). Not the
+            float32, 2-core CPU: 2.5× and 2.8× the forward pass for arm7 and the double pendulum,
+            first call 7.0 and 5.6 s against 29.7 and 23.7 s through Diffrax's loop). Not the
             default: the Hamiltonian form's forward pass under `jax.vmap` runs one fused
             batch-last kernel (3× faster for the double pendulum). The adaptive solve's error
             control then measures ``q̇`` instead of ``p``, so the steps taken (and the
