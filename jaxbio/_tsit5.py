@@ -196,8 +196,9 @@ def solve(diff, t0, ts, t1, rtol, atol, max_steps: int):
     ``x0`` ``(d,)``), ``ts`` ``(T,)`` increasing in ``[t0, t1]`` (saved by the dense output);
     ``rtol``, ``atol`` scalars; ``max_steps`` the step budget (accepted and rejected steps), also
     the number of steps stored under reverse mode (memory: ``(8·d + 7·a + 2)·max_steps``
-    numbers per solve, ``a`` the size of the field's ``aux``, 0 for none). ``status``: `SUCCESSFUL`, `MAX_STEPS` or `NONFINITE`; rows not reached are NaN.
-    Reverse-mode differentiable in ``diff`` (see the module docstring)."""
+    numbers per solve, ``a`` the size of the field's ``aux``, 0 for none). ``status``:
+    `SUCCESSFUL`, `MAX_STEPS` or `NONFINITE`; rows not reached are NaN. Reverse-mode
+    differentiable in ``diff`` (see the module docstring)."""
     field, x0 = diff
     ys, status, _ = _forward(field, x0, t0, ts, t1, rtol, atol, max_steps, store=False)
     return ys, status

@@ -797,10 +797,10 @@ class _VelocityField(eqx.Module):
     `jaxbio._tsit5`'s stored-stage adjoint asks of a field: ``with_aux(t, y)`` is ``(value,
     factor)``, the value and the packed Cholesky factor of ``M + J`` that solved for ``q̈``
     (`jaxbio.dynamics.forward.accelerations_factored`; None above ``UNROLL_MAX`` coordinates,
-    ``aux_init(y)`` its zeros), kept per stage by the forward pass; ``at_output(out, factor)`` gives the same field
-    linearised where its value ``out`` is known: ``q̈`` taken from ``out["qd"]`` and solved
-    with ``factor`` (`jaxbio.dynamics.forward.accelerations_at`: neither the bias recursion nor
-    the mass matrix is run again)."""
+    ``aux_init(y)`` its zeros), kept per stage by the forward pass; ``at_output(out, factor)``
+    gives the same field linearised where its value ``out`` is known: ``q̈`` taken from
+    ``out["qd"]`` and solved with ``factor`` (`jaxbio.dynamics.forward.accelerations_at`: neither
+    the bias recursion nor the mass matrix is run again)."""
 
     system: "HamiltonianSystem"
     known: Array | None = None
