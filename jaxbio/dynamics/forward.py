@@ -44,8 +44,7 @@ def accelerations(tree: SegmentTree, q, qd, tau, added_inertia=None, external=No
     ``(nv,)``, the bias from the wrench recursion at ``qdd = 0`` (with ``external``). Under
     `jax.vmap` both ``M`` and the bias run the batch-last kernels; derivatives by the rule of the
     module docstring. ``added_inertia`` ``(nv,)``: a drive's diagonal inertia (default none)."""
-    added = jnp.zeros_like(tau) if added_inertia is None else jnp.broadcast_to(added_inertia, jnp.shape(tau))
-    return _accelerations(tree, q, qd, tau, added.astype(jnp.result_type(tau)), *(external or ()))
+    return _accelerations(tree, q, qd, tau, _added(tau, added_inertia), *(external or ()))
 
 
 def accelerations_at(tree: SegmentTree, q, qd, tau, qdd, added_inertia=None, external=None, factor=None):
@@ -57,9 +56,7 @@ def accelerations_at(tree: SegmentTree, q, qd, tau, qdd, added_inertia=None, ext
     pass (`accelerations_factored`); then a derivative needs neither ``M`` nor its factorisation.
     ``qdd`` and ``factor`` are not differentiated. What `jaxbio._tsit5`'s reverse pass linearises
     the velocity form with."""
-    added = jnp.zeros_like(tau) if added_inertia is None else jnp.broadcast_to(added_inertia, jnp.shape(tau))
-    return _accelerations_given(tree, q, qd, tau, added.astype(jnp.result_type(tau)), qdd, factor,
-                                *(external or ()))
+    return _accelerations_given(tree, q, qd, tau, _added(tau, added_inertia), qdd, factor, *(external or ()))
 
 
 def factor_size(tree: SegmentTree) -> int | None:
@@ -77,9 +74,8 @@ def accelerations_factored(tree: SegmentTree, q, qd, tau, added_inertia=None, ex
     pass that is not differentiated (`jaxbio._tsit5`'s stored forward pass) calls it."""
     if factor_size(tree) is None:
         return accelerations(tree, q, qd, tau, added_inertia, external), None
-    added = jnp.zeros_like(tau) if added_inertia is None else jnp.broadcast_to(added_inertia, jnp.shape(tau))
-    L = cholesky(inertia(tree, q, added.astype(jnp.result_type(tau))))
-    return factor_solve(L, tau - _tau(tree, q, qd, jnp.zeros_like(qd), *(external or ()))), L
+    L = cholesky(inertia(tree, q, _added(tau, added_inertia)))
+    return factor_solve(L, tau - _bias(tree, q, qd, external or ())), L
 
 
 def inertia(tree: SegmentTree, q, added_inertia=None) -> Float[Array, "n n"]:
@@ -94,9 +90,20 @@ def solve(M, b):
     return b / M[0] if M.shape[0] == 1 else spd_solve(M, b)
 
 
+def _added(tau, added_inertia):
+    """A drive's diagonal inertia ``(nv,)`` (zeros for None) in ``tau``'s shape and dtype."""
+    added = jnp.zeros_like(tau) if added_inertia is None else jnp.broadcast_to(added_inertia, jnp.shape(tau))
+    return added.astype(jnp.result_type(tau))
+
+
+def _bias(tree, q, qd, external):
+    """The wrench recursion at ``qdd = 0``: Coriolis, centrifugal, gravity and external loads."""
+    return _tau(tree, q, qd, jnp.zeros_like(qd), *external)
+
+
 def _solved(tree, q, qd, tau, added, external):
     M = inertia(tree, q, added)
-    return M, solve(M, tau - _tau(tree, q, qd, jnp.zeros_like(qd), *external))
+    return M, solve(M, tau - _bias(tree, q, qd, external))
 
 
 @jax.custom_jvp
