@@ -684,26 +684,19 @@ class _FlatField(eqx.Module):
 
     def with_aux(self, t, x):
         """``(value, aux)``: the value ``(d,)`` and what the wrapped field keeps for its
-        linearisation (its ``with_aux``; None when it has none), see `jaxbio._tsit5`."""
-        with_aux = getattr(self.field, "with_aux", None)
-        if with_aux is None:
-            return self(t, x), None
-        value, aux = with_aux(t, self.unravel(x))
+        linearisation (`jaxbio._tsit5._with_aux` of it: None when it keeps nothing)."""
+        value, aux = _tsit5._with_aux(self.field, t, self.unravel(x))
         return ravel_pytree(value)[0], aux
 
     def aux_init(self, x):
-        """Zeros like the wrapped field's ``aux`` (its ``aux_init``), or None."""
-        init = getattr(self.field, "aux_init", None)
-        return None if init is None else init(self.unravel(x))
+        """Zeros like the wrapped field's ``aux`` (`jaxbio._tsit5._aux_init` of it), or None."""
+        return _tsit5._aux_init(self.field, self.unravel(x))
 
     def at_output(self, k, aux=None) -> "_FlatField":
         """The field linearised where its value ``k`` ``(d,)`` (and ``aux``, from `with_aux`) is
-        known (see `jaxbio._tsit5`), when the wrapped field offers that (`jaxbio.hamiltonian.solver_field`'s
-        velocity form)."""
-        at = getattr(self.field, "at_output", None)
-        if at is None:
-            return self
-        return _FlatField(at(self.unravel(k)) if aux is None else at(self.unravel(k), aux), self.unravel)
+        known: `jaxbio._tsit5._at` of the wrapped field (`jaxbio.hamiltonian.solver_field`'s
+        velocity form offers it; other fields are themselves)."""
+        return _FlatField(_tsit5._at(self.field, self.unravel(k), aux), self.unravel)
 
 
 def _simulate_stored(system, y_start, t0, t1, ts, rtol, atol, max_steps, form, throw, deferred,
