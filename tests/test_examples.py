@@ -1,9 +1,10 @@
 """Every script in ``examples/`` runs to the end from a fresh interpreter (slow: ~70 s in all, plus
-11–21 s for opensim_mass_estimation.py and the learning examples' training: learning_muscle_forces.py
-~2.5–3.7 min, learning_fatigue.py ~2 min; hence the 900 s bound). learning_controller.py runs with
-fewer Adam steps (`ARGS`): its full training took 12 min in CI's slow run on a 2-core Intel Xeon
-(6–10 min on the AMD machine before), close to the bound; the trained errors it reports are the
-full run's, in docs/learning.md.
+11–21 s for opensim_mass_estimation.py and the learning examples' training: learning_fatigue.py
+~2 min; hence the 900 s bound). Two run with fewer Adam steps (`ARGS`): learning_controller.py,
+whose full training took 12 min in CI's slow run on a 2-core Intel Xeon (6–10 min on the AMD
+machine before), close to the bound, and learning_muscle_forces.py, whose full training (1 min here)
+tests/learning/test_estimators.py repeats and checks. The trained errors they report are the full
+runs', in docs/learning.md.
 
 The examples are what a new user copies first; their numbers are checked where the library's
 functions are tested, so this only guards against an example that no longer runs.
@@ -19,7 +20,8 @@ from tests._models import REPO
 
 EXAMPLES = sorted((REPO / "examples").glob("*.py"))
 # arguments for a shorter run of the same script (every code path, fewer training steps)
-ARGS = {"learning_controller.py": ["--steps", "15", "--muscle-steps", "10"]}
+ARGS = {"learning_controller.py": ["--steps", "15", "--muscle-steps", "10"],
+        "learning_muscle_forces.py": ["--steps", "300"]}
 
 
 def test_examples_found():

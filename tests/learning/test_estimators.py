@@ -240,6 +240,8 @@ def test_bad_input_raises(problem):
         est.physics_loss(_small_net(n_muscles=6), problem, jnp.zeros((5, 10)), jnp.zeros((5, 10)), jnp.zeros((5, 10)))
     with pytest.raises(ValueError, match="batch_size 64 exceeds the 5 training frames"):
         est.train(net, problem, *(jnp.zeros((5, 10)),) * 3, key=jax.random.key(0), batch_size=64)
+    with pytest.raises(ValueError, match="target_steps"):
+        est.training_loss(net, problem, *(jnp.zeros((5, 10)),) * 3, target_steps=-1)
     with pytest.raises(ValueError, match="method must be one of"):
         est.training_loss(net, problem, *(jnp.zeros((5, 10)),) * 3, method="labels")
     data = est.FrameData(jnp.zeros((18, 10)), q, jnp.zeros(18), jnp.zeros(18))
@@ -257,22 +259,41 @@ def test_bad_input_raises(problem):
         est.AmortizedStaticOptimization(10, 18, key=0)
 
 
+def test_minibatches_draw_every_frame_once_per_epoch():
+    """`train`'s minibatches: within an epoch (``T // batch_size`` steps) no frame repeats, every
+    epoch has its own order, and the indices of a step do not depend on how the steps are cut
+    into compiled chunks."""
+    from jaxbio.learning.estimators import _minibatches
+
+    key, T, B = jax.random.key(7), 103, 10
+    whole = np.asarray(_minibatches(key, T, B, 0, 35))
+    assert whole.shape == (35, B) and whole.min() >= 0 and whole.max() < T
+    for e in range(3):
+        epoch = whole[10 * e : 10 * e + 10].ravel()
+        assert len(set(epoch.tolist())) == 100
+    assert not np.array_equal(whole[:10], whole[10:20])
+    pieces = np.concatenate([np.asarray(_minibatches(key, T, B, a, b)) for a, b in ((0, 7), (7, 23), (23, 35))])
+    np.testing.assert_array_equal(pieces, whole)
+
+
 @pytest.mark.slow
 def test_held_out_forces_match_static_optimization():
-    """The example's training (float32, 8192 frames, width 256, depth 2, 2000 Adam steps of 1024
-    frames; ~1.5 min on 2 CPU cores), checked on 992 held-out frames of 32 unseen motions against
-    the solver: with 3 Newton steps on the dual (`refined_activations`), every frame's forces
-    within the issue's 5 % of the peak force. Measured when written (the example, same training,
-    its 1032 held-out frames): per-frame largest force error median / 99th pct / worst — network
-    2.6 / 7.0 / 11.6 %, refine=3 0.000 / 0.01 / 1.4 % of the peak force. The raw network's
-    bounds below are those numbers with a margin."""
+    """The example's training (float32, 32768 frames of 8192 motions, width 256, depth 2, 8000
+    Adam steps of 512 frames, activation targets after 2 Newton steps; ~1 min on 2 CPU cores),
+    checked on 992 held-out frames of 32 unseen motions against the solver: the network alone —
+    no dynamics, no moment arms — within the issue's 5 % of the peak force on every frame, and
+    with 3 Newton steps on the dual (`refined_activations`) within 0.5 % on the median frame.
+    Measured when written (the same training, the example's 1032 held-out frames): per-frame
+    largest force error median / 99th pct / worst — network 0.81 / 2.5 / 3.0 %, before the
+    Newton-step targets and the per-epoch minibatches (2000 steps of 1024 frames on 8192 frames)
+    2.6 / 7.0 / 11.6 %."""
     f32 = jnp.float32
     problem = est.MuscleProblem.from_muscle_set("gait10dof18musc", reserve_strength=RESERVES, dtype=f32)
-    train_frames = swing_frames(0, 2048, 4, f32)
+    train_frames = swing_frames(0, 8192, 4, f32)
     q, qd, qdd = swing_frames(1, 32, 31, f32)
     net = est.AmortizedStaticOptimization.from_frames(*train_frames, n_muscles=18, key=jax.random.key(0), width=256,
                                                       depth=2, dtype=f32)
-    net, _ = est.train(net, problem, *train_frames, key=jax.random.key(1), steps=2000, batch_size=1024)
+    net, _ = est.train(net, problem, *train_frames, key=jax.random.key(1), steps=8000, batch_size=512)
     data = est.frames_data(problem, q, qd, qdd)
     so = jax.jit(jax.vmap(lambda d: static_optimization(d.moment_arms, d.tau, d.max_force, passive_force=d.passive_force,
                                                         reserve_strength=problem.reserve_strength)))(data)
@@ -281,11 +302,11 @@ def test_held_out_forces_match_static_optimization():
     a = jax.jit(jax.vmap(net))(q, qd, qdd)
     assert float(a.min()) >= 0 and float(a.max()) <= 1
     err = np.abs(np.asarray(a * data.max_force + data.passive_force - so.forces)).max(axis=1)
-    assert np.median(err) < 0.04 * peak
-    assert np.percentile(err, 99) < 0.10 * peak
-    assert err.max() < 0.20 * peak
+    assert np.median(err) < 0.015 * peak
+    assert np.percentile(err, 99) < 0.04 * peak
+    assert err.max() < 0.05 * peak, 100 * err.max() / peak  # the issue's bound, on the network alone
     residual = jax.vmap(lambda d, x: est.physics_terms(problem, d, x).residual)(data, a)
-    assert float(jnp.abs(residual).mean()) < 0.6  # N·m (reserve coordinates count 0; |τ| at the leg joints ≤ ~16 N·m)
+    assert float(jnp.abs(residual).mean()) < 0.3  # N·m (reserve coordinates count 0; |τ| at the leg joints ≤ ~16 N·m)
     # refined: the issue's 5 % of peak on every held-out frame
     a3 = jax.jit(jax.vmap(lambda d, *x: net.refined_activations(problem, *x, steps=3, data=d)))(data, q, qd, qdd)
     assert float(a3.min()) >= 0 and float(a3.max()) <= 1
