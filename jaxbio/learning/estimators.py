@@ -46,8 +46,9 @@ held-out frames against the solver and times both.
 
 Trained as in ``examples/learning_muscle_forces.py`` (32768 frames, 8000 Adam steps of 512, 57 s on
 2 CPU cores), the network alone misses the solver by at most 3.0 % of the peak force on 1032
-held-out frames (median 0.8 %), at 1.0 µs per frame against the solver's 105 µs from the same
-``(q, q̇, q̈)``.
+held-out frames (median 0.8 %), at 1.0–1.4 µs per frame against the solver's 37 µs from the same
+``(q, q̇, q̈)`` (27×; 18 µs of those are the solve, 19 µs the frame data). Its forces
+``a F̂ + P`` need ``F̂`` and ``P``, i.e. the muscle lengths and velocities: 11.5 µs (3×).
 
 **Refinement** (`refine_multipliers`, `AmortizedStaticOptimization.refined_activations`,
 ``forces(..., refine=k)``): a fixed number ``k`` (1–3) of safeguarded semismooth Newton steps on
@@ -515,15 +516,15 @@ class AmortizedStaticOptimization(eqx.Module):
         the solver on the same frames in the same run)::
 
                        median   99th pct   worst    µs/frame on frame data   from (q, q̇, q̈)
-            network    0.81 %   2.5 %      3.0 %    1.0 (no frame data)      1.0
-            steps=1    0.000 %  1.7 %      4.9 %    4.2                      85
-            steps=2    0.000 %  0.58 %     2.5 %    5.7                      87
-            steps=3    0.000 %  0.000 %    0.92 %   8.0                      92
-            solver                                  18.1                     105
+            network    0.81 %   2.5 %      3.0 %    1.4 (no frame data)      1.4
+            steps=1    0.000 %  1.7 %      4.9 %    3.7                      22
+            steps=2    0.000 %  0.58 %     2.5 %    6.0                      23
+            steps=3    0.000 %  0.000 %    0.92 %   7.6                      26
+            solver                                  17.6                     37
 
-        The frame data (inverse dynamics, moment arms by ``jacfwd``, ``F̂``, ``P``: 83 µs)
-        dominate from ``(q, q̇, q̈)``; on precomputed data (e.g. from a pipeline that has them)
-        the refinement is 2–4× cheaper than the solver.
+        From ``(q, q̇, q̈)`` the frame data (inverse dynamics, moment arms, ``F̂``, ``P``:
+        19 µs) are most of the cost; on precomputed data (e.g. from a pipeline that has them)
+        the refinement is 2–5× cheaper than the solver.
         """
         self._check_problem(problem)
         if data is None:

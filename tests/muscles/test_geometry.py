@@ -88,6 +88,46 @@ def test_zero_length_at_run_time_has_finite_gradients():
 
 # ---- the shipped sets: finite differences, velocities, the wrench route -----------------------
 
+def _random_3d_paths(rng):
+    """A 3-D chain of 5 segments, revolute and prismatic joints about random axes with random
+    origins and orientations, and 4 muscles of 2–5 points, on segments and on the ground."""
+    segments = []
+    for i, kind in enumerate(["revolute", "prismatic", "revolute", "revolute", "prismatic"]):
+        o = rng.normal(size=4)
+        segments.append({"name": f"s{i}", "parent": None if i == 0 else f"s{i - 1}",
+                         "joint": {"type": kind, "axis": (rng.normal(size=3)).tolist(),
+                                   "origin": (0.3 * rng.normal(size=3)).tolist(), "orientation": (o / np.linalg.norm(o)).tolist()},
+                         "mass": 1.0, "com": [0.0, -0.1, 0.0], "inertia": (0.01 * np.eye(3)).tolist()})
+    tree = jb.SegmentTree.from_dict({"gravity": [0, -9.81, 0], "segments": segments}, dtype=jnp.float64)
+    frames = ["ground", "s0", "s1", "s2", "s3", "s4"]
+    muscles = {f"m{k}": [(frames[j], (0.2 * rng.normal(size=3)).tolist())
+                         for j in sorted(rng.choice(6, size=size, replace=False))]
+               for k, size in enumerate([2, 3, 4, 5])}
+    return tree, geometry.MusclePaths.from_points(tree, muscles, dtype=jnp.float64)
+
+
+@pytest.mark.parametrize("model", ["gait10dof18musc", "random 3-D chain"])
+def test_straight_moment_arms_equal_jacfwd(model):
+    """`moment_arms` of straight paths on revolute/prismatic trees (virtual work from one
+    forward-kinematics pass) against `jax.jacfwd` of the lengths, and its own derivative against
+    the lengths' second derivatives; under `jax.vmap`."""
+    rng = np.random.default_rng(11)
+    if model == "gait10dof18musc":
+        tree, paths, _ = SETS[model]
+        q = jnp.stack([random_q(tree, rng) for _ in range(8)])
+    else:
+        tree, paths = _random_3d_paths(rng)
+        q = jnp.asarray(rng.uniform(-1.5, 1.5, (8, tree.nq)))
+    assert tree.is_axial and not paths.path_wraps  # the virtual-work route
+    length = lambda x: geometry.lengths(paths, tree, x)  # noqa: E731
+    r = jax.jit(jax.vmap(lambda x: geometry.moment_arms(paths, tree, x)))(q)
+    ref = jax.vmap(jax.jacfwd(length))(q)
+    assert float(jnp.abs(ref).max()) > 1e-2  # the muscles do cross the coordinates
+    np.testing.assert_allclose(r, -ref, rtol=1e-12, atol=1e-14)
+    dr = jax.vmap(jax.jacfwd(lambda x: geometry.moment_arms(paths, tree, x)))(q)
+    np.testing.assert_allclose(dr, -jax.vmap(jax.hessian(length))(q), rtol=1e-10, atol=1e-12)
+
+
 @pytest.mark.parametrize("name", list(SETS))
 def test_moment_arms_match_central_differences(name):
     tree, paths, _ = SETS[name]
