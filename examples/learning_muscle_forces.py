@@ -2,7 +2,7 @@
 gait10dof18musc, trained with no labels on the physics of static optimisation, checked on held-out
 frames against the library's solver and timed against it in the same run.
 
-    python examples/learning_muscle_forces.py [--steps 8000]
+    python examples/learning_muscle_forces.py [--steps 16000]
 
 1. Frames: random swing-like motions of both legs (the motion of examples/static_optimization.py
    with random frequency 0.7–0.9 Hz, amplitudes ×0.8–1.1, offsets ±0.05 rad, phases ±0.2 rad);
@@ -14,7 +14,7 @@ frames against the library's solver and timed against it in the same run.
    joint-moment residual, minimised in closed form over activations and reserves), and the
    activation network (a clipped MLP, activations in [0, 1] by construction) learns the
    activations that those multipliers give after two Newton steps on the same dual
-   (``target_steps=2``, the default); 8000 steps of 512 frames.
+   (``target_steps=2``, the default); width 128, 16000 steps of 512 frames.
 3. Held-out check against `jaxbio.estimation.static_optimization` (interior point + active-set
    polish): the largest force error per muscle as % of the peak force; the joint-moment residual
    the network leaves (the solver leaves none); the physics loss of both.
@@ -66,7 +66,7 @@ def example_cycle(T=40, frequency=0.8):
     return OFF + AMP * np.sin(arg), AMP * w * np.cos(arg), -AMP * w**2 * np.sin(arg)
 
 
-def best_time(fn, *args, repeats=5):
+def best_time(fn, *args, repeats=20):
     jax.block_until_ready(fn(*args))  # compile
     times = []
     for _ in range(repeats):
@@ -76,7 +76,7 @@ def best_time(fn, *args, repeats=5):
     return min(times)
 
 
-def main(steps=8000, batch_size=512):
+def main(steps=16000, batch_size=512):
     f32 = jnp.float32
     print(f"# amortised static optimisation, gait10dof18musc, float32; backend {jax.default_backend()}, "
           f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
@@ -89,7 +89,7 @@ def main(steps=8000, batch_size=512):
 
     # 1–2. train with no labels
     net = est.AmortizedStaticOptimization.from_frames(*train_frames, n_muscles=problem.n_muscles,
-                                                      key=jax.random.key(0), width=256, depth=2, dtype=f32)
+                                                      key=jax.random.key(0), width=128, depth=2, dtype=f32)
     t0 = time.perf_counter()
     net, losses = est.train(net, problem, *train_frames, key=jax.random.key(1), steps=steps, batch_size=batch_size,
                             learning_rate=3e-3, progress=sys.stderr.isatty())
@@ -148,12 +148,12 @@ def main(steps=8000, batch_size=512):
         print(f"   {name:10s} median {100 * np.median(e) / peak:6.3f} %, 99th pct {100 * np.percentile(e, 99) / peak:6.3f} %, "
               f"worst {100 * e.max() / peak:6.3f} %")
 
-    # 5. time per frame, same run, best of 5 after compiling
+    # 5. time per frame, same run, best of 20 after compiling
     t_net = best_time(network, q, qd, qdd)
     t_solve = best_time(solve_frames, data)
     t_data = best_time(jax.jit(lambda *x: est.frames_data(problem, *x)), q, qd, qdd)
     t_full = best_time(jax.jit(lambda *x: solve_frames(est.frames_data(problem, *x))), q, qd, qdd)
-    print(f"5. µs per frame over {T} frames (jit(vmap), best of 5): network {us(t_net):.2f}; frame data "
+    print(f"5. µs per frame over {T} frames (jit(vmap), best of 20): network {us(t_net):.2f}; frame data "
           f"(inverse dynamics, moment arms, F̂, P) {us(t_data):.1f}")
     print(f"   static_optimization: {us(t_solve):.1f} on precomputed frame data ({t_solve / t_net:.0f}× the "
           f"network), {us(t_full):.1f} from (q, q̇, q̈) ({t_full / t_net:.0f}× the network)")
@@ -170,5 +170,5 @@ def main(steps=8000, batch_size=512):
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=8000, help="Adam steps (default 8000)")
+    parser.add_argument("--steps", type=int, default=16000, help="Adam steps (default 16000)")
     main(parser.parse_args().steps)

@@ -2,7 +2,7 @@
 11–21 s for opensim_mass_estimation.py and the learning examples' training: learning_fatigue.py
 ~2 min; hence the 900 s bound). Two run with fewer Adam steps (`ARGS`): learning_controller.py,
 whose full training took 12 min in CI's slow run on a 2-core Intel Xeon (6–10 min on the AMD
-machine before), close to the bound, and learning_muscle_forces.py, whose full training (1 min here)
+machine before), close to the bound, and learning_muscle_forces.py, whose full training (77 s here)
 tests/learning/test_estimators.py repeats and checks. The trained errors they report are the full
 runs', in docs/learning.md.
 

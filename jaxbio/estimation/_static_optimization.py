@@ -1160,13 +1160,12 @@ def frame_problem(tree, paths, muscle, q, qd, qdd, tau=None, external=None, obje
     at the frame's musculotendon lengths and velocities. No checks (callers check); one home for
     `static_optimization_motion` and the amortised estimator of `jaxbio.learning.estimators`."""
     from jaxbio.dynamics import inverse_dynamics
-    from jaxbio.muscles.geometry import lengthening_velocity, lengths, moment_arms
+    from jaxbio.muscles.geometry import lengths_and_velocities, moment_arms
 
     if tau is None:
         tau = inverse_dynamics(tree, q, qd, qdd, external)
     R = moment_arms(paths, tree, q)
-    fmax, passive = muscle_force_components(
-        muscle, lengths(paths, tree, q), lengthening_velocity(paths, tree, q, qd), objective)
+    fmax, passive = muscle_force_components(muscle, *lengths_and_velocities(paths, tree, q, qd), objective)
     return R, tau, fmax, passive
 
 

@@ -44,16 +44,16 @@ inactive muscles. `train` fits it with optax's Adam on minibatches (the per-fram
 computed once: they do not depend on the network). ``examples/learning_muscle_forces.py`` checks
 held-out frames against the solver and times both.
 
-Trained as in ``examples/learning_muscle_forces.py`` (32768 frames, 8000 Adam steps of 512, 57 s on
-2 CPU cores), the network alone misses the solver by at most 3.0 % of the peak force on 1032
-held-out frames (median 0.8 %), at 1.0–1.4 µs per frame against the solver's 37 µs from the same
-``(q, q̇, q̈)`` (27×; 18 µs of those are the solve, 19 µs the frame data). Its forces
-``a F̂ + P`` need ``F̂`` and ``P``, i.e. the muscle lengths and velocities: 11.5 µs (3×).
+Trained as in ``examples/learning_muscle_forces.py`` (32768 frames, width 128, 16000 Adam steps of
+512, 77 s on 2 CPU cores), the network alone misses the solver by at most 3.5 % of the peak force on
+1032 held-out frames (median 0.8 %), at 0.54 µs per frame against the solver's 32 µs from the same
+``(q, q̇, q̈)`` (60×; 18 µs of those are the solve, 15 µs the frame data). Its forces ``a F̂ + P``
+need ``F̂`` and ``P``, i.e. the muscle lengths and velocities: 7.5 µs (4×).
 
 **Refinement** (`refine_multipliers`, `AmortizedStaticOptimization.refined_activations`,
 ``forces(..., refine=k)``): a fixed number ``k`` (1–3) of safeguarded semismooth Newton steps on
 the concave dual, started from the dual network's multipliers, then the closed-form ``a(λ)``,
-brings the network to the solver's answer (worst 0.9 % with 3 steps) at the cost of the frame's
+brings the network to the solver's answer (worst 0.4 % with 3 steps) at the cost of the frame's
 data (inverse dynamics, moment arms) and an ``n × n`` Cholesky solve per step — still no
 iterative solver, jit/vmap friendly.
 
@@ -516,14 +516,14 @@ class AmortizedStaticOptimization(eqx.Module):
         the solver on the same frames in the same run)::
 
                        median   99th pct   worst    µs/frame on frame data   from (q, q̇, q̈)
-            network    0.81 %   2.5 %      3.0 %    1.4 (no frame data)      1.4
-            steps=1    0.000 %  1.7 %      4.9 %    3.7                      22
-            steps=2    0.000 %  0.58 %     2.5 %    6.0                      23
-            steps=3    0.000 %  0.000 %    0.92 %   7.6                      26
-            solver                                  17.6                     37
+            network    0.77 %   2.5 %      3.5 %    0.54 (no frame data)     0.54
+            steps=1    0.000 %  1.6 %      2.9 %    3.1                      17
+            steps=2    0.000 %  0.43 %     0.78 %   5.0                      20
+            steps=3    0.000 %  0.000 %    0.44 %   7.5                      23
+            solver                                  17.9                     32
 
         From ``(q, q̇, q̈)`` the frame data (inverse dynamics, moment arms, ``F̂``, ``P``:
-        19 µs) are most of the cost; on precomputed data (e.g. from a pipeline that has them)
+        15 µs) are most of the cost; on precomputed data (e.g. from a pipeline that has them)
         the refinement is 2–5× cheaper than the solver.
         """
         self._check_problem(problem)

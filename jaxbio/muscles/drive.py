@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from jaxbio.hamiltonian import Drive
 from jaxbio.muscles.activation import ActivationDynamics
 from jaxbio.muscles.curves import HillMuscle
-from jaxbio.muscles.geometry import MusclePaths, check_tree, generalized_forces, lengthening_velocity, lengths
+from jaxbio.muscles.geometry import MusclePaths, check_tree, generalized_forces, lengths_and_velocities
 from jaxbio.tree import SegmentTree
 
 __all__ = ["MuscleActuatedDrive"]
@@ -49,8 +49,7 @@ class MuscleActuatedDrive(Drive):
 
     def tensions(self, q, qd, f, a):
         """Muscle–tendon tensions ``(m,)`` N."""
-        l_mt = lengths(self.paths, self.tree, q)
-        v_mt = lengthening_velocity(self.paths, self.tree, q, qd)
+        l_mt, v_mt = lengths_and_velocities(self.paths, self.tree, q, qd)
         return self.muscles.force(jnp.clip(f[0] * a, 0.0, 1.0), l_mt, v_mt)
 
     def __call__(self, t, q, qd, f, a=None):

@@ -106,11 +106,14 @@ def _random_3d_paths(rng):
     return tree, geometry.MusclePaths.from_points(tree, muscles, dtype=jnp.float64)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["gait10dof18musc", "random 3-D chain"])
 def test_straight_moment_arms_equal_jacfwd(model):
     """`moment_arms` of straight paths on revolute/prismatic trees (virtual work from one
     forward-kinematics pass) against `jax.jacfwd` of the lengths, and its own derivative against
-    the lengths' second derivatives; under `jax.vmap`."""
+    the lengths' second derivatives; under `jax.vmap`. Slow (11–13 s each, the Hessians' compile);
+    the default run checks the same route against central differences
+    (`test_moment_arms_match_central_differences`)."""
     rng = np.random.default_rng(11)
     if model == "gait10dof18musc":
         tree, paths, _ = SETS[model]
@@ -151,6 +154,13 @@ def test_lengthening_velocity_is_minus_r_qd():
     h = 1e-6
     fd = (geometry.lengths(paths, tree, q + h * qd) - geometry.lengths(paths, tree, q - h * qd)) / (2 * h)
     np.testing.assert_allclose(v, fd, atol=1e-8)
+    # both from one jvp: the same numbers, also under jit(vmap)
+    l2, v2 = geometry.lengths_and_velocities(paths, tree, q, qd)
+    np.testing.assert_array_equal(l2, geometry.lengths(paths, tree, q))
+    np.testing.assert_allclose(v2, v, rtol=1e-14, atol=1e-16)
+    lb, vb = jax.jit(jax.vmap(lambda a, b: geometry.lengths_and_velocities(paths, tree, a, b)))(q[None], qd[None])
+    np.testing.assert_allclose(lb[0], l2, rtol=1e-14)
+    np.testing.assert_allclose(vb[0], v, rtol=1e-12, atol=1e-15)
 
 
 @pytest.mark.parametrize("name", list(SETS))
