@@ -161,6 +161,12 @@ def test_lengthening_velocity_is_minus_r_qd():
     lb, vb = jax.jit(jax.vmap(lambda a, b: geometry.lengths_and_velocities(paths, tree, a, b)))(q[None], qd[None])
     np.testing.assert_allclose(lb[0], l2, rtol=1e-14)
     np.testing.assert_allclose(vb[0], v, rtol=1e-12, atol=1e-15)
+    # its gradient (power −F·v with respect to q̇ is F·r) and a wrong shape named
+    F = jnp.linspace(10.0, 200.0, paths.n_muscles)
+    g = jax.grad(lambda b: -F @ geometry.lengths_and_velocities(paths, tree, q, b)[1])(qd)
+    np.testing.assert_allclose(g, geometry.moment_arms(paths, tree, q).T @ F, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match=r"qd has shape \(9,\)"):
+        geometry.lengths_and_velocities(paths, tree, q, qd[:9])
 
 
 @pytest.mark.parametrize("name", list(SETS))

@@ -32,6 +32,7 @@ FUNCTIONS = {
     "path_points_world": (geometry.path_points_world, ("q",)),
     "lengths": (geometry.lengths, ("q",)),
     "lengthening_velocity": (geometry.lengthening_velocity, ("q", "qd")),
+    "lengths_and_velocities": (geometry.lengths_and_velocities, ("q", "qd")),
     "moment_arms": (geometry.moment_arms, ("q",)),
     "generalized_forces": (geometry.generalized_forces, ("q", "forces")),
     "muscle_wrenches": (geometry.muscle_wrenches, ("q", "forces")),
