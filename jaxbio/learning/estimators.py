@@ -781,14 +781,14 @@ def train(
 
         return jax.lax.scan(step, (params, opt_state), indices)
 
-    losses = []
+    losses, orders = [], {}
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=steps, desc="training", unit="step")
     for start in range(0, steps, chunk):
-        indices = _minibatches(key, T, batch_size, start, min(start + chunk, steps))
+        indices = _minibatches(key, T, batch_size, start, min(start + chunk, steps), orders)
         (params, opt_state), chunk_losses = run(params, opt_state, indices)
         losses.append(chunk_losses)
         if bar is not None:
@@ -816,17 +816,26 @@ def _epoch_orders(keys, T, batch_size):
     return orders[:, : T - T % batch_size].reshape(len(keys), -1, batch_size)
 
 
-def _minibatches(key, T, batch_size, start, stop):
+def _minibatches(key, T, batch_size, start, stop, cache=None):
     """Frame indices ``(stop − start, batch_size)`` of optimiser steps ``start … stop − 1``: step
     ``s`` takes the ``s mod E``-th slice of epoch ``s // E``'s permutation (``E = T // batch_size``
     slices per epoch; epoch ``e``'s permutation from ``fold_in(key, e)``).
 
     One permutation per epoch, not per step: ``jax.random.choice(..., replace=False)`` per step
     permutes all ``T`` frames every step — 13 ms of a 25 ms training step at ``T = 32768`` on
-    2 Intel Xeon cores (jax 0.10.2)."""
+    2 Intel Xeon cores (jax 0.10.2). ``cache``: a dict ``{epoch: its slices}`` kept between the
+    calls of one training run, so that an epoch split between two chunks is permuted once
+    (the example's 160 chunks: 6.3 s without it, 3.8 s with it, of a 77 s training)."""
     per_epoch = T // batch_size
-    epochs = np.arange(start // per_epoch, (stop - 1) // per_epoch + 1)
-    orders = _epoch_orders(jax.vmap(lambda e: jax.random.fold_in(key, e))(jnp.asarray(epochs)), T, batch_size)
+    epochs = range(start // per_epoch, (stop - 1) // per_epoch + 1)
+    cache = {} if cache is None else cache
+    new = [e for e in epochs if e not in cache]
+    if new:
+        keys = jax.vmap(lambda e: jax.random.fold_in(key, e))(jnp.asarray(new))
+        cache.update(zip(new, _epoch_orders(keys, T, batch_size)))
+    for old in [e for e in cache if e < epochs[0]]:
+        del cache[old]
+    orders = jnp.stack([cache[e] for e in epochs])
     steps = np.arange(start, stop)
     return orders[steps // per_epoch - epochs[0], steps % per_epoch]
 

@@ -610,7 +610,12 @@ def _straight_moment_arms(paths: MusclePaths, tree: SegmentTree, q):
 
     with both sums over the points that ``j`` moves (a static mask). Exact, not an approximation
     (tested against `jax.jacfwd` of `lengths` to 1e-12 in float64, with its derivatives); the
-    jacfwd it replaces cost 10 forward-kinematics tangents per frame on gait10dof18musc."""
+    jacfwd it replaces cost 10 forward-kinematics tangents per frame on gait10dof18musc. It is
+    ``−Σ_p g_pᵀ J_p`` with ``J_p`` `point_jacobian`'s ``J_v``, contracted without building each
+    point's ``(3, nv)`` Jacobian: through `point_jacobian` (vmapped over the points, on this
+    function's `segment_motion`) the same moment arms took 10 against 7.7 µs per frame in
+    float32 and 13–16 against 5.7 µs in float64 (gait10dof18musc, jit(vmap) over 1,024 frames,
+    2-core Intel Xeon)."""
     mo = segment_motion(tree, q)
     pts = _motion_points(paths, mo)[0]  # (m, P, 3)
     u = _pieces(paths, pts)[2]  # (m, P−1, 3)

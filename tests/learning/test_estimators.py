@@ -274,6 +274,10 @@ def test_minibatches_draw_every_frame_once_per_epoch():
     assert not np.array_equal(whole[:10], whole[10:20])
     pieces = np.concatenate([np.asarray(_minibatches(key, T, B, a, b)) for a, b in ((0, 7), (7, 23), (23, 35))])
     np.testing.assert_array_equal(pieces, whole)
+    cache = {}  # as `train` calls it: epochs kept between chunks, the same indices
+    cached = np.concatenate([np.asarray(_minibatches(key, T, B, a, b, cache)) for a, b in ((0, 7), (7, 23), (23, 35))])
+    np.testing.assert_array_equal(cached, whole)
+    assert min(cache) >= 2  # epochs before the last chunk's first one are dropped
 
 
 @pytest.mark.slow
