@@ -1,10 +1,10 @@
-"""Speed of jaxbio's muscle lengths and moment arms against a NumPy finite-difference reference.
+"""Speed of jaxbio's forward kinematics, muscle lengths and moment arms against a NumPy reference.
 
     python benchmarks/muscles.py                  # gait10dof18musc (18 muscles, 10 DOF), 1e5 frames
     python benchmarks/muscles.py --set arm26 --frames 10000
 
-jaxbio: ``jax.jit(jax.vmap(geometry.lengths))`` and ``jax.jit(jax.vmap(geometry.moment_arms))``
-(forward-mode Jacobian) over random frames, float64 on the default backend; compile time
+jaxbio: ``jax.jit(jax.vmap(jb.forward_kinematics))`` (the batch-last pose kernel),
+``jax.jit(jax.vmap(geometry.lengths))`` and ``jax.jit(jax.vmap(geometry.moment_arms))`` over random frames, float64 on the default backend; compile time
 (lower + compile) reported separately, steady state best of 3 with ``jax.block_until_ready``.
 
 Reference, in the same run on the same frames: NumPy, vectorised over frames (a Python loop over
@@ -26,6 +26,9 @@ jax.config.update("jax_enable_x64", True)  # the script's choice; the library ne
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+
+import jaxbio as jb  # noqa: E402
+from jaxbio.quaternion import to_matrix  # noqa: E402
 
 from jaxbio.muscles import geometry, sets  # noqa: E402
 from _machine import finish, machine, row  # noqa: E402  (benchmarks/_machine.py)
@@ -121,10 +124,11 @@ def main():
     print(f"set {args.set}: {paths.n_muscles} muscles, {tree.nq} coordinates, {B} frames, "
           f"backend {jax.default_backend()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
 
+    fk = jax.jit(jax.vmap(lambda x: jb.forward_kinematics(tree, x)))
     lengths = jax.jit(jax.vmap(lambda x: geometry.lengths(paths, tree, x)))
     arms = jax.jit(jax.vmap(lambda x: geometry.moment_arms(paths, tree, x)))
     compile_s = {}
-    for name, f in (("lengths", lengths), ("moment_arms", arms)):
+    for name, f in (("forward_kin", fk), ("lengths", lengths), ("moment_arms", arms)):
         t = time.perf_counter()
         f.lower(qj).compile()
         compile_s[name] = time.perf_counter() - t
@@ -138,17 +142,26 @@ def main():
     print(f"  check: lengths agree to 1e-12; moment arms, max |jaxbio − NumPy FD| = {err:.1e} m")
     assert err < 1e-7
 
+    ref_R, ref_p = ref.fk(q[sub])
+    pos, att = fk(qj[sub])
+    np.testing.assert_allclose(pos, ref_p, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(to_matrix(att), ref_R, rtol=0, atol=1e-12)
+    tf, _ = best_of(lambda: fk(qj))
+    nf, _ = best_of(lambda: ref.fk(q), k=1)
     tl, _ = best_of(lambda: lengths(qj))
     ta, _ = best_of(lambda: arms(qj))
     nl, _ = best_of(lambda: ref.lengths(q), k=1)
     na, _ = best_of(lambda: ref.moment_arms(q), k=1)
     print(f"  {'':22s} {'jaxbio':>10s} {'NumPy':>10s} {'ratio':>8s}")
+    print(f"  {'forward kinematics':22s} {tf:9.3f}s {nf:9.3f}s {nf / tf:8.1f}")
     print(f"  {'lengths':22s} {tl:9.3f}s {nl:9.3f}s {nl / tl:8.1f}")
     print(f"  {'moment arms (n=' + str(tree.nq) + ')':22s} {ta:9.3f}s {na:9.3f}s {na / ta:8.1f}")
-    print(f"  per frame: lengths {tl / B * 1e6:.2f} µs, moment arms {ta / B * 1e6:.2f} µs (jaxbio); "
+    print(f"  per frame: forward kinematics {tf / B * 1e6:.2f} µs, lengths {tl / B * 1e6:.2f} µs, moment arms {ta / B * 1e6:.2f} µs (jaxbio); "
           f"load {os.getloadavg()[0]:.2f}")
     peer = "NumPy, whole batch (moment arms by central differences)"
     out = {"machine": machine(), "rows": [
+        row("forward kinematics", args.set, B, tf / B, unit="frame", compile_s=compile_s["forward_kin"],
+            peer="NumPy, whole batch (rotation matrices)", peer_seconds=nf / B),
         row("muscle-tendon lengths", args.set, B, tl / B, unit="frame", compile_s=compile_s["lengths"],
             peer=peer, peer_seconds=nl / B),
         row("moment arms", args.set, B, ta / B, unit="frame", compile_s=compile_s["moment_arms"],

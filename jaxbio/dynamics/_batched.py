@@ -5,7 +5,8 @@ The per-state recursion (`jaxbio.dynamics.rnea`) batched by `jax.vmap` puts the 
 the tree's level second; XLA on CPU then spends its time on the level selects and on arrays much
 larger than the caches. This module computes the same quantities (seed 001 eq. 2, world frame,
 attitudes by quaternion) with the batch as the *last*, contiguous axis. Three kernels share one
-proximal → distal pass and one distal → proximal pass; each brings its own step functions:
+proximal → distal pass and one distal → proximal pass; each brings its own step functions (the
+fourth, forward kinematics, is the forward pass alone):
 
 ==============================  ===================================  ==============================
 kernel                          forward step (own term)              backward step (output)
@@ -13,6 +14,7 @@ kernel                          forward step (own term)              backward st
 `inverse_dynamics_batch`        accelerations (own wrench)           `_torques_rnea`: joint torques
 `kinetic_energy_gradient_batch` velocities (own momenta)             `_torques_momentum`: ``∂T/∂q``
 `mass_matrix_batch`             placements (own composite inertia)   `_composite_to_parent` (CRBA)
+`pose_batch`                    placements (the pose itself)         none: forward kinematics
 ==============================  ===================================  ==============================
 
 `hamiltonian_flow_batch` (what `jax.vmap` of `jaxbio.HamiltonianSystem`'s vector field runs) chains
@@ -60,7 +62,7 @@ step functions take that choice as the static flag ``general``.
 Measured timings, and the variants tried and dropped, are in benchmarks/README.md.
 
 Differentiation is not defined by these kernels: `jaxbio.dynamics.rnea` (and ``energy``,
-``mass_matrix``, `jaxbio.hamiltonian`) route `jax.vmap` to this module with `vmapped_by` and
+``mass_matrix``, `jaxbio.hamiltonian`, and `jaxbio.dynamics.kinematics.segment_motion` for poses) route `jax.vmap` to this module with `vmapped_by` and
 derivatives (``jvp``, ``grad``, a batched tree) to the per-state code, except one: reverse mode of
 the wrench recursion in the states, under `jax.vmap`, runs its hand-written batch-last adjoint
 (`jaxbio.dynamics._adjoint`, routed by `vmapped_by`'s ``adjoint`` through `jaxbio._linear.linear_map`).
@@ -85,7 +87,7 @@ from jaxbio._validate import check_choice
 from jaxbio.dynamics import _levels, _planar_batch
 from jaxbio.dynamics import _soa as soa
 from jaxbio.dynamics._levels import Schedule
-from jaxbio.dynamics.kinematics import joint_rows
+from jaxbio.dynamics.kinematics import joint_rows, motion_soa
 from jaxbio.tree import SegmentTree
 
 Vec = soa.Vec  # (x, y, z), each (K, C) inside a chunk (or (K, 1) for a per-segment constant)
@@ -470,6 +472,13 @@ def _forward_crba(parent: Placement, joint: Joint, body: Body, keep, general: bo
     J = tuple(IC[i] + mass * ((cc if a == b else 0.0) - c[a] * c[b]) for i, (a, b) in enumerate(_SYM))
     own = Composite(mass + jnp.zeros_like(c[0]), soa.scale(c, mass), J)
     return new, keep(_own(general, s_w, att, off, own, position=new.position))
+
+
+def _forward_pose(parent: Placement, joint: Joint, body: Body, keep, general: bool):
+    """Placement of the segment; its own rows are that placement (`pose_batch`)."""
+    att, off, _ = _place(parent.attitude, joint, body, keep, general)
+    new = keep(Placement(att, soa.add(parent.position, off)))
+    return new, new
 
 
 # ---- backward steps: (subtree total, own, revolute) -> (what the parent gets, output) ---------
@@ -1014,3 +1023,36 @@ def mass_matrix_batch(tree: SegmentTree, q, *, chunk: int | None = None, layout:
     """
     out = _batched(tree, _CRBA, [q, None, None], None, chunk=chunk, layout=layout, schedule=schedule)
     return out.reshape(q.shape[0], tree.nv, tree.nv)
+
+
+def _pose_chunk(tree: SegmentTree, sched: Schedule, q, a, b, external, *, fused: bool):
+    """`pose_batch` on one chunk: ``q`` ``(nq, C)`` -> ``(7 n, C)``, segment-major: each
+    segment's attitude (4 rows), then its position (3)."""
+    del a, b, external
+    C = q.shape[1]
+    setup = _setup(tree, q, None, None, fused=fused)
+    own = _forward_pass(sched, functools.partial(_forward_pose, general=setup.general), Placement(_QUAT_ID, _ZERO),
+                        setup.joint, setup.body, setup.keep, setup.zero_row)
+    rows = (*_segment_rows(sched, own, C, lambda o: o.attitude, 4), *_segment_rows(sched, own, C, lambda o: o.position, 3))
+    return jnp.stack(rows, 1).reshape(7 * tree.n_segments, C)
+
+
+def pose_batch(tree: SegmentTree, q, *, chunk: int | None = None, layout: str | None = None,
+               schedule: Schedule | None = None):
+    """Forward kinematics of ``q`` ``(B, nq)``: world attitudes ``(B, n, 4)`` and origins
+    ``(B, n, 3)`` of every segment, by the forward pass alone with the batch last. Same result as
+    `jax.vmap` of `jaxbio.dynamics.kinematics.motion_soa` to round-off; not differentiable by
+    itself (see `jaxbio.dynamics.kinematics.segment_motion`). Keywords as for
+    `inverse_dynamics_batch`."""
+    out = _batched(tree, _pose_chunk, [q, None, None], None, chunk=chunk, layout=layout, schedule=schedule,
+                   width=7 * tree.n_segments).reshape(q.shape[0], tree.n_segments, 7)
+    return out[..., :4], out[..., 4:]
+
+
+@vmapped_by(pose_batch)
+def pose(tree: SegmentTree, q):
+    """World ``(attitudes (n, 4), origins (n, 3))`` of every segment for one ``q`` ``(nq,)`` (of
+    `jaxbio.dynamics.kinematics.motion_soa`'s dtype); `pose_batch` under `jax.vmap`
+    (`vmapped_by`: derivatives are the per-state pass's)."""
+    mo = motion_soa(tree, q)
+    return soa.join(mo["attitude"]), soa.join(mo["position"])
