@@ -474,6 +474,25 @@ def _forward_crba(parent: Placement, joint: Joint, body: Body, keep, general: bo
     return new, keep(_own(general, s_w, att, off, own, position=new.position))
 
 
+class Moving(NamedTuple):
+    """Forward rows of forward kinematics with velocities (world frame)."""
+
+    attitude: Quat
+    position: Vec  # of the origin, m
+    angular_velocity: Vec  # rad/s
+    velocity: Vec  # of the origin, m/s
+
+
+def _forward_moving(parent: Moving, joint: Joint, body: Body, keep, general: bool):
+    """Placement and velocity of the segment; its own rows are those (`pose_rows` with ``qd``)."""
+    att, off, s_w = _place(parent.attitude, joint, body, keep, general)
+    w_p = parent.angular_velocity
+    w_rel, u_rel, *_ = _relative(w_p, att, s_w, joint, body, general)
+    new = keep(Moving(att, soa.add(parent.position, off), soa.add(w_p, w_rel),
+                      soa.add(soa.add(parent.velocity, soa.cross(w_p, off)), u_rel)))
+    return new, new
+
+
 def _forward_pose(parent: Placement, joint: Joint, body: Body, keep, general: bool):
     """Placement of the segment; its own rows are that placement (`pose_batch`)."""
     att, off, _ = _place(parent.attitude, joint, body, keep, general)
@@ -1025,16 +1044,28 @@ def mass_matrix_batch(tree: SegmentTree, q, *, chunk: int | None = None, layout:
     return out.reshape(q.shape[0], tree.nv, tree.nv)
 
 
+def pose_rows(tree: SegmentTree, sched: Schedule, q, qd=None, *, fused: bool):
+    """The forward pass of forward kinematics on one chunk ``q`` ``(nq, C)``: ``(attitude,
+    position, keep)``, a 4- and a 3-tuple of ``(n, C)`` rows in segment order and the chunk's
+    `soa.keep` (what a caller's own chunk function builds on: `jaxbio.muscles._batched_geometry`).
+    With ``qd`` ``(nv, C)``: ``(attitude, position, angular velocity, velocity, keep)``."""
+    C = q.shape[1]
+    setup = _setup(tree, q, qd, qd, fused=fused)  # qdd unused (XLA drops it)
+    step, world = ((_forward_pose, Placement(_QUAT_ID, _ZERO)) if qd is None
+                   else (_forward_moving, Moving(_QUAT_ID, _ZERO, _ZERO, _ZERO)))
+    own = _forward_pass(sched, functools.partial(step, general=setup.general), world, setup.joint, setup.body,
+                        setup.keep, setup.zero_row)
+    rows = tuple(_segment_rows(sched, own, C, lambda o, f=f: getattr(o, f), len(getattr(world, f)))
+                 for f in world._fields)
+    return (*rows, setup.keep)
+
+
 def _pose_chunk(tree: SegmentTree, sched: Schedule, q, a, b, external, *, fused: bool):
     """`pose_batch` on one chunk: ``q`` ``(nq, C)`` -> ``(7 n, C)``, segment-major: each
     segment's attitude (4 rows), then its position (3)."""
     del a, b, external
-    C = q.shape[1]
-    setup = _setup(tree, q, None, None, fused=fused)
-    own = _forward_pass(sched, functools.partial(_forward_pose, general=setup.general), Placement(_QUAT_ID, _ZERO),
-                        setup.joint, setup.body, setup.keep, setup.zero_row)
-    rows = (*_segment_rows(sched, own, C, lambda o: o.attitude, 4), *_segment_rows(sched, own, C, lambda o: o.position, 3))
-    return jnp.stack(rows, 1).reshape(7 * tree.n_segments, C)
+    att, pos, _ = pose_rows(tree, sched, q, fused=fused)
+    return jnp.stack((*att, *pos), 1).reshape(7 * tree.n_segments, q.shape[1])
 
 
 def pose_batch(tree: SegmentTree, q, *, chunk: int | None = None, layout: str | None = None,
