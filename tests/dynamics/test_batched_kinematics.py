@@ -49,7 +49,12 @@ def _per_state(tree, q):
     return jax.jit(jax.vmap(lambda x: {k: soa.join(motion_soa(tree, x)[k]) for k in FIELDS}))(q)
 
 
-@pytest.mark.parametrize("name", sorted(TREES))
+#: exhaustive cases (default-run budget): arm7, wholebody and mixed keep the chain, ball/free and
+#: fixed-joint kernels covered by default
+_SLOW = ("double_pendulum", "random")
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if n in _SLOW else []) for n in sorted(TREES)])
 def test_vmapped_segment_motion_equals_single_states(name):
     tree = TREES[name]
     q = _q(tree)
@@ -81,6 +86,7 @@ def test_vmapped_forward_kinematics_equals_pinocchio(name):
         np.testing.assert_allclose(canonical, ref_quat, rtol=0, atol=1e-12)
 
 
+@pytest.mark.slow  # 11 s, three compiles
 def test_float32_layouts_and_sizes():
     """float32 against float64; the accelerator layout (one chunk) on the CPU; batches of 1
     and 0."""
