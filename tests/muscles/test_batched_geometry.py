@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from jaxbio.muscles import geometry, sets
+from tests.muscles.numpy_ref import NumpyModel
 from tests.muscles.test_geometry import _random_3d_paths
 
 BATCH = 300  # CPU chunks of 256 (lengths) and 128 (moment arms), the last overlapping
@@ -35,36 +36,6 @@ def _q(tree, batch=BATCH, seed=0):
     return jnp.asarray(q)
 
 
-def _numpy_points(tree, paths, q):
-    """World path points ``(B, m, P, 3)`` by rotation matrices (Rodrigues) in NumPy."""
-    q = np.asarray(q)
-    B = q.shape[0]
-    axes = np.asarray(tree.unit_axes)
-    R, p = [], []
-    for i, par in enumerate(tree.parents):
-        Rp = np.broadcast_to(np.eye(3), (B, 3, 3)) if par < 0 else R[par]
-        pp = np.zeros((B, 3)) if par < 0 else p[par]
-        w, x, y, z = np.asarray(tree.unit_orientations[i])
-        O = np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-                      [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-                      [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
-        Rj, pj = Rp @ O, pp + Rp @ np.asarray(tree.origins[i])
-        a = axes[i]
-        if tree.is_revolute[i]:
-            K = np.array([[0, -a[2], a[1]], [a[2], 0, -a[0]], [-a[1], a[0], 0]])
-            th = q[:, i][:, None, None]
-            R.append(Rj @ (np.eye(3) + np.sin(th) * K + (1 - np.cos(th)) * (K @ K)))
-            p.append(pj)
-        else:
-            R.append(Rj)
-            p.append(pj + (Rj @ a) * q[:, i:i + 1])
-    R, p = np.stack(R, 1), np.stack(p, 1)
-    seg = paths.segment_index
-    local = np.asarray(paths.points)
-    moving = np.einsum("bmpij,mpj->bmpi", R[:, np.maximum(seg, 0)], local) + p[:, np.maximum(seg, 0)]
-    return np.where((seg < 0)[None, ..., None], local[None], moving)
-
-
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_vmapped_lengths_and_moment_arms_equal_single_frames(name):
     tree, paths = MODELS[name]
@@ -77,9 +48,7 @@ def test_vmapped_lengths_and_moment_arms_equal_single_frames(name):
         np.testing.assert_allclose(L[k], L1, rtol=0, atol=1e-14)
         np.testing.assert_allclose(r[k], r1, rtol=0, atol=1e-13)
     # lengths against NumPy rotation matrices
-    X = _numpy_points(tree, paths, q)
-    pieces = np.linalg.norm(np.diff(X, axis=2), axis=-1)
-    np.testing.assert_allclose(L, np.sum(np.where(paths.piece_mask[None], pieces, 0.0), -1), rtol=0, atol=1e-13)
+    np.testing.assert_allclose(L, NumpyModel(tree, paths).lengths(np.asarray(q)), rtol=0, atol=1e-13)
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if n == "arm26" else []) for n in sorted(MODELS)])
