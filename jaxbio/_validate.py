@@ -28,7 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxbio.tree import AXIAL, JOINT_TYPES
+from jaxbio import _rigid_numpy
+from jaxbio.tree import AXIAL, JOINT_NV, JOINT_TYPES
 
 _QUAT_TOL = 1e-6
 _SYM_TOL = 1e-9
@@ -154,6 +155,13 @@ def check_choice(value, choices, name: str):
     if value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
     return value
+
+
+def to_device(x, dtype) -> jax.Array:
+    """``x`` (a number, list or numpy array) as a JAX array of ``dtype``, cast in numpy and moved by
+    `jax.device_put`: no XLA compilation (``jnp.asarray`` compiles a small program per shape and
+    dtype), so that reading a model compiles nothing."""
+    return jax.device_put(np.asarray(x).astype(dtype))
 
 
 def as_real(x, name: str, *, like=None):
@@ -500,8 +508,9 @@ def check_nonsingular(v: dict[str, Any]) -> None:
     spin about its own axis, …). ``v``: `validate_model_dict`'s result.
 
     When every mass is positive and every inertia positive-definite, ``M`` is positive-definite
-    everywhere and nothing is computed. Otherwise ``M`` is evaluated (float64) at
-    ``_SINGULAR_SAMPLES`` random configurations (fixed seed). A sample is singular when a
+    everywhere and nothing is computed. Otherwise ``M`` is evaluated (float64, in numpy:
+    `jaxbio._rigid_numpy`, so that reading a model compiles nothing) at ``_SINGULAR_SAMPLES``
+    random configurations (fixed seed). A sample is singular when a
     coordinate moves nothing: its diagonal entry ``M_jj`` is at most ``_SINGULAR_RTOL`` times the
     same entry of the tree with every inertia replaced by the isotropic ``tr(I)/2 · E`` (exactly 0
     for a massless leaf; rounding noise for a slender rod spinning about its own oblique axis);
@@ -516,28 +525,20 @@ def check_nonsingular(v: dict[str, Any]) -> None:
     masses, inertias = v["masses"], v["inertias"]
     if np.all(masses > 0) and all(np.linalg.eigvalsh(I)[0] > 1e-12 * np.max(np.abs(I)) for I in inertias):
         return
-    import jax.random as jr
-
-    from jaxbio.configuration import random as random_configuration
-    from jaxbio.dynamics import mass_matrix
-    from jaxbio.tree import SegmentTree
-
-    with jax.enable_x64(True):
-        tree = SegmentTree(**{k: jnp.asarray(v[k], jnp.float64) for k in ARRAY_FIELDS},
-                           names=v["names"], parents=v["parents"], joint_types=v["joint_types"], name=v["name"])
-        if tree.nv == 0:
-            return
-        # the same tree with every inertia made isotropic (trace / 2, as large as its two largest
-        # principal moments on average): its diagonal is what each coordinate would move if no
-        # inertia had a zero principal moment
-        iso = np.trace(v["inertias"], axis1=1, axis2=2)[:, None, None] / 2 * np.eye(3)
-        rounder = SegmentTree(**{k: jnp.asarray(iso if k == "inertias" else v[k], jnp.float64) for k in ARRAY_FIELDS},
-                              names=v["names"], parents=v["parents"], joint_types=v["joint_types"], name=v["name"])
-        null = None
-        for key in jr.split(jr.PRNGKey(0), _SINGULAR_SAMPLES):
-            q = random_configuration(tree, key)
-            M = np.asarray(mass_matrix(tree, q))
-            reach = np.diag(np.asarray(mass_matrix(rounder, q)))
+    if sum(JOINT_NV[t] for t in v["joint_types"]) == 0:
+        return
+    # the same tree with every inertia made isotropic (trace / 2, as large as its two largest
+    # principal moments on average): its diagonal is what each coordinate would move if no
+    # inertia had a zero principal moment
+    iso = np.trace(v["inertias"], axis1=1, axis2=2)[:, None, None] / 2 * np.eye(3)
+    rounder = {**v, "inertias": iso}
+    rng = np.random.default_rng(0)
+    null = None
+    with np.errstate(all="ignore"):  # an overflowing sample is skipped below
+        for _ in range(_SINGULAR_SAMPLES):
+            q = _rigid_numpy.random_configuration(v["joint_types"], rng)
+            M = _rigid_numpy.mass_matrix(v, q)
+            reach = np.diag(_rigid_numpy.mass_matrix(rounder, q))
             if not (np.all(np.isfinite(M)) and np.all(np.isfinite(reach))):
                 continue  # overflow: this sample decides nothing
             d = np.diag(M)
@@ -816,7 +817,7 @@ def model_dtype(dtype=None) -> np.dtype:
     to 0, complex ones are no physics.
     """
     if dtype is None:
-        return jnp.zeros(()).dtype
+        return np.dtype(jax.dtypes.canonicalize_dtype(np.float64))  # float32 unless x64 (no compile)
     try:
         dt = jnp.dtype(dtype)
     except TypeError:
@@ -885,6 +886,6 @@ def cast_model(v: dict[str, Any], dtype=None) -> dict[str, jax.Array]:
     checked after the cast (`check_cast_model`)."""
     dt = model_dtype(dtype)
     with np.errstate(over="ignore", under="ignore"):  # refused below, naming the segment
-        arrays = {k: jnp.asarray(v[k], dt) for k in ARRAY_FIELDS}
+        arrays = {k: to_device(v[k], dt) for k in ARRAY_FIELDS}
     check_cast_model(arrays, v["names"], v.get("name", "model"), before={k: v[k] for k in ARRAY_FIELDS})
     return arrays

@@ -3,8 +3,8 @@
 Convention: active rotations, ``v_world = rotate(q, v_body) = R(q) @ v_body``, with
 ``R(q)`` the attitude matrix of seed 001 eq. 1. Every function works on a single
 quaternion ``(4,)`` or on any leading batch ``(..., 4)``; none of them uses a matmul,
-so float32 on a GPU is not degraded by TF32. `multiply`, `to_matrix` and `from_axis_angle`
-also work on numpy arrays (and then return numpy, with no JAX dispatch), for model building
+so float32 on a GPU is not degraded by TF32. `multiply`, `to_matrix`, `from_matrix`, `normalize`,
+`from_axis_angle` and `from_body_fixed_xyz` also work on numpy arrays (and then return numpy, with no JAX dispatch), for model building
 outside jit.
 
 Scipy's ``Rotation`` stores ``(x, y, z, w)``; convert with ``q[..., [1, 2, 3, 0]]``.
@@ -132,11 +132,12 @@ def from_matrix(R: Float[ArrayLike, "... 3 3"]) -> Float[Array, "... 4"]:
     (``1 + trace`` or ``1 + 2 R_kk − trace``) is largest, so no division by a small number
     happens, including at 180° rotations.
     """
-    R = jnp.asarray(R)
+    xp = _xp(R)
+    R = xp.asarray(R)
     r00, r11, r22 = R[..., 0, 0], R[..., 1, 1], R[..., 2, 2]
     tr = r00 + r11 + r22
-    pivots = jnp.stack([1 + tr, 1 + 2 * r00 - tr, 1 + 2 * r11 - tr, 1 + 2 * r22 - tr], axis=-1)
-    k = jnp.argmax(pivots, axis=-1)
+    pivots = xp.stack([1 + tr, 1 + 2 * r00 - tr, 1 + 2 * r11 - tr, 1 + 2 * r22 - tr], axis=-1)
+    k = xp.argmax(pivots, axis=-1)
     d21 = R[..., 2, 1] - R[..., 1, 2]
     d02 = R[..., 0, 2] - R[..., 2, 0]
     d10 = R[..., 1, 0] - R[..., 0, 1]
@@ -144,21 +145,25 @@ def from_matrix(R: Float[ArrayLike, "... 3 3"]) -> Float[Array, "... 4"]:
     s02 = R[..., 0, 2] + R[..., 2, 0]
     s12 = R[..., 1, 2] + R[..., 2, 1]
     # each candidate is 4 * (component of the pivot) * q; normalised below
-    cands = jnp.stack(
+    cands = xp.stack(
         [
-            jnp.stack([pivots[..., 0], d21, d02, d10], axis=-1),
-            jnp.stack([d21, pivots[..., 1], s01, s02], axis=-1),
-            jnp.stack([d02, s01, pivots[..., 2], s12], axis=-1),
-            jnp.stack([d10, s02, s12, pivots[..., 3]], axis=-1),
+            xp.stack([pivots[..., 0], d21, d02, d10], axis=-1),
+            xp.stack([d21, pivots[..., 1], s01, s02], axis=-1),
+            xp.stack([d02, s01, pivots[..., 2], s12], axis=-1),
+            xp.stack([d10, s02, s12, pivots[..., 3]], axis=-1),
         ],
         axis=-2,
     )
-    q = jnp.take_along_axis(cands, k[..., None, None], axis=-2)[..., 0, :]
+    q = xp.take_along_axis(cands, k[..., None, None], axis=-2)[..., 0, :]
     q = normalize(q)
-    return jnp.where(q[..., :1] < 0, -q, q)
+    return xp.where(q[..., :1] < 0, -q, q)
 
 
 def normalize(q: Float[ArrayLike, "... 4"]) -> Float[Array, "... 4"]:
-    """``q / |q|``; a zero quaternion maps to the identity instead of NaN."""
+    """``q / |q|``; a zero quaternion maps to the identity instead of NaN (numpy in, numpy out)."""
+    if isinstance(q, np.ndarray):
+        n = np.sqrt(np.sum(q * q, axis=-1, keepdims=True))
+        out = np.where(n > 0, q / np.where(n > 0, n, 1.0), np.array([1.0, 0.0, 0.0, 0.0], q.dtype))
+        return np.where(np.isnan(n), n, out)
     q = jnp.asarray(q)
     return _unit(q, identity(q.dtype))

@@ -289,7 +289,7 @@ class OsimForces(eqx.Module):
     @classmethod
     def empty(cls, dtype=None) -> "OsimForces":
         """No forces (arrays of ``dtype``, default JAX's float type)."""
-        dt = jnp.zeros(0, dtype).dtype
+        dt = np.dtype(jax.dtypes.canonicalize_dtype(np.float64 if dtype is None else dtype))
         return cls(**{f: kind.build([], dt) for f, _, kind in _BATCHES})
 
     @property
@@ -737,7 +737,7 @@ def read_forces(model_elem: ET.Element, coordinates: Sequence[str], motion_types
     controllers = [_describe(e) for e in model_elem.findall("ControllerSet/objects/*")
                    if (_flag(e, "enabled", _describe(e)) if e.find("enabled") is not None
                        else not _flag(e, "isDisabled", _describe(e)))]
-    dt = jnp.zeros(0, dtype).dtype
+    dt = np.dtype(jax.dtypes.canonicalize_dtype(np.float64 if dtype is None else dtype))
     forces = OsimForces(**{f: kind.build(rows[t], dt) for f, t, kind in _BATCHES}, order=tuple(order),
                         groups=groups, outside=tuple(outside), controllers=tuple(controllers),
                         euler_blocks=tuple(tuple(int(i) for i in b) for b in euler_blocks))

@@ -124,7 +124,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import quaternion as quat
-from jaxbio._validate import as_shape, model_dtype
+from jaxbio._validate import as_shape, model_dtype, to_device
 from jaxbio.coordinates import CoordinateMap, Piecewise
 from jaxbio.io import _osim_functions as fn
 from jaxbio.models.build import Body, model, segment, transformed, virtual
@@ -842,11 +842,11 @@ def _parse(path: Path, dtype, force_sets: Sequence[ET.Element] = (), replace_for
     return OsimModel(
         tree=tree,
         coordinates=CoordinateMap.from_pieces(cnames, source, pieces, dtype=dtype),
-        defaults=jnp.asarray([c.default for c in coords], dt),
-        default_speeds=jnp.asarray([c.default_speed for c in coords], dt),
-        ranges=jnp.asarray(np.array([c.range for c in coords], dtype=float).reshape(-1, 2), dt),
-        body_positions=jnp.asarray(np.array([p.p for p in poses]), dt),
-        body_orientations=jnp.asarray(np.array([p.q for p in poses]), dt),
+        defaults=to_device([c.default for c in coords], dt),
+        default_speeds=to_device([c.default_speed for c in coords], dt),
+        ranges=to_device(np.array([c.range for c in coords], dtype=float).reshape(-1, 2), dt),
+        body_positions=to_device([p.p for p in poses], dt),
+        body_orientations=to_device([p.q for p in poses], dt),
         clamped=tuple(c.clamped for c in coords),
         locked=tuple(c.locked for c in coords),
         prescribed=tuple(c.prescribed for c in coords),

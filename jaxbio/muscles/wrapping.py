@@ -77,7 +77,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 from jaxbio import quaternion as quat
-from jaxbio._validate import _vec
+from jaxbio._validate import _vec, model_dtype, to_device
 from jaxbio.spatial import cross, dot, norm, safe_sqrt, unit
 
 __all__ = [
@@ -1015,7 +1015,7 @@ def build_wrap_objects(specs: Mapping[str, Mapping], resolve, dtype) -> WrapObje
                 raise ValueError(f"{where}: radius must be positive and length non-negative, got {radius}, {length}")
             d = np.array([radius, length, 0.0])
         # pose in the segment: the frame's pose composed with the object's
-        q_frame = quat.from_matrix(R) if not np.allclose(R, np.eye(3)) else np.array([1.0, 0.0, 0.0, 0.0])
+        q_frame = quat.from_matrix(np.asarray(R, float)) if not np.allclose(R, np.eye(3)) else np.array([1.0, 0.0, 0.0, 0.0])
         q = quat.multiply(np.asarray(q_frame, float), quat.from_body_fixed_xyz(angles))
         names.append(str(name))
         segs.append(int(seg))
@@ -1024,9 +1024,9 @@ def build_wrap_objects(specs: Mapping[str, Mapping], resolve, dtype) -> WrapObje
         trans.append(origin + R @ t)
         rots.append(q / np.linalg.norm(q))
         dims.append(d)
-    dt = dtype if dtype is not None else jnp.zeros(()).dtype
-    return WrapObjects(jnp.asarray(np.reshape(trans, (-1, 3)), dt), jnp.asarray(np.reshape(rots, (-1, 4)), dt),
-                       jnp.asarray(np.reshape(dims, (-1, 3)), dt), tuple(segs), tuple(kinds), tuple(quads),
+    dt = model_dtype(dtype)
+    return WrapObjects(to_device(np.reshape(trans, (-1, 3)), dt), to_device(np.reshape(rots, (-1, 4)), dt),
+                       to_device(np.reshape(dims, (-1, 3)), dt), tuple(segs), tuple(kinds), tuple(quads),
                        tuple(names))
 
 

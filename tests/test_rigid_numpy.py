@@ -1,0 +1,67 @@
+"""The numpy mass matrix that model reading uses (`jaxbio._rigid_numpy`, for `check_nonsingular`)
+against the JAX kernel and against Pinocchio: two independent methods on random trees of every
+joint type, with massless frames and slender rods."""
+
+import logging
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxbio as jb
+from jaxbio import _rigid_numpy
+from jaxbio._validate import validate_model_dict
+from tests._models import random_mixed_tree_dict
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_numpy_mass_matrix_equals_the_kernel(seed):
+    rng = np.random.default_rng(seed)
+    d = random_mixed_tree_dict(rng, 7, free_root=seed % 2 == 0, free_inner=seed % 3 == 0)
+    v = validate_model_dict(d)
+    with jax.enable_x64(True):
+        tree = jb.SegmentTree.from_dict(d, dtype=jnp.float64)
+        for _ in range(2):
+            q = _rigid_numpy.random_configuration(v["joint_types"], rng)
+            expected = np.asarray(jb.mass_matrix(tree, jnp.asarray(q)))
+            got = _rigid_numpy.mass_matrix(v, q)
+            np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12 * np.abs(expected).max())
+
+
+def test_numpy_mass_matrix_equals_pinocchio():
+    pin = pytest.importorskip("pinocchio")
+    from tests.pinocchio_ref import build_pinocchio_model, matrix_from_pin, q_to_pin
+
+    rng = np.random.default_rng(11)
+    d = random_mixed_tree_dict(rng, 6, free_root=True)
+    v = validate_model_dict(d)
+    model = build_pinocchio_model(d)
+    q = _rigid_numpy.random_configuration(v["joint_types"], rng)
+    expected = pin.crba(model, model.createData(), q_to_pin(model, q))
+    expected = matrix_from_pin(model, np.triu(expected) + np.triu(expected, 1).T)
+    np.testing.assert_allclose(_rigid_numpy.mass_matrix(v, q), expected, rtol=1e-12, atol=1e-12)
+
+
+def _compilations(fn):
+    """The XLA compilations that ``fn()`` starts (JAX's compile log), with JAX's caches emptied
+    first so that an earlier test's program cannot hide one."""
+    jax.clear_caches()
+    records = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = records.append
+    logger = logging.getLogger("jax")
+    logger.addHandler(handler)
+    try:
+        with jax.log_compiles(True):
+            fn()
+    finally:
+        logger.removeHandler(handler)
+    return [r.getMessage()[:80] for r in records if r.getMessage().startswith("Compiling")]
+
+
+def test_reading_a_model_compiles_nothing():
+    """arm7 has massless frames, so `check_nonsingular` evaluates M while it is read: in numpy."""
+    assert float(jb.load_model("arm7").masses.min()) == 0.0
+    assert _compilations(lambda: jb.load_model("arm7")) == []
+    assert _compilations(lambda: jb.load_model("wholebody", dtype=jnp.float32)) == []
