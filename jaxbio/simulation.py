@@ -334,8 +334,23 @@ def _save_checks(fn: str, t0, t1, ts, name: str = "ts") -> list:
     ]
 
 
-def _tolerance_checks(fn: str, rtol, atol) -> list:
+#: an adaptive solve's default ``rtol`` and ``atol`` by the width of the state's dtype (bytes):
+#: float64 1e-8; float32 1e-5, a hundred times its resolution (eps 1.2e-7)
+DEFAULT_TOLERANCES = {8: 1e-8, 4: 1e-5}
+
+
+def default_tolerance(dtype) -> float:
+    """`simulate`'s default ``rtol`` and ``atol`` for a state of ``dtype`` (`DEFAULT_TOLERANCES`)."""
+    return DEFAULT_TOLERANCES.get(jnp.dtype(dtype).itemsize, 1e-5)
+
+
+def _tolerance_checks(fn: str, rtol, atol, dtype) -> list:
+    eps = float(jnp.finfo(dtype).eps)
     return [
+        (lambda xp, rtol: (rtol > 0) & (rtol < eps),
+         f"{fn}: rtol is below the resolution of the state's {jnp.dtype(dtype).name} (eps {eps:.3g}), so no step can "
+         f"meet it; give rtol ≥ {eps:.3g} (the default for {jnp.dtype(dtype).name} is {default_tolerance(dtype):g}) "
+         f"or a float64 state", {"rtol": rtol}),
         (lambda xp, rtol: ~(xp.isfinite(rtol) & (rtol >= 0)), f"{fn}: rtol must be finite and ≥ 0", {"rtol": rtol}),
         (lambda xp, atol: ~(xp.isfinite(atol) & (atol >= 0)), f"{fn}: atol must be finite and ≥ 0", {"atol": atol}),
         (lambda xp, rtol, atol: (rtol == 0) & (atol == 0), f"{fn}: rtol and atol must not both be 0",
@@ -435,8 +450,8 @@ def simulate(
     *,
     solver: diffrax.AbstractSolver | None = None,
     dt0: float | None = None,
-    rtol: float = 1e-8,
-    atol: float = 1e-8,
+    rtol: float | None = None,
+    atol: float | None = None,
     stepsize_controller: diffrax.AbstractStepSizeController | None = None,
     saveat: diffrax.SaveAt | None = None,
     ts=None,
@@ -464,6 +479,9 @@ def simulate(
         dt0: initial (adaptive) or fixed step, s. With ``stepsize_controller=None`` and a
             ``dt0``, steps are fixed; without ``dt0`` a PID controller with ``rtol``/``atol``
             adapts them.
+        rtol, atol: the adaptive solve's tolerances; by default by the state's dtype
+            (`default_tolerance`: 1e-8 for float64, 1e-5 for float32). An ``rtol`` below the
+            dtype's resolution (``finfo(dtype).eps``: 1e-8 in float32) is refused, naming it.
         saveat / ts: what to save (default: the final state only); ``ts`` is a shortcut for
             ``SaveAt(ts=ts)``.
         event: a `diffrax.Event`, e.g. `stop_when` ``(index, value)``.
@@ -571,8 +589,10 @@ def simulate(
                              f"saved, rtol/atol), which excludes {', '.join(clash)}")
     if stepsize_controller is None:
         if dt0 is None:
-            rtol, atol = as_scalar(rtol, f"{fn}: rtol"), as_scalar(atol, f"{fn}: atol")
-            checks += _tolerance_checks(fn, rtol, atol)
+            tol = default_tolerance(jnp.result_type(y0["q"]))
+            rtol = as_scalar(tol if rtol is None else rtol, f"{fn}: rtol")
+            atol = as_scalar(tol if atol is None else atol, f"{fn}: atol")
+            checks += _tolerance_checks(fn, rtol, atol, jnp.result_type(y0["q"]))
     fixed = stepsize_controller is None or isinstance(stepsize_controller, diffrax.ConstantStepSize)
     if dt0 is not None:
         dt0 = as_scalar(dt0, f"{fn}: dt0")

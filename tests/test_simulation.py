@@ -3,6 +3,7 @@ Diffrax's own stepping on the same grid, closed forms and finite differences; th
 dissipations and fitness laws the sprinter is built from; bad input."""
 
 import diffrax
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -186,6 +187,39 @@ def test_fixed_grid_checkpoint_same_gradient_less_memory():
         jb.simulate(system, y0, 0.0, 1.0, checkpoint=True)
     with pytest.raises(ValueError, match="checkpoint must be True or False"):
         jb.simulate(system, y0, 0.0, 1.0, steps=10, checkpoint="yes")
+
+
+@pytest.mark.parametrize("dtype, tol", [(jnp.float32, 1e-5), (jnp.float64, 1e-8)])
+def test_default_tolerances_follow_the_state_dtype(dtype, tol):
+    """Without rtol/atol an adaptive solve takes the dtype's defaults: the same steps as the
+    tolerances given explicitly, and a different solve from another tolerance (the damped slider
+    under a constant force, closed form beside it)."""
+    system = _slider()
+    system = eqx.tree_at(lambda s: s.tree, system, system.tree.astype(dtype))
+    y0 = jax.tree_util.tree_map(lambda x: x.astype(dtype), system.initial_state(jnp.zeros(1)))
+    ts = np.linspace(0.0, 3.0, 7)
+    default = jb.simulate(system, y0, 0.0, 3.0, ts=ts)
+    explicit = jb.simulate(system, y0, 0.0, 3.0, ts=ts, rtol=tol, atol=tol)
+    other = jb.simulate(system, y0, 0.0, 3.0, ts=ts, rtol=100 * tol, atol=100 * tol)
+    assert default.q.dtype == dtype
+    np.testing.assert_array_equal(default.q, explicit.q)
+    assert not np.array_equal(default.q, other.q)
+    x, _ = _closed_form(ts)
+    np.testing.assert_allclose(default.q[:, 0], x, rtol=1e3 * tol, atol=1e3 * tol)
+
+
+def test_a_tolerance_below_the_dtype_resolution_is_refused():
+    """rtol = 1e-8 in float32 (eps 1.2e-7) cannot be met: refused eagerly naming rtol, and under
+    jit (traced) through equinox.error_if, or NaN with throw=False."""
+    system = jb.HamiltonianSystem(jb.SegmentTree.from_dict(slider_dict(), dtype=jnp.float32))
+    y0 = system.initial_state(jnp.zeros(1, jnp.float32), jnp.ones(1, jnp.float32))
+    with pytest.raises(ValueError, match=r"rtol is below the resolution of the state's float32.*default for float32 is 1e-05"):
+        jb.simulate(system, y0, 0.0, 1.0, rtol=1e-8)
+    jb.simulate(system, y0, 0.0, 1.0, rtol=2e-7)  # at the resolution: accepted
+    with pytest.raises(Exception, match="rtol is below the resolution"):
+        jax.jit(lambda r: jb.simulate(system, y0, 0.0, 1.0, rtol=r).q)(jnp.float32(1e-8))
+    tr = jax.jit(lambda r: jb.simulate(system, y0, 0.0, 1.0, rtol=r, throw=False))(jnp.float32(1e-8))
+    assert np.all(np.isnan(tr.q))
 
 
 def test_adaptive_solve_follows_the_state_dtype():
