@@ -44,7 +44,7 @@ import _machine  # noqa: E402  (benchmarks/_machine.py)
 import jaxbio as jb  # noqa: E402
 from jaxbio.dynamics._adjoint import inverse_dynamics_vjp_batch  # noqa: E402
 from jaxbio.dynamics._batched import inverse_dynamics_batch  # noqa: E402
-from jaxbio.dynamics.rnea import _plain_tau  # noqa: E402
+from jaxbio.dynamics._rnea import _plain_tau  # noqa: E402
 
 
 def _cases(tree):

@@ -18,7 +18,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 import jaxbio as jb
 from jaxbio._linear import linear_map
 
-rnea = importlib.import_module("jaxbio.dynamics.rnea")
+rnea = importlib.import_module("jaxbio.dynamics._rnea")
 forward = importlib.import_module("jaxbio.dynamics.forward")
 
 

@@ -87,7 +87,7 @@ from jaxbio._validate import check_choice
 from jaxbio.dynamics import _levels, _planar_batch
 from jaxbio.dynamics import _soa as soa
 from jaxbio.dynamics._levels import Schedule
-from jaxbio.dynamics.kinematics import joint_rows, motion_soa
+from jaxbio.dynamics._motion import joint_rows, motion_soa
 from jaxbio.tree import SegmentTree
 
 Vec = soa.Vec  # (x, y, z), each (K, C) inside a chunk (or (K, 1) for a per-segment constant)

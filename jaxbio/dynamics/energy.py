@@ -13,7 +13,7 @@ from jaxbio.dynamics import _one_segment
 from jaxbio.dynamics._batched import kinetic_energy_gradient_batch, vmapped_by
 from jaxbio.dynamics._checks import public, as_state, finite
 from jaxbio.dynamics.kinematics import segment_motion
-from jaxbio.dynamics.rnea import _tau, world_inertia_times
+from jaxbio.dynamics._rnea import _tau, world_inertia_times
 from jaxbio.spatial import cross, dot
 from jaxbio.tree import SegmentTree
 

@@ -32,8 +32,8 @@ from jaxtyping import Array, ArrayLike, Float
 from jaxbio._linalg import UNROLL_MAX, cholesky, factor_solve, spd_solve
 from jaxbio._linear import dense, is_zero
 from jaxbio.dynamics._checks import public, as_external, as_state, finite
-from jaxbio.dynamics.mass_matrix import mass_matrix
-from jaxbio.dynamics.rnea import External, _tau
+from jaxbio.dynamics._mass_matrix import mass_matrix
+from jaxbio.dynamics._rnea import External, _tau
 from jaxbio.tree import SegmentTree
 
 __all__ = ["forward_dynamics"]  # `accelerations` is the unchecked core (internal)

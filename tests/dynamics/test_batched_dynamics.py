@@ -21,7 +21,7 @@ import jaxbio as jb
 from jaxbio import hamiltonian as ham
 from jaxbio.dynamics import kinetic_energy_gradient
 from jaxbio.dynamics._batched import mass_matrix_batch
-from jaxbio.dynamics.mass_matrix import _jacobian_mass_matrix
+from jaxbio.dynamics._mass_matrix import _jacobian_mass_matrix
 from jaxbio.model import model_path
 from tests._models import hinge_chains, random_mixed_state, random_mixed_tree_dict, random_model_dict
 
@@ -181,7 +181,7 @@ def test_kernels_on_ball_free_and_fixed_joints(layout):
     from jaxbio.dynamics import _batched
     from jaxbio.dynamics.energy import _momentum_rate
 
-    rnea = import_module("jaxbio.dynamics.rnea").rnea
+    rnea = import_module("jaxbio.dynamics._rnea").rnea
     d = random_mixed_tree_dict(np.random.default_rng(44), 12, free_inner=True, p_massless=0.4, p_rod=0.3)
     tree = jb.SegmentTree.from_dict(d, dtype=jnp.float64)
     assert {"free", "spherical", "fixed"} <= set(tree.joint_types)

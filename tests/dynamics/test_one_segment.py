@@ -11,8 +11,8 @@ import pytest
 import jaxbio as jb
 from jaxbio.dynamics import _one_segment
 from jaxbio.dynamics.energy import _plain_gradient, segment_coms
-from jaxbio.dynamics.mass_matrix import _jacobian_mass_matrix
-from jaxbio.dynamics.rnea import _tau
+from jaxbio.dynamics._mass_matrix import _jacobian_mass_matrix
+from jaxbio.dynamics._rnea import _tau
 from tests._models import random_model_dict
 
 

@@ -26,7 +26,7 @@ from jaxbio.dynamics._batched import inverse_dynamics_batch, vmapped_by
 from jaxbio.dynamics._checks import public, as_external, as_state, finite
 from jaxbio.dynamics._levels import backward_pass, levels_of
 from jaxbio.dynamics import _soa as soa
-from jaxbio.dynamics.kinematics import motion_soa
+from jaxbio.dynamics._motion import motion_soa
 from jaxbio.spatial import matvec
 from jaxbio.tree import SegmentTree
 
