@@ -696,7 +696,7 @@ def _chain(joint: _Joint, parent_segment: Optional[str], placement: _Pose, body_
 def _force_set_file(path) -> ET.Element:
     """The ``<ForceSet>`` of an OpenSim force set file (``force_set_files``: reserve and residual
     actuators), ``ValueError`` naming the file otherwise."""
-    from jaxbio.io._text import read_xml
+    from jaxbio._text import read_xml
 
     root = read_xml(Path(path), "OpenSim force set file")
     fs = root if root.tag == "ForceSet" else root.find("ForceSet")
