@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxbio.dynamics import _soa as soa
+from jaxbio import _soa as soa
 from jaxbio.dynamics._levels import forward_pass, levels_of
 from jaxbio.tree import SegmentTree
 

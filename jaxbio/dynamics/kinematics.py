@@ -10,7 +10,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int
 
 from jaxbio import quaternion as quat
-from jaxbio.dynamics import _soa as soa
+from jaxbio import _soa as soa
 from jaxbio._validate import as_shape, is_concrete
 from jaxbio.dynamics._checks import public, as_state
 from jaxbio.dynamics._motion import motion_soa
@@ -46,10 +46,10 @@ def segment_motion(tree: SegmentTree, q, qd=None, qdd=None, *, gravity_as_base: 
     """`motion_soa` with every quantity stacked to ``(n, 3)`` / ``(n, 4)`` arrays.
 
     Without ``qd``, ``qdd`` and ``gravity_as_base`` (poses only) it runs the forward pass alone,
-    and under `jax.vmap` the batch-last kernel `jaxbio.dynamics._batched.pose_batch` (the velocity
+    and under `jax.vmap` the batch-last kernel `jaxbio.dynamics.batch_last.pose_batch` (the velocity
     fields are then zero); its derivatives are this per-state pass's."""
     if qd is None and qdd is None and not gravity_as_base:
-        from jaxbio.dynamics._batched import pose
+        from jaxbio.dynamics.batch_last import pose
 
         tree.check_unbatched()
         q = jnp.asarray(q)
@@ -81,7 +81,7 @@ def forward_kinematics(
         ``quaternions`` ``(n, 4)`` ``(w, x, y, z)``, attitude of each segment frame in the world.
 
     Under `jax.vmap` over ``q`` it runs the batch-last kernel
-    (`jaxbio.dynamics._batched.pose_batch`; gait10dof18musc, float64: 0.5 against 1.7 µs per frame
+    (`jaxbio.dynamics.batch_last.pose_batch`; gait10dof18musc, float64: 0.5 against 1.7 µs per frame
     by the per-state pass, benchmarks/README.md); derivatives are the per-state pass's.
     """
     q = as_state(tree, q, "q", check)

@@ -14,7 +14,7 @@ import pytest
 
 import jaxbio as jb
 from jaxbio.dynamics._adjoint import inverse_dynamics_vjp_batch
-from jaxbio.dynamics._batched import inverse_dynamics_batch
+from jaxbio.dynamics.batch_last import inverse_dynamics_batch
 from jaxbio.dynamics._rnea import _plain_tau
 from tests._models import random_model_dict
 from tests.dynamics.test_batched_dynamics import wholebody_hinges
