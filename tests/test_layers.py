@@ -205,23 +205,10 @@ def shadowed_modules() -> list[str]:
     return sorted(set(out))
 
 
-#: what is left, each with its reason; the tests fail when one is fixed, so the list only shrinks.
+#: what is left, with its reason; the test fails when it is fixed, so the list only shrinks.
 #: fit(prior="hierarchical") hands over to hierarchical.forecast, which fits with fit: one
 #: recursion across two modules (merge them, or let forecast take the fit as an argument).
 KNOWN_CIRCLES = {("jaxbio.sprint.fitting", "jaxbio.sprint.hierarchical")}
-#: the static optimisation's one-frame solver and checks, used by OpenSim's tool (io) and the
-#: learned estimators (learning): the module cannot take the public name ``static_optimization``
-#: (the function of jaxbio.estimation), and moving _solve_frame and its solver out is a larger move.
-KNOWN_PRIVATE = {
-    ("jaxbio.io._static_optimization", "jaxbio.estimation._static_optimization._check_p"),
-    ("jaxbio.io._static_optimization", "jaxbio.estimation._static_optimization._options"),
-    ("jaxbio.io._static_optimization", "jaxbio.estimation._static_optimization._solve_frame"),
-    ("jaxbio.learning.estimators", "jaxbio.estimation._static_optimization._as_hill"),
-    ("jaxbio.learning.estimators", "jaxbio.estimation._static_optimization._check_p"),
-    ("jaxbio.learning.estimators", "jaxbio.estimation._static_optimization.frame_problem"),
-    ("jaxbio.learning.estimators", "jaxbio.estimation._static_optimization.reserve_vector"),
-}
-
 
 def test_graph_sees_the_package():
     graph = import_graph()
@@ -237,10 +224,7 @@ def test_no_import_circle():
 
 def test_private_names_stay_in_their_package():
     found = private_crossings()
-    pairs = {(line.split(":")[0], line.split(" imports ")[1]) for line in found}
-    new = [line for line in found if (line.split(":")[0], line.split(" imports ")[1]) not in KNOWN_PRIVATE]
-    assert not new, f"{len(new)} private imports across packages:\n" + "\n".join(new)
-    assert pairs == KNOWN_PRIVATE, f"fixed, remove from KNOWN_PRIVATE: {KNOWN_PRIVATE - pairs}"
+    assert not found, f"{len(found)} private imports across packages:\n" + "\n".join(found)
 
 
 def test_validate_is_the_bottom_floor():
