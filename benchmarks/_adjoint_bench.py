@@ -1,7 +1,7 @@
 """Times `jaxbio.dynamics._adjoint.inverse_dynamics_vjp_batch` (the batch-last reverse pass of the
 wrench recursion) against the forward kernel and ``jax.vjp`` of ``jax.vmap(_plain_tau)``
 (forward + backward: the per-state route that ``jax.grad`` through ``vmap(inverse_dynamics)`` ran
-before `jaxbio.dynamics._batched.vmapped_by` routed reverse mode to the adjoint).
+before `jaxbio.dynamics.batch_last.vmapped_by` routed reverse mode to the adjoint).
 
 Each case is a jitted `jax.lax.fori_loop` of ``REPS`` dependent calls (the next call's input reads
 the last output); best of 10 runs, µs per call; compile time of the loop in seconds.
@@ -43,8 +43,8 @@ import _machine  # noqa: E402  (benchmarks/_machine.py)
 
 import jaxbio as jb  # noqa: E402
 from jaxbio.dynamics._adjoint import inverse_dynamics_vjp_batch  # noqa: E402
-from jaxbio.dynamics._batched import inverse_dynamics_batch  # noqa: E402
-from jaxbio.dynamics.rnea import _plain_tau  # noqa: E402
+from jaxbio.dynamics.batch_last import inverse_dynamics_batch  # noqa: E402
+from jaxbio.dynamics._rnea import _plain_tau  # noqa: E402
 
 
 def _cases(tree):

@@ -214,8 +214,8 @@ def tree_vector_field_routes(batch=10_000):
     import jax.scipy.linalg as jsl
 
     from jaxbio.dynamics.energy import _plain_gradient
-    from jaxbio.dynamics.mass_matrix import _jacobian_mass_matrix
-    from jaxbio.dynamics.rnea import _plain_tau
+    from jaxbio.dynamics._mass_matrix import _jacobian_mass_matrix
+    from jaxbio.dynamics._rnea import _plain_tau
 
     def per_state_field(tree, y):
         q, p = y["q"], y["p"]

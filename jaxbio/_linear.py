@@ -1,6 +1,6 @@
 """A linear map with its own transpose that every JAX transformation accepts: `linear_map`.
 
-Why it exists. `jaxbio.dynamics._batched.vmapped_by` sends `jax.vmap` of a per-state function to a
+Why it exists. `jaxbio.dynamics.batch_last.vmapped_by` sends `jax.vmap` of a per-state function to a
 batch-last kernel, but derivatives went to the per-state code, and under reverse mode the
 transposed per-state recursion is slow (arm7, batch 32, float32: the VJP of `jax.vmap` of the
 wrench recursion 358 µs against 31 µs for the kernel's forward pass, benchmarks/README.md). A

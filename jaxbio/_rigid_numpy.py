@@ -1,6 +1,7 @@
-"""The joint-space mass matrix of a segment tree in numpy (float64), for checks made while a model
-is read: `check_nonsingular` runs it at a few random configurations, so that reading a model (a
-JSON file, an ``.osim``) compiles no XLA program. It imports nothing of jaxbio (a bottom floor).
+"""The joint-space mass matrix of a segment tree in numpy (float64), and the check made with it
+while a model is read (`check_nonsingular`, run by `jaxbio.SegmentTree.from_dict`): in numpy, so
+that reading a model (a JSON file, an ``.osim``) compiles no XLA program. It imports nothing of
+jaxbio (a bottom floor, beside `jaxbio._validate`).
 
 The conventions are `jaxbio.SegmentTree`'s: segment frame = parent frame · Translation(origin) ·
 Rotation(orientation) · joint motion; a revolute joint turns by ``q`` rad about ``axis``, a
@@ -12,6 +13,8 @@ Jacobians at its centre of mass: a second method beside the JAX kernels' recursi
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -107,3 +110,79 @@ def mass_matrix(v: dict, q: np.ndarray) -> np.ndarray:
         I_world = R[i] @ np.asarray(v["inertias"][i], float) @ R[i].T
         M += float(v["masses"][i]) * Jv.T @ Jv + Jw.T @ I_world @ Jw
     return (M + M.T) / 2
+
+
+#: random configurations at which `check_nonsingular` evaluates M, and its relative threshold
+_SINGULAR_SAMPLES = 3
+_SINGULAR_RTOL = 1e-10
+
+
+def coordinate_label(joint_types: tuple[str, ...], names: tuple[str, ...], j: int) -> str:
+    """``"segment 'x' (spherical joint, ω_z in the segment frame)"``: velocity coordinate ``j`` of a
+    tree, for messages."""
+    owner = np.repeat(np.arange(len(joint_types)), [_NV[t] for t in joint_types])
+    i = int(owner[j])
+    t = joint_types[i]
+    if t in ("revolute", "prismatic"):
+        return f"segment {names[i]!r} ({t} joint)"
+    k = j - int(np.argmax(owner == i))
+    part = ("v_x", "v_y", "v_z", "ω_x", "ω_y", "ω_z")[k + (3 if t == "spherical" else 0)]
+    return f"segment {names[i]!r} ({t} joint, {part} in the segment frame)"
+
+
+def check_nonsingular(v: dict[str, Any]) -> None:
+    """Refuse a model whose mass matrix is singular for every configuration: a coordinate that
+    moves no mass or inertia (a massless leaf with a DOF, a ball joint on a slender rod that can
+    spin about its own axis, …). ``v``: `jaxbio._validate.validate_model_dict`'s result.
+
+    When every mass is positive and every inertia positive-definite, ``M`` is positive-definite
+    everywhere and nothing is computed. Otherwise ``M`` is evaluated (`mass_matrix`) at
+    ``_SINGULAR_SAMPLES`` random configurations (fixed seed). A sample is singular when a
+    coordinate moves nothing: its diagonal entry ``M_jj`` is at most ``_SINGULAR_RTOL`` times the
+    same entry of the tree with every inertia replaced by the isotropic ``tr(I)/2 · E`` (exactly 0
+    for a massless leaf; rounding noise for a slender rod spinning about its own oblique axis);
+    otherwise when the smallest eigenvalue of the equilibrated ``S = D^{-1/2} M D^{-1/2}``
+    (``D = diag M``, so that neither units nor a 1e5 kg segment beside a 0.1 kg one matter) is
+    below ``_SINGULAR_RTOL``. Singular at every sample: ``ValueError`` naming the coordinate with
+    the largest share of the null direction. A sample where ``M`` overflows (enormous masses or
+    lengths) decides nothing; if every one does, the model is accepted. A model singular only at
+    special configurations (a straight chain of point masses) is accepted, as Pinocchio and MuJoCo
+    accept it.
+    """
+    masses, inertias = v["masses"], v["inertias"]
+    if np.all(masses > 0) and all(np.linalg.eigvalsh(I)[0] > 1e-12 * np.max(np.abs(I)) for I in inertias):
+        return
+    if sum(_NV[t] for t in v["joint_types"]) == 0:
+        return
+    # the same tree with every inertia made isotropic (trace / 2, as large as its two largest
+    # principal moments on average): its diagonal is what each coordinate would move if no
+    # inertia had a zero principal moment
+    iso = np.trace(v["inertias"], axis1=1, axis2=2)[:, None, None] / 2 * np.eye(3)
+    rounder = {**v, "inertias": iso}
+    rng = np.random.default_rng(0)
+    null = None
+    with np.errstate(all="ignore"):  # an overflowing sample is skipped below
+        for _ in range(_SINGULAR_SAMPLES):
+            q = random_configuration(v["joint_types"], rng)
+            M = mass_matrix(v, q)
+            reach = np.diag(mass_matrix(rounder, q))
+            if not (np.all(np.isfinite(M)) and np.all(np.isfinite(reach))):
+                continue  # overflow: this sample decides nothing
+            d = np.diag(M)
+            dead = d <= _SINGULAR_RTOL * reach  # moves nothing (also 0 <= 0), or only rounding noise
+            if np.any(dead):
+                null = dead.astype(float)
+                continue
+            eig, vec = np.linalg.eigh(M / np.sqrt(d)[:, None] / np.sqrt(d)[None, :])
+            if eig[0] > _SINGULAR_RTOL:
+                return
+            null = vec[:, 0]
+    if null is None:
+        return
+    j = int(np.argmax(np.abs(null)))
+    raise ValueError(
+        f"{coordinate_label(v['joint_types'], v['names'], j)}: this coordinate moves no mass or inertia (or too "
+        f"little next to the rest of the model for float64 to tell), so the mass matrix is singular in every "
+        f"configuration (a massless segment with a DOF and nothing massive beyond it, or a rotation about a "
+        f"slender body's own axis); give the segment mass or inertia there, or remove the DOF (a 'fixed' joint)"
+    )

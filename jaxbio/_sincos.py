@@ -1,6 +1,6 @@
 """``sin`` and ``cos`` from elementwise arithmetic only (fdlibm's algorithm), shared by the
 batched kernels: XLA on CPU calls libm's scalar ``sin``/``cos`` one element at a time, whereas
-this vectorises (see `jaxbio.papers.watanabe_pendulum` and `jaxbio.dynamics._batched`)."""
+this vectorises (see `jaxbio.papers.watanabe_pendulum` and `jaxbio.dynamics.batch_last`)."""
 
 from __future__ import annotations
 

@@ -41,7 +41,7 @@ keeps the Cholesky factor of ``M + J`` (up to 12 coordinates, ``nv(nv+1)/2`` num
 reverse pass runs neither the mass matrix nor its factorisation (arm7's first
 value-and-gradient call 8.2 → 7.0 s; benchmarks/README.md, "seventh pass").
 Only the field's arrays that are differentiated enter its VJP (under `jax.vmap` the wrench
-recursion then transposes by its batch-last adjoint, `jaxbio.dynamics._batched.vmapped_by`).
+recursion then transposes by its batch-last adjoint, `jaxbio.dynamics.batch_last.vmapped_by`).
 Forward mode is not supported (as with Diffrax's `RecursiveCheckpointAdjoint`); the times ``t0``,
 ``ts``, ``t1`` are not differentiated.
 """

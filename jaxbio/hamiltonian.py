@@ -37,10 +37,11 @@ from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio._validate import as_float, check_choice, check_finite, check_values, coordinate_vector
 from jaxbio.configuration import velocity_to_qdot, velocity_to_qdot_transpose
-from jaxbio.dynamics import _one_segment, _planar_batch, gravity_forces, kinetic_energy_gradient, potential_energy
+from jaxbio.dynamics import (gravity_forces, kinetic_energy_gradient, one_segment as _one_segment,
+                             planar_batch as _planar_batch, potential_energy)
 from jaxbio.dynamics.forward import (accelerations, accelerations_at, accelerations_factored, factor_size,
                                      inertia, solve)
-from jaxbio.dynamics._batched import hamiltonian_flow_batch, vmapped_by
+from jaxbio.dynamics.batch_last import hamiltonian_flow_batch, vmapped_by
 from jaxbio.tree import SegmentTree
 
 __all__ = [
@@ -739,7 +740,7 @@ def _plain_tree_terms(tree: SegmentTree, q, p, added_inertia):
 
 def _routed_tree_terms(planar: bool | None):
     """`_plain_tree_terms`; under `jax.vmap` the one-pass kernel
-    `jaxbio.dynamics._batched.hamiltonian_flow_batch` with its ``planar`` choice (derivatives: the
+    `jaxbio.dynamics.batch_last.hamiltonian_flow_batch` with its ``planar`` choice (derivatives: the
     per-state route's)."""
     @vmapped_by(functools.partial(hamiltonian_flow_batch, planar=planar))
     def terms(tree, q, p, added_inertia):
@@ -769,7 +770,7 @@ FORMS = ("hamiltonian", "velocity")
 def solver_field(system: "HamiltonianSystem", form: str = "hamiltonian") -> Callable:
     """``system.vector_field`` (``form="velocity"``: ``system.velocity_field``) for a solver that
     traces the system, as Diffrax's solve does: the batch kernel's planar choice
-    (`jaxbio.dynamics._planar_batch`) is made now, from the tree's numbers while they are concrete,
+    (`jaxbio.dynamics.planar_batch`) is made now, from the tree's numbers while they are concrete,
     so that the traced solve compiles one kernel instead of both behind a run-time ``lax.cond``
     (a planar double pendulum's solve compiled 3–5 s faster). What `jaxbio.simulate` integrates.
     ``ValueError`` for a ``system`` that is not a `HamiltonianSystem` or another ``form``."""

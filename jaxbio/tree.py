@@ -12,17 +12,16 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from jaxbio import _topology
+from jaxbio._rigid_numpy import check_nonsingular
+from jaxbio._validate import AXIAL, JOINT_TYPES  # noqa: F401  (their home is below the tree: the dict checks)
 
 __all__ = ["SegmentTree"]
 
-JOINT_TYPES = ("revolute", "prismatic", "spherical", "free", "fixed")
 #: configuration size ``nq`` of each joint type: an angle or a slide; a unit quaternion
 #: ``(w, x, y, z)``; a translation then a quaternion; nothing
 JOINT_NQ = {"revolute": 1, "prismatic": 1, "spherical": 4, "free": 7, "fixed": 0}
 #: velocity size ``nv``: ``q̇``; ``ω`` in the segment frame; ``[v, ω]`` in the segment frame; nothing
 JOINT_NV = {"revolute": 1, "prismatic": 1, "spherical": 3, "free": 6, "fixed": 0}
-#: joint types with one DOF along or about ``axis`` (the others have no axis)
-AXIAL = ("revolute", "prismatic")
 
 
 class Dofs(NamedTuple):
@@ -254,7 +253,7 @@ class SegmentTree(eqx.Module):
         ``dtype`` (a floating dtype) defaults to JAX's default float type (float32 unless x64 is
         enabled); integer, bool and complex dtypes are refused.
         """
-        from jaxbio._validate import cast_model, check_nonsingular, model_dtype, validate_model_dict
+        from jaxbio._validate import cast_model, model_dtype, validate_model_dict
 
         model_dtype(dtype)  # an argument error before any model error
         v = validate_model_dict(d)

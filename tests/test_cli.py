@@ -150,7 +150,7 @@ def test_broken_pipe_in_process(monkeypatch, capsys):
 
 def test_broken_pipe_inside_a_subcommand_that_catches_oserror(monkeypatch, capsys):
     """A subcommand's own ``except OSError`` does not turn the closed pipe into an error line."""
-    import jaxbio.cli as cli
+    from jaxbio.cli import _opensim as cli  # the inverse-dynamics command calls its cmd_id
 
     def noisy(args):
         try:

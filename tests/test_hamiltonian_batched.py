@@ -1,5 +1,5 @@
 """Under `jax.vmap` the Hamiltonian vector field's tree terms (``q̇ = (M + J)⁻¹ p`` and ``∂H/∂q``)
-come from one batch-last kernel, `jaxbio.dynamics._batched.hamiltonian_flow_batch` (composite
+come from one batch-last kernel, `jaxbio.dynamics.batch_last.hamiltonian_flow_batch` (composite
 rigid bodies, gravity from the composites, a batch-last Cholesky, the momentum passes).
 
 References: the per-state route (`jaxbio.hamiltonian.velocities` by LAPACK Cholesky on the
@@ -18,7 +18,7 @@ import pytest
 
 import jaxbio as jb
 from jaxbio import hamiltonian as ham
-from jaxbio.dynamics._batched import hamiltonian_flow_batch
+from jaxbio.dynamics.batch_last import hamiltonian_flow_batch
 
 BATCH = 300  # two chunks on CPU, the second overlapping the first
 

@@ -1,5 +1,5 @@
 """`jaxbio._linear.linear_map` (a linear map with its own transpose) and the reverse-mode route it
-gives `vmapped_by` (`jaxbio.dynamics._batched`): under `jax.vmap`, reverse mode of the wrench
+gives `vmapped_by` (`jaxbio.dynamics.batch_last`): under `jax.vmap`, reverse mode of the wrench
 recursion runs the batch-last adjoint kernel; every transformation and every combination of them
 gives what plain autodiff of the per-state recursion gives."""
 
@@ -18,7 +18,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 import jaxbio as jb
 from jaxbio._linear import linear_map
 
-rnea = importlib.import_module("jaxbio.dynamics.rnea")
+rnea = importlib.import_module("jaxbio.dynamics._rnea")
 forward = importlib.import_module("jaxbio.dynamics.forward")
 
 

@@ -16,8 +16,8 @@ from jaxbio.dynamics.energy import (center_of_mass, kinetic_energy, kinetic_ener
 from jaxbio.dynamics.forward import forward_dynamics
 from jaxbio.dynamics.loads import point_loads
 from jaxbio.dynamics.kinematics import SegmentMotion, forward_kinematics, point_jacobian, segment_motion
-from jaxbio.dynamics.mass_matrix import bias_forces, com_jacobians, gravity_forces, mass_matrix
-from jaxbio.dynamics.rnea import inverse_dynamics, rnea, segment_wrenches
+from jaxbio.dynamics._mass_matrix import bias_forces, com_jacobians, gravity_forces, mass_matrix
+from jaxbio.dynamics._rnea import inverse_dynamics, rnea, segment_wrenches
 
 from jaxbio._lazy import attach  # noqa: E402
 

@@ -1,8 +1,8 @@
 """Reverse mode of the batch-last wrench recursion: `inverse_dynamics_vjp_batch`.
 
-``tau = ID(q, qd, qdd)`` of `jaxbio.dynamics._batched.inverse_dynamics_batch` and a cotangent
+``tau = ID(q, qd, qdd)`` of `jaxbio.dynamics.batch_last.inverse_dynamics_batch` and a cotangent
 ``ct`` ``(B, nv)`` give ``(ctᵀ ∂tau/∂q, ctᵀ ∂tau/∂qd, ctᵀ ∂tau/∂qdd)`` by four passes per chunk,
-on the layout, schedule and records of `jaxbio.dynamics._batched` (read its module docstring):
+on the layout, schedule and records of `jaxbio.dynamics.batch_last` (read its module docstring):
 
 1. the forward pass (proximal → distal, `_forward_rnea`), keeping each phase's table of forward
    rows (what each step's parent rows were gathered from) and the own terms;
@@ -39,9 +39,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxbio.dynamics import _soa as soa
-from jaxbio.dynamics._batched import (Own, Wrench, _Chained, _RNEA, _backward_pass, _batched, _concat, _forward_pass,
-                                      _forward_rnea, _later_sums, _rows, _scan, _setup, _torques_rnea, _write)
+from jaxbio import _soa as soa
+from jaxbio.dynamics.batch_last import (Own, Wrench, _Chained, _RNEA, _backward_pass, _concat, _forward_pass,
+                                        _forward_rnea, _later_sums, _rows, _scan, _setup, _torques_rnea, _write,
+                                        chunked as _batched)
 from jaxbio.dynamics._levels import Schedule
 from jaxbio.tree import SegmentTree
 
@@ -218,7 +219,7 @@ def _ct_outs(sched: Schedule, ct):
 def inverse_dynamics_vjp_batch(tree: SegmentTree, q, qd, qdd, ct, *, chunk: int | None = None,
                                layout: str | None = None, schedule: Schedule | None = None):
     """``(ct_q, ct_qd, ct_qdd)`` ``(B, nq)``, ``(B, nv)``, ``(B, nv)``: the cotangents of ``q``,
-    ``qd``, ``qdd`` of `jaxbio.dynamics._batched.inverse_dynamics_batch` ``(B, nv)`` for a
+    ``qd``, ``qdd`` of `jaxbio.dynamics.batch_last.inverse_dynamics_batch` ``(B, nv)`` for a
     cotangent ``ct`` ``(B, nv)``, i.e. what ``jax.vjp(jax.vmap(tau))`` gives, by a hand-written
     reverse pass on the batch-last layout (see this module's docstring). Axial trees (revolute and
     prismatic joints: ``tree.is_axial``) only; no external forces; the tree is not differentiated.

@@ -16,7 +16,7 @@ and the scan's per-level overhead is shared by the whole batch under `jax.vmap`.
 gather maps the ``(levels, K)`` results back to segment order. Leaves of the pytrees passed in
 have the segment as their leading axis.
 
-The batch-last kernels (`jaxbio.dynamics._batched`) use a refinement of the same tables,
+The batch-last kernels (`jaxbio.dynamics.batch_last`) use a refinement of the same tables,
 `schedule`: consecutive levels grouped into *phases*, and inside a phase segments scheduled into
 *steps* that may mix levels, so that narrow and wide levels pad less. Both build on the level
 grouping of `jaxbio._topology`; all tables are numpy, built once per topology (bounded LRU caches).
@@ -150,7 +150,7 @@ def backward_pass(lv: Levels, own, transport: Callable, aux=None):
     return _to_segments(ys, lv)
 
 
-# ---- phases of mixed-level steps (the batch-last kernels, `jaxbio.dynamics._batched`) ---------
+# ---- phases of mixed-level steps (the batch-last kernels, `jaxbio.dynamics.batch_last`) ---------
 
 
 class Phase(NamedTuple):

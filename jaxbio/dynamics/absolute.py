@@ -53,7 +53,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from jaxbio import quaternion as quat
-from jaxbio.dynamics import _planar_batch
+from jaxbio.dynamics import planar_batch as _planar_batch
 from jaxbio.dynamics.contact import Contacts, contact_points, contact_rows
 from jaxbio.dynamics.kinematics import segment_motion
 from jaxbio.spatial import cross

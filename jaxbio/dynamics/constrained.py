@@ -85,8 +85,8 @@ from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio._linalg import spd_solve
 from jaxbio.dynamics._checks import as_external, as_state, finite
-from jaxbio.dynamics.mass_matrix import mass_matrix
-from jaxbio.dynamics.rnea import rnea
+from jaxbio.dynamics._mass_matrix import mass_matrix
+from jaxbio.dynamics._rnea import rnea
 from jaxbio.dynamics import absolute as ab
 from jaxbio.dynamics.contact import Contact, check_contacts, contact_terms, contact_wrenches
 from jaxbio.tree import SegmentTree

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from jaxbio.dynamics import _soa as soa
+from jaxbio import _soa as soa
 from jaxbio.dynamics._checks import as_state
 from jaxbio.dynamics.kinematics import point_jacobian, segment_motion
 from jaxbio.tree import SegmentTree

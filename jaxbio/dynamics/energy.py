@@ -9,11 +9,11 @@ from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import quaternion as quat
 from jaxbio.configuration import velocity_to_qdot
-from jaxbio.dynamics import _one_segment
-from jaxbio.dynamics._batched import kinetic_energy_gradient_batch, vmapped_by
+from jaxbio.dynamics import one_segment as _one_segment
+from jaxbio.dynamics.batch_last import kinetic_energy_gradient_batch, vmapped_by
 from jaxbio.dynamics._checks import public, as_state, finite
 from jaxbio.dynamics.kinematics import segment_motion
-from jaxbio.dynamics.rnea import _tau, world_inertia_times
+from jaxbio.dynamics._rnea import _tau, world_inertia_times
 from jaxbio.spatial import cross, dot
 from jaxbio.tree import SegmentTree
 
@@ -69,9 +69,9 @@ def kinetic_energy_gradient(
 
     - Revolute and prismatic joints only: ``∂T/∂q`` at fixed ``qd``, equal to
       ``jax.grad(kinetic_energy, argnums=1)``, which it is for one state. Under `jax.vmap` it
-      runs the batch-last kernel of `jaxbio.dynamics._batched` (`kinetic_energy_gradient_batch`:
+      runs the batch-last kernel of `jaxbio.dynamics.batch_last` (`kinetic_energy_gradient_batch`:
       subtree momenta summed like the wrench recursion's wrenches); its derivatives are those of
-      the autodiff route. A one-segment tree: 0 (`jaxbio.dynamics._one_segment`).
+      the autodiff route. A one-segment tree: 0 (`jaxbio.dynamics.one_segment`).
     - With ball or free joints ``qd`` is not ``q̇`` (it is the segment-frame ``ω``, ``v``), and
       the same role is played by ``Ṁ qd − C(q, qd) qd``: the rate of ``M(q)`` along
       ``q̇ = G(q) qd`` (`jaxbio.configuration`) applied to ``qd``, minus the Coriolis and

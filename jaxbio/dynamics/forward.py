@@ -16,7 +16,7 @@ value-and-gradient step through `jaxbio.simulate(..., form="velocity")` 2.2–2.
 When the tree and the external loads are not differentiated (the rule sees their tangents as
 symbolic zeros), they are left out of the inner ``jvp``, so that under `jax.vmap` reverse mode
 transposes the recursion by its batch-last adjoint (`jaxbio.dynamics._adjoint`, routed by
-`jaxbio.dynamics._batched.vmapped_by`): the vector field's VJP for arm7 (batch 32) fell from 405 to
+`jaxbio.dynamics.batch_last.vmapped_by`): the vector field's VJP for arm7 (batch 32) fell from 405 to
 155–187 µs more, and the value-and-gradient step through the solve from 890 to 456 ms
 (benchmarks/README.md, "Reverse mode through a batch-last adjoint").
 """
@@ -32,8 +32,8 @@ from jaxtyping import Array, ArrayLike, Float
 from jaxbio._linalg import UNROLL_MAX, cholesky, factor_solve, spd_solve
 from jaxbio._linear import dense, is_zero
 from jaxbio.dynamics._checks import public, as_external, as_state, finite
-from jaxbio.dynamics.mass_matrix import mass_matrix
-from jaxbio.dynamics.rnea import External, _tau
+from jaxbio.dynamics._mass_matrix import mass_matrix
+from jaxbio.dynamics._rnea import External, _tau
 from jaxbio.tree import SegmentTree
 
 __all__ = ["forward_dynamics"]  # `accelerations` is the unchecked core (internal)

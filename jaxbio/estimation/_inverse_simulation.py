@@ -68,7 +68,7 @@ from jaxtyping import Array, ArrayLike, Float
 from jaxbio._linalg import spd_solve
 from jaxbio._validate import check_choice, check_finite, concrete, is_concrete
 from jaxbio.dynamics.contact import Contact, check_contacts, contact_external, contact_terms, contact_wrenches
-from jaxbio.dynamics.mass_matrix import bias_forces, mass_matrix
+from jaxbio.dynamics import bias_forces, mass_matrix
 from jaxbio.estimation.pseudoinverse import PseudoinverseSolution, clamped_pseudoinverse
 from jaxbio.dynamics.constrained import reactions_augmented
 from jaxbio.muscles.geometry import MusclePaths, moment_arms, muscle_wrenches

@@ -13,7 +13,7 @@ from types import MappingProxyType
 import numpy as np
 
 from jaxbio.io._markers import PER_METRE, Markers
-from jaxbio.io._text import duplicate_message, file_error, missing_error, read_only
+from jaxbio._text import duplicate_message, file_error, missing_error, read_only
 
 _INSTALL = 'read_c3d needs the ezc3d package: pip install ezc3d (or pip install "jaxbio[c3d]")'
 

@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from jaxbio.io._text import read_xml
+from jaxbio._text import read_xml
 
 __all__ = ["ExternalForce", "ExternalLoads", "read_external_loads"]
 

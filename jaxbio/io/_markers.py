@@ -24,7 +24,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from jaxbio.io._text import check_times, duplicate_message, file_error, missing_error, parse_number, read_lines, read_only
+from jaxbio._text import check_times, duplicate_message, file_error, missing_error, parse_number, read_lines, read_only
 
 _KIND = "marker file (.trc)"
 #: units of length per metre, for the Units of .trc and C3D files (positions are divided by it)

@@ -591,7 +591,7 @@ FramePose = tuple[int, np.ndarray, np.ndarray]
 def read_control(elem: ET.Element, tag: str, where: str, default: float) -> float:
     """A control bound (``min_control``, ``max_control``) of an actuator or muscle element: a
     number, ±inf allowed, ``default`` when absent; ``ValueError`` naming ``where`` otherwise."""
-    from jaxbio.io.osim import _text
+    from jaxbio.io._osim_xml import _text
 
     text = _text(elem, tag)
     if text is None or text == "":
@@ -613,7 +613,7 @@ def read_forces(model_elem: ET.Element, coordinates: Sequence[str], motion_types
 
     ``frame(path, owner, where, body_only)`` resolves a body or frame name / path (relative to
     the component path ``owner``) to its pose in a tree segment, raising ``ValueError``."""
-    from jaxbio.io.osim import _describe, _flag, _numbers, _text
+    from jaxbio.io._osim_xml import _describe, _flag, _numbers, _text
 
     def number(elem, tag, where, default):
         return float(_numbers(elem, tag, 1, where, default=[default])[0])

@@ -163,7 +163,7 @@ class OsimMuscles(eqx.Module):
 # ---- evaluation -------------------------------------------------------------------------------------
 
 def _muscles_of(model):
-    from jaxbio.io.osim import OsimModel
+    from jaxbio.io._osim_model import OsimModel
 
     if not isinstance(model, OsimModel):
         raise ValueError(f"model must be an OsimModel (jaxbio.io.load_osim), got {type(model).__name__}")
@@ -326,7 +326,7 @@ def read_muscles(model_elem: ET.Element, tree, coordinates: Sequence[str], disab
     models whose parameters OpenSim refuses: not imported, the skeleton stays usable). ``frame``
     resolves a body/frame path (as in `jaxbio.io._osim_forces.read_forces`); ``disabled`` holds
     the ForceSet entries that apply no force."""
-    from jaxbio.io.osim import _describe, _flag, _function, _function_element, _numbers, _text
+    from jaxbio.io._osim_xml import _describe, _flag, _function, _function_element, _numbers, _text
 
     coords = list(coordinates)
 

@@ -37,7 +37,7 @@ import numpy as np
 from jaxbio._validate import static_number
 from jaxbio.io._gcvspl import GCVSpline
 from jaxbio.io._storage import Table
-from jaxbio.io._text import known_names
+from jaxbio._text import known_names
 
 #: SimTK_DEGREE_TO_RADIAN (a long double literal in Simbody, passed to OpenSim as a double)
 _DEGREE = 1.745329251994329576923690768488612713442871888541725456097191440e-2

@@ -53,7 +53,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from jaxbio.estimation._static_optimization import StaticOptimizationResult, _check_p, _options, _solve_frame
+from jaxbio.estimation import StaticOptimizationResult
+from jaxbio.estimation.one_frame import check_p as _check_p, solve_frame as _solve_frame, solver_options as _options
 from jaxbio.io._storage import Table
 from jaxbio.io._tools import InverseDynamicsInputs, _prepare, generalized_forces, load_any_model
 

@@ -30,7 +30,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from jaxbio.io._text import (check_times, duplicate_message, file_error, known_names, missing_error, parse_number,
+from jaxbio._text import (check_times, duplicate_message, file_error, known_names, missing_error, parse_number,
                              read_lines, read_only)
 
 _KIND = "motion file (OpenSim .mot/.sto)"

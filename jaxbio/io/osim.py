@@ -118,7 +118,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
-import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
@@ -127,6 +126,8 @@ from jaxbio import quaternion as quat
 from jaxbio._validate import as_shape, model_dtype, to_device
 from jaxbio.coordinates import CoordinateMap, Piecewise
 from jaxbio.io import _osim_functions as fn
+from jaxbio.io._osim_model import OsimModel
+from jaxbio.io._osim_xml import _describe, _flag, _function, _function_element, _numbers, _text
 from jaxbio.models.build import Body, model, segment, transformed, virtual
 from jaxbio.tree import SegmentTree
 
@@ -139,8 +140,6 @@ __all__ = ["OsimModel", "load_osim", "enforce_coordinates"]
 GRAVITY = (0.0, -9.80665, 0.0)  # OpenSim's default gravity, m/s²
 DEFAULT_RANGE = (-10.0, 10.0)  # OpenSim's default coordinate range
 AXIS_NAMES = ("rotation1", "rotation2", "rotation3", "translation1", "translation2", "translation3")
-FUNCTION_TYPES = ("Constant", "LinearFunction", "SimmSpline", "NaturalCubicSpline", "PiecewiseLinearFunction",
-                  "PiecewiseConstantFunction", "PolynomialFunction", "MultiplierFunction")
 #: fixed-axis joints: (TransformAxis slot 0..5, unit axis, coordinate index within the joint)
 _X, _Y, _Z = np.eye(3)
 JOINT_AXES = {
@@ -159,73 +158,6 @@ IGNORED_SETS = ("ForceSet", "ConstraintSet", "MarkerSet", "ContactGeometrySet", 
                 "ComponentSet")
 
 
-class OsimModel(eqx.Module):
-    """An OpenSim model: a tree, OpenSim's coordinates and their properties, forces and muscles.
-
-    - ``tree``: the `jaxbio.SegmentTree` (revolute, prismatic and fixed joints only; segment
-      frames are OpenSim's child joint frames, see `jaxbio.io.osim`).
-    - ``coordinates``: the `jaxbio.coordinates.CoordinateMap` from OpenSim's ``nc`` coordinates
-      ``c`` (rad / m, the order of ``coordinate_names``) to the tree's ``q``.
-    - ``defaults``, ``default_speeds`` ``(nc,)``; ``ranges`` ``(nc, 2)`` (min, max);
-      ``clamped``, ``locked``, ``prescribed`` (static bools) and ``motion_types`` (static:
-      ``"rotational"``, ``"translational"``, ``"coupled"``), per coordinate.
-    - ``bodies`` (static): OpenSim's body names, the ground first; ``body_segments`` (static): the
-      segment index each body is fixed to (``-1``: the ground, i.e. the world);
-      ``body_positions`` ``(nb, 3)`` m and ``body_orientations`` ``(nb, 4)`` ``(w, x, y, z)``:
-      the body frame's origin and orientation in that segment's frame (identity for the ground).
-    - ``joints``, ``joint_types`` (static): OpenSim's joint names and classes, in file order;
-      ``coordinate_joints`` (static): the index in ``joints`` of each coordinate's joint.
-    - ``ignored`` (static): the parts of the file that are not imported (e.g. ``"ForceSet: 6
-      objects (DeGrooteFregly2016Muscle)"``: the ForceSet entries that are in neither ``forces``
-      nor ``muscles``).
-    - ``path`` (static): the file read.
-    - ``forces``: the `jaxbio.io.OsimForces` imported from the ForceSet (coordinate limit forces,
-      springs, coordinate, point and torque actuators; see `jaxbio.io._osim_forces`).
-    - ``muscles``: the `jaxbio.io.OsimMuscles` (Thelen2003Muscle and
-      Millard2012EquilibriumMuscle: paths with wrap objects, conditional and moving points, and
-      the muscle models; see `jaxbio.io._osim_muscles`), or ``None`` when the file has none.
-    """
-
-    tree: SegmentTree
-    coordinates: CoordinateMap
-    defaults: Float[Array, " nc"]
-    default_speeds: Float[Array, " nc"]
-    ranges: Float[Array, "nc 2"]
-    body_positions: Float[Array, "nb 3"]
-    body_orientations: Float[Array, "nb 4"]
-    clamped: tuple[bool, ...] = eqx.field(static=True)
-    locked: tuple[bool, ...] = eqx.field(static=True)
-    prescribed: tuple[bool, ...] = eqx.field(static=True)
-    motion_types: tuple[str, ...] = eqx.field(static=True)
-    bodies: tuple[str, ...] = eqx.field(static=True)
-    body_segments: tuple[int, ...] = eqx.field(static=True)
-    joints: tuple[str, ...] = eqx.field(static=True)
-    joint_types: tuple[str, ...] = eqx.field(static=True)
-    coordinate_joints: tuple[int, ...] = eqx.field(static=True)
-    ignored: tuple[str, ...] = eqx.field(static=True)
-    path: str = eqx.field(static=True, default="")
-    forces: OsimForces = eqx.field(default_factory=lambda: _no_forces())
-    muscles: Optional[OsimMuscles] = None
-
-    @property
-    def coordinate_names(self) -> tuple[str, ...]:
-        """OpenSim's coordinate names, the order of ``c``."""
-        return self.coordinates.names
-
-    def coordinate_index(self, name: str) -> int:
-        """Position of OpenSim coordinate ``name`` in ``c``."""
-        return self.coordinates.index(name)
-
-    def body_frame(self, name: str) -> tuple[int, Float[Array, "3"], Float[Array, "4"]]:
-        """``(segment, position, orientation)`` of OpenSim body ``name``'s frame (segment ``-1``:
-        the world): a point ``p`` given in the body frame is ``position + R(orientation) p`` in
-        the segment frame."""
-        if name not in self.bodies:
-            raise ValueError(f"{self.path}: no body {name!r}; bodies are {list(self.bodies)}")
-        i = self.bodies.index(name)
-        return self.body_segments[i], self.body_positions[i], self.body_orientations[i]
-
-
 def enforce_coordinates(model: OsimModel, c: Float[ArrayLike, " nc"]) -> Float[Array, " nc"]:
     """Coordinate values ``c`` ``(nc,)`` as OpenSim sets them with constraints enforced
     (``Coordinate::setValue(state, value, enforceConstraints=true)`` for each coordinate): a
@@ -239,12 +171,6 @@ def enforce_coordinates(model: OsimModel, c: Float[ArrayLike, " nc"]) -> Float[A
     clamped = np.asarray(model.clamped, dtype=bool) & ~locked
     c = jnp.where(clamped, jnp.clip(c, model.ranges[:, 0], model.ranges[:, 1]), c)
     return jnp.where(locked, model.defaults, c)
-
-
-def _no_forces():
-    from jaxbio.io._osim_forces import OsimForces
-
-    return OsimForces.empty()
 
 
 # ---- small numpy helpers --------------------------------------------------------------------
@@ -276,92 +202,11 @@ def _euler_xyz(angles) -> np.ndarray:
     return _unit_quaternion(q)
 
 
-def _describe(elem: ET.Element) -> str:
-    name = elem.get("name")
-    return f"{elem.tag} {name!r}" if name is not None else f"<{elem.tag}>"
-
-
-def _text(elem: ET.Element, tag: str) -> Optional[str]:
-    child = elem.find(tag)
-    return None if child is None or child.text is None else child.text.strip()
-
-
-def _numbers(elem: ET.Element, tag: str, n: Optional[int], where: str, default=None) -> Optional[np.ndarray]:
-    text = _text(elem, tag)
-    if text is None or text == "":
-        if default is None:
-            raise ValueError(f"{where}: missing <{tag}>")
-        return np.asarray(default, dtype=float)
-    try:
-        values = np.array([float(v) for v in text.split()])
-    except ValueError:
-        raise ValueError(f"{where}: <{tag}> is not a list of numbers: {text!r}") from None
-    if n is not None and len(values) != n:
-        raise ValueError(f"{where}: <{tag}> needs {n} numbers, got {len(values)}: {text!r}")
-    if not np.all(np.isfinite(values)):
-        raise ValueError(f"{where}: <{tag}> must be finite, got {text!r}")
-    return values
-
-
-def _flag(elem: ET.Element, tag: str, where: str) -> bool:
-    text = _text(elem, tag)
-    if text is None or text == "":
-        return False
-    if text.lower() not in ("true", "false"):
-        raise ValueError(f"{where}: <{tag}> must be true or false, got {text!r}")
-    return text.lower() == "true"
-
-
 def _unit_axis(v: np.ndarray, where: str) -> np.ndarray:
     norm = np.linalg.norm(v)
     if not norm > 0:
         raise ValueError(f"{where}: <axis> is zero")
     return v / norm
-
-
-# ---- functions --------------------------------------------------------------------------------
-
-def _function_element(elem: ET.Element, properties: tuple[str, ...], where: str) -> Optional[ET.Element]:
-    """The function held by ``elem`` (a TransformAxis or a MultiplierFunction): a child element
-    ``<function>`` wrapping it (2.x/3.x files) or a child whose tag is its type (4.x files)."""
-    candidates = [ch for ch in elem if isinstance(ch.tag, str) and ch.tag not in properties]
-    wrapper = [ch for ch in candidates if ch.tag == "function"]
-    if wrapper:
-        inner = [ch for ch in wrapper[0] if isinstance(ch.tag, str)]
-        if len(inner) > 1:
-            raise ValueError(f"{where}: <function> holds {len(inner)} functions")
-        return inner[0] if inner else None
-    if len(candidates) > 1:
-        raise ValueError(f"{where}: more than one function ({', '.join(ch.tag for ch in candidates)})")
-    return candidates[0] if candidates else None
-
-
-def _function(elem: ET.Element, where: str) -> Piecewise:
-    """An OpenSim function element of one variable (or none) as a `Piecewise`."""
-    kind = elem.tag
-    here = f"{where}: {_describe(elem)}"
-    if kind == "Constant":
-        return fn.constant(float(_numbers(elem, "value", 1, here, default=[0.0])[0]))
-    if kind == "LinearFunction":
-        slope, intercept = _numbers(elem, "coefficients", 2, here, default=[1.0, 0.0])
-        return fn.linear(slope, intercept)
-    if kind in ("SimmSpline", "NaturalCubicSpline", "PiecewiseLinearFunction", "PiecewiseConstantFunction"):
-        x = _numbers(elem, "x", None, here)
-        y = _numbers(elem, "y", None, here)
-        build = {"PiecewiseLinearFunction": fn.piecewise_linear,
-                 "PiecewiseConstantFunction": fn.piecewise_constant}.get(kind, fn.simm_spline)
-        return build(x, y, here)
-    if kind == "PolynomialFunction":
-        return fn.polynomial(_numbers(elem, "coefficients", None, here, default=[1.0]), here)
-    if kind == "MultiplierFunction":
-        inner = _function_element(elem, ("scale",), here)
-        if inner is None:
-            raise ValueError(f"{here}: has no function to scale")
-        scale = float(_numbers(elem, "scale", 1, here, default=[1.0])[0])
-        return _function(inner, here).scaled(scale)
-    hint = " (a smoothing spline fitted at load time: not supported yet)" if kind == "GCVSpline" else ""
-    raise ValueError(f"{here}: function type {kind!r} is not supported{hint}; supported: "
-                     f"{', '.join(FUNCTION_TYPES)}")
 
 
 # ---- the model's components ---------------------------------------------------------------------
@@ -696,7 +541,7 @@ def _chain(joint: _Joint, parent_segment: Optional[str], placement: _Pose, body_
 def _force_set_file(path) -> ET.Element:
     """The ``<ForceSet>`` of an OpenSim force set file (``force_set_files``: reserve and residual
     actuators), ``ValueError`` naming the file otherwise."""
-    from jaxbio.io._text import read_xml
+    from jaxbio._text import read_xml
 
     root = read_xml(Path(path), "OpenSim force set file")
     fs = root if root.tag == "ForceSet" else root.find("ForceSet")

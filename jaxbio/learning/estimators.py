@@ -85,7 +85,7 @@ import optax
 from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
 from jaxbio._validate import as_float, check_choice, check_key, static_number
-from jaxbio.estimation._static_optimization import _as_hill, _check_p, frame_problem, reserve_vector
+from jaxbio.estimation.one_frame import as_hill as _as_hill, check_p as _check_p, frame_problem, reserve_vector
 from jaxbio.muscles.curves import HillMuscle
 from jaxbio.muscles.geometry import MusclePaths, check_tree
 from jaxbio.tree import SegmentTree

@@ -4,12 +4,12 @@
 The per-frame code batched by `jax.vmap` puts the frame first and ``(muscle, point, xyz)``
 last: XLA on CPU then gathers each point's segment pose per frame and works on vectors of 3.
 Here each chunk of frames runs the forward pass of forward kinematics
-(`jaxbio.dynamics._batched.pose_rows`, the same chunk loop as the dynamics kernels) and every
+(`jaxbio.dynamics.batch_last.pose_rows`, the same chunk loop as the dynamics kernels) and every
 path point as a row of the chunk's ``C`` frames: ``X = O_s + R(Q_s) p`` gathered by whole rows,
 the pieces' lengths and unit vectors, and the moment arms by virtual work (the formulas of
 `geometry._straight_moment_arms`). Same numbers as the per-frame code to round-off; not
 differentiable by itself: `geometry` routes `jax.vmap` here with
-`jaxbio.dynamics._batched.vmapped_by`, and derivatives (``jvp``, ``grad``, a batched model) to
+`jaxbio.dynamics.batch_last.vmapped_by`, and derivatives (``jvp``, ``grad``, a batched model) to
 the per-frame code. Measured in benchmarks/README.md ("Muscle paths batch-last").
 """
 
@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 import jax.numpy as jnp
 
-from jaxbio.dynamics import _soa as soa
-from jaxbio.dynamics._batched import _batched, chunk_size, default_layout, pose_rows
+from jaxbio import _soa as soa
+from jaxbio.dynamics.batch_last import chunked as _batched, chunk_size, default_layout, pose_rows
 
 #: frames per chunk of the moment arms on CPU: their ``(m, nv)`` sums per frame make a chunk's
 #: working set 9× the lengths' (gait10dof18musc, float64, 20,000 frames: 3.5–3.6 µs per frame
@@ -110,7 +110,7 @@ def _moment_arms_chunk(paths, tree, sched, q, a, b, external, *, fused: bool):
 
 
 def _over_chunks(chunk_fn, paths, tree, states, width, chunk):
-    """``chunk_fn(paths, …)`` over the batch (`jaxbio.dynamics._batched._batched`): ``(B, width)``."""
+    """``chunk_fn(paths, …)`` over the batch (`jaxbio.dynamics.batch_last.chunked`): ``(B, width)``."""
     def run(tree_, sched, *parts, fused):
         return chunk_fn(paths, tree_, sched, *parts, fused=fused)
     return _batched(tree, run, states, None, chunk=chunk, layout=None, schedule=None, width=width)

@@ -48,7 +48,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import quaternion as quat
 from jaxbio._validate import as_shape, check_concrete_finite, jit_checked
-from jaxbio.dynamics._batched import vmapped_by
+from jaxbio.dynamics.batch_last import vmapped_by
 from jaxbio.dynamics.kinematics import segment_motion
 from jaxbio.muscles import _batched_geometry, wrapping
 from jaxbio.muscles.wrapping import WrapObjects

@@ -187,7 +187,7 @@ def sagittal11_muscle_model(
         tree: default ``jb.load_model("sagittal11")``.
         dtype: float dtype.
     """
-    from jaxbio.estimation._inverse_simulation import InverseSimulationModel
+    from jaxbio.estimation import InverseSimulationModel
 
     sag, paths, params = sagittal11_muscles(tree, muscles=muscles, dtype=dtype)
     return InverseSimulationModel.build(

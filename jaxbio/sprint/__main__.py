@@ -1,18 +1,13 @@
-"""``python -m jaxbio.sprint``: the ``jaxbio sprint`` command on its own."""
+"""``python -m jaxbio.sprint``: the ``jaxbio sprint`` command on its own (`jaxbio.cli.main`)."""
 
-import argparse
 import sys
 
-from jaxbio.sprint._cli import add_parser
+from jaxbio.cli import main as jaxbio_main
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jaxbio.sprint")
-    sub = parser.add_subparsers(dest="command")
-    add_parser(sub)
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(["sprint"] + argv)
-    return args.func(args)
+    return jaxbio_main(["sprint"] + argv)
 
 
 if __name__ == "__main__":

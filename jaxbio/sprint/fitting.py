@@ -23,7 +23,7 @@ from jaxbio.sprint._solve import (LANES, _pick_best, batched_best_of_starts, con
                                   lm_result, lm_resume, signature)
 from jaxbio.sprint.data import SIGMA_ROUND, Splits
 from jaxbio.sprint.data import Race, SprintDataError
-from jaxbio.sprint.trace import SpeedTrace, speed_residuals
+from jaxbio.sprint._speed_trace import SpeedTrace, speed_residuals
 from jaxbio.simulation import Trajectory, crossing_times, hermite
 from jaxbio.sprint.model import (FATIGUE, FREE, OFFSETS, PARAMETERS, UNITS, Sprinter, simulate_race, sprinter_system,
                                   to_values)

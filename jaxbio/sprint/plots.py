@@ -112,7 +112,7 @@ def race_figure(races, res, fhk, tib, fit_until=None, samples=None, fv_pairs=Non
 
     R = len(races)
     if fv_pairs is None:
-        from jaxbio.sprint._fv_report import profiles
+        from jaxbio.sprint.fv_report import profiles
 
         fv_pairs = profiles(races, res, fhk)
     fig = plt.figure(figsize=(max(12.0, 2.6 * R), 12.5))

@@ -1,6 +1,6 @@
 """`jaxbio.dynamics._adjoint.inverse_dynamics_vjp_batch`, the hand-written batch-last reverse pass of
 the wrench recursion, against ``jax.vjp`` of ``jax.vmap`` of the per-state recursion
-(`jaxbio.dynamics.rnea._plain_tau`, plain autodiff), against central differences of the forward
+(`jaxbio.dynamics._rnea._plain_tau`, plain autodiff), against central differences of the forward
 kernel, and in float32 against float64."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 
 import jaxbio as jb
 from jaxbio.dynamics._adjoint import inverse_dynamics_vjp_batch
-from jaxbio.dynamics._batched import inverse_dynamics_batch
-from jaxbio.dynamics.rnea import _plain_tau
+from jaxbio.dynamics.batch_last import inverse_dynamics_batch
+from jaxbio.dynamics._rnea import _plain_tau
 from tests._models import random_model_dict
 from tests.dynamics.test_batched_dynamics import wholebody_hinges
 

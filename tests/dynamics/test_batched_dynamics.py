@@ -1,5 +1,5 @@
 """Under `jax.vmap`, the Hamiltonian vector field's parts run on the batch-last kernels of
-`jaxbio.dynamics._batched`: ``∂T/∂q`` by the momentum variant of the wrench recursion, ``M`` by the
+`jaxbio.dynamics.batch_last`: ``∂T/∂q`` by the momentum variant of the wrench recursion, ``M`` by the
 composite-rigid-body algorithm, ``g`` by `inverse_dynamics`.
 
 References, all independent of those kernels: ``jax.grad`` of `kinetic_energy`, the segment-Jacobian
@@ -20,8 +20,8 @@ import pytest
 import jaxbio as jb
 from jaxbio import hamiltonian as ham
 from jaxbio.dynamics import kinetic_energy_gradient
-from jaxbio.dynamics._batched import mass_matrix_batch
-from jaxbio.dynamics.mass_matrix import _jacobian_mass_matrix
+from jaxbio.dynamics.batch_last import mass_matrix_batch
+from jaxbio.dynamics._mass_matrix import _jacobian_mass_matrix
 from jaxbio.model import model_path
 from tests._models import hinge_chains, random_mixed_state, random_mixed_tree_dict, random_model_dict
 
@@ -178,10 +178,10 @@ def test_kernels_on_ball_free_and_fixed_joints(layout):
     recursion, the Jacobian mass matrix and ``Ṁ qd − C qd`` by two recursions, vmapped."""
     from importlib import import_module
 
-    from jaxbio.dynamics import _batched
+    from jaxbio.dynamics import batch_last as _batched
     from jaxbio.dynamics.energy import _momentum_rate
 
-    rnea = import_module("jaxbio.dynamics.rnea").rnea
+    rnea = import_module("jaxbio.dynamics._rnea").rnea
     d = random_mixed_tree_dict(np.random.default_rng(44), 12, free_inner=True, p_massless=0.4, p_rod=0.3)
     tree = jb.SegmentTree.from_dict(d, dtype=jnp.float64)
     assert {"free", "spherical", "fixed"} <= set(tree.joint_types)
@@ -223,7 +223,7 @@ def test_chained_scan_equals_lax_scan(length, reverse):
     """`_batched._scan` (a ``while_loop`` whose stages, writes and counter form one chain, with
     unsigned indices) against `jax.lax.scan` on the same step: carry, stacked outputs, integer
     scanned inputs, a NaN in the carry that must stay in its own entries, forward and reversed."""
-    from jaxbio.dynamics._batched import _Chained, _scan, _write
+    from jaxbio.dynamics.batch_last import _Chained, _scan, _write
 
     rng = np.random.default_rng(length)
     table = {"a": jnp.asarray(rng.normal(size=(length + 1, 4))), "b": jnp.asarray(rng.normal(size=(length + 1, 4)))}

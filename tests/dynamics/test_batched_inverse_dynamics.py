@@ -1,4 +1,4 @@
-"""`jax.vmap(jb.inverse_dynamics)` runs a separate batch-last kernel (`jaxbio.dynamics._batched`).
+"""`jax.vmap(jb.inverse_dynamics)` runs a separate batch-last kernel (`jaxbio.dynamics.batch_last`).
 
 It must give what the per-state recursion gives, state by state, under every way a user batches
 and differentiates it, and what Pinocchio gives. References: a Python loop of unbatched calls,
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import jaxbio as jb
-from jaxbio.dynamics._batched import CPU_CHUNK, chunk_size, inverse_dynamics_batch
+from jaxbio.dynamics.batch_last import CPU_CHUNK, chunk_size, inverse_dynamics_batch
 from jaxbio.dynamics._levels import schedule
 from jaxbio.model import model_path
 from tests._models import hinge_chains, random_model_dict

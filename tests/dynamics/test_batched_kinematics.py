@@ -1,5 +1,5 @@
 """Forward kinematics under `jax.vmap` runs the batch-last kernel
-(`jaxbio.dynamics._batched.pose_batch`, routed by `segment_motion`); single states and every
+(`jaxbio.dynamics.batch_last.pose_batch`, routed by `segment_motion`); single states and every
 derivative run the per-state level pass.
 
 References independent of that kernel: Pinocchio's ``forwardKinematics``, single-state calls of
@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import jaxbio as jb
-from jaxbio.dynamics import _batched
-from jaxbio.dynamics import _soa as soa
+from jaxbio.dynamics import batch_last as _batched
+from jaxbio import _soa as soa
 from jaxbio.dynamics.kinematics import motion_soa, segment_motion
 from jaxbio.model import model_path
 from tests._models import random_mixed_state, random_mixed_tree_dict, random_model_dict

@@ -23,8 +23,8 @@ pytestmark = pytest.mark.usefixtures("_float64")
 
 def _reference(tree, q, qd, tau, added, external):
     """``(M + diag(added))⁻¹ (tau − bias)`` by plain autodiff: no custom rule on the path."""
-    from jaxbio.dynamics.mass_matrix import _jacobian_mass_matrix
-    from jaxbio.dynamics.rnea import rnea
+    from jaxbio.dynamics._mass_matrix import _jacobian_mass_matrix
+    from jaxbio.dynamics._rnea import rnea
 
     M = _jacobian_mass_matrix(tree, q) + jnp.diag(added)
     return jnp.linalg.solve(M, tau - rnea(tree, q, qd, jnp.zeros_like(qd), external)[0])

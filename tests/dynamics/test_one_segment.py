@@ -1,4 +1,4 @@
-"""Closed forms of a one-segment tree (`jaxbio.dynamics._one_segment`) against the general routes:
+"""Closed forms of a one-segment tree (`jaxbio.dynamics.one_segment`) against the general routes:
 the segment-Jacobian mass matrix, the wrench recursion's gravity vector, the COM-based potential
 and autodiff of the kinetic energy, on random hinges and sliders with arbitrary placements."""
 
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import jaxbio as jb
-from jaxbio.dynamics import _one_segment
+from jaxbio.dynamics import one_segment as _one_segment
 from jaxbio.dynamics.energy import _plain_gradient, segment_coms
-from jaxbio.dynamics.mass_matrix import _jacobian_mass_matrix
-from jaxbio.dynamics.rnea import _tau
+from jaxbio.dynamics._mass_matrix import _jacobian_mass_matrix
+from jaxbio.dynamics._rnea import _tau
 from tests._models import random_model_dict
 
 

@@ -1,4 +1,4 @@
-"""The planar Hamiltonian-flow kernel (`jaxbio.dynamics._planar_batch`): what `jax.vmap` of the
+"""The planar Hamiltonian-flow kernel (`jaxbio.dynamics.planar_batch`): what `jax.vmap` of the
 vector field runs for a planar tree.
 
 References: the per-state route (`jaxbio.hamiltonian._plain_tree_terms`: 3-D segment Jacobians,
@@ -19,7 +19,7 @@ import pytest
 
 import jaxbio as jb
 from jaxbio import hamiltonian as ham
-from jaxbio.dynamics import _batched, _planar_batch
+from jaxbio.dynamics import batch_last as _batched, planar_batch as _planar_batch
 from jaxbio.hamiltonian import solver_field
 from jaxbio.tree import SegmentTree
 
@@ -71,7 +71,7 @@ def per_state(tree, q, p, added):
 
 
 def general_kernel(tree, q, p, added, layout="cpu"):
-    out = _batched._batched(tree, _batched._flow_chunk, [q, p, added], None, chunk=None, layout=layout,
+    out = _batched.chunked(tree, _batched._flow_chunk, [q, p, added], None, chunk=None, layout=layout,
                             schedule=None, width=2 * tree.nv)
     return out[:, :tree.nv], out[:, tree.nv:]
 

@@ -42,7 +42,7 @@ ENTRIES = {
     "center_of_mass": (jb.center_of_mass, ("q",)),
     "forward_kinematics": (jb.forward_kinematics, ("q",)),
 }
-#: the ones whose jax.vmap runs a batch-last kernel (jaxbio.dynamics._batched)
+#: the ones whose jax.vmap runs a batch-last kernel (jaxbio.dynamics.batch_last)
 KERNELS = ("inverse_dynamics", "mass_matrix", "kinetic_energy_gradient", "bias_forces", "gravity_forces")
 
 
@@ -92,7 +92,7 @@ def test_empty_batches_external_nested_and_gradients():
     g = jax.grad(lambda q: jax.vmap(jb.inverse_dynamics, in_axes=(None, 0, 0, 0))(TREE, q, q, q).sum())(z)
     assert g.shape == (0, N)
     # the kernels themselves
-    from jaxbio.dynamics._batched import inverse_dynamics_batch, mass_matrix_batch
+    from jaxbio.dynamics.batch_last import inverse_dynamics_batch, mass_matrix_batch
     assert inverse_dynamics_batch(TREE, z, z, z).shape == (0, N)
     assert mass_matrix_batch(TREE, z).shape == (0, N, N)
 

@@ -1,4 +1,4 @@
-"""`jaxbio sprint` (jaxbio.sprint._cli) and the split-file reader: bad inputs give one line naming
+"""`jaxbio sprint` (jaxbio.cli._sprint) and the split-file reader: bad inputs give one line naming
 file and line with exit code 2; --json / --fit-until / --plot work."""
 
 import argparse
@@ -12,7 +12,7 @@ import pytest
 import scipy.stats
 
 from jaxbio.sprint import SprintDataError, embedded_names, read_csv
-from jaxbio.sprint._cli import add_parser
+from jaxbio.cli._sprint import add_parser
 
 GOOD = """# athlete: Test Runner
 # wind: -0.3 m/s

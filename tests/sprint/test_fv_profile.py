@@ -215,7 +215,7 @@ def test_cli_prints_and_writes_the_force_velocity_profile(tmp_path, capsys, monk
     import argparse
     import json
 
-    from jaxbio.sprint._cli import add_parser
+    from jaxbio.cli._sprint import add_parser
 
     monkeypatch.setenv("JAXBIO_JAX_CACHE", "0")
     parser = argparse.ArgumentParser(prog="jaxbio")

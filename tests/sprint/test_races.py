@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from jaxbio.sprint import data
-from jaxbio.sprint._cli import _load, add_parser
+from jaxbio.cli._sprint import _load, add_parser
 
 #: the default collection: these five elite men's 100 m races, nothing else (adding a race here
 #: changes every number `jaxbio sprint` prints and the `--fit-until` population)

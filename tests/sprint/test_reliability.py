@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from jaxbio import _files
 from jaxbio.cli import main
 from jaxbio.sprint import SprintDataError, read_csv
-from jaxbio.sprint import _cli as sprint_cli
+from jaxbio.cli import _sprint as sprint_cli
 from jaxbio.sprint import fitting
 from jaxbio.sprint.data import SprintDataWarning, _data_dir
 

@@ -14,7 +14,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float
 
 from jaxbio._validate import as_float, check_choice, check_eagerly, enforce
 from jaxbio.dynamics.loads import point_loads
-from jaxbio.dynamics.rnea import segment_wrenches
+from jaxbio.dynamics import segment_wrenches
 from jaxbio.muscles import geometry
 from jaxbio.muscles.geometry import MusclePaths, tree_topology
 from jaxbio.papers.du_arm._model import Arm, ArmMuscles, Weights, _least_aligned_axis, _pose, _starts, _tree, _vec3

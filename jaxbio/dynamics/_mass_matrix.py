@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from jaxbio.dynamics import _one_segment
-from jaxbio.dynamics._batched import mass_matrix_batch, vmapped_by
+from jaxbio.dynamics import one_segment as _one_segment
+from jaxbio.dynamics.batch_last import mass_matrix_batch, vmapped_by
 from jaxbio.dynamics._checks import public, as_state, finite
 from jaxbio.dynamics.kinematics import point_jacobian, segment_motion
-from jaxbio.dynamics.rnea import _tau, world_inertia_times
+from jaxbio.dynamics._rnea import _tau, world_inertia_times
 from jaxbio.spatial import dot
 from jaxbio.tree import SegmentTree
 
@@ -37,11 +38,11 @@ def com_jacobians(tree: SegmentTree, q) -> tuple[Float[Array, "n n 3"], Float[Ar
 def mass_matrix(tree: SegmentTree, q: Float[ArrayLike, " nq"], *, check: bool = False) -> Float[Array, "n n"]:
     """Joint-space inertia matrix ``M(q)`` ``(nv, nv)`` (kg·m², kg·m, kg by coordinate type),
     symmetric positive-definite, so that ``T = ½ qdᵀ M qd`` (``q`` ``(nq,)``, ``qd`` ``(nv,)``). A one-segment tree uses the closed
-    form of `jaxbio.dynamics._one_segment`.
+    form of `jaxbio.dynamics.one_segment`.
 
     One state: from the segment Jacobians (the module docstring). Under `jax.vmap` (states
     batched, tree not): the composite-rigid-body algorithm on the batch-last kernel
-    (`jaxbio.dynamics._batched.mass_matrix_batch`), a second, independent route; derivatives
+    (`jaxbio.dynamics.batch_last.mass_matrix_batch`), a second, independent route; derivatives
     always follow the Jacobian route.
     """
     q = as_state(tree, q, "q", check)

@@ -1,5 +1,5 @@
 """``jaxbio sprint --csv TRACE``: the fit of speed traces (`jaxbio.sprint.trace`), table, JSON and
-plot; called by `jaxbio.sprint._cli` when its ``--csv`` files are traces (column line
+plot; called by `jaxbio.cli._sprint` when its ``--csv`` files are traces (column line
 ``time_s,speed_m_s``). Same exit codes and output policy as split files."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ def run_traces(args, traces, outputs, plot_format, notes) -> int:
     """Fit ``traces``, write ``outputs`` (checked `jaxbio._files.Output`), print the table; the
     exit code (0 valid fits, 1 a fit that is not a valid estimate or a baseline that failed)."""
     from jaxbio._files import write_outputs
-    from jaxbio.sprint._cli import _progress, _write_json, exit_code
+    from jaxbio.cli._common import _progress, _write_json, exit_code
     from jaxbio.sprint.fitting import FREE, fit_problems
     from jaxbio.sprint.trace import SpeedTrace, check_traces, fit_trace_baseline, fit_traces
 
@@ -39,7 +39,7 @@ def run_traces(args, traces, outputs, plot_format, notes) -> int:
 
 
 def _print_table(traces, res, noise, fhk, tib, problems):
-    from jaxbio.sprint._cli import _fmt_pm
+    from jaxbio.cli._common import _fmt_pm
     from jaxbio.sprint.model import DEFAULTS
 
     heads = {"f0": ("F0/m", "N/kg", 2), "vmax": ("v_max", "m/s", 2), "energy": ("E", "J/kg", 0)}
@@ -69,7 +69,7 @@ def _print_table(traces, res, noise, fhk, tib, problems):
 
 
 def _record(i, tr, res, noise, fhk, tib, problems=None):
-    from jaxbio.sprint._cli import _number
+    from jaxbio.cli._common import _json_number as _number
     from jaxbio.sprint.model import DEFAULTS, UNITS
 
     p = res.profile_of(i)

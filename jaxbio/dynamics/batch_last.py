@@ -22,7 +22,7 @@ two of them in one chunk loop: the CRBA passes (``M`` and, from the same composi
 ``q̇ = M⁻¹ p`` by a batch-last Cholesky unrolled over ``nv`` (`jaxbio._linalg.cholesky_solve`: no
 LAPACK call per state), then the momentum passes at ``q̇`` (``∂T/∂q``) on the CRBA pass's placements and own
 composites (`_forward_momentum_placed`: nothing placed or rotated twice). For a planar tree it runs
-`jaxbio.dynamics._planar_batch` instead (the same formulas in 2-D algebra).
+`jaxbio.dynamics.planar_batch` instead (the same formulas in 2-D algebra).
 
 How it is laid out, and why:
 
@@ -37,7 +37,7 @@ How it is laid out, and why:
   before (`_after`, an exact zero), and the scans are `jax.lax.while_loop` loops with unsigned
   indices (`_scan`).
 - Inside a chunk, records (`Joint`, `Body`, `Accelerations`, `Own`, …) hold tuples of ``(K, C)``
-  arrays, one per component (structure of arrays, `jaxbio.dynamics._soa`). Each pass is a scan
+  arrays, one per component (structure of arrays, `jaxbio._soa`). Each pass is a scan
   (`_scan`) per *phase* over the *steps* of a `jaxbio.dynamics._levels.schedule`: ``K``
   segments (possibly of different tree levels) whose parents were computed in earlier steps or
   phases, gathered from a table of the rows computed so far.
@@ -84,10 +84,10 @@ from jaxbio._linalg import cholesky_solve
 from jaxbio._linear import dense, is_zero, linear_map
 from jaxbio._sincos import sincos
 from jaxbio._validate import check_choice
-from jaxbio.dynamics import _levels, _planar_batch
-from jaxbio.dynamics import _soa as soa
+from jaxbio.dynamics import _levels, planar_batch as _planar_batch
+from jaxbio import _soa as soa
 from jaxbio.dynamics._levels import Schedule
-from jaxbio.dynamics.kinematics import joint_rows, motion_soa
+from jaxbio.dynamics._motion import joint_rows, motion_soa
 from jaxbio.tree import SegmentTree
 
 Vec = soa.Vec  # (x, y, z), each (K, C) inside a chunk (or (K, 1) for a per-segment constant)
@@ -906,7 +906,7 @@ def _flow_chunk(tree: SegmentTree, sched: Schedule, q, p, added, external, *, fu
     return jnp.concatenate([qd, grav - dT], 0)
 
 
-def _batched(tree: SegmentTree, kernel: _Kernel | Callable, states: list, external: list | None, *,
+def chunked(tree: SegmentTree, kernel: _Kernel | Callable, states: list, external: list | None, *,
              chunk: int | None, layout: str | None, schedule: Schedule | None, width: int | None = None):
     """`_chunk` over the batch: ``states`` ``[q, a, b]`` ``(B, n)`` (None for one not used),
     ``external`` None or ``[forces, moments]`` ``(B, n, 3)``; chunks written in place into the
@@ -962,7 +962,7 @@ def inverse_dynamics_batch(tree: SegmentTree, q, qd, qdd, external=None, *, chun
     `jaxbio.dynamics._levels.schedule` of ``tree.parents`` (default: its default costs).
     """
     ext = None if external is None else [external[0], external[1]]
-    return _batched(tree, _RNEA, [q, qd, qdd], ext, chunk=chunk, layout=layout, schedule=schedule)
+    return chunked(tree, _RNEA, [q, qd, qdd], ext, chunk=chunk, layout=layout, schedule=schedule)
 
 
 def kinetic_energy_gradient_batch(tree: SegmentTree, q, qd, *, chunk: int | None = None,
@@ -993,7 +993,7 @@ def kinetic_energy_gradient_batch(tree: SegmentTree, q, qd, *, chunk: int | None
     round-off; not differentiable by itself (see `jaxbio.hamiltonian.dH_dq`). Keywords as for
     `inverse_dynamics_batch`.
     """
-    return _batched(tree, _MOMENTUM, [q, qd, qd], None, chunk=chunk, layout=layout, schedule=schedule)
+    return chunked(tree, _MOMENTUM, [q, qd, qd], None, chunk=chunk, layout=layout, schedule=schedule)
 
 
 def hamiltonian_flow_batch(tree: SegmentTree, q, p, added_inertia, *, chunk: int | None = None,
@@ -1008,14 +1008,14 @@ def hamiltonian_flow_batch(tree: SegmentTree, q, p, added_inertia, *, chunk: int
     (`jaxbio._linalg.cholesky_solve`, no LAPACK call per state); the momentum passes at ``q̇`` give
     ``∂T/∂q`` (as `kinetic_energy_gradient_batch`, on the CRBA pass's placements), and
     ``∂H/∂q = −∂T/∂q + g`` (`jaxbio.hamiltonian.dH_dq`). A planar tree runs the same formulas in
-    2-D algebra (`jaxbio.dynamics._planar_batch`, ``schedule`` unused): one angle per segment, scalar
+    2-D algebra (`jaxbio.dynamics.planar_batch`, ``schedule`` unused): one angle per segment, scalar
     cross products and inertias. ``planar``: whether the tree is (`_planar_batch.planar`, given by
     a caller that decided it while the numbers were concrete); None decides here.
     Same result as `jax.vmap` of the per-state route to round-off; not differentiable by itself
     (see `jaxbio.hamiltonian`). Other keywords as for `inverse_dynamics_batch`.
     """
     def run(kernel):
-        return _batched(tree, kernel, [q, p, added_inertia], None, chunk=chunk, layout=layout,
+        return chunked(tree, kernel, [q, p, added_inertia], None, chunk=chunk, layout=layout,
                         schedule=schedule, width=2 * tree.nv)
 
     # a planar tree: the same flow in 2-D algebra (`_planar_batch`), ~5× cheaper per state. Traced
@@ -1040,7 +1040,7 @@ def mass_matrix_batch(tree: SegmentTree, q, *, chunk: int | None = None, layout:
     segment (`_crba_columns`). Same result as `jaxbio.mass_matrix` to round-off; not differentiable by
     itself (see `jaxbio.dynamics.mass_matrix`). Keywords as for `inverse_dynamics_batch`.
     """
-    out = _batched(tree, _CRBA, [q, None, None], None, chunk=chunk, layout=layout, schedule=schedule)
+    out = chunked(tree, _CRBA, [q, None, None], None, chunk=chunk, layout=layout, schedule=schedule)
     return out.reshape(q.shape[0], tree.nv, tree.nv)
 
 
@@ -1075,7 +1075,7 @@ def pose_batch(tree: SegmentTree, q, *, chunk: int | None = None, layout: str | 
     `jax.vmap` of `jaxbio.dynamics.kinematics.motion_soa` to round-off; not differentiable by
     itself (see `jaxbio.dynamics.kinematics.segment_motion`). Keywords as for
     `inverse_dynamics_batch`."""
-    out = _batched(tree, _pose_chunk, [q, None, None], None, chunk=chunk, layout=layout, schedule=schedule,
+    out = chunked(tree, _pose_chunk, [q, None, None], None, chunk=chunk, layout=layout, schedule=schedule,
                    width=7 * tree.n_segments).reshape(q.shape[0], tree.n_segments, 7)
     return out[..., :4], out[..., 4:]
 

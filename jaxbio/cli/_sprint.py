@@ -9,7 +9,7 @@ parameter learned from the other races of the default collection) and predicts t
 and force–velocity profiles; ``--json FILE`` writes the results.
 ``add_parser(subparsers)`` registers the subcommand on the ``jaxbio`` command line.
 A ``--csv`` file whose column line is ``time_s,speed_m_s`` is a speed trace (radar/laser,
-`jaxbio.sprint.trace`): traces are fitted on speed (`jaxbio.sprint._trace_cli`), in a run of their
+`jaxbio.sprint.trace`): traces are fitted on speed (`jaxbio.cli._sprint_traces`), in a run of their
 own (with split files or ``--fit-until``: exit 2). Races up to 200 m (bend ignored).
 
 Exit codes:
@@ -34,13 +34,14 @@ stdout (``| head``) costs no file; its ``BrokenPipeError`` is left to the ``jaxb
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+
+from jaxbio.cli._common import _fmt_pm, _json_number as _number, _progress, _write_json, exit_code
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -84,20 +85,6 @@ def _setup_jax():
             jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
         except Exception:  # noqa: BLE001 — an unusable cache only costs time
             pass
-
-
-def _progress(total, disable):
-    try:
-        from tqdm import tqdm
-    except ImportError:  # pragma: no cover
-        tqdm = None
-    if tqdm is None or disable:
-        class _Null:
-            def update(self, n=1): pass
-            def set_description(self, d): pass
-            def close(self): pass
-        return _Null()
-    return tqdm(total=total, file=sys.stderr, leave=False, bar_format="{desc} {bar} {n_fmt}/{total_fmt} [{elapsed}]")
 
 
 def run(args) -> int:
@@ -181,7 +168,7 @@ def _run(args) -> int:
                          "(fit traces and split files separately)")
     _setup_jax()
     if traces:
-        from jaxbio.sprint._trace_cli import run_traces
+        from jaxbio.cli._sprint_traces import run_traces
 
         return run_traces(args, traces, outputs, plot_format, notes)
     from jaxbio.sprint.baselines import fit_baseline
@@ -228,7 +215,7 @@ def _run(args) -> int:
     finally:
         bar.close()
     problems = [fit_problems(res, i) for i in range(len(races))]
-    from jaxbio.sprint import _fv_report
+    from jaxbio.sprint import fv_report as _fv_report
 
     fv_pairs = _fv_report.profiles(races, res, fhk)  # force-velocity profiles: model and split times
     records = [{**_record(i, r, res, fhk, tib, fit_until, problems[i], fc, pops), **_fv_report.record(res, i, fv_pairs[i])}
@@ -240,40 +227,6 @@ def _run(args) -> int:
     _print_table(races, res, fhk, tib, fit_until, problems, fc, pops)
     _fv_report.print_table(races, res, fv_pairs, max(18, max(len(r.name) for r in races) + 1))
     return exit_code(races, problems, (fhk, tib))
-
-
-def exit_code(items, problems, baselines) -> int:
-    """Print one stderr line per item (race or trace) whose fit is not a valid estimate and one
-    for baselines that did not converge; 1 if there is any, else 0."""
-    for r, p in zip(items, problems):
-        if p:
-            print(f"jaxbio sprint: {r.name} ({r.path}): not a valid fit: {'; '.join(p.values())}", file=sys.stderr)
-    bad = [f"{r.name} ({b.kind})" for b in baselines for i, r in enumerate(items) if not b.converged[i]]
-    if bad:
-        print(f"jaxbio sprint: the fit did not converge for {', '.join(bad)}", file=sys.stderr)
-    return 1 if bad or any(problems) else 0
-
-
-def _write_json(f, obj):
-    # allow_nan=False: NaN is not JSON; _record writes null for a value that is not finite
-    f.write((json.dumps(obj, indent=2, allow_nan=False) + "\n").encode("utf-8"))
-
-
-def _number(x):
-    """A float for JSON, or None when not finite."""
-    x = float(x)
-    return x if np.isfinite(x) else None
-
-
-def _value_text(v, digits):
-    return f"{v:.{digits}f}" if np.isfinite(v) and abs(v) < 1e6 else f"{v:.3g}"
-
-
-def _fmt_pm(v, s, digits, flagged=False):
-    """``value ± std``; ``n/a`` for a std that is not a positive number (a parameter the splits
-    do not determine: never ``± 0``); `` !`` after a parameter that is not a valid estimate."""
-    std = f"{s:.{digits}f}" if np.isfinite(s) and s > 0 else "n/a"
-    return f"{_value_text(v, digits)} ± {std}" + (" !" if flagged else "")
 
 
 def _print_table(races, res, fhk, tib, fit_until, problems, fc=None, pops=None):

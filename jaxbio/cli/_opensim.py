@@ -5,7 +5,7 @@ optimisation on jaxbio, and stick-figure animations.
 ``inverse-dynamics`` with ``--motion`` runs `jaxbio.io.inverse_dynamics_tool` (OpenSim's
 ``InverseDynamicsTool``) and writes OpenSim's ``.sto`` (``--output``) or prints the table; without
 ``--motion`` it shows a shipped model's joint torques over a synthetic swing (the former
-``jaxbio id``, see `jaxbio.cli.cmd_id`). ``run-tool`` reads an OpenSim setup file as OpenSim users
+``jaxbio id``, `cmd_id` below). ``run-tool`` reads an OpenSim setup file as OpenSim users
 write them (``InverseDynamicsTool``, or an ``AnalyzeTool`` with an ``InverseDynamics`` or a
 ``StaticOptimization`` analysis, written as OpenSim names its results:
 ``<name>_StaticOptimization_force.sto`` and ``_activation.sto`` in the results directory), paths
@@ -21,7 +21,8 @@ import math
 import sys
 from pathlib import Path
 
-from jaxbio.io._text import read_xml
+from jaxbio._text import read_xml
+from jaxbio.cli._common import _InputError, _enable_x64, _number
 
 
 def _stages(total: int, disable: bool):
@@ -46,7 +47,7 @@ def _progress(bar):
 
 def _write_sto(path: str, table, inputs, flag: str = "--output") -> None:
     from jaxbio._files import check_outputs, write_outputs
-    from jaxbio.io._storage import format_sto
+    from jaxbio.io import format_sto
 
     (out,) = check_outputs([(flag, path)], inputs)
     write_outputs([(out, lambda f: f.write(format_sto(table).encode()))])
@@ -64,12 +65,10 @@ def _print_table(table, columns: int = 8) -> None:
 def run_inverse_dynamics(model, motion, *, external_loads=None, forces_to_exclude=("muscles",), lowpass=None,
                          start=None, end=None, output=None, no_progress=False) -> int:
     """The ``--motion`` form of ``jaxbio inverse-dynamics`` (also used by ``run-tool``)."""
-    from jaxbio.cli import _enable_x64
-
     _enable_x64()
     import jax.numpy as jnp
 
-    from jaxbio.io._tools import inverse_dynamics_tool
+    from jaxbio.io import inverse_dynamics_tool
 
     inputs = [str(p) for p in (model, motion, external_loads) if p]
     if output:
@@ -97,14 +96,12 @@ def run_static_optimization(model, motion, *, external_loads=None, actuators=(),
                             activation_exponent=2.0, use_muscle_physiology=True, output_forces=None,
                             output_activations=None, no_progress=False) -> int:
     """``jaxbio static-optimization`` (also used by ``run-tool``)."""
-    from jaxbio.cli import _enable_x64
-
     _enable_x64()
     import warnings
 
     import jax.numpy as jnp
 
-    from jaxbio.io._static_optimization import static_optimization_tool
+    from jaxbio.io import static_optimization_tool
 
     inputs = [str(p) for p in (model, motion, external_loads, *actuators) if p]
     outputs = [(flag, path) for flag, path in (("--output-forces", output_forces),
@@ -150,8 +147,6 @@ def cmd_static_optimization(args) -> int:
 
 def cmd_inverse_dynamics(args) -> int:
     if args.motion is None:
-        from jaxbio.cli import cmd_id
-
         if (args.external_loads or args.output or args.lowpass is not None or args.start is not None
                 or args.end is not None or args.forces_to_exclude is not None):
             raise ValueError("--external-loads, --forces-to-exclude, --output, --lowpass, --start and --end need "
@@ -275,8 +270,6 @@ def _run_analyze_static_optimization(setup, tool, analysis, path, number, lowpas
 
 
 def cmd_animate(args) -> int:
-    from jaxbio.cli import _enable_x64
-
     _enable_x64()
     import jax
     import jax.numpy as jnp
@@ -284,9 +277,7 @@ def cmd_animate(args) -> int:
 
     from jaxbio import coordinates
     from jaxbio._files import check_outputs, write_outputs
-    from jaxbio.io._processing import process_coordinates
-    from jaxbio.io._storage import read_storage
-    from jaxbio.io._tools import load_any_model
+    from jaxbio.io import load_any_model, process_coordinates, read_storage
     from jaxbio.plot import animate
 
     (out,) = check_outputs([("--output", args.output)], [args.model, args.motion])
@@ -325,26 +316,20 @@ def cmd_animate(args) -> int:
 
 
 def _time():
-    from jaxbio.cli import _number  # the command line's one numeric argparse type
-
     return _number("float", math.isfinite, "a finite time in s")
 
 
 def _positive():
-    from jaxbio.cli import _number
-
     return _number("float", lambda v: math.isfinite(v) and v > 0, "a finite number > 0")
 
 
 def _exponent():
-    from jaxbio.cli import _number
-
     return _number("float", lambda v: math.isfinite(v) and v >= 2, "a finite number ≥ 2")
 
 
 def add_parsers(sub, id_options) -> None:
     """Add ``inverse-dynamics`` (alias ``id``; ``id_options(parser)`` adds the synthetic-motion
-    options of `jaxbio.cli`), ``run-tool`` and ``animate`` to the subcommands ``sub``."""
+    options of `cmd_id`, `_synthetic_motion_options`), ``run-tool`` and ``animate`` to the subcommands ``sub``."""
     p = sub.add_parser("inverse-dynamics", aliases=["id"], help="inverse dynamics of a motion file (OpenSim's "
                        "InverseDynamicsTool), or of a shipped model over a synthetic motion")
     p.add_argument("--model", default=None, help="an OpenSim .osim file, a model .json file or a shipped model name "
@@ -398,3 +383,68 @@ def add_parsers(sub, id_options) -> None:
                    help="the plane drawn (default auto: gravity's plane with the widest extent)")
     a.add_argument("--no-progress", action="store_true", help="no progress bar")
     a.set_defaults(func=cmd_animate)
+
+
+MAX_FRAMES = 100_000  # `jaxbio id` prints one line per frame; more is a typo, not a table
+
+
+def cmd_id(args) -> int:
+    if not args.model:
+        raise _InputError("--model is empty: give a shipped model name or a model .json file")
+    _enable_x64()
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    import jaxbio as jb
+
+    try:
+        tree = jb.load_model(args.model, dtype=jnp.float64)
+    except ValueError as e:  # load_model's messages start with the file's path
+        raise _InputError(str(e)) from None
+    n = tree.nq
+    overflow = (f"overflow float64 for --amplitude {args.amplitude} and --duration {args.duration}; "
+                "use smaller values")
+    with np.errstate(all="ignore"):  # an overflow is refused below, in one line
+        t = np.linspace(0.0, args.duration, args.frames)
+        # a smooth motion: every joint swings ±amplitude at its own frequency
+        freq = 0.5 + 0.25 * np.arange(n)
+        amp = np.where(tree.is_revolute, args.amplitude, 0.05)
+        phase = 2 * np.pi * freq[None, :] * t[:, None]
+        q = amp * np.sin(phase)
+        qd = amp * 2 * np.pi * freq * np.cos(phase)
+        qdd = -amp * (2 * np.pi * freq) ** 2 * np.sin(phase)
+    if not all(np.all(np.isfinite(x)) for x in (q, qd, qdd)):
+        raise _InputError(f"the motion's angles, velocities or accelerations {overflow}")
+    tau = jax.jit(jax.vmap(jb.inverse_dynamics, in_axes=(None, 0, 0, 0)))(tree, q, qd, qdd)
+    tau = np.asarray(tau)
+    if not np.all(np.isfinite(tau)):
+        raise _InputError(f"the joint torques of {tree.name!r} {overflow}")
+    units = ["N·m" if r else "N" for r in tree.is_revolute]
+    print(f"Inverse dynamics of {tree.name!r} ({n} DOF, {float(np.sum(tree.masses)):.2f} kg), "
+          f"wrench recursion, float64")
+    print(f"motion: q_i(t) = A_i sin(2π f_i t), A = {args.amplitude} rad (revolute) / 0.05 m, "
+          f"f_i = 0.5 + 0.25 i Hz, {args.frames} frames over {args.duration} s")
+    width = max(max(len(s) for s in tree.names), 10) + 2  # names, and numbers such as -1234.567
+    head = "t [s]".rjust(7) + "".join(name[: width - 1].rjust(width) for name in tree.names)
+    cols = list(range(n))
+    if n > args.columns:
+        cols = cols[: args.columns]
+        head = "t [s]".rjust(7) + "".join(tree.names[i][: width - 1].rjust(width) for i in cols) + "  …"
+    print(head)
+    print("".rjust(7) + "".join(f"[{units[i]}]".rjust(width) for i in cols))
+    for k in range(len(t)):
+        print(f"{t[k]:7.3f}" + "".join(f"{tau[k, i]:{width}.3f}" for i in cols))
+    return 0
+
+
+def _synthetic_motion_options(pid) -> None:
+    """The options of ``jaxbio inverse-dynamics`` without ``--motion`` (`cmd_id`)."""
+    pid.add_argument("--frames", type=_number("int", lambda v: 1 <= v <= MAX_FRAMES, f"an integer from 1 to {MAX_FRAMES}"),
+                     default=6, help="number of frames (default 6)")
+    pid.add_argument("--duration", type=_number("float", lambda v: math.isfinite(v) and v > 0, "a finite number > 0 (s)"),
+                     default=1.0, help="motion duration in s (default 1)")
+    pid.add_argument("--amplitude", type=_number("float", math.isfinite, "a finite number (rad)"),
+                     default=0.5, help="joint amplitude in rad (default 0.5)")
+    pid.add_argument("--columns", type=_number("int", lambda v: v >= 1, "an integer ≥ 1"),
+                     default=8, help="at most this many joint columns (default 8)")

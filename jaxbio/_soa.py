@@ -20,7 +20,7 @@ Quat = tuple  # (w, x, y, z)
 
 def keep(x, on: bool = True):
     """``x`` (a pytree of arrays) computed by one loop and materialised (see
-    `jaxbio.dynamics._batched`'s docstring: XLA's CPU backend has no multi-output loop fusion).
+    `jaxbio.dynamics.batch_last`'s docstring: XLA's CPU backend has no multi-output loop fusion).
 
     Each leaf ``a`` becomes ``Σ_r [a, 0][r]``, one variadic `jax.lax.reduce` over a padded axis
     of two rows: XLA fuses every producer of every leaf into that one multi-output reduction, so

@@ -22,11 +22,11 @@ from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import quaternion as quat
 from jaxbio.dynamics._adjoint import inverse_dynamics_vjp_batch
-from jaxbio.dynamics._batched import inverse_dynamics_batch, vmapped_by
+from jaxbio.dynamics.batch_last import inverse_dynamics_batch, vmapped_by
 from jaxbio.dynamics._checks import public, as_external, as_state, finite
 from jaxbio.dynamics._levels import backward_pass, levels_of
-from jaxbio.dynamics import _soa as soa
-from jaxbio.dynamics.kinematics import motion_soa
+from jaxbio import _soa as soa
+from jaxbio.dynamics._motion import motion_soa
 from jaxbio.spatial import matvec
 from jaxbio.tree import SegmentTree
 
@@ -156,7 +156,7 @@ class _TauAdjoint:
 @vmapped_by(_tau_batch, adjoint=_TauAdjoint())
 def _tau(tree, q, qd, qdd, *external):
     """``tau`` of one state by the per-state recursion, except under `jax.vmap`, which runs the
-    batch-last kernel of `jaxbio.dynamics._batched` (same numbers to round-off, several times
+    batch-last kernel of `jaxbio.dynamics.batch_last` (same numbers to round-off, several times
     faster on CPU; see that module); derivatives are the per-state recursion's (`vmapped_by`).
     ``external``: nothing, or ``(forces, moments)``."""
     return _plain_tau(tree, q, qd, qdd, *external)

@@ -5,7 +5,7 @@ A tree whose revolute axes are ``±z``, prismatic axes in the x–y plane, joint
 ``z`` and gravity in the x–y plane (`jaxbio.dynamics.absolute`'s planar trees, e.g. the double
 pendulum and the sagittal models) moves in the plane: each segment's attitude is one angle, every
 cross product one number, every composite inertia about a joint one scalar. The general kernel
-(`jaxbio.dynamics._batched.hamiltonian_flow_batch`) composes quaternions, forms 3 × 3 rotation
+(`jaxbio.dynamics.batch_last.hamiltonian_flow_batch`) composes quaternions, forms 3 × 3 rotation
 matrices and ``R I Rᵀ`` and carries six inertia entries per composite: ~980 operations per state
 for the double pendulum, where these formulas need ~150. Out-of-plane numbers (the z of origins
 and COMs, products of inertia with z) do not enter the in-plane dynamics, so the two kernels agree
@@ -21,7 +21,7 @@ and ``v × w`` the scalar ``v_x w_y − v_y w_x``:
 - coordinate ``i`` at unit rate: linear momentum ``lin_i = σ_i perp(h̄_i)`` (revolute) or
   ``m̄_i s_i``; angular ``L_i = σ_i J̄_i`` or ``h̄_i × s_i``; then ``M[j, i] = σ_j (L_i +
   (P_i − P_j) × lin_i)`` (``j`` revolute, moving ``i``) or ``s_j · lin_i``, and the gravity forces
-  ``g_i = −lin_i · g`` (the planar forms of `jaxbio.dynamics._batched._crba_columns`);
+  ``g_i = −lin_i · g`` (the planar forms of `jaxbio.dynamics.batch_last._crba_columns`);
 - ``q̇ = (M + J)⁻¹ p`` (`jaxbio._linalg.cholesky_solve`);
 - velocities proximal → distal (``ω_i = ω_λ + σ_i q̇_i``, ``v_i = v_λ + ω_λ perp(d_i) + s_i q̇_i``),
   subtree linear momenta ``P̄_i`` distal → proximal, and ``∂T/∂q_i = σ_i P̄_i × v_i`` (revolute) or
@@ -43,7 +43,7 @@ import numpy as np
 from jaxbio import _topology
 from jaxbio._linalg import cholesky_solve
 from jaxbio._sincos import sincos
-from jaxbio.dynamics import _soa as soa
+from jaxbio import _soa as soa
 from jaxbio.tree import SegmentTree
 
 # how far from exactly planar a concrete tree may be for this kernel (its results then differ
@@ -91,13 +91,13 @@ def _dot(a, b):
 
 
 def flow_chunk(tree: SegmentTree, sched, q, p, added, external, *, fused: bool):
-    """``(q̇, ∂H/∂q)`` of a planar tree on one chunk, as `jaxbio.dynamics._batched._flow_chunk`:
+    """``(q̇, ∂H/∂q)`` of a planar tree on one chunk, as `jaxbio.dynamics.batch_last._flow_chunk`:
     ``q`` ``(n, C)``, ``p`` and ``added`` ``(n, C)``; returns ``(2 n, C)``. ``sched`` and
     ``external`` are unused (the segments are visited in index order: parents first)."""
     del sched, external
     zero = jnp.zeros_like(q[0])
 
-    def keep(x):  # every leaf (C,), materialised by one loop on CPU (`jaxbio.dynamics._soa.keep`)
+    def keep(x):  # every leaf (C,), materialised by one loop on CPU (`jaxbio._soa.keep`)
         x = jax.tree_util.tree_map(lambda a: a + zero, x)
         return soa.keep(x) if fused else x
 

@@ -1,0 +1,92 @@
+"""The command line's shared helpers: the argparse parser with one-line errors and its numeric
+argument types, float64 for the commands that validate models, the input error of the model and
+motion commands; and the output helpers of the two runs of ``jaxbio sprint`` (split files,
+`jaxbio.cli._sprint`; speed traces, `jaxbio.cli._sprint_traces`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import numpy as np
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (``jaxbio id: error: …`` on stderr, exit 2; no usage block)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def _number(kind: str, check, what: str):
+    """An argparse ``type``: ``kind`` (``int``/``float``) that passes ``check``, else the error
+    "must be ``what``, got …"."""
+    def parse(text: str):
+        try:
+            value = int(text) if kind == "int" else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
+        if not check(value):
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
+        return value
+    parse.__name__ = kind
+    return parse
+
+
+def _enable_x64():
+    import jax
+
+    jax.config.update("jax_enable_x64", True)  # the CLI validates in float64 (API.md)
+
+
+class _InputError(Exception):
+    """Bad user input of ``jaxbio id``: printed as one line, exit 2."""
+
+
+def _progress(total, disable):
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover
+        tqdm = None
+    if tqdm is None or disable:
+        class _Null:
+            def update(self, n=1): pass
+            def set_description(self, d): pass
+            def close(self): pass
+        return _Null()
+    return tqdm(total=total, file=sys.stderr, leave=False, bar_format="{desc} {bar} {n_fmt}/{total_fmt} [{elapsed}]")
+
+
+def exit_code(items, problems, baselines) -> int:
+    """Print one stderr line per item (race or trace) whose fit is not a valid estimate and one
+    for baselines that did not converge; 1 if there is any, else 0."""
+    for r, p in zip(items, problems):
+        if p:
+            print(f"jaxbio sprint: {r.name} ({r.path}): not a valid fit: {'; '.join(p.values())}", file=sys.stderr)
+    bad = [f"{r.name} ({b.kind})" for b in baselines for i, r in enumerate(items) if not b.converged[i]]
+    if bad:
+        print(f"jaxbio sprint: the fit did not converge for {', '.join(bad)}", file=sys.stderr)
+    return 1 if bad or any(problems) else 0
+
+
+def _write_json(f, obj):
+    # allow_nan=False: NaN is not JSON; _record writes null for a value that is not finite
+    f.write((json.dumps(obj, indent=2, allow_nan=False) + "\n").encode("utf-8"))
+
+
+def _json_number(x):
+    """A float for JSON, or None when not finite."""
+    x = float(x)
+    return x if np.isfinite(x) else None
+
+
+def _value_text(v, digits):
+    return f"{v:.{digits}f}" if np.isfinite(v) and abs(v) < 1e6 else f"{v:.3g}"
+
+
+def _fmt_pm(v, s, digits, flagged=False):
+    """``value ± std``; ``n/a`` for a std that is not a positive number (a parameter the splits
+    do not determine: never ``± 0``); `` !`` after a parameter that is not a valid estimate."""
+    std = f"{s:.{digits}f}" if np.isfinite(s) and s > 0 else "n/a"
+    return f"{_value_text(v, digits)} ± {std}" + (" !" if flagged else "")
