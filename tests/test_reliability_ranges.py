@@ -214,8 +214,23 @@ def _half_state(dt):
     return {k: v.astype(dt) for k, v in Y0.items()}
 
 
+def _arm26(dtype=jnp.float64):
+    from jaxbio.muscles import sets
+
+    return sets.load_muscle_set("arm26", dtype=dtype)
+
+
+def _lengths(tree, paths, q):
+    from jaxbio.muscles import geometry
+
+    return geometry.lengths(paths, tree, q)
+
+
 #: (entry, argument named in the error, call with half-precision input of dtype dt)
 ENTRIES = [
+    ("muscle path lengths", "q", lambda dt: _lengths(*_arm26()[:2], Z.astype(dt))),
+    ("muscle paths of a half model", "model 'arm26'", lambda dt: _lengths(*_arm26(dt)[:2], Z)),
+    ("half muscle paths", "paths", lambda dt: _lengths(_arm26()[0], _arm26(dt)[1], Z)),
     ("simulate", "simulate: y0['q']", lambda dt: jb.simulate(SYSTEM, _half_state(dt), 0.0, 0.1, steps=2)),
     ("simulate_sde", "simulate_sde: y0['q']",
      lambda dt: jb.simulate_sde(SYSTEM, _half_state(dt), 0.0, 0.1, jax.random.key(0), 0.1, dt0=0.05)),
