@@ -886,6 +886,9 @@ def validate_coordinates_dict(d: dict[str, Any], tree: dict[str, Any]) -> dict[s
 def model_dtype(dtype=None) -> np.dtype:
     """The floating dtype model arrays are cast to: JAX's default float type for None.
 
+    float16 and bfloat16 are accepted here (a model may be stored in half precision) but refused
+    where a model computes (`check_model_precision`): cast with ``tree.astype(jnp.float32)``.
+
     ``ValueError`` for anything else: integer or bool arrays would truncate masses and inertias
     to 0, complex ones are no physics.
     """
