@@ -4,11 +4,13 @@ Two kinds of check live here:
 
 - **Argument checks** for every public function and module (`as_float`, `as_real`,
   `as_scalar`, `as_count`, `as_shape`, `coordinate_vector`, `as_coordinates`, `check_key`,
-  `concrete`, `check_values`, `check_finite`, `check_or_defer`). They run before tracing on concrete values
-  and raise a ``ValueError`` that names the argument (and where the first bad entry is); on
-  traced values the value checks are skipped (`check_values`), become an `equinox.error_if`
-  (`check_finite`, `raise_if`; the return value must flow on) or a flag that turns the outputs
-  into NaN (`any_bad`).
+  `concrete`, `check_values`, `check_finite`, `in_range`, `check_precision`, `check_or_defer`).
+  They run before tracing on concrete values and raise a ``ValueError`` that names the argument
+  (and where the first bad entry is); on traced values the value checks are skipped
+  (`check_values`), become an `equinox.error_if` (`check_finite`, `raise_if`; the return value
+  must flow on), a flag that turns the outputs into NaN (`any_bad`) or NaN in place of the
+  entries out of range (`in_range`). Dtype checks (`check_precision`) are static and run on
+  traced values too.
 - **Model dicts** (`validate_model_dict`, `check_inertia`, `cast_model`): numpy, outside jit; a
   strict schema (unknown fields refused), checked again after the dtype cast; every error names
   the segment and field.
@@ -56,13 +58,49 @@ def concrete(x) -> np.ndarray | None:
     return np.asarray(x) if is_concrete(x) else None
 
 
+#: floating dtypes too narrow for jaxbio's computations (3 and 2 significant digits, float16's
+#: largest value 65504): refused by every public entry that takes arrays (`check_precision`)
+HALF_PRECISION = (np.dtype(jnp.float16), np.dtype(jnp.bfloat16))
+
+
+def check_precision(dtype, name: str, *, cast_from=None) -> None:
+    """``ValueError`` "``name`` has dtype float16; use float32 or float64" when ``dtype`` is a
+    half-precision float (`HALF_PRECISION`): the one rule of every public entry (dynamics,
+    simulation, static optimisation, muscles). Half precision does not carry the dynamics (a
+    mass matrix's condition, an integrator's step control, an interior point's barrier: they
+    fail with an overflow or a library-internal error, or report a plausible wrong answer), so
+    it is refused, never silently upcast. ``cast_from``: the dtype the value had before a cast
+    to ``dtype`` (the dtype of the model or state it goes with), for the message. Static: runs
+    on traced values too (at trace time). Models may still be *stored* in half precision
+    (`jaxbio.load_model` ``dtype=``, `SegmentTree.astype`); compute with ``tree.astype(jnp.float32)``."""
+    dt = np.dtype(dtype)
+    if dt not in HALF_PRECISION:
+        return
+    if cast_from is not None and np.dtype(cast_from) != dt:
+        raise ValueError(f"{name} would be cast to {dt} (the dtype of the model or state it goes with); "
+                         f"half precision is refused: use float32 or float64")
+    raise ValueError(f"{name} has dtype {dt}; use float32 or float64 (half precision is refused)")
+
+
+def check_model_precision(tree, where: str = "") -> None:
+    """``ValueError`` when the `SegmentTree` ``tree`` is held in half precision (`check_precision`'s
+    rule for models: a float16/bfloat16 model can be loaded and stored, not computed with)."""
+    dt = np.dtype(tree.masses.dtype)
+    if dt in HALF_PRECISION:
+        raise ValueError(f"{where}model {tree.name!r} has dtype {dt}; half precision can store a model but "
+                         f"not compute with it: use float32 or float64 (tree.astype(jnp.float32))")
+
+
 def as_float(x, name: str = "value", *, like=None):
     """``x`` as a floating JAX array (integers and bools are promoted to the default float, or to
-    ``like``'s dtype when given); ``ValueError`` naming ``name`` for other dtypes (complex, objects)."""
+    ``like``'s dtype when given); ``ValueError`` naming ``name`` for other dtypes (complex,
+    objects) and for half precision (`check_precision`)."""
     x = jnp.asarray(x)
     if not (jnp.issubdtype(x.dtype, jnp.floating) or jnp.issubdtype(x.dtype, jnp.integer) or x.dtype == bool):
         raise ValueError(f"{name} must be a real array, got dtype {x.dtype}")
+    check_precision(x.dtype, name)
     dtype = jnp.result_type(x, float) if like is None else jnp.asarray(like).dtype
+    check_precision(dtype, name, cast_from=x.dtype)
     return x if x.dtype == dtype else x.astype(dtype)
 
 
@@ -115,6 +153,38 @@ def check_finite(x, name: str, *, check: bool = True,
     if check:
         return eqx.error_if(x, ~jnp.all(jnp.isfinite(x)), f"{name} contains NaN or inf")
     return x
+
+
+def _bound(x: float) -> str:
+    return "∞" if x == np.inf else "−∞" if x == -np.inf else f"{x:g}"
+
+
+def in_range(x, name: str, low: float = -np.inf, high: float = np.inf, *, slack: float = 0.0):
+    """``x`` (a real array) unchanged when every entry is finite and in ``[low, high]`` (widened by
+    ``slack`` on both sides: values that far out pass unchanged, for rounding and
+    finite-difference probes at a bound).
+
+    Concrete ``x``: ``ValueError`` "``name`` must be finite and in [low, high], got v (first at
+    index i; k entries out of range)". Traced ``x`` (under jit, vmap, grad): the entries out of
+    range (NaN and ±inf included) become NaN, so every output that depends on them is NaN, not a
+    plausible number, and so are derivatives through them; inside the range value and
+    derivative are exactly those of ``x`` (a factor 1 or NaN, no ``error_if``: these checks sit
+    in vector fields that integrators call thousands of times).
+    """
+    if is_concrete(x):
+        a = np.asarray(x)
+        with np.errstate(invalid="ignore"):
+            bad = ~(np.isfinite(a) & (a >= low - slack) & (a <= high + slack))
+        if bad.any():
+            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            at = f" (first at index {idx[0] if len(idx) == 1 else idx}; {int(bad.sum())} out of range)" \
+                if idx else ""
+            interval = f"{'(' if low == -np.inf else '['}{_bound(low)}, {_bound(high)}{')' if high == np.inf else ']'}"
+            raise ValueError(f"{name} must be finite and in {interval}, got {a[idx].item()!r}{at}")
+        return x
+    ok = jnp.isfinite(x) & (x >= low - slack) & (x <= high + slack)
+    # a factor 1 (exact: value and derivative unchanged) or NaN, so derivatives are NaN there too
+    return x * jnp.where(ok, 1.0, jnp.nan).astype(x.dtype)
 
 
 def check_concrete_finite(x, name: str) -> None:
@@ -171,7 +241,8 @@ def as_real(x, name: str, *, like=None):
     """``x`` as a floating array, like `as_float`, except that a concrete value that is not a JAX
     array (a Python number, a list, numpy) comes back as numpy: inside the caller's `jax.jit`
     ``jnp.asarray`` would make it a tracer, and its value could no longer be checked before
-    tracing. ``ValueError`` naming ``name`` for strings, None, complex numbers and objects."""
+    tracing. ``ValueError`` naming ``name`` for strings, None, complex numbers, objects and half
+    precision (`check_precision`)."""
     if isinstance(x, (jax.Array, jax.core.Tracer)):
         return as_float(x, name, like=like)
     try:
@@ -180,7 +251,10 @@ def as_real(x, name: str, *, like=None):
         a = np.asarray(None)
     if not (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer) or a.dtype == bool):
         raise ValueError(f"{name} must be real numbers, got {x!r}")
-    return a.astype(jnp.result_type(a, float) if like is None else jnp.result_type(like))
+    check_precision(a.dtype, name)
+    dtype = jnp.result_type(a, float) if like is None else jnp.result_type(like)
+    check_precision(dtype, name, cast_from=a.dtype)
+    return a.astype(dtype)
 
 
 def as_scalar(x, name: str):
@@ -737,6 +811,9 @@ def validate_coordinates_dict(d: dict[str, Any], tree: dict[str, Any]) -> dict[s
 
 def model_dtype(dtype=None) -> np.dtype:
     """The floating dtype model arrays are cast to: JAX's default float type for None.
+
+    float16 and bfloat16 are accepted here (a model may be stored in half precision) but refused
+    where a model computes (`check_model_precision`): cast with ``tree.astype(jnp.float32)``.
 
     ``ValueError`` for anything else: integer or bool arrays would truncate masses and inertias
     to 0, complex ones are no physics.

@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from jaxbio._validate import as_float, check_choice, check_finite, check_values, coordinate_vector
+from jaxbio._validate import as_float, check_choice, check_finite, check_model_precision, check_values, coordinate_vector
 from jaxbio.configuration import velocity_to_qdot, velocity_to_qdot_transpose
 from jaxbio.dynamics import (gravity_forces, kinetic_energy_gradient, one_segment as _one_segment,
                              planar_batch as _planar_batch, potential_energy)
@@ -854,6 +854,7 @@ class HamiltonianSystem(eqx.Module):
         has coordinates (``ValueError`` naming the component, the field and the length)."""
         if not isinstance(self.tree, SegmentTree):
             raise ValueError(f"HamiltonianSystem: tree must be a SegmentTree, got {type(self.tree).__name__}")
+        check_model_precision(self.tree, "HamiltonianSystem: ")
         for role, kinds in (("drive", (Drive,)), ("dissipation", (Dissipation, PhaseSpaceDissipation)),
                             ("fitness", (FitnessLaw,)), ("potential", (TimePotential,))):
             component = getattr(self, role)

@@ -289,6 +289,11 @@ def _check_state(fn: str, system: HamiltonianSystem, y0, form: str = "hamiltonia
     if system.stateful:
         shapes["a"] = (system.drive.state_size,)
     q = as_real(y0["q"], f"{fn}: y0['q']")
+    model = jnp.result_type(system.tree.masses)
+    if jnp.result_type(q, model) != q.dtype:  # the vector field would come back wider than the state
+        raise ValueError(f"{fn}: y0['q'] has dtype {q.dtype}, narrower than the model's {model}; cast the state "
+                         f"to {model} or the model with system.tree.astype(jnp.{q.dtype}) (HamiltonianSystem"
+                         f"(tree.astype(...)))")
     out = {}
     for key, shape in shapes.items():
         name = f"{fn}: y0[{key!r}]"

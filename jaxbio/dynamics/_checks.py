@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from jaxbio._validate import as_float, as_shape, coordinates_message, check_concrete_finite, finite, jit_checked
+from jaxbio._validate import (as_float, as_shape, check_concrete_finite, check_model_precision, coordinates_message, finite,
+                              jit_checked)
 from jaxbio.configuration import check_unit
 from jaxbio.tree import SegmentTree
 
@@ -47,6 +48,7 @@ def as_state(tree: SegmentTree, x, name: str, check: bool, shape: tuple[int, ...
     ``(tree.nv,)`` otherwise (velocities, accelerations, forces), or ``shape``; ValueError at
     trace time otherwise, saying nq and nv when they differ."""
     tree.check_unbatched()  # a stacked tree outside vmap would broadcast into one plausible answer
+    check_model_precision(tree)
     if shape is None:
         size = "nq" if name == "q" else "nv"
         want = (getattr(tree, size),)

@@ -945,6 +945,28 @@ def _check_p(p) -> float:
     return p
 
 
+def _check_layout(arms: tuple[int, int], tau: tuple[int, ...], fmax: tuple[int, ...]) -> None:
+    """``ValueError`` naming the argument whose shape breaks the layout ``moment_arms (m, n)``,
+    ``tau (n,)``, ``max_force (m,)``: ``moment_arms`` (saying it looks transposed) when ``tau`` and
+    ``max_force`` agree with each other but not with it, else ``tau`` or ``max_force``."""
+    m, n = arms
+    if tau == (n,) and fmax == (m,):
+        return
+    if len(tau) == 1 and len(fmax) == 1:
+        if (fmax[0], tau[0]) == (n, m):
+            raise ValueError(f"moment_arms has shape {arms}, expected ({fmax[0]}, {tau[0]}) (muscles × coordinates: "
+                             f"max_force has {fmax[0]} entries, tau {tau[0]}); it looks transposed: pass "
+                             f"moment_arms.T")
+        if tau != (n,) and fmax != (m,):
+            raise ValueError(f"moment_arms has shape {arms}, expected ({fmax[0]}, {tau[0]}) (muscles × coordinates: "
+                             f"max_force has {fmax[0]} entries, tau {tau[0]})")
+    if tau != (n,):
+        raise ValueError(f"tau has shape {tau}, expected ({n},): one moment per column of moment_arms {arms} "
+                         f"(muscles × coordinates)")
+    raise ValueError(f"max_force has shape {fmax}, expected ({m},): one per row of moment_arms {arms} "
+                     f"(muscles × coordinates)")
+
+
 def static_optimization(
     moment_arms: Float[ArrayLike, "m n"],
     tau: Float[ArrayLike, " n"],
@@ -1024,10 +1046,7 @@ def static_optimization(
     m, n = R.shape
     tau = as_float(tau, "tau")
     fmax = as_float(max_force, "max_force")
-    if tau.shape != (n,):
-        raise ValueError(f"tau has shape {tau.shape}, expected ({n},): one moment per column of moment_arms {R.shape}")
-    if fmax.shape != (m,):
-        raise ValueError(f"max_force has shape {fmax.shape}, expected ({m},): one per row of moment_arms {R.shape}")
+    _check_layout(R.shape, tau.shape, fmax.shape)
     passive = jnp.zeros(m, fmax.dtype) if passive_force is None else as_float(passive_force, "passive_force")
     reserve = jnp.zeros(n, fmax.dtype) if reserve_strength is None else as_float(reserve_strength, "reserve_strength")
     if passive.shape != (m,):
@@ -1131,8 +1150,9 @@ def muscle_force_components(muscle, musculotendon_length, musculotendon_velocity
         return muscle.max_isometric_force, jnp.zeros_like(muscle.max_isometric_force)
     if muscle.tendon != "rigid":
         raise ValueError("static optimisation needs a rigid-tendon HillMuscle (force linear in activation)")
-    passive = muscle.force(0.0, musculotendon_length, musculotendon_velocity)
-    full = muscle.force(1.0, musculotendon_length, musculotendon_velocity)
+    # the curves before `HillMuscle.force`'s clip at 0 (F̂ is the difference of the raw curves)
+    passive = muscle._signed_force(0.0, musculotendon_length, musculotendon_velocity)
+    full = muscle._signed_force(1.0, musculotendon_length, musculotendon_velocity)
     # De Groote's passive curve dips slightly below zero under slack length (≥ −0.019 F⁰);
     # a muscle cannot push, so the passive force is clipped at 0
     return full - passive, jnp.maximum(passive, 0.0)

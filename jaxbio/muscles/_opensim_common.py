@@ -20,7 +20,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int
 
-from jaxbio._validate import concrete
+from jaxbio._validate import check_precision, concrete
+from jaxbio.muscles._inputs import activation_state, fraction, muscle_inputs
 from jaxbio.spatial import safe_sqrt
 
 _EPS64 = float(np.finfo(np.float64).eps)
@@ -55,6 +56,7 @@ def as_parameters(owner: str, fields: Mapping[str, object], *, vector: bool) -> 
     (``vector=True``: at least ``(m,)``). ``ValueError`` naming the field for other shapes."""
     arrays = {name: jnp.asarray(v) for name, v in fields.items()}
     for name, arr in arrays.items():
+        check_precision(arr.dtype, f"{owner}: {name}")
         if arr.ndim > 1 or not (jnp.issubdtype(arr.dtype, jnp.floating) or jnp.issubdtype(arr.dtype, jnp.integer)
                                 or arr.dtype == bool):
             raise ValueError(f"{owner}: {name} must be a real scalar or a vector (m,), got shape {arr.shape}, "
@@ -220,9 +222,10 @@ def activation_rate(excitation, activation, activation_time_constant, deactivati
                     minimum_activation):
     """``MuscleFirstOrderActivationDynamicModel::calcDerivative``: ``ȧ = (u − a)/τ`` with
     ``a`` clamped to ``[a_min, 1]``, ``τ = τ_act (0.5 + 1.5a)`` while ``u > a`` and
-    ``τ_deact/(0.5 + 1.5a)`` otherwise (a hard switch, as in OpenSim)."""
-    a = clamp_activation(activation, minimum_activation)
-    u = jnp.asarray(excitation)
+    ``τ_deact/(0.5 + 1.5a)`` otherwise (a hard switch, as in OpenSim). ``excitation`` must be
+    finite and in [0, 1], ``activation`` (the state) finite (`jaxbio.muscles._inputs`)."""
+    a = clamp_activation(activation_state(activation, "activation_rate: activation"), minimum_activation)
+    u = jnp.asarray(fraction(excitation, "activation_rate: excitation"))
     scale = 0.5 + 1.5 * a
     inv_tau = jnp.where(u > a, 1.0 / (activation_time_constant * scale), scale / deactivation_time_constant)
     return (u - a) * inv_tau
@@ -547,8 +550,10 @@ def _iterate(mus, a, ml, dml, variant, static, max_iterations):
     return p.lce, dlce_n, status.astype(jnp.int32)
 
 
-def broadcast_inputs(muscle, *xs):
-    """Inputs as arrays of the muscle's ``(m,)`` shape and dtype."""
-    dtype = muscle.max_isometric_force.dtype
-    shape = muscle.max_isometric_force.shape
-    return tuple(jnp.broadcast_to(jnp.asarray(x, dtype), shape) for x in xs)
+def broadcast_inputs(muscle, musculotendon_length, musculotendon_velocity, activation=None) -> tuple:
+    """``(activation,) musculotendon_length, musculotendon_velocity`` checked and broadcast to the
+    muscle's ``(m,)`` shape and dtype (`jaxbio.muscles._inputs.muscle_inputs`: activation in
+    [0, 1], length ≥ 0, all finite; ``ValueError`` naming the argument when concrete, NaN under
+    jit)."""
+    return muscle_inputs(type(muscle).__name__, muscle.max_isometric_force, musculotendon_length,
+                         musculotendon_velocity, activation)

@@ -21,6 +21,8 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
+from jaxbio._validate import check_precision
+from jaxbio.muscles._inputs import activation_state, fraction
 from jaxbio.muscles.curves import _check
 
 __all__ = [
@@ -112,6 +114,9 @@ class ActivationDynamics(eqx.Module):
     smoothing: Float[Array, "..."]
 
     def __init__(self, tau_activation=0.015, tau_deactivation=0.060, smoothing=10.0):
+        for name, value in (("tau_activation", tau_activation), ("tau_deactivation", tau_deactivation),
+                            ("smoothing", smoothing)):
+            check_precision(jnp.result_type(value), f"ActivationDynamics: {name}")
         self.tau_activation = jnp.asarray(tau_activation, dtype=jnp.result_type(tau_activation, float))
         self.tau_deactivation = jnp.asarray(tau_deactivation, dtype=self.tau_activation.dtype)
         self.smoothing = jnp.asarray(smoothing, dtype=self.tau_activation.dtype)
@@ -124,9 +129,14 @@ class ActivationDynamics(eqx.Module):
         self, excitation: Float[ArrayLike, "..."], activation: Float[ArrayLike, "..."]
     ) -> Float[Array, "..."]:
         """``ȧ`` ``(...)`` 1/s from the neural ``excitation`` ``e`` and ``activation`` ``a``
-        (both ``(...)``, dimensionless in [0, 1])."""
-        e = jnp.asarray(excitation)
-        a = jnp.asarray(activation)
+        (both ``(...)``, dimensionless in [0, 1]).
+
+        ``excitation`` must be finite and in [0, 1], ``activation`` (the ODE state, which an
+        explicit step may push a little out of [0, 1]) finite (`jaxbio.muscles._inputs`): a
+        ``ValueError`` naming the argument for concrete values, NaN under jit (an ``excitation(t)``
+        of a drive that leaves [0, 1] makes the simulation's state NaN, not a plausible motion)."""
+        e = jnp.asarray(fraction(excitation, "ActivationDynamics.rate: excitation"))
+        a = jnp.asarray(activation_state(activation, "ActivationDynamics.rate: activation"))
         # clamp with `where` (not clip: clip halves the derivative at a = 0, the usual initial state)
         scale = 0.5 + 1.5 * jnp.where(a < 0.0, 0.0, jnp.where(a > 1.0, 1.0, a))
         blend = 0.5 + 0.5 * jnp.tanh(self.smoothing * (e - a))

@@ -35,7 +35,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from jaxbio._validate import check_choice, check_values, concrete
+from jaxbio._validate import check_choice, check_precision, check_values, concrete
+from jaxbio.muscles._inputs import muscle_inputs, poisoned
 from jaxbio.spatial import safe_sqrt
 
 __all__ = [
@@ -388,6 +389,7 @@ class HillMuscle(eqx.Module):
         arrays = [jnp.asarray(v) for v in values]
         dtype = jnp.result_type(*arrays, float)
         for name, arr in zip(names, arrays):
+            check_precision(arr.dtype, f"HillMuscle: {name}")
             if arr.ndim > 1:
                 raise ValueError(f"HillMuscle: {name} must be a scalar or a vector (m,), got shape {arr.shape}")
         try:
@@ -482,8 +484,7 @@ class HillMuscle(eqx.Module):
           moving muscle with a stiff tendon it is the usual quasi-static approximation.
           If ``l_MT`` is so short that even a vanishing fiber leaves the tendon below its
           zero-force length there is no root; the shortest fiber of the bracket is returned
-          (De Groote's tendon curve is not clipped, so a slack tendon pushes with down to
-          −0.25 F⁰; clip the force yourself if that matters).
+          (the tendon is slack: `force` gives 0 N there).
 
         Arguments: ``activation`` ``(m,)`` in [0, 1]; ``musculotendon_length`` ``(m,)`` m;
         ``musculotendon_velocity`` ``(m,)`` m/s, lengthening positive.
@@ -492,14 +493,14 @@ class HillMuscle(eqx.Module):
                                                           musculotendon_velocity)
         if self.tendon == "rigid":
             return self._fiber_geometry(mt_length - self.tendon_slack_length)[0]
-        along = _equilibrium_along(self, activation, mt_length, mt_velocity)
+        along = poisoned(_equilibrium_along(self, activation, mt_length, mt_velocity), activation, mt_length,
+                         mt_velocity)
         return jnp.sqrt(along**2 + self._thickness() ** 2)
 
     def _inputs(self, activation, mt_length, mt_velocity):
-        dtype = self.max_isometric_force.dtype
-        shape = self.max_isometric_force.shape
-        return tuple(jnp.broadcast_to(jnp.asarray(x, dtype), shape)
-                     for x in (activation, mt_length, mt_velocity))
+        """Checked and broadcast (`jaxbio.muscles._inputs.muscle_inputs`): activation in [0, 1],
+        length ≥ 0, all finite; ``ValueError`` when concrete, NaN under jit."""
+        return muscle_inputs("HillMuscle", self.max_isometric_force, mt_length, mt_velocity, activation)
 
     def force(
         self,
@@ -517,9 +518,33 @@ class HillMuscle(eqx.Module):
         rigid tendon and constant-thickness pennation). Compliant tendon: ``F = F⁰ f_T(l̃_T)`` at
         the equilibrium fiber length of `fiber_length` (equal to the fiber side to solver
         tolerance).
+
+        A slack tendon does not push: as OpenSim's tendon force is 0 below the tendon slack
+        length, the force is 0 N (derivative 0) where the tendon is slack — rigid tendon:
+        ``l_MT ≤ l_ts`` (was a pushing fiber, e.g. −16 N for ``F⁰`` = 900 N); compliant tendon:
+        where De Groote's tendon curve is negative (``l̃_T`` below ≈ 1.0016, down to −0.25 F⁰
+        unclipped). One dip is kept: with a rigid tendon at ``l_MT ≥ l_ts``, the passive fiber
+        curve of De Groote et al. is slightly negative for fibers shorter than optimal
+        (≥ −0.019 F⁰ cos α, `passive_force_length`), the published curve, on which static
+        optimisation's ``F = a F̂ + P`` (`jaxbio.estimation.muscle_force_components`) is built.
+
+        Inputs are checked (`jaxbio.muscles._inputs`): ``activation`` in [0, 1],
+        ``musculotendon_length`` ≥ 0, all finite. Concrete values out of range raise
+        ``ValueError`` naming the argument and the first bad entry; traced ones (jit, vmap, grad)
+        give NaN for that muscle.
         """
         activation, mt_length, mt_velocity = self._inputs(activation, musculotendon_length,
                                                           musculotendon_velocity)
+        force = self._curves_force(activation, mt_length, mt_velocity)
+        slack = (mt_length <= self.tendon_slack_length) if self.tendon == "rigid" else (force < 0)
+        return jnp.where(slack, jnp.zeros_like(force), force)
+
+    def _signed_force(self, activation, musculotendon_length, musculotendon_velocity=0.0):
+        """`force` without the slack tendon's 0 (the curves' own sign; inputs checked): for the
+        decomposition ``F = a F̂ + P`` of static optimisation, which needs the raw curves."""
+        return self._curves_force(*self._inputs(activation, musculotendon_length, musculotendon_velocity))
+
+    def _curves_force(self, activation, mt_length, mt_velocity):
         l_opt = self.optimal_fiber_length
         if self.tendon == "rigid":
             fiber, cos_a = self._fiber_geometry(mt_length - self.tendon_slack_length)
@@ -527,7 +552,8 @@ class HillMuscle(eqx.Module):
             f_m = self.fiber_force_normalized(activation, fiber / l_opt,
                                               -v_fiber / (self.max_contraction_velocity * l_opt))
             return self.max_isometric_force * f_m * cos_a
-        along = _equilibrium_along(self, activation, mt_length, mt_velocity)
+        along = poisoned(_equilibrium_along(self, activation, mt_length, mt_velocity), activation, mt_length,
+                         mt_velocity)
         return self.max_isometric_force * tendon_force_length((mt_length - along) / self.tendon_slack_length,
                                                               self.tendon_strain_at_one)
 

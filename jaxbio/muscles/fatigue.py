@@ -42,6 +42,7 @@ from jaxtyping import Array, Float
 
 from jaxbio._validate import as_float, check_values
 from jaxbio.hamiltonian import FitnessLaw
+from jaxbio.muscles._inputs import fraction
 
 __all__ = ["three_compartment_rates", "steady_state", "ThreeCompartmentFatigue"]
 
@@ -57,12 +58,18 @@ def three_compartment_rates(active, resting, fatigued, target_load, fatigue, rec
         development, relaxation: ``L_D``, ``L_R`` 1/s.
         rest_recovery: ``r``; the recovery rate is ``r R`` while ``M_A ≥ TL`` (3CC-r as in
             MyoSuite), ``R`` otherwise.
+
+    ``target_load`` out of [0, 1] or not finite: ``ValueError`` naming it when concrete, NaN
+    under jit (`jaxbio.muscles._inputs.fraction`).
     """
+    target_load = fraction(target_load, "three_compartment_rates: target_load")
     below = active < target_load
     control = jnp.where(below, development * jnp.minimum(target_load - active, resting),
                         relaxation * (target_load - active))
     rec = jnp.where(below, recovery, rest_recovery * recovery)
-    return control - fatigue * active, -control + rec * fatigued, fatigue * active - rec * fatigued
+    nan = jnp.where(jnp.isnan(target_load), jnp.nan, 1.0)  # a load out of range (NaN under jit): every rate NaN
+    return (nan * (control - fatigue * active), nan * (-control + rec * fatigued),
+            nan * (fatigue * active - rec * fatigued))
 
 
 def steady_state(target_load, fatigue, recovery, development=10.0):
@@ -75,6 +82,7 @@ def steady_state(target_load, fatigue, recovery, development=10.0):
     `three_compartment_rates`; ``M_A < TL`` at both, so ``r`` plays no part (for ``TL = 0`` the
     first branch gives the rested state ``(0, 1, 0)``).
     """
+    target_load = fraction(target_load, "steady_state: target_load")
     tl, f, r, ld = (jnp.asarray(x) for x in (target_load, fatigue, recovery, development))
     active = ld * tl / (ld + f)
     fatigued = f * active / r
@@ -90,7 +98,7 @@ class ThreeCompartmentFatigue(FitnessLaw):
 
     Fields:
         n_muscles: ``m`` (static).
-        target_load: the target load ``TL(t)`` of each muscle, in [0, 1] (clipped): a traceable
+        target_load: the target load ``TL(t)`` of each muscle, in [0, 1]: a traceable
             ``t -> (m,)`` (e.g. a `MuscleActuatedDrive`'s ``excitation``, the activation the task
             requires) or a constant ``(m,)`` array or scalar.
         fatigue, recovery: ``F``, ``R`` 1/s (≥ 0), ``(m,)`` or scalars. Default: Frey-Law et
@@ -144,9 +152,12 @@ class ThreeCompartmentFatigue(FitnessLaw):
         return 2 * self.n_muscles
 
     def load(self, t) -> Float[Array, " m"]:
-        """``TL(t)`` ``(m,)``, clipped to [0, 1]."""
+        """``TL(t)`` ``(m,)`` in [0, 1]: a callable's value out of [0, 1] (or NaN/inf) is a
+        ``ValueError`` naming ``target_load`` when concrete and NaN under jit
+        (`jaxbio.muscles._inputs.fraction`), not clipped into a plausible load. (The clip that
+        follows only rounds the `jaxbio.muscles._inputs.FRACTION_SLACK` band.)"""
         tl = self.target_load(t) if callable(self.target_load) else self.target_load
-        tl = jnp.asarray(tl)
+        tl = jnp.asarray(fraction(tl, "ThreeCompartmentFatigue: target_load"))
         if tl.shape not in ((), (self.n_muscles,)):
             raise ValueError(f"ThreeCompartmentFatigue: target_load returned shape {tl.shape}, expected "
                              f"({self.n_muscles},) or a scalar")

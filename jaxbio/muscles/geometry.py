@@ -47,7 +47,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import quaternion as quat
-from jaxbio._validate import as_shape, check_concrete_finite, jit_checked
+from jaxbio._validate import as_shape, check_concrete_finite, check_model_precision, check_precision, jit_checked
 from jaxbio.dynamics.batch_last import vmapped_by
 from jaxbio.dynamics.kinematics import segment_motion
 from jaxbio.muscles import _batched_geometry, wrapping
@@ -338,6 +338,10 @@ def check_tree(paths: MusclePaths, tree: SegmentTree) -> None:
         raise ValueError(f"paths must be a MusclePaths, got {type(paths).__name__}")
     if not isinstance(tree, SegmentTree):
         raise ValueError(f"tree must be a SegmentTree, got {type(tree).__name__}")
+    check_model_precision(tree)  # half precision stores, it does not compute (`check_precision`)
+    for leaf in jax.tree_util.tree_leaves(paths):
+        if hasattr(leaf, "dtype"):
+            check_precision(leaf.dtype, "paths")
     if paths.built_for:
         name, names, parents, types = paths.built_for
         if (names, parents, types) != tuple(tree_topology(tree)[1:]):

@@ -39,6 +39,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio._validate import concrete
 from jaxbio.muscles._bezier import Curve, corner_control_points, corner_is_c_shaped, scale_curviness, stack_curves
+from jaxbio.muscles._inputs import poisoned
 from jaxbio.muscles._opensim_common import (
     NOT_CONVERGED,
     SIGNIFICANT_REAL,
@@ -667,7 +668,9 @@ class Millard2012EquilibriumMuscle(OpenSimMuscle):
     ) -> MuscleEquilibrium:
         """The state after OpenSim's ``equilibrateMuscles`` (``computeFiberEquilibrium``).
 
-        - ``activation``: ``(m,)``, clamped to ``[minimum_activation, 1]`` (as ``setActivation``).
+        - ``activation``: ``(m,)`` in [0, 1], clamped up to ``minimum_activation`` (as
+          ``setActivation``). Out of [0, 1], NaN/inf, a negative length: ``ValueError`` naming the
+          argument when concrete, NaN under jit (`jaxbio.muscles._inputs`; OpenSim would clamp 1.5 to 1).
         - ``musculotendon_length``: ``(m,)`` m; ``musculotendon_velocity``: ``(m,)`` m/s,
           lengthening positive.
 
@@ -685,8 +688,8 @@ class Millard2012EquilibriumMuscle(OpenSimMuscle):
         ``l̇_M = l̇_MT cos α`` and the fiber force clipped at 0. A fiber at its shortest length and
         shortening reports ``f_V = 1`` and zero velocity. Returns `MuscleEquilibrium`.
         """
-        a, l, v = broadcast_inputs(self, activation, musculotendon_length, musculotendon_velocity)
-        return _equilibrium(self, a, l, v)
+        a, l, v = broadcast_inputs(self, musculotendon_length, musculotendon_velocity, activation)
+        return poisoned(_equilibrium(self, a, l, v), a, l, v)
 
     def static_optimization_forces(
         self,
@@ -710,7 +713,7 @@ class Millard2012EquilibriumMuscle(OpenSimMuscle):
         positive).
         """
         l, v = broadcast_inputs(self, musculotendon_length, musculotendon_velocity)
-        return _static_optimization_forces(self, l, v)
+        return poisoned(_static_optimization_forces(self, l, v), l, v)
 
 
 class _Kernel(eqx.Module):

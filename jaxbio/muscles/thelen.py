@@ -36,6 +36,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
+from jaxbio.muscles._inputs import poisoned
 from jaxbio.muscles._opensim_common import (
     MuscleEquilibrium,
     OpenSimMuscle,
@@ -296,7 +297,9 @@ class Thelen2003Muscle(OpenSimMuscle):
     ) -> MuscleEquilibrium:
         """The state OpenSim's ``equilibrateMuscles`` gives (``computeInitialFiberEquilibrium``).
 
-        - ``activation``: ``(m,)`` in [0, 1], clamped to ``[minimum_activation, 1]``.
+        - ``activation``: ``(m,)`` in [0, 1], clamped up to ``minimum_activation``. Out of [0, 1],
+          NaN/inf, a negative length: ``ValueError`` naming the argument when concrete, NaN under
+          jit (`jaxbio.muscles._inputs`; OpenSim would clamp 1.5 to 1).
         - ``musculotendon_length``: ``(m,)`` m; ``musculotendon_velocity``: ``(m,)`` m/s,
           lengthening positive.
 
@@ -307,8 +310,8 @@ class Thelen2003Muscle(OpenSimMuscle):
         ``(f_T/cos α − f_PE)/(a f_L)``, the fiber velocity its ``calcdlceN`` of that (0, with
         ``f_V = 1``, for a fiber at its shortest length and shortening). Returns `MuscleEquilibrium`.
         """
-        a, l, v = broadcast_inputs(self, activation, musculotendon_length, musculotendon_velocity)
-        return _equilibrium(self, a, l, v)
+        a, l, v = broadcast_inputs(self, musculotendon_length, musculotendon_velocity, activation)
+        return poisoned(_equilibrium(self, a, l, v), a, l, v)
 
     def _state(self, a, l, lce_state, status) -> MuscleEquilibrium:
         pen = self.pennation
@@ -357,7 +360,7 @@ class Thelen2003Muscle(OpenSimMuscle):
         positive).
         """
         l, v = broadcast_inputs(self, musculotendon_length, musculotendon_velocity)
-        return _static_optimization_forces(self, l, v)
+        return poisoned(_static_optimization_forces(self, l, v), l, v)
 
 
 @eqx.filter_jit
