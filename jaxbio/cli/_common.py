@@ -6,6 +6,7 @@ motion commands; and the output helpers of the two runs of ``jaxbio sprint`` (sp
 from __future__ import annotations
 
 import argparse
+import os
 import json
 import sys
 
@@ -34,10 +35,32 @@ def _number(kind: str, check, what: str):
     return parse
 
 
-def _enable_x64():
+#: the persistent compilation cache of every ``jaxbio`` command: ``JAXBIO_JAX_CACHE`` (a folder; ``0``
+#: turns it off), by default ``~/.cache/jaxbio/jax``
+def cache_dir() -> str | None:
+    """The folder of the command line's persistent XLA cache, or None when ``JAXBIO_JAX_CACHE=0``."""
+    cache = os.environ.get("JAXBIO_JAX_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "jaxbio", "jax"))
+    return cache if cache and cache != "0" else None
+
+
+def _setup_jax():
+    """What every ``jaxbio`` command sets before it computes (a process setting, made by the
+    command line only; the library changes no global JAX configuration): float64 (the CLI
+    validates in float64, API.md) and JAX's persistent compilation cache (`cache_dir`), every
+    program cached however short its compile, so that the second run of a command compiles
+    nothing: a cold ``jaxbio run-tool`` of a gait trial's ID traces its programs and reads them
+    from the cache instead of compiling about 20 of them."""
     import jax
 
-    jax.config.update("jax_enable_x64", True)  # the CLI validates in float64 (API.md)
+    jax.config.update("jax_enable_x64", True)
+    cache = cache_dir()
+    if cache is not None:
+        try:
+            jax.config.update("jax_compilation_cache_dir", cache)
+            jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+            jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+        except Exception:  # noqa: BLE001 — an unusable cache only costs time
+            pass
 
 
 class _InputError(Exception):

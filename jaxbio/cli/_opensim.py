@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from jaxbio._text import read_xml
-from jaxbio.cli._common import _InputError, _enable_x64, _number
+from jaxbio.cli._common import _InputError, _number, _setup_jax
 
 
 def _stages(total: int, disable: bool):
@@ -65,7 +65,7 @@ def _print_table(table, columns: int = 8) -> None:
 def run_inverse_dynamics(model, motion, *, external_loads=None, forces_to_exclude=("muscles",), lowpass=None,
                          start=None, end=None, output=None, no_progress=False) -> int:
     """The ``--motion`` form of ``jaxbio inverse-dynamics`` (also used by ``run-tool``)."""
-    _enable_x64()
+    _setup_jax()
     import jax.numpy as jnp
 
     from jaxbio.io import inverse_dynamics_tool
@@ -96,7 +96,7 @@ def run_static_optimization(model, motion, *, external_loads=None, actuators=(),
                             activation_exponent=2.0, use_muscle_physiology=True, output_forces=None,
                             output_activations=None, no_progress=False) -> int:
     """``jaxbio static-optimization`` (also used by ``run-tool``)."""
-    _enable_x64()
+    _setup_jax()
     import warnings
 
     import jax.numpy as jnp
@@ -270,7 +270,7 @@ def _run_analyze_static_optimization(setup, tool, analysis, path, number, lowpas
 
 
 def cmd_animate(args) -> int:
-    _enable_x64()
+    _setup_jax()
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -391,7 +391,7 @@ MAX_FRAMES = 100_000  # `jaxbio id` prints one line per frame; more is a typo, n
 def cmd_id(args) -> int:
     if not args.model:
         raise _InputError("--model is empty: give a shipped model name or a model .json file")
-    _enable_x64()
+    _setup_jax()
     import jax
     import jax.numpy as jnp
     import numpy as np

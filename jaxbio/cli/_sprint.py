@@ -41,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from jaxbio.cli._common import _fmt_pm, _json_number as _number, _progress, _write_json, exit_code
+from jaxbio.cli._common import _fmt_pm, _json_number as _number, _progress, _setup_jax, _write_json, exit_code
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -72,19 +72,6 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
     return p
-
-
-def _setup_jax():
-    import jax
-
-    jax.config.update("jax_enable_x64", True)  # the CLI validates in float64 (API.md)
-    cache = os.environ.get("JAXBIO_JAX_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "jaxbio", "jax"))
-    if cache and cache != "0":  # persistent compilation cache: later runs skip XLA compilation
-        try:
-            jax.config.update("jax_compilation_cache_dir", cache)
-            jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
-        except Exception:  # noqa: BLE001 — an unusable cache only costs time
-            pass
 
 
 def run(args) -> int:
