@@ -1,6 +1,10 @@
-"""Files: reading an input's bytes with named errors (`read_bytes`, for the model loader and the
-motion-file readers), and the command line's outputs, checked before any work and written
+"""Files: reading an input's bytes with named errors (`read_bytes`, the one reader of every input
+file: models, motions, setups, external loads, split and trace files), and the command line's outputs, checked before any work and written
 all-or-nothing after it.
+
+Inputs: a regular file (or a link to one) of at most `MAX_INPUT_BYTES` (256 MiB); anything else
+(a FIFO, a device such as ``/dev/zero``, a socket, a directory, a larger file) is refused with
+``ValueError`` "``path``: …" before it is read, so that no input blocks or fills the memory.
 
 Policy (the ``jaxbio`` commands that write files, e.g. ``jaxbio sprint --json/--plot``):
 
@@ -41,21 +45,113 @@ class Output:
     special: bool = False
 
 
-def read_bytes(path, what: str) -> bytes:
-    """The bytes of the file ``path``; ``ValueError`` "``path``: …" naming ``what`` (e.g. "model
-    file") when it is missing, a directory, unreadable, or not a usable path."""
+#: the largest input file read (bytes): 256 MiB. Motion, model, setup and split files are text of
+#: a few MB at most; a larger one is a wrong file (``/dev/zero``, a video), refused before it fills
+#: the memory.
+MAX_INPUT_BYTES = 256 * 2**20
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+class InputFileError(ValueError):
+    """An input file that cannot be read: ``str(e)`` is "``path``: ``problem``"; ``path`` and
+    ``problem`` are kept for readers with their own message format (the split files')."""
+
+    def __init__(self, path, problem: str):
+        self.path, self.problem = path, problem
+        super().__init__(f"{path}: {problem}")
+
+
+def _a(what: str) -> str:
+    """``what`` with its indefinite article ("a model file", "an OpenSim model file")."""
+    return ("an " if what[:1].lower() in "aeiou" else "a ") + what
+
+
+def _not_regular(path, mode: int, what: str) -> InputFileError:
+    if stat.S_ISDIR(mode):
+        return InputFileError(path, f"is a directory, not {_a(what)}")
+    kind = next((name for test, name in _KINDS if test(mode)), "a special file")
+    return InputFileError(path, f"not a regular file ({kind}); {_a(what)} must be a regular file")
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{n} bytes"
+
+
+def _too_large(path, size: int | None, what: str, limit: int) -> InputFileError:
+    """``size`` None: more than ``limit`` bytes were read (a file that grew), its size unknown."""
+    return InputFileError(path, f"too large for {_a(what)} ({'more than ' + _size(limit) if size is None else _size(size)}"
+                                f"; the limit is {_size(limit)})")
+
+
+def check_input(path, what: str, limit: int | None = None) -> str:
+    """``os.fspath(path)`` when it names an existing regular file of at most ``limit`` bytes (a
+    link to one counts); else `InputFileError` (a ``ValueError``) "``path``: …" naming ``what``:
+    missing, a directory, not a regular file (a FIFO, a device, a socket: never opened, so never
+    blocks), too large, or not a usable path. For readers that open the file themselves (ezc3d);
+    everything else reads with `read_bytes`."""
+    limit = MAX_INPUT_BYTES if limit is None else limit
     try:
-        return Path(path).read_bytes()
+        path = os.fspath(path)
+        st = os.stat(path)
     except FileNotFoundError:
-        raise ValueError(f"{path}: no such {what}") from None
-    except IsADirectoryError:
-        raise ValueError(f"{path}: is a directory, not a {what}") from None
+        raise InputFileError(path, f"no such {what}") from None
     except PermissionError:
-        raise ValueError(f"{path}: permission denied (cannot read the {what})") from None
+        raise InputFileError(path, f"permission denied (cannot read the {what})") from None
     except OSError as e:
-        raise ValueError(f"{path}: cannot read the {what} ({e.strerror or e})") from None
-    except ValueError as e:  # e.g. an embedded NUL byte
-        raise ValueError(f"{str(path)!r}: not a usable file path ({e})") from None
+        raise InputFileError(path, f"cannot read the {what} ({e.strerror or e})") from None
+    except (ValueError, TypeError) as e:  # an embedded NUL byte, not a path
+        raise InputFileError(repr(str(path)), f"not a usable file path ({e})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise _not_regular(path, st.st_mode, what)
+    if st.st_size > limit:
+        raise _too_large(path, st.st_size, what, limit)
+    return path
+
+
+def read_bytes(path, what: str, limit: int | None = None, first: int | None = None) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit`` bytes (`MAX_INPUT_BYTES`); the
+    one way the package reads an input file. `InputFileError` (a ``ValueError``) "``path``: …"
+    naming ``what`` (e.g. "model file") when it is missing, a directory, not a regular file (a
+    FIFO, ``/dev/zero``, a socket), larger than ``limit``, unreadable, or not a usable path.
+
+    The path is checked with ``os.stat`` before it is opened, and opened non-blocking and checked
+    again on the open file (``fstat``), so a FIFO never blocks, even if it replaced the file
+    between the two; the read stops after ``limit`` bytes, even for a file that grows. ``first``:
+    only the file's first ``first`` bytes (a magic number)."""
+    limit = MAX_INPUT_BYTES if limit is None else limit
+    path = check_input(path, what, limit)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise InputFileError(path, f"no such {what}") from None
+    except IsADirectoryError:
+        raise InputFileError(path, f"is a directory, not {_a(what)}") from None
+    except PermissionError:
+        raise InputFileError(path, f"permission denied (cannot read the {what})") from None
+    except OSError as e:
+        raise InputFileError(path, f"cannot read the {what} ({e.strerror or e})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise _not_regular(path, mode, what)
+        chunks, size = [], 0
+        end = limit + 1 if first is None else min(first, limit + 1)
+        while size < end:
+            chunk = os.read(fd, min(end - size, 2**24))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise _too_large(path, None, what, limit)
+        return b"".join(chunks)
+    except OSError as e:
+        raise InputFileError(path, f"cannot read the {what} ({e.strerror or e})") from None
+    finally:
+        os.close(fd)
 
 
 def _same_file(a: str, b: str) -> bool:

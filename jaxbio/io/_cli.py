@@ -17,6 +17,7 @@ model forces; else every force but the actuators). Bad input: one line on stderr
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 from pathlib import Path
@@ -234,10 +235,42 @@ def cmd_run_tool(args) -> int:
         raise ValueError(f"{setup}: <{tool.tag}> is not a tool jaxbio runs (InverseDynamicsTool, AnalyzeTool)")
     if not output.endswith(".sto"):
         output += ".sto"
-    results.mkdir(parents=True, exist_ok=True)
-    return run_inverse_dynamics(path("model_file"), path("coordinates_file"), external_loads=external,
-                                forces_to_exclude=exclude, lowpass=lowpass, start=start, end=end,
-                                output=str(results / output), no_progress=args.no_progress)
+    with _results_directory(setup, results):
+        return run_inverse_dynamics(path("model_file"), path("coordinates_file"), external_loads=external,
+                                    forces_to_exclude=exclude, lowpass=lowpass, start=start, end=end,
+                                    output=str(results / output), no_progress=args.no_progress)
+
+
+@contextlib.contextmanager
+def _results_directory(setup, results: Path):
+    """Make ``results`` (OpenSim's ``<results_directory>``, with missing parents) for the run in
+    the ``with`` block; if the run fails, the directories made here are removed again (when still
+    empty): a failed ``run-tool`` leaves nothing behind. ``ValueError`` naming the setup file when
+    the directory cannot be made."""
+    made = []
+    for d in (results, *results.parents):
+        if d.exists() or d.is_symlink():
+            break
+        made.append(d)
+    try:
+        results.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        _remove_empty(made)
+        raise ValueError(f"{setup}: <results_directory> {results}: cannot make the directory "
+                         f"({e.strerror or e})") from None
+    try:
+        yield
+    except BaseException:
+        _remove_empty(made)
+        raise
+
+
+def _remove_empty(directories) -> None:
+    for d in directories:  # deepest first
+        try:
+            d.rmdir()
+        except OSError:  # not empty (or gone): left as it is
+            break
 
 
 def _run_analyze_static_optimization(setup, tool, analysis, path, number, lowpass, results, name, no_progress) -> int:
@@ -264,14 +297,14 @@ def _run_analyze_static_optimization(setup, tool, analysis, path, number, lowpas
     end = min(number(_setup_text(tool, "final_time") or "inf", "final_time"),
               number(_setup_text(analysis, "end_time") or "inf", "end_time"))
     exponent = number(_setup_text(analysis, "activation_exponent") or "2", "activation_exponent")
-    results.mkdir(parents=True, exist_ok=True)
+    physiology = flag(analysis, "use_muscle_physiology", "true")
     stem = f"{name}_StaticOptimization"
-    return run_static_optimization(
-        path("model_file"), path("coordinates_file"), external_loads=path("external_loads_file", required=False),
-        actuators=files, lowpass=lowpass, start=start, end=end, activation_exponent=exponent,
-        use_muscle_physiology=flag(analysis, "use_muscle_physiology", "true"),
-        output_forces=str(results / f"{stem}_force.sto"), output_activations=str(results / f"{stem}_activation.sto"),
-        no_progress=no_progress)
+    with _results_directory(setup, results):
+        return run_static_optimization(
+            path("model_file"), path("coordinates_file"), external_loads=path("external_loads_file", required=False),
+            actuators=files, lowpass=lowpass, start=start, end=end, activation_exponent=exponent,
+            use_muscle_physiology=physiology, output_forces=str(results / f"{stem}_force.sto"),
+            output_activations=str(results / f"{stem}_activation.sto"), no_progress=no_progress)
 
 
 def cmd_animate(args) -> int:

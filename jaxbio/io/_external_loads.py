@@ -98,9 +98,9 @@ def read_external_loads(path: str | os.PathLike) -> ExternalLoads:
     if datafile is None:
         raise ValueError(f"{p}: <datafile> is empty: the external loads name no data file")
     data = Path(datafile)
-    if not data.is_file():
+    if not data.exists():  # a FIFO or a device exists: its reader refuses it as "not a regular file"
         data = p.parent / datafile
-    if not data.is_file():
+    if not data.exists():
         raise ValueError(f"{p}: data file {datafile!r} not found (as given, or beside the .xml)")
     return ExternalLoads(p, tuple(forces), data)
 

@@ -48,6 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from jaxbio._files import InputFileError, read_bytes
 from jaxbio._validate import check_choice
 
 COLUMNS = ("distance_m", "time_s")
@@ -247,13 +248,9 @@ def read_csv(path, name: str | None = None, text: str | bytes | None = None) -> 
     path = str(path)
     if text is None:
         try:
-            text = Path(path).read_bytes()
-        except FileNotFoundError:
-            raise SprintDataError(path, 0, "no such file") from None
-        except IsADirectoryError:
-            raise SprintDataError(path, 0, "is a directory, not a split file") from None
-        except OSError as e:
-            raise SprintDataError(path, 0, f"cannot read the file ({e.__class__.__name__}: {e.strerror or e})") from None
+            text = read_bytes(path, "split file")
+        except InputFileError as e:
+            raise SprintDataError(path, 0, e.problem) from None
     if isinstance(text, (bytes, bytearray)):
         text = _decode(path, bytes(text))
     if text.startswith("\ufeff"):

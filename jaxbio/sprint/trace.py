@@ -43,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from jaxbio._files import InputFileError, read_bytes
 from jaxbio.simulation import hermite
 from jaxbio.sprint.data import (MAX_SPEED, SprintDataError, SprintDataWarning, _SEPARATORS, _cell, _decode,
                                 _reaction_time_and_wind, header_label)
@@ -119,7 +120,7 @@ def is_trace_file(path) -> bool:
     """True if ``path`` is readable and its column line is ``time_s,speed_m_s`` (any problem
     reading it: False, and `jaxbio.sprint.data.read_csv` reports it)."""
     try:
-        return is_trace_text(_decode(str(path), Path(path).read_bytes()))
+        return is_trace_text(_decode(str(path), read_bytes(path, "trace file")))
     except (OSError, ValueError):
         return False
 
@@ -134,13 +135,9 @@ def read_trace(path, name: str | None = None, text: str | bytes | None = None) -
     path = str(path)
     if text is None:
         try:
-            text = Path(path).read_bytes()
-        except FileNotFoundError:
-            raise SprintDataError(path, 0, "no such file") from None
-        except IsADirectoryError:
-            raise SprintDataError(path, 0, "is a directory, not a trace file") from None
-        except OSError as e:
-            raise SprintDataError(path, 0, f"cannot read the file ({e.__class__.__name__}: {e.strerror or e})") from None
+            text = read_bytes(path, "trace file")
+        except InputFileError as e:
+            raise SprintDataError(path, 0, e.problem) from None
     if isinstance(text, (bytes, bytearray)):
         text = _decode(path, bytes(text))
     text = text.removeprefix("\ufeff")

@@ -1,0 +1,189 @@
+"""Reliability of the command line's files and messages (issue #50, third pass): inputs that are
+not regular files (a FIFO never blocks, ``/dev/zero`` never fills the memory) or too large,
+exclusive bounds refused at their edge, outputs checked by creating a file, no empty results
+directory after a failed ``run-tool``, bad values echoed at most ~100 characters, the real reason
+for a wrong model or text encoding. Every CLI failure: exit 2, one line on stderr. Fast: no JAX
+compile (every failure comes before any fitting)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jaxbio import _files
+from jaxbio.cli import main
+from tests._models import REPO
+
+DATA = REPO / "tests" / "io" / "data"
+ARM26 = DATA / "arm26_id"
+MOTION = ARM26 / "arm26_InverseKinematics.mot"
+OSIM = ARM26 / "arm26.osim"
+SPLITS = "# reaction_time_s: 0.146\ndistance_m,time_s\n10,1.88\n20,2.96\n30,3.88\n40,4.77\n50,5.64\n" \
+         "60,6.50\n70,7.36\n80,8.22\n90,9.09\n100,9.96\n"
+
+
+def _one_line_exit_2(argv, capsys, *needles):
+    """Run ``jaxbio argv`` in-process: exit 2, nothing on stdout, one stderr line holding every
+    needle; returns that line."""
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    assert code == 2, (code, captured.err[-2000:])
+    assert captured.err.count("\n") == 1 and "Traceback" not in captured.err, captured.err[-2000:]
+    for needle in needles:
+        assert needle in captured.err, captured.err
+    return captured.err
+
+
+class _FifoGuard:
+    """A FIFO whose writer end a thread keeps opening (non-blocking) for a few seconds: every
+    reader that opens it blocking is then released (it reads garbage and the test fails on the
+    message) instead of hanging the test run."""
+
+    def __init__(self, path: Path, seconds: float = 20.0):
+        os.mkfifo(path)
+        self.path, self.stop = path, threading.Event()
+        self.thread = threading.Thread(target=self._write, args=(seconds,), daemon=True)
+        self.thread.start()
+
+    def _write(self, seconds):
+        deadline = time.monotonic() + seconds
+        while not self.stop.is_set() and time.monotonic() < deadline:
+            try:
+                fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError as e:  # ENXIO: no reader yet
+                assert e.errno == errno.ENXIO
+                time.sleep(0.05)
+                continue
+            try:
+                os.write(fd, b"not,a,split,file\n")
+            except OSError:
+                pass
+            os.close(fd)
+            time.sleep(0.05)
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(5)
+
+
+@pytest.fixture
+def fifo(tmp_path):
+    guards = []
+
+    def make(name):
+        guards.append(_FifoGuard(tmp_path / name))
+        return tmp_path / name
+
+    yield make
+    for g in guards:
+        g.close()
+
+
+# --- 1. special files -----------------------------------------------------------------------
+
+def _argv_with(kind: str, special: str, tmp_path: Path) -> list:
+    """A command whose input ``kind`` is the file ``special`` (the other inputs good)."""
+    setup = tmp_path / "setup.xml"
+    loads = tmp_path / "loads.xml"
+    if kind == "setup-model":
+        setup.write_text(f"<OpenSimDocument><InverseDynamicsTool name='t'><model_file>{special}</model_file>"
+                         f"<coordinates_file>{MOTION}</coordinates_file><results_directory>{tmp_path / 'res'}"
+                         "</results_directory></InverseDynamicsTool></OpenSimDocument>")
+    if kind == "loads-data":
+        loads.write_text(f"<OpenSimDocument><ExternalLoads name='x'><objects><ExternalForce name='f'>"
+                         "<applied_to_body>r_humerus</applied_to_body><force_identifier>f</force_identifier>"
+                         f"</ExternalForce></objects><datafile>{special}</datafile></ExternalLoads></OpenSimDocument>")
+    return {
+        "split": ["sprint", "--csv", special],
+        "osim": ["id", "--model", special, "--motion", MOTION],
+        "json": ["id", "--model", special],
+        "motion": ["id", "--model", OSIM, "--motion", special],
+        "loads": ["id", "--model", OSIM, "--motion", MOTION, "--external-loads", special],
+        "loads-data": ["id", "--model", OSIM, "--motion", MOTION, "--external-loads", loads],
+        "so-motion": ["static-optimization", "--model", OSIM, "--motion", special],
+        "so-actuators": ["static-optimization", "--model", OSIM, "--motion", MOTION, "--actuators", special],
+        "setup": ["run-tool", special],
+        "setup-model": ["run-tool", setup],
+        "animate": ["animate", "--model", "arm26", "--motion", special, "--output", tmp_path / "a.gif"],
+    }[kind]
+
+
+KINDS = ["split", "osim", "json", "motion", "loads", "loads-data", "so-motion", "so-actuators", "setup",
+         "setup-model", "animate"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_fifo_input_is_refused_without_blocking(kind, fifo, tmp_path, capsys):
+    special = fifo(f"input_{kind}.{'osim' if kind in ('osim', 'setup-model') else 'json' if kind == 'json' else 'xml' if kind in ('loads', 'setup', 'so-actuators') else 'mot'}")
+    _one_line_exit_2(_argv_with(kind, special, tmp_path), capsys, str(special), "not a regular file (a FIFO)")
+    assert not (tmp_path / "res").exists()
+
+
+@pytest.fixture
+def memory_guard():
+    """At most ~1 GiB more address space while the test runs (Linux), so that a reader that reads
+    ``/dev/zero`` to the end fails with MemoryError instead of swapping the machine."""
+    resource = pytest.importorskip("resource")
+    try:
+        size = next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmSize:"))
+    except (OSError, StopIteration):
+        pytest.skip("no /proc/self/status")
+    old = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (size + 2**30, old[1]))
+    yield
+    resource.setrlimit(resource.RLIMIT_AS, old)
+
+
+@pytest.mark.parametrize("device", ["/dev/null", "/dev/zero"])
+@pytest.mark.parametrize("kind", ["split", "osim", "json", "motion", "setup", "animate"])
+def test_a_device_is_refused_not_read(kind, device, tmp_path, capsys, memory_guard):
+    _one_line_exit_2(_argv_with(kind, device, tmp_path), capsys, device, "not a regular file (a character device)")
+
+
+def test_an_input_larger_than_the_cap_is_refused_before_reading(tmp_path, capsys, monkeypatch):
+    big = tmp_path / "big.mot"
+    big.write_bytes(b"x" * 300_000)  # the model is 79 kB
+    monkeypatch.setattr(_files, "MAX_INPUT_BYTES", 200_000)
+    _one_line_exit_2(["id", "--model", OSIM, "--motion", big], capsys, str(big),
+                     "too large for a motion file", "300000 bytes", "the limit is 200000 bytes")
+
+
+def test_read_bytes_refuses_special_files_and_stops_at_the_limit(tmp_path):
+    with pytest.raises(_files.InputFileError, match="not a regular file"):
+        _files.read_bytes("/dev/zero", "motion file")
+    with pytest.raises(_files.InputFileError, match="is a directory, not a model file"):
+        _files.read_bytes(tmp_path, "model file")
+    f = tmp_path / "f.txt"
+    f.write_bytes(b"abc")
+    assert _files.read_bytes(f, "x") == b"abc"
+    assert _files.read_bytes(f, "x", first=2) == b"ab"
+    with pytest.raises(_files.InputFileError, match=r"too large for an input \(3 bytes; the limit is 2 bytes\)"):
+        _files.read_bytes(f, "input", limit=2)
+    assert _files.MAX_INPUT_BYTES >= 100 * 2**20  # motion files of long captures fit
+
+
+def test_the_package_reads_input_files_only_through_read_bytes():
+    """No other reader of input bytes in jaxbio/ (the single checked home of class 1)."""
+    import re
+
+    pattern = re.compile(r"\bopen\([^)]*\"r|\.read_bytes\(\)|\.read_text\(|np\.loadtxt|np\.genfromtxt|ET\.parse\(")
+    offenders = []
+    for path in (REPO / "jaxbio").rglob("*.py"):
+        for k, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if pattern.search(line):
+                offenders.append(f"{path.relative_to(REPO)}:{k}: {line.strip()}")
+    allowed = ("jaxbio/plot.py:",  # reads back its own temporary animation
+               "jaxbio/models/_build.py:",  # the model builder compares its own shipped files
+               "jaxbio/muscles/sets.py:")  # package data (importlib.resources)
+    offenders = [o for o in offenders if not o.startswith(allowed)
+                 and "text=f.read_bytes()" not in o]  # an embedded race (importlib.resources)
+    assert not offenders, offenders
