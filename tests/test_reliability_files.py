@@ -187,3 +187,79 @@ def test_the_package_reads_input_files_only_through_read_bytes():
     offenders = [o for o in offenders if not o.startswith(allowed)
                  and "text=f.read_bytes()" not in o]  # an embedded race (importlib.resources)
     assert not offenders, offenders
+
+
+# --- 2. inclusive edges of documented limits --------------------------------------------------
+
+@pytest.mark.parametrize("cutoff", ["60", "59.99", "58", "54.1", "120", "1e300"])
+def test_lowpass_at_or_near_nyquist_is_refused(cutoff, capsys):
+    """arm26's motion is sampled at 120 Hz (Δt printed as 0.00833333): 60 Hz was accepted and
+    58 Hz gave accelerations of thousands of rad/s²."""
+    _one_line_exit_2(["id", "--model", OSIM, "--motion", MOTION, "--lowpass", cutoff], capsys,
+                     "Nyquist frequency of the samples, 60 Hz", "at most 0.9 × Nyquist = 54 Hz")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["id", "--lowpass", "0"], "argument --lowpass: must be a finite number > 0"),
+    (["id", "--lowpass", "-0"], "argument --lowpass: must be a finite number > 0"),
+    (["id", "--lowpass", "nan"], "argument --lowpass: must be a finite number > 0"),
+    (["static-optimization", "--model", "m", "--motion", "m", "--lowpass", "0"], "argument --lowpass"),
+    (["static-optimization", "--model", "m", "--motion", "m", "--activation-exponent", "1.9999999"],
+     "argument --activation-exponent: must be a finite number ≥ 2"),
+    (["animate", "--model", "m", "--motion", "m", "--output", "a.gif", "--fps", "0"], "argument --fps"),
+    (["id", "--frames", "100001"], "argument --frames: must be an integer from 1 to 100000"),
+    (["id", "--duration", "0"], "argument --duration: must be a finite number > 0"),
+    (["id", "--columns", "0"], "argument --columns: must be an integer ≥ 1"),
+])
+def test_options_refuse_their_exclusive_edges(argv, message, capsys):
+    _one_line_exit_2(argv, capsys, message)
+
+
+@settings(max_examples=40, deadline=None)
+@given(dt=st.floats(1e-4, 1.0), fraction=st.floats(0.9 * (1 + 1e-12), 1e6))  # above, beyond rounding
+def test_lowpass_iir_refuses_every_cutoff_above_the_bound(dt, fraction):
+    from jaxbio.io import lowpass_iir
+
+    with pytest.raises(ValueError, match="Nyquist"):
+        lowpass_iir(np.zeros(8), dt, fraction * 0.5 / dt)
+
+
+@settings(max_examples=20, deadline=None)
+@given(dt=st.floats(1e-4, 1.0), fraction=st.floats(1e-3, 0.9))
+def test_lowpass_iir_accepts_cutoffs_up_to_the_inclusive_bound(dt, fraction):
+    from jaxbio.io import lowpass_iir
+
+    t = np.arange(64) * dt
+    x = np.sin(2 * np.pi * 0.01 / dt * t)  # a slow sine: the filter keeps it
+    y = lowpass_iir(x, dt, fraction * 0.5 / dt)
+    assert np.all(np.isfinite(y))
+
+
+@settings(max_examples=5, deadline=None)  # the samples' Nyquist frequency: 60.000024 Hz (Δt = 0.00833333 s)
+@given(fraction=st.floats(0.9 * (1 + 1e-6), 2.0))
+def test_process_coordinates_refuses_cutoffs_near_nyquist(fraction):
+    from jaxbio.io import process_coordinates, read_storage
+
+    table = read_storage(MOTION).select(["r_shoulder_elev", "r_elbow_flex"])
+    with pytest.raises(ValueError, match=r"lowpass_hz = .* Nyquist frequency of the samples, 60 Hz"):
+        process_coordinates(table, lowpass_hz=fraction * 60.0, rotational=True)
+
+
+def test_the_cutoff_bound_is_inclusive_and_sane():
+    from jaxbio.io import process_coordinates, read_storage
+
+    table = read_storage(MOTION).select(["r_shoulder_elev", "r_elbow_flex"])
+    raw = process_coordinates(table, rotational=True)
+    edge = process_coordinates(table, lowpass_hz=0.9 * 60.0, rotational=True)  # 54 Hz: accepted
+    assert np.abs(edge.qdd).max() < 2 * np.abs(raw.qdd).max()  # no ringing (58 Hz gave 2618 rad/s²)
+
+
+@pytest.mark.parametrize("cutoff", ["0", "nan", "inf"])
+def test_run_tool_refuses_a_meaningless_setup_cutoff(cutoff, tmp_path, capsys):
+    setup = tmp_path / "setup.xml"
+    setup.write_text(f"<OpenSimDocument><InverseDynamicsTool name='t'><model_file>{OSIM}</model_file>"
+                     f"<coordinates_file>{MOTION}</coordinates_file><results_directory>res</results_directory>"
+                     f"<lowpass_cutoff_frequency_for_coordinates>{cutoff}</lowpass_cutoff_frequency_for_coordinates>"
+                     "</InverseDynamicsTool></OpenSimDocument>")
+    _one_line_exit_2(["run-tool", setup], capsys, str(setup), "<lowpass_cutoff_frequency_for_coordinates> must be")
+    assert not (tmp_path / "res").exists()

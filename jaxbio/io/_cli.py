@@ -195,8 +195,12 @@ def cmd_run_tool(args) -> int:
             raise ValueError(f"{setup}: <{tag}> must be a number, got {text!r}") from None
 
     cutoff = _setup_text(tool, "lowpass_cutoff_frequency_for_coordinates")
-    lowpass = None if cutoff is None or number(cutoff, "lowpass_cutoff_frequency_for_coordinates") < 0 \
-        else number(cutoff, "lowpass_cutoff_frequency_for_coordinates")
+    lowpass = None if cutoff is None else number(cutoff, "lowpass_cutoff_frequency_for_coordinates")
+    if lowpass is not None and lowpass < 0:  # OpenSim's -1: no filtering
+        lowpass = None
+    if lowpass is not None and not 0 < lowpass < math.inf:  # OpenSim would filter everything to 0 (or NaN)
+        raise ValueError(f"{setup}: <lowpass_cutoff_frequency_for_coordinates> must be a finite cutoff > 0 Hz, or "
+                         f"negative (-1) for no filtering, got {cutoff!r}")
     results = Path(path("results_directory", required=False) or here)
     name = tool.get("name", "")
     if tool.tag == "InverseDynamicsTool":
@@ -388,7 +392,9 @@ def add_parsers(sub, id_options) -> None:
                    help="model forces left out, as OpenSim's forces_to_exclude: force or ForceSet group names, or "
                    "all, actuators, muscles (default: muscles; give the option alone to exclude nothing)")
     p.add_argument("--lowpass", type=_positive(), default=None, help="low-pass cutoff for the coordinates, Hz "
-                   "(OpenSim's lowpass_cutoff_frequency_for_coordinates; default none)")
+                   "(OpenSim's lowpass_cutoff_frequency_for_coordinates; default none); > 0 and at most 0.9 × the "
+                   "Nyquist frequency 1/(2 Δt) of the samples (nearer, the filter rings); a cutoff below about 2 / the "
+                   "motion's duration mostly replaces the motion by the filter's start-up (typical: 6 Hz)")
     p.add_argument("--start", type=_time(), default=None, help="first time, s (default the motion's)")
     p.add_argument("--end", type=_time(), default=None, help="last time, s (default the motion's)")
     p.add_argument("--output", default=None, help="write OpenSim's .sto here (default: print the table)")
@@ -404,7 +410,8 @@ def add_parsers(sub, id_options) -> None:
     so.add_argument("--actuators", nargs="+", default=None, metavar="XML",
                     help="OpenSim force set files of reserve actuators (CoordinateActuators), appended to the model's")
     so.add_argument("--lowpass", type=_positive(), default=None, help="low-pass cutoff for the coordinates, Hz "
-                    "(default none)")
+                    "(default none); > 0 and at most 0.9 × the Nyquist frequency 1/(2 Δt) of the samples; a cutoff below about "
+                    "2 / the motion's duration mostly replaces the motion by the filter's start-up (typical: 6 Hz)")
     so.add_argument("--start", type=_time(), default=None, help="first time, s (default the motion's)")
     so.add_argument("--end", type=_time(), default=None, help="last time, s (default the motion's)")
     so.add_argument("--activation-exponent", type=_exponent(), default=2.0,
