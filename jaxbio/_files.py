@@ -1,6 +1,6 @@
 """Files: reading an input's bytes with named errors (`read_bytes`, the one reader of every input
-file: models, motions, setups, external loads, split and trace files), and the command line's outputs, checked before any work and written
-all-or-nothing after it.
+file: models, motions, setups, external loads, split and trace files), and the command line's
+outputs, checked before any work and written all-or-nothing after it.
 
 Inputs: a regular file (or a link to one) of at most `MAX_INPUT_BYTES` (256 MiB); anything else
 (a FIFO, a device such as ``/dev/zero``, a socket, a directory, a larger file) is refused with
@@ -11,13 +11,16 @@ Policy (the ``jaxbio`` commands that write files, e.g. ``jaxbio sprint --json/--
 - ``check_outputs`` runs before any fitting and refuses (``ValueError``, one line naming the
   option and the path) an output that is an input file (same resolved path or the same file
   through a link), two options naming the same file, a directory, a path whose directory does not
-  exist or cannot be written, or an existing read-only file.
+  exist or cannot be written, or an existing read-only file. That a directory can be written is
+  tested by creating (and removing) a temporary file in it, not by permission bits: root passes
+  those, and a read-only mount or ``/sys`` would only fail after the work.
 - An existing output file that the user named explicitly is overwritten (normal CLI behaviour).
   Symbolic links are followed: the file they point to is replaced, the link is kept.
 - ``write_outputs`` renders every file into a temporary file in the target's own directory
   (flushed and fsynced), and only when all of them have been produced renames each into place
   with ``os.replace`` (atomic on POSIX and Windows). If anything fails, the temporaries are
-  removed and no output is created or changed. A new file gets the usual permissions (0666 less
+  removed and no output is created or changed; a failed write (a full disk) is a ``ValueError``
+  naming the option and the path. A new file gets the usual permissions (0666 less
   the umask), a replaced one keeps its mode.
 - An existing output that is not a regular file (``/dev/null``, ``/dev/stdout``, a FIFO) is
   written in place after the regular files were renamed (it cannot be replaced).
@@ -193,10 +196,26 @@ def check_outputs(outputs: Iterable[tuple[str, str | None]], inputs: Iterable[st
             special = not stat.S_ISREG(mode)
             if not os.access(target, os.W_OK):
                 raise ValueError(f"{where}: file is not writable")
-        if not special and not os.access(parent, os.W_OK | os.X_OK):
-            raise ValueError(f"{where}: cannot create files in directory {parent}")
+        if not special:
+            _probe(where, parent)
         checked.append(Output(option, path, target, special))
     return checked
+
+
+def _probe(where: str, parent: str) -> None:
+    """Create and remove an empty temporary file in ``parent``, as `write_outputs` will: the only
+    check that also holds for root (who passes every permission bit) and on read-only mounts and
+    pseudo file systems (``/proc``, ``/sys``). ``ValueError`` "``where``: cannot create files in
+    directory …" with the system's reason."""
+    try:
+        fd, tmp = _temporary(os.path.join(parent, "probe"))
+    except OSError as e:
+        raise ValueError(f"{where}: cannot create files in directory {parent} ({e.strerror or e})") from None
+    os.close(fd)
+    try:
+        os.unlink(tmp)
+    except OSError:  # pragma: no cover — created a moment ago
+        pass
 
 
 def _temporary(target: str) -> tuple[int, str]:
@@ -214,8 +233,10 @@ def write_outputs(items: Iterable[tuple[Output, Callable[[BinaryIO], None]]]) ->
     """Write every ``(output, writer)``: ``writer(f)`` writes the file's bytes to the binary file
     ``f``. All or nothing (see the module docstring); the writers' exceptions propagate."""
     staged: list[tuple[Output, str | bytes]] = []  # temporary path, or the bytes of a special file
+    current = None  # the output being written, named in the error of a failed write
     try:
         for out, writer in items:
+            current = out
             if out.special:
                 buf = io.BytesIO()
                 writer(buf)
@@ -231,17 +252,21 @@ def write_outputs(items: Iterable[tuple[Output, Callable[[BinaryIO], None]]]) ->
                 os.chmod(tmp, stat.S_IMODE(os.stat(out.target).st_mode))
         for i, (out, tmp) in enumerate(staged):
             if not out.special:
+                current = out
                 os.replace(tmp, out.target)
                 staged[i] = (out, b"")  # done: nothing to clean up
         for out, data in staged:
             if out.special:
+                current = out
                 with open(out.target, "wb") as f:
                     f.write(data)
-    except BaseException:
+    except BaseException as e:
         for out, tmp in staged:
             if isinstance(tmp, str):
                 try:
                     os.unlink(tmp)
                 except OSError:
                     pass
+        if isinstance(e, OSError) and not isinstance(e, BrokenPipeError) and current is not None:  # a full disk
+            raise ValueError(f"{current.option} {current.path}: cannot write the file ({e.strerror or e})") from None
         raise

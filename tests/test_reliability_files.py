@@ -263,3 +263,85 @@ def test_run_tool_refuses_a_meaningless_setup_cutoff(cutoff, tmp_path, capsys):
                      "</InverseDynamicsTool></OpenSimDocument>")
     _one_line_exit_2(["run-tool", setup], capsys, str(setup), "<lowpass_cutoff_frequency_for_coordinates> must be")
     assert not (tmp_path / "res").exists()
+
+
+# --- 3. outputs checked by creating a file, also as root -------------------------------------
+
+def _unwritable_directory():
+    """A directory where no file can be created even by root (``/sys``, a read-only pseudo file
+    system), or None."""
+    for d in ("/sys", "/proc"):
+        if os.path.isdir(d):
+            try:
+                fd = os.open(os.path.join(d, ".jaxbio_probe"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except OSError:
+                return d
+            os.close(fd)
+            os.unlink(os.path.join(d, ".jaxbio_probe"))
+    return None
+
+
+@pytest.mark.parametrize("argv_of", [
+    lambda out: ["sprint", "--json", out],
+    lambda out: ["sprint", "--plot", out.replace(".json", ".png")],
+    lambda out: ["id", "--model", OSIM, "--motion", MOTION, "--output", out.replace(".json", ".sto")],
+    lambda out: ["static-optimization", "--model", OSIM, "--motion", MOTION, "--output-forces",
+                 out.replace(".json", ".sto")],
+    lambda out: ["animate", "--model", "arm26", "--motion", MOTION, "--output", out.replace(".json", ".gif")],
+])
+def test_an_output_in_a_read_only_file_system_is_refused_before_any_work(argv_of, capsys):
+    d = _unwritable_directory()
+    if d is None:
+        pytest.skip("no read-only pseudo file system here")
+    argv = argv_of(os.path.join(d, "out.json"))
+    err = _one_line_exit_2(argv, capsys, f"cannot create files in directory {d}")
+    assert argv[argv.index(next(a for a in argv if str(a).startswith(d))) - 1] in err  # the option
+
+
+def test_the_probe_is_a_created_file_not_permission_bits(tmp_path, monkeypatch):
+    """Root passes os.access; a read-only mount only fails on creation: simulated by os.open."""
+    real_open = os.open
+
+    def read_only_mount(path, flags, *args, **kwargs):
+        if flags & os.O_CREAT and os.path.dirname(os.fspath(path)) == str(tmp_path):
+            raise OSError(errno.EROFS, "Read-only file system", os.fspath(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", read_only_mount)
+    with pytest.raises(ValueError, match=rf"^--json {tmp_path}/r.json: cannot create files in directory "
+                                         rf"{tmp_path} \(Read-only file system\)$"):
+        _files.check_outputs([("--json", str(tmp_path / "r.json"))])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_write_names_the_option_and_leaves_nothing(tmp_path):
+    (out,) = _files.check_outputs([("--output", str(tmp_path / "a.sto"))])
+    assert list(tmp_path.iterdir()) == []  # the probe is gone
+
+    def full_disk(f):
+        f.write(b"abc")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(ValueError, match=rf"^--output {tmp_path}/a.sto: cannot write the file \(No space left"):
+        _files.write_outputs([(out, full_disk)])
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("motion", ["empty", "fifo", "missing"])
+def test_a_failed_run_tool_leaves_no_results_directory(motion, tmp_path, fifo, capsys):
+    bad = {"empty": tmp_path / "empty.mot", "fifo": None, "missing": tmp_path / "missing.mot"}[motion]
+    if motion == "empty":
+        bad.write_text("")
+    if motion == "fifo":
+        bad = fifo("m.mot")
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    for results in ("a/b/c", "kept/new", "kept"):
+        setup = tmp_path / "setup.xml"
+        setup.write_text(f"<OpenSimDocument><InverseDynamicsTool name='t'><model_file>{OSIM}</model_file>"
+                         f"<coordinates_file>{bad}</coordinates_file><results_directory>{results}"
+                         "</results_directory><forces_to_exclude>all</forces_to_exclude>"
+                         "</InverseDynamicsTool></OpenSimDocument>")
+        _one_line_exit_2(["run-tool", setup], capsys, str(bad))
+        assert not (tmp_path / "a").exists() and not (kept / "new").exists() and kept.is_dir()
+        assert list(kept.iterdir()) == []
