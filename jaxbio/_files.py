@@ -19,8 +19,8 @@ Policy (the ``jaxbio`` commands that write files, e.g. ``jaxbio sprint --json/--
 - ``write_outputs`` renders every file into a temporary file in the target's own directory
   (flushed and fsynced), and only when all of them have been produced renames each into place
   with ``os.replace`` (atomic on POSIX and Windows). If anything fails, the temporaries are
-  removed and no output is created or changed; a failed write (a full disk) is a ``ValueError``
-  naming the option and the path. A new file gets the usual permissions (0666 less
+  removed and no output is created or changed; a failed write (a full disk) is an
+  `OutputWriteError` (``OSError`` and ``ValueError``) naming the option and the path. A new file gets the usual permissions (0666 less
   the umask), a replaced one keeps its mode.
 - An existing output that is not a regular file (``/dev/null``, ``/dev/stdout``, a FIFO) is
   written in place after the regular files were renamed (it cannot be replaced).
@@ -157,6 +157,47 @@ def read_bytes(path, what: str, limit: int | None = None, first: int | None = No
         os.close(fd)
 
 
+_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32 (little-endian, with a byte-order mark)"),
+         (b"\x00\x00\xfe\xff", "UTF-32 (big-endian, with a byte-order mark)"),
+         (b"\xff\xfe", "UTF-16 (little-endian, with a byte-order mark)"),
+         (b"\xfe\xff", "UTF-16 (big-endian, with a byte-order mark)"))
+
+
+def text_encoding(raw: bytes) -> str | None:
+    """The encoding of text ``raw`` when it is UTF-16 or UTF-32 (what Windows tools write as
+    "Unicode"), with or without a byte-order mark, e.g. ``"UTF-16 (little-endian, without a
+    byte-order mark)"``; None otherwise (UTF-8, ASCII, binary). Without a mark it is told by where
+    the NUL bytes of ASCII characters fall in the first 4 kB: every second byte (UTF-16) or three
+    of every four (UTF-32), on the high side (little-endian) or the low side (big-endian)."""
+    for bom, name in _BOMS:
+        if raw.startswith(bom):
+            return name
+    head = raw[:4096]
+    n = len(head) // 4 * 4
+    if n < 4:
+        return None
+    zeros = [head[k:n:4].count(0) / (n // 4) for k in range(4)]  # share of NUL bytes at each position mod 4
+    nul, text = (lambda z: z >= 0.9), (lambda z: z <= 0.1)
+    if text(zeros[0]) and all(nul(z) for z in zeros[1:]):
+        return "UTF-32 (little-endian, without a byte-order mark)"
+    if all(nul(z) for z in zeros[:3]) and text(zeros[3]):
+        return "UTF-32 (big-endian, without a byte-order mark)"
+    if text(zeros[0]) and text(zeros[2]) and nul(zeros[1]) and nul(zeros[3]):
+        return "UTF-16 (little-endian, without a byte-order mark)"
+    if nul(zeros[0]) and nul(zeros[2]) and text(zeros[1]) and text(zeros[3]):
+        return "UTF-16 (big-endian, without a byte-order mark)"
+    return None
+
+
+class OutputWriteError(OSError, ValueError):
+    """A write of `write_outputs` that failed (a full disk): ``str(e)`` is one line naming the
+    option and the path; an ``OSError`` (with the ``errno``) for library callers, a
+    ``ValueError`` for the command line's one-line errors."""
+
+    def __str__(self):
+        return self.strerror or super().__str__()
+
+
 def _same_file(a: str, b: str) -> bool:
     if os.path.normcase(os.path.realpath(a)) == os.path.normcase(os.path.realpath(b)):
         return True
@@ -268,5 +309,6 @@ def write_outputs(items: Iterable[tuple[Output, Callable[[BinaryIO], None]]]) ->
                 except OSError:
                     pass
         if isinstance(e, OSError) and not isinstance(e, BrokenPipeError) and current is not None:  # a full disk
-            raise ValueError(f"{current.option} {current.path}: cannot write the file ({e.strerror or e})") from None
+            raise OutputWriteError(e.errno, f"{current.option} {current.path}: cannot write the file "
+                                            f"({e.strerror or e})") from None
         raise

@@ -23,25 +23,38 @@ import os
 import sys
 
 MAX_FRAMES = 100_000  # `jaxbio id` prints one line per frame; more is a typo, not a table
+MAX_MESSAGE = 1000  # the longest error line printed, in characters
+
+
+def one_line(message) -> str:
+    """An error message as one line of at most `MAX_MESSAGE` characters: line breaks become
+    spaces, and a longer message keeps its start and its end (where the reason usually is). The
+    values inside are already cut by `jaxbio._validate.echo`; this is the last guard."""
+    text = str(message).replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
+    if len(text) > MAX_MESSAGE:
+        text = f"{text[:MAX_MESSAGE * 2 // 3]} … {text[-(MAX_MESSAGE // 3 - 3):]}"
+    return text
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors (``jaxbio id: error: …`` on stderr, exit 2; no usage block)."""
 
     def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+        self.exit(2, one_line(f"{self.prog}: error: {message} (see '{self.prog} --help')") + "\n")
 
 
 def _number(kind: str, check, what: str):
     """An argparse ``type``: ``kind`` (``int``/``float``) that passes ``check``, else the error
     "must be ``what``, got …"."""
+    from jaxbio._validate import echo
+
     def parse(text: str):
         try:
             value = int(text) if kind == "int" else float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"must be {what}, got {echo(text)}") from None
         if not check(value):
-            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
+            raise argparse.ArgumentTypeError(f"must be {what}, got {echo(text)}")
         return value
     parse.__name__ = kind
     return parse
@@ -191,7 +204,7 @@ def _run(argv: list[str] | None) -> int:
     except BrokenPipeError:
         raise  # stdout closed: `main` exits 141
     except (_InputError, ValueError, OSError) as e:  # bad input or an unusable file: one line
-        print(f"jaxbio: error: {e}", file=sys.stderr)
+        print(one_line(f"jaxbio: error: {e}"), file=sys.stderr)
         return 2
 
 

@@ -345,3 +345,105 @@ def test_a_failed_run_tool_leaves_no_results_directory(motion, tmp_path, fifo, c
         _one_line_exit_2(["run-tool", setup], capsys, str(bad))
         assert not (tmp_path / "a").exists() and not (kept / "new").exists() and kept.is_dir()
         assert list(kept.iterdir()) == []
+
+
+# --- 4. messages: bad values echoed short, the real reason ------------------------------------
+
+MOT_HEAD = "cut\nversion=1\nnRows=1\nnColumns=2\ninDegrees=yes\nendheader\ntime\tr_elbow_flex\n"
+
+
+def test_echo_cuts_long_values():
+    from jaxbio._validate import ECHO_CHARS, echo
+
+    assert echo("1.5") == "'1.5'"
+    long = echo("x" * 10**6)
+    assert len(long) < ECHO_CHARS + 30 and long.endswith("…' (1000000 characters)")
+
+
+@settings(max_examples=15, deadline=None)
+@given(cell=st.text(alphabet="0123456789.,;eE+-x ", min_size=150, max_size=20_000).filter(
+           lambda c: c.strip() and "," not in c.strip()[:1]),
+       where=st.sampled_from(["split cell", "split header", "motion cell", "motion label", "option"]))
+def test_an_over_long_bad_value_is_echoed_short(cell, where):
+    import tempfile
+
+    from jaxbio.cli import MAX_MESSAGE
+
+    cell = cell.strip().replace(" ", "0") + "x"  # never a number
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / ("f.csv" if where.startswith("split") else "f.mot")
+        text = {"split cell": f"# reaction_time_s: 0.15\ndistance_m,time_s\n10,{cell}\n",
+                "split header": f"# reaction_time_s: {cell}\ndistance_m,time_s\n10,1.9\n",
+                "motion cell": MOT_HEAD + f"0\t{cell}\n",
+                "motion label": MOT_HEAD.replace("r_elbow_flex", cell.replace(",", "_").replace(";", "_")) + "0\t1\n",
+                "option": ""}[where]
+        path.write_text(text)
+        argv = {"split": ["sprint", "--csv", path], "motion": ["id", "--model", OSIM, "--motion", path],
+                "option": ["id", "--lowpass", cell]}[where.split()[0]]
+        import io
+        from contextlib import redirect_stderr, redirect_stdout
+
+        err, out = io.StringIO(), io.StringIO()
+        with redirect_stderr(err), redirect_stdout(out):
+            code = main([str(a) for a in argv])
+    err = err.getvalue()
+    assert code == 2 and err.count("\n") == 1 and out.getvalue() == "", err[:3000]
+    assert len(err) <= MAX_MESSAGE + 1, len(err)
+    value = cell.replace(",", "_").replace(";", "_") if where == "motion label" else cell
+    assert value[:120] not in err, err  # at most ~100 characters of the value
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["id", "--model", OSIM], "an OpenSim .osim model needs --motion"),
+    (["id", "--model", "missing.osim"], "an OpenSim .osim model needs --motion"),
+])
+def test_an_osim_model_without_motion_says_so(argv, needle, capsys):
+    err = _one_line_exit_2(argv, capsys, needle)
+    assert "JSON" not in err
+
+
+def test_an_xml_file_as_a_json_model_says_it_is_xml(tmp_path, capsys):
+    model = tmp_path / "arm26.json"
+    shutil.copy(OSIM, model)
+    err = _one_line_exit_2(["id", "--model", model], capsys, "is an XML document (an OpenSim .osim model?)")
+    assert "not valid JSON" not in err
+
+
+ENCODINGS = {"utf-16-le": "UTF-16 (little-endian, without", "utf-16-be": "UTF-16 (big-endian, without",
+             "utf-32-le": "UTF-32 (little-endian, without", "utf-32-be": "UTF-32 (big-endian, without",
+             "utf-32": "UTF-32 (little-endian, with a", "utf-16": "UTF-16 (little-endian, with a"}
+
+
+@pytest.mark.parametrize("encoding", list(ENCODINGS))
+@pytest.mark.parametrize("kind", ["motion", "osim", "split", "json", "setup"])
+def test_utf16_and_utf32_files_are_named_by_their_encoding(kind, encoding, tmp_path, capsys):
+    if kind == "split" and encoding == "utf-16":
+        pytest.skip("split files may be UTF-16 with a byte-order mark")
+    source = {"motion": MOTION, "osim": OSIM, "json": REPO / "jaxbio" / "models" / "arm7.json",
+              "setup": ARM26 / "arm26_Setup_InverseDynamics.xml"}.get(kind)
+    text = SPLITS if source is None else source.read_text(encoding="utf-8")
+    path = tmp_path / f"f.{ {'motion': 'mot', 'osim': 'osim', 'split': 'csv', 'json': 'json', 'setup': 'xml'}[kind]}"
+    path.write_bytes(text.encode(encoding))
+    argv = {"motion": ["id", "--model", OSIM, "--motion", path], "osim": ["id", "--model", path, "--motion", MOTION],
+            "split": ["sprint", "--csv", path], "json": ["id", "--model", path], "setup": ["run-tool", path]}[kind]
+    err = _one_line_exit_2(argv, capsys, str(path), f"the file is {ENCODINGS[encoding]}", "save it as UTF-8")
+    assert "column line" not in err and "binary" not in err
+
+
+def test_text_encoding_leaves_utf8_and_binary_alone():
+    from jaxbio._files import text_encoding
+
+    assert text_encoding(MOTION.read_bytes()) is None
+    assert text_encoding("héllo wörld\n".encode()) is None
+    assert text_encoding(np.random.default_rng(0).bytes(4096)) is None
+    assert text_encoding(np.linspace(0, 1, 512).tobytes()) is None  # floats: zeros, but not in the pattern
+
+
+def test_a_long_column_list_is_cut(tmp_path, capsys):
+    path = tmp_path / "many.mot"
+    labels = [f"c{i}_{'x' * 200}" for i in range(500)]
+    path.write_text(MOT_HEAD.replace("nColumns=2", "nColumns=501").replace("r_elbow_flex", "\t".join(labels))
+                    + "0\t" + "\t".join("1" for _ in labels) + "\n")
+    err = _one_line_exit_2(["id", "--model", OSIM, "--motion", path], capsys, "none of the model's coordinates",
+                           "(500 in all)")
+    assert len(err) < 1200

@@ -22,7 +22,8 @@ import math
 import sys
 from pathlib import Path
 
-from jaxbio.io._text import read_xml
+from jaxbio._validate import echo
+from jaxbio.io._text import listing, read_xml
 
 
 def _stages(total: int, disable: bool):
@@ -153,6 +154,10 @@ def cmd_inverse_dynamics(args) -> int:
     if args.motion is None:
         from jaxbio.cli import cmd_id
 
+        if args.model and Path(args.model).suffix.lower() == ".osim":
+            raise ValueError(f"--model {args.model}: an OpenSim .osim model needs --motion (its coordinates, .mot/.sto); "
+                             "without --motion, --model is a shipped model name or a jaxbio model .json")
+
         if (args.external_loads or args.output or args.lowpass is not None or args.start is not None
                 or args.end is not None or args.forces_to_exclude is not None):
             raise ValueError("--external-loads, --forces-to-exclude, --output, --lowpass, --start and --end need "
@@ -192,7 +197,7 @@ def cmd_run_tool(args) -> int:
         try:
             return float(text)
         except (TypeError, ValueError):
-            raise ValueError(f"{setup}: <{tag}> must be a number, got {text!r}") from None
+            raise ValueError(f"{setup}: <{tag}> must be a number, got {echo(text)}") from None
 
     cutoff = _setup_text(tool, "lowpass_cutoff_frequency_for_coordinates")
     lowpass = None if cutoff is None else number(cutoff, "lowpass_cutoff_frequency_for_coordinates")
@@ -200,13 +205,13 @@ def cmd_run_tool(args) -> int:
         lowpass = None
     if lowpass is not None and not 0 < lowpass < math.inf:  # OpenSim would filter everything to 0 (or NaN)
         raise ValueError(f"{setup}: <lowpass_cutoff_frequency_for_coordinates> must be a finite cutoff > 0 Hz, or "
-                         f"negative (-1) for no filtering, got {cutoff!r}")
+                         f"negative (-1) for no filtering, got {echo(cutoff)}")
     results = Path(path("results_directory", required=False) or here)
     name = tool.get("name", "")
     if tool.tag == "InverseDynamicsTool":
         span = (_setup_text(tool, "time_range") or "-inf inf").split()
         if len(span) != 2:
-            raise ValueError(f"{setup}: <time_range> must hold two times, got {' '.join(span)!r}")
+            raise ValueError(f"{setup}: <time_range> must hold two times, got {echo(' '.join(span))}")
         start, end = (number(s, "time_range") for s in span)
         output = _setup_text(tool, "output_gen_force_file") or f"{name}_InverseDynamics"
         output = Path(output).name  # OpenSim writes into the results directory, whatever the path says
@@ -220,13 +225,13 @@ def cmd_run_tool(args) -> int:
             return _run_analyze_static_optimization(setup, tool, analyses[0], path, number, lowpass, results, name,
                                                     args.no_progress)
         if kinds != ["InverseDynamics"]:
-            raise ValueError(f"{setup}: AnalyzeTool {name!r}: jaxbio runs one InverseDynamics or one StaticOptimization "
+            raise ValueError(f"{setup}: AnalyzeTool {echo(name)}: jaxbio runs one InverseDynamics or one StaticOptimization "
                              f"analysis (found {kinds or 'none'})")
         if (_setup_text(analyses[0], "use_model_force_set") or "true").lower() == "true":
             raise ValueError(f"{setup}: InverseDynamics analysis with <use_model_force_set> true (the model's actuators "
                              "as unknowns) is not run by jaxbio; set it false for joint moments")
         if (_setup_text(tool, "force_set_files") or "").split():
-            raise ValueError(f"{setup}: AnalyzeTool {name!r}: <force_set_files> are not read by jaxbio")
+            raise ValueError(f"{setup}: AnalyzeTool {echo(name)}: <force_set_files> are not read by jaxbio")
         # <replace_force_set> (default true) empties the model's ForceSet (AbstractTool::updateModelForces);
         # else the analysis drops the muscles and holds every other actuator at zero: other forces act
         replace = (_setup_text(tool, "replace_force_set") or "true").lower() == "true"
@@ -282,7 +287,7 @@ def _run_analyze_static_optimization(setup, tool, analysis, path, number, lowpas
     def flag(el, tag, default):
         text = (_setup_text(el, tag) or default).lower()
         if text not in ("true", "false"):
-            raise ValueError(f"{setup}: <{tag}> must be true or false, got {text!r}")
+            raise ValueError(f"{setup}: <{tag}> must be true or false, got {echo(text)}")
         return text == "true"
 
     if not flag(analysis, "use_model_force_set", "true"):
@@ -335,7 +340,8 @@ def cmd_animate(args) -> int:
     names = m.coordinate_names
     present = [n for n in names if n in table.labels]
     if not present:
-        raise ValueError(f"{args.motion}: none of the model's coordinates {list(names)[:8]}… is a column")
+        raise ValueError(f"{args.motion}: none of the model's coordinates {list(names)[:8]}… is a column "
+                         f"(columns: {listing(table.labels, 12)})")
     rotational = [n for n in present if m.motion_types[names.index(n)] == "rotational"]
     p = process_coordinates(table.select(present), rotational=rotational)  # degrees -> radians, as read
     c = np.tile(np.asarray(m.defaults, float), (p.time.size, 1))

@@ -124,7 +124,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import quaternion as quat
-from jaxbio._files import read_bytes
+from jaxbio._files import read_bytes, text_encoding
 from jaxbio._validate import as_shape, model_dtype
 from jaxbio.coordinates import CoordinateMap, Piecewise
 from jaxbio.io import _osim_functions as fn
@@ -711,7 +711,9 @@ def _parse(path: Path, raw: bytes, dtype, force_sets: Sequence[ET.Element] = (),
     try:
         root = ET.fromstring(raw)
     except ET.ParseError as e:
-        raise ValueError(f"not an XML file ({e})") from None
+        encoding = text_encoding(raw)
+        raise ValueError(f"the file is {encoding} encoded; save it as UTF-8" if encoding
+                         else f"not an XML file ({e})") from None
     model_elem = root.find("Model") if root.tag == "OpenSimDocument" else (root if root.tag == "Model" else None)
     if model_elem is None:
         raise ValueError(f"not an OpenSim model: the root element is <{root.tag}>, expected <OpenSimDocument> "

@@ -44,6 +44,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from jaxbio._files import InputFileError, read_bytes
+from jaxbio._validate import echo
 from jaxbio.simulation import hermite
 from jaxbio.sprint.data import (MAX_SPEED, SprintDataError, SprintDataWarning, _SEPARATORS, _cell, _decode,
                                 _reaction_time_and_wind, header_label)
@@ -154,7 +155,7 @@ def read_trace(path, name: str | None = None, text: str | bytes | None = None) -
             if colon:
                 key = key.strip().lower()
                 if key in header:
-                    raise SprintDataError(path, lineno, f"header key {key!r} given twice (lines {header_lines[key]} "
+                    raise SprintDataError(path, lineno, f"header key {echo(key)} given twice (lines {header_lines[key]} "
                                                         f"and {lineno}); keep one")
                 header[key], header_lines[key] = value.strip(), lineno
             continue
@@ -163,21 +164,21 @@ def read_trace(path, name: str | None = None, text: str | bytes | None = None) -
                 if tuple(c.strip().lower() for c in line.split(sep)) == COLUMNS:
                     break
             else:
-                raise SprintDataError(path, lineno, f"expected the column line 'time_s,speed_m_s', got {line!r}")
+                raise SprintDataError(path, lineno, f"expected the column line 'time_s,speed_m_s', got {echo(line)}")
             columns_line = lineno
             continue
         cells = [c.strip() for c in line.split(sep)]
         if len(cells) != 2:
             hint = " (decimal commas? then separate the columns by ';')" if sep == "," and len(cells) in (3, 4) else ""
-            raise SprintDataError(path, lineno, f"expected 2 values (time_s,speed_m_s), got {len(cells)}: {line!r}{hint}")
+            raise SprintDataError(path, lineno, f"expected 2 values (time_s,speed_m_s), got {len(cells)}: {echo(line)}{hint}")
         t, v = (_cell(path, lineno, c, sep != ",", line) for c in cells)
         if t < 0:
-            raise SprintDataError(path, lineno, f"negative time: {line!r}")
+            raise SprintDataError(path, lineno, f"negative time: {echo(line)}")
         if t > MAX_TIME:
             raise SprintDataError(path, lineno, f"time {t:g} s is after {MAX_TIME:g} s, longer than a sprint "
                                                 "(times in s? milliseconds must be converted)")
         if v < 0:
-            raise SprintDataError(path, lineno, f"negative speed {v:g} m/s: {line!r}")
+            raise SprintDataError(path, lineno, f"negative speed {v:g} m/s: {echo(line)}")
         if v > MAX_SPEED:
             raise SprintDataError(path, lineno, f"speed {v:g} m/s is faster than any sprinter (> {MAX_SPEED:g} m/s; "
                                                 "km/h or mph? convert to m/s)")
@@ -193,7 +194,7 @@ def read_trace(path, name: str | None = None, text: str | bytes | None = None) -
     origin_line = header_lines.get("time_origin", 0)
     origin = header.get("time_origin", "").split("(")[0].strip().lower()
     if origin not in TIME_ORIGINS:
-        got = f"got {header['time_origin']!r}" if "time_origin" in header else "missing"
+        got = f"got {echo(header['time_origin'])}" if "time_origin" in header else "missing"
         raise SprintDataError(path, origin_line, f"the header line '# time_origin: gun' or '# time_origin: movement' "
                                                  f"(times from the gun or from movement onset) is {got}")
     rt, wind, wind_known, notes = _reaction_time_and_wind(path, header, header_lines, required=origin == "gun")
