@@ -23,7 +23,8 @@ Policy (the ``jaxbio`` commands that write files, e.g. ``jaxbio sprint --json/--
   `OutputWriteError` (``OSError`` and ``ValueError``) naming the option and the path. A new file gets the usual permissions (0666 less
   the umask), a replaced one keeps its mode.
 - An existing output that is not a regular file (``/dev/null``, ``/dev/stdout``, a FIFO) is
-  written in place after the regular files were renamed (it cannot be replaced).
+  written in place after the regular files were renamed (it cannot be replaced). A FIFO that no
+  process opens for reading within `FIFO_WAIT_S` is an error, not a hang.
 """
 
 from __future__ import annotations
@@ -270,6 +271,34 @@ def _temporary(target: str) -> tuple[int, str]:
             continue
 
 
+#: how long an output FIFO may wait for a process that reads it (s), before the write fails
+FIFO_WAIT_S = 10.0
+
+
+def _open_special(out: Output) -> int:
+    """Open the special output ``out`` (``/dev/null``, a pipe, a FIFO) for writing. A FIFO that
+    no process reads would block forever: it is opened non-blocking, retried for `FIFO_WAIT_S`,
+    then refused (``OSError`` ENXIO, "no process reads it"); once open, writes block as usual."""
+    import errno
+    import time
+
+    flags = os.O_WRONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    deadline = time.monotonic() + FIFO_WAIT_S
+    while True:
+        try:
+            fd = os.open(out.target, flags)
+            break
+        except OSError as e:
+            if e.errno != errno.ENXIO:
+                raise
+            if time.monotonic() > deadline:
+                raise OSError(errno.ENXIO, f"a FIFO that no process reads (waited {FIFO_WAIT_S:g} s)") from None
+            time.sleep(0.05)
+    if hasattr(os, "set_blocking"):
+        os.set_blocking(fd, True)
+    return fd
+
+
 def write_outputs(items: Iterable[tuple[Output, Callable[[BinaryIO], None]]]) -> None:
     """Write every ``(output, writer)``: ``writer(f)`` writes the file's bytes to the binary file
     ``f``. All or nothing (see the module docstring); the writers' exceptions propagate."""
@@ -299,7 +328,7 @@ def write_outputs(items: Iterable[tuple[Output, Callable[[BinaryIO], None]]]) ->
         for out, data in staged:
             if out.special:
                 current = out
-                with open(out.target, "wb") as f:
+                with os.fdopen(_open_special(out), "wb") as f:
                     f.write(data)
     except BaseException as e:
         for out, tmp in staged:

@@ -447,3 +447,38 @@ def test_a_long_column_list_is_cut(tmp_path, capsys):
     err = _one_line_exit_2(["id", "--model", OSIM, "--motion", path], capsys, "none of the model's coordinates",
                            "(500 in all)")
     assert len(err) < 1200
+
+
+def test_an_output_fifo_without_a_reader_fails_instead_of_hanging(tmp_path, monkeypatch):
+    fifo_path = tmp_path / "out.json"
+    os.mkfifo(fifo_path)
+    monkeypatch.setattr(_files, "FIFO_WAIT_S", 0.2)
+    (out,) = _files.check_outputs([("--json", str(fifo_path))])
+    assert out.special
+    done = threading.Event()
+
+    def rescue():  # a writer that blocks (a regression) is released after 5 s, and the test fails
+        if not done.wait(5):
+            fd = os.open(fifo_path, os.O_RDONLY | os.O_NONBLOCK)
+            time.sleep(1)
+            os.close(fd)
+
+    threading.Thread(target=rescue, daemon=True).start()
+    try:
+        with pytest.raises(ValueError, match=rf"^--json {fifo_path}: cannot write the file \(a FIFO that no process "
+                                             "reads"):
+            _files.write_outputs([(out, lambda f: f.write(b"{}"))])
+    finally:
+        done.set()
+
+
+def test_an_output_fifo_with_a_reader_is_written(tmp_path):
+    fifo_path = tmp_path / "out.json"
+    os.mkfifo(fifo_path)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo_path, "rb").read()), daemon=True)
+    reader.start()
+    (out,) = _files.check_outputs([("--json", str(fifo_path))])
+    _files.write_outputs([(out, lambda f: f.write(b"{}"))])
+    reader.join(10)
+    assert got == [b"{}"]
