@@ -20,8 +20,8 @@ Policy (the ``jaxbio`` commands that write files, e.g. ``jaxbio sprint --json/--
   (flushed and fsynced), and only when all of them have been produced renames each into place
   with ``os.replace`` (atomic on POSIX and Windows). If anything fails, the temporaries are
   removed and no output is created or changed; a failed write (a full disk) is an
-  `OutputWriteError` (``OSError`` and ``ValueError``) naming the option and the path. A new file gets the usual permissions (0666 less
-  the umask), a replaced one keeps its mode.
+  `OutputWriteError` (``OSError`` and ``ValueError``) naming the option and the path. A new
+  file gets the usual permissions (0666 less the umask), a replaced one keeps its mode.
 - An existing output that is not a regular file (``/dev/null``, ``/dev/stdout``, a FIFO) is
   written in place after the regular files were renamed (it cannot be replaced). A FIFO that no
   process opens for reading within `FIFO_WAIT_S` is an error, not a hang.
@@ -85,8 +85,8 @@ def _size(n: int) -> str:
 
 def _too_large(path, size: int | None, what: str, limit: int) -> InputFileError:
     """``size`` None: more than ``limit`` bytes were read (a file that grew), its size unknown."""
-    return InputFileError(path, f"too large for {_a(what)} ({'more than ' + _size(limit) if size is None else _size(size)}"
-                                f"; the limit is {_size(limit)})")
+    given = "more than " + _size(limit) if size is None else _size(size)
+    return InputFileError(path, f"too large for {_a(what)} ({given}; the limit is {_size(limit)})")
 
 
 def check_input(path, what: str, limit: int | None = None) -> str:

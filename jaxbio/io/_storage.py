@@ -94,13 +94,13 @@ class Table:
         bad = ~np.isfinite(data)
         if bad.any():
             r, c = (int(i) for i in np.argwhere(bad)[0])
-            raise ValueError(f"data contains NaN or inf: column {echo(labels[c])}, row {r} (t = {echo(float(time[r]))} s)"
+            raise ValueError(f"data contains NaN or inf: column {echo(labels[c])}, row {r} (t = {float(time[r])!r} s)"
                              f"; {int(bad.sum())} bad value(s)")
         steps = np.diff(time)
         if np.any(~(steps > 0)):
             i = int(np.argmax(~(steps > 0)))
-            raise ValueError(f"time must be strictly increasing: row {i + 1} has {echo(float(time[i + 1]))} s after "
-                             f"{echo(float(time[i]))} s")
+            raise ValueError(f"time must be strictly increasing: row {i + 1} has {float(time[i + 1])!r} s after "
+                             f"{float(time[i])!r} s")
         header = {str(k): str(v) for k, v in dict(self.header).items()}
         object.__setattr__(self, "time", read_only(time))
         object.__setattr__(self, "data", read_only(data))

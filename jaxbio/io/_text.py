@@ -93,7 +93,7 @@ def check_times(time: np.ndarray, path, lines: list[int]) -> None:
     if bad.size:
         i = int(bad[0])
         what = "repeats" if steps[i] == 0 else "goes back"
-        raise file_error(path, f"time {what}: {echo(float(time[i + 1]))} s after {echo(float(time[i]))} s (line {lines[i]}); "
+        raise file_error(path, f"time {what}: {float(time[i + 1])!r} s after {float(time[i])!r} s (line {lines[i]}); "
                                f"times must be strictly increasing", lines[i + 1])
 
 
