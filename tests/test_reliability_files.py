@@ -75,6 +75,9 @@ class _FifoGuard:
         self.thread.join(5)
 
 
+needs_fifo = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
+
+
 @pytest.fixture
 def fifo(tmp_path):
     guards = []
@@ -121,6 +124,7 @@ KINDS = ["split", "osim", "json", "motion", "loads", "loads-data", "so-motion", 
          "setup-model", "animate"]
 
 
+@needs_fifo
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_fifo_input_is_refused_without_blocking(kind, fifo, tmp_path, capsys):
     special = fifo(f"input_{kind}.{'osim' if kind in ('osim', 'setup-model') else 'json' if kind == 'json' else 'xml' if kind in ('loads', 'setup', 'so-actuators') else 'mot'}")
@@ -155,6 +159,26 @@ def test_an_input_larger_than_the_cap_is_refused_before_reading(tmp_path, capsys
     monkeypatch.setattr(_files, "MAX_INPUT_BYTES", 200_000)
     _one_line_exit_2(["id", "--model", OSIM, "--motion", big], capsys, str(big),
                      "too large for a motion file", "300000 bytes", "the limit is 200000 bytes")
+
+
+@needs_fifo
+def test_library_readers_refuse_a_fifo(fifo):
+    """The public readers behind the CLI (and read_c3d, which hands the path to ezc3d)."""
+    from jaxbio import load_model
+    from jaxbio.io import load_osim, read_storage, read_trc
+
+    readers = [load_model, load_osim, read_storage, read_trc]
+    try:
+        from jaxbio.io import read_c3d
+        import ezc3d  # noqa: F401
+
+        readers.append(read_c3d)
+    except ImportError:
+        pass
+    for reader in readers:
+        path = fifo(f"in_{reader.__name__}.dat")
+        with pytest.raises(ValueError, match="not a regular file \\(a FIFO\\)"):
+            reader(path)
 
 
 def test_read_bytes_refuses_special_files_and_stops_at_the_limit(tmp_path):
@@ -327,6 +351,7 @@ def test_a_failed_write_names_the_option_and_leaves_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@needs_fifo
 @pytest.mark.parametrize("motion", ["empty", "fifo", "missing"])
 def test_a_failed_run_tool_leaves_no_results_directory(motion, tmp_path, fifo, capsys):
     bad = {"empty": tmp_path / "empty.mot", "fifo": None, "missing": tmp_path / "missing.mot"}[motion]
@@ -449,6 +474,7 @@ def test_a_long_column_list_is_cut(tmp_path, capsys):
     assert len(err) < 1200
 
 
+@needs_fifo
 def test_an_output_fifo_without_a_reader_fails_instead_of_hanging(tmp_path, monkeypatch):
     fifo_path = tmp_path / "out.json"
     os.mkfifo(fifo_path)
@@ -472,6 +498,7 @@ def test_an_output_fifo_without_a_reader_fails_instead_of_hanging(tmp_path, monk
         done.set()
 
 
+@needs_fifo
 def test_an_output_fifo_with_a_reader_is_written(tmp_path):
     fifo_path = tmp_path / "out.json"
     os.mkfifo(fifo_path)
