@@ -10,7 +10,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from jaxbio._files import read_bytes
+from jaxbio._files import read_bytes, text_encoding
+from jaxbio._validate import echo
 
 #: what a file's first bytes say it is, for files given under a text extension
 _MAGIC = ((b"<?xml", "an XML document (an OpenSim .osim model or setup file?)"),
@@ -29,7 +30,17 @@ def read_xml(path, kind: str):
     try:
         return ET.fromstring(raw)
     except ET.ParseError as e:
-        raise file_error(path, f"not an XML file, expected an {kind} ({e})") from None
+        raise xml_error(path, raw, f"not an XML file, expected an {kind}", e) from None
+
+
+def xml_error(path, raw: bytes, message: str, error) -> ValueError:
+    """The error for XML bytes that do not parse: the encoding when that is the reason (UTF-32,
+    or UTF-16 without a byte-order mark: the XML parser reads neither), else ``message`` and the
+    parser's line and column."""
+    encoding = text_encoding(raw)
+    if encoding:
+        return file_error(path, f"the file is {encoding} encoded; save it as UTF-8")
+    return file_error(path, f"{message} ({error})")
 
 
 def file_error(path, message: str, line: int | None = None) -> ValueError:
@@ -46,6 +57,9 @@ def read_lines(path, kind: str) -> list[str]:
     raw = read_bytes(path, kind)
     if not raw.strip():
         raise file_error(path, f"the file is empty, expected a {kind}")
+    encoding = text_encoding(raw)
+    if encoding:
+        raise file_error(path, f"the file is {encoding} encoded; save it as UTF-8 (or ASCII), not a {kind}")
     head = raw.lstrip()[:64]
     for magic, what in _MAGIC:
         if head.startswith(magic):
@@ -69,7 +83,7 @@ def parse_number(cell: str, path, line: int, column: str) -> float:
         return float(cell)
     except ValueError:
         hint = " (decimal comma? use '.')" if "," in cell else ""
-        raise file_error(path, f"column {column!r}: {cell!r} is not a number{hint}", line) from None
+        raise file_error(path, f"column {echo(column)}: {echo(cell)} is not a number{hint}", line) from None
 
 
 def check_times(time: np.ndarray, path, lines: list[int]) -> None:
@@ -95,10 +109,19 @@ def missing_error(names: Iterable[str], labels: tuple[str, ...], what: str, item
     existing label for each and the list of labels."""
     names = list(names)
     hints = []
-    for name in names:
-        close = difflib.get_close_matches(name, labels, n=1)
-        hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-    return ValueError(f"{what} has no {item} {', '.join(hints)}; {item}s: {', '.join(labels)}")
+    for name in names[:10]:
+        close = difflib.get_close_matches(name, labels, n=1) if len(name) <= 1000 else []
+        hints.append(f"{echo(name)}" + (f" (did you mean {echo(close[0])}?)" if close else ""))
+    if len(names) > 10:
+        hints.append(f"… ({len(names)} in all)")
+    return ValueError(f"{what} has no {item} {', '.join(hints)}; {item}s: {listing(labels)}")
+
+
+def listing(labels, at_most: int = 40) -> str:
+    """The labels for a message: the first ``at_most``, each cut by `jaxbio._validate.echo`'s
+    rule, then how many there are in all."""
+    shown = [label if len(label) <= 40 else echo(label, 40) for label in labels[:at_most]]
+    return ", ".join(shown) + (f", … ({len(labels)} in all)" if len(labels) > at_most else "")
 
 
 def known_names(names, labels: tuple[str, ...], what: str) -> list[str]:
@@ -117,6 +140,6 @@ def duplicate_message(names, item: str) -> str | None:
     seen: dict[str, int] = {}
     for j, name in enumerate(names):
         if name in seen:
-            return f"duplicate {item} {name!r} (positions {seen[name] + 1} and {j + 1})"
+            return f"duplicate {item} {echo(name)} (positions {seen[name] + 1} and {j + 1})"
         seen[name] = j
     return None

@@ -36,6 +36,22 @@ JOINT_TYPES = ("revolute", "prismatic", "spherical", "free", "fixed")
 #: joint types with one DOF along or about ``axis`` (the others have no axis)
 AXIAL = ("revolute", "prismatic")
 
+
+#: the most characters of one bad input value that an error message echoes (a 50 MB cell of a
+#: motion file is named by its start and its length, not printed whole)
+ECHO_CHARS = 100
+
+
+def echo(value, limit: int = ECHO_CHARS) -> str:
+    """``repr(value)`` for an error message, at most about ``limit`` characters: a longer one is
+    cut, ending in ``…`` and its length (``'1.21.21.2…' (52428800 characters)``). The one place
+    where the readers and the command line format a bad value into a message."""
+    if isinstance(value, (str, bytes)) and len(value) > limit:
+        text = repr(value[:limit])
+        return f"{text[:limit - 1]}…{text[-1]} ({len(value)} characters)"
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit - 1]}… ({len(text)} characters)"
+
 _QUAT_TOL = 1e-6
 _SYM_TOL = 1e-9
 

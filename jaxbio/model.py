@@ -9,7 +9,7 @@ import os
 from importlib import resources
 from pathlib import Path
 
-from jaxbio._files import read_bytes
+from jaxbio._files import read_bytes, text_encoding
 from jaxbio._validate import model_dtype
 from jaxbio.tree import SegmentTree
 
@@ -104,6 +104,12 @@ def _read_json(p: Path):
     raw = read_bytes(p, "model file")
     if not raw.strip():
         raise ValueError(f"{p}: empty file (expected a JSON model object)")
+    encoding = text_encoding(raw)
+    if encoding:
+        raise ValueError(f"{p}: the file is {encoding} encoded; save it as UTF-8 (model files are UTF-8 JSON)")
+    if raw.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<"):
+        raise ValueError(f"{p}: is an XML document (an OpenSim .osim model?), not a jaxbio model .json; an .osim "
+                         "model is read by jaxbio.io.load_osim (on the command line: with --motion)")
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:

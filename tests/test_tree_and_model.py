@@ -2,6 +2,7 @@
 
 import copy
 import json
+import os
 
 import equinox as eqx
 import jax
@@ -252,10 +253,14 @@ def test_paths_that_are_not_model_files(tmp_path, monkeypatch):
         jb.load_model("a\0b.json")
     path = _write(tmp_path, "locked.json", json.dumps(double_pendulum_dict()).encode())
 
-    def refuse(self):
-        raise PermissionError(13, "Permission denied", str(self))
+    real_open = os.open
 
-    monkeypatch.setattr(type(path), "read_bytes", refuse)  # chmod does not stop root
+    def refuse(file, *args, **kwargs):
+        if os.fspath(file) == str(path):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refuse)  # chmod does not stop root; jaxbio._files.read_bytes opens with os.open
     with pytest.raises(ValueError, match=rf"^{path}: permission denied"):
         jb.load_model(path)
 

@@ -7,7 +7,8 @@ shipped model's joint torques over a synthetic motion; ``jaxbio run-tool SETUP.x
 OpenSim setup file; ``jaxbio animate`` draws a motion as a stick figure (GIF/MP4).
 
 Exit codes: 0 ok; 2 bad input (one line on stderr: ``jaxbio: error: <path>: <problem>`` for a
-model file, ``jaxbio id: error: argument --frames: …`` for an option); 141 when the reader of
+model file, ``jaxbio id: error: argument --frames: …`` for an option; also for an input that is not
+a regular file or too large, and an output that cannot be written, see `jaxbio._files`); 141 when the reader of
 stdout goes away (``jaxbio id | head -1``: nothing more is printed, no traceback; 128 + SIGPIPE, as
 a shell reports for tools stopped by the closed pipe); 130 on Ctrl-C; 1 for what a subcommand
 documents (``jaxbio sprint``: a fit did not converge). Anything else is a bug and stays a
@@ -20,7 +21,7 @@ import argparse
 import os
 import sys
 
-from jaxbio.cli._common import _InputError, _Parser
+from jaxbio.cli._common import _InputError, _Parser, one_line
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -90,8 +91,10 @@ def _run(argv: list[str] | None) -> int:
         return args.func(args)
     try:
         return args.func(args)
-    except (_InputError, ValueError) as e:  # bad input of the model and motion commands: one line
-        print(f"jaxbio: error: {e}", file=sys.stderr)
+    except BrokenPipeError:
+        raise  # stdout closed: `main` exits 141
+    except (_InputError, ValueError, OSError) as e:  # bad input or an unusable file: one line
+        print(one_line(f"jaxbio: error: {e}"), file=sys.stderr)
         return 2
 
 

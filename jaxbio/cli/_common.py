@@ -13,23 +13,38 @@ import sys
 import numpy as np
 
 
+MAX_MESSAGE = 1000  # the longest error line printed, in characters
+
+
+def one_line(message) -> str:
+    """An error message as one line of at most `MAX_MESSAGE` characters: line breaks become
+    spaces, and a longer message keeps its start and its end (where the reason usually is). The
+    values inside are already cut by `jaxbio._validate.echo`; this is the last guard."""
+    text = str(message).replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
+    if len(text) > MAX_MESSAGE:
+        text = f"{text[:MAX_MESSAGE * 2 // 3]} … {text[-(MAX_MESSAGE // 3 - 3):]}"
+    return text
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors (``jaxbio id: error: …`` on stderr, exit 2; no usage block)."""
 
     def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+        self.exit(2, one_line(f"{self.prog}: error: {message} (see '{self.prog} --help')") + "\n")
 
 
 def _number(kind: str, check, what: str):
     """An argparse ``type``: ``kind`` (``int``/``float``) that passes ``check``, else the error
     "must be ``what``, got …"."""
+    from jaxbio._validate import echo
+
     def parse(text: str):
         try:
             value = int(text) if kind == "int" else float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"must be {what}, got {echo(text)}") from None
         if not check(value):
-            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
+            raise argparse.ArgumentTypeError(f"must be {what}, got {echo(text)}")
         return value
     parse.__name__ = kind
     return parse
@@ -63,8 +78,10 @@ def _setup_jax():
             pass
 
 
-class _InputError(Exception):
-    """Bad user input of ``jaxbio id``: printed as one line, exit 2."""
+class _InputError(ValueError):
+    """Bad user input of ``jaxbio id``: printed as one line, exit 2 (a ``ValueError``, so that it
+    is caught as one also where a module of the command line runs as ``__main__`` and the class
+    exists twice)."""
 
 
 def _progress(total, disable):

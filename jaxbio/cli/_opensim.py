@@ -17,11 +17,13 @@ model forces; else every force but the actuators). Bad input: one line on stderr
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 from pathlib import Path
 
-from jaxbio._text import read_xml
+from jaxbio._text import listing, read_xml
+from jaxbio._validate import echo
 from jaxbio.cli._common import _InputError, _number, _setup_jax
 
 
@@ -147,6 +149,9 @@ def cmd_static_optimization(args) -> int:
 
 def cmd_inverse_dynamics(args) -> int:
     if args.motion is None:
+        if args.model and Path(args.model).suffix.lower() == ".osim":
+            raise ValueError(f"--model {args.model}: an OpenSim .osim model needs --motion (its coordinates, .mot/.sto); "
+                             "without --motion, --model is a shipped model name or a jaxbio model .json")
         if (args.external_loads or args.output or args.lowpass is not None or args.start is not None
                 or args.end is not None or args.forces_to_exclude is not None):
             raise ValueError("--external-loads, --forces-to-exclude, --output, --lowpass, --start and --end need "
@@ -186,17 +191,21 @@ def cmd_run_tool(args) -> int:
         try:
             return float(text)
         except (TypeError, ValueError):
-            raise ValueError(f"{setup}: <{tag}> must be a number, got {text!r}") from None
+            raise ValueError(f"{setup}: <{tag}> must be a number, got {echo(text)}") from None
 
     cutoff = _setup_text(tool, "lowpass_cutoff_frequency_for_coordinates")
-    lowpass = None if cutoff is None or number(cutoff, "lowpass_cutoff_frequency_for_coordinates") < 0 \
-        else number(cutoff, "lowpass_cutoff_frequency_for_coordinates")
+    lowpass = None if cutoff is None else number(cutoff, "lowpass_cutoff_frequency_for_coordinates")
+    if lowpass is not None and lowpass < 0:  # OpenSim's -1: no filtering
+        lowpass = None
+    if lowpass is not None and not 0 < lowpass < math.inf:  # OpenSim would filter everything to 0 (or NaN)
+        raise ValueError(f"{setup}: <lowpass_cutoff_frequency_for_coordinates> must be a finite cutoff > 0 Hz, or "
+                         f"negative (-1) for no filtering, got {echo(cutoff)}")
     results = Path(path("results_directory", required=False) or here)
     name = tool.get("name", "")
     if tool.tag == "InverseDynamicsTool":
         span = (_setup_text(tool, "time_range") or "-inf inf").split()
         if len(span) != 2:
-            raise ValueError(f"{setup}: <time_range> must hold two times, got {' '.join(span)!r}")
+            raise ValueError(f"{setup}: <time_range> must hold two times, got {echo(' '.join(span))}")
         start, end = (number(s, "time_range") for s in span)
         output = _setup_text(tool, "output_gen_force_file") or f"{name}_InverseDynamics"
         output = Path(output).name  # OpenSim writes into the results directory, whatever the path says
@@ -210,13 +219,13 @@ def cmd_run_tool(args) -> int:
             return _run_analyze_static_optimization(setup, tool, analyses[0], path, number, lowpass, results, name,
                                                     args.no_progress)
         if kinds != ["InverseDynamics"]:
-            raise ValueError(f"{setup}: AnalyzeTool {name!r}: jaxbio runs one InverseDynamics or one StaticOptimization "
+            raise ValueError(f"{setup}: AnalyzeTool {echo(name)}: jaxbio runs one InverseDynamics or one StaticOptimization "
                              f"analysis (found {kinds or 'none'})")
         if (_setup_text(analyses[0], "use_model_force_set") or "true").lower() == "true":
             raise ValueError(f"{setup}: InverseDynamics analysis with <use_model_force_set> true (the model's actuators "
                              "as unknowns) is not run by jaxbio; set it false for joint moments")
         if (_setup_text(tool, "force_set_files") or "").split():
-            raise ValueError(f"{setup}: AnalyzeTool {name!r}: <force_set_files> are not read by jaxbio")
+            raise ValueError(f"{setup}: AnalyzeTool {echo(name)}: <force_set_files> are not read by jaxbio")
         # <replace_force_set> (default true) empties the model's ForceSet (AbstractTool::updateModelForces);
         # else the analysis drops the muscles and holds every other actuator at zero: other forces act
         replace = (_setup_text(tool, "replace_force_set") or "true").lower() == "true"
@@ -229,10 +238,42 @@ def cmd_run_tool(args) -> int:
         raise ValueError(f"{setup}: <{tool.tag}> is not a tool jaxbio runs (InverseDynamicsTool, AnalyzeTool)")
     if not output.endswith(".sto"):
         output += ".sto"
-    results.mkdir(parents=True, exist_ok=True)
-    return run_inverse_dynamics(path("model_file"), path("coordinates_file"), external_loads=external,
-                                forces_to_exclude=exclude, lowpass=lowpass, start=start, end=end,
-                                output=str(results / output), no_progress=args.no_progress)
+    with _results_directory(setup, results):
+        return run_inverse_dynamics(path("model_file"), path("coordinates_file"), external_loads=external,
+                                    forces_to_exclude=exclude, lowpass=lowpass, start=start, end=end,
+                                    output=str(results / output), no_progress=args.no_progress)
+
+
+@contextlib.contextmanager
+def _results_directory(setup, results: Path):
+    """Make ``results`` (OpenSim's ``<results_directory>``, with missing parents) for the run in
+    the ``with`` block; if the run fails, the directories made here are removed again (when still
+    empty): a failed ``run-tool`` leaves nothing behind. ``ValueError`` naming the setup file when
+    the directory cannot be made."""
+    made = []
+    for d in (results, *results.parents):
+        if d.exists() or d.is_symlink():
+            break
+        made.append(d)
+    try:
+        results.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        _remove_empty(made)
+        raise ValueError(f"{setup}: <results_directory> {results}: cannot make the directory "
+                         f"({e.strerror or e})") from None
+    try:
+        yield
+    except BaseException:
+        _remove_empty(made)
+        raise
+
+
+def _remove_empty(directories) -> None:
+    for d in directories:  # deepest first
+        try:
+            d.rmdir()
+        except OSError:  # not empty (or gone): left as it is
+            break
 
 
 def _run_analyze_static_optimization(setup, tool, analysis, path, number, lowpass, results, name, no_progress) -> int:
@@ -240,7 +281,7 @@ def _run_analyze_static_optimization(setup, tool, analysis, path, number, lowpas
     def flag(el, tag, default):
         text = (_setup_text(el, tag) or default).lower()
         if text not in ("true", "false"):
-            raise ValueError(f"{setup}: <{tag}> must be true or false, got {text!r}")
+            raise ValueError(f"{setup}: <{tag}> must be true or false, got {echo(text)}")
         return text == "true"
 
     if not flag(analysis, "use_model_force_set", "true"):
@@ -259,14 +300,14 @@ def _run_analyze_static_optimization(setup, tool, analysis, path, number, lowpas
     end = min(number(_setup_text(tool, "final_time") or "inf", "final_time"),
               number(_setup_text(analysis, "end_time") or "inf", "end_time"))
     exponent = number(_setup_text(analysis, "activation_exponent") or "2", "activation_exponent")
-    results.mkdir(parents=True, exist_ok=True)
+    physiology = flag(analysis, "use_muscle_physiology", "true")
     stem = f"{name}_StaticOptimization"
-    return run_static_optimization(
-        path("model_file"), path("coordinates_file"), external_loads=path("external_loads_file", required=False),
-        actuators=files, lowpass=lowpass, start=start, end=end, activation_exponent=exponent,
-        use_muscle_physiology=flag(analysis, "use_muscle_physiology", "true"),
-        output_forces=str(results / f"{stem}_force.sto"), output_activations=str(results / f"{stem}_activation.sto"),
-        no_progress=no_progress)
+    with _results_directory(setup, results):
+        return run_static_optimization(
+            path("model_file"), path("coordinates_file"), external_loads=path("external_loads_file", required=False),
+            actuators=files, lowpass=lowpass, start=start, end=end, activation_exponent=exponent,
+            use_muscle_physiology=physiology, output_forces=str(results / f"{stem}_force.sto"),
+            output_activations=str(results / f"{stem}_activation.sto"), no_progress=no_progress)
 
 
 def cmd_animate(args) -> int:
@@ -289,7 +330,8 @@ def cmd_animate(args) -> int:
     names = m.coordinate_names
     present = [n for n in names if n in table.labels]
     if not present:
-        raise ValueError(f"{args.motion}: none of the model's coordinates {list(names)[:8]}… is a column")
+        raise ValueError(f"{args.motion}: none of the model's coordinates {list(names)[:8]}… is a column "
+                         f"(columns: {listing(table.labels, 12)})")
     rotational = [n for n in present if m.motion_types[names.index(n)] == "rotational"]
     p = process_coordinates(table.select(present), rotational=rotational)  # degrees -> radians, as read
     c = np.tile(np.asarray(m.defaults, float), (p.time.size, 1))
@@ -340,7 +382,9 @@ def add_parsers(sub, id_options) -> None:
                    help="model forces left out, as OpenSim's forces_to_exclude: force or ForceSet group names, or "
                    "all, actuators, muscles (default: muscles; give the option alone to exclude nothing)")
     p.add_argument("--lowpass", type=_positive(), default=None, help="low-pass cutoff for the coordinates, Hz "
-                   "(OpenSim's lowpass_cutoff_frequency_for_coordinates; default none)")
+                   "(OpenSim's lowpass_cutoff_frequency_for_coordinates; default none); > 0 and at most 0.9 × the "
+                   "Nyquist frequency 1/(2 Δt) of the samples (nearer, the filter rings); a cutoff below about 2 / the "
+                   "motion's duration mostly replaces the motion by the filter's start-up (typical: 6 Hz)")
     p.add_argument("--start", type=_time(), default=None, help="first time, s (default the motion's)")
     p.add_argument("--end", type=_time(), default=None, help="last time, s (default the motion's)")
     p.add_argument("--output", default=None, help="write OpenSim's .sto here (default: print the table)")
@@ -356,7 +400,8 @@ def add_parsers(sub, id_options) -> None:
     so.add_argument("--actuators", nargs="+", default=None, metavar="XML",
                     help="OpenSim force set files of reserve actuators (CoordinateActuators), appended to the model's")
     so.add_argument("--lowpass", type=_positive(), default=None, help="low-pass cutoff for the coordinates, Hz "
-                    "(default none)")
+                    "(default none); > 0 and at most 0.9 × the Nyquist frequency 1/(2 Δt) of the samples; a cutoff below about "
+                    "2 / the motion's duration mostly replaces the motion by the filter's start-up (typical: 6 Hz)")
     so.add_argument("--start", type=_time(), default=None, help="first time, s (default the motion's)")
     so.add_argument("--end", type=_time(), default=None, help="last time, s (default the motion's)")
     so.add_argument("--activation-exponent", type=_exponent(), default=2.0,

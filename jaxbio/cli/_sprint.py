@@ -86,7 +86,9 @@ def run(args) -> int:
     except BrokenPipeError:
         raise  # stdout closed (``| head``): the ``jaxbio`` entry point handles it, not as bad input
     except (SprintDataError, ValueError, OSError) as e:
-        print(f"jaxbio sprint: error: {e}", file=sys.stderr)
+        from jaxbio.cli._common import one_line
+
+        print(one_line(f"jaxbio sprint: error: {e}"), file=sys.stderr)
         return 2
 
 

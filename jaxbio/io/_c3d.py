@@ -12,8 +12,12 @@ from types import MappingProxyType
 
 import numpy as np
 
+from jaxbio._files import read_bytes
 from jaxbio.io._markers import PER_METRE, Markers
 from jaxbio._text import duplicate_message, file_error, missing_error, read_only
+
+#: the largest C3D file read (bytes): 2 GiB (long captures with many analog channels are large)
+MAX_C3D_BYTES = 2 * 2**30
 
 _INSTALL = 'read_c3d needs the ezc3d package: pip install ezc3d (or pip install "jaxbio[c3d]")'
 
@@ -109,10 +113,9 @@ def read_c3d(path) -> C3DData:
     except ImportError:
         raise ImportError(_INSTALL) from None
     path = os.fspath(path)
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):
         raise ValueError(f"{path}: no such file")
-    with open(path, "rb") as f:
-        head = f.read(2)
+    head = read_bytes(path, "C3D file", MAX_C3D_BYTES, first=2)  # a regular file (ezc3d then opens it)
     if len(head) < 2 or head[1:2] != b"P":
         raise file_error(path, "is not a C3D file (its second byte is not the C3D key 0x50)")
     try:

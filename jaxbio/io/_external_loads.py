@@ -27,6 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from jaxbio._validate import echo
 from jaxbio._text import read_xml
 
 __all__ = ["ExternalForce", "ExternalLoads", "read_external_loads"]
@@ -85,23 +86,23 @@ def read_external_loads(path: str | os.PathLike) -> ExternalLoads:
             continue
         body = _text(ef, "applied_to_body")
         if body is None:
-            raise ValueError(f"{p}: ExternalForce {name!r} has no applied_to_body")
+            raise ValueError(f"{p}: ExternalForce {echo(name)} has no applied_to_body")
         f = ExternalForce(name, body, _text(ef, "force_expressed_in_body") or "ground",
                           _text(ef, "point_expressed_in_body") or "ground", _text(ef, "force_identifier"),
                           _text(ef, "point_identifier"), _text(ef, "torque_identifier"))
         if f.force_identifier is None and f.torque_identifier is None:
-            raise ValueError(f"{p}: ExternalForce {name!r} identifies neither a force nor a torque")
+            raise ValueError(f"{p}: ExternalForce {echo(name)} identifies neither a force nor a torque")
         if f.force_identifier is None and f.point_identifier is not None:
-            raise ValueError(f"{p}: ExternalForce {name!r} gives a point but no force")
+            raise ValueError(f"{p}: ExternalForce {echo(name)} gives a point but no force")
         forces.append(f)
     datafile = _text(loads, "datafile")
     if datafile is None:
         raise ValueError(f"{p}: <datafile> is empty: the external loads name no data file")
     data = Path(datafile)
-    if not data.is_file():
+    if not data.exists():  # a FIFO or a device exists: its reader refuses it as "not a regular file"
         data = p.parent / datafile
-    if not data.is_file():
-        raise ValueError(f"{p}: data file {datafile!r} not found (as given, or beside the .xml)")
+    if not data.exists():
+        raise ValueError(f"{p}: data file {echo(datafile)} not found (as given, or beside the .xml)")
     return ExternalLoads(p, tuple(forces), data)
 
 
@@ -110,7 +111,7 @@ def identifier_columns(labels, identifier: str, *, where: str) -> np.ndarray:
     ``Storage::getColumnIndicesForIdentifier``); ``ValueError`` naming ``where`` otherwise."""
     found = [i for i, label in enumerate(labels) if label.startswith(identifier)]
     if len(found) != 3:
-        raise ValueError(f"{where}: identifier {identifier!r} must match exactly 3 data columns (labels starting "
+        raise ValueError(f"{where}: identifier {echo(identifier)} must match exactly 3 data columns (labels starting "
                          f"with it), found {len(found)}: {[labels[i] for i in found]}")
     return np.asarray(found)
 

@@ -24,6 +24,7 @@ from types import MappingProxyType
 
 import numpy as np
 
+from jaxbio._validate import echo
 from jaxbio._text import check_times, duplicate_message, file_error, missing_error, parse_number, read_lines, read_only
 
 _KIND = "marker file (.trc)"
@@ -70,10 +71,10 @@ class Markers:
         partial = np.isnan(positions).any(-1) & ~np.isnan(positions).all(-1)
         if partial.any():
             f, k = (int(i) for i in np.argwhere(partial)[0])
-            raise ValueError(f"marker {names[k]!r} at frame {f} has some coordinates NaN and others not")
+            raise ValueError(f"marker {echo(names[k])} at frame {f} has some coordinates NaN and others not")
         rate = float(self.rate)
         if not (math.isfinite(rate) and rate > 0):
-            raise ValueError(f"rate must be a positive number of Hz, got {self.rate!r}")
+            raise ValueError(f"rate must be a positive number of Hz, got {echo(self.rate)}")
         object.__setattr__(self, "time", read_only(time))
         object.__setattr__(self, "positions", read_only(positions))
         object.__setattr__(self, "names", names)
@@ -131,19 +132,19 @@ def read_trc(path) -> Markers:
     header.update(zip(keys, values))
     for key in ("DataRate", "NumFrames", "NumMarkers", "Units"):
         if key not in header:
-            raise file_error(path, f"the header has no {key!r} (keys on line 2: {', '.join(keys)})", 2)
+            raise file_error(path, f"the header has no {echo(key)} (keys on line 2: {', '.join(keys)})", 2)
     rate = parse_number(header["DataRate"], path, 3, "DataRate")
     if not (math.isfinite(rate) and rate > 0):
-        raise file_error(path, f"DataRate must be a positive number of Hz, got {header['DataRate']!r}", 3)
+        raise file_error(path, f"DataRate must be a positive number of Hz, got {echo(header['DataRate'])}", 3)
     counts = {}
     for key in ("NumFrames", "NumMarkers"):
         try:
             counts[key] = int(header[key])
         except ValueError:
-            raise file_error(path, f"{key} must be a whole number, got {header[key]!r}", 3) from None
+            raise file_error(path, f"{key} must be a whole number, got {echo(header[key])}", 3) from None
     unit = header["Units"]
     if unit not in PER_METRE:
-        raise file_error(path, f"Units must be one of {', '.join(PER_METRE)}, got {unit!r}", 3)
+        raise file_error(path, f"Units must be one of {', '.join(PER_METRE)}, got {echo(unit)}", 3)
     labels = [c for c in _cells(lines[3]) if c]
     if labels[:2] != ["Frame#", "Time"]:
         raise file_error(path, f"line 4 must start with 'Frame#' and 'Time', got {labels[:2]}", 4)
@@ -177,11 +178,11 @@ def read_trc(path) -> Markers:
                 continue  # missing marker, as OpenSim: NaN
             xyz_k = [parse_number(c, path, i + 1, f"{names[k]} {'XYZ'[a]}") for a, c in enumerate(triple)]
             if any(math.isinf(v) for v in xyz_k):
-                raise file_error(path, f"marker {names[k]!r}: infinite coordinate", i + 1)
+                raise file_error(path, f"marker {echo(names[k])}: infinite coordinate", i + 1)
             if not any(math.isnan(v) for v in xyz_k):
                 row[k] = xyz_k
         if not math.isfinite(t):
-            raise file_error(path, f"Time is {cells[1]!r}, not a finite number", i + 1)
+            raise file_error(path, f"Time is {echo(cells[1])}, not a finite number", i + 1)
         times.append(t)
         rows.append(row / per_metre)
         line_numbers.append(i + 1)

@@ -44,6 +44,29 @@ _DEGREE = 1.745329251994329576923690768488612713442871888541725456097191440e-2
 _MACHINE_EPS = 2.220446049250313e-16  # SimTK::Eps
 _MAX_RESAMPLE_SIZE = 100000  # Storage::MAX_RESAMPLE_SIZE
 
+#: the highest cutoff accepted, as a fraction of the Nyquist frequency ``1/(2 Δt)``. Closer to
+#: Nyquist the 3rd-order Butterworth's poles approach z = -1 (radius 0.85 here, 0.95 at 0.967,
+#: 0.99 at 0.995): OpenSim's start-up rule makes them ring at Nyquist, the "filtered" signal
+#: moves away from the raw one (arm26: 0.25° at 0.9, 2° at 0.999) and the splines' accelerations
+#: grow 10-1000 times (thousands of N·m). OpenSim silently lowers a cutoff at or above Nyquist to
+#: 0.98 × Nyquist; jaxbio refuses every cutoff above this fraction.
+MAX_CUTOFF_FRACTION = 0.9
+
+
+def check_cutoff(cutoff_hz, dt: float, name: str = "cutoff_hz") -> float:
+    """``cutoff_hz`` as a float when ``0 < cutoff_hz ≤ MAX_CUTOFF_FRACTION / (2 dt)``; else
+    ``ValueError`` naming ``name``, the Nyquist frequency and the largest cutoff accepted (a cutoff
+    at or just below Nyquist makes the filter ring, see `MAX_CUTOFF_FRACTION`)."""
+    fc = static_number(cutoff_hz, name, positive=True)
+    nyquist = 0.5 / dt
+    if not fc <= MAX_CUTOFF_FRACTION * nyquist:
+        where = "at or above" if fc >= nyquist else "too close to"
+        raise ValueError(f"{name} = {fc:g} Hz is {where} the Nyquist frequency of the samples, {nyquist:g} Hz "
+                         f"(Δt = {dt:g} s): it must be at most {MAX_CUTOFF_FRACTION:g} × Nyquist = "
+                         f"{MAX_CUTOFF_FRACTION * nyquist:g} Hz (nearer, the Butterworth filter rings and the "
+                         "accelerations are meaningless)")
+    return fc
+
 
 def _reflect(values: np.ndarray, pad: int) -> np.ndarray:
     """``Signal::Pad(pad, x)`` along axis 0 (rows), for ``0 < pad < len(x)``: ``2·x[0] - x[pad…1]``
@@ -114,16 +137,18 @@ def lowpass_iir(signal, dt: float, cutoff_hz: float) -> np.ndarray:
     columns, with OpenSim's operations in OpenSim's order.
 
     - ``signal``: ``(n,)`` or ``(n, k)`` samples (columns filtered independently), ``n >= 4``.
-    - ``dt``: sample interval in s (> 0). ``cutoff_hz``: cutoff in Hz, ``0 < cutoff_hz < 1/(2 dt)``
-      (OpenSim silently lowers a cutoff at or above Nyquist to 0.49/dt; here it is an error).
+    - ``dt``: sample interval in s (> 0). ``cutoff_hz``: cutoff in Hz, ``0 < cutoff_hz ≤ 0.9/(2 dt)``
+      (`MAX_CUTOFF_FRACTION` of the Nyquist frequency: nearer, the filter rings; OpenSim silently
+      lowers a cutoff at or above Nyquist to 0.49/dt; here any cutoff above the bound is an error).
+      A cutoff below about ``2 / (n dt)`` is legal but mostly returns the start-up: the output
+      then extrapolates the first three samples (arm26, 1 s: 0.1 Hz leaves 2.4 rad of a 1.6 rad
+      swing), so pick it well above the signal's duration's inverse.
 
     Returns the filtered samples, same shape, float64.
     """
     x = np.asarray(signal, dtype=np.float64)
     dt = static_number(dt, "dt", positive=True)
-    fc = static_number(cutoff_hz, "cutoff_hz", positive=True)
-    if fc >= 0.5 / dt:
-        raise ValueError(f"cutoff_hz = {fc:g} Hz must be below the Nyquist frequency 1/(2 dt) = {0.5 / dt:g} Hz")
+    fc = check_cutoff(cutoff_hz, dt)
     if x.ndim not in (1, 2) or x.shape[0] < 4:
         raise ValueError(f"signal must be (n,) or (n, k) with n >= 4 samples, got shape {x.shape}")
     if not np.all(np.isfinite(x)):
@@ -209,7 +234,8 @@ def process_coordinates(table: Table, *, lowpass_hz: float | None = None, start:
       Required for a table in degrees (the file cannot say which columns are angles).
 
     Returns `ProcessedCoordinates` (``time``, ``labels``, ``q``, ``qd``, ``qdd``, ``spline``,
-    ``filtered``). ``ValueError`` for a bad cutoff (≤ 0 or at/above Nyquist), a time range
+    ``filtered``). ``ValueError`` for a bad cutoff (≤ 0, or above 0.9 × the Nyquist frequency of
+    the padded, resampled samples: `check_cutoff`), a time range
     that misses the samples (OpenSim would solve at one end sample), too few samples, a table
     in degrees without ``rotational``, or unknown rotational names.
     """
@@ -232,9 +258,7 @@ def process_coordinates(table: Table, *, lowpass_hz: float | None = None, start:
         average = (time[-1] - time[0]) / (time.shape[0] - 1)
         if average - dt > _MACHINE_EPS:
             time, data, dt = _resample(time, data, dt)
-        if fc >= 0.5 / dt:
-            raise ValueError(f"lowpass_hz = {fc:g} Hz must be below the Nyquist frequency of the samples, "
-                             f"{0.5 / dt:g} Hz (Δt = {dt:g} s)")
+        fc = check_cutoff(fc, dt, "lowpass_hz")
         data = lowpass_iir(data, dt, fc)
     if table.in_degrees:
         data[:, rot] = data[:, rot] * _DEGREE  # Storage::multiplyColumn: x *= factor

@@ -30,6 +30,7 @@ from types import MappingProxyType
 
 import numpy as np
 
+from jaxbio._validate import echo
 from jaxbio._text import (check_times, duplicate_message, file_error, known_names, missing_error, parse_number,
                              read_lines, read_only)
 
@@ -77,7 +78,7 @@ class Table:
         labels = tuple(self.labels)
         for i, label in enumerate(labels):
             if not isinstance(label, str) or not label.strip():
-                raise ValueError(f"labels[{i}] must be a non-empty string, got {label!r}")
+                raise ValueError(f"labels[{i}] must be a non-empty string, got {echo(label)}")
         if (message := duplicate_message(labels, "column label")) is not None:
             raise ValueError(f"{message} (after time)")
         for arr, name in ((time, "time"), (data, "data")):
@@ -93,7 +94,7 @@ class Table:
         bad = ~np.isfinite(data)
         if bad.any():
             r, c = (int(i) for i in np.argwhere(bad)[0])
-            raise ValueError(f"data contains NaN or inf: column {labels[c]!r}, row {r} (t = {float(time[r])!r} s)"
+            raise ValueError(f"data contains NaN or inf: column {echo(labels[c])}, row {r} (t = {float(time[r])!r} s)"
                              f"; {int(bad.sum())} bad value(s)")
         steps = np.diff(time)
         if np.any(~(steps > 0)):
@@ -114,11 +115,11 @@ class Table:
         try:
             return self.data[:, self.labels.index(name)]
         except ValueError:
-            raise missing_error([name], self.labels, f"table {self.name!r}") from None
+            raise missing_error([name], self.labels, f"table {echo(self.name)}") from None
 
     def select(self, names: Iterable[str]) -> "Table":
         """A `Table` of the columns ``names`` in that order (same time, flags and header)."""
-        names = known_names(names, self.labels, f"table {self.name!r}")
+        names = known_names(names, self.labels, f"table {echo(self.name)}")
         idx = [self.labels.index(n) for n in names]
         return dataclasses.replace(self, labels=tuple(names), data=self.data[:, idx])
 
@@ -156,7 +157,7 @@ def _parse_header(lines: list[str], path):
             try:
                 value = int(rest)
             except ValueError:
-                raise file_error(path, f"{key} must be a whole number, got {rest!r}", i + 1) from None
+                raise file_error(path, f"{key} must be a whole number, got {echo(rest)}", i + 1) from None
             if value < 0:
                 raise file_error(path, f"{key} must be >= 0, got {value}", i + 1)
             if key in _ROWS:
@@ -168,11 +169,11 @@ def _parse_header(lines: list[str], path):
             try:
                 version = int(rest)
             except ValueError:
-                raise file_error(path, f"version must be a whole number, got {rest!r}", i + 1) from None
+                raise file_error(path, f"version must be a whole number, got {echo(rest)}", i + 1) from None
         elif key == "inDegrees":
             header[key] = rest
             if rest.lower() not in ("yes", "y", "no", "n"):
-                raise file_error(path, f"inDegrees must be yes or no, got {rest!r}", i + 1)
+                raise file_error(path, f"inDegrees must be yes or no, got {echo(rest)}", i + 1)
             in_degrees = rest.lower() in ("yes", "y")
         elif key == "DataType":
             header[key] = rest
@@ -222,7 +223,7 @@ def read_storage(path, *, in_degrees: bool | None = None) -> Table:
     label_line = i + 1
     labels = lines[i].split()
     if labels[0] != "time":
-        raise file_error(path, f"the first column must be 'time', got {labels[0]!r}", label_line)
+        raise file_error(path, f"the first column must be 'time', got {echo(labels[0])}", label_line)
     if (message := duplicate_message(labels, "column label")) is not None:
         raise file_error(path, message, label_line)
     if columns is not None and columns != len(labels):
@@ -240,7 +241,7 @@ def read_storage(path, *, in_degrees: bool | None = None) -> Table:
         row = [parse_number(c, path, j + 1, labels[m]) for m, c in enumerate(cells)]
         for m, v in enumerate(row):
             if not np.isfinite(v):
-                raise file_error(path, f"column {labels[m]!r}: {cells[m]!r} is not a finite number "
+                raise file_error(path, f"column {echo(labels[m])}: {echo(cells[m])} is not a finite number "
                                        f"(data row {len(values)})", j + 1)
         values.append(row)
         line_numbers.append(j + 1)
@@ -297,15 +298,15 @@ def format_sto(table: Table, *, precision: int | None = None) -> str:
         raise ValueError(f"table must be a jaxbio.io.Table, got {type(table).__name__}")
     if precision is not None and (isinstance(precision, bool) or not isinstance(precision, int)
                                   or not 0 <= precision <= 40):
-        raise ValueError(f"precision must be None or an int from 0 to 40, got {precision!r}")
+        raise ValueError(f"precision must be None or an int from 0 to 40, got {echo(precision)}")
     for label in table.labels:
         if any(ch.isspace() for ch in label):
-            raise ValueError(f"label {label!r} contains whitespace; OpenSim splits labels at spaces and tabs")
+            raise ValueError(f"label {echo(label)} contains whitespace; OpenSim splits labels at spaces and tabs")
     if "time" in table.labels:
         raise ValueError("a data column is labelled 'time'; the time column is written from table.time")
     name = table.name or "jaxbio"
     if "\n" in name or "\r" in name:
-        raise ValueError(f"name must be one line, got {name!r}")
+        raise ValueError(f"name must be one line, got {echo(name)}")
     description = [line for line in table.description.replace("\r", "\n").split("\n") if line.strip()]
     if any(line.strip().split("=")[0].split()[0] == "endheader" for line in description):
         raise ValueError("description contains an 'endheader' line, which would end the header early")

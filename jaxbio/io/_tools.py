@@ -51,6 +51,7 @@ from jaxbio.io._external_loads import ExternalLoads, external_load_data, read_ex
 from jaxbio.io._gcvspl import GCVSpline
 from jaxbio.io._processing import process_coordinates
 from jaxbio.io._storage import Table, read_storage
+from jaxbio._text import listing
 
 __all__ = ["InverseDynamicsInputs", "coordinates_table", "generalized_forces", "inverse_dynamics_tool",
            "load_any_model", "prepare_inverse_dynamics"]
@@ -211,7 +212,7 @@ def _prepare(m, motion, external_loads, lowpass_hz, start, end, say, speed_splin
     present = [n for n in names if n in table.labels]
     if not present:
         raise ValueError(f"{motion if not isinstance(motion, Table) else table.name or 'motion'}: none of the model's coordinates {list(names)} is a column "
-                         f"(columns: {list(table.labels)[:12]}{' …' if len(table.labels) > 12 else ''})")
+                         f"(columns: {listing(table.labels, 12)})")
     rotational = [n for n in present if m.motion_types[names.index(n)] == "rotational"]
     say("processing the coordinates")
     p = process_coordinates(table.select(present), lowpass_hz=lowpass_hz, start=start, end=end,

@@ -123,6 +123,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import quaternion as quat
+from jaxbio._files import read_bytes, text_encoding
 from jaxbio._validate import as_shape, model_dtype, to_device
 from jaxbio.coordinates import CoordinateMap, Piecewise
 from jaxbio.io import _osim_functions as fn
@@ -550,11 +551,14 @@ def _force_set_file(path) -> ET.Element:
     return fs
 
 
-def _parse(path: Path, dtype, force_sets: Sequence[ET.Element] = (), replace_force_set: bool = False) -> OsimModel:
+def _parse(path: Path, raw: bytes, dtype, force_sets: Sequence[ET.Element] = (),
+           replace_force_set: bool = False) -> OsimModel:
     try:
-        root = ET.parse(path).getroot()
+        root = ET.fromstring(raw)
     except ET.ParseError as e:
-        raise ValueError(f"not an XML file ({e})") from None
+        encoding = text_encoding(raw)
+        raise ValueError(f"the file is {encoding} encoded; save it as UTF-8" if encoding
+                         else f"not an XML file ({e})") from None
     model_elem = root.find("Model") if root.tag == "OpenSimDocument" else (root if root.tag == "Model" else None)
     if model_elem is None:
         raise ValueError(f"not an OpenSim model: the root element is <{root.tag}>, expected <OpenSimDocument> "
@@ -737,12 +741,13 @@ def load_osim(path: str | os.PathLike, *, dtype=None, force_set_files: Sequence[
         raise ValueError(f"load_osim: path must be a non-empty str or os.PathLike, got {path!r}")
     model_dtype(dtype)
     p = Path(path)
-    if not p.is_file():
+    if not os.path.lexists(p):
         raise ValueError(f"{p}: no such file")
+    raw = read_bytes(p, "OpenSim model file")  # a regular file of bounded size, or a named error
     if isinstance(force_set_files, (str, os.PathLike)):
         force_set_files = (force_set_files,)
     extra = [_force_set_file(f) for f in force_set_files]  # errors name their own file
     try:
-        return _parse(p, dtype, extra, bool(replace_force_set))
+        return _parse(p, raw, dtype, extra, bool(replace_force_set))
     except ValueError as e:
         raise ValueError(f"{p}: {e}") from None

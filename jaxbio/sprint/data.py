@@ -48,7 +48,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from jaxbio._validate import check_choice
+from jaxbio._files import InputFileError, read_bytes, text_encoding
+from jaxbio._validate import check_choice, echo
 
 COLUMNS = ("distance_m", "time_s")
 #: the longest race the model is for, m: 60 m (indoor), 100 m and 200 m. The model runs on a
@@ -145,7 +146,11 @@ def header_label(header: dict, name: str) -> str:
 
 def _decode(path: str, data: bytes) -> str:
     """Bytes to text: UTF-16 with a byte-order mark, else UTF-8 (BOM skipped); else refused with
-    the line of the first undecodable byte."""
+    the line of the first undecodable byte, or the encoding for UTF-32 and UTF-16 without a mark."""
+    encoding = text_encoding(data)
+    if encoding and not encoding.startswith("UTF-16") or encoding and "without" in encoding:
+        raise SprintDataError(path, 0, f"the file is {encoding} encoded; save it as UTF-8 (or UTF-16 with a "
+                                       "byte-order mark)")
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         try:
             return data.decode("utf-16")
@@ -170,14 +175,14 @@ def _header_quantity(path: str, lineno: int, key: str, value: str):
         "'0.146 s (official)'" if key == "reaction_time_s" else "'+0.9 m/s (official)'")
     m = _HEADER_NUMBER.match(main)
     if not m:
-        raise SprintDataError(path, lineno, f"{key}: cannot read {value!r}; {how}")
+        raise SprintDataError(path, lineno, f"{key}: cannot read {echo(value)}; {how}")
     rest = m["rest"].strip()
     if m["rest"][:1] in (".", ",") or m["rest"][:1].isdigit():
-        raise SprintDataError(path, lineno, f"{key}: cannot read the number in {value!r} (one decimal mark, "
+        raise SprintDataError(path, lineno, f"{key}: cannot read the number in {echo(value)} (one decimal mark, "
                                             f"no thousands separator); {how}")
     unit = rest.lower()
     if unit not in units:
-        raise SprintDataError(path, lineno, f"{key}: unknown unit or text {rest!r} after the number in {value!r}; {how}")
+        raise SprintDataError(path, lineno, f"{key}: unknown unit or text {echo(rest)} after the number in {echo(value)}; {how}")
     mul, div = units[unit]
     x = float(m["num"].replace(",", ".")) * mul / div
     return (-x if m["sign"] and m["sign"] in _MINUS else x) + 0.0  # + 0.0: no -0.0
@@ -186,16 +191,16 @@ def _header_quantity(path: str, lineno: int, key: str, value: str):
 def _cell(path: str, lineno: int, cell: str, decimal_comma: bool, line: str) -> float:
     c = cell.replace("−", "-")
     if c.lower().lstrip("+-") in _NAN_INF:
-        raise SprintDataError(path, lineno, f"NaN or infinite value: {line!r}")
+        raise SprintDataError(path, lineno, f"NaN or infinite value: {echo(line)}")
     if decimal_comma:
         if "," in c and "." in c:
-            raise SprintDataError(path, lineno, f"both a decimal comma and a point in {cell!r}: {line!r}")
+            raise SprintDataError(path, lineno, f"both a decimal comma and a point in {echo(cell)}: {echo(line)}")
         c = c.replace(",", ".")
     if not _CELL_NUMBER.match(c):
-        raise SprintDataError(path, lineno, f"not a number: {cell!r} in {line!r}")
+        raise SprintDataError(path, lineno, f"not a number: {echo(cell)} in {echo(line)}")
     x = float(c)
     if not math.isfinite(x):
-        raise SprintDataError(path, lineno, f"NaN or infinite value: {line!r}")
+        raise SprintDataError(path, lineno, f"NaN or infinite value: {echo(line)}")
     return x
 
 
@@ -206,14 +211,14 @@ def _reaction_time_and_wind(path: str, header: dict, header_lines: dict, require
     notes: list[tuple] = []  # warnings, given only if the file is accepted
     rt = None
     if "reaction_time_s" not in header and required:
-        similar = [f"{k!r} (line {header_lines[k]})" for k in header if "reaction" in k or k in ("rt", "rt_s")]
+        similar = [f"{echo(k)} (line {header_lines[k]})" for k in header if "reaction" in k or k in ("rt", "rt_s")]
         hint = f"; found {', '.join(similar)}, the key must be 'reaction_time_s'" if similar else ""
         raise SprintDataError(path, 0, f"missing the header line '# reaction_time_s: <seconds>'{hint}")
     if "reaction_time_s" in header:
         rt_line = header_lines["reaction_time_s"]
         rt = _header_quantity(path, rt_line, "reaction_time_s", header["reaction_time_s"])
         if rt is None or not 0 <= rt < 1:
-            got = f"{header['reaction_time_s']!r}" + ("" if rt is None else f" = {rt:g} s")
+            got = f"{echo(header['reaction_time_s'])}" + ("" if rt is None else f" = {rt:g} s")
             hint = " (milliseconds? write the unit: '146 ms')" if rt is not None and rt >= 1 else ""
             raise SprintDataError(path, rt_line, f"reaction_time_s must be a number in [0, 1) s, got {got}{hint}")
         lo, hi = PLAUSIBLE_REACTION
@@ -224,11 +229,11 @@ def _reaction_time_and_wind(path: str, header: dict, header_lines: dict, require
     w = _header_quantity(path, wind_line, "wind", header["wind"]) if "wind" in header else None
     if w is None:
         wind_known = False
-        given = f"wind {header['wind']!r}" if "wind" in header else "no '# wind:' line"
+        given = f"wind {echo(header['wind'])}" if "wind" in header else "no '# wind:' line"
         notes.append((path, wind_line, f"{given}: wind unknown, 0 m/s assumed"))
     else:
         if abs(w) > MAX_WIND:
-            raise SprintDataError(path, wind_line, f"wind {header['wind']!r} = {w:g} m/s is impossible for a race "
+            raise SprintDataError(path, wind_line, f"wind {echo(header['wind'])} = {w:g} m/s is impossible for a race "
                                                    f"(|wind| ≤ {MAX_WIND:g} m/s)")
         if abs(w) > PLAUSIBLE_WIND:
             notes.append((path, wind_line, f"wind {w:g} m/s is beyond ±{PLAUSIBLE_WIND:g} m/s; "
@@ -247,13 +252,9 @@ def read_csv(path, name: str | None = None, text: str | bytes | None = None) -> 
     path = str(path)
     if text is None:
         try:
-            text = Path(path).read_bytes()
-        except FileNotFoundError:
-            raise SprintDataError(path, 0, "no such file") from None
-        except IsADirectoryError:
-            raise SprintDataError(path, 0, "is a directory, not a split file") from None
-        except OSError as e:
-            raise SprintDataError(path, 0, f"cannot read the file ({e.__class__.__name__}: {e.strerror or e})") from None
+            text = read_bytes(path, "split file")
+        except InputFileError as e:
+            raise SprintDataError(path, 0, e.problem) from None
     if isinstance(text, (bytes, bytearray)):
         text = _decode(path, bytes(text))
     if text.startswith("\ufeff"):
@@ -272,7 +273,7 @@ def read_csv(path, name: str | None = None, text: str | bytes | None = None) -> 
             if colon:
                 key = key.strip().lower()
                 if key in header:
-                    raise SprintDataError(path, lineno, f"header key {key!r} given twice (lines {header_lines[key]} "
+                    raise SprintDataError(path, lineno, f"header key {echo(key)} given twice (lines {header_lines[key]} "
                                                         f"and {lineno}); keep one")
                 header[key] = value.strip()
                 header_lines[key] = lineno
@@ -282,7 +283,7 @@ def read_csv(path, name: str | None = None, text: str | bytes | None = None) -> 
                 if tuple(c.strip().lower() for c in line.split(sep)) == COLUMNS:
                     break
             else:
-                raise SprintDataError(path, lineno, f"expected the column line 'distance_m,time_s', got {line!r}")
+                raise SprintDataError(path, lineno, f"expected the column line 'distance_m,time_s', got {echo(line)}")
             columns_line = lineno
             continue
         cells = [c.strip() for c in line.split(sep)]
@@ -292,10 +293,10 @@ def read_csv(path, name: str | None = None, text: str | bytes | None = None) -> 
                 hint = " (decimal commas? then separate the columns by ';': 'distance_m;time_s', '10;1,88')"
             elif len(cells) == 1 and any(s in line for s in _SEPARATORS if s != sep):
                 hint = f" (the column line uses {_SEPARATORS[sep]} between the columns)"
-            raise SprintDataError(path, lineno, f"expected 2 values (distance_m,time_s), got {len(cells)}: {line!r}{hint}")
+            raise SprintDataError(path, lineno, f"expected 2 values (distance_m,time_s), got {len(cells)}: {echo(line)}{hint}")
         d, t = (_cell(path, lineno, c, sep != ",", line) for c in cells)
         if d < 0 or t < 0:
-            raise SprintDataError(path, lineno, f"negative distance or time: {line!r}")
+            raise SprintDataError(path, lineno, f"negative distance or time: {echo(line)}")
         rows.append((d, t, lineno))
     if columns_line is None:
         raise SprintDataError(path, 0, "missing the column line 'distance_m,time_s'")
@@ -369,7 +370,7 @@ def _find(name: str):
     for key, d in _collection_dirs("all"):
         if name in embedded_names(key):
             return "/".join(("jaxbio/sprint/data",) + _SUBDIRS[key] + (f"{name}.csv",)), d / f"{name}.csv"
-    raise ValueError(f"unknown race {name!r}; embedded races: {', '.join(embedded_names('all'))}")
+    raise ValueError(f"unknown race {echo(name)}; embedded races: {', '.join(embedded_names('all'))}")
 
 
 def embedded_file(name: str):
@@ -387,7 +388,7 @@ def load_race(name: str) -> Race:
         if len(matches) != 1:
             matches = matches or [n for n in names if n.startswith(name)]
         if len(matches) != 1:
-            raise ValueError(f"unknown race {name!r}; embedded races: {', '.join(names)}")
+            raise ValueError(f"unknown race {echo(name)}; embedded races: {', '.join(names)}")
         name = matches[0]
     rel, f = _find(name)
     return read_csv(rel, name=name, text=f.read_bytes())

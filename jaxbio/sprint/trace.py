@@ -41,6 +41,8 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
+from jaxbio._files import InputFileError, read_bytes
+from jaxbio._validate import echo
 from jaxbio.sprint.data import (MAX_SPEED, SprintDataError, SprintDataWarning, _SEPARATORS, _cell, _decode,
                                 _reaction_time_and_wind, header_label)
 from jaxbio.sprint._speed_trace import SIGMA_SPEED, SpeedTrace, model_speed, speed_residuals  # noqa: F401
@@ -113,7 +115,7 @@ def is_trace_file(path) -> bool:
     """True if ``path`` is readable and its column line is ``time_s,speed_m_s`` (any problem
     reading it: False, and `jaxbio.sprint.data.read_csv` reports it)."""
     try:
-        return is_trace_text(_decode(str(path), Path(path).read_bytes()))
+        return is_trace_text(_decode(str(path), read_bytes(path, "trace file")))
     except (OSError, ValueError):
         return False
 
@@ -128,13 +130,9 @@ def read_trace(path, name: str | None = None, text: str | bytes | None = None) -
     path = str(path)
     if text is None:
         try:
-            text = Path(path).read_bytes()
-        except FileNotFoundError:
-            raise SprintDataError(path, 0, "no such file") from None
-        except IsADirectoryError:
-            raise SprintDataError(path, 0, "is a directory, not a trace file") from None
-        except OSError as e:
-            raise SprintDataError(path, 0, f"cannot read the file ({e.__class__.__name__}: {e.strerror or e})") from None
+            text = read_bytes(path, "trace file")
+        except InputFileError as e:
+            raise SprintDataError(path, 0, e.problem) from None
     if isinstance(text, (bytes, bytearray)):
         text = _decode(path, bytes(text))
     text = text.removeprefix("\ufeff")
@@ -151,7 +149,7 @@ def read_trace(path, name: str | None = None, text: str | bytes | None = None) -
             if colon:
                 key = key.strip().lower()
                 if key in header:
-                    raise SprintDataError(path, lineno, f"header key {key!r} given twice (lines {header_lines[key]} "
+                    raise SprintDataError(path, lineno, f"header key {echo(key)} given twice (lines {header_lines[key]} "
                                                         f"and {lineno}); keep one")
                 header[key], header_lines[key] = value.strip(), lineno
             continue
@@ -160,21 +158,21 @@ def read_trace(path, name: str | None = None, text: str | bytes | None = None) -
                 if tuple(c.strip().lower() for c in line.split(sep)) == COLUMNS:
                     break
             else:
-                raise SprintDataError(path, lineno, f"expected the column line 'time_s,speed_m_s', got {line!r}")
+                raise SprintDataError(path, lineno, f"expected the column line 'time_s,speed_m_s', got {echo(line)}")
             columns_line = lineno
             continue
         cells = [c.strip() for c in line.split(sep)]
         if len(cells) != 2:
             hint = " (decimal commas? then separate the columns by ';')" if sep == "," and len(cells) in (3, 4) else ""
-            raise SprintDataError(path, lineno, f"expected 2 values (time_s,speed_m_s), got {len(cells)}: {line!r}{hint}")
+            raise SprintDataError(path, lineno, f"expected 2 values (time_s,speed_m_s), got {len(cells)}: {echo(line)}{hint}")
         t, v = (_cell(path, lineno, c, sep != ",", line) for c in cells)
         if t < 0:
-            raise SprintDataError(path, lineno, f"negative time: {line!r}")
+            raise SprintDataError(path, lineno, f"negative time: {echo(line)}")
         if t > MAX_TIME:
             raise SprintDataError(path, lineno, f"time {t:g} s is after {MAX_TIME:g} s, longer than a sprint "
                                                 "(times in s? milliseconds must be converted)")
         if v < 0:
-            raise SprintDataError(path, lineno, f"negative speed {v:g} m/s: {line!r}")
+            raise SprintDataError(path, lineno, f"negative speed {v:g} m/s: {echo(line)}")
         if v > MAX_SPEED:
             raise SprintDataError(path, lineno, f"speed {v:g} m/s is faster than any sprinter (> {MAX_SPEED:g} m/s; "
                                                 "km/h or mph? convert to m/s)")
@@ -190,7 +188,7 @@ def read_trace(path, name: str | None = None, text: str | bytes | None = None) -
     origin_line = header_lines.get("time_origin", 0)
     origin = header.get("time_origin", "").split("(")[0].strip().lower()
     if origin not in TIME_ORIGINS:
-        got = f"got {header['time_origin']!r}" if "time_origin" in header else "missing"
+        got = f"got {echo(header['time_origin'])}" if "time_origin" in header else "missing"
         raise SprintDataError(path, origin_line, f"the header line '# time_origin: gun' or '# time_origin: movement' "
                                                  f"(times from the gun or from movement onset) is {got}")
     rt, wind, wind_known, notes = _reaction_time_and_wind(path, header, header_lines, required=origin == "gun")
