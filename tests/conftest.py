@@ -20,6 +20,9 @@ import jax
 import pytest
 
 jax.config.update("jax_enable_x64", True)
+# the command line's persistent compilation cache (jaxbio.cli._common._setup_jax) is a process
+# setting: off for the commands the tests run in-process and in subprocesses, unless asked for
+os.environ.setdefault("JAXBIO_JAX_CACHE", "0")
 
 _MAX_MAPS = 15_000
 

@@ -181,3 +181,22 @@ def test_broken_pipe_real_process(argv):
     assert first, err
     assert err == "", err
     assert code in (0, 141)  # 0 if everything fitted into the pipe before it closed
+
+
+def test_every_command_uses_the_persistent_compilation_cache(tmp_path):
+    """``JAXBIO_JAX_CACHE=DIR``: a model command (``jaxbio id``, the setup every OpenSim tool
+    shares) writes its compiled programs there, so that the next cold run reads them instead of
+    compiling; ``JAXBIO_JAX_CACHE=0`` writes nothing."""
+    cache = tmp_path / "cache"
+    argv = [sys.executable, "-m", "jaxbio.cli", "id", "--model", "double_pendulum", "--frames", "3"]
+    for setting, written in ((str(cache), True), ("0", False)):
+        env = dict(os.environ, PYTHONPATH=str(REPO), JAXBIO_JAX_CACHE=setting, HOME=str(tmp_path))
+        proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        entries = list(cache.iterdir()) if cache.exists() else []
+        assert bool(entries) == written, (setting, entries)
+        if written:
+            import shutil
+
+            shutil.rmtree(cache)
+    assert not (tmp_path / ".cache").exists()  # "0": not the default folder either
