@@ -52,7 +52,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio._linalg import spd_solve
-from jaxbio._validate import as_shape, model_dtype
+from jaxbio._validate import as_shape, model_dtype, to_device
 from jaxbio.dynamics import inverse_dynamics as _tree_inverse_dynamics
 from jaxbio.dynamics import mass_matrix as _tree_mass_matrix
 from jaxbio.tree import SegmentTree
@@ -200,7 +200,7 @@ class CoordinateMap(eqx.Module):
             b[k, :n] = f.breakpoints
             o[k, : n + 1] = f.origins
             a[k, : n + 1, : f.degree + 1] = f.coefficients
-        return cls(jnp.asarray(b, dt), jnp.asarray(o, dt), jnp.asarray(a, dt),
+        return cls(to_device(b, dt), to_device(o, dt), to_device(a, dt),
                    source=tuple(int(j) for j in source), names=tuple(str(s) for s in names))
 
 

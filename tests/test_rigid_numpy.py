@@ -65,3 +65,15 @@ def test_reading_a_model_compiles_nothing():
     assert float(jb.load_model("arm7").masses.min()) == 0.0
     assert _compilations(lambda: jb.load_model("arm7")) == []
     assert _compilations(lambda: jb.load_model("wholebody", dtype=jnp.float32)) == []
+
+
+@pytest.mark.parametrize("name, dtype", [("arm26.osim", jnp.float64), ("gait10dof18musc.osim", jnp.float32)])
+def test_reading_an_opensim_model_compiles_nothing(name, dtype):
+    """An ``.osim`` with Thelen muscles and wrap objects (arm26) and one with Millard muscles and a
+    coupled knee (gait10dof18musc): its skeleton, forces, muscles and paths are built in numpy."""
+    from pathlib import Path
+
+    import jaxbio.io
+
+    path = Path(__file__).parent / "io" / "data" / name
+    assert _compilations(lambda: jaxbio.io.load_osim(path, dtype=dtype)) == []

@@ -74,6 +74,9 @@ def _setup_jax():
             jax.config.update("jax_compilation_cache_dir", cache)
             jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
             jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+            from jaxbio import _aot
+
+            _aot.CACHE["dir"] = os.path.join(cache, "exported")  # traced programs too (jaxbio._aot)
         except Exception:  # noqa: BLE001 — an unusable cache only costs time
             pass
 

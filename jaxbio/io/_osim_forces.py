@@ -67,6 +67,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import quaternion as quat
+from jaxbio._validate import to_device
 from jaxbio.coordinates import jacobian as coordinate_jacobian
 from jaxbio.dynamics.kinematics import point_jacobian, segment_motion
 from jaxbio.spatial import norm, unit
@@ -136,7 +137,7 @@ class _Batch(eqx.Module):
                 out[f.name] = tuple(values)
             else:
                 trailing = cls._trailing.get(f.name, ())
-                out[f.name] = jnp.asarray(np.array(values, dtype=float).reshape((len(rows),) + trailing), dtype)
+                out[f.name] = to_device(np.array(values, dtype=float).reshape((len(rows),) + trailing), dtype)
         return cls(**out)
 
     _trailing = {}  # trailing shape of the array fields that are not one number per force

@@ -79,7 +79,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import quaternion as quat
-from jaxbio._validate import as_shape, check_concrete_finite, jit_checked
+from jaxbio._validate import as_shape, check_concrete_finite, jit_checked, to_device
 from jaxbio.coordinates import CoordinateMap, Piecewise, to_tree
 from jaxbio.muscles import geometry
 from jaxbio.muscles.geometry import MusclePaths
@@ -492,18 +492,18 @@ def read_muscles(model_elem: ET.Element, tree, coordinates: Sequence[str], disab
                                         path_wraps=wraps or None, dtype=dtype)
     except ValueError as e:
         raise ValueError(f"muscle paths: {e}") from None
-    groups = {kind: jax.tree_util.tree_map(lambda x: jnp.asarray(x, paths.points.dtype),
+    groups = {kind: jax.tree_util.tree_map(lambda x: to_device(x, paths.points.dtype),
                                            cls.from_opensim([r for _, r in rows[kind]]))
               for kind, cls in MUSCLE_MODELS.items() if rows[kind]}
     dt = paths.points.dtype
     km = len(moving)
     muscles = OsimMuscles(
         paths=paths,
-        min_control=jnp.asarray(np.array(lo, float), dt),
-        max_control=jnp.asarray(np.array(hi, float), dt),
-        conditional_ranges=jnp.asarray(np.array(cond_ranges, float).reshape(-1, 2), dt),
-        moving_origins=jnp.asarray(np.array([p for p, _ in moving_pose], float).reshape(km, 3), dt),
-        moving_orientations=jnp.asarray(np.array([q for _, q in moving_pose], float).reshape(km, 4), dt),
+        min_control=to_device(np.array(lo, float), dt),
+        max_control=to_device(np.array(hi, float), dt),
+        conditional_ranges=to_device(np.array(cond_ranges, float).reshape(-1, 2), dt),
+        moving_origins=to_device(np.array([p for p, _ in moving_pose], float).reshape(km, 3), dt),
+        moving_orientations=to_device(np.array([q for _, q in moving_pose], float).reshape(km, 4), dt),
         moving_functions=CoordinateMap.from_pieces(coords, moving_src, moving_fn, dtype=dt) if km else None,
         thelen=groups.get("Thelen2003Muscle"),
         millard=groups.get("Millard2012EquilibriumMuscle"),

@@ -44,6 +44,7 @@ Differences from OpenSim, stated:
 
 from __future__ import annotations
 
+import types
 import warnings
 from typing import Callable, NamedTuple
 
@@ -53,6 +54,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from jaxbio import _aot
 from jaxbio.estimation import StaticOptimizationResult
 from jaxbio.estimation.one_frame import check_p as _check_p, solve_frame as _solve_frame, solver_options as _options
 from jaxbio.io._storage import Table
@@ -175,10 +177,20 @@ def _check_bounds(model) -> None:
                          f"static optimisation")
 
 
-@eqx.filter_jit
+#: the fields of each frame's `StaticOptimizationResult` that the tool writes
+_TRIAL_FIELDS = ("activations", "forces", "reserves", "residual", "feasible")
+
+
 def _trial(model, inputs, p, use_muscle_physiology):
-    return jax.vmap(lambda i: solve_static_optimization(model, i, activation_exponent=p,
-                                                        use_muscle_physiology=use_muscle_physiology))(inputs)
+    """Every frame's `solve_static_optimization` (``jit(vmap)``; kept across processes by the
+    command line, `jaxbio._aot`): a namespace of `_TRIAL_FIELDS`, each ``(T, …)``."""
+    def solve(model, inputs):
+        result = jax.vmap(lambda i: solve_static_optimization(model, i, activation_exponent=p,
+                                                              use_muscle_physiology=use_muscle_physiology))(inputs)
+        return {f: getattr(result, f) for f in _TRIAL_FIELDS}
+
+    name = f"static_optimization-p{float(p)!r}-{'physiology' if use_muscle_physiology else 'ideal'}"
+    return types.SimpleNamespace(**_aot.call_over_frames(name, solve, model, inputs))
 
 
 def prepare_static_optimization(model, motion, *, external_loads=None, actuators=None, lowpass_hz=None,

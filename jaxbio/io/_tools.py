@@ -44,7 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from jaxbio import coordinates
+from jaxbio import _aot, coordinates
 from jaxbio import quaternion as quat
 from jaxbio.dynamics import forward_kinematics, point_loads
 from jaxbio.io._external_loads import ExternalLoads, external_load_data, read_external_loads
@@ -328,7 +328,10 @@ def generalized_forces(model, inputs: InverseDynamicsInputs) -> Float[Array, " n
     return tau - passive_forces(model, inputs.c, inputs.cd)
 
 
-_trial = jax.jit(jax.vmap(generalized_forces, in_axes=(None, 0)))
+def _trial(model, inputs):
+    """Every frame's `generalized_forces` (``jit(vmap)``; kept across processes by the command
+    line, `jaxbio._aot`)."""
+    return _aot.call_over_frames("inverse_dynamics", jax.vmap(generalized_forces, in_axes=(None, 0)), model, inputs)
 
 
 def inverse_dynamics_tool(model, motion, *, external_loads=None, forces_to_exclude=("muscles",),

@@ -54,7 +54,10 @@ def values_of(x) -> str:
 def as_parameters(owner: str, fields: Mapping[str, object], *, vector: bool) -> dict[str, Array]:
     """The ``fields`` as floating arrays of one dtype, broadcast to one shape: ``()`` or ``(m,)``
     (``vector=True``: at least ``(m,)``). ``ValueError`` naming the field for other shapes."""
-    arrays = {name: jnp.asarray(v) for name, v in fields.items()}
+    # numpy when every field is a plain number or numpy array (a model read from a file: its
+    # construction compiles nothing), else JAX arrays (traced or given as JAX arrays)
+    xp = jnp if any(isinstance(v, (jax.Array, jax.core.Tracer)) for v in jax.tree_util.tree_leaves(dict(fields))) else np
+    arrays = {name: xp.asarray(v) for name, v in fields.items()}
     for name, arr in arrays.items():
         check_precision(arr.dtype, f"{owner}: {name}")
         if arr.ndim > 1 or not (jnp.issubdtype(arr.dtype, jnp.floating) or jnp.issubdtype(arr.dtype, jnp.integer)
@@ -67,7 +70,7 @@ def as_parameters(owner: str, fields: Mapping[str, object], *, vector: bool) -> 
     except ValueError:
         shapes = {n: a.shape for n, a in arrays.items()}
         raise ValueError(f"{owner}: parameter shapes do not broadcast to one (m,): {shapes}") from None
-    return {n: jnp.broadcast_to(a.astype(dtype), shape) for n, a in arrays.items()}
+    return {n: xp.broadcast_to(a.astype(dtype), shape) for n, a in arrays.items()}
 
 
 def check_positive(owner: str, **fields) -> None:

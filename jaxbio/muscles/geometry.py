@@ -47,7 +47,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import quaternion as quat
-from jaxbio._validate import as_shape, check_concrete_finite, check_model_precision, check_precision, jit_checked
+from jaxbio._validate import as_shape, check_concrete_finite, check_model_precision, check_precision, jit_checked, model_dtype, to_device
 from jaxbio.dynamics.batch_last import vmapped_by
 from jaxbio.dynamics.kinematics import segment_motion
 from jaxbio.muscles import _batched_geometry, wrapping
@@ -303,9 +303,9 @@ class MusclePaths(eqx.Module):
             c = len(segs)
             seg_arr[i, :c], pt_arr[i, :c] = segs, xyzs
             seg_arr[i, c:], pt_arr[i, c:] = segs[-1], xyzs[-1]  # padding: repeat the last point
-        dt = dtype if dtype is not None else jnp.zeros(()).dtype
+        dt = model_dtype(dtype)
         return cls(
-            points=jnp.asarray(pt_arr, dt),
+            points=to_device(pt_arr, dt),
             segments=tuple(tuple(int(s) for s in row) for row in seg_arr),
             counts=tuple(counts),
             names=tuple(names),

@@ -38,6 +38,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio._validate import concrete
+from jaxbio._xp import xnp
 from jaxbio.muscles._bezier import Curve, corner_control_points, corner_is_c_shaped, scale_curviness, stack_curves
 from jaxbio.muscles._inputs import poisoned
 from jaxbio.muscles._opensim_common import (
@@ -77,8 +78,8 @@ def _chain(points, curviness):
     """Control points ``(…, S, 6)`` of the corners joining consecutive ``(x, y, dy/dx)`` points,
     one (scaled) curviness per corner; all corners in one vectorised call."""
     def stacked(values):
-        values = jnp.broadcast_arrays(*values)
-        return jnp.stack(values, axis=-1)
+        values = xnp.broadcast_arrays(*values)
+        return xnp.stack(values, axis=-1)
 
     x, y, d = (stacked([p[i] for p in points]) for i in range(3))
     c = stacked(curviness)
@@ -206,7 +207,7 @@ class ActiveForceLengthCurve(_SegmentedCurve):
         c = scale_curviness(1.0)
         px, py = _chain(self._points(), [c] * 5)
         x0, x3, ylow = self.min_norm_active_fiber_length, self.max_norm_active_fiber_length, self.minimum_value
-        zero = jnp.zeros_like(ylow)
+        zero = xnp.zeros_like(ylow)
         return Curve.build(px, py, x0, x3, ylow, ylow, zero, zero)
 
     @property
@@ -302,8 +303,8 @@ class ForceVelocityCurve(_ForceVelocityParameters):
     def segments(self):
         px, py = self._velocity_segments()
         fmax = self.max_eccentric_velocity_force_multiplier
-        lo, hi = -jnp.ones_like(fmax), jnp.ones_like(fmax)
-        return Curve.build(px, py, lo, hi, jnp.zeros_like(fmax), fmax, self.concentric_slope_at_vmax,
+        lo, hi = -xnp.ones_like(fmax), xnp.ones_like(fmax)
+        return Curve.build(px, py, lo, hi, xnp.zeros_like(fmax), fmax, self.concentric_slope_at_vmax,
                            self.eccentric_slope_at_vmax)
 
 
@@ -321,13 +322,13 @@ class ForceVelocityInverseCurve(_ForceVelocityParameters):
     def segments(self):
         px, py = self._velocity_segments()
         fmax = self.max_eccentric_velocity_force_multiplier
-        return Curve.build(py, px, jnp.zeros_like(fmax), fmax, -jnp.ones_like(fmax), jnp.ones_like(fmax),
+        return Curve.build(py, px, xnp.zeros_like(fmax), fmax, -xnp.ones_like(fmax), xnp.ones_like(fmax),
                            1.0 / self.concentric_slope_at_vmax, 1.0 / self.eccentric_slope_at_vmax)
 
 
 def _optional(value, like):
     """An optional OpenSim property: NaN (unset) when None."""
-    return jnp.full_like(jnp.asarray(like, float), jnp.nan) if value is None else value
+    return xnp.full_like(xnp.asarray(like, float), np.nan) if value is None else value
 
 
 def _all_or_none_set(owner: str, names: tuple[str, ...], values) -> None:
@@ -384,25 +385,25 @@ class FiberForceLengthCurve(_SegmentedCurve):
     def stiffness_at_one_norm_force_in_use(self):
         """``getStiffnessAtOneNormForceInUse``: the property, or ``2/(ε₁ − ε₀)`` if unset."""
         v = self.stiffness_at_one_norm_force
-        return jnp.where(jnp.isnan(v), 2.0 / (self.strain_at_one_norm_force - self.strain_at_zero_force), v)
+        return xnp.where(xnp.isnan(v), 2.0 / (self.strain_at_one_norm_force - self.strain_at_zero_force), v)
 
     @property
     def stiffness_at_low_force_in_use(self):
         """``getStiffnessAtLowForceInUse``: the property, or 0.2 if unset."""
         v = self.stiffness_at_low_force
-        return jnp.where(jnp.isnan(v), 0.2, v)
+        return xnp.where(xnp.isnan(v), 0.2, v)
 
     @property
     def curviness_in_use(self):
         """``getCurvinessInUse``: the property, or 0.75 if unset."""
         v = self.curviness
-        return jnp.where(jnp.isnan(v), 0.75, v)
+        return xnp.where(xnp.isnan(v), 0.75, v)
 
     def _points(self):
         k_iso, k_low = self.stiffness_at_one_norm_force_in_use, self.stiffness_at_low_force_in_use
         x_zero = 1.0 + self.strain_at_zero_force
         x_iso = 1.0 + self.strain_at_one_norm_force
-        delta = jnp.minimum(0.1 / k_iso, 0.1 * (x_iso - x_zero))
+        delta = xnp.minimum(0.1 / k_iso, 0.1 * (x_iso - x_zero))
         x_low = x_zero + delta
         x_foot = x_zero + 0.5 * (x_low - x_zero)
         y_low = k_low * (x_low - x_foot)
@@ -413,8 +414,8 @@ class FiberForceLengthCurve(_SegmentedCurve):
         px, py = _chain(self._points(), [c, c])
         x_zero = 1.0 + self.strain_at_zero_force
         x_iso = 1.0 + self.strain_at_one_norm_force
-        return Curve.build(px, py, x_zero, x_iso, jnp.zeros_like(x_zero), jnp.ones_like(x_zero),
-                           jnp.zeros_like(x_zero), self.stiffness_at_one_norm_force_in_use)
+        return Curve.build(px, py, x_zero, x_iso, xnp.zeros_like(x_zero), xnp.ones_like(x_zero),
+                           xnp.zeros_like(x_zero), self.stiffness_at_one_norm_force_in_use)
 
 
 class TendonForceLengthCurve(_SegmentedCurve):
@@ -460,19 +461,19 @@ class TendonForceLengthCurve(_SegmentedCurve):
     def stiffness_at_one_norm_force_in_use(self):
         """``getStiffnessAtOneNormForceInUse``: the property, or ``1.375/ε₀`` if unset."""
         v = self.stiffness_at_one_norm_force
-        return jnp.where(jnp.isnan(v), 1.375 / self.strain_at_one_norm_force, v)
+        return xnp.where(xnp.isnan(v), 1.375 / self.strain_at_one_norm_force, v)
 
     @property
     def norm_force_at_toe_end_in_use(self):
         """``getNormForceAtToeEndInUse``: the property, or 2/3 if unset."""
         v = self.norm_force_at_toe_end
-        return jnp.where(jnp.isnan(v), 2.0 / 3.0, v)
+        return xnp.where(xnp.isnan(v), 2.0 / 3.0, v)
 
     @property
     def curviness_in_use(self):
         """``getCurvinessInUse``: the property, or 0.5 if unset."""
         v = self.curviness
-        return jnp.where(jnp.isnan(v), 0.5, v)
+        return xnp.where(xnp.isnan(v), 0.5, v)
 
     def _toe_end(self):
         k, y_toe = self.stiffness_at_one_norm_force_in_use, self.norm_force_at_toe_end_in_use
@@ -494,7 +495,7 @@ class TendonForceLengthCurve(_SegmentedCurve):
         c = scale_curviness(self.curviness_in_use)
         px, py = _chain(self._points(), [c, c])
         x_toe, y_toe = self._toe_end()
-        return Curve.build(px, py, jnp.ones_like(x_toe), x_toe, jnp.zeros_like(x_toe), y_toe, jnp.zeros_like(x_toe),
+        return Curve.build(px, py, xnp.ones_like(x_toe), x_toe, xnp.zeros_like(x_toe), y_toe, xnp.zeros_like(x_toe),
                            self.stiffness_at_one_norm_force_in_use)
 
 
@@ -502,7 +503,7 @@ class TendonForceLengthCurve(_SegmentedCurve):
 
 
 def _broadcast_curve(curve, shape, dtype):
-    return jax.tree_util.tree_map(lambda x: jnp.broadcast_to(jnp.asarray(x, dtype), shape), curve)
+    return jax.tree_util.tree_map(lambda x: xnp.broadcast_to(xnp.asarray(x, dtype), shape), curve)
 
 
 class Millard2012EquilibriumMuscle(OpenSimMuscle):
@@ -589,19 +590,19 @@ class Millard2012EquilibriumMuscle(OpenSimMuscle):
 
         # OpenSim's extendFinalizeFromProperties adjustments
         damped = self.fiber_damping >= 0.001
-        self.fiber_damping = jnp.where(damped, self.fiber_damping, 0.0)
+        self.fiber_damping = xnp.where(damped, self.fiber_damping, 0.0)
         classic = ~damped & (not self.ignore_tendon_compliance)
         require(~classic | (self.minimum_activation >= 0.01),
                 f"{own}: minimum_activation must be ≥ 0.01 for the undamped model with an elastic tendon, "
                 f"got {values_of(self.minimum_activation)}")
-        self.minimum_activation = jnp.where(classic, self.minimum_activation, jnp.clip(self.minimum_activation, 0.0, 1.0))
+        self.minimum_activation = xnp.where(classic, self.minimum_activation, xnp.clip(self.minimum_activation, 0.0, 1.0))
         require((self.minimum_activation >= 0) & (self.minimum_activation < 1),
                 f"{own}: minimum_activation must be in [0, 1), got {values_of(self.minimum_activation)}")
         afl = eqx.tree_at(lambda c: c.minimum_value, afl,
-                          jnp.where(classic, jnp.maximum(afl.minimum_value, 0.1), jnp.minimum(afl.minimum_value, 0.0)))
+                          xnp.where(classic, xnp.maximum(afl.minimum_value, 0.1), xnp.minimum(afl.minimum_value, 0.0)))
         con, ecc = fvc.concentric_slope_at_vmax, fvc.eccentric_slope_at_vmax
-        con = jnp.where(classic, jnp.maximum(con, 0.5 * fvc.concentric_slope_near_vmax), jnp.minimum(con, 0.0))
-        ecc = jnp.where(classic, jnp.maximum(ecc, 0.5 * fvc.eccentric_slope_near_vmax), jnp.minimum(ecc, 0.0))
+        con = xnp.where(classic, xnp.maximum(con, 0.5 * fvc.concentric_slope_near_vmax), xnp.minimum(con, 0.0))
+        ecc = xnp.where(classic, xnp.maximum(ecc, 0.5 * fvc.eccentric_slope_near_vmax), xnp.minimum(ecc, 0.0))
         fvc = eqx.tree_at(lambda c: (c.concentric_slope_at_vmax, c.eccentric_slope_at_vmax), fvc, (con, ecc))
         self.active_force_length_curve = afl
         self.force_velocity_curve = fvc
