@@ -4,7 +4,10 @@ the `ReferenceFits` the population needs, anything else falls back to fitting, a
 fit reproduces them."""
 
 import dataclasses
+import fnmatch
 import json
+import tomllib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,6 +30,14 @@ def test_shipped_fingerprint_is_the_current_one():
     assert shipped["race_names"] == tuple(r.name for r in RACES), REGENERATE
     assert shipped["names"] == tuple(FREE), REGENERATE
     assert shipped["fingerprint"] == H.reference_fingerprint(RACES), REGENERATE
+
+
+def test_shipped_file_installs():
+    """pyproject's package-data lists the file, so an installed jaxbio has it (else every
+    ``--fit-until`` would fit the reference races again, silently)."""
+    config = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    patterns = config["tool"]["setuptools"]["package-data"]["jaxbio.sprint"]
+    assert any(fnmatch.fnmatch(f"data/{_reference.FILENAME}", p) for p in patterns), patterns
 
 
 def test_default_reference_fits_load_the_shipped_ones(monkeypatch):
