@@ -47,7 +47,9 @@ def fingerprint(races, model: Sprinter | None, names, settings: dict) -> str | N
     fits are never looked up."""
     model = Sprinter() if model is None else model
     try:
-        fixed = {f.name: np.asarray(getattr(model, f.name), dtype=float).tolist() for f in dataclasses.fields(model)}
+        # 12 significant digits: the fields are logs computed by XLA, whose last bit may differ by device
+        fixed = {f.name: [float(f"{v:.12g}") for v in np.ravel(np.asarray(getattr(model, f.name), dtype=float))]
+                 for f in dataclasses.fields(model)}
     except (TypeError, jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):
         return None
     payload = {
