@@ -182,8 +182,8 @@ def _run(args) -> int:
             if fit_until is not None:
                 from jaxbio.sprint.hierarchical import forecast, reference_fits
 
-                bar.set_description("fitting the embedded races (for the population)")
-                ref = reference_fits(embedded_races())
+                bar.set_description("the embedded races' reference fits (for the population)")
+                ref = reference_fits(embedded_races())  # shipped (data/reference_fits.json) unless they changed
                 bar.update()
                 bar.set_description(f"fitting splits ≤ {fit_until:g} m with the hierarchical prior")
                 res, fc, pops = forecast(races, fit_until, ref=ref)

@@ -524,16 +524,65 @@ def predict_intervals(res, populations=None, sigma=None, on=None) -> Forecast:
 
 
 def reference_fits(reference: list[Race] | None = None, reference_fit=None, *, model: Sprinter | None = None,
-                   names=FREE, **kw) -> ReferenceFits:
+                   names=FREE, shipped: bool = True, **kw) -> ReferenceFits:
     """``ReferenceFits`` of full fits of ``reference`` (default: the embedded races); a full fit
-    ``reference_fit`` of them already at hand is used as is."""
+    ``reference_fit`` of them already at hand is used as is.
+
+    The fits of the embedded races with the default settings are shipped with the package
+    (``data/reference_fits.json``, `jaxbio.sprint._reference`): with ``shipped`` (default), no
+    ``reference_fit`` and no ``**kw``, they are loaded when their fingerprint (the races as parsed,
+    ``model``, ``names``, the fit's defaults and version) equals these races' and settings', and
+    float64 is on; otherwise (other races or settings, changed data, no file) the races are fitted
+    (~1 min on a CPU). ``shipped=False``: always fit. ``**kw`` to `fit`.
+    """
+    from jaxbio.sprint import _reference
     from jaxbio.sprint.data import embedded_races
     from jaxbio.sprint.fitting import fit
 
     _no_fitness_hook(kw, "reference_fits")
     reference = embedded_races() if reference is None else reference
+    if shipped and reference_fit is None and not kw:
+        found = _reference.lookup(reference, reference_fingerprint(reference, model, names))
+        if found is not None:
+            return ReferenceFits(race_names=found["race_names"], names=found["names"],
+                                 **{key: found[key] for key in _reference.ARRAYS})
     res = reference_fit if reference_fit is not None else fit(reference, model=model, names=names, **kw)
     return ReferenceFits.from_fit(res, [r.name for r in reference])
+
+
+def reference_fingerprint(races: list[Race], model: Sprinter | None = None, names=FREE) -> str | None:
+    """The fingerprint (SHA-256 hex, `jaxbio.sprint._reference.fingerprint`) of full fits of
+    ``races`` with ``model`` and free ``names`` and the fit's defaults: ``fit_splits``' keyword
+    defaults, ``N_STEPS`` and ``START_FACTORS``. ``None`` for a traced ``model``."""
+    import inspect
+
+    from jaxbio.sprint import _reference
+    from jaxbio.sprint.fitting import N_STEPS, START_FACTORS, fit_splits
+
+    defaults = {k: repr(p.default) for k, p in inspect.signature(fit_splits).parameters.items()
+                if p.default is not inspect.Parameter.empty}
+    settings = {"fit_splits_defaults": defaults, "n_steps": N_STEPS, "start_factors": [list(f) for f in START_FACTORS]}
+    return _reference.fingerprint(races, model, tuple(names), settings)
+
+
+def write_reference_fits(path=None) -> ReferenceFits:
+    """Fit the embedded races with the default settings and write the shipped reference fits
+    (``path``; default ``jaxbio/sprint/data/reference_fits.json`` of this source tree) with their
+    fingerprint. Run it (``python -m jaxbio.sprint.hierarchical --write-reference``) after changing
+    an embedded race of the default collection, the default model or fit settings, or, with
+    ``_reference.FIT_VERSION`` bumped, the fit's code: ``tests/sprint/test_reference.py`` fails
+    until then. Needs float64 (turned on here). Returns the fits written."""
+    from pathlib import Path
+
+    from jaxbio.sprint import _reference
+    from jaxbio.sprint.data import embedded_races
+
+    jax.config.update("jax_enable_x64", True)
+    races = embedded_races()
+    ref = reference_fits(races, shipped=False)
+    path = Path(__file__).with_name("data") / _reference.FILENAME if path is None else path
+    _reference.write(path, ref, reference_fingerprint(races))
+    return ref
 
 
 def forecast(races: list[Race], fit_until: float | None, *, ref: ReferenceFits | None = None,
@@ -616,4 +665,18 @@ def synthetic_races(mean, cov, n: int, *, names=FREE, model: Sprinter | None = N
 
 
 __all__ = ["Forecast", "Population", "ReferenceFits", "Z", "fit_population", "forecast", "laplace_em", "population", "posterior",
-           "predict_intervals", "reference_fits", "sigma_obs", "split_jacobian", "synthetic_races"]
+           "predict_intervals", "reference_fits", "sigma_obs", "split_jacobian", "synthetic_races", "reference_fingerprint",
+           "write_reference_fits"]
+
+
+if __name__ == "__main__":  # python -m jaxbio.sprint.hierarchical --write-reference [PATH]
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m jaxbio.sprint.hierarchical")
+    parser.add_argument("--write-reference", nargs="?", const="", metavar="PATH", required=True,
+                        help="fit the embedded races and write the shipped reference fits (default: the package's "
+                             "data/reference_fits.json)")
+    args = parser.parse_args()
+    from jaxbio.sprint.hierarchical import write_reference_fits as _write  # the module, not this __main__ copy
+
+    _write(args.write_reference or None)
