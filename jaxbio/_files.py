@@ -99,12 +99,8 @@ def check_input(path, what: str, limit: int | None = None) -> str:
     try:
         path = os.fspath(path)
         st = os.stat(path)
-    except FileNotFoundError:
-        raise InputFileError(path, f"no such {what}") from None
-    except PermissionError:
-        raise InputFileError(path, f"permission denied (cannot read the {what})") from None
     except OSError as e:
-        raise InputFileError(path, f"cannot read the {what} ({e.strerror or e})") from None
+        raise _unreadable(path, e, what) from None
     except (ValueError, TypeError) as e:  # an embedded NUL byte, not a path
         raise InputFileError(repr(str(path)), f"not a usable file path ({e})") from None
     if not stat.S_ISREG(st.st_mode):
@@ -112,6 +108,17 @@ def check_input(path, what: str, limit: int | None = None) -> str:
     if st.st_size > limit:
         raise _too_large(path, st.st_size, what, limit)
     return path
+
+
+def _unreadable(path, e: OSError, what: str) -> InputFileError:
+    """The `InputFileError` of an input that ``os.stat`` or ``os.open`` refused with ``e``."""
+    if isinstance(e, FileNotFoundError):
+        return InputFileError(path, f"no such {what}")
+    if isinstance(e, IsADirectoryError):
+        return InputFileError(path, f"is a directory, not {_a(what)}")
+    if isinstance(e, PermissionError):
+        return InputFileError(path, f"permission denied (cannot read the {what})")
+    return InputFileError(path, f"cannot read the {what} ({e.strerror or e})")
 
 
 def read_bytes(path, what: str, limit: int | None = None, first: int | None = None) -> bytes:
@@ -129,14 +136,8 @@ def read_bytes(path, what: str, limit: int | None = None, first: int | None = No
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
-    except FileNotFoundError:
-        raise InputFileError(path, f"no such {what}") from None
-    except IsADirectoryError:
-        raise InputFileError(path, f"is a directory, not {_a(what)}") from None
-    except PermissionError:
-        raise InputFileError(path, f"permission denied (cannot read the {what})") from None
     except OSError as e:
-        raise InputFileError(path, f"cannot read the {what} ({e.strerror or e})") from None
+        raise _unreadable(path, e, what) from None
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):

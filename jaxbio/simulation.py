@@ -313,8 +313,11 @@ def _span_checks(fn: str, t0, t1) -> list:
     return [
         (lambda xp, t0: ~xp.isfinite(t0), f"{fn}: t0 must be finite", {"t0": t0}),
         (lambda xp, t1: ~xp.isfinite(t1), f"{fn}: t1 must be finite", {"t1": t1}),
-        (lambda xp, t0, t1: ~(t1 > t0), f"{fn}: t1 must be greater than t0 (the solve runs forward in time)",
-         {"t0": t0, "t1": t1}),
+        # t1 − t0 at least the smallest normal number: XLA on CPU flushes subnormal numbers to 0, so
+        # a subnormal span (t0 = −2e-313, t1 = 0) is empty under jit and must be refused eagerly too
+        (lambda xp, t0, t1: ~(t1 - t0 >= xp.finfo(xp.result_type(t0, t1)).tiny),
+         f"{fn}: t1 must be greater than t0 (the solve runs forward in time; by at least the smallest normal "
+         f"number)", {"t0": t0, "t1": t1}),
     ]
 
 

@@ -9,6 +9,7 @@ The jitted functions are compiled once per module and reused by every example.
 """
 
 import math
+import sys
 
 import diffrax
 import jax
@@ -263,7 +264,7 @@ _times = st.one_of(st.floats(-10.0, 10.0, allow_nan=False), _specials)
 def test_property_spans(jitted, t0, t1):
     """Any (t0, t1): a good span runs and is finite; a bad one is refused naming t0/t1 (concrete)
     or gives NaN with RESULTS.nonfinite (traced, throw=False)."""
-    good = math.isfinite(t0) and math.isfinite(t1) and t1 > t0
+    good = math.isfinite(t0) and math.isfinite(t1) and t1 - t0 >= sys.float_info.min  # a normal span
     assume(not good or t1 - t0 < 5.0)
     traced = jitted["grid"](t0, t1, Y0)
     if good:
@@ -367,3 +368,13 @@ def test_events_and_argument_kinds():
         jb.simulate(SLIDER, Y0, 0.0, 1.0, solver="tsit5")
     with pytest.raises(ValueError, match=r"simulate: system must be a jaxbio.HamiltonianSystem"):
         jb.simulate(SLIDER.tree, Y0, 0.0, 1.0)
+
+
+def test_a_subnormal_span_is_refused_as_under_jit(jitted):
+    """t0 = −2.2e-313, t1 = 0: XLA on the CPU flushes the subnormal t0 to 0, so under jit the span
+    is empty (NaN, RESULTS.nonfinite); eagerly the same span is refused, naming t1 and t0."""
+    traced = jitted["grid"](-2.2250738585e-313, 0.0, Y0)
+    assert np.all(np.isnan(traced.q)) and traced.result == diffrax.RESULTS.nonfinite
+    with pytest.raises(ValueError, match="t1 must be greater than t0"):
+        jb.simulate(SLIDER, Y0, -2.2250738585e-313, 0.0, steps=4)
+    jb.simulate(SLIDER, Y0, -2.2250738585072014e-308, 0.0, steps=4)  # the smallest normal span runs
