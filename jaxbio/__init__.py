@@ -13,7 +13,7 @@ global JAX configuration: enable float64 yourself with ``jax.config.update("jax_
 True)`` for validation work.
 """
 
-from jaxbio import configuration, hamiltonian, muscles, quaternion, simulation, spatial
+from jaxbio import configuration, hamiltonian, muscles, quaternion, spatial
 from jaxbio.dynamics import (
     bias_forces,
     center_of_mass,
@@ -28,7 +28,6 @@ from jaxbio.dynamics import (
 )
 from jaxbio.hamiltonian import HamiltonianSystem
 from jaxbio.model import load_model, save_model, shipped_models
-from jaxbio.simulation import Trajectory, simulate, simulate_sde
 from jaxbio.tree import SegmentTree
 
 __version__ = "0.1.0"
@@ -36,9 +35,12 @@ __version__ = "0.1.0"
 from jaxbio._lazy import attach  # noqa: E402
 
 # imported on first use (keeps `jaxbio sprint` start-up short)
+# (`simulation` loads Diffrax and Optimistix, ~0.5 s that OpenSim's tools never use)
 __getattr__, __dir__ = attach(__name__, globals(),
-                              submodules=("batching", "coordinates", "estimation", "io", "learning", "papers", "plot"),
-                              exports={"batch": "batching"})
+                              submodules=("batching", "coordinates", "estimation", "io", "learning", "papers", "plot",
+                                          "simulation"),
+                              exports={"batch": "batching", "simulate": "simulation", "simulate_sde": "simulation",
+                                       "Trajectory": "simulation"})
 
 
 __all__ = [
