@@ -171,8 +171,68 @@ def _setup_text(el, tag: str):
     return None if child is None or child.text is None or not child.text.strip() else child.text.strip()
 
 
+#: the setup documents `run-tool` runs (a folder given to it contributes its .xml files of these)
+TOOLS = ("InverseDynamicsTool", "AnalyzeTool")
+
+
+def _setups(given) -> list[Path]:
+    """The setup files of ``run-tool``'s arguments, in order: a file as it is, a folder's ``.xml``
+    files whose document is a tool `TOOLS` names (sorted; external loads and actuator files are
+    skipped), a quoted glob's matches (sorted). ``ValueError`` for a folder or glob with none."""
+    import glob
+
+    out: list[Path] = []
+    for item in given:
+        if any(c in item for c in "*?[") and not Path(item).exists():
+            matches = sorted(glob.glob(item))
+            if not matches:
+                raise ValueError(f"{echo(item)}: no file matches")
+            out += [Path(m) for m in matches]
+        elif Path(item).is_dir():
+            found = [p for p in sorted(Path(item).glob("*.xml")) if _tool_tag(p) in TOOLS]
+            if not found:
+                raise ValueError(f"{item}: no InverseDynamicsTool or AnalyzeTool setup .xml in this folder")
+            out += found
+        else:
+            out.append(Path(item))
+    return out
+
+
+def _tool_tag(path: Path) -> str | None:
+    """The tool element's tag of an OpenSim document (None when it is not one)."""
+    try:
+        root = read_xml(path, "OpenSim tool setup file")
+    except ValueError:
+        return None
+    tool = root if root.tag != "OpenSimDocument" else next(iter(root), None)
+    return None if tool is None else tool.tag
+
+
 def cmd_run_tool(args) -> int:
-    setup = Path(args.setup)
+    """``jaxbio run-tool SETUP.xml [SETUP.xml | FOLDER | 'GLOB' …]``: every setup in turn in this
+    process, so that a model's and a trial length's programs are traced and compiled once for
+    the whole session (`jaxbio._aot`); with more than one setup, one progress bar over them. The
+    first setup that fails stops the session with its one-line error (exit 2); the outputs of
+    the setups before it are written."""
+    setups = _setups(args.setup)
+    if len(setups) == 1:
+        return _run_setup(setups[0], args.no_progress)
+    bar = _stages(len(setups), args.no_progress)
+    for setup in setups:
+        if bar is not None:
+            bar.set_description_str(setup.name)
+        code = _run_setup(setup, True)
+        if code:
+            return code
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    return 0
+
+
+def _run_setup(setup: Path, no_progress: bool) -> int:
+    """One OpenSim setup file (`cmd_run_tool`)."""
     root = read_xml(setup, "OpenSim tool setup file")
     tool = root if root.tag != "OpenSimDocument" else next(iter(root), None)
     if tool is None:
@@ -217,7 +277,7 @@ def cmd_run_tool(args) -> int:
         kinds = sorted({a.tag for a in analyses})
         if kinds == ["StaticOptimization"] and len(analyses) == 1:
             return _run_analyze_static_optimization(setup, tool, analyses[0], path, number, lowpass, results, name,
-                                                    args.no_progress)
+                                                    no_progress)
         if kinds != ["InverseDynamics"]:
             raise ValueError(f"{setup}: AnalyzeTool {echo(name)}: jaxbio runs one InverseDynamics or one StaticOptimization "
                              f"analysis (found {kinds or 'none'})")
@@ -241,7 +301,7 @@ def cmd_run_tool(args) -> int:
     with _results_directory(setup, results):
         return run_inverse_dynamics(path("model_file"), path("coordinates_file"), external_loads=external,
                                     forces_to_exclude=exclude, lowpass=lowpass, start=start, end=end,
-                                    output=str(results / output), no_progress=args.no_progress)
+                                    output=str(results / output), no_progress=no_progress)
 
 
 @contextlib.contextmanager
@@ -413,9 +473,10 @@ def add_parsers(sub, id_options) -> None:
     so.add_argument("--no-progress", action="store_true", help="no progress bar")
     so.set_defaults(func=cmd_static_optimization)
 
-    r = sub.add_parser("run-tool", help="run an OpenSim tool setup file (InverseDynamicsTool; AnalyzeTool with "
-                       "an InverseDynamics or a StaticOptimization analysis)")
-    r.add_argument("setup", help="the setup .xml; its paths are relative to it")
+    r = sub.add_parser("run-tool", help="run OpenSim tool setup files (InverseDynamicsTool; AnalyzeTool with "
+                       "an InverseDynamics or a StaticOptimization analysis), several in one process")
+    r.add_argument("setup", nargs="+", help="setup .xml files (their paths are relative to each), folders (every "
+                   "tool setup .xml in it) or quoted globs; run in turn, a model's programs compiled once")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.set_defaults(func=cmd_run_tool)
 

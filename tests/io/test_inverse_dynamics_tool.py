@@ -74,6 +74,45 @@ def test_run_tool_on_opensims_setup_files(tmp_path, capsys):
     assert "wrote" in capsys.readouterr().out
 
 
+def test_run_tool_runs_a_session_of_setups_in_one_call(tmp_path, capsys):
+    """``run-tool A.xml FOLDER 'GLOB'``: each setup in turn in one process, outputs equal to one
+    call per setup; a folder contributes its tool setups only; the first failing setup stops the
+    session with one line and exit 2, after the outputs of those before it were written."""
+    single, a, b = (tmp_path / n for n in ("single", "a", "b"))
+    for d in (single, a, b):
+        shutil.copytree(DATA / "arm26_id", d)
+    setup = "arm26_Setup_InverseDynamics.xml"
+    assert main(["run-tool", str(single / setup), "--no-progress"]) == 0
+    expected = (single / "Results" / "arm26_InverseDynamics.sto").read_bytes()
+    capsys.readouterr()
+    # a file, a folder (its tool setups; other .xml files are skipped) and a glob
+    (b / "arm26_Setup_StaticOptimization.xml").unlink()  # (static optimisation's first compile is long)
+    (b / "not_a_setup.xml").write_text("<ExternalLoads/>")
+    assert main(["run-tool", str(a / setup), str(b), "--no-progress"]) == 0
+    assert (a / "Results" / "arm26_InverseDynamics.sto").read_bytes() == expected
+    assert (b / "Results" / "arm26_InverseDynamics.sto").read_bytes() == expected
+    assert capsys.readouterr().out.count("wrote") == 2
+    for f in (a / "Results").iterdir():
+        f.unlink()
+    assert main(["run-tool", str(tmp_path / "[a]" / "*InverseDynamics.xml"), "--no-progress"]) == 0
+    assert (a / "Results" / "arm26_InverseDynamics.sto").read_bytes() == expected
+    # a failing second setup: the first one's output is written, then one line, exit 2
+    broken = tmp_path / "broken.xml"
+    broken.write_text("<OpenSimDocument><InverseDynamicsTool/></OpenSimDocument>")
+    (single / "Results" / "arm26_InverseDynamics.sto").unlink()
+    capsys.readouterr()
+    assert main(["run-tool", str(single / setup), str(broken), "--no-progress"]) == 2
+    out, err = capsys.readouterr()
+    assert (single / "Results" / "arm26_InverseDynamics.sto").read_bytes() == expected
+    assert err.count("\n") == 1 and "broken.xml" in err
+    assert main(["run-tool", str(tmp_path / "nothing*.xml")]) == 2
+    assert "no file matches" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "loads.xml").write_text("<ExternalLoads/>")
+    assert main(["run-tool", str(tmp_path / "empty")]) == 2  # a folder with no setup in it
+    assert "no InverseDynamicsTool or AnalyzeTool setup" in capsys.readouterr().err
+
+
 def test_external_loads_in_a_body_frame_act_through_their_lever_arms(tmp_path):
     # double pendulum (rods 1 m, pivot at the origin, angles from hanging down); a force given in
     # rod2's frame at rod2's point (0, -0.5, 0), a torque in rod2's frame: Δτ = −Jᵀ[F; T]
