@@ -222,6 +222,48 @@ def _bansol(e: list[list[float]], y: list[float], m: int, n: int) -> list[float]
     return c
 
 
+def _bandet_batch(e: np.ndarray, m: int, n: int) -> None:
+    """`_bandet` on ``B`` matrices at once, ``e`` ``(2m+1, n+1, B)`` in place: `_bandet`'s
+    operations in its order, each an elementwise numpy operation over the last axis (an IEEE
+    operation per element, as on a Python float: the same bits, tests/io/test_processing.py)."""
+    for i in range(1, n + 1):
+        di = e[m, i].copy()
+        mi = min(m, i - 1)
+        if mi >= 1:
+            for k in range(1, mi + 1):
+                di -= e[-k + m, i] * e[k + m, i - k]
+            e[m, i] = di
+        for ell in range(1, min(m, n - i) + 1):
+            dl = e[-ell + m, i + ell].copy()
+            km = min(m - ell, i - 1)
+            if km >= 1:
+                du = e[ell + m, i].copy()
+                for k in range(1, km + 1):
+                    du -= e[-k + m, i] * e[ell + k + m, i - k]
+                    dl -= e[-ell - k + m, ell + i] * e[k + m, i - k]
+                e[ell + m, i] = du
+            e[-ell + m, i + ell] = dl / di
+
+
+def _bansol_batch(e: np.ndarray, y: np.ndarray, m: int, n: int) -> np.ndarray:
+    """`_bansol` for ``B`` systems at once: factors ``e`` ``(2m+1, n+1, B)`` from `_bandet_batch`,
+    right-hand sides ``y`` ``(n+1, B)`` (row 0 unused); `_bansol`'s operations, elementwise."""
+    c = np.zeros_like(y)
+    c[1] = y[1]
+    for i in range(2, n + 1):
+        d = y[i].copy()
+        for ell in range(1, min(m, i - 1) + 1):
+            d -= e[-ell + m, i] * c[i - ell]
+        c[i] = d
+    c[n] = c[n] / e[m, n]
+    for i in range(n - 1, 0, -1):
+        d = c[i].copy()
+        for ell in range(1, min(m, n - i) + 1):
+            d -= e[ell + m, i] * c[i + ell]
+        c[i] = d / e[m, i]
+    return c
+
+
 def _trinv(b: list[list[float]], e: list[list[float]], m: int, n: int) -> float:
     """``TRINV``: the central ``2m+1`` bands of ``E⁻¹`` (in place) and ``trace(B E⁻¹)``."""
     e[m][n] = 1 / e[m][n]
@@ -333,6 +375,27 @@ class _Smoother:
         esn = np.cumsum(dt * dt, axis=0)[-1] / n  # weights 1; cumsum adds in order
         return esn if trn is None else esn - self.variance * (trn * 2 - 1)
 
+    def criteria(self, dps: list[float], pairs: list[tuple[int, int]], y: np.ndarray) -> np.ndarray:
+        """`criterion` with error variance 0 for many ``(index into dps, column of y)`` pairs at once:
+        every ``B + dp·WE`` factorised side by side (`_bandet_batch`), every pair solved side by
+        side (`_bansol_batch`); the same numbers as `criterion` pair by pair."""
+        m, n = self.m, self.n
+        d = np.asarray(dps, float)
+        bwe = self._b_full[:, :, None] + d[None, None, :] * self._we_array[:, :, None]
+        bwe[0] = d[None, :] * self._we_array[0][:, None]
+        bwe[2 * m] = d[None, :] * self._we_array[2 * m][:, None]
+        _bandet_batch(bwe, m, n)
+        which, columns = (np.array(v, int) for v in zip(*pairs))
+        rhs = y[:, columns]
+        c = _bansol_batch(bwe[:, :, which], rhs, m, n)
+        dt = -rhs[1:]
+        for k in range(-(m - 1), m):  # dt += b(k, i)·c(i + k), k ascending, as `criterion`
+            lo, hi = max(1, 1 - k), min(n, n - k)
+            shifted = np.zeros_like(dt)
+            shifted[lo - 1:hi] = c[lo + k:hi + k + 1]
+            dt = dt + self._band[k + m - 1][:, None] * shifted
+        return np.cumsum(dt * dt, axis=0)[-1] / n
+
 
 def _search_p(el: float):
     """GCVSPL's search for the smoothing parameter (labels L20–L90 of ``GCVSPL``, mode > 0), as
@@ -386,16 +449,19 @@ def _search_p(el: float):
     return (r1 + r2) / 2  # L90
 
 
-def _gcvspl(x: list[float], y: np.ndarray, m: int, variance: float) -> np.ndarray:
+def _gcvspl(x: list[float], y: np.ndarray, m: int, variance: float, *, ahead: bool = True) -> np.ndarray:
     """``GCVSPL`` with ``MD = 3`` (known variance ``variance``) and unit weights, for each
     column of ``y`` (``(n, k)``) on its own, as OpenSim's ``GCVSplineSet`` fits them; returns the
     ``(n, k)`` coefficients. The columns' searches run side by side: the columns that ask for
-    the same ``p`` in a round share one factorisation and are solved together (and every trial below GCVSPL's clamp on ``p`` is the same fit)."""
+    the same ``p`` in a round share one factorisation and are solved together (and every trial below GCVSPL's clamp on ``p`` is the same fit). With error variance 0 and ``ahead``
+    the searches run through `_gcvspl_interpolating`."""
     smoother = _Smoother(x, m, variance)
     rhs = np.vstack([np.zeros((1, y.shape[1])), y])
     searches = [_search_p(smoother.el) for _ in range(y.shape[1])]
     requests = {j: next(search) for j, search in enumerate(searches)}
     final: dict[float, list[int]] = {}
+    if variance == 0.0 and ahead:  # the same numbers as the rounds below (tests/io/test_processing.py)
+        return _gcvspl_interpolating(smoother, rhs, searches, requests)
     while requests:
         groups: dict[tuple[float, float], list[int]] = {}
         for j, p in requests.items():
@@ -411,6 +477,58 @@ def _gcvspl(x: list[float], y: np.ndarray, m: int, variance: float) -> np.ndarra
     out = np.empty_like(y)
     for dp, columns in final.items():
         out[:, columns] = smoother.solve(dp, rhs[:, columns])[1:]
+    return out
+
+
+#: the smoothing parameters tried ahead of the search (error variance 0): ``(1/el)·2^j`` for
+#: ``|j| ≤ _AHEAD``, the values its halving and doubling phases reach (``p·el`` from 1 down to
+#: GCVSPL's 1e-15 clamp is 50 halvings)
+_AHEAD = 52
+
+
+def _gcvspl_interpolating(smoother: _Smoother, rhs: np.ndarray, searches, requests) -> np.ndarray:
+    """`_gcvspl`'s searches with error variance 0 (OpenSim's setting), the same trials and the same
+    numbers, fast: every column's criterion at every ``p`` the halving and doubling phases can
+    reach is computed at once (`_Smoother.criteria`, `_AHEAD`), and each round of the
+    golden-section phase computes its columns' trials together. Measured against the rounds of
+    `_gcvspl` (``ahead=False``), quintic, 2-core machine under load: the gait2354 pipeline's
+    73 × 23 coordinates 0.29 against 0.37 s; 300 × 23 samples 0.13 against 0.68 s; 600 × 10
+    0.19 against 0.49 s."""
+    known: dict[tuple[float, int], float] = {}
+
+    def compute(wanted: list[tuple[float, int]]) -> None:
+        dps = sorted({dp for dp, _ in wanted})
+        where = {dp: i for i, dp in enumerate(dps)}
+        values = smoother.criteria(dps, [(where[dp], j) for dp, j in wanted], rhs)
+        known.update(zip(wanted, values.tolist()))
+
+    ahead = []
+    p = 1 / smoother.el
+    for _ in range(_AHEAD + 1):  # the halvings, r1 /= 2.0 as `_search_p` computes them
+        ahead.append(p)
+        p /= 2.0
+    p = 1 / smoother.el
+    for _ in range(_AHEAD):  # the doublings
+        p *= 2.0
+        ahead.append(p)
+    columns = range(rhs.shape[1])
+    compute(sorted({(smoother.clamp(p)[0], j) for p in ahead for j in columns}))
+    final: dict[float, list[int]] = {}
+    while requests:
+        clamped = {j: smoother.clamp(p) for j, p in requests.items()}
+        missing = sorted({(dp, j) for j, (dp, _) in clamped.items() if (dp, j) not in known})
+        if missing:
+            compute(missing)
+        answered, requests = requests, {}
+        for j in answered:
+            dp, used = clamped[j]
+            try:
+                requests[j] = searches[j].send((known[(dp, j)], used))
+            except StopIteration as stop:
+                final.setdefault(smoother.clamp(stop.value)[0], []).append(j)
+    out = np.empty((rhs.shape[0] - 1, rhs.shape[1]))
+    for dp, cols in final.items():
+        out[:, cols] = smoother.solve(dp, rhs[:, cols])[1:]
     return out
 
 

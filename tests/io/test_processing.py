@@ -83,6 +83,23 @@ def test_spline_equals_opensim(degree, variance):
         np.testing.assert_array_equal(ours.coefficients[:, j], [coefficients.get(i) for i in range(len(x))])
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_search_ahead_equals_the_rounds_bit_for_bit(seed):
+    """The smoothing-parameter searches with every halving and doubling trial computed ahead, side
+    by side (`_gcvspl_interpolating`) give the coefficients of the round-by-round search bit for
+    bit, for every degree, smooth and rough data, small and large values."""
+    from jaxbio.io._gcvspl import _gcvspl
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(8, 120))
+    x = [0.0] + np.sort(rng.uniform(0.0, 3.0, n)).tolist()
+    y = np.cumsum(rng.normal(size=(n, int(rng.integers(1, 7)))), axis=0) * 10.0 ** rng.uniform(-4, 4)
+    if seed % 2:
+        y = y + rng.normal(size=y.shape) * 1e-3 * np.abs(y).max()  # rough
+    for m in (1, 2, 3, 4):
+        np.testing.assert_array_equal(_gcvspl(x, y, m, 0.0), _gcvspl(x, y, m, 0.0, ahead=False))
+
+
 def test_spline_shapes_and_errors():
     x, y = _samples(10)
     s = GCVSpline(x, y[:, 0])
