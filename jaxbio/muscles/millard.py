@@ -77,8 +77,12 @@ __all__ = [
 def _chain(points, curviness):
     """Control points ``(…, S, 6)`` of the corners joining consecutive ``(x, y, dy/dx)`` points,
     one (scaled) curviness per corner; all corners in one vectorised call."""
+    # one dtype by JAX's promotion over every number (a Python float is weak: float32 parameters
+    # keep the corners float32), which numpy alone would make float64
+    dtype = jnp.result_type(*(v for p in points for v in p), *curviness)
+
     def stacked(values):
-        values = xnp.broadcast_arrays(*values)
+        values = xnp.broadcast_arrays(*(xnp.asarray(v, dtype) for v in values))
         return xnp.stack(values, axis=-1)
 
     x, y, d = (stacked([p[i] for p in points]) for i in range(3))
