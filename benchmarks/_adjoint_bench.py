@@ -66,6 +66,7 @@ def _time(f, args, reps):
         def body(_, q):
             outs = f(q, qd, qdd, ct)
             return q + 1e-30 * sum(o for o in outs)
+
         return lax.fori_loop(0, reps, body, q)
 
     t0 = time.perf_counter()
@@ -94,9 +95,11 @@ def main():
     for name in args.models.split(","):
         if name == "wholebody_hinges":
             from tests.dynamics.test_batched_dynamics import wholebody_hinges  # noqa: PLC0415
+
             tree = jax.tree_util.tree_map(
                 lambda x: x.astype(dt) if isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jnp.floating) else x,
-                wholebody_hinges())
+                wholebody_hinges(),
+            )
         else:
             tree = jb.load_model(name, dtype=dt)
         for B in (int(b) for b in args.batches.split(",")):

@@ -77,7 +77,15 @@ def float32_inverse_dynamics(name: str = "wholebody_hinges", batch: int = GPU_BA
     x64 = [np.asarray(x[:m], np.float64) for x in x32]
     tau64 = np.asarray(batched_inverse_dynamics()(tree32.astype(jnp.float64), *x64))
     err = np.linalg.norm(tau32[:m] - tau64, axis=1) / np.maximum(np.linalg.norm(tau64, axis=1), 1.0)
-    return {"model": name, "batch": batch, "dtype": "float32", "matmul_precision": "highest",
-            "trace_s": trace_s, "compile_s": compile_s, "ns_per_state": 1e9 * per_call / batch,
-            "error_states": m, "max_rel_error_vs_float64": float(err.max()),
-            "median_rel_error_vs_float64": float(np.median(err))}
+    return {
+        "model": name,
+        "batch": batch,
+        "dtype": "float32",
+        "matmul_precision": "highest",
+        "trace_s": trace_s,
+        "compile_s": compile_s,
+        "ns_per_state": 1e9 * per_call / batch,
+        "error_states": m,
+        "max_rel_error_vs_float64": float(err.max()),
+        "median_rel_error_vs_float64": float(np.median(err)),
+    }

@@ -71,4 +71,9 @@ def flow(self, t, y):
     dq, dp = self.dissipation.phase_terms(q, p, dH_dp)
     qd = dH_dp + dq
     force = H._output(self.drive_force(t, y, qd), p.shape, "drive", self.drive)
-    return H.PhaseFlow(qd, force - gradient_q + dp, dH_dp, gradient_q, self.potential.time_rate(t, q)), force, qd, (dq, dp)
+    return (
+        H.PhaseFlow(qd, force - gradient_q + dp, dH_dp, gradient_q, self.potential.time_rate(t, q)),
+        force,
+        qd,
+        (dq, dp),
+    )

@@ -100,14 +100,25 @@ def machine(**versions: str) -> str:
 
     name, flags = cpu()
     extra = "".join(f", {k} {v}" for k, v in versions.items())
-    return (f"{datetime.date.today().isoformat()}, {name} (flags: {flags}), {os.cpu_count()} cores "
-            f"({threads()}), load average {os.getloadavg()[0]:.1f}; python {platform.python_version()}, "
-            f"jax {jax.__version__}, jaxlib {jaxlib.__version__}{extra}, backend {jax.default_backend()}")
+    return (
+        f"{datetime.date.today().isoformat()}, {name} (flags: {flags}), {os.cpu_count()} cores "
+        f"({threads()}), load average {os.getloadavg()[0]:.1f}; python {platform.python_version()}, "
+        f"jax {jax.__version__}, jaxlib {jaxlib.__version__}{extra}, backend {jax.default_backend()}"
+    )
 
 
-def row(operation: str, model: str, batch: int, seconds: float, *, unit: str = "state",
-        compile_s: float | None = None, peer: str | None = None, peer_seconds: float | None = None,
-        note: str = "") -> dict:
+def row(
+    operation: str,
+    model: str,
+    batch: int,
+    seconds: float,
+    *,
+    unit: str = "state",
+    compile_s: float | None = None,
+    peer: str | None = None,
+    peer_seconds: float | None = None,
+    note: str = "",
+) -> dict:
     """One row of the common table (``python -m benchmarks``).
 
     ``seconds``: jaxbio's seconds per ``unit`` (a state, a frame, a trajectory, a race, a step),
@@ -116,11 +127,19 @@ def row(operation: str, model: str, batch: int, seconds: float, *, unit: str = "
     1: jaxbio faster). ``batch``: the items per call."""
     seconds = float(seconds)
     peer_s = None if peer_seconds is None else float(peer_seconds)
-    return {"operation": operation, "model": model, "batch": int(batch), "unit": unit,
-            "seconds": seconds, "per_second": 1.0 / seconds if seconds > 0 else None,
-            "compile_s": None if compile_s is None else float(compile_s), "peer": peer,
-            "peer_seconds": peer_s, "ratio": peer_s / seconds if peer_s and seconds > 0 else None,
-            "note": note}
+    return {
+        "operation": operation,
+        "model": model,
+        "batch": int(batch),
+        "unit": unit,
+        "seconds": seconds,
+        "per_second": 1.0 / seconds if seconds > 0 else None,
+        "compile_s": None if compile_s is None else float(compile_s),
+        "peer": peer,
+        "peer_seconds": peer_s,
+        "ratio": peer_s / seconds if peer_s and seconds > 0 else None,
+        "note": note,
+    }
 
 
 def finish(out: dict, json_path: str | None) -> None:

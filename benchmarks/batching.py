@@ -62,8 +62,11 @@ def main(argv=None) -> int:
 
     one = jax.jit(jax.vmap(jb.inverse_dynamics, in_axes=(None, 0, 0, 0)))
     two = jb.batch(jb.inverse_dynamics, in_axes=(None, 0, 0, 0), devices=devices)
-    auto = jax.jit(jax.vmap(jb.inverse_dynamics, in_axes=(None, 0, 0, 0)),
-                   in_shardings=(NamedSharding(mesh, PartitionSpec()), split, split, split), out_shardings=split)
+    auto = jax.jit(
+        jax.vmap(jb.inverse_dynamics, in_axes=(None, 0, 0, 0)),
+        in_shardings=(NamedSharding(mesh, PartitionSpec()), split, split, split),
+        out_shardings=split,
+    )
     rows = {
         "jit(vmap), 1 device": lambda: one(tree, *on_one),
         "jb.batch, 2 devices, numpy inputs": lambda: two(tree, q, qd, qdd),
@@ -72,8 +75,10 @@ def main(argv=None) -> int:
     }
     ref = np.asarray(rows["jit(vmap), 1 device"]())
     out = {"load_start": load_average(), "batch": args.batch, "rounds": [], "rows": []}
-    print(f"jb.batch benchmark — {args.model}, inverse dynamics, batch {args.batch}, float64, jax {jax.__version__}, "
-          f"{len(jax.devices())} host devices, {os.cpu_count()} CPUs")
+    print(
+        f"jb.batch benchmark — {args.model}, inverse dynamics, batch {args.batch}, float64, jax {jax.__version__}, "
+        f"{len(jax.devices())} host devices, {os.cpu_count()} CPUs"
+    )
     for name, f in rows.items():
         print(f"  {name:36s} max |Δtau| vs 1 device {np.max(np.abs(np.asarray(f()) - ref)):.1e}")
     for r in range(args.rounds):
@@ -85,9 +90,17 @@ def main(argv=None) -> int:
             print(f"  {name:36s} {1e6 * t / args.batch:8.3f} µs/state   speed-up ×{base / t:.2f}")
     best = {k: min(r[k] for r in out["rounds"]) for k in rows}  # best over the rounds, per row
     for name in list(rows)[1:]:
-        out["rows"].append(row(f"inverse dynamics, {name}", args.model, args.batch, best[name],
-                               peer="jit(vmap), 1 device", peer_seconds=best["jit(vmap), 1 device"],
-                               note="best over rounds"))
+        out["rows"].append(
+            row(
+                f"inverse dynamics, {name}",
+                args.model,
+                args.batch,
+                best[name],
+                peer="jit(vmap), 1 device",
+                peer_seconds=best["jit(vmap), 1 device"],
+                note="best over rounds",
+            )
+        )
     finish(out, args.json)
     return 0
 

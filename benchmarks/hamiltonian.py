@@ -69,7 +69,12 @@ def scipy_rhs(par):
     def f(t, y):
         th, om = y[:2], y[2:]
         d = th[0] - th[1]
-        M = np.array([[m1 * l1**2 / 3 + m2 * l1**2, m2 * l1 * l2 * np.cos(d) / 2], [m2 * l1 * l2 * np.cos(d) / 2, m2 * l2**2 / 3]])
+        M = np.array(
+            [
+                [m1 * l1**2 / 3 + m2 * l1**2, m2 * l1 * l2 * np.cos(d) / 2],
+                [m2 * l1 * l2 * np.cos(d) / 2, m2 * l2**2 / 3],
+            ]
+        )
         C = np.array([-m2 * l1 * l2 * np.sin(d) * om[1] ** 2 / 2, m2 * l1 * l2 * np.sin(d) * om[0] ** 2 / 2])
         G = np.array([-(m1 * g * l1 / 2 + m2 * g * l1) * np.sin(th[0]), -m2 * g * l2 / 2 * np.sin(th[1])])
         return np.concatenate([om, np.linalg.solve(M, C + G)])
@@ -81,8 +86,7 @@ def time_scipy(th, om, k):
     """Per-trajectory time of the solve_ivp loop; final (θ, ω) (k, 4) and mean steps."""
     f = scipy_rhs(dp.Parameters())
     t0 = time.perf_counter()
-    sols = [solve_ivp(f, (0, T), np.concatenate([th[i], om[i]]), method="DOP853", rtol=TOL, atol=TOL)
-            for i in range(k)]
+    sols = [solve_ivp(f, (0, T), np.concatenate([th[i], om[i]]), method="DOP853", rtol=TOL, atol=TOL) for i in range(k)]
     per = (time.perf_counter() - t0) / k
     return per, np.array([s.y[:, -1] for s in sols]), np.mean([s.t.size - 1 for s in sols])
 
@@ -115,17 +119,25 @@ def closed_form_solver():
     par = dp.Parameters()
 
     def one(th, om):
-        sol = diffrax.diffeqsolve(diffrax.ODETerm(lambda t, y, a: (y[1], dp.accelerations(par, *y))), diffrax.Tsit5(),
-                                  0.0, T, None, (th, om), stepsize_controller=diffrax.PIDController(rtol=TOL, atol=TOL),
-                                  max_steps=200_000)
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(lambda t, y, a: (y[1], dp.accelerations(par, *y))),
+            diffrax.Tsit5(),
+            0.0,
+            T,
+            None,
+            (th, om),
+            stepsize_controller=diffrax.PIDController(rtol=TOL, atol=TOL),
+            max_steps=200_000,
+        )
         return sol.ys[0][-1], sol.ys[1][-1], sol.stats["num_steps"]
 
     return jax.jit(jax.vmap(one))
 
 
 def fast_solver(chunk_size=None, solver=None):
-    return jax.jit(lambda th, om: dp.simulate_batch(th, om, T, rtol=TOL, atol=TOL, chunk_size=chunk_size,
-                                                    solver=solver))
+    return jax.jit(
+        lambda th, om: dp.simulate_batch(th, om, T, rtol=TOL, atol=TOL, chunk_size=chunk_size, solver=solver)
+    )
 
 
 def sharded_solver(chunk_size=None):
@@ -134,8 +146,11 @@ def sharded_solver(chunk_size=None):
     from jax.sharding import PartitionSpec as P
 
     devices = jax.devices()[:2]
-    f = jb.batch(lambda th, om: dp.simulate_batch(th, om, T, rtol=TOL, atol=TOL, chunk_size=chunk_size),
-                 devices=devices, vectorized=True)
+    f = jb.batch(
+        lambda th, om: dp.simulate_batch(th, om, T, rtol=TOL, atol=TOL, chunk_size=chunk_size),
+        devices=devices,
+        vectorized=True,
+    )
     mesh = jax.sharding.Mesh(np.array(devices), (jb.batching.AXIS,))
     return f, jax.sharding.NamedSharding(mesh, P(jb.batching.AXIS))
 
@@ -245,7 +260,9 @@ def tree_vector_field_routes(batch=10_000):
         ys = jax.vmap(lambda a, b: system.initial_state(a, b))(q, qd)
         fast = per_call(lambda y: system.vector_field(0.0, y), ys)
         slow = per_call(lambda y: per_state_field(tree, y), ys)
-        print(f"  {name:16s} batched kernels {fast:9.1f}   vmap of per-state code {slow:9.1f}   ratio {slow / fast:5.1f}x")
+        print(
+            f"  {name:16s} batched kernels {fast:9.1f}   vmap of per-state code {slow:9.1f}   ratio {slow / fast:5.1f}x"
+        )
 
 
 def dH_dq_routes(batch=1000):
@@ -271,8 +288,10 @@ def dH_dq_routes(batch=1000):
                 jax.block_until_ready(c(Q, QD))
             res[label] = ((time.perf_counter() - t0) / 5 / batch * 1e6, np.asarray(out))
         err = np.max(np.abs(res["legendre"][1] - res["grad(H)"][1]))
-        print(f"  {name:16s} legendre {res['legendre'][0]:8.3f} µs, grad(H) {res['grad(H)'][0]:8.3f} µs, "
-              f"ratio {res['grad(H)'][0] / res['legendre'][0]:5.1f}×, max |Δ| {err:.1e}")
+        print(
+            f"  {name:16s} legendre {res['legendre'][0]:8.3f} µs, grad(H) {res['grad(H)'][0]:8.3f} µs, "
+            f"ratio {res['grad(H)'][0] / res['legendre'][0]:5.1f}×, max |Δ| {err:.1e}"
+        )
 
 
 def models_vs_scipy(names=("arm7", "wholebody"), batch=100, k=2, duration=T, peer_device=None):
@@ -297,9 +316,17 @@ def models_vs_scipy(names=("arm7", "wholebody"), batch=100, k=2, duration=T, pee
         jax.block_until_ready(rhs(flat0))
         t0 = time.perf_counter()
         place = (lambda y: y) if peer_device is None else (lambda y: jax.device_put(y, peer_device))
-        sols = [solve_ivp(lambda t, y: np.asarray(rhs(place(y))), (0, duration),
-                          np.asarray(ravel_pytree(jax.tree_util.tree_map(lambda x, i=i: x[i], y0))[0]),
-                          method="DOP853", rtol=TOL, atol=TOL) for i in range(k)]
+        sols = [
+            solve_ivp(
+                lambda t, y: np.asarray(rhs(place(y))),
+                (0, duration),
+                np.asarray(ravel_pytree(jax.tree_util.tree_map(lambda x, i=i: x[i], y0))[0]),
+                method="DOP853",
+                rtol=TOL,
+                atol=TOL,
+            )
+            for i in range(k)
+        ]
         t_sp = (time.perf_counter() - t0) / k
         sp_steps = np.mean([s.t.size - 1 for s in sols])
 
@@ -315,12 +342,18 @@ def models_vs_scipy(names=("arm7", "wholebody"), batch=100, k=2, duration=T, pee
         qT, eT, steps = (np.asarray(x) for x in jax.block_until_ready(compiled(y0)))
         per = (time.perf_counter() - t0) / batch
         e0 = np.asarray(jax.vmap(system.energy)(y0))
-        dq = np.max(np.abs(qT[:k] - np.array([s.y[:tree.nq, -1] for s in sols])))
-        print(f"{name:10s} scipy solve_ivp DOP853 loop (per-state jitted field), {k} traj.: {t_sp * 1e3:9.1f} ms / "
-              f"trajectory, {sp_steps:6.0f} steps", flush=True)
-        print(f"{name:10s} jaxbio jit(vmap(simulate)), Tsit5, batch {batch}: compile {c:5.1f} s, {per * 1e3:9.2f} ms / "
-              f"trajectory, {t_sp / per:7.1f}× solve_ivp, {np.mean(steps):6.0f} steps, max |Δq| vs scipy {dq:.1e}, "
-              f"max |ΔE| {np.max(np.abs(eT - e0)):.1e} J", flush=True)
+        dq = np.max(np.abs(qT[:k] - np.array([s.y[: tree.nq, -1] for s in sols])))
+        print(
+            f"{name:10s} scipy solve_ivp DOP853 loop (per-state jitted field), {k} traj.: {t_sp * 1e3:9.1f} ms / "
+            f"trajectory, {sp_steps:6.0f} steps",
+            flush=True,
+        )
+        print(
+            f"{name:10s} jaxbio jit(vmap(simulate)), Tsit5, batch {batch}: compile {c:5.1f} s, {per * 1e3:9.2f} ms / "
+            f"trajectory, {t_sp / per:7.1f}× solve_ivp, {np.mean(steps):6.0f} steps, max |Δq| vs scipy {dq:.1e}, "
+            f"max |ΔE| {np.max(np.abs(eT - e0)):.1e} J",
+            flush=True,
+        )
         rows.append((name, batch, c, per, t_sp / per))
     return rows
 
@@ -331,8 +364,11 @@ def main():
     ap.add_argument("--batch", type=int, default=None)
     ap.add_argument("--tree-batch", type=int, default=None, help="batch of the tree rows (default min(batch, 1000))")
     ap.add_argument("--scipy-trajectories", type=int, default=5)
-    ap.add_argument("--models", default="arm7,wholebody", help="comma-separated models for the rows against "
-                    "solve_ivp on the per-state field ('' for none)")
+    ap.add_argument(
+        "--models",
+        default="arm7,wholebody",
+        help="comma-separated models for the rows against solve_ivp on the per-state field ('' for none)",
+    )
     ap.add_argument("--model-batch", type=int, default=100)
     ap.add_argument("--only-models", action="store_true", help="only the model rows")
     ap.add_argument("--json", metavar="PATH", help="also write every number to this JSON file")
@@ -345,25 +381,37 @@ def main():
     n = args.batch or (1_000 if args.quick else 10_000)
     n_tree = args.tree_batch or min(n, 1_000)
     th, om = initial_states(n)
-    print(f"double pendulum (seed 004), {T:.0f} s, rtol = atol = {TOL:g}, float64, backend {jax.default_backend()}, "
-          f"{len(jax.devices())} devices, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}")
+    print(
+        f"double pendulum (seed 004), {T:.0f} s, rtol = atol = {TOL:g}, float64, backend {jax.default_backend()}, "
+        f"{len(jax.devices())} devices, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}"
+    )
     k = args.scipy_trajectories
     t_sp, ref, sp_steps = time_scipy(th, om, k)
     e_sp = energy_error(th[:k], om[:k], ref[:, :2], ref[:, 2:])
-    print(f"{'scipy solve_ivp DOP853 loop':44s} batch {k:6d}: {'':15s} {t_sp * 1e3:9.3f} ms / trajectory, "
-          f"{1.0:7.1f}× solve_ivp, {sp_steps:6.0f} steps, {'':10s} max |ΔE| {e_sp:.1e} J")
+    print(
+        f"{'scipy solve_ivp DOP853 loop':44s} batch {k:6d}: {'':15s} {t_sp * 1e3:9.3f} ms / trajectory, "
+        f"{1.0:7.1f}× solve_ivp, {sp_steps:6.0f} steps, {'':10s} max |ΔE| {e_sp:.1e} J"
+    )
     chunk = 1_000 if n >= 2_000 else max(1, n // 4)
     tree_chunk = min(250, max(1, n // 4))  # 128–250 measured best at 10⁴ (benchmarks/README.md)
     rows = []
-    cases = [("jaxbio HamiltonianSystem (tree), Tsit5", tree_solver(), None, (1, n_tree)),
-             (f"tree, Tsit5, jb.batch chunks of {tree_chunk}", tree_solver(tree_chunk), None, (n,)),
-             ("Diffrax on the closed form, Tsit5", closed_form_solver(), None, (1, n)),
-             ("dp.simulate_batch (fast), Tsit5", fast_solver(), None, (1, n)),
-             (f"dp.simulate_batch, Tsit5, chunks of {chunk}", fast_solver(chunk), None, (n,)),
-             ("dp.simulate_batch (fast), Dopri8", fast_solver(solver=diffrax.Dopri8()), None, (n,))]
+    cases = [
+        ("jaxbio HamiltonianSystem (tree), Tsit5", tree_solver(), None, (1, n_tree)),
+        (f"tree, Tsit5, jb.batch chunks of {tree_chunk}", tree_solver(tree_chunk), None, (n,)),
+        ("Diffrax on the closed form, Tsit5", closed_form_solver(), None, (1, n)),
+        ("dp.simulate_batch (fast), Tsit5", fast_solver(), None, (1, n)),
+        (f"dp.simulate_batch, Tsit5, chunks of {chunk}", fast_solver(chunk), None, (n,)),
+        ("dp.simulate_batch (fast), Dopri8", fast_solver(solver=diffrax.Dopri8()), None, (n,)),
+    ]
     if len(jax.devices()) >= 2:
-        cases.append((f"tree, Tsit5, jb.batch on 2 devices, chunks of {tree_chunk}", tree_solver(tree_chunk, 2), None,
-                      (n - n % 2,)))
+        cases.append(
+            (
+                f"tree, Tsit5, jb.batch on 2 devices, chunks of {tree_chunk}",
+                tree_solver(tree_chunk, 2),
+                None,
+                (n - n % 2,),
+            )
+        )
         f2, sharding = sharded_solver()
         cases.append(("dp.simulate_batch, Tsit5, 2 devices", f2, sharding, (n - n % 2,)))
         f2c, sharding = sharded_solver(chunk // 2)
@@ -375,9 +423,12 @@ def main():
             err = np.max(np.abs(np.angle(np.exp(1j * (th1[:m] - ref[:m, :2])))))
             e_err = energy_error(th[:batch], om[:batch], th1, om1)
             rows.append((name, batch, c, per, t_sp / per))
-            print(f"{name:44s} batch {batch:6d}: compile {c:5.2f} s, {per * 1e3:9.3f} ms / trajectory, "
-                  f"{t_sp / per:7.1f}× solve_ivp, {np.mean(steps):6.0f} steps, max |Δθ| {err:.1e} rad, "
-                  f"max |ΔE| {e_err:.1e} J", flush=True)
+            print(
+                f"{name:44s} batch {batch:6d}: compile {c:5.2f} s, {per * 1e3:9.3f} ms / trajectory, "
+                f"{t_sp / per:7.1f}× solve_ivp, {np.mean(steps):6.0f} steps, max |Δθ| {err:.1e} rad, "
+                f"max |ΔE| {e_err:.1e} J",
+                flush=True,
+            )
     if models:
         rows += models_vs_scipy(models, args.model_batch)
     vector_field_costs()
@@ -394,13 +445,31 @@ def common_rows(rows, models, t_scipy) -> list[dict]:
     out = []
     for name, batch, compile_s, per, ratio in rows:
         if name in models:
-            out.append(row(f"{T:.0f} s simulation, jit(vmap(jb.simulate))", name, batch, per, unit="trajectory",
-                           compile_s=compile_s, peer="solve_ivp DOP853 on the per-state jitted field",
-                           peer_seconds=per * ratio))
+            out.append(
+                row(
+                    f"{T:.0f} s simulation, jit(vmap(jb.simulate))",
+                    name,
+                    batch,
+                    per,
+                    unit="trajectory",
+                    compile_s=compile_s,
+                    peer="solve_ivp DOP853 on the per-state jitted field",
+                    peer_seconds=per * ratio,
+                )
+            )
         else:
-            out.append(row(f"{T:.0f} s simulation: {name}", "double pendulum (seed 004)", batch, per,
-                           unit="trajectory", compile_s=compile_s, peer="solve_ivp DOP853 loop, closed form (NumPy)",
-                           peer_seconds=t_scipy))
+            out.append(
+                row(
+                    f"{T:.0f} s simulation: {name}",
+                    "double pendulum (seed 004)",
+                    batch,
+                    per,
+                    unit="trajectory",
+                    compile_s=compile_s,
+                    peer="solve_ivp DOP853 loop, closed form (NumPy)",
+                    peer_seconds=t_scipy,
+                )
+            )
     return out
 
 

@@ -58,8 +58,15 @@ import jaxbio as jb  # noqa: E402
 from tests import pinocchio_ref as ref  # noqa: E402
 from tests.pinocchio_ref import build_pinocchio_model  # noqa: E402
 from _machine import REPEATS, best_time, cpu, finish, load_average, row  # noqa: E402  (benchmarks/_machine.py)
-from _inverse import (GPU_BATCH, batched_inverse_dynamics, compile_times, float32_inverse_dynamics,  # noqa: E402
-                      load, random_states, shipped_dict)
+from _inverse import (
+    GPU_BATCH,
+    batched_inverse_dynamics,
+    compile_times,
+    float32_inverse_dynamics,
+    load,
+    random_states,
+    shipped_dict,
+)
 
 # wholebody_hinges: the shipped wholebody (free pelvis, ball joints) with its ball and free joints as
 # chains of hinges and massless links (tests/_models.hinge_chains): 28 one-DOF segments, the tree of the
@@ -82,7 +89,6 @@ CHAIN_BATCH = 1_000
 # ---------------------------------------------------------------------------------------------------
 # States, in jaxbio order and in Pinocchio order
 # ---------------------------------------------------------------------------------------------------
-
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -123,8 +129,13 @@ def time_jax(tree, q, qd, qdd) -> dict:
     trace_s, compile_s = compile_times(fn, *args)
     tau = jax.block_until_ready(fn(*args))  # warm-up (and the jit call path's own cache)
     per_call = best_time(lambda: jax.block_until_ready(fn(*args)))
-    return {"trace_s": trace_s, "compile_s": compile_s, "s_per_call": per_call,
-            "us_per_state": 1e6 * per_call / q.shape[0], "tau": np.asarray(tau)}
+    return {
+        "trace_s": trace_s,
+        "compile_s": compile_s,
+        "s_per_call": per_call,
+        "us_per_state": 1e6 * per_call / q.shape[0],
+        "tau": np.asarray(tau),
+    }
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -182,21 +193,28 @@ def chain_dict(n: int = CHAIN_SEGMENTS, seed: int = 100) -> dict:
         principal = np.array([second[1] + second[2], second[0] + second[2], second[0] + second[1]])
         rot = ref.quaternion_to_matrix(unit(4))
         inertia = rot @ np.diag(principal) @ rot.T
-        segments.append({
-            "name": f"link{i}",
-            "parent": None if i == 0 else f"link{i - 1}",
-            "joint": {
-                "type": "revolute" if rng.random() < 0.8 else "prismatic",
-                "axis": unit(3).tolist(),
-                "origin": rng.uniform(-0.1, 0.1, size=3).tolist(),
-                "orientation": unit(4).tolist(),
-            },
-            "mass": mass,
-            "com": rng.uniform(-0.05, 0.05, size=3).tolist(),
-            "inertia": (0.5 * (inertia + inertia.T)).tolist(),
-        })
-    return {"format": "jaxbio-model", "version": 1, "name": f"chain{n}",
-            "gravity": [0.0, 0.0, -9.81], "segments": segments}
+        segments.append(
+            {
+                "name": f"link{i}",
+                "parent": None if i == 0 else f"link{i - 1}",
+                "joint": {
+                    "type": "revolute" if rng.random() < 0.8 else "prismatic",
+                    "axis": unit(3).tolist(),
+                    "origin": rng.uniform(-0.1, 0.1, size=3).tolist(),
+                    "orientation": unit(4).tolist(),
+                },
+                "mass": mass,
+                "com": rng.uniform(-0.05, 0.05, size=3).tolist(),
+                "inertia": (0.5 * (inertia + inertia.T)).tolist(),
+            }
+        )
+    return {
+        "format": "jaxbio-model",
+        "version": 1,
+        "name": f"chain{n}",
+        "gravity": [0.0, 0.0, -9.81],
+        "segments": segments,
+    }
 
 
 def check_against_pinocchio(tree, model, q, qd, qdd) -> tuple[float, float]:
@@ -230,25 +248,34 @@ def bench_model(name: str, batches) -> dict:
         loop_us = time_pin_loop(model, qp, vp, ap)
         par_us, tau_par = time_pin_parallel(model, qp, vp, ap)
         batch_err = float(np.max(np.abs(jx["tau"] - ref.v_from_pin(model, tau_par))))
-        rows.append({
-            "batch": batch,
-            "jax_us_per_state": jx["us_per_state"],
-            "jax_states_per_s": 1e6 / jx["us_per_state"],
-            "jax_trace_s": jx["trace_s"],
-            "jax_compile_s": jx["compile_s"],
-            "pin_loop_us_per_state": loop_us,
-            "pin_parallel_us_per_state": par_us,
-            "ratio_vs_loop": loop_us / jx["us_per_state"],
-            "ratio_vs_parallel": par_us / jx["us_per_state"],
-            "max_abs_diff_vs_parallel": batch_err,
-            "jax_2dev_us_per_state": None if two is None else two["us_per_state"],
-            "jax_2dev_compile_s": None if two is None else two["compile_s"],
-            "ratio_2dev_vs_loop": None if two is None else loop_us / two["us_per_state"],
-            "ratio_2dev_vs_parallel": None if two is None else par_us / two["us_per_state"],
-            "max_abs_diff_2dev_vs_1dev": None if two is None else float(np.max(np.abs(two["tau"] - jx["tau"]))),
-        })
-    return {"model": name, "dof": tree.nv, "nq": tree.nq, "segments": tree.n_segments, "max_abs_diff_vs_rnea": check_err, "max_abs_tau": tau_scale,
-            "rows": rows}
+        rows.append(
+            {
+                "batch": batch,
+                "jax_us_per_state": jx["us_per_state"],
+                "jax_states_per_s": 1e6 / jx["us_per_state"],
+                "jax_trace_s": jx["trace_s"],
+                "jax_compile_s": jx["compile_s"],
+                "pin_loop_us_per_state": loop_us,
+                "pin_parallel_us_per_state": par_us,
+                "ratio_vs_loop": loop_us / jx["us_per_state"],
+                "ratio_vs_parallel": par_us / jx["us_per_state"],
+                "max_abs_diff_vs_parallel": batch_err,
+                "jax_2dev_us_per_state": None if two is None else two["us_per_state"],
+                "jax_2dev_compile_s": None if two is None else two["compile_s"],
+                "ratio_2dev_vs_loop": None if two is None else loop_us / two["us_per_state"],
+                "ratio_2dev_vs_parallel": None if two is None else par_us / two["us_per_state"],
+                "max_abs_diff_2dev_vs_1dev": None if two is None else float(np.max(np.abs(two["tau"] - jx["tau"]))),
+            }
+        )
+    return {
+        "model": name,
+        "dof": tree.nv,
+        "nq": tree.nq,
+        "segments": tree.n_segments,
+        "max_abs_diff_vs_rnea": check_err,
+        "max_abs_tau": tau_scale,
+        "rows": rows,
+    }
 
 
 def bench_chain(batch: int = CHAIN_BATCH) -> dict:
@@ -259,10 +286,16 @@ def bench_chain(batch: int = CHAIN_BATCH) -> dict:
     jx = time_jax(tree, q, qd, qdd)
     loop_us = time_pin_loop(model, ref.q_to_pin(model, q), ref.v_to_pin(model, qd), ref.v_to_pin(model, qdd))
     check_err, tau_scale = check_against_pinocchio(tree, model, q, qd, qdd)
-    return {"segments": tree.nq, "batch": batch, "trace_s": jx["trace_s"], "compile_s": jx["compile_s"],
-            "jax_us_per_state": jx["us_per_state"], "pin_loop_us_per_state": loop_us,
-            "max_abs_diff_vs_rnea": check_err, "max_abs_tau": tau_scale}
-
+    return {
+        "segments": tree.nq,
+        "batch": batch,
+        "trace_s": jx["trace_s"],
+        "compile_s": jx["compile_s"],
+        "jax_us_per_state": jx["us_per_state"],
+        "pin_loop_us_per_state": loop_us,
+        "max_abs_diff_vs_rnea": check_err,
+        "max_abs_tau": tau_scale,
+    }
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -276,38 +309,61 @@ def common_rows(models: list) -> list[dict]:
     rows = []
     for m in models:
         for r in m["rows"]:
-            rows.append(row("inverse dynamics, jit(vmap)", m["model"], r["batch"], 1e-6 * r["jax_us_per_state"],
-                            compile_s=r["jax_compile_s"], peer="pin.rnea loop",
-                            peer_seconds=1e-6 * r["pin_loop_us_per_state"]))
+            rows.append(
+                row(
+                    "inverse dynamics, jit(vmap)",
+                    m["model"],
+                    r["batch"],
+                    1e-6 * r["jax_us_per_state"],
+                    compile_s=r["jax_compile_s"],
+                    peer="pin.rnea loop",
+                    peer_seconds=1e-6 * r["pin_loop_us_per_state"],
+                )
+            )
             if r["jax_2dev_us_per_state"] is not None:
-                rows.append(row("inverse dynamics, jb.batch on 2 CPU devices", m["model"], r["batch"],
-                                1e-6 * r["jax_2dev_us_per_state"], compile_s=r["jax_2dev_compile_s"],
-                                peer=f"pin.rneaInParallel ({PIN_THREADS} threads)",
-                                peer_seconds=1e-6 * r["pin_parallel_us_per_state"]))
+                rows.append(
+                    row(
+                        "inverse dynamics, jb.batch on 2 CPU devices",
+                        m["model"],
+                        r["batch"],
+                        1e-6 * r["jax_2dev_us_per_state"],
+                        compile_s=r["jax_2dev_compile_s"],
+                        peer=f"pin.rneaInParallel ({PIN_THREADS} threads)",
+                        peer_seconds=1e-6 * r["pin_parallel_us_per_state"],
+                    )
+                )
     return rows
 
 
 def print_model_table(result: dict) -> None:
     print(f"\n{result['model']} ({result['segments']} segments, nq {result['nq']}, nv {result['dof']}), float64, CPU")
-    print(f"  check: max |tau_jaxbio - tau_pin.rnea| over {CHECK_STATES} states = "
-          f"{result['max_abs_diff_vs_rnea']:.2e} (max |tau| {result['max_abs_tau']:.3g})")
-    header = (f"  {'batch':>7} | {'jaxbio µs/state':>15} | {'states/s':>10} | {'trace s':>7} | "
-              f"{'compile s':>9} | {'pin.rnea loop µs/state':>22} | {'rneaInParallel(2) µs/state':>26} | "
-              f"{'ratio vs loop':>13} | {'ratio vs parallel':>17} | {'max |Δtau| vs par.':>18}")
+    print(
+        f"  check: max |tau_jaxbio - tau_pin.rnea| over {CHECK_STATES} states = "
+        f"{result['max_abs_diff_vs_rnea']:.2e} (max |tau| {result['max_abs_tau']:.3g})"
+    )
+    header = (
+        f"  {'batch':>7} | {'jaxbio µs/state':>15} | {'states/s':>10} | {'trace s':>7} | "
+        f"{'compile s':>9} | {'pin.rnea loop µs/state':>22} | {'rneaInParallel(2) µs/state':>26} | "
+        f"{'ratio vs loop':>13} | {'ratio vs parallel':>17} | {'max |Δtau| vs par.':>18}"
+    )
     print(header)
     print("  " + "-" * (len(header) - 2))
     for r in result["rows"]:
-        print(f"  {r['batch']:>7} | {r['jax_us_per_state']:>15.4g} | {r['jax_states_per_s']:>10.3g} | "
-              f"{r['jax_trace_s']:>7.3f} | {r['jax_compile_s']:>9.3f} | {r['pin_loop_us_per_state']:>22.4g} | "
-              f"{r['pin_parallel_us_per_state']:>26.4g} | {r['ratio_vs_loop']:>13.3g} | "
-              f"{r['ratio_vs_parallel']:>17.3g} | {r['max_abs_diff_vs_parallel']:>18.2e}")
+        print(
+            f"  {r['batch']:>7} | {r['jax_us_per_state']:>15.4g} | {r['jax_states_per_s']:>10.3g} | "
+            f"{r['jax_trace_s']:>7.3f} | {r['jax_compile_s']:>9.3f} | {r['pin_loop_us_per_state']:>22.4g} | "
+            f"{r['pin_parallel_us_per_state']:>26.4g} | {r['ratio_vs_loop']:>13.3g} | "
+            f"{r['ratio_vs_parallel']:>17.3g} | {r['max_abs_diff_vs_parallel']:>18.2e}"
+        )
     rows = [r for r in result["rows"] if r["jax_2dev_us_per_state"] is not None]
     if rows:
         print("  the same vmap on 2 CPU devices (jb.batch: jax.shard_map, batch split in halves):")
         for r in rows:
-            print(f"  {r['batch']:>7} | {r['jax_2dev_us_per_state']:>15.4g} | compile {r['jax_2dev_compile_s']:.3f} s | "
-                  f"ratio vs loop {r['ratio_2dev_vs_loop']:.3g} | ratio vs parallel {r['ratio_2dev_vs_parallel']:.3g} | "
-                  f"max |Δtau| vs 1 device {r['max_abs_diff_2dev_vs_1dev']:.1e}")
+            print(
+                f"  {r['batch']:>7} | {r['jax_2dev_us_per_state']:>15.4g} | compile {r['jax_2dev_compile_s']:.3f} s | "
+                f"ratio vs loop {r['ratio_2dev_vs_loop']:.3g} | ratio vs parallel {r['ratio_2dev_vs_parallel']:.3g} | "
+                f"max |Δtau| vs 1 device {r['max_abs_diff_2dev_vs_1dev']:.1e}"
+            )
 
 
 def environment() -> dict:
@@ -331,20 +387,31 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="batches 1, 1e3, 1e4 instead of 1, 1e3, 1e5")
     parser.add_argument("--json", metavar="PATH", help="also write every number to this JSON file")
     parser.add_argument("--gpu-batch", type=int, default=GPU_BATCH, help="batch of the GPU section (1e6)")
-    parser.add_argument("--force-gpu-section", action="store_true",
-                        help="run the float32 section even without a GPU (to exercise the code)")
+    parser.add_argument(
+        "--force-gpu-section",
+        action="store_true",
+        help="run the float32 section even without a GPU (to exercise the code)",
+    )
     args = parser.parse_args(argv)
 
     batches = QUICK_BATCHES if args.quick else FULL_BATCHES
-    out = {"environment": environment(), "load_start": load_average(), "batches": list(batches),
-           "settings": {"repeats": REPEATS, "loop_states": LOOP_STATES, "pin_threads": PIN_THREADS}}
+    out = {
+        "environment": environment(),
+        "load_start": load_average(),
+        "batches": list(batches),
+        "settings": {"repeats": REPEATS, "loop_states": LOOP_STATES, "pin_threads": PIN_THREADS},
+    }
     env = out["environment"]
-    print(f"jaxbio inverse dynamics benchmark — jax {env['jax']} ({env['backend']}), Pinocchio "
-          f"{env['pinocchio']}, {env['cpu_count']} CPUs ({env['cpu']}; {env['isa_flags']}), {env['machine']}")
+    print(
+        f"jaxbio inverse dynamics benchmark — jax {env['jax']} ({env['backend']}), Pinocchio "
+        f"{env['pinocchio']}, {env['cpu_count']} CPUs ({env['cpu']}; {env['isa_flags']}), {env['machine']}"
+    )
     print(f"load at start: {out['load_start']['uptime']}")
-    print(f"time per state: best of {REPEATS}; pin.rnea loop on min(B, {LOOP_STATES}) states; "
-          f"rneaInParallel on {PIN_THREADS} threads.\nratio = Pinocchio time / jaxbio time "
-          "(> 1: jaxbio faster). Compile = lower + compile of a fresh jit, trace timed apart.")
+    print(
+        f"time per state: best of {REPEATS}; pin.rnea loop on min(B, {LOOP_STATES}) states; "
+        f"rneaInParallel on {PIN_THREADS} threads.\nratio = Pinocchio time / jaxbio time "
+        "(> 1: jaxbio faster). Compile = lower + compile of a fresh jit, trace timed apart."
+    )
 
     out["models"] = []
     for name in MODELS:
@@ -354,20 +421,24 @@ def main(argv=None) -> int:
 
     chain = bench_chain()
     out["chain"] = chain
-    print(f"\n{chain['segments']}-segment chain (random axes, revolute/prismatic), float64, batch "
-          f"{chain['batch']}: trace {chain['trace_s']:.3f} s, lower+compile {chain['compile_s']:.3f} s; "
-          f"max |tau_jaxbio - tau_pin.rnea| over {CHECK_STATES} states = {chain['max_abs_diff_vs_rnea']:.2e} (max |tau| {chain['max_abs_tau']:.3g})"
-          f"\n  (for scale: jaxbio {chain['jax_us_per_state']:.4g} µs/state, pin.rnea loop "
-          f"{chain['pin_loop_us_per_state']:.4g} µs/state at this batch)")
+    print(
+        f"\n{chain['segments']}-segment chain (random axes, revolute/prismatic), float64, batch "
+        f"{chain['batch']}: trace {chain['trace_s']:.3f} s, lower+compile {chain['compile_s']:.3f} s; "
+        f"max |tau_jaxbio - tau_pin.rnea| over {CHECK_STATES} states = {chain['max_abs_diff_vs_rnea']:.2e} (max |tau| {chain['max_abs_tau']:.3g})"
+        f"\n  (for scale: jaxbio {chain['jax_us_per_state']:.4g} µs/state, pin.rnea loop "
+        f"{chain['pin_loop_us_per_state']:.4g} µs/state at this batch)"
+    )
 
     if jax.default_backend() == "gpu" or args.force_gpu_section:
         gpu = float32_inverse_dynamics(batch=args.gpu_batch)
         out["gpu"] = gpu
-        print(f"\n{jax.default_backend().upper()} float32 (matmul precision 'highest'), {gpu['model']}, batch "
-              f"{gpu['batch']}: {gpu['ns_per_state']:.3g} ns/state, trace {gpu['trace_s']:.3f} s, "
-              f"lower+compile {gpu['compile_s']:.3f} s; relative error ||Δtau||/max(||tau||, 1) vs "
-              f"float64 over {gpu['error_states']} states: max {gpu['max_rel_error_vs_float64']:.2e}, "
-              f"median {gpu['median_rel_error_vs_float64']:.2e}")
+        print(
+            f"\n{jax.default_backend().upper()} float32 (matmul precision 'highest'), {gpu['model']}, batch "
+            f"{gpu['batch']}: {gpu['ns_per_state']:.3g} ns/state, trace {gpu['trace_s']:.3f} s, "
+            f"lower+compile {gpu['compile_s']:.3f} s; relative error ||Δtau||/max(||tau||, 1) vs "
+            f"float64 over {gpu['error_states']} states: max {gpu['max_rel_error_vs_float64']:.2e}, "
+            f"median {gpu['median_rel_error_vs_float64']:.2e}"
+        )
     else:
         out["gpu"] = None
         print("\nGPU float32 section: no GPU: skipped")

@@ -70,8 +70,17 @@ import _machine  # noqa: E402  (benchmarks/_machine.py)
 import jaxbio as jb  # noqa: E402
 
 BATCH, DURATION, SAVED = 32, 2.0, 21
-PATHS = ("default", "backsolve", "custom_vjp", "grid", "velocity", "velocity_ckpt", "stored", "stored_velocity",
-         "stored_state")
+PATHS = (
+    "default",
+    "backsolve",
+    "custom_vjp",
+    "grid",
+    "velocity",
+    "velocity_ckpt",
+    "stored",
+    "stored_velocity",
+    "stored_state",
+)
 
 
 class MLPDrive(jb.hamiltonian.Drive):
@@ -95,8 +104,9 @@ def solve_kwargs(path: str, ts) -> dict:
     if path == "velocity":
         return dict(adaptive, form="velocity")
     if path == "velocity_ckpt":
-        return dict(adaptive, form="velocity", max_steps=256,
-                    adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=256))
+        return dict(
+            adaptive, form="velocity", max_steps=256, adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=256)
+        )
     if path == "stored":
         return dict(adaptive, adjoint=jb.simulation.StoredAdjoint())
     if path == "stored_velocity":
@@ -159,10 +169,19 @@ def measure(model: str, path: str) -> dict:
     finally:
         jb.HamiltonianSystem._flow = flow
     flat = jnp.concatenate([x.ravel() for x in jax.tree_util.tree_leaves(eqx.filter(grad, eqx.is_array))])
-    return {"model": model, "path": path, "forward_ms": 1e3 * t_fwd, "value_grad_ms": 1e3 * t_vg,
-            "ratio": t_vg / t_fwd, "compile_forward_s": c_fwd, "compile_value_grad_s": c_vg,
-            "loss": float(value), "grad_norm": float(jnp.linalg.norm(flat)), "load": os.getloadavg()[0],
-            "calls": (forward, value_grad, mlp)}
+    return {
+        "model": model,
+        "path": path,
+        "forward_ms": 1e3 * t_fwd,
+        "value_grad_ms": 1e3 * t_vg,
+        "ratio": t_vg / t_fwd,
+        "compile_forward_s": c_fwd,
+        "compile_value_grad_s": c_vg,
+        "loss": float(value),
+        "grad_norm": float(jnp.linalg.norm(flat)),
+        "load": os.getloadavg()[0],
+        "calls": (forward, value_grad, mlp),
+    }
 
 
 def retime(r: dict) -> None:
@@ -195,20 +214,29 @@ def field_cost(model: str, evaluations: int = 100, dtype=jnp.float32) -> dict:
     batched = jax.vmap(field, in_axes=(None, 0, 0))
 
     def forward(mlp):
-        return jax.lax.fori_loop(0, evaluations, lambda i, c: c + 1e-3 * batched(mlp, q + 1e-3 * c, qd),
-                                 jnp.zeros_like(q))
+        return jax.lax.fori_loop(
+            0, evaluations, lambda i, c: c + 1e-3 * batched(mlp, q + 1e-3 * c, qd), jnp.zeros_like(q)
+        )
 
     def reverse(mlp):
         def body(i, c):
             out, pull = eqx.filter_vjp(batched, mlp, q + 1e-3 * c, qd)
             _, dq, dqd = pull(w + 1e-3 * c)
             return c + 1e-3 * (out + dq + dqd)
+
         return jax.lax.fori_loop(0, evaluations, body, jnp.zeros_like(q))
 
     c_fwd, t_fwd, _ = timed(eqx.filter_jit(forward), mlp, repeats=20)
     c_rev, t_rev, _ = timed(eqx.filter_jit(reverse), mlp, repeats=20)
-    return {"model": model, "forward_us": 1e6 * t_fwd / evaluations, "vjp_us": 1e6 * t_rev / evaluations,
-            "ratio": t_rev / t_fwd, "compile_forward_s": c_fwd, "compile_vjp_s": c_rev, "load": os.getloadavg()[0]}
+    return {
+        "model": model,
+        "forward_us": 1e6 * t_fwd / evaluations,
+        "vjp_us": 1e6 * t_rev / evaluations,
+        "ratio": t_rev / t_fwd,
+        "compile_forward_s": c_fwd,
+        "compile_vjp_s": c_rev,
+        "load": os.getloadavg()[0],
+    }
 
 
 def main(argv=None):
@@ -216,29 +244,45 @@ def main(argv=None):
     parser.add_argument("--models", default="double_pendulum,arm7")
     parser.add_argument("--paths", default="default,backsolve,grid,stored_state")
     parser.add_argument("--json", default=None)
-    parser.add_argument("--rounds", type=int, default=1,
-                        help="time every compiled path again R − 1 times, in turn, keeping each one's best")
-    parser.add_argument("--field", action="store_true",
-                        help="time the velocity-form vector field and its VJP alone (field_cost)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="time every compiled path again R − 1 times, in turn, keeping each one's best",
+    )
+    parser.add_argument(
+        "--field", action="store_true", help="time the velocity-form vector field and its VJP alone (field_cost)"
+    )
     args = parser.parse_args(argv)
-    out = {"machine": _machine.machine(diffrax=diffrax.__version__, equinox=eqx.__version__),
-           "load_start": _machine.load_average(), "cases": [], "rows": []}
+    out = {
+        "machine": _machine.machine(diffrax=diffrax.__version__, equinox=eqx.__version__),
+        "load_start": _machine.load_average(),
+        "cases": [],
+        "rows": [],
+    }
     print(out["machine"])
     print(f"load at start: {out['load_start']['uptime']}")
     if args.field:
         print(f"velocity_field under jax.vmap, batch {BATCH}, float32, µs per evaluation inside a jitted loop\n")
-        print(f"{'model':16s} {'forward us':>10s} {'vjp us':>8s} {'ratio':>6s} {'compile fwd s':>13s} "
-              f"{'compile vjp s':>13s} {'load':>5s}")
+        print(
+            f"{'model':16s} {'forward us':>10s} {'vjp us':>8s} {'ratio':>6s} {'compile fwd s':>13s} "
+            f"{'compile vjp s':>13s} {'load':>5s}"
+        )
         for model in args.models.split(","):
             r = field_cost(model)
             out["cases"].append(r)
-            print(f"{model:16s} {r['forward_us']:10.1f} {r['vjp_us']:8.1f} {r['ratio']:6.2f} "
-                  f"{r['compile_forward_s']:13.1f} {r['compile_vjp_s']:13.1f} {r['load']:5.1f}", flush=True)
+            print(
+                f"{model:16s} {r['forward_us']:10.1f} {r['vjp_us']:8.1f} {r['ratio']:6.2f} "
+                f"{r['compile_forward_s']:13.1f} {r['compile_vjp_s']:13.1f} {r['load']:5.1f}",
+                flush=True,
+            )
         _machine.finish(out, args.json)
         return
     print(f"batch {BATCH}, {DURATION} s, float32, MLP 2n→32→32→n tanh; times best of 5, compile = first call\n")
-    header = (f"{'model':16s} {'path':15s} {'forward ms':>10s} {'value+grad ms':>13s} {'ratio':>6s} "
-              f"{'compile fwd s':>13s} {'compile v+g s':>13s} {'loss':>10s} {'|grad|':>10s} {'load':>5s}")
+    header = (
+        f"{'model':16s} {'path':15s} {'forward ms':>10s} {'value+grad ms':>13s} {'ratio':>6s} "
+        f"{'compile fwd s':>13s} {'compile v+g s':>13s} {'loss':>10s} {'|grad|':>10s} {'load':>5s}"
+    )
     print(header)
     cases = [measure(model, path) for model in args.models.split(",") for path in args.paths.split(",")]
     for _ in range(args.rounds - 1):
@@ -248,14 +292,25 @@ def main(argv=None):
         r.pop("calls")
         model, path = r["model"], r["path"]
         out["cases"].append(r)
-        out["rows"].append(_machine.row(f"value_and_grad of a batched simulation ({path})", model, BATCH,
-                                        r["value_grad_ms"] / 1e3, unit="batch",
-                                        compile_s=r["compile_value_grad_s"], peer="its forward pass, same run",
-                                        peer_seconds=r["forward_ms"] / 1e3,
-                                        note=f"gradient / forward = {r['ratio']:.2f}"))
-        print(f"{model:16s} {path:15s} {r['forward_ms']:10.1f} {r['value_grad_ms']:13.1f} {r['ratio']:6.2f} "
-              f"{r['compile_forward_s']:13.1f} {r['compile_value_grad_s']:13.1f} {r['loss']:10.6f} "
-              f"{r['grad_norm']:10.6f} {r['load']:5.1f}", flush=True)
+        out["rows"].append(
+            _machine.row(
+                f"value_and_grad of a batched simulation ({path})",
+                model,
+                BATCH,
+                r["value_grad_ms"] / 1e3,
+                unit="batch",
+                compile_s=r["compile_value_grad_s"],
+                peer="its forward pass, same run",
+                peer_seconds=r["forward_ms"] / 1e3,
+                note=f"gradient / forward = {r['ratio']:.2f}",
+            )
+        )
+        print(
+            f"{model:16s} {path:15s} {r['forward_ms']:10.1f} {r['value_grad_ms']:13.1f} {r['ratio']:6.2f} "
+            f"{r['compile_forward_s']:13.1f} {r['compile_value_grad_s']:13.1f} {r['loss']:10.6f} "
+            f"{r['grad_norm']:10.6f} {r['load']:5.1f}",
+            flush=True,
+        )
     _machine.finish(out, args.json)
 
 

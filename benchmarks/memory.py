@@ -91,8 +91,15 @@ def compiled_bytes(name, dtype: str, mode: str, n: int, **kw) -> dict:
     compile_s = time.perf_counter() - t0
     parts = {"temp": m.temp_size_in_bytes, "argument": m.argument_size_in_bytes, "output": m.output_size_in_bytes}
     label = name if isinstance(name, str) else "model dict"
-    return {"model": label, "dtype": dtype, "mode": mode, "trials": n, "bytes": int(sum(parts.values())),
-            **{f"{k}_bytes": int(v) for k, v in parts.items()}, "compile_s": compile_s}
+    return {
+        "model": label,
+        "dtype": dtype,
+        "mode": mode,
+        "trials": n,
+        "bytes": int(sum(parts.values())),
+        **{f"{k}_bytes": int(v) for k, v in parts.items()},
+        "compile_s": compile_s,
+    }
 
 
 def fit_per_trial(trials, nbytes) -> tuple[float, float]:
@@ -112,10 +119,17 @@ def run_gradient(name, dtype: str, mode: str, n: int, **kw) -> dict:
     t0 = time.perf_counter()
     g = np.asarray(jax.block_until_ready(compiled(q0)))
     run_s = time.perf_counter() - t0
-    return {"model": name if isinstance(name, str) else "model dict", "dtype": dtype, "mode": mode, "trials": n,
-            "compile_s": compile_s, "run_s": run_s,
-            "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-            "finite": bool(np.all(np.isfinite(g))), "grad_norm": float(np.linalg.norm(g))}
+    return {
+        "model": name if isinstance(name, str) else "model dict",
+        "dtype": dtype,
+        "mode": mode,
+        "trials": n,
+        "compile_s": compile_s,
+        "run_s": run_s,
+        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "finite": bool(np.all(np.isfinite(g))),
+        "grad_norm": float(np.linalg.norm(g)),
+    }
 
 
 def run_in_subprocess(name: str, dtype: str, mode: str, n: int, timeout: float = 1800) -> dict:
@@ -127,8 +141,7 @@ def run_in_subprocess(name: str, dtype: str, mode: str, n: int, timeout: float =
         return {"model": name, "dtype": dtype, "mode": mode, "trials": n, "error": f"timeout after {timeout:.0f} s"}
     if p.returncode != 0:
         tail = (p.stderr.strip().splitlines() or ["?"])[-1]
-        return {"model": name, "dtype": dtype, "mode": mode, "trials": n,
-                "error": f"exit {p.returncode}: {tail[:200]}"}
+        return {"model": name, "dtype": dtype, "mode": mode, "trials": n, "error": f"exit {p.returncode}: {tail[:200]}"}
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
@@ -157,32 +170,60 @@ def main(argv=None):
     modes = a.modes or list(MODES)
     trials = a.trials or ([10, 100] if a.quick else [10, 100, 1000])
     real = a.real_trials or (100 if a.quick else 1000)
-    out = {"machine": machine(), "load_start": load_average(), "duration_s": DURATION, "steps": STEPS, "rtol": TOL,
-           "compiled": [], "fits": [], "real": []}
+    out = {
+        "machine": machine(),
+        "load_start": load_average(),
+        "duration_s": DURATION,
+        "steps": STEPS,
+        "rtol": TOL,
+        "compiled": [],
+        "fits": [],
+        "real": [],
+    }
     print(out["machine"])
     print(f"load at start: {out['load_start']['uptime']}")
-    print(f"\njit(grad(Σ loss over vmap(simulate))), {DURATION:.0f} s; XLA memory_analysis (temp + argument + output), MiB")
-    print(f"{'model':16s} {'dtype':8s} {'mode':17s} " + " ".join(f"{'N=' + str(n):>10s}" for n in trials)
-          + f" {'MiB/trial':>10s} {'fixed MiB':>10s} {'at 10³ GiB':>10s} {'compile s':>10s}")
+    print(
+        f"\njit(grad(Σ loss over vmap(simulate))), {DURATION:.0f} s; XLA memory_analysis (temp + argument + output), MiB"
+    )
+    print(
+        f"{'model':16s} {'dtype':8s} {'mode':17s} "
+        + " ".join(f"{'N=' + str(n):>10s}" for n in trials)
+        + f" {'MiB/trial':>10s} {'fixed MiB':>10s} {'at 10³ GiB':>10s} {'compile s':>10s}"
+    )
     for name in models:
         for dtype in dtypes:
             for mode in modes:
                 rows = [compiled_bytes(name, dtype, mode, n) for n in trials]
                 out["compiled"] += rows
                 a0, b = fit_per_trial(trials, [r["bytes"] for r in rows])
-                fit = {"model": name, "dtype": dtype, "mode": mode, "fixed_bytes": a0, "bytes_per_trial": b,
-                       "predicted_bytes_1000": a0 + 1000 * b}
+                fit = {
+                    "model": name,
+                    "dtype": dtype,
+                    "mode": mode,
+                    "fixed_bytes": a0,
+                    "bytes_per_trial": b,
+                    "predicted_bytes_1000": a0 + 1000 * b,
+                }
                 out["fits"].append(fit)
-                print(f"{name:16s} {dtype:8s} {mode:17s} " + " ".join(_mb(r["bytes"]) for r in rows)
-                      + f" {b / 2**20:10.3f} {_mb(a0)} {fit['predicted_bytes_1000'] / 2**30:10.2f} "
-                      f"{max(r['compile_s'] for r in rows):10.1f}", flush=True)
+                print(
+                    f"{name:16s} {dtype:8s} {mode:17s} "
+                    + " ".join(_mb(r["bytes"]) for r in rows)
+                    + f" {b / 2**20:10.3f} {_mb(a0)} {fit['predicted_bytes_1000'] / 2**30:10.2f} "
+                    f"{max(r['compile_s'] for r in rows):10.1f}",
+                    flush=True,
+                )
     print(f"\nreal runs, {real} trials, one fresh process each (peak RSS of that process):")
     for fit in out["fits"]:
         predicted = fit["fixed_bytes"] + real * fit["bytes_per_trial"]
         key = (fit["model"], fit["dtype"], fit["mode"])
         if predicted > a.limit_gb * 2**30:
-            row = {"model": key[0], "dtype": key[1], "mode": key[2], "trials": real,
-                   "skipped": f"predicted {predicted / 2**30:.1f} GiB > {a.limit_gb:g} GiB"}
+            row = {
+                "model": key[0],
+                "dtype": key[1],
+                "mode": key[2],
+                "trials": real,
+                "skipped": f"predicted {predicted / 2**30:.1f} GiB > {a.limit_gb:g} GiB",
+            }
             print(f"  {' '.join(key):45s} skipped: {row['skipped']}", flush=True)
         else:
             row = run_in_subprocess(*key, real)
@@ -190,9 +231,12 @@ def main(argv=None):
             if "error" in row:
                 print(f"  {' '.join(key):45s} failed: {row['error']}", flush=True)
             else:
-                print(f"  {' '.join(key):45s} peak RSS {row['peak_rss_bytes'] / 2**30:6.2f} GiB (XLA predicted "
-                      f"{predicted / 2**30:6.2f} GiB), compile {row['compile_s']:6.1f} s, run {row['run_s']:7.1f} s, "
-                      f"gradient finite: {row['finite']}", flush=True)
+                print(
+                    f"  {' '.join(key):45s} peak RSS {row['peak_rss_bytes'] / 2**30:6.2f} GiB (XLA predicted "
+                    f"{predicted / 2**30:6.2f} GiB), compile {row['compile_s']:6.1f} s, run {row['run_s']:7.1f} s, "
+                    f"gradient finite: {row['finite']}",
+                    flush=True,
+                )
         out["real"].append(row)
     finish(out, a.json)
 

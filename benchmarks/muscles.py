@@ -62,8 +62,10 @@ def main():
     q = rng.uniform(-1.0, 1.0, (B, tree.nq))
     q[:, ~tree.is_revolute] *= 0.3
     qj = jnp.asarray(q)
-    print(f"set {args.set}: {paths.n_muscles} muscles, {tree.nq} coordinates, {B} frames, "
-          f"backend {jax.default_backend()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
+    print(
+        f"set {args.set}: {paths.n_muscles} muscles, {tree.nq} coordinates, {B} frames, "
+        f"backend {jax.default_backend()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}"
+    )
 
     fk = jax.jit(jax.vmap(lambda x: jb.forward_kinematics(tree, x)))
     lengths = jax.jit(jax.vmap(lambda x: geometry.lengths(paths, tree, x)))
@@ -97,16 +99,46 @@ def main():
     print(f"  {'forward kinematics':22s} {tf:9.3f}s {nf:9.3f}s {nf / tf:8.1f}")
     print(f"  {'lengths':22s} {tl:9.3f}s {nl:9.3f}s {nl / tl:8.1f}")
     print(f"  {'moment arms (n=' + str(tree.nq) + ')':22s} {ta:9.3f}s {na:9.3f}s {na / ta:8.1f}")
-    print(f"  per frame: forward kinematics {tf / B * 1e6:.2f} µs, lengths {tl / B * 1e6:.2f} µs, moment arms {ta / B * 1e6:.2f} µs (jaxbio); "
-          f"load {os.getloadavg()[0]:.2f}")
+    print(
+        f"  per frame: forward kinematics {tf / B * 1e6:.2f} µs, lengths {tl / B * 1e6:.2f} µs, moment arms {ta / B * 1e6:.2f} µs (jaxbio); "
+        f"load {os.getloadavg()[0]:.2f}"
+    )
     peer = "NumPy, whole batch (moment arms by central differences)"
-    out = {"machine": machine(), "rows": [
-        row("forward kinematics", args.set, B, tf / B, unit="frame", compile_s=compile_s["forward_kin"],
-            peer="NumPy, whole batch (rotation matrices)", peer_seconds=nf / B),
-        row("muscle-tendon lengths", args.set, B, tl / B, unit="frame", compile_s=compile_s["lengths"],
-            peer=peer, peer_seconds=nl / B),
-        row("moment arms", args.set, B, ta / B, unit="frame", compile_s=compile_s["moment_arms"],
-            peer=peer, peer_seconds=na / B)]}
+    out = {
+        "machine": machine(),
+        "rows": [
+            row(
+                "forward kinematics",
+                args.set,
+                B,
+                tf / B,
+                unit="frame",
+                compile_s=compile_s["forward_kin"],
+                peer="NumPy, whole batch (rotation matrices)",
+                peer_seconds=nf / B,
+            ),
+            row(
+                "muscle-tendon lengths",
+                args.set,
+                B,
+                tl / B,
+                unit="frame",
+                compile_s=compile_s["lengths"],
+                peer=peer,
+                peer_seconds=nl / B,
+            ),
+            row(
+                "moment arms",
+                args.set,
+                B,
+                ta / B,
+                unit="frame",
+                compile_s=compile_s["moment_arms"],
+                peer=peer,
+                peer_seconds=na / B,
+            ),
+        ],
+    }
     finish(out, args.json)
 
 

@@ -81,6 +81,7 @@ def with_masses(model, masses):
 
 # ---- OpenSim ----------------------------------------------------------------------------------
 
+
 class OpenSimSolver:
     """OpenSim's subject01 with its ExternalLoads, muscles disabled, and the state's ``q``/``u``
     index of each coordinate (found by moving one coordinate at a time)."""
@@ -110,14 +111,17 @@ class OpenSimSolver:
 
     def frames(self, inputs, n: int):
         """OpenSim vectors ``(t, Q, U, U̇)`` of the first ``n`` frames."""
+
         def vec(x, idx):
             v = np.zeros(len(idx))
             v[idx] = x
             return self.osim.Vector.createFromMat(v)
 
         t, c, cd, cdd = (np.asarray(x) for x in (inputs.time, inputs.c, inputs.cd, inputs.cdd))
-        return [(float(t[i]), vec(c[i], self.q_index), vec(cd[i], self.u_index), vec(cdd[i], self.u_index))
-                for i in range(n)]
+        return [
+            (float(t[i]), vec(c[i], self.q_index), vec(cd[i], self.u_index), vec(cdd[i], self.u_index))
+            for i in range(n)
+        ]
 
     def loop(self, frames) -> np.ndarray:
         """Generalised forces ``(n, nc)`` in the coordinates' order, frame by frame."""
@@ -133,6 +137,7 @@ class OpenSimSolver:
 
 
 # ---- rows -------------------------------------------------------------------------------------
+
 
 def bench_frames(model, inputs, solver, loop_frames: int) -> dict:
     T = inputs.n_frames
@@ -166,8 +171,13 @@ def bench_frames(model, inputs, solver, loop_frames: int) -> dict:
         rows.append((f"OpenSim InverseDynamicsSolver, Python loop ({n} frames)", T, per * T, None, per * T / t_vmap))
 
     pelvis = np.array([i for i, name in enumerate(model.coordinate_names) if name.startswith("pelvis_")])
-    grad = jax.jit(jax.grad(lambda m, x: jnp.sum(jax.vmap(jb.io.generalized_forces, (None, 0))(
-        with_masses(model, m), x)[:, pelvis] ** 2)))
+    grad = jax.jit(
+        jax.grad(
+            lambda m, x: jnp.sum(
+                jax.vmap(jb.io.generalized_forces, (None, 0))(with_masses(model, m), x)[:, pelvis] ** 2
+            )
+        )
+    )
     args = (model.tree.masses, inputs)
     compile_s = compile_seconds(grad, *args)
     jax.block_until_ready(grad(*args))
@@ -178,8 +188,9 @@ def bench_frames(model, inputs, solver, loop_frames: int) -> dict:
     compile_s = compile_seconds(jac, *args)
     jax.block_until_ready(jac(*args))
     t = best_time(lambda: jax.block_until_ready(jac(*args)))
-    rows.append((f"∂/∂masses: jit(jacfwd(τ)), ({T}, {tau.shape[1]}, {model.tree.masses.shape[0]})", T, t,
-                 compile_s, t / t_vmap))
+    rows.append(
+        (f"∂/∂masses: jit(jacfwd(τ)), ({T}, {tau.shape[1]}, {model.tree.masses.shape[0]})", T, t, compile_s, t / t_vmap)
+    )
     return {"frames": T, "rows": rows, "max_abs_diff_opensim": check, "max_abs_tau": float(np.abs(tau).max())}
 
 
@@ -223,14 +234,17 @@ def print_rows(rows, reference: str) -> None:
     print(f"  {'operation':60s} {'frames':>7s} {'time s':>9s} {'µs/frame':>9s} {'ratio':>8s} {'compile s':>9s}")
     for name, T, t, compile_s, ratio in rows:
         compiled = "" if compile_s is None else "cached" if compile_s < 0.05 else f"{compile_s:.2f}"
-        print(f"  {name:60s} {T:7d} {t:9.4g} {1e6 * t / T:9.4g} {'' if ratio is None else f'{ratio:.3g}':>8s} "
-              f"{compiled:>9s}")
+        print(
+            f"  {name:60s} {T:7d} {t:9.4g} {1e6 * t / T:9.4g} {'' if ratio is None else f'{ratio:.3g}':>8s} "
+            f"{compiled:>9s}"
+        )
     print(f"  (ratio: time / {reference})")
 
 
 def common_rows(sizes: list, tools: list) -> list[dict]:
     """The common table's rows (`_machine.row`): batched inverse dynamics per frame against OpenSim's
     solver in a loop, and the tool from the files against OpenSim's tool (per frame)."""
+
     def find(rows, start):
         return next((r for r in rows if r[0].startswith(start)), None)
 
@@ -238,14 +252,31 @@ def common_rows(sizes: list, tools: list) -> list[dict]:
     for size in sizes:
         mine, peer = find(size["rows"], "jaxbio jit(vmap"), find(size["rows"], "OpenSim InverseDynamicsSolver")
         T = size["frames"]
-        common.append(row("inverse dynamics of a trial (jit(vmap))", "subject01.osim", T, mine[2] / T, unit="frame",
-                          compile_s=mine[3], peer=None if peer is None else "OpenSim InverseDynamicsSolver, loop",
-                          peer_seconds=None if peer is None else peer[2] / T))
+        common.append(
+            row(
+                "inverse dynamics of a trial (jit(vmap))",
+                "subject01.osim",
+                T,
+                mine[2] / T,
+                unit="frame",
+                compile_s=mine[3],
+                peer=None if peer is None else "OpenSim InverseDynamicsSolver, loop",
+                peer_seconds=None if peer is None else peer[2] / T,
+            )
+        )
     mine, peer = find(tools, "jb.io.inverse_dynamics_tool, again"), find(tools, "OpenSim InverseDynamicsTool")
     if mine is not None:
-        common.append(row("inverse dynamics tool from the files, warm", "subject01.osim", mine[1], mine[2] / mine[1],
-                          unit="frame", peer=None if peer is None else "OpenSim InverseDynamicsTool",
-                          peer_seconds=None if peer is None else peer[2] / peer[1]))
+        common.append(
+            row(
+                "inverse dynamics tool from the files, warm",
+                "subject01.osim",
+                mine[1],
+                mine[2] / mine[1],
+                unit="frame",
+                peer=None if peer is None else "OpenSim InverseDynamicsTool",
+                peer_seconds=None if peer is None else peer[2] / peer[1],
+            )
+        )
     return common
 
 
@@ -265,8 +296,9 @@ def main(argv=None) -> int:
 
     out = {"machine": machine(**versions), "load_start": load_average(), "repeats": REPEATS, "sizes": []}
     model = jb.io.load_osim(DATA / "subject01.osim", dtype=jnp.float64)
-    inputs = jb.io.prepare_inverse_dynamics(model, DATA / MOTION, external_loads=DATA / LOADS, lowpass_hz=6.0,
-                                            start=0.5, end=1.6)
+    inputs = jb.io.prepare_inverse_dynamics(
+        model, DATA / MOTION, external_loads=DATA / LOADS, lowpass_hz=6.0, start=0.5, end=1.6
+    )
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp) / "subject01"
         shutil.copytree(DATA, work)
@@ -274,10 +306,16 @@ def main(argv=None) -> int:
         for k in (1, args.tile):
             trial = inputs if k == 1 else tiled(inputs, k)
             result = bench_frames(model, trial, solver, args.loop_frames)
-            print(f"\nsubject01, {result['frames']} frames" + ("" if k == 1 else f" (the 67 frames × {k})")
-                  + ("" if result["max_abs_diff_opensim"] is None else
-                     f"; max |τ_jaxbio − τ_OpenSim| {result['max_abs_diff_opensim']:.1e} N·m / N"
-                     f" (max |τ| {result['max_abs_tau']:.3g})"))
+            print(
+                f"\nsubject01, {result['frames']} frames"
+                + ("" if k == 1 else f" (the 67 frames × {k})")
+                + (
+                    ""
+                    if result["max_abs_diff_opensim"] is None
+                    else f"; max |τ_jaxbio − τ_OpenSim| {result['max_abs_diff_opensim']:.1e} N·m / N"
+                    f" (max |τ| {result['max_abs_tau']:.3g})"
+                )
+            )
             print_rows(result["rows"], "jit(vmap)")
             out["sizes"].append(result)
         tools = bench_tools(osim, work, DATA / "subject01.osim")

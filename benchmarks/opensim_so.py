@@ -53,8 +53,14 @@ DATA = REPO / "tests" / "io" / "data" / "arm26_id"
 
 
 def row(name, frames, seconds, reference=None, compile_s=None):
-    return {"operation": name, "frames": frames, "seconds": seconds, "us_per_frame": 1e6 * seconds / frames,
-            "ratio": None if reference is None else seconds / reference, "compile_s": compile_s}
+    return {
+        "operation": name,
+        "frames": frames,
+        "seconds": seconds,
+        "us_per_frame": 1e6 * seconds / frames,
+        "ratio": None if reference is None else seconds / reference,
+        "compile_s": compile_s,
+    }
 
 
 def print_rows(rows):
@@ -62,8 +68,10 @@ def print_rows(rows):
     for r in rows:
         ratio = "" if r["ratio"] is None else f"{r['ratio']:.3g}"
         comp = "" if r["compile_s"] is None else f"{r['compile_s']:.3g}"
-        print(f"  {r['operation']:52s} {r['frames']:7d} {r['seconds']:9.4g} {r['us_per_frame']:9.4g} {ratio:>8s} "
-              f"{comp:>9s}")
+        print(
+            f"  {r['operation']:52s} {r['frames']:7d} {r['seconds']:9.4g} {r['us_per_frame']:9.4g} {ratio:>8s} "
+            f"{comp:>9s}"
+        )
 
 
 def main(argv=None) -> int:
@@ -80,14 +88,21 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         text = (DATA / "arm26.osim").read_text()
-        text = re.sub(r"<minimum_activation>[^<]*</minimum_activation>", "<minimum_activation>0.01</minimum_activation>",
-                      text)
+        text = re.sub(
+            r"<minimum_activation>[^<]*</minimum_activation>", "<minimum_activation>0.01</minimum_activation>", text
+        )
         text = re.sub(r"<min_control>[^<]*</min_control>", "<min_control>0.01</min_control>", text)
         (work / "arm26.osim").write_text(text)
         for f in ("arm26_InverseKinematics.mot", "arm26_Setup_StaticOptimization.xml"):
             shutil.copy(DATA / f, work / f)
-        model, inputs = jb.io.prepare_static_optimization(work / "arm26.osim", work / "arm26_InverseKinematics.mot",
-                                                          lowpass_hz=6.0, start=0.25, end=0.75, dtype=jnp.float64)
+        model, inputs = jb.io.prepare_static_optimization(
+            work / "arm26.osim",
+            work / "arm26_InverseKinematics.mot",
+            lowpass_hz=6.0,
+            start=0.25,
+            end=0.75,
+            dtype=jnp.float64,
+        )
         batch = jax.jit(jax.vmap(jb.io.solve_static_optimization, (None, 0)))
         one = jax.jit(jb.io.solve_static_optimization)
         rows = []
@@ -119,17 +134,32 @@ def main(argv=None) -> int:
                 t_grad = best_time(lambda: jax.block_until_ready(grad(lopt)))
                 rows.append(row("∂Σa/∂l⁰ (reverse mode, all frames)", T, t_grad, t_batch, first - t_grad))
                 t0 = time.perf_counter()
-                jb.io.static_optimization_tool(work / "arm26.osim", work / "arm26_InverseKinematics.mot",
-                                               lowpass_hz=6.0, start=0.25, end=0.75, dtype=jnp.float64)
+                jb.io.static_optimization_tool(
+                    work / "arm26.osim",
+                    work / "arm26_InverseKinematics.mot",
+                    lowpass_hz=6.0,
+                    start=0.25,
+                    end=0.75,
+                    dtype=jnp.float64,
+                )
                 cold = time.perf_counter() - t0
                 t0 = time.perf_counter()
-                tables = jb.io.static_optimization_tool(work / "arm26.osim", work / "arm26_InverseKinematics.mot",
-                                                        lowpass_hz=6.0, start=0.25, end=0.75, dtype=jnp.float64)
+                tables = jb.io.static_optimization_tool(
+                    work / "arm26.osim",
+                    work / "arm26_InverseKinematics.mot",
+                    lowpass_hz=6.0,
+                    start=0.25,
+                    end=0.75,
+                    dtype=jnp.float64,
+                )
                 warm = time.perf_counter() - t0
                 tool_rows = []
                 if osim is not None:
-                    t_os = best_time(lambda: osim.AnalyzeTool(str(work / "arm26_Setup_StaticOptimization.xml")).run(),
-                                     repeats=3, min_time=0.0)
+                    t_os = best_time(
+                        lambda: osim.AnalyzeTool(str(work / "arm26_Setup_StaticOptimization.xml")).run(),
+                        repeats=3,
+                        min_time=0.0,
+                    )
                     live = jb.io.read_storage(work / "Results" / "arm26_StaticOptimization_activation.sto")
                     diff = float(np.abs(live.select(tables.activations.labels).data - tables.activations.data).max())
                     tool_rows.append(row("OpenSim AnalyzeTool (StaticOptimization)", T, t_os, t_os))
@@ -142,20 +172,38 @@ def main(argv=None) -> int:
             print_rows(rows)
             out[f"frames_{T}"] = rows
             rows = []
-    print("\nthe tools from the files" + ("" if osim is None else
-          f" (max |a_jaxbio − a_OpenSim| {out['max_abs_activation_diff_opensim']:.2g})"))
+    print(
+        "\nthe tools from the files"
+        + ("" if osim is None else f" (max |a_jaxbio − a_OpenSim| {out['max_abs_activation_diff_opensim']:.2g})")
+    )
     print_rows(tool_rows)
     out["tools"] = tool_rows
-    out["rows"] = [common_row("static optimisation of a trial (jit(vmap))", "arm26.osim", r["frames"],
-                              r["seconds"] / r["frames"], unit="frame", compile_s=r["compile_s"])
-                   for key in sorted(k for k in out if k.startswith("frames_")) for r in out[key]
-                   if r["operation"] == "jaxbio jit(vmap)"]
+    out["rows"] = [
+        common_row(
+            "static optimisation of a trial (jit(vmap))",
+            "arm26.osim",
+            r["frames"],
+            r["seconds"] / r["frames"],
+            unit="frame",
+            compile_s=r["compile_s"],
+        )
+        for key in sorted(k for k in out if k.startswith("frames_"))
+        for r in out[key]
+        if r["operation"] == "jaxbio jit(vmap)"
+    ]
     by = {r["operation"]: r for r in tool_rows}
     warm, peer = by["jb.io.static_optimization_tool, warm"], by.get("OpenSim AnalyzeTool (StaticOptimization)")
-    out["rows"].append(common_row("static optimisation tool from the files, warm", "arm26.osim", warm["frames"],
-                                  warm["seconds"] / warm["frames"], unit="frame",
-                                  peer=None if peer is None else "OpenSim AnalyzeTool (StaticOptimization)",
-                                  peer_seconds=None if peer is None else peer["seconds"] / peer["frames"]))
+    out["rows"].append(
+        common_row(
+            "static optimisation tool from the files, warm",
+            "arm26.osim",
+            warm["frames"],
+            warm["seconds"] / warm["frames"],
+            unit="frame",
+            peer=None if peer is None else "OpenSim AnalyzeTool (StaticOptimization)",
+            peer_seconds=None if peer is None else peer["seconds"] / peer["frames"],
+        )
+    )
     finish(out, args.json)
     return 0
 

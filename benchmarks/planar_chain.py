@@ -79,17 +79,27 @@ def best_times(fns, repeats: int = REPEATS, min_time: float = MIN_REPEAT_S) -> l
 def random_problem(n: int, n_frames: int, seed: int = 0):
     """A random chain with ``n + 2`` muscles and 2 contacts, and ``n_frames`` random frames."""
     rng = np.random.default_rng(seed)
-    chain = PlanarChain(rng.uniform(0.2, 1.0, n), rng.uniform(0.5, 5.0, n), rng.uniform(0.0, 0.6, n),
-                        rng.uniform(-1.0, 1.0, n), rng.uniform(0.01, 0.3, n))
+    chain = PlanarChain(
+        rng.uniform(0.2, 1.0, n),
+        rng.uniform(0.5, 5.0, n),
+        rng.uniform(0.0, 0.6, n),
+        rng.uniform(-1.0, 1.0, n),
+        rng.uniform(0.01, 0.3, n),
+    )
     count = n + 2
     prox = rng.integers(BASE, n - 1, count)
     dist = np.array([rng.integers(p + 1, n) for p in prox])
-    muscles = LinearMuscles(chain, prox.tolist(), dist.tolist(), rng.uniform(-0.3, 0.3, (count, 2)),
-                            rng.uniform(-0.3, 0.3, (count, 2)))
+    muscles = LinearMuscles(
+        chain, prox.tolist(), dist.tolist(), rng.uniform(-0.3, 0.3, (count, 2)), rng.uniform(-0.3, 0.3, (count, 2))
+    )
     contacts = ResistancePoints(chain, [n - 1, int(rng.integers(0, n))], rng.uniform(-0.3, 0.3, (2, 2)))
-    frames = (rng.uniform(-np.pi, np.pi, (n_frames, n)), rng.uniform(-3, 3, (n_frames, n)),
-              rng.uniform(-10, 10, (n_frames, n)), rng.uniform(0, 300, (n_frames, count)),
-              rng.uniform(-60, 60, (n_frames, 2, 2)))
+    frames = (
+        rng.uniform(-np.pi, np.pi, (n_frames, n)),
+        rng.uniform(-3, 3, (n_frames, n)),
+        rng.uniform(-10, 10, (n_frames, n)),
+        rng.uniform(0, 300, (n_frames, count)),
+        rng.uniform(-60, 60, (n_frames, 2, 2)),
+    )
     return chain, muscles, contacts, tuple(jax.device_put(jnp.asarray(x)) for x in frames)
 
 
@@ -104,8 +114,10 @@ def _functions(chain, muscles, contacts):
         return jb.inverse_dynamics(tree, q, qd, qdd, external_wrenches(chain, th, None, None, contacts, R))
 
     def closed_both(th, thd, thdd, T, R):
-        return (chain_reactions(chain, th, thd, thdd, muscles, T, contacts, R),
-                chain_torques(chain, th, thd, thdd, contacts, R))
+        return (
+            chain_reactions(chain, th, thd, thdd, muscles, T, contacts, R),
+            chain_torques(chain, th, thd, thdd, contacts, R),
+        )
 
     def recursion_both(th, thd, thdd, T, R):
         q, qd, qdd = (link_to_joint_angles(x) for x in (th, thd, thdd))
@@ -126,7 +138,9 @@ def _rel(a, b) -> float:
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1.0))
 
 
-def time_closed_form_vs_recursion(n_frames: int = 10_000, ns=(3, 8), repeats: int = REPEATS, seed: int = 0) -> list[dict]:
+def time_closed_form_vs_recursion(
+    n_frames: int = 10_000, ns=(3, 8), repeats: int = REPEATS, seed: int = 0
+) -> list[dict]:
     """Rows ``{"n", "what", "n_frames", "closed_us_per_frame", "recursion_us_per_frame", "ratio",
     "closed_compile_s", "recursion_compile_s", "max_rel_diff"}`` (ratio = recursion / closed form),
     float64, ``jit(vmap)`` over ``n_frames`` random frames, for each chain size in ``ns``."""
@@ -142,12 +156,22 @@ def time_closed_form_vs_recursion(n_frames: int = 10_000, ns=(3, 8), repeats: in
                 diff = _rel(c_out, r_out)
             else:  # reaction on the proximal link = −(force on link r from its parent)
                 diff = _rel(c_out[0], -r_out[0][..., :2])
-            c_s, r_s = best_times([lambda: jax.block_until_ready(c_fn(*args)),
-                                   lambda: jax.block_until_ready(r_fn(*args))], repeats)
-            rows.append({"n": n, "what": what, "n_frames": n_frames,
-                         "closed_us_per_frame": 1e6 * c_s / n_frames, "recursion_us_per_frame": 1e6 * r_s / n_frames,
-                         "ratio": r_s / c_s, "closed_compile_s": c_compile, "recursion_compile_s": r_compile,
-                         "max_rel_diff": diff})
+            c_s, r_s = best_times(
+                [lambda: jax.block_until_ready(c_fn(*args)), lambda: jax.block_until_ready(r_fn(*args))], repeats
+            )
+            rows.append(
+                {
+                    "n": n,
+                    "what": what,
+                    "n_frames": n_frames,
+                    "closed_us_per_frame": 1e6 * c_s / n_frames,
+                    "recursion_us_per_frame": 1e6 * r_s / n_frames,
+                    "ratio": r_s / c_s,
+                    "closed_compile_s": c_compile,
+                    "recursion_compile_s": r_compile,
+                    "max_rel_diff": diff,
+                }
+            )
     return rows
 
 
@@ -155,21 +179,34 @@ def common_rows(rows) -> list[dict]:
     """`rows` as rows of the common table (`_machine.row`): the recursion against the closed form."""
     from _machine import row
 
-    return [row(f"planar chain {r['what']} (recursion)", f"{r['n']}-link chain", r["n_frames"],
-                1e-6 * r["recursion_us_per_frame"], unit="frame", compile_s=r["recursion_compile_s"],
-                peer="seed 002 closed form, same run", peer_seconds=1e-6 * r["closed_us_per_frame"])
-            for r in rows]
+    return [
+        row(
+            f"planar chain {r['what']} (recursion)",
+            f"{r['n']}-link chain",
+            r["n_frames"],
+            1e-6 * r["recursion_us_per_frame"],
+            unit="frame",
+            compile_s=r["recursion_compile_s"],
+            peer="seed 002 closed form, same run",
+            peer_seconds=1e-6 * r["closed_us_per_frame"],
+        )
+        for r in rows
+    ]
 
 
 def print_rows(rows) -> None:
-    head = (f"{'n':>3} {'what':<20} {'frames':>7} {'closed µs/frame':>16} {'recursion µs/frame':>19} "
-            f"{'ratio':>6} {'compile closed/rec s':>21} {'rel diff':>9}")
+    head = (
+        f"{'n':>3} {'what':<20} {'frames':>7} {'closed µs/frame':>16} {'recursion µs/frame':>19} "
+        f"{'ratio':>6} {'compile closed/rec s':>21} {'rel diff':>9}"
+    )
     print(head)
     print("-" * len(head))
     for r in rows:
-        print(f"{r['n']:>3} {r['what']:<20} {r['n_frames']:>7} {r['closed_us_per_frame']:>16.3f} "
-              f"{r['recursion_us_per_frame']:>19.3f} {r['ratio']:>6.2f} "
-              f"{r['closed_compile_s']:>10.2f}/{r['recursion_compile_s']:<10.2f} {r['max_rel_diff']:>9.1e}")
+        print(
+            f"{r['n']:>3} {r['what']:<20} {r['n_frames']:>7} {r['closed_us_per_frame']:>16.3f} "
+            f"{r['recursion_us_per_frame']:>19.3f} {r['ratio']:>6.2f} "
+            f"{r['closed_compile_s']:>10.2f}/{r['recursion_compile_s']:<10.2f} {r['max_rel_diff']:>9.1e}"
+        )
 
 
 def main(argv=None) -> None:
@@ -180,8 +217,10 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     ns = (3, 8) if args.quick else (2, 3, 5, 8, 12)
     repeats = 5 if args.quick else REPEATS
-    print(f"jax {jax.__version__} on {jax.default_backend()} ({platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} CPUs), float64; load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"jax {jax.__version__} on {jax.default_backend()} ({platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} CPUs), float64; load average {os.getloadavg()[0]:.2f}"
+    )
     rows = time_closed_form_vs_recursion(args.frames, ns, repeats)
     print_rows(rows)
     print(f"load average at the end {os.getloadavg()[0]:.2f}")

@@ -65,18 +65,27 @@ def errors(x32, x64) -> tuple[float, float]:
 def row(operation: str, model: str, batch: int, x32, x64, unit: str, note: str = "") -> dict:
     """One table row; the note says when the float32 run did not return float32 (dtype not followed)."""
     abs_err, rel_err = errors(x32, x64)
-    dtypes = {np.asarray(x).dtype for x in jax.tree_util.tree_leaves(x32) if jnp.issubdtype(np.asarray(x).dtype,
-                                                                                             jnp.floating)}
+    dtypes = {
+        np.asarray(x).dtype for x in jax.tree_util.tree_leaves(x32) if jnp.issubdtype(np.asarray(x).dtype, jnp.floating)
+    }
     if dtypes and dtypes != {np.dtype(np.float32)}:
         note = (note + "; " if note else "") + f"float32 run returned {sorted(str(d) for d in dtypes)}"
-    return {"operation": operation, "model": model, "batch": int(batch), "abs_error": abs_err,
-            "rel_error": rel_err, "unit": unit, "note": note}
+    return {
+        "operation": operation,
+        "model": model,
+        "batch": int(batch),
+        "abs_error": abs_err,
+        "rel_error": rel_err,
+        "unit": unit,
+        "note": note,
+    }
 
 
 def to32(x):
     """Every floating leaf of ``x`` cast to float32 (others unchanged)."""
-    return jax.tree_util.tree_map(lambda v: v.astype(F32) if jnp.issubdtype(jnp.asarray(v).dtype, jnp.floating)
-                                  else v, x)
+    return jax.tree_util.tree_map(
+        lambda v: v.astype(F32) if jnp.issubdtype(jnp.asarray(v).dtype, jnp.floating) else v, x
+    )
 
 
 def random_states(tree, batch: int, seed: int = 0):
@@ -105,20 +114,32 @@ def dynamics_rows(name: str, batch: int) -> list[dict]:
         if len(units) == 1:
             rows.append(row(op, name, batch, x32, x64, units[0]))
         else:  # segment wrenches: forces, moments
-            rows += [row(f"{op} {part}", name, batch, a, b, unit)
-                     for part, a, b, unit in zip(("force", "moment"), x32, x64, units)]
+            rows += [
+                row(f"{op} {part}", name, batch, a, b, unit)
+                for part, a, b, unit in zip(("force", "moment"), x32, x64, units)
+            ]
     tau = jax.jit(jax.vmap(jb.inverse_dynamics, in_axes=(None, 0, 0, 0)))(trees[F64], q, qd, qdd)
     fd = jax.jit(jax.vmap(jb.forward_dynamics, in_axes=(None, 0, 0, 0)))
     x64 = fd(trees[F64], q, qd, tau)
     x32 = fd(trees[F32], *to32((q, qd, tau)))
     cond = np.linalg.cond(np.asarray(out64["mass_matrix"]))
-    per_state = np.max(np.abs(np.asarray(x32, np.float64) - np.asarray(x64)), axis=1) / np.max(np.abs(np.asarray(x64)),
-                                                                                                axis=1)
+    per_state = np.max(np.abs(np.asarray(x32, np.float64) - np.asarray(x64)), axis=1) / np.max(
+        np.abs(np.asarray(x64)), axis=1
+    )
     worst = int(np.argmax(per_state))
-    rows.append(row("forward_dynamics", name, batch, x32, x64, "rad/s² (m/s²)",
-                    f"τ = ID(q̈); float64 recovers q̈ to {errors(x64, qdd)[0]:.1e}; per-state rel. error median "
-                    f"{np.median(per_state):.1e}, worst {per_state[worst]:.1e} where cond(M) = {cond[worst]:.1e} "
-                    f"(cond(M) median {np.median(cond):.1e}, max {np.max(cond):.1e})"))
+    rows.append(
+        row(
+            "forward_dynamics",
+            name,
+            batch,
+            x32,
+            x64,
+            "rad/s² (m/s²)",
+            f"τ = ID(q̈); float64 recovers q̈ to {errors(x64, qdd)[0]:.1e}; per-state rel. error median "
+            f"{np.median(per_state):.1e}, worst {per_state[worst]:.1e} where cond(M) = {cond[worst]:.1e} "
+            f"(cond(M) median {np.median(cond):.1e}, max {np.max(cond):.1e})",
+        )
+    )
     return rows
 
 
@@ -153,19 +174,27 @@ def simulation_rows(batch: int, duration: float = 2.0, steps: int = 400) -> list
         return jax.jit(jax.vmap(one))(q0, qd0)
 
     rows = []
-    for label, kw32, kw64 in (("fixed grid", dict(steps=steps), dict(steps=steps)),
-                              ("adaptive", dict(tol=1e-6), dict(tol=1e-10))):
+    for label, kw32, kw64 in (
+        ("fixed grid", dict(steps=steps), dict(steps=steps)),
+        ("adaptive", dict(tol=1e-6), dict(tol=1e-10)),
+    ):
         (q32, e32), (q64, e64) = run(F32, **kw32), run(F64, **kw64)
-        how = (f"{steps} Tsit5 steps both" if label == "fixed grid"
-               else "float32 rtol=atol=1e-6, float64 1e-10")
-        rows.append(row(f"simulate q(t), {label}", "double_pendulum", batch, q32, q64, "rad",
-                        f"{duration:g} s, {how}"))
+        how = f"{steps} Tsit5 steps both" if label == "fixed grid" else "float32 rtol=atol=1e-6, float64 1e-10"
+        rows.append(row(f"simulate q(t), {label}", "double_pendulum", batch, q32, q64, "rad", f"{duration:g} s, {how}"))
         drift32 = np.max(np.abs(np.asarray(e32, np.float64) - np.asarray(e32[:, :1], np.float64)))
         drift64 = np.max(np.abs(np.asarray(e64) - np.asarray(e64[:, :1])))
         scale = float(np.max(np.abs(np.asarray(e64))))
-        rows.append({"operation": f"simulate energy drift, {label}", "model": "double_pendulum", "batch": batch,
-                     "abs_error": float(drift32), "rel_error": float(drift32) / scale, "unit": "J",
-                     "note": f"max_t |H(t) − H(0)| of the float32 run; float64 run: {drift64:.1e} J"})
+        rows.append(
+            {
+                "operation": f"simulate energy drift, {label}",
+                "model": "double_pendulum",
+                "batch": batch,
+                "abs_error": float(drift32),
+                "rel_error": float(drift32) / scale,
+                "unit": "J",
+                "note": f"max_t |H(t) − H(0)| of the float32 run; float64 run: {drift64:.1e} J",
+            }
+        )
     return rows
 
 
@@ -199,15 +228,25 @@ def static_optimization_rows(frames: int, name: str = "gait10dof18musc") -> list
     out = {}
     for d in (F32, F64):
         tree, paths, params = sets.load_muscle_set(name, dtype=d)
-        res = static_optimization_motion(tree, paths, params, *(x.astype(d) for x in (q, qd, qdd)),
-                                         reserve_strength=RESERVES[name])
+        res = static_optimization_motion(
+            tree, paths, params, *(x.astype(d) for x in (q, qd, qdd)), reserve_strength=RESERVES[name]
+        )
         out[d] = res
     ok = np.asarray(out[F64].converged) & np.asarray(out[F32].converged)
     forces = {d: np.asarray(out[d].forces)[ok] for d in out}
-    return [row("static optimisation forces", name, frames, forces[F32], forces[F64], "N",
-                f"p = 2, interior point; {ok.sum()}/{frames} frames converged in both "
-                f"(float32 {np.mean(np.asarray(out[F32].converged)):.0%}, float64 "
-                f"{np.mean(np.asarray(out[F64].converged)):.0%})")]
+    return [
+        row(
+            "static optimisation forces",
+            name,
+            frames,
+            forces[F32],
+            forces[F64],
+            "N",
+            f"p = 2, interior point; {ok.sum()}/{frames} frames converged in both "
+            f"(float32 {np.mean(np.asarray(out[F32].converged)):.0%}, float64 "
+            f"{np.mean(np.asarray(out[F64].converged)):.0%})",
+        )
+    ]
 
 
 def sprint_rows(race_name: str = "bolt_2009") -> list[dict]:
@@ -228,11 +267,28 @@ def sprint_rows(race_name: str = "bolt_2009") -> list[dict]:
         r32, v32, p32 = fit()
     rows = []
     for j, name in enumerate(r64.names):
-        rows.append(row(f"sprint fit {name}", race_name, 1, v32[:, j].astype(np.float32), v64[:, j], UNITS[name],
-                        f"fitted value {v64[0, j]:.6g}; converged f32 {bool(r32.converged[0])}, "
-                        f"f64 {bool(r64.converged[0])}"))
-    rows.append(row("sprint predicted split times", race_name, 1, p32.astype(np.float32), p64, "s",
-                    f"RMSE to the data f32 {float(r32.rmse[0]):.4f} s, f64 {float(r64.rmse[0]):.4f} s"))
+        rows.append(
+            row(
+                f"sprint fit {name}",
+                race_name,
+                1,
+                v32[:, j].astype(np.float32),
+                v64[:, j],
+                UNITS[name],
+                f"fitted value {v64[0, j]:.6g}; converged f32 {bool(r32.converged[0])}, f64 {bool(r64.converged[0])}",
+            )
+        )
+    rows.append(
+        row(
+            "sprint predicted split times",
+            race_name,
+            1,
+            p32.astype(np.float32),
+            p64,
+            "s",
+            f"RMSE to the data f32 {float(r32.rmse[0]):.4f} s, f64 {float(r64.rmse[0]):.4f} s",
+        )
+    )
     return rows
 
 
@@ -243,16 +299,26 @@ def env_rows(batch: int) -> list[dict]:
     envs = {d: E.arm_env("torque", dtype=d) for d in (F32, F64)}
     keys = jax.random.split(jax.random.key(0), batch)
     _, states = jax.jit(jax.vmap(envs[F64].reset))(keys)
-    acts = jax.random.uniform(jax.random.key(1), (batch, envs[F64].action_size), F64, -1.0, 1.0) * \
-        envs[F64].torque_limit
+    acts = (
+        jax.random.uniform(jax.random.key(1), (batch, envs[F64].action_size), F64, -1.0, 1.0) * envs[F64].torque_limit
+    )
     out = {}
     for d in (F32, F64):
         s, a = (to32(states), acts.astype(F32)) if d == F32 else (states, acts)
         obs, _, reward, _, _ = jax.jit(jax.vmap(envs[d].step))(s, a)
         out[d] = (obs, reward)
-    return [row("env.step observation", "arm7 torque env", batch, out[F32][0], out[F64][0], "rad, rad/s (obs)",
-                "20 ms, 2 Tsit5 steps"),
-            row("env.step reward", "arm7 torque env", batch, out[F32][1], out[F64][1], "-")]
+    return [
+        row(
+            "env.step observation",
+            "arm7 torque env",
+            batch,
+            out[F32][0],
+            out[F64][0],
+            "rad, rad/s (obs)",
+            "20 ms, 2 Tsit5 steps",
+        ),
+        row("env.step reward", "arm7 torque env", batch, out[F32][1], out[F64][1], "-"),
+    ]
 
 
 SECTIONS = ("dynamics", "simulation", "muscles", "static_optimization", "sprint", "env")
@@ -261,12 +327,14 @@ SECTIONS = ("dynamics", "simulation", "muscles", "static_optimization", "sprint"
 def all_rows(quick: bool, sections=SECTIONS, log=print) -> list[dict]:
     batch = 1_000 if quick else 10_000
     rows = []
-    plan = {"dynamics": lambda: dynamics_rows("arm7", batch) + dynamics_rows("wholebody", batch),
-            "simulation": lambda: simulation_rows(100 if quick else 1_000),
-            "muscles": lambda: muscle_rows(batch),
-            "static_optimization": lambda: static_optimization_rows(200 if quick else 1_000),
-            "sprint": lambda: sprint_rows(),
-            "env": lambda: env_rows(100 if quick else 1_000)}
+    plan = {
+        "dynamics": lambda: dynamics_rows("arm7", batch) + dynamics_rows("wholebody", batch),
+        "simulation": lambda: simulation_rows(100 if quick else 1_000),
+        "muscles": lambda: muscle_rows(batch),
+        "static_optimization": lambda: static_optimization_rows(200 if quick else 1_000),
+        "sprint": lambda: sprint_rows(),
+        "env": lambda: env_rows(100 if quick else 1_000),
+    }
     for s in sections:
         t0 = time.perf_counter()
         new = plan[s]()
@@ -278,8 +346,10 @@ def all_rows(quick: bool, sections=SECTIONS, log=print) -> list[dict]:
 
 
 def format_row(r: dict) -> str:
-    return (f"| {r['operation']} | {r['model']} | {r['batch']} | {r['abs_error']:.2e} | {r['rel_error']:.2e} | "
-            f"{r['unit']} | {r['note']} |")
+    return (
+        f"| {r['operation']} | {r['model']} | {r['batch']} | {r['abs_error']:.2e} | {r['rel_error']:.2e} | "
+        f"{r['unit']} | {r['note']} |"
+    )
 
 
 def main(argv=None):

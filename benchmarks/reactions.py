@@ -82,35 +82,84 @@ def main(argv=None) -> int:
     tau = jnp.asarray(rng.normal(0.0, 30.0, (frames, n))).at[:, :3].set(0.0)
     support = (Contact("foot_r", jnp.array(HEEL), weld=True), Contact("toes_l", jnp.array(TOE_TIP)))
 
-    print(f"jaxbio joint reactions, sagittal11 ({n} DOF), float64, {jax.default_backend()}, "
-          f"{jax.device_count()} device(s), {frames} frames, best of {repeats}")
+    print(
+        f"jaxbio joint reactions, sagittal11 ({n} DOF), float64, {jax.default_backend()}, "
+        f"{jax.device_count()} device(s), {frames} frames, best of {repeats}"
+    )
     rows: list = []
 
     # ---- flight -----------------------------------------------------------------------------
     qdd = jax.jit(jax.vmap(lambda a, b, c: jb.forward_dynamics(tree, a, b, c)))(q, qd, tau)
-    a, t_a = timed("flight (a) recursion", lambda x, v, acc: rx.reactions_recursion(tree, x, v, acc), (q, qd, qdd), repeats, rows)
-    b, _ = timed("flight (b) Lagrange eq. 10", lambda x, v, u: rx.reactions_lagrange(tree, x, v, u)[0], (q, qd, tau), repeats, rows, t_a)
-    c, _ = timed("flight (c) augmented eq. 16, 11 joints",
-                 lambda x, v, acc, u: rx.reactions_augmented(tree, x, v, acc, u), (q, qd, qdd, tau), repeats, rows, t_a)
-    c3, _ = timed("flight (c) augmented, hip+knee+ankle",
-                  lambda x, v, acc, u: rx.reactions_augmented(tree, x, v, acc, u, joints=LEG), (q, qd, qdd, tau), repeats, rows, t_a)
+    a, t_a = timed(
+        "flight (a) recursion", lambda x, v, acc: rx.reactions_recursion(tree, x, v, acc), (q, qd, qdd), repeats, rows
+    )
+    b, _ = timed(
+        "flight (b) Lagrange eq. 10",
+        lambda x, v, u: rx.reactions_lagrange(tree, x, v, u)[0],
+        (q, qd, tau),
+        repeats,
+        rows,
+        t_a,
+    )
+    c, _ = timed(
+        "flight (c) augmented eq. 16, 11 joints",
+        lambda x, v, acc, u: rx.reactions_augmented(tree, x, v, acc, u),
+        (q, qd, qdd, tau),
+        repeats,
+        rows,
+        t_a,
+    )
+    c3, _ = timed(
+        "flight (c) augmented, hip+knee+ankle",
+        lambda x, v, acc, u: rx.reactions_augmented(tree, x, v, acc, u, joints=LEG),
+        (q, qd, qdd, tau),
+        repeats,
+        rows,
+        t_a,
+    )
     idx = [tree.index(s) for s in LEG]
-    flight_err = max(float(jnp.max(jnp.abs(b - a))), float(jnp.max(jnp.abs(c - a))), float(jnp.max(jnp.abs(c3 - a[:, idx]))))
+    flight_err = max(
+        float(jnp.max(jnp.abs(b - a))), float(jnp.max(jnp.abs(c - a))), float(jnp.max(jnp.abs(c3 - a[:, idx])))
+    )
 
     # ---- support ----------------------------------------------------------------------------
-    (qdd_s, ground), _ = timed("support: constrained forward dynamics",
-                               lambda x, v, u: rx.constrained_forward_dynamics(tree, x, v, u, support), (q, qd, tau), repeats, rows)
+    (qdd_s, ground), _ = timed(
+        "support: constrained forward dynamics",
+        lambda x, v, u: rx.constrained_forward_dynamics(tree, x, v, u, support),
+        (q, qd, tau),
+        repeats,
+        rows,
+    )
     ext = jax.jit(jax.vmap(lambda x, g: contact_external(tree, x, support, g)))(q, ground)
-    a_s, t_as = timed("support (a) recursion, given ground forces",
-                      lambda x, v, acc, f, m: rx.reactions_recursion(tree, x, v, acc, (f, m)), (q, qd, qdd_s, *ext), repeats, rows)
-    b_s, _ = timed("support (b) Lagrange, contacts as constraints",
-                   lambda x, v, u: rx.reactions_lagrange(tree, x, v, u, support)[0], (q, qd, tau), repeats, rows, t_as)
-    c_s, _ = timed("support (c) augmented, given ground forces",
-                   lambda x, v, acc, u, f, m: rx.reactions_augmented(tree, x, v, acc, u, (f, m)), (q, qd, qdd_s, tau, *ext), repeats, rows, t_as)
+    a_s, t_as = timed(
+        "support (a) recursion, given ground forces",
+        lambda x, v, acc, f, m: rx.reactions_recursion(tree, x, v, acc, (f, m)),
+        (q, qd, qdd_s, *ext),
+        repeats,
+        rows,
+    )
+    b_s, _ = timed(
+        "support (b) Lagrange, contacts as constraints",
+        lambda x, v, u: rx.reactions_lagrange(tree, x, v, u, support)[0],
+        (q, qd, tau),
+        repeats,
+        rows,
+        t_as,
+    )
+    c_s, _ = timed(
+        "support (c) augmented, given ground forces",
+        lambda x, v, acc, u, f, m: rx.reactions_augmented(tree, x, v, acc, u, (f, m)),
+        (q, qd, qdd_s, tau, *ext),
+        repeats,
+        rows,
+        t_as,
+    )
     support_err = max(float(jnp.max(jnp.abs(b_s - a_s))), float(jnp.max(jnp.abs(c_s - a_s))))
 
-    print(f"largest difference from the recursion: flight {flight_err:.2e} N, support {support_err:.2e} N "
-          f"(largest reaction {float(jnp.max(jnp.abs(a_s))):.0f} N)")
+    print(
+        f"largest difference from the recursion: flight {flight_err:.2e} N, support {support_err:.2e} N "
+        f"(largest reaction {float(jnp.max(jnp.abs(a_s))):.0f} N)"
+    )
     print()
     print(f"{'scheme':<48} {'µs/frame':>9} {'× recursion':>12} {'compile s':>10}")
     for name, per, compile_s, ref in rows:
@@ -126,9 +175,19 @@ def main(argv=None) -> int:
     print_rows(chain_rows)
     from _machine import finish, machine, row
 
-    common = [row(f"joint reactions: {name}", "sagittal11", frames, 1e-6 * per, unit="frame", compile_s=compile_s,
-                  peer="the recursion (a), same run" if ref else None, peer_seconds=1e-6 * ref if ref else None)
-              for name, per, compile_s, ref in rows]
+    common = [
+        row(
+            f"joint reactions: {name}",
+            "sagittal11",
+            frames,
+            1e-6 * per,
+            unit="frame",
+            compile_s=compile_s,
+            peer="the recursion (a), same run" if ref else None,
+            peer_seconds=1e-6 * ref if ref else None,
+        )
+        for name, per, compile_s, ref in rows
+    ]
     finish({"machine": machine(), "rows": common + common_rows(chain_rows)}, args.json)
     return 0
 

@@ -50,8 +50,9 @@ def main():
     print(machine())
     print(f"load at start: {load_average()['uptime']}\n")
     out = {"machine": machine(), "envs": [], "rows": []}
-    print(f"{'environment':26s} {'batch':>7s} {'compile s':>10s} {'step ms':>10s} {'steps/s':>12s} "
-          f"{'scan steps/s':>13s}")
+    print(
+        f"{'environment':26s} {'batch':>7s} {'compile s':>10s} {'step ms':>10s} {'steps/s':>12s} {'scan steps/s':>13s}"
+    )
     for name, make in ENVS.items():
         env = make()
         for batch in args.batches:
@@ -69,18 +70,36 @@ def main():
                 def body(s, _):
                     _, s, r, _, _ = jax.vmap(env.step)(s, acts)
                     return s, r
+
                 return jax.lax.scan(body, states, None, length=SCAN)[1]
 
             jax.block_until_ready(rollout(states, acts))
             per_scan = best_time(lambda: jax.block_until_ready(rollout(states, acts)), repeats=1, min_time=0.0)
-            row = {"env": name, "batch": batch, "compile_s": compile_s, "step_s": per_step,
-                   "steps_per_s": batch / per_step, "scan_steps_per_s": batch * SCAN / per_scan}
+            row = {
+                "env": name,
+                "batch": batch,
+                "compile_s": compile_s,
+                "step_s": per_step,
+                "steps_per_s": batch / per_step,
+                "scan_steps_per_s": batch * SCAN / per_scan,
+            }
             out["envs"].append(row)
-            out["rows"].append(common_row("RL environment step (jit(vmap(env.step)))", name, batch,
-                                          per_step / batch, unit="step", compile_s=compile_s,
-                                          note=f"{row['scan_steps_per_s']:.0f} steps/s inside a {SCAN}-step scan"))
-            print(f"{name:26s} {batch:7d} {compile_s:10.1f} {per_step * 1e3:10.3f} {row['steps_per_s']:12.0f} "
-                  f"{row['scan_steps_per_s']:13.0f}", flush=True)
+            out["rows"].append(
+                common_row(
+                    "RL environment step (jit(vmap(env.step)))",
+                    name,
+                    batch,
+                    per_step / batch,
+                    unit="step",
+                    compile_s=compile_s,
+                    note=f"{row['scan_steps_per_s']:.0f} steps/s inside a {SCAN}-step scan",
+                )
+            )
+            print(
+                f"{name:26s} {batch:7d} {compile_s:10.1f} {per_step * 1e3:10.3f} {row['steps_per_s']:12.0f} "
+                f"{row['scan_steps_per_s']:13.0f}",
+                flush=True,
+            )
     finish(out, args.json)
 
 

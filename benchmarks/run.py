@@ -87,8 +87,9 @@ def run_suite(suite: Suite, quick: bool, log_dir: Path) -> dict:
     t0 = time.perf_counter()
     with open(log_path, "w") as log:
         try:
-            proc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, cwd=HERE.parent, env=env,
-                                  timeout=suite.timeout_s)
+            proc = subprocess.run(
+                argv, stdout=log, stderr=subprocess.STDOUT, cwd=HERE.parent, env=env, timeout=suite.timeout_s
+            )
             code = proc.returncode
         except subprocess.TimeoutExpired:
             code = "timeout"
@@ -128,8 +129,18 @@ def table_rows(rows: list[dict]) -> list[tuple[str, ...]]:
     cells = []
     for r in rows:
         ratio = "—" if r.get("ratio") is None else f"{r['ratio']:.3g}×"
-        cells.append((r["operation"], r["model"], f"{r['batch']:,}", f"{_time(r['seconds'])}/{r['unit']}",
-                      _rate(r.get("per_second")), _time(r.get("compile_s")), r.get("peer") or "—", ratio))
+        cells.append(
+            (
+                r["operation"],
+                r["model"],
+                f"{r['batch']:,}",
+                f"{_time(r['seconds'])}/{r['unit']}",
+                _rate(r.get("per_second")),
+                _time(r.get("compile_s")),
+                r.get("peer") or "—",
+                ratio,
+            )
+        )
     return cells
 
 
@@ -150,11 +161,22 @@ PRECISION_COLUMNS = ("operation", "model", "batch", "max |float32 − float64|",
 
 def format_precision(rows: list[dict], markdown: bool = False) -> str:
     """The precision rows of ``precision.py`` (float32 against float64) as a table."""
-    cells = [(r["operation"], r["model"], f"{r['batch']:,}", f"{r['abs_error']:.2g} {r['unit']}",
-              f"{r['rel_error']:.2g}", r.get("note") or "") for r in rows]
+    cells = [
+        (
+            r["operation"],
+            r["model"],
+            f"{r['batch']:,}",
+            f"{r['abs_error']:.2g} {r['unit']}",
+            f"{r['rel_error']:.2g}",
+            r.get("note") or "",
+        )
+        for r in rows
+    ]
     if markdown:
-        return "\n".join(["| " + " | ".join(PRECISION_COLUMNS) + " |", "|" + "---|" * len(PRECISION_COLUMNS)]
-                         + ["| " + " | ".join(c) + " |" for c in cells])
+        return "\n".join(
+            ["| " + " | ".join(PRECISION_COLUMNS) + " |", "|" + "---|" * len(PRECISION_COLUMNS)]
+            + ["| " + " | ".join(c) + " |" for c in cells]
+        )
     widths = [max(len(PRECISION_COLUMNS[k]), *(len(c[k]) for c in cells)) for k in range(len(PRECISION_COLUMNS))]
     fmt = lambda c: "  ".join(x.ljust(w) for x, w in zip(c, widths)).rstrip()  # noqa: E731
     return "\n".join([fmt(PRECISION_COLUMNS), "  ".join("-" * w for w in widths), *(fmt(c) for c in cells)])
@@ -164,8 +186,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="each suite's quick sizes")
     parser.add_argument("--only", default=None, help="comma-separated suite names (default: all)")
-    parser.add_argument("--json", metavar="PATH", default="benchmark-results.json",
-                        help="where to write every row, the machine and each suite's status")
+    parser.add_argument(
+        "--json",
+        metavar="PATH",
+        default="benchmark-results.json",
+        help="where to write every row, the machine and each suite's status",
+    )
     parser.add_argument("--logs", metavar="DIR", default=None, help="keep each suite's output here")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     parser.add_argument("--list", action="store_true", help="list the suites and exit")
@@ -184,16 +210,25 @@ def main(argv=None) -> int:
 
     line = machine()
     print(line, flush=True)
-    out = {"machine": line, "command": "python -m benchmarks " + " ".join(sys.argv[1:] if argv is None else argv),
-           "load_start": load_average(), "suites": [], "rows": []}
+    out = {
+        "machine": line,
+        "command": "python -m benchmarks " + " ".join(sys.argv[1:] if argv is None else argv),
+        "load_start": load_average(),
+        "suites": [],
+        "rows": [],
+    }
     with tempfile.TemporaryDirectory() as tmp:
         log_dir = Path(args.logs) if args.logs else Path(tmp)
         log_dir.mkdir(parents=True, exist_ok=True)
         for suite in (s for s in SUITES if s.name in chosen):
             print(f"{suite.name} ...", end=" ", flush=True)
             res = run_suite(suite, args.quick, log_dir)
-            print(f"{res['status']}" + (f" in {res['wall_s']:.0f} s" if "wall_s" in res else "")
-                  + (f": {res['why']}" if "why" in res else ""), flush=True)
+            print(
+                f"{res['status']}"
+                + (f" in {res['wall_s']:.0f} s" if "wall_s" in res else "")
+                + (f": {res['why']}" if "why" in res else ""),
+                flush=True,
+            )
             for t in res.get("tail", []):
                 print(f"    {t}")
             out["suites"].append({k: v for k, v in res.items() if k != "rows"})

@@ -57,7 +57,8 @@ def synthetic(n, seed=0):
     rt = rng.uniform(0.12, 0.18, n)
     wind = rng.uniform(-1.0, 1.5, n)
     times = jax.jit(jax.vmap(lambda th, r, w: sprint.split_times(base.with_log(FREE, th), D10, r, w, 14.0)))(
-        jnp.asarray(truth), jnp.asarray(rt), jnp.asarray(wind))
+        jnp.asarray(truth), jnp.asarray(rt), jnp.asarray(wind)
+    )
     times = np.round(np.asarray(times), 2)
     return truth, rt, wind, times
 
@@ -78,8 +79,9 @@ def scipy_tibshirani(rt, times):
 
     out = []
     for r, t in zip(rt, times):
-        res = least_squares(lambda th: np.array([r + time_at(th, d) for d in D10]) - t,
-                            np.log([9.0, 0.05, 0.8]), xtol=1e-10, ftol=1e-10)
+        res = least_squares(
+            lambda th: np.array([r + time_at(th, d) for d in D10]) - t, np.log([9.0, 0.05, 0.8]), xtol=1e-10, ftol=1e-10
+        )
         out.append(np.sqrt(np.mean(res.fun**2)))
     return np.array(out)
 
@@ -91,8 +93,9 @@ def cold_cli(runs: int) -> float:
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "jaxbio.sprint", "--no-progress"], env=env, check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "jaxbio.sprint", "--no-progress"], env=env, check=True, stdout=subprocess.DEVNULL
+        )
         times.append(time.perf_counter() - t0)
     return float(np.median(times))
 
@@ -129,8 +132,13 @@ def against(rev: str, pairs: int) -> list:
     import json
     import tempfile
 
-    root = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True,
-                          check=True, cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+    root = subprocess.run(
+        ["git", "rev-parse", "--show-toplevel"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=os.path.dirname(os.path.abspath(__file__)),
+    ).stdout.strip()
     tmp = tempfile.mkdtemp(prefix="jaxbio-against-")
     subprocess.run(["git", "worktree", "add", "--detach", tmp, rev], cwd=root, check=True, capture_output=True)
     try:
@@ -138,11 +146,20 @@ def against(rev: str, pairs: int) -> list:
         runs = []
         for _ in range(pairs):
             for name, tree in ((rev, tmp), ("this tree", root)):
-                done = subprocess.run([sys.executable, "-c", _AGAINST_CHILD], env=dict(env, PYTHONPATH=tree),
-                                      capture_output=True, text=True, check=True, cwd=tree)
+                done = subprocess.run(
+                    [sys.executable, "-c", _AGAINST_CHILD],
+                    env=dict(env, PYTHONPATH=tree),
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                    cwd=tree,
+                )
                 runs.append((name, json.loads(done.stdout.strip().splitlines()[-1])))
-                print(f"  {name:>10}: " + ", ".join(f"{k} {c:.2f} s CPU ({w:.2f} wall)"
-                                                    for k, (c, w) in runs[-1][1].items()), flush=True)
+                print(
+                    f"  {name:>10}: "
+                    + ", ".join(f"{k} {c:.2f} s CPU ({w:.2f} wall)" for k, (c, w) in runs[-1][1].items()),
+                    flush=True,
+                )
         return runs
     finally:
         subprocess.run(["git", "worktree", "remove", "--force", tmp], cwd=root, check=False, capture_output=True)
@@ -154,21 +171,28 @@ def main(argv=None):
     ap.add_argument("--starts", type=int, default=1, help="LM starts per race in the batch (default 1: the defaults)")
     ap.add_argument("--scipy-races", type=int, default=None, help="races for scipy (default all)")
     ap.add_argument("--cold-runs", type=int, default=3, help="cold `jaxbio sprint` runs (median; 0: skip)")
-    ap.add_argument("--compare-lanes", action="store_true",
-                    help="also time fit_selected with lanes=False (one vmapped loop per call, the earlier way)")
+    ap.add_argument(
+        "--compare-lanes",
+        action="store_true",
+        help="also time fit_selected with lanes=False (one vmapped loop per call, the earlier way)",
+    )
     ap.add_argument("--against", metavar="REV", help="only time fit() cold and on 1,000 races here and at git REV")
     ap.add_argument("--pairs", type=int, default=3, help="alternated runs per tree with --against (default 3)")
     ap.add_argument("--json", metavar="PATH", help="also write every number to this JSON file")
     a = ap.parse_args(argv)
-    print(f"jaxbio sprint benchmark — jax {jax.__version__}, {jax.devices()[0].platform}, float64, "
-          f"{os.cpu_count()} CPU cores, load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"jaxbio sprint benchmark — jax {jax.__version__}, {jax.devices()[0].platform}, float64, "
+        f"{os.cpu_count()} CPU cores, load average {os.getloadavg()[0]:.1f}"
+    )
     if a.against:
         runs = against(a.against, a.pairs)
         for key in runs[0][1]:
             cpu = {name: [r[key][0] for n, r in runs if n == name] for name in (a.against, "this tree")}
             mean = {name: float(np.median(v)) for name, v in cpu.items()}
-            print(f"{key}: median CPU {a.against} {mean[a.against]:.2f} s, this tree {mean['this tree']:.2f} s "
-                  f"(×{mean['this tree'] / mean[a.against]:.2f})")
+            print(
+                f"{key}: median CPU {a.against} {mean[a.against]:.2f} s, this tree {mean['this tree']:.2f} s "
+                f"(×{mean['this tree'] / mean[a.against]:.2f})"
+            )
         print(f"load average at the end {os.getloadavg()[0]:.1f}")
         return
 
@@ -176,10 +200,20 @@ def main(argv=None):
     if a.cold_runs > 0:
         t_cold = cold_cli(a.cold_runs)
         n_races = len(sprint.embedded_names())
-        print(f"\njaxbio sprint, {n_races} embedded races, cold from the shell (no compilation cache), median of "
-              f"{a.cold_runs}: {t_cold:6.2f} s  (target < 10 s)")
-        rows.append(row("`jaxbio sprint` cold, whole command", f"{n_races} embedded races", 1, t_cold, unit="run",
-                        note="fresh process, JAXBIO_JAX_CACHE=0; target < 10 s"))
+        print(
+            f"\njaxbio sprint, {n_races} embedded races, cold from the shell (no compilation cache), median of "
+            f"{a.cold_runs}: {t_cold:6.2f} s  (target < 10 s)"
+        )
+        rows.append(
+            row(
+                "`jaxbio sprint` cold, whole command",
+                f"{n_races} embedded races",
+                1,
+                t_cold,
+                unit="run",
+                note="fresh process, JAXBIO_JAX_CACHE=0; target < 10 s",
+            )
+        )
 
     # --- one race: compile and run separately
     race = sprint.load_race("bolt_2009")
@@ -193,8 +227,10 @@ def main(argv=None):
         fit_splits(one)
         runs.append(time.perf_counter() - t0)
     t_run = float(np.median(runs))
-    print(f"\none race (bolt_2009_berlin_wc_final, 10 splits, 4 starts): compile {t_first - t_run:6.2f} s, "
-          f"run {t_run * 1e3:7.1f} ms  (RMSE {res.rmse[0]:.4f} s, converged {bool(res.converged[0])})")
+    print(
+        f"\none race (bolt_2009_berlin_wc_final, 10 splits, 4 starts): compile {t_first - t_run:6.2f} s, "
+        f"run {t_run * 1e3:7.1f} ms  (RMSE {res.rmse[0]:.4f} s, converged {bool(res.converged[0])})"
+    )
 
     # --- a batch of synthetic races in one vmapped call
     truth, rt, wind, times = synthetic(a.n)
@@ -211,22 +247,38 @@ def main(argv=None):
         t0 = time.perf_counter()
         res_old = fit_splits(splits, starts=starts, n_grid=0, lanes=False)
         t_batch_old = time.perf_counter() - t0
-        print(f"\n{a.n} races without lanes (one vmapped loop), first call {t_batch_old:6.2f} s; "
-              f"max |Δθ| against lanes {np.max(np.abs(res_old.theta - res.theta)):.1e}")
-        old_rows.append(row(f"sprint fit, {a.n} races, first call, without lanes", "synthetic races", a.n,
-                            t_batch_old, unit="call", note="fit_splits(lanes=False): the earlier one vmapped loop"))
+        print(
+            f"\n{a.n} races without lanes (one vmapped loop), first call {t_batch_old:6.2f} s; "
+            f"max |Δθ| against lanes {np.max(np.abs(res_old.theta - res.theta)):.1e}"
+        )
+        old_rows.append(
+            row(
+                f"sprint fit, {a.n} races, first call, without lanes",
+                "synthetic races",
+                a.n,
+                t_batch_old,
+                unit="call",
+                note="fit_splits(lanes=False): the earlier one vmapped loop",
+            )
+        )
     rel = np.abs(res.values / np.exp(truth) - 1.0)
     z = np.abs(res.theta - truth) / np.sqrt(np.diagonal(res.cov_log, axis1=1, axis2=2))
     print(f"\n{a.n} synthetic races (10 splits, rounded to 0.01 s), one vmapped call, {a.starts} starts each:")
-    print(f"  first call (compile + run) {t_batch_first:6.2f} s, run {t_batch:6.2f} s "
-          f"({t_batch / a.n * 1e3:.2f} ms per race); converged {res.converged.mean() * 100:.1f} %")
+    print(
+        f"  first call (compile + run) {t_batch_first:6.2f} s, run {t_batch:6.2f} s "
+        f"({t_batch / a.n * 1e3:.2f} ms per race); converged {res.converged.mean() * 100:.1f} %"
+    )
     print(f"  LM iterations: median {np.median(res.steps):.0f}, max {res.steps.max()}")
-    print(f"  split-time RMSE: median {np.median(res.rmse):.4f} s, max {res.rmse.max():.4f} s "
-          f"(rounding alone: {sprint.SIGMA_ROUND:.4f} s)")
+    print(
+        f"  split-time RMSE: median {np.median(res.rmse):.4f} s, max {res.rmse.max():.4f} s "
+        f"(rounding alone: {sprint.SIGMA_ROUND:.4f} s)"
+    )
     print("  recovery |fitted/true − 1|      median    95th pct    max     within 2 Laplace std")
     for j, n in enumerate(FREE):
-        print(f"    {n:8s}                     {np.median(rel[:, j]) * 100:6.2f} %  {np.percentile(rel[:, j], 95) * 100:6.2f} %"
-              f"  {rel[:, j].max() * 100:6.2f} %   {np.mean(z[:, j] < 2) * 100:5.1f} %")
+        print(
+            f"    {n:8s}                     {np.median(rel[:, j]) * 100:6.2f} %  {np.percentile(rel[:, j], 95) * 100:6.2f} %"
+            f"  {rel[:, j].max() * 100:6.2f} %   {np.mean(z[:, j] < 2) * 100:5.1f} %"
+        )
 
     # --- Tibshirani: vmapped jaxbio vs scipy least_squares, same races
     t0 = time.perf_counter()
@@ -240,12 +292,18 @@ def main(argv=None):
     rmse_scipy = scipy_tibshirani(rt[:m], times[:m])
     t_scipy = time.perf_counter() - t0
     print("\nTibshirani (1997) on the same races:")
-    print(f"  jaxbio vmapped LM, {a.n} races: first call {t_tib_first:6.2f} s, run {t_tib:6.3f} s; "
-          f"converged {tib.converged.mean() * 100:.1f} %")
-    print(f"  scipy least_squares (trf, brentq inversion), {m} races one by one: {t_scipy:6.2f} s "
-          f"({t_scipy / m * 1e3:.1f} ms per race)")
+    print(
+        f"  jaxbio vmapped LM, {a.n} races: first call {t_tib_first:6.2f} s, run {t_tib:6.3f} s; "
+        f"converged {tib.converged.mean() * 100:.1f} %"
+    )
+    print(
+        f"  scipy least_squares (trf, brentq inversion), {m} races one by one: {t_scipy:6.2f} s "
+        f"({t_scipy / m * 1e3:.1f} ms per race)"
+    )
     print(f"  RMSE agreement jaxbio − scipy: max |Δ| {np.max(np.abs(tib.rmse[:m] - rmse_scipy)):.1e} s")
-    print(f"  sprinter vs Tibshirani RMSE on these races: median {np.median(res.rmse):.4f} vs {np.median(tib.rmse):.4f} s")
+    print(
+        f"  sprinter vs Tibshirani RMSE on these races: median {np.median(res.rmse):.4f} vs {np.median(tib.rmse):.4f} s"
+    )
     peer = "scipy least_squares, Tibshirani, one race at a time"
     print(f"\n{a.n} races cold (first call: compile + run): {t_batch_first:6.2f} s  (target for 1,000: < 60 s)")
 
@@ -253,36 +311,86 @@ def main(argv=None):
     from jaxbio.sprint.data import Race
     from jaxbio.sprint.selection import fit_selected
 
-    races = [Race(f"synthetic{i}", D10, times[i], float(rt[i]), float(wind[i]), {}, "synthetic", np.arange(len(D10)))
-             for i in range(a.n)]
+    races = [
+        Race(f"synthetic{i}", D10, times[i], float(rt[i]), float(wind[i]), {}, "synthetic", np.arange(len(D10)))
+        for i in range(a.n)
+    ]
     t0 = time.perf_counter()
     sel = fit_selected(races, baselines=[fit_baseline(k, splits).rmse for k in ("fhk", "tibshirani")])
     t_sel = time.perf_counter() - t0
     freed = sum(bool(s["freed"]) for s in sel.selection)
     beats = sum(s["beats_baselines"] is not False for s in sel.selection)
-    print(f"{a.n} races with the per-race model choice (fit_selected, as jaxbio sprint; baselines included), "
-          f"first call: {t_sel:6.2f} s; freed something in {freed}, at or below both baselines in {beats}")
+    print(
+        f"{a.n} races with the per-race model choice (fit_selected, as jaxbio sprint; baselines included), "
+        f"first call: {t_sel:6.2f} s; freed something in {freed}, at or below both baselines in {beats}"
+    )
     if a.compare_lanes:  # the earlier way: each fit one vmapped while loop over races × starts
         t0 = time.perf_counter()
         old = fit_selected(races, baselines=[fit_baseline(k, splits).rmse for k in ("fhk", "tibshirani")], lanes=False)
         t_old = time.perf_counter() - t0
         same = all(s["freed"] == o["freed"] for s, o in zip(sel.selection, old.selection))
         d = np.nanmax(np.abs(sel.theta - old.theta))
-        print(f"  the same without lanes (one vmapped loop per call), first call: {t_old:6.2f} s "
-              f"({t_old / t_sel:.1f}× the lanes'); same choice in every race: {same}, max |Δθ| {d:.1e}")
-        old_rows.append(row(f"sprint fit with model choice, {a.n} races, first call, without lanes", "synthetic races",
-                            a.n, t_old, unit="call", note="fit_selected(lanes=False): the earlier one vmapped loop"))
-    finish({"machine": machine(), "rows": rows + [
-        row(f"sprint fit, {a.n} races, first call (compile + run)", "synthetic races", a.n, t_batch_first, unit="call",
-            note="target for 1,000 races < 60 s"),
-        row(f"sprint fit with model choice, {a.n} races, first call", "synthetic races", a.n, t_sel, unit="call",
-            note="fit_selected with both baselines, as jaxbio sprint; target for 1,000 races < 60 s"),
-        *old_rows,
-        row("sprint fit, 4 starts", "bolt_2009", 1, t_run, unit="race", compile_s=t_first - t_run),
-        row(f"sprint fit, {a.starts} start(s)", "synthetic races", a.n, t_batch / a.n, unit="race",
-            compile_s=t_batch_first - t_batch, peer=peer, peer_seconds=t_scipy / m),
-        row("Tibshirani fit (vmapped LM)", "synthetic races", a.n, t_tib / a.n, unit="race",
-            compile_s=t_tib_first - t_tib, peer=peer, peer_seconds=t_scipy / m)]}, a.json)
+        print(
+            f"  the same without lanes (one vmapped loop per call), first call: {t_old:6.2f} s "
+            f"({t_old / t_sel:.1f}× the lanes'); same choice in every race: {same}, max |Δθ| {d:.1e}"
+        )
+        old_rows.append(
+            row(
+                f"sprint fit with model choice, {a.n} races, first call, without lanes",
+                "synthetic races",
+                a.n,
+                t_old,
+                unit="call",
+                note="fit_selected(lanes=False): the earlier one vmapped loop",
+            )
+        )
+    finish(
+        {
+            "machine": machine(),
+            "rows": rows
+            + [
+                row(
+                    f"sprint fit, {a.n} races, first call (compile + run)",
+                    "synthetic races",
+                    a.n,
+                    t_batch_first,
+                    unit="call",
+                    note="target for 1,000 races < 60 s",
+                ),
+                row(
+                    f"sprint fit with model choice, {a.n} races, first call",
+                    "synthetic races",
+                    a.n,
+                    t_sel,
+                    unit="call",
+                    note="fit_selected with both baselines, as jaxbio sprint; target for 1,000 races < 60 s",
+                ),
+                *old_rows,
+                row("sprint fit, 4 starts", "bolt_2009", 1, t_run, unit="race", compile_s=t_first - t_run),
+                row(
+                    f"sprint fit, {a.starts} start(s)",
+                    "synthetic races",
+                    a.n,
+                    t_batch / a.n,
+                    unit="race",
+                    compile_s=t_batch_first - t_batch,
+                    peer=peer,
+                    peer_seconds=t_scipy / m,
+                ),
+                row(
+                    "Tibshirani fit (vmapped LM)",
+                    "synthetic races",
+                    a.n,
+                    t_tib / a.n,
+                    unit="race",
+                    compile_s=t_tib_first - t_tib,
+                    peer=peer,
+                    peer_seconds=t_scipy / m,
+                ),
+            ],
+        },
+        a.json,
+    )
     return 0
 
 

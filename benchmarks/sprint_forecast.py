@@ -42,8 +42,15 @@ from jaxbio.sprint.fitting import fit, splits_from_races  # noqa: E402
 from jaxbio.sprint.model import simulate_race  # noqa: E402
 
 CUTS = (40.0, 50.0, 60.0)
-GRID = [("diagonal", 0.0, 0.05), ("diagonal", 1.0, 0.02), ("diagonal", 1.0, 0.05), ("full", 0.5, 0.05),
-        ("full", 1.0, 0.02), ("full", 1.0, 0.05), ("full", 3.0, 0.03)]
+GRID = [
+    ("diagonal", 0.0, 0.05),
+    ("diagonal", 1.0, 0.02),
+    ("diagonal", 1.0, 0.05),
+    ("full", 0.5, 0.05),
+    ("full", 1.0, 0.02),
+    ("full", 1.0, 0.05),
+    ("full", 3.0, 0.03),
+]
 
 
 def loo_logpred(ref, form, strength, scale):
@@ -63,17 +70,25 @@ def last_errors(races, res):
 def coverage(races, fc):
     out = {0.68: [], 0.95: []}
     for i, r in enumerate(races):
-        held = ~r.until(-1.0) & ~fc.fitted[i, :r.n]
+        held = ~r.until(-1.0) & ~fc.fitted[i, : r.n]
         for lv in out:
-            inside = (fc.lower[lv][i, :r.n] <= r.times) & (r.times <= fc.upper[lv][i, :r.n])
+            inside = (fc.lower[lv][i, : r.n] <= r.times) & (r.times <= fc.upper[lv][i, : r.n])
             out[lv] += list(inside[held])
     return out
 
 
 def plug_in(p):
     """The population as the forecasts used it before calibration: ``N(μ̂, Σ̂)``, normal intervals."""
-    return H.Population(names=p.names, race_names=p.race_names, mean=p.mean, cov=p.cov, sigma=p.sigma,
-                        shrinkage=p.shrinkage, posterior_mean=p.posterior_mean, iterations=p.iterations)
+    return H.Population(
+        names=p.names,
+        race_names=p.race_names,
+        mean=p.mean,
+        cov=p.cov,
+        sigma=p.sigma,
+        shrinkage=p.shrinkage,
+        posterior_mean=p.posterior_mean,
+        iterations=p.iterations,
+    )
 
 
 def loo_populations(ref, groups):
@@ -105,17 +120,23 @@ def coverage_both(races, pops):
 
 def print_coverage(label, rows):
     for kind, (held, last) in rows.items():
-        print(f"  {label:34s}{kind:>11s}: held-out splits ({len(held[0.68])}) 68 % → {np.mean(held[0.68]):.3f}, "
-              f"95 % → {np.mean(held[0.95]):.3f}; last split ({len(last[0.68])}) 68 % → {np.mean(last[0.68]):.3f}, "
-              f"95 % → {np.mean(last[0.95]):.3f}")
+        print(
+            f"  {label:34s}{kind:>11s}: held-out splits ({len(held[0.68])}) 68 % → {np.mean(held[0.68]):.3f}, "
+            f"95 % → {np.mean(held[0.95]):.3f}; last split ({len(last[0.68])}) 68 % → {np.mean(last[0.68]):.3f}, "
+            f"95 % → {np.mean(last[0.95]):.3f}"
+        )
 
 
 def importance_check(races, ref, cut, n_draws=4000, seed=0):
     """Posterior predictive mean and sd of the last split by importance sampling vs Laplace."""
     res, fc, pops = H.forecast(races, cut, ref=ref)
     rng = np.random.default_rng(seed)
-    sim = jax.jit(jax.vmap(lambda th, d, rt, w, dur: rt + crossing_times(
-        simulate_race(res.model.with_log(res.names, th), dur, w), d), in_axes=(0, None, None, None, None)))
+    sim = jax.jit(
+        jax.vmap(
+            lambda th, d, rt, w, dur: rt + crossing_times(simulate_race(res.model.with_log(res.names, th), dur, w), d),
+            in_axes=(0, None, None, None, None),
+        )
+    )
     rows = []
     for i, r in enumerate(races):
         pop, C = pops[i].predictive(), fc.cov_log[i]
@@ -126,13 +147,15 @@ def importance_check(races, ref, cut, n_draws=4000, seed=0):
         th = mode + zs @ Lc.T
         logq = -0.5 * (df + 3) * np.log1p(np.sum(zs**2, 1) / df)  # up to a constant
         sp = res.splits.race(i)
-        T = np.asarray(sim(jnp.asarray(th), sp.distances, sp.reaction_time, sp.wind, sp.duration))[:, :r.n]
+        T = np.asarray(sim(jnp.asarray(th), sp.distances, sp.reaction_time, sp.wind, sp.duration))[:, : r.n]
         f = r.until(cut)
         d = th - pop.mean
-        logp = -0.5 * np.sum((T[:, f] - r.times[f]) ** 2, 1) / pop.sigma**2 \
-            - 0.5 * np.einsum("nj,jk,nk->n", d, np.linalg.inv(pop.cov), d)
+        logp = -0.5 * np.sum((T[:, f] - r.times[f]) ** 2, 1) / pop.sigma**2 - 0.5 * np.einsum(
+            "nj,jk,nk->n", d, np.linalg.inv(pop.cov), d
+        )
         lw = logp - logq
-        w = np.exp(lw - lw.max()); w /= w.sum()
+        w = np.exp(lw - lw.max())
+        w /= w.sum()
         ess = 1.0 / np.sum(w**2)
         m = np.sum(w * T[:, -1])
         sd = np.sqrt(np.sum(w * (T[:, -1] - m) ** 2) + pop.sigma**2)
@@ -144,17 +167,22 @@ def other_names(races, names):
     t0 = time.perf_counter()
     pops = H.laplace_em(races, names=names, rounds=30)
     p = pops[None]
-    print(f"free {names}: laplace_em {p.iterations} rounds, {time.perf_counter() - t0:.1f} s; σ = {p.sigma:.4f} s; "
-          f"population values {np.round(np.exp(p.mean), 4)}, log-sd {np.round(p.sd, 3)}")
+    print(
+        f"free {names}: laplace_em {p.iterations} rounds, {time.perf_counter() - t0:.1f} s; σ = {p.sigma:.4f} s; "
+        f"population values {np.round(np.exp(p.mean), 4)}, log-sd {np.round(p.sd, 3)}"
+    )
     errs, c68, c95 = [], [], []
     for cut in CUTS:
         res, fc, _ = H.forecast(races, cut, populations=pops)
         e = last_errors(races, res)
         c = coverage(races, fc)
-        c68 += c[0.68]; c95 += c[0.95]
+        c68 += c[0.68]
+        c95 += c[0.95]
         errs.append(e)
-        print(f"  ≤ {cut:.0f} m: last-split errors {np.round(e, 3)}, mean |error| {np.mean(np.abs(e)):.4f}; "
-              f"converged {res.converged.all()}")
+        print(
+            f"  ≤ {cut:.0f} m: last-split errors {np.round(e, 3)}, mean |error| {np.mean(np.abs(e)):.4f}; "
+            f"converged {res.converged.all()}"
+        )
     print(f"mean |error| {np.mean(np.abs(errs)):.4f} s; coverage 68 % → {np.mean(c68):.2f}, 95 % → {np.mean(c95):.2f}")
 
 
@@ -162,8 +190,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=64, help="synthetic races (0: none)")
     ap.add_argument("--sets", type=int, default=16, help="synthetic sets of 5 races for the coverage (0: none)")
-    ap.add_argument("--names", default=None, help="other free parameters, comma-separated (e.g. f0,vmax,energy,tau): "
-                    "only the forecast table, with populations from laplace_em (EM with refits)")
+    ap.add_argument(
+        "--names",
+        default=None,
+        help="other free parameters, comma-separated (e.g. f0,vmax,energy,tau): "
+        "only the forecast table, with populations from laplace_em (EM with refits)",
+    )
     args = ap.parse_args()
     races = sprint.embedded_races()
     if args.names:
@@ -171,11 +203,19 @@ def main():
     t0 = time.perf_counter()
     ref_fit = fit(races)
     ref = H.ReferenceFits.from_fit(ref_fit, [r.name for r in races])
-    print(f"embedded races: {len(races)}; reference fits + Jacobians {time.perf_counter() - t0:.1f} s; "
-          f"split-time noise σ = {H.sigma_obs(ref):.4f} s (rounding alone {sprint.SIGMA_ROUND:.4f} s)")
+    print(
+        f"embedded races: {len(races)}; reference fits + Jacobians {time.perf_counter() - t0:.1f} s; "
+        f"split-time noise σ = {H.sigma_obs(ref):.4f} s (rounding alone {sprint.SIGMA_ROUND:.4f} s)"
+    )
     pop = H.population(ref)
-    print("population of all 5 (default hyperprior): log-mean", np.round(pop.mean, 4), " sd", np.round(pop.sd, 4),
-          " corr", np.round((pop.cov / np.outer(pop.sd, pop.sd))[np.triu_indices(3, 1)], 2))
+    print(
+        "population of all 5 (default hyperprior): log-mean",
+        np.round(pop.mean, 4),
+        " sd",
+        np.round(pop.sd, 4),
+        " corr",
+        np.round((pop.cov / np.outer(pop.sd, pop.sd))[np.triu_indices(3, 1)], 2),
+    )
     print("shrinkage of the full fits (share pulled to the population; f0, v_max, E):")
     for n, s in zip(pop.race_names, pop.shrinkage):
         print(f"  {n:28s} {s[0]:.2f} {s[1]:.2f} {s[2]:.2f}")
@@ -183,7 +223,9 @@ def main():
     base = {}
     for cut in CUTS:
         sp = splits_from_races(races, cut)
-        base[cut] = [last_errors(races, fit_baseline(k, sp, backend="scipy").rows(len(races))) for k in ("fhk", "tibshirani")]
+        base[cut] = [
+            last_errors(races, fit_baseline(k, sp, backend="scipy").rows(len(races))) for k in ("fhk", "tibshirani")
+        ]
 
     print("\n1. hyperprior of the population, leave-one-out over the embedded races")
     print(f"{'form':9s}{'strength':>9s}{'scale':>7s}{'LOO log-pred':>14s}{'mean |err| 100 m':>18s}")
@@ -205,34 +247,49 @@ def main():
             trio = [abs(e[i]), abs(base[cut][0][i]), abs(base[cut][1][i])]
             best = ("model", "FHK", "Tibsh.")[int(np.argmin(trio))]
             tab.append((e[i], old[i], base[cut][0][i], base[cut][1][i]))
-            print(f"{r.name:28s}{cut:5.0f}{e[i]:+10.3f} ± {fc.sd[i, r.n - 1]:.3f}{old[i]:+11.3f}"
-                  f"{base[cut][0][i]:+9.3f}{base[cut][1][i]:+9.3f}  {best}")
+            print(
+                f"{r.name:28s}{cut:5.0f}{e[i]:+10.3f} ± {fc.sd[i, r.n - 1]:.3f}{old[i]:+11.3f}"
+                f"{base[cut][0][i]:+9.3f}{base[cut][1][i]:+9.3f}  {best}"
+            )
     tab = np.abs(np.array(tab))
     wins = np.sum((tab[:, 0] < tab[:, 2]) & (tab[:, 0] < tab[:, 3]))
-    print(f"mean |error|: hierarchical {tab[:, 0].mean():.4f}, old prior {tab[:, 1].mean():.4f}, "
-          f"FHK {tab[:, 2].mean():.4f}, Tibshirani {tab[:, 3].mean():.4f}; hierarchical beats both baselines in "
-          f"{wins}/{len(tab)} (race, cut-off) pairs")
+    print(
+        f"mean |error|: hierarchical {tab[:, 0].mean():.4f}, old prior {tab[:, 1].mean():.4f}, "
+        f"FHK {tab[:, 2].mean():.4f}, Tibshirani {tab[:, 3].mean():.4f}; hierarchical beats both baselines in "
+        f"{wins}/{len(tab)} (race, cut-off) pairs"
+    )
     for k, cut in enumerate(CUTS):
-        t = tab[5 * k:5 * k + 5]
-        print(f"  ≤ {cut:.0f} m: hierarchical {t[:, 0].mean():.4f}, old prior {t[:, 1].mean():.4f}, "
-              f"FHK {t[:, 2].mean():.4f}, Tibshirani {t[:, 3].mean():.4f}")
+        t = tab[5 * k : 5 * k + 5]
+        print(
+            f"  ≤ {cut:.0f} m: hierarchical {t[:, 0].mean():.4f}, old prior {t[:, 1].mean():.4f}, "
+            f"FHK {t[:, 2].mean():.4f}, Tibshirani {t[:, 3].mean():.4f}"
+        )
 
-    print(f"\n3. coverage of the held-out splits (embedded, {len(allc[0.68])} splits over 3 cut-offs): "
-          f"68 % → {np.mean(allc[0.68]):.2f}, 95 % → {np.mean(allc[0.95]):.2f}")
-    print_coverage("embedded (population of the other 4)", coverage_both(races, loo_populations(ref, [range(len(races))])))
+    print(
+        f"\n3. coverage of the held-out splits (embedded, {len(allc[0.68])} splits over 3 cut-offs): "
+        f"68 % → {np.mean(allc[0.68]):.2f}, 95 % → {np.mean(allc[0.95]):.2f}"
+    )
+    print_coverage(
+        "embedded (population of the other 4)", coverage_both(races, loo_populations(ref, [range(len(races))]))
+    )
     for cut in CUTS:
         _, fc, _ = H.forecast(races, cut, ref=ref)
         z = [(r.times[-1] - fc.mean[i, r.n - 1]) / fc.sd[i, r.n - 1] for i, r in enumerate(races)]
-        print(f"    ≤ {cut:.0f} m: (measured − predicted)/sd of the last split {np.round(z, 2)}, "
-              f"dof {np.round(fc.dof[np.arange(len(races)), [r.n - 1 for r in races]], 1)}")
+        print(
+            f"    ≤ {cut:.0f} m: (measured − predicted)/sd of the last split {np.round(z, 2)}, "
+            f"dof {np.round(fc.dof[np.arange(len(races)), [r.n - 1 for r in races]], 1)}"
+        )
     if args.sets:
         t0 = time.perf_counter()
-        syn, _ = H.synthetic_races(pop.mean, np.diag(np.array([0.035, 0.03, 0.035]) ** 2), 5 * args.sets, seed=7,
-                                   noise=0.008)
+        syn, _ = H.synthetic_races(
+            pop.mean, np.diag(np.array([0.035, 0.03, 0.035]) ** 2), 5 * args.sets, seed=7, noise=0.008
+        )
         sref = H.ReferenceFits.from_fit(fit(syn), [r.name for r in syn])
         rows = coverage_both(syn, loo_populations(sref, [range(5 * g, 5 * g + 5) for g in range(args.sets)]))
         print_coverage(f"{args.sets} synthetic sets of 5 (pop. of 4)", rows)
-        print(f"    ({time.perf_counter() - t0:.0f} s; σ estimated {np.mean([H.sigma_obs(sref.subset(list(range(5 * g, 5 * g + 5)))) for g in range(args.sets)]):.4f} s)")
+        print(
+            f"    ({time.perf_counter() - t0:.0f} s; σ estimated {np.mean([H.sigma_obs(sref.subset(list(range(5 * g, 5 * g + 5)))) for g in range(args.sets)]):.4f} s)"
+        )
     if args.n:
         mean = pop.mean.copy()
         sd = np.array([0.035, 0.03, 0.035])
@@ -240,22 +297,32 @@ def main():
         syn, truth = H.synthetic_races(mean, np.diag(sd**2), args.n, seed=1)
         sref = H.ReferenceFits.from_fit(fit(syn), [r.name for r in syn])
         spop = H.population(sref)
-        print(f"synthetic: {args.n} races from N(μ, diag(sd²)), sd = {sd}, 10 m splits rounded to 0.01 s "
-              f"({time.perf_counter() - t0:.1f} s to simulate and fit); σ estimated {H.sigma_obs(sref):.4f} s")
-        print(f"  recovered population: mean − truth {np.round(spop.mean - mean, 4)}, sd {np.round(spop.sd, 4)} "
-              f"(sample sd of the drawn parameters {np.round(truth.std(0), 4)})")
-        print_coverage(f"{args.n} synthetic (population of {args.n - 1})",
-                       coverage_both(syn, loo_populations(sref, [range(args.n)])))
+        print(
+            f"synthetic: {args.n} races from N(μ, diag(sd²)), sd = {sd}, 10 m splits rounded to 0.01 s "
+            f"({time.perf_counter() - t0:.1f} s to simulate and fit); σ estimated {H.sigma_obs(sref):.4f} s"
+        )
+        print(
+            f"  recovered population: mean − truth {np.round(spop.mean - mean, 4)}, sd {np.round(spop.sd, 4)} "
+            f"(sample sd of the drawn parameters {np.round(truth.std(0), 4)})"
+        )
+        print_coverage(
+            f"{args.n} synthetic (population of {args.n - 1})",
+            coverage_both(syn, loo_populations(sref, [range(args.n)])),
+        )
         for cut in CUTS:
             res, fc, _ = H.forecast(syn, cut, ref=sref)
             plain = fit(syn, fit_until=cut)
-            print(f"  ≤ {cut:.0f} m: RMSE of the log-parameters (f0, v_max, E) against the truth: hierarchical "
-                  f"{np.round(np.sqrt(np.mean((res.theta - truth) ** 2, 0)), 4)}, plain least squares "
-                  f"{np.round(np.sqrt(np.mean((plain.theta - truth) ** 2, 0)), 4)} ({plain.converged.mean():.0%} converged)")
+            print(
+                f"  ≤ {cut:.0f} m: RMSE of the log-parameters (f0, v_max, E) against the truth: hierarchical "
+                f"{np.round(np.sqrt(np.mean((res.theta - truth) ** 2, 0)), 4)}, plain least squares "
+                f"{np.round(np.sqrt(np.mean((plain.theta - truth) ** 2, 0)), 4)} ({plain.converged.mean():.0%} converged)"
+            )
             c = coverage(syn, fc)
-            print(f"  ≤ {cut:.0f} m: {len(c[0.68])} held-out splits, 68 % → {np.mean(c[0.68]):.3f}, "
-                  f"95 % → {np.mean(c[0.95]):.3f}; mean shrinkage (f0, v_max, E) {np.round(fc.shrinkage.mean(0), 2)}; "
-                  f"converged {res.converged.mean():.2f}")
+            print(
+                f"  ≤ {cut:.0f} m: {len(c[0.68])} held-out splits, 68 % → {np.mean(c[0.68]):.3f}, "
+                f"95 % → {np.mean(c[0.95]):.3f}; mean shrinkage (f0, v_max, E) {np.round(fc.shrinkage.mean(0), 2)}; "
+                f"converged {res.converged.mean():.2f}"
+            )
 
     print("\n4. Laplace vs the exact posterior (importance sampling, 4,000 draws): last split")
     print(f"{'race':28s}{'cut':>5s}{'Laplace mean ± sd':>20s}{'IS mean ± sd':>20s}{'ESS':>7s}")

@@ -31,10 +31,14 @@ def main():
         sel = res.selection[i]
         vals = " ".join(f"{n} = {res.values[i, res.names.index(n)]:+.3f}" for n in sel["freed"])
         mark = lambda x: "" if x <= best[i] else " ✗"  # noqa: E731
-        print(f"| {r.name} | {base.rmse[i]:.4f}{mark(base.rmse[i])} | {res.rmse[i]:.4f}{mark(res.rmse[i])} | "
-              f"{fhk.rmse[i]:.4f} | {tib.rmse[i]:.4f} | {vals or '-'} |")
-    print(f"\n{len(races)} races: the base model fits worse than a baseline on {int(np.sum(base.rmse > best))}, "
-          f"the chosen model on {int(np.sum(res.rmse > best))}")
+        print(
+            f"| {r.name} | {base.rmse[i]:.4f}{mark(base.rmse[i])} | {res.rmse[i]:.4f}{mark(res.rmse[i])} | "
+            f"{fhk.rmse[i]:.4f} | {tib.rmse[i]:.4f} | {vals or '-'} |"
+        )
+    print(
+        f"\n{len(races)} races: the base model fits worse than a baseline on {int(np.sum(base.rmse > best))}, "
+        f"the chosen model on {int(np.sum(res.rmse > best))}"
+    )
 
 
 if __name__ == "__main__":

@@ -66,9 +66,9 @@ def _residual_fn(splits, names):
 def core_jaxbio(model, splits, starts, mu, sqrt_prec, *, names, max_steps):
     """The fit's own solver: ``batched_best_of_starts`` (hand-written LM), as ``fit._fit_core_impl``."""
     res, template = _residual_fn(splits, names)
-    theta, r, J, aux, ok, steps = batched_best_of_starts(lambda th, a: res(th, (model,) + a), starts,
-                                                         (splits, mu, sqrt_prec), max_steps=max_steps,
-                                                         template=template)
+    theta, r, J, aux, ok, steps = batched_best_of_starts(
+        lambda th, a: res(th, (model,) + a), starts, (splits, mu, sqrt_prec), max_steps=max_steps, template=template
+    )
     return theta, 0.5 * jnp.sum(r * r, axis=-1), ok, steps
 
 
@@ -80,12 +80,17 @@ def core_optimistix(model, splits, starts, mu, sqrt_prec, *, names, max_steps):
     solver = optx.LevenbergMarquardt(rtol=1e-8, atol=1e-10)
 
     def one(theta0, a):
-        sol = optx.least_squares(lambda th, a: res(th, (model,) + a), solver, theta0, a, has_aux=True,
-                                 max_steps=max_steps, throw=False)
+        sol = optx.least_squares(
+            lambda th, a: res(th, (model,) + a), solver, theta0, a, has_aux=True, max_steps=max_steps, throw=False
+        )
         r, _ = res(sol.value, (model,) + a)
         cost = 0.5 * jnp.sum(r * r)
-        return sol.value, jnp.where(jnp.isfinite(cost), cost, jnp.inf), sol.result == optx.RESULTS.successful, \
-            sol.stats["num_steps"]
+        return (
+            sol.value,
+            jnp.where(jnp.isfinite(cost), cost, jnp.inf),
+            sol.result == optx.RESULTS.successful,
+            sol.stats["num_steps"],
+        )
 
     flat_args = jax.tree_util.tree_map(lambda a: jnp.repeat(a, S, axis=0), (splits, mu, sqrt_prec))
     theta, cost, ok, steps = jax.vmap(one)(starts.reshape((B * S,) + starts.shape[2:]), flat_args)
@@ -119,23 +124,42 @@ def row(label, splits, starts, quick, *, max_steps, repeats, n_real=None):
     c2, r2, (th2, cost2, ok2, st2) = measure(core_optimistix, quick, args, **kw)
     n = B if n_real is None else n_real
     cost1, cost2, th1, th2 = cost1[:n], cost2[:n], th1[:n], th2[:n]
-    print(f"\n{label}: {n} races × {starts.shape[1]} starts (batch {B}), "
-          f"{'QUICK_COMPILE' if quick else 'XLA defaults'}, max_steps {max_steps}")
-    print(f"  {'solver':34s} {'compile s':>10s} {'run s':>9s} {'converged':>10s} {'steps median':>13s} "
-          f"{'cost median':>12s}")
-    for name, c, r, ok, st, cost in (("jaxbio _solve.least_squares", c1, r1, ok1, st1, cost1),
-                                     ("optimistix LevenbergMarquardt", c2, r2, ok2, st2, cost2)):
-        print(f"  {name:34s} {c:10.2f} {r:9.3f} {ok[:n].mean() * 100:9.1f}% {np.median(st[:n]):13.0f} "
-              f"{np.median(cost):12.4f}")
+    print(
+        f"\n{label}: {n} races × {starts.shape[1]} starts (batch {B}), "
+        f"{'QUICK_COMPILE' if quick else 'XLA defaults'}, max_steps {max_steps}"
+    )
+    print(
+        f"  {'solver':34s} {'compile s':>10s} {'run s':>9s} {'converged':>10s} {'steps median':>13s} "
+        f"{'cost median':>12s}"
+    )
+    for name, c, r, ok, st, cost in (
+        ("jaxbio _solve.least_squares", c1, r1, ok1, st1, cost1),
+        ("optimistix LevenbergMarquardt", c2, r2, ok2, st2, cost2),
+    ):
+        print(
+            f"  {name:34s} {c:10.2f} {r:9.3f} {ok[:n].mean() * 100:9.1f}% {np.median(st[:n]):13.0f} "
+            f"{np.median(cost):12.4f}"
+        )
     print(f"  ratio optimistix / jaxbio: compile {c2 / c1:.2f}×, run {r2 / r1:.2f}×")
-    ROWS.append(_machine.row(f"sprint LM solver, {starts.shape[1]} start(s)", label.split(" ", 1)[1], n, r1 / n,
-                             unit="race", compile_s=c1, peer="optimistix LevenbergMarquardt, same batch",
-                             peer_seconds=r2 / n))
+    ROWS.append(
+        _machine.row(
+            f"sprint LM solver, {starts.shape[1]} start(s)",
+            label.split(" ", 1)[1],
+            n,
+            r1 / n,
+            unit="race",
+            compile_s=c1,
+            peer="optimistix LevenbergMarquardt, same batch",
+            peer_seconds=r2 / n,
+        )
+    )
     d = np.abs(cost1 - cost2)
     rel = d / np.maximum(1.0, np.abs(cost1))
-    print(f"  cost agreement: max |Δcost| {d.max():.2e} (max relative {rel.max():.2e}); "
-          f"optimistix lower on {np.sum(cost2 < cost1 - 1e-9)}, jaxbio lower on {np.sum(cost1 < cost2 - 1e-9)}; "
-          f"max |Δθ| {np.abs(th1 - th2).max():.2e}")
+    print(
+        f"  cost agreement: max |Δcost| {d.max():.2e} (max relative {rel.max():.2e}); "
+        f"optimistix lower on {np.sum(cost2 < cost1 - 1e-9)}, jaxbio lower on {np.sum(cost1 < cost2 - 1e-9)}; "
+        f"max |Δθ| {np.abs(th1 - th2).max():.2e}"
+    )
 
 
 ROWS: list[dict] = []  # the common table's rows (`_machine.row`), one per batch
@@ -159,8 +183,15 @@ def main(argv=None):
     races = sprint.embedded_races()
     splits = sfit.splits_from_races(races)
     starts = np.broadcast_to(sfit.default_starts(sprint.Sprinter()), (splits.distances.shape[0], 4, len(FREE)))
-    row("(a) embedded races (the CLI's case)", splits, starts, True, max_steps=a.max_steps, repeats=a.repeats,
-        n_real=len(races))
+    row(
+        "(a) embedded races (the CLI's case)",
+        splits,
+        starts,
+        True,
+        max_steps=a.max_steps,
+        repeats=a.repeats,
+        n_real=len(races),
+    )
     if not a.skip_batch:
         splits = synthetic(a.n)
         starts = np.broadcast_to(sfit.default_starts(sprint.Sprinter())[:1], (a.n, 1, len(FREE)))

@@ -48,8 +48,10 @@ from jaxbio.estimation import _static_optimization as so  # noqa: E402  (private
 from jaxbio.muscles import sets  # noqa: E402
 from _machine import finish, machine, row  # noqa: E402  (benchmarks/_machine.py)
 
-RESERVES = {"gait10dof18musc": {"pelvis_tx": 1000.0, "pelvis_ty": 1000.0, "pelvis": 1000.0, "torso": 1000.0},
-            "arm26": {"r_humerus": 10.0}}
+RESERVES = {
+    "gait10dof18musc": {"pelvis_tx": 1000.0, "pelvis_ty": 1000.0, "pelvis": 1000.0, "torso": 1000.0},
+    "arm26": {"r_humerus": 10.0},
+}
 
 
 def motion(name: str, T: int):
@@ -63,8 +65,11 @@ def motion(name: str, T: int):
         phase = np.array([0, 0, 0, 0, -0.5 * np.pi, 0.3, np.pi, 0.5 * np.pi, np.pi + 0.3, 0])
     t = np.linspace(0.0, 2 * np.pi / w, T)[:, None]
     arg = w * t + phase
-    return (jnp.asarray(off + amp * np.sin(arg)), jnp.asarray(amp * w * np.cos(arg)),
-            jnp.asarray(-amp * w**2 * np.sin(arg)))
+    return (
+        jnp.asarray(off + amp * np.sin(arg)),
+        jnp.asarray(amp * w * np.cos(arg)),
+        jnp.asarray(-amp * w**2 * np.sin(arg)),
+    )
 
 
 def slsqp(R, tau, fhat, passive, strength, p):
@@ -82,9 +87,15 @@ def slsqp(R, tau, fhat, passive, strength, p):
         return np.concatenate([p * np.sign(v[:m]) * np.abs(v[:m]) ** (p - 1), 2 * v[m:]])
 
     x0 = np.r_[np.full(m, 0.1), np.zeros(n)]
-    res = scipy.optimize.minimize(f, x0, jac=g, method="SLSQP", bounds=[(0, 1)] * m + [(None, None)] * n,
-                                  constraints=[{"type": "eq", "fun": lambda v: A @ v - b, "jac": lambda v: A}],
-                                  options={"ftol": 1e-12, "maxiter": 500})
+    res = scipy.optimize.minimize(
+        f,
+        x0,
+        jac=g,
+        method="SLSQP",
+        bounds=[(0, 1)] * m + [(None, None)] * n,
+        constraints=[{"type": "eq", "fun": lambda v: A @ v - b, "jac": lambda v: A}],
+        options={"ftol": 1e-12, "maxiter": 500},
+    )
     return res.x[:m] * fhat + passive, res.success
 
 
@@ -109,8 +120,10 @@ def main():
     T = args.frames or (1000 if args.quick else 10_000)
     S = args.scipy_frames or (50 if args.quick else 200)
 
-    print(f"# static optimisation, {args.set}, p = {args.p:g}, {T} frames; backend {jax.default_backend()}, "
-          f"{os.cpu_count()} CPUs; load {os.getloadavg()[0]:.2f}")
+    print(
+        f"# static optimisation, {args.set}, p = {args.p:g}, {T} frames; backend {jax.default_backend()}, "
+        f"{os.cpu_count()} CPUs; load {os.getloadavg()[0]:.2f}"
+    )
     tree, paths, params = sets.load_muscle_set(args.set, dtype=jnp.float64)
     q, qd, qdd = motion(args.set, T)
     muscle = so._as_hill(params)
@@ -118,10 +131,13 @@ def main():
     for k, v in RESERVES[args.set].items():
         strength[tree.names.index(k)] = v
     t0 = time.perf_counter()
-    R, tau, fhat, passive = jax.block_until_ready(so._motion_problem(tree, paths, muscle, q, qd, qdd, None, None,
-                                                                     "activation"))
-    print(f"per-frame data (inverse dynamics, moment arms, F̂, P), first call incl. compile: "
-          f"{time.perf_counter() - t0:.2f} s")
+    R, tau, fhat, passive = jax.block_until_ready(
+        so._motion_problem(tree, paths, muscle, q, qd, qdd, None, None, "activation")
+    )
+    print(
+        f"per-frame data (inverse dynamics, moment arms, F̂, P), first call incl. compile: "
+        f"{time.perf_counter() - t0:.2f} s"
+    )
     reserve = jnp.broadcast_to(jnp.asarray(strength), (T, tree.nq))
     p = jnp.asarray(args.p)
 
@@ -129,6 +145,7 @@ def main():
     if args.p == 2:
         try:
             import qpax  # noqa: F401
+
             solvers.append("qpax")
         except ImportError:
             print("(qpax not installed: skipped)")
@@ -156,34 +173,60 @@ def main():
     f_ref = np.array([r[0] for r in ref])
     ok = np.array([r[1] for r in ref])
 
-    print(f"\n{'method':28s} {'µs/frame':>12s} {'scipy/jaxbio':>13s} {'compile s':>10s} "
-          f"{'max |ΔF| N':>11s} {'max resid N·m':>14s} {'feasible':>9s} {'iters':>9s}")
-    print(f"{'scipy SLSQP (' + str(S) + ' frames)':28s} {scipy_us:12.1f} {1.0:13.2f} {'-':>10s} {'-':>11s} "
-          f"{'-':>14s} {'-':>9s} {'-':>9s}")
+    print(
+        f"\n{'method':28s} {'µs/frame':>12s} {'scipy/jaxbio':>13s} {'compile s':>10s} "
+        f"{'max |ΔF| N':>11s} {'max resid N·m':>14s} {'feasible':>9s} {'iters':>9s}"
+    )
+    print(
+        f"{'scipy SLSQP (' + str(S) + ' frames)':28s} {scipy_us:12.1f} {1.0:13.2f} {'-':>10s} {'-':>11s} "
+        f"{'-':>14s} {'-':>9s} {'-':>9s}"
+    )
     for name, us, compile_s, out in rows:
         dF = np.abs(np.asarray(out.forces)[idx][ok] - f_ref[ok]).max()
         resid = np.abs(np.asarray(out.residual)).max()
-        print(f"{name:28s} {us:12.2f} {scipy_us / us:13.1f} {compile_s:10.2f} {dF:11.2e} {resid:14.2e} "
-              f"{float(np.mean(np.asarray(out.feasible))):9.1%} {float(np.mean(np.asarray(out.iterations))):4.1f}/{int(np.max(np.asarray(out.iterations))):<4d}")
+        print(
+            f"{name:28s} {us:12.2f} {scipy_us / us:13.1f} {compile_s:10.2f} {dF:11.2e} {resid:14.2e} "
+            f"{float(np.mean(np.asarray(out.feasible))):9.1%} {float(np.mean(np.asarray(out.iterations))):4.1f}/{int(np.max(np.asarray(out.iterations))):<4d}"
+        )
     ip = results["interior_point"]
     for name, out in results.items():
         if name != "interior_point":
-            print(f"{name} vs interior_point, all {T} frames: max |ΔF| "
-                  f"{np.abs(np.asarray(out.forces) - np.asarray(ip.forces)).max():.1e} N, same feasible flags: "
-                  f"{bool(np.all(np.asarray(out.feasible) == np.asarray(ip.feasible)))}")
-    print(f"\nSLSQP per frame: mean {scipy_us:.0f} µs (used above), median {np.median(per_frame) * 1e6:.0f} µs, "
-          f"max {np.max(per_frame) * 1e6:.0f} µs (a few slow frames dominate the mean); iters: mean/max per frame "
-          f"(active_set: active-set steps, plus interior-point iterations on the frames it hands over)")
-    print(f"scipy timed on {S} of {T} frames and extrapolated per frame; SLSQP reported success on "
-          f"{ok.sum()}/{S} (ΔF over those). jaxbio converged on "
-          + ", ".join(f"{k}: {float(np.mean(np.asarray(v.converged))):.1%}" for k, v in results.items())
-          + f" of the frames. load {os.getloadavg()[0]:.2f}")
-    finish({"machine": machine(), "rows": [
-        row(f"static optimisation ({name.removeprefix('jaxbio ')}, p = {args.p:g})", args.set, T, us * 1e-6,
-            unit="frame", compile_s=compile_s, peer=f"scipy SLSQP frame by frame ({S} frames, mean)",
-            peer_seconds=scipy_us * 1e-6,
-            note=f"max |ΔF| vs SLSQP {np.abs(np.asarray(out.forces)[idx][ok] - f_ref[ok]).max():.1e} N")
-        for name, us, compile_s, out in rows]}, args.json)
+            print(
+                f"{name} vs interior_point, all {T} frames: max |ΔF| "
+                f"{np.abs(np.asarray(out.forces) - np.asarray(ip.forces)).max():.1e} N, same feasible flags: "
+                f"{bool(np.all(np.asarray(out.feasible) == np.asarray(ip.feasible)))}"
+            )
+    print(
+        f"\nSLSQP per frame: mean {scipy_us:.0f} µs (used above), median {np.median(per_frame) * 1e6:.0f} µs, "
+        f"max {np.max(per_frame) * 1e6:.0f} µs (a few slow frames dominate the mean); iters: mean/max per frame "
+        f"(active_set: active-set steps, plus interior-point iterations on the frames it hands over)"
+    )
+    print(
+        f"scipy timed on {S} of {T} frames and extrapolated per frame; SLSQP reported success on "
+        f"{ok.sum()}/{S} (ΔF over those). jaxbio converged on "
+        + ", ".join(f"{k}: {float(np.mean(np.asarray(v.converged))):.1%}" for k, v in results.items())
+        + f" of the frames. load {os.getloadavg()[0]:.2f}"
+    )
+    finish(
+        {
+            "machine": machine(),
+            "rows": [
+                row(
+                    f"static optimisation ({name.removeprefix('jaxbio ')}, p = {args.p:g})",
+                    args.set,
+                    T,
+                    us * 1e-6,
+                    unit="frame",
+                    compile_s=compile_s,
+                    peer=f"scipy SLSQP frame by frame ({S} frames, mean)",
+                    peer_seconds=scipy_us * 1e-6,
+                    note=f"max |ΔF| vs SLSQP {np.abs(np.asarray(out.forces)[idx][ok] - f_ref[ok]).max():.1e} N",
+                )
+                for name, us, compile_s, out in rows
+            ],
+        },
+        args.json,
+    )
 
 
 if __name__ == "__main__":

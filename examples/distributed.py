@@ -32,9 +32,20 @@ FRAMES = 1001  # inverse dynamics frames (not a multiple of the device count: pa
 STATES = 10  # initial states of the simulations
 STEPS = 20  # fixed Tsit5 steps of each simulation
 #: a 1 m uniform rod (1 kg) hinged at one end, hanging along −y: the simulated system
-PENDULUM = {"name": "pendulum", "gravity": [0.0, -9.81, 0.0], "segments": [{
-    "name": "rod", "parent": None, "joint": {"type": "revolute", "axis": [0, 0, 1]}, "mass": 1.0,
-    "com": [0.0, -0.5, 0.0], "inertia": [[1 / 12, 0, 0], [0, 1e-6, 0], [0, 0, 1 / 12]]}]}
+PENDULUM = {
+    "name": "pendulum",
+    "gravity": [0.0, -9.81, 0.0],
+    "segments": [
+        {
+            "name": "rod",
+            "parent": None,
+            "joint": {"type": "revolute", "axis": [0, 0, 1]},
+            "mass": 1.0,
+            "com": [0.0, -0.5, 0.0],
+            "inertia": [[1 / 12, 0, 0], [0, 1e-6, 0], [0, 0, 1 / 12]],
+        }
+    ],
+}
 WORKER_TIMEOUT_S = 300  # the launcher kills its workers after this (never hangs)
 
 
@@ -59,9 +70,26 @@ def launch(args, n: int = 2) -> int:
     coordinator = f"127.0.0.1:{free_port()}"
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     extra = ["--local-devices", str(args.local_devices)] + (["--save", args.save] if args.save else [])
-    workers = [subprocess.Popen([sys.executable, __file__, "--coordinator", coordinator, "--num-processes", str(n),
-                                 "--process-id", str(i), *extra], env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True) for i in range(n)]
+    workers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--coordinator",
+                coordinator,
+                "--num-processes",
+                str(n),
+                "--process-id",
+                str(i),
+                *extra,
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for i in range(n)
+    ]
     deadline = time.monotonic() + WORKER_TIMEOUT_S
     outputs, codes = [], []
     for w in workers:
@@ -109,8 +137,12 @@ def work(args) -> int:
     jax.config.update("jax_num_cpu_devices", args.local_devices)
     if args.num_processes > 1:
         jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU collectives over TCP
-        jax.distributed.initialize(coordinator_address=args.coordinator, num_processes=args.num_processes,
-                                   process_id=args.process_id, initialization_timeout=120)
+        jax.distributed.initialize(
+            coordinator_address=args.coordinator,
+            num_processes=args.num_processes,
+            process_id=args.process_id,
+            initialization_timeout=120,
+        )
 
     import numpy as np
 
@@ -128,11 +160,15 @@ def work(args) -> int:
     t2 = time.perf_counter()
 
     if me == 0:
-        print(f"{jax.process_count()} process(es), {jax.device_count()} device(s) in all "
-              f"({jax.local_device_count()} here): {jax.devices()}")
+        print(
+            f"{jax.process_count()} process(es), {jax.device_count()} device(s) in all "
+            f"({jax.local_device_count()} here): {jax.devices()}"
+        )
         print(f"inverse dynamics, arm7, {FRAMES} frames: tau {tau.shape} in {t1 - t0:.2f} s (with compile)")
-        print(f"simulations, pendulum, {STATES} initial states × {STEPS} steps: q {qs.shape} in "
-              f"{t2 - t1:.2f} s (with compile)")
+        print(
+            f"simulations, pendulum, {STATES} initial states × {STEPS} steps: q {qs.shape} in "
+            f"{t2 - t1:.2f} s (with compile)"
+        )
         # the single-process numbers: jit(vmap) on this process's first device
         here = lambda x: jax.device_put(x, jax.local_devices()[0])  # noqa: E731
         tau_1 = jax.jit(jax.vmap(jb.inverse_dynamics, in_axes=(None, 0, 0, 0)))(tree, *map(here, (q, qd, qdd)))
@@ -141,8 +177,17 @@ def work(args) -> int:
         d_q = float(np.max(np.abs(qs - np.asarray(qs_1))))
         print(f"max |difference| from one device: tau {d_tau:.1e} N·m, q {d_q:.1e} rad")
         if args.save:
-            np.savez(args.save, q=q, qd=qd, qdd=qdd, tau=tau, q0=q0, qs=qs, processes=jax.process_count(),
-                     devices=jax.device_count())
+            np.savez(
+                args.save,
+                q=q,
+                qd=qd,
+                qdd=qdd,
+                tau=tau,
+                q0=q0,
+                qs=qs,
+                processes=jax.process_count(),
+                devices=jax.device_count(),
+            )
         if max(d_tau, d_q) > 1e-9:
             print("the processes disagree with one device")
             return 1

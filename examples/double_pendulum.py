@@ -32,26 +32,35 @@ def main():
     system = jb.HamiltonianSystem(tree)
     q0, qd0 = dp.to_relative(*(jnp.asarray(x) for x in dp.NOTEBOOK_INITIAL_STATE))
     ts = jnp.linspace(0.0, 20.0, 401)
-    tr = jb.simulate(system, system.initial_state(q0, qd0), 0.0, 20.0, solver=diffrax.Dopri8(),
-                     rtol=1e-12, atol=1e-12, ts=ts)
+    tr = jb.simulate(
+        system, system.initial_state(q0, qd0), 0.0, 20.0, solver=diffrax.Dopri8(), rtol=1e-12, atol=1e-12, ts=ts
+    )
     E_h = np.asarray(tr.energy)
 
     print("double pendulum (seed 004): m1 = m2 = 1 kg, l1 = 1 m, l2 = 0.5 m, 20 s")
-    print(f"  explicit Euler, dt = 1e-4 s : energy {E_e[0]:.6f} J -> {E_e[-1]:.6f} J, "
-          f"max drift {np.max(np.abs(E_e - E_e[0])) / abs(E_e[0]):.2e} (relative)")
-    print(f"  jaxbio Hamiltonian, Dopri8  : energy {E_h[0]:.6f} J -> {E_h[-1]:.6f} J, "
-          f"max drift {np.max(np.abs(E_h - E_h[0])) / abs(E_h[0]):.2e} (relative), "
-          f"{int(tr.solution.stats['num_steps'])} steps")
+    print(
+        f"  explicit Euler, dt = 1e-4 s : energy {E_e[0]:.6f} J -> {E_e[-1]:.6f} J, "
+        f"max drift {np.max(np.abs(E_e - E_e[0])) / abs(E_e[0]):.2e} (relative)"
+    )
+    print(
+        f"  jaxbio Hamiltonian, Dopri8  : energy {E_h[0]:.6f} J -> {E_h[-1]:.6f} J, "
+        f"max drift {np.max(np.abs(E_h - E_h[0])) / abs(E_h[0]):.2e} (relative), "
+        f"{int(tr.solution.stats['num_steps'])} steps"
+    )
 
     t_n, th_n, om_n, _ = dp.simulate_notebook_pid()
     late = np.asarray(th_n[200:, 1])  # t ≥ 10 s
-    print(f"  notebook's PID (rod 2 to r = π/3, free shoulder): θ₂ in [{late.min():.4f}, {late.max():.4f}] rad "
-          f"over 10–20 s; after 20 s θ = {np.asarray(th_n[-1]).round(5).tolist()} rad")
+    print(
+        f"  notebook's PID (rod 2 to r = π/3, free shoulder): θ₂ in [{late.min():.4f}, {late.max():.4f}] rad "
+        f"over 10–20 s; after 20 s θ = {np.asarray(th_n[-1]).round(5).tolist()} rad"
+    )
 
     pid = dp.TwoJointPID()
     t_p, th_p, om_p = dp.simulate_two_joint_pid(pid)
-    print(f"  jaxbio's two-joint PID variant to θ = {np.asarray(pid.target).round(4).tolist()} rad: after 20 s θ = "
-          f"{np.asarray(th_p[-1]).round(5).tolist()} rad, ω = {np.asarray(om_p[-1]).round(5).tolist()} rad/s")
+    print(
+        f"  jaxbio's two-joint PID variant to θ = {np.asarray(pid.target).round(4).tolist()} rad: after 20 s θ = "
+        f"{np.asarray(th_p[-1]).round(5).tolist()} rad, ω = {np.asarray(om_p[-1]).round(5).tolist()} rad/s"
+    )
 
     if args.plot:
         import matplotlib

@@ -26,8 +26,10 @@ def main():
     # one subject, many frames
     per_frame = jax.jit(jax.vmap(jb.inverse_dynamics, in_axes=(None, 0, 0, 0)))
     tau = per_frame(tree, q, qd, qdd)
-    print(f"{tree.name}: {n} DOF (nq = {tree.nq}), {frames} frames -> tau {tau.shape}; "
-          f"peak |tau| {float(jnp.max(jnp.abs(tau))):.1f} (N·m / N)")
+    print(
+        f"{tree.name}: {n} DOF (nq = {tree.nq}), {frames} frames -> tau {tau.shape}; "
+        f"peak |tau| {float(jnp.max(jnp.abs(tau))):.1f} (N·m / N)"
+    )
 
     # many subjects (body mass scaled 0.8–1.2), one frame: vmap over model parameters
     scale = jnp.linspace(0.8, 1.2, 5)
@@ -36,9 +38,10 @@ def main():
     # the right hip is a ball joint: its moment is tau[k:k + 3] in the thigh frame; hip flexion
     # turns the thigh about its -y axis
     k = tree.v_start[tree.index("thigh_r")] + 1
-    print("hip flexion moment (right) by body-mass scale:",
-          dict(zip(np.round(np.asarray(scale), 2).tolist(),
-                   np.round(-np.asarray(per_subject(scale)[:, k]), 2).tolist())))
+    print(
+        "hip flexion moment (right) by body-mass scale:",
+        dict(zip(np.round(np.asarray(scale), 2).tolist(), np.round(-np.asarray(per_subject(scale)[:, k]), 2).tolist())),
+    )
 
     # d tau / d masses: which segment's mass matters for which joint
     J = jax.jacfwd(lambda m: jb.inverse_dynamics(with_masses(m), q[0], qd[0], qdd[0]))(tree.masses)

@@ -82,7 +82,7 @@ def summary(name, res, seconds):
     for i, m in enumerate(model.paths.names):
         print(f"{m:<14}{F[:, i].mean():9.1f}{F[:, i].max():9.1f}{100 * np.mean(F[:, i] > 1e-9):10.0f}")
     tq = np.asarray(res.torques)
-    for i, c in enumerate(model.control_names[model.n_muscles:]):
+    for i, c in enumerate(model.control_names[model.n_muscles :]):
         print(f"{c:<14} range [{tq[:, i].min():8.2f}, {tq[:, i].max():8.2f}] N·m")
     print(f"min muscle force            {F.min():.3g} N (must be ≥ 0)")
     print(f"max |moment residual|       {np.abs(res.moment_residual).max():.3g} N·m")
@@ -92,8 +92,10 @@ def summary(name, res, seconds):
         bw = float(np.sum(tree.masses)) * 9.81
         print(f"max |contact acceleration|  {np.abs(res.constraint_residual).max():.3g}")
         print(f"vertical ground reaction    {gr[:, 1].min() / bw:.2f} … {gr[:, 1].max() / bw:.2f} body weights")
-    print(f"pseudoinverse: converged in every frame: {bool(np.all(res.solution.converged))}, "
-          f"max {int(np.max(res.solution.iterations))} solves")
+    print(
+        f"pseudoinverse: converged in every frame: {bool(np.all(res.solution.converged))}, "
+        f"max {int(np.max(res.solution.iterations))} solves"
+    )
 
 
 if __name__ == "__main__":

@@ -24,8 +24,14 @@ import numpy as np  # noqa: E402
 from jaxbio.estimation import inverse_simulate_motion, joint_reactions  # noqa: E402
 from jaxbio.papers.blajer_body import SQUAT_CONTACTS, sagittal11_muscle_model, squat_motion  # noqa: E402
 
-JOINTS = {"thigh_r": "hip R", "shank_r": "knee R", "foot_r": "ankle R",
-          "thigh_l": "hip L", "shank_l": "knee L", "foot_l": "ankle L"}
+JOINTS = {
+    "thigh_r": "hip R",
+    "shank_r": "knee R",
+    "foot_r": "ankle R",
+    "thigh_l": "hip L",
+    "shank_l": "knee L",
+    "foot_l": "ankle L",
+}
 
 model = sagittal11_muscle_model()
 t, q, qd, qdd = squat_motion(frames=5)  # 0, 0.375, 0.75 (deepest), 1.125, 1.5 s
@@ -34,16 +40,32 @@ u = np.concatenate([res.muscle_forces, res.torques], axis=1)
 bw = float(np.sum(model.tree.masses)) * 9.81
 
 print(f"body weight {bw:.1f} N; max |moment residual| {np.abs(res.moment_residual).max():.2g} N·m")
-print(f"{'t s':>5} {'joint':<8}{'B u: Fx':>9}{'Fy':>9}{'|F| BW':>8}   {'B′u′: Fx':>9}{'Fy':>9}{'|F| BW':>8}   {'Mz N·m':>8}")
+print(
+    f"{'t s':>5} {'joint':<8}{'B u: Fx':>9}{'Fy':>9}{'|F| BW':>8}   {'B′u′: Fx':>9}{'Fy':>9}{'|F| BW':>8}   {'Mz N·m':>8}"
+)
 for i in (0, 1, 2):
     reactions = {}
     for actuation in ("muscles", "torques"):
-        reactions[actuation] = np.asarray(joint_reactions(
-            model, q[i], qd[i], qdd[i], u[i], contacts=SQUAT_CONTACTS,
-            ground_reaction=res.ground_reaction[i], joints=tuple(JOINTS), actuation=actuation))
+        reactions[actuation] = np.asarray(
+            joint_reactions(
+                model,
+                q[i],
+                qd[i],
+                qdd[i],
+                u[i],
+                contacts=SQUAT_CONTACTS,
+                ground_reaction=res.ground_reaction[i],
+                joints=tuple(JOINTS),
+                actuation=actuation,
+            )
+        )
     for k, name in enumerate(JOINTS.values()):
         a, b = reactions["muscles"][k], reactions["torques"][k]
-        print(f"{float(t[i]):5.3f} {name:<8}{a[0]:9.1f}{a[1]:9.1f}{np.hypot(a[0], a[1]) / bw:8.2f}   "
-              f"{b[0]:9.1f}{b[1]:9.1f}{np.hypot(b[0], b[1]) / bw:8.2f}   {b[2]:8.1f}")
-print("B u: muscle forces on the bones + MTP torques; B′u′: net joint torques only (Mz, the joint "
-      "moment; with B u the hip, knee and ankle carry no moment themselves).")
+        print(
+            f"{float(t[i]):5.3f} {name:<8}{a[0]:9.1f}{a[1]:9.1f}{np.hypot(a[0], a[1]) / bw:8.2f}   "
+            f"{b[0]:9.1f}{b[1]:9.1f}{np.hypot(b[0], b[1]) / bw:8.2f}   {b[2]:8.1f}"
+        )
+print(
+    "B u: muscle forces on the bones + MTP torques; B′u′: net joint torques only (Mz, the joint "
+    "moment; with B u the hip, knee and ankle carry no moment themselves)."
+)

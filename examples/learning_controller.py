@@ -49,9 +49,11 @@ def sample(key, batch):
 
 def final_error(system, q0s, targets, steps):
     """RMS over joints of q(T) − q* (rad), per held-out case, and the final speed (rad/s)."""
+
     def one(q0, target):
         tr = C.rollout(system, q0, target, HORIZON, steps)
         return jnp.sqrt(jnp.mean((tr.q[-1] - target) ** 2)), jnp.linalg.norm(tr.qd[-1])
+
     return jax.jit(jax.vmap(one))(q0s, targets)
 
 
@@ -66,7 +68,8 @@ def train(system, n_steps, steps, lr, key, batch=16):
     @eqx.filter_jit
     def update(mlp, state, q0s, targets):
         loss, grads = eqx.filter_value_and_grad(
-            lambda m: C.reaching_loss(eqx.combine(m, rest), q0s, targets, HORIZON, steps))(mlp)
+            lambda m: C.reaching_loss(eqx.combine(m, rest), q0s, targets, HORIZON, steps)
+        )(mlp)
         updates, state = opt.update(grads, state, mlp)
         return eqx.apply_updates(mlp, updates), state, loss
 
@@ -92,16 +95,19 @@ def main():
     damping = LinearDamping(jnp.asarray(C.ARM_DAMPING, jnp.float32))
     limit = jnp.asarray(C.ARM_TORQUE_LIMIT, jnp.float32)
     q0_test, target_test = sample(jax.random.key(2026), 64)  # held out: never seen in training
-    print(f"arm7 reaching, float32, {HORIZON} s horizon, initial states and targets uniform in posture ± {SPREAD} rad; "
-          f"torque limits {C.ARM_TORQUE_LIMIT.tolist()} N·m, joint damping {C.ARM_DAMPING.tolist()} N·m·s/rad")
+    print(
+        f"arm7 reaching, float32, {HORIZON} s horizon, initial states and targets uniform in posture ± {SPREAD} rad; "
+        f"torque limits {C.ARM_TORQUE_LIMIT.tolist()} N·m, joint damping {C.ARM_DAMPING.tolist()} N·m·s/rad"
+    )
 
     rows = []
     # PD gains scaled by each joint's effective inertia at the mid posture, m_i = 1/(M⁻¹)_ii
     # (kp = ω² m_i, kd = 2ω m_i, ω = 8 rad/s; with M_ii instead the distal joints are unstable at 20 ms steps)
     m_eff = 1.0 / jnp.diag(jnp.linalg.inv(jb.mass_matrix(tree, jnp.asarray(C.ARM_POSTURE, jnp.float32))))
-    for name, drive in [("PD + gravity comp. (ω 8 rad/s)", C.pd_gravity_torque(tree, 64 * m_eff, 16 * m_eff, limit)),
-                        ("computed torque (ω 8 rad/s, ζ 1)", C.computed_torque(tree, 8.0, 1.0, limit,
-                                                                               damping=C.ARM_DAMPING))]:
+    for name, drive in [
+        ("PD + gravity comp. (ω 8 rad/s)", C.pd_gravity_torque(tree, 64 * m_eff, 16 * m_eff, limit)),
+        ("computed torque (ω 8 rad/s, ζ 1)", C.computed_torque(tree, 8.0, 1.0, limit, damping=C.ARM_DAMPING)),
+    ]:
         err, speed = final_error(jb.HamiltonianSystem(tree, drive, damping), q0_test, target_test, STEPS)
         rows.append((name, err, speed))
 
@@ -109,8 +115,10 @@ def main():
     system = jb.HamiltonianSystem(tree, mlp, damping)
     err0, _ = final_error(system, q0_test, target_test, STEPS)
     system, losses, compile_s, step_s = train(system, args.steps, STEPS, 3e-3, jax.random.key(1))
-    print(f"torque MLP: {args.steps} Adam steps, batch 16: loss {losses[0]:.4f} -> {np.mean(losses[-10:]):.4f} rad² "
-          f"(first step incl. compile {compile_s:.1f} s, then {step_s:.2f} s/step)")
+    print(
+        f"torque MLP: {args.steps} Adam steps, batch 16: loss {losses[0]:.4f} -> {np.mean(losses[-10:]):.4f} rad² "
+        f"(first step incl. compile {compile_s:.1f} s, then {step_s:.2f} s/step)"
+    )
     err, speed = final_error(system, q0_test, target_test, STEPS)
     rows.append(("torque MLP (untrained)", err0, None))
     rows.append(("torque MLP (trained)", err, speed))
@@ -122,15 +130,20 @@ def main():
         drive = C.MLPExcitationDrive(muscles, 7, key=jax.random.key(3), width=64, depth=2)
         msystem = jb.HamiltonianSystem(tree, drive, damping)
         merr0, _ = final_error(msystem, q0_test, target_test, MUSCLE_STEPS)
-        msystem, mlosses, mcompile, mstep = train(msystem, args.muscle_steps, MUSCLE_STEPS, 1e-2, jax.random.key(4),
-                                                  batch=8)
-        print(f"excitation MLP (14 muscles): {args.muscle_steps} Adam steps, batch 8: loss {mlosses[0]:.4f} -> "
-              f"{np.mean(mlosses[-10:]):.4f} rad² (first step {mcompile:.1f} s, then {mstep:.2f} s/step)")
+        msystem, mlosses, mcompile, mstep = train(
+            msystem, args.muscle_steps, MUSCLE_STEPS, 1e-2, jax.random.key(4), batch=8
+        )
+        print(
+            f"excitation MLP (14 muscles): {args.muscle_steps} Adam steps, batch 8: loss {mlosses[0]:.4f} -> "
+            f"{np.mean(mlosses[-10:]):.4f} rad² (first step {mcompile:.1f} s, then {mstep:.2f} s/step)"
+        )
         merr, mspeed = final_error(msystem, q0_test, target_test, MUSCLE_STEPS)
         rows.append(("excitation MLP (untrained)", merr0, None))
         rows.append(("excitation MLP (trained)", merr, mspeed))
 
-    print(f"\nheld-out: 64 initial states and targets; final joint error at t = {HORIZON} s (RMS over the 7 joints, rad)")
+    print(
+        f"\nheld-out: 64 initial states and targets; final joint error at t = {HORIZON} s (RMS over the 7 joints, rad)"
+    )
     print(f"  {'controller':42s} {'mean':>8s} {'median':>8s} {'max':>8s} {'final speed':>12s}")
     for name, e, s in rows:
         e = np.asarray(e)

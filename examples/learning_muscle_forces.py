@@ -53,8 +53,7 @@ def swing_frames(seed, motions, per_motion):
     w = 2 * np.pi * rng.uniform(0.7, 0.9, (motions, 1, 1))
     amp = AMP * rng.uniform(0.8, 1.1, (motions, 1, 10))
     off = OFF + rng.uniform(-0.05, 0.05, (motions, 1, 10)) * (AMP > 0)
-    arg = (2 * np.pi * rng.uniform(0, 1, (motions, per_motion, 1)) + PHASE
-           + rng.uniform(-0.2, 0.2, (motions, 1, 10)))
+    arg = 2 * np.pi * rng.uniform(0, 1, (motions, per_motion, 1)) + PHASE + rng.uniform(-0.2, 0.2, (motions, 1, 10))
     q, qd, qdd = off + amp * np.sin(arg), amp * w * np.cos(arg), -amp * w**2 * np.sin(arg)
     return tuple(x.reshape(-1, 10) for x in (q, qd, qdd))
 
@@ -78,8 +77,10 @@ def best_time(fn, *args, repeats=20):
 
 def main(steps=16000, batch_size=512):
     f32 = jnp.float32
-    print(f"# amortised static optimisation, gait10dof18musc, float32; backend {jax.default_backend()}, "
-          f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
+    print(
+        f"# amortised static optimisation, gait10dof18musc, float32; backend {jax.default_backend()}, "
+        f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}"
+    )
     problem = est.MuscleProblem.from_muscle_set("gait10dof18musc", reserve_strength=RESERVES, dtype=f32)
     names = problem.paths.names
     train_frames = [jnp.asarray(x, f32) for x in swing_frames(0, 8192, 4)]
@@ -88,27 +89,41 @@ def main(steps=16000, batch_size=512):
     T = q.shape[0]
 
     # 1–2. train with no labels
-    net = est.AmortizedStaticOptimization.from_frames(*train_frames, n_muscles=problem.n_muscles,
-                                                      key=jax.random.key(0), width=128, depth=2, dtype=f32)
+    net = est.AmortizedStaticOptimization.from_frames(
+        *train_frames, n_muscles=problem.n_muscles, key=jax.random.key(0), width=128, depth=2, dtype=f32
+    )
     t0 = time.perf_counter()
-    net, losses = est.train(net, problem, *train_frames, key=jax.random.key(1), steps=steps, batch_size=batch_size,
-                            learning_rate=3e-3, progress=sys.stderr.isatty())
+    net, losses = est.train(
+        net,
+        problem,
+        *train_frames,
+        key=jax.random.key(1),
+        steps=steps,
+        batch_size=batch_size,
+        learning_rate=3e-3,
+        progress=sys.stderr.isatty(),
+    )
     jax.block_until_ready(losses)
-    print(f"1. trained on {train_frames[0].shape[0]} frames, {steps} Adam steps of {batch_size} frames: "
-          f"{time.perf_counter() - t0:.0f} s (compile included); training loss {float(losses[:50].mean()):.3f} "
-          f"→ {float(losses[-50:].mean()):.3f}")
+    print(
+        f"1. trained on {train_frames[0].shape[0]} frames, {steps} Adam steps of {batch_size} frames: "
+        f"{time.perf_counter() - t0:.0f} s (compile included); training loss {float(losses[:50].mean()):.3f} "
+        f"→ {float(losses[-50:].mean()):.3f}"
+    )
 
     # 3. held-out frames against the solver
     data = est.frames_data(problem, q, qd, qdd)
 
     def solve(d):
-        return static_optimization(d.moment_arms, d.tau, d.max_force, passive_force=d.passive_force,
-                                   reserve_strength=problem.reserve_strength)
+        return static_optimization(
+            d.moment_arms, d.tau, d.max_force, passive_force=d.passive_force, reserve_strength=problem.reserve_strength
+        )
 
     solve_frames = jax.jit(jax.vmap(solve))
     so = solve_frames(data)
-    print(f"2. {T} held-out frames (32 unseen motions + the example's cycle); the solver: "
-          f"{int(so.feasible.sum())}/{T} feasible, {int(so.converged.sum())}/{T} converged")
+    print(
+        f"2. {T} held-out frames (32 unseen motions + the example's cycle); the solver: "
+        f"{int(so.feasible.sum())}/{T} feasible, {int(so.converged.sum())}/{T} converged"
+    )
     network = jax.jit(jax.vmap(net))
     a = network(q, qd, qdd)
     a_dual = jax.jit(jax.vmap(lambda *x: net.dual_activations(problem, *x)))(q, qd, qdd)
@@ -120,52 +135,74 @@ def main(steps=16000, batch_size=512):
     print(f"   activations in [{float(a.min()):.3f}, {float(a.max()):.3f}]; peak solver force {peak:.0f} N")
     print(f"   {'muscle':14s} {'peak F SO N':>11s} {'max |ΔF| N':>11s} {'% of peak':>10s}")
     for i, name in enumerate(names):
-        print(f"   {name:14s} {float(so.forces[:, i].max()):11.1f} {err[:, i].max():11.1f} {100 * err[:, i].max() / peak:10.2f}")
-    print(f"   network: max |ΔF| {100 * err.max() / peak:.2f} % of peak ({err.max():.1f} N), "
-          f"99th percentile over frames {100 * np.percentile(err.max(1), 99) / peak:.2f} %, "
-          f"median {100 * np.median(err.max(1)) / peak:.2f} %  (target ≤ 5 %)")
-    print(f"   a(λ) of the dual network (with the frame's moment arms): max |ΔF| {100 * err_dual.max() / peak:.2f} % "
-          f"of peak, median {100 * np.median(err_dual.max(1)) / peak:.2f} %")
+        print(
+            f"   {name:14s} {float(so.forces[:, i].max()):11.1f} {err[:, i].max():11.1f} {100 * err[:, i].max() / peak:10.2f}"
+        )
+    print(
+        f"   network: max |ΔF| {100 * err.max() / peak:.2f} % of peak ({err.max():.1f} N), "
+        f"99th percentile over frames {100 * np.percentile(err.max(1), 99) / peak:.2f} %, "
+        f"median {100 * np.median(err.max(1)) / peak:.2f} %  (target ≤ 5 %)"
+    )
+    print(
+        f"   a(λ) of the dual network (with the frame's moment arms): max |ΔF| {100 * err_dual.max() / peak:.2f} % "
+        f"of peak, median {100 * np.median(err_dual.max(1)) / peak:.2f} %"
+    )
     terms = jax.vmap(lambda d, x: est.physics_terms(problem, d, x))(data, a)
     crossed = np.asarray(problem.reserve_strength) == 0
     res = np.abs(np.asarray(terms.residual))[:, crossed]
     tau = np.abs(np.asarray(data.tau))[:, crossed]
-    print(f"   residual moments the network leaves at the muscle-driven joints: max {res.max():.2f} N·m, "
-          f"mean {res.mean():.3f} N·m (|τ| there up to {tau.max():.0f} N·m, mean {tau.mean():.1f}); "
-          f"the solver: max {float(jnp.abs(so.residual).max()):.1e} N·m")
-    print(f"   physics loss (Σa² + Σy² + {est.RESIDUAL_WEIGHT:g}·Σ(r/σ)²), mean per frame: network "
-          f"{float(terms.loss().mean()):.4f}, solver {float(so.cost.mean()):.4f}")
+    print(
+        f"   residual moments the network leaves at the muscle-driven joints: max {res.max():.2f} N·m, "
+        f"mean {res.mean():.3f} N·m (|τ| there up to {tau.max():.0f} N·m, mean {tau.mean():.1f}); "
+        f"the solver: max {float(jnp.abs(so.residual).max()):.1e} N·m"
+    )
+    print(
+        f"   physics loss (Σa² + Σy² + {est.RESIDUAL_WEIGHT:g}·Σ(r/σ)²), mean per frame: network "
+        f"{float(terms.loss().mean()):.4f}, solver {float(so.cost.mean()):.4f}"
+    )
 
     # 4. refinement of the dual network's multipliers on the frame's physics
     us = lambda t: 1e6 * t / T  # noqa: E731
-    print("4. refined: k Newton steps on the dual from the dual network's λ, then a(λ); largest force error "
-          "per frame, % of peak")
+    print(
+        "4. refined: k Newton steps on the dual from the dual network's λ, then a(λ); largest force error "
+        "per frame, % of peak"
+    )
     rows = [("network", err.max(1))]
     for k in (1, 2, 3):
         a_k = jax.jit(jax.vmap(lambda *x, k=k: net.refined_activations(problem, *x, steps=k)))(q, qd, qdd)
         rows.append((f"refine={k}", np.abs(np.asarray(a_k * data.max_force + data.passive_force - so.forces)).max(1)))
     for name, e in rows:
-        print(f"   {name:10s} median {100 * np.median(e) / peak:6.3f} %, 99th pct {100 * np.percentile(e, 99) / peak:6.3f} %, "
-              f"worst {100 * e.max() / peak:6.3f} %")
+        print(
+            f"   {name:10s} median {100 * np.median(e) / peak:6.3f} %, 99th pct {100 * np.percentile(e, 99) / peak:6.3f} %, "
+            f"worst {100 * e.max() / peak:6.3f} %"
+        )
 
     # 5. time per frame, same run, best of 20 after compiling
     t_net = best_time(network, q, qd, qdd)
     t_solve = best_time(solve_frames, data)
     t_data = best_time(jax.jit(lambda *x: est.frames_data(problem, *x)), q, qd, qdd)
     t_full = best_time(jax.jit(lambda *x: solve_frames(est.frames_data(problem, *x))), q, qd, qdd)
-    print(f"5. µs per frame over {T} frames (jit(vmap), best of 20): network {us(t_net):.2f}; frame data "
-          f"(inverse dynamics, moment arms, F̂, P) {us(t_data):.1f}")
-    print(f"   static_optimization: {us(t_solve):.1f} on precomputed frame data ({t_solve / t_net:.0f}× the "
-          f"network), {us(t_full):.1f} from (q, q̇, q̈) ({t_full / t_net:.0f}× the network)")
+    print(
+        f"5. µs per frame over {T} frames (jit(vmap), best of 20): network {us(t_net):.2f}; frame data "
+        f"(inverse dynamics, moment arms, F̂, P) {us(t_data):.1f}"
+    )
+    print(
+        f"   static_optimization: {us(t_solve):.1f} on precomputed frame data ({t_solve / t_net:.0f}× the "
+        f"network), {us(t_full):.1f} from (q, q̇, q̈) ({t_full / t_net:.0f}× the network)"
+    )
     t_forces = best_time(jax.jit(jax.vmap(lambda *x: net.forces(problem, *x))), q, qd, qdd)
-    print(f"   the network's forces a F̂ + P from (q, q̇, q̈) (`forces`: F̂, P need the muscle lengths and "
-          f"velocities, not the dynamics or moment arms): {us(t_forces):.1f} (solver {t_full / t_forces:.1f}× slower)")
+    print(
+        f"   the network's forces a F̂ + P from (q, q̇, q̈) (`forces`: F̂, P need the muscle lengths and "
+        f"velocities, not the dynamics or moment arms): {us(t_forces):.1f} (solver {t_full / t_forces:.1f}× slower)"
+    )
     for k in (1, 2, 3):
         on_data = jax.jit(jax.vmap(lambda d, *x, k=k: net.refined_activations(problem, *x, steps=k, data=d)))
         from_q = jax.jit(jax.vmap(lambda *x, k=k: net.refined_activations(problem, *x, steps=k)))
         t_k, t_kq = best_time(on_data, data, q, qd, qdd), best_time(from_q, q, qd, qdd)
-        print(f"   refine={k}: {us(t_k):.1f} on precomputed frame data (solver {t_solve / t_k:.0f}× slower), "
-              f"{us(t_kq):.1f} from (q, q̇, q̈) (solver {t_full / t_kq:.1f}× slower)")
+        print(
+            f"   refine={k}: {us(t_k):.1f} on precomputed frame data (solver {t_solve / t_k:.0f}× slower), "
+            f"{us(t_kq):.1f} from (q, q̇, q̈) (solver {t_full / t_kq:.1f}× slower)"
+        )
 
 
 if __name__ == "__main__":

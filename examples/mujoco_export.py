@@ -25,8 +25,10 @@ def main():
         xml = jb.io.to_mjcf(tree)
         Path(f"{name}.xml").write_text(xml)
         model = mujoco.MjModel.from_xml_string(xml)
-        print(f"{name}: {tree.n_segments} segments -> {model.nbody - 1} MuJoCo bodies, nq {model.nq}, "
-              f"nv {model.nv}; written to {name}.xml")
+        print(
+            f"{name}: {tree.n_segments} segments -> {model.nbody - 1} MuJoCo bodies, nq {model.nq}, "
+            f"nv {model.nv}; written to {name}.xml"
+        )
 
         # a few random states, in jaxbio's conventions, translated to MuJoCo's
         keys = jax.random.split(jax.random.PRNGKey(0), 100)
@@ -43,8 +45,10 @@ def main():
             qfrc[i] = data.qfrc_inverse
         tau_mj = jax.vmap(lambda q, f: jb.io.from_mujoco_force(tree, q, f))(q, qfrc)
         scale = float(jnp.max(jnp.abs(tau)))
-        print(f"  mj_inverse vs jb.inverse_dynamics, 100 states: max |Δτ| {float(jnp.max(jnp.abs(tau_mj - tau))):.1e} "
-              f"(max |τ| {scale:.3g} N·m / N)")
+        print(
+            f"  mj_inverse vs jb.inverse_dynamics, 100 states: max |Δτ| {float(jnp.max(jnp.abs(tau_mj - tau))):.1e} "
+            f"(max |τ| {scale:.3g} N·m / N)"
+        )
 
         try:
             from mujoco import mjx
@@ -55,7 +59,9 @@ def main():
         d0 = mjx.make_data(mx)
         batched = jax.jit(jax.vmap(lambda p, w, a: mjx.inverse(mx, d0.replace(qpos=p, qvel=w, qacc=a)).qfrc_inverse))
         tau_mjx = jax.vmap(lambda q, f: jb.io.from_mujoco_force(tree, q, f))(q, batched(qpos, qvel, qacc))
-        print(f"  mjx.inverse (jit, vmap) vs jb.inverse_dynamics: max |Δτ| {float(jnp.max(jnp.abs(tau_mjx - tau))):.1e}")
+        print(
+            f"  mjx.inverse (jit, vmap) vs jb.inverse_dynamics: max |Δτ| {float(jnp.max(jnp.abs(tau_mjx - tau))):.1e}"
+        )
 
 
 if __name__ == "__main__":

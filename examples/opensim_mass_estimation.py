@@ -37,12 +37,19 @@ DATA = Path(__file__).resolve().parents[1] / "tests" / "io" / "data" / "subject0
 
 # 1. the model and the trial's frames (coordinates filtered at 6 Hz, ground reactions at each frame)
 model = jb.io.load_osim(DATA / "subject01.osim")
-inputs = jb.io.prepare_inverse_dynamics(model, DATA / "subject01_walk1_ik.mot",
-                                        external_loads=DATA / "subject01_walk1_grf.xml",
-                                        lowpass_hz=6.0, start=0.5, end=1.6)
+inputs = jb.io.prepare_inverse_dynamics(
+    model,
+    DATA / "subject01_walk1_ik.mot",
+    external_loads=DATA / "subject01_walk1_grf.xml",
+    lowpass_hz=6.0,
+    start=0.5,
+    end=1.6,
+)
 pelvis = [i for i, name in enumerate(model.coordinate_names) if name.startswith("pelvis_")]
-print(f"subject01: {inputs.n_frames} frames, {len(model.coordinate_names)} coordinates, "
-      f"{float(jnp.sum(model.tree.masses)):.1f} kg; residuals: {', '.join(inputs.labels[i] for i in pelvis)}")
+print(
+    f"subject01: {inputs.n_frames} frames, {len(model.coordinate_names)} coordinates, "
+    f"{float(jnp.sum(model.tree.masses)):.1f} kg; residuals: {', '.join(inputs.labels[i] for i in pelvis)}"
+)
 
 # 2. the masses to estimate: a factor per group of bodies, mass and inertia scaled together
 groups = {"torso": ["torso"], "thighs": ["femur_r", "femur_l"]}
@@ -54,8 +61,11 @@ def scaled(log_factors):
     factor = jnp.ones_like(model.tree.masses)
     for seg, f in zip(segments, jnp.exp(log_factors)):
         factor = factor.at[seg].set(f)
-    return eqx.tree_at(lambda m: (m.tree.masses, m.tree.inertias), model,
-                       (model.tree.masses * factor, model.tree.inertias * factor[:, None, None]))
+    return eqx.tree_at(
+        lambda m: (m.tree.masses, m.tree.inertias),
+        model,
+        (model.tree.masses * factor, model.tree.inertias * factor[:, None, None]),
+    )
 
 
 trial = jax.vmap(jb.io.generalized_forces, (None, 0))  # (frames, coordinates) N·m / N
@@ -107,8 +117,10 @@ for k in range(30):
         first_s = time.perf_counter() - fit_start  # mostly compiling the step
     done = gnorm < 1e-9
     if k < 3 or k % 5 == 4 or done:
-        print(f"  step {k + 1:2d}: loss {float(value):10.4g}, |grad| {float(gnorm):.2e}, "
-              f"factors {', '.join(f'{f:.4f}' for f in np.exp(np.asarray(params)))}")
+        print(
+            f"  step {k + 1:2d}: loss {float(value):10.4g}, |grad| {float(gnorm):.2e}, "
+            f"factors {', '.join(f'{f:.4f}' for f in np.exp(np.asarray(params)))}"
+        )
     if done:
         break
 fit_s = time.perf_counter() - fit_start
@@ -118,9 +130,18 @@ print(f"\n{'group':8s} {'true factor':>12s} {'recovered':>10s} {'error':>9s}")
 for name, t, p in zip(groups, np.exp(truth), np.exp(np.asarray(params))):
     print(f"{name:8s} {t:12.4f} {p:10.4f} {p / t - 1:9.1e}")
 masses = {name: float(model.tree.masses[seg].sum()) for name, seg in zip(groups, segments)}
-print("masses: " + ", ".join(f"{n} {masses[n]:.2f} → {masses[n] * f:.2f} kg (true {masses[n] * t:.2f})"
-                             for n, f, t in zip(groups, np.exp(np.asarray(params)), np.exp(truth))))
-print(f"pelvis residuals (RMS over the trial): {before[0]:.1f} N, {before[1]:.1f} N·m with the nominal model; "
-      f"{after[0]:.2f} N, {after[1]:.2f} N·m fitted (the noise: 2 N, 0.5 N·m)")
-print(f"fit {fit_s:.1f} s: first step (compiling it) {first_s:.1f} s, the other {k} steps "
-      f"{1e3 * (fit_s - first_s):.0f} ms; wall time {time.perf_counter() - start:.1f} s")
+print(
+    "masses: "
+    + ", ".join(
+        f"{n} {masses[n]:.2f} → {masses[n] * f:.2f} kg (true {masses[n] * t:.2f})"
+        for n, f, t in zip(groups, np.exp(np.asarray(params)), np.exp(truth))
+    )
+)
+print(
+    f"pelvis residuals (RMS over the trial): {before[0]:.1f} N, {before[1]:.1f} N·m with the nominal model; "
+    f"{after[0]:.2f} N, {after[1]:.2f} N·m fitted (the noise: 2 N, 0.5 N·m)"
+)
+print(
+    f"fit {fit_s:.1f} s: first step (compiling it) {first_s:.1f} s, the other {k} steps "
+    f"{1e3 * (fit_s - first_s):.0f} ms; wall time {time.perf_counter() - start:.1f} s"
+)

@@ -25,16 +25,24 @@ for name, (value, std) in res.parameters(0).items():
     print(f"  {name:7s} = {value:9.3f} ± {std:.3f} {sprint.UNITS[name]}")
 print(f"  split-time RMSE {res.rmse[0]:.4f} s, converged {bool(res.converged[0])}")
 p = res.profile_of(0)
-print(f"  top speed {p.top_speed:.2f} m/s at {p.top_speed_at:.1f} m, {p.speed_lost:.2f} m/s lost by the finish, "
-      f"fitness at the finish {p.fitness[-1]:.2f}")
+print(
+    f"  top speed {p.top_speed:.2f} m/s at {p.top_speed_at:.1f} m, {p.speed_lost:.2f} m/s lost by the finish, "
+    f"fitness at the finish {p.fitness[-1]:.2f}"
+)
 
 # 2. the fitted model is an Equinox module: simulate it, differentiate split times
 model = res.sprinter(0)
 t = sprint.split_times(model, race.distances, race.reaction_time, race.wind)
-dt_dE = jax.jacfwd(lambda logE: sprint.split_times(
-    model.with_log(("energy",), logE[None]), race.distances, race.reaction_time, race.wind))(model.log_energy)
+dt_dE = jax.jacfwd(
+    lambda logE: sprint.split_times(
+        model.with_log(("energy",), logE[None]), race.distances, race.reaction_time, race.wind
+    )
+)(model.log_energy)
 print("  residuals [s]:", np.round(np.asarray(t) - race.times, 3))
-print("  d t_100 / d log E =", f"{float(dt_dE[-1]):.3f} s (a 1 % larger reserve saves {-0.01 * float(dt_dE[-1]) * 1e3:.1f} ms)")
+print(
+    "  d t_100 / d log E =",
+    f"{float(dt_dE[-1]):.3f} s (a 1 % larger reserve saves {-0.01 * float(dt_dE[-1]) * 1e3:.1f} ms)",
+)
 
 # 3. predict the 100 m from the splits up to 60 m, with the prior learned from the other races
 pred = sprint.fit([race], fit_until=60.0, prior="population")

@@ -41,8 +41,11 @@ def gait_motion(T=40, frequency=0.8):
     phase = np.array([0, 0, 0, 0, -0.5 * np.pi, 0.3, np.pi, 0.5 * np.pi, np.pi + 0.3, 0])
     t = np.linspace(0.0, 1.0 / frequency, T)[:, None]
     arg = w * t + phase
-    return (jnp.asarray(off + amp * np.sin(arg)), jnp.asarray(amp * w * np.cos(arg)),
-            jnp.asarray(-amp * w**2 * np.sin(arg)))
+    return (
+        jnp.asarray(off + amp * np.sin(arg)),
+        jnp.asarray(amp * w * np.cos(arg)),
+        jnp.asarray(-amp * w**2 * np.sin(arg)),
+    )
 
 
 def main():
@@ -55,26 +58,34 @@ def main():
     print("1. gait10dof18musc, 40 frames, activation objective with force–length–velocity")
     res = {}
     for p in (2, 3):
-        r = static_optimization_motion(tree, paths, params, q, qd, qdd, p=p, objective="activation",
-                                       reserve_strength=RESERVES)
+        r = static_optimization_motion(
+            tree, paths, params, q, qd, qdd, p=p, objective="activation", reserve_strength=RESERVES
+        )
         check_feasible(r, coords)
         res[p] = r
-        print(f"   p = {p}: all frames feasible, max |residual| {float(jnp.max(jnp.abs(r.residual))):.1e} N·m, "
-              f"interior-point iterations ≤ {int(r.iterations.max())}")
+        print(
+            f"   p = {p}: all frames feasible, max |residual| {float(jnp.max(jnp.abs(r.residual))):.1e} N·m, "
+            f"interior-point iterations ≤ {int(r.iterations.max())}"
+        )
     print(f"   {'muscle':14s} {'mean a (p=2)':>13s} {'mean a (p=3)':>13s} {'peak F (p=2) N':>15s}")
     for i, name in enumerate(names[:9]):
-        print(f"   {name:14s} {float(res[2].activations[:, i].mean()):13.3f} {float(res[3].activations[:, i].mean()):13.3f}"
-              f" {float(res[2].forces[:, i].max()):15.1f}")
-    print("   p = 3 spreads the load: activations more even (max "
-          f"{float(res[3].activations.max()):.3f} vs {float(res[2].activations.max()):.3f} for p = 2)")
+        print(
+            f"   {name:14s} {float(res[2].activations[:, i].mean()):13.3f} {float(res[3].activations[:, i].mean()):13.3f}"
+            f" {float(res[2].forces[:, i].max()):15.1f}"
+        )
+    print(
+        "   p = 3 spreads the load: activations more even (max "
+        f"{float(res[3].activations.max()):.3f} vs {float(res[2].activations.max()):.3f} for p = 2)"
+    )
     idx = [tree.names.index(k) for k in RESERVES]
-    print("   reserves carry the pelvis/lumbar moments (peak N·m / N):",
-          ", ".join(f"{coords[j]} {float(jnp.abs(res[2].reserves[:, j]).max()):.1f}" for j in idx))
+    print(
+        "   reserves carry the pelvis/lumbar moments (peak N·m / N):",
+        ", ".join(f"{coords[j]} {float(jnp.abs(res[2].reserves[:, j]).max()):.1f}" for j in idx),
+    )
 
     # 2. versus the clamped pseudoinverse (F/F⁰ objective, p = 2)
     print("\n2. static optimisation (min Σ (F/F⁰)²) vs clamped pseudoinverse (min Σ F²), same frames")
-    so = static_optimization_motion(tree, paths, params, q, qd, qdd, p=2, objective="force",
-                                    reserve_strength=RESERVES)
+    so = static_optimization_motion(tree, paths, params, q, qd, qdd, p=2, objective="force", reserve_strength=RESERVES)
     try:
         from jaxbio.estimation.pseudoinverse import clamped_pseudoinverse
     except ImportError:
@@ -84,29 +95,42 @@ def main():
         strength = np.zeros(tree.nq)
         strength[idx] = 1000.0
         # controls: 18 muscle forces (N, ≥ 0) and 10 reserve torques (N·m, free sign), H u = τ
-        H = jnp.concatenate([jnp.swapaxes(R, 1, 2), jnp.broadcast_to(jnp.diag(jnp.asarray(strength)), (len(q), 10, 10))], 2)
+        H = jnp.concatenate(
+            [jnp.swapaxes(R, 1, 2), jnp.broadcast_to(jnp.diag(jnp.asarray(strength)), (len(q), 10, 10))], 2
+        )
         nonneg = jnp.asarray(np.r_[np.ones(18, bool), np.zeros(10, bool)])
         pi = jax.vmap(lambda h, b: clamped_pseudoinverse(h, b, nonnegative=nonneg))(H, so.tau)
         f_pi = np.asarray(pi.x[:, :18])
         f_so = np.asarray(so.forces)
         fmax = np.asarray(params.max_isometric_force)
-        print(f"   moments reproduced: static opt max |residual| {float(jnp.abs(so.residual).max()):.1e}, "
-              f"pseudoinverse {float(jnp.abs(pi.residual).max()):.1e} N·m")
-        print(f"   {'muscle':14s} {'F⁰ N':>7s} {'mean F SO':>10s} {'mean F pinv':>12s} {'max F/F⁰ SO':>12s} {'max F/F⁰ pinv':>14s}")
+        print(
+            f"   moments reproduced: static opt max |residual| {float(jnp.abs(so.residual).max()):.1e}, "
+            f"pseudoinverse {float(jnp.abs(pi.residual).max()):.1e} N·m"
+        )
+        print(
+            f"   {'muscle':14s} {'F⁰ N':>7s} {'mean F SO':>10s} {'mean F pinv':>12s} {'max F/F⁰ SO':>12s} {'max F/F⁰ pinv':>14s}"
+        )
         for i, name in enumerate(names[:9]):
-            print(f"   {name:14s} {fmax[i]:7.0f} {f_so[:, i].mean():10.1f} {f_pi[:, i].mean():12.1f} "
-                  f"{(f_so[:, i] / fmax[i]).max():12.3f} {(f_pi[:, i] / fmax[i]).max():14.3f}")
-        print(f"   Σ F² (N²) mean per frame: SO {np.mean(np.sum(f_so**2, 1)):.4g}, pinv {np.mean(np.sum(f_pi**2, 1)):.4g}"
-              f"  |  Σ (F/F⁰)²: SO {np.mean(np.sum((f_so / fmax)**2, 1)):.4g}, pinv {np.mean(np.sum((f_pi / fmax)**2, 1)):.4g}")
+            print(
+                f"   {name:14s} {fmax[i]:7.0f} {f_so[:, i].mean():10.1f} {f_pi[:, i].mean():12.1f} "
+                f"{(f_so[:, i] / fmax[i]).max():12.3f} {(f_pi[:, i] / fmax[i]).max():14.3f}"
+            )
+        print(
+            f"   Σ F² (N²) mean per frame: SO {np.mean(np.sum(f_so**2, 1)):.4g}, pinv {np.mean(np.sum(f_pi**2, 1)):.4g}"
+            f"  |  Σ (F/F⁰)²: SO {np.mean(np.sum((f_so / fmax) ** 2, 1)):.4g}, pinv {np.mean(np.sum((f_pi / fmax) ** 2, 1)):.4g}"
+        )
         print("   each method wins on its own criterion; the pseudoinverse loads muscles by moment arm alone")
-        print(f"   (strong and weak alike), static optimisation in proportion to strength; mean |ΔF| "
-              f"{np.abs(f_so - f_pi).mean():.1f} N, max {np.abs(f_so - f_pi).max():.1f} N")
+        print(
+            f"   (strong and weak alike), static optimisation in proportion to strength; mean |ΔF| "
+            f"{np.abs(f_so - f_pi).mean():.1f} N, max {np.abs(f_so - f_pi).max():.1f} N"
+        )
 
     # 3. an infeasible frame
     print("\n3. an impossible frame: 5× the knee moment of frame 10")
     tau = so.tau.at[10, 4].multiply(5.0).at[10, 4].add(-200.0)
-    r = static_optimization_motion(tree, paths, params, q, qd, qdd, tau=tau, p=2, objective="activation",
-                                   reserve_strength=RESERVES)
+    r = static_optimization_motion(
+        tree, paths, params, q, qd, qdd, tau=tau, p=2, objective="activation", reserve_strength=RESERVES
+    )
     try:
         check_feasible(r, coords)
     except ValueError as err:

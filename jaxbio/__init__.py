@@ -36,11 +36,12 @@ from jaxbio._lazy import attach  # noqa: E402
 
 # imported on first use (keeps `jaxbio sprint` start-up short)
 # (`simulation` loads Diffrax and Optimistix, ~0.5 s that OpenSim's tools never use)
-__getattr__, __dir__ = attach(__name__, globals(),
-                              submodules=("batching", "coordinates", "estimation", "io", "learning", "papers", "plot",
-                                          "simulation"),
-                              exports={"batch": "batching", "simulate": "simulation", "simulate_sde": "simulation",
-                                       "Trajectory": "simulation"})
+__getattr__, __dir__ = attach(
+    __name__,
+    globals(),
+    submodules=("batching", "coordinates", "estimation", "io", "learning", "papers", "plot", "simulation"),
+    exports={"batch": "batching", "simulate": "simulation", "simulate_sde": "simulation", "Trajectory": "simulation"},
+)
 
 
 __all__ = [

@@ -61,8 +61,14 @@ def _key(name: str, treedef, leaves) -> str | None:
     if " at 0x" in described:  # a function or object by address: not the same in another process
         return None
     h = hashlib.sha256()
-    for part in (name, described, jax.__version__, jax.default_backend(), _source_fingerprint(),
-                 *(f"{np.shape(x)}:{np.result_type(x)}" for x in leaves)):
+    for part in (
+        name,
+        described,
+        jax.__version__,
+        jax.default_backend(),
+        _source_fingerprint(),
+        *(f"{np.shape(x)}:{np.result_type(x)}" for x in leaves),
+    ):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:40]
@@ -91,6 +97,7 @@ def call(name: str, fn, *args):
         elif path.exists():
             exported = _PROGRAMS[path] = export.deserialize(bytearray(path.read_bytes()))
         else:
+
             def flat(*xs):
                 return fn(*jax.tree_util.tree_unflatten(treedef, list(xs)))
 

@@ -34,8 +34,8 @@ import io
 import os
 import secrets
 import stat
-from pathlib import Path
-from typing import BinaryIO, Callable, Iterable
+from typing import BinaryIO
+from collections.abc import Callable, Iterable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,8 +54,12 @@ class Output:
 #: the memory.
 MAX_INPUT_BYTES = 256 * 2**20
 
-_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 class InputFileError(ValueError):
@@ -159,10 +163,12 @@ def read_bytes(path, what: str, limit: int | None = None, first: int | None = No
         os.close(fd)
 
 
-_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32 (little-endian, with a byte-order mark)"),
-         (b"\x00\x00\xfe\xff", "UTF-32 (big-endian, with a byte-order mark)"),
-         (b"\xff\xfe", "UTF-16 (little-endian, with a byte-order mark)"),
-         (b"\xfe\xff", "UTF-16 (big-endian, with a byte-order mark)"))
+_BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32 (little-endian, with a byte-order mark)"),
+    (b"\x00\x00\xfe\xff", "UTF-32 (big-endian, with a byte-order mark)"),
+    (b"\xff\xfe", "UTF-16 (little-endian, with a byte-order mark)"),
+    (b"\xfe\xff", "UTF-16 (big-endian, with a byte-order mark)"),
+)
 
 
 def text_encoding(raw: bytes) -> str | None:
@@ -332,13 +338,14 @@ def write_outputs(items: Iterable[tuple[Output, Callable[[BinaryIO], None]]]) ->
                 with os.fdopen(_open_special(out), "wb") as f:
                     f.write(data)
     except BaseException as e:
-        for out, tmp in staged:
+        for _out, tmp in staged:
             if isinstance(tmp, str):
                 try:
                     os.unlink(tmp)
                 except OSError:
                     pass
         if isinstance(e, OSError) and not isinstance(e, BrokenPipeError) and current is not None:  # a full disk
-            raise OutputWriteError(e.errno, f"{current.option} {current.path}: cannot write the file "
-                                            f"({e.strerror or e})") from None
+            raise OutputWriteError(
+                e.errno, f"{current.option} {current.path}: cannot write the file ({e.strerror or e})"
+            ) from None
         raise

@@ -46,7 +46,7 @@ def factor_solve(L, b):
     and back substitutions written out (~n² multiply-adds)."""
     n = b.shape[0]
     starts = [k * n - k * (k - 1) // 2 for k in range(n)]
-    return _substitute([L[s:s + n - k] for k, s in enumerate(starts)], b)
+    return _substitute([L[s : s + n - k] for k, s in enumerate(starts)], b)
 
 
 def _columns(M, keep):
@@ -57,7 +57,7 @@ def _columns(M, keep):
     for j in range(n):
         v = M[j:, j]
         for k in range(j):
-            v = v - cols[k][j - k:] * cols[k][j - k]
+            v = v - cols[k][j - k :] * cols[k][j - k]
         cols.append(keep(v * lax.rsqrt(v[0])))
     return cols
 

@@ -28,7 +28,8 @@ callables must be hashable (frozen dataclasses) and return lists of arrays.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -47,8 +48,9 @@ def linear_map(apply: Callable, transpose: Callable, residuals: Sequence, linear
     None per argument; ``summed``: per output, whether to sum it over the batch), as `Vmapped`."""
     residuals, linear = [jnp.asarray(r) for r in residuals], [jnp.asarray(x) for x in linear]
     out_avals = tuple(jax.make_jaxpr(lambda *a: _call(apply, a))(*residuals, *linear).out_avals)
-    return _linear_p.bind(*residuals, *linear, apply=apply, transpose=transpose, n_res=len(residuals),
-                          out_avals=out_avals)
+    return _linear_p.bind(
+        *residuals, *linear, apply=apply, transpose=transpose, n_res=len(residuals), out_avals=out_avals
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,8 +102,9 @@ def _transpose(cts, *args, apply, transpose, n_res, out_avals):
         raise ValueError("jaxbio_linear: a residual of the linear map was itself a linear input")
     cts = [jnp.zeros(a.shape, a.dtype) if type(c) is ad.Zero else c for c, a in zip(cts, out_avals)]
     lin_avals = tuple(a.aval for a in args[n_res:])
-    return [None] * n_res + list(_linear_p.bind(*res, *cts, apply=transpose, transpose=apply, n_res=n_res,
-                                                out_avals=lin_avals))
+    return [None] * n_res + list(
+        _linear_p.bind(*res, *cts, apply=transpose, transpose=apply, n_res=n_res, out_avals=lin_avals)
+    )
 
 
 def _batched(fn, in_axes, size, summed):
@@ -115,17 +118,22 @@ def _batch(args, dims, *, apply, transpose, n_res, out_avals):
     res_axes, lin_axes = in_axes[:n_res], in_axes[n_res:]
     # the transpose maps (residuals, batched cotangents) to the linear inputs' cotangents, summed
     # over the batch for an input the batch shares
-    out = _linear_p.bind(*args, apply=_batched(apply, in_axes, size, (False,) * len(out_avals)),
-                         transpose=_batched(transpose, res_axes + (0,) * len(out_avals), size,
-                                            tuple(a is None for a in lin_axes)), n_res=n_res,
-                         out_avals=tuple(a.update(shape=(size,) + a.shape) for a in out_avals))
+    out = _linear_p.bind(
+        *args,
+        apply=_batched(apply, in_axes, size, (False,) * len(out_avals)),
+        transpose=_batched(transpose, res_axes + (0,) * len(out_avals), size, tuple(a is None for a in lin_axes)),
+        n_res=n_res,
+        out_avals=tuple(a.update(shape=(size,) + a.shape) for a in out_avals),
+    )
     return out, [0] * len(out)
 
 
 _linear_p.def_impl(lambda *args, apply, transpose, n_res, out_avals: _call(apply, args))
 _linear_p.def_abstract_eval(lambda *args, apply, transpose, n_res, out_avals: list(out_avals))
-mlir.register_lowering(_linear_p, mlir.lower_fun(lambda *args, apply, transpose, n_res, out_avals: _call(apply, args),
-                                                 multiple_results=True))
+mlir.register_lowering(
+    _linear_p,
+    mlir.lower_fun(lambda *args, apply, transpose, n_res, out_avals: _call(apply, args), multiple_results=True),
+)
 ad.primitive_jvps[_linear_p] = _jvp
 ad.primitive_transposes[_linear_p] = _transpose
 batching.primitive_batchers[_linear_p] = _batch

@@ -26,11 +26,13 @@ _NV = {"revolute": 1, "prismatic": 1, "spherical": 3, "free": 6, "fixed": 0}
 def rotation(quaternion: np.ndarray) -> np.ndarray:
     """The rotation matrix ``(3, 3)`` of a quaternion ``(w, x, y, z)`` (normalised first)."""
     w, x, y, z = np.asarray(quaternion, float) / np.linalg.norm(quaternion)
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-    ])
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+        ]
+    )
 
 
 def _axis_rotation(axis: np.ndarray, angle: float) -> np.ndarray:
@@ -73,7 +75,7 @@ def mass_matrix(v: dict, q: np.ndarray) -> np.ndarray:
         Rj = Rp @ rotation(v["orientations"][i])
         pj = pp + Rp @ np.asarray(v["origins"][i], float)
         t = types[i]
-        qi = q[iq:iq + _NQ[t]]
+        qi = q[iq : iq + _NQ[t]]
         axis = np.asarray(v["axes"][i], float)
         own = []
         if t == "revolute":

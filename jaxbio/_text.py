@@ -14,10 +14,12 @@ from jaxbio._files import read_bytes, text_encoding
 from jaxbio._validate import echo
 
 #: what a file's first bytes say it is, for files given under a text extension
-_MAGIC = ((b"<?xml", "an XML document (an OpenSim .osim model or setup file?)"),
-          (b"<", "an XML/HTML document"),
-          (b"PK\x03\x04", "a zip archive"),
-          (b"\x89HDF", "an HDF5 file"))
+_MAGIC = (
+    (b"<?xml", "an XML document (an OpenSim .osim model or setup file?)"),
+    (b"<", "an XML/HTML document"),
+    (b"PK\x03\x04", "a zip archive"),
+    (b"\x89HDF", "an HDF5 file"),
+)
 
 
 def read_xml(path, kind: str):
@@ -93,8 +95,12 @@ def check_times(time: np.ndarray, path, lines: list[int]) -> None:
     if bad.size:
         i = int(bad[0])
         what = "repeats" if steps[i] == 0 else "goes back"
-        raise file_error(path, f"time {what}: {float(time[i + 1])!r} s after {float(time[i])!r} s (line {lines[i]}); "
-                               f"times must be strictly increasing", lines[i + 1])
+        raise file_error(
+            path,
+            f"time {what}: {float(time[i + 1])!r} s after {float(time[i])!r} s (line {lines[i]}); "
+            f"times must be strictly increasing",
+            lines[i + 1],
+        )
 
 
 def read_only(a) -> np.ndarray:
@@ -135,7 +141,7 @@ def known_names(names, labels: tuple[str, ...], what: str) -> list[str]:
 
 
 def duplicate_message(names, item: str) -> str | None:
-    """"duplicate <item> 'x' (1-based positions i and j)" for the first name that repeats in
+    """ "duplicate <item> 'x' (1-based positions i and j)" for the first name that repeats in
     ``names``, or None when all are different."""
     seen: dict[str, int] = {}
     for j, name in enumerate(names):

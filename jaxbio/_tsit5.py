@@ -108,14 +108,18 @@ def dense_weights(theta):
     ``b(1)`` is the step's own weights and ``b_7(1) = 0``."""
     t = jnp.asarray(theta)[..., None]
     t2 = t * t
-    return jnp.concatenate([
-        -1.0530884977290216 * t * (t - 1.3299890189751412) * (t2 - 1.4364028541716351 * t + 0.7139816917074209),
-        0.1017 * t2 * (t2 - 2.1966568338249754 * t + 1.2949852507374631),
-        2.490627285651252793 * t2 * (t2 - 2.38535645472061657 * t + 1.57803468208092486),
-        -16.54810288924490272 * (t - 1.21712927295533244) * (t - 0.61620406037800089) * t2,
-        47.37952196281928122 * (t - 1.203071208372362603) * (t - 0.658047292653547382) * t2,
-        -34.87065786149660974 * (t - 1.2) * (t - 0.666666666666666667) * t2,
-        2.5 * (t - 1) * (t - 0.6) * t2], axis=-1)
+    return jnp.concatenate(
+        [
+            -1.0530884977290216 * t * (t - 1.3299890189751412) * (t2 - 1.4364028541716351 * t + 0.7139816917074209),
+            0.1017 * t2 * (t2 - 2.1966568338249754 * t + 1.2949852507374631),
+            2.490627285651252793 * t2 * (t2 - 2.38535645472061657 * t + 1.57803468208092486),
+            -16.54810288924490272 * (t - 1.21712927295533244) * (t - 0.61620406037800089) * t2,
+            47.37952196281928122 * (t - 1.203071208372362603) * (t - 0.658047292653547382) * t2,
+            -34.87065786149660974 * (t - 1.2) * (t - 0.666666666666666667) * t2,
+            2.5 * (t - 1) * (t - 0.6) * t2,
+        ],
+        axis=-1,
+    )
 
 
 def _in_step(ts, t, h):
@@ -135,11 +139,16 @@ def _forward(field, x0, t0, ts, t1, rtol, atol, max_steps: int, store: bool):
     ys = jnp.where((ts <= t0)[:, None], x0, jnp.full(ts.shape + x0.shape, jnp.nan, dtype))
     size = max_steps if store else 0
     # the field's aux per stage (only when storing: the pass that is not differentiated needs none)
-    aux = jax.tree_util.tree_map(lambda a: jnp.zeros((STAGES,) + a.shape, a.dtype),
-                                 _aux_init(field, x0) if store else None)
-    stored = (jnp.zeros((size,) + x0.shape, dtype), jnp.zeros((size, STAGES) + x0.shape, dtype),
-              jnp.zeros((size,), dtype), jnp.zeros((size,), dtype),
-              jax.tree_util.tree_map(lambda a: jnp.zeros((size,) + a.shape, a.dtype), aux))
+    aux = jax.tree_util.tree_map(
+        lambda a: jnp.zeros((STAGES,) + a.shape, a.dtype), _aux_init(field, x0) if store else None
+    )
+    stored = (
+        jnp.zeros((size,) + x0.shape, dtype),
+        jnp.zeros((size, STAGES) + x0.shape, dtype),
+        jnp.zeros((size,), dtype),
+        jnp.zeros((size,), dtype),
+        jax.tree_util.tree_map(lambda a: jnp.zeros((size,) + a.shape, a.dtype), aux),
+    )
     tiny = 1e3 * jnp.finfo(dtype).eps * jnp.maximum(jnp.maximum(jnp.abs(t0), jnp.abs(t1)), t1 - t0)
 
     def cond(c):
@@ -172,18 +181,41 @@ def _forward(field, x0, t0, ts, t1, rtol, atol, max_steps: int, store: bool):
         ok = keep & ~bad
         if store:
             X, KK, T1, H, AUX = stored
-            stored = (X.at[n].set(x1, pred=ok), KK.at[n].set(K, pred=ok), T1.at[n].set(t + hs, pred=ok),
-                      H.at[n].set(hs, pred=ok),
-                      # aux first: inside the loop AUX's leaves are equinox's buffers, not arrays
-                      jax.tree_util.tree_map(lambda v, s: s.at[n].set(v, pred=ok), aux, AUX))
+            stored = (
+                X.at[n].set(x1, pred=ok),
+                KK.at[n].set(K, pred=ok),
+                T1.at[n].set(t + hs, pred=ok),
+                H.at[n].set(hs, pred=ok),
+                # aux first: inside the loop AUX's leaves are equinox's buffers, not arrays
+                jax.tree_util.tree_map(lambda v, s: s.at[n].set(v, pred=ok), aux, AUX),
+            )
         inside, theta = _in_step(ts, t, hs)
         ys = jnp.where((ok & inside)[:, None], x + hs * _combine(dense_weights(theta), K), ys)
         last = jax.tree_util.tree_map(lambda s: jnp.where(ok, s.at[0].set(s[STAGES - 1]), s), (K, aux))
-        return (jnp.where(ok, jnp.where(ends, t1, t + hs), t), jnp.where(ok, x1, x), *last, hs * factor,
-                attempts + 1, n + ok, stop | bad, ys, stored)
+        return (
+            jnp.where(ok, jnp.where(ends, t1, t + hs), t),
+            jnp.where(ok, x1, x),
+            *last,
+            hs * factor,
+            attempts + 1,
+            n + ok,
+            stop | bad,
+            ys,
+            stored,
+        )
 
-    c = (t0, x0, jnp.zeros((STAGES,) + x0.shape, dtype), aux, jnp.asarray(FIRST_STEP, dtype), jnp.int32(0),
-         jnp.int32(0), jnp.bool_(False), ys, stored)
+    c = (
+        t0,
+        x0,
+        jnp.zeros((STAGES,) + x0.shape, dtype),
+        aux,
+        jnp.asarray(FIRST_STEP, dtype),
+        jnp.int32(0),
+        jnp.int32(0),
+        jnp.bool_(False),
+        ys,
+        stored,
+    )
     t, _, _, _, _, _, n, stop, ys, stored = eqxi.while_loop(cond, body, c, kind="lax", buffers=lambda c: c[9])
     status = jnp.where(t >= t1, SUCCESSFUL, jnp.where(stop, NONFINITE, MAX_STEPS))
     return ys, status, ((n,) + stored if store else None)
@@ -257,8 +289,11 @@ def _solve_bwd(stored, cotangents, perturbed, diff, t0, ts, t1, rtol, atol, max_
             lam, kappa, grad = c
             i = per_step - 1 - r
             at_i = jax.tree_util.tree_map(lambda s: s[i], aux)
-            _, pull = jax.vjp(lambda m, z: _at(eqx.combine(m, fixed), out[i], at_i)(t + C[i] * h, z),
-                              moving, x + h * _combine(A[i], K))
+            _, pull = jax.vjp(
+                lambda m, z: _at(eqx.combine(m, fixed), out[i], at_i)(t + C[i] * h, z),
+                moving,
+                x + h * _combine(A[i], K),
+            )
             g, xi_bar = pull(kappa[i])
             return lam + xi_bar, kappa + h * A[i][:, None] * xi_bar, jax.tree_util.tree_map(jnp.add, grad, g)
 

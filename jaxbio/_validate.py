@@ -48,9 +48,10 @@ def echo(value, limit: int = ECHO_CHARS) -> str:
     where the readers and the command line format a bad value into a message."""
     if isinstance(value, (str, bytes)) and len(value) > limit:
         text = repr(value[:limit])
-        return f"{text[:limit - 1]}…{text[-1]} ({len(value)} characters)"
+        return f"{text[: limit - 1]}…{text[-1]} ({len(value)} characters)"
     text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit - 1]}… ({len(text)} characters)"
+    return text if len(text) <= limit else f"{text[: limit - 1]}… ({len(text)} characters)"
+
 
 _QUAT_TOL = 1e-6
 _SYM_TOL = 1e-9
@@ -93,8 +94,10 @@ def check_precision(dtype, name: str, *, cast_from=None) -> None:
     if dt not in HALF_PRECISION:
         return
     if cast_from is not None and np.dtype(cast_from) != dt:
-        raise ValueError(f"{name} would be cast to {dt} (the dtype of the model or state it goes with); "
-                         f"half precision is refused: use float32 or float64")
+        raise ValueError(
+            f"{name} would be cast to {dt} (the dtype of the model or state it goes with); "
+            f"half precision is refused: use float32 or float64"
+        )
     raise ValueError(f"{name} has dtype {dt}; use float32 or float64 (half precision is refused)")
 
 
@@ -103,8 +106,10 @@ def check_model_precision(tree, where: str = "") -> None:
     rule for models: a float16/bfloat16 model can be loaded and stored, not computed with)."""
     dt = np.dtype(tree.masses.dtype)
     if dt in HALF_PRECISION:
-        raise ValueError(f"{where}model {tree.name!r} has dtype {dt}; half precision can store a model but "
-                         f"not compute with it: use float32 or float64 (tree.astype(jnp.float32))")
+        raise ValueError(
+            f"{where}model {tree.name!r} has dtype {dt}; half precision can store a model but "
+            f"not compute with it: use float32 or float64 (tree.astype(jnp.float32))"
+        )
 
 
 def as_float(x, name: str = "value", *, like=None):
@@ -128,8 +133,9 @@ def as_shape(x, shape: tuple[int, ...], name: str, context: str = "", *, like=No
     return x
 
 
-def check_values(x, name: str, *, finite: bool = True, positive: bool = False, nonnegative: bool = False,
-                 below: float | None = None) -> None:
+def check_values(
+    x, name: str, *, finite: bool = True, positive: bool = False, nonnegative: bool = False, below: float | None = None
+) -> None:
     """Raise ``ValueError`` naming ``name`` if the concrete value ``x`` breaks a bound.
 
     Traced values pass unchecked (there is no value to look at before tracing).
@@ -147,8 +153,9 @@ def check_values(x, name: str, *, finite: bool = True, positive: bool = False, n
         raise ValueError(f"{name} must be < {below:.6g}, got {a.tolist()}")
 
 
-def check_finite(x, name: str, *, check: bool = True,
-                 locate: Callable[[tuple[int, ...], int], str] | None = None, hint: str = ""):
+def check_finite(
+    x, name: str, *, check: bool = True, locate: Callable[[tuple[int, ...], int], str] | None = None, hint: str = ""
+):
     """``x`` unchanged after a NaN/inf check.
 
     Concrete ``x``: ``ValueError`` "``name`` contains NaN or inf" followed by ``locate(index of the
@@ -193,8 +200,7 @@ def in_range(x, name: str, low: float = -np.inf, high: float = np.inf, *, slack:
             bad = ~(np.isfinite(a) & (a >= low - slack) & (a <= high + slack))
         if bad.any():
             idx = tuple(int(i) for i in np.argwhere(bad)[0])
-            at = f" (first at index {idx[0] if len(idx) == 1 else idx}; {int(bad.sum())} out of range)" \
-                if idx else ""
+            at = f" (first at index {idx[0] if len(idx) == 1 else idx}; {int(bad.sum())} out of range)" if idx else ""
             interval = f"{'(' if low == -np.inf else '['}{_bound(low)}, {_bound(high)}{')' if high == np.inf else ']'}"
             raise ValueError(f"{name} must be finite and in {interval}, got {a[idx].item()!r}{at}")
         return x
@@ -310,11 +316,11 @@ def coordinate_vector(x, name: str, n: int | None = None):
     x = as_float(x, name)
     if n is None:
         if x.ndim > 1:
-            raise ValueError(f"{name} must be a scalar or a vector (one entry per coordinate), "
-                             f"got shape {tuple(x.shape)}")
+            raise ValueError(
+                f"{name} must be a scalar or a vector (one entry per coordinate), got shape {tuple(x.shape)}"
+            )
     elif x.shape not in ((), (n,)):
-        raise ValueError(f"{name} has shape {tuple(x.shape)}, expected ({n},) (one entry per "
-                         f"coordinate) or a scalar")
+        raise ValueError(f"{name} has shape {tuple(x.shape)}, expected ({n},) (one entry per coordinate) or a scalar")
     return x
 
 
@@ -325,8 +331,10 @@ def coordinates_message(tree, name: str, shape: tuple[int, ...], size: str = "nq
     for a velocity, an acceleration or a generalised force."""
     shape = tuple(shape)
     got = f"{shape[0]} entries" if len(shape) == 1 else f"shape {shape}"
-    msg = (f"{name} has {got}; model {tree.name!r} has nq = {tree.nq} (configuration) and "
-           f"nv = {tree.nv} (velocity); {name} must have {size} = {getattr(tree, size)} entries")
+    msg = (
+        f"{name} has {got}; model {tree.name!r} has nq = {tree.nq} (configuration) and "
+        f"nv = {tree.nv} (velocity); {name} must have {size} = {getattr(tree, size)} entries"
+    )
     return msg + ("; one sample is a vector: batch with jax.vmap" if len(shape) > 1 else "")
 
 
@@ -350,8 +358,10 @@ def check_key(key, name: str = "key") -> None:
         dtype, shape = None, None
     typed = dtype is not None and jnp.issubdtype(dtype, jax.dtypes.prng_key)
     if not ((typed and shape == ()) or (dtype == jnp.uint32 and shape == (2,))):
-        raise ValueError(f"{name} must be one PRNG key (jax.random.key(0) or jax.random.PRNGKey(0)), "
-                         f"got {type(key).__name__} with dtype {dtype} and shape {shape}")
+        raise ValueError(
+            f"{name} must be one PRNG key (jax.random.key(0) or jax.random.PRNGKey(0)), "
+            f"got {type(key).__name__} with dtype {dtype} and shape {shape}"
+        )
 
 
 def _show(value: np.ndarray) -> str:
@@ -427,8 +437,15 @@ def finite(x, name: str):
     return eqx.error_if(x, ~jnp.all(jnp.isfinite(x)), f"{name} contains NaN or inf")
 
 
-def static_number(x, name: str, *, positive: bool = False, nonnegative: bool = False, integer: bool = False,
-                  at_most: float | None = None) -> float | int:
+def static_number(
+    x,
+    name: str,
+    *,
+    positive: bool = False,
+    nonnegative: bool = False,
+    integer: bool = False,
+    at_most: float | None = None,
+) -> float | int:
     """A static option (a solver tolerance, a weight, an iteration count) as a Python ``float``
     (``int`` with ``integer=True``), checked before tracing: ``ValueError`` naming ``name`` for a
     non-number (an array of more than one value, a tracer), NaN or inf, a value breaking the sign
@@ -462,8 +479,15 @@ MODEL_FIELDS = ("format", "version", "name", "gravity", "segments", "coordinates
 SEGMENT_FIELDS = ("name", "parent", "joint", "mass", "com", "inertia")
 JOINT_FIELDS = ("type", "axis", "origin", "orientation")
 #: array fields of a `SegmentTree` and the model-file field each comes from
-ARRAY_FIELDS = {"axes": "joint.axis", "origins": "joint.origin", "orientations": "joint.orientation",
-                "masses": "mass", "coms": "com", "inertias": "inertia", "gravity": "gravity"}
+ARRAY_FIELDS = {
+    "axes": "joint.axis",
+    "origins": "joint.origin",
+    "orientations": "joint.orientation",
+    "masses": "mass",
+    "coms": "com",
+    "inertias": "inertia",
+    "gravity": "gravity",
+}
 
 
 def _kind(value: Any) -> str:
@@ -477,15 +501,17 @@ def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
 
 
-def _check_fields(obj: dict, allowed: tuple[str, ...], required: tuple[str, ...], where: str,
-                  prefix: str = "") -> None:
+def _check_fields(obj: dict, allowed: tuple[str, ...], required: tuple[str, ...], where: str, prefix: str = "") -> None:
     """``ValueError`` for a field of ``obj`` not in ``allowed`` (with difflib's closest allowed
     name as a hint) or a missing ``required`` one."""
     for key in obj:
         if key not in allowed:
             close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
-            hint = (f" (did you mean '{prefix}{close[0]}'?)" if close
-                    else f"; the fields are {', '.join(repr(prefix + a) for a in allowed)}")
+            hint = (
+                f" (did you mean '{prefix}{close[0]}'?)"
+                if close
+                else f"; the fields are {', '.join(repr(prefix + a) for a in allowed)}"
+            )
             raise ValueError(f"{where}: unknown field '{prefix}{key}'{hint}")
     for key in required:
         if key not in obj:
@@ -742,13 +768,17 @@ def validate_coordinates_dict(d: dict[str, Any], tree: dict[str, Any]) -> dict[s
     """
     if "coordinates" not in d:
         if "coordinate_functions" in d:
-            raise ValueError(f"model {tree['name']!r}: 'coordinate_functions' needs the 'coordinates' they are functions of")
+            raise ValueError(
+                f"model {tree['name']!r}: 'coordinate_functions' needs the 'coordinates' they are functions of"
+            )
         return None
     top = f"model {tree['name']!r}"
     types = tree["joint_types"]
     if any(t not in ("revolute", "prismatic", "fixed") for t in types):
-        raise ValueError(f"{top}: 'coordinates' (coupled coordinates) need a tree of revolute, prismatic and fixed "
-                         f"joints only; this one has {sorted(set(types))}")
+        raise ValueError(
+            f"{top}: 'coordinates' (coupled coordinates) need a tree of revolute, prismatic and fixed "
+            f"joints only; this one has {sorted(set(types))}"
+        )
     dof_types = [t for t in types if t != "fixed"]
     nq = len(dof_types)
     names: list[str] = []
@@ -777,8 +807,10 @@ def validate_coordinates_dict(d: dict[str, Any], tree: dict[str, Any]) -> dict[s
     if "coordinate_functions" in d:
         functions = _list_field(d, "coordinate_functions", top)
         if len(functions) != nq:
-            raise ValueError(f"{top}: 'coordinate_functions' has {len(functions)} entries; the tree has {nq} "
-                             "coordinates (one function per revolute or prismatic joint, in segment order)")
+            raise ValueError(
+                f"{top}: 'coordinate_functions' has {len(functions)} entries; the tree has {nq} "
+                "coordinates (one function per revolute or prismatic joint, in segment order)"
+            )
         source, pieces = [], []
         for k, f in enumerate(functions):
             where = f"{top}: coordinate_functions[{k}]"
@@ -799,30 +831,47 @@ def validate_coordinates_dict(d: dict[str, Any], tree: dict[str, Any]) -> dict[s
             a = f["coefficients"]
             width = len(a[0]) if isinstance(a, (list, tuple)) and a and isinstance(a[0], (list, tuple)) else 0
             if width < 1:
-                raise ValueError(f"{where}: 'coefficients' must be {m + 1} lists of ascending-power coefficients, "
-                                 f"got {_kind(a)}")
+                raise ValueError(
+                    f"{where}: 'coefficients' must be {m + 1} lists of ascending-power coefficients, got {_kind(a)}"
+                )
             pieces.append((b, o, _vec(a, (m + 1, width), f"{where}: coefficients (one row per piece)")))
     else:
         if len(names) != nq:
-            raise ValueError(f"{top}: {len(names)} 'coordinates' for a tree of {nq} coordinates; without "
-                             "'coordinate_functions' each coordinate drives one tree coordinate, in order")
+            raise ValueError(
+                f"{top}: {len(names)} 'coordinates' for a tree of {nq} coordinates; without "
+                "'coordinate_functions' each coordinate drives one tree coordinate, in order"
+            )
         source = list(range(nq))
         pieces = [(np.zeros(0), np.zeros(1), np.array([[0.0, 1.0]]))] * nq
     for j, name in enumerate(names):
         driven = [k for k, s in enumerate(source) if s == j]
         if not driven:
-            raise ValueError(f"{top}: coordinate {name!r} drives no tree coordinate (no 'coordinate_functions' entry "
-                             "names it): it would move no mass")
+            raise ValueError(
+                f"{top}: coordinate {name!r} drives no tree coordinate (no 'coordinate_functions' entry "
+                "names it): it would move no mass"
+            )
         if motions[j] is None:
             b, o, a = pieces[driven[0]]
             x = np.array([-1.3, 0.2, 2.1])
-            identity = len(driven) == 1 and len(b) == 0 and np.allclose(
-                np.polynomial.polynomial.polyval(x - o[0], a[0]), x, rtol=0, atol=1e-12)
-            motions[j] = ("rotational" if dof_types[driven[0]] == "revolute" else "translational") if identity \
-                else "coupled"
-    return dict(names=tuple(names), defaults=np.asarray(defaults), speeds=np.asarray(speeds),
-                ranges=np.stack(ranges), clamped=tuple(clamped), locked=tuple(locked), motion_types=tuple(motions),
-                source=tuple(source), pieces=tuple(pieces))
+            identity = (
+                len(driven) == 1
+                and len(b) == 0
+                and np.allclose(np.polynomial.polynomial.polyval(x - o[0], a[0]), x, rtol=0, atol=1e-12)
+            )
+            motions[j] = (
+                ("rotational" if dof_types[driven[0]] == "revolute" else "translational") if identity else "coupled"
+            )
+    return dict(
+        names=tuple(names),
+        defaults=np.asarray(defaults),
+        speeds=np.asarray(speeds),
+        ranges=np.stack(ranges),
+        clamped=tuple(clamped),
+        locked=tuple(locked),
+        motion_types=tuple(motions),
+        source=tuple(source),
+        pieces=tuple(pieces),
+    )
 
 
 def model_dtype(dtype=None) -> np.dtype:
@@ -848,8 +897,9 @@ def model_dtype(dtype=None) -> np.dtype:
     return dt
 
 
-def check_cast_model(arrays: dict[str, Any], names: tuple[str, ...], model: str = "model", *,
-                     before: dict[str, Any] | None = None) -> None:
+def check_cast_model(
+    arrays: dict[str, Any], names: tuple[str, ...], model: str = "model", *, before: dict[str, Any] | None = None
+) -> None:
     """Check a model's arrays *after* the cast to their dtype (the float64 checks of
     `validate_model_dict` hold for the input, not for what a narrower dtype makes of it).
 
@@ -869,8 +919,7 @@ def check_cast_model(arrays: dict[str, Any], names: tuple[str, ...], model: str 
         if bad.any():
             where = f"model {model!r}" if field == "gravity" else f"segment {names[int(np.argwhere(bad)[0][0])]!r}"
             raise ValueError(
-                f"{where}: {key} overflows {dt} (largest finite value {float(info.max):.6g}); "
-                f"use a wider dtype"
+                f"{where}: {key} overflows {dt} (largest finite value {float(info.max):.6g}); use a wider dtype"
             )
     for i, m in enumerate(a["masses"]):
         if not m >= float(info.tiny) and (b is None or b["masses"][i] > 0):
@@ -887,8 +936,10 @@ def check_cast_model(arrays: dict[str, Any], names: tuple[str, ...], model: str 
         where = f"segment {names[i]!r}: after the cast to {dt}"
         check_inertia(inertia, where, rtol=max(1e-9, 16 * float(info.eps)))
         if b is not None and _positive_definite(b["inertias"][i]) and not _positive_definite(inertia):
-            raise ValueError(f"{where}: inertia is not positive-definite, as it was before (a principal moment "
-                             f"underflows; field 'inertia'); use a wider dtype")
+            raise ValueError(
+                f"{where}: inertia is not positive-definite, as it was before (a principal moment "
+                f"underflows; field 'inertia'); use a wider dtype"
+            )
 
 
 def _positive_definite(inertia: np.ndarray) -> bool:

@@ -42,8 +42,10 @@ def _check_in_axes(in_axes):
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
     if not isinstance(in_axes, tuple):
-        raise ValueError(f"batch: in_axes must be an int, None or a tuple (one entry per positional argument), "
-                         f"got {type(in_axes).__name__} {in_axes!r}")
+        raise ValueError(
+            f"batch: in_axes must be an int, None or a tuple (one entry per positional argument), "
+            f"got {type(in_axes).__name__} {in_axes!r}"
+        )
     for i, a in enumerate(in_axes):
         bad = [x for x in jax.tree.leaves(a, is_leaf=lambda x: x is None) if not _is_axis(x)]
         if bad:
@@ -56,8 +58,9 @@ def _leaf_axes(in_axes, args: tuple) -> list:
     if _is_axis(in_axes):
         per_arg = (in_axes,) * len(args)
     elif len(in_axes) != len(args):
-        raise ValueError(f"batch: in_axes has {len(in_axes)} entries but the function got {len(args)} "
-                         "positional arguments")
+        raise ValueError(
+            f"batch: in_axes has {len(in_axes)} entries but the function got {len(args)} positional arguments"
+        )
     else:
         per_arg = in_axes
     axes = []
@@ -65,17 +68,21 @@ def _leaf_axes(in_axes, args: tuple) -> list:
         try:
             full = jax.tree.broadcast(a, arg, is_leaf=lambda x: x is None)
         except (ValueError, TypeError) as e:
-            raise ValueError(f"batch: in_axes[{i}] = {a!r} is not a prefix of argument {i}'s structure "
-                             f"{jax.tree.structure(arg)}") from e
+            raise ValueError(
+                f"batch: in_axes[{i}] = {a!r} is not a prefix of argument {i}'s structure {jax.tree.structure(arg)}"
+            ) from e
         for leaf, ax in zip(jax.tree.leaves(arg), jax.tree.leaves(full, is_leaf=lambda x: x is None)):
             if ax is not None:
                 if not eqx.is_array(leaf):
-                    raise ValueError(f"batch: in_axes maps a leaf of argument {i} that is not an array "
-                                     f"({type(leaf).__name__}); give it in_axes None")
+                    raise ValueError(
+                        f"batch: in_axes maps a leaf of argument {i} that is not an array "
+                        f"({type(leaf).__name__}); give it in_axes None"
+                    )
                 nd = np.ndim(leaf)
                 if not -nd <= ax < nd:
-                    raise ValueError(f"batch: in_axes {ax} is out of range for a leaf of argument {i} with shape "
-                                     f"{np.shape(leaf)}")
+                    raise ValueError(
+                        f"batch: in_axes {ax} is out of range for a leaf of argument {i} with shape {np.shape(leaf)}"
+                    )
                 ax = ax % nd
             axes.append(ax)
     return axes
@@ -109,8 +116,14 @@ def _devices(devices) -> tuple:
     return devices
 
 
-def batch(fn: Callable, in_axes: int | None | Sequence = 0, *, devices: Sequence[jax.Device] | None = None,
-          chunk_size: int | None = None, vectorized: bool = False) -> Callable:
+def batch(
+    fn: Callable,
+    in_axes: int | None | Sequence = 0,
+    *,
+    devices: Sequence[jax.Device] | None = None,
+    chunk_size: int | None = None,
+    vectorized: bool = False,
+) -> Callable:
     """``fn`` mapped over a batch like ``jax.jit(jax.vmap(fn, in_axes))``, the batch split over devices.
 
     Args:
@@ -212,8 +225,9 @@ def batch(fn: Callable, in_axes: int | None | Sequence = 0, *, devices: Sequence
                 out = local(*dyn)
             else:
                 specs = tuple(PartitionSpec() if a is None else PartitionSpec(*([None] * a), AXIS) for a in dyn_axes)
-                out = jax.shard_map(local, mesh=mesh, in_specs=specs, out_specs=PartitionSpec(AXIS),
-                                    check_vma=False)(*dyn)
+                out = jax.shard_map(local, mesh=mesh, in_specs=specs, out_specs=PartitionSpec(AXIS), check_vma=False)(
+                    *dyn
+                )
             return jax.tree.map(lambda y: y[:n], out) if n_pad != n else out
 
         return jax.jit(run), out_static
@@ -221,8 +235,10 @@ def batch(fn: Callable, in_axes: int | None | Sequence = 0, *, devices: Sequence
     @functools.wraps(fn)
     def batched(*args, **kwargs):
         if kwargs:
-            raise ValueError(f"batch: pass arguments positionally (in_axes maps positional arguments); got keywords "
-                             f"{sorted(kwargs)}: bind them with functools.partial")
+            raise ValueError(
+                f"batch: pass arguments positionally (in_axes maps positional arguments); got keywords "
+                f"{sorted(kwargs)}: bind them with functools.partial"
+            )
         axes = _leaf_axes(in_axes, args)
         leaves, treedef = jax.tree.flatten(args)
         sizes = {int(np.shape(x)[a]) for x, a in zip(leaves, axes) if a is not None}
@@ -310,6 +326,7 @@ def gather(tree: Any) -> Any:
     """Every array leaf of ``tree`` as numpy, the whole value on every process (`jax.Array` s of a
     multi-process `batch` are gathered with `jax.experimental.multihost_utils.process_allgather`;
     other leaves are converted or passed through). Every process must call it (it communicates)."""
+
     def one(x):
         if isinstance(x, jax.Array) and not x.is_fully_addressable:
             from jax.experimental import multihost_utils

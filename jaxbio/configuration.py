@@ -137,8 +137,7 @@ def _se3_v_inverse(w, x):
     small = t2 < _SMALL
     t, t2s = _split(t2, small)
     h = t / 2
-    D = jnp.where(small, 1 / 12 + t2 / 720 + t2**2 / 30240 + t2**3 / 1209600,
-                  (1 - h * jnp.cos(h) / jnp.sin(h)) / t2s)
+    D = jnp.where(small, 1 / 12 + t2 / 720 + t2**2 / 30240 + t2**3 / 1209600, (1 - h * jnp.cos(h) / jnp.sin(h)) / t2s)
     wx = cross(w, x)
     return x - 0.5 * wx + D[..., None] * cross(w, wx)
 
@@ -161,14 +160,17 @@ def _unit_messages(tree: SegmentTree, name: str, tol: float) -> list[str]:
     out = []
     for row, i in enumerate(L.quat_segment):
         a = int(L.quat_q[row, 0])
-        out.append(f"{name}[{a}:{a + 4}], the quaternion of segment {tree.names[i]!r} "
-                   f"({tree.joint_types[i]} joint), is not a unit quaternion (| |Q| - 1 | > {tol:g}); "
-                   f"project it with jb.configuration.normalize(tree, {name})")
+        out.append(
+            f"{name}[{a}:{a + 4}], the quaternion of segment {tree.names[i]!r} "
+            f"({tree.joint_types[i]} joint), is not a unit quaternion (| |Q| - 1 | > {tol:g}); "
+            f"project it with jb.configuration.normalize(tree, {name})"
+        )
     return out
 
 
-def check_unit(tree: SegmentTree, q: Float[ArrayLike, " nq"], *, name: str = "q",
-               tol: float = UNIT_TOLERANCE) -> Float[Array, " nq"]:
+def check_unit(
+    tree: SegmentTree, q: Float[ArrayLike, " nq"], *, name: str = "q", tol: float = UNIT_TOLERANCE
+) -> Float[Array, " nq"]:
     """``q`` (``(nq,)``) unchanged, after checking that the quaternion of every spherical and free
     joint has norm 1 within ``tol`` (NaN and inf fail too).
 
@@ -219,8 +221,9 @@ def _configuration(tree, q, name, check, like=None):
 
 
 @_checked("q")
-def integrate(tree: SegmentTree, q: Float[ArrayLike, " nq"], dq: Float[ArrayLike, " nv"], *,
-              check: bool = False) -> Float[Array, " nq"]:
+def integrate(
+    tree: SegmentTree, q: Float[ArrayLike, " nq"], dq: Float[ArrayLike, " nv"], *, check: bool = False
+) -> Float[Array, " nq"]:
     """``q ⊕ dq``: the configuration reached from ``q`` by the step ``dq`` held for unit time.
 
     - ``tree``: the model (only its joint layout is used).
@@ -250,8 +253,9 @@ def integrate(tree: SegmentTree, q: Float[ArrayLike, " nq"], dq: Float[ArrayLike
 
 
 @_checked("q0", "q1")
-def difference(tree: SegmentTree, q0: Float[ArrayLike, " nq"], q1: Float[ArrayLike, " nq"], *,
-               check: bool = False) -> Float[Array, " nv"]:
+def difference(
+    tree: SegmentTree, q0: Float[ArrayLike, " nq"], q1: Float[ArrayLike, " nq"], *, check: bool = False
+) -> Float[Array, " nv"]:
     """``q1 ⊖ q0``: the step ``dq`` (``(nv,)``) with ``integrate(q0, dq) = q1``.
 
     - ``q0``, ``q1``: ``(nq,)`` configurations.
@@ -294,8 +298,7 @@ def _check_random(arguments: dict) -> None:
 
 
 @partial(jit_checked, check_arguments=_check_random, static_argnames=("dtype",))
-def random(tree: SegmentTree, key, *, angle: float = np.pi, distance: float = 1.0, dtype=None
-            ) -> Float[Array, " nq"]:
+def random(tree: SegmentTree, key, *, angle: float = np.pi, distance: float = 1.0, dtype=None) -> Float[Array, " nq"]:
     """A random configuration ``(nq,)``, a deterministic function of ``key``.
 
     - ``key``: one PRNG key (``jax.random.key(0)`` or ``jax.random.PRNGKey(0)``).
@@ -317,7 +320,6 @@ def random(tree: SegmentTree, key, *, angle: float = np.pi, distance: float = 1.
     return _assemble(L.q_order, axial, rotation, translation.astype(dtype))
 
 
-
 @jax.jit
 def normalize(tree: SegmentTree, q: Float[ArrayLike, " nq"]) -> Float[Array, " nq"]:
     """``q`` (``(nq,)``) with the quaternion of every ball and free joint divided by its norm (a
@@ -329,8 +331,9 @@ def normalize(tree: SegmentTree, q: Float[ArrayLike, " nq"]) -> Float[Array, " n
 
 
 @_checked("q")
-def velocity_to_qdot(tree: SegmentTree, q: Float[ArrayLike, " nq"], v: Float[ArrayLike, " nv"], *,
-                     check: bool = False) -> Float[Array, " nq"]:
+def velocity_to_qdot(
+    tree: SegmentTree, q: Float[ArrayLike, " nq"], v: Float[ArrayLike, " nv"], *, check: bool = False
+) -> Float[Array, " nq"]:
     """``q̇ = G(q) v``: the rate of change of the configuration (``(nq,)``) when the joints move
     with velocity ``v`` (``(nv,)``; rad/s, m/s, segment-frame ``ω`` and ``[v, ω]``).
 
@@ -351,8 +354,9 @@ def velocity_to_qdot(tree: SegmentTree, q: Float[ArrayLike, " nq"], v: Float[Arr
 
 
 @_checked("q")
-def velocity_to_qdot_transpose(tree: SegmentTree, q: Float[ArrayLike, " nq"], g: Float[ArrayLike, " nq"], *,
-                               check: bool = False) -> Float[Array, " nv"]:
+def velocity_to_qdot_transpose(
+    tree: SegmentTree, q: Float[ArrayLike, " nq"], g: Float[ArrayLike, " nq"], *, check: bool = False
+) -> Float[Array, " nv"]:
     """``G(q)ᵀ g``: an ``(nq,)`` gradient or force ``g`` conjugate to ``q`` as an ``(nv,)`` one
     conjugate to ``v`` (the transpose of `velocity_to_qdot`).
 
@@ -366,8 +370,9 @@ def velocity_to_qdot_transpose(tree: SegmentTree, q: Float[ArrayLike, " nq"], g:
 
 
 @_checked("q")
-def qdot_to_velocity(tree: SegmentTree, q: Float[ArrayLike, " nq"], qdot: Float[ArrayLike, " nq"], *,
-                     check: bool = False) -> Float[Array, " nv"]:
+def qdot_to_velocity(
+    tree: SegmentTree, q: Float[ArrayLike, " nq"], qdot: Float[ArrayLike, " nq"], *, check: bool = False
+) -> Float[Array, " nv"]:
     """The velocity ``v`` (``(nv,)``) of a configuration rate ``qdot`` (``(nq,)``), the left
     inverse of `velocity_to_qdot`: ``qdot_to_velocity(q, velocity_to_qdot(q, v)) = v``.
 
@@ -375,6 +380,7 @@ def qdot_to_velocity(tree: SegmentTree, q: Float[ArrayLike, " nq"], qdot: Float[
     ``Q̇`` along ``Q`` (a change of norm, no rotation) is dropped. Use it for velocities from
     finite differences of measured configurations.
     """
+
     def scale(Q):  # 2 / |Q|²
         n2 = jnp.sum(Q * Q, axis=-1, keepdims=True)
         return 2 / jnp.where(n2 > 0, n2, 1.0)

@@ -43,7 +43,7 @@ the tree coordinates. `jaxbio._validate.validate_coordinates_dict` lists every r
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import equinox as eqx
 import jax
@@ -90,8 +90,10 @@ class Piecewise:
     def __post_init__(self):
         b, o, a = (np.asarray(x, dtype=float) for x in (self.breakpoints, self.origins, self.coefficients))
         if b.ndim != 1 or o.shape != (len(b) + 1,) or a.ndim != 2 or a.shape[0] != len(b) + 1 or a.shape[1] < 1:
-            raise ValueError(f"Piecewise: breakpoints {b.shape}, origins {o.shape} and coefficients {a.shape} "
-                             "must be (m,), (m + 1,) and (m + 1, degree + 1)")
+            raise ValueError(
+                f"Piecewise: breakpoints {b.shape}, origins {o.shape} and coefficients {a.shape} "
+                "must be (m,), (m + 1,) and (m + 1, degree + 1)"
+            )
         if np.any(np.diff(b) < 0) or not (np.all(np.isfinite(b)) and np.all(np.isfinite(o)) and np.all(np.isfinite(a))):
             raise ValueError("Piecewise: breakpoints must be finite and ascending, origins and coefficients finite")
         object.__setattr__(self, "breakpoints", b)
@@ -99,16 +101,16 @@ class Piecewise:
         object.__setattr__(self, "coefficients", a)
 
     @classmethod
-    def polynomial(cls, coefficients) -> "Piecewise":
+    def polynomial(cls, coefficients) -> Piecewise:
         """One polynomial everywhere, ``Σ_p coefficients[p] x^p`` (ascending powers)."""
         return cls(np.zeros(0), np.zeros(1), np.asarray(coefficients, dtype=float)[None, :])
 
     @classmethod
-    def identity(cls) -> "Piecewise":
+    def identity(cls) -> Piecewise:
         """``f(x) = x``."""
         return cls.polynomial([0.0, 1.0])
 
-    def scaled(self, scale: float) -> "Piecewise":
+    def scaled(self, scale: float) -> Piecewise:
         """``scale · f`` (OpenSim's MultiplierFunction)."""
         return Piecewise(self.breakpoints, self.origins, scale * self.coefficients)
 
@@ -116,7 +118,7 @@ class Piecewise:
     def degree(self) -> int:
         return self.coefficients.shape[1] - 1
 
-    def constant_value(self) -> Optional[float]:
+    def constant_value(self) -> float | None:
         """The value if ``f`` is one constant everywhere, else None."""
         a = self.coefficients
         if np.all(a[:, 1:] == 0) and np.all(a[:, 0] == a[0, 0]):
@@ -150,8 +152,10 @@ class CoordinateMap(eqx.Module):
         nq, nc = len(self.source), len(self.names)
         b, o, a = (jnp.shape(x) for x in (self.breakpoints, self.origins, self.coefficients))
         if len(b) < 2 or b[-2] != nq or o[-2:] != (nq, b[-1] + 1) or a[-3:-1] != (nq, b[-1] + 1) or a[-1] < 1:
-            raise ValueError(f"CoordinateMap: breakpoints {b}, origins {o} and coefficients {a} must be (nq, m), "
-                             f"(nq, m + 1) and (nq, m + 1, D + 1) with nq = {nq} = len(source)")
+            raise ValueError(
+                f"CoordinateMap: breakpoints {b}, origins {o} and coefficients {a} must be (nq, m), "
+                f"(nq, m + 1) and (nq, m + 1, D + 1) with nq = {nq} = len(source)"
+            )
         for k, j in enumerate(self.source):
             if not 0 <= j < nc:
                 raise ValueError(f"CoordinateMap: source[{k}] = {j} is not a model coordinate (nc = {nc})")
@@ -176,14 +180,15 @@ class CoordinateMap(eqx.Module):
             raise ValueError(f"no coordinate {name!r}; coordinates are {list(self.names)}") from None
 
     @classmethod
-    def identity(cls, names: Sequence[str], *, dtype=None) -> "CoordinateMap":
+    def identity(cls, names: Sequence[str], *, dtype=None) -> CoordinateMap:
         """``q = c``: one tree coordinate per model coordinate, in the same order."""
         names = tuple(names)
         return cls.from_pieces(names, tuple(range(len(names))), [Piecewise.identity()] * len(names), dtype=dtype)
 
     @classmethod
-    def from_pieces(cls, names: Sequence[str], source: Sequence[int], pieces: Sequence[Piecewise], *,
-                    dtype=None) -> "CoordinateMap":
+    def from_pieces(
+        cls, names: Sequence[str], source: Sequence[int], pieces: Sequence[Piecewise], *, dtype=None
+    ) -> CoordinateMap:
         """The map with ``f_k = pieces[k]`` driven by ``c[source[k]]``; arrays of ``dtype``
         (default: JAX's default float type)."""
         if len(pieces) != len(source):
@@ -200,8 +205,13 @@ class CoordinateMap(eqx.Module):
             b[k, :n] = f.breakpoints
             o[k, : n + 1] = f.origins
             a[k, : n + 1, : f.degree + 1] = f.coefficients
-        return cls(to_device(b, dt), to_device(o, dt), to_device(a, dt),
-                   source=tuple(int(j) for j in source), names=tuple(str(s) for s in names))
+        return cls(
+            to_device(b, dt),
+            to_device(o, dt),
+            to_device(a, dt),
+            source=tuple(int(j) for j in source),
+            names=tuple(str(s) for s in names),
+        )
 
 
 def coordinate_sections(model) -> dict:
@@ -211,7 +221,9 @@ def coordinate_sections(model) -> dict:
     ``default_speeds``, ``ranges``, ``clamped``, ``locked``, ``motion_types``. The padding of the
     map's arrays is dropped; an unbounded range is left out."""
     cmap = model.coordinates
-    defaults, speeds, ranges = (np.asarray(x, dtype=float) for x in (model.defaults, model.default_speeds, model.ranges))
+    defaults, speeds, ranges = (
+        np.asarray(x, dtype=float) for x in (model.defaults, model.default_speeds, model.ranges)
+    )
     coords = []
     for j, name in enumerate(cmap.names):
         c = {"name": name, "default_value": float(defaults[j]), "default_speed_value": float(speeds[j])}
@@ -225,16 +237,23 @@ def coordinate_sections(model) -> dict:
         m = int(np.sum(np.isfinite(b[k])))
         rows = a[k, : m + 1]
         width = max(1, max((len(np.trim_zeros(r, "b")) for r in rows), default=1))
-        functions.append({"coordinate": cmap.names[j], "breakpoints": b[k, :m].tolist(),
-                          "origins": o[k, : m + 1].tolist(), "coefficients": rows[:, :width].tolist()})
+        functions.append(
+            {
+                "coordinate": cmap.names[j],
+                "breakpoints": b[k, :m].tolist(),
+                "origins": o[k, : m + 1].tolist(),
+                "coefficients": rows[:, :width].tolist(),
+            }
+        )
     return {"coordinates": coords, "coordinate_functions": functions}
 
 
 def from_sections(section: dict, *, dtype=None) -> CoordinateMap:
     """The `CoordinateMap` of a validated ``"coordinates"`` section
     (`jaxbio._validate.validate_coordinates_dict`'s result)."""
-    return CoordinateMap.from_pieces(section["names"], section["source"],
-                                     [Piecewise(*p) for p in section["pieces"]], dtype=dtype)
+    return CoordinateMap.from_pieces(
+        section["names"], section["source"], [Piecewise(*p) for p in section["pieces"]], dtype=dtype
+    )
 
 
 def _evaluate(cmap: CoordinateMap, x):
@@ -254,8 +273,13 @@ def _evaluate(cmap: CoordinateMap, x):
 
 
 def _model_coordinates(cmap: CoordinateMap, x, name: str):
-    return as_shape(x, (cmap.nc,), name, f" (the model coordinates {', '.join(cmap.names)}); batch with jax.vmap",
-                    like=cmap.coefficients)
+    return as_shape(
+        x,
+        (cmap.nc,),
+        name,
+        f" (the model coordinates {', '.join(cmap.names)}); batch with jax.vmap",
+        like=cmap.coefficients,
+    )
 
 
 def _at_sources(cmap: CoordinateMap, c):
@@ -277,8 +301,9 @@ def tree_velocity(cmap: CoordinateMap, c: Float[ArrayLike, " nc"], cd: Float[Arr
     return _evaluate(cmap, c[src])[1] * cd[src]
 
 
-def tree_acceleration(cmap: CoordinateMap, c: Float[ArrayLike, " nc"], cd: Float[ArrayLike, " nc"],
-                      cdd: Float[ArrayLike, " nc"]) -> Float[Array, " nq"]:
+def tree_acceleration(
+    cmap: CoordinateMap, c: Float[ArrayLike, " nc"], cd: Float[ArrayLike, " nc"], cdd: Float[ArrayLike, " nc"]
+) -> Float[Array, " nq"]:
     """``q̈ = J(c) c̈ + f''(c) ċ²`` ``(nq,)`` (per tree coordinate); ``c``, ``cd``, ``cdd`` ``(nc,)``."""
     c = _model_coordinates(cmap, c, "c")
     cd = _model_coordinates(cmap, cd, "cd")
@@ -298,8 +323,10 @@ def jacobian(cmap: CoordinateMap, c: Float[ArrayLike, " nc"]) -> Float[Array, "n
 
 def _check_tree(tree: SegmentTree, cmap: CoordinateMap) -> None:
     if tree.nq != tree.nv:
-        raise ValueError(f"coordinate maps need a tree of revolute, prismatic and fixed joints only (nq = nv); "
-                         f"{tree.name!r} has joint types {sorted(set(tree.joint_types))}")
+        raise ValueError(
+            f"coordinate maps need a tree of revolute, prismatic and fixed joints only (nq = nv); "
+            f"{tree.name!r} has joint types {sorted(set(tree.joint_types))}"
+        )
     if tree.nq != cmap.nq:
         raise ValueError(f"the coordinate map drives {cmap.nq} tree coordinates, tree {tree.name!r} has {tree.nq}")
 
@@ -319,9 +346,14 @@ def _project(cmap: CoordinateMap, df, tau):
     return jax.ops.segment_sum(df * tau, np.asarray(cmap.source, dtype=np.int32), num_segments=cmap.nc)
 
 
-def inverse_dynamics(tree: SegmentTree, cmap: CoordinateMap, c: Float[ArrayLike, " nc"],
-                     cd: Float[ArrayLike, " nc"], cdd: Float[ArrayLike, " nc"],
-                     external=None) -> Float[Array, " nc"]:
+def inverse_dynamics(
+    tree: SegmentTree,
+    cmap: CoordinateMap,
+    c: Float[ArrayLike, " nc"],
+    cd: Float[ArrayLike, " nc"],
+    cdd: Float[ArrayLike, " nc"],
+    external=None,
+) -> Float[Array, " nc"]:
     """Generalised forces in the model's coordinates: ``τ_c = J(c)ᵀ τ(q, q̇, q̈)``.
 
     Args:
@@ -368,14 +400,23 @@ def _locked_mask(cmap: CoordinateMap, locked) -> np.ndarray:
         mask[[cmap.index(x) for x in items]] = True
         return mask
     if len(items) != cmap.nc or not all(isinstance(x, (bool, np.bool_)) for x in items):
-        raise ValueError(f"locked must be {cmap.nc} bools (one per coordinate: {', '.join(cmap.names)}) "
-                         f"or coordinate names, got {locked!r}")
+        raise ValueError(
+            f"locked must be {cmap.nc} bools (one per coordinate: {', '.join(cmap.names)}) "
+            f"or coordinate names, got {locked!r}"
+        )
     return np.asarray(items, dtype=bool)
 
 
-def forward_dynamics(tree: SegmentTree, cmap: CoordinateMap, c: Float[ArrayLike, " nc"],
-                     cd: Float[ArrayLike, " nc"], tau: Float[ArrayLike, " nc"],
-                     external=None, *, locked=None) -> Float[Array, " nc"]:
+def forward_dynamics(
+    tree: SegmentTree,
+    cmap: CoordinateMap,
+    c: Float[ArrayLike, " nc"],
+    cd: Float[ArrayLike, " nc"],
+    tau: Float[ArrayLike, " nc"],
+    external=None,
+    *,
+    locked=None,
+) -> Float[Array, " nc"]:
     """Model-coordinate accelerations ``c̈`` ``(nc,)`` under generalised forces ``tau`` ``(nc,)``:
     ``M_c c̈ = tau − τ_c(c, ċ, 0)`` (Cholesky; `inverse_dynamics` with ``c̈ = 0`` gives the bias,
     which includes the ``f'' ċ²`` terms of the coupling). Needs ``M_c`` positive-definite on the

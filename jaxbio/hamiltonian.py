@@ -28,19 +28,31 @@ from __future__ import annotations
 
 import abc
 import functools
-from typing import Callable, ClassVar, NamedTuple
+from typing import ClassVar, NamedTuple
+from collections.abc import Callable
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from jaxbio._validate import as_float, check_choice, check_finite, check_model_precision, check_values, coordinate_vector
+from jaxbio._validate import (
+    as_float,
+    check_choice,
+    check_finite,
+    check_model_precision,
+    check_values,
+    coordinate_vector,
+)
 from jaxbio.configuration import velocity_to_qdot, velocity_to_qdot_transpose
-from jaxbio.dynamics import (gravity_forces, kinetic_energy_gradient, one_segment as _one_segment,
-                             planar_batch as _planar_batch, potential_energy)
-from jaxbio.dynamics.forward import (accelerations, accelerations_at, accelerations_factored, factor_size,
-                                     inertia, solve)
+from jaxbio.dynamics import (
+    gravity_forces,
+    kinetic_energy_gradient,
+    one_segment as _one_segment,
+    planar_batch as _planar_batch,
+    potential_energy,
+)
+from jaxbio.dynamics.forward import accelerations, accelerations_at, accelerations_factored, factor_size, inertia, solve
 from jaxbio.dynamics.batch_last import hamiltonian_flow_batch, vmapped_by
 from jaxbio.tree import SegmentTree
 
@@ -77,6 +89,7 @@ __all__ = [
 
 
 # ---- protocols -------------------------------------------------------------------------------
+
 
 class _Component(eqx.Module):
     """What drives, dissipations and fitness laws share: `check_size`.
@@ -162,13 +175,16 @@ class FirstOrderActuator(Drive):
         check_values(self.gain, "FirstOrderActuator: gain")
         check_values(self.time_constant, "FirstOrderActuator: time_constant", positive=True)
         if self.time_constant.shape not in ((), self.gain.shape):
-            raise ValueError(f"FirstOrderActuator: time_constant has shape {self.time_constant.shape}, expected "
-                             f"{self.gain.shape} (one per actuator, as gain) or a scalar")
+            raise ValueError(
+                f"FirstOrderActuator: time_constant has shape {self.time_constant.shape}, expected "
+                f"{self.gain.shape} (one per actuator, as gain) or a scalar"
+            )
 
     def check_size(self, n):
         if self.gain.shape != (n,) and not (n == 1 and self.gain.shape == ()):
-            raise ValueError(f"FirstOrderActuator: gain has shape {self.gain.shape}, expected ({n},) "
-                             f"(one actuator per coordinate)")
+            raise ValueError(
+                f"FirstOrderActuator: gain has shape {self.gain.shape}, expected ({n},) (one actuator per coordinate)"
+            )
 
     @property
     def state_size(self) -> int:
@@ -182,8 +198,10 @@ class FirstOrderActuator(Drive):
     def state_rate(self, t, q, qd, f, a):
         u = jnp.asarray(self.command(t), a.dtype)
         if u.shape not in ((), a.shape):
-            raise ValueError(f"FirstOrderActuator: command(t) returns shape {u.shape}, expected {a.shape} "
-                             f"(one per actuator) or a scalar")
+            raise ValueError(
+                f"FirstOrderActuator: command(t) returns shape {u.shape}, expected {a.shape} "
+                f"(one per actuator) or a scalar"
+            )
         return (u - a) / self.time_constant
 
 
@@ -217,8 +235,10 @@ class TimeFunctionDrive(Drive):
     def __call__(self, t, q, qd, f, a=None):
         force = jnp.asarray(self.fn(t), qd.dtype)
         if force.shape not in ((), qd.shape):
-            raise ValueError(f"TimeFunctionDrive: fn(t) returns shape {force.shape}, expected {qd.shape} "
-                             f"(one per velocity coordinate) or a scalar")
+            raise ValueError(
+                f"TimeFunctionDrive: fn(t) returns shape {force.shape}, expected {qd.shape} "
+                f"(one per velocity coordinate) or a scalar"
+            )
         return force * jnp.ones_like(qd)
 
 
@@ -236,7 +256,8 @@ class SpringDamperDrive(Drive):
     def __init__(self, stiffness, damping=0.0, rest=0.0):
         self.stiffness, self.damping, self.rest = (
             coordinate_vector(x, f"SpringDamperDrive: {name}")
-            for x, name in ((stiffness, "stiffness"), (damping, "damping"), (rest, "rest")))
+            for x, name in ((stiffness, "stiffness"), (damping, "damping"), (rest, "rest"))
+        )
         for name in ("stiffness", "damping"):
             check_values(getattr(self, name), f"SpringDamperDrive: {name}", nonnegative=True)
         check_values(self.rest, "SpringDamperDrive: rest")
@@ -260,8 +281,9 @@ class SumDrive(Drive):
 
     def __init__(self, *terms):
         if not terms or not all(isinstance(d, Drive) for d in terms):
-            raise ValueError("SumDrive: terms must be one or more Drive modules, got "
-                             f"{[type(d).__name__ for d in terms]}")
+            raise ValueError(
+                f"SumDrive: terms must be one or more Drive modules, got {[type(d).__name__ for d in terms]}"
+            )
         self.terms = tuple(terms)
 
     def check_size(self, n):
@@ -277,7 +299,7 @@ class SumDrive(Drive):
         out, start = [], 0
         for d in self.terms:
             size = d.state_size
-            out.append(None if size == 0 or a is None else a[start:start + size])
+            out.append(None if size == 0 or a is None else a[start : start + size])
             start += size
         return out
 
@@ -330,7 +352,7 @@ class NoDissipation(Dissipation):
 class LinearDamping(Dissipation):
     """``R = ½ Σ c_i q̇_i²`` with ``c`` ``(n,)`` (or a scalar) N·m·s/rad / N·s/m, ``c ≥ 0``."""
 
-    coefficients: Float[Array, "..."]
+    coefficients: Float[Array, ...]
     per_coordinate: ClassVar[tuple[str, ...]] = ("coefficients",)
 
     def __init__(self, coefficients):
@@ -353,8 +375,8 @@ class QuadraticDrag(Dissipation):
     ``w ≠ 0`` the medium can also push (``q̇ < w``), so ``R`` is then not a loss alone.
     """
 
-    coefficients: Float[Array, "..."]
-    wind: Float[Array, "..."]
+    coefficients: Float[Array, ...]
+    wind: Float[Array, ...]
     per_coordinate: ClassVar[tuple[str, ...]] = ("coefficients", "wind")
 
     def __init__(self, coefficients, wind=0.0):
@@ -513,7 +535,7 @@ class MovingSpringPotential(TimePotential):
     ``∂U/∂t = −Σ k_i (q_i − r_i) ṙ_i`` (``ṙ`` by forward mode). Coordinates are 1-DOF (axial).
     """
 
-    stiffness: Float[Array, "..."]
+    stiffness: Float[Array, ...]
     rest: Callable
     per_coordinate: ClassVar[tuple[str, ...]] = ("stiffness",)
 
@@ -645,8 +667,12 @@ class ReserveFitness(FitnessLaw):
         self.recovery = as_float(recovery, "ReserveFitness: recovery")
         self.throttle = float(throttle)
         self.check_size(1)
-        for name, positive in (("capacity", True), ("activation_power", False),
-                               ("half_saturation", True), ("recovery", False)):
+        for name, positive in (
+            ("capacity", True),
+            ("activation_power", False),
+            ("half_saturation", True),
+            ("recovery", False),
+        ):
             check_values(getattr(self, name), f"ReserveFitness: {name}", positive=positive, nonnegative=not positive)
         if not self.throttle > 0:
             raise ValueError(f"ReserveFitness: throttle must be > 0, got {throttle}")
@@ -697,8 +723,10 @@ class BracketFitness(FitnessLaw):
         dphi_dt, dphi_dq, dphi_dp = jax.grad(self.phi, argnums=(0, 1, 2))(jnp.asarray(t, p.dtype), q, p)
         if self.form == "eq27":
             if dphi_dq.shape != flow.dH_dp.shape:
-                raise ValueError(f"BracketFitness: form='eq27' needs canonical coordinates (nq == nv); "
-                                 f"q has shape {dphi_dq.shape}, p {flow.dH_dp.shape}")
+                raise ValueError(
+                    f"BracketFitness: form='eq27' needs canonical coordinates (nq == nv); "
+                    f"q has shape {dphi_dq.shape}, p {flow.dH_dp.shape}"
+                )
             rate = dphi_dt + dphi_dq @ flow.dH_dp - dphi_dp @ flow.dH_dq
         else:
             rate = dphi_dt + dphi_dq @ flow.qdot + dphi_dp @ flow.pdot
@@ -710,6 +738,7 @@ class BracketFitness(FitnessLaw):
 
 # ---- the Hamiltonian and its gradients --------------------------------------------------------
 
+
 def velocities(tree: SegmentTree, q, p, added_inertia=None) -> Float[Array, " n"]:
     """``q̇ = ∂H/∂p = (M(q) + J)⁻¹ p`` (Cholesky solve; a division for one coordinate);
     ``added_inertia`` ``J`` ``(n,)`` kg·m² / kg, a drive's diagonal inertia (`Drive.added_inertia`),
@@ -717,8 +746,9 @@ def velocities(tree: SegmentTree, q, p, added_inertia=None) -> Float[Array, " n"
     return solve(inertia(tree, q, added_inertia), p)
 
 
-def hamiltonian(tree: SegmentTree, q: Float[ArrayLike, " n"], p: Float[ArrayLike, " n"],
-                added_inertia=None) -> Float[Array, ""]:
+def hamiltonian(
+    tree: SegmentTree, q: Float[ArrayLike, " n"], p: Float[ArrayLike, " n"], added_inertia=None
+) -> Float[Array, ""]:
     """``H(q, p) = ½ pᵀ M(q)⁻¹ p + V(q)`` J (seed 000 eq. 9); ``p`` ``(n,)`` the conjugate
     momenta (kg·m²/s or kg·m/s); ``added_inertia`` as in `velocities` (``M + J`` for ``M``)."""
     q = jnp.asarray(q)
@@ -742,9 +772,11 @@ def _routed_tree_terms(planar: bool | None):
     """`_plain_tree_terms`; under `jax.vmap` the one-pass kernel
     `jaxbio.dynamics.batch_last.hamiltonian_flow_batch` with its ``planar`` choice (derivatives: the
     per-state route's)."""
+
     @vmapped_by(functools.partial(hamiltonian_flow_batch, planar=planar))
     def terms(tree, q, p, added_inertia):
         return _plain_tree_terms(tree, q, p, added_inertia)
+
     return terms
 
 
@@ -767,7 +799,7 @@ def _tree_terms(tree: SegmentTree, q, p, added_inertia=None, planar: bool | None
 FORMS = ("hamiltonian", "velocity")
 
 
-def solver_field(system: "HamiltonianSystem", form: str = "hamiltonian") -> Callable:
+def solver_field(system: HamiltonianSystem, form: str = "hamiltonian") -> Callable:
     """``system.vector_field`` (``form="velocity"``: ``system.velocity_field``) for a solver that
     traces the system, as Diffrax's solve does: the batch kernel's planar choice
     (`jaxbio.dynamics.planar_batch`) is made now, from the tree's numbers while they are concrete,
@@ -786,7 +818,7 @@ def solver_field(system: "HamiltonianSystem", form: str = "hamiltonian") -> Call
 class _PlanarChoice(eqx.Module):
     """`HamiltonianSystem.vector_field` with a static kernel choice (`solver_field`)."""
 
-    system: "HamiltonianSystem"
+    system: HamiltonianSystem
     planar: bool = eqx.field(static=True)
 
     def __call__(self, t, y, args=None):
@@ -803,7 +835,7 @@ class _VelocityField(eqx.Module):
     ``out["qd"]`` and solved with ``factor`` (`jaxbio.dynamics.forward.accelerations_at`: neither
     the bias recursion nor the mass matrix is run again)."""
 
-    system: "HamiltonianSystem"
+    system: HamiltonianSystem
     known: Array | None = None
     factor: Array | None = None
 
@@ -817,7 +849,7 @@ class _VelocityField(eqx.Module):
         size = factor_size(self.system.tree)
         return None if size is None else jnp.zeros((size,), jnp.result_type(y["qd"]))
 
-    def at_output(self, out: dict, factor=None) -> "_VelocityField":
+    def at_output(self, out: dict, factor=None) -> _VelocityField:
         return _VelocityField(self.system, out["qd"], factor)
 
 
@@ -855,20 +887,28 @@ class HamiltonianSystem(eqx.Module):
         if not isinstance(self.tree, SegmentTree):
             raise ValueError(f"HamiltonianSystem: tree must be a SegmentTree, got {type(self.tree).__name__}")
         check_model_precision(self.tree, "HamiltonianSystem: ")
-        for role, kinds in (("drive", (Drive,)), ("dissipation", (Dissipation, PhaseSpaceDissipation)),
-                            ("fitness", (FitnessLaw,)), ("potential", (TimePotential,))):
+        for role, kinds in (
+            ("drive", (Drive,)),
+            ("dissipation", (Dissipation, PhaseSpaceDissipation)),
+            ("fitness", (FitnessLaw,)),
+            ("potential", (TimePotential,)),
+        ):
             component = getattr(self, role)
             if not isinstance(component, kinds):
                 names = " or ".join(f"jaxbio.hamiltonian.{kind.__name__}" for kind in kinds)
                 raise ValueError(f"HamiltonianSystem: {role} must be a {names}, got {type(component).__name__}")
             if isinstance(component, PhaseSpaceDissipation) and not self.tree.is_axial:
-                raise ValueError("HamiltonianSystem: dissipation PhaseSpaceDissipation needs canonical coordinates "
-                                 "(seed 000 eqs. 10–11); this tree has ball or free joints (nq ≠ nv or "
-                                 "quaternions) — use a Rayleigh Dissipation R(q, q̇)")
+                raise ValueError(
+                    "HamiltonianSystem: dissipation PhaseSpaceDissipation needs canonical coordinates "
+                    "(seed 000 eqs. 10–11); this tree has ball or free joints (nq ≠ nv or "
+                    "quaternions) — use a Rayleigh Dissipation R(q, q̇)"
+                )
             try:
                 component.check_size(self.nq if role == "potential" else self.nv)
             except ValueError as e:
-                raise ValueError(f"HamiltonianSystem: {role} {e} (the tree has {self.nv} velocity coordinates)") from None
+                raise ValueError(
+                    f"HamiltonianSystem: {role} {e} (the tree has {self.nv} velocity coordinates)"
+                ) from None
 
     @property
     def nq(self) -> int:
@@ -917,8 +957,11 @@ class HamiltonianSystem(eqx.Module):
             f = jnp.broadcast_to(f, (k,)) if f.shape == () else _vector(f, k, "f", like=q)
         y = {"q": q, **motion, "f": f}
         if self.stateful:
-            y["a"] = (self.drive.initial_actuator_state(q.dtype) if a is None
-                      else _vector(a, self.drive.state_size, "a", like=q))
+            y["a"] = (
+                self.drive.initial_actuator_state(q.dtype)
+                if a is None
+                else _vector(a, self.drive.state_size, "a", like=q)
+            )
         return y
 
     def drive_force(self, t, y, qd):
@@ -953,11 +996,19 @@ class HamiltonianSystem(eqx.Module):
         """`vector_field`, its batch kernel's planar choice given (`solver_field`)."""
         q, p, f = y["q"], y["p"], y["f"]
         flow, force, qd, _ = self._flow(t, y, planar)
-        out = {"q": flow.qdot, "p": flow.pdot,
-               "f": _output(self.fitness.rate(t, q, p, qd, f, force, flow), f.shape, "fitness", self.fitness, ".rate")}
+        out = {
+            "q": flow.qdot,
+            "p": flow.pdot,
+            "f": _output(self.fitness.rate(t, q, p, qd, f, force, flow), f.shape, "fitness", self.fitness, ".rate"),
+        }
         if self.stateful:
-            out["a"] = _output(self.drive.state_rate(t, q, qd, self.fitness.value(f), y["a"]), y["a"].shape,
-                               "drive", self.drive, ".state_rate")
+            out["a"] = _output(
+                self.drive.state_rate(t, q, qd, self.fitness.value(f), y["a"]),
+                y["a"].shape,
+                "drive",
+                self.drive,
+                ".state_rate",
+            )
         return out
 
     def velocity_field(self, t, y, args=None) -> dict:
@@ -1004,19 +1055,24 @@ class HamiltonianSystem(eqx.Module):
             rate = _output(self.fitness.rate(t, q, p, qd, f, force, flow), f.shape, "fitness", self.fitness, ".rate")
         out = {"q": qd, "qd": qdd, "f": rate}
         if self.stateful:
-            out["a"] = _output(self.drive.state_rate(t, q, qd, self.fitness.value(f), a), a.shape,
-                               "drive", self.drive, ".state_rate")
+            out["a"] = _output(
+                self.drive.state_rate(t, q, qd, self.fitness.value(f), a), a.shape, "drive", self.drive, ".state_rate"
+            )
         return (out, factor) if factored else out
 
     def check_velocity_form(self) -> None:
         """``ValueError`` unless `velocity_field` applies: 1-DOF joints (``nq == nv``) and a
         Rayleigh `Dissipation`."""
         if not self.tree.is_axial or self.nq != self.nv:
-            raise ValueError("velocity form: the tree must have 1-DOF joints only (nq == nv); ball or free "
-                             "joints integrate in the Hamiltonian form")
+            raise ValueError(
+                "velocity form: the tree must have 1-DOF joints only (nq == nv); ball or free "
+                "joints integrate in the Hamiltonian form"
+            )
         if not isinstance(self.dissipation, Dissipation):
-            raise ValueError("velocity form: the dissipation must be a Rayleigh jaxbio.hamiltonian.Dissipation "
-                             f"R(q, q̇), got {type(self.dissipation).__name__}")
+            raise ValueError(
+                "velocity form: the dissipation must be a Rayleigh jaxbio.hamiltonian.Dissipation "
+                f"R(q, q̇), got {type(self.dissipation).__name__}"
+            )
 
     def _flow(self, t, y, planar: bool | None = None) -> tuple[PhaseFlow, Array, Array, tuple[Array, Array]]:
         """The `PhaseFlow` at ``(t, y)``, the drive force ``F`` ``(nv,)``, the generalised
@@ -1027,8 +1083,7 @@ class HamiltonianSystem(eqx.Module):
         potential_force = self.potential.gradient(t, q)
         if not self.tree.is_axial:
             potential_force = velocity_to_qdot_transpose(self.tree, q, potential_force)
-        gradient_q = gradient_q + _output(potential_force, p.shape, "potential", self.potential,
-                                                          ".gradient")
+        gradient_q = gradient_q + _output(potential_force, p.shape, "potential", self.potential, ".gradient")
         dq, dp = self.dissipation.phase_terms(q, p, dH_dp)
         qd = dH_dp + dq
         force = _output(self.drive_force(t, y, qd), p.shape, "drive", self.drive)
@@ -1052,13 +1107,16 @@ def _vector(x, n, name, like=None):
     x = as_float(x, f"initial_state: {name}", like=like)
     if x.shape != (n,):
         raise ValueError(f"initial_state: {name} has shape {x.shape}, expected ({n},)")
-    return check_finite(x, f"initial_state: {name}", check=False,
-                        locate=lambda idx, count: f" (first at index {idx[0]})")
+    return check_finite(
+        x, f"initial_state: {name}", check=False, locate=lambda idx, count: f" (first at index {idx[0]})"
+    )
 
 
 def _output(x, shape, role, component, method=""):
     """``x`` if it has ``shape`` (checked while tracing); ``ValueError`` naming the component."""
     if jnp.shape(x) != shape:
-        raise ValueError(f"HamiltonianSystem: {role} {type(component).__name__}{method} returned shape "
-                         f"{jnp.shape(x)}, expected {shape}")
+        raise ValueError(
+            f"HamiltonianSystem: {role} {type(component).__name__}{method} returned shape "
+            f"{jnp.shape(x)}, expected {shape}"
+        )
     return x

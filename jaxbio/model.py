@@ -62,7 +62,9 @@ def _load(path, dtype=None):
         raise ValueError(f"model path must be a str or os.PathLike, got {type(path).__name__} {path!r}")
     model_dtype(dtype)  # an argument error, not the file's
     if os.fspath(path) == "":
-        raise ValueError(f"model path is empty: give a model .json file or a shipped model name ({', '.join(shipped_models())})")
+        raise ValueError(
+            f"model path is empty: give a model .json file or a shipped model name ({', '.join(shipped_models())})"
+        )
     p = Path(path)
     if not p.exists() and p.suffix == "" and p.name == str(path):
         p = model_path(str(path))
@@ -76,8 +78,10 @@ def _load(path, dtype=None):
 
 class _DuplicateKey(ValueError):
     def __init__(self, key: str, line: int):
-        super().__init__(f"duplicate key {key!r} in the JSON object starting at line {line} "
-                         "(a JSON reader would silently keep one of the two values)")
+        super().__init__(
+            f"duplicate key {key!r} in the JSON object starting at line {line} "
+            "(a JSON reader would silently keep one of the two values)"
+        )
 
 
 def _object_without_duplicates(s_and_end, strict, scan_once, object_hook, object_pairs_hook, memo=None, *args):
@@ -108,8 +112,10 @@ def _read_json(p: Path):
     if encoding:
         raise ValueError(f"{p}: the file is {encoding} encoded; save it as UTF-8 (model files are UTF-8 JSON)")
     if raw.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<"):
-        raise ValueError(f"{p}: is an XML document (an OpenSim .osim model?), not a jaxbio model .json; an .osim "
-                         "model is read by jaxbio.io.load_osim (on the command line: with --motion)")
+        raise ValueError(
+            f"{p}: is an XML document (an OpenSim .osim model?), not a jaxbio model .json; an .osim "
+            "model is read by jaxbio.io.load_osim (on the command line: with --motion)"
+        )
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -171,5 +177,9 @@ def _warn_left_out(model) -> None:
 
     n = len(getattr(getattr(model, "forces", None), "order", ()))
     if n or getattr(model, "muscles", None) is not None:
-        warnings.warn(f"save_model: the forces of {model.tree.name!r} ({n} in its ForceSet, muscles included) are not "
-                      "part of the jaxbio model format and are not written", UserWarning, stacklevel=3)
+        warnings.warn(
+            f"save_model: the forces of {model.tree.name!r} ({n} in its ForceSet, muscles included) are not "
+            "part of the jaxbio model format and are not written",
+            UserWarning,
+            stacklevel=3,
+        )

@@ -94,9 +94,18 @@ def _view_axes(tree: SegmentTree, points: np.ndarray, view: str) -> tuple[int, i
     return others[int(np.argmax(span))], up
 
 
-def animate(tree: SegmentTree, time: Float[ArrayLike, " T"], q: Float[ArrayLike, "T nq"], file,
-            *, format: str | None = None, fps: float = 25.0, view: str = "auto", title: str | None = None,
-            progress=None) -> int:
+def animate(
+    tree: SegmentTree,
+    time: Float[ArrayLike, " T"],
+    q: Float[ArrayLike, "T nq"],
+    file,
+    *,
+    format: str | None = None,
+    fps: float = 25.0,
+    view: str = "auto",
+    title: str | None = None,
+    progress=None,
+) -> int:
     """Write a stick-figure animation of the motion ``q`` ``(T, nq)`` at ``time`` ``(T,)`` s
     (increasing) to ``file`` (a path or a binary file object), played in real time at ``fps``
     frames per second (each picture shows the sample nearest its instant). ``format``:
@@ -125,7 +134,9 @@ def animate(tree: SegmentTree, time: Float[ArrayLike, " T"], q: Float[ArrayLike,
     path = os.fspath(file) if isinstance(file, (str, os.PathLike)) else None
     fmt = format or ("gif" if path is None else os.path.splitext(path)[1].lower().lstrip("."))
     if fmt not in ("gif", "mp4"):
-        raise ValueError(f"{path or 'file'}: animation format must be gif or mp4 (from the extension, or format=), got {fmt!r}")
+        raise ValueError(
+            f"{path or 'file'}: animation format must be gif or mp4 (from the extension, or format=), got {fmt!r}"
+        )
     try:
         import matplotlib
 
@@ -141,7 +152,9 @@ def animate(tree: SegmentTree, time: Float[ArrayLike, " T"], q: Float[ArrayLike,
     n = max(1, int(np.floor((t[-1] - t[0]) * fps + 1e-9)) + 1)
     idx = np.clip(np.searchsorted(t, t[0] + np.arange(n) / fps), 0, t.size - 1)
     prev = np.clip(idx - 1, 0, t.size - 1)
-    idx = np.where(np.abs(t[prev] - (t[0] + np.arange(n) / fps)) < np.abs(t[idx] - (t[0] + np.arange(n) / fps)), prev, idx)
+    idx = np.where(
+        np.abs(t[prev] - (t[0] + np.arange(n) / fps)) < np.abs(t[idx] - (t[0] + np.arange(n) / fps)), prev, idx
+    )
     fig_q = jnp.asarray(qs[idx], tree.masses.dtype)
     sf = jax.jit(jax.vmap(stick_figure, in_axes=(None, 0)))(tree, fig_q)
     bones, coms = np.asarray(sf.bones), np.asarray(sf.coms)

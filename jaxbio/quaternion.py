@@ -37,7 +37,7 @@ def _xp(*xs):
     return np if all(isinstance(x, np.ndarray) for x in xs) else jnp
 
 
-def identity(dtype=None) -> Float[Array, "4"]:
+def identity(dtype=None) -> Float[Array, 4]:
     """The identity rotation ``(1, 0, 0, 0)``."""
     return jnp.array([1.0, 0.0, 0.0, 0.0], dtype=dtype)
 
@@ -98,16 +98,13 @@ def to_matrix(q: Float[ArrayLike, "... 4"]) -> Float[Array, "... 3 3"]:
     return xp.stack([xp.stack(r, axis=-1) for r in rows], axis=-2)
 
 
-def from_axis_angle(
-    axis: Float[ArrayLike, "... 3"], angle: Float[ArrayLike, "..."]
-) -> Float[Array, "... 4"]:
+def from_axis_angle(axis: Float[ArrayLike, "... 3"], angle: Float[ArrayLike, ...]) -> Float[Array, "... 4"]:
     """Rotation by ``angle`` (rad, counter-clockwise) about the unit vector ``axis`` (numpy in,
     numpy out when both are numpy arrays)."""
     xp = _xp(axis, angle)
     axis = xp.asarray(axis)
     half = 0.5 * xp.asarray(angle)[..., None]
     return xp.concatenate([xp.cos(half), xp.sin(half) * axis], axis=-1)
-
 
 
 def from_body_fixed_xyz(angles: Float[ArrayLike, "... 3"]) -> Float[Array, "... 4"]:

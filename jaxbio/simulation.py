@@ -34,7 +34,7 @@ through batches of short solves.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import diffrax
 import equinox as eqx
@@ -47,11 +47,31 @@ from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import _tsit5
 from jaxbio.configuration import normalize
-from jaxbio._validate import any_bad, as_count, as_real, as_scalar, check_choice, check_finite, check_flag, check_key, check_or_defer, raise_if
+from jaxbio._validate import (
+    any_bad,
+    as_count,
+    as_real,
+    as_scalar,
+    check_choice,
+    check_finite,
+    check_flag,
+    check_key,
+    check_or_defer,
+    raise_if,
+)
 from jaxbio.dynamics import potential_energy
 from jaxbio.hamiltonian import FORMS, HamiltonianSystem, solver_field
 
-__all__ = ["SimulationError", "StoredAdjoint", "Trajectory", "crossing_times", "hermite", "simulate", "simulate_sde", "stop_when"]
+__all__ = [
+    "SimulationError",
+    "StoredAdjoint",
+    "Trajectory",
+    "crossing_times",
+    "hermite",
+    "simulate",
+    "simulate_sde",
+    "stop_when",
+]
 
 SPACINGS = ("uniform", "quadratic")
 
@@ -94,13 +114,22 @@ def stop_when(index: int, value: float, *, coordinate: str = "q") -> diffrax.Eve
     range into another coordinate); ``value``: finite (checked now when concrete)."""
     check_choice(coordinate, ("q", "p", "f", "a"), "stop_when: coordinate")
     index = as_count(index, "stop_when: index", minimum=0)
-    check_or_defer([(lambda xp, v: ~xp.isfinite(v), "stop_when: value must be finite",
-                     {"value": as_scalar(value, "stop_when: value")})])
+    check_or_defer(
+        [
+            (
+                lambda xp, v: ~xp.isfinite(v),
+                "stop_when: value must be finite",
+                {"value": as_scalar(value, "stop_when: value")},
+            )
+        ]
+    )
 
     def cond(t, y, args, **kwargs):
         if coordinate not in y or index >= jnp.shape(y[coordinate])[0]:
-            raise ValueError(f"stop_when: y[{coordinate!r}] has no entry {index} (the state's "
-                             f"{coordinate!r} has shape {jnp.shape(y.get(coordinate))})")
+            raise ValueError(
+                f"stop_when: y[{coordinate!r}] has no entry {index} (the state's "
+                f"{coordinate!r} has shape {jnp.shape(y.get(coordinate))})"
+            )
         return y[coordinate][index] - value
 
     return diffrax.Event(cond, root_finder=optx.Newton(rtol=1e-10, atol=1e-10))
@@ -117,10 +146,10 @@ class SimulationError(RuntimeError):
 # What each failed diffrax result means for a jaxbio solve (the rest keep diffrax's message).
 _FAILURES = {
     "max_steps_reached": "the step budget max_steps={max_steps} ran out before t1; increase max_steps, loosen "
-                         "rtol/atol, or look for a blow-up (a state that grows without bound needs ever smaller steps)",
+    "rtol/atol, or look for a blow-up (a state that grows without bound needs ever smaller steps)",
     "nonfinite": "the state became NaN or inf: the system blew up, a fixed step is too large for it (take "
-                 "more steps or an adaptive solve), or its vector field is not finite there (a drive, "
-                 "dissipation or fitness law returning NaN/inf)",
+    "more steps or an adaptive solve), or its vector field is not finite there (a drive, "
+    "dissipation or fitness law returning NaN/inf)",
     "dt_min_reached": "the step size fell below the step-size controller's dtmin",
 }
 
@@ -134,15 +163,20 @@ def _raise(x, fn: str, result, deferred, ts, max_steps):
     if not deferred and not result.is_traced():
         if bool(diffrax.is_okay(result)):
             return x
-        reason = next((r for name, r in reasons.items() if bool(result == getattr(diffrax.RESULTS, name))),
-                      diffrax.RESULTS[result])
+        reason = next(
+            (r for name, r in reasons.items() if bool(result == getattr(diffrax.RESULTS, name))),
+            diffrax.RESULTS[result],
+        )
         reached = np.asarray(ts)[np.isfinite(np.asarray(ts))]
         where = f" (last time saved: t={reached.max():.6g})" if reached.size else ""
         raise SimulationError(f"{fn}: the solve failed{where}: {reason}")
-    failures = [(result == getattr(diffrax.RESULTS, name), f"{fn}: the solve failed: {reason}")
-                for name, reason in reasons.items()]
-    failures.append((~diffrax.is_okay(result),
-                     f"{fn}: the solve failed (see the trajectory's result with throw=False)"))
+    failures = [
+        (result == getattr(diffrax.RESULTS, name), f"{fn}: the solve failed: {reason}")
+        for name, reason in reasons.items()
+    ]
+    failures.append(
+        (~diffrax.is_okay(result), f"{fn}: the solve failed (see the trajectory's result with throw=False)")
+    )
     return raise_if(x, list(deferred) + failures)
 
 
@@ -182,9 +216,11 @@ class _StopNonfinite:
 
     def adapt_step_size(self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state):
         keep, tprev, tnext, jump, state, result = self.controller.adapt_step_size(
-            t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state)
-        keep, tprev, tnext, result = _stop_nonfinite(self, t0, t1, y0, y1_candidate, keep, tprev, tnext, result,
-                                                     adaptive=self._adaptive)
+            t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state
+        )
+        keep, tprev, tnext, result = _stop_nonfinite(
+            self, t0, t1, y0, y1_candidate, keep, tprev, tnext, result, adaptive=self._adaptive
+        )
         return keep, tprev, tnext, jump, state, result
 
 
@@ -256,13 +292,19 @@ class StoredAdjoint(diffrax.AbstractAdjoint):
         as_count(self.steps, "StoredAdjoint: steps")
 
     def loop(self, **kwargs):
-        raise ValueError("StoredAdjoint runs jaxbio's own solve loop: pass it to jaxbio.simulate, not to "
-                         "diffrax.diffeqsolve")
+        raise ValueError(
+            "StoredAdjoint runs jaxbio's own solve loop: pass it to jaxbio.simulate, not to diffrax.diffeqsolve"
+        )
 
 
-_TYPES = {"system": HamiltonianSystem, "solver": diffrax.AbstractSolver,
-          "stepsize_controller": diffrax.AbstractStepSizeController, "saveat": diffrax.SaveAt,
-          "event": diffrax.Event, "adjoint": diffrax.AbstractAdjoint}
+_TYPES = {
+    "system": HamiltonianSystem,
+    "solver": diffrax.AbstractSolver,
+    "stepsize_controller": diffrax.AbstractStepSizeController,
+    "saveat": diffrax.SaveAt,
+    "event": diffrax.Event,
+    "adjoint": diffrax.AbstractAdjoint,
+}
 
 
 def _check_types(fn: str, **given) -> None:
@@ -270,8 +312,9 @@ def _check_types(fn: str, **given) -> None:
     for name, value in given.items():
         kind = _TYPES[name]
         if value is not None and not isinstance(value, kind):
-            raise ValueError(f"{fn}: {name} must be a {kind.__module__.split('.')[0]}.{kind.__name__}, "
-                             f"got {type(value).__name__}")
+            raise ValueError(
+                f"{fn}: {name} must be a {kind.__module__.split('.')[0]}.{kind.__name__}, got {type(value).__name__}"
+            )
 
 
 def _check_state(fn: str, system: HamiltonianSystem, y0, form: str = "hamiltonian") -> dict:
@@ -283,17 +326,20 @@ def _check_state(fn: str, system: HamiltonianSystem, y0, form: str = "hamiltonia
     if not isinstance(y0, dict) or set(y0) != keys:
         got = sorted(y0) if isinstance(y0, dict) else type(y0).__name__
         also = "; with form='velocity', 'qd' instead of 'p'" if motion == "p" else ""
-        raise ValueError(f"{fn}: y0 must be a dict with keys {sorted(keys)} (see HamiltonianSystem.initial_state"
-                         f"{also}), got {got}")
+        raise ValueError(
+            f"{fn}: y0 must be a dict with keys {sorted(keys)} (see HamiltonianSystem.initial_state{also}), got {got}"
+        )
     shapes = {"q": (system.nq,), motion: (system.nv,), "f": (system.fitness.size,)}
     if system.stateful:
         shapes["a"] = (system.drive.state_size,)
     q = as_real(y0["q"], f"{fn}: y0['q']")
     model = jnp.result_type(system.tree.masses)
     if jnp.result_type(q, model) != q.dtype:  # the vector field would come back wider than the state
-        raise ValueError(f"{fn}: y0['q'] has dtype {q.dtype}, narrower than the model's {model}; cast the state "
-                         f"to {model} or the model with system.tree.astype(jnp.{q.dtype}) (HamiltonianSystem"
-                         f"(tree.astype(...)))")
+        raise ValueError(
+            f"{fn}: y0['q'] has dtype {q.dtype}, narrower than the model's {model}; cast the state "
+            f"to {model} or the model with system.tree.astype(jnp.{q.dtype}) (HamiltonianSystem"
+            f"(tree.astype(...)))"
+        )
     out = {}
     for key, shape in shapes.items():
         name = f"{fn}: y0[{key!r}]"
@@ -305,8 +351,10 @@ def _check_state(fn: str, system: HamiltonianSystem, y0, form: str = "hamiltonia
 
 
 def _state_checks(fn: str, y0: dict) -> list:
-    return [(lambda xp, x: ~xp.all(xp.isfinite(x)), f"{fn}: y0[{key!r}] contains NaN or inf", {f"y0[{key!r}]": x})
-            for key, x in y0.items()]
+    return [
+        (lambda xp, x: ~xp.all(xp.isfinite(x)), f"{fn}: y0[{key!r}] contains NaN or inf", {f"y0[{key!r}]": x})
+        for key, x in y0.items()
+    ]
 
 
 def _span_checks(fn: str, t0, t1) -> list:
@@ -315,19 +363,26 @@ def _span_checks(fn: str, t0, t1) -> list:
         (lambda xp, t1: ~xp.isfinite(t1), f"{fn}: t1 must be finite", {"t1": t1}),
         # t1 − t0 at least the smallest normal number: XLA on CPU flushes subnormal numbers to 0, so
         # a subnormal span (t0 = −2e-313, t1 = 0) is empty under jit and must be refused eagerly too
-        (lambda xp, t0, t1: ~(t1 - t0 >= xp.finfo(xp.result_type(t0, t1)).tiny),
-         f"{fn}: t1 must be greater than t0 (the solve runs forward in time; by at least the smallest normal "
-         f"number)", {"t0": t0, "t1": t1}),
+        (
+            lambda xp, t0, t1: ~(t1 - t0 >= xp.finfo(xp.result_type(t0, t1)).tiny),
+            f"{fn}: t1 must be greater than t0 (the solve runs forward in time; by at least the smallest normal "
+            f"number)",
+            {"t0": t0, "t1": t1},
+        ),
     ]
 
 
 def _step_checks(fn: str, t0, t1, dt0, max_steps: int, fixed: bool) -> list:
-    checks = [(lambda xp, dt0: ~(xp.isfinite(dt0) & (dt0 > 0)), f"{fn}: dt0 must be positive and finite",
-               {"dt0": dt0})]
+    checks = [(lambda xp, dt0: ~(xp.isfinite(dt0) & (dt0 > 0)), f"{fn}: dt0 must be positive and finite", {"dt0": dt0})]
     if fixed:  # (t1 − t0)/dt0 fixed steps: refuse a budget that cannot reach t1 (no grinding)
-        checks.append((lambda xp, t0, t1, dt0: (t1 - t0) > max_steps * dt0,
-                       f"{fn}: dt0 is too small: (t1 - t0)/dt0 fixed steps exceed max_steps={max_steps}; "
-                       f"increase dt0 or max_steps", {"t0": t0, "t1": t1, "dt0": dt0}))
+        checks.append(
+            (
+                lambda xp, t0, t1, dt0: (t1 - t0) > max_steps * dt0,
+                f"{fn}: dt0 is too small: (t1 - t0)/dt0 fixed steps exceed max_steps={max_steps}; "
+                f"increase dt0 or max_steps",
+                {"t0": t0, "t1": t1, "dt0": dt0},
+            )
+        )
     return checks
 
 
@@ -337,8 +392,11 @@ def _save_checks(fn: str, t0, t1, ts, name: str = "ts") -> list:
     return [
         (lambda xp, ts: ~xp.all(xp.isfinite(ts)), f"{fn}: {name} must be finite", {name: ts}),
         (lambda xp, ts: xp.any(ts[1:] <= ts[:-1]), f"{fn}: {name} must be strictly increasing", {name: ts}),
-        (lambda xp, t0, t1, ts: xp.any((ts < t0) | (ts > t1)), f"{fn}: {name} must lie in [t0, t1]",
-         {"t0": t0, "t1": t1, name: ts}),
+        (
+            lambda xp, t0, t1, ts: xp.any((ts < t0) | (ts > t1)),
+            f"{fn}: {name} must lie in [t0, t1]",
+            {"t0": t0, "t1": t1, name: ts},
+        ),
     ]
 
 
@@ -355,14 +413,20 @@ def default_tolerance(dtype) -> float:
 def _tolerance_checks(fn: str, rtol, atol, dtype) -> list:
     eps = float(jnp.finfo(dtype).eps)
     return [
-        (lambda xp, rtol: (rtol > 0) & (rtol < eps),
-         f"{fn}: rtol is below the resolution of the state's {jnp.dtype(dtype).name} (eps {eps:.3g}), so no step can "
-         f"meet it; give rtol ≥ {eps:.3g} (the default for {jnp.dtype(dtype).name} is {default_tolerance(dtype):g}) "
-         f"or a float64 state", {"rtol": rtol}),
+        (
+            lambda xp, rtol: (rtol > 0) & (rtol < eps),
+            f"{fn}: rtol is below the resolution of the state's {jnp.dtype(dtype).name} (eps {eps:.3g}), so no step can "
+            f"meet it; give rtol ≥ {eps:.3g} (the default for {jnp.dtype(dtype).name} is {default_tolerance(dtype):g}) "
+            f"or a float64 state",
+            {"rtol": rtol},
+        ),
         (lambda xp, rtol: ~(xp.isfinite(rtol) & (rtol >= 0)), f"{fn}: rtol must be finite and ≥ 0", {"rtol": rtol}),
         (lambda xp, atol: ~(xp.isfinite(atol) & (atol >= 0)), f"{fn}: atol must be finite and ≥ 0", {"atol": atol}),
-        (lambda xp, rtol, atol: (rtol == 0) & (atol == 0), f"{fn}: rtol and atol must not both be 0",
-         {"rtol": rtol, "atol": atol}),
+        (
+            lambda xp, rtol, atol: (rtol == 0) & (atol == 0),
+            f"{fn}: rtol and atol must not both be 0",
+            {"rtol": rtol, "atol": atol},
+        ),
     ]
 
 
@@ -386,15 +450,16 @@ def _saveat_checks(fn: str, t0, t1, saveat: diffrax.SaveAt) -> list:
 
 def _replace_saveat_ts(saveat: diffrax.SaveAt, fn) -> diffrax.SaveAt:
     """``saveat`` with each ``SubSaveAt``'s times ``ts`` replaced by ``fn(ts)``."""
+
     def sub(s):
         return eqx.tree_at(lambda s: s.ts, s, fn(s.ts)) if _is_sub(s) and s.ts is not None else s
 
-    return eqx.tree_at(lambda a: a.subs, saveat, jax.tree_util.tree_map(sub, saveat.subs, is_leaf=_is_sub),
-                       is_leaf=lambda x: x is None)
+    return eqx.tree_at(
+        lambda a: a.subs, saveat, jax.tree_util.tree_map(sub, saveat.subs, is_leaf=_is_sub), is_leaf=lambda x: x is None
+    )
 
 
-def _trajectory(fn, system, ts, ys, result, sol, throw, deferred=(), requested=None, max_steps=None,
-                derived=True):
+def _trajectory(fn, system, ts, ys, result, sol, throw, deferred=(), requested=None, max_steps=None, derived=True):
     """The `Trajectory` of a solve, with NaN wherever nothing valid was computed.
 
     ``ts`` ``(T,)``, ``ys`` the state dict with leaves ``(T, ·)``. A saved state that is NaN or
@@ -412,8 +477,9 @@ def _trajectory(fn, system, ts, ys, result, sol, throw, deferred=(), requested=N
     ys, solved_qd = _from_form(system, ys, momenta=derived)
     bad = any_bad(deferred)
     valid = jnp.isfinite(ts)
-    result = diffrax.RESULTS.where(diffrax.is_okay(result) & ~jnp.all(finite_rows | ~valid),
-                                   diffrax.RESULTS.nonfinite, result)
+    result = diffrax.RESULTS.where(
+        diffrax.is_okay(result) & ~jnp.all(finite_rows | ~valid), diffrax.RESULTS.nonfinite, result
+    )
     nan_rows = valid & ~finite_rows
     if bad is not None:
         result = diffrax.RESULTS.where(bad, diffrax.RESULTS.nonfinite, result)
@@ -444,8 +510,11 @@ def _derived(system, ys: dict, solved_qd, ok_rows) -> tuple[Array, Array]:
     ``q̇`` just solved for: no second factorisation of ``M``)."""
     safe_q = jnp.where(ok_rows[:, None], ys["q"], 0.0)
     safe_p = jnp.where(ok_rows[:, None], ys["p"], 0.0)
-    qd = (jax.vmap(system.velocities)(safe_q, safe_p) if solved_qd is None
-          else jnp.where(ok_rows[:, None], solved_qd, 0.0))
+    qd = (
+        jax.vmap(system.velocities)(safe_q, safe_p)
+        if solved_qd is None
+        else jnp.where(ok_rows[:, None], solved_qd, 0.0)
+    )
     energy = 0.5 * jnp.sum(safe_p * qd, axis=-1) + jax.vmap(potential_energy, in_axes=(None, 0))(system.tree, safe_q)
     return qd, energy
 
@@ -562,8 +631,15 @@ def simulate(
     """
     fn = "simulate"
     derived = check_flag(derived, f"{fn}: derived")
-    _check_types(fn, system=system, solver=solver, stepsize_controller=stepsize_controller, saveat=saveat,
-                 event=event, adjoint=adjoint)
+    _check_types(
+        fn,
+        system=system,
+        solver=solver,
+        stepsize_controller=stepsize_controller,
+        saveat=saveat,
+        event=event,
+        adjoint=adjoint,
+    )
     check_choice(form, FORMS, f"{fn}: form")
     if form == "velocity":
         try:
@@ -575,17 +651,38 @@ def simulate(
     max_steps = as_count(max_steps, f"{fn}: max_steps")
     checks = _span_checks(fn, t0, t1) + _state_checks(fn, y0)
     if steps is not None:
-        clash = _given(dt0=dt0, stepsize_controller=stepsize_controller, saveat=saveat, ts=ts, event=event,
-                       adjoint=adjoint, dense=dense)
+        clash = _given(
+            dt0=dt0,
+            stepsize_controller=stepsize_controller,
+            saveat=saveat,
+            ts=ts,
+            event=event,
+            adjoint=adjoint,
+            dense=dense,
+        )
         if clash:
             raise ValueError(f"{fn}: steps= (fixed-grid stepping) excludes {', '.join(clash)}")
         steps = as_count(steps, f"{fn}: steps")
         check_choice(spacing, SPACINGS, f"{fn}: spacing")
-        return _simulate_grid(system, y0, t0, t1, steps, spacing, solver, throw, check_or_defer(checks),
-                              checkpoint=check_flag(checkpoint, f"{fn}: checkpoint"), form=form, derived=derived)
+        return _simulate_grid(
+            system,
+            y0,
+            t0,
+            t1,
+            steps,
+            spacing,
+            solver,
+            throw,
+            check_or_defer(checks),
+            checkpoint=check_flag(checkpoint, f"{fn}: checkpoint"),
+            form=form,
+            derived=derived,
+        )
     if checkpoint is not False:
-        raise ValueError(f"{fn}: checkpoint= applies to fixed-grid stepping (steps=); an adaptive solve "
-                         f"checkpoints through adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=...)")
+        raise ValueError(
+            f"{fn}: checkpoint= applies to fixed-grid stepping (steps=); an adaptive solve "
+            f"checkpoints through adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=...)"
+        )
     if saveat is not None and (ts is not None or dense):
         raise ValueError(f"{fn}: give saveat or ts/dense, not both")
     if isinstance(adjoint, StoredAdjoint):
@@ -593,8 +690,10 @@ def simulate(
         if solver is not None and not isinstance(solver, diffrax.Tsit5):
             clash.insert(0, f"solver={type(solver).__name__}")
         if clash:
-            raise ValueError(f"{fn}: adjoint=StoredAdjoint() runs jaxbio's own adaptive Tsit5 loop (ts= or t1 "
-                             f"saved, rtol/atol), which excludes {', '.join(clash)}")
+            raise ValueError(
+                f"{fn}: adjoint=StoredAdjoint() runs jaxbio's own adaptive Tsit5 loop (ts= or t1 "
+                f"saved, rtol/atol), which excludes {', '.join(clash)}"
+            )
     if stepsize_controller is None:
         if dt0 is None:
             tol = default_tolerance(jnp.result_type(y0["q"]))
@@ -628,8 +727,9 @@ def simulate(
     time_dtype = jnp.result_type(y0["q"])
     if stepsize_controller is None:
         if dt0 is None:
-            stepsize_controller = diffrax.PIDController(rtol=jnp.asarray(rtol, time_dtype),
-                                                        atol=jnp.asarray(atol, time_dtype))
+            stepsize_controller = diffrax.PIDController(
+                rtol=jnp.asarray(rtol, time_dtype), atol=jnp.asarray(atol, time_dtype)
+            )
         else:
             stepsize_controller = diffrax.ConstantStepSize()
     t0, t1 = jnp.asarray(t0, time_dtype), jnp.asarray(t1, time_dtype)
@@ -641,8 +741,9 @@ def simulate(
         requested = ts if ts is not None else t1[None]
     y_start = _to_form(system, y0, form)
     if isinstance(adjoint, StoredAdjoint):
-        return _simulate_stored(system, y_start, t0, t1, ts, rtol, atol, min(max_steps, adjoint.steps), form,
-                                throw, deferred, derived)
+        return _simulate_stored(
+            system, y_start, t0, t1, ts, rtol, atol, min(max_steps, adjoint.steps), form, throw, deferred, derived
+        )
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(solver_field(system, form)),
         diffrax.Tsit5() if solver is None else solver,
@@ -657,8 +758,7 @@ def simulate(
         adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
         throw=False,
     )
-    return _trajectory(fn, system, sol.ts, sol.ys, sol.result, sol, throw, deferred, requested, max_steps,
-                       derived)
+    return _trajectory(fn, system, sol.ts, sol.ys, sol.result, sol, throw, deferred, requested, max_steps, derived)
 
 
 def _given(dense: bool, **options) -> list[str]:
@@ -720,32 +820,54 @@ class _FlatField(eqx.Module):
         """Zeros like the wrapped field's ``aux`` (`jaxbio._tsit5._aux_init` of it), or None."""
         return _tsit5._aux_init(self.field, self.unravel(x))
 
-    def at_output(self, k, aux=None) -> "_FlatField":
+    def at_output(self, k, aux=None) -> _FlatField:
         """The field linearised where its value ``k`` ``(d,)`` (and ``aux``, from `with_aux`) is
         known: `jaxbio._tsit5._at` of the wrapped field (`jaxbio.hamiltonian.solver_field`'s
         velocity form offers it; other fields are themselves)."""
         return _FlatField(_tsit5._at(self.field, self.unravel(k), aux), self.unravel)
 
 
-def _simulate_stored(system, y_start, t0, t1, ts, rtol, atol, max_steps, form, throw, deferred,
-                     derived=True) -> Trajectory:
+def _simulate_stored(
+    system, y_start, t0, t1, ts, rtol, atol, max_steps, form, throw, deferred, derived=True
+) -> Trajectory:
     """`simulate` with ``adjoint=StoredAdjoint()``: `jaxbio._tsit5.solve` on the flat state, saving
     ``ts`` (or ``t1``)."""
     dtype = jnp.result_type(t0)
     save = t1[None] if ts is None else ts
     flat0, unravel = ravel_pytree(y_start)
-    xs, status = _tsit5.solve((_FlatField(solver_field(system, form), unravel), flat0), t0, save, t1,
-                              jnp.asarray(rtol, dtype), jnp.asarray(atol, dtype), max_steps)
-    result = diffrax.RESULTS.where(status == _tsit5.SUCCESSFUL, diffrax.RESULTS.successful,
-                                   diffrax.RESULTS.where(status == _tsit5.MAX_STEPS, diffrax.RESULTS.max_steps_reached,
-                                                         diffrax.RESULTS.nonfinite))
+    xs, status = _tsit5.solve(
+        (_FlatField(solver_field(system, form), unravel), flat0),
+        t0,
+        save,
+        t1,
+        jnp.asarray(rtol, dtype),
+        jnp.asarray(atol, dtype),
+        max_steps,
+    )
+    result = diffrax.RESULTS.where(
+        status == _tsit5.SUCCESSFUL,
+        diffrax.RESULTS.successful,
+        diffrax.RESULTS.where(status == _tsit5.MAX_STEPS, diffrax.RESULTS.max_steps_reached, diffrax.RESULTS.nonfinite),
+    )
     reached = jnp.all(jnp.isfinite(xs), axis=-1)
-    return _trajectory("simulate", system, jnp.where(reached, save, jnp.inf), jax.vmap(unravel)(xs), result, None,
-                       throw, deferred, save, max_steps, derived)
+    return _trajectory(
+        "simulate",
+        system,
+        jnp.where(reached, save, jnp.inf),
+        jax.vmap(unravel)(xs),
+        result,
+        None,
+        throw,
+        deferred,
+        save,
+        max_steps,
+        derived,
+    )
 
 
-def _simulate_grid(system, y0, t0, t1, steps, spacing, solver, throw, deferred, checkpoint=False,
-                   form="hamiltonian", derived=True) -> Trajectory:
+def _simulate_grid(
+    system, y0, t0, t1, steps, spacing, solver, throw, deferred, checkpoint=False, form="hamiltonian", derived=True
+) -> Trajectory:
     """Fixed-grid stepping: ``steps`` solver steps in a `lax.scan` (see the module doc)."""
     bad = any_bad(deferred)
     dtype = jnp.result_type(y0["q"])
@@ -759,22 +881,26 @@ def _simulate_grid(system, y0, t0, t1, steps, spacing, solver, throw, deferred, 
     flat0, unravel = ravel_pytree(_to_form(system, y0, form))
     field = solver_field(system, form)
     if spacing == "quadratic":
+
         def rhs(u, x, args):
             return ravel_pytree(_field(field, t0 + span * u * u, unravel(x)))[0] * (2.0 * span * u)
 
         times = t0 + span * grid**2
     else:
+
         def rhs(u, x, args):
             return ravel_pytree(_field(field, t0 + span * u, unravel(x)))[0] * span
 
         times = t0 + span * grid
     ys = jax.vmap(unravel)(step_grid(rhs, grid, flat0, solver, checkpoint=checkpoint))
-    return _trajectory("simulate", system, times, ys, diffrax.RESULTS.successful, None, throw, deferred,
-                       derived=derived)
+    return _trajectory(
+        "simulate", system, times, ys, diffrax.RESULTS.successful, None, throw, deferred, derived=derived
+    )
 
 
-def step_grid(rhs, grid: Float[Array, " T"], x0: Float[Array, " d"], solver=None, *,
-              checkpoint: bool = False) -> Float[Array, "T d"]:
+def step_grid(
+    rhs, grid: Float[Array, " T"], x0: Float[Array, " d"], solver=None, *, checkpoint: bool = False
+) -> Float[Array, "T d"]:
     """``x`` at every point of ``grid`` ``(T,)``: ``T − 1`` steps of ``solver`` (default
     ``diffrax.Tsit5(scan_kind="bounded")``, whose stage loop reverse mode can differentiate) on
     ``dx/du = rhs(u, x, args)`` from ``x0`` ``(d,)`` at ``grid[0]``, iterated in a `jax.lax.scan`
@@ -796,14 +922,17 @@ def step_grid(rhs, grid: Float[Array, " T"], x0: Float[Array, " d"], solver=None
     return jnp.concatenate([x0[None], xs])
 
 
-def hermite(ts: Float[Array, " T"], y: Float[Array, " T"], dydt: Float[Array, " T"],
-            t: Float[ArrayLike, " k"]) -> Float[Array, " k"]:
+def hermite(
+    ts: Float[Array, " T"], y: Float[Array, " T"], dydt: Float[Array, " T"], t: Float[ArrayLike, " k"]
+) -> Float[Array, " k"]:
     """Cubic Hermite interpolation of ``y(t)`` from values ``y`` and slopes ``dydt`` at the
     increasing times ``ts`` (``T ≥ 2``), at ``t`` ``(k,)``; clamped to the first and last interval.
     Differentiable (the interval index is piecewise constant)."""
     if not (jnp.ndim(ts) == 1 and jnp.shape(ts) == jnp.shape(y) == jnp.shape(dydt) and jnp.shape(ts)[0] >= 2):
-        raise ValueError(f"hermite: ts, y and dydt must be (T,) with T ≥ 2, got shapes "
-                         f"{jnp.shape(ts)}, {jnp.shape(y)}, {jnp.shape(dydt)}")
+        raise ValueError(
+            f"hermite: ts, y and dydt must be (T,) with T ≥ 2, got shapes "
+            f"{jnp.shape(ts)}, {jnp.shape(y)}, {jnp.shape(dydt)}"
+        )
     idx, h, u = _interval(ts, t)
     return _hermite(h, y[idx], y[idx + 1], dydt[idx], dydt[idx + 1], u)
 
@@ -818,12 +947,12 @@ def _interval(ts, t):
 def _hermite(h, y0, y1, d0, d1, u):
     """Cubic Hermite on ``[0, 1]`` with values ``y0, y1`` and end slopes ``d0, d1`` (per unit t)."""
     u2, u3 = u * u, u * u * u
-    return ((2 * u3 - 3 * u2 + 1) * y0 + (u3 - 2 * u2 + u) * h * d0
-            + (-2 * u3 + 3 * u2) * y1 + (u3 - u2) * h * d1)
+    return (2 * u3 - 3 * u2 + 1) * y0 + (u3 - 2 * u2 + u) * h * d0 + (-2 * u3 + 3 * u2) * y1 + (u3 - u2) * h * d1
 
 
-def crossing_times(traj: Trajectory, values: Float[ArrayLike, " k"], index: int = 0, *,
-                   newton_steps: int = 5) -> Float[Array, " k"]:
+def crossing_times(
+    traj: Trajectory, values: Float[ArrayLike, " k"], index: int = 0, *, newton_steps: int = 5
+) -> Float[Array, " k"]:
     """Times [s] at which coordinate ``q[index]`` of a saved trajectory first reaches each of
     ``values`` (its unit), for a coordinate that does not decrease (a runner's distance).
 
@@ -930,8 +1059,10 @@ def simulate_sde(
     if solver is None:
         solver = diffrax.Euler() if calculus == "ito" else diffrax.Heun()
     elif not isinstance(solver, wanted):
-        raise ValueError(f"{fn}: {type(solver).__name__} does not converge to the {calculus} solution "
-                         f"(give a {wanted.__name__[8:]}, e.g. {'Euler' if calculus == 'ito' else 'Heun'})")
+        raise ValueError(
+            f"{fn}: {type(solver).__name__} does not converge to the {calculus} solution "
+            f"(give a {wanted.__name__[8:]}, e.g. {'Euler' if calculus == 'ito' else 'Heun'})"
+        )
     y0 = _check_state(fn, system, y0)
     t0, t1 = as_scalar(t0, f"{fn}: t0"), as_scalar(t1, f"{fn}: t1")
     dt0 = as_scalar(dt0, f"{fn}: dt0")
@@ -941,22 +1072,31 @@ def simulate_sde(
     if callable(noise):
         out = jax.eval_shape(noise, jax.ShapeDtypeStruct((), jnp.result_type(y0["q"])), y0)
         if getattr(out, "shape", None) not in ((n,), (n, n)):
-            raise ValueError(f"{fn}: noise(t, y) returns {getattr(out, 'shape', type(out).__name__)}, expected "
-                             f"({n},) or ({n}, {n}) for a system of {n} coordinates")
+            raise ValueError(
+                f"{fn}: noise(t, y) returns {getattr(out, 'shape', type(out).__name__)}, expected "
+                f"({n},) or ({n}, {n}) for a system of {n} coordinates"
+            )
         noise_fn = noise
         noise_checks = []
     else:
         noise = as_real(noise, f"{fn}: noise", like=y0["q"])
         if noise.shape not in ((n,), (n, n)):
-            raise ValueError(f"{fn}: noise has shape {noise.shape}, expected ({n},) or ({n}, {n}) for a system "
-                             f"of {n} coordinates, or a function noise(t, y)")
+            raise ValueError(
+                f"{fn}: noise has shape {noise.shape}, expected ({n},) or ({n}, {n}) for a system "
+                f"of {n} coordinates, or a function noise(t, y)"
+            )
         noise_fn = None
-        noise_checks = [(lambda xp, noise: ~xp.all(xp.isfinite(noise)), f"{fn}: noise must be finite",
-                         {"noise": noise})]
+        noise_checks = [
+            (lambda xp, noise: ~xp.all(xp.isfinite(noise)), f"{fn}: noise must be finite", {"noise": noise})
+        ]
     if saveat is not None and ts is not None:
         raise ValueError(f"{fn}: give saveat or ts, not both")
-    checks = (_span_checks(fn, t0, t1) + _state_checks(fn, y0)
-              + _step_checks(fn, t0, t1, dt0, max_steps, fixed=True) + noise_checks)
+    checks = (
+        _span_checks(fn, t0, t1)
+        + _state_checks(fn, y0)
+        + _step_checks(fn, t0, t1, dt0, max_steps, fixed=True)
+        + noise_checks
+    )
     B = None if noise_fn is not None else (jnp.diag(noise) if noise.shape == (n,) else jnp.asarray(noise))
     if saveat is None and ts is not None:
         ts = as_real(ts, f"{fn}: ts")
@@ -991,8 +1131,15 @@ def simulate_sde(
         saveat = diffrax.SaveAt(ts=ts) if ts is not None else diffrax.SaveAt(t1=True)
         requested = ts if ts is not None else t1[None]
     sol = diffrax.diffeqsolve(
-        terms, solver, t0, t1, dt0, y0,
-        saveat=saveat, stepsize_controller=_stop_on_nonfinite(diffrax.ConstantStepSize(), t1 - t0),
-        max_steps=max_steps, throw=False,
+        terms,
+        solver,
+        t0,
+        t1,
+        dt0,
+        y0,
+        saveat=saveat,
+        stepsize_controller=_stop_on_nonfinite(diffrax.ConstantStepSize(), t1 - t0),
+        max_steps=max_steps,
+        throw=False,
     )
     return _trajectory(fn, system, sol.ts, sol.ys, sol.result, sol, throw, deferred, requested, max_steps)

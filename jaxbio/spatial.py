@@ -26,7 +26,7 @@ def cross(a: Float[ArrayLike, "... 3"], b: Float[ArrayLike, "... 3"]) -> Float[A
     )
 
 
-def dot(a: Float[ArrayLike, "... 3"], b: Float[ArrayLike, "... 3"]) -> Float[Array, "..."]:
+def dot(a: Float[ArrayLike, "... 3"], b: Float[ArrayLike, "... 3"]) -> Float[Array, ...]:
     """``a · b`` over the last axis."""
     a = jnp.asarray(a)
     b = jnp.asarray(b)
@@ -45,12 +45,10 @@ def skew(v: Float[ArrayLike, "... 3"]) -> Float[Array, "... 3 3"]:
     v = jnp.asarray(v)
     z = jnp.zeros_like(v[..., 0])
     x, y, w = v[..., 0], v[..., 1], v[..., 2]
-    return jnp.stack(
-        [jnp.stack([z, -w, y], -1), jnp.stack([w, z, -x], -1), jnp.stack([-y, x, z], -1)], axis=-2
-    )
+    return jnp.stack([jnp.stack([z, -w, y], -1), jnp.stack([w, z, -x], -1), jnp.stack([-y, x, z], -1)], axis=-2)
 
 
-def safe_sqrt(x: Float[ArrayLike, "..."]) -> Float[Array, "..."]:
+def safe_sqrt(x: Float[ArrayLike, ...]) -> Float[Array, ...]:
     """``√x`` for ``x > 0``, 0 for ``x ≤ 0``, with a finite gradient at 0 (double-where trick).
     NaN stays NaN (a guard must not turn a bad input into a plausible 0)."""
     x = jnp.asarray(x)
@@ -58,15 +56,16 @@ def safe_sqrt(x: Float[ArrayLike, "..."]) -> Float[Array, "..."]:
     return jnp.where(pos, jnp.sqrt(jnp.where(pos, x, 1.0)), jnp.where(jnp.isnan(x), x, 0.0))
 
 
-def norm(v: Float[ArrayLike, "... d"]) -> Float[Array, "..."]:
+def norm(v: Float[ArrayLike, "... d"]) -> Float[Array, ...]:
     """``|v|`` over the last axis (any length: planar vectors, 3-vectors, quaternions), with a
     finite gradient (zero) at ``v = 0``; NaN where ``v`` has a NaN, inf where it has an inf."""
     v = jnp.asarray(v)
     return safe_sqrt(jnp.sum(v * v, axis=-1))
 
 
-def unit(v: Float[ArrayLike, "... d"], fallback: Float[ArrayLike, "... d"], tiny: Float[ArrayLike, "..."] = 0.0
-         ) -> Float[Array, "... d"]:
+def unit(
+    v: Float[ArrayLike, "... d"], fallback: Float[ArrayLike, "... d"], tiny: Float[ArrayLike, ...] = 0.0
+) -> Float[Array, "... d"]:
     """``v / |v|`` over the last axis (any length), or ``fallback`` where ``|v| <= tiny`` (no NaN
     from a zero vector, finite gradients); where ``v`` has a NaN or an inf the result is not
     finite either, never the fallback."""

@@ -80,7 +80,7 @@ class SegmentTree(eqx.Module):
     masses: Float[Array, " n"]
     coms: Float[Array, "n 3"]
     inertias: Float[Array, "n 3 3"]
-    gravity: Float[Array, "3"]
+    gravity: Float[Array, 3]
     names: tuple[str, ...] = eqx.field(static=True)
     parents: tuple[int, ...] = eqx.field(static=True)
     joint_types: tuple[str, ...] = eqx.field(static=True)
@@ -100,8 +100,7 @@ class SegmentTree(eqx.Module):
         for i, (p, jt) in enumerate(zip(self.parents, self.joint_types)):
             if not -1 <= p < i:
                 raise ValueError(
-                    f"segment {self.names[i]!r}: parent index {p} must be -1 (world) or an "
-                    "earlier segment"
+                    f"segment {self.names[i]!r}: parent index {p} must be -1 (world) or an earlier segment"
                 )
             if jt not in JOINT_TYPES:
                 raise ValueError(f"segment {self.names[i]!r}: joint.type {jt!r} is not one of {JOINT_TYPES}")
@@ -111,10 +110,17 @@ class SegmentTree(eqx.Module):
     def leaf_shapes(self) -> dict[str, tuple[int, ...]]:
         """Shape of each array field for one model (``n`` segments), e.g. ``masses: (n,)``."""
         n = len(self.names)
-        return {"axes": (n, 3), "origins": (n, 3), "orientations": (n, 4), "masses": (n,),
-                "coms": (n, 3), "inertias": (n, 3, 3), "gravity": (3,)}
+        return {
+            "axes": (n, 3),
+            "origins": (n, 3),
+            "orientations": (n, 4),
+            "masses": (n,),
+            "coms": (n, 3),
+            "inertias": (n, 3, 3),
+            "gravity": (3,),
+        }
 
-    def check_unbatched(self) -> "SegmentTree":
+    def check_unbatched(self) -> SegmentTree:
         """``self`` if every array field has exactly one model's shape (`leaf_shapes`).
 
         A tree whose leaves carry extra leading axes (stacked subjects, or the output of
@@ -170,7 +176,7 @@ class SegmentTree(eqx.Module):
         return all(t in AXIAL for t in self.joint_types)
 
     @property
-    def joint_layout(self) -> "JointLayout":
+    def joint_layout(self) -> JointLayout:
         """Static per-joint-type gathers into ``q`` and ``v`` (`JointLayout`)."""
         return _joint_layout(self.joint_types)
 
@@ -243,7 +249,7 @@ class SegmentTree(eqx.Module):
 
     # ---- (de)serialisation ----------------------------------------------------------------
     @classmethod
-    def from_dict(cls, d: dict[str, Any], *, dtype=None) -> "SegmentTree":
+    def from_dict(cls, d: dict[str, Any], *, dtype=None) -> SegmentTree:
         """Build and validate a tree from the JSON layout (``format: jaxbio-model``, v1).
 
         Raises `ValueError` naming the segment and field for every defect listed in API.md, for
@@ -270,8 +276,10 @@ class SegmentTree(eqx.Module):
         """The JSON layout (plain Python floats); inverse of `from_dict`. One model only
         (`check_unbatched`)."""
         self.check_unbatched()
-        arr = {k: np.asarray(getattr(self, k), dtype=float) for k in
-               ("axes", "origins", "orientations", "masses", "coms", "inertias", "gravity")}
+        arr = {
+            k: np.asarray(getattr(self, k), dtype=float)
+            for k in ("axes", "origins", "orientations", "masses", "coms", "inertias", "gravity")
+        }
         segments = []
         for i, name in enumerate(self.names):
             p = self.parents[i]
@@ -298,7 +306,7 @@ class SegmentTree(eqx.Module):
             "segments": segments,
         }
 
-    def astype(self, dtype) -> "SegmentTree":
+    def astype(self, dtype) -> SegmentTree:
         """The same tree with every array leaf cast to ``dtype`` (a floating dtype, e.g.
         ``jnp.float32``; others raise ``ValueError``). A concrete, unbatched tree is checked after
         the cast as `from_dict` does (overflow, masses underflowing, inertias)."""
@@ -310,8 +318,12 @@ class SegmentTree(eqx.Module):
         leaves = jax.tree_util.tree_leaves(out)
         unbatched = all(jnp.shape(getattr(out, f)) == s for f, s in out.leaf_shapes.items())
         if unbatched and not any(isinstance(x, jax.core.Tracer) for x in leaves):
-            check_cast_model({f: getattr(out, f) for f in out.leaf_shapes}, out.names, out.name,
-                             before={f: getattr(self, f) for f in self.leaf_shapes})
+            check_cast_model(
+                {f: getattr(out, f) for f in out.leaf_shapes},
+                out.names,
+                out.name,
+                before={f: getattr(self, f) for f in self.leaf_shapes},
+            )
         return out
 
 
@@ -331,15 +343,28 @@ def _dofs(joint_types: tuple[str, ...]) -> Dofs:
     eye = np.eye(3)
     for i, t in enumerate(joint_types):
         if t in AXIAL:
-            seg.append(i); rot.append(t == "revolute"); axis.append(np.zeros(3)); axial.append(True)
+            seg.append(i)
+            rot.append(t == "revolute")
+            axis.append(np.zeros(3))
+            axial.append(True)
         elif t == "spherical":
             for k in range(3):
-                seg.append(i); rot.append(True); axis.append(eye[k]); axial.append(False)
+                seg.append(i)
+                rot.append(True)
+                axis.append(eye[k])
+                axial.append(False)
         elif t == "free":
             for k in range(6):
-                seg.append(i); rot.append(k >= 3); axis.append(eye[k % 3]); axial.append(False)
-    return Dofs(np.asarray(seg, np.int32), np.asarray(rot, bool), np.asarray(axis, float).reshape(-1, 3),
-                np.asarray(axial, bool))
+                seg.append(i)
+                rot.append(k >= 3)
+                axis.append(eye[k % 3])
+                axial.append(False)
+    return Dofs(
+        np.asarray(seg, np.int32),
+        np.asarray(rot, bool),
+        np.asarray(axis, float).reshape(-1, 3),
+        np.asarray(axial, bool),
+    )
 
 
 class JointLayout(NamedTuple):
@@ -368,13 +393,20 @@ def _joint_layout(joint_types: tuple[str, ...]) -> JointLayout:
     iq = iv = 0
     for i, t in enumerate(joint_types):
         if t in AXIAL:
-            axial_q.append(iq); axial_v.append(iv); revolute.append(t == "revolute"); axial_segment.append(i)
+            axial_q.append(iq)
+            axial_v.append(iv)
+            revolute.append(t == "revolute")
+            axial_segment.append(i)
         elif t == "spherical":
-            quat_q.append(range(iq, iq + 4)); quat_v.append(range(iv, iv + 3)); quat_segment.append(i)
+            quat_q.append(range(iq, iq + 4))
+            quat_v.append(range(iv, iv + 3))
+            quat_segment.append(i)
         elif t == "free":
             free.append(len(quat_q))
-            trans_q.append(range(iq, iq + 3)); trans_v.append(range(iv, iv + 3))
-            quat_q.append(range(iq + 3, iq + 7)); quat_v.append(range(iv + 3, iv + 6))
+            trans_q.append(range(iq, iq + 3))
+            trans_v.append(range(iv, iv + 3))
+            quat_q.append(range(iq + 3, iq + 7))
+            quat_v.append(range(iv + 3, iv + 6))
             quat_segment.append(i)
         iq += JOINT_NQ[t]
         iv += JOINT_NV[t]
@@ -391,12 +423,24 @@ def _joint_layout(joint_types: tuple[str, ...]) -> JointLayout:
     assert len(q_order) == iq and len(v_order) == iv
     revolute = np.asarray(revolute, bool)
     revolute.setflags(write=False)
-    return JointLayout(axial_q, axial_v, revolute, ints(axial_segment), quat_q, quat_v, ints(quat_segment), ints(free), trans_q,
-                   trans_v, q_order, v_order)
+    return JointLayout(
+        axial_q,
+        axial_v,
+        revolute,
+        ints(axial_segment),
+        quat_q,
+        quat_v,
+        ints(quat_segment),
+        ints(free),
+        trans_q,
+        trans_v,
+        q_order,
+        v_order,
+    )
 
 
 def _is_batched_leaf(got: tuple, shape: tuple) -> bool:
     # The constructor allows a tree whose leaves carry leading batch axes (stacked subjects, to
     # be mapped over with jax.vmap); the algorithms take one model and refuse it
     # (`SegmentTree.check_unbatched`).
-    return len(got) > len(shape) and got[len(got) - len(shape):] == shape
+    return len(got) > len(shape) and got[len(got) - len(shape) :] == shape

@@ -97,8 +97,9 @@ def _slider_tree():
 
 
 def _slider(tree, force=3.0, damping=0.5):
-    return jb.HamiltonianSystem(tree, drive=ham.ConstantDrive(jnp.reshape(force, (1,))),
-                                dissipation=ham.LinearDamping(damping))
+    return jb.HamiltonianSystem(
+        tree, drive=ham.ConstantDrive(jnp.reshape(force, (1,))), dissipation=ham.LinearDamping(damping)
+    )
 
 
 def simulate() -> dict:
@@ -119,8 +120,9 @@ def simulate() -> dict:
     force, damping = rng.uniform(1, 5, 5), rng.uniform(0.1, 1, 5)
     return {
         "states": _diff(jax.jit(jax.vmap(from_state))(q0, qd0), jb.batch(from_state)(q0, qd0)),
-        "parameters": _diff(jax.jit(jax.vmap(from_parameters))(force, damping),
-                            jb.batch(from_parameters)(force, damping)),
+        "parameters": _diff(
+            jax.jit(jax.vmap(from_parameters))(force, damping), jb.batch(from_parameters)(force, damping)
+        ),
     }
 
 
@@ -163,8 +165,9 @@ def sprint_fit() -> dict:
 
     races = embedded_races()[:3]
     splits = fitting.splits_from_races(races, pad_batch=4)
-    kw = dict(starts=fitting.default_starts(fitting.Sprinter(), n=1), n_steps=40, max_steps=20, n_grid=11,
-              quick_compile=False)
+    kw = dict(
+        starts=fitting.default_starts(fitting.Sprinter(), n=1), n_steps=40, max_steps=20, n_grid=11, quick_compile=False
+    )
     ref = fitting.fit_splits(splits, **kw)
     got = fitting.fit_splits(splits, devices=jax.devices(), **kw)
     pick = lambda r: (r.theta, r.cost, r.converged, r.steps, r.cov_log, r.predicted, r.profile)  # noqa: E731
@@ -195,8 +198,10 @@ def static_optimization() -> dict:
     return out
 
 
-CASES = {f.__name__: f for f in (inverse_dynamics, inverse_dynamics_grad, simulate, simulate_adaptive, sprint_fit,
-                                 static_optimization)}
+CASES = {
+    f.__name__: f
+    for f in (inverse_dynamics, inverse_dynamics_grad, simulate, simulate_adaptive, sprint_fit, static_optimization)
+}
 
 
 def main(argv) -> int:

@@ -42,12 +42,24 @@ def notebook_euler(n_steps: int, every: int = 100, pid: bool = False) -> np.ndar
     Q = np.zeros((2, 1))
     for i in range(1, n_steps + 1):
         thetaDiff = state[2, i - 1] - state[3, i - 1]
-        M = np.array([[m1 * l1**2 / 3 + m2 * l1**2, m2 * l1 * l2 * np.cos(thetaDiff) / 2],
-                      [m2 * l1 * l2 * np.cos(thetaDiff) / 2, m2 * l2**2 / 3]])
-        C = np.array([[-m2 * l1 * l2 * np.sin(thetaDiff) * state[1, i - 1] ** 2 / 2],
-                      [m2 * l1 * l2 * np.sin(thetaDiff) * state[0, i - 1] ** 2 / 2]])
-        G = np.array([[-m1 * g * l1 / 2 * np.sin(state[2, i - 1]) - m2 * g * l1 * np.sin(state[2, i - 1])],
-                      [-m2 * g * l2 / 2 * np.sin(state[3, i - 1])]])
+        M = np.array(
+            [
+                [m1 * l1**2 / 3 + m2 * l1**2, m2 * l1 * l2 * np.cos(thetaDiff) / 2],
+                [m2 * l1 * l2 * np.cos(thetaDiff) / 2, m2 * l2**2 / 3],
+            ]
+        )
+        C = np.array(
+            [
+                [-m2 * l1 * l2 * np.sin(thetaDiff) * state[1, i - 1] ** 2 / 2],
+                [m2 * l1 * l2 * np.sin(thetaDiff) * state[0, i - 1] ** 2 / 2],
+            ]
+        )
+        G = np.array(
+            [
+                [-m1 * g * l1 / 2 * np.sin(state[2, i - 1]) - m2 * g * l1 * np.sin(state[2, i - 1])],
+                [-m2 * g * l2 / 2 * np.sin(state[3, i - 1])],
+            ]
+        )
         if pid:
             M12 = 30 * (r - state[3, i - 1]) - 2 * state[1, i - 1] + 3 * trapezoid(r - state[3, 0:i]) * 1e-4
             Q = np.array([[0 - M12], [M12]])
@@ -58,10 +70,20 @@ def notebook_euler(n_steps: int, every: int = 100, pid: bool = False) -> np.ndar
 
 def slider_dict(mass=2.0) -> dict:
     """One horizontal prismatic segment: a point mass on a rail (gravity ⟂ rail)."""
-    return {"name": "slider", "gravity": [0, 0, -9.81], "segments": [{
-        "name": "cart", "parent": None,
-        "joint": {"type": "prismatic", "axis": [1, 0, 0], "origin": [0, 0, 0], "orientation": [1, 0, 0, 0]},
-        "mass": mass, "com": [0, 0, 0], "inertia": [[0.1, 0, 0], [0, 0.1, 0], [0, 0, 0.1]]}]}
+    return {
+        "name": "slider",
+        "gravity": [0, 0, -9.81],
+        "segments": [
+            {
+                "name": "cart",
+                "parent": None,
+                "joint": {"type": "prismatic", "axis": [1, 0, 0], "origin": [0, 0, 0], "orientation": [1, 0, 0, 0]},
+                "mass": mass,
+                "com": [0, 0, 0],
+                "inertia": [[0.1, 0, 0], [0, 0.1, 0], [0, 0, 0.1]],
+            }
+        ],
+    }
 
 
 def random_inertia(rng) -> np.ndarray:
@@ -87,7 +109,9 @@ def random_model_dict(rng, n: int, chain: bool = False) -> dict:
                     "type": "prismatic" if rng.random() < 0.25 else "revolute",
                     "axis": axis.tolist(),
                     "origin": rng.uniform(-0.5, 0.5, 3).tolist(),
-                    "orientation": Rotation.random(random_state=int(rng.integers(1 << 31))).as_quat()[[3, 0, 1, 2]].tolist(),
+                    "orientation": Rotation.random(random_state=int(rng.integers(1 << 31)))
+                    .as_quat()[[3, 0, 1, 2]]
+                    .tolist(),
                 },
                 "mass": float(rng.uniform(0.5, 5.0)),
                 "com": rng.uniform(-0.3, 0.3, 3).tolist(),
@@ -127,9 +151,19 @@ def _random_quaternion(rng) -> np.ndarray:
     return x / np.linalg.norm(x)
 
 
-def random_mixed_tree_dict(rng, n_segments: int, *, free_root: bool = True, free_inner: bool = False,
-                           weights: dict | None = None, p_massless: float = 0.25, p_rod: float = 0.2,
-                           p_world: float = 0.1, gravity=None, name: str | None = None) -> dict:
+def random_mixed_tree_dict(
+    rng,
+    n_segments: int,
+    *,
+    free_root: bool = True,
+    free_inner: bool = False,
+    weights: dict | None = None,
+    p_massless: float = 0.25,
+    p_rod: float = 0.2,
+    p_world: float = 0.1,
+    gravity=None,
+    name: str | None = None,
+) -> dict:
     """A random tree mixing every joint type, massless frames and slender rods (a model dict, the
     layout of `SegmentTree.to_dict`: no ``axis`` on spherical, free and fixed joints).
 
@@ -213,8 +247,13 @@ def random_mixed_tree_dict(rng, n_segments: int, *, free_root: bool = True, free
                 if body[i] != "rod" or abs(axis[2]) <= 0.8:
                     break
         origin = rng.uniform(-0.5, 0.5, 3)
-        if (p >= 0 and body[p] == "massless" and types[p] in ("revolute", "prismatic")
-                and body[i] == "massless" and rng.random() < 0.5):
+        if (
+            p >= 0
+            and body[p] == "massless"
+            and types[p] in ("revolute", "prismatic")
+            and body[i] == "massless"
+            and rng.random() < 0.5
+        ):
             origin = np.zeros(3)  # coincident massless hinges (at most 3 in a run): a gimbal
         orientation = np.array([1.0, 0.0, 0.0, 0.0]) if rng.random() < 0.2 else _random_quaternion(rng)
         if body[i] == "massless":
@@ -232,8 +271,12 @@ def random_mixed_tree_dict(rng, n_segments: int, *, free_root: bool = True, free
             {
                 "name": f"{body[i]}{i}_{t}",
                 "parent": None if p < 0 else segments[p]["name"],
-                "joint": {"type": t, "origin": origin.tolist(), "orientation": orientation.tolist(),
-                          **({"axis": axis.tolist()} if t in ("revolute", "prismatic") else {})},
+                "joint": {
+                    "type": t,
+                    "origin": origin.tolist(),
+                    "orientation": orientation.tolist(),
+                    **({"axis": axis.tolist()} if t in ("revolute", "prismatic") else {}),
+                },
                 "mass": float(mass),
                 "com": np.asarray(com, dtype=float).tolist(),
                 "inertia": np.asarray(inertia, dtype=float).tolist(),
@@ -242,8 +285,13 @@ def random_mixed_tree_dict(rng, n_segments: int, *, free_root: bool = True, free
     if gravity is None:
         gravity = rng.normal(size=3)
         gravity = 9.81 * gravity / np.linalg.norm(gravity)
-    return {"format": "jaxbio-model", "version": 1, "name": name or f"mixed{n_segments}",
-            "gravity": np.asarray(gravity, dtype=float).tolist(), "segments": segments}
+    return {
+        "format": "jaxbio-model",
+        "version": 1,
+        "name": name or f"mixed{n_segments}",
+        "gravity": np.asarray(gravity, dtype=float).tolist(),
+        "segments": segments,
+    }
 
 
 def random_mixed_state(rng, d: dict) -> dict:
@@ -288,9 +336,16 @@ def hinge_chains(d: dict) -> dict:
     the 28 segments and the topology of the pre-quaternion model (6-link floating base, 3-link
     lumbar, shoulders and hips), so it exercises the batch-last kernels that only axial trees run.
     """
-    links = {"spherical": [("rx", "revolute", 0), ("ry", "revolute", 1)],
-             "free": [("tx", "prismatic", 0), ("ty", "prismatic", 1), ("tz", "prismatic", 2),
-                      ("rx", "revolute", 0), ("ry", "revolute", 1)]}
+    links = {
+        "spherical": [("rx", "revolute", 0), ("ry", "revolute", 1)],
+        "free": [
+            ("tx", "prismatic", 0),
+            ("ty", "prismatic", 1),
+            ("tz", "prismatic", 2),
+            ("rx", "revolute", 0),
+            ("ry", "revolute", 1),
+        ],
+    }
     last = {"spherical": ("revolute", 2), "free": ("revolute", 2)}
     eye = np.eye(3)
     segs = []
@@ -302,9 +357,16 @@ def hinge_chains(d: dict) -> dict:
         parent, joint = s["parent"], {"origin": list(j["origin"]), "orientation": list(j["orientation"])}
         for suffix, jtype, k in links[j["type"]]:
             name = f"{s['name']}_{suffix}"
-            segs.append({"name": name, "parent": parent,
-                         "joint": {"type": jtype, "axis": eye[k].tolist(), **joint},
-                         "mass": 0.0, "com": [0.0, 0.0, 0.0], "inertia": np.zeros((3, 3)).tolist()})
+            segs.append(
+                {
+                    "name": name,
+                    "parent": parent,
+                    "joint": {"type": jtype, "axis": eye[k].tolist(), **joint},
+                    "mass": 0.0,
+                    "com": [0.0, 0.0, 0.0],
+                    "inertia": np.zeros((3, 3)).tolist(),
+                }
+            )
             parent, joint = name, {"origin": [0.0, 0.0, 0.0], "orientation": [1.0, 0.0, 0.0, 0.0]}
         jtype, k = last[j["type"]]
         segs.append({**s, "parent": parent, "joint": {"type": jtype, "axis": eye[k].tolist(), **joint}})

@@ -226,13 +226,14 @@ def build_pinocchio_model(d: dict) -> pin.Model:
             order = [3, 0, 1, 2]
         else:  # free: (x, y, z, w, qx, qy, qz) -> (x, y, z, qx, qy, qz, w)
             order = [0, 1, 2, 6, 3, 4, 5]
-        q_index[qs: qs + len(order)] = iq + np.asarray(order)
-        v_index[vs: vs + jm.nv] = iv + np.arange(jm.nv)
+        q_index[qs : qs + len(order)] = iq + np.asarray(order)
+        v_index[vs : vs + jm.nv] = iv + np.arange(jm.nv)
     assert sorted(q_index.tolist()) == list(range(model.nq)), "q map is not a permutation"
     assert sorted(v_index.tolist()) == list(range(model.nv)), "v map is not a permutation"
 
-    model.jaxbio = JaxbioLayout(types, parents, joint_ids, frame_ids, tuple(placements), tuple(inertias),
-                                q_index, v_index, q_start, v_start)
+    model.jaxbio = JaxbioLayout(
+        types, parents, joint_ids, frame_ids, tuple(placements), tuple(inertias), q_index, v_index, q_start, v_start
+    )
     model.jaxbio_joint_ids = joint_ids
     return model
 
@@ -380,7 +381,7 @@ def pin_inverse_dynamics(model, q, qd, qdd, ext_force=None, ext_moment=None) -> 
     return v_from_pin(model, tau)
 
 
-def _newton_euler(model, data, i, gravity) -> "pin.Force":
+def _newton_euler(model, data, i, gravity) -> pin.Force:
     """World-frame wrench (about the world origin) that segment ``i``'s body needs for its motion:
     ``I a + v ×* I v - I g`` in its frame, after ``forwardKinematics(q, v, a)``."""
     lay = layout(model)

@@ -54,8 +54,9 @@ def test_another_structure_or_dtype_is_another_program(folder):
     model = {"a": rng.normal(size=(2, 3)), "b": rng.normal(size=2)}
     _aot.call_over_frames("toy", _per_frame, model, _frames(10, rng))
     _aot.call_over_frames("toy", _per_frame, {"a": model["a"][:1], "b": model["b"][:1]}, _frames(10, rng))
-    _aot.call_over_frames("toy", _per_frame, jax.tree_util.tree_map(lambda x: x.astype(np.float32), model),
-                          _frames(10, rng))
+    _aot.call_over_frames(
+        "toy", _per_frame, jax.tree_util.tree_map(lambda x: x.astype(np.float32), model), _frames(10, rng)
+    )
     assert len(list(folder.glob("*.jaxexport"))) == 3
 
 

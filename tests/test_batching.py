@@ -36,8 +36,14 @@ def _env(devices: int) -> dict:
 
 
 def _run_cases(*cases: str, devices: int = 4) -> dict:
-    done = subprocess.run([sys.executable, "-m", "tests._batch_check", *cases], cwd=REPO, env=_env(devices),
-                          capture_output=True, text=True, timeout=TIMEOUT_S)
+    done = subprocess.run(
+        [sys.executable, "-m", "tests._batch_check", *cases],
+        cwd=REPO,
+        env=_env(devices),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["devices"] == devices
@@ -98,7 +104,8 @@ def test_one_device_equals_jit_vmap_with_pytrees_and_static_leaves():
     np.testing.assert_allclose(got["tau"], ref, rtol=1e-13, atol=1e-12)
     np.testing.assert_allclose(got["norm"], np.linalg.norm(ref, axis=1), rtol=1e-13)
     chunked = jb.batch(fn, in_axes=(None, {"q": 0, "qd": 0, "qdd": 0}, None), chunk_size=2)(
-        TREE, {"q": q, "qd": qd, "qdd": qdd}, "arm")
+        TREE, {"q": q, "qd": qd, "qdd": qdd}, "arm"
+    )
     np.testing.assert_allclose(chunked["tau"], ref, rtol=1e-13, atol=1e-12)
     per = jax.vmap(jb.inverse_dynamics, in_axes=(None, 1, 1, 1))  # frames along axis 1, in chunks of 2
     vectorized = jb.batch(per, in_axes=(None, 1, 1, 1), chunk_size=2, vectorized=True)
@@ -109,15 +116,18 @@ def test_one_device_equals_jit_vmap_with_pytrees_and_static_leaves():
     np.testing.assert_allclose(inside(q), ref, rtol=1e-13, atol=1e-12)
 
 
-@pytest.mark.parametrize("in_axes, args, match", [
-    ("rows", None, "in_axes must be an int, None or a tuple"),
-    ((None, 0, 0, 1.5), None, r"in_axes\[3\] holds 1.5"),
-    ((None, 0, 0), None, "in_axes has 3 entries but the function got 4"),
-    ((0, 0, 0, 0), None, "maps a leaf of argument 0 that is not an array|different batch sizes"),
-    ((None, 2, 0, 0), None, "in_axes 2 is out of range"),
-    (None, None, "maps no argument"),
-    ((None, 0, 0, 0), "sizes", "different batch sizes"),
-])
+@pytest.mark.parametrize(
+    "in_axes, args, match",
+    [
+        ("rows", None, "in_axes must be an int, None or a tuple"),
+        ((None, 0, 0, 1.5), None, r"in_axes\[3\] holds 1.5"),
+        ((None, 0, 0), None, "in_axes has 3 entries but the function got 4"),
+        ((0, 0, 0, 0), None, "maps a leaf of argument 0 that is not an array|different batch sizes"),
+        ((None, 2, 0, 0), None, "in_axes 2 is out of range"),
+        (None, None, "maps no argument"),
+        ((None, 0, 0, 0), "sizes", "different batch sizes"),
+    ],
+)
 def test_bad_in_axes(in_axes, args, match):
     q, qd, qdd = _states(4)
     if args == "sizes":
@@ -160,9 +170,14 @@ def test_two_processes_equal_one(tmp_path):
     ``jit(vmap)`` in this process."""
     example = _example()
     path = tmp_path / "out.npz"
-    done = subprocess.run([sys.executable, str(REPO / "examples" / "distributed.py"), "--local-devices", "2",
-                           "--save", str(path)], cwd=tmp_path, env=_env(1), capture_output=True, text=True,
-                          timeout=example.WORKER_TIMEOUT_S + 60)
+    done = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "distributed.py"), "--local-devices", "2", "--save", str(path)],
+        cwd=tmp_path,
+        env=_env(1),
+        capture_output=True,
+        text=True,
+        timeout=example.WORKER_TIMEOUT_S + 60,
+    )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     saved = np.load(path)
     assert int(saved["processes"]) == 2 and int(saved["devices"]) == 4

@@ -21,9 +21,19 @@ def _script(name):
 
 def _pendulum_dict():
     """One rod of 1 kg, 1 m, hinged at the world origin (planar)."""
-    return {"gravity": [0, -9.81, 0], "segments": [{
-        "name": "rod", "parent": None, "joint": {"type": "revolute", "axis": [0, 0, 1]},
-        "mass": 1.0, "com": [0, -0.5, 0], "inertia": [[0.1, 0, 0], [0, 0.01, 0], [0, 0, 0.1]]}]}
+    return {
+        "gravity": [0, -9.81, 0],
+        "segments": [
+            {
+                "name": "rod",
+                "parent": None,
+                "joint": {"type": "revolute", "axis": [0, 0, 1]},
+                "mass": 1.0,
+                "com": [0, -0.5, 0],
+                "inertia": [[0.1, 0, 0], [0, 0.01, 0], [0, 0, 0.1]],
+            }
+        ],
+    }
 
 
 @pytest.mark.slow
@@ -32,8 +42,13 @@ def test_precision_errors_and_dynamics_rows():
     a, r = precision.errors(np.array([1.0, 2.5, -4.0], np.float32), np.array([1.0, 2.0, -4.0]))
     assert (a, r) == (0.5, 0.125)
     rows = precision.dynamics_rows("arm7", 4)
-    assert {x["operation"] for x in rows} == {"inverse_dynamics", "mass_matrix", "segment_wrenches force",
-                                              "segment_wrenches moment", "forward_dynamics"}
+    assert {x["operation"] for x in rows} == {
+        "inverse_dynamics",
+        "mass_matrix",
+        "segment_wrenches force",
+        "segment_wrenches moment",
+        "forward_dynamics",
+    }
     for x in rows:
         assert set(x) == {"operation", "model", "batch", "abs_error", "rel_error", "unit", "note"}
         assert np.isfinite(x["abs_error"]) and np.isfinite(x["rel_error"])

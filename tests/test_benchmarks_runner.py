@@ -37,9 +37,12 @@ def test_machine_line_says_whether_pinned(monkeypatch):
 
 
 def test_table_plain_and_markdown():
-    rows = [_machine.row("inverse dynamics", "arm7", 100_000, 2.04e-7, compile_s=3.2, peer="pin.rnea loop",
-                         peer_seconds=1e-6),
-            _machine.row("sprint fit", "synthetic races", 1000, 4e-3, unit="race")]
+    rows = [
+        _machine.row(
+            "inverse dynamics", "arm7", 100_000, 2.04e-7, compile_s=3.2, peer="pin.rnea loop", peer_seconds=1e-6
+        ),
+        _machine.row("sprint fit", "synthetic races", 1000, 4e-3, unit="race"),
+    ]
     plain = run.format_table(rows)
     assert "204 ns/state" in plain and "4.9×" in plain and "100,000" in plain and "4 ms/race" in plain
     md = run.format_table(rows, markdown=True).splitlines()
@@ -58,8 +61,13 @@ def test_unknown_suite_and_list(capsys):
 @pytest.mark.slow
 def test_one_suite_end_to_end(tmp_path):
     out = tmp_path / "results.json"
-    proc = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--only", "planar_chain", "--json", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--only", "planar_chain", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     result = json.loads(out.read_text())
     assert result["suites"][0]["status"] == "ok" and result["rows"]
@@ -73,9 +81,29 @@ def test_gpu_suite_on_the_cpu(tmp_path):
     float64 MJX and jaxbio agree to round-off on the same states."""
     pytest.importorskip("mujoco.mjx")
     out = tmp_path / "gpu.json"
-    proc = subprocess.run([sys.executable, "benchmarks/gpu.py", "--quick", "--batch", "64", "--sim-batch", "8",
-                           "--scipy-trajectories", "1", "--models", "wholebody", "--sim-models", "", "--json", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/gpu.py",
+            "--quick",
+            "--batch",
+            "64",
+            "--sim-batch",
+            "8",
+            "--scipy-trajectories",
+            "1",
+            "--models",
+            "wholebody",
+            "--sim-models",
+            "",
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     result = json.loads(out.read_text())
     assert len(result["rows"]) == 5 and all(r["ratio"] > 0 for r in result["rows"])
@@ -85,21 +113,47 @@ def test_gpu_suite_on_the_cpu(tmp_path):
 
 
 def test_precision_table():
-    rows = [{"operation": "inverse dynamics", "model": "arm7", "batch": 1000, "abs_error": 7.3e-6,
-             "rel_error": 5.8e-7, "unit": "N·m", "note": ""}]
+    rows = [
+        {
+            "operation": "inverse dynamics",
+            "model": "arm7",
+            "batch": 1000,
+            "abs_error": 7.3e-6,
+            "rel_error": 5.8e-7,
+            "unit": "N·m",
+            "note": "",
+        }
+    ]
     text = run.format_precision(rows)
     assert "7.3e-06 N·m" in text and "5.8e-07" in text
     assert run.format_precision(rows, markdown=True).count("\n") == 2
 
 
-@pytest.mark.parametrize("deadline, expect",
-                         [("1", "1 skipped"), ("", "1 passed"), ("soon", "JAXBIO_TEST_DEADLINE must be")])
+@pytest.mark.parametrize(
+    "deadline, expect", [("1", "1 skipped"), ("", "1 passed"), ("soon", "JAXBIO_TEST_DEADLINE must be")]
+)
 def test_ci_deadline_skips_tests_not_started(deadline, expect):
     """`.ci/run`'s slow run: past ``JAXBIO_TEST_DEADLINE`` a test is skipped, not started (tests/conftest.py)."""
     env = dict(os.environ, JAXBIO_TEST_DEADLINE=deadline)
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-n", "0", "-p", "no:cacheprovider",
-                        f"{Path(__file__)}::test_row_ratio_and_throughput"],
-                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-rs",
+            "-n",
+            "0",
+            "-p",
+            "no:cacheprovider",
+            f"{Path(__file__)}::test_row_ratio_and_throughput",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert expect in r.stdout + r.stderr, r.stdout + r.stderr
     if deadline == "1":
         assert "time budget" in r.stdout

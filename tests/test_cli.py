@@ -24,8 +24,12 @@ def _double_pendulum_torques(tree, q, qd, qdd):
     g = -float(np.asarray(tree.gravity)[1])
     q1, q2 = q
     c2 = np.cos(q2)
-    M = np.array([[i1 + i2 + m1 * r1**2 + m2 * (l1**2 + r2**2 + 2 * l1 * r2 * c2), i2 + m2 * (r2**2 + l1 * r2 * c2)],
-                  [i2 + m2 * (r2**2 + l1 * r2 * c2), i2 + m2 * r2**2]])
+    M = np.array(
+        [
+            [i1 + i2 + m1 * r1**2 + m2 * (l1**2 + r2**2 + 2 * l1 * r2 * c2), i2 + m2 * (r2**2 + l1 * r2 * c2)],
+            [i2 + m2 * (r2**2 + l1 * r2 * c2), i2 + m2 * r2**2],
+        ]
+    )
     h = m2 * l1 * r2 * np.sin(q2)
     C = np.array([-h * (2 * qd[0] * qd[1] + qd[1] ** 2), h * qd[0] ** 2])
     G = g * np.array([(m1 * r1 + m2 * l1) * np.sin(q1) + m2 * r2 * np.sin(q1 + q2), m2 * r2 * np.sin(q1 + q2)])
@@ -46,29 +50,35 @@ def test_id_prints_the_closed_form_double_pendulum(capsys):
         np.testing.assert_allclose(tau, _double_pendulum_torques(tree, q, qd, qdd), atol=6e-4)  # printed to 3 decimals
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["id", "--model", "nope"], "jaxbio: error: no shipped model 'nope'"),
-    (["id", "--model", ""], "jaxbio: error: --model is empty"),
-    (["id", "--frames", "0"], "argument --frames: must be an integer from 1 to 100000, got '0'"),
-    (["id", "--frames", "-1"], "argument --frames: must be an integer from 1 to 100000"),
-    (["id", "--frames", "1000000000000"], "argument --frames: must be an integer from 1 to 100000"),
-    (["id", "--frames", "2.5"], "argument --frames: must be an integer"),
-    (["id", "--duration", "-1"], "argument --duration: must be a finite number > 0 (s), got '-1'"),
-    (["id", "--duration", "0"], "argument --duration: must be a finite number > 0"),
-    (["id", "--duration", "nan"], "argument --duration: must be a finite number > 0 (s), got 'nan'"),
-    (["id", "--duration", "inf"], "argument --duration: must be a finite number > 0"),
-    (["id", "--duration", "1e309"], "argument --duration: must be a finite number > 0"),
-    (["id", "--amplitude", "nan"], "argument --amplitude: must be a finite number (rad), got 'nan'"),
-    (["id", "--amplitude=-inf"], "argument --amplitude: must be a finite number"),
-    (["id", "--amplitude", "-inf"], "argument --amplitude: expected one argument"),  # argparse: an option
-    (["id", "--amplitude", "abc"], "argument --amplitude: must be a finite number"),
-    (["id", "--columns", "0"], "argument --columns: must be an integer ≥ 1, got '0'"),
-    (["id", "--columns", "-1"], "argument --columns: must be an integer ≥ 1"),
-    (["id", "--nope"], "unrecognized arguments: --nope"),
-    (["nope"], "invalid choice: 'nope'"),
-    (["id", "--model", "double_pendulum", "--amplitude", "1e300"], "overflow float64 for --amplitude 1e+300"),
-    (["id", "--model", "double_pendulum", "--duration", "1e308"], "overflow float64 for --amplitude 0.5 and --duration 1e+308"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["id", "--model", "nope"], "jaxbio: error: no shipped model 'nope'"),
+        (["id", "--model", ""], "jaxbio: error: --model is empty"),
+        (["id", "--frames", "0"], "argument --frames: must be an integer from 1 to 100000, got '0'"),
+        (["id", "--frames", "-1"], "argument --frames: must be an integer from 1 to 100000"),
+        (["id", "--frames", "1000000000000"], "argument --frames: must be an integer from 1 to 100000"),
+        (["id", "--frames", "2.5"], "argument --frames: must be an integer"),
+        (["id", "--duration", "-1"], "argument --duration: must be a finite number > 0 (s), got '-1'"),
+        (["id", "--duration", "0"], "argument --duration: must be a finite number > 0"),
+        (["id", "--duration", "nan"], "argument --duration: must be a finite number > 0 (s), got 'nan'"),
+        (["id", "--duration", "inf"], "argument --duration: must be a finite number > 0"),
+        (["id", "--duration", "1e309"], "argument --duration: must be a finite number > 0"),
+        (["id", "--amplitude", "nan"], "argument --amplitude: must be a finite number (rad), got 'nan'"),
+        (["id", "--amplitude=-inf"], "argument --amplitude: must be a finite number"),
+        (["id", "--amplitude", "-inf"], "argument --amplitude: expected one argument"),  # argparse: an option
+        (["id", "--amplitude", "abc"], "argument --amplitude: must be a finite number"),
+        (["id", "--columns", "0"], "argument --columns: must be an integer ≥ 1, got '0'"),
+        (["id", "--columns", "-1"], "argument --columns: must be an integer ≥ 1"),
+        (["id", "--nope"], "unrecognized arguments: --nope"),
+        (["nope"], "invalid choice: 'nope'"),
+        (["id", "--model", "double_pendulum", "--amplitude", "1e300"], "overflow float64 for --amplitude 1e+300"),
+        (
+            ["id", "--model", "double_pendulum", "--duration", "1e308"],
+            "overflow float64 for --amplitude 0.5 and --duration 1e+308",
+        ),
+    ],
+)
 def test_id_bad_input_one_line_exit_2(argv, message, capsys):
     assert main(argv) == 2
     captured = capsys.readouterr()
@@ -101,8 +111,17 @@ def _files(tmp_path):
     return files
 
 
-CASES = ("directory", "missing", "non-UTF-8", "invalid JSON", "empty", "duplicate key", "NaN literal",
-         "top-level array", "misspelt field")
+CASES = (
+    "directory",
+    "missing",
+    "non-UTF-8",
+    "invalid JSON",
+    "empty",
+    "duplicate key",
+    "NaN literal",
+    "top-level array",
+    "misspelt field",
+)
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -121,6 +140,7 @@ def test_help_exits_0(capsys):
 
 
 # ---- a closed stdout (``jaxbio … | head -1``) ends the command quietly ------------------------
+
 
 class _ClosedPipe:
     """A stdout whose reader went away after ``lines`` lines."""
@@ -168,12 +188,15 @@ def test_broken_pipe_inside_a_subcommand_that_catches_oserror(monkeypatch, capsy
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("argv", [["id", "--model", "double_pendulum", "--frames", "20000"], ["sprint", "--no-progress"]])
+@pytest.mark.parametrize(
+    "argv", [["id", "--model", "double_pendulum", "--frames", "20000"], ["sprint", "--no-progress"]]
+)
 def test_broken_pipe_real_process(argv):
     """``jaxbio id | head -1`` and ``jaxbio sprint | head -1``: no traceback, no error line."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.Popen([sys.executable, "-m", "jaxbio.cli", *argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, cwd=REPO, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jaxbio.cli", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=env
+    )
     first = proc.stdout.readline()
     proc.stdout.close()  # what head does after its line
     err = proc.stderr.read().decode()

@@ -14,8 +14,19 @@ import pytest
 import jaxbio as jb
 from jaxbio import configuration as cfg
 
-TYPES = ("free", "revolute", "spherical", "prismatic", "fixed", "spherical", "free", "revolute",
-         "fixed", "prismatic", "spherical")
+TYPES = (
+    "free",
+    "revolute",
+    "spherical",
+    "prismatic",
+    "fixed",
+    "spherical",
+    "free",
+    "revolute",
+    "fixed",
+    "prismatic",
+    "spherical",
+)
 
 
 def make_tree(types, parents=None, seed=0, name="mixed") -> jb.SegmentTree:
@@ -30,11 +41,18 @@ def make_tree(types, parents=None, seed=0, name="mixed") -> jb.SegmentTree:
             a = rng.normal(size=3)
             axes[i] = a / np.linalg.norm(a)
     return jb.SegmentTree(
-        axes=jnp.asarray(axes), origins=jnp.asarray(rng.uniform(-0.5, 0.5, (n, 3))),
-        orientations=jnp.tile(jnp.array([1.0, 0, 0, 0]), (n, 1)), masses=jnp.ones(n),
-        coms=jnp.zeros((n, 3)), inertias=jnp.tile(0.1 * jnp.eye(3), (n, 1, 1)),
-        gravity=jnp.array([0.0, 0.0, -9.81]), names=tuple(f"s{i}" for i in range(n)),
-        parents=tuple(parents), joint_types=tuple(types), name=name)
+        axes=jnp.asarray(axes),
+        origins=jnp.asarray(rng.uniform(-0.5, 0.5, (n, 3))),
+        orientations=jnp.tile(jnp.array([1.0, 0, 0, 0]), (n, 1)),
+        masses=jnp.ones(n),
+        coms=jnp.zeros((n, 3)),
+        inertias=jnp.tile(0.1 * jnp.eye(3), (n, 1, 1)),
+        gravity=jnp.array([0.0, 0.0, -9.81]),
+        names=tuple(f"s{i}" for i in range(n)),
+        parents=tuple(parents),
+        joint_types=tuple(types),
+        name=name,
+    )
 
 
 def pinocchio_model(tree: jb.SegmentTree) -> pin.Model:
@@ -64,14 +82,17 @@ def to_pinocchio_order(tree: jb.SegmentTree) -> np.ndarray:
     for i, t in enumerate(tree.joint_types):
         if t in ("spherical", "free"):
             a = tree.q_start[i] + (3 if t == "free" else 0)
-            perm[a:a + 4] = perm[a:a + 4][[1, 2, 3, 0]]
+            perm[a : a + 4] = perm[a : a + 4][[1, 2, 3, 0]]
     return perm
 
 
 def quaternion_rows(tree) -> np.ndarray:
     """``(nb, 4)`` q indices of the quaternions (w first)."""
-    rows = [tree.q_start[i] + (3 if t == "free" else 0) for i, t in enumerate(tree.joint_types)
-            if t in ("spherical", "free")]
+    rows = [
+        tree.q_start[i] + (3 if t == "free" else 0)
+        for i, t in enumerate(tree.joint_types)
+        if t in ("spherical", "free")
+    ]
     return np.asarray(rows, int).reshape(-1, 1) + np.arange(4)
 
 
@@ -149,8 +170,15 @@ def test_difference_matches_pinocchio(tree, model, perm, case):
             dq = random_dq(tree, seed, 1e-5 if case == "near" else 1.0)
             if case == "threshold":  # relative rotations at both branch switches of the log
                 w = dq[L.quat_v]
-                angles = np.array([0.1 * (1 - 1e-6), 0.1 * (1 + 1e-6), 2 * np.arctan(np.sqrt(1e-3)) * 1.000001,
-                                   2 * np.arctan(np.sqrt(1e-3)) * 0.999999, 3.0])[: len(w)]
+                angles = np.array(
+                    [
+                        0.1 * (1 - 1e-6),
+                        0.1 * (1 + 1e-6),
+                        2 * np.arctan(np.sqrt(1e-3)) * 1.000001,
+                        2 * np.arctan(np.sqrt(1e-3)) * 0.999999,
+                        3.0,
+                    ]
+                )[: len(w)]
                 dq[L.quat_v] = angles[:, None] * w / np.linalg.norm(w, axis=-1, keepdims=True)
             q1 = pin.integrate(model, q0[perm], dq)[np.argsort(perm)]
         ours = np.asarray(cfg.difference(tree, q0, q1))
@@ -202,8 +230,7 @@ def jacobians(tree):
 
 
 def central_differences(f, x, h=1e-6):
-    return np.stack([(np.asarray(f(x + h * e)) - np.asarray(f(x - h * e))) / (2 * h) for e in np.eye(len(x))],
-                    axis=-1)
+    return np.stack([(np.asarray(f(x + h * e)) - np.asarray(f(x - h * e))) / (2 * h) for e in np.eye(len(x))], axis=-1)
 
 
 def test_derivatives_at_zero_step(tree, jacobians):
@@ -216,8 +243,9 @@ def test_derivatives_at_zero_step(tree, jacobians):
         q = random_q(tree, seed)
         G = np.asarray(jac_integrate(q, np.zeros(tree.nv)))
         assert np.all(np.isfinite(G))
-        np.testing.assert_allclose(G, central_differences(lambda d: cfg.integrate(tree, q, d), np.zeros(tree.nv)),
-                                   atol=1e-8)
+        np.testing.assert_allclose(
+            G, central_differences(lambda d: cfg.integrate(tree, q, d), np.zeros(tree.nv)), atol=1e-8
+        )
         v, g = rng.normal(size=tree.nv), rng.normal(size=tree.nq)
         qdot = np.asarray(cfg.velocity_to_qdot(tree, q, v))
         np.testing.assert_allclose(qdot, G @ v, atol=1e-14)
@@ -234,11 +262,13 @@ def test_derivatives_away_from_zero(tree, jacobians):
     jac_integrate, jac_difference = jacobians
     L = tree.joint_layout
     q, d = random_q(tree, 11), random_dq(tree, 11)
-    np.testing.assert_allclose(jac_integrate(q, d), central_differences(lambda x: cfg.integrate(tree, q, x), d),
-                               atol=1e-8)
+    np.testing.assert_allclose(
+        jac_integrate(q, d), central_differences(lambda x: cfg.integrate(tree, q, x), d), atol=1e-8
+    )
     q1 = random_q(tree, 12)
-    np.testing.assert_allclose(jac_difference(q, q1),
-                               central_differences(lambda x: cfg.difference(tree, q, x), q1), atol=1e-7)
+    np.testing.assert_allclose(
+        jac_difference(q, q1), central_differences(lambda x: cfg.difference(tree, q, x), q1), atol=1e-7
+    )
     w = d[L.quat_v] / np.linalg.norm(d[L.quat_v], axis=-1, keepdims=True)
     for angle in (0.1, 2 * np.arctan(np.sqrt(1e-3))):
         jac = []
@@ -283,8 +313,9 @@ def test_random(tree):
     np.testing.assert_array_equal(a, random_q(tree, 0))
     assert not np.allclose(a, random_q(tree, 1))
     np.testing.assert_allclose(np.linalg.norm(a[L.quat_q], axis=-1), 1.0, atol=1e-14)
-    qs = np.asarray(jax.vmap(lambda k: cfg.random(tree, k, angle=0.5, distance=0.2))(
-        jax.random.split(jax.random.key(3), 200)))
+    qs = np.asarray(
+        jax.vmap(lambda k: cfg.random(tree, k, angle=0.5, distance=0.2))(jax.random.split(jax.random.key(3), 200))
+    )
     angles = qs[:, L.axial_q[L.revolute]]
     slides = np.concatenate([qs[:, L.axial_q[~L.revolute]].ravel(), qs[:, L.trans_q].ravel()])
     assert np.abs(angles).max() <= 0.5 and np.abs(angles).max() > 0.45
@@ -339,7 +370,7 @@ def test_wrong_lengths_name_nq_and_nv(tree):
 def test_non_unit_quaternion_is_refused_with_check(tree):
     q = np.array(cfg.neutral(tree))
     a = tree.q_start[5]  # the second ball joint, segment 's5'
-    q[a:a + 4] = [1.0, 0.1, 0.0, 0.0]
+    q[a : a + 4] = [1.0, 0.1, 0.0, 0.0]
     v = jnp.zeros(tree.nv)
     msg = rf"q\[{a}:{a + 4}\], the quaternion of segment 's5' \(spherical joint\), is not a unit"
     with pytest.raises(ValueError, match=msg):
@@ -382,10 +413,12 @@ def test_dynamics_with_a_non_unit_quaternion():
     v = np.random.default_rng(3).normal(size=tree.nv)
     scaled = q.copy()
     scaled[3:7] *= 1.5  # the pelvis (free joint) quaternion
-    np.testing.assert_allclose(jb.inverse_dynamics(tree, scaled, v, v), jb.inverse_dynamics(tree, q, v, v),
-                               rtol=1e-12, atol=1e-10)
-    np.testing.assert_allclose(jax.vmap(lambda x: jb.mass_matrix(tree, x))(scaled[None])[0],
-                               jb.mass_matrix(tree, q), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        jb.inverse_dynamics(tree, scaled, v, v), jb.inverse_dynamics(tree, q, v, v), rtol=1e-12, atol=1e-10
+    )
+    np.testing.assert_allclose(
+        jax.vmap(lambda x: jb.mass_matrix(tree, x))(scaled[None])[0], jb.mass_matrix(tree, q), rtol=1e-12, atol=1e-12
+    )
     jb.inverse_dynamics(tree, q, v, v, check=True)  # unit: accepted
     with pytest.raises(ValueError, match=r"q\[3:7\], the quaternion of segment 'pelvis' \(free joint\).*norm is 1.5"):
         jb.inverse_dynamics(tree, scaled, v, v, check=True)

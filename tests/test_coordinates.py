@@ -20,19 +20,27 @@ def chain_tree(dtype=jnp.float64):
     """Planar: a virtual slide along x, a link about z, a slide along the link (y), a second link."""
     link = Body(1.5, np.array([0.0, -0.3, 0.01]), np.diag([0.05, 0.01, 0.05]))
     tip = Body(0.7, np.array([0.05, -0.1, 0.0]), np.diag([0.01, 0.004, 0.012]))
-    return jb.SegmentTree.from_dict(model("chain", GRAVITY_PLANAR, [
-        virtual("base", None, "prismatic", X),
-        segment("link", "base", "revolute", Z, link, origin=(0.0, 1.0, 0.0)),
-        virtual("slide", "link", "prismatic", -Y, origin=(0.0, -0.6, 0.0)),
-        segment("tip", "slide", "revolute", Z, tip),
-    ]), dtype=dtype)
+    return jb.SegmentTree.from_dict(
+        model(
+            "chain",
+            GRAVITY_PLANAR,
+            [
+                virtual("base", None, "prismatic", X),
+                segment("link", "base", "revolute", Z, link, origin=(0.0, 1.0, 0.0)),
+                virtual("slide", "link", "prismatic", -Y, origin=(0.0, -0.6, 0.0)),
+                segment("tip", "slide", "revolute", Z, tip),
+            ],
+        ),
+        dtype=dtype,
+    )
 
 
 def coupled_map(dtype=jnp.float64):
     """Two model coordinates: ``x`` drives the base slide (slope 2); ``angle`` drives the link
     (identity), the slide (a two-piece cubic) and the tip (−0.5 angle + 0.1)."""
-    cubic = Piecewise(np.array([0.2]), np.array([0.0, 0.2]),
-                      np.array([[0.05, 0.1, -0.2, 0.3], [0.06, 0.08, -0.02, 0.5]]))
+    cubic = Piecewise(
+        np.array([0.2]), np.array([0.0, 0.2]), np.array([[0.05, 0.1, -0.2, 0.3], [0.06, 0.08, -0.02, 0.5]])
+    )
     pieces = [Piecewise.polynomial([0.1, 2.0]), Piecewise.identity(), cubic, Piecewise.polynomial([0.1, -0.5])]
     return CoordinateMap.from_pieces(("x", "angle"), (0, 1, 1, 1), pieces, dtype=dtype)
 
@@ -59,13 +67,15 @@ def test_identity_map_gives_the_tree_dynamics():
     tree = chain_tree()
     cmap = CoordinateMap.identity(["a", "b", "c", "d"])
     c, cd, cdd = (jnp.asarray(x) for x in np.random.default_rng(1).uniform(-1, 1, (3, 4)))
-    np.testing.assert_allclose(jc.inverse_dynamics(tree, cmap, c, cd, cdd), jb.inverse_dynamics(tree, c, cd, cdd),
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        jc.inverse_dynamics(tree, cmap, c, cd, cdd), jb.inverse_dynamics(tree, c, cd, cdd), atol=1e-12
+    )
     np.testing.assert_allclose(jc.mass_matrix(tree, cmap, c), jb.mass_matrix(tree, c), atol=1e-14)
 
 
 def lagrange(tree, cmap, c, cd, cdd):
     """``d/dt ∂L/∂ċ − ∂L/∂c`` with ``T = ½ q̇ᵀ M(q) q̇`` and ``V(q)`` of the tree at ``q = to_tree(c)``."""
+
     def kinetic(x, v):
         return jb.kinetic_energy(tree, jc.to_tree(cmap, x), jc.tree_velocity(cmap, x, v))
 
@@ -96,8 +106,9 @@ def test_coupled_dynamics_are_lagrange_equations():
     tree, cmap = chain_tree(), coupled_map()
     for c, cd, cdd in STATES:
         c, cd, cdd = (jnp.asarray(x) for x in (c, cd, cdd))
-        np.testing.assert_allclose(jc.inverse_dynamics(tree, cmap, c, cd, cdd), lagrange(tree, cmap, c, cd, cdd),
-                                   atol=1e-11)
+        np.testing.assert_allclose(
+            jc.inverse_dynamics(tree, cmap, c, cd, cdd), lagrange(tree, cmap, c, cd, cdd), atol=1e-11
+        )
 
 
 @pytest.mark.slow
@@ -112,8 +123,10 @@ def test_jit_vmap_grad_float32():
     assert g.coefficients.shape == cmap.coefficients.shape and bool(jnp.all(jnp.isfinite(g.coefficients)))
     h = 1e-6
     e = jnp.zeros_like(cmap.coefficients).at[2, 1, 1].set(1.0)
-    fd = (jc.inverse_dynamics(tree, eqx_replace(cmap, cmap.coefficients + h * e), c[0], cd[0], cdd[0]).sum()
-          - jc.inverse_dynamics(tree, eqx_replace(cmap, cmap.coefficients - h * e), c[0], cd[0], cdd[0]).sum()) / (2 * h)
+    fd = (
+        jc.inverse_dynamics(tree, eqx_replace(cmap, cmap.coefficients + h * e), c[0], cd[0], cdd[0]).sum()
+        - jc.inverse_dynamics(tree, eqx_replace(cmap, cmap.coefficients - h * e), c[0], cd[0], cdd[0]).sum()
+    ) / (2 * h)
     np.testing.assert_allclose(g.coefficients[2, 1, 1], fd, rtol=1e-6)
     tree32, cmap32 = chain_tree(jnp.float32), coupled_map(jnp.float32)
     tau32 = jc.inverse_dynamics(tree32, cmap32, *(x[0].astype(jnp.float32) for x in (c, cd, cdd)))
@@ -131,8 +144,9 @@ def test_refusals():
         jc.to_tree(cmap, jnp.zeros(3))
     with pytest.raises(ValueError, match="drives 2 tree coordinates, tree 'chain' has 4"):
         jc.mass_matrix(tree, CoordinateMap.identity(["a", "b"]), jnp.zeros(2))
-    ball = jb.SegmentTree.from_dict(model("ball", GRAVITY_PLANAR, [
-        segment("b", None, "spherical", None, Body(1.0, np.zeros(3), np.eye(3)))]))
+    ball = jb.SegmentTree.from_dict(
+        model("ball", GRAVITY_PLANAR, [segment("b", None, "spherical", None, Body(1.0, np.zeros(3), np.eye(3)))])
+    )
     with pytest.raises(ValueError, match="revolute, prismatic and fixed joints only"):
         jc.mass_matrix(ball, CoordinateMap.identity(["a", "b", "c", "d"]), jnp.zeros(4))
     with pytest.raises(ValueError, match=r"source\[1\] = 2 is not a model coordinate"):

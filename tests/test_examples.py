@@ -20,8 +20,10 @@ from tests._models import REPO
 
 EXAMPLES = sorted((REPO / "examples").glob("*.py"))
 # arguments for a shorter run of the same script (every code path, fewer training steps)
-ARGS = {"learning_controller.py": ["--steps", "15", "--muscle-steps", "10"],
-        "learning_muscle_forces.py": ["--steps", "300"]}
+ARGS = {
+    "learning_controller.py": ["--steps", "15", "--muscle-steps", "10"],
+    "learning_muscle_forces.py": ["--steps", "300"],
+}
 
 
 def test_examples_found():
@@ -31,7 +33,12 @@ def test_examples_found():
 @pytest.mark.slow
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
 def test_example_runs(script, tmp_path):
-    done = subprocess.run([sys.executable, str(script), *ARGS.get(script.name, [])], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [sys.executable, str(script), *ARGS.get(script.name, [])],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, f"{script.name} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
     assert done.stdout.strip(), f"{script.name} printed nothing"

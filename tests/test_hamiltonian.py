@@ -31,8 +31,16 @@ def rel_drift(E):
 def test_double_pendulum_conserves_energy_20s(pendulum):
     tree, q0, qd0 = pendulum
     system = jb.HamiltonianSystem(tree)
-    tr = jb.simulate(system, system.initial_state(q0, qd0), 0.0, 20.0, solver=diffrax.Dopri8(),
-                     rtol=1e-12, atol=1e-12, ts=jnp.linspace(0, 20, 101))
+    tr = jb.simulate(
+        system,
+        system.initial_state(q0, qd0),
+        0.0,
+        20.0,
+        solver=diffrax.Dopri8(),
+        rtol=1e-12,
+        atol=1e-12,
+        ts=jnp.linspace(0, 20, 101),
+    )
     assert rel_drift(tr.energy) < 1e-9
     # the energy is the notebook's closed-form energy, too
     th, om = dp.to_absolute(tr.q[-1], tr.qd[-1])
@@ -47,8 +55,9 @@ def test_sagittal_body_conserves_energy(duration):
     system = jb.HamiltonianSystem(tree)
     rng = np.random.default_rng(0)
     y0 = system.initial_state(jnp.asarray(rng.uniform(-0.3, 0.3, 11)), jnp.asarray(rng.uniform(-1, 1, 11)))
-    tr = jb.simulate(system, y0, 0.0, duration, solver=diffrax.Dopri8(), rtol=1e-12, atol=1e-12,
-                     ts=jnp.linspace(0, duration, 11))
+    tr = jb.simulate(
+        system, y0, 0.0, duration, solver=diffrax.Dopri8(), rtol=1e-12, atol=1e-12, ts=jnp.linspace(0, duration, 11)
+    )
     assert rel_drift(tr.energy) < 1e-9
 
 
@@ -58,11 +67,18 @@ def test_dH_dq_matches_autodiff_and_power_balance():
     rng = np.random.default_rng(1)
     q, p = jnp.asarray(rng.uniform(-1, 1, 7)), jnp.asarray(rng.uniform(-1, 1, 7))
     qd = jax.jit(ham.velocities)(tree, q, p)
-    np.testing.assert_allclose(jax.jit(ham.dH_dq)(tree, q, qd), jax.jit(jax.grad(ham.hamiltonian, argnums=1))(tree, q, p),
-                               rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(
+        jax.jit(ham.dH_dq)(tree, q, qd),
+        jax.jit(jax.grad(ham.hamiltonian, argnums=1))(tree, q, p),
+        rtol=1e-11,
+        atol=1e-12,
+    )
     np.testing.assert_allclose(qd, jax.jit(jax.grad(ham.hamiltonian, argnums=2))(tree, q, p), rtol=1e-12, atol=1e-12)
-    system = jb.HamiltonianSystem(tree, drive=ham.ConstantDrive(jnp.asarray(rng.normal(size=7))),
-                                  dissipation=ham.LinearDamping(jnp.asarray(rng.uniform(0, 2, 7))))
+    system = jb.HamiltonianSystem(
+        tree,
+        drive=ham.ConstantDrive(jnp.asarray(rng.normal(size=7))),
+        dissipation=ham.LinearDamping(jnp.asarray(rng.uniform(0, 2, 7))),
+    )
     y = {"q": q, "p": p, "f": jnp.ones(1)}
 
     @jax.jit
@@ -82,7 +98,9 @@ def test_dissipative_energy_balance_along_trajectory(pendulum):
     drive = ham.TimeFunctionDrive(lambda t: jnp.array([0.5 * jnp.sin(3 * t), -0.2]))
     system = jb.HamiltonianSystem(tree, drive=drive, dissipation=ham.LinearDamping(jnp.array([0.3, 0.1])))
     ts = jnp.linspace(0, 2, 4001)
-    tr = jb.simulate(system, system.initial_state(q0, qd0), 0.0, 2.0, solver=diffrax.Dopri8(), rtol=1e-12, atol=1e-12, ts=ts)
+    tr = jb.simulate(
+        system, system.initial_state(q0, qd0), 0.0, 2.0, solver=diffrax.Dopri8(), rtol=1e-12, atol=1e-12, ts=ts
+    )
     power = jax.vmap(lambda t, q, p, f: system.power_balance(t, {"q": q, "p": p, "f": f}))(ts, tr.q, tr.p, tr.f)
     work = np.trapezoid(np.asarray(power), np.asarray(ts))  # O(dt²) quadrature
     assert abs((tr.energy[-1] - tr.energy[0]) - work) < 1e-5 * abs(work)
@@ -102,8 +120,15 @@ def test_hamiltonian_flow_equals_lagrangian_flow():
         q, qd = y
         return qd, jb.forward_dynamics(tree, q, qd, tau - 0.2 * qd)
 
-    sol = diffrax.diffeqsolve(diffrax.ODETerm(lagrange), diffrax.Tsit5(), 0.0, 1.0, None, (q0, qd0),
-                              stepsize_controller=diffrax.PIDController(rtol=1e-11, atol=1e-11))
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(lagrange),
+        diffrax.Tsit5(),
+        0.0,
+        1.0,
+        None,
+        (q0, qd0),
+        stepsize_controller=diffrax.PIDController(rtol=1e-11, atol=1e-11),
+    )
     np.testing.assert_allclose(tr.q[-1], sol.ys[0][-1], rtol=0, atol=1e-8)
     np.testing.assert_allclose(tr.qd[-1], sol.ys[1][-1], rtol=0, atol=1e-8)
     np.testing.assert_allclose(tr.p[-1], jb.mass_matrix(tree, sol.ys[0][-1]) @ sol.ys[1][-1], atol=1e-8)
@@ -131,8 +156,16 @@ def test_conservative_flow_is_symplectic(pendulum):
 
     def flow(z, damping):
         system = jb.HamiltonianSystem(tree, dissipation=ham.LinearDamping(damping))
-        tr = jb.simulate(system, dict(y0, q=z[:2], p=z[2:]), 0.0, 1.0, solver=diffrax.Dopri8(), rtol=1e-11,
-                         atol=1e-11, adjoint=diffrax.ForwardMode())
+        tr = jb.simulate(
+            system,
+            dict(y0, q=z[:2], p=z[2:]),
+            0.0,
+            1.0,
+            solver=diffrax.Dopri8(),
+            rtol=1e-11,
+            atol=1e-11,
+            adjoint=diffrax.ForwardMode(),
+        )
         return jnp.concatenate([tr.q[-1], tr.p[-1]])
 
     jacobian = jax.jit(jax.jacfwd(flow))
@@ -186,8 +219,9 @@ def test_sde_with_state_and_time_dependent_noise_matches_geometric_brownian_moti
         return sigma * (1 + t) * y["p"]
 
     keys = jax.random.split(jax.random.PRNGKey(1), 2000)
-    run = jax.jit(jax.vmap(lambda k: jb.simulate_sde(system, y0, 0.0, T, k, noise, dt0=5e-3,
-                                                     calculus=calculus).p[-1, 0]))
+    run = jax.jit(
+        jax.vmap(lambda k: jb.simulate_sde(system, y0, 0.0, T, k, noise, dt0=5e-3, calculus=calculus).p[-1, 0])
+    )
     pT = np.asarray(run(keys))
     theta, S = c / m, sigma**2 * ((1 + T) ** 3 - 1) / 3
     extra = 0.0 if calculus == "ito" else S / 2
@@ -253,9 +287,17 @@ def test_gradients_of_final_state_against_finite_differences(pendulum):
     f = jax.jit(final)
     for k, x in enumerate(args):
         eps = 1e-6
-        fd = jnp.stack([(f(*[a + eps * e if i == k else a for i, a in enumerate(args)]) -
-                         f(*[a - eps * e if i == k else a for i, a in enumerate(args)])) / (2 * eps)
-                        for e in jnp.eye(x.size)], axis=1)
+        fd = jnp.stack(
+            [
+                (
+                    f(*[a + eps * e if i == k else a for i, a in enumerate(args)])
+                    - f(*[a - eps * e if i == k else a for i, a in enumerate(args)])
+                )
+                / (2 * eps)
+                for e in jnp.eye(x.size)
+            ],
+            axis=1,
+        )
         np.testing.assert_allclose(jac[k], fd, rtol=1e-6, atol=1e-7)
 
 
@@ -268,8 +310,15 @@ def test_gradient_wrt_damping_against_finite_differences(pendulum):
     @jax.jit
     def final(c):
         system = jb.HamiltonianSystem(tree, dissipation=ham.LinearDamping(c))
-        return jb.simulate(system, system.initial_state(q0, 0.3 * qd0), 0.0, 0.5, solver=diffrax.Dopri5(), dt0=5e-3,
-                           adjoint=diffrax.ForwardMode()).q[-1, 0]
+        return jb.simulate(
+            system,
+            system.initial_state(q0, 0.3 * qd0),
+            0.0,
+            0.5,
+            solver=diffrax.Dopri5(),
+            dt0=5e-3,
+            adjoint=diffrax.ForwardMode(),
+        ).q[-1, 0]
 
     c, eps = jnp.asarray(0.2), 1e-6
     fd = (final(c + eps) - final(c - eps)) / (2 * eps)
@@ -289,8 +338,11 @@ def test_event_stops_when_coordinate_reaches_value(pendulum):
 def test_bracket_fitness_tracks_its_function(pendulum):
     """f = φ(q, p) = p₀ evolves by seed 000's d_H f, so f(t) = p₀(t)."""
     tree, q0, qd0 = pendulum
-    system = jb.HamiltonianSystem(tree, drive=ham.ConstantDrive(jnp.array([0.3, -0.1])),
-                                  fitness=ham.BracketFitness(lambda t, q, p: p[0] + 0.1 * t + q[1]))
+    system = jb.HamiltonianSystem(
+        tree,
+        drive=ham.ConstantDrive(jnp.array([0.3, -0.1])),
+        fitness=ham.BracketFitness(lambda t, q, p: p[0] + 0.1 * t + q[1]),
+    )
     y0 = system.initial_state(q0, 0.2 * qd0)
     y0 = {**y0, "f": jnp.array([y0["p"][0] + y0["q"][1]])}
     tr = jb.simulate(system, y0, 0.0, 1.0, rtol=1e-11, atol=1e-11)
@@ -298,8 +350,12 @@ def test_bracket_fitness_tracks_its_function(pendulum):
 
 
 def test_power_depletion_fitness_decreases_with_work():
-    system = jb.HamiltonianSystem(_slider(), drive=ham.ConstantDrive(jnp.array([4.0])), fitness=ham.PowerDepletion(0.05))
-    tr = jb.simulate(system, system.initial_state(jnp.zeros(1)), 0.0, 1.0, ts=jnp.linspace(0, 1, 11), rtol=1e-10, atol=1e-10)
+    system = jb.HamiltonianSystem(
+        _slider(), drive=ham.ConstantDrive(jnp.array([4.0])), fitness=ham.PowerDepletion(0.05)
+    )
+    tr = jb.simulate(
+        system, system.initial_state(jnp.zeros(1)), 0.0, 1.0, ts=jnp.linspace(0, 1, 11), rtol=1e-10, atol=1e-10
+    )
     # closed form: constant force F on mass m from rest: work W(t) = F² t² / (2 m); f = exp(−k W)
     W = 16.0 * np.linspace(0, 1, 11) ** 2 / 4.0
     np.testing.assert_allclose(tr.f[:, 0], np.exp(-0.05 * W), rtol=1e-8)
@@ -309,8 +365,12 @@ def test_power_depletion_fitness_decreases_with_work():
 def test_vmap_over_initial_states_and_parameters(pendulum):
     tree, q0, qd0 = pendulum
     Q = q0 + 0.1 * jnp.arange(8)[:, None]
-    run = lambda q, c: jb.simulate(jb.HamiltonianSystem(tree, dissipation=ham.LinearDamping(c)),
-                                   jb.HamiltonianSystem(tree).initial_state(q, qd0), 0.0, 0.5).q[-1]
+    run = lambda q, c: jb.simulate(
+        jb.HamiltonianSystem(tree, dissipation=ham.LinearDamping(c)),
+        jb.HamiltonianSystem(tree).initial_state(q, qd0),
+        0.0,
+        0.5,
+    ).q[-1]
     batched = jax.jit(jax.vmap(run))(Q, jnp.linspace(0, 1, 8))
     for k in (0, 5):
         np.testing.assert_allclose(batched[k], run(Q[k], jnp.linspace(0, 1, 8)[k]), rtol=1e-7, atol=1e-9)

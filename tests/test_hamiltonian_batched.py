@@ -54,8 +54,14 @@ def test_kernel_equals_the_per_state_route(name):
         assert rel(qd, dp) < 1e-11 and rel(g, dq) < 1e-10
 
 
-@pytest.mark.parametrize("name", ["double_pendulum", pytest.param("arm7", marks=pytest.mark.slow),
-                                  pytest.param("wholebody", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "double_pendulum",
+        pytest.param("arm7", marks=pytest.mark.slow),
+        pytest.param("wholebody", marks=pytest.mark.slow),
+    ],
+)
 def test_vmapped_vector_field_equals_single_states(name):
     """`HamiltonianSystem.vector_field` under vmap (the kernel) against `jax.lax.map` of it (the
     per-state route), with a drive, damping and a rotor's added inertia. (The kernel's two chunks

@@ -14,23 +14,44 @@ GRAVITY = [0.0, 0.0, -9.81]
 
 
 def _segment(name, parent, joint, mass, com, inertia, origin=(0.0, 0.0, 0.0)):
-    return {"name": name, "parent": parent, "joint": {"type": joint, "origin": list(origin)},
-            "mass": mass, "com": list(com), "inertia": np.diag(inertia).tolist()}
+    return {
+        "name": name,
+        "parent": parent,
+        "joint": {"type": joint, "origin": list(origin)},
+        "mass": mass,
+        "com": list(com),
+        "inertia": np.diag(inertia).tolist(),
+    }
 
 
 def tumbling_body(gravity=(0.0, 0.0, 0.0)):
     """A free brick with three distinct principal moments (intermediate-axis instability), in
     space by default (under gravity it falls 2 km in 20 s, and H is a difference of 4e4 J terms)."""
-    return jb.SegmentTree.from_dict({"name": "brick", "gravity": list(gravity), "segments": [
-        _segment("brick", None, "free", 2.0, (0.0, 0.0, 0.0), (0.02, 0.05, 0.065))]}, dtype=jnp.float64)
+    return jb.SegmentTree.from_dict(
+        {
+            "name": "brick",
+            "gravity": list(gravity),
+            "segments": [_segment("brick", None, "free", 2.0, (0.0, 0.0, 0.0), (0.02, 0.05, 0.065))],
+        },
+        dtype=jnp.float64,
+    )
 
 
 def ball_double_pendulum():
     """Two rods on ball joints, COMs off their joints, hanging from the world."""
-    return jb.SegmentTree.from_dict({"name": "ball_pendulum", "gravity": GRAVITY, "segments": [
-        _segment("upper", None, "spherical", 1.5, (0.02, 0.0, -0.25), (0.032, 0.035, 0.004), origin=(0, 0, 2)),
-        _segment("lower", "upper", "spherical", 1.0, (0.0, 0.03, -0.2), (0.018, 0.02, 0.003), origin=(0, 0, -0.5)),
-    ]}, dtype=jnp.float64)
+    return jb.SegmentTree.from_dict(
+        {
+            "name": "ball_pendulum",
+            "gravity": GRAVITY,
+            "segments": [
+                _segment("upper", None, "spherical", 1.5, (0.02, 0.0, -0.25), (0.032, 0.035, 0.004), origin=(0, 0, 2)),
+                _segment(
+                    "lower", "upper", "spherical", 1.0, (0.0, 0.03, -0.2), (0.018, 0.02, 0.003), origin=(0, 0, -0.5)
+                ),
+            ],
+        },
+        dtype=jnp.float64,
+    )
 
 
 def _run(tree, q0, v0, t1=20.0):
@@ -57,7 +78,7 @@ def test_energy_conserved(make, t1):
     # the quaternions stay unit (projected on output; the drift before projection is tiny)
     for i, t in zip(tree.q_start, tree.joint_types):
         k = i + (3 if t == "free" else 0)
-        np.testing.assert_allclose(np.linalg.norm(np.asarray(traj.q)[:, k:k + 4], axis=1), 1.0, atol=1e-14)
+        np.testing.assert_allclose(np.linalg.norm(np.asarray(traj.q)[:, k : k + 4], axis=1), 1.0, atol=1e-14)
     # and the motion is not trivial
     assert np.ptp(np.asarray(traj.qd)) > 1.0
 

@@ -2,7 +2,6 @@
 and its energy balance, eq. 27's bracket d_H f as printed next to the along-the-flow form, and
 eqs. 10–11's phase-space dissipation R(q, p) next to the Rayleigh form R(q, q̇)."""
 
-import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -38,14 +37,19 @@ def _hamiltonian_rates(system, t, y):
 
 # ---- item 1: ℋ(t, q, p) ------------------------------------------------------------------------
 
+
 def _energy_balance(system, tr):
     """ℋ(t₁) − ℋ(t₀) and ∫ dℋ/dt dt (Simpson's rule over the saved times; `power_balance` is
     ∂ℋ/∂t + q̇ᵀ(F − ∂R/∂q̇)) and ∫ ∂ℋ/∂t dt along a simulated trajectory."""
+
     @jax.jit
     def along(ts, q, p, f):
         ys = {"q": q, "p": p, "f": f}
-        return (jax.vmap(system.hamiltonian)(ts, ys), jax.vmap(system.power_balance)(ts, ys),
-                jax.vmap(system.potential.time_rate)(ts, q))
+        return (
+            jax.vmap(system.hamiltonian)(ts, ys),
+            jax.vmap(system.power_balance)(ts, ys),
+            jax.vmap(system.potential.time_rate)(ts, q),
+        )
 
     calH, rates, partial_t = (np.asarray(x) for x in along(tr.ts, tr.q, tr.p, tr.f))
     ts = np.asarray(tr.ts)
@@ -73,9 +77,12 @@ def test_moving_spring_is_the_forced_oscillator():
 
 
 def _timed_system(tree):
-    return jb.HamiltonianSystem(tree, drive=ham.TimeFunctionDrive(lambda t: jnp.array([0.5 * jnp.sin(3 * t), -0.2])),
-                                dissipation=ham.LinearDamping(jnp.array([0.3, 0.1])),
-                                potential=ham.TimeFunctionPotential(_potential))
+    return jb.HamiltonianSystem(
+        tree,
+        drive=ham.TimeFunctionDrive(lambda t: jnp.array([0.5 * jnp.sin(3 * t), -0.2])),
+        dissipation=ham.LinearDamping(jnp.array([0.3, 0.1])),
+        potential=ham.TimeFunctionPotential(_potential),
+    )
 
 
 @pytest.mark.slow
@@ -122,16 +129,23 @@ def test_time_dependent_power_balance_with_ball_and_free_joints():
     """On the whole body (free pelvis, ball joints; nq 34, nv 28) ∂U/∂q enters ṗ as G(q)ᵀ∇U, so
     that dℋ/dt along the vector field (jax.jvp of ℋ(t, q, p) with q̇ = G v) is `power_balance`."""
     tree = jb.load_model("wholebody", dtype=jnp.float64)
-    system = jb.HamiltonianSystem(tree, drive=ham.ConstantDrive(0.3), dissipation=ham.LinearDamping(0.2),
-                                  potential=ham.TimeFunctionPotential(lambda t, q: jnp.sin(t) * jnp.sum(q**2)))
+    system = jb.HamiltonianSystem(
+        tree,
+        drive=ham.ConstantDrive(0.3),
+        dissipation=ham.LinearDamping(0.2),
+        potential=ham.TimeFunctionPotential(lambda t, q: jnp.sin(t) * jnp.sum(q**2)),
+    )
     q = jb.configuration.random(tree, jax.random.PRNGKey(0), angle=0.5, distance=0.3)
     y = system.initial_state(q, jnp.asarray(np.random.default_rng(0).uniform(-1, 1, tree.nv)))
 
     @jax.jit
     def check(t, y):
         dy = system.vector_field(t, y)
-        dH = jax.jvp(lambda t, q, p: system.hamiltonian(t, {"q": q, "p": p}), (t, y["q"], y["p"]),
-                     (jnp.ones_like(t), dy["q"], dy["p"]))[1]
+        dH = jax.jvp(
+            lambda t, q, p: system.hamiltonian(t, {"q": q, "p": p}),
+            (t, y["q"], y["p"]),
+            (jnp.ones_like(t), dy["q"], dy["p"]),
+        )[1]
         return dH, system.power_balance(t, y)
 
     dH, power = check(jnp.asarray(0.7), y)
@@ -139,6 +153,7 @@ def test_time_dependent_power_balance_with_ball_and_free_joints():
 
 
 # ---- item 2: eq. 27 as printed ---------------------------------------------------------------
+
 
 def _phi(t, q, p):
     return jnp.sin(q[0]) * p[1] + 0.3 * p[0] ** 2 + 0.2 * t * q[1]
@@ -153,13 +168,18 @@ def test_bracket_fitness_forms(pendulum, driven):
     potential = ham.TimeFunctionPotential(_potential)
     along = jb.HamiltonianSystem(pendulum, fitness=ham.BracketFitness(_phi), potential=potential, **kw)
     printed = jb.HamiltonianSystem(pendulum, fitness=ham.BracketFitness(_phi, form="eq27"), potential=potential, **kw)
+
     @jax.jit
     def rates(t, y):
         dH_dt, dH_dq, dH_dp = _hamiltonian_rates(along, t, y)
         dphi_dt, dphi_dq, dphi_dp = jax.grad(_phi, argnums=(0, 1, 2))(t, y["q"], y["p"])
         eq27 = printed.vector_field(t, y)["f"][0]
-        return (eq27, dphi_dt + dH_dp @ dphi_dq - dH_dq @ dphi_dp, along.vector_field(t, y)["f"][0] - eq27,
-                (tau - c * dH_dp) @ dphi_dp)
+        return (
+            eq27,
+            dphi_dt + dH_dp @ dphi_dq - dH_dq @ dphi_dp,
+            along.vector_field(t, y)["f"][0] - eq27,
+            (tau - c * dH_dp) @ dphi_dp,
+        )
 
     rng = np.random.default_rng(4)
     t = jnp.asarray(0.6)
@@ -181,8 +201,12 @@ def test_eq27_tracks_its_function_on_solutions_of_eq26():
     potential = ham.MovingSpringPotential(20.0, lambda t: 0.1 * jnp.sin(2.0 * t))
     ts = jnp.array([0.0, 0.5, 1.0])
     for tau in (0.0, 1.5):
-        system = jb.HamiltonianSystem(_slider(), drive=ham.ConstantDrive(jnp.array([tau])),
-                                      fitness=ham.BracketFitness(phi, form="eq27"), potential=potential)
+        system = jb.HamiltonianSystem(
+            _slider(),
+            drive=ham.ConstantDrive(jnp.array([tau])),
+            fitness=ham.BracketFitness(phi, form="eq27"),
+            potential=potential,
+        )
         y0 = system.initial_state(jnp.array([0.2]), jnp.array([0.3]))
         y0 = {**y0, "f": jnp.atleast_1d(phi(0.0, y0["q"], y0["p"]))}
         tr = jb.simulate(system, y0, 0.0, 1.0, rtol=1e-11, atol=1e-12, ts=ts)
@@ -199,6 +223,7 @@ def test_bracket_fitness_bad_form():
 
 # ---- item 3: eqs. 10–11 with R(q, p) -----------------------------------------------------------
 
+
 def _phase_field(system, R, t, y, force):
     """Eqs. 10–11 from autodiff of ℋ and R: q̇ = ∂ℋ/∂p + ∂R/∂p, ṗ = F − ∂ℋ/∂q + ∂R/∂q."""
     _, dH_dq, dH_dp = _hamiltonian_rates(system, t, y)
@@ -211,15 +236,22 @@ def test_phase_space_dissipation_is_eqs_10_11(pendulum):
     """The vector field and the energy balance dℋ/dt = ∂ℋ/∂t + ∂ℋ/∂p·F + ∇ℋ·∇R, against autodiff."""
     R = lambda q, p: -0.4 * jnp.dot(q, p) + 0.1 * jnp.sum(q**2 * p**2)
     tau = jnp.array([0.3, -0.2])
-    system = jb.HamiltonianSystem(pendulum, drive=ham.ConstantDrive(tau), dissipation=ham.PhaseSpaceDissipation(R),
-                                  potential=ham.TimeFunctionPotential(_potential))
+    system = jb.HamiltonianSystem(
+        pendulum,
+        drive=ham.ConstantDrive(tau),
+        dissipation=ham.PhaseSpaceDissipation(R),
+        potential=ham.TimeFunctionPotential(_potential),
+    )
     y = {"q": jnp.array([0.4, -0.7]), "p": jnp.array([0.9, 0.2]), "f": jnp.ones(1)}
 
     @jax.jit
     def check(t, y):
         dy = system.vector_field(t, y)
-        dH = jax.jvp(lambda t, q, p: system.hamiltonian(t, {"q": q, "p": p}), (t, y["q"], y["p"]),
-                     (jnp.ones_like(t), dy["q"], dy["p"]))[1]
+        dH = jax.jvp(
+            lambda t, q, p: system.hamiltonian(t, {"q": q, "p": p}),
+            (t, y["q"], y["p"]),
+            (jnp.ones_like(t), dy["q"], dy["p"]),
+        )[1]
         return dy, _phase_field(system, R, t, y, tau), dH, system.power_balance(t, y)
 
     dy, (qdot, pdot), dH, power = check(jnp.asarray(0.3), y)
@@ -248,8 +280,15 @@ def test_phase_space_and_rayleigh_forms_coincide_only_without_velocity_dependenc
     drive = ham.ConstantDrive(jnp.array([tau]))
     start = {"q": jnp.array([0.6]), "p": jnp.array([1.0]), "f": jnp.ones(1)}
     t = np.linspace(0.0, 1.0, 5)
-    run = lambda dissipation: jb.simulate(jb.HamiltonianSystem(slider, drive=drive, dissipation=dissipation),
-                                          start, 0.0, 1.0, ts=jnp.asarray(t), rtol=1e-11, atol=1e-12)
+    run = lambda dissipation: jb.simulate(
+        jb.HamiltonianSystem(slider, drive=drive, dissipation=dissipation),
+        start,
+        0.0,
+        1.0,
+        ts=jnp.asarray(t),
+        rtol=1e-11,
+        atol=1e-12,
+    )
     phase = run(ham.PhaseSpaceDissipation(lambda q, p: -_phi_q(jnp.append(q, 0.0))))
     rayleigh = run(_GradientRayleigh1())
     np.testing.assert_allclose(phase.q, rayleigh.q, atol=1e-10)
@@ -261,10 +300,24 @@ def test_phase_space_and_rayleigh_forms_coincide_only_without_velocity_dependenc
     # on a free mass m the closed forms differ — p = p₀e^{−ct/m} against p = p₀, x = (1/m − c)p₀t.
     c, p0 = 0.5, 1.2
     start = {"q": jnp.zeros(1), "p": jnp.array([p0]), "f": jnp.ones(1)}
-    damped = jb.simulate(jb.HamiltonianSystem(slider, dissipation=ham.LinearDamping(c)), start, 0.0, 1.0,
-                         ts=jnp.asarray(t), rtol=1e-11, atol=1e-12)
-    on_p = jb.simulate(jb.HamiltonianSystem(slider, dissipation=ham.PhaseSpaceDissipation(
-        lambda q, p: -0.5 * c * jnp.sum(p**2))), start, 0.0, 1.0, ts=jnp.asarray(t), rtol=1e-11, atol=1e-12)
+    damped = jb.simulate(
+        jb.HamiltonianSystem(slider, dissipation=ham.LinearDamping(c)),
+        start,
+        0.0,
+        1.0,
+        ts=jnp.asarray(t),
+        rtol=1e-11,
+        atol=1e-12,
+    )
+    on_p = jb.simulate(
+        jb.HamiltonianSystem(slider, dissipation=ham.PhaseSpaceDissipation(lambda q, p: -0.5 * c * jnp.sum(p**2))),
+        start,
+        0.0,
+        1.0,
+        ts=jnp.asarray(t),
+        rtol=1e-11,
+        atol=1e-12,
+    )
     np.testing.assert_allclose(damped.p[:, 0], p0 * np.exp(-c * t / m), rtol=1e-9)
     np.testing.assert_allclose(on_p.p[:, 0], p0, rtol=1e-12)
     np.testing.assert_allclose(on_p.q[:, 0], (1 / m - c) * p0 * t, atol=1e-10)
@@ -291,9 +344,16 @@ def test_phase_space_dissipation_and_potential_bad_input(pendulum):
     with pytest.raises(ValueError, match="Dissipation or jaxbio.hamiltonian.PhaseSpaceDissipation"):
         jb.HamiltonianSystem(pendulum, dissipation=lambda q, p: 0.0)
     with pytest.raises(ValueError, match="PhaseSpaceDissipation needs canonical coordinates"):
-        jb.HamiltonianSystem(jb.load_model("wholebody", dtype=jnp.float64),
-                             dissipation=ham.PhaseSpaceDissipation(lambda q, p: 0.0))
+        jb.HamiltonianSystem(
+            jb.load_model("wholebody", dtype=jnp.float64), dissipation=ham.PhaseSpaceDissipation(lambda q, p: 0.0)
+        )
     with pytest.raises(ValueError, match="form='eq27' needs canonical coordinates"):
         ham.BracketFitness(lambda t, q, p: q[0], form="eq27").rate(
-            0.0, jnp.ones(4), jnp.ones(3), jnp.ones(3), jnp.ones(1), jnp.ones(3),
-            ham.PhaseFlow(jnp.ones(4), jnp.ones(3), jnp.ones(3), jnp.ones(3), jnp.zeros(())))
+            0.0,
+            jnp.ones(4),
+            jnp.ones(3),
+            jnp.ones(3),
+            jnp.ones(1),
+            jnp.ones(3),
+            ham.PhaseFlow(jnp.ones(4), jnp.ones(3), jnp.ones(3), jnp.ones(3), jnp.zeros(())),
+        )

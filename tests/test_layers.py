@@ -98,8 +98,11 @@ def _imports(name: str):
             for alias in node.names:
                 dotted = f"{source}.{alias.name}"
                 yield (dotted if dotted in MODULES else source), dotted, node.lineno
-        elif (isinstance(node, ast.Call) and _is_package(name)
-              and getattr(node.func, "id", getattr(node.func, "attr", None)) == "attach"):
+        elif (
+            isinstance(node, ast.Call)
+            and _is_package(name)
+            and getattr(node.func, "id", getattr(node.func, "attr", None)) == "attach"
+        ):
             for const in ast.walk(node):
                 if isinstance(const, ast.Constant) and f"{name}.{const.value}" in MODULES:
                     yield f"{name}.{const.value}", f"{name}.{const.value}", node.lineno
@@ -209,6 +212,7 @@ def shadowed_modules() -> list[str]:
 #: fit(prior="hierarchical") hands over to hierarchical.forecast, which fits with fit: one
 #: recursion across two modules (merge them, or let forecast take the fit as an argument).
 KNOWN_CIRCLES = {("jaxbio.sprint.fitting", "jaxbio.sprint.hierarchical")}
+
 
 def test_graph_sees_the_package():
     graph = import_graph()

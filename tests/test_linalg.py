@@ -62,8 +62,9 @@ def test_the_levenberg_marquardt_has_no_lapack_call():
     def res(t, a):
         return jnp.array([a * (t[1] - t[0] ** 2), 1.0 - t[0]]), {}
 
-    assert not _lapack_calls(jax.vmap(lambda t0, a: least_squares(res, t0, a, max_steps=5)),
-                             jnp.ones((16, 2)), jnp.ones(16))
+    assert not _lapack_calls(
+        jax.vmap(lambda t0, a: least_squares(res, t0, a, max_steps=5)), jnp.ones((16, 2)), jnp.ones(16)
+    )
 
 
 def _lapack_calls(fn, *args):
@@ -136,7 +137,7 @@ def test_gradient_through_a_scan_of_batched_hamiltonian_terms():
             return (qq + 0.01 * d, pp - 0.01 * e), None
 
         (qq, _), _ = jax.lax.scan(body, (q, p), None, length=3)
-        return jnp.sum(qq ** 2)
+        return jnp.sum(qq**2)
 
     q = jnp.array([[0.3, -0.2], [1.0, 0.5], [-0.7, 0.1]])
     p = jnp.array([[0.2, 0.1], [-0.3, 0.4], [0.0, -0.1]])

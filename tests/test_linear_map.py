@@ -49,6 +49,7 @@ class _Transpose:
         if in_axes == (0, 0) and summed == (False,):
             return _Transpose(True)
         from jaxbio._linear import Vmapped
+
         return Vmapped(self, in_axes, size, summed)
 
 
@@ -105,6 +106,7 @@ def test_linear_map_inside_shard_map():
 
 # ---- the wrench recursion: reverse mode under vmap runs the adjoint kernel -------------------------
 
+
 def _states(tree, B=6, seed=0):
     ks = jax.random.split(jax.random.key(seed), 4)
     q = jax.vmap(lambda k: jb.configuration.random(tree, k))(jax.random.split(ks[0], B))
@@ -144,8 +146,11 @@ def test_reverse_mode_under_vmap_runs_the_adjoint(model, kernel_calls):
     FD = jax.vmap(lambda a, b, t: forward.accelerations(tree, a, b, t))
     g = jax.jit(jax.grad(lambda *x: jnp.sum(w * FD(*x)), argnums=(0, 1, 2)))(q, qd, tau)
     assert len(kernel_calls) == 1
-    one = jax.jit(jax.grad(lambda a, b, t, u: jnp.sum(u * forward._solved(tree, a, b, t, jnp.zeros_like(t), ())[1]),
-                           argnums=(0, 1, 2)))  # one state: plain autodiff of the solve
+    one = jax.jit(
+        jax.grad(
+            lambda a, b, t, u: jnp.sum(u * forward._solved(tree, a, b, t, jnp.zeros_like(t), ())[1]), argnums=(0, 1, 2)
+        )
+    )  # one state: plain autodiff of the solve
     for i in range(q.shape[0]):
         for a, b in zip(g, one(q[i], qd[i], tau[i], w[i])):
             np.testing.assert_allclose(a[i], b, rtol=1e-9, atol=1e-9)
@@ -174,8 +179,13 @@ def test_second_order_through_the_route(model):
     q, qd, qdd, w = _states(tree, B=4, seed=1)
     ID = jax.vmap(lambda a, b, c: jb.inverse_dynamics(tree, a, b, c))
     hvp = jax.jit(lambda v: jax.jvp(jax.grad(lambda a: jnp.sum(w * ID(a, qd, qdd))), (q,), (v,))[1])(qd)
-    want = jax.jit(jax.vmap(lambda a, b, c, u, v: jax.jvp(jax.grad(lambda x: jnp.sum(u * rnea._plain_tau(tree, x, b, c))),
-                                                  (a,), (v,))[1]))(q, qd, qdd, w, qd)
+    want = jax.jit(
+        jax.vmap(
+            lambda a, b, c, u, v: jax.jvp(jax.grad(lambda x: jnp.sum(u * rnea._plain_tau(tree, x, b, c))), (a,), (v,))[
+                1
+            ]
+        )
+    )(q, qd, qdd, w, qd)
     np.testing.assert_allclose(hvp, want, rtol=1e-10, atol=1e-10)
 
 
@@ -192,8 +202,10 @@ def test_other_derivatives_keep_the_per_state_route(kernel_calls):
 
     g = jax.jit(jax.grad(masses_loss))(tree.masses)
     eps = 1e-6
-    fd = [(masses_loss(tree.masses.at[i].add(eps)) - masses_loss(tree.masses.at[i].add(-eps))) / (2 * eps)
-          for i in range(tree.masses.shape[0])]
+    fd = [
+        (masses_loss(tree.masses.at[i].add(eps)) - masses_loss(tree.masses.at[i].add(-eps))) / (2 * eps)
+        for i in range(tree.masses.shape[0])
+    ]
     np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-6)
     ext = (jax.random.normal(jax.random.key(4), (3, tree.n_segments, 3)), jnp.zeros((3, tree.n_segments, 3)))
     ID = jax.vmap(lambda a, b, c, f, m: jb.inverse_dynamics(tree, a, b, c, (f, m)))
@@ -208,6 +220,8 @@ def test_other_derivatives_keep_the_per_state_route(kernel_calls):
 def test_ball_and_free_joints_keep_the_per_state_route(kernel_calls):
     body = jb.load_model("wholebody")
     q, qd, qdd, w = _states(body, B=3, seed=3)
-    got = jax.jit(jax.grad(lambda a: jnp.sum(w * jax.vmap(lambda a, b, c: jb.inverse_dynamics(body, a, b, c))(a, qd, qdd))))(q)
+    got = jax.jit(
+        jax.grad(lambda a: jnp.sum(w * jax.vmap(lambda a, b, c: jb.inverse_dynamics(body, a, b, c))(a, qd, qdd)))
+    )(q)
     np.testing.assert_allclose(got, jax.jit(_per_state_vjp)(body, q, qd, qdd, w)[0], rtol=1e-10, atol=1e-10)
     assert kernel_calls == []

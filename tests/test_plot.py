@@ -59,13 +59,16 @@ def test_animate_writes_a_gif_with_one_picture_per_frame(tmp_path):
     assert buf.getvalue()[:6] in (b"GIF87a", b"GIF89a")
 
 
-@pytest.mark.parametrize("bad, match", [
-    (dict(q=np.zeros((3, 3))), r"q must be \(T, nq\)"),
-    (dict(time=np.array([0.0, 0.2, 0.1])), "strictly increasing"),
-    (dict(q=np.array([[0.0, 0.0], [np.nan, 0.0], [0.0, 0.0]])), "finite"),
-    (dict(view="side"), "view must be"),
-    (dict(file="x.avi"), "gif or mp4"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (dict(q=np.zeros((3, 3))), r"q must be \(T, nq\)"),
+        (dict(time=np.array([0.0, 0.2, 0.1])), "strictly increasing"),
+        (dict(q=np.array([[0.0, 0.0], [np.nan, 0.0], [0.0, 0.0]])), "finite"),
+        (dict(view="side"), "view must be"),
+        (dict(file="x.avi"), "gif or mp4"),
+    ],
+)
 def test_animate_refuses_bad_input(tmp_path, bad, match):
     tree = jb.load_model("double_pendulum")
     args = dict(time=np.array([0.0, 0.1, 0.2]), q=np.zeros((3, 2)), file=str(tmp_path / "a.gif"), view="auto")

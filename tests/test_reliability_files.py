@@ -27,8 +27,10 @@ DATA = REPO / "tests" / "io" / "data"
 ARM26 = DATA / "arm26_id"
 MOTION = ARM26 / "arm26_InverseKinematics.mot"
 OSIM = ARM26 / "arm26.osim"
-SPLITS = "# reaction_time_s: 0.146\ndistance_m,time_s\n10,1.88\n20,2.96\n30,3.88\n40,4.77\n50,5.64\n" \
-         "60,6.50\n70,7.36\n80,8.22\n90,9.09\n100,9.96\n"
+SPLITS = (
+    "# reaction_time_s: 0.146\ndistance_m,time_s\n10,1.88\n20,2.96\n30,3.88\n40,4.77\n50,5.64\n"
+    "60,6.50\n70,7.36\n80,8.22\n90,9.09\n100,9.96\n"
+)
 
 
 def _one_line_exit_2(argv, capsys, *needles):
@@ -93,18 +95,23 @@ def fifo(tmp_path):
 
 # --- 1. special files -----------------------------------------------------------------------
 
+
 def _argv_with(kind: str, special: str, tmp_path: Path) -> list:
     """A command whose input ``kind`` is the file ``special`` (the other inputs good)."""
     setup = tmp_path / "setup.xml"
     loads = tmp_path / "loads.xml"
     if kind == "setup-model":
-        setup.write_text(f"<OpenSimDocument><InverseDynamicsTool name='t'><model_file>{special}</model_file>"
-                         f"<coordinates_file>{MOTION}</coordinates_file><results_directory>{tmp_path / 'res'}"
-                         "</results_directory></InverseDynamicsTool></OpenSimDocument>")
+        setup.write_text(
+            f"<OpenSimDocument><InverseDynamicsTool name='t'><model_file>{special}</model_file>"
+            f"<coordinates_file>{MOTION}</coordinates_file><results_directory>{tmp_path / 'res'}"
+            "</results_directory></InverseDynamicsTool></OpenSimDocument>"
+        )
     if kind == "loads-data":
-        loads.write_text(f"<OpenSimDocument><ExternalLoads name='x'><objects><ExternalForce name='f'>"
-                         "<applied_to_body>r_humerus</applied_to_body><force_identifier>f</force_identifier>"
-                         f"</ExternalForce></objects><datafile>{special}</datafile></ExternalLoads></OpenSimDocument>")
+        loads.write_text(
+            f"<OpenSimDocument><ExternalLoads name='x'><objects><ExternalForce name='f'>"
+            "<applied_to_body>r_humerus</applied_to_body><force_identifier>f</force_identifier>"
+            f"</ExternalForce></objects><datafile>{special}</datafile></ExternalLoads></OpenSimDocument>"
+        )
     return {
         "split": ["sprint", "--csv", special],
         "osim": ["id", "--model", special, "--motion", MOTION],
@@ -120,14 +127,27 @@ def _argv_with(kind: str, special: str, tmp_path: Path) -> list:
     }[kind]
 
 
-KINDS = ["split", "osim", "json", "motion", "loads", "loads-data", "so-motion", "so-actuators", "setup",
-         "setup-model", "animate"]
+KINDS = [
+    "split",
+    "osim",
+    "json",
+    "motion",
+    "loads",
+    "loads-data",
+    "so-motion",
+    "so-actuators",
+    "setup",
+    "setup-model",
+    "animate",
+]
 
 
 @needs_fifo
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_fifo_input_is_refused_without_blocking(kind, fifo, tmp_path, capsys):
-    special = fifo(f"input_{kind}.{'osim' if kind in ('osim', 'setup-model') else 'json' if kind == 'json' else 'xml' if kind in ('loads', 'setup', 'so-actuators') else 'mot'}")
+    special = fifo(
+        f"input_{kind}.{'osim' if kind in ('osim', 'setup-model') else 'json' if kind == 'json' else 'xml' if kind in ('loads', 'setup', 'so-actuators') else 'mot'}"
+    )
     _one_line_exit_2(_argv_with(kind, special, tmp_path), capsys, str(special), "not a regular file (a FIFO)")
     assert not (tmp_path / "res").exists()
 
@@ -157,8 +177,14 @@ def test_an_input_larger_than_the_cap_is_refused_before_reading(tmp_path, capsys
     big = tmp_path / "big.mot"
     big.write_bytes(b"x" * 300_000)  # the model is 79 kB
     monkeypatch.setattr(_files, "MAX_INPUT_BYTES", 200_000)
-    _one_line_exit_2(["id", "--model", OSIM, "--motion", big], capsys, str(big),
-                     "too large for a motion file", "300000 bytes", "the limit is 200000 bytes")
+    _one_line_exit_2(
+        ["id", "--model", OSIM, "--motion", big],
+        capsys,
+        str(big),
+        "too large for a motion file",
+        "300000 bytes",
+        "the limit is 200000 bytes",
+    )
 
 
 @needs_fifo
@@ -205,38 +231,51 @@ def test_the_package_reads_input_files_only_through_read_bytes():
         for k, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if pattern.search(line):
                 offenders.append(f"{path.relative_to(REPO)}:{k}: {line.strip()}")
-    allowed = ("jaxbio/plot.py:",  # reads back its own temporary animation
-               "jaxbio/models/_build.py:",  # the model builder compares its own shipped files
-               "jaxbio/muscles/sets.py:",  # package data (importlib.resources)
-               "jaxbio/_aot.py:",  # jaxbio's own source (its fingerprint) and the programs it kept
-               "jaxbio/sprint/_reference.py:")  # package data: the shipped reference fits
-    offenders = [o for o in offenders if not o.startswith(allowed)
-                 and "text=f.read_bytes()" not in o]  # an embedded race (importlib.resources)
+    allowed = (
+        "jaxbio/plot.py:",  # reads back its own temporary animation
+        "jaxbio/models/_build.py:",  # the model builder compares its own shipped files
+        "jaxbio/muscles/sets.py:",  # package data (importlib.resources)
+        "jaxbio/_aot.py:",  # jaxbio's own source (its fingerprint) and the programs it kept
+        "jaxbio/sprint/_reference.py:",
+    )  # package data: the shipped reference fits
+    offenders = [
+        o for o in offenders if not o.startswith(allowed) and "text=f.read_bytes()" not in o
+    ]  # an embedded race (importlib.resources)
     assert not offenders, offenders
 
 
 # --- 2. inclusive edges of documented limits --------------------------------------------------
 
+
 @pytest.mark.parametrize("cutoff", ["60", "59.99", "58", "54.1", "120", "1e300"])
 def test_lowpass_at_or_near_nyquist_is_refused(cutoff, capsys):
     """arm26's motion is sampled at 120 Hz (Δt printed as 0.00833333): 60 Hz was accepted and
     58 Hz gave accelerations of thousands of rad/s²."""
-    _one_line_exit_2(["id", "--model", OSIM, "--motion", MOTION, "--lowpass", cutoff], capsys,
-                     "Nyquist frequency of the samples, 60 Hz", "at most 0.9 × Nyquist = 54 Hz")
+    _one_line_exit_2(
+        ["id", "--model", OSIM, "--motion", MOTION, "--lowpass", cutoff],
+        capsys,
+        "Nyquist frequency of the samples, 60 Hz",
+        "at most 0.9 × Nyquist = 54 Hz",
+    )
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["id", "--lowpass", "0"], "argument --lowpass: must be a finite number > 0"),
-    (["id", "--lowpass", "-0"], "argument --lowpass: must be a finite number > 0"),
-    (["id", "--lowpass", "nan"], "argument --lowpass: must be a finite number > 0"),
-    (["static-optimization", "--model", "m", "--motion", "m", "--lowpass", "0"], "argument --lowpass"),
-    (["static-optimization", "--model", "m", "--motion", "m", "--activation-exponent", "1.9999999"],
-     "argument --activation-exponent: must be a finite number ≥ 2"),
-    (["animate", "--model", "m", "--motion", "m", "--output", "a.gif", "--fps", "0"], "argument --fps"),
-    (["id", "--frames", "100001"], "argument --frames: must be an integer from 1 to 100000"),
-    (["id", "--duration", "0"], "argument --duration: must be a finite number > 0"),
-    (["id", "--columns", "0"], "argument --columns: must be an integer ≥ 1"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["id", "--lowpass", "0"], "argument --lowpass: must be a finite number > 0"),
+        (["id", "--lowpass", "-0"], "argument --lowpass: must be a finite number > 0"),
+        (["id", "--lowpass", "nan"], "argument --lowpass: must be a finite number > 0"),
+        (["static-optimization", "--model", "m", "--motion", "m", "--lowpass", "0"], "argument --lowpass"),
+        (
+            ["static-optimization", "--model", "m", "--motion", "m", "--activation-exponent", "1.9999999"],
+            "argument --activation-exponent: must be a finite number ≥ 2",
+        ),
+        (["animate", "--model", "m", "--motion", "m", "--output", "a.gif", "--fps", "0"], "argument --fps"),
+        (["id", "--frames", "100001"], "argument --frames: must be an integer from 1 to 100000"),
+        (["id", "--duration", "0"], "argument --duration: must be a finite number > 0"),
+        (["id", "--columns", "0"], "argument --columns: must be an integer ≥ 1"),
+    ],
+)
 def test_options_refuse_their_exclusive_edges(argv, message, capsys):
     _one_line_exit_2(argv, capsys, message)
 
@@ -283,15 +322,18 @@ def test_the_cutoff_bound_is_inclusive_and_sane():
 @pytest.mark.parametrize("cutoff", ["0", "nan", "inf"])
 def test_run_tool_refuses_a_meaningless_setup_cutoff(cutoff, tmp_path, capsys):
     setup = tmp_path / "setup.xml"
-    setup.write_text(f"<OpenSimDocument><InverseDynamicsTool name='t'><model_file>{OSIM}</model_file>"
-                     f"<coordinates_file>{MOTION}</coordinates_file><results_directory>res</results_directory>"
-                     f"<lowpass_cutoff_frequency_for_coordinates>{cutoff}</lowpass_cutoff_frequency_for_coordinates>"
-                     "</InverseDynamicsTool></OpenSimDocument>")
+    setup.write_text(
+        f"<OpenSimDocument><InverseDynamicsTool name='t'><model_file>{OSIM}</model_file>"
+        f"<coordinates_file>{MOTION}</coordinates_file><results_directory>res</results_directory>"
+        f"<lowpass_cutoff_frequency_for_coordinates>{cutoff}</lowpass_cutoff_frequency_for_coordinates>"
+        "</InverseDynamicsTool></OpenSimDocument>"
+    )
     _one_line_exit_2(["run-tool", setup], capsys, str(setup), "<lowpass_cutoff_frequency_for_coordinates> must be")
     assert not (tmp_path / "res").exists()
 
 
 # --- 3. outputs checked by creating a file, also as root -------------------------------------
+
 
 def _unwritable_directory():
     """A directory where no file can be created even by root (``/sys``, a read-only pseudo file
@@ -307,14 +349,24 @@ def _unwritable_directory():
     return None
 
 
-@pytest.mark.parametrize("argv_of", [
-    lambda out: ["sprint", "--json", out],
-    lambda out: ["sprint", "--plot", out.replace(".json", ".png")],
-    lambda out: ["id", "--model", OSIM, "--motion", MOTION, "--output", out.replace(".json", ".sto")],
-    lambda out: ["static-optimization", "--model", OSIM, "--motion", MOTION, "--output-forces",
-                 out.replace(".json", ".sto")],
-    lambda out: ["animate", "--model", "arm26", "--motion", MOTION, "--output", out.replace(".json", ".gif")],
-])
+@pytest.mark.parametrize(
+    "argv_of",
+    [
+        lambda out: ["sprint", "--json", out],
+        lambda out: ["sprint", "--plot", out.replace(".json", ".png")],
+        lambda out: ["id", "--model", OSIM, "--motion", MOTION, "--output", out.replace(".json", ".sto")],
+        lambda out: [
+            "static-optimization",
+            "--model",
+            OSIM,
+            "--motion",
+            MOTION,
+            "--output-forces",
+            out.replace(".json", ".sto"),
+        ],
+        lambda out: ["animate", "--model", "arm26", "--motion", MOTION, "--output", out.replace(".json", ".gif")],
+    ],
+)
 def test_an_output_in_a_read_only_file_system_is_refused_before_any_work(argv_of, capsys):
     d = _unwritable_directory()
     if d is None:
@@ -334,8 +386,11 @@ def test_the_probe_is_a_created_file_not_permission_bits(tmp_path, monkeypatch):
         return real_open(path, flags, *args, **kwargs)
 
     monkeypatch.setattr(os, "open", read_only_mount)
-    with pytest.raises(ValueError, match=rf"^--json {tmp_path}/r.json: cannot create files in directory "
-                                         rf"{tmp_path} \(Read-only file system\)$"):
+    with pytest.raises(
+        ValueError,
+        match=rf"^--json {tmp_path}/r.json: cannot create files in directory "
+        rf"{tmp_path} \(Read-only file system\)$",
+    ):
         _files.check_outputs([("--json", str(tmp_path / "r.json"))])
     assert list(tmp_path.iterdir()) == []
 
@@ -365,10 +420,12 @@ def test_a_failed_run_tool_leaves_no_results_directory(motion, tmp_path, fifo, c
     kept.mkdir()
     for results in ("a/b/c", "kept/new", "kept"):
         setup = tmp_path / "setup.xml"
-        setup.write_text(f"<OpenSimDocument><InverseDynamicsTool name='t'><model_file>{OSIM}</model_file>"
-                         f"<coordinates_file>{bad}</coordinates_file><results_directory>{results}"
-                         "</results_directory><forces_to_exclude>all</forces_to_exclude>"
-                         "</InverseDynamicsTool></OpenSimDocument>")
+        setup.write_text(
+            f"<OpenSimDocument><InverseDynamicsTool name='t'><model_file>{OSIM}</model_file>"
+            f"<coordinates_file>{bad}</coordinates_file><results_directory>{results}"
+            "</results_directory><forces_to_exclude>all</forces_to_exclude>"
+            "</InverseDynamicsTool></OpenSimDocument>"
+        )
         _one_line_exit_2(["run-tool", setup], capsys, str(bad))
         assert not (tmp_path / "a").exists() and not (kept / "new").exists() and kept.is_dir()
         assert list(kept.iterdir()) == []
@@ -388,9 +445,12 @@ def test_echo_cuts_long_values():
 
 
 @settings(max_examples=15, deadline=None)
-@given(cell=st.text(alphabet="0123456789.,;eE+-x ", min_size=150, max_size=20_000).filter(
-           lambda c: c.strip() and "," not in c.strip()[:1]),
-       where=st.sampled_from(["split cell", "split header", "motion cell", "motion label", "option"]))
+@given(
+    cell=st.text(alphabet="0123456789.,;eE+-x ", min_size=150, max_size=20_000).filter(
+        lambda c: c.strip() and "," not in c.strip()[:1]
+    ),
+    where=st.sampled_from(["split cell", "split header", "motion cell", "motion label", "option"]),
+)
 def test_an_over_long_bad_value_is_echoed_short(cell, where):
     import tempfile
 
@@ -399,14 +459,19 @@ def test_an_over_long_bad_value_is_echoed_short(cell, where):
     cell = cell.strip().replace(" ", "0") + "x"  # never a number
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / ("f.csv" if where.startswith("split") else "f.mot")
-        text = {"split cell": f"# reaction_time_s: 0.15\ndistance_m,time_s\n10,{cell}\n",
-                "split header": f"# reaction_time_s: {cell}\ndistance_m,time_s\n10,1.9\n",
-                "motion cell": MOT_HEAD + f"0\t{cell}\n",
-                "motion label": MOT_HEAD.replace("r_elbow_flex", cell.replace(",", "_").replace(";", "_")) + "0\t1\n",
-                "option": ""}[where]
+        text = {
+            "split cell": f"# reaction_time_s: 0.15\ndistance_m,time_s\n10,{cell}\n",
+            "split header": f"# reaction_time_s: {cell}\ndistance_m,time_s\n10,1.9\n",
+            "motion cell": MOT_HEAD + f"0\t{cell}\n",
+            "motion label": MOT_HEAD.replace("r_elbow_flex", cell.replace(",", "_").replace(";", "_")) + "0\t1\n",
+            "option": "",
+        }[where]
         path.write_text(text)
-        argv = {"split": ["sprint", "--csv", path], "motion": ["id", "--model", OSIM, "--motion", path],
-                "option": ["id", "--lowpass", cell]}[where.split()[0]]
+        argv = {
+            "split": ["sprint", "--csv", path],
+            "motion": ["id", "--model", OSIM, "--motion", path],
+            "option": ["id", "--lowpass", cell],
+        }[where.split()[0]]
         import io
         from contextlib import redirect_stderr, redirect_stdout
 
@@ -420,10 +485,13 @@ def test_an_over_long_bad_value_is_echoed_short(cell, where):
     assert value[:120] not in err, err  # at most ~100 characters of the value
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["id", "--model", OSIM], "an OpenSim .osim model needs --motion"),
-    (["id", "--model", "missing.osim"], "an OpenSim .osim model needs --motion"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["id", "--model", OSIM], "an OpenSim .osim model needs --motion"),
+        (["id", "--model", "missing.osim"], "an OpenSim .osim model needs --motion"),
+    ],
+)
 def test_an_osim_model_without_motion_says_so(argv, needle, capsys):
     err = _one_line_exit_2(argv, capsys, needle)
     assert "JSON" not in err
@@ -436,9 +504,14 @@ def test_an_xml_file_as_a_json_model_says_it_is_xml(tmp_path, capsys):
     assert "not valid JSON" not in err
 
 
-ENCODINGS = {"utf-16-le": "UTF-16 (little-endian, without", "utf-16-be": "UTF-16 (big-endian, without",
-             "utf-32-le": "UTF-32 (little-endian, without", "utf-32-be": "UTF-32 (big-endian, without",
-             "utf-32": "UTF-32 (little-endian, with a", "utf-16": "UTF-16 (little-endian, with a"}
+ENCODINGS = {
+    "utf-16-le": "UTF-16 (little-endian, without",
+    "utf-16-be": "UTF-16 (big-endian, without",
+    "utf-32-le": "UTF-32 (little-endian, without",
+    "utf-32-be": "UTF-32 (big-endian, without",
+    "utf-32": "UTF-32 (little-endian, with a",
+    "utf-16": "UTF-16 (little-endian, with a",
+}
 
 
 @pytest.mark.parametrize("encoding", list(ENCODINGS))
@@ -446,13 +519,22 @@ ENCODINGS = {"utf-16-le": "UTF-16 (little-endian, without", "utf-16-be": "UTF-16
 def test_utf16_and_utf32_files_are_named_by_their_encoding(kind, encoding, tmp_path, capsys):
     if kind == "split" and encoding == "utf-16":
         pytest.skip("split files may be UTF-16 with a byte-order mark")
-    source = {"motion": MOTION, "osim": OSIM, "json": REPO / "jaxbio" / "models" / "arm7.json",
-              "setup": ARM26 / "arm26_Setup_InverseDynamics.xml"}.get(kind)
+    source = {
+        "motion": MOTION,
+        "osim": OSIM,
+        "json": REPO / "jaxbio" / "models" / "arm7.json",
+        "setup": ARM26 / "arm26_Setup_InverseDynamics.xml",
+    }.get(kind)
     text = SPLITS if source is None else source.read_text(encoding="utf-8")
-    path = tmp_path / f"f.{ {'motion': 'mot', 'osim': 'osim', 'split': 'csv', 'json': 'json', 'setup': 'xml'}[kind]}"
+    path = tmp_path / f"f.{ {'motion': 'mot', 'osim': 'osim', 'split': 'csv', 'json': 'json', 'setup': 'xml'}[kind] }"
     path.write_bytes(text.encode(encoding))
-    argv = {"motion": ["id", "--model", OSIM, "--motion", path], "osim": ["id", "--model", path, "--motion", MOTION],
-            "split": ["sprint", "--csv", path], "json": ["id", "--model", path], "setup": ["run-tool", path]}[kind]
+    argv = {
+        "motion": ["id", "--model", OSIM, "--motion", path],
+        "osim": ["id", "--model", path, "--motion", MOTION],
+        "split": ["sprint", "--csv", path],
+        "json": ["id", "--model", path],
+        "setup": ["run-tool", path],
+    }[kind]
     err = _one_line_exit_2(argv, capsys, str(path), f"the file is {ENCODINGS[encoding]}", "save it as UTF-8")
     assert "column line" not in err and "binary" not in err
 
@@ -469,10 +551,15 @@ def test_text_encoding_leaves_utf8_and_binary_alone():
 def test_a_long_column_list_is_cut(tmp_path, capsys):
     path = tmp_path / "many.mot"
     labels = [f"c{i}_{'x' * 200}" for i in range(500)]
-    path.write_text(MOT_HEAD.replace("nColumns=2", "nColumns=501").replace("r_elbow_flex", "\t".join(labels))
-                    + "0\t" + "\t".join("1" for _ in labels) + "\n")
-    err = _one_line_exit_2(["id", "--model", OSIM, "--motion", path], capsys, "none of the model's coordinates",
-                           "(500 in all)")
+    path.write_text(
+        MOT_HEAD.replace("nColumns=2", "nColumns=501").replace("r_elbow_flex", "\t".join(labels))
+        + "0\t"
+        + "\t".join("1" for _ in labels)
+        + "\n"
+    )
+    err = _one_line_exit_2(
+        ["id", "--model", OSIM, "--motion", path], capsys, "none of the model's coordinates", "(500 in all)"
+    )
     assert len(err) < 1200
 
 
@@ -493,8 +580,11 @@ def test_an_output_fifo_without_a_reader_fails_instead_of_hanging(tmp_path, monk
 
     threading.Thread(target=rescue, daemon=True).start()
     try:
-        with pytest.raises(ValueError, match=rf"^--json {fifo_path}: cannot write the file \(a FIFO that no process "
-                                             "reads"):
+        with pytest.raises(
+            ValueError,
+            match=rf"^--json {fifo_path}: cannot write the file \(a FIFO that no process "
+            "reads",
+        ):
             _files.write_outputs([(out, lambda f: f.write(b"{}"))])
     finally:
         done.set()

@@ -43,14 +43,22 @@ MUSCLES = {
     "thelen": Thelen2003Muscle(**PARAMETERS),
     "millard": Millard2012EquilibriumMuscle(**PARAMETERS),
 }
-OWNER = {"hill_rigid": "HillMuscle", "hill_compliant": "HillMuscle", "thelen": "Thelen2003Muscle",
-         "millard": "Millard2012EquilibriumMuscle"}
+OWNER = {
+    "hill_rigid": "HillMuscle",
+    "hill_compliant": "HillMuscle",
+    "thelen": "Thelen2003Muscle",
+    "millard": "Millard2012EquilibriumMuscle",
+}
 #: the models, OpenSim's (seconds to compile their equilibrium) marked slow for the property tests;
 #: `test_every_model_fast` covers them in the default run
-MODELS = [pytest.param(name, marks=pytest.mark.slow) if name in ("thelen", "millard") else name for name in sorted(MUSCLES)]
+MODELS = [
+    pytest.param(name, marks=pytest.mark.slow) if name in ("thelen", "millard") else name for name in sorted(MUSCLES)
+]
 
 #: activations out of [0, 1] by more than the rounding slack (10⁻⁵), and non-finite ones
-OUT_OF_UNIT = st.one_of(st.floats(-1e6, -1e-4), st.floats(1.0001, 1e6), st.sampled_from([math.nan, math.inf, -math.inf]))
+OUT_OF_UNIT = st.one_of(
+    st.floats(-1e6, -1e-4), st.floats(1.0001, 1e6), st.sampled_from([math.nan, math.inf, -math.inf])
+)
 NOT_A_LENGTH = st.one_of(st.floats(-10.0, -1e-9), st.sampled_from([math.nan, math.inf, -math.inf]))
 
 
@@ -128,9 +136,9 @@ def test_every_model_fast(name):
     force = np.asarray(jax.jit(jax.vmap(lambda a, l, v: m.force(a, l, v)))(a, length, velocity))[:, 0]
     n_bad = len(bad_a) + len(bad_l)
     assert np.isnan(force[:n_bad]).all() and np.isnan(force[-1])
-    assert np.all(force[n_bad:n_bad + len(slack)] >= 0.0), force[n_bad:n_bad + len(slack)]
+    assert np.all(force[n_bad : n_bad + len(slack)] >= 0.0), force[n_bad : n_bad + len(slack)]
     eager = np.concatenate([np.asarray(m.force(x, 0.3)) for x in legal])
-    np.testing.assert_allclose(force[-1 - len(legal):-1], eager, rtol=1e-9)
+    np.testing.assert_allclose(force[-1 - len(legal) : -1], eager, rtol=1e-9)
     for x in bad_a:
         with pytest.raises(ValueError, match=f"{OWNER[name]}: activation must be finite and in"):
             m.force(x, 0.3)
@@ -154,7 +162,9 @@ def test_gradient_inside_range_is_finite_and_nan_outside(name):
 
 def test_first_bad_entry_is_named():
     m = HillMuscle(max_isometric_force=[900.0, 500.0, 300.0], optimal_fiber_length=0.1, tendon_slack_length=SLACK)
-    with pytest.raises(ValueError, match=r"activation must be finite and in \[0, 1\], got 2\.0 \(first at index 1; 2 out"):
+    with pytest.raises(
+        ValueError, match=r"activation must be finite and in \[0, 1\], got 2\.0 \(first at index 1; 2 out"
+    ):
         m.force([0.5, 2.0, 3.0], 0.3)
 
 
@@ -232,8 +242,11 @@ ENTRIES = [
     ("muscle paths of a half model", "model 'arm26'", lambda dt: _lengths(*_arm26(dt)[:2], Z)),
     ("half muscle paths", "paths", lambda dt: _lengths(_arm26()[0], _arm26(dt)[1], Z)),
     ("simulate", "simulate: y0['q']", lambda dt: jb.simulate(SYSTEM, _half_state(dt), 0.0, 0.1, steps=2)),
-    ("simulate_sde", "simulate_sde: y0['q']",
-     lambda dt: jb.simulate_sde(SYSTEM, _half_state(dt), 0.0, 0.1, jax.random.key(0), 0.1, dt0=0.05)),
+    (
+        "simulate_sde",
+        "simulate_sde: y0['q']",
+        lambda dt: jb.simulate_sde(SYSTEM, _half_state(dt), 0.0, 0.1, jax.random.key(0), 0.1, dt0=0.05),
+    ),
     ("initial_state", "initial_state: q", lambda dt: SYSTEM.initial_state(Z.astype(dt))),
     ("inverse_dynamics", "qdd", lambda dt: jb.inverse_dynamics(TREE, Z, Z, Z.astype(dt))),
     ("inverse_dynamics under jit", "q", lambda dt: jax.jit(lambda q: jb.inverse_dynamics(TREE, q, Z, Z))(Z.astype(dt))),
@@ -242,25 +255,50 @@ ENTRIES = [
     ("forward_kinematics", "q", lambda dt: jb.forward_kinematics(TREE, Z.astype(dt))),
     ("half model, dynamics", "model 'double_pendulum_test'", lambda dt: jb.inverse_dynamics(TREE.astype(dt), Z, Z, Z)),
     ("half model, system", "HamiltonianSystem: model", lambda dt: jb.HamiltonianSystem(TREE.astype(dt))),
-    ("static_optimization moment_arms", "moment_arms",
-     lambda dt: static_optimization(R3.astype(dt), jnp.array([1.0, 0.5]), jnp.full(3, 500.0))),
-    ("static_optimization tau", "tau",
-     lambda dt: static_optimization(R3, jnp.array([1.0, 0.5], dt), jnp.full(3, 500.0))),
-    ("static_optimization max_force", "max_force",
-     lambda dt: static_optimization(R3, jnp.array([1.0, 0.5]), jnp.full(3, 500.0, dt))),
-    ("HillMuscle parameters", "HillMuscle: max_isometric_force",
-     lambda dt: HillMuscle(jnp.full(1, 900.0, dt), 0.1, SLACK)),
+    (
+        "static_optimization moment_arms",
+        "moment_arms",
+        lambda dt: static_optimization(R3.astype(dt), jnp.array([1.0, 0.5]), jnp.full(3, 500.0)),
+    ),
+    (
+        "static_optimization tau",
+        "tau",
+        lambda dt: static_optimization(R3, jnp.array([1.0, 0.5], dt), jnp.full(3, 500.0)),
+    ),
+    (
+        "static_optimization max_force",
+        "max_force",
+        lambda dt: static_optimization(R3, jnp.array([1.0, 0.5]), jnp.full(3, 500.0, dt)),
+    ),
+    (
+        "HillMuscle parameters",
+        "HillMuscle: max_isometric_force",
+        lambda dt: HillMuscle(jnp.full(1, 900.0, dt), 0.1, SLACK),
+    ),
     ("HillMuscle.force", "HillMuscle: activation", lambda dt: MUSCLES["hill_rigid"].force(jnp.full(1, 0.5, dt), 0.3)),
-    ("Thelen2003Muscle parameters", "Thelen2003Muscle: optimal_fiber_length",
-     lambda dt: Thelen2003Muscle(max_isometric_force=900.0, optimal_fiber_length=jnp.asarray(0.1, dt),
-                                 tendon_slack_length=SLACK)),
-    ("Thelen2003Muscle.force", "Thelen2003Muscle: musculotendon_length",
-     lambda dt: MUSCLES["thelen"].force(0.5, jnp.full(1, 0.3, dt))),
-    ("Millard2012EquilibriumMuscle.force", "Millard2012EquilibriumMuscle: musculotendon_velocity",
-     lambda dt: MUSCLES["millard"].force(0.5, 0.3, jnp.zeros(1, dt))),
+    (
+        "Thelen2003Muscle parameters",
+        "Thelen2003Muscle: optimal_fiber_length",
+        lambda dt: Thelen2003Muscle(
+            max_isometric_force=900.0, optimal_fiber_length=jnp.asarray(0.1, dt), tendon_slack_length=SLACK
+        ),
+    ),
+    (
+        "Thelen2003Muscle.force",
+        "Thelen2003Muscle: musculotendon_length",
+        lambda dt: MUSCLES["thelen"].force(0.5, jnp.full(1, 0.3, dt)),
+    ),
+    (
+        "Millard2012EquilibriumMuscle.force",
+        "Millard2012EquilibriumMuscle: musculotendon_velocity",
+        lambda dt: MUSCLES["millard"].force(0.5, 0.3, jnp.zeros(1, dt)),
+    ),
     ("ActivationDynamics", "ActivationDynamics: tau_activation", lambda dt: ActivationDynamics(jnp.asarray(0.01, dt))),
-    ("ActivationDynamics.rate", "ActivationDynamics.rate: excitation",
-     lambda dt: ActivationDynamics().rate(jnp.asarray(0.5, dt), 0.2)),
+    (
+        "ActivationDynamics.rate",
+        "ActivationDynamics.rate: excitation",
+        lambda dt: ActivationDynamics().rate(jnp.asarray(0.5, dt), 0.2),
+    ),
 ]
 
 
@@ -277,15 +315,22 @@ def test_half_precision_refused_naming_argument_and_dtype(entry, argument, call,
 def test_half_precision_models_still_load():
     """Storing a model in half precision stays allowed (`load_model(dtype=)`); computing needs a cast."""
     t16 = TREE.astype(jnp.float16)
-    np.testing.assert_allclose(jb.inverse_dynamics(t16.astype(jnp.float32), Z, Z, Z),
-                               jb.inverse_dynamics(TREE.astype(jnp.float32), Z, Z, Z), rtol=1e-2, atol=1e-3)
+    np.testing.assert_allclose(
+        jb.inverse_dynamics(t16.astype(jnp.float32), Z, Z, Z),
+        jb.inverse_dynamics(TREE.astype(jnp.float32), Z, Z, Z),
+        rtol=1e-2,
+        atol=1e-3,
+    )
 
 
 def test_float32_entries_still_work():
-    tau = jb.inverse_dynamics(TREE.astype(jnp.float32), Z.astype(jnp.float32), Z.astype(jnp.float32),
-                              Z.astype(jnp.float32))
+    tau = jb.inverse_dynamics(
+        TREE.astype(jnp.float32), Z.astype(jnp.float32), Z.astype(jnp.float32), Z.astype(jnp.float32)
+    )
     assert tau.dtype == jnp.float32 and np.all(np.isfinite(np.asarray(tau)))
-    res = static_optimization(R3.astype(jnp.float32), jnp.array([1.0, 0.5], jnp.float32), jnp.full(3, 500.0, jnp.float32))
+    res = static_optimization(
+        R3.astype(jnp.float32), jnp.array([1.0, 0.5], jnp.float32), jnp.full(3, 500.0, jnp.float32)
+    )
     assert bool(res.feasible) and res.forces.dtype == jnp.float32
 
 

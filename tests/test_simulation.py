@@ -18,9 +18,22 @@ from tests._models import double_pendulum_dict, slider_dict
 
 def _slider(mass=2.0, force=3.0, damping=0.5, drag=0.0, wind=0.0):
     """A mass on a horizontal slider pushed by a constant force against linear (and quadratic) drag."""
-    tree = jb.SegmentTree.from_dict({"gravity": [0, -9.81, 0], "segments": [{
-        "name": "body", "parent": None, "joint": {"type": "prismatic", "axis": [1, 0, 0]},
-        "mass": mass, "com": [0, 0, 0], "inertia": [[0.1, 0, 0], [0, 0.1, 0], [0, 0, 0.1]]}]}, dtype=jnp.float64)
+    tree = jb.SegmentTree.from_dict(
+        {
+            "gravity": [0, -9.81, 0],
+            "segments": [
+                {
+                    "name": "body",
+                    "parent": None,
+                    "joint": {"type": "prismatic", "axis": [1, 0, 0]},
+                    "mass": mass,
+                    "com": [0, 0, 0],
+                    "inertia": [[0.1, 0, 0], [0, 0.1, 0], [0, 0, 0.1]],
+                }
+            ],
+        },
+        dtype=jnp.float64,
+    )
     dissipation = ham.SumDissipation(ham.LinearDamping(damping), ham.QuadraticDrag(drag, wind))
     return jb.HamiltonianSystem(tree, drive=ham.ConstantDrive(jnp.array([force])), dissipation=dissipation)
 
@@ -121,8 +134,12 @@ def test_reserve_fitness():
     system = jb.HamiltonianSystem(_slider().tree, drive=Probe(), fitness=law)
     system.vector_field(0.0, {"q": jnp.zeros(1), "p": jnp.zeros(1), "f": jnp.array([0.2])})
     np.testing.assert_allclose(seen[-1], law.value(jnp.array([0.2])), rtol=1e-15)
-    for bad in (dict(capacity=0.0), dict(capacity=1.0, half_saturation=-1.0), dict(capacity=1.0, recovery=-0.1),
-                dict(capacity=1.0, throttle=0.0)):
+    for bad in (
+        dict(capacity=0.0),
+        dict(capacity=1.0, half_saturation=-1.0),
+        dict(capacity=1.0, recovery=-0.1),
+        dict(capacity=1.0, throttle=0.0),
+    ):
         with pytest.raises(ValueError, match="ReserveFitness"):
             ham.ReserveFitness(**bad)
 
@@ -169,6 +186,7 @@ def test_fixed_grid_checkpoint_same_gradient_less_memory():
         def one(q):
             tr = jb.simulate(system, system.initial_state(q, 1.0 + q), 0.0, 1.0, steps=30, checkpoint=checkpoint)
             return jnp.sum(tr.q[-1] ** 2) + jnp.mean(tr.energy)
+
         return jnp.sum(jax.vmap(one)(q0))
 
     q0 = jnp.array([[0.3], [1.0], [-0.5]])
@@ -213,7 +231,9 @@ def test_a_tolerance_below_the_dtype_resolution_is_refused():
     jit (traced) through equinox.error_if, or NaN with throw=False."""
     system = jb.HamiltonianSystem(jb.SegmentTree.from_dict(slider_dict(), dtype=jnp.float32))
     y0 = system.initial_state(jnp.zeros(1, jnp.float32), jnp.ones(1, jnp.float32))
-    with pytest.raises(ValueError, match=r"rtol is below the resolution of the state's float32.*default for float32 is 1e-05"):
+    with pytest.raises(
+        ValueError, match=r"rtol is below the resolution of the state's float32.*default for float32 is 1e-05"
+    ):
         jb.simulate(system, y0, 0.0, 1.0, rtol=1e-8)
     jb.simulate(system, y0, 0.0, 1.0, rtol=2e-7)  # at the resolution: accepted
     with pytest.raises(Exception, match="rtol is below the resolution"):
@@ -226,8 +246,15 @@ def test_adaptive_solve_follows_the_state_dtype():
     """A float32 state gives a float32 adaptive solve under x64 with Python-float times (Diffrax
     would promote the state to the times' float64), close to the float64 solve."""
     system32 = jb.HamiltonianSystem(jb.SegmentTree.from_dict(slider_dict(), dtype=jnp.float32))
-    tr = jb.simulate(system32, system32.initial_state(jnp.zeros(1, jnp.float32), jnp.ones(1, jnp.float32)),
-                     0.0, 1.0, ts=np.linspace(0.0, 1.0, 5), rtol=1e-5, atol=1e-5)
+    tr = jb.simulate(
+        system32,
+        system32.initial_state(jnp.zeros(1, jnp.float32), jnp.ones(1, jnp.float32)),
+        0.0,
+        1.0,
+        ts=np.linspace(0.0, 1.0, 5),
+        rtol=1e-5,
+        atol=1e-5,
+    )
     assert tr.q.dtype == tr.energy.dtype == tr.ts.dtype == jnp.float32
     np.testing.assert_allclose(tr.q[:, 0], np.linspace(0.0, 1.0, 5), atol=1e-5)  # free slide at 1 m/s
 
@@ -239,9 +266,12 @@ def test_velocity_form_equals_hamiltonian_form():
     a time potential, adaptive to 1e-11, float64."""
     tree = jb.SegmentTree.from_dict(double_pendulum_dict(), dtype=jnp.float64)
     system = jb.HamiltonianSystem(
-        tree, drive=ham.SpringDamperDrive(jnp.array([3.0, 2.0]), jnp.array([0.2, 0.1]), jnp.array([0.1, -0.2])),
-        dissipation=ham.LinearDamping(0.1), fitness=ham.BracketFitness(lambda t, q, p: jnp.sum(p**2), form="eq27"),
-        potential=ham.TimeFunctionPotential(lambda t, q: 0.5 * jnp.sin(t) * q[0] ** 2))
+        tree,
+        drive=ham.SpringDamperDrive(jnp.array([3.0, 2.0]), jnp.array([0.2, 0.1]), jnp.array([0.1, -0.2])),
+        dissipation=ham.LinearDamping(0.1),
+        fitness=ham.BracketFitness(lambda t, q, p: jnp.sum(p**2), form="eq27"),
+        potential=ham.TimeFunctionPotential(lambda t, q: 0.5 * jnp.sin(t) * q[0] ** 2),
+    )
     y0 = system.initial_state(jnp.array([0.3, -0.8]), jnp.array([1.0, 2.0]))
     ts = jnp.linspace(0.0, 2.0, 11)
     a = jb.simulate(system, y0, 0.0, 2.0, ts=ts, rtol=1e-11, atol=1e-11)
@@ -277,11 +307,23 @@ def _equations(jaxpr) -> int:
     return n
 
 
-@pytest.mark.parametrize("form, mode", [
-    ("velocity", "diffrax"), ("velocity", "stored"),
-    # 11-22 s each (the slow run has them)
-    *(pytest.param(f, m, marks=pytest.mark.slow) for f, m in [("velocity", "grid"), ("hamiltonian", "diffrax"),
-                                                               ("hamiltonian", "stored"), ("hamiltonian", "grid")])])
+@pytest.mark.parametrize(
+    "form, mode",
+    [
+        ("velocity", "diffrax"),
+        ("velocity", "stored"),
+        # 11-22 s each (the slow run has them)
+        *(
+            pytest.param(f, m, marks=pytest.mark.slow)
+            for f, m in [
+                ("velocity", "grid"),
+                ("hamiltonian", "diffrax"),
+                ("hamiltonian", "stored"),
+                ("hamiltonian", "grid"),
+            ]
+        ),
+    ],
+)
 def test_derived_false_leaves_out_the_outputs_not_integrated(form, mode):
     """``derived=False``: the integrated state (``q``, and ``p`` or ``q̇``) and ``f`` equal those of
     the default call, the outputs derived from them (``q̇`` or ``p``, ``energy``) are None, and
@@ -290,10 +332,11 @@ def test_derived_false_leaves_out_the_outputs_not_integrated(form, mode):
     tree = jb.SegmentTree.from_dict(double_pendulum_dict(), dtype=jnp.float64)
     system = jb.HamiltonianSystem(tree, dissipation=ham.LinearDamping(0.1))
     y0 = system.initial_state(jnp.array([0.3, -0.8]), jnp.array([1.0, 2.0]))
-    kwargs = {"diffrax": dict(ts=jnp.linspace(0.0, 1.0, 6), rtol=1e-9, atol=1e-9),
-              "stored": dict(ts=jnp.linspace(0.0, 1.0, 6), rtol=1e-9, atol=1e-9,
-                             adjoint=jb.simulation.StoredAdjoint()),
-              "grid": dict(steps=50)}[mode]
+    kwargs = {
+        "diffrax": dict(ts=jnp.linspace(0.0, 1.0, 6), rtol=1e-9, atol=1e-9),
+        "stored": dict(ts=jnp.linspace(0.0, 1.0, 6), rtol=1e-9, atol=1e-9, adjoint=jb.simulation.StoredAdjoint()),
+        "grid": dict(steps=50),
+    }[mode]
 
     def run(y0, derived):
         return jb.simulate(system, y0, 0.0, 1.0, form=form, derived=derived, **kwargs)

@@ -29,11 +29,25 @@ PROPERTY = settings(max_examples=30, deadline=None, suppress_health_check=[Healt
 
 
 def _slider(drive=None, dissipation=None):
-    tree = jb.SegmentTree.from_dict({"gravity": [0, -9.81, 0], "segments": [{
-        "name": "body", "parent": None, "joint": {"type": "prismatic", "axis": [1, 0, 0]},
-        "mass": 2.0, "com": [0, 0, 0], "inertia": [[0.1, 0, 0], [0, 0.1, 0], [0, 0, 0.1]]}]}, dtype=jnp.float64)
-    return jb.HamiltonianSystem(tree, drive=drive or ham.ConstantDrive(jnp.array([3.0])),
-                                dissipation=dissipation or ham.LinearDamping(0.5))
+    tree = jb.SegmentTree.from_dict(
+        {
+            "gravity": [0, -9.81, 0],
+            "segments": [
+                {
+                    "name": "body",
+                    "parent": None,
+                    "joint": {"type": "prismatic", "axis": [1, 0, 0]},
+                    "mass": 2.0,
+                    "com": [0, 0, 0],
+                    "inertia": [[0.1, 0, 0], [0, 0.1, 0], [0, 0, 0.1]],
+                }
+            ],
+        },
+        dtype=jnp.float64,
+    )
+    return jb.HamiltonianSystem(
+        tree, drive=drive or ham.ConstantDrive(jnp.array([3.0])), dissipation=dissipation or ham.LinearDamping(0.5)
+    )
 
 
 SLIDER = _slider()
@@ -61,6 +75,7 @@ def jitted():
 
 
 # ---- the issue's reproductions ------------------------------------------------------------------
+
 
 def test_nan_end_time_is_refused():
     """#5: simulate(system, y0, 0., nan) returned y0 with a successful result."""
@@ -97,6 +112,7 @@ def test_sde_zero_step_under_jit_does_not_hang():
     NaN instead. Run in a subprocess with a timeout, so a regression fails instead of hanging."""
     import subprocess
     import sys
+
     code = (
         "import jax, jax.numpy as jnp\n"
         "jax.config.update('jax_enable_x64', True)\n"
@@ -109,9 +125,15 @@ def test_sde_zero_step_under_jit_does_not_hang():
         "for d in (0.0, -1.0, float('nan')):\n"
         "    tr = f(d)\n"
         "    assert bool(jnp.all(jnp.isnan(tr.q))) and tr.result == jb.simulation.diffrax.RESULTS.nonfinite\n"
-        "print('ok')\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                         cwd=str(__import__("tests._models", fromlist=["REPO"]).REPO))
+        "print('ok')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=str(__import__("tests._models", fromlist=["REPO"]).REPO),
+    )
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-2000:]
 
 
@@ -138,7 +160,9 @@ def test_nan_initial_state(jitted):
 def test_state_that_turns_nan_stops_the_solve_promptly():
     """A vector field that turns NaN at t = 0.5: the adaptive solve shrank its step until
     max_steps (100k steps); now it stops within a few hundred with RESULTS.nonfinite."""
-    system = jb.HamiltonianSystem(PENDULUM_TREE, drive=ham.TimeFunctionDrive(lambda t: jnp.where(t > 0.5, jnp.nan, 0.0)))
+    system = jb.HamiltonianSystem(
+        PENDULUM_TREE, drive=ham.TimeFunctionDrive(lambda t: jnp.where(t > 0.5, jnp.nan, 0.0))
+    )
     y0 = system.initial_state(jnp.array([0.3, -0.8]))
     ts = jnp.linspace(0.0, 1.0, 5)
     for kw in ({}, {"dt0": 0.01}):
@@ -157,28 +181,53 @@ def test_failures_outside_jit_are_one_plain_error():
     """#14: errors arrived wrapped in a runtime error with an Equinox banner; now a SimulationError
     (a RuntimeError) whose message is one sentence naming the argument to change."""
     with pytest.raises(SimulationError) as info:
-        jb.simulate(jb.HamiltonianSystem(PENDULUM_TREE), {"q": jnp.array([0.3, -0.8]), "p": jnp.array([1.0, 2.0]),
-                                                          "f": jnp.ones(1)}, 0.0, 100.0, max_steps=10)
+        jb.simulate(
+            jb.HamiltonianSystem(PENDULUM_TREE),
+            {"q": jnp.array([0.3, -0.8]), "p": jnp.array([1.0, 2.0]), "f": jnp.ones(1)},
+            0.0,
+            100.0,
+            max_steps=10,
+        )
     message = str(info.value)
     assert message.startswith("simulate: the solve failed (last time saved: t=") and "max_steps=10" in message
     assert "EQX_ON_ERROR" not in message and "equinox" not in message.lower()
     # throw=False: the result says it, and the state the solve did not reach is NaN (not the last one reached)
-    tr = jb.simulate(jb.HamiltonianSystem(PENDULUM_TREE), {"q": jnp.array([0.3, -0.8]), "p": jnp.array([1.0, 2.0]),
-                                                           "f": jnp.ones(1)}, 0.0, 100.0, max_steps=10, throw=False)
+    tr = jb.simulate(
+        jb.HamiltonianSystem(PENDULUM_TREE),
+        {"q": jnp.array([0.3, -0.8]), "p": jnp.array([1.0, 2.0]), "f": jnp.ones(1)},
+        0.0,
+        100.0,
+        max_steps=10,
+        throw=False,
+    )
     assert tr.result == diffrax.RESULTS.max_steps_reached
     assert float(tr.ts[-1]) < 100.0 and _all_nan(tr)
 
 
-@pytest.mark.parametrize(("make", "match"), [
-    (lambda: ham.ConstantDrive(jnp.ones(3)), r"drive ConstantDrive: tau has shape \(3,\), expected \(2,\)"),
-    (lambda: ham.SpringDamperDrive(jnp.ones(2), damping=jnp.ones(1)), r"drive SpringDamperDrive: damping has shape \(1,\)"),
-    (lambda: ham.SpringDamperDrive(1.0, rest=jnp.zeros(4)), r"drive SpringDamperDrive: rest has shape \(4,\)"),
-    (lambda: ham.FirstOrderActuator(jnp.ones(3), 0.1, lambda t: 1.0), r"drive FirstOrderActuator: gain has shape \(3,\)"),
-    (lambda: ham.LinearDamping(jnp.ones(3)), r"dissipation LinearDamping: coefficients has shape \(3,\), expected \(2,\)"),
-    (lambda: ham.QuadraticDrag(0.1, wind=jnp.zeros(1)), r"dissipation QuadraticDrag: wind has shape \(1,\)"),
-    (lambda: ham.SumDissipation(ham.LinearDamping(1.0), ham.QuadraticDrag(jnp.ones(5))),
-     r"dissipation QuadraticDrag: coefficients has shape \(5,\)"),
-])
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda: ham.ConstantDrive(jnp.ones(3)), r"drive ConstantDrive: tau has shape \(3,\), expected \(2,\)"),
+        (
+            lambda: ham.SpringDamperDrive(jnp.ones(2), damping=jnp.ones(1)),
+            r"drive SpringDamperDrive: damping has shape \(1,\)",
+        ),
+        (lambda: ham.SpringDamperDrive(1.0, rest=jnp.zeros(4)), r"drive SpringDamperDrive: rest has shape \(4,\)"),
+        (
+            lambda: ham.FirstOrderActuator(jnp.ones(3), 0.1, lambda t: 1.0),
+            r"drive FirstOrderActuator: gain has shape \(3,\)",
+        ),
+        (
+            lambda: ham.LinearDamping(jnp.ones(3)),
+            r"dissipation LinearDamping: coefficients has shape \(3,\), expected \(2,\)",
+        ),
+        (lambda: ham.QuadraticDrag(0.1, wind=jnp.zeros(1)), r"dissipation QuadraticDrag: wind has shape \(1,\)"),
+        (
+            lambda: ham.SumDissipation(ham.LinearDamping(1.0), ham.QuadraticDrag(jnp.ones(5))),
+            r"dissipation QuadraticDrag: coefficients has shape \(5,\)",
+        ),
+    ],
+)
 def test_wrong_length_parameters_are_refused_by_the_system(make, match):
     """#14: wrong-length LinearDamping/ConstantDrive gave broadcasting errors that did not name
     the argument (and a length-1 array broadcast silently into a plausible force)."""
@@ -232,7 +281,9 @@ def test_other_argument_checks():
         jb.simulate(SLIDER, Y0, 0.0, 1.0, rtol=0.0, atol=0.0)
     with pytest.raises(ValueError, match=r"simulate: atol must be finite and ≥ 0"):
         jb.simulate(SLIDER, Y0, 0.0, 1.0, atol=-1e-8)
-    with pytest.raises(ValueError, match=r"simulate: dt0 is too small: \(t1 - t0\)/dt0 fixed steps exceed max_steps=10"):
+    with pytest.raises(
+        ValueError, match=r"simulate: dt0 is too small: \(t1 - t0\)/dt0 fixed steps exceed max_steps=10"
+    ):
         jb.simulate(SLIDER, Y0, 0.0, 1.0, dt0=0.01, max_steps=10)
     with pytest.raises(ValueError, match=r"simulate: give saveat or ts/dense, not both"):
         jb.simulate(SLIDER, Y0, 0.0, 1.0, ts=jnp.ones(1), saveat=diffrax.SaveAt(t1=True))
@@ -308,8 +359,12 @@ def test_property_nonfinite_initial_state(jitted, key, value, traced):
 
 
 @PROPERTY
-@given(drop=st.sampled_from(["q", "p", "f", None]), extra=st.sampled_from([None, "a", "x"]),
-       shape=st.sampled_from([(), (2,), (1, 1), (3,)]), key=st.sampled_from(["q", "p", "f"]))
+@given(
+    drop=st.sampled_from(["q", "p", "f", None]),
+    extra=st.sampled_from([None, "a", "x"]),
+    shape=st.sampled_from([(), (2,), (1, 1), (3,)]),
+    key=st.sampled_from(["q", "p", "f"]),
+)
 def test_property_malformed_initial_state(drop, extra, shape, key):
     """Missing or extra keys, and leaves of the wrong shape, are named."""
     y0 = {k: v for k, v in Y0.items() if k != drop}
@@ -344,15 +399,19 @@ def test_property_save_times(jitted, ts):
 def test_property_parameter_lengths(length, which):
     """A per-coordinate parameter of any length but the tree's 2 (or a scalar) is refused by the system."""
     value = jnp.ones(length)
-    make = {"tau": lambda: {"drive": ham.ConstantDrive(value)},
-            "stiffness": lambda: {"drive": ham.SpringDamperDrive(value)},
-            "damping": lambda: {"drive": ham.SpringDamperDrive(1.0, damping=value)},
-            "coefficients": lambda: {"dissipation": ham.LinearDamping(value)},
-            "wind": lambda: {"dissipation": ham.QuadraticDrag(1.0, wind=value)}}[which]
+    make = {
+        "tau": lambda: {"drive": ham.ConstantDrive(value)},
+        "stiffness": lambda: {"drive": ham.SpringDamperDrive(value)},
+        "damping": lambda: {"drive": ham.SpringDamperDrive(1.0, damping=value)},
+        "coefficients": lambda: {"dissipation": ham.LinearDamping(value)},
+        "wind": lambda: {"dissipation": ham.QuadraticDrag(1.0, wind=value)},
+    }[which]
     if length == 2:
         jb.HamiltonianSystem(PENDULUM_TREE, **make())
         return
-    with pytest.raises(ValueError, match=rf"HamiltonianSystem: \w+ \w+: {which} has shape \({length},\), expected \(2,\)"):
+    with pytest.raises(
+        ValueError, match=rf"HamiltonianSystem: \w+ \w+: {which} has shape \({length},\), expected \(2,\)"
+    ):
         jb.HamiltonianSystem(PENDULUM_TREE, **make())
 
 

@@ -67,8 +67,10 @@ BAD = {
         lambda d: _seg(d)["joint"].update(orientation=[1, 0.01, 0, 0]),
         ["rod2", "joint.orientation", "unit quaternion"],
     ),
-    "massless leaf with a DOF": (lambda d: _seg(d).update(mass=0.0, inertia=np.zeros((3, 3)).tolist()),
-                                 ["rod2", "moves no mass or inertia", "singular"]),
+    "massless leaf with a DOF": (
+        lambda d: _seg(d).update(mass=0.0, inertia=np.zeros((3, 3)).tolist()),
+        ["rod2", "moves no mass or inertia", "singular"],
+    ),
     "negative mass": (lambda d: _seg(d).update(mass=-1.0), ["rod2", "mass"]),
     "inf mass": (lambda d: _seg(d).update(mass=float("inf")), ["rod2", "mass"]),
     "asymmetric inertia": (
@@ -119,8 +121,14 @@ BAD = {
     "nan in gravity": (lambda d: d.update(gravity=[0, float("nan"), 0]), ["gravity", "NaN"]),
     "parent not a string": (lambda d: _seg(d).update(parent=0), ["rod2", "parent", "int"]),
     "own parent": (lambda d: _seg(d).update(parent="rod2"), ["rod2", "own parent"]),
-    "misspelt parent": (lambda d: _seg(d).update(parent="rod"), ["rod2", "unknown parent 'rod'", "did you mean 'rod1'"]),
-    "misspelt joint type": (lambda d: _seg(d)["joint"].update(type="revolut"), ["rod2", "joint.type", "did you mean 'revolute'"]),
+    "misspelt parent": (
+        lambda d: _seg(d).update(parent="rod"),
+        ["rod2", "unknown parent 'rod'", "did you mean 'rod1'"],
+    ),
+    "misspelt joint type": (
+        lambda d: _seg(d)["joint"].update(type="revolut"),
+        ["rod2", "joint.type", "did you mean 'revolute'"],
+    ),
     "joint type not a string": (lambda d: _seg(d)["joint"].update(type=["revolute"]), ["rod2", "joint.type"]),
     "joint not an object": (lambda d: _seg(d).update(joint="revolute"), ["rod2", "joint", "object"]),
     "segment not an object": (lambda d: d["segments"].append(3), ["segments[2]", "not an object"]),
@@ -131,11 +139,15 @@ BAD = {
     "segments empty": (lambda d: d.update(segments=[]), ["segments", "non-empty"]),
     "segments an object": (lambda d: d.update(segments={"rod1": {}}), ["segments", "non-empty list"]),
     "huge axis": (lambda d: _seg(d)["joint"].update(axis=[0, 0, 1e300]), None),  # accepted: the direction
-    "huge quaternion": (lambda d: _seg(d)["joint"].update(orientation=[1e308, 1e308, 0, 0]),
-                        ["rod2", "joint.orientation", "unit quaternion"]),
+    "huge quaternion": (
+        lambda d: _seg(d)["joint"].update(orientation=[1e308, 1e308, 0, 0]),
+        ["rod2", "joint.orientation", "unit quaternion"],
+    ),
     "huge inertia": (lambda d: _seg(d).update(inertia=(1e308 * np.diag([1.0, 1.0, 1.5])).tolist()), "inertia-ok"),
-    "inertia 1e308 breaks the triangle": (lambda d: _seg(d).update(inertia=(1e308 * np.diag([0.5, 0.5, 1.5])).tolist()),
-                                          ["rod2", "triangle inequality"]),
+    "inertia 1e308 breaks the triangle": (
+        lambda d: _seg(d).update(inertia=(1e308 * np.diag([0.5, 0.5, 1.5])).tolist()),
+        ["rod2", "triangle inequality"],
+    ),
 }
 
 
@@ -197,7 +209,9 @@ def test_misspelt_origin_is_not_the_default():
     """#17 item 6: ``"orgin"`` used to be ignored and the origin became (0, 0, 0)."""
     d = double_pendulum_dict()
     d["segments"][1]["joint"]["orgin"] = d["segments"][1]["joint"].pop("origin")
-    with pytest.raises(ValueError, match=r"segment 'rod2': unknown field 'joint.orgin' \(did you mean 'joint.origin'\?\)"):
+    with pytest.raises(
+        ValueError, match=r"segment 'rod2': unknown field 'joint.orgin' \(did you mean 'joint.origin'\?\)"
+    ):
         jb.SegmentTree.from_dict(d)
 
 
@@ -207,21 +221,24 @@ def _write(tmp_path, name, data: bytes):
     return path
 
 
-@pytest.mark.parametrize(("data", "words"), [
-    (b"", ["empty file"]),
-    (b"  \n\t\n", ["empty file"]),
-    (b'{"name": "caf\xe9"}', ["not UTF-8", "0xe9", "line 1"]),
-    (b"\n\n{,}", ["not valid JSON", "line 3"]),
-    (b"[1, 2, 3]", ["expected a JSON object", "list"]),
-    (b'"arm7"', ["expected a JSON object", "str"]),
-    (b"null", ["expected a JSON object", "NoneType"]),
-    (b"[" * 100_000 + b"]" * 100_000, ["nested too deeply"]),
-    (b'{"gravity": [0, 0, -9.81],\n "gravity": [0, 0, 0], "segments": []}', ["duplicate key 'gravity'", "line 1"]),
-    (b"{}", ["missing field 'gravity'"]),
-    (b'{"gravity": [0, NaN, 0], "segments": []}', ["gravity", "NaN"]),
-    (b'{"gravity": [0, -Infinity, 0], "segments": []}', ["gravity", "inf"]),
-    (b'{"gravity": [0, 1e999, 0], "segments": []}', ["gravity", "inf"]),
-])
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        (b"", ["empty file"]),
+        (b"  \n\t\n", ["empty file"]),
+        (b'{"name": "caf\xe9"}', ["not UTF-8", "0xe9", "line 1"]),
+        (b"\n\n{,}", ["not valid JSON", "line 3"]),
+        (b"[1, 2, 3]", ["expected a JSON object", "list"]),
+        (b'"arm7"', ["expected a JSON object", "str"]),
+        (b"null", ["expected a JSON object", "NoneType"]),
+        (b"[" * 100_000 + b"]" * 100_000, ["nested too deeply"]),
+        (b'{"gravity": [0, 0, -9.81],\n "gravity": [0, 0, 0], "segments": []}', ["duplicate key 'gravity'", "line 1"]),
+        (b"{}", ["missing field 'gravity'"]),
+        (b'{"gravity": [0, NaN, 0], "segments": []}', ["gravity", "NaN"]),
+        (b'{"gravity": [0, -Infinity, 0], "segments": []}', ["gravity", "inf"]),
+        (b'{"gravity": [0, 1e999, 0], "segments": []}', ["gravity", "inf"]),
+    ],
+)
 def test_unreadable_model_files_name_the_file(tmp_path, data, words):
     path = _write(tmp_path, "m.json", data)
     with pytest.raises(ValueError) as err:
@@ -299,21 +316,38 @@ def test_shipped_models_load_in_narrow_floats(name, dtype):
         np.testing.assert_array_equal(a, getattr(t64, field).astype(dtype))
 
 
-@pytest.mark.parametrize(("mutate", "dtype", "words"), [
-    (lambda d: _seg(d).update(mass=1e300), jnp.float32, ["rod2", "mass overflows float32"]),
-    (lambda d: _seg(d).update(mass=1e-300), jnp.float32, ["rod2", "mass underflows in float32", "becomes 0.0 kg"]),
-    (lambda d: _seg(d).update(mass=1e-40), jnp.float32, ["rod2", "mass underflows in float32"]),  # subnormal
-    (lambda d: _seg(d).update(mass=1e5), jnp.float16, ["rod2", "mass overflows float16"]),
-    (lambda d: _seg(d).update(mass=1e-310), jnp.float64, ["rod2", "mass underflows in float64"]),
-    (lambda d: d.update(gravity=[0, -1e39, 0]), jnp.float32, ["gravity overflows float32"]),
-    (lambda d: _seg(d).update(com=[0, 1e40, 0]), jnp.float32, ["rod2", "com overflows"]),
-    (lambda d: _seg(d)["joint"].update(origin=[0, 7e4, 0]), jnp.float16, ["rod2", "joint.origin overflows float16"]),
-    (lambda d: _seg(d).update(inertia=np.diag([1e-50, 1e-50, 1e-50]).tolist()), jnp.float32,
-     ["rod2", "after the cast to float32", "not positive-definite"]),
-    (lambda d: _seg(d).update(inertia=np.diag([1.0, 1.0, 1e-9]).tolist()), jnp.float16,
-     ["rod2", "after the cast to float16", "not positive-definite"]),
-    (lambda d: _seg(d).update(inertia=np.diag([1e39, 1e39, 1e39]).tolist()), jnp.float32, ["rod2", "inertia overflows"]),
-])
+@pytest.mark.parametrize(
+    ("mutate", "dtype", "words"),
+    [
+        (lambda d: _seg(d).update(mass=1e300), jnp.float32, ["rod2", "mass overflows float32"]),
+        (lambda d: _seg(d).update(mass=1e-300), jnp.float32, ["rod2", "mass underflows in float32", "becomes 0.0 kg"]),
+        (lambda d: _seg(d).update(mass=1e-40), jnp.float32, ["rod2", "mass underflows in float32"]),  # subnormal
+        (lambda d: _seg(d).update(mass=1e5), jnp.float16, ["rod2", "mass overflows float16"]),
+        (lambda d: _seg(d).update(mass=1e-310), jnp.float64, ["rod2", "mass underflows in float64"]),
+        (lambda d: d.update(gravity=[0, -1e39, 0]), jnp.float32, ["gravity overflows float32"]),
+        (lambda d: _seg(d).update(com=[0, 1e40, 0]), jnp.float32, ["rod2", "com overflows"]),
+        (
+            lambda d: _seg(d)["joint"].update(origin=[0, 7e4, 0]),
+            jnp.float16,
+            ["rod2", "joint.origin overflows float16"],
+        ),
+        (
+            lambda d: _seg(d).update(inertia=np.diag([1e-50, 1e-50, 1e-50]).tolist()),
+            jnp.float32,
+            ["rod2", "after the cast to float32", "not positive-definite"],
+        ),
+        (
+            lambda d: _seg(d).update(inertia=np.diag([1.0, 1.0, 1e-9]).tolist()),
+            jnp.float16,
+            ["rod2", "after the cast to float16", "not positive-definite"],
+        ),
+        (
+            lambda d: _seg(d).update(inertia=np.diag([1e39, 1e39, 1e39]).tolist()),
+            jnp.float32,
+            ["rod2", "inertia overflows"],
+        ),
+    ],
+)
 def test_values_spoilt_by_the_cast_are_refused(mutate, dtype, words):
     d = _bad(mutate)
     if dtype != jnp.float64:
@@ -378,7 +412,10 @@ def test_nan_inputs_caught_when_checking():
     with pytest.raises(Exception, match="q contains NaN or inf"):
         jax.block_until_ready(f(bad))
     with pytest.raises(Exception, match="qdd contains NaN or inf"):
-        jax.block_until_ready(jb.forward_dynamics(tree, z, z, z, check=True) + jb.inverse_dynamics(tree, z, z, jnp.array([jnp.inf, 0.0]), check=True))
+        jax.block_until_ready(
+            jb.forward_dynamics(tree, z, z, z, check=True)
+            + jb.inverse_dynamics(tree, z, z, jnp.array([jnp.inf, 0.0]), check=True)
+        )
     np.testing.assert_allclose(f(z), jb.inverse_dynamics(tree, z, z, z))
 
 
@@ -386,13 +423,21 @@ def test_constructor_checks_shapes():
     tree = jb.SegmentTree.from_dict(double_pendulum_dict())
     with pytest.raises(ValueError, match="masses has shape"):
         jb.SegmentTree(
-            axes=tree.axes, origins=tree.origins, orientations=tree.orientations, masses=jnp.ones(3),
-            coms=tree.coms, inertias=tree.inertias, gravity=tree.gravity, names=tree.names,
-            parents=tree.parents, joint_types=tree.joint_types,
+            axes=tree.axes,
+            origins=tree.origins,
+            orientations=tree.orientations,
+            masses=jnp.ones(3),
+            coms=tree.coms,
+            inertias=tree.inertias,
+            gravity=tree.gravity,
+            names=tree.names,
+            parents=tree.parents,
+            joint_types=tree.joint_types,
         )
 
 
 # ---- a batch of models is not one model (#17 item 7) -------------------------------------------
+
 
 def _entry_points():
     """Every public function of one model, called on (tree, q) (name, call)."""
@@ -420,7 +465,9 @@ def _entry_points():
         "com_jacobians": lambda t, q: jb.dynamics.com_jacobians(t, q)[0],
         "point_loads": lambda t, q: jb.dynamics.point_loads(t, q, ["rod2"], jnp.zeros((1, 3)), jnp.ones((1, 3))),
         "contact_jacobian": lambda t, q: contact.contact_jacobian(t, q, (jb.dynamics.Contact("rod2"),)),
-        "contact_external": lambda t, q: contact.contact_external(t, q, (jb.dynamics.Contact("rod2"),), jnp.ones((1, 3))),
+        "contact_external": lambda t, q: contact.contact_external(
+            t, q, (jb.dynamics.Contact("rod2"),), jnp.ones((1, 3))
+        ),
         "absolute_coordinates": lambda t, q: absolute.absolute_coordinates(t, q),
         "mass_diagonal": lambda t, q: absolute.mass_diagonal(t),
     }
@@ -430,8 +477,10 @@ ENTRY_POINTS = _entry_points()
 
 
 def _two_models():
-    return [jb.SegmentTree.from_dict(double_pendulum_dict(m1=m1, l1=l1), dtype=jnp.float64)
-            for m1, l1 in ((1.0, 1.0), (3.0, 0.7))]
+    return [
+        jb.SegmentTree.from_dict(double_pendulum_dict(m1=m1, l1=l1), dtype=jnp.float64)
+        for m1, l1 in ((1.0, 1.0), (3.0, 0.7))
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(ENTRY_POINTS))
@@ -466,8 +515,15 @@ def test_batched_tree_passes_under_vmap(name):
     assert [o.shape for o in jax.tree.leaves(out)] == [(2,) + w.shape for w in jax.tree.leaves(want)]
 
 
-@pytest.mark.parametrize("name", ["mass_matrix", "inverse_dynamics", "forward_kinematics",
-                                  pytest.param("absolute_coordinates", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "mass_matrix",
+        "inverse_dynamics",
+        "forward_kinematics",
+        pytest.param("absolute_coordinates", marks=pytest.mark.slow),
+    ],
+)
 def test_batched_tree_under_vmap_is_each_model(name):
     a, b = _two_models()
     stacked = jax.tree.map(lambda x, y: jnp.stack([x, y]), a, b)
@@ -483,7 +539,10 @@ def test_check_unbatched_messages():
     a, _ = _two_models()
     assert a.check_unbatched() is a
     stacked = jax.tree.map(lambda x: jnp.stack([x, x, x]), a)
-    with pytest.raises(ValueError, match=r"'double_pendulum_test'\.axes has shape \(3, 2, 3\), one model's is \(2, 3\) \(batch shape \(3,\)\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"'double_pendulum_test'\.axes has shape \(3, 2, 3\), one model's is \(2, 3\) \(batch shape \(3,\)\)",
+    ):
         stacked.check_unbatched()
     with pytest.raises(ValueError, match="tree has a batch axis"):
         stacked.to_dict()
@@ -493,6 +552,7 @@ def test_check_unbatched_messages():
 
 
 # ---- save_model writes only what load_model reads, and never half a file ---------------------
+
 
 def test_save_model_refuses_a_tree_it_could_not_read_back(tmp_path):
     tree = jb.SegmentTree.from_dict(double_pendulum_dict(), dtype=jnp.float64)

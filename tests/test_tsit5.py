@@ -47,9 +47,17 @@ def ours(W, x0, ts=TS, max_steps=4096):
 
 
 def diffrax_solve(W, x0, ts=TS):
-    sol = diffrax.diffeqsolve(diffrax.ODETerm(lambda t, x, a: Toy(W)(t, x)), diffrax.Tsit5(), T0, T1, _tsit5.FIRST_STEP,
-                              x0, saveat=diffrax.SaveAt(ts=ts), max_steps=4096,
-                              stepsize_controller=diffrax.PIDController(rtol=TOL, atol=TOL))
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(lambda t, x, a: Toy(W)(t, x)),
+        diffrax.Tsit5(),
+        T0,
+        T1,
+        _tsit5.FIRST_STEP,
+        x0,
+        saveat=diffrax.SaveAt(ts=ts),
+        max_steps=4096,
+        stepsize_controller=diffrax.PIDController(rtol=TOL, atol=TOL),
+    )
     return sol.ys, sol.stats
 
 
@@ -59,8 +67,9 @@ def test_same_states_as_diffrax():
     ref, stats = jax.jit(diffrax_solve)(W, X0)
     assert int(status) == _tsit5.SUCCESSFUL
     assert int(stats["num_steps"]) > int(stats["num_accepted_steps"])  # the case has rejected steps
-    n = jax.jit(lambda W, x0: _tsit5._forward(Toy(W), x0, jnp.asarray(T0), TS, jnp.asarray(T1), TOL, TOL, 4096,
-                                               True)[2][0])(W, X0)
+    n = jax.jit(
+        lambda W, x0: _tsit5._forward(Toy(W), x0, jnp.asarray(T0), TS, jnp.asarray(T1), TOL, TOL, 4096, True)[2][0]
+    )(W, X0)
     assert int(n) == int(stats["num_accepted_steps"])
     np.testing.assert_allclose(ys, ref, rtol=0, atol=1e-12)
     np.testing.assert_array_equal(ys[0], X0)
@@ -69,6 +78,7 @@ def test_same_states_as_diffrax():
 def test_gradient_equals_diffrax_adjoint(weights=np.arange(1.0, D + 1)):
     """Reverse mode w.r.t. the field's arrays and x0 equals Diffrax's `RecursiveCheckpointAdjoint`
     through the same steps (to 1e-10 of the largest entry), under `jax.vmap` too."""
+
     def loss(solve):
         return lambda W, x0: jnp.sum(jnp.sin(solve(W, x0)[0]) * weights)
 
@@ -84,6 +94,7 @@ def test_gradient_equals_diffrax_adjoint(weights=np.arange(1.0, D + 1)):
 
 def test_gradient_matches_central_differences():
     """∂loss/∂W along a random direction against the central difference (h = 1e-6)."""
+
     def loss(W):
         return jnp.sum(ours(W, X0)[0] ** 2)
 
@@ -113,8 +124,9 @@ def test_failures():
         def __call__(self, t, x):
             return jnp.where(t > 1.0, jnp.nan, 1.0) * x
 
-    ys, status = jax.jit(lambda x0: _tsit5.solve((Blows(), x0), jnp.asarray(0.0), TS, jnp.asarray(T1), TOL, TOL,
-                                                 4096))(X0)
+    ys, status = jax.jit(lambda x0: _tsit5.solve((Blows(), x0), jnp.asarray(0.0), TS, jnp.asarray(T1), TOL, TOL, 4096))(
+        X0
+    )
     assert int(status) == _tsit5.NONFINITE
     assert np.isnan(ys[-1]).all()
 
@@ -126,6 +138,7 @@ def test_dense_weights():
 
 
 # ---- through jb.simulate ---------------------------------------------------------------------
+
 
 def _system(dtype=jnp.float64):
     tree = jb.SegmentTree.from_dict(double_pendulum_dict(), dtype=dtype)
@@ -140,9 +153,10 @@ def _run(system, q0, kwargs):
 def _pair(form, rtol=1e-9):
     """The `StoredAdjoint` solve and its Diffrax twin (the same first step and controller)."""
     ts = jnp.linspace(0.0, 2.0, 9)
-    return (dict(ts=ts, rtol=rtol, atol=rtol, form=form, adjoint=jb.simulation.StoredAdjoint()),
-            dict(ts=ts, dt0=_tsit5.FIRST_STEP, stepsize_controller=diffrax.PIDController(rtol=rtol, atol=rtol),
-                 form=form))
+    return (
+        dict(ts=ts, rtol=rtol, atol=rtol, form=form, adjoint=jb.simulation.StoredAdjoint()),
+        dict(ts=ts, dt0=_tsit5.FIRST_STEP, stepsize_controller=diffrax.PIDController(rtol=rtol, atol=rtol), form=form),
+    )
 
 
 @pytest.mark.slow
@@ -185,10 +199,13 @@ def test_simulate_bad_arguments():
     system = _system()
     y0 = system.initial_state(jnp.array([0.7, -0.4]))
     stored = jb.simulation.StoredAdjoint()
-    for bad, match in [(dict(dt0=0.01), "dt0"), (dict(dense=True), "dense"),
-                       (dict(solver=diffrax.Dopri5()), "solver=Dopri5"),
-                       (dict(event=jb.simulation.stop_when(0, 1.0)), "event"),
-                       (dict(saveat=diffrax.SaveAt(t1=True)), "saveat")]:
+    for bad, match in [
+        (dict(dt0=0.01), "dt0"),
+        (dict(dense=True), "dense"),
+        (dict(solver=diffrax.Dopri5()), "solver=Dopri5"),
+        (dict(event=jb.simulation.stop_when(0, 1.0)), "event"),
+        (dict(saveat=diffrax.SaveAt(t1=True)), "saveat"),
+    ]:
         with pytest.raises(ValueError, match=f"StoredAdjoint.*excludes {match}"):
             jb.simulate(system, y0, 0.0, 2.0, adjoint=stored, **bad)
     with pytest.raises(ValueError, match="StoredAdjoint: steps"):
@@ -215,8 +232,9 @@ def test_simulate_failures():
     traj = jax.jit(lambda t1: jb.simulate(system, y0, 0.0, t1, adjoint=stored, throw=False))(-1.0)
     assert traj.result == diffrax.RESULTS.nonfinite and np.isnan(traj.q).all()
     end = jb.simulate(system, y0, 0.0, 2.0, rtol=1e-9, atol=1e-9, adjoint=stored)  # t1 alone saved
-    np.testing.assert_allclose(end.q[-1], jb.simulate(system, y0, 0.0, 2.0, ts=ts, rtol=1e-9, atol=1e-9,
-                                                      adjoint=stored).q[-1], rtol=1e-12)
+    np.testing.assert_allclose(
+        end.q[-1], jb.simulate(system, y0, 0.0, 2.0, ts=ts, rtol=1e-9, atol=1e-9, adjoint=stored).q[-1], rtol=1e-12
+    )
 
 
 @pytest.mark.slow

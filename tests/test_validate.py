@@ -20,12 +20,15 @@ def test_as_shape_names_argument_and_context():
         v.as_shape(np.zeros(2), (3,), "q", "; batch")
 
 
-@pytest.mark.parametrize(("bounds", "value", "match"), [
-    ({}, [1.0, np.nan], "m must be finite"),
-    ({"positive": True}, [1.0, 0.0], r"m must be positive \(> 0\)"),
-    ({"nonnegative": True}, [-1.0], r"m must be non-negative \(≥ 0\)"),
-    ({"below": 1.0}, [1.0], "m must be < 1"),
-])
+@pytest.mark.parametrize(
+    ("bounds", "value", "match"),
+    [
+        ({}, [1.0, np.nan], "m must be finite"),
+        ({"positive": True}, [1.0, 0.0], r"m must be positive \(> 0\)"),
+        ({"nonnegative": True}, [-1.0], r"m must be non-negative \(≥ 0\)"),
+        ({"below": 1.0}, [1.0], "m must be < 1"),
+    ],
+)
 def test_check_values(bounds, value, match):
     with pytest.raises(ValueError, match=match):
         v.check_values(np.asarray(value), "m", **bounds)
@@ -67,7 +70,9 @@ def test_scalars_counts_vectors_and_keys():
         jax.jit(lambda k: v.as_count(k, "n"))(3)
     assert v.coordinate_vector(1.0, "c", 3).shape == ()
     assert v.coordinate_vector([1.0, 2.0, 3.0], "c", 3).shape == (3,)
-    with pytest.raises(ValueError, match=r"c has shape \(2,\), expected \(3,\) \(one entry per coordinate\) or a scalar"):
+    with pytest.raises(
+        ValueError, match=r"c has shape \(2,\), expected \(3,\) \(one entry per coordinate\) or a scalar"
+    ):
         v.coordinate_vector([1.0, 2.0], "c", 3)
     with pytest.raises(ValueError, match="c must be a scalar or a vector"):
         v.coordinate_vector(np.zeros((2, 2)), "c")

@@ -114,4 +114,3 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     finally:
         sys.stdout = stdout
-

@@ -22,7 +22,7 @@ def one_line(message) -> str:
     values inside are already cut by `jaxbio._validate.echo`; this is the last guard."""
     text = str(message).replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
     if len(text) > MAX_MESSAGE:
-        text = f"{text[:MAX_MESSAGE * 2 // 3]} … {text[-(MAX_MESSAGE // 3 - 3):]}"
+        text = f"{text[: MAX_MESSAGE * 2 // 3]} … {text[-(MAX_MESSAGE // 3 - 3) :]}"
     return text
 
 
@@ -46,6 +46,7 @@ def _number(kind: str, check, what: str):
         if not check(value):
             raise argparse.ArgumentTypeError(f"must be {what}, got {echo(text)}")
         return value
+
     parse.__name__ = kind
     return parse
 
@@ -93,10 +94,17 @@ def _progress(total, disable):
     except ImportError:  # pragma: no cover
         tqdm = None
     if tqdm is None or disable:
+
         class _Null:
-            def update(self, n=1): pass
-            def set_description(self, d): pass
-            def close(self): pass
+            def update(self, n=1):
+                pass
+
+            def set_description(self, d):
+                pass
+
+            def close(self):
+                pass
+
         return _Null()
     return tqdm(total=total, file=sys.stderr, leave=False, bar_format="{desc} {bar} {n_fmt}/{total_fmt} [{elapsed}]")
 

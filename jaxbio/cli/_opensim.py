@@ -44,6 +44,7 @@ def _progress(bar):
             if bar.n or bar.desc:
                 bar.update(1)
             bar.set_description_str(message)
+
     return say
 
 
@@ -64,8 +65,18 @@ def _print_table(table, columns: int = 8) -> None:
         print(f"{table.time[k]:9.4f}" + "".join(f"{table.data[k, i]:{width}.4f}" for i in cols))
 
 
-def run_inverse_dynamics(model, motion, *, external_loads=None, forces_to_exclude=("muscles",), lowpass=None,
-                         start=None, end=None, output=None, no_progress=False) -> int:
+def run_inverse_dynamics(
+    model,
+    motion,
+    *,
+    external_loads=None,
+    forces_to_exclude=("muscles",),
+    lowpass=None,
+    start=None,
+    end=None,
+    output=None,
+    no_progress=False,
+) -> int:
     """The ``--motion`` form of ``jaxbio inverse-dynamics`` (also used by ``run-tool``)."""
     _setup_jax()
     import jax.numpy as jnp
@@ -79,24 +90,46 @@ def run_inverse_dynamics(model, motion, *, external_loads=None, forces_to_exclud
         check_outputs([("--output", output)], inputs)  # before any work
     bar = _stages(4 + (external_loads is not None), no_progress)
     try:
-        table = inverse_dynamics_tool(model, motion, external_loads=external_loads,
-                                      forces_to_exclude=forces_to_exclude, lowpass_hz=lowpass, start=start, end=end,
-                                      dtype=jnp.float64, progress=_progress(bar))
+        table = inverse_dynamics_tool(
+            model,
+            motion,
+            external_loads=external_loads,
+            forces_to_exclude=forces_to_exclude,
+            lowpass_hz=lowpass,
+            start=start,
+            end=end,
+            dtype=jnp.float64,
+            progress=_progress(bar),
+        )
     finally:
         if bar is not None:
             bar.close()
     if output:
         _write_sto(output, table, inputs)
-        print(f"wrote {output}: {table.time.size} frames × {len(table.labels)} generalised forces "
-              f"(t = {table.time[0]:.4f}–{table.time[-1]:.4f} s)")
+        print(
+            f"wrote {output}: {table.time.size} frames × {len(table.labels)} generalised forces "
+            f"(t = {table.time[0]:.4f}–{table.time[-1]:.4f} s)"
+        )
     else:
         _print_table(table)
     return 0
 
 
-def run_static_optimization(model, motion, *, external_loads=None, actuators=(), lowpass=None, start=None, end=None,
-                            activation_exponent=2.0, use_muscle_physiology=True, output_forces=None,
-                            output_activations=None, no_progress=False) -> int:
+def run_static_optimization(
+    model,
+    motion,
+    *,
+    external_loads=None,
+    actuators=(),
+    lowpass=None,
+    start=None,
+    end=None,
+    activation_exponent=2.0,
+    use_muscle_physiology=True,
+    output_forces=None,
+    output_activations=None,
+    no_progress=False,
+) -> int:
     """``jaxbio static-optimization`` (also used by ``run-tool``)."""
     _setup_jax()
     import warnings
@@ -106,8 +139,11 @@ def run_static_optimization(model, motion, *, external_loads=None, actuators=(),
     from jaxbio.io import static_optimization_tool
 
     inputs = [str(p) for p in (model, motion, external_loads, *actuators) if p]
-    outputs = [(flag, path) for flag, path in (("--output-forces", output_forces),
-                                               ("--output-activations", output_activations)) if path]
+    outputs = [
+        (flag, path)
+        for flag, path in (("--output-forces", output_forces), ("--output-activations", output_activations))
+        if path
+    ]
     if outputs:
         from jaxbio._files import check_outputs
 
@@ -116,54 +152,93 @@ def run_static_optimization(model, motion, *, external_loads=None, actuators=(),
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            tables = static_optimization_tool(model, motion, external_loads=external_loads, actuators=actuators or None,
-                                              lowpass_hz=lowpass, start=start, end=end,
-                                              activation_exponent=activation_exponent,
-                                              use_muscle_physiology=use_muscle_physiology, dtype=jnp.float64,
-                                              progress=_progress(bar))
+            tables = static_optimization_tool(
+                model,
+                motion,
+                external_loads=external_loads,
+                actuators=actuators or None,
+                lowpass_hz=lowpass,
+                start=start,
+                end=end,
+                activation_exponent=activation_exponent,
+                use_muscle_physiology=use_muscle_physiology,
+                dtype=jnp.float64,
+                progress=_progress(bar),
+            )
     finally:
         if bar is not None:
             bar.close()
     for w in caught:
         print(f"warning: {w.message}", file=sys.stderr)
-    for (flag, path), table in zip((("--output-forces", output_forces), ("--output-activations", output_activations)),
-                                   (tables.forces, tables.activations)):
+    for (flag, path), table in zip(
+        (("--output-forces", output_forces), ("--output-activations", output_activations)),
+        (tables.forces, tables.activations),
+    ):
         if path:
             _write_sto(path, table, inputs, flag)
-            print(f"wrote {path}: {table.time.size} frames × {len(table.labels)} "
-                  f"{'forces' if table is tables.forces else 'activations'} "
-                  f"(t = {table.time[0]:.4f}–{table.time[-1]:.4f} s)")
+            print(
+                f"wrote {path}: {table.time.size} frames × {len(table.labels)} "
+                f"{'forces' if table is tables.forces else 'activations'} "
+                f"(t = {table.time[0]:.4f}–{table.time[-1]:.4f} s)"
+            )
     if not outputs:
         _print_table(tables.activations)
     return 0
 
 
 def cmd_static_optimization(args) -> int:
-    return run_static_optimization(args.model, args.motion, external_loads=args.external_loads,
-                                   actuators=tuple(args.actuators or ()), lowpass=args.lowpass, start=args.start,
-                                   end=args.end, activation_exponent=args.activation_exponent,
-                                   use_muscle_physiology=not args.no_muscle_physiology,
-                                   output_forces=args.output_forces, output_activations=args.output_activations,
-                                   no_progress=args.no_progress)
+    return run_static_optimization(
+        args.model,
+        args.motion,
+        external_loads=args.external_loads,
+        actuators=tuple(args.actuators or ()),
+        lowpass=args.lowpass,
+        start=args.start,
+        end=args.end,
+        activation_exponent=args.activation_exponent,
+        use_muscle_physiology=not args.no_muscle_physiology,
+        output_forces=args.output_forces,
+        output_activations=args.output_activations,
+        no_progress=args.no_progress,
+    )
 
 
 def cmd_inverse_dynamics(args) -> int:
     if args.motion is None:
         if args.model and Path(args.model).suffix.lower() == ".osim":
-            raise ValueError(f"--model {args.model}: an OpenSim .osim model needs --motion (its coordinates, .mot/.sto); "
-                             "without --motion, --model is a shipped model name or a jaxbio model .json")
-        if (args.external_loads or args.output or args.lowpass is not None or args.start is not None
-                or args.end is not None or args.forces_to_exclude is not None):
-            raise ValueError("--external-loads, --forces-to-exclude, --output, --lowpass, --start and --end need "
-                             "--motion")
+            raise ValueError(
+                f"--model {args.model}: an OpenSim .osim model needs --motion (its coordinates, .mot/.sto); "
+                "without --motion, --model is a shipped model name or a jaxbio model .json"
+            )
+        if (
+            args.external_loads
+            or args.output
+            or args.lowpass is not None
+            or args.start is not None
+            or args.end is not None
+            or args.forces_to_exclude is not None
+        ):
+            raise ValueError(
+                "--external-loads, --forces-to-exclude, --output, --lowpass, --start and --end need --motion"
+            )
         args.model = "arm7" if args.model is None else args.model
         return cmd_id(args)
     if not args.model:
-        raise ValueError("--model is needed with --motion: an OpenSim .osim file, a model .json or a shipped model name")
+        raise ValueError(
+            "--model is needed with --motion: an OpenSim .osim file, a model .json or a shipped model name"
+        )
     exclude = ("muscles",) if args.forces_to_exclude is None else tuple(args.forces_to_exclude)
-    return run_inverse_dynamics(args.model, args.motion, external_loads=args.external_loads,
-                                forces_to_exclude=exclude, lowpass=args.lowpass, start=args.start, end=args.end,
-                                output=args.output, no_progress=args.no_progress)
+    return run_inverse_dynamics(
+        args.model,
+        args.motion,
+        external_loads=args.external_loads,
+        forces_to_exclude=exclude,
+        lowpass=args.lowpass,
+        start=args.start,
+        end=args.end,
+        output=args.output,
+        no_progress=args.no_progress,
+    )
 
 
 def _setup_text(el, tag: str):
@@ -258,8 +333,10 @@ def _run_setup(setup: Path, no_progress: bool) -> int:
     if lowpass is not None and lowpass < 0:  # OpenSim's -1: no filtering
         lowpass = None
     if lowpass is not None and not 0 < lowpass < math.inf:  # OpenSim would filter everything to 0 (or NaN)
-        raise ValueError(f"{setup}: <lowpass_cutoff_frequency_for_coordinates> must be a finite cutoff > 0 Hz, or "
-                         f"negative (-1) for no filtering, got {echo(cutoff)}")
+        raise ValueError(
+            f"{setup}: <lowpass_cutoff_frequency_for_coordinates> must be a finite cutoff > 0 Hz, or "
+            f"negative (-1) for no filtering, got {echo(cutoff)}"
+        )
     results = Path(path("results_directory", required=False) or here)
     name = tool.get("name", "")
     if tool.tag == "InverseDynamicsTool":
@@ -272,18 +349,26 @@ def _run_setup(setup: Path, no_progress: bool) -> int:
         external = path("external_loads_file", required=False)
         exclude = tuple((_setup_text(tool, "forces_to_exclude") or "").split())  # OpenSim's default: none
     elif tool.tag == "AnalyzeTool":
-        analyses = [a for a in tool.iter() if a.tag in ("InverseDynamics", "StaticOptimization")
-                    and (_setup_text(a, "on") or "true").lower() == "true"]
+        analyses = [
+            a
+            for a in tool.iter()
+            if a.tag in ("InverseDynamics", "StaticOptimization") and (_setup_text(a, "on") or "true").lower() == "true"
+        ]
         kinds = sorted({a.tag for a in analyses})
         if kinds == ["StaticOptimization"] and len(analyses) == 1:
-            return _run_analyze_static_optimization(setup, tool, analyses[0], path, number, lowpass, results, name,
-                                                    no_progress)
+            return _run_analyze_static_optimization(
+                setup, tool, analyses[0], path, number, lowpass, results, name, no_progress
+            )
         if kinds != ["InverseDynamics"]:
-            raise ValueError(f"{setup}: AnalyzeTool {echo(name)}: jaxbio runs one InverseDynamics or one StaticOptimization "
-                             f"analysis (found {kinds or 'none'})")
+            raise ValueError(
+                f"{setup}: AnalyzeTool {echo(name)}: jaxbio runs one InverseDynamics or one StaticOptimization "
+                f"analysis (found {kinds or 'none'})"
+            )
         if (_setup_text(analyses[0], "use_model_force_set") or "true").lower() == "true":
-            raise ValueError(f"{setup}: InverseDynamics analysis with <use_model_force_set> true (the model's actuators "
-                             "as unknowns) is not run by jaxbio; set it false for joint moments")
+            raise ValueError(
+                f"{setup}: InverseDynamics analysis with <use_model_force_set> true (the model's actuators "
+                "as unknowns) is not run by jaxbio; set it false for joint moments"
+            )
         if (_setup_text(tool, "force_set_files") or "").split():
             raise ValueError(f"{setup}: AnalyzeTool {echo(name)}: <force_set_files> are not read by jaxbio")
         # <replace_force_set> (default true) empties the model's ForceSet (AbstractTool::updateModelForces);
@@ -299,9 +384,17 @@ def _run_setup(setup: Path, no_progress: bool) -> int:
     if not output.endswith(".sto"):
         output += ".sto"
     with _results_directory(setup, results):
-        return run_inverse_dynamics(path("model_file"), path("coordinates_file"), external_loads=external,
-                                    forces_to_exclude=exclude, lowpass=lowpass, start=start, end=end,
-                                    output=str(results / output), no_progress=no_progress)
+        return run_inverse_dynamics(
+            path("model_file"),
+            path("coordinates_file"),
+            external_loads=external,
+            forces_to_exclude=exclude,
+            lowpass=lowpass,
+            start=start,
+            end=end,
+            output=str(results / output),
+            no_progress=no_progress,
+        )
 
 
 @contextlib.contextmanager
@@ -319,8 +412,9 @@ def _results_directory(setup, results: Path):
         results.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         _remove_empty(made)
-        raise ValueError(f"{setup}: <results_directory> {results}: cannot make the directory "
-                         f"({e.strerror or e})") from None
+        raise ValueError(
+            f"{setup}: <results_directory> {results}: cannot make the directory ({e.strerror or e})"
+        ) from None
     try:
         yield
     except BaseException:
@@ -338,6 +432,7 @@ def _remove_empty(directories) -> None:
 
 def _run_analyze_static_optimization(setup, tool, analysis, path, number, lowpass, results, name, no_progress) -> int:
     """``run-tool`` for an AnalyzeTool with a StaticOptimization analysis."""
+
     def flag(el, tag, default):
         text = (_setup_text(el, tag) or default).lower()
         if text not in ("true", "false"):
@@ -345,29 +440,46 @@ def _run_analyze_static_optimization(setup, tool, analysis, path, number, lowpas
         return text == "true"
 
     if not flag(analysis, "use_model_force_set", "true"):
-        raise ValueError(f"{setup}: StaticOptimization with <use_model_force_set> false (a CoordinateActuator per "
-                         "coordinate instead of the muscles) is not run by jaxbio")
+        raise ValueError(
+            f"{setup}: StaticOptimization with <use_model_force_set> false (a CoordinateActuator per "
+            "coordinate instead of the muscles) is not run by jaxbio"
+        )
     interval = _setup_text(analysis, "step_interval") or "1"
     if interval != "1":
         raise ValueError(f"{setup}: StaticOptimization <step_interval> {interval}: jaxbio solves every frame (1)")
     here = setup.parent
     files = tuple(str(here / f) for f in (_setup_text(tool, "force_set_files") or "").split())
     if flag(tool, "replace_force_set", "false") and files:
-        raise ValueError(f"{setup}: <replace_force_set> true would remove the model's muscles; jaxbio appends "
-                         "<force_set_files> (set it false)")
-    start = max(number(_setup_text(tool, "initial_time") or "-inf", "initial_time"),
-                number(_setup_text(analysis, "start_time") or "-inf", "start_time"))
-    end = min(number(_setup_text(tool, "final_time") or "inf", "final_time"),
-              number(_setup_text(analysis, "end_time") or "inf", "end_time"))
+        raise ValueError(
+            f"{setup}: <replace_force_set> true would remove the model's muscles; jaxbio appends "
+            "<force_set_files> (set it false)"
+        )
+    start = max(
+        number(_setup_text(tool, "initial_time") or "-inf", "initial_time"),
+        number(_setup_text(analysis, "start_time") or "-inf", "start_time"),
+    )
+    end = min(
+        number(_setup_text(tool, "final_time") or "inf", "final_time"),
+        number(_setup_text(analysis, "end_time") or "inf", "end_time"),
+    )
     exponent = number(_setup_text(analysis, "activation_exponent") or "2", "activation_exponent")
     physiology = flag(analysis, "use_muscle_physiology", "true")
     stem = f"{name}_StaticOptimization"
     with _results_directory(setup, results):
         return run_static_optimization(
-            path("model_file"), path("coordinates_file"), external_loads=path("external_loads_file", required=False),
-            actuators=files, lowpass=lowpass, start=start, end=end, activation_exponent=exponent,
-            use_muscle_physiology=physiology, output_forces=str(results / f"{stem}_force.sto"),
-            output_activations=str(results / f"{stem}_activation.sto"), no_progress=no_progress)
+            path("model_file"),
+            path("coordinates_file"),
+            external_loads=path("external_loads_file", required=False),
+            actuators=files,
+            lowpass=lowpass,
+            start=start,
+            end=end,
+            activation_exponent=exponent,
+            use_muscle_physiology=physiology,
+            output_forces=str(results / f"{stem}_force.sto"),
+            output_activations=str(results / f"{stem}_activation.sto"),
+            no_progress=no_progress,
+        )
 
 
 def cmd_animate(args) -> int:
@@ -390,8 +502,10 @@ def cmd_animate(args) -> int:
     names = m.coordinate_names
     present = [n for n in names if n in table.labels]
     if not present:
-        raise ValueError(f"{args.motion}: none of the model's coordinates {list(names)[:8]}… is a column "
-                         f"(columns: {listing(table.labels, 12)})")
+        raise ValueError(
+            f"{args.motion}: none of the model's coordinates {list(names)[:8]}… is a column "
+            f"(columns: {listing(table.labels, 12)})"
+        )
     rotational = [n for n in present if m.motion_types[names.index(n)] == "rotational"]
     p = process_coordinates(table.select(present), rotational=rotational)  # degrees -> radians, as read
     c = np.tile(np.asarray(m.defaults, float), (p.time.size, 1))
@@ -405,8 +519,20 @@ def cmd_animate(args) -> int:
             if bar is not None:
                 bar.total = n
                 bar.update(1)
-        pictures.append(animate(m.tree, p.time, np.asarray(q), f, format=fmt, fps=args.fps, view=args.view,
-                                title=Path(args.motion).name, progress=step))
+
+        pictures.append(
+            animate(
+                m.tree,
+                p.time,
+                np.asarray(q),
+                f,
+                format=fmt,
+                fps=args.fps,
+                view=args.view,
+                title=Path(args.motion).name,
+                progress=step,
+            )
+        )
 
     try:
         write_outputs([(out, render)])
@@ -432,19 +558,36 @@ def _exponent():
 def add_parsers(sub, id_options) -> None:
     """Add ``inverse-dynamics`` (alias ``id``; ``id_options(parser)`` adds the synthetic-motion
     options of `cmd_id`, `_synthetic_motion_options`), ``run-tool`` and ``animate`` to the subcommands ``sub``."""
-    p = sub.add_parser("inverse-dynamics", aliases=["id"], help="inverse dynamics of a motion file (OpenSim's "
-                       "InverseDynamicsTool), or of a shipped model over a synthetic motion")
-    p.add_argument("--model", default=None, help="an OpenSim .osim file, a model .json file or a shipped model name "
-                   "(default arm7 without --motion)")
+    p = sub.add_parser(
+        "inverse-dynamics",
+        aliases=["id"],
+        help="inverse dynamics of a motion file (OpenSim's "
+        "InverseDynamicsTool), or of a shipped model over a synthetic motion",
+    )
+    p.add_argument(
+        "--model",
+        default=None,
+        help="an OpenSim .osim file, a model .json file or a shipped model name (default arm7 without --motion)",
+    )
     p.add_argument("--motion", default=None, help="coordinates (.mot/.sto, e.g. inverse kinematics output)")
     p.add_argument("--external-loads", default=None, help="OpenSim ExternalLoads .xml (its data file beside it)")
-    p.add_argument("--forces-to-exclude", nargs="*", default=None, metavar="NAME",
-                   help="model forces left out, as OpenSim's forces_to_exclude: force or ForceSet group names, or "
-                   "all, actuators, muscles (default: muscles; give the option alone to exclude nothing)")
-    p.add_argument("--lowpass", type=_positive(), default=None, help="low-pass cutoff for the coordinates, Hz "
-                   "(OpenSim's lowpass_cutoff_frequency_for_coordinates; default none); > 0 and at most 0.9 × the "
-                   "Nyquist frequency 1/(2 Δt) of the samples (nearer, the filter rings); a cutoff below about 2 / the "
-                   "motion's duration mostly replaces the motion by the filter's start-up (typical: 6 Hz)")
+    p.add_argument(
+        "--forces-to-exclude",
+        nargs="*",
+        default=None,
+        metavar="NAME",
+        help="model forces left out, as OpenSim's forces_to_exclude: force or ForceSet group names, or "
+        "all, actuators, muscles (default: muscles; give the option alone to exclude nothing)",
+    )
+    p.add_argument(
+        "--lowpass",
+        type=_positive(),
+        default=None,
+        help="low-pass cutoff for the coordinates, Hz "
+        "(OpenSim's lowpass_cutoff_frequency_for_coordinates; default none); > 0 and at most 0.9 × the "
+        "Nyquist frequency 1/(2 Δt) of the samples (nearer, the filter rings); a cutoff below about 2 / the "
+        "motion's duration mostly replaces the motion by the filter's start-up (typical: 6 Hz)",
+    )
     p.add_argument("--start", type=_time(), default=None, help="first time, s (default the motion's)")
     p.add_argument("--end", type=_time(), default=None, help="last time, s (default the motion's)")
     p.add_argument("--output", default=None, help="write OpenSim's .sto here (default: print the table)")
@@ -452,31 +595,53 @@ def add_parsers(sub, id_options) -> None:
     id_options(p)
     p.set_defaults(func=cmd_inverse_dynamics)
 
-    so = sub.add_parser("static-optimization", help="muscle activations and forces of a motion file (OpenSim's "
-                        "AnalyzeTool with a StaticOptimization analysis)")
+    so = sub.add_parser(
+        "static-optimization",
+        help="muscle activations and forces of a motion file (OpenSim's "
+        "AnalyzeTool with a StaticOptimization analysis)",
+    )
     so.add_argument("--model", required=True, help="an OpenSim .osim file with Thelen2003 or Millard2012 muscles")
     so.add_argument("--motion", required=True, help="coordinates (.mot/.sto, e.g. inverse kinematics output)")
     so.add_argument("--external-loads", default=None, help="OpenSim ExternalLoads .xml (its data file beside it)")
-    so.add_argument("--actuators", nargs="+", default=None, metavar="XML",
-                    help="OpenSim force set files of reserve actuators (CoordinateActuators), appended to the model's")
-    so.add_argument("--lowpass", type=_positive(), default=None, help="low-pass cutoff for the coordinates, Hz "
-                    "(default none); > 0 and at most 0.9 × the Nyquist frequency 1/(2 Δt) of the samples; a cutoff below about "
-                    "2 / the motion's duration mostly replaces the motion by the filter's start-up (typical: 6 Hz)")
+    so.add_argument(
+        "--actuators",
+        nargs="+",
+        default=None,
+        metavar="XML",
+        help="OpenSim force set files of reserve actuators (CoordinateActuators), appended to the model's",
+    )
+    so.add_argument(
+        "--lowpass",
+        type=_positive(),
+        default=None,
+        help="low-pass cutoff for the coordinates, Hz "
+        "(default none); > 0 and at most 0.9 × the Nyquist frequency 1/(2 Δt) of the samples; a cutoff below about "
+        "2 / the motion's duration mostly replaces the motion by the filter's start-up (typical: 6 Hz)",
+    )
     so.add_argument("--start", type=_time(), default=None, help="first time, s (default the motion's)")
     so.add_argument("--end", type=_time(), default=None, help="last time, s (default the motion's)")
-    so.add_argument("--activation-exponent", type=_exponent(), default=2.0,
-                    help="p of the cost Σ aᵖ (≥ 2, default 2)")
-    so.add_argument("--no-muscle-physiology", action="store_true",
-                    help="muscle strength = max isometric force (OpenSim's use_muscle_physiology false)")
+    so.add_argument("--activation-exponent", type=_exponent(), default=2.0, help="p of the cost Σ aᵖ (≥ 2, default 2)")
+    so.add_argument(
+        "--no-muscle-physiology",
+        action="store_true",
+        help="muscle strength = max isometric force (OpenSim's use_muscle_physiology false)",
+    )
     so.add_argument("--output-forces", default=None, help="write the forces' .sto here")
     so.add_argument("--output-activations", default=None, help="write the activations' .sto here (neither: print)")
     so.add_argument("--no-progress", action="store_true", help="no progress bar")
     so.set_defaults(func=cmd_static_optimization)
 
-    r = sub.add_parser("run-tool", help="run OpenSim tool setup files (InverseDynamicsTool; AnalyzeTool with "
-                       "an InverseDynamics or a StaticOptimization analysis), several in one process")
-    r.add_argument("setup", nargs="+", help="setup .xml files (their paths are relative to each), folders (every "
-                   "tool setup .xml in it) or quoted globs; run in turn, a model's programs compiled once")
+    r = sub.add_parser(
+        "run-tool",
+        help="run OpenSim tool setup files (InverseDynamicsTool; AnalyzeTool with "
+        "an InverseDynamics or a StaticOptimization analysis), several in one process",
+    )
+    r.add_argument(
+        "setup",
+        nargs="+",
+        help="setup .xml files (their paths are relative to each), folders (every "
+        "tool setup .xml in it) or quoted globs; run in turn, a model's programs compiled once",
+    )
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.set_defaults(func=cmd_run_tool)
 
@@ -485,8 +650,12 @@ def add_parsers(sub, id_options) -> None:
     a.add_argument("--motion", required=True, help="coordinates (.mot/.sto)")
     a.add_argument("--output", required=True, help="the animation, .gif or .mp4 (MP4 needs ffmpeg)")
     a.add_argument("--fps", type=_positive(), default=25.0, help="pictures per second of motion (default 25)")
-    a.add_argument("--view", default="auto", choices=["auto", "xy", "yx", "xz", "zx", "yz", "zy", "3d"],
-                   help="the plane drawn (default auto: gravity's plane with the widest extent)")
+    a.add_argument(
+        "--view",
+        default="auto",
+        choices=["auto", "xy", "yx", "xz", "zx", "yz", "zy", "3d"],
+        help="the plane drawn (default auto: gravity's plane with the widest extent)",
+    )
     a.add_argument("--no-progress", action="store_true", help="no progress bar")
     a.set_defaults(func=cmd_animate)
 
@@ -509,8 +678,7 @@ def cmd_id(args) -> int:
     except ValueError as e:  # load_model's messages start with the file's path
         raise _InputError(str(e)) from None
     n = tree.nq
-    overflow = (f"overflow float64 for --amplitude {args.amplitude} and --duration {args.duration}; "
-                "use smaller values")
+    overflow = f"overflow float64 for --amplitude {args.amplitude} and --duration {args.duration}; use smaller values"
     with np.errstate(all="ignore"):  # an overflow is refused below, in one line
         t = np.linspace(0.0, args.duration, args.frames)
         # a smooth motion: every joint swings ±amplitude at its own frequency
@@ -527,10 +695,13 @@ def cmd_id(args) -> int:
     if not np.all(np.isfinite(tau)):
         raise _InputError(f"the joint torques of {tree.name!r} {overflow}")
     units = ["N·m" if r else "N" for r in tree.is_revolute]
-    print(f"Inverse dynamics of {tree.name!r} ({n} DOF, {float(np.sum(tree.masses)):.2f} kg), "
-          f"wrench recursion, float64")
-    print(f"motion: q_i(t) = A_i sin(2π f_i t), A = {args.amplitude} rad (revolute) / 0.05 m, "
-          f"f_i = 0.5 + 0.25 i Hz, {args.frames} frames over {args.duration} s")
+    print(
+        f"Inverse dynamics of {tree.name!r} ({n} DOF, {float(np.sum(tree.masses)):.2f} kg), wrench recursion, float64"
+    )
+    print(
+        f"motion: q_i(t) = A_i sin(2π f_i t), A = {args.amplitude} rad (revolute) / 0.05 m, "
+        f"f_i = 0.5 + 0.25 i Hz, {args.frames} frames over {args.duration} s"
+    )
     width = max(max(len(s) for s in tree.names), 10) + 2  # names, and numbers such as -1234.567
     head = "t [s]".rjust(7) + "".join(name[: width - 1].rjust(width) for name in tree.names)
     cols = list(range(n))
@@ -546,11 +717,27 @@ def cmd_id(args) -> int:
 
 def _synthetic_motion_options(pid) -> None:
     """The options of ``jaxbio inverse-dynamics`` without ``--motion`` (`cmd_id`)."""
-    pid.add_argument("--frames", type=_number("int", lambda v: 1 <= v <= MAX_FRAMES, f"an integer from 1 to {MAX_FRAMES}"),
-                     default=6, help="number of frames (default 6)")
-    pid.add_argument("--duration", type=_number("float", lambda v: math.isfinite(v) and v > 0, "a finite number > 0 (s)"),
-                     default=1.0, help="motion duration in s (default 1)")
-    pid.add_argument("--amplitude", type=_number("float", math.isfinite, "a finite number (rad)"),
-                     default=0.5, help="joint amplitude in rad (default 0.5)")
-    pid.add_argument("--columns", type=_number("int", lambda v: v >= 1, "an integer ≥ 1"),
-                     default=8, help="at most this many joint columns (default 8)")
+    pid.add_argument(
+        "--frames",
+        type=_number("int", lambda v: 1 <= v <= MAX_FRAMES, f"an integer from 1 to {MAX_FRAMES}"),
+        default=6,
+        help="number of frames (default 6)",
+    )
+    pid.add_argument(
+        "--duration",
+        type=_number("float", lambda v: math.isfinite(v) and v > 0, "a finite number > 0 (s)"),
+        default=1.0,
+        help="motion duration in s (default 1)",
+    )
+    pid.add_argument(
+        "--amplitude",
+        type=_number("float", math.isfinite, "a finite number (rad)"),
+        default=0.5,
+        help="joint amplitude in rad (default 0.5)",
+    )
+    pid.add_argument(
+        "--columns",
+        type=_number("int", lambda v: v >= 1, "an integer ≥ 1"),
+        default=8,
+        help="at most this many joint columns (default 8)",
+    )

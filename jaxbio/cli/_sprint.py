@@ -47,28 +47,50 @@ from jaxbio.cli._common import _fmt_pm, _json_number as _number, _progress, _set
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register ``sprint`` on an argparse ``subparsers`` object; sets ``func=run``."""
     p = subparsers.add_parser(
-        "sprint", help="fit fatigue (fitness) parameters to 100 m split times",
+        "sprint",
+        help="fit fatigue (fitness) parameters to 100 m split times",
         description="Fit seed 000's fitness-dependent Hamiltonian sprinter to 100 m split times "
-                    "(all embedded races by default) and compare with the Furusawa-Hill-Keller and "
-                    "Tibshirani (1997) models.")
+        "(all embedded races by default) and compare with the Furusawa-Hill-Keller and "
+        "Tibshirani (1997) models.",
+    )
     p.add_argument("--race", action="append", metavar="NAME", help="an embedded race (repeatable; prefixes allowed)")
-    p.add_argument("--races", choices=("default", "more", "all"), metavar="SET",
-                   help="a collection of embedded races: default (the five elite men's 100 m races fitted "
-                        "without arguments), more (further public races: women's, 200 m with the bend ignored), "
-                        "or all; added to any --race/--csv")
-    p.add_argument("--csv", action="append", metavar="PATH",
-                   help="a split file: '#' header lines incl. reaction_time_s (s or ms) and wind (m/s, km/h, mph; "
-                        "free text = unknown), then distance_m,time_s (or ';'-separated with decimal commas) (repeatable); "
-                        "or a speed trace (radar/laser): '# time_origin: gun|movement', then time_s,speed_m_s, "
-                        "recognised by that column line (traces and split files are fitted in separate runs)")
-    p.add_argument("--fit-until", type=float, metavar="D",
-                   help="fit only splits at or before D m and predict the rest with 68%%/95%% intervals "
-                        "(hierarchical prior learned from the other embedded races)")
-    p.add_argument("--plot", metavar="FILE.png", help="plot split mean speeds (model vs measured, 90%% Laplace bands), split-time residuals, fitness "
-                   "and force-velocity profiles (format from the "
-                   "extension: png, pdf, svg, ...; replaced atomically, never an input file)")
-    p.add_argument("--json", metavar="FILE", help="write the results as JSON (an object for one race, else a list; "
-                   "replaced atomically, never an input file)")
+    p.add_argument(
+        "--races",
+        choices=("default", "more", "all"),
+        metavar="SET",
+        help="a collection of embedded races: default (the five elite men's 100 m races fitted "
+        "without arguments), more (further public races: women's, 200 m with the bend ignored), "
+        "or all; added to any --race/--csv",
+    )
+    p.add_argument(
+        "--csv",
+        action="append",
+        metavar="PATH",
+        help="a split file: '#' header lines incl. reaction_time_s (s or ms) and wind (m/s, km/h, mph; "
+        "free text = unknown), then distance_m,time_s (or ';'-separated with decimal commas) (repeatable); "
+        "or a speed trace (radar/laser): '# time_origin: gun|movement', then time_s,speed_m_s, "
+        "recognised by that column line (traces and split files are fitted in separate runs)",
+    )
+    p.add_argument(
+        "--fit-until",
+        type=float,
+        metavar="D",
+        help="fit only splits at or before D m and predict the rest with 68%%/95%% intervals "
+        "(hierarchical prior learned from the other embedded races)",
+    )
+    p.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="plot split mean speeds (model vs measured, 90%% Laplace bands), split-time residuals, fitness "
+        "and force-velocity profiles (format from the "
+        "extension: png, pdf, svg, ...; replaced atomically, never an input file)",
+    )
+    p.add_argument(
+        "--json",
+        metavar="FILE",
+        help="write the results as JSON (an object for one race, else a list; "
+        "replaced atomically, never an input file)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
     return p
@@ -153,8 +175,10 @@ def _run(args) -> int:
     traces = [r for r in races if isinstance(r, Trace)]
     if traces and (len(traces) < len(races) or args.fit_until is not None):
         other = "split files" if len(traces) < len(races) else "--fit-until"
-        raise ValueError(f"{traces[0].path}: a speed trace cannot be fitted with {other} in one run "
-                         "(fit traces and split files separately)")
+        raise ValueError(
+            f"{traces[0].path}: a speed trace cannot be fitted with {other} in one run "
+            "(fit traces and split files separately)"
+        )
     _setup_jax()
     if traces:
         from jaxbio.cli._sprint_traces import run_traces
@@ -162,7 +186,7 @@ def _run(args) -> int:
         return run_traces(args, traces, outputs, plot_format, notes)
     from jaxbio.sprint.baselines import fit_baseline
     from jaxbio.sprint.data import embedded_races
-    from jaxbio.sprint.fitting import FREE, check_enough_splits, fit, fit_problems, splits_from_races
+    from jaxbio.sprint.fitting import FREE, check_enough_splits, fit_problems, splits_from_races
     from jaxbio.sprint.selection import base_fit, fit_selected
 
     fit_until = args.fit_until
@@ -207,11 +231,15 @@ def _run(args) -> int:
     from jaxbio.sprint import fv_report as _fv_report
 
     fv_pairs = _fv_report.profiles(races, res, fhk)  # force-velocity profiles: model and split times
-    records = [{**_record(i, r, res, fhk, tib, fit_until, problems[i], fc, pops), **_fv_report.record(res, i, fv_pairs[i])}
-               for i, r in enumerate(races)]
+    records = [
+        {**_record(i, r, res, fhk, tib, fit_until, problems[i], fc, pops), **_fv_report.record(res, i, fv_pairs[i])}
+        for i, r in enumerate(races)
+    ]
     # files before the table: a closed stdout (``| head``) must not cost the files
-    writers = {"--json": lambda f: _write_json(f, records[0] if len(records) == 1 else records),
-               "--plot": lambda f: _plot(f, plot_format, races, res, fhk, tib, fit_until, fv_pairs)}
+    writers = {
+        "--json": lambda f: _write_json(f, records[0] if len(records) == 1 else records),
+        "--plot": lambda f: _plot(f, plot_format, races, res, fhk, tib, fit_until, fv_pairs),
+    }
     write_outputs([(out, writers[out.option]) for out in outputs])
     _print_table(races, res, fhk, tib, fit_until, problems, fc, pops)
     _fv_report.print_table(races, res, fv_pairs, max(18, max(len(r.name) for r in races) + 1))
@@ -226,15 +254,19 @@ def _print_table(races, res, fhk, tib, fit_until, problems, fc=None, pops=None):
     shown = [n for n in res.names if n in heads]
     width = max(18, max(len(r.name) for r in races) + 1)
     print("Sprinter (seed 000 fitness-dependent Hamiltonian model) fitted to split times, float64")
-    fixed = (f"fixed: a/F0 = {DEFAULTS['hill_ratio']} (unless freed), tau = {DEFAULTS['tau'] * 1e3:g} ms, "
-             f"Rayleigh alpha = {DEFAULTS['rayleigh']} 1/s, drag = {DEFAULTS['drag']:.5f} 1/m, "
-             f"P_act = {DEFAULTS['activation_power']:g} W/kg, K = {DEFAULTS['half_saturation']}, "
-             f"recovery = {DEFAULTS['recovery']:.4f} 1/s{_unless_freed(res, 'recovery')}; reaction time (plus RT where "
-             f"freed) and wind from each file")
+    fixed = (
+        f"fixed: a/F0 = {DEFAULTS['hill_ratio']} (unless freed), tau = {DEFAULTS['tau'] * 1e3:g} ms, "
+        f"Rayleigh alpha = {DEFAULTS['rayleigh']} 1/s, drag = {DEFAULTS['drag']:.5f} 1/m, "
+        f"P_act = {DEFAULTS['activation_power']:g} W/kg, K = {DEFAULTS['half_saturation']}, "
+        f"recovery = {DEFAULTS['recovery']:.4f} 1/s{_unless_freed(res, 'recovery')}; reaction time (plus RT where "
+        f"freed) and wind from each file"
+    )
     print(fixed)
     if fit_until is not None:
-        print(f"fitted splits ≤ {fit_until:g} m; prior: the population of the other embedded races (hierarchical, "
-              f"every parameter), split-time noise {pops[0].sigma:.4f} s estimated from their residuals")
+        print(
+            f"fitted splits ≤ {fit_until:g} m; prior: the population of the other embedded races (hierarchical, "
+            f"every parameter), split-time noise {pops[0].sigma:.4f} s estimated from their residuals"
+        )
     cols = [f"{heads[n][0]} [{heads[n][1]}]".rjust(16) for n in shown]
     line = "race".ljust(width) + "".join(cols) + "  freed    " + "   top speed [m/s] @ [m]" + "  lost [m/s]"
     line += "   RMSE [s]: model     FHK  Tibsh."
@@ -244,38 +276,62 @@ def _print_table(races, res, fhk, tib, fit_until, problems, fc=None, pops=None):
     errs = []
     for i, r in enumerate(races):
         p = res.profile_of(i)
-        vals = "".join(" " + _fmt_pm(res.values[i, j], res.std[i, j], heads[n][2], n in problems[i]).rjust(15)
-                       for j, n in enumerate(res.names) if n in heads)  # at least one space between wide cells
+        vals = "".join(
+            " " + _fmt_pm(res.values[i, j], res.std[i, j], heads[n][2], n in problems[i]).rjust(15)
+            for j, n in enumerate(res.names)
+            if n in heads
+        )  # at least one space between wide cells
         freed = ",".join(_SHORT[n] for n in res.freed(i) if n not in heads) or "-"
-        row = (r.name.ljust(width) + vals + f"  {freed:<9}" + f"   {p.top_speed:6.2f} @ {p.top_speed_at:5.1f}"
-               + f"{p.speed_lost:12.2f}")
+        row = (
+            r.name.ljust(width)
+            + vals
+            + f"  {freed:<9}"
+            + f"   {p.top_speed:6.2f} @ {p.top_speed_at:5.1f}"
+            + f"{p.speed_lost:12.2f}"
+        )
         row += f"   {res.rmse[i]:14.4f} {fhk.rmse[i]:7.4f} {tib.rmse[i]:7.4f}"
         if fit_until is not None:
             j = r.n - 1
             e = [res.predicted[i, j] - r.times[j], fhk.predicted[i, j] - r.times[j], tib.predicted[i, j] - r.times[j]]
             errs.append(e)
-            row += (f"   {r.distances[j]:4.0f} m {r.times[j]:6.2f}   {res.predicted[i, j]:6.3f} ({e[0]:+.3f})"
-                    f"  {fhk.predicted[i, j]:6.3f} ({e[1]:+.3f})  {tib.predicted[i, j]:6.3f} ({e[2]:+.3f})")
+            row += (
+                f"   {r.distances[j]:4.0f} m {r.times[j]:6.2f}   {res.predicted[i, j]:6.3f} ({e[0]:+.3f})"
+                f"  {fhk.predicted[i, j]:6.3f} ({e[1]:+.3f})  {tib.predicted[i, j]:6.3f} ({e[2]:+.3f})"
+            )
         print(row)
     if fit_until is not None:
         m = np.mean(np.abs(np.array(errs)), axis=0)
-        print(f"mean |error| of the predicted last split: model {m[0]:.3f} s, FHK {m[1]:.3f} s, Tibshirani {m[2]:.3f} s")
+        print(
+            f"mean |error| of the predicted last split: model {m[0]:.3f} s, FHK {m[1]:.3f} s, Tibshirani {m[2]:.3f} s"
+        )
         _print_forecast(races, fc, fit_until)
     else:
-        print(f"RMSE over all races: model {np.sqrt(np.mean(res.rmse ** 2)):.4f} s, FHK {np.sqrt(np.mean(fhk.rmse ** 2)):.4f} s, "
-              f"Tibshirani {np.sqrt(np.mean(tib.rmse ** 2)):.4f} s (data rounded to 0.01 s)")
+        print(
+            f"RMSE over all races: model {np.sqrt(np.mean(res.rmse**2)):.4f} s, FHK {np.sqrt(np.mean(fhk.rmse**2)):.4f} s, "
+            f"Tibshirani {np.sqrt(np.mean(tib.rmse**2)):.4f} s (data rounded to 0.01 s)"
+        )
     if fit_until is not None:
-        print("± is one posterior standard deviation (Laplace, with the hierarchical prior and the estimated split noise)")
+        print(
+            "± is one posterior standard deviation (Laplace, with the hierarchical prior and the estimated split noise)"
+        )
     else:
-        print("± is one Laplace standard deviation (Gauss-Newton Hessian; noise = 0.01 s rounding, inflated by the "
-              "residuals when larger)")
+        print(
+            "± is one Laplace standard deviation (Gauss-Newton Hessian; noise = 0.01 s rounding, inflated by the "
+            "residuals when larger)"
+        )
     for line in _selection_notes(races, res):
         print(line)
     if any(n in p for p in problems for n in res.names):
-        ranges = ", ".join(f"{heads[n][0] if n in heads else _SHORT.get(n, n)} {PLAUSIBLE[n][0]:g}–{PLAUSIBLE[n][1]:g} "
-                           f"{heads[n][1] if n in heads else UNITS[n]}" for n in res.names if n in PLAUSIBLE)
-        print(f"! not a valid estimate: outside the plausible range ({ranges}), or not determined by the splits "
-              "(± n/a); see the message on stderr")
+        ranges = ", ".join(
+            f"{heads[n][0] if n in heads else _SHORT.get(n, n)} {PLAUSIBLE[n][0]:g}–{PLAUSIBLE[n][1]:g} "
+            f"{heads[n][1] if n in heads else UNITS[n]}"
+            for n in res.names
+            if n in PLAUSIBLE
+        )
+        print(
+            f"! not a valid estimate: outside the plausible range ({ranges}), or not determined by the splits "
+            "(± n/a); see the message on stderr"
+        )
     unknown = [r.name for r in races if not r.wind_known]
     if unknown:
         print(f"wind unknown (0 m/s assumed) for {', '.join(unknown)}")
@@ -286,15 +342,24 @@ def _print_table(races, res, fhk, tib, fit_until, problems, fc=None, pops=None):
 
 def _print_forecast(races, fc, fit_until):
     """The predicted splits after ``fit_until`` with their predictive sd and 68 %/95 % intervals."""
-    print(f"predicted splits after {fit_until:g} m: measured, model ± predictive sd (parameters and split noise), "
-          "68 % and 95 % intervals (Student-t: population and noise learned from few races)")
+    print(
+        f"predicted splits after {fit_until:g} m: measured, model ± predictive sd (parameters and split noise), "
+        "68 % and 95 % intervals (Student-t: population and noise learned from few races)"
+    )
     width = max(18, max(len(r.name) for r in races) + 1)
     for i, r in enumerate(races):
         for j in np.flatnonzero(~r.until(fit_until)):
-            lo68, hi68, lo95, hi95 = (fc.lower[0.68][i, j], fc.upper[0.68][i, j], fc.lower[0.95][i, j], fc.upper[0.95][i, j])
+            lo68, hi68, lo95, hi95 = (
+                fc.lower[0.68][i, j],
+                fc.upper[0.68][i, j],
+                fc.lower[0.95][i, j],
+                fc.upper[0.95][i, j],
+            )
             mark = "" if lo95 <= r.times[j] <= hi95 else "  outside 95 %"
-            print(f"  {r.name.ljust(width)}{r.distances[j]:5.0f} m  {r.times[j]:6.2f}   {fc.mean[i, j]:6.3f} ± {fc.sd[i, j]:.3f}"
-                  f"   [{lo68:6.3f}, {hi68:6.3f}]   [{lo95:6.3f}, {hi95:6.3f}]{mark}")
+            print(
+                f"  {r.name.ljust(width)}{r.distances[j]:5.0f} m  {r.times[j]:6.2f}   {fc.mean[i, j]:6.3f} ± {fc.sd[i, j]:.3f}"
+                f"   [{lo68:6.3f}, {hi68:6.3f}]   [{lo95:6.3f}, {hi95:6.3f}]{mark}"
+            )
 
 
 #: short names of the parameters the model choice may free (the table's "freed" column)
@@ -317,22 +382,31 @@ def _selection_notes(races, res):
     labels = [r.label for r in races]  # by label, so that a table row is the only line starting with a race's name
     if len(set(labels)) < len(labels):
         labels = [r.name for r in races]
-    out = ["freed: parameters fitted besides F0/m, v_max, E, each with a prior (RT: offset added to the file's "
-           "reaction time, N(0, 0.05 s); a/F0: Hill's curvature, log-normal around 0.25"
-           + ("; r: the reserve's resupply rate, log-normal around its resting value, sd 1 in log"
-              if _unless_freed(res, "recovery") else "")
-           + "), chosen per race by Laplace evidence and never fitting worse than a baseline"]
-    for i, r in enumerate(races):
+    out = [
+        "freed: parameters fitted besides F0/m, v_max, E, each with a prior (RT: offset added to the file's "
+        "reaction time, N(0, 0.05 s); a/F0: Hill's curvature, log-normal around 0.25"
+        + (
+            "; r: the reserve's resupply rate, log-normal around its resting value, sd 1 in log"
+            if _unless_freed(res, "recovery")
+            else ""
+        )
+        + "), chosen per race by Laplace evidence and never fitting worse than a baseline"
+    ]
+    for i, _r in enumerate(races):
         sel = res.selection[i]
         if not sel["freed"] and sel["beats_baselines"] is not False:
             continue
-        vals = ", ".join(f"{_SHORT.get(n, n)} = {res.values[i, res.names.index(n)]:+.3f} ± "
-                         f"{res.std[i, res.names.index(n)]:.3f}" + ("" if UNITS[n] == "-" else f" {UNITS[n]}")
-                         for n in sel["freed"])
+        vals = ", ".join(
+            f"{_SHORT.get(n, n)} = {res.values[i, res.names.index(n)]:+.3f} ± "
+            f"{res.std[i, res.names.index(n)]:.3f}" + ("" if UNITS[n] == "-" else f" {UNITS[n]}")
+            for n in sel["freed"]
+        )
         ev = next(c["log_evidence"] for c in sel["candidates"] if c["freed"] == sel["freed"])
         base = sel["candidates"][0]["rmse_s"]
-        out.append(f"  {labels[i]}: {vals or 'nothing freed'} ({sel['reason']}; log evidence {ev:+.1f} over the base "
-                   f"model, RMSE {base:.4f} -> {res.rmse[i]:.4f} s)")
+        out.append(
+            f"  {labels[i]}: {vals or 'nothing freed'} ({sel['reason']}; log evidence {ev:+.1f} over the base "
+            f"model, RMSE {base:.4f} -> {res.rmse[i]:.4f} s)"
+        )
     return out if len(out) > 1 else []
 
 
@@ -351,36 +425,60 @@ def _record(i, race, res, fhk, tib, fit_until, problems=None, fc=None, pops=None
         "wind_mps": race.wind if race.wind_known else None,  # null: the file gives no wind
         **({} if race.wind_known else {"wind_assumed_mps": race.wind}),  # what the fit assumed then
         "fit_until_m": fit_until,
-        "parameters": {name: {"value": _number(res.values[i, j]), "std": _number(res.std[i, j]), "unit": UNITS[name]}
-                       for j, name in enumerate(res.names) if name in FREE},
-        "fixed_parameters": {k: {"value": float(v), "unit": UNITS[k]} for k, v in {**DEFAULTS, **OFFSETS}.items()
-                             if k not in freed},
+        "parameters": {
+            name: {"value": _number(res.values[i, j]), "std": _number(res.std[i, j]), "unit": UNITS[name]}
+            for j, name in enumerate(res.names)
+            if name in FREE
+        },
+        "fixed_parameters": {
+            k: {"value": float(v), "unit": UNITS[k]} for k, v in {**DEFAULTS, **OFFSETS}.items() if k not in freed
+        },
         "rmse_s": _number(res.rmse[i]),
         "converged": bool(res.converged[i]) and not problems,
         "top_speed_mps": _number(p.top_speed),
         "top_speed_at_m": _number(p.top_speed_at),
         "speed_lost_mps": _number(p.speed_lost),
         "finish_fitness": _number(p.fitness[-1]),
-        "splits": [{"distance_m": float(race.distances[j]), "measured_s": float(race.times[j]),
-                    "predicted_s": _number(res.predicted[i, j]), "fitted": bool(fitted[j]),
-                    **(_interval(fc, i, j) if fc is not None else {})} for j in range(n)],
+        "splits": [
+            {
+                "distance_m": float(race.distances[j]),
+                "measured_s": float(race.times[j]),
+                "predicted_s": _number(res.predicted[i, j]),
+                "fitted": bool(fitted[j]),
+                **(_interval(fc, i, j) if fc is not None else {}),
+            }
+            for j in range(n)
+        ],
         "baselines": {},
     }
     if pops is not None:
         pop = pops[i]
-        rec["prior"] = {"kind": "hierarchical", "learned_from": list(pop.race_names), "split_noise_s": _number(pop.sigma),
-                        "population": {name: {"log_mean": _number(pop.mean[j]), "log_sd": _number(pop.sd[j])}
-                                       for j, name in enumerate(pop.names)},
-                        "shrinkage": {name: _number(fc.shrinkage[i, j]) for j, name in enumerate(pop.names)}}
+        rec["prior"] = {
+            "kind": "hierarchical",
+            "learned_from": list(pop.race_names),
+            "split_noise_s": _number(pop.sigma),
+            "population": {
+                name: {"log_mean": _number(pop.mean[j]), "log_sd": _number(pop.sd[j])}
+                for j, name in enumerate(pop.names)
+            },
+            "shrinkage": {name: _number(fc.shrinkage[i, j]) for j, name in enumerate(pop.names)},
+        }
     if problems:
         rec["problems"] = dict(problems)
     if res.selection is not None:  # what the model choice freed (values of the extras) and why (selection.select)
-        rec["selection"] = {**res.selection[i], "parameters": {
-            name: {"value": _number(res.values[i, j]), "std": _number(res.std[i, j]), "unit": UNITS[name]}
-            for j, name in enumerate(res.names) if name in freed and name not in FREE}}
+        rec["selection"] = {
+            **res.selection[i],
+            "parameters": {
+                name: {"value": _number(res.values[i, j]), "std": _number(res.std[i, j]), "unit": UNITS[name]}
+                for j, name in enumerate(res.names)
+                if name in freed and name not in FREE
+            },
+        }
     for b in (fhk, tib):
         rec["baselines"][b.kind] = {
-            "parameters": {name: {"value": _number(b.values[i, j]), "unit": b.units[j]} for j, name in enumerate(b.names)},
+            "parameters": {
+                name: {"value": _number(b.values[i, j]), "unit": b.units[j]} for j, name in enumerate(b.names)
+            },
             "rmse_s": _number(b.rmse[i]),
             "converged": bool(b.converged[i]),
             "predicted_s": [_number(b.predicted[i, j]) for j in range(n)],
@@ -390,9 +488,12 @@ def _record(i, race, res, fhk, tib, fit_until, problems=None, fc=None, pops=None
 
 def _interval(fc, i, j):
     """A split's predictive sd and 68 %/95 % intervals for the JSON."""
-    return {"predicted_sd_s": _number(fc.sd[i, j]), "predictive_dof": _number(fc.dof[i, j]),
-            "interval_68_s": [_number(fc.lower[0.68][i, j]), _number(fc.upper[0.68][i, j])],
-            "interval_95_s": [_number(fc.lower[0.95][i, j]), _number(fc.upper[0.95][i, j])]}
+    return {
+        "predicted_sd_s": _number(fc.sd[i, j]),
+        "predictive_dof": _number(fc.dof[i, j]),
+        "interval_68_s": [_number(fc.lower[0.68][i, j]), _number(fc.upper[0.68][i, j])],
+        "interval_95_s": [_number(fc.lower[0.95][i, j]), _number(fc.upper[0.95][i, j])],
+    }
 
 
 def _plot(f, fmt, races, res, fhk, tib, fit_until, fv_pairs=None):

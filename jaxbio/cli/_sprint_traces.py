@@ -31,8 +31,10 @@ def run_traces(args, traces, outputs, plot_format, notes) -> int:
         bar.close()
     problems = [fit_problems(res, i) for i in range(len(traces))]
     records = [_record(i, tr, res, noise, fhk, tib, problems[i]) for i, tr in enumerate(traces)]
-    writers = {"--json": lambda f: _write_json(f, records[0] if len(records) == 1 else records),
-               "--plot": lambda f: _plot(f, plot_format, traces, res, fhk, tib)}
+    writers = {
+        "--json": lambda f: _write_json(f, records[0] if len(records) == 1 else records),
+        "--plot": lambda f: _plot(f, plot_format, traces, res, fhk, tib),
+    }
     write_outputs([(out, writers[out.option]) for out in outputs])
     _print_table(traces, res, noise, fhk, tib, problems)
     return exit_code(traces, problems, (fhk, tib))
@@ -45,22 +47,32 @@ def _print_table(traces, res, noise, fhk, tib, problems):
     heads = {"f0": ("F0/m", "N/kg", 2), "vmax": ("v_max", "m/s", 2), "energy": ("E", "J/kg", 0)}
     width = max(18, max(len(t.name) for t in traces) + 1)
     print("Sprinter (seed 000 fitness-dependent Hamiltonian model) fitted to speed traces (radar/laser), float64")
-    print(f"fixed: a/F0 = {DEFAULTS['hill_ratio']}, tau = {DEFAULTS['tau'] * 1e3:g} ms, "
-          f"Rayleigh alpha = {DEFAULTS['rayleigh']} 1/s, drag = {DEFAULTS['drag']:.5f} 1/m, "
-          f"P_act = {DEFAULTS['activation_power']:g} W/kg, K = {DEFAULTS['half_saturation']}, "
-          f"recovery = {DEFAULTS['recovery']:.4f} 1/s; reaction time and wind from each file")
+    print(
+        f"fixed: a/F0 = {DEFAULTS['hill_ratio']}, tau = {DEFAULTS['tau'] * 1e3:g} ms, "
+        f"Rayleigh alpha = {DEFAULTS['rayleigh']} 1/s, drag = {DEFAULTS['drag']:.5f} 1/m, "
+        f"P_act = {DEFAULTS['activation_power']:g} W/kg, K = {DEFAULTS['half_saturation']}, "
+        f"recovery = {DEFAULTS['recovery']:.4f} 1/s; reaction time and wind from each file"
+    )
     cols = "".join(f"{heads[n][0]} [{heads[n][1]}]".rjust(16) for n in res.names)
-    print("trace".ljust(width) + cols + "   top speed [m/s] @ [m]  lost [m/s]   RMSE [m/s]: model    FHK  Tibsh."
-          "   noise [m/s]  lag-1 corr  samples  times from")
+    print(
+        "trace".ljust(width) + cols + "   top speed [m/s] @ [m]  lost [m/s]   RMSE [m/s]: model    FHK  Tibsh."
+        "   noise [m/s]  lag-1 corr  samples  times from"
+    )
     for i, tr in enumerate(traces):
         p = res.profile_of(i)
-        vals = "".join(" " + _fmt_pm(res.values[i, j], res.std[i, j], heads[n][2], n in problems[i]).rjust(15)
-                       for j, n in enumerate(res.names))
-        print(tr.name.ljust(width) + vals + f"   {p.top_speed:6.2f} @ {p.top_speed_at:5.1f}{p.speed_lost:12.2f}"
-              f"   {res.rmse[i]:17.3f} {fhk.rmse[i]:6.3f} {tib.rmse[i]:6.3f}"
-              f"   {noise['sigma'][i]:11.3f}  {noise['rho'][i]:10.2f}  {tr.n:7d}  {tr.time_origin}")
-    print("± is one Laplace standard deviation, with the speed noise estimated from the residuals and inflated by "
-          "(1 + r)/(1 - r) for their lag-1 correlation r (radar samples are not independent)")
+        vals = "".join(
+            " " + _fmt_pm(res.values[i, j], res.std[i, j], heads[n][2], n in problems[i]).rjust(15)
+            for j, n in enumerate(res.names)
+        )
+        print(
+            tr.name.ljust(width) + vals + f"   {p.top_speed:6.2f} @ {p.top_speed_at:5.1f}{p.speed_lost:12.2f}"
+            f"   {res.rmse[i]:17.3f} {fhk.rmse[i]:6.3f} {tib.rmse[i]:6.3f}"
+            f"   {noise['sigma'][i]:11.3f}  {noise['rho'][i]:10.2f}  {tr.n:7d}  {tr.time_origin}"
+        )
+    print(
+        "± is one Laplace standard deviation, with the speed noise estimated from the residuals and inflated by "
+        "(1 + r)/(1 - r) for their lag-1 correlation r (radar samples are not independent)"
+    )
     if any(problems):
         print("! not a valid estimate: see the message on stderr")
     unknown = [t.name for t in traces if not t.wind_known]
@@ -83,9 +95,13 @@ def _record(i, tr, res, noise, fhk, tib, problems=None):
         "reaction_time_s": tr.reaction_time,
         "wind_mps": tr.wind if tr.wind_known else None,
         **({} if tr.wind_known else {"wind_assumed_mps": tr.wind}),
-        "parameters": {name: {"value": _number(res.values[i, j]), "std": _number(res.std[i, j]), "unit": UNITS[name]}
-                       for j, name in enumerate(res.names)},
-        "fixed_parameters": {k: {"value": float(v), "unit": UNITS[k]} for k, v in DEFAULTS.items() if k not in res.names},
+        "parameters": {
+            name: {"value": _number(res.values[i, j]), "std": _number(res.std[i, j]), "unit": UNITS[name]}
+            for j, name in enumerate(res.names)
+        },
+        "fixed_parameters": {
+            k: {"value": float(v), "unit": UNITS[k]} for k, v in DEFAULTS.items() if k not in res.names
+        },
         "rmse_mps": _number(res.rmse[i]),
         "noise_mps": _number(noise["sigma"][i]),
         "residual_lag1_correlation": _number(noise["rho"][i]),
@@ -96,15 +112,20 @@ def _record(i, tr, res, noise, fhk, tib, problems=None):
         "speed_lost_mps": _number(p.speed_lost),
         "distance_covered_m": _number(p.x[-1]),
         "finish_fitness": _number(p.fitness[-1]),
-        "samples": {"time_s": [float(t) for t in tr.times], "measured_mps": [float(v) for v in tr.speeds],
-                    "predicted_mps": [_number(v) for v in res.predicted[i, :n]]},
+        "samples": {
+            "time_s": [float(t) for t in tr.times],
+            "measured_mps": [float(v) for v in tr.speeds],
+            "predicted_mps": [_number(v) for v in res.predicted[i, :n]],
+        },
         "baselines": {},
     }
     if problems:
         rec["problems"] = dict(problems)
     for b in (fhk, tib):
         rec["baselines"][b.kind] = {
-            "parameters": {name: {"value": _number(b.values[i, j]), "unit": b.units[j]} for j, name in enumerate(b.names)},
+            "parameters": {
+                name: {"value": _number(b.values[i, j]), "unit": b.units[j]} for j, name in enumerate(b.names)
+            },
             "rmse_mps": _number(b.rmse[i]),
             "converged": bool(b.converged[i]),
         }
@@ -124,11 +145,19 @@ def _plot(f, fmt, traces, res, fhk, tib):
         c = colors[i % len(colors)]
         n = tr.n
         ax_v.plot(tr.times, tr.speeds, ".", color=c, ms=2, alpha=0.5, label=f"{tr.name}: measured")
-        ax_v.plot(tr.times, res.predicted[i, :n], color=c, lw=1.8, label=f"{tr.name}: model (RMSE {res.rmse[i]:.3f} m/s)")
+        ax_v.plot(
+            tr.times, res.predicted[i, :n], color=c, lw=1.8, label=f"{tr.name}: model (RMSE {res.rmse[i]:.3f} m/s)"
+        )
         if len(traces) <= 2:
             for b, ls in ((fhk, "--"), (tib, ":")):
-                ax_v.plot(tr.times, b.predicted[i, :n], ls, color=c, lw=1,
-                          label=f"{tr.name}: {b.kind} (RMSE {b.rmse[i]:.3f} m/s)")
+                ax_v.plot(
+                    tr.times,
+                    b.predicted[i, :n],
+                    ls,
+                    color=c,
+                    lw=1,
+                    label=f"{tr.name}: {b.kind} (RMSE {b.rmse[i]:.3f} m/s)",
+                )
         p = res.profile_of(i)
         ax_f.plot(p.t + (0.0 if tr.time_origin == "gun" else -tr.gun_offset), p.fitness, color=c, lw=1.8)
     ax_v.set_ylabel("speed [m/s]")

@@ -11,8 +11,13 @@
   multipliers, the augmented joint-coordinate method).
 """
 
-from jaxbio.dynamics.energy import (center_of_mass, kinetic_energy, kinetic_energy_gradient, potential_energy,
-                                   segment_coms)
+from jaxbio.dynamics.energy import (
+    center_of_mass,
+    kinetic_energy,
+    kinetic_energy_gradient,
+    potential_energy,
+    segment_coms,
+)
 from jaxbio.dynamics.forward import forward_dynamics
 from jaxbio.dynamics.loads import point_loads
 from jaxbio.dynamics.kinematics import SegmentMotion, forward_kinematics, point_jacobian, segment_motion
@@ -22,11 +27,28 @@ from jaxbio.dynamics._rnea import inverse_dynamics, rnea, segment_wrenches
 from jaxbio._lazy import attach  # noqa: E402
 
 # contact and constrained dynamics are imported on first use (`jaxbio sprint` needs neither)
-__getattr__, __dir__ = attach(__name__, globals(), submodules=("absolute", "constrained", "contact"),
-                              exports={**{name: "constrained" for name in (
-                                  "augmented_multipliers", "constrained_forward_dynamics", "lagrange_multipliers",
-                                  "planar_wrenches", "reactions_augmented", "reactions_lagrange", "reactions_recursion")},
-                                  "Contact": "contact", "contact_external": "contact", "contact_jacobian": "contact"})
+__getattr__, __dir__ = attach(
+    __name__,
+    globals(),
+    submodules=("absolute", "constrained", "contact"),
+    exports={
+        **{
+            name: "constrained"
+            for name in (
+                "augmented_multipliers",
+                "constrained_forward_dynamics",
+                "lagrange_multipliers",
+                "planar_wrenches",
+                "reactions_augmented",
+                "reactions_lagrange",
+                "reactions_recursion",
+            )
+        },
+        "Contact": "contact",
+        "contact_external": "contact",
+        "contact_jacobian": "contact",
+    },
+)
 
 __all__ = [
     "Contact",

@@ -40,9 +40,23 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxbio import _soa as soa
-from jaxbio.dynamics.batch_last import (Own, Wrench, _Chained, _RNEA, _backward_pass, _concat, _forward_pass,
-                                        _forward_rnea, _later_sums, _rows, _scan, _setup, _torques_rnea, _write,
-                                        chunked as _batched)
+from jaxbio.dynamics.batch_last import (
+    Own,
+    Wrench,
+    _Chained,
+    _RNEA,
+    _backward_pass,
+    _concat,
+    _forward_pass,
+    _forward_rnea,
+    _later_sums,
+    _rows,
+    _scan,
+    _setup,
+    _torques_rnea,
+    _write,
+    chunked as _batched,
+)
 from jaxbio.dynamics._levels import Schedule
 from jaxbio.tree import SegmentTree
 
@@ -61,8 +75,10 @@ def _ct_total(ct_up, ct, own: Own, r):
     """The cotangent of a slot's total wrench from its ``up``'s (its parent's total's, ``ct_up``) and
     its output's ``ct``: ``up = (F, M + d × F)``, ``out = s · (r M + (1 − r) F)``."""
     s = own.axis
-    return Wrench(soa.add(soa.add(ct_up.force, soa.cross(ct_up.moment, own.offset)), soa.scale(s, (1 - r) * ct)),
-                  soa.add(ct_up.moment, soa.scale(s, r * ct)))
+    return Wrench(
+        soa.add(soa.add(ct_up.force, soa.cross(ct_up.moment, own.offset)), soa.scale(s, (1 - r) * ct)),
+        soa.add(ct_up.moment, soa.scale(s, r * ct)),
+    )
 
 
 def _backward_adjoint(sched: Schedule, own: list, totals: list, ct_outs: list, revolute, keep, zero_row):
@@ -85,13 +101,18 @@ def _backward_adjoint(sched: Schedule, own: list, totals: list, ct_outs: list, r
             ct_up = _rows(table, prow)
             chained = _Chained(keep)
             F, M = total_t
-            ct_own = chained(Own(_ct_total(ct_up, ct_out, own_t, r), soa.cross(F, ct_up.moment),
-                                 axis=soa.add(soa.scale(M, r * ct_out), soa.scale(F, (1 - r) * ct_out))))
+            ct_own = chained(
+                Own(
+                    _ct_total(ct_up, ct_out, own_t, r),
+                    soa.cross(F, ct_up.moment),
+                    axis=soa.add(soa.scale(M, r * ct_out), soa.scale(F, (1 - r) * ct_out)),
+                )
+            )
             return _write(table, ct_own.term, E + t * K, after=chained.last), ct_own
 
         xs = (own[p], totals[p], revolute[ph.members], ct_outs[p], parent_row, np.arange(S))
         table, ys = _scan(body_fn, table, xs)
-        done.append(tree_map(lambda x: x[E:E + S * K], table))
+        done.append(tree_map(lambda x: x[E : E + S * K], table))
         ct_own.append(ys)
     return ct_own
 
@@ -132,8 +153,9 @@ def _step_adjoint(ct, ct_own: Own, own: Own, new, parent, qd, qdd, body):
     ct_al = add(ct_al, add(sc(X(c, g), m), I_ctm))
     ct_w = add(ct_w, add(sc(add(X(X(w, c), g), X(c, g_x_w)), m), add(X(I_w, ct_m), I_ctm_x_w)))
     ct_c = add(sc(add(X(g, al), X(g_x_w, w)), m), X(f, ct_m))
-    ct_th = add(ct_th, add(add(X(c, ct_c), soa.sub(X(I_al, ct_m), X(al, I_ctm))),
-                           soa.sub(X(I_w, ctm_x_w), X(w, I_ctm_x_w))))
+    ct_th = add(
+        ct_th, add(add(X(c, ct_c), soa.sub(X(I_al, ct_m), X(al, I_ctm))), soa.sub(X(I_w, ctm_x_w), X(w, I_ctm_x_w)))
+    )
     # joint motion -> parent rows and coordinates
     r = body.revolute
     w_p, al_p = parent.angular_velocity, parent.angular_acceleration
@@ -179,8 +201,18 @@ def _forward_adjoint(sched: Schedule, tables: list, own: list, ct_own: list, set
             return _write(table, up, t * K, after=chained.last), coords
 
         table = tree_map(lambda _: jnp.broadcast_to(zero_row, (S * K + 1, C)), like)
-        xs = (ct_rows, ct_own[p], own[p], rows, setup.joint.qd[ph.members], setup.joint.qdd[ph.members],
-              _rows(setup.body, ph.members), ph.parent_row, ph.child_rows, np.arange(S))
+        xs = (
+            ct_rows,
+            ct_own[p],
+            own[p],
+            rows,
+            setup.joint.qd[ph.members],
+            setup.joint.qdd[ph.members],
+            _rows(setup.body, ph.members),
+            ph.parent_row,
+            ph.child_rows,
+            np.arange(S),
+        )
         table, out[p] = _scan(body_fn, table, xs, reverse=True)
         ups.insert(0, tree_map(lambda x: x[: S * K], table))
     return out
@@ -194,10 +226,19 @@ def _chunk_vjp(tree: SegmentTree, sched: Schedule, q, qd, qdd, ct, *, fused: boo
     world = _RNEA.world(tree.gravity.astype(q.dtype))
     ct_outs = _ct_outs(sched, ct)
     tables = []
-    own = _forward_pass(sched, functools.partial(_forward_rnea, general=False), world, setup.joint, setup.body,
-                        keep, zero_row, tables=tables)
-    totals = _backward_pass(sched, functools.partial(_torques_rnea, general=False), own, setup.revolute, keep,
-                            zero_row, totals=True)
+    own = _forward_pass(
+        sched,
+        functools.partial(_forward_rnea, general=False),
+        world,
+        setup.joint,
+        setup.body,
+        keep,
+        zero_row,
+        tables=tables,
+    )
+    totals = _backward_pass(
+        sched, functools.partial(_torques_rnea, general=False), own, setup.revolute, keep, zero_row, totals=True
+    )
     ct_own = _backward_adjoint(sched, own, totals, ct_outs, setup.revolute, keep, zero_row)
     coords = _forward_adjoint(sched, tables, own, ct_own, setup, keep, zero_row)
     ct_q, ct_qd, ct_qdd = (jnp.concatenate([x[k].reshape(-1, C) for x in coords], 0)[sched.slot] for k in range(3))
@@ -216,8 +257,17 @@ def _ct_outs(sched: Schedule, ct):
     return [ct_rows[a:b].reshape(ph.members.shape + (C,)) for a, b, ph in zip(bounds[:-1], bounds[1:], sched.phases)]
 
 
-def inverse_dynamics_vjp_batch(tree: SegmentTree, q, qd, qdd, ct, *, chunk: int | None = None,
-                               layout: str | None = None, schedule: Schedule | None = None):
+def inverse_dynamics_vjp_batch(
+    tree: SegmentTree,
+    q,
+    qd,
+    qdd,
+    ct,
+    *,
+    chunk: int | None = None,
+    layout: str | None = None,
+    schedule: Schedule | None = None,
+):
     """``(ct_q, ct_qd, ct_qdd)`` ``(B, nq)``, ``(B, nv)``, ``(B, nv)``: the cotangents of ``q``,
     ``qd``, ``qdd`` of `jaxbio.dynamics.batch_last.inverse_dynamics_batch` ``(B, nv)`` for a
     cotangent ``ct`` ``(B, nv)``, i.e. what ``jax.vjp(jax.vmap(tau))`` gives, by a hand-written
@@ -226,8 +276,10 @@ def inverse_dynamics_vjp_batch(tree: SegmentTree, q, qd, qdd, ct, *, chunk: int 
     Keywords as for `inverse_dynamics_batch`.
     """
     if not tree.is_axial:
-        raise ValueError("inverse_dynamics_vjp_batch: only trees of revolute and prismatic joints "
-                         "(tree.is_axial) are supported; differentiate jax.vmap(inverse_dynamics) instead")
+        raise ValueError(
+            "inverse_dynamics_vjp_batch: only trees of revolute and prismatic joints "
+            "(tree.is_axial) are supported; differentiate jax.vmap(inverse_dynamics) instead"
+        )
     q, qd, qdd, ct = (jnp.asarray(x) for x in (q, qd, qdd, ct))
     dt = jnp.result_type(q, qd, qdd, ct)
     q, qd, qdd, ct = (x.astype(dt) for x in (q, qd, qdd, ct))
@@ -237,4 +289,4 @@ def inverse_dynamics_vjp_batch(tree: SegmentTree, q, qd, qdd, ct, *, chunk: int 
         return _chunk_vjp(tree, sched, q, qd, qdd, ct, fused=fused)
 
     out = _batched(tree, run, [q, qd, qdd, ct], None, chunk=chunk, layout=layout, schedule=schedule, width=3 * n)
-    return out[:, :n], out[:, n:2 * n], out[:, 2 * n:]
+    return out[:, :n], out[:, n : 2 * n], out[:, 2 * n :]

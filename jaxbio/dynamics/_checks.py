@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from jaxbio._validate import (as_float, as_shape, check_concrete_finite, check_model_precision, coordinates_message, finite,
-                              jit_checked)
+from jaxbio._validate import (
+    as_float,
+    as_shape,
+    check_concrete_finite,
+    check_model_precision,
+    coordinates_message,
+    finite,
+    jit_checked,
+)
 from jaxbio.configuration import check_unit
 from jaxbio.tree import SegmentTree
 
@@ -56,8 +63,7 @@ def as_state(tree: SegmentTree, x, name: str, check: bool, shape: tuple[int, ...
             x = as_float(x, name)
             if x.shape != want:
                 raise ValueError(coordinates_message(tree, name, x.shape, size))
-        context = (f" for model {tree.name!r} ({tree.nq} coordinates: {', '.join(tree.names)}); "
-                   "batch with jax.vmap")
+        context = f" for model {tree.name!r} ({tree.nq} coordinates: {', '.join(tree.names)}); batch with jax.vmap"
     else:
         want, context = shape, f" for model {tree.name!r} ({tree.n_segments} segments); batch with jax.vmap"
     x = as_shape(x, want, name, context)

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import heapq
 from functools import lru_cache
-from typing import Callable, NamedTuple
+from typing import NamedTuple
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -58,7 +59,7 @@ def levels_of(parents: tuple[int, ...]) -> Levels:
     parent_pos = np.zeros((L, K), np.int32)
     for lev, g in enumerate(groups):
         members[lev, : len(g)] = g
-        members[lev, len(g):] = g[0]
+        members[lev, len(g) :] = g[0]
         if lev:
             parent_pos[lev, : len(g)] = pos[[parents[i] for i in g]]
     kids: list[list[list[int]]] = [[[] for _ in range(K)] for _ in range(L)]
@@ -246,8 +247,9 @@ def schedule(parents: tuple[int, ...], *, step_cost: float = 0.75, phase_cost: f
         if max_width == 1:
             return [[i] for i in segs]
         window = _window(parents, segs)
-        return min((_steps(parents, segs, K, window) for K in range(1, max_width + 1)),
-                   key=lambda st: _cost(st, step_cost))
+        return min(
+            (_steps(parents, segs, K, window) for K in range(1, max_width + 1)), key=lambda st: _cost(st, step_cost)
+        )
 
     L = len(groups)
     plan: dict[tuple[int, int], list[list[int]]] = {}
@@ -329,8 +331,9 @@ def _large_tree_phases(parents: tuple[int, ...], step_cost: float, phase_cost: f
             continue
         K = _estimate(widths[a:b], _widths_to_try(W), step_cost)[1]
         window = _window(parents, segs)
-        phases.append(min((_steps(parents, segs, k, window) for k in sorted({K, W})),
-                          key=lambda st: _cost(st, step_cost)))
+        phases.append(
+            min((_steps(parents, segs, k, window) for k in sorted({K, W})), key=lambda st: _cost(st, step_cost))
+        )
     return phases
 
 
@@ -353,7 +356,7 @@ def _tables(parents: tuple[int, ...], all_steps: list[list[list[int]]]) -> Sched
         members = np.array([s + [s[0]] * (K - len(s)) for s in steps], np.int64)
         extern: dict[int, int] = {}  # global row of each parent outside the phase (0: the world) -> its row
         parent_row = np.zeros((S, K), np.int64)
-        for t, step in enumerate(steps):
+        for t, _step in enumerate(steps):
             for k, i in enumerate(members[t]):
                 par = parents[i]
                 if par >= 0 and phase_of[par] == p:

@@ -53,11 +53,19 @@ def motion_soa(tree: SegmentTree, q, qd=None, qdd=None, *, gravity_as_base: bool
         wd, ud = soa.qrot(att, loc["wd"]), soa.qrot(att, loc["ud"])
         w_p = par["omega"]
         w_p_x_u = soa.cross(w_p, u)
-        acc = soa.add(soa.add(par["acceleration"], soa.cross(par["alpha"], offset)),
-                      soa.add(soa.cross(w_p, soa.cross(w_p, offset)), soa.add(ud, soa.scale(w_p_x_u, 2.0))))
-        return dict(attitude=att, position=soa.add(par["position"], offset), omega=soa.add(w_p, w),
-                    velocity=soa.add(soa.add(par["velocity"], soa.cross(w_p, offset)), u),
-                    alpha=soa.add(soa.add(par["alpha"], wd), soa.cross(w_p, w)), acceleration=acc, offset=offset)
+        acc = soa.add(
+            soa.add(par["acceleration"], soa.cross(par["alpha"], offset)),
+            soa.add(soa.cross(w_p, soa.cross(w_p, offset)), soa.add(ud, soa.scale(w_p_x_u, 2.0))),
+        )
+        return dict(
+            attitude=att,
+            position=soa.add(par["position"], offset),
+            omega=soa.add(w_p, w),
+            velocity=soa.add(soa.add(par["velocity"], soa.cross(w_p, offset)), u),
+            alpha=soa.add(soa.add(par["alpha"], wd), soa.cross(w_p, w)),
+            acceleration=acc,
+            offset=offset,
+        )
 
     out = forward_pass(levels_of(tree.parents), local, _root(tree, dtype, gravity_as_base), step, like=q)
     att_dof = tuple(c[d.segment] for c in out["attitude"])
@@ -124,15 +132,15 @@ def joint_rows(tree: SegmentTree, q, qd=None, qdd=None, *, sincos=None) -> Joint
     Q = tuple(jnp.where(unit, y * inv, float(k == 0)) for k, y in enumerate(Q))
     J = soa.where(has_quat > 0, Q, (c, s * axis[0], s * axis[1], s * axis[2]))
     local_t = soa.add(soa.scale(axis, x * (1 - rev)), tuple(gather(q, t.trans_q[:, k]) for k in range(3)))
-    rows = JointRows(soa.qmul(orient, J), soa.add(const(tree.origins), soa.matvec(soa.qmat(orient), local_t)),
-                     None, None, None, None)
+    rows = JointRows(
+        soa.qmul(orient, J), soa.add(const(tree.origins), soa.matvec(soa.qmat(orient), local_t)), None, None, None, None
+    )
     if qd is None:
         return rows
     axes = tree.dof_axes().astype(dt)
 
     def vector(v, idx):  # Σ axis · v over the coordinates in idx, segment frame
-        return tuple(gather(axes[:, k], idx[:, k]).reshape((-1,) + trailing) * gather(v, idx[:, k])
-                     for k in range(3))
+        return tuple(gather(axes[:, k], idx[:, k]).reshape((-1,) + trailing) * gather(v, idx[:, k]) for k in range(3))
 
     w, u = vector(qd, t.w_v), vector(qd, t.u_v)
     return rows._replace(w=w, u=u, wd=vector(qdd, t.w_v), ud=soa.add(vector(qdd, t.u_v), soa.cross(w, u)))
@@ -201,7 +209,15 @@ def _axial_motion(tree, q, qd, qdd, gravity_as_base, dtype):
             soa.add(par["acceleration"], soa.cross(par["alpha"], offset)),
             soa.add(soa.cross(w_p, soa.cross(w_p, offset)), soa.where(r, zero, soa.add(sqdd, soa.scale(w_x_sqd, 2.0)))),
         )
-        return dict(attitude=att, position=soa.add(par["position"], offset), axis=s, omega=omega,
-                    velocity=vel, alpha=alpha, acceleration=acc, offset=offset)
+        return dict(
+            attitude=att,
+            position=soa.add(par["position"], offset),
+            axis=s,
+            omega=omega,
+            velocity=vel,
+            alpha=alpha,
+            acceleration=acc,
+            offset=offset,
+        )
 
     return forward_pass(lv, local, _root(tree, dtype, gravity_as_base), step, like=q)

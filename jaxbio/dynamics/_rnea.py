@@ -15,7 +15,6 @@ segments of one depth at once, deepest first.
 
 from __future__ import annotations
 
-from typing import Optional
 
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
@@ -32,7 +31,7 @@ from jaxbio.tree import SegmentTree
 
 __all__ = ["inverse_dynamics", "segment_wrenches", "rnea"]
 
-External = Optional[tuple[Float[ArrayLike, "n 3"], Float[ArrayLike, "n 3"]]]
+External = tuple[Float[ArrayLike, "n 3"], Float[ArrayLike, "n 3"]] | None
 
 
 def world_inertia_times(attitude, inertia_body, v):
@@ -71,8 +70,11 @@ def rnea(tree: SegmentTree, q, qd, qdd, external=None):
     # each velocity coordinate: its world axis · its segment's moment (angular) or force
     d = tree.dofs
     seg = jnp.asarray(d.segment)
-    tau = jnp.where(d.rotational, soa.dot(mo["axis"], tuple(m[seg] for m in moments)),
-                    soa.dot(mo["axis"], tuple(f[seg] for f in forces)))
+    tau = jnp.where(
+        d.rotational,
+        soa.dot(mo["axis"], tuple(m[seg] for m in moments)),
+        soa.dot(mo["axis"], tuple(f[seg] for f in forces)),
+    )
     return tau, soa.join(forces), soa.join(moments)
 
 

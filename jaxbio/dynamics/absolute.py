@@ -44,7 +44,8 @@ in-plane dynamics). A tree that is not planar raises at run time (`equinox.error
 
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
+from collections.abc import Sequence
 
 import equinox as eqx
 import jax
@@ -77,8 +78,6 @@ __all__ = [
 ]
 
 _PLANAR_TOL = 1e-6  # largest `_planar_batch.deviation` taken for planar (rad of tilt, m/s² of g_z)
-
-
 
 
 class PlanarParams(NamedTuple):
@@ -191,8 +190,11 @@ def _planar_tree(tree: SegmentTree, pp: PlanarParams) -> SegmentTree:
     in-plane part): the planar idealisation, and the planarity check of `planar_params` flows into
     every result computed from it."""
     zero = jnp.zeros_like(pp.sign)
-    axes = jnp.where(jnp.asarray(pp.revolute)[:, None], jnp.stack([zero, zero, pp.sign], -1),
-                     jnp.concatenate([pp.axis, zero[:, None]], -1))
+    axes = jnp.where(
+        jnp.asarray(pp.revolute)[:, None],
+        jnp.stack([zero, zero, pp.sign], -1),
+        jnp.concatenate([pp.axis, zero[:, None]], -1),
+    )
     return eqx.tree_at(lambda t: t.axes, tree, axes)
 
 
@@ -300,10 +302,12 @@ def _actuation_forces(tree, pp, p, u):
     rev = jnp.asarray(pp.revolute)[:, None]
     us = u[:, None] * s
     zero = jnp.zeros_like(u)
-    child = jnp.where(rev, jnp.stack([zero, zero, pp.sign * u], -1),
-                      jnp.concatenate([us, _cross2(P - r, us)[:, None]], -1))
-    parent = jnp.where(rev, jnp.stack([zero, zero, -pp.sign * u], -1),
-                       jnp.concatenate([-us, -_cross2(P - rp, us)[:, None]], -1))
+    child = jnp.where(
+        rev, jnp.stack([zero, zero, pp.sign * u], -1), jnp.concatenate([us, _cross2(P - r, us)[:, None]], -1)
+    )
+    parent = jnp.where(
+        rev, jnp.stack([zero, zero, -pp.sign * u], -1), jnp.concatenate([-us, -_cross2(P - rp, us)[:, None]], -1)
+    )
     return (child + _parent_onehot(tree, p.dtype).T @ parent).reshape(-1)
 
 
@@ -321,7 +325,9 @@ def joint_constraints(tree: SegmentTree, p, *, pp: PlanarParams | None = None) -
     return rows.reshape(-1)
 
 
-def contact_constraints(tree: SegmentTree, p, contacts: Contacts, *, pp: PlanarParams | None = None) -> Float[Array, " lc"]:
+def contact_constraints(
+    tree: SegmentTree, p, contacts: Contacts, *, pp: PlanarParams | None = None
+) -> Float[Array, " lc"]:
     """Contact constraint functions ``(lc,)``: per contact the world x, y of its point (and the
     segment's angle θ for a weld). The ground position is a constant, so it is left out: it does
     not enter ``C`` or ``γ``."""
@@ -349,10 +355,14 @@ def _joint_blocks(pp: PlanarParams, p):
     rev_p = jnp.stack([jnp.stack([-one, zero, -kp[:, 0]], -1), jnp.stack([zero, -one, -kp[:, 1]], -1)], 1)
     nv = _perp(s)
     d = P - A
-    pri_c = jnp.stack([jnp.stack([nv[:, 0], nv[:, 1], jnp.sum(nv * kc, -1)], -1),
-                       jnp.stack([zero, zero, one], -1)], 1)
-    pri_p = jnp.stack([jnp.stack([-nv[:, 0], -nv[:, 1], -jnp.sum(nv * kp, -1) - jnp.sum(s * d, -1)], -1),
-                       jnp.stack([zero, zero, -one], -1)], 1)
+    pri_c = jnp.stack([jnp.stack([nv[:, 0], nv[:, 1], jnp.sum(nv * kc, -1)], -1), jnp.stack([zero, zero, one], -1)], 1)
+    pri_p = jnp.stack(
+        [
+            jnp.stack([-nv[:, 0], -nv[:, 1], -jnp.sum(nv * kp, -1) - jnp.sum(s * d, -1)], -1),
+            jnp.stack([zero, zero, -one], -1),
+        ],
+        1,
+    )
     rev = jnp.asarray(pp.revolute)[:, None, None]
     return jnp.where(rev, rev_c, pri_c), jnp.where(rev, rev_p, pri_p)
 
@@ -364,8 +374,9 @@ def _contact_blocks(tree, pp, p, contacts, seg):
     lever = _rot(th[seg], pts - pp.com[seg])  # X − r_s
     k = _perp(lever)
     one, zero = jnp.ones_like(k[:, 0]), jnp.zeros_like(k[:, 0])
-    return jnp.stack([jnp.stack([one, zero, k[:, 0]], -1), jnp.stack([zero, one, k[:, 1]], -1),
-                      jnp.stack([zero, zero, one], -1)], 1)
+    return jnp.stack(
+        [jnp.stack([one, zero, k[:, 0]], -1), jnp.stack([zero, one, k[:, 1]], -1), jnp.stack([zero, zero, one], -1)], 1
+    )
 
 
 def constraint_jacobian(tree: SegmentTree, p, pd, contacts: Contacts = (), *, pp: PlanarParams | None = None):
@@ -427,7 +438,9 @@ def _open_constraint_matrix(tree, pp, p, joints):
     ey = jnp.stack([zero, one, zero], axis=-1)
     # prismatic columns: along n, and a turn about P
     lever = r[None, :, :] - Pj[:, None, :]  # (m, N, 2)
-    en = jnp.stack([jnp.broadcast_to(nj[:, None, 0], desc.shape), jnp.broadcast_to(nj[:, None, 1], desc.shape), zero], -1)
+    en = jnp.stack(
+        [jnp.broadcast_to(nj[:, None, 0], desc.shape), jnp.broadcast_to(nj[:, None, 1], desc.shape), zero], -1
+    )
     er = jnp.stack([-lever[..., 1], lever[..., 0], one], axis=-1)
     rev = jnp.asarray(pp.revolute[idx])[:, None, None]
     c1 = jnp.where(rev, ex, en) * desc[..., None]

@@ -72,7 +72,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, NamedTuple
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -126,6 +127,7 @@ def vmapped_by(kernel, adjoint=None):
     ``vjp``, ``jacrev``, ``vmap`` of ``grad``) of a vmapped call runs the adjoint kernel; forward
     mode and derivatives of the adjoint itself (a Hessian-vector product) run the per-state code.
     """
+
     def wrap(plain):
         @jax.custom_jvp
         @jax.custom_batching.custom_vmap
@@ -155,14 +157,16 @@ def vmapped_by(kernel, adjoint=None):
         def _state_tangent(tree, states, d_states):
             leaves, treedef = jax.tree_util.tree_flatten(tree)
             d_states = [jnp.zeros_like(x) if t is None else dense(t) for x, t in zip(states, d_states)]
-            return linear_map(_PlainJvp(plain, treedef), _PlainVjp(plain, treedef, adjoint),
-                              [*leaves, *states], d_states)[0]
+            return linear_map(
+                _PlainJvp(plain, treedef), _PlainVjp(plain, treedef, adjoint), [*leaves, *states], d_states
+            )[0]
 
         def _jvp_adjoint(primals, tangents):
             tree, *states = primals
             d_tree, *d_states = tangents
-            if (_adjoint_applies(tree, states)
-                    and all(is_zero(t) for t in jax.tree_util.tree_leaves(d_tree, is_leaf=is_zero))):
+            if _adjoint_applies(tree, states) and all(
+                is_zero(t) for t in jax.tree_util.tree_leaves(d_tree, is_leaf=is_zero)
+            ):
                 return routed(tree, *states), _state_tangent(tree, states, d_states)
             tangents = jax.tree_util.tree_map(dense, tangents, is_leaf=is_zero)
             return jax.jvp(plain, primals, tangents)
@@ -188,6 +192,7 @@ def vmapped_by(kernel, adjoint=None):
         routed.__doc__ = plain.__doc__
         routed.tangent = tangent
         return routed
+
     return wrap
 
 
@@ -202,7 +207,7 @@ class _PlainJvp:
         n = self.treedef.num_leaves
         tree = jax.tree_util.tree_unflatten(self.treedef, args[:n])
         k = (len(args) - n) // 2
-        states, tangents = args[n:n + k], args[n + k:]
+        states, tangents = args[n : n + k], args[n + k :]
         return [jax.jvp(lambda *s: self.plain(tree, *s), tuple(states), tuple(tangents))[1]]
 
 
@@ -242,8 +247,9 @@ class _AdjointKernel:
     def __call__(self, *args):
         n = self.treedef.num_leaves
         tree = jax.tree_util.tree_unflatten(self.treedef, args[:n])
-        full = [x if a is not None else jnp.broadcast_to(x, (self.size,) + x.shape)
-                for x, a in zip(args[n:], self.axes)]
+        full = [
+            x if a is not None else jnp.broadcast_to(x, (self.size,) + x.shape) for x, a in zip(args[n:], self.axes)
+        ]
         out = _adjoint_call(self.adjoint, self.plain, tree, *full)
         return [x.sum(0) if s else x for x, s in zip(out, self.summed)]
 
@@ -263,8 +269,7 @@ def _adjoint_call(adjoint, plain, tree, *args):
 @_adjoint_call.defjvp
 def _adjoint_call_jvp(adjoint, plain, primals, tangents):
     per_state = functools.partial(_plain_vjp, plain)
-    return jax.jvp(lambda tr, *a: list(jax.vmap(per_state, in_axes=(None,) + (0,) * len(a))(tr, *a)),
-                   primals, tangents)
+    return jax.jvp(lambda tr, *a: list(jax.vmap(per_state, in_axes=(None,) + (0,) * len(a))(tr, *a)), primals, tangents)
 
 
 # ---- records ---------------------------------------------------------------------------------
@@ -290,14 +295,14 @@ class Joint(NamedTuple):
 
     rotation: Quat  # attitude relative to the parent: orientation · joint rotation
     translation: Vec  # joint centre in the parent frame (origin + prismatic or free displacement), m
-    qd: Optional[jax.Array] = None  # axial: rad/s or m/s
-    qdd: Optional[jax.Array] = None  # axial: rad/s² or m/s² (``qd`` for ∂T/∂q, unused)
-    w: Optional[Vec] = None  # general: relative angular velocity, segment frame, rad/s
-    u: Optional[Vec] = None  # general: relative velocity of the origin, segment frame, m/s
-    wd: Optional[Vec] = None  # general: rate of ``w``, rad/s²
-    ud: Optional[Vec] = None  # general: rate of ``u`` plus ``w × u`` (the free joint's coupling), m/s²
-    force: Optional[Vec] = None  # external force on the segment, world frame, N
-    moment: Optional[Vec] = None  # external moment about the segment origin, world frame, N·m
+    qd: jax.Array | None = None  # axial: rad/s or m/s
+    qdd: jax.Array | None = None  # axial: rad/s² or m/s² (``qd`` for ∂T/∂q, unused)
+    w: Vec | None = None  # general: relative angular velocity, segment frame, rad/s
+    u: Vec | None = None  # general: relative velocity of the origin, segment frame, m/s
+    wd: Vec | None = None  # general: rate of ``w``, rad/s²
+    ud: Vec | None = None  # general: rate of ``u`` plus ``w × u`` (the free joint's coupling), m/s²
+    force: Vec | None = None  # external force on the segment, world frame, N
+    moment: Vec | None = None  # external moment about the segment origin, world frame, N·m
 
 
 class Accelerations(NamedTuple):
@@ -351,11 +356,11 @@ class Own(NamedTuple):
 
     term: Wrench | Composite  # the segment's own term, summed over its subtree distal → proximal
     offset: Vec  # origin relative to the parent's origin, world frame, m
-    axis: Optional[Vec] = None  # axial trees: joint axis, world frame
-    attitude: Optional[Quat] = None  # other trees: the segment's attitude
-    angular_velocity: Optional[Vec] = None  # ∂T/∂q only: the segment's
-    velocity: Optional[Vec] = None  # ∂T/∂q only: of the origin
-    position: Optional[Vec] = None  # mass matrix only: of the origin
+    axis: Vec | None = None  # axial trees: joint axis, world frame
+    attitude: Quat | None = None  # other trees: the segment's attitude
+    angular_velocity: Vec | None = None  # ∂T/∂q only: the segment's
+    velocity: Vec | None = None  # ∂T/∂q only: of the origin
+    position: Vec | None = None  # mass matrix only: of the origin
 
 
 _SYM = ((0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2))  # the 6 entries of a symmetric 3×3
@@ -384,8 +389,14 @@ def _relative(w_p: Vec, att: Quat, s_w, joint: Joint, body: Body, general: bool)
         r = body.revolute
         sqd, sqdd = soa.scale(s_w, joint.qd), soa.scale(s_w, joint.qdd)
         w_x_sqd = soa.cross(w_p, sqd)
-        return (soa.scale(sqd, r), soa.scale(sqd, 1 - r), soa.scale(sqdd, r), soa.scale(sqdd, 1 - r),
-                soa.scale(w_x_sqd, r), soa.scale(w_x_sqd, 1 - r))
+        return (
+            soa.scale(sqd, r),
+            soa.scale(sqd, 1 - r),
+            soa.scale(sqdd, r),
+            soa.scale(sqdd, 1 - r),
+            soa.scale(w_x_sqd, r),
+            soa.scale(w_x_sqd, 1 - r),
+        )
     R = soa.qmat(att)
     w, u = soa.matvec(R, joint.w), soa.matvec(R, joint.u)
     return w, u, soa.matvec(R, joint.wd), soa.matvec(R, joint.ud), soa.cross(w_p, w), soa.cross(w_p, u)
@@ -408,8 +419,13 @@ def _forward_rnea(parent: Accelerations, joint: Joint, body: Body, keep, general
     acc = soa.add(acc, soa.add(ud_rel, soa.scale(w_x_u, 2.0)))
     new = keep(Accelerations(att, w, al, acc))
     R = soa.qmat(new.attitude)
-    wb, alb, accb = keep((soa.matvec_t(R, new.angular_velocity), soa.matvec_t(R, new.angular_acceleration),
-                          soa.matvec_t(R, new.acceleration)))
+    wb, alb, accb = keep(
+        (
+            soa.matvec_t(R, new.angular_velocity),
+            soa.matvec_t(R, new.angular_acceleration),
+            soa.matvec_t(R, new.acceleration),
+        )
+    )
     com, inertia = body.com, body.inertia
     w_x_c = soa.cross(wb, com)
     a_com = soa.add(accb, soa.add(soa.cross(alb, com), soa.cross(wb, w_x_c)))
@@ -435,8 +451,9 @@ def _forward_momentum(parent: Velocities, joint: Joint, body: Body, keep, genera
     pb = soa.scale(soa.add(vb, soa.cross(wb, body.com)), body.mass)
     hb = soa.add(soa.matvec(body.inertia, wb), soa.cross(body.com, pb))
     momenta = Wrench(soa.matvec(R, pb), soa.matvec(R, hb))
-    return new, keep(_own(general, s_w, att, off, momenta, angular_velocity=new.angular_velocity,
-                          velocity=new.velocity))
+    return new, keep(
+        _own(general, s_w, att, off, momenta, angular_velocity=new.angular_velocity, velocity=new.velocity)
+    )
 
 
 def _forward_momentum_placed(parent: Motion, joint: Joint, body: Body, keep, general: bool, placed: Own):
@@ -455,8 +472,17 @@ def _forward_momentum_placed(parent: Motion, joint: Joint, body: Body, keep, gen
     Jw = tuple(sum(Jm[a, b] * new.angular_velocity[b] for b in range(3)) for a in range(3))
     P = soa.add(soa.scale(new.velocity, m), soa.cross(new.angular_velocity, h))
     H = soa.add(Jw, soa.cross(h, new.velocity))
-    return new, keep(_own(general, placed.axis, placed.attitude, off, Wrench(P, H),
-                          angular_velocity=new.angular_velocity, velocity=new.velocity))
+    return new, keep(
+        _own(
+            general,
+            placed.axis,
+            placed.attitude,
+            off,
+            Wrench(P, H),
+            angular_velocity=new.angular_velocity,
+            velocity=new.velocity,
+        )
+    )
 
 
 def _forward_crba(parent: Placement, joint: Joint, body: Body, keep, general: bool):
@@ -488,8 +514,14 @@ def _forward_moving(parent: Moving, joint: Joint, body: Body, keep, general: boo
     att, off, s_w = _place(parent.attitude, joint, body, keep, general)
     w_p = parent.angular_velocity
     w_rel, u_rel, *_ = _relative(w_p, att, s_w, joint, body, general)
-    new = keep(Moving(att, soa.add(parent.position, off), soa.add(w_p, w_rel),
-                      soa.add(soa.add(parent.velocity, soa.cross(w_p, off)), u_rel)))
+    new = keep(
+        Moving(
+            att,
+            soa.add(parent.position, off),
+            soa.add(w_p, w_rel),
+            soa.add(soa.add(parent.velocity, soa.cross(w_p, off)), u_rel),
+        )
+    )
     return new, new
 
 
@@ -535,8 +567,10 @@ def _composite_to_parent(total: Composite, own: Own, r, general: bool):
     ``h += m d``, ``J += [d]ᵀ[h] + [h]ᵀ[d] + m [d]ᵀ[d]``; output: the composite itself."""
     m, h, J, d = total.mass, total.first_moment, total.inertia, own.offset
     dh, dd = soa.dot(d, h), soa.dot(d, d)
-    J_up = tuple(J[i] + (2 * dh + m * dd if a == b else 0.0) - h[a] * d[b] - d[a] * h[b] - m * d[a] * d[b]
-                 for i, (a, b) in enumerate(_SYM))
+    J_up = tuple(
+        J[i] + (2 * dh + m * dd if a == b else 0.0) - h[a] * d[b] - d[a] * h[b] - m * d[a] * d[b]
+        for i, (a, b) in enumerate(_SYM)
+    )
     return Composite(m, soa.add(h, soa.scale(d, m)), J_up), total
 
 
@@ -626,8 +660,17 @@ def _scan(f, carry, xs, reverse=False):
     return lax.while_loop(lambda s: s[0] < length, body, (_after(jnp.zeros((), jnp.uint32), carry), carry, ys))[1:]
 
 
-def _forward_pass(sched: Schedule, step: Callable, world, joint: Joint, body: Body, keep, zero_row, placed=None,
-                  tables: list | None = None):
+def _forward_pass(
+    sched: Schedule,
+    step: Callable,
+    world,
+    joint: Joint,
+    body: Body,
+    keep,
+    zero_row,
+    placed=None,
+    tables: list | None = None,
+):
     """Proximal → distal over the phases: ``step(parent rows, joint, body, keep)`` per step, the
     parent rows gathered from a table of the world's and every earlier row. Returns the own
     terms (`Own`, leaves ``(S, K, C)``), one record per phase. ``placed``: the own terms of an
@@ -809,10 +852,16 @@ class _Kernel(NamedTuple):
 
 _QUAT_ID = (1.0, 0.0, 0.0, 0.0)
 _ZERO = (0.0, 0.0, 0.0)
-_RNEA = _Kernel(lambda g: Accelerations(_QUAT_ID, _ZERO, _ZERO, (-g[0], -g[1], -g[2])),
-                _forward_rnea, _torques_rnea, _torques_out, False)
-_MOMENTUM = _Kernel(lambda g: Velocities(_QUAT_ID, _ZERO, _ZERO), _forward_momentum, _torques_momentum,
-                    _torques_out, False)
+_RNEA = _Kernel(
+    lambda g: Accelerations(_QUAT_ID, _ZERO, _ZERO, (-g[0], -g[1], -g[2])),
+    _forward_rnea,
+    _torques_rnea,
+    _torques_out,
+    False,
+)
+_MOMENTUM = _Kernel(
+    lambda g: Velocities(_QUAT_ID, _ZERO, _ZERO), _forward_momentum, _torques_momentum, _torques_out, False
+)
 _CRBA = _Kernel(lambda g: Placement(_QUAT_ID, _ZERO), _forward_crba, _composite_to_parent, _crba_columns, True)
 
 
@@ -841,8 +890,13 @@ def _setup(tree: SegmentTree, q, qd, qdd, *, fused: bool) -> _Setup:
     n = tree.n_segments
     rev = jnp.asarray(tree.is_revolute, dt)[:, None]
     orient, axis = col(tree.unit_orientations.astype(dt)), col(tree.unit_axes.astype(dt))
-    body = Body(soa.qrot(orient, axis), rev, col(tree.coms.astype(dt)), tree.masses.astype(dt)[:, None],
-                col(tree.inertias.astype(dt).reshape(n, 9)))
+    body = Body(
+        soa.qrot(orient, axis),
+        rev,
+        col(tree.coms.astype(dt)),
+        tree.masses.astype(dt)[:, None],
+        col(tree.inertias.astype(dt).reshape(n, 9)),
+    )
     if general:
         # the per-state kinematics' joint rows, batch-last (their w × u folded into ud)
         rows = joint_rows(tree, q, qd, qdd, sincos=lambda x: keep(sincos(x) if fused else (jnp.sin(x), jnp.cos(x))))
@@ -850,9 +904,12 @@ def _setup(tree: SegmentTree, q, qd, qdd, *, fused: bool) -> _Setup:
     else:
         half = 0.5 * q * rev
         s, c = keep(sincos(half) if fused else (jnp.sin(half), jnp.cos(half)))
-        joint = Joint(rotation=soa.qmul(orient, (c, s * axis[0], s * axis[1], s * axis[2])),
-                      translation=soa.add(col(tree.origins.astype(dt)), soa.scale(body.axis_in_parent, q * (1 - rev))),
-                      qd=qd, qdd=qdd)
+        joint = Joint(
+            rotation=soa.qmul(orient, (c, s * axis[0], s * axis[1], s * axis[2])),
+            translation=soa.add(col(tree.origins.astype(dt)), soa.scale(body.axis_in_parent, q * (1 - rev))),
+            qd=qd,
+            qdd=qdd,
+        )
     return _Setup(joint, body, rev, keep, general, zero_row)
 
 
@@ -896,18 +953,41 @@ def _flow_chunk(tree: SegmentTree, sched: Schedule, q, p, added, external, *, fu
         # placements over as scanned inputs was slower (arm7: 30 -> 51 ms per 20 s simulation,
         # benchmarks/README.md), so those recompute them.
         general = setup.general
-        own = _forward_pass(sched, functools.partial(_forward_momentum_placed, general=general),
-                            Motion(_ZERO, _ZERO), moving.joint, moving.body, setup.keep, setup.zero_row, placed=own)
-        outs = _backward_pass(sched, functools.partial(_torques_momentum, general=general), own, setup.revolute,
-                              setup.keep, setup.zero_row)
+        own = _forward_pass(
+            sched,
+            functools.partial(_forward_momentum_placed, general=general),
+            Motion(_ZERO, _ZERO),
+            moving.joint,
+            moving.body,
+            setup.keep,
+            setup.zero_row,
+            placed=own,
+        )
+        outs = _backward_pass(
+            sched,
+            functools.partial(_torques_momentum, general=general),
+            own,
+            setup.revolute,
+            setup.keep,
+            setup.zero_row,
+        )
     else:
         own, outs = _passes(tree, _MOMENTUM, sched, moving)
     dT = _torques_out(tree, sched, outs, own, C, setup.keep)
     return jnp.concatenate([qd, grav - dT], 0)
 
 
-def chunked(tree: SegmentTree, kernel: _Kernel | Callable, states: list, external: list | None, *,
-             chunk: int | None, layout: str | None, schedule: Schedule | None, width: int | None = None):
+def chunked(
+    tree: SegmentTree,
+    kernel: _Kernel | Callable,
+    states: list,
+    external: list | None,
+    *,
+    chunk: int | None,
+    layout: str | None,
+    schedule: Schedule | None,
+    width: int | None = None,
+):
     """`_chunk` over the batch: ``states`` ``[q, a, b]`` ``(B, n)`` (None for one not used),
     ``external`` None or ``[forces, moments]`` ``(B, n, 3)``; chunks written in place into the
     ``(B, width)`` result. ``kernel``: a `_Kernel`, or a function ``(tree, schedule, *states,
@@ -920,7 +1000,8 @@ def chunked(tree: SegmentTree, kernel: _Kernel | Callable, states: list, externa
     B = q.shape[0]
     C = chunk_size(B, layout) if chunk is None else max(1, min(int(chunk), B))
     if isinstance(kernel, _Kernel):
-        width = tree.nv ** 2 if kernel.square else tree.nv
+        width = tree.nv**2 if kernel.square else tree.nv
+
         def run(tree, sched, q, a, b, ext, fused):
             return _chunk(tree, kernel, sched, q, a, b, ext, fused=fused)
     else:
@@ -933,8 +1014,10 @@ def chunked(tree: SegmentTree, kernel: _Kernel | Callable, states: list, externa
         parts = [None if x is None else lax.dynamic_slice_in_dim(x, start, C, 0).T for x in states]
         ext = None
         if external is not None:  # (C, n, 3) each -> 3-tuples of (n, C)
-            ext = tuple(tuple(e[:, :, k].T for k in range(3))
-                        for e in (lax.dynamic_slice_in_dim(x, start, C, 0) for x in external))
+            ext = tuple(
+                tuple(e[:, :, k].T for k in range(3))
+                for e in (lax.dynamic_slice_in_dim(x, start, C, 0) for x in external)
+            )
         return run(tree, sched, *parts, ext, fused=layout == "cpu").T
 
     if nc == 1:
@@ -950,8 +1033,17 @@ def chunked(tree: SegmentTree, kernel: _Kernel | Callable, states: list, externa
     return lax.fori_loop(0, nc, body, jnp.zeros_like(q[:, :1]) + jnp.zeros((1, width), q.dtype))
 
 
-def inverse_dynamics_batch(tree: SegmentTree, q, qd, qdd, external=None, *, chunk: int | None = None,
-                           layout: str | None = None, schedule: Schedule | None = None):
+def inverse_dynamics_batch(
+    tree: SegmentTree,
+    q,
+    qd,
+    qdd,
+    external=None,
+    *,
+    chunk: int | None = None,
+    layout: str | None = None,
+    schedule: Schedule | None = None,
+):
     """``tau`` ``(B, nv)`` for ``q`` ``(B, nq)``, ``qd, qdd`` ``(B, nv)`` (``external``: forces
     and moments ``(B, n_segments, 3)``, world frame, about each segment origin, or None). Same result as `jax.vmap` of the per-state recursion
     to round-off; not differentiable by itself (see `jaxbio.dynamics.rnea`).
@@ -965,8 +1057,9 @@ def inverse_dynamics_batch(tree: SegmentTree, q, qd, qdd, external=None, *, chun
     return chunked(tree, _RNEA, [q, qd, qdd], ext, chunk=chunk, layout=layout, schedule=schedule)
 
 
-def kinetic_energy_gradient_batch(tree: SegmentTree, q, qd, *, chunk: int | None = None,
-                                  layout: str | None = None, schedule: Schedule | None = None):
+def kinetic_energy_gradient_batch(
+    tree: SegmentTree, q, qd, *, chunk: int | None = None, layout: str | None = None, schedule: Schedule | None = None
+):
     """``∂T/∂q`` at fixed ``qd`` ``(B, nv)`` for ``q`` ``(B, nq)``, ``qd`` ``(B, nv)``, by the
     same two passes as the wrench recursion with momenta in place of their rates of change.
 
@@ -996,9 +1089,17 @@ def kinetic_energy_gradient_batch(tree: SegmentTree, q, qd, *, chunk: int | None
     return chunked(tree, _MOMENTUM, [q, qd, qd], None, chunk=chunk, layout=layout, schedule=schedule)
 
 
-def hamiltonian_flow_batch(tree: SegmentTree, q, p, added_inertia, *, chunk: int | None = None,
-                           layout: str | None = None, schedule: Schedule | None = None,
-                           planar: bool | None = None):
+def hamiltonian_flow_batch(
+    tree: SegmentTree,
+    q,
+    p,
+    added_inertia,
+    *,
+    chunk: int | None = None,
+    layout: str | None = None,
+    schedule: Schedule | None = None,
+    planar: bool | None = None,
+):
     """``(q̇, ∂H/∂q)`` ``(B, nv)`` each for ``q`` ``(B, nq)``, momenta ``p`` ``(B, nv)`` and a
     diagonal ``added_inertia`` ``J`` ``(B, nv)``: what `jaxbio.HamiltonianSystem`'s vector field
     needs of the tree, in one chunk loop.
@@ -1014,9 +1115,11 @@ def hamiltonian_flow_batch(tree: SegmentTree, q, p, added_inertia, *, chunk: int
     Same result as `jax.vmap` of the per-state route to round-off; not differentiable by itself
     (see `jaxbio.hamiltonian`). Other keywords as for `inverse_dynamics_batch`.
     """
+
     def run(kernel):
-        return chunked(tree, kernel, [q, p, added_inertia], None, chunk=chunk, layout=layout,
-                        schedule=schedule, width=2 * tree.nv)
+        return chunked(
+            tree, kernel, [q, p, added_inertia], None, chunk=chunk, layout=layout, schedule=schedule, width=2 * tree.nv
+        )
 
     # a planar tree: the same flow in 2-D algebra (`_planar_batch`), ~5× cheaper per state. Traced
     # numbers (the model an argument of jit, as in Diffrax's solve): on CPU both kernels, chosen at
@@ -1024,15 +1127,19 @@ def hamiltonian_flow_batch(tree: SegmentTree, q, p, added_inertia, *, chunk: int
     layout = default_layout() if layout is None else layout
     flat = _planar_batch.planar(tree) if planar is None else planar
     if flat is None and layout == "cpu":
-        out = lax.cond(_planar_batch.deviation(tree) <= _planar_batch.TOLERANCE,
-                       lambda: run(_planar_batch.flow_chunk), lambda: run(_flow_chunk))
+        out = lax.cond(
+            _planar_batch.deviation(tree) <= _planar_batch.TOLERANCE,
+            lambda: run(_planar_batch.flow_chunk),
+            lambda: run(_flow_chunk),
+        )
     else:
         out = run(_planar_batch.flow_chunk if flat is True else _flow_chunk)
-    return out[:, :tree.nv], out[:, tree.nv:]
+    return out[:, : tree.nv], out[:, tree.nv :]
 
 
-def mass_matrix_batch(tree: SegmentTree, q, *, chunk: int | None = None, layout: str | None = None,
-                      schedule: Schedule | None = None):
+def mass_matrix_batch(
+    tree: SegmentTree, q, *, chunk: int | None = None, layout: str | None = None, schedule: Schedule | None = None
+):
     """``M`` ``(B, nv, nv)`` for ``q`` ``(B, nq)`` by the composite-rigid-body algorithm in the world
     frame: one proximal → distal pass (attitudes and joint centres), one distal → proximal pass
     summing each subtree's mass, first moment ``h`` and inertia ``J`` about its joint centre
@@ -1051,12 +1158,23 @@ def pose_rows(tree: SegmentTree, sched: Schedule, q, qd=None, *, fused: bool):
     With ``qd`` ``(nv, C)``: ``(attitude, position, angular velocity, velocity, keep)``."""
     C = q.shape[1]
     setup = _setup(tree, q, qd, qd, fused=fused)  # qdd unused (XLA drops it)
-    step, world = ((_forward_pose, Placement(_QUAT_ID, _ZERO)) if qd is None
-                   else (_forward_moving, Moving(_QUAT_ID, _ZERO, _ZERO, _ZERO)))
-    own = _forward_pass(sched, functools.partial(step, general=setup.general), world, setup.joint, setup.body,
-                        setup.keep, setup.zero_row)
-    rows = tuple(_segment_rows(sched, own, C, lambda o, f=f: getattr(o, f), len(getattr(world, f)))
-                 for f in world._fields)
+    step, world = (
+        (_forward_pose, Placement(_QUAT_ID, _ZERO))
+        if qd is None
+        else (_forward_moving, Moving(_QUAT_ID, _ZERO, _ZERO, _ZERO))
+    )
+    own = _forward_pass(
+        sched,
+        functools.partial(step, general=setup.general),
+        world,
+        setup.joint,
+        setup.body,
+        setup.keep,
+        setup.zero_row,
+    )
+    rows = tuple(
+        _segment_rows(sched, own, C, lambda o, f=f: getattr(o, f), len(getattr(world, f))) for f in world._fields
+    )
     return (*rows, setup.keep)
 
 
@@ -1068,15 +1186,24 @@ def _pose_chunk(tree: SegmentTree, sched: Schedule, q, a, b, external, *, fused:
     return jnp.stack((*att, *pos), 1).reshape(7 * tree.n_segments, q.shape[1])
 
 
-def pose_batch(tree: SegmentTree, q, *, chunk: int | None = None, layout: str | None = None,
-               schedule: Schedule | None = None):
+def pose_batch(
+    tree: SegmentTree, q, *, chunk: int | None = None, layout: str | None = None, schedule: Schedule | None = None
+):
     """Forward kinematics of ``q`` ``(B, nq)``: world attitudes ``(B, n, 4)`` and origins
     ``(B, n, 3)`` of every segment, by the forward pass alone with the batch last. Same result as
     `jax.vmap` of `jaxbio.dynamics.kinematics.motion_soa` to round-off; not differentiable by
     itself (see `jaxbio.dynamics.kinematics.segment_motion`). Keywords as for
     `inverse_dynamics_batch`."""
-    out = chunked(tree, _pose_chunk, [q, None, None], None, chunk=chunk, layout=layout, schedule=schedule,
-                   width=7 * tree.n_segments).reshape(q.shape[0], tree.n_segments, 7)
+    out = chunked(
+        tree,
+        _pose_chunk,
+        [q, None, None],
+        None,
+        chunk=chunk,
+        layout=layout,
+        schedule=schedule,
+        width=7 * tree.n_segments,
+    ).reshape(q.shape[0], tree.n_segments, 7)
     return out[..., :4], out[..., 4:]
 
 

@@ -74,7 +74,7 @@ least-squares answer).
 from __future__ import annotations
 
 import functools
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import equinox as eqx
 import jax
@@ -101,7 +101,7 @@ __all__ = [
     "planar_wrenches",
 ]
 
-External = Optional[tuple[Float[ArrayLike, "n 3"], Float[ArrayLike, "n 3"]]]
+External = tuple[Float[ArrayLike, "n 3"], Float[ArrayLike, "n 3"]] | None
 
 _jit = functools.partial(jax.jit, static_argnames=("check",))
 _jit_rcond = functools.partial(jax.jit, static_argnames=("rcond", "check"))
@@ -163,14 +163,18 @@ def _default_rcond(dtype) -> float:
     return float(np.sqrt(np.finfo(dtype).eps))
 
 
-_CONSTRAINTS_SINGULAR = ("the constraint matrix is singular or too ill-conditioned (smallest equilibrated Cholesky "
-                         "pivot below rcond={rcond:g}): the constraints are redundant in this configuration, so "
-                         "the multipliers are not unique")
+_CONSTRAINTS_SINGULAR = (
+    "the constraint matrix is singular or too ill-conditioned (smallest equilibrated Cholesky "
+    "pivot below rcond={rcond:g}): the constraints are redundant in this configuration, so "
+    "the multipliers are not unique"
+)
 
 
-_MASS_SINGULAR = ("the augmented mass matrix M + α CᵀC is singular or too ill-conditioned (smallest equilibrated "
-                  "Cholesky pivot below rcond={rcond:g}): the mass matrix is singular in this configuration "
-                  "(a motion allowed by the joints and contacts moves no mass or inertia in this pose)")
+_MASS_SINGULAR = (
+    "the augmented mass matrix M + α CᵀC is singular or too ill-conditioned (smallest equilibrated "
+    "Cholesky pivot below rcond={rcond:g}): the mass matrix is singular in this configuration "
+    "(a motion allowed by the joints and contacts moves no mass or inertia in this pose)"
+)
 
 
 def _spd_solve(A, b, rcond: float, what: str, message: str = _CONSTRAINTS_SINGULAR):

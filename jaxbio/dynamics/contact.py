@@ -15,7 +15,7 @@ the contact Jacobian (`contact_jacobian`) come from the one point Jacobian,
 from __future__ import annotations
 
 import functools
-from typing import Sequence
+from collections.abc import Sequence
 
 import equinox as eqx
 import jax
@@ -91,8 +91,14 @@ def contact_points(contacts: Contacts, dtype) -> Array:
     return jnp.stack([jnp.asarray(c.point, dtype)[:2] for c in contacts])
 
 
-def _generic_rows(parents: tuple[int, ...], joint_types: tuple[str, ...], layout: tuple,
-                  centres: np.ndarray, slides: np.ndarray, points: np.ndarray) -> np.ndarray:
+def _generic_rows(
+    parents: tuple[int, ...],
+    joint_types: tuple[str, ...],
+    layout: tuple,
+    centres: np.ndarray,
+    slides: np.ndarray,
+    points: np.ndarray,
+) -> np.ndarray:
     """Rows ``(r, n)`` of the planar contact Jacobian for world joint centres ``centres`` ``(n, 2)``,
     unit slide axes ``slides`` ``(n, 2)`` and contact points ``points`` ``(k, 2)`` (world), one
     per ``(segment, weld)`` of ``layout``: `point_jacobian`'s column rule in the plane (revolute
@@ -109,8 +115,10 @@ def _generic_rows(parents: tuple[int, ...], joint_types: tuple[str, ...], layout
             moves[j] = True
             j = parents[j]
         lever = X - centres
-        rows += [np.where(moves, np.where(rev, -lever[:, 1], slides[:, 0]), 0.0),
-                 np.where(moves, np.where(rev, lever[:, 0], slides[:, 1]), 0.0)]
+        rows += [
+            np.where(moves, np.where(rev, -lever[:, 1], slides[:, 0]), 0.0),
+            np.where(moves, np.where(rev, lever[:, 0], slides[:, 1]), 0.0),
+        ]
         if weld:
             rows.append(np.where(moves & rev, 1.0, 0.0))
     return np.asarray(rows)
@@ -130,8 +138,9 @@ def _generic_contact_rank(parents: tuple[int, ...], joint_types: tuple[str, ...]
     for _ in range(2):
         slides = rng.normal(size=(n, 2))
         slides /= np.linalg.norm(slides, axis=1, keepdims=True)
-        rows = _generic_rows(parents, joint_types, layout, rng.normal(size=(n, 2)), slides,
-                             rng.normal(size=(len(layout), 2)))
+        rows = _generic_rows(
+            parents, joint_types, layout, rng.normal(size=(n, 2)), slides, rng.normal(size=(len(layout), 2))
+        )
         best = max(best, int(np.linalg.matrix_rank(rows)))
     return best
 

@@ -53,7 +53,7 @@ def potential_energy(tree: SegmentTree, q: Float[ArrayLike, " n"], *, check: boo
 
 
 @public
-def center_of_mass(tree: SegmentTree, q: Float[ArrayLike, " n"], *, check: bool = False) -> Float[Array, "3"]:
+def center_of_mass(tree: SegmentTree, q: Float[ArrayLike, " n"], *, check: bool = False) -> Float[Array, 3]:
     """Whole-body centre of mass ``(3,)`` m, world frame."""
     q = as_state(tree, q, "q", check)
     com = jnp.sum(tree.masses[:, None] * segment_coms(tree, q), axis=0) / jnp.sum(tree.masses)
@@ -108,4 +108,3 @@ def _gradient(tree, q, qd):
     """``∂T/∂q`` by autodiff (axial trees) or `_momentum_rate` for one state; the batch-last
     kernel under `jax.vmap` (`vmapped_by`)."""
     return _plain_gradient(tree, q, qd)
-

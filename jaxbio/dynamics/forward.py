@@ -125,10 +125,12 @@ def _accelerations_given(tree, q, qd, tau, added, qdd, factor, *external):
 def _accelerations_given_jvp(primals, tangents):
     tree, q, qd, tau, added, qdd, factor, *external = primals
     d_tree, dq, dqd, dtau, dadded, _, _, *d_external = tangents  # qdd, factor: given, not differentiated
-    solve_with = (functools.partial(solve, inertia(tree, q, added)) if factor is None
-                  else functools.partial(factor_solve, factor))
-    return qdd, _tangent(solve_with, qdd, (tree, q, qd, tau, added, *external),
-                         (d_tree, dq, dqd, dtau, dadded, *d_external))
+    solve_with = (
+        functools.partial(solve, inertia(tree, q, added)) if factor is None else functools.partial(factor_solve, factor)
+    )
+    return qdd, _tangent(
+        solve_with, qdd, (tree, q, qd, tau, added, *external), (d_tree, dq, dqd, dtau, dadded, *d_external)
+    )
 
 
 def _tangent(solve_with, qdd, primals, tangents):
@@ -141,8 +143,11 @@ def _tangent(solve_with, qdd, primals, tangents):
         # reverse mode under jax.vmap transposes the batch-last adjoint (`vmapped_by`)
         d_id = _tau.tangent(tree, (q, qd, qdd, *external), (dq, dqd, None, *(None for _ in external)))
     else:
-        _, d_id = jax.jvp(lambda tr, a, b, *ext: _tau(tr, a, b, qdd, *ext), (tree, q, qd, *external),
-                          jax.tree_util.tree_map(dense, (d_tree, dq, dqd, *d_external), is_leaf=is_zero))
+        _, d_id = jax.jvp(
+            lambda tr, a, b, *ext: _tau(tr, a, b, qdd, *ext),
+            (tree, q, qd, *external),
+            jax.tree_util.tree_map(dense, (d_tree, dq, dqd, *d_external), is_leaf=is_zero),
+        )
     return solve_with(dense(dtau) - dense(dadded) * qdd - d_id)
 
 

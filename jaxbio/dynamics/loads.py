@@ -11,7 +11,7 @@ builder (`jaxbio.muscles.geometry.muscle_wrenches`) and ground contacts theirs
 from __future__ import annotations
 
 import functools
-from typing import Sequence
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -70,8 +70,11 @@ def point_loads(
     k = len(segs)
     points = as_shape(points, (k, 3), "points", " (one segment-frame point per entry of segments)", like=q)
     forces = as_shape(forces, (k, 3), "forces", " (one world-frame force per entry of segments)", like=q)
-    torques = jnp.zeros_like(forces) if torques is None else as_shape(
-        torques, (k, 3), "torques", " (one world-frame free moment per entry of segments)", like=q)
+    torques = (
+        jnp.zeros_like(forces)
+        if torques is None
+        else as_shape(torques, (k, 3), "torques", " (one world-frame free moment per entry of segments)", like=q)
+    )
     return _point_loads(tree, q, tuple(segs), points, forces, torques, bool(world_points))
 
 

@@ -57,6 +57,7 @@ def deviation(tree: SegmentTree, xp=jnp):
     parts of the joint orientations (unit quaternions: the sine of half the tilt) and ``|g_z|``
     (m/s²). Each is linear in a small tilt. The planarity check of `jaxbio.dynamics.absolute` and
     this kernel's choice both read it. ``xp``: `numpy` (concrete numbers) or `jax.numpy`."""
+
     def unit(x):  # rows made unit, zero rows (joints without an axis) kept zero
         norm = xp.linalg.norm(x, axis=1, keepdims=True)
         return xp.where(norm > 0, x / xp.where(norm > 0, norm, 1.0), 0.0)

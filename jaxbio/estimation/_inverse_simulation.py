@@ -57,7 +57,7 @@ controls do not depend on which basis is used, so their derivatives are exact.
 from __future__ import annotations
 
 import functools
-from typing import Sequence
+from collections.abc import Sequence
 
 import equinox as eqx
 import jax
@@ -113,21 +113,34 @@ class InverseSimulationModel(eqx.Module):
                 raise ValueError(f"InverseSimulationModel.{field} = {idx}: indices must be distinct and in [0, {n})")
         both = set(self.torque_coordinates) & set(self.unactuated)
         if both:
-            raise ValueError(f"coordinates {[self.tree.names[i] for i in sorted(both)]} are both torque-actuated and unactuated")
+            raise ValueError(
+                f"coordinates {[self.tree.names[i] for i in sorted(both)]} are both torque-actuated and unactuated"
+            )
         if not self.joints:
             raise ValueError("InverseSimulationModel: every coordinate is unactuated")
 
     @classmethod
-    def build(cls, tree: SegmentTree, paths: MusclePaths, *, torque_joints: Sequence[str] = (),
-              unactuated: Sequence[str] = (), parameters=None) -> "InverseSimulationModel":
+    def build(
+        cls,
+        tree: SegmentTree,
+        paths: MusclePaths,
+        *,
+        torque_joints: Sequence[str] = (),
+        unactuated: Sequence[str] = (),
+        parameters=None,
+    ) -> InverseSimulationModel:
         """From coordinate (segment) names; ValueError naming an unknown one."""
+
         def idx(names, what):
             out = []
             for nm in names:
                 if nm not in tree.names:
-                    raise ValueError(f"{what}: no coordinate {nm!r} in model {tree.name!r}; coordinates are {list(tree.names)}")
+                    raise ValueError(
+                        f"{what}: no coordinate {nm!r} in model {tree.name!r}; coordinates are {list(tree.names)}"
+                    )
                 out.append(tree.names.index(nm))
             return tuple(out)
+
         return cls(tree, paths, idx(torque_joints, "torque_joints"), idx(unactuated, "unactuated"), parameters)
 
     @property
@@ -220,8 +233,11 @@ def _null_basis(C):
     r, n = C.shape
     _, sv, vt = jnp.linalg.svd(jax.lax.stop_gradient(C), full_matrices=True)
     V0 = vt[r:].T
-    C = eqx.error_if(C, sv[-1] <= 1e3 * jnp.finfo(C.dtype).eps * sv[0],
-                     "contact constraints are dependent (a contact listed twice, or a singular pose)")
+    C = eqx.error_if(
+        C,
+        sv[-1] <= 1e3 * jnp.finfo(C.dtype).eps * sv[0],
+        "contact constraints are dependent (a contact listed twice, or a singular pose)",
+    )
     P = jnp.eye(n, dtype=C.dtype) - C.T @ jnp.linalg.solve(C @ C.T, C)
     return P @ V0
 
@@ -256,8 +272,10 @@ def inverse_simulation(
     q, qd, qdd = (jnp.asarray(x) for x in (q, qd, qdd))
     for name, x in (("q", q), ("qd", qd), ("qdd", qdd)):
         if x.shape != (n,):
-            raise ValueError(f"{name} has shape {x.shape}, expected {(n,)} for model {tree.name!r}; "
-                             "batch with jax.vmap or use inverse_simulate_motion")
+            raise ValueError(
+                f"{name} has shape {x.shape}, expected {(n,)} for model {tree.name!r}; "
+                "batch with jax.vmap or use inverse_simulate_motion"
+            )
     dtype = jnp.result_type(q, qd, qdd, float)
     q, qd, qdd = (x.astype(dtype) for x in (q, qd, qdd))
     J = np.asarray(model.joints)
@@ -358,11 +376,17 @@ def inverse_simulate_motion(
         arrs[name] = x
     counts = {k: v.shape[0] for k, v in arrs.items()}
     if len(set(counts.values())) != 1:
-        raise ValueError("q, qd and qdd must have the same number of frames, got "
-                         + ", ".join(f"{k}: {v}" for k, v in counts.items()))
+        raise ValueError(
+            "q, qd and qdd must have the same number of frames, got "
+            + ", ".join(f"{k}: {v}" for k, v in counts.items())
+        )
     for name, x in arrs.items():
-        check_finite(x, name, check=False, locate=lambda idx, count: (
-            f" ({count} entries; first at frame {idx[0]}, coordinate {tree.names[idx[1]]!r})"))
+        check_finite(
+            x,
+            name,
+            check=False,
+            locate=lambda idx, count: f" ({count} entries; first at frame {idx[0]}, coordinate {tree.names[idx[1]]!r})",
+        )
     contacts = _check_contacts(tree, contacts)
     res = _motion(model, jnp.asarray(arrs["q"]), jnp.asarray(arrs["qd"]), jnp.asarray(arrs["qdd"]), contacts)
     if strict:
@@ -370,8 +394,7 @@ def inverse_simulate_motion(
         if issues:
             lines = [f"frame {fr}, joint {j!r}: {v:+.4g} N·m missing" for fr, j, v in issues[:10]]
             more = f" (and {len(issues) - 10} more)" if len(issues) > 10 else ""
-            raise ValueError("the actuators cannot produce the required joint moments: "
-                             + "; ".join(lines) + more)
+            raise ValueError("the actuators cannot produce the required joint moments: " + "; ".join(lines) + more)
     return res
 
 
@@ -513,8 +536,10 @@ def joint_reactions(
         if ground_reaction is None:
             raise ValueError("ground_reaction is required with contacts (InverseSimulationResult.ground_reaction)")
         if jnp.shape(ground_reaction) != (rows,):
-            raise ValueError(f"ground_reaction has shape {jnp.shape(ground_reaction)}, expected ({rows},) for "
-                             f"contacts {[c.segment for c in contacts]}")
+            raise ValueError(
+                f"ground_reaction has shape {jnp.shape(ground_reaction)}, expected ({rows},) for "
+                f"contacts {[c.segment for c in contacts]}"
+            )
     elif ground_reaction is not None and jnp.size(ground_reaction):
         raise ValueError("ground_reaction given without contacts")
     else:
@@ -532,5 +557,6 @@ def _joint_reactions(model, q, qd, qdd, u, contacts, ground_reaction, joints, ac
         wrenches = contact_wrenches(jnp.asarray(ground_reaction, dtype), contacts)
         gf, gm = contact_external(tree, q.astype(dtype), contacts, wrenches)
         ext_f, ext_m = ext_f + gf, ext_m + gm
-    return reactions_augmented(tree, q.astype(dtype), qd.astype(dtype), qdd.astype(dtype), tau, (ext_f, ext_m),
-                               joints=joints)
+    return reactions_augmented(
+        tree, q.astype(dtype), qd.astype(dtype), qdd.astype(dtype), tau, (ext_f, ext_m), joints=joints
+    )

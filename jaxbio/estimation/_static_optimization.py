@@ -98,7 +98,8 @@ References
 from __future__ import annotations
 
 import functools
-from typing import Mapping, NamedTuple, Sequence
+from typing import NamedTuple
+from collections.abc import Mapping, Sequence
 
 import equinox as eqx
 import jax
@@ -176,8 +177,7 @@ def _check_finite(x, name: str, check: bool, axis_names: tuple[str, str] | None 
 # ---- the problem in standard form -------------------------------------------------------------
 
 
-def _standard_form(moment_arms, tau, max_force, passive_force, reserve_strength, infeasibility_weight,
-                   bounds=None):
+def _standard_form(moment_arms, tau, max_force, passive_force, reserve_strength, infeasibility_weight, bounds=None):
     """Variables ``z = (x (m), y (n), s⁺ (n), s⁻ (n))``; equality ``E z = b`` with rows scaled by
     ``σⱼ`` (largest single actuator moment at coordinate j; the primal solution does not depend
     on it); bounds (``bounds = (lower, upper)`` of ``x``, default ``[0, 1]``) and cost
@@ -547,15 +547,18 @@ def _prepare(moment_arms, tau, max_force, passive_force, reserve_strength, bound
         bounds = tuple(jnp.where(valid, x, d) for x, d in zip(bounds, (0.0, 1.0)))
     given_tau = tau
     moment_arms, tau, passive_force, reserve_strength = (
-        jnp.where(valid, x, jnp.zeros_like(x)) for x in (moment_arms, tau, passive_force, reserve_strength))
+        jnp.where(valid, x, jnp.zeros_like(x)) for x in (moment_arms, tau, passive_force, reserve_strength)
+    )
     max_force = jnp.where(valid, max_force, jnp.ones_like(max_force))
     if moment_arms.shape[1] == 0:
         E = b = lower = upper = scale = jnp.zeros(0, moment_arms.dtype)
     else:
-        E, b, lower, upper, scale = _standard_form(moment_arms, tau, max_force, passive_force, reserve_strength,
-                                                   weight, bounds)
-    return _Problem(moment_arms, given_tau, max_force, passive_force, reserve_strength, valid, bounds, E, b, lower,
-                    upper, scale)
+        E, b, lower, upper, scale = _standard_form(
+            moment_arms, tau, max_force, passive_force, reserve_strength, weight, bounds
+        )
+    return _Problem(
+        moment_arms, given_tau, max_force, passive_force, reserve_strength, valid, bounds, E, b, lower, upper, scale
+    )
 
 
 def _polish(Es, bs, lower, upper, w0, at_lower, at_upper, m, n, p, weight, steps, converge=False, dual=False):
@@ -607,17 +610,21 @@ def _polish(Es, bs, lower, upper, w0, at_lower, at_upper, m, n, p, weight, steps
         return w, new_lower, new_upper, k + 1, done
 
     w, at_lower, at_upper, k, done = jax.lax.while_loop(
-        lambda c: (c[3] < steps) & ~c[4], polish_step,
-        (w0, at_lower, at_upper, jnp.asarray(0, jnp.int32), jnp.asarray(False)))
+        lambda c: (c[3] < steps) & ~c[4],
+        polish_step,
+        (w0, at_lower, at_upper, jnp.asarray(0, jnp.int32), jnp.asarray(False)),
+    )
     free, bound_value = bound_set(at_lower, at_upper)
     z_pol, lam_pol = w[:N], w[N:]
     g, _ = _cost_derivatives(z_pol, m, n, p, weight)
     bound_mult = g - _Et_dot(Es, lam_pol, m, n)  # = ν_l − ν_u at the optimum
     slack = 10 * float(np.sqrt(eps))
     inside = jnp.all(jnp.where(hl & free, z_pol >= lower - slack, True)) & jnp.all(
-        jnp.where(hu & free, z_pol <= upper + slack, True))
+        jnp.where(hu & free, z_pol <= upper + slack, True)
+    )
     signs = jnp.all(jnp.where(at_lower, bound_mult >= -slack, True)) & jnp.all(
-        jnp.where(at_upper, bound_mult <= slack, True))
+        jnp.where(at_upper, bound_mult <= slack, True)
+    )
     kkt = jnp.max(jnp.abs(_reduced_kkt(w, Es, bs, bound_value, free, m, n, p, weight)))
     polished = inside & signs & (kkt < 0.1 * float(np.sqrt(eps)) * (1.0 + weight)) & jnp.all(jnp.isfinite(w))
     if converge or dual:  # the active-set method: its loop must also have converged
@@ -641,16 +648,18 @@ def _interior_point_solve(prob: _Problem, p, *, solver, weight, tol, max_iterati
         # moment came back 3× too strong); tighten it in proportion, down to 1e-6 of ``tol``
         demand = jnp.max(jnp.abs(bs), initial=0.0)
         tol_frame = tol * jnp.clip(demand / _SMALL_DEMAND, 1e-6, 1.0)
-        z, lam, nl, nu, sl, su, _, it = _interior_point(Es, bs, lower, upper, m, n, p, weight, tol_frame,
-                                                         max_iterations)
+        z, lam, nl, nu, sl, su, _, it = _interior_point(
+            Es, bs, lower, upper, m, n, p, weight, tol_frame, max_iterations
+        )
     has_lower, has_upper = _masks(m, n)
     hl, hu = jnp.asarray(has_lower), jnp.asarray(has_upper)
     at_lower = hl & (sl < nl)
     at_upper = hu & (su < nu) & ~at_lower
     bound_value = jnp.where(at_lower, jnp.where(hl, lower, 0.0), jnp.where(at_upper, jnp.where(hu, upper, 0.0), 0.0))
     w0 = jnp.concatenate([jnp.where(at_lower | at_upper, bound_value, z), lam])
-    w, at_lower, at_upper, polished, _ = _polish(Es, bs, lower, upper, w0, at_lower, at_upper, m, n, p, weight,
-                                                 polish_steps)
+    w, at_lower, at_upper, polished, _ = _polish(
+        Es, bs, lower, upper, w0, at_lower, at_upper, m, n, p, weight, polish_steps
+    )
     w = jnp.where(polished, w, jnp.concatenate([z, lam]))
     return _Solution(w, at_lower, at_upper, polished, it)
 
@@ -677,15 +686,17 @@ def _active_set_solve(prob: _Problem, p, *, weight, steps=None) -> _Solution:
     at_upper = jnp.zeros(N, bool)
     w0 = jnp.zeros(N + n, Es.dtype)
     two = jnp.asarray(2.0, Es.dtype)
-    w, at_lower, at_upper, polished, k = _polish(Es, bs, prob.lower, prob.upper, w0, at_lower, at_upper, m, n, two,
-                                                 weight, steps, converge=True)
+    w, at_lower, at_upper, polished, k = _polish(
+        Es, bs, prob.lower, prob.upper, w0, at_lower, at_upper, m, n, two, weight, steps, converge=True
+    )
 
     def p_problem(_):
         return _polish(Es, bs, prob.lower, prob.upper, w, at_lower, at_upper, m, n, p, weight, steps, dual=True)
 
     # p is shared by the frames of a batch, so this stays a branch under `jax.vmap`
     w, at_lower, at_upper, polished_p, k_p = jax.lax.cond(
-        p == 2, lambda _: (w, at_lower, at_upper, polished, jnp.asarray(0, jnp.int32)), p_problem, None)
+        p == 2, lambda _: (w, at_lower, at_upper, polished, jnp.asarray(0, jnp.int32)), p_problem, None
+    )
     return _Solution(w, at_lower, at_upper, polished_p, k + k_p)
 
 
@@ -694,8 +705,15 @@ def _finish(prob: _Problem, sol: _Solution, p, *, weight, residual_tolerance) ->
     derivative ``−K⁻¹ ∂F/∂θ``, only evaluated when differentiated), forces, multipliers, `_result`."""
     m, n = prob.moment_arms.shape
     if n == 0:  # no moment to reproduce: every activation at its lower bound
-        return _no_coordinates(prob.moment_arms, prob.tau, prob.max_force, prob.passive_force, prob.valid,
-                               None if prob.bounds is None else prob.bounds[0], p)
+        return _no_coordinates(
+            prob.moment_arms,
+            prob.tau,
+            prob.max_force,
+            prob.passive_force,
+            prob.valid,
+            None if prob.bounds is None else prob.bounds[0],
+            p,
+        )
     E, b = prob.E, prob.b
     N = E.shape[1]
     has_lower, has_upper = _masks(m, n)
@@ -715,12 +733,39 @@ def _finish(prob: _Problem, sol: _Solution, p, *, weight, residual_tolerance) ->
     lower_mult = jnp.where(sol.at_lower[:m], bound_mult, 0.0)
     upper_mult = jnp.where(sol.at_upper[:m], -bound_mult, 0.0)
     cost = jnp.sum(jnp.abs(x) ** p) + jnp.sum(y**2)
-    return _result(prob.moment_arms, prob.tau, forces, x, reserves, cost, lam / prob.scale, lower_mult, upper_mult,
-                   jax.lax.stop_gradient(sol.polished), sol.iterations, prob.valid, residual_tolerance)
+    return _result(
+        prob.moment_arms,
+        prob.tau,
+        forces,
+        x,
+        reserves,
+        cost,
+        lam / prob.scale,
+        lower_mult,
+        upper_mult,
+        jax.lax.stop_gradient(sol.polished),
+        sol.iterations,
+        prob.valid,
+        residual_tolerance,
+    )
 
 
-def _solve_frame(moment_arms, tau, max_force, passive_force, reserve_strength, p, bounds=None, *, solver, weight,
-                 tol, max_iterations, residual_tolerance, polish_steps=8):
+def _solve_frame(
+    moment_arms,
+    tau,
+    max_force,
+    passive_force,
+    reserve_strength,
+    p,
+    bounds=None,
+    *,
+    solver,
+    weight,
+    tol,
+    max_iterations,
+    residual_tolerance,
+    polish_steps=8,
+):
     """One frame (see `static_optimization`); ``p`` is a (traced) scalar, the rest static.
 
     Input that is not a valid problem — NaN or inf anywhere, ``max_force`` outside
@@ -737,8 +782,14 @@ def _solve_frame(moment_arms, tau, max_force, passive_force, reserve_strength, p
     prob = _prepare(moment_arms, tau, max_force, passive_force, reserve_strength, bounds, weight)
     if n == 0:
         return _finish(prob, None, p, weight=weight, residual_tolerance=residual_tolerance)
-    ip = functools.partial(_interior_point_solve, solver="interior_point" if solver == "active_set" else solver,
-                           weight=weight, tol=tol, max_iterations=max_iterations, polish_steps=polish_steps)
+    ip = functools.partial(
+        _interior_point_solve,
+        solver="interior_point" if solver == "active_set" else solver,
+        weight=weight,
+        tol=tol,
+        max_iterations=max_iterations,
+        polish_steps=polish_steps,
+    )
     if solver == "active_set":
         sol = _active_set_with_fallback(jax.lax.stop_gradient(prob), p, ip, weight)
     else:
@@ -762,8 +813,9 @@ def _active_set_with_fallback(prob: _Problem, p, ip, weight) -> _Solution:
     @solve.def_vmap
     def _rule(axis_size, in_batched, prob, p):
         prob_batched, p_batched = in_batched
-        prob = jax.tree_util.tree_map(lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x)),
-                                      prob, prob_batched)
+        prob = jax.tree_util.tree_map(
+            lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x)), prob, prob_batched
+        )
         if p_batched:  # p differs between frames (never in jaxbio): both solvers on every frame
             sol = jax.vmap(one)(prob, p)
         else:
@@ -779,8 +831,21 @@ def _add_iterations(sol: _Solution, before: _Solution) -> _Solution:
     return sol._replace(iterations=sol.iterations + before.iterations)
 
 
-def _result(moment_arms, tau, forces, activations, reserves, cost, moment_mult, lower_mult, upper_mult,
-            converged, iterations, valid, residual_tolerance) -> StaticOptimizationResult:
+def _result(
+    moment_arms,
+    tau,
+    forces,
+    activations,
+    reserves,
+    cost,
+    moment_mult,
+    lower_mult,
+    upper_mult,
+    converged,
+    iterations,
+    valid,
+    residual_tolerance,
+) -> StaticOptimizationResult:
     """The result of one frame, its residual and ``feasible`` computed from the returned forces
     (elementwise sums: no reduced-precision matmul), every float output NaN where not ``valid``.
 
@@ -816,8 +881,21 @@ def _no_coordinates(moment_arms, tau, max_force, passive_force, valid, lower=Non
     (0 by default; the minimum of ``Σ xᵖ``) and the forces ``x F̂ + P``."""
     zeros_m, zeros_n = jnp.zeros_like(max_force), jnp.zeros_like(tau)
     x = zeros_m if lower is None else lower + zeros_m
-    return _result(moment_arms, tau, x * max_force + passive_force, x, zeros_n, jnp.sum(x ** jnp.asarray(p, x.dtype)),
-                   zeros_n, zeros_m, zeros_m, jnp.asarray(True), jnp.asarray(0, jnp.int32), valid, 0.0)
+    return _result(
+        moment_arms,
+        tau,
+        x * max_force + passive_force,
+        x,
+        zeros_n,
+        jnp.sum(x ** jnp.asarray(p, x.dtype)),
+        zeros_n,
+        zeros_m,
+        zeros_m,
+        jnp.asarray(True),
+        jnp.asarray(0, jnp.int32),
+        valid,
+        0.0,
+    )
 
 
 _OPTIONS = ("solver", "weight", "tol", "max_iterations", "residual_tolerance")
@@ -849,8 +927,9 @@ def _fallback(prob: _Problem, sol: _Solution, p, ip, bucket: int) -> _Solution:
         sol, todo = carry
         idx = jnp.nonzero(todo, size=bucket, fill_value=T)[0]  # unused slots point past the end
         take = jnp.minimum(idx, T - 1)
-        redo = _add_iterations(vip(jax.tree_util.tree_map(lambda x: x[take], prob), p),
-                               jax.tree_util.tree_map(lambda x: x[take], sol))
+        redo = _add_iterations(
+            vip(jax.tree_util.tree_map(lambda x: x[take], prob), p), jax.tree_util.tree_map(lambda x: x[take], sol)
+        )
         sol = jax.tree_util.tree_map(lambda a, r: a.at[idx].set(r, mode="drop"), sol, redo)
         return sol, todo.at[idx].set(False, mode="drop")
 
@@ -866,8 +945,14 @@ def _frames_solver(solver: str, weight: float, tol: float, max_iterations: int, 
     ``solver="active_set"``, per chunk: the active-set method on every frame, the interior point
     on the frames it did not verify (`_fallback`, through `_active_set_with_fallback`'s batching
     rule)."""
-    frame = functools.partial(_solve_frame, solver=solver, weight=weight, tol=tol, max_iterations=max_iterations,
-                              residual_tolerance=residual_tolerance)
+    frame = functools.partial(
+        _solve_frame,
+        solver=solver,
+        weight=weight,
+        tol=tol,
+        max_iterations=max_iterations,
+        residual_tolerance=residual_tolerance,
+    )
     batch = jax.vmap(frame, in_axes=(0, 0, 0, 0, 0, None, None))
 
     def solve(R, tau, fmax, passive, reserve, p, bounds):
@@ -921,8 +1006,9 @@ def _options(infeasibility_weight, tol, max_iterations, residual_tolerance, dtyp
         weight=static_number(infeasibility_weight, "infeasibility_weight", positive=True),
         tol=static_number(_default_tol(tol, dtype), "tol", positive=True),
         max_iterations=static_number(max_iterations, "max_iterations", positive=True, integer=True),
-        residual_tolerance=static_number(_default_residual_tolerance(residual_tolerance, dtype), "residual_tolerance",
-                                         positive=True),
+        residual_tolerance=static_number(
+            _default_residual_tolerance(residual_tolerance, dtype), "residual_tolerance", positive=True
+        ),
     )
 
 
@@ -931,8 +1017,10 @@ def _check_max_force(fmax, name: str = "max_force") -> None:
     check_values(fmax, name, nonnegative=True)
     a = np.asarray(fmax) if is_concrete(fmax) else None
     if a is not None and a.size and not np.all(a <= MAX_FORCE):
-        raise ValueError(f"{name} must be ≤ MAX_FORCE = {MAX_FORCE:g} N (the solver's activations could not "
-                         f"resolve the moments), got {float(a.max()):g} N")
+        raise ValueError(
+            f"{name} must be ≤ MAX_FORCE = {MAX_FORCE:g} N (the solver's activations could not "
+            f"resolve the moments), got {float(a.max()):g} N"
+        )
 
 
 def _check_p(p) -> float:
@@ -954,17 +1042,23 @@ def _check_layout(arms: tuple[int, int], tau: tuple[int, ...], fmax: tuple[int, 
         return
     if len(tau) == 1 and len(fmax) == 1:
         if (fmax[0], tau[0]) == (n, m):
-            raise ValueError(f"moment_arms has shape {arms}, expected ({fmax[0]}, {tau[0]}) (muscles × coordinates: "
-                             f"max_force has {fmax[0]} entries, tau {tau[0]}); it looks transposed: pass "
-                             f"moment_arms.T")
+            raise ValueError(
+                f"moment_arms has shape {arms}, expected ({fmax[0]}, {tau[0]}) (muscles × coordinates: "
+                f"max_force has {fmax[0]} entries, tau {tau[0]}); it looks transposed: pass "
+                f"moment_arms.T"
+            )
         if tau != (n,) and fmax != (m,):
-            raise ValueError(f"moment_arms has shape {arms}, expected ({fmax[0]}, {tau[0]}) (muscles × coordinates: "
-                             f"max_force has {fmax[0]} entries, tau {tau[0]})")
+            raise ValueError(
+                f"moment_arms has shape {arms}, expected ({fmax[0]}, {tau[0]}) (muscles × coordinates: "
+                f"max_force has {fmax[0]} entries, tau {tau[0]})"
+            )
     if tau != (n,):
-        raise ValueError(f"tau has shape {tau}, expected ({n},): one moment per column of moment_arms {arms} "
-                         f"(muscles × coordinates)")
-    raise ValueError(f"max_force has shape {fmax}, expected ({m},): one per row of moment_arms {arms} "
-                     f"(muscles × coordinates)")
+        raise ValueError(
+            f"tau has shape {tau}, expected ({n},): one moment per column of moment_arms {arms} (muscles × coordinates)"
+        )
+    raise ValueError(
+        f"max_force has shape {fmax}, expected ({m},): one per row of moment_arms {arms} (muscles × coordinates)"
+    )
 
 
 def static_optimization(
@@ -1042,7 +1136,9 @@ def static_optimization(
     solver = _resolve_solver(solver, p)
     R = as_float(moment_arms, "moment_arms")
     if R.ndim != 2:
-        raise ValueError(f"moment_arms must be (m, n) (muscles × coordinates), got shape {R.shape}; batch with jax.vmap")
+        raise ValueError(
+            f"moment_arms must be (m, n) (muscles × coordinates), got shape {R.shape}; batch with jax.vmap"
+        )
     m, n = R.shape
     tau = as_float(tau, "tau")
     fmax = as_float(max_force, "max_force")
@@ -1069,17 +1165,21 @@ def static_optimization(
     if activation_bounds is not None:
         if not isinstance(activation_bounds, (tuple, list)) or len(activation_bounds) != 2:
             raise ValueError("activation_bounds must be a pair (lower (m,), upper (m,))")
-        bounds = tuple(jnp.broadcast_to(as_float(b, name).astype(dtype), (m,)) if jnp.ndim(b) == 0
-                       else as_float(b, name).astype(dtype)
-                       for b, name in zip(activation_bounds, ("activation_bounds[0]", "activation_bounds[1]")))
+        bounds = tuple(
+            jnp.broadcast_to(as_float(b, name).astype(dtype), (m,))
+            if jnp.ndim(b) == 0
+            else as_float(b, name).astype(dtype)
+            for b, name in zip(activation_bounds, ("activation_bounds[0]", "activation_bounds[1]"))
+        )
         for b, name in zip(bounds, ("lower", "upper")):
             if b.shape != (m,):
                 raise ValueError(f"activation_bounds: {name} has shape {b.shape}, expected ({m},)")
             _check_finite(b, f"activation_bounds ({name})", check)
         lo, hi = (np.asarray(b) if is_concrete(b) else None for b in bounds)
         if lo is not None and hi is not None and not (np.all(lo >= 0) and np.all(lo <= hi)):
-            raise ValueError(f"activation_bounds must satisfy 0 ≤ lower ≤ upper, got lower {lo.tolist()}, "
-                             f"upper {hi.tolist()}")
+            raise ValueError(
+                f"activation_bounds must satisfy 0 ≤ lower ≤ upper, got lower {lo.tolist()}, upper {hi.tolist()}"
+            )
     result = _solve_frame_jit(R, tau, fmax, passive, reserve, p, bounds, solver=solver, **options)
     if check:
         result = _error_if_infeasible(result, joint_names or tuple(f"coordinate {j}" for j in range(n)))
@@ -1092,8 +1192,11 @@ def _error_if_infeasible(result: StaticOptimizationResult, joint_names: Sequence
     joint = jnp.argmax(jnp.abs(result.residual) * 1.0, axis=-1)
     # the worst joint of the first infeasible frame (frames flattened; only the joint is named)
     joint = jnp.ravel(joint)[jnp.argmax(jnp.ravel(bad))]
-    msgs = [f"static optimisation infeasible: the muscles (and reserves) cannot produce the joint moment "
-            f"at {name!r}; call check_feasible outside jit for the frame index" for name in joint_names]
+    msgs = [
+        f"static optimisation infeasible: the muscles (and reserves) cannot produce the joint moment "
+        f"at {name!r}; call check_feasible outside jit for the frame index"
+        for name in joint_names
+    ]
     forces = eqx.branched_error_if(result.forces, jnp.any(bad), joint, msgs)
     return eqx.tree_at(lambda r: r.forces, result, forces)
 
@@ -1208,7 +1311,9 @@ def reserve_vector(tree, reserve_strength, dtype):
         strength = np.zeros(n)
         for key, value in reserve_strength.items():
             if key not in tree.names:
-                raise ValueError(f"reserve_strength: no segment {key!r} in {tree.name!r}; segments are {list(tree.names)}")
+                raise ValueError(
+                    f"reserve_strength: no segment {key!r} in {tree.name!r}; segments are {list(tree.names)}"
+                )
             strength[tree.names.index(key)] = float(value)
         return jnp.asarray(strength, dtype)
     if reserve_strength is None:
@@ -1287,13 +1392,17 @@ def static_optimization_motion(
             continue
         x = as_float(x, name)
         if x.ndim != 2 or x.shape[1] != n:
-            raise ValueError(f"{name} has shape {x.shape}, expected (T, {n}) (frames × coordinates of "
-                             f"{tree.name!r}: {', '.join(tree.names)})")
+            raise ValueError(
+                f"{name} has shape {x.shape}, expected (T, {n}) (frames × coordinates of "
+                f"{tree.name!r}: {', '.join(tree.names)})"
+            )
         if frames is None:
             frames = x.shape[0]
         elif x.shape[0] != frames:
-            raise ValueError(f"{name} has {x.shape[0]} frames but q has {frames}: the motion arrays must have "
-                             f"the same number of frames")
+            raise ValueError(
+                f"{name} has {x.shape[0]} frames but q has {frames}: the motion arrays must have "
+                f"the same number of frames"
+            )
         arrays[name] = _check_finite(x, name, check, ("frame", "coordinate"))
     dtype = jnp.result_type(*arrays.values())
     options = _options(infeasibility_weight, tol, max_iterations, residual_tolerance, dtype)
@@ -1307,11 +1416,23 @@ def static_optimization_motion(
         for nm, e in zip(("external forces", "external moments"), external):
             if e.shape != (frames, n, 3):
                 raise ValueError(f"{nm} has shape {e.shape}, expected ({frames}, {n}, 3)")
-        external = tuple(_check_finite(e, nm, check) for e, nm in zip(external, ("external forces", "external moments")))
-    problem = _motion_problem(tree, paths, muscle, arrays["q"].astype(dtype), arrays["qd"].astype(dtype),
-                              arrays["qdd"].astype(dtype), arrays.get("tau"), external, objective)
-    solve = _frames_solver(solver, options["weight"], options["tol"], options["max_iterations"],
-                           options["residual_tolerance"])
+        external = tuple(
+            _check_finite(e, nm, check) for e, nm in zip(external, ("external forces", "external moments"))
+        )
+    problem = _motion_problem(
+        tree,
+        paths,
+        muscle,
+        arrays["q"].astype(dtype),
+        arrays["qd"].astype(dtype),
+        arrays["qdd"].astype(dtype),
+        arrays.get("tau"),
+        external,
+        objective,
+    )
+    solve = _frames_solver(
+        solver, options["weight"], options["tol"], options["max_iterations"], options["residual_tolerance"]
+    )
     result = solve(*problem, jnp.broadcast_to(reserve, (frames, n)), jnp.asarray(p, dtype), None)
     if check:
         result = _error_if_infeasible(result, tree.names)

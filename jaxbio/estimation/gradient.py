@@ -53,7 +53,8 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, NamedTuple
+from collections.abc import Callable, Sequence
 
 import diffrax
 import equinox as eqx
@@ -102,6 +103,7 @@ AUTO_FORWARD_MAX = 8
 
 # ---- excitation as an interpolant ------------------------------------------------------------
 
+
 class PiecewiseLinearExcitation(eqx.Module):
     """Excitations ``u(t)`` ``(m,)`` linear between nodes, constant before the first and after the
     last node (`jnp.interp`).
@@ -127,15 +129,19 @@ class PiecewiseLinearExcitation(eqx.Module):
         self.nodes = nodes.astype(dtype)
         self.values = values.astype(dtype)
         if self.nodes.ndim != 1 or self.nodes.shape[0] < 2:
-            raise ValueError(f"PiecewiseLinearExcitation: nodes must have shape (K,) with K ≥ 2, "
-                             f"got {self.nodes.shape}")
+            raise ValueError(
+                f"PiecewiseLinearExcitation: nodes must have shape (K,) with K ≥ 2, got {self.nodes.shape}"
+            )
         if self.values.ndim != 2 or self.values.shape[0] != self.nodes.shape[0]:
-            raise ValueError(f"PiecewiseLinearExcitation: values must have shape (K, m) = ({self.nodes.shape[0]}, m), "
-                             f"got {self.values.shape}")
+            raise ValueError(
+                f"PiecewiseLinearExcitation: values must have shape (K, m) = ({self.nodes.shape[0]}, m), "
+                f"got {self.values.shape}"
+            )
         n = _concrete(self.nodes)
         if n is not None and not (np.all(np.isfinite(n)) and np.all(np.diff(n) > 0)):
-            raise ValueError(f"PiecewiseLinearExcitation: nodes must be finite and strictly increasing, "
-                             f"got {n.tolist()}")
+            raise ValueError(
+                f"PiecewiseLinearExcitation: nodes must be finite and strictly increasing, got {n.tolist()}"
+            )
         v = _concrete(self.values)
         if v is not None and not np.all(np.isfinite(v)):
             raise ValueError("PiecewiseLinearExcitation: values must be finite")
@@ -168,6 +174,7 @@ class _PartlyFittedExcitation(eqx.Module):
 
 
 # ---- result ------------------------------------------------------------------------------------
+
 
 class MuscleFitResult(eqx.Module):
     """Result of `fit_muscle_parameters` / `fit_excitations` (an Equinox module: arrays only, so
@@ -205,7 +212,7 @@ class MuscleFitResult(eqx.Module):
     trajectory: Trajectory
     forces: Float[Array, "T m"]
     excitation: PiecewiseLinearExcitation | None
-    objective: "FitObjective"
+    objective: FitObjective
 
     def from_z(self, z: Float[ArrayLike, " p"]) -> HamiltonianSystem:
         """The `HamiltonianSystem` with the fitted numbers set from ``z`` ``(p,)``."""
@@ -213,6 +220,7 @@ class MuscleFitResult(eqx.Module):
 
 
 # ---- validation --------------------------------------------------------------------------------
+
 
 def _check_data(system: HamiltonianSystem, t, q_measured, qd_measured, y0):
     """Validate the measurement arrays before any tracing; returns them as arrays."""
@@ -290,11 +298,13 @@ def _default_dt0(t) -> float:
 
 # ---- the loss ----------------------------------------------------------------------------------
 
+
 def _check_y0(system: HamiltonianSystem, y0) -> None:
     keys = {"q", "p", "f", "a"} if system.stateful else {"q", "p", "f"}
     if not isinstance(y0, dict) or set(y0) != keys:
-        raise ValueError(f"y0 must be a dict with keys {sorted(keys)}, the state at t[0] "
-                         "(see HamiltonianSystem.initial_state)")
+        raise ValueError(
+            f"y0 must be a dict with keys {sorted(keys)}, the state at t[0] (see HamiltonianSystem.initial_state)"
+        )
     shapes = {"q": (system.nq,), "p": (system.nq,), "f": (system.fitness.size,)}
     if system.stateful:
         shapes["a"] = (system.drive.state_size,)
@@ -313,10 +323,18 @@ def _solve(system, y0, t, solver, dt0, adjoint) -> diffrax.Solution:
     except (TypeError, jax.errors.ConcretizationTypeError):
         max_steps = 100_000
     return diffrax.diffeqsolve(
-        diffrax.ODETerm(solver_field(system)), diffrax.Tsit5() if solver is None else solver, t[0], t[-1], dt0, y0,
-        saveat=diffrax.SaveAt(ts=t), stepsize_controller=diffrax.ConstantStepSize(),
+        diffrax.ODETerm(solver_field(system)),
+        diffrax.Tsit5() if solver is None else solver,
+        t[0],
+        t[-1],
+        dt0,
+        y0,
+        saveat=diffrax.SaveAt(ts=t),
+        stepsize_controller=diffrax.ConstantStepSize(),
         adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
-        max_steps=max_steps, throw=False)
+        max_steps=max_steps,
+        throw=False,
+    )
 
 
 def _misfit(system, sol, q_measured, qd_measured, qd_weight):
@@ -382,6 +400,7 @@ def muscle_forces(system: HamiltonianSystem, trajectory: Trajectory) -> Float[Ar
 
 # ---- parameterisations (static specs, hashable: they key the compilation cache) ------------------
 
+
 class _ParameterSpec(NamedTuple):
     names: tuple[str, ...]
     indices: tuple[int, ...]
@@ -393,7 +412,7 @@ class _ParameterSpec(NamedTuple):
         new = []
         for j, name in enumerate(self.names):
             old = getattr(muscles, name)
-            new.append(old.at[idx].set(jnp.exp(z[j * k:(j + 1) * k]).astype(old.dtype)))
+            new.append(old.at[idx].set(jnp.exp(z[j * k : (j + 1) * k]).astype(old.dtype)))
         where = lambda s: tuple(getattr(s.drive.muscles, name) for name in self.names)  # noqa: E731
         return eqx.tree_at(where, template, tuple(new))
 
@@ -421,8 +440,9 @@ class _ExcitationSpec(NamedTuple):
         return eqx.tree_at(lambda s: s.drive.excitation, template, excitation)
 
 
-def _objective_value(z, template, spec, extra, y0, t, q_measured, qd_measured, qd_weight, solver, dt0, adjoint,
-                     with_aux=False):
+def _objective_value(
+    z, template, spec, extra, y0, t, q_measured, qd_measured, qd_weight, solver, dt0, adjoint, with_aux=False
+):
     system = spec.to_system(z, template) if extra is None else spec.to_system(z, template, extra)
     sol = _solve(system, y0, t, solver, dt0, adjoint)
     loss = _misfit(system, sol, q_measured, qd_measured, qd_weight)
@@ -464,12 +484,28 @@ class FitObjective(eqx.Module):
     def to_system(self, z: Float[ArrayLike, " p"]) -> HamiltonianSystem:
         """The template with the fitted numbers set from ``z`` ``(p,)``."""
         z = jnp.asarray(z)
-        return self.spec.to_system(z, self.template) if self.extra is None else \
-            self.spec.to_system(z, self.template, self.extra)
+        return (
+            self.spec.to_system(z, self.template)
+            if self.extra is None
+            else self.spec.to_system(z, self.template, self.extra)
+        )
 
     def _value(self, z, adjoint, with_aux):
-        return _objective_value(z, self.template, self.spec, self.extra, self.y0, self.t, self.q_measured,
-                                self.qd_measured, self.qd_weight, self.solver, self.dt0, adjoint, with_aux=with_aux)
+        return _objective_value(
+            z,
+            self.template,
+            self.spec,
+            self.extra,
+            self.y0,
+            self.t,
+            self.q_measured,
+            self.qd_measured,
+            self.qd_weight,
+            self.solver,
+            self.dt0,
+            adjoint,
+            with_aux=with_aux,
+        )
 
     def value_and_aux(self, z):
         """``(L, aux)`` without a derivative (aux: the saved states, ``qd``, ``energy``, ``forces``)."""
@@ -488,7 +524,8 @@ class FitObjective(eqx.Module):
             values, grad, aux = jax.lax.map(directional, jnp.eye(z.size, dtype=z.dtype))
             return values[0], grad, jax.tree.map(lambda x: x[0], aux)
         (value, aux), grad = jax.value_and_grad(
-            lambda z: self._value(z, diffrax.RecursiveCheckpointAdjoint(), True), has_aux=True)(z)
+            lambda z: self._value(z, diffrax.RecursiveCheckpointAdjoint(), True), has_aux=True
+        )(z)
         return value, grad, aux
 
     @eqx.filter_jit
@@ -518,6 +555,7 @@ def _loss_with_aux_jvp(primals, tangents):
 
 
 # ---- the optimisation loop ----------------------------------------------------------------------
+
 
 class _LoopState(eqx.Module):
     z: Array  # last accepted iterate
@@ -561,6 +599,7 @@ def _minimise(fn, args, z0, aux_struct, *, optimizer, steps, gtol, ftol, gtol_st
 
         def value_fn(z):
             return fn(z, args)[0]
+
     # the loop carries the state's arrays; the rest (e.g. the jaxpr of L-BFGS's inverse-Hessian
     # operator) is the same at every step, as in optimistix's own loop
     dynamic_state, static_state = eqx.partition(solver_state, eqx.is_array)
@@ -577,8 +616,9 @@ def _minimise(fn, args, z0, aux_struct, *, optimizer, steps, gtol, ftol, gtol_st
 
         def update(_):
             if isinstance(optimizer, optax.GradientTransformationExtraArgs):
-                updates, state = optimizer.update(st.grad, previous, st.z, value=st.losses[st.iteration],
-                                                  grad=st.grad, value_fn=value_fn)
+                updates, state = optimizer.update(
+                    st.grad, previous, st.z, value=st.losses[st.iteration], grad=st.grad, value_fn=value_fn
+                )
             else:
                 updates, state = optimizer.update(st.grad, previous, st.z)
             return optax.apply_updates(st.z, updates), eqx.filter(state, eqx.is_array)
@@ -603,13 +643,31 @@ def _minimise(fn, args, z0, aux_struct, *, optimizer, steps, gtol, ftol, gtol_st
         converged = (accepted & reached & jnp.isfinite(f)) | (stalled & stall_ok)
         if callback is not None:
             jax.debug.callback(functools.partial(_call_back, callback), accepted & (k > 0), k, f, z)
-        return _LoopState(z=z, solver_state=state, grad=jnp.where(accepted, grad, st.grad),
-                          aux=jax.tree.map(lambda a, b: jnp.where(accepted, a, b), aux, st.aux), losses=losses,
-                          grad_norms=grad_norms, iteration=k, rejected=rejected, done=done, converged=converged)
+        return _LoopState(
+            z=z,
+            solver_state=state,
+            grad=jnp.where(accepted, grad, st.grad),
+            aux=jax.tree.map(lambda a, b: jnp.where(accepted, a, b), aux, st.aux),
+            losses=losses,
+            grad_norms=grad_norms,
+            iteration=k,
+            rejected=rejected,
+            done=done,
+            converged=converged,
+        )
 
-    st0 = _LoopState(z=z0, solver_state=dynamic_state, grad=jnp.zeros_like(z0), aux=aux0, losses=hist,
-                     grad_norms=hist, iteration=jnp.asarray(-1), rejected=jnp.asarray(0), done=jnp.asarray(False),
-                     converged=jnp.asarray(False))
+    st0 = _LoopState(
+        z=z0,
+        solver_state=dynamic_state,
+        grad=jnp.zeros_like(z0),
+        aux=aux0,
+        losses=hist,
+        grad_norms=hist,
+        iteration=jnp.asarray(-1),
+        rejected=jnp.asarray(0),
+        done=jnp.asarray(False),
+        converged=jnp.asarray(False),
+    )
     st = jax.lax.while_loop(lambda st: ~st.done, body, st0)
     it = jnp.maximum(st.iteration, 0)
     pad = jnp.arange(steps + 1) > it
@@ -622,22 +680,65 @@ def _minimise(fn, args, z0, aux_struct, *, optimizer, steps, gtol, ftol, gtol_st
 def _fit(objective: FitObjective, z0, *, optimizer, steps, gtol, ftol, gtol_stall, max_linesearch, callback):
     aux_struct = eqx.filter_eval_shape(lambda: objective.value_and_aux(z0)[1])
     z, _, aux, losses, gnorms, iterations, converged = _minimise(
-        _loss_with_aux, objective, z0, aux_struct, optimizer=optimizer, steps=steps, gtol=gtol, ftol=ftol,
-        gtol_stall=gtol_stall, max_linesearch=max_linesearch, callback=callback)
-    z = eqx.error_if(z, ~jnp.isfinite(losses[0]), "the simulation at the initial guess fails or is not finite; "
-                     "start from other values or use a smaller dt0")
-    trajectory = Trajectory(objective.t, aux["q"], aux["p"], aux["qd"], aux["f"], aux["energy"],
-                            diffrax.RESULTS.successful, None, aux["a"])
+        _loss_with_aux,
+        objective,
+        z0,
+        aux_struct,
+        optimizer=optimizer,
+        steps=steps,
+        gtol=gtol,
+        ftol=ftol,
+        gtol_stall=gtol_stall,
+        max_linesearch=max_linesearch,
+        callback=callback,
+    )
+    z = eqx.error_if(
+        z,
+        ~jnp.isfinite(losses[0]),
+        "the simulation at the initial guess fails or is not finite; start from other values or use a smaller dt0",
+    )
+    trajectory = Trajectory(
+        objective.t, aux["q"], aux["p"], aux["qd"], aux["f"], aux["energy"], diffrax.RESULTS.successful, None, aux["a"]
+    )
     return z, losses, gnorms, iterations, converged, trajectory, aux["forces"]
 
 
-def _run(template, spec, extra, z0, y0, t, q_measured, qd_measured, *, qd_weight, solver, dt0, gradient, optimizer,
-         steps, gtol, ftol, gtol_stall, max_linesearch, callback):
+def _run(
+    template,
+    spec,
+    extra,
+    z0,
+    y0,
+    t,
+    q_measured,
+    qd_measured,
+    *,
+    qd_weight,
+    solver,
+    dt0,
+    gradient,
+    optimizer,
+    steps,
+    gtol,
+    ftol,
+    gtol_stall,
+    max_linesearch,
+    callback,
+):
     if gradient == "auto":
         gradient = "forward" if z0.size <= AUTO_FORWARD_MAX else "reverse"
     objective = FitObjective(template, extra, y0, t, q_measured, qd_measured, solver, spec, qd_weight, dt0, gradient)
-    out = _fit(objective, z0, optimizer=optimizer, steps=steps, gtol=float(gtol), ftol=float(ftol),
-               gtol_stall=float(gtol_stall), max_linesearch=int(max_linesearch), callback=callback)
+    out = _fit(
+        objective,
+        z0,
+        optimizer=optimizer,
+        steps=steps,
+        gtol=float(gtol),
+        ftol=float(ftol),
+        gtol_stall=float(gtol_stall),
+        max_linesearch=int(max_linesearch),
+        callback=callback,
+    )
     return (objective, *out)
 
 
@@ -720,8 +821,9 @@ def fit_muscle_parameters(
         >>> batch = jax.jit(jax.vmap(fit_one))(f0_guesses, q_subjects)   # batch.params[...] (S, m)
     """
     drive = _muscle_drive(system)
-    t, q_measured, qd_measured, dt0, qd_weight = _common_checks(system, y0, t, q_measured, qd_measured, gradient,
-                                                                dt0, qd_weight, steps)
+    t, q_measured, qd_measured, dt0, qd_weight = _common_checks(
+        system, y0, t, q_measured, qd_measured, gradient, dt0, qd_weight, steps
+    )
     if isinstance(parameters, str):
         parameters = (parameters,)
     parameters = tuple(parameters)
@@ -738,12 +840,41 @@ def fit_muscle_parameters(
         raise ValueError("the initial guesses of the fitted parameters must be > 0")
     z0 = eqx.error_if(z0, ~jnp.all(jnp.isfinite(z0)), "the initial guesses of the fitted parameters must be > 0")
     objective, z, losses, gnorms, iterations, converged, trajectory, forces = _run(
-        system, spec, None, z0, y0, t, q_measured, qd_measured, qd_weight=qd_weight, solver=solver, dt0=dt0,
-        gradient=gradient, optimizer=optimizer, steps=int(steps), gtol=gtol, ftol=ftol, gtol_stall=gtol_stall,
-        max_linesearch=max_linesearch, callback=callback)
+        system,
+        spec,
+        None,
+        z0,
+        y0,
+        t,
+        q_measured,
+        qd_measured,
+        qd_weight=qd_weight,
+        solver=solver,
+        dt0=dt0,
+        gradient=gradient,
+        optimizer=optimizer,
+        steps=int(steps),
+        gtol=gtol,
+        ftol=ftol,
+        gtol_stall=gtol_stall,
+        max_linesearch=max_linesearch,
+        callback=callback,
+    )
     fsys = objective.to_system(z)
-    return MuscleFitResult(fsys, spec.params(fsys), z, losses[-1], losses, gnorms, iterations, converged,
-                           trajectory, forces, None, objective)
+    return MuscleFitResult(
+        fsys,
+        spec.params(fsys),
+        z,
+        losses[-1],
+        losses,
+        gnorms,
+        iterations,
+        converged,
+        trajectory,
+        forces,
+        None,
+        objective,
+    )
 
 
 def fit_excitations(
@@ -755,7 +886,7 @@ def fit_excitations(
     *,
     nodes: Float[ArrayLike, " K"],
     muscles: Sequence[str | int] | None = None,
-    initial: Float[ArrayLike, "..."] = 0.2,
+    initial: Float[ArrayLike, ...] = 0.2,
     qd_weight: float = 0.01,
     solver: diffrax.AbstractSolver | None = None,
     dt0: float | None = None,
@@ -789,8 +920,9 @@ def fit_excitations(
         `PiecewiseLinearExcitation`, ``forces`` ``(T, m)`` N the muscle tensions.
     """
     drive = _muscle_drive(system)
-    t, q_measured, qd_measured, dt0, qd_weight = _common_checks(system, y0, t, q_measured, qd_measured, gradient,
-                                                                dt0, qd_weight, steps)
+    t, q_measured, qd_measured, dt0, qd_weight = _common_checks(
+        system, y0, t, q_measured, qd_measured, gradient, dt0, qd_weight, steps
+    )
     dtype = t.dtype
     if np.ndim(nodes) != 1:
         raise ValueError(f"nodes must be a 1-D array (K,) of node times in s, got shape {np.shape(nodes)}")
@@ -801,8 +933,9 @@ def fit_excitations(
     if initial.ndim == 0:
         initial = jnp.full((K, k), initial)
     if initial.shape != (K, k):
-        raise ValueError(f"initial must be a scalar or have shape (len(nodes), n_fitted_muscles) = ({K}, {k}), "
-                         f"got {initial.shape}")
+        raise ValueError(
+            f"initial must be a scalar or have shape (len(nodes), n_fitted_muscles) = ({K}, {k}), got {initial.shape}"
+        )
     init_np = _concrete(initial)
     message = "initial excitations must lie strictly between 0 and 1 (they are logit-parameterised)"
     if init_np is not None and not np.all((init_np > 0) & (init_np < 1)):
@@ -811,9 +944,38 @@ def fit_excitations(
     spec = _ExcitationSpec(indices, drive.paths.n_muscles)
     z0 = jnp.log(initial / (1 - initial)).reshape(-1)
     objective, z, losses, gnorms, iterations, converged, trajectory, forces = _run(
-        system, spec, nodes, z0, y0, t, q_measured, qd_measured, qd_weight=qd_weight, solver=solver, dt0=dt0,
-        gradient=gradient, optimizer=optimizer, steps=int(steps), gtol=gtol, ftol=ftol, gtol_stall=gtol_stall,
-        max_linesearch=max_linesearch, callback=callback)
+        system,
+        spec,
+        nodes,
+        z0,
+        y0,
+        t,
+        q_measured,
+        qd_measured,
+        qd_weight=qd_weight,
+        solver=solver,
+        dt0=dt0,
+        gradient=gradient,
+        optimizer=optimizer,
+        steps=int(steps),
+        gtol=gtol,
+        ftol=ftol,
+        gtol_stall=gtol_stall,
+        max_linesearch=max_linesearch,
+        callback=callback,
+    )
     excitation = PiecewiseLinearExcitation(nodes, jax.nn.sigmoid(z.reshape(K, k)))
-    return MuscleFitResult(objective.to_system(z), {"excitation": excitation.values}, z, losses[-1], losses, gnorms,
-                           iterations, converged, trajectory, forces, excitation, objective)
+    return MuscleFitResult(
+        objective.to_system(z),
+        {"excitation": excitation.values},
+        z,
+        losses[-1],
+        losses,
+        gnorms,
+        iterations,
+        converged,
+        trajectory,
+        forces,
+        excitation,
+        objective,
+    )

@@ -13,8 +13,13 @@ that uses the same pieces); this module is their public name outside `jaxbio.est
 - `as_hill(parameters)`: muscle parameters as a rigid-tendon `jaxbio.muscles.curves.HillMuscle`.
 """
 
-from jaxbio.estimation._static_optimization import (_as_hill as as_hill, _check_p as check_p,
-                                                    _options as solver_options, _solve_frame as solve_frame,
-                                                    frame_problem, reserve_vector)
+from jaxbio.estimation._static_optimization import (
+    _as_hill as as_hill,
+    _check_p as check_p,
+    _options as solver_options,
+    _solve_frame as solve_frame,
+    frame_problem,
+    reserve_vector,
+)
 
 __all__ = ["as_hill", "check_p", "frame_problem", "reserve_vector", "solve_frame", "solver_options"]

@@ -177,21 +177,31 @@ def clamped_pseudoinverse(
         blocked = jnp.where(failed, blocked | onehot_last, blocked)
         last_new = jnp.where(failed, -1, last_new).astype(jnp.int32)
         done = done & ~failed
-        return (x_new, active_new, it + 1, phase2 | ~any_neg, done, done & reached, blocked,
-                last_new)
+        return (x_new, active_new, it + 1, phase2 | ~any_neg, done, done & reached, blocked, last_new)
 
     def cond(state):
         return (~state[4]) & (state[2] < max_it)
 
-    init = (jnp.zeros((m,), dtype), jnp.ones((m,), bool), jnp.zeros((), jnp.int32),
-            jnp.zeros((), bool), jnp.zeros((), bool), jnp.zeros((), bool), jnp.zeros((m,), bool),
-            -jnp.ones((), jnp.int32))
+    init = (
+        jnp.zeros((m,), dtype),
+        jnp.ones((m,), bool),
+        jnp.zeros((), jnp.int32),
+        jnp.zeros((), bool),
+        jnp.zeros((), bool),
+        jnp.zeros((), bool),
+        jnp.zeros((m,), bool),
+        -jnp.ones((), jnp.int32),
+    )
     _, active, iterations, _, _, converged, _, _ = jax.lax.while_loop(cond, body, init)
 
     x, nu = _solve(H, b, active, rcond)  # differentiable solve on the final active set
     x = jnp.where(nonneg, jnp.maximum(x, 0.0), x)  # round-off below zero on a converged set
     x = jnp.where(active, x, 0.0)
     return PseudoinverseSolution(
-        x=x, residual=H @ x - b, active=active, iterations=iterations, multipliers=nu,
+        x=x,
+        residual=H @ x - b,
+        active=active,
+        iterations=iterations,
+        multipliers=nu,
         converged=converged,
     )

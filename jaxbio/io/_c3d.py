@@ -44,8 +44,10 @@ class AnalogChannels:
     def __post_init__(self):
         data = np.asarray(self.data, dtype=np.float64)
         if data.shape != (np.shape(self.time)[0], len(self.names)) or len(self.units) != len(self.names):
-            raise ValueError(f"data has shape {data.shape}, expected ({np.shape(self.time)[0]}, {len(self.names)}) "
-                             f"and one unit per channel")
+            raise ValueError(
+                f"data has shape {data.shape}, expected ({np.shape(self.time)[0]}, {len(self.names)}) "
+                f"and one unit per channel"
+            )
         object.__setattr__(self, "time", read_only(self.time))
         object.__setattr__(self, "data", read_only(data))
         object.__setattr__(self, "names", tuple(self.names))
@@ -141,8 +143,13 @@ def read_c3d(path) -> C3DData:
             raise file_error(path, f"POINT:RATE must be positive, got {rate!r}")
         rate = 1.0
     names = _unique(_labels(point, "LABELS", m, "marker"), path, "POINT")
-    markers = Markers(time=np.arange(n) / rate, names=names, positions=positions, rate=rate,
-                      header={"DataRate": f"{rate:g}", "Units": units, "NumFrames": n, "NumMarkers": m})
+    markers = Markers(
+        time=np.arange(n) / rate,
+        names=names,
+        positions=positions,
+        rate=rate,
+        header={"DataRate": f"{rate:g}", "Units": units, "NumFrames": n, "NumMarkers": m},
+    )
     analogs = None
     values = np.asarray(data["analogs"], dtype=np.float64)
     if values.ndim == 3 and values.shape[1] > 0 and values.shape[2] > 0:
@@ -152,10 +159,16 @@ def read_c3d(path) -> C3DData:
         if not (math.isfinite(arate) and arate > 0):
             raise file_error(path, f"ANALOG:RATE must be positive, got {arate!r}")
         unit_values = [str(u).strip() for u in analog.get("UNITS", {"value": []})["value"]][:c]
-        analogs = AnalogChannels(time=np.arange(na) / arate,
-                                 names=_unique(_labels(analog, "LABELS", c, "channel"), path, "ANALOG"),
-                                 units=tuple(unit_values + [""] * (c - len(unit_values))),
-                                 data=values[0].T, rate=arate)
-    info = {"first_frame": header["points"]["first_frame"], "last_frame": header["points"]["last_frame"],
-            "units": units}
+        analogs = AnalogChannels(
+            time=np.arange(na) / arate,
+            names=_unique(_labels(analog, "LABELS", c, "channel"), path, "ANALOG"),
+            units=tuple(unit_values + [""] * (c - len(unit_values))),
+            data=values[0].T,
+            rate=arate,
+        )
+    info = {
+        "first_frame": header["points"]["first_frame"],
+        "last_frame": header["points"]["last_frame"],
+        "units": units,
+    }
     return C3DData(markers=markers, analogs=analogs, header=info)

@@ -74,9 +74,13 @@ def read_external_loads(path: str | os.PathLike) -> ExternalLoads:
     if loads is None:
         raise ValueError(f"{p}: no <ExternalLoads> element: not an OpenSim external loads file")
     version = root.get("Version")
-    if (version is not None and version.isdigit() and int(version) < 20301) or loads.find(".//PrescribedForce") is not None:
-        raise ValueError(f"{p}: an ExternalLoads file of OpenSim < 2.3.1 (PrescribedForce objects) is not read; "
-                         "open and save it in OpenSim 4, which converts it")
+    if (version is not None and version.isdigit() and int(version) < 20301) or loads.find(
+        ".//PrescribedForce"
+    ) is not None:
+        raise ValueError(
+            f"{p}: an ExternalLoads file of OpenSim < 2.3.1 (PrescribedForce objects) is not read; "
+            "open and save it in OpenSim 4, which converts it"
+        )
     forces = []
     for ef in loads.iter("ExternalForce"):
         name = ef.get("name", "<unnamed>")
@@ -87,9 +91,15 @@ def read_external_loads(path: str | os.PathLike) -> ExternalLoads:
         body = _text(ef, "applied_to_body")
         if body is None:
             raise ValueError(f"{p}: ExternalForce {echo(name)} has no applied_to_body")
-        f = ExternalForce(name, body, _text(ef, "force_expressed_in_body") or "ground",
-                          _text(ef, "point_expressed_in_body") or "ground", _text(ef, "force_identifier"),
-                          _text(ef, "point_identifier"), _text(ef, "torque_identifier"))
+        f = ExternalForce(
+            name,
+            body,
+            _text(ef, "force_expressed_in_body") or "ground",
+            _text(ef, "point_expressed_in_body") or "ground",
+            _text(ef, "force_identifier"),
+            _text(ef, "point_identifier"),
+            _text(ef, "torque_identifier"),
+        )
         if f.force_identifier is None and f.torque_identifier is None:
             raise ValueError(f"{p}: ExternalForce {echo(name)} identifies neither a force nor a torque")
         if f.force_identifier is None and f.point_identifier is not None:
@@ -111,8 +121,10 @@ def identifier_columns(labels, identifier: str, *, where: str) -> np.ndarray:
     ``Storage::getColumnIndicesForIdentifier``); ``ValueError`` naming ``where`` otherwise."""
     found = [i for i, label in enumerate(labels) if label.startswith(identifier)]
     if len(found) != 3:
-        raise ValueError(f"{where}: identifier {echo(identifier)} must match exactly 3 data columns (labels starting "
-                         f"with it), found {len(found)}: {[labels[i] for i in found]}")
+        raise ValueError(
+            f"{where}: identifier {echo(identifier)} must match exactly 3 data columns (labels starting "
+            f"with it), found {len(found)}: {[labels[i] for i in found]}"
+        )
     return np.asarray(found)
 
 
@@ -140,8 +152,10 @@ def external_load_data(loads: ExternalLoads, times, table=None) -> tuple[Externa
     t = np.asarray(times, float).reshape(-1)
     where = f"{loads.datafile}"
     if table.time.size and t.size and (t.min() < table.time[0] or t.max() > table.time[-1]):
-        raise ValueError(f"{where}: the external loads cover t = {table.time[0]:g}–{table.time[-1]:g} s, "
-                         f"not the requested {t.min():g}–{t.max():g} s")
+        raise ValueError(
+            f"{where}: the external loads cover t = {table.time[0]:g}–{table.time[-1]:g} s, "
+            f"not the requested {t.min():g}–{t.max():g} s"
+        )
 
     def series(identifier):
         if identifier is None:
@@ -158,6 +172,9 @@ def external_load_data(loads: ExternalLoads, times, table=None) -> tuple[Externa
     out = []
     for f in loads.forces:
         force = series(f.force_identifier)
-        out.append(ExternalForceData(f, force, series(f.point_identifier) if force is not None else None,
-                                     series(f.torque_identifier)))
+        out.append(
+            ExternalForceData(
+                f, force, series(f.point_identifier) if force is not None else None, series(f.torque_identifier)
+            )
+        )
     return tuple(out)

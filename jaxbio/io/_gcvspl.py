@@ -370,7 +370,7 @@ class _Smoother:
         for k in range(-(m - 1), m):  # dt += b(k, i)·c(i + k), k ascending
             lo, hi = max(1, 1 - k), min(n, n - k)
             shifted = np.zeros_like(dt)
-            shifted[lo - 1:hi] = c[lo + k:hi + k + 1]
+            shifted[lo - 1 : hi] = c[lo + k : hi + k + 1]
             dt = dt + self._band[k + m - 1][:, None] * shifted
         esn = np.cumsum(dt * dt, axis=0)[-1] / n  # weights 1; cumsum adds in order
         return esn if trn is None else esn - self.variance * (trn * 2 - 1)
@@ -392,7 +392,7 @@ class _Smoother:
         for k in range(-(m - 1), m):  # dt += b(k, i)·c(i + k), k ascending, as `criterion`
             lo, hi = max(1, 1 - k), min(n, n - k)
             shifted = np.zeros_like(dt)
-            shifted[lo - 1:hi] = c[lo + k:hi + k + 1]
+            shifted[lo - 1 : hi] = c[lo + k : hi + k + 1]
             dt = dt + self._band[k + m - 1][:, None] * shifted
         return np.cumsum(dt * dt, axis=0)[-1] / n
 
@@ -678,8 +678,13 @@ class GCVSpline:
     def __init__(self, x, y, degree: int = 5, error_variance: float = 0.0, *, exact: bool = True):
         xs = np.asarray(x, dtype=np.float64)
         ys = np.asarray(y, dtype=np.float64)
-        if isinstance(degree, bool) or not isinstance(degree, (int, np.integer)) or degree < 1 \
-                or degree > 7 or degree % 2 == 0:
+        if (
+            isinstance(degree, bool)
+            or not isinstance(degree, (int, np.integer))
+            or degree < 1
+            or degree > 7
+            or degree % 2 == 0
+        ):
             raise ValueError(f"degree must be an odd integer from 1 to 7, got {degree!r}")
         variance = float(error_variance)
         if not (math.isfinite(variance) and variance >= 0):
@@ -767,5 +772,7 @@ class GCVSpline:
 
     def __repr__(self) -> str:
         k = self._coefficients.shape[1]
-        return (f"GCVSpline(degree={self.degree}, samples={self._x.shape[0]}, columns={k}, "
-                f"x=[{self._x[0]:g}, {self._x[-1]:g}])")
+        return (
+            f"GCVSpline(degree={self.degree}, samples={self._x.shape[0]}, columns={k}, "
+            f"x=[{self._x[0]:g}, {self._x[-1]:g}])"
+        )

@@ -118,12 +118,16 @@ def read_trc(path) -> Markers:
     lines = read_lines(path, _KIND)
     first = lines[0].split()
     if not first or first[0] != "PathFileType":
-        hint = (" (it looks like an OpenSim .mot/.sto file: use jaxbio.io.read_storage)"
-                if any(line.strip() == "endheader" for line in lines) else "")
+        hint = (
+            " (it looks like an OpenSim .mot/.sto file: use jaxbio.io.read_storage)"
+            if any(line.strip() == "endheader" for line in lines)
+            else ""
+        )
         raise file_error(path, f"the first line must start with 'PathFileType'{hint}", 1)
     if len(lines) < 5:
-        raise file_error(path, "the header is cut short (expected 5 lines: PathFileType, keys, values, marker "
-                               "names, X1 Y1 Z1 …)")
+        raise file_error(
+            path, "the header is cut short (expected 5 lines: PathFileType, keys, values, marker names, X1 Y1 Z1 …)"
+        )
     keys = [c for c in _cells(lines[1]) if c]
     values = [c for c in _cells(lines[2]) if c]
     if len(keys) != len(values):
@@ -156,8 +160,12 @@ def read_trc(path) -> Markers:
         raise file_error(path, message, 4)
     xyz = [c for c in _cells(lines[4]) if c]
     if len(xyz) != 3 * m or any(not c.upper().startswith("XYZ"[j % 3]) for j, c in enumerate(xyz)):
-        raise file_error(path, f"line 5 must hold X1 Y1 Z1 … for {m} markers ({3 * m} labels), got "
-                               f"{len(xyz)}: {' '.join(xyz[:6])}{' …' if len(xyz) > 6 else ''}", 5)
+        raise file_error(
+            path,
+            f"line 5 must hold X1 Y1 Z1 … for {m} markers ({3 * m} labels), got "
+            f"{len(xyz)}: {' '.join(xyz[:6])}{' …' if len(xyz) > 6 else ''}",
+            5,
+        )
     per_metre = PER_METRE[unit]
     width = 2 + 3 * m
     times, rows, line_numbers = [], [], []
@@ -168,12 +176,13 @@ def read_trc(path) -> Markers:
         while len(cells) > width and not cells[-1]:
             cells.pop()  # trailing tabs
         if len(cells) != width:
-            raise file_error(path, f"row has {len(cells)} cells, expected {width} (Frame#, Time and X Y Z for "
-                                   f"{m} markers)", i + 1)
+            raise file_error(
+                path, f"row has {len(cells)} cells, expected {width} (Frame#, Time and X Y Z for {m} markers)", i + 1
+            )
         t = parse_number(cells[1], path, i + 1, "Time")
         row = np.full((m, 3), np.nan)
         for k in range(m):
-            triple = cells[2 + 3 * k: 5 + 3 * k]
+            triple = cells[2 + 3 * k : 5 + 3 * k]
             if any(not c for c in triple):
                 continue  # missing marker, as OpenSim: NaN
             xyz_k = [parse_number(c, path, i + 1, f"{names[k]} {'XYZ'[a]}") for a, c in enumerate(triple)]

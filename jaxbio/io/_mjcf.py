@@ -39,7 +39,7 @@ def _free_world(tree: SegmentTree, i: int, q):
     """World orientation (unit quaternion) of free root ``i`` at configuration ``q``: the joint
     frame's orientation, then the joint's own quaternion."""
     qs = tree.q_start[i]
-    return quaternion.multiply(tree.orientations[i], q[qs + 3: qs + 7])
+    return quaternion.multiply(tree.orientations[i], q[qs + 3 : qs + 7])
 
 
 def _numbers(x) -> str:
@@ -84,8 +84,10 @@ def to_mjcf(tree: SegmentTree) -> str:
     Raises `ValueError` for a free joint below another segment (MuJoCo allows none).
     """
     _check(tree, "to_mjcf")
-    arr = {k: np.asarray(getattr(tree, k), dtype=np.float64) for k in
-           ("axes", "origins", "orientations", "masses", "coms", "inertias", "gravity")}
+    arr = {
+        k: np.asarray(getattr(tree, k), dtype=np.float64)
+        for k in ("axes", "origins", "orientations", "masses", "coms", "inertias", "gravity")
+    }
     kids = children(tree.parents)
 
     def body(i: int, placement: tuple, indent: str) -> list[str]:
@@ -97,8 +99,10 @@ def to_mjcf(tree: SegmentTree) -> str:
             kind = tree.joint_types[k]
             axis = quaternion.to_matrix(r) @ arr["axes"][k]
             if kind in ("revolute", "prismatic"):
-                joints.append(f'{inner}<joint name={quoteattr(tree.names[k])} type="{_MJ_JOINT[kind]}" '
-                              f'pos="{_numbers(t)}" axis="{_numbers(axis)}"/>')
+                joints.append(
+                    f'{inner}<joint name={quoteattr(tree.names[k])} type="{_MJ_JOINT[kind]}" '
+                    f'pos="{_numbers(t)}" axis="{_numbers(axis)}"/>'
+                )
             elif kind != "fixed":
                 joints.append(f'{inner}<joint name={quoteattr(tree.names[k])} type="{_MJ_JOINT[kind]}"/>')
             nxt = _merges(tree, arr, k)
@@ -113,18 +117,22 @@ def to_mjcf(tree: SegmentTree) -> str:
         if m > 0.0:
             inertia = rot @ arr["inertias"][k] @ rot.T
             full = [inertia[0, 0], inertia[1, 1], inertia[2, 2], inertia[0, 1], inertia[0, 2], inertia[1, 2]]
-            lines.append(f'{inner}<inertial pos="{_numbers(t + rot @ arr["coms"][k])}" mass="{m!r}" '
-                         f'fullinertia="{_numbers(full)}"/>')
+            lines.append(
+                f'{inner}<inertial pos="{_numbers(t + rot @ arr["coms"][k])}" mass="{m!r}" '
+                f'fullinertia="{_numbers(full)}"/>'
+            )
         lines.extend(joints)
         for c in kids[k]:
             lines.extend(body(c, (t + rot @ arr["origins"][c], quaternion.multiply(r, arr["orientations"][c])), inner))
         lines.append(f"{indent}</body>")
         return lines
 
-    out = [f"<mujoco model={quoteattr(tree.name)}>",
-           '  <compiler angle="radian" inertiafromgeom="false" autolimits="true"/>',
-           f'  <option gravity="{_numbers(arr["gravity"])}"/>',
-           "  <worldbody>"]
+    out = [
+        f"<mujoco model={quoteattr(tree.name)}>",
+        '  <compiler angle="radian" inertiafromgeom="false" autolimits="true"/>',
+        f'  <option gravity="{_numbers(arr["gravity"])}"/>',
+        "  <worldbody>",
+    ]
     for root in (i for i in range(tree.n_segments) if tree.parents[i] < 0):
         out.extend(body(root, (arr["origins"][root], arr["orientations"][root]), "    "))
     out += ["  </worldbody>", "</mujoco>", ""]
@@ -153,15 +161,15 @@ def to_mujoco_state(tree: SegmentTree, q, v=None, vdot=None):
         if t == "free":
             world = _free_world(tree, i, q)
             r = quaternion.to_matrix(world)
-            lin, ang = v[vs: vs + 3], v[vs + 3: vs + 6]
-            qpos += [tree.origins[i] + quaternion.to_matrix(tree.orientations[i]) @ q[qs: qs + 3], world]
+            lin, ang = v[vs : vs + 3], v[vs + 3 : vs + 6]
+            qpos += [tree.origins[i] + quaternion.to_matrix(tree.orientations[i]) @ q[qs : qs + 3], world]
             qvel += [r @ lin, ang]
-            qacc += [r @ (vdot[vs: vs + 3] + jnp.cross(ang, lin)), vdot[vs + 3: vs + 6]]
+            qacc += [r @ (vdot[vs : vs + 3] + jnp.cross(ang, lin)), vdot[vs + 3 : vs + 6]]
         elif t != "fixed":
-            qpos.append(q[qs: qs + nq])
-            qvel.append(v[vs: vs + nv])
-            qacc.append(vdot[vs: vs + nv])
-    join = (lambda parts: jnp.concatenate(parts) if parts else jnp.zeros(0, q.dtype))
+            qpos.append(q[qs : qs + nq])
+            qvel.append(v[vs : vs + nv])
+            qacc.append(vdot[vs : vs + nv])
+    join = lambda parts: jnp.concatenate(parts) if parts else jnp.zeros(0, q.dtype)
     return join(qpos), join(qvel), join(qacc)
 
 
@@ -173,14 +181,15 @@ def from_mujoco_force(tree: SegmentTree, q, qfrc):
     _check(tree, "from_mujoco_force")
     q, qfrc = jnp.asarray(q), jnp.asarray(qfrc)
     if q.shape != (tree.nq,) or qfrc.shape != (tree.nv,):
-        raise ValueError(f"from_mujoco_force: q must have shape ({tree.nq},) and qfrc ({tree.nv},), "
-                         f"got {q.shape} and {qfrc.shape}")
+        raise ValueError(
+            f"from_mujoco_force: q must have shape ({tree.nq},) and qfrc ({tree.nv},), got {q.shape} and {qfrc.shape}"
+        )
     out = [None] * tree.n_segments
     k = 0
     for i in depth_first(tree.parents):
         t = tree.joint_types[i]
         nv = JOINT_NV[t]
-        part = qfrc[k: k + nv]
+        part = qfrc[k : k + nv]
         if t == "free":
             r = quaternion.to_matrix(_free_world(tree, i, q))
             part = jnp.concatenate([r.T @ part[:3], part[3:]])

@@ -58,7 +58,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 import xml.etree.ElementTree as ET
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import equinox as eqx
 import jax
@@ -72,37 +72,93 @@ from jaxbio.coordinates import jacobian as coordinate_jacobian
 from jaxbio.dynamics.kinematics import point_jacobian, segment_motion
 from jaxbio.spatial import norm, unit
 
-__all__ = ["OsimForces", "CoordinateLimitForces", "SpringGeneralizedForces", "PointToPointSprings",
-           "CoordinateActuators", "PointActuators", "TorqueActuators", "passive_forces", "actuator_matrix",
-           "actuator_forces", "applied_forces"]
+__all__ = [
+    "OsimForces",
+    "CoordinateLimitForces",
+    "SpringGeneralizedForces",
+    "PointToPointSprings",
+    "CoordinateActuators",
+    "PointActuators",
+    "TorqueActuators",
+    "passive_forces",
+    "actuator_matrix",
+    "actuator_forces",
+    "applied_forces",
+]
 
 HIGHEST = jax.lax.Precision.HIGHEST
 DEGREE = np.pi / 180.0  # SimTK_DEGREE_TO_RADIAN
 
 #: OpenSim's Muscle classes (4.6, and the 3.x names OpenSim still reads)
-MUSCLE_TYPES = frozenset((
-    "ActivationFiberLengthMuscle", "ActivationFiberLengthMuscle_Deprecated", "DeGrooteFregly2016Muscle",
-    "Delp1990Muscle", "Delp1990Muscle_Deprecated", "MeyerFregly2016Muscle", "Millard2012AccelerationMuscle",
-    "Millard2012EquilibriumMuscle", "RigidTendonMuscle", "Schutte1993Muscle", "Schutte1993Muscle_Deprecated",
-    "Thelen2003Muscle", "Thelen2003Muscle_Deprecated"))
+MUSCLE_TYPES = frozenset(
+    (
+        "ActivationFiberLengthMuscle",
+        "ActivationFiberLengthMuscle_Deprecated",
+        "DeGrooteFregly2016Muscle",
+        "Delp1990Muscle",
+        "Delp1990Muscle_Deprecated",
+        "MeyerFregly2016Muscle",
+        "Millard2012AccelerationMuscle",
+        "Millard2012EquilibriumMuscle",
+        "RigidTendonMuscle",
+        "Schutte1993Muscle",
+        "Schutte1993Muscle_Deprecated",
+        "Thelen2003Muscle",
+        "Thelen2003Muscle_Deprecated",
+    )
+)
 #: OpenSim's other Actuator classes (excluded by the keyword "actuators")
-ACTUATOR_TYPES = frozenset((
-    "ActivationCoordinateActuator", "BodyActuator", "ClutchedPathSpring", "CoordinateActuator", "McKibbenActuator",
-    "PathActuator", "PointActuator", "PointToPointActuator", "TorqueActuator"))
+ACTUATOR_TYPES = frozenset(
+    (
+        "ActivationCoordinateActuator",
+        "BodyActuator",
+        "ClutchedPathSpring",
+        "CoordinateActuator",
+        "McKibbenActuator",
+        "PathActuator",
+        "PointActuator",
+        "PointToPointActuator",
+        "TorqueActuator",
+    )
+)
 #: OpenSim's Force classes that are not actuators
-OTHER_FORCE_TYPES = frozenset((
-    "Blankevoort1991Ligament", "CoordinateLimitForce", "CoordinateLinearStopForce", "ElasticFoundationForce",
-    "ExponentialContactForce", "ExponentialCoordinateLimitForce", "ExpressionBasedCoordinateForce",
-    "ExpressionBasedPathForce", "ExpressionBasedPointToPointForce", "ExternalForce", "HuntCrossleyForce",
-    "Ligament", "MeyerFregly2016Force", "PathSpring", "PointToPointSpring", "PrescribedForce",
-    "SmoothSphereHalfSpaceForce", "SpringGeneralizedForce", "ExternalLoads"))
+OTHER_FORCE_TYPES = frozenset(
+    (
+        "Blankevoort1991Ligament",
+        "CoordinateLimitForce",
+        "CoordinateLinearStopForce",
+        "ElasticFoundationForce",
+        "ExponentialContactForce",
+        "ExponentialCoordinateLimitForce",
+        "ExpressionBasedCoordinateForce",
+        "ExpressionBasedPathForce",
+        "ExpressionBasedPointToPointForce",
+        "ExternalForce",
+        "HuntCrossleyForce",
+        "Ligament",
+        "MeyerFregly2016Force",
+        "PathSpring",
+        "PointToPointSpring",
+        "PrescribedForce",
+        "SmoothSphereHalfSpaceForce",
+        "SpringGeneralizedForce",
+        "ExternalLoads",
+    )
+)
 FORCE_TYPES = MUSCLE_TYPES | ACTUATOR_TYPES | OTHER_FORCE_TYPES
 #: the types jaxbio imports
-IMPORTED_TYPES = ("CoordinateLimitForce", "SpringGeneralizedForce", "PointToPointSpring", "CoordinateActuator",
-                  "PointActuator", "TorqueActuator")
+IMPORTED_TYPES = (
+    "CoordinateLimitForce",
+    "SpringGeneralizedForce",
+    "PointToPointSpring",
+    "CoordinateActuator",
+    "PointActuator",
+    "TorqueActuator",
+)
 
 
 # ---- batches of one force type ------------------------------------------------------------------
+
 
 class _Batch(eqx.Module):
     """``n`` forces of one type: every field has one entry per force (array leaves along their
@@ -167,8 +223,11 @@ class CoordinateLimitForces(_Batch):
         q, u = c[idx], u[idx]
         up = _step((q - self.upper_limit) / self.transition)
         low = 1.0 - _step((q - self.lower_limit + self.transition) / self.transition)
-        return (-self.upper_stiffness * up * (q - self.upper_limit) + self.lower_stiffness * low * (self.lower_limit - q)
-                - self.damping * (up + low) * u)
+        return (
+            -self.upper_stiffness * up * (q - self.upper_limit)
+            + self.lower_stiffness * low * (self.lower_limit - q)
+            - self.damping * (up + low) * u
+        )
 
 
 class SpringGeneralizedForces(_Batch):
@@ -251,12 +310,14 @@ class TorqueActuators(_Batch):
     _trailing = {"axes": (3,)}
 
 
-_BATCHES = (("coordinate_limits", "CoordinateLimitForce", CoordinateLimitForces),
-            ("springs", "SpringGeneralizedForce", SpringGeneralizedForces),
-            ("point_springs", "PointToPointSpring", PointToPointSprings),
-            ("coordinate_actuators", "CoordinateActuator", CoordinateActuators),
-            ("point_actuators", "PointActuator", PointActuators),
-            ("torque_actuators", "TorqueActuator", TorqueActuators))
+_BATCHES = (
+    ("coordinate_limits", "CoordinateLimitForce", CoordinateLimitForces),
+    ("springs", "SpringGeneralizedForce", SpringGeneralizedForces),
+    ("point_springs", "PointToPointSpring", PointToPointSprings),
+    ("coordinate_actuators", "CoordinateActuator", CoordinateActuators),
+    ("point_actuators", "PointActuator", PointActuators),
+    ("torque_actuators", "TorqueActuator", TorqueActuators),
+)
 _ACTUATOR_FIELDS = ("coordinate_actuators", "point_actuators", "torque_actuators")
 
 
@@ -288,7 +349,7 @@ class OsimForces(eqx.Module):
     euler_blocks: tuple[tuple[int, int, int], ...] = eqx.field(static=True, default=())
 
     @classmethod
-    def empty(cls, dtype=None) -> "OsimForces":
+    def empty(cls, dtype=None) -> OsimForces:
         """No forces (arrays of ``dtype``, default JAX's float type)."""
         dt = np.dtype(jax.dtypes.canonicalize_dtype(np.float64 if dtype is None else dtype))
         return cls(**{f: kind.build([], dt) for f, _, kind in _BATCHES})
@@ -329,15 +390,18 @@ class OsimForces(eqx.Module):
         """``(na,)`` upper control bounds (``inf``: none), `actuator_names` order."""
         return self._actuator_field("max_control")
 
-    def select(self, names: Iterable[str]) -> "OsimForces":
+    def select(self, names: Iterable[str]) -> OsimForces:
         """The same forces restricted to ``names`` (the rest removed, ``order`` too)."""
         keep = set(names)
-        out = {f: getattr(self, f).take([k for k, n in enumerate(getattr(self, f).names) if n in keep])
-               for f, _, _ in _BATCHES}
+        out = {
+            f: getattr(self, f).take([k for k, n in enumerate(getattr(self, f).names) if n in keep])
+            for f, _, _ in _BATCHES
+        }
         return dataclasses.replace(self, **out, order=tuple((t, n) for t, n in self.order if n in keep))
 
 
 # ---- generalised forces -------------------------------------------------------------------------
+
 
 def _step(x):
     """Simbody's ``stepUp`` of ``x`` clamped to [0, 1]: ``x³(10 − 15x + 6x²)``."""
@@ -351,8 +415,9 @@ def _speed_matrices(blocks, c):
     a = c[np.asarray(blocks, dtype=np.int32)]
     ca, sa, cb, sb = jnp.cos(a[:, 0]), jnp.sin(a[:, 0]), jnp.cos(a[:, 1]), jnp.sin(a[:, 1])
     one, zero = jnp.ones_like(ca), jnp.zeros_like(ca)
-    return jnp.stack([jnp.stack([one, zero, sb], -1), jnp.stack([zero, ca, -sa * cb], -1),
-                      jnp.stack([zero, sa, ca * cb], -1)], -2)
+    return jnp.stack(
+        [jnp.stack([one, zero, sb], -1), jnp.stack([zero, ca, -sa * cb], -1), jnp.stack([zero, sa, ca * cb], -1)], -2
+    )
 
 
 def _to_speeds(blocks, c, cd):
@@ -394,7 +459,8 @@ def _jacobians(model, q, motion, segments, points):
     seg = np.asarray(segments, dtype=np.int32)
     on = seg >= 0
     jv, jw = jax.vmap(lambda s, p: point_jacobian(model.tree, q, s, p, motion=motion))(
-        jnp.asarray(np.where(on, seg, 0)), points)
+        jnp.asarray(np.where(on, seg, 0)), points
+    )
     mask = jnp.asarray(on)[:, None, None]
     return jnp.where(mask, jv, 0.0), jnp.where(mask, jw, 0.0)
 
@@ -470,8 +536,9 @@ def actuator_matrix(model, c: Float[ArrayLike, " nc"]) -> Float[Array, "nc na"]:
         seg = np.asarray(pa.segments, dtype=np.int32)
         s = np.where(seg >= 0, seg, 0)
         att, pos = motion.attitude[s], motion.position[s]
-        local = jnp.where(jnp.asarray(pa.point_is_global)[:, None],
-                          quat.rotate(quat.conjugate(att), pa.points - pos), pa.points)
+        local = jnp.where(
+            jnp.asarray(pa.point_is_global)[:, None], quat.rotate(quat.conjugate(att), pa.points - pos), pa.points
+        )
         d = jnp.where(jnp.asarray(pa.force_is_global)[:, None], pa.directions, quat.rotate(att, pa.directions))
         jv, _ = _jacobians(model, q, motion, pa.segments, local)
         cols.append(_to_coordinates(model, c, jnp.einsum("kin,ki->nk", jv, d, precision=HIGHEST)))
@@ -482,7 +549,7 @@ def actuator_matrix(model, c: Float[ArrayLike, " nc"]) -> Float[Array, "nc na"]:
         a = jnp.where(jnp.asarray(ta.torque_is_global)[:, None] | ~on, ta.axes, quat.rotate(att, ta.axes))
         zeros = jnp.zeros((2 * len(ta), 3), c.dtype)
         _, jw = _jacobians(model, q, motion, ta.segments_a + ta.segments_b, zeros)
-        jw = jw[: len(ta)] - jw[len(ta):]
+        jw = jw[: len(ta)] - jw[len(ta) :]
         cols.append(_to_coordinates(model, c, jnp.einsum("kin,ki->nk", jw, a, precision=HIGHEST)))
     if not cols:
         return jnp.zeros((nc, 0), c.dtype)
@@ -496,12 +563,15 @@ def actuator_forces(model, c: Float[ArrayLike, " nc"], controls: Float[ArrayLike
     B = actuator_matrix(model, c)
     u = jnp.asarray(controls, B.dtype)
     if u.shape != (B.shape[1],):
-        raise ValueError(f"controls must be ({B.shape[1]},), one per actuator {list(model.forces.actuator_names)}; "
-                         f"got shape {u.shape}")
+        raise ValueError(
+            f"controls must be ({B.shape[1]},), one per actuator {list(model.forces.actuator_names)}; "
+            f"got shape {u.shape}"
+        )
     return jnp.sum(B * (model.forces.optimal_force.astype(B.dtype) * u)[None, :], axis=1)
 
 
 # ---- forces_to_exclude -----------------------------------------------------------------------------
+
 
 def _exclusion_list(forces_to_exclude) -> list[str]:
     if forces_to_exclude is None:
@@ -562,24 +632,32 @@ def applied_forces(model, forces_to_exclude=("muscles",)):
     where = getattr(model, "path", "") or "model"
     excluded, unmatched = excluded_names(forces, forces_to_exclude)
     for word in unmatched:
-        warnings.warn(f"{where}: forces_to_exclude: no force or group named {word!r}"
-                      + (" (with ForceSet groups, OpenSim looks up group names only)" if forces.groups else ""),
-                      stacklevel=2)
+        warnings.warn(
+            f"{where}: forces_to_exclude: no force or group named {word!r}"
+            + (" (with ForceSet groups, OpenSim looks up group names only)" if forces.groups else ""),
+            stacklevel=2,
+        )
     applied = forces.select(n for _, n in forces.order if n not in excluded)
     missing = applied.not_imported
     if missing:
         listed = ", ".join(f"{t} {n!r}" for t, n in missing[:6]) + (" …" if len(missing) > 6 else "")
-        hint = "exclude them with forces_to_exclude (\"muscles\", \"actuators\", \"all\", a group or their names)"
-        raise ValueError(f"{where}: OpenSim's inverse dynamics would apply {len(missing)} force(s) that jaxbio does "
-                         f"not import: {listed}; {hint}")
+        hint = 'exclude them with forces_to_exclude ("muscles", "actuators", "all", a group or their names)'
+        raise ValueError(
+            f"{where}: OpenSim's inverse dynamics would apply {len(missing)} force(s) that jaxbio does "
+            f"not import: {listed}; {hint}"
+        )
     if forces.outside:
-        raise ValueError(f"{where}: forces outside the ForceSet ({', '.join(forces.outside)}) are applied by OpenSim "
-                         "and cannot be excluded; jaxbio does not import them")
+        raise ValueError(
+            f"{where}: forces outside the ForceSet ({', '.join(forces.outside)}) are applied by OpenSim "
+            "and cannot be excluded; jaxbio does not import them"
+        )
     acts = [n for t, n in applied.order if t in ACTUATOR_TYPES or t in MUSCLE_TYPES]
     if forces.controllers and acts:
-        raise ValueError(f"{where}: controllers {list(forces.controllers)} would drive the actuators "
-                         f"{acts[:6]} in OpenSim's tools; jaxbio does not import controllers (exclude the actuators "
-                         "with forces_to_exclude \"actuators\")")
+        raise ValueError(
+            f"{where}: controllers {list(forces.controllers)} would drive the actuators "
+            f"{acts[:6]} in OpenSim's tools; jaxbio does not import controllers (exclude the actuators "
+            'with forces_to_exclude "actuators")'
+        )
     return dataclasses.replace(model, forces=applied)
 
 
@@ -606,9 +684,14 @@ def read_control(elem: ET.Element, tag: str, where: str, default: float) -> floa
     return v
 
 
-def read_forces(model_elem: ET.Element, coordinates: Sequence[str], motion_types: Sequence[str],
-                euler_blocks: Sequence[tuple[int, int, int]],
-                frame: Callable[[str, str, str, bool], FramePose], dtype) -> tuple[OsimForces, set, set]:
+def read_forces(
+    model_elem: ET.Element,
+    coordinates: Sequence[str],
+    motion_types: Sequence[str],
+    euler_blocks: Sequence[tuple[int, int, int]],
+    frame: Callable[[str, str, str, bool], FramePose],
+    dtype,
+) -> tuple[OsimForces, set, set]:
     """The `OsimForces` of a ``<Model>`` element, the set of ForceSet elements imported and the
     set of those disabled (``appliesForce`` false: OpenSim applies nothing).
 
@@ -678,14 +761,22 @@ def read_forces(model_elem: ET.Element, coordinates: Sequence[str], motion_types
             transition = number(o, "transition", where, 0.1)
             if transition == 0:
                 raise ValueError(f"{where}: <transition> is 0 (OpenSim refuses a zero-length switching interval)")
-            row = dict(upper_limit=w * number(o, "upper_limit", where, 0.0),
-                       lower_limit=w * number(o, "lower_limit", where, 0.0),
-                       upper_stiffness=number(o, "upper_stiffness", where, 1.0) / w,
-                       lower_stiffness=number(o, "lower_stiffness", where, 1.0) / w,
-                       damping=number(o, "damping", where, 0.001) / w, transition=w * transition, coordinates=k)
+            row = dict(
+                upper_limit=w * number(o, "upper_limit", where, 0.0),
+                lower_limit=w * number(o, "lower_limit", where, 0.0),
+                upper_stiffness=number(o, "upper_stiffness", where, 1.0) / w,
+                lower_stiffness=number(o, "lower_stiffness", where, 1.0) / w,
+                damping=number(o, "damping", where, 0.001) / w,
+                transition=w * transition,
+                coordinates=k,
+            )
         elif kind == "SpringGeneralizedForce":
-            row = dict(stiffness=number(o, "stiffness", where, 0.0), rest_length=number(o, "rest_length", where, 0.0),
-                       viscosity=number(o, "viscosity", where, 0.0), coordinates=coordinate(o, where))
+            row = dict(
+                stiffness=number(o, "stiffness", where, 0.0),
+                rest_length=number(o, "rest_length", where, 0.0),
+                viscosity=number(o, "viscosity", where, 0.0),
+                coordinates=coordinate(o, where),
+            )
         elif kind == "PointToPointSpring":
             ends = []
             for i in (1, 2):
@@ -694,12 +785,20 @@ def read_forces(model_elem: ET.Element, coordinates: Sequence[str], motion_types
                     raise ValueError(f"{where}: no <socket_body{i}> (or <body{i}>)")
                 seg, p, r = frame(path, owner, where, True)
                 ends.append((seg, p + rotated((seg, p, r), vector(o, f"point{i}", where, np.zeros(3)))))
-            row = dict(points1=ends[0][1], points2=ends[1][1], segments1=ends[0][0], segments2=ends[1][0],
-                       stiffness=number(o, "stiffness", where, 1.0), rest_length=number(o, "rest_length", where, 0.0))
+            row = dict(
+                points1=ends[0][1],
+                points2=ends[1][1],
+                segments1=ends[0][0],
+                segments2=ends[1][0],
+                stiffness=number(o, "stiffness", where, 1.0),
+                rest_length=number(o, "rest_length", where, 0.0),
+            )
         else:
-            bounds = dict(optimal_force=number(o, "optimal_force", where, 1.0),
-                          min_control=control(o, "min_control", where, -np.inf),
-                          max_control=control(o, "max_control", where, np.inf))
+            bounds = dict(
+                optimal_force=number(o, "optimal_force", where, 1.0),
+                min_control=control(o, "min_control", where, -np.inf),
+                max_control=control(o, "max_control", where, np.inf),
+            )
             if kind == "CoordinateActuator":
                 row = dict(bounds, coordinates=coordinate(o, where))
             elif kind == "PointActuator":
@@ -711,9 +810,14 @@ def read_forces(model_elem: ET.Element, coordinates: Sequence[str], motion_types
                 force_global = _flag(o, "force_is_global", where)
                 p = vector(o, "point", where, np.zeros(3))
                 d = direction(o, "direction", where, [1.0, 0.0, 0.0])
-                row = dict(bounds, points=p if point_global else pose[1] + rotated(pose, p),
-                           directions=d if force_global else rotated(pose, d), segments=pose[0],
-                           point_is_global=point_global, force_is_global=force_global)
+                row = dict(
+                    bounds,
+                    points=p if point_global else pose[1] + rotated(pose, p),
+                    directions=d if force_global else rotated(pose, d),
+                    segments=pose[0],
+                    point_is_global=point_global,
+                    force_is_global=force_global,
+                )
             else:  # TorqueActuator
                 paths = [_text(o, "bodyA"), _text(o, "bodyB")]
                 if not all(paths):
@@ -721,25 +825,46 @@ def read_forces(model_elem: ET.Element, coordinates: Sequence[str], motion_types
                 a, b = (frame(p, owner, where, False) for p in paths)
                 torque_global = True if o.find("torque_is_global") is None else _flag(o, "torque_is_global", where)
                 axis = direction(o, "axis", where, [0.0, 0.0, 1.0])
-                row = dict(bounds, axes=axis if torque_global else rotated(a, axis), segments_a=a[0],
-                           segments_b=b[0], torque_is_global=torque_global)
+                row = dict(
+                    bounds,
+                    axes=axis if torque_global else rotated(a, axis),
+                    segments_a=a[0],
+                    segments_b=b[0],
+                    torque_is_global=torque_global,
+                )
         rows[kind].append(dict(row, names=name))
         imported.add(o)
     if any(row["segments1"] == row["segments2"] for row in rows["PointToPointSpring"]):
         bad = next(r["names"] for r in rows["PointToPointSpring"] if r["segments1"] == r["segments2"])
-        raise ValueError(f"PointToPointSpring {bad!r}: both ends are on one rigid segment (OpenSim refuses bodies "
-                         "with the same base frame)")
-    groups = tuple((g.get("name", ""), tuple((_text(g, "members") or "").split()))
-                   for s in force_sets for g in s.findall("groups/ObjectGroup"))
+        raise ValueError(
+            f"PointToPointSpring {bad!r}: both ends are on one rigid segment (OpenSim refuses bodies "
+            "with the same base frame)"
+        )
+    groups = tuple(
+        (g.get("name", ""), tuple((_text(g, "members") or "").split()))
+        for s in force_sets
+        for g in s.findall("groups/ObjectGroup")
+    )
     outside = []
     for parent in [model_elem] + model_elem.findall("BodySet/objects/Body"):
         for holder in parent.findall("components") + parent.findall("ComponentSet/objects"):
             outside += [_describe(e) for e in holder if e.tag in FORCE_TYPES]
-    controllers = [_describe(e) for e in model_elem.findall("ControllerSet/objects/*")
-                   if (_flag(e, "enabled", _describe(e)) if e.find("enabled") is not None
-                       else not _flag(e, "isDisabled", _describe(e)))]
+    controllers = [
+        _describe(e)
+        for e in model_elem.findall("ControllerSet/objects/*")
+        if (
+            _flag(e, "enabled", _describe(e))
+            if e.find("enabled") is not None
+            else not _flag(e, "isDisabled", _describe(e))
+        )
+    ]
     dt = np.dtype(jax.dtypes.canonicalize_dtype(np.float64 if dtype is None else dtype))
-    forces = OsimForces(**{f: kind.build(rows[t], dt) for f, t, kind in _BATCHES}, order=tuple(order),
-                        groups=groups, outside=tuple(outside), controllers=tuple(controllers),
-                        euler_blocks=tuple(tuple(int(i) for i in b) for b in euler_blocks))
+    forces = OsimForces(
+        **{f: kind.build(rows[t], dt) for f, t, kind in _BATCHES},
+        order=tuple(order),
+        groups=groups,
+        outside=tuple(outside),
+        controllers=tuple(controllers),
+        euler_blocks=tuple(tuple(int(i) for i in b) for b in euler_blocks),
+    )
     return forces, imported, disabled

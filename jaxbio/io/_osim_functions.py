@@ -73,13 +73,17 @@ def simm_spline(x, y, what: str = "SimmSpline") -> Piecewise:
         rhs[1:-1] = chord[1:] - chord[:-1]
         diag[0], diag[-1] = -h[0], -h[-1]
         if n > 3:
+
             def spacing(i, j):
                 return max(TINY_NUMBER, x[i] - x[j])
 
             # third-derivative end conditions (divided differences of the second differences)
             rhs[0] = (rhs[2] / spacing(3, 1) - rhs[1] / spacing(2, 0)) * h[0] ** 2 / spacing(3, 0)
-            rhs[-1] = -(rhs[-2] / spacing(n - 1, n - 3) - rhs[-3] / spacing(n - 2, n - 4)) * h[-1] ** 2 \
+            rhs[-1] = (
+                -(rhs[-2] / spacing(n - 1, n - 3) - rhs[-3] / spacing(n - 2, n - 4))
+                * h[-1] ** 2
                 / spacing(n - 1, n - 4)
+            )
         # Thomas algorithm on the symmetric tridiagonal system (off-diagonal h)
         for i in range(1, n):
             t = h[i - 1] / diag[i - 1]
@@ -95,11 +99,13 @@ def simm_spline(x, y, what: str = "SimmSpline") -> Piecewise:
         c = 3.0 * sigma
         d = np.append(np.diff(sigma) / h, 0.0)
     zeros = np.zeros(2)
-    coefficients = np.vstack([
-        [y[0], b[0], 0.0, 0.0],  # x < x0: the tangent at x0
-        np.column_stack([y[:-1], b[:-1], c[:-1], d[:-1]]),  # [x_i, x_{i+1})
-        np.concatenate([[y[-1], b[-1]], zeros]),  # beyond x_{n-1}: the tangent there
-    ])
+    coefficients = np.vstack(
+        [
+            [y[0], b[0], 0.0, 0.0],  # x < x0: the tangent at x0
+            np.column_stack([y[:-1], b[:-1], c[:-1], d[:-1]]),  # [x_i, x_{i+1})
+            np.concatenate([[y[-1], b[-1]], zeros]),  # beyond x_{n-1}: the tangent there
+        ]
+    )
     # the last cubic keeps x_{n-1} itself (OpenSim's second derivative there is 2 c_{n-1})
     breakpoints = np.append(x[:-1], np.nextafter(x[-1], np.inf))
     origins = np.concatenate([[x[0]], x[:-1], [x[-1]]])

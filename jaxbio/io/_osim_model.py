@@ -3,7 +3,7 @@ importer and the muscles' evaluation (`_osim_muscles`), which takes it."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import equinox as eqx
 from jaxtyping import Array, Float
@@ -64,7 +64,7 @@ class OsimModel(eqx.Module):
     ignored: tuple[str, ...] = eqx.field(static=True)
     path: str = eqx.field(static=True, default="")
     forces: OsimForces = eqx.field(default_factory=lambda: _no_forces())
-    muscles: Optional[OsimMuscles] = None
+    muscles: OsimMuscles | None = None
 
     @property
     def coordinate_names(self) -> tuple[str, ...]:
@@ -75,7 +75,7 @@ class OsimModel(eqx.Module):
         """Position of OpenSim coordinate ``name`` in ``c``."""
         return self.coordinates.index(name)
 
-    def body_frame(self, name: str) -> tuple[int, Float[Array, "3"], Float[Array, "4"]]:
+    def body_frame(self, name: str) -> tuple[int, Float[Array, 3], Float[Array, 4]]:
         """``(segment, position, orientation)`` of OpenSim body ``name``'s frame (segment ``-1``:
         the world): a point ``p`` given in the body frame is ``position + R(orientation) p`` in
         the segment frame."""

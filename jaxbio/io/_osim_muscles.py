@@ -70,7 +70,7 @@ within the coordinate ranges; measured maxima over 5–10 states):
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from typing import Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 import equinox as eqx
 import jax
@@ -86,8 +86,14 @@ from jaxbio.muscles.geometry import MusclePaths
 from jaxbio.muscles.millard import Millard2012EquilibriumMuscle
 from jaxbio.muscles.thelen import Thelen2003Muscle
 
-__all__ = ["OsimMuscles", "muscle_lengths", "muscle_moment_arms", "muscle_lengthening_speeds",
-           "muscle_generalized_forces", "muscle_static_optimization_forces"]
+__all__ = [
+    "OsimMuscles",
+    "muscle_lengths",
+    "muscle_moment_arms",
+    "muscle_lengthening_speeds",
+    "muscle_generalized_forces",
+    "muscle_static_optimization_forces",
+]
 
 #: the muscle classes jaxbio imports
 MUSCLE_MODELS = {"Thelen2003Muscle": Thelen2003Muscle, "Millard2012EquilibriumMuscle": Millard2012EquilibriumMuscle}
@@ -124,9 +130,9 @@ class OsimMuscles(eqx.Module):
     conditional_ranges: Float[Array, "kc 2"]
     moving_origins: Float[Array, "km 3"]
     moving_orientations: Float[Array, "km 4"]
-    moving_functions: Optional[CoordinateMap]
-    thelen: Optional[Thelen2003Muscle]
-    millard: Optional[Millard2012EquilibriumMuscle]
+    moving_functions: CoordinateMap | None
+    thelen: Thelen2003Muscle | None
+    millard: Millard2012EquilibriumMuscle | None
     names: tuple[str, ...] = eqx.field(static=True)
     types: tuple[str, ...] = eqx.field(static=True)
     thelen_index: tuple[int, ...] = eqx.field(static=True)
@@ -162,14 +168,17 @@ class OsimMuscles(eqx.Module):
 
 # ---- evaluation -------------------------------------------------------------------------------------
 
+
 def _muscles_of(model):
     from jaxbio.io._osim_model import OsimModel
 
     if not isinstance(model, OsimModel):
         raise ValueError(f"model must be an OsimModel (jaxbio.io.load_osim), got {type(model).__name__}")
     if model.muscles is None:
-        raise ValueError(f"{model.path or 'model'}: no imported muscles (Thelen2003Muscle, "
-                         f"Millard2012EquilibriumMuscle); ignored: {list(model.ignored)}")
+        raise ValueError(
+            f"{model.path or 'model'}: no imported muscles (Thelen2003Muscle, "
+            f"Millard2012EquilibriumMuscle); ignored: {list(model.ignored)}"
+        )
     return model.muscles
 
 
@@ -180,9 +189,13 @@ def _check_arguments(arguments: dict) -> None:
 
 
 def _coordinates(model, x, name: str):
-    return as_shape(x, (model.coordinates.nc,), name,
-                    f" (OpenSim's coordinates {', '.join(model.coordinate_names)}); batch with jax.vmap",
-                    like=model.ranges)
+    return as_shape(
+        x,
+        (model.coordinates.nc,),
+        name,
+        f" (OpenSim's coordinates {', '.join(model.coordinate_names)}); batch with jax.vmap",
+        like=model.ranges,
+    )
 
 
 def _paths_at(model, c):
@@ -200,8 +213,9 @@ def _paths_at(model, c):
         return paths, None
     i, k, j = (np.asarray(a, np.int32) for a in zip(*mus.conditional))
     x = c[j]
-    on = (x >= mus.conditional_ranges[:, 0] - CONDITION_TOLERANCE) & (x <= mus.conditional_ranges[:, 1]
-                                                                          + CONDITION_TOLERANCE)
+    on = (x >= mus.conditional_ranges[:, 0] - CONDITION_TOLERANCE) & (
+        x <= mus.conditional_ranges[:, 1] + CONDITION_TOLERANCE
+    )
     active = jnp.ones((paths.n_muscles, paths.max_points), bool).at[i, k].set(on)
     return paths, active
 
@@ -268,8 +282,9 @@ def muscle_lengthening_speeds(model, c: Float[ArrayLike, " nc"], cd: Float[Array
 
 
 @_public
-def muscle_generalized_forces(model, c: Float[ArrayLike, " nc"], tensions: Float[ArrayLike, " m"]
-                              ) -> Float[Array, " nc"]:
+def muscle_generalized_forces(
+    model, c: Float[ArrayLike, " nc"], tensions: Float[ArrayLike, " m"]
+) -> Float[Array, " nc"]:
     """Generalised forces of the muscle tensions, ``τ = rᵀ F`` (conjugate to ``ċ``).
 
     Args:
@@ -280,15 +295,17 @@ def muscle_generalized_forces(model, c: Float[ArrayLike, " nc"], tensions: Float
         ``(nc,)`` N·m (rotational) / N (translational).
     """
     mus = _muscles_of(model)
-    tensions = as_shape(tensions, (mus.n_muscles,), "tensions", f": one per muscle ({', '.join(mus.names)})",
-                        like=model.ranges)
+    tensions = as_shape(
+        tensions, (mus.n_muscles,), "tensions", f": one per muscle ({', '.join(mus.names)})", like=model.ranges
+    )
     r = muscle_moment_arms(model, c)
     return jnp.sum(r * tensions[:, None].astype(r.dtype), axis=0)
 
 
 @_public
-def muscle_static_optimization_forces(model, c: Float[ArrayLike, " nc"], cd: Float[ArrayLike, " nc"]
-                                      ) -> tuple[Float[Array, " m"], Float[Array, " m"]]:
+def muscle_static_optimization_forces(
+    model, c: Float[ArrayLike, " nc"], cd: Float[ArrayLike, " nc"]
+) -> tuple[Float[Array, " m"], Float[Array, " m"]]:
     """``(F̂, P)`` ``(m,)`` N: each muscle's active force at full activation on a rigid tendon
     (OpenSim's ``calcInextensibleTendonActiveFiberForce(s, 1)``) and its passive force, from its
     model's ``static_optimization_forces`` at the path length and lengthening speed.
@@ -318,9 +335,14 @@ def muscle_static_optimization_forces(model, c: Float[ArrayLike, " nc"], cd: Flo
 FramePose = tuple[int, np.ndarray, np.ndarray]
 
 
-def read_muscles(model_elem: ET.Element, tree, coordinates: Sequence[str], disabled: set,
-                 frame: Callable[[str, str, str, bool], FramePose], dtype
-                 ) -> tuple[Optional[OsimMuscles], set, tuple[str, ...]]:
+def read_muscles(
+    model_elem: ET.Element,
+    tree,
+    coordinates: Sequence[str],
+    disabled: set,
+    frame: Callable[[str, str, str, bool], FramePose],
+    dtype,
+) -> tuple[OsimMuscles | None, set, tuple[str, ...]]:
     """`OsimMuscles` of a ``<Model>`` element's ForceSet (``None`` when it has no enabled Thelen
     or Millard muscle), the set of elements imported and notes for ``OsimModel.ignored`` (muscle
     models whose parameters OpenSim refuses: not imported, the skeleton stays usable). ``frame``
@@ -333,7 +355,7 @@ def read_muscles(model_elem: ET.Element, tree, coordinates: Sequence[str], disab
     def segment_name(seg: int) -> str:
         return "ground" if seg < 0 else tree.names[seg]
 
-    def coordinate(path: Optional[str], where: str) -> int:
+    def coordinate(path: str | None, where: str) -> int:
         name = (path or "").strip().rstrip("/").split("/")[-1]
         if not name:
             raise ValueError(f"{where}: no coordinate")
@@ -353,12 +375,17 @@ def read_muscles(model_elem: ET.Element, tree, coordinates: Sequence[str], disab
                 row[ch.tag] = _flag(o, ch.tag, where)
             elif ch.tag in getattr(cls, "OPENSIM_CURVES", {}):
                 props = cls.OPENSIM_CURVES[ch.tag].OPENSIM_PROPERTIES
-                row[ch.tag] = {g.tag: float(_numbers(ch, g.tag, 1, f"{where}: <{ch.tag}>")[0])
-                               for g in ch if g.tag in props}
+                row[ch.tag] = {
+                    g.tag: float(_numbers(ch, g.tag, 1, f"{where}: <{ch.tag}>")[0]) for g in ch if g.tag in props
+                }
         return row
 
-    elems = [o for s in model_elem.findall("ForceSet") for o in s.findall("objects/*")
-             if o.tag in MUSCLE_MODELS and o not in disabled]
+    elems = [
+        o
+        for s in model_elem.findall("ForceSet")
+        for o in s.findall("objects/*")
+        if o.tag in MUSCLE_MODELS and o not in disabled
+    ]
     # muscle models jaxbio refuses (parameters out of range): not imported, listed in ignored
     notes = []
     for kind, cls in MUSCLE_MODELS.items():
@@ -382,8 +409,9 @@ def read_muscles(model_elem: ET.Element, tree, coordinates: Sequence[str], disab
         for w in holder.findall("WrapObjectSet/objects/*"):
             name, where = w.get("name", ""), f"{_describe(holder)}: {_describe(w)}"
             if w.tag not in WRAP_TYPES:
-                raise ValueError(f"{where}: wrap object type {w.tag!r} is not supported; supported: "
-                                 f"{', '.join(WRAP_TYPES)}")
+                raise ValueError(
+                    f"{where}: wrap object type {w.tag!r} is not supported; supported: {', '.join(WRAP_TYPES)}"
+                )
             if name in wrap_specs or name in inactive:
                 raise ValueError(f"{where}: the wrap object name is used twice")
             if w.find("active") is not None and not _flag(w, "active", where):
@@ -392,10 +420,13 @@ def read_muscles(model_elem: ET.Element, tree, coordinates: Sequence[str], disab
             seg, p, q = frame(body, "", where, True)
             key = f"{body} (body frame)"
             frames[key] = (None if seg < 0 else tree.names[seg], np.asarray(p, float), np.asarray(q, float))
-            spec = dict(type=w.tag, frame=key,
-                        translation=_numbers(w, "translation", 3, where, default=np.zeros(3)),
-                        xyz_body_rotation=_numbers(w, "xyz_body_rotation", 3, where, default=np.zeros(3)),
-                        quadrant=_text(w, "quadrant") or "all")
+            spec = dict(
+                type=w.tag,
+                frame=key,
+                translation=_numbers(w, "translation", 3, where, default=np.zeros(3)),
+                xyz_body_rotation=_numbers(w, "xyz_body_rotation", 3, where, default=np.zeros(3)),
+                quadrant=_text(w, "quadrant") or "all",
+            )
             if w.tag == "WrapEllipsoid":
                 spec["dimensions"] = _numbers(w, "dimensions", 3, where, default=np.full(3, 0.05))
             else:
@@ -418,10 +449,20 @@ def read_muscles(model_elem: ET.Element, tree, coordinates: Sequence[str], disab
         for p in gp.findall("PathPointSet/objects/*"):
             here = f"{where}: {_describe(p)}"
             if p.tag not in FIXED_POINTS + CONDITIONAL_POINTS + MOVING_POINTS:
-                raise ValueError(f"{here}: path point type {p.tag!r} is not supported; supported: "
-                                 f"{', '.join(FIXED_POINTS + CONDITIONAL_POINTS + MOVING_POINTS)}")
-            body = first_text(p, ("socket_parent_frame", "socket_parent_frame_connectee_name", "body",
-                                  "socket_body", "socket_body_connectee_name"))
+                raise ValueError(
+                    f"{here}: path point type {p.tag!r} is not supported; supported: "
+                    f"{', '.join(FIXED_POINTS + CONDITIONAL_POINTS + MOVING_POINTS)}"
+                )
+            body = first_text(
+                p,
+                (
+                    "socket_parent_frame",
+                    "socket_parent_frame_connectee_name",
+                    "body",
+                    "socket_body",
+                    "socket_body_connectee_name",
+                ),
+            )
             if not body:
                 raise ValueError(f"{here}: no <socket_parent_frame> (or <body>)")
             seg, origin, q = frame(body, owner, here, False)
@@ -434,15 +475,27 @@ def read_muscles(model_elem: ET.Element, tree, coordinates: Sequence[str], disab
                     if holder is None:
                         holder = p.find(f"{legacy}Attachment")
                     f_elem = None if holder is None else _function_element(holder, (), here)
-                    fns.append(_function(f_elem, f"{here}: {axis}_location") if f_elem is not None
-                               else Piecewise.polynomial([0.0]))
-                    cname = first_text(p, (f"socket_{axis}_coordinate", f"socket_{axis}_coordinate_connectee_name",
-                                           f"{axis}_coordinate", f"{axis}Coordinate"))
+                    fns.append(
+                        _function(f_elem, f"{here}: {axis}_location")
+                        if f_elem is not None
+                        else Piecewise.polynomial([0.0])
+                    )
+                    cname = first_text(
+                        p,
+                        (
+                            f"socket_{axis}_coordinate",
+                            f"socket_{axis}_coordinate_connectee_name",
+                            f"{axis}_coordinate",
+                            f"{axis}Coordinate",
+                        ),
+                    )
                     srcs.append(None if not cname else coordinate(cname, f"{here}: {axis}_coordinate"))
                 used = {s for s in srcs if s is not None}
                 if len(used) > 1:
-                    raise ValueError(f"{here}: x, y and z must depend on the same coordinate (OpenSim refuses "
-                                     f"{[coords[s] for s in sorted(used)]})")
+                    raise ValueError(
+                        f"{here}: x, y and z must depend on the same coordinate (OpenSim refuses "
+                        f"{[coords[s] for s in sorted(used)]})"
+                    )
                 src = used.pop() if used else 0
                 fns = [f if s is not None else Piecewise.polynomial([_at_zero(f)]) for f, s in zip(fns, srcs)]
                 loc = np.array([_at_zero(f) for f in fns])  # placeholder, replaced per call
@@ -453,8 +506,12 @@ def read_muscles(model_elem: ET.Element, tree, coordinates: Sequence[str], disab
             else:
                 loc = _numbers(p, "location", 3, here, default=np.zeros(3))
                 if p.tag in CONDITIONAL_POINTS:
-                    j = coordinate(first_text(p, ("socket_coordinate", "socket_coordinate_connectee_name",
-                                                  "coordinate", "coordinates")), here)
+                    j = coordinate(
+                        first_text(
+                            p, ("socket_coordinate", "socket_coordinate_connectee_name", "coordinate", "coordinates")
+                        ),
+                        here,
+                    )
                     rng = _numbers(p, "range", 2, here, default=np.zeros(2))
                     conditional.append((len(names), k, j))
                     cond_ranges.append(rng)
@@ -471,11 +528,14 @@ def read_muscles(model_elem: ET.Element, tree, coordinates: Sequence[str], disab
             if obj not in wrap_specs:
                 raise ValueError(f"{here}: no wrap object {obj!r} in the model's WrapObjectSets")
             rng = _numbers(w, "range", 2, here, default=[-1, -1])
-            pw.append(dict(wrap_object=obj, method=(_text(w, "method") or "hybrid").lower(),
-                           range=(int(rng[0]), int(rng[1]))))
+            pw.append(
+                dict(wrap_object=obj, method=(_text(w, "method") or "hybrid").lower(), range=(int(rng[0]), int(rng[1])))
+            )
         if pw and has_condition:
-            raise ValueError(f"{where}: a path with both wrap objects and conditional path points is not "
-                             "supported (OpenSim's PathWrap range counts the active points)")
+            raise ValueError(
+                f"{where}: a path with both wrap objects and conditional path points is not "
+                "supported (OpenSim's PathWrap range counts the active points)"
+            )
         points[name] = pts
         if pw:
             wraps[name] = pw
@@ -488,13 +548,18 @@ def read_muscles(model_elem: ET.Element, tree, coordinates: Sequence[str], disab
         raise ValueError("two muscles have the same name")
 
     try:
-        paths = MusclePaths.from_points(tree, points, frames=frames, wrap_objects=wrap_specs or None,
-                                        path_wraps=wraps or None, dtype=dtype)
+        paths = MusclePaths.from_points(
+            tree, points, frames=frames, wrap_objects=wrap_specs or None, path_wraps=wraps or None, dtype=dtype
+        )
     except ValueError as e:
         raise ValueError(f"muscle paths: {e}") from None
-    groups = {kind: jax.tree_util.tree_map(lambda x: to_device(x, paths.points.dtype),
-                                           cls.from_opensim([r for _, r in rows[kind]]))
-              for kind, cls in MUSCLE_MODELS.items() if rows[kind]}
+    groups = {
+        kind: jax.tree_util.tree_map(
+            lambda x: to_device(x, paths.points.dtype), cls.from_opensim([r for _, r in rows[kind]])
+        )
+        for kind, cls in MUSCLE_MODELS.items()
+        if rows[kind]
+    }
     dt = paths.points.dtype
     km = len(moving)
     muscles = OsimMuscles(

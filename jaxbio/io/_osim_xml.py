@@ -5,7 +5,6 @@ importer of the skeleton (`jaxbio.io.osim`), of the ForceSet (`_osim_forces`) an
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from typing import Optional
 
 import numpy as np
 
@@ -13,8 +12,16 @@ from jaxbio.coordinates import Piecewise
 from jaxbio.io import _osim_functions as fn
 
 
-FUNCTION_TYPES = ("Constant", "LinearFunction", "SimmSpline", "NaturalCubicSpline", "PiecewiseLinearFunction",
-                  "PiecewiseConstantFunction", "PolynomialFunction", "MultiplierFunction")
+FUNCTION_TYPES = (
+    "Constant",
+    "LinearFunction",
+    "SimmSpline",
+    "NaturalCubicSpline",
+    "PiecewiseLinearFunction",
+    "PiecewiseConstantFunction",
+    "PolynomialFunction",
+    "MultiplierFunction",
+)
 
 
 def _describe(elem: ET.Element) -> str:
@@ -22,12 +29,12 @@ def _describe(elem: ET.Element) -> str:
     return f"{elem.tag} {name!r}" if name is not None else f"<{elem.tag}>"
 
 
-def _text(elem: ET.Element, tag: str) -> Optional[str]:
+def _text(elem: ET.Element, tag: str) -> str | None:
     child = elem.find(tag)
     return None if child is None or child.text is None else child.text.strip()
 
 
-def _numbers(elem: ET.Element, tag: str, n: Optional[int], where: str, default=None) -> Optional[np.ndarray]:
+def _numbers(elem: ET.Element, tag: str, n: int | None, where: str, default=None) -> np.ndarray | None:
     text = _text(elem, tag)
     if text is None or text == "":
         if default is None:
@@ -53,7 +60,7 @@ def _flag(elem: ET.Element, tag: str, where: str) -> bool:
     return text.lower() == "true"
 
 
-def _function_element(elem: ET.Element, properties: tuple[str, ...], where: str) -> Optional[ET.Element]:
+def _function_element(elem: ET.Element, properties: tuple[str, ...], where: str) -> ET.Element | None:
     """The function held by ``elem`` (a TransformAxis or a MultiplierFunction): a child element
     ``<function>`` wrapping it (2.x/3.x files) or a child whose tag is its type (4.x files)."""
     candidates = [ch for ch in elem if isinstance(ch.tag, str) and ch.tag not in properties]
@@ -80,8 +87,10 @@ def _function(elem: ET.Element, where: str) -> Piecewise:
     if kind in ("SimmSpline", "NaturalCubicSpline", "PiecewiseLinearFunction", "PiecewiseConstantFunction"):
         x = _numbers(elem, "x", None, here)
         y = _numbers(elem, "y", None, here)
-        build = {"PiecewiseLinearFunction": fn.piecewise_linear,
-                 "PiecewiseConstantFunction": fn.piecewise_constant}.get(kind, fn.simm_spline)
+        build = {
+            "PiecewiseLinearFunction": fn.piecewise_linear,
+            "PiecewiseConstantFunction": fn.piecewise_constant,
+        }.get(kind, fn.simm_spline)
         return build(x, y, here)
     if kind == "PolynomialFunction":
         return fn.polynomial(_numbers(elem, "coefficients", None, here, default=[1.0]), here)
@@ -92,5 +101,4 @@ def _function(elem: ET.Element, where: str) -> Piecewise:
         scale = float(_numbers(elem, "scale", 1, here, default=[1.0])[0])
         return _function(inner, here).scaled(scale)
     hint = " (a smoothing spline fitted at load time: not supported yet)" if kind == "GCVSpline" else ""
-    raise ValueError(f"{here}: function type {kind!r} is not supported{hint}; supported: "
-                     f"{', '.join(FUNCTION_TYPES)}")
+    raise ValueError(f"{here}: function type {kind!r} is not supported{hint}; supported: {', '.join(FUNCTION_TYPES)}")

@@ -61,10 +61,12 @@ def check_cutoff(cutoff_hz, dt: float, name: str = "cutoff_hz") -> float:
     nyquist = 0.5 / dt
     if not fc <= MAX_CUTOFF_FRACTION * nyquist:
         where = "at or above" if fc >= nyquist else "too close to"
-        raise ValueError(f"{name} = {fc:g} Hz is {where} the Nyquist frequency of the samples, {nyquist:g} Hz "
-                         f"(Δt = {dt:g} s): it must be at most {MAX_CUTOFF_FRACTION:g} × Nyquist = "
-                         f"{MAX_CUTOFF_FRACTION * nyquist:g} Hz (nearer, the Butterworth filter rings and the "
-                         "accelerations are meaningless)")
+        raise ValueError(
+            f"{name} = {fc:g} Hz is {where} the Nyquist frequency of the samples, {nyquist:g} Hz "
+            f"(Δt = {dt:g} s): it must be at most {MAX_CUTOFF_FRACTION:g} × Nyquist = "
+            f"{MAX_CUTOFF_FRACTION * nyquist:g} Hz (nearer, the Butterworth filter rings and the "
+            "accelerations are meaningless)"
+        )
     return fc
 
 
@@ -120,8 +122,14 @@ def butterworth_coefficients(dt: float, cutoff_hz: float) -> tuple[np.ndarray, n
     wa3 = wa * wa * wa
     denom = (wa + 1) * (wa * wa + wa + 1.0)
     a = np.array([wa3 / denom, 3 * wa3 / denom, 3 * wa3 / denom, wa3 / denom])
-    b = np.array([1.0, (3 * wa3 + 2 * wa2 - 2 * wa - 3) / denom, (3 * wa3 - 2 * wa2 - 2 * wa + 3) / denom,
-                  (wa - 1) * (wa2 - wa + 1) / denom])
+    b = np.array(
+        [
+            1.0,
+            (3 * wa3 + 2 * wa2 - 2 * wa - 3) / denom,
+            (3 * wa3 - 2 * wa2 - 2 * wa + 3) / denom,
+            (wa - 1) * (wa2 - wa + 1) / denom,
+        ]
+    )
     return a, b
 
 
@@ -158,8 +166,15 @@ def lowpass_iir(signal, dt: float, cutoff_hz: float) -> np.ndarray:
     def one_pass(s: np.ndarray) -> np.ndarray:
         f = s.copy()  # f[0..2] = s[0..2]; the loop overwrites from 3 on
         for i in range(3, s.shape[0]):
-            f[i] = (a[0] * s[i] + a[1] * s[i - 1] + a[2] * s[i - 2] + a[3] * s[i - 3]
-                    - b[1] * f[i - 1] - b[2] * f[i - 2] - b[3] * f[i - 3])
+            f[i] = (
+                a[0] * s[i]
+                + a[1] * s[i - 1]
+                + a[2] * s[i - 2]
+                + a[3] * s[i - 3]
+                - b[1] * f[i - 1]
+                - b[2] * f[i - 2]
+                - b[3] * f[i - 3]
+            )
         return f
 
     return one_pass(one_pass(x)[::-1])[::-1].copy()
@@ -196,7 +211,8 @@ def _rotational_mask(table: Table, rotational) -> np.ndarray:
             raise ValueError(
                 f"table {table.name!r} is in degrees, and which columns are angles depends on the model: "
                 f"pass rotational=True (every column is a rotational coordinate), rotational=False, or the "
-                f"names of the rotational columns")
+                f"names of the rotational columns"
+            )
         return np.zeros(k, bool)
     if rotational is True or rotational is False:
         return np.full(k, rotational)
@@ -216,9 +232,14 @@ def _time_bound(value, name: str, default: float) -> float:
     return bound
 
 
-def process_coordinates(table: Table, *, lowpass_hz: float | None = None, start: float | None = None,
-                        end: float | None = None,
-                        rotational: bool | Iterable[str] | None = None) -> ProcessedCoordinates:
+def process_coordinates(
+    table: Table,
+    *,
+    lowpass_hz: float | None = None,
+    start: float | None = None,
+    end: float | None = None,
+    rotational: bool | Iterable[str] | None = None,
+) -> ProcessedCoordinates:
     """Filter, convert and differentiate coordinates exactly as OpenSim's ``InverseDynamicsTool``
     (the steps are in this module's docstring).
 
@@ -265,13 +286,14 @@ def process_coordinates(table: Table, *, lowpass_hz: float | None = None, start:
     filtered = dataclasses.replace(table, time=time, data=data, in_degrees=False)
     spline = GCVSpline(time, data, degree=5)
     if t0 > time[-1] or t1 < time[0]:  # OpenSim would solve at one end sample
-        raise ValueError(f"the time range [{t0!r}, {t1!r}] s does not overlap the samples "
-                         f"({float(time[0])!r} to {float(time[-1])!r} s)")
+        raise ValueError(
+            f"the time range [{t0!r}, {t1!r}] s does not overlap the samples "
+            f"({float(time[0])!r} to {float(time[-1])!r} s)"
+        )
     lo = max(float(time[0]), t0)  # InverseDynamicsTool: start_time, final_time
     hi = min(float(time[-1]), t1)
     i0 = max(int(np.searchsorted(time, lo, side="right")) - 1, 0)  # Storage::findIndex
     i1 = max(int(np.searchsorted(time, hi, side="right")) - 1, 0)
-    frames = time[i0:i1 + 1]
+    frames = time[i0 : i1 + 1]
     q, qd, qdd = (spline(frames, d) for d in range(3))
-    return ProcessedCoordinates(time=frames, labels=table.labels, q=q, qd=qd, qdd=qdd, spline=spline,
-                                filtered=filtered)
+    return ProcessedCoordinates(time=frames, labels=table.labels, q=q, qd=qd, qdd=qdd, spline=spline, filtered=filtered)

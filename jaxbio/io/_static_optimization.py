@@ -46,9 +46,9 @@ from __future__ import annotations
 
 import types
 import warnings
-from typing import Callable, NamedTuple
+from typing import NamedTuple
+from collections.abc import Callable
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -60,9 +60,13 @@ from jaxbio.estimation.one_frame import check_p as _check_p, solve_frame as _sol
 from jaxbio.io._storage import Table
 from jaxbio.io._tools import InverseDynamicsInputs, _prepare, generalized_forces, load_any_model
 
-__all__ = ["StaticOptimizationTables", "prepare_static_optimization", "static_optimization_problem",
-           "solve_static_optimization",
-           "static_optimization_tool"]
+__all__ = [
+    "StaticOptimizationTables",
+    "prepare_static_optimization",
+    "static_optimization_problem",
+    "solve_static_optimization",
+    "static_optimization_tool",
+]
 
 
 class StaticOptimizationTables(NamedTuple):
@@ -86,19 +90,25 @@ def _reserves(model) -> tuple[np.ndarray, tuple[str, ...], np.ndarray, np.ndarra
     ca = forces.coordinate_actuators
     others = [n for n in names if n not in ca.names]
     if others:
-        raise ValueError(f"{model.path}: static optimisation with point or torque actuators ({others}) is not "
-                         f"supported; only CoordinateActuators can be reserves")
+        raise ValueError(
+            f"{model.path}: static optimisation with point or torque actuators ({others}) is not "
+            f"supported; only CoordinateActuators can be reserves"
+        )
     euler = {i for block in forces.euler_blocks for i in block}
     lo, hi = (np.asarray(getattr(ca, f), float) for f in ("min_control", "max_control"))
     coordinate = np.asarray(ca.coordinates, int)
     for k, n in enumerate(ca.names):
         if coordinate[k] in euler:
-            raise ValueError(f"{model.path}: CoordinateActuator {n!r} acts on a Ball/Free joint rotation "
-                             f"({model.coordinate_names[coordinate[k]]}); not supported in static optimisation")
+            raise ValueError(
+                f"{model.path}: CoordinateActuator {n!r} acts on a Ball/Free joint rotation "
+                f"({model.coordinate_names[coordinate[k]]}); not supported in static optimisation"
+            )
         if np.isfinite(lo[k]) or np.isfinite(hi[k]):
-            raise ValueError(f"{model.path}: CoordinateActuator {n!r} has finite control bounds "
-                             f"[{lo[k]:g}, {hi[k]:g}]; static optimisation supports unbounded reserves only "
-                             f"(min_control -inf, max_control inf)")
+            raise ValueError(
+                f"{model.path}: CoordinateActuator {n!r} has finite control bounds "
+                f"[{lo[k]:g}, {hi[k]:g}]; static optimisation supports unbounded reserves only "
+                f"(min_control -inf, max_control inf)"
+            )
     fopt = np.asarray(ca.optimal_force, float)
     return coordinate, tuple(ca.names), fopt, np.asarray(_reserve_strength(model, jnp.float64))
 
@@ -110,15 +120,17 @@ def _reserve_strength(model, dtype) -> Float[Array, " nc"]:
     nc = len(model.coordinate_names)
     if not len(ca):
         return jnp.zeros(nc, dtype)
-    squares = jax.ops.segment_sum(jnp.asarray(ca.optimal_force, dtype) ** 2, jnp.asarray(np.asarray(ca.coordinates)),
-                                  num_segments=nc)
+    squares = jax.ops.segment_sum(
+        jnp.asarray(ca.optimal_force, dtype) ** 2, jnp.asarray(np.asarray(ca.coordinates)), num_segments=nc
+    )
     return jnp.sqrt(squares)
 
 
 def _solved_coordinates(model) -> np.ndarray:
     """Static: the coordinates whose moment equations are solved (neither locked nor prescribed)."""
-    return np.asarray([k for k in range(len(model.coordinate_names))
-                       if not (model.locked[k] or model.prescribed[k])], dtype=np.int32)
+    return np.asarray(
+        [k for k in range(len(model.coordinate_names)) if not (model.locked[k] or model.prescribed[k])], dtype=np.int32
+    )
 
 
 def static_optimization_problem(model, inputs: InverseDynamicsInputs, *, use_muscle_physiology: bool = True):
@@ -133,8 +145,7 @@ def static_optimization_problem(model, inputs: InverseDynamicsInputs, *, use_mus
     from jaxbio.io._osim_muscles import muscle_moment_arms, muscle_static_optimization_forces
 
     if model.muscles is None:
-        raise ValueError(f"{model.path}: the model has no muscles jaxbio imports "
-                         f"(ignored: {list(model.ignored)})")
+        raise ValueError(f"{model.path}: the model has no muscles jaxbio imports (ignored: {list(model.ignored)})")
     rows = _solved_coordinates(model)
     tau = generalized_forces(model, inputs)[rows]
     R = muscle_moment_arms(model, inputs.c)[:, rows]
@@ -145,8 +156,9 @@ def static_optimization_problem(model, inputs: InverseDynamicsInputs, *, use_mus
     return R, tau, fmax.astype(R.dtype)
 
 
-def solve_static_optimization(model, inputs: InverseDynamicsInputs, *, activation_exponent: float = 2.0,
-                              use_muscle_physiology: bool = True) -> StaticOptimizationResult:
+def solve_static_optimization(
+    model, inputs: InverseDynamicsInputs, *, activation_exponent: float = 2.0, use_muscle_physiology: bool = True
+) -> StaticOptimizationResult:
     """OpenSim's static optimisation of one frame (module docstring): the activations of the
     imported muscles within their control bounds and the reserve controls that minimise
     ``Σ aᵖ + Σ y²`` while producing the frame's generalised forces.
@@ -165,16 +177,27 @@ def solve_static_optimization(model, inputs: InverseDynamicsInputs, *, activatio
     rows = _solved_coordinates(model)
     strength = _reserve_strength(model, R.dtype)[rows]
     bounds = (model.muscles.min_control.astype(R.dtype), model.muscles.max_control.astype(R.dtype))
-    return _solve_frame(R, tau, fmax, jnp.zeros_like(fmax), strength, p, bounds, solver="interior_point",
-                        **_options(1e5, None, 60, None, R.dtype))
+    return _solve_frame(
+        R,
+        tau,
+        fmax,
+        jnp.zeros_like(fmax),
+        strength,
+        p,
+        bounds,
+        solver="interior_point",
+        **_options(1e5, None, 60, None, R.dtype),
+    )
 
 
 def _check_bounds(model) -> None:
     lo, hi = (np.asarray(getattr(model.muscles, f), float) for f in ("min_control", "max_control"))
     bad = [n for n, a, b in zip(model.muscles.names, lo, hi) if not (np.isfinite(a) and np.isfinite(b) and 0 <= a <= b)]
     if bad:
-        raise ValueError(f"{model.path}: muscles {bad} need finite control bounds 0 ≤ min_control ≤ max_control for "
-                         f"static optimisation")
+        raise ValueError(
+            f"{model.path}: muscles {bad} need finite control bounds 0 ≤ min_control ≤ max_control for "
+            f"static optimisation"
+        )
 
 
 #: the fields of each frame's `StaticOptimizationResult` that the tool writes
@@ -184,18 +207,31 @@ _TRIAL_FIELDS = ("activations", "forces", "reserves", "residual", "feasible")
 def _trial(model, inputs, p, use_muscle_physiology):
     """Every frame's `solve_static_optimization` (``jit(vmap)``; kept across processes by the
     command line, `jaxbio._aot`): a namespace of `_TRIAL_FIELDS`, each ``(T, …)``."""
+
     def solve(model, inputs):
-        result = jax.vmap(lambda i: solve_static_optimization(model, i, activation_exponent=p,
-                                                              use_muscle_physiology=use_muscle_physiology))(inputs)
+        result = jax.vmap(
+            lambda i: solve_static_optimization(
+                model, i, activation_exponent=p, use_muscle_physiology=use_muscle_physiology
+            )
+        )(inputs)
         return {f: getattr(result, f) for f in _TRIAL_FIELDS}
 
     name = f"static_optimization-p{float(p)!r}-{'physiology' if use_muscle_physiology else 'ideal'}"
     return types.SimpleNamespace(**_aot.call_over_frames(name, solve, model, inputs))
 
 
-def prepare_static_optimization(model, motion, *, external_loads=None, actuators=None, lowpass_hz=None,
-                                start=None, end=None, dtype=None,
-                                progress: Callable[[str], None] | None = None):
+def prepare_static_optimization(
+    model,
+    motion,
+    *,
+    external_loads=None,
+    actuators=None,
+    lowpass_hz=None,
+    start=None,
+    end=None,
+    dtype=None,
+    progress: Callable[[str], None] | None = None,
+):
     """``(model, inputs)``: the model with the actuator files' forces appended (as `load_osim`'s
     ``force_set_files``) and the motion processed as OpenSim's ``AnalyzeTool`` does (module
     docstring, step 1), for `solve_static_optimization`. Arguments as `static_optimization_tool`."""
@@ -203,8 +239,15 @@ def prepare_static_optimization(model, motion, *, external_loads=None, actuators
 
     say = progress or (lambda message: None)
     say("loading the model")
-    files = () if actuators is None else ((actuators,) if isinstance(actuators, (str, bytes)) or
-                                          hasattr(actuators, "__fspath__") else tuple(actuators))
+    files = (
+        ()
+        if actuators is None
+        else (
+            (actuators,)
+            if isinstance(actuators, (str, bytes)) or hasattr(actuators, "__fspath__")
+            else tuple(actuators)
+        )
+    )
     if files and isinstance(model, OsimModel):
         model = model.path  # re-read with the actuators appended
     if files:
@@ -212,21 +255,36 @@ def prepare_static_optimization(model, motion, *, external_loads=None, actuators
     else:
         m = load_any_model(model, dtype=dtype)
     if not isinstance(m, OsimModel) or m.muscles is None:
-        raise ValueError(f"{getattr(m, 'path', model)}: static optimisation needs an OpenSim model with muscles "
-                         f"(Thelen2003Muscle, Millard2012EquilibriumMuscle)")
+        raise ValueError(
+            f"{getattr(m, 'path', model)}: static optimisation needs an OpenSim model with muscles "
+            f"(Thelen2003Muscle, Millard2012EquilibriumMuscle)"
+        )
     missing = [f"{t} {n!r}" for t, n in m.forces.not_imported if n not in m.muscles.names]
     if missing:  # OpenSim would apply them: solving without them is another model
-        raise ValueError(f"{m.path}: forces that OpenSim's static optimisation applies are not imported by jaxbio: "
-                         f"{', '.join(missing)} (see OsimModel.ignored)")
+        raise ValueError(
+            f"{m.path}: forces that OpenSim's static optimisation applies are not imported by jaxbio: "
+            f"{', '.join(missing)} (see OsimModel.ignored)"
+        )
     _check_bounds(m)
     _reserves(m)  # refuse what cannot be solved before any work
     inputs, _ = _prepare(m, motion, external_loads, lowpass_hz, start, end, say, speed_splines=True)
     return m, inputs
 
 
-def static_optimization_tool(model, motion, *, external_loads=None, actuators=None, lowpass_hz=None, start=None,
-                             end=None, activation_exponent: float = 2.0, use_muscle_physiology: bool = True,
-                             dtype=None, progress: Callable[[str], None] | None = None) -> StaticOptimizationTables:
+def static_optimization_tool(
+    model,
+    motion,
+    *,
+    external_loads=None,
+    actuators=None,
+    lowpass_hz=None,
+    start=None,
+    end=None,
+    activation_exponent: float = 2.0,
+    use_muscle_physiology: bool = True,
+    dtype=None,
+    progress: Callable[[str], None] | None = None,
+) -> StaticOptimizationTables:
     """OpenSim's ``AnalyzeTool`` with a ``StaticOptimization`` analysis (module docstring).
 
     - ``model``: an `OsimModel` or a ``.osim`` path (with Thelen2003 or Millard2012 muscles).
@@ -249,12 +307,24 @@ def static_optimization_tool(model, motion, *, external_loads=None, actuators=No
     """
     p = _check_p(activation_exponent)
     say = progress or (lambda message: None)
-    m, inputs = prepare_static_optimization(model, motion, external_loads=external_loads, actuators=actuators,
-                                            lowpass_hz=lowpass_hz, start=start, end=end, dtype=dtype, progress=say)
+    m, inputs = prepare_static_optimization(
+        model,
+        motion,
+        external_loads=external_loads,
+        actuators=actuators,
+        lowpass_hz=lowpass_hz,
+        start=start,
+        end=end,
+        dtype=dtype,
+        progress=say,
+    )
     coordinate, reserve_names, fopt, strength = _reserves(m)
     if reserve_names and p != 2:
-        warnings.warn(f"static optimisation with reserve actuators and activation exponent {p:g}: jaxbio's cost of "
-                      f"a reserve is y², OpenSim's |y|^{p:g}", stacklevel=2)
+        warnings.warn(
+            f"static optimisation with reserve actuators and activation exponent {p:g}: jaxbio's cost of "
+            f"a reserve is y², OpenSim's |y|^{p:g}",
+            stacklevel=2,
+        )
     say(f"static optimisation of {inputs.n_frames} frames")
     result = _trial(m, inputs, p, bool(use_muscle_physiology))
     time = np.asarray(inputs.time, float)
@@ -273,10 +343,14 @@ def static_optimization_tool(model, motion, *, external_loads=None, actuators=No
     if bad.any():
         i = int(np.argmax(bad))
         j = int(np.argmax(np.abs(np.asarray(result.residual[i]))))
-        warnings.warn(f"static optimisation: at {int(bad.sum())} of {time.size} frames (first t = {time[i]:.4f} s) the "
-                      f"muscles and reserves cannot produce the joint moments (worst: "
-                      f"{m.coordinate_names[rows[j]]}, {float(result.residual[i, j]):.4g} unmet)", stacklevel=2)
+        warnings.warn(
+            f"static optimisation: at {int(bad.sum())} of {time.size} frames (first t = {time[i]:.4f} s) the "
+            f"muscles and reserves cannot produce the joint moments (worst: "
+            f"{m.coordinate_names[rows[j]]}, {float(result.residual[i, j]):.4g} unmet)",
+            stacklevel=2,
+        )
     return StaticOptimizationTables(
         activations=Table(time=time, labels=labels, data=a, in_degrees=False, name="Static Optimization"),
         forces=Table(time=time, labels=labels, data=f, in_degrees=False, name="Static Optimization"),
-        result=result)
+        result=result,
+    )

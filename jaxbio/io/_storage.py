@@ -31,15 +31,34 @@ from types import MappingProxyType
 import numpy as np
 
 from jaxbio._validate import echo
-from jaxbio._text import (check_times, duplicate_message, file_error, known_names, missing_error, parse_number,
-                             read_lines, read_only)
+from jaxbio._text import (
+    check_times,
+    duplicate_message,
+    file_error,
+    known_names,
+    missing_error,
+    parse_number,
+    read_lines,
+    read_only,
+)
 
 _KIND = "motion file (OpenSim .mot/.sto)"
 _ROWS = ("nr", "nRows", "datarows")
 _COLUMNS = ("nc", "nColumns", "datacolumns")
 #: SIMM's reserved header words (Storage::simmReservedKeys) and its other space-separated keys
-_SIMM_KEYS = ("range", "Range", "wrap", "Wrap", "WRAP", "event", "enforce_loops", "enforce_constraints",
-              "calc_derivatives", "otherdata", "units")
+_SIMM_KEYS = (
+    "range",
+    "Range",
+    "wrap",
+    "Wrap",
+    "WRAP",
+    "event",
+    "enforce_loops",
+    "enforce_constraints",
+    "calc_derivatives",
+    "otherdata",
+    "units",
+)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -87,20 +106,25 @@ class Table:
         if time.ndim != 1 or time.shape[0] < 1:
             raise ValueError(f"time must be a non-empty vector, got shape {time.shape}")
         if data.shape != (time.shape[0], len(labels)):
-            raise ValueError(f"data has shape {data.shape}, expected ({time.shape[0]}, {len(labels)}) "
-                             f"(one row per time, one column per label)")
+            raise ValueError(
+                f"data has shape {data.shape}, expected ({time.shape[0]}, {len(labels)}) "
+                f"(one row per time, one column per label)"
+            )
         if not np.all(np.isfinite(time)):
             raise ValueError(f"time contains NaN or inf (first at row {int(np.argmax(~np.isfinite(time)))})")
         bad = ~np.isfinite(data)
         if bad.any():
             r, c = (int(i) for i in np.argwhere(bad)[0])
-            raise ValueError(f"data contains NaN or inf: column {echo(labels[c])}, row {r} (t = {float(time[r])!r} s)"
-                             f"; {int(bad.sum())} bad value(s)")
+            raise ValueError(
+                f"data contains NaN or inf: column {echo(labels[c])}, row {r} (t = {float(time[r])!r} s)"
+                f"; {int(bad.sum())} bad value(s)"
+            )
         steps = np.diff(time)
         if np.any(~(steps > 0)):
             i = int(np.argmax(~(steps > 0)))
-            raise ValueError(f"time must be strictly increasing: row {i + 1} has {float(time[i + 1])!r} s after "
-                             f"{float(time[i])!r} s")
+            raise ValueError(
+                f"time must be strictly increasing: row {i + 1} has {float(time[i + 1])!r} s after {float(time[i])!r} s"
+            )
         header = {str(k): str(v) for k, v in dict(self.header).items()}
         object.__setattr__(self, "time", read_only(time))
         object.__setattr__(self, "data", read_only(data))
@@ -117,7 +141,7 @@ class Table:
         except ValueError:
             raise missing_error([name], self.labels, f"table {echo(self.name)}") from None
 
-    def select(self, names: Iterable[str]) -> "Table":
+    def select(self, names: Iterable[str]) -> Table:
         """A `Table` of the columns ``names`` in that order (same time, flags and header)."""
         names = known_names(names, self.labels, f"table {echo(self.name)}")
         idx = [self.labels.index(n) for n in names]
@@ -178,8 +202,9 @@ def _parse_header(lines: list[str], path):
         elif key == "DataType":
             header[key] = rest
             if rest != "double":
-                raise file_error(path, f"DataType={rest} is not supported (only tables of numbers, "
-                                       f"DataType=double)", i + 1)
+                raise file_error(
+                    path, f"DataType={rest} is not supported (only tables of numbers, DataType=double)", i + 1
+                )
         elif key == "Angles" and version == 0 and line in ("Angles are in degrees.", "Angles are in radians."):
             in_degrees = line == "Angles are in degrees."
             description.append(line)
@@ -227,8 +252,11 @@ def read_storage(path, *, in_degrees: bool | None = None) -> Table:
     if (message := duplicate_message(labels, "column label")) is not None:
         raise file_error(path, message, label_line)
     if columns is not None and columns != len(labels):
-        raise file_error(path, f"the header says nColumns={columns} (time included) but the label row has "
-                               f"{len(labels)} columns", label_line)
+        raise file_error(
+            path,
+            f"the header says nColumns={columns} (time included) but the label row has {len(labels)} columns",
+            label_line,
+        )
     values: list[list[float]] = []
     line_numbers: list[int] = []
     for j in range(i + 1, len(lines)):
@@ -236,13 +264,19 @@ def read_storage(path, *, in_degrees: bool | None = None) -> Table:
         if not cells:
             continue
         if len(cells) != len(labels):
-            raise file_error(path, f"row has {len(cells)} cells, expected {len(labels)} (one per label: "
-                                   f"time + {len(labels) - 1})", j + 1)
+            raise file_error(
+                path,
+                f"row has {len(cells)} cells, expected {len(labels)} (one per label: time + {len(labels) - 1})",
+                j + 1,
+            )
         row = [parse_number(c, path, j + 1, labels[m]) for m, c in enumerate(cells)]
         for m, v in enumerate(row):
             if not np.isfinite(v):
-                raise file_error(path, f"column {echo(labels[m])}: {echo(cells[m])} is not a finite number "
-                                       f"(data row {len(values)})", j + 1)
+                raise file_error(
+                    path,
+                    f"column {echo(labels[m])}: {echo(cells[m])} is not a finite number (data row {len(values)})",
+                    j + 1,
+                )
         values.append(row)
         line_numbers.append(j + 1)
     if not values:
@@ -255,8 +289,15 @@ def read_storage(path, *, in_degrees: bool | None = None) -> Table:
         if flag is None:
             flag = version < 1 and os.fspath(path).lower().endswith(".mot")
         in_degrees = flag
-    return Table(time=array[:, 0], labels=tuple(labels[1:]), data=array[:, 1:], in_degrees=bool(in_degrees),
-                 name=name if name is not None else "", description=description, header=header)
+    return Table(
+        time=array[:, 0],
+        labels=tuple(labels[1:]),
+        data=array[:, 1:],
+        in_degrees=bool(in_degrees),
+        name=name if name is not None else "",
+        description=description,
+        header=header,
+    )
 
 
 def _format(value: float, precision: int | None) -> str:
@@ -296,8 +337,9 @@ def format_sto(table: Table, *, precision: int | None = None) -> str:
     """
     if not isinstance(table, Table):
         raise ValueError(f"table must be a jaxbio.io.Table, got {type(table).__name__}")
-    if precision is not None and (isinstance(precision, bool) or not isinstance(precision, int)
-                                  or not 0 <= precision <= 40):
+    if precision is not None and (
+        isinstance(precision, bool) or not isinstance(precision, int) or not 0 <= precision <= 40
+    ):
         raise ValueError(f"precision must be None or an int from 0 to 40, got {echo(precision)}")
     for label in table.labels:
         if any(ch.isspace() for ch in label):

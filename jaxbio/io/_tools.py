@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import equinox as eqx
 import jax
@@ -53,8 +53,14 @@ from jaxbio.io._processing import process_coordinates
 from jaxbio.io._storage import Table, read_storage
 from jaxbio._text import listing
 
-__all__ = ["InverseDynamicsInputs", "coordinates_table", "generalized_forces", "inverse_dynamics_tool",
-           "load_any_model", "prepare_inverse_dynamics"]
+__all__ = [
+    "InverseDynamicsInputs",
+    "coordinates_table",
+    "generalized_forces",
+    "inverse_dynamics_tool",
+    "load_any_model",
+    "prepare_inverse_dynamics",
+]
 
 
 def load_any_model(model, *, dtype=None):
@@ -93,31 +99,48 @@ def _tree_model(tree, section=None):
     if section is not None:
         nc = len(section["names"])
         coords = dict(
-            coordinates=from_sections(section, dtype=dt), defaults=jnp.asarray(section["defaults"], dt),
-            default_speeds=jnp.asarray(section["speeds"], dt), ranges=jnp.asarray(section["ranges"], dt),
-            clamped=section["clamped"], locked=section["locked"], motion_types=section["motion_types"])
+            coordinates=from_sections(section, dtype=dt),
+            defaults=jnp.asarray(section["defaults"], dt),
+            default_speeds=jnp.asarray(section["speeds"], dt),
+            ranges=jnp.asarray(section["ranges"], dt),
+            clamped=section["clamped"],
+            locked=section["locked"],
+            motion_types=section["motion_types"],
+        )
         dof_segments = [i for i, t in enumerate(tree.joint_types) if t != "fixed"]
         owner = [dof_segments[section["source"].index(j)] for j in range(nc)]  # the first segment it drives
     else:
         if not tree.is_axial:
             bad = [n for n, t in zip(tree.names, tree.joint_types) if t not in ("revolute", "prismatic")]
-            raise ValueError(f"model {tree.name!r}: motion files name one coordinate per joint; segments {bad} have "
-                             f"ball, free or fixed joints (import the model from its .osim file instead)")
+            raise ValueError(
+                f"model {tree.name!r}: motion files name one coordinate per joint; segments {bad} have "
+                f"ball, free or fixed joints (import the model from its .osim file instead)"
+            )
         nc = tree.nq
         coords = dict(
-            coordinates=CoordinateMap.identity(tree.names), defaults=jnp.zeros(nc, dt),
-            default_speeds=jnp.zeros(nc, dt), ranges=jnp.tile(jnp.array([-jnp.inf, jnp.inf], dt), (nc, 1)),
-            clamped=(False,) * nc, locked=(False,) * nc,
-            motion_types=tuple("rotational" if t == "revolute" else "translational" for t in tree.joint_types))
+            coordinates=CoordinateMap.identity(tree.names),
+            defaults=jnp.zeros(nc, dt),
+            default_speeds=jnp.zeros(nc, dt),
+            ranges=jnp.tile(jnp.array([-jnp.inf, jnp.inf], dt), (nc, 1)),
+            clamped=(False,) * nc,
+            locked=(False,) * nc,
+            motion_types=tuple("rotational" if t == "revolute" else "translational" for t in tree.joint_types),
+        )
         owner = list(range(nc))
     return OsimModel(
-        tree=tree, **coords,
+        tree=tree,
+        **coords,
         body_positions=jnp.zeros((tree.n_segments + 1, 3), dt),
         body_orientations=jnp.tile(jnp.array([1.0, 0, 0, 0], dt), (tree.n_segments + 1, 1)),
         prescribed=(False,) * nc,
-        bodies=("ground",) + tuple(tree.names), body_segments=(-1,) + tuple(range(tree.n_segments)),
-        joints=tuple(tree.names), joint_types=tuple(tree.joint_types), coordinate_joints=tuple(owner),
-        ignored=(), path=tree.name)
+        bodies=("ground",) + tuple(tree.names),
+        body_segments=(-1,) + tuple(range(tree.n_segments)),
+        joints=tuple(tree.names),
+        joint_types=tuple(tree.joint_types),
+        coordinate_joints=tuple(owner),
+        ignored=(),
+        path=tree.name,
+    )
 
 
 class InverseDynamicsInputs(eqx.Module):
@@ -160,7 +183,7 @@ class InverseDynamicsInputs(eqx.Module):
         """``T`` (the leading axis of the arrays)."""
         return int(jnp.shape(self.time)[0])
 
-    def frame(self, i) -> "InverseDynamicsInputs":
+    def frame(self, i) -> InverseDynamicsInputs:
         """Frame ``i``'s inputs (every leaf indexed on its frame axis), for `generalized_forces`."""
         return jax.tree_util.tree_map(lambda a: a[i], self)
 
@@ -169,8 +192,10 @@ def _body_index(model, name: str, role: str, force_name: str, where: str) -> int
     if name.lower() == "ground" or name == (model.bodies[0] if model.bodies else "ground"):
         return 0
     if name not in model.bodies:
-        raise ValueError(f"{where}: ExternalForce {force_name!r}: {role} {name!r} is not a body of the model "
-                         f"({model.path}); bodies are {list(model.bodies)}")
+        raise ValueError(
+            f"{where}: ExternalForce {force_name!r}: {role} {name!r} is not a body of the model "
+            f"({model.path}); bodies are {list(model.bodies)}"
+        )
     return model.bodies.index(name)
 
 
@@ -211,12 +236,13 @@ def _prepare(m, motion, external_loads, lowpass_hz, start, end, say, speed_splin
     names = m.coordinate_names
     present = [n for n in names if n in table.labels]
     if not present:
-        raise ValueError(f"{motion if not isinstance(motion, Table) else table.name or 'motion'}: none of the model's coordinates {list(names)} is a column "
-                         f"(columns: {listing(table.labels, 12)})")
+        raise ValueError(
+            f"{motion if not isinstance(motion, Table) else table.name or 'motion'}: none of the model's coordinates {list(names)} is a column "
+            f"(columns: {listing(table.labels, 12)})"
+        )
     rotational = [n for n in present if m.motion_types[names.index(n)] == "rotational"]
     say("processing the coordinates")
-    p = process_coordinates(table.select(present), lowpass_hz=lowpass_hz, start=start, end=end,
-                            rotational=rotational)
+    p = process_coordinates(table.select(present), lowpass_hz=lowpass_hz, start=start, end=end, rotational=rotational)
     T = p.time.size
     cols = np.asarray([names.index(n) for n in present])
     c = np.tile(np.asarray(m.defaults, float), (T, 1))
@@ -235,15 +261,33 @@ def _prepare(m, motion, external_loads, lowpass_hz, start, end, say, speed_splin
     as_dt = lambda x: jnp.asarray(x, dt)
     labels = tuple(n + ("_moment" if t == "rotational" else "_force") for n, t in zip(names, m.motion_types))
     inputs = InverseDynamicsInputs(
-        time=as_dt(p.time), c=as_dt(c), cd=as_dt(cd), cdd=as_dt(cdd), forces=as_dt(arrays[0]),
-        torques=as_dt(arrays[1]), points=as_dt(arrays[2]), coordinate_names=tuple(names), load_bodies=bodies,
-        force_frames=force_frames, point_frames=point_frames, labels=labels)
+        time=as_dt(p.time),
+        c=as_dt(c),
+        cd=as_dt(cd),
+        cdd=as_dt(cdd),
+        forces=as_dt(arrays[0]),
+        torques=as_dt(arrays[1]),
+        points=as_dt(arrays[2]),
+        coordinate_names=tuple(names),
+        load_bodies=bodies,
+        force_frames=force_frames,
+        point_frames=point_frames,
+        labels=labels,
+    )
     return inputs, p.time
 
 
-def prepare_inverse_dynamics(model, motion, *, external_loads=None, lowpass_hz: float | None = None,
-                             start: float | None = None, end: float | None = None, dtype=None,
-                             progress: Callable[[str], None] | None = None) -> InverseDynamicsInputs:
+def prepare_inverse_dynamics(
+    model,
+    motion,
+    *,
+    external_loads=None,
+    lowpass_hz: float | None = None,
+    start: float | None = None,
+    end: float | None = None,
+    dtype=None,
+    progress: Callable[[str], None] | None = None,
+) -> InverseDynamicsInputs:
     """Steps 1–2 of OpenSim's ``InverseDynamicsTool`` (module docstring), outside jit: the
     motion's coordinates processed and the external loads interpolated at its frames.
 
@@ -265,8 +309,10 @@ def prepare_inverse_dynamics(model, motion, *, external_loads=None, lowpass_hz: 
 
 def _check_inputs(model, inputs: InverseDynamicsInputs) -> None:
     if tuple(inputs.coordinate_names) != tuple(model.coordinate_names):
-        raise ValueError(f"inputs: prepared for coordinates {list(inputs.coordinate_names)}, the model "
-                         f"({model.path}) has {list(model.coordinate_names)}")
+        raise ValueError(
+            f"inputs: prepared for coordinates {list(inputs.coordinate_names)}, the model "
+            f"({model.path}) has {list(model.coordinate_names)}"
+        )
     nb = len(model.bodies)
     for field in ("load_bodies", "force_frames", "point_frames"):
         bad = [b for b in getattr(inputs, field) if not 0 <= b < nb]
@@ -291,8 +337,10 @@ def _external(model, q, inputs: InverseDynamicsInputs):
         bodies = np.asarray(bodies, dtype=np.int32)
         seg = np.asarray([model.body_segments[b] for b in bodies], dtype=np.int32)  # -1: the last row
         att = attitudes[seg]
-        return (quat.multiply(att, model.body_orientations[bodies]),
-                positions[seg] + quat.rotate(att, model.body_positions[bodies]))
+        return (
+            quat.multiply(att, model.body_orientations[bodies]),
+            positions[seg] + quat.rotate(att, model.body_positions[bodies]),
+        )
 
     rf, _ = pose(inputs.force_frames)
     rp, op = pose(inputs.point_frames)
@@ -323,8 +371,9 @@ def generalized_forces(model, inputs: InverseDynamicsInputs) -> Float[Array, " n
 
     _check_inputs(model, inputs)
     q = coordinates.to_tree(model.coordinates, inputs.c)
-    tau = coordinates.inverse_dynamics(model.tree, model.coordinates, inputs.c, inputs.cd, inputs.cdd,
-                                       _external(model, q, inputs))
+    tau = coordinates.inverse_dynamics(
+        model.tree, model.coordinates, inputs.c, inputs.cd, inputs.cdd, _external(model, q, inputs)
+    )
     return tau - passive_forces(model, inputs.c, inputs.cd)
 
 
@@ -334,9 +383,18 @@ def _trial(model, inputs):
     return _aot.call_over_frames("inverse_dynamics", jax.vmap(generalized_forces, in_axes=(None, 0)), model, inputs)
 
 
-def inverse_dynamics_tool(model, motion, *, external_loads=None, forces_to_exclude=("muscles",),
-                          lowpass_hz: float | None = None, start: float | None = None, end: float | None = None,
-                          dtype=None, progress: Callable[[str], None] | None = None) -> Table:
+def inverse_dynamics_tool(
+    model,
+    motion,
+    *,
+    external_loads=None,
+    forces_to_exclude=("muscles",),
+    lowpass_hz: float | None = None,
+    start: float | None = None,
+    end: float | None = None,
+    dtype=None,
+    progress: Callable[[str], None] | None = None,
+) -> Table:
     """OpenSim's ``InverseDynamicsTool`` (module docstring): generalised forces of a motion.
 
     - ``model``: an `OsimModel`, a ``.osim`` / model ``.json`` path or shipped model name, or a
@@ -368,8 +426,13 @@ def inverse_dynamics_tool(model, motion, *, external_loads=None, forces_to_exclu
     inputs, time = _prepare(m, motion, external_loads, lowpass_hz, start, end, say)
     say(f"inverse dynamics of {time.size} frames")
     tau = _trial(m, inputs)
-    return Table(time=time, labels=inputs.labels, data=np.asarray(tau, float), in_degrees=False,
-                 name="Inverse Dynamics Generalized Forces")
+    return Table(
+        time=time,
+        labels=inputs.labels,
+        data=np.asarray(tau, float),
+        in_degrees=False,
+        name="Inverse Dynamics Generalized Forces",
+    )
 
 
 def coordinates_table(model, time, c, *, degrees: bool = True, name: str = "jaxbio motion") -> Table:
@@ -387,7 +450,9 @@ def coordinates_table(model, time, c, *, degrees: bool = True, name: str = "jaxb
     x = np.array(c, dtype=float)
     names = m.coordinate_names
     if t.ndim != 1 or x.shape != (t.size, len(names)):
-        raise ValueError(f"c must be (T, nc) = ({t.size}, {len(names)}) with time (T,), got c {x.shape}, time {t.shape}")
+        raise ValueError(
+            f"c must be (T, nc) = ({t.size}, {len(names)}) with time (T,), got c {x.shape}, time {t.shape}"
+        )
     if degrees:
         rot = np.asarray([k == "rotational" for k in m.motion_types])
         x[:, rot] = np.degrees(x[:, rot])

@@ -116,7 +116,8 @@ import os
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
 import jax.numpy as jnp
 import numpy as np
@@ -133,8 +134,7 @@ from jaxbio.models.build import Body, model, segment, transformed, virtual
 from jaxbio.tree import SegmentTree
 
 if TYPE_CHECKING:
-    from jaxbio.io._osim_forces import OsimForces
-    from jaxbio.io._osim_muscles import OsimMuscles
+    pass
 
 __all__ = ["OsimModel", "load_osim", "enforce_coordinates"]
 
@@ -155,8 +155,15 @@ JOINT_AXES = {
 }
 JOINT_TYPES = tuple(JOINT_AXES) + ("CustomJoint",)
 #: sets that are not imported yet (reported in OsimModel.ignored when not empty)
-IGNORED_SETS = ("ForceSet", "ConstraintSet", "MarkerSet", "ContactGeometrySet", "ControllerSet", "ProbeSet",
-                "ComponentSet")
+IGNORED_SETS = (
+    "ForceSet",
+    "ConstraintSet",
+    "MarkerSet",
+    "ContactGeometrySet",
+    "ControllerSet",
+    "ProbeSet",
+    "ComponentSet",
+)
 
 
 def enforce_coordinates(model: OsimModel, c: Float[ArrayLike, " nc"]) -> Float[Array, " nc"]:
@@ -166,8 +173,9 @@ def enforce_coordinates(model: OsimModel, c: Float[ArrayLike, " nc"]) -> Float[A
     coordinate's ``default_value``: OpenSim's lock is a ``PrescribedMotion`` at that constant,
     and a locked coordinate refuses new values). Pure; `jax.vmap` over frames, `jax.grad` (the
     gradient is 0 through a clamp at its bound and through a lock)."""
-    c = as_shape(c, (model.coordinates.nc,), "c", f" (the coordinates {', '.join(model.coordinate_names)})",
-                 like=model.defaults)
+    c = as_shape(
+        c, (model.coordinates.nc,), "c", f" (the coordinates {', '.join(model.coordinate_names)})", like=model.defaults
+    )
     locked = np.asarray(model.locked, dtype=bool)
     clamped = np.asarray(model.clamped, dtype=bool) & ~locked
     c = jnp.where(clamped, jnp.clip(c, model.ranges[:, 0], model.ranges[:, 1]), c)
@@ -176,6 +184,7 @@ def enforce_coordinates(model: OsimModel, c: Float[ArrayLike, " nc"]) -> Float[A
 
 # ---- small numpy helpers --------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class _Pose:
     """A frame's origin ``p`` (3,) and orientation ``q`` (w, x, y, z) in another frame."""
@@ -183,10 +192,10 @@ class _Pose:
     p: np.ndarray = field(default_factory=lambda: np.zeros(3))
     q: np.ndarray = field(default_factory=lambda: np.array([1.0, 0.0, 0.0, 0.0]))
 
-    def __mul__(self, other: "_Pose") -> "_Pose":
+    def __mul__(self, other: _Pose) -> _Pose:
         return _Pose(self.p + quat.to_matrix(self.q) @ other.p, _unit_quaternion(quat.multiply(self.q, other.q)))
 
-    def inverse(self) -> "_Pose":
+    def inverse(self) -> _Pose:
         conj = self.q * np.array([1.0, -1.0, -1.0, -1.0])
         return _Pose(-(quat.to_matrix(conj) @ self.p), conj)
 
@@ -212,6 +221,7 @@ def _unit_axis(v: np.ndarray, where: str) -> np.ndarray:
 
 # ---- the model's components ---------------------------------------------------------------------
 
+
 @dataclass
 class _Coordinate:
     name: str
@@ -228,7 +238,7 @@ class _Coordinate:
 class _Axis:
     slot: int  # 0..5: rotation1..3, translation1..3
     axis: np.ndarray  # unit, in the joint's parent frame (translations) / the rotated frame (rotations)
-    coordinate: Optional[int]  # index within the joint's coordinates; None: a constant
+    coordinate: int | None  # index within the joint's coordinates; None: a constant
     function: Piecewise
 
     @property
@@ -245,8 +255,8 @@ class _Joint:
     axes: list[_Axis]
     parent_socket: str = ""  # 4.x: the sockets' paths, relative to the joint
     child_socket: str = ""
-    parent: Optional[tuple[str, _Pose]] = None  # (body, pose of the frame in it); 3.x: read, 4.x: resolved
-    child: Optional[tuple[str, _Pose]] = None
+    parent: tuple[str, _Pose] | None = None  # (body, pose of the frame in it); 3.x: read, 4.x: resolved
+    child: tuple[str, _Pose] | None = None
 
     @property
     def where(self) -> str:
@@ -285,8 +295,10 @@ def _joint_axes(joint: ET.Element, kind: str) -> tuple[list[_Coordinate], list[_
         axes_spec = JOINT_AXES[kind]
         n = len(axes_spec)
         if len(given) > n:
-            raise ValueError(f"{where}: a {kind} has {n} coordinates, the file gives {len(given)} "
-                             f"({', '.join(c.name for c in given)})")
+            raise ValueError(
+                f"{where}: a {kind} has {n} coordinates, the file gives {len(given)} "
+                f"({', '.join(c.name for c in given)})"
+            )
         name = joint.get("name", "")
         coords = given + [_Coordinate(f"{name}_coord_{i}") for i in range(len(given), n)]
         for c, (slot, _, _) in zip(coords, axes_spec):
@@ -336,8 +348,11 @@ def _joint_axes(joint: ET.Element, kind: str) -> tuple[list[_Coordinate], list[_
         # OpenSim's motion type: rotational/translational if some axis moves with slope ±1,
         # else coupled (CustomJoint::constructCoordinates)
         c = by_name.setdefault(names[0], _Coordinate(names[0], motion_type=""))
-        is_pure = f_elem is not None and f_elem.tag == "LinearFunction" and abs(
-            float(_numbers(f_elem, "coefficients", 2, here, default=[1.0, 0.0])[0])) == 1.0
+        is_pure = (
+            f_elem is not None
+            and f_elem.tag == "LinearFunction"
+            and abs(float(_numbers(f_elem, "coefficients", 2, here, default=[1.0, 0.0])[0])) == 1.0
+        )
         if is_pure:
             c.motion_type = "rotational" if slot < 3 else "translational"
         elif c.motion_type in ("", "coupled"):
@@ -353,10 +368,13 @@ def _joint_axes(joint: ET.Element, kind: str) -> tuple[list[_Coordinate], list[_
     return [by_name[n] for n in order], axes
 
 
-def _socket(joint: ET.Element, which: str) -> Optional[str]:
+def _socket(joint: ET.Element, which: str) -> str | None:
     """The path in a joint's ``parent_frame`` / ``child_frame`` socket (4.x and the 4.0 betas)."""
-    for tag in (f"socket_{which}_frame", f"socket_{which}_frame_connectee_name",
-                f"connector_{which}_frame_connectee_name"):
+    for tag in (
+        f"socket_{which}_frame",
+        f"socket_{which}_frame_connectee_name",
+        f"connector_{which}_frame_connectee_name",
+    ):
         text = _text(joint, tag)
         if text:
             return text
@@ -388,7 +406,7 @@ class _Frames:
 
     def resolve(self, path: str, owner: str, where: str) -> str:
         """Absolute path of the component ``path`` names, seen from the component at ``owner``."""
-        parts = (path.split("/") if path.startswith("/") else owner.split("/") + path.split("/"))
+        parts = path.split("/") if path.startswith("/") else owner.split("/") + path.split("/")
         stack: list[str] = []
         for part in parts:
             if part in ("", "."):
@@ -418,17 +436,29 @@ class _Frames:
         if path in seen:
             raise ValueError(f"{where}: frame {path!r} is its own parent")
         here = f"{where}: {_describe(item)}"
-        parent = next((t for t in (_text(item, "socket_parent"), _text(item, "socket_parent_connectee_name"),
-                                   _text(item, "connector_parent_connectee_name")) if t), None)
+        parent = next(
+            (
+                t
+                for t in (
+                    _text(item, "socket_parent"),
+                    _text(item, "socket_parent_connectee_name"),
+                    _text(item, "connector_parent_connectee_name"),
+                )
+                if t
+            ),
+            None,
+        )
         if parent is None:
             raise ValueError(f"{here}: no <socket_parent>")
         body, base = self.pose(self.resolve(parent, path, here), here, seen + (path,))
-        offset = _Pose(_numbers(item, "translation", 3, here, default=np.zeros(3)),
-                       _euler_xyz(_numbers(item, "orientation", 3, here, default=np.zeros(3))))
+        offset = _Pose(
+            _numbers(item, "translation", 3, here, default=np.zeros(3)),
+            _euler_xyz(_numbers(item, "orientation", 3, here, default=np.zeros(3))),
+        )
         return body, base * offset
 
 
-def _read_joint(elem: ET.Element, enclosing_body: Optional[str]) -> _Joint:
+def _read_joint(elem: ET.Element, enclosing_body: str | None) -> _Joint:
     kind = elem.tag
     where = _describe(elem)
     if kind not in JOINT_TYPES:
@@ -441,14 +471,25 @@ def _read_joint(elem: ET.Element, enclosing_body: Optional[str]) -> _Joint:
         parent = _text(elem, "parent_body") or _socket(elem, "parent")
         if not parent:
             raise ValueError(f"{where}: no <parent_body>")
-        parent_offset = _Pose(_numbers(elem, "location_in_parent", 3, where, default=np.zeros(3)),
-                              _euler_xyz(_numbers(elem, "orientation_in_parent", 3, where, default=np.zeros(3))))
+        parent_offset = _Pose(
+            _numbers(elem, "location_in_parent", 3, where, default=np.zeros(3)),
+            _euler_xyz(_numbers(elem, "orientation_in_parent", 3, where, default=np.zeros(3))),
+        )
         loc = "location" if elem.find("location") is not None else "location_in_child"
         ori = "orientation" if elem.find("orientation") is not None else "orientation_in_child"
-        child_offset = _Pose(_numbers(elem, loc, 3, where, default=np.zeros(3)),
-                             _euler_xyz(_numbers(elem, ori, 3, where, default=np.zeros(3))))
-        return _Joint(elem, kind, name, coords, axes, parent=(parent.split("/")[-1], parent_offset),
-                      child=(enclosing_body, child_offset))
+        child_offset = _Pose(
+            _numbers(elem, loc, 3, where, default=np.zeros(3)),
+            _euler_xyz(_numbers(elem, ori, 3, where, default=np.zeros(3))),
+        )
+        return _Joint(
+            elem,
+            kind,
+            name,
+            coords,
+            axes,
+            parent=(parent.split("/")[-1], parent_offset),
+            child=(enclosing_body, child_offset),
+        )
     parent, child = _socket(elem, "parent"), _socket(elem, "child")
     if not parent or not child:
         raise ValueError(f"{where}: needs a <socket_parent_frame> and a <socket_child_frame>")
@@ -464,13 +505,16 @@ def _body(elem: ET.Element) -> Body:
     if elem.find("inertia") is not None:
         xx, yy, zz, xy, xz, yz = _numbers(elem, "inertia", 6, where)
     else:  # 2.x/3.x
-        xx, yy, zz, xy, xz, yz = (float(_numbers(elem, f"inertia_{k}", 1, where, default=[0.0])[0])
-                                  for k in ("xx", "yy", "zz", "xy", "xz", "yz"))
+        xx, yy, zz, xy, xz, yz = (
+            float(_numbers(elem, f"inertia_{k}", 1, where, default=[0.0])[0])
+            for k in ("xx", "yy", "zz", "xy", "xz", "yz")
+        )
     return Body(float(mass), com, np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]]))
 
 
-def _ignored(model_elem: ET.Element, imported=frozenset(), disabled=frozenset(), wraps_imported=False
-             ) -> tuple[str, ...]:
+def _ignored(
+    model_elem: ET.Element, imported=frozenset(), disabled=frozenset(), wraps_imported=False
+) -> tuple[str, ...]:
     out = []
     for tag in IGNORED_SETS:
         for s in model_elem.findall(tag):
@@ -494,13 +538,17 @@ def _ignored(model_elem: ET.Element, imported=frozenset(), disabled=frozenset(),
 
 # ---- the tree -----------------------------------------------------------------------------------
 
-def _chain(joint: _Joint, parent_segment: Optional[str], placement: _Pose, body_name: str, body: Body,
-           taken: set[str]) -> list[tuple[dict, Optional[int], Optional[Piecewise]]]:
+
+def _chain(
+    joint: _Joint, parent_segment: str | None, placement: _Pose, body_name: str, body: Body, taken: set[str]
+) -> list[tuple[dict, int | None, Piecewise | None]]:
     """The segments of one joint, proximal first: ``(segment dict, joint coordinate index,
     function)``; the last one is the body (``body`` in the joint's child frame)."""
     moving_t = [a for a in joint.axes if not a.rotation and a.coordinate is not None]
-    constant_t = sum((a.function.constant_value() * a.axis for a in joint.axes
-                      if not a.rotation and a.coordinate is None), np.zeros(3))
+    constant_t = sum(
+        (a.function.constant_value() * a.axis for a in joint.axes if not a.rotation and a.coordinate is None),
+        np.zeros(3),
+    )
     head = placement * _Pose(constant_t, np.array([1.0, 0.0, 0.0, 0.0]))
     links = []  # (type, axis, origin, orientation, coordinate, function, axis name)
     origin, orientation = head.p, head.q
@@ -512,12 +560,34 @@ def _chain(joint: _Joint, parent_segment: Optional[str], placement: _Pose, body_
         if a.coordinate is None:
             pending = quat.multiply(pending, quat.from_axis_angle(a.axis, np.asarray(a.function.constant_value())))
             continue
-        links.append(["revolute", a.axis, origin, quat.multiply(orientation, pending), a.coordinate, a.function,
-                      AXIS_NAMES[a.slot]])
+        links.append(
+            [
+                "revolute",
+                a.axis,
+                origin,
+                quat.multiply(orientation, pending),
+                a.coordinate,
+                a.function,
+                AXIS_NAMES[a.slot],
+            ]
+        )
         origin, orientation, pending = np.zeros(3), np.array([1.0, 0.0, 0.0, 0.0]), np.array([1.0, 0.0, 0.0, 0.0])
     if not links:
-        return [(segment(body_name, parent_segment, "fixed", None, body, origin,
-                         _unit_quaternion(quat.multiply(orientation, pending))), None, None)]
+        return [
+            (
+                segment(
+                    body_name,
+                    parent_segment,
+                    "fixed",
+                    None,
+                    body,
+                    origin,
+                    _unit_quaternion(quat.multiply(orientation, pending)),
+                ),
+                None,
+                None,
+            )
+        ]
     # a trailing constant rotation R: motion(axis) · R = R · motion(Rᵀ axis)
     last = links[-1]
     last[3] = quat.multiply(last[3], pending)
@@ -551,18 +621,21 @@ def _force_set_file(path) -> ET.Element:
     return fs
 
 
-def _parse(path: Path, raw: bytes, dtype, force_sets: Sequence[ET.Element] = (),
-           replace_force_set: bool = False) -> OsimModel:
+def _parse(
+    path: Path, raw: bytes, dtype, force_sets: Sequence[ET.Element] = (), replace_force_set: bool = False
+) -> OsimModel:
     try:
         root = ET.fromstring(raw)
     except ET.ParseError as e:
         encoding = text_encoding(raw)
-        raise ValueError(f"the file is {encoding} encoded; save it as UTF-8" if encoding
-                         else f"not an XML file ({e})") from None
+        raise ValueError(
+            f"the file is {encoding} encoded; save it as UTF-8" if encoding else f"not an XML file ({e})"
+        ) from None
     model_elem = root.find("Model") if root.tag == "OpenSimDocument" else (root if root.tag == "Model" else None)
     if model_elem is None:
-        raise ValueError(f"not an OpenSim model: the root element is <{root.tag}>, expected <OpenSimDocument> "
-                         "holding a <Model>")
+        raise ValueError(
+            f"not an OpenSim model: the root element is <{root.tag}>, expected <OpenSimDocument> holding a <Model>"
+        )
     if replace_force_set:  # AbstractTool::updateModelForces: the files' forces replace the model's
         for fs in model_elem.findall("ForceSet"):
             model_elem.remove(fs)
@@ -609,15 +682,18 @@ def _parse(path: Path, raw: bytes, dtype, force_sets: Sequence[ET.Element] = (),
             j.parent = frames.pose(frames.resolve(j.parent_socket, owner, j.where), j.where)
             j.child = frames.pose(frames.resolve(j.child_socket, owner, j.where), j.where)
         if j.child[0] == ground:
-            raise ValueError(f"{j.where}: its child frame is on the ground {ground!r} (a reversed joint); "
-                             "not supported")
+            raise ValueError(
+                f"{j.where}: its child frame is on the ground {ground!r} (a reversed joint); not supported"
+            )
         if j.parent[0] == j.child[0]:
             raise ValueError(f"{j.where}: parent and child frames are on the same body {j.child[0]!r}")
     child_of: dict[str, _Joint] = {}
     for j in joints:
         if j.child[0] in child_of:
-            raise ValueError(f"{j.where}: body {j.child[0]!r} is already the child of {child_of[j.child[0]].where} "
-                             "(a kinematic loop); not supported")
+            raise ValueError(
+                f"{j.where}: body {j.child[0]!r} is already the child of {child_of[j.child[0]].where} "
+                "(a kinematic loop); not supported"
+            )
         child_of[j.child[0]] = j
     for b in moving:
         if b not in child_of:
@@ -633,11 +709,13 @@ def _parse(path: Path, raw: bytes, dtype, force_sets: Sequence[ET.Element] = (),
     coordinate_joint = [k for k, j in enumerate(joints) for _ in j.coordinates]
     for i, n in enumerate(cnames):
         if cnames.index(n) != i:
-            raise ValueError(f"{joints[coordinate_joint[i]].where}: coordinate name {n!r} is already used by "
-                             f"{joints[coordinate_joint[cnames.index(n)]].where}")
+            raise ValueError(
+                f"{joints[coordinate_joint[i]].where}: coordinate name {n!r} is already used by "
+                f"{joints[coordinate_joint[cnames.index(n)]].where}"
+            )
 
     # segments, parents first (joints may be listed in any order)
-    placed: dict[str, tuple[Optional[str], _Pose]] = {ground: (None, _Pose())}  # body -> (segment, X_SB)
+    placed: dict[str, tuple[str | None, _Pose]] = {ground: (None, _Pose())}  # body -> (segment, X_SB)
     segments: list[dict] = []
     source: list[int] = []
     pieces: list[Piecewise] = []
@@ -680,7 +758,9 @@ def _parse(path: Path, raw: bytes, dtype, force_sets: Sequence[ET.Element] = (),
 
     from jaxbio.io._osim_forces import read_forces
 
-    euler = [tuple(first[k] + i for i in range(3)) for k, j in enumerate(joints) if j.kind in ("BallJoint", "FreeJoint")]
+    euler = [
+        tuple(first[k] + i for i in range(3)) for k, j in enumerate(joints) if j.kind in ("BallJoint", "FreeJoint")
+    ]
     forces, imported, disabled = read_forces(model_elem, cnames, [c.motion_type for c in coords], euler, frame_pose, dt)
     from jaxbio.io._osim_muscles import read_muscles
 
@@ -713,8 +793,13 @@ def _parse(path: Path, raw: bytes, dtype, force_sets: Sequence[ET.Element] = (),
     )
 
 
-def load_osim(path: str | os.PathLike, *, dtype=None, force_set_files: Sequence[str | os.PathLike] = (),
-              replace_force_set: bool = False) -> OsimModel:
+def load_osim(
+    path: str | os.PathLike,
+    *,
+    dtype=None,
+    force_set_files: Sequence[str | os.PathLike] = (),
+    replace_force_set: bool = False,
+) -> OsimModel:
     """Read the skeleton of an OpenSim model file (``.osim``, OpenSim 3.x or 4.x).
 
     Args:

@@ -25,7 +25,7 @@ Controllers ignore the fitness state (like motors); muscle drives scale activati
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import equinox as eqx
 import jax
@@ -104,8 +104,9 @@ class MLPDrive(Drive):
     target: Float[Array, " n"]
     velocity_scale: Float[Array, ""]
 
-    def __init__(self, n: int, torque_limit, *, key, target=None, width: int = 64, depth: int = 2,
-                 velocity_scale=0.2, dtype=None):
+    def __init__(
+        self, n: int, torque_limit, *, key, target=None, width: int = 64, depth: int = 2, velocity_scale=0.2, dtype=None
+    ):
         n = int(n)
         if n < 1:
             raise ValueError(f"MLPDrive: n must be ≥ 1, got {n}")
@@ -114,8 +115,7 @@ class MLPDrive(Drive):
             self.torque_limit = self.torque_limit.astype(dtype)
         check_values(self.torque_limit, "MLPDrive: torque_limit", positive=True)
         dtype = self.torque_limit.dtype
-        self.target = (jnp.zeros(n, dtype) if target is None
-                       else _check_target(target, n, "MLPDrive", self.torque_limit))
+        self.target = jnp.zeros(n, dtype) if target is None else _check_target(target, n, "MLPDrive", self.torque_limit)
         self.velocity_scale = jnp.asarray(velocity_scale, dtype)
         check_values(self.velocity_scale, "MLPDrive: velocity_scale", positive=True)
         self.mlp = _mlp(3 * n, n, width, depth, key, dtype)
@@ -128,15 +128,17 @@ class MLPDrive(Drive):
         if self.n != n:
             raise ValueError(f"MLPDrive: built for {self.n} coordinates, the tree has {n}")
 
-    def with_target(self, target) -> "MLPDrive":
+    def with_target(self, target) -> MLPDrive:
         """The same controller aiming at ``target`` ``(n,)`` rad/m (traceable: vmap over targets)."""
         return eqx.tree_at(lambda d: d.target, self, _check_target(target, self.n, "MLPDrive", self.torque_limit))
 
     def policy(self, q, qd, target) -> Float[Array, " n"]:
         """``τ`` ``(n,)`` N·m from ``q`` ``(n,)`` rad, ``qd`` ``(n,)`` rad/s, ``target`` ``(n,)`` rad."""
         if jnp.shape(q) != (self.n,) or jnp.shape(qd) != (self.n,) or jnp.shape(target) != (self.n,):
-            raise ValueError(f"MLPDrive: q, qd and target must be ({self.n},), got {jnp.shape(q)}, "
-                             f"{jnp.shape(qd)}, {jnp.shape(target)}")
+            raise ValueError(
+                f"MLPDrive: q, qd and target must be ({self.n},), got {jnp.shape(q)}, "
+                f"{jnp.shape(qd)}, {jnp.shape(target)}"
+            )
         x = _features(q, qd, target, self.velocity_scale).astype(self.torque_limit.dtype)
         return self.torque_limit * jnp.tanh(self.mlp(x))
 
@@ -180,28 +182,39 @@ class MomentArmMuscles(Drive):
     activation: ActivationDynamics
     excitation: Callable
 
-    def __init__(self, moment_arms, reference_lengths, muscles: HillMuscle,
-                 activation: ActivationDynamics | None = None, excitation: Callable | None = None):
+    def __init__(
+        self,
+        moment_arms,
+        reference_lengths,
+        muscles: HillMuscle,
+        activation: ActivationDynamics | None = None,
+        excitation: Callable | None = None,
+    ):
         self.moment_arms = as_float(moment_arms, "MomentArmMuscles: moment_arms")
         if self.moment_arms.ndim != 2:
-            raise ValueError(f"MomentArmMuscles: moment_arms must be (n_coordinates, n_muscles), got shape "
-                             f"{self.moment_arms.shape}")
+            raise ValueError(
+                f"MomentArmMuscles: moment_arms must be (n_coordinates, n_muscles), got shape {self.moment_arms.shape}"
+            )
         m = self.moment_arms.shape[1]
-        self.reference_lengths = as_float(reference_lengths, "MomentArmMuscles: reference_lengths",
-                                          like=self.moment_arms)
+        self.reference_lengths = as_float(
+            reference_lengths, "MomentArmMuscles: reference_lengths", like=self.moment_arms
+        )
         if self.reference_lengths.shape != (m,):
-            raise ValueError(f"MomentArmMuscles: reference_lengths has shape {self.reference_lengths.shape}, "
-                             f"expected ({m},) (one per muscle)")
+            raise ValueError(
+                f"MomentArmMuscles: reference_lengths has shape {self.reference_lengths.shape}, "
+                f"expected ({m},) (one per muscle)"
+            )
         if not isinstance(muscles, HillMuscle) or muscles.size != m:
-            raise ValueError(f"MomentArmMuscles: muscles must be a HillMuscle with {m} muscles (the columns of "
-                             f"moment_arms), got {type(muscles).__name__}"
-                             + (f" with {muscles.size}" if isinstance(muscles, HillMuscle) else ""))
+            raise ValueError(
+                f"MomentArmMuscles: muscles must be a HillMuscle with {m} muscles (the columns of "
+                f"moment_arms), got {type(muscles).__name__}"
+                + (f" with {muscles.size}" if isinstance(muscles, HillMuscle) else "")
+            )
         check_values(self.moment_arms, "MomentArmMuscles: moment_arms")
         check_values(self.reference_lengths, "MomentArmMuscles: reference_lengths", positive=True)
         self.muscles = muscles
         self.activation = ActivationDynamics() if activation is None else activation
-        self.excitation = (HeldExcitation(jnp.zeros(m, self.moment_arms.dtype)) if excitation is None
-                           else excitation)
+        self.excitation = HeldExcitation(jnp.zeros(m, self.moment_arms.dtype)) if excitation is None else excitation
 
     @property
     def n_muscles(self) -> int:
@@ -213,8 +226,9 @@ class MomentArmMuscles(Drive):
 
     def check_size(self, n):
         if self.moment_arms.shape[0] != n:
-            raise ValueError(f"MomentArmMuscles: moment_arms has {self.moment_arms.shape[0]} rows, the tree has "
-                             f"{n} coordinates")
+            raise ValueError(
+                f"MomentArmMuscles: moment_arms has {self.moment_arms.shape[0]} rows, the tree has {n} coordinates"
+            )
 
     def lengths(self, q) -> Float[Array, " m"]:
         """Musculotendon lengths ``(m,)`` m."""
@@ -249,16 +263,23 @@ ARM_MOMENT_ARM = np.array([0.03, 0.03, 0.02, 0.03, 0.015, 0.015, 0.015])
 ARM_DAMPING = np.array([1.0, 1.0, 0.3, 0.5, 0.05, 0.1, 0.1])
 
 
-def arm_muscles(dtype=None) -> "MomentArmMuscles":
+def arm_muscles(dtype=None) -> MomentArmMuscles:
     """The 14 muscles of the 7-DOF arm: `agonist_antagonist` with ``ARM_MUSCLE_FORCE`` N and
     ``ARM_MOMENT_ARM`` m (optimal fiber length 0.10 m, tendon slack length 0.20 m, rigid tendons,
     fibers optimal at ``q = 0``; activation 15 ms / deactivation 60 ms)."""
     return agonist_antagonist(ARM_MUSCLE_FORCE, ARM_MOMENT_ARM, dtype=dtype)
 
 
-def agonist_antagonist(max_isometric_force, moment_arm, *, optimal_fiber_length=0.10, tendon_slack_length=0.20,
-                       max_contraction_velocity=10.0, activation: ActivationDynamics | None = None,
-                       dtype=None) -> MomentArmMuscles:
+def agonist_antagonist(
+    max_isometric_force,
+    moment_arm,
+    *,
+    optimal_fiber_length=0.10,
+    tendon_slack_length=0.20,
+    max_contraction_velocity=10.0,
+    activation: ActivationDynamics | None = None,
+    dtype=None,
+) -> MomentArmMuscles:
     """One flexor/extensor pair of Hill muscles per coordinate with constant moment arms.
 
     ``max_isometric_force`` ``(n,)`` N and ``moment_arm`` ``(n,)`` m (> 0): muscle ``2i`` pulls
@@ -275,8 +296,10 @@ def agonist_antagonist(max_isometric_force, moment_arm, *, optimal_fiber_length=
     arm = jnp.atleast_1d(as_float(moment_arm, "agonist_antagonist: moment_arm", like=force))
     n = max(force.shape[0], arm.shape[0])
     if force.ndim != 1 or arm.ndim != 1 or force.shape[0] not in (1, n) or arm.shape[0] not in (1, n):
-        raise ValueError(f"agonist_antagonist: max_isometric_force and moment_arm must be (n,) or scalars, got "
-                         f"{force.shape} and {arm.shape}")
+        raise ValueError(
+            f"agonist_antagonist: max_isometric_force and moment_arm must be (n,) or scalars, got "
+            f"{force.shape} and {arm.shape}"
+        )
     check_values(force, "agonist_antagonist: max_isometric_force", positive=True)
     check_values(arm, "agonist_antagonist: moment_arm", positive=True)
     force, arm = jnp.broadcast_to(force, (n,)), jnp.broadcast_to(arm, (n,))
@@ -286,9 +309,12 @@ def agonist_antagonist(max_isometric_force, moment_arm, *, optimal_fiber_length=
         return jnp.repeat(x, 2)
 
     l_opt, l_ts = pair(optimal_fiber_length, "optimal_fiber_length"), pair(tendon_slack_length, "tendon_slack_length")
-    muscles = HillMuscle(max_isometric_force=jnp.repeat(force, 2), optimal_fiber_length=l_opt,
-                         tendon_slack_length=l_ts,
-                         max_contraction_velocity=pair(max_contraction_velocity, "max_contraction_velocity"))
+    muscles = HillMuscle(
+        max_isometric_force=jnp.repeat(force, 2),
+        optimal_fiber_length=l_opt,
+        tendon_slack_length=l_ts,
+        max_contraction_velocity=pair(max_contraction_velocity, "max_contraction_velocity"),
+    )
     moment_arms = jnp.zeros((n, 2 * n), force.dtype)
     idx = jnp.arange(n)
     moment_arms = moment_arms.at[idx, 2 * idx].set(arm).at[idx, 2 * idx + 1].set(-arm)
@@ -313,16 +339,22 @@ class MLPExcitationDrive(Drive):
     target: Float[Array, " n"]
     velocity_scale: Float[Array, ""]
 
-    def __init__(self, muscles: Drive, n: int, *, key, target=None, width: int = 64, depth: int = 2,
-                 velocity_scale=0.2):
+    def __init__(
+        self, muscles: Drive, n: int, *, key, target=None, width: int = 64, depth: int = 2, velocity_scale=0.2
+    ):
         if not isinstance(muscles, Drive) or muscles.state_size == 0 or not hasattr(muscles, "activation"):
-            raise ValueError("MLPExcitationDrive: muscles must be a Drive with activation states and an "
-                             f"'activation' field (MomentArmMuscles, MuscleActuatedDrive), got {type(muscles).__name__}")
+            raise ValueError(
+                "MLPExcitationDrive: muscles must be a Drive with activation states and an "
+                f"'activation' field (MomentArmMuscles, MuscleActuatedDrive), got {type(muscles).__name__}"
+            )
         self.muscles = muscles
         n = int(n)
         dtype = jnp.result_type(muscles.initial_actuator_state())
-        self.target = jnp.zeros(n, dtype) if target is None else _check_target(target, n, "MLPExcitationDrive",
-                                                                                jnp.zeros((), dtype))
+        self.target = (
+            jnp.zeros(n, dtype)
+            if target is None
+            else _check_target(target, n, "MLPExcitationDrive", jnp.zeros((), dtype))
+        )
         self.velocity_scale = jnp.asarray(velocity_scale, dtype)
         check_values(self.velocity_scale, "MLPExcitationDrive: velocity_scale", positive=True)
         m = muscles.state_size
@@ -344,10 +376,11 @@ class MLPExcitationDrive(Drive):
     def initial_actuator_state(self, dtype=None):
         return self.muscles.initial_actuator_state(dtype)
 
-    def with_target(self, target) -> "MLPExcitationDrive":
+    def with_target(self, target) -> MLPExcitationDrive:
         """The same controller aiming at ``target`` ``(n,)`` rad."""
-        return eqx.tree_at(lambda d: d.target, self,
-                           _check_target(target, self.n, "MLPExcitationDrive", self.velocity_scale))
+        return eqx.tree_at(
+            lambda d: d.target, self, _check_target(target, self.n, "MLPExcitationDrive", self.velocity_scale)
+        )
 
     def excitations(self, q, qd, a, target) -> Float[Array, " m"]:
         """``u`` ``(m,)`` in (0, 1) from ``q``, ``qd`` ``(n,)``, ``a`` ``(m,)`` and ``target`` ``(n,)``."""
@@ -373,9 +406,8 @@ class FeedbackDrive(Drive):
     gains: dict
     law: Callable = eqx.field(static=True)
 
-    def with_target(self, target) -> "FeedbackDrive":
-        return eqx.tree_at(lambda d: d.target, self, _check_target(target, self.tree.nv, "FeedbackDrive",
-                                                                    self.target))
+    def with_target(self, target) -> FeedbackDrive:
+        return eqx.tree_at(lambda d: d.target, self, _check_target(target, self.tree.nv, "FeedbackDrive", self.target))
 
     def __call__(self, t, q, qd, f, a=None):
         return self.law(self.tree, q, qd, self.target, self.gains).astype(qd.dtype)
@@ -395,8 +427,10 @@ def _computed_torque(tree, q, qd, target, gains):
 def _gains(tree, torque_limit, **named):
     """``named`` gains and ``torque_limit`` as ``(nv,)`` arrays in the tree's dtype."""
     dtype = tree.masses.dtype
-    out = {name: jnp.broadcast_to(coordinate_vector(value, f"gains: {name}", tree.nv), (tree.nv,)).astype(dtype)
-           for name, value in dict(named, torque_limit=torque_limit).items()}
+    out = {
+        name: jnp.broadcast_to(coordinate_vector(value, f"gains: {name}", tree.nv), (tree.nv,)).astype(dtype)
+        for name, value in dict(named, torque_limit=torque_limit).items()
+    }
     check_values(out["torque_limit"], "torque_limit", finite=False, positive=True)
     return out
 
@@ -410,8 +444,9 @@ def pd_gravity_torque(tree: SegmentTree, kp, kd, torque_limit=jnp.inf, target=No
     return FeedbackDrive(tree, jnp.asarray(target, gains["kp"].dtype), gains, _pd_gravity)
 
 
-def computed_torque(tree: SegmentTree, omega=8.0, zeta=1.0, torque_limit=jnp.inf, target=None,
-                    damping=0.0) -> FeedbackDrive:
+def computed_torque(
+    tree: SegmentTree, omega=8.0, zeta=1.0, torque_limit=jnp.inf, target=None, damping=0.0
+) -> FeedbackDrive:
     """Computed torque (inverse dynamics feedback linearisation):
     ``τ = clip(M(q)(ω² (q* − q) − 2ζω q̇) + C(q, q̇)q̇ + g(q) + c q̇, ±τ_max)`` ``(n,)`` N·m, by
     `jaxbio.inverse_dynamics`; without saturation every joint error obeys
@@ -439,8 +474,10 @@ def _check_trainable(system: HamiltonianSystem) -> None:
     if not system.tree.is_axial or system.nq != system.nv:
         raise ValueError("rollout: the tree must have 1-DOF joints only (nq == nv)")
     if not isinstance(system.dissipation, Dissipation):
-        raise ValueError("rollout: the dissipation must be a Rayleigh jaxbio.hamiltonian.Dissipation R(q, q̇), got "
-                         f"{type(system.dissipation).__name__}")
+        raise ValueError(
+            "rollout: the dissipation must be a Rayleigh jaxbio.hamiltonian.Dissipation R(q, q̇), got "
+            f"{type(system.dissipation).__name__}"
+        )
     if not isinstance(system.potential, NoPotential):
         raise ValueError(f"rollout: a time potential is not supported, got {type(system.potential).__name__}")
 
@@ -479,16 +516,19 @@ def rollout(system: HamiltonianSystem, q0, target, horizon: float, steps: int, q
     dt = horizon / steps
     flat0, unravel = ravel_pytree(y)
     ts = dt * jnp.arange(steps + 1, dtype=dtype)
-    ys = jax.vmap(unravel)(step_grid(lambda t, x, args: ravel_pytree(_velocity_field(system, t, unravel(x)))[0],
-                                     ts, flat0))
+    ys = jax.vmap(unravel)(
+        step_grid(lambda t, x, args: ravel_pytree(_velocity_field(system, t, unravel(x)))[0], ts, flat0)
+    )
     return Rollout(ts, ys["q"], ys["qd"], ys["a"])
 
 
-def reaching_loss(system: HamiltonianSystem, q0s, targets, horizon: float, steps: int,
-                  velocity_weight: float = 0.01) -> Float[Array, ""]:
+def reaching_loss(
+    system: HamiltonianSystem, q0s, targets, horizon: float, steps: int, velocity_weight: float = 0.01
+) -> Float[Array, ""]:
     """Mean over the batch and the grid of ``|q(t) − q*|² + w |q̇(t)|²`` (rad², ``w`` s²) for the
     rollouts from ``q0s`` ``(B, n)`` to ``targets`` ``(B, n)`` (`rollout`, vmapped): the training
     loss of the example and the tests. Differentiable in every array of ``system``."""
+
     def one(q0, target):
         traj = rollout(system, q0, target, horizon, steps)
         return jnp.mean(jnp.sum((traj.q - target) ** 2, -1) + velocity_weight * jnp.sum(traj.qd**2, -1))

@@ -68,8 +68,10 @@ def _key_data(key):
     if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
         return jax.random.key_data(key)
     if key.dtype != jnp.uint32 or key.shape != (2,):
-        raise ValueError(f"reset: key must be a PRNG key (jax.random.key or jax.random.PRNGKey), got dtype "
-                         f"{key.dtype}, shape {key.shape}")
+        raise ValueError(
+            f"reset: key must be a PRNG key (jax.random.key or jax.random.PRNGKey), got dtype "
+            f"{key.dtype}, shape {key.shape}"
+        )
     return key
 
 
@@ -103,8 +105,10 @@ class ReachingEnv(eqx.Module):
     def __check_init__(self):
         check_choice(self.actuation, ACTUATIONS, "ReachingEnv: actuation")
         if self.actuation == "muscle" and not (self.system.stateful and hasattr(self.system.drive, "excitation")):
-            raise ValueError("ReachingEnv: actuation='muscle' needs a system whose drive has activation states and an "
-                             "'excitation' field (e.g. jaxbio.learning.controllers.MomentArmMuscles)")
+            raise ValueError(
+                "ReachingEnv: actuation='muscle' needs a system whose drive has activation states and an "
+                "'excitation' field (e.g. jaxbio.learning.controllers.MomentArmMuscles)"
+            )
         if self.system.nq != self.system.nv:
             raise ValueError("ReachingEnv: the tree must have 1-DOF joints only (nq == nv)")
         n = self.system.nv
@@ -112,8 +116,9 @@ class ReachingEnv(eqx.Module):
             if jnp.shape(getattr(self, name)) != (n,):
                 raise ValueError(f"ReachingEnv: {name} has shape {jnp.shape(getattr(self, name))}, expected ({n},)")
         if self.substeps < 1 or self.episode_steps < 1:
-            raise ValueError(f"ReachingEnv: substeps and episode_steps must be ≥ 1, got {self.substeps}, "
-                             f"{self.episode_steps}")
+            raise ValueError(
+                f"ReachingEnv: substeps and episode_steps must be ≥ 1, got {self.substeps}, {self.episode_steps}"
+            )
         dt = concrete(self.control_dt)
         if dt is not None and not (np.isfinite(dt) and dt > 0):
             raise ValueError(f"ReachingEnv: control_dt must be positive and finite, got {dt}")
@@ -165,8 +170,9 @@ class ReachingEnv(eqx.Module):
             u = concrete(action)
             if u is not None and not np.all((u >= 0) & (u <= 1)):
                 raise ValueError(f"step: muscle excitations must lie in [0, 1], got {u.tolist()}")
-            action = eqx.error_if(action, ~jnp.all((action >= 0) & (action <= 1)),
-                                  "step: muscle excitations must lie in [0, 1]")
+            action = eqx.error_if(
+                action, ~jnp.all((action >= 0) & (action <= 1)), "step: muscle excitations must lie in [0, 1]"
+            )
         else:
             u = concrete(action)
             if u is not None and not np.all(np.isfinite(u)):
@@ -219,8 +225,21 @@ def _vector(x, n, dtype, name):
     return jnp.broadcast_to(x, (n,)) if x.ndim == 0 else x
 
 
-def _env(tree, actuation, muscles, torque_limit, initial, target, control_dt, substeps, time_limit, effort_weight,
-         damping, auto_reset, failure_penalty):
+def _env(
+    tree,
+    actuation,
+    muscles,
+    torque_limit,
+    initial,
+    target,
+    control_dt,
+    substeps,
+    time_limit,
+    effort_weight,
+    damping,
+    auto_reset,
+    failure_penalty,
+):
     check_choice(actuation, ACTUATIONS, "actuation")
     dtype = tree.masses.dtype
     n = tree.nv
@@ -231,14 +250,32 @@ def _env(tree, actuation, muscles, torque_limit, initial, target, control_dt, su
     drive = muscles if actuation == "muscle" else ZeroDrive()
     system = HamiltonianSystem(tree, drive, dissipation)
     (il, ih), (tl, th) = initial, target
-    return ReachingEnv(system, *(_vector(x, n, dtype, "") for x in (il, ih, tl, th, torque_limit)),
-                       jnp.asarray(control_dt, dtype), jnp.asarray(effort_weight, dtype),
-                       jnp.asarray(failure_penalty, dtype), int(substeps), episode_steps, actuation, bool(auto_reset))
+    return ReachingEnv(
+        system,
+        *(_vector(x, n, dtype, "") for x in (il, ih, tl, th, torque_limit)),
+        jnp.asarray(control_dt, dtype),
+        jnp.asarray(effort_weight, dtype),
+        jnp.asarray(failure_penalty, dtype),
+        int(substeps),
+        episode_steps,
+        actuation,
+        bool(auto_reset),
+    )
 
 
-def arm_env(actuation: str = "torque", *, dtype=None, control_dt: float = 0.02, substeps: int = 2,
-            time_limit: float = 2.0, effort_weight: float = 0.1, damping=0.0, spread: float = 0.5,
-            auto_reset: bool = False, failure_penalty: float = 100.0) -> ReachingEnv:
+def arm_env(
+    actuation: str = "torque",
+    *,
+    dtype=None,
+    control_dt: float = 0.02,
+    substeps: int = 2,
+    time_limit: float = 2.0,
+    effort_weight: float = 0.1,
+    damping=0.0,
+    spread: float = 0.5,
+    auto_reset: bool = False,
+    failure_penalty: float = 100.0,
+) -> ReachingEnv:
     """The shipped 7-DOF ``arm7`` reaching from and to configurations uniform in
     ``ARM_POSTURE ± spread`` rad. Torques limited to `ARM_TORQUE_LIMIT` N·m; muscles: the 14
     `agonist_antagonist` muscles of `jaxbio.learning.controllers.arm_muscles`. ``damping``: joint
@@ -249,21 +286,58 @@ def arm_env(actuation: str = "torque", *, dtype=None, control_dt: float = 0.02, 
     tree = load_model("arm7", dtype=dtype)
     box = (ARM_POSTURE - spread, ARM_POSTURE + spread)
     muscles = arm_muscles(dtype=tree.masses.dtype) if actuation == "muscle" else None
-    return _env(tree, actuation, muscles, ARM_TORQUE_LIMIT, box, box, control_dt, substeps, time_limit, effort_weight,
-                damping, auto_reset, failure_penalty)
+    return _env(
+        tree,
+        actuation,
+        muscles,
+        ARM_TORQUE_LIMIT,
+        box,
+        box,
+        control_dt,
+        substeps,
+        time_limit,
+        effort_weight,
+        damping,
+        auto_reset,
+        failure_penalty,
+    )
 
 
-def double_pendulum_env(actuation: str = "torque", *, dtype=None, control_dt: float = 0.02, substeps: int = 2,
-                        time_limit: float = 2.0, effort_weight: float = 0.1, damping=0.0, spread: float = 1.0,
-                        torque_limit=(20.0, 10.0), auto_reset: bool = False,
-                        failure_penalty: float = 100.0) -> ReachingEnv:
+def double_pendulum_env(
+    actuation: str = "torque",
+    *,
+    dtype=None,
+    control_dt: float = 0.02,
+    substeps: int = 2,
+    time_limit: float = 2.0,
+    effort_weight: float = 0.1,
+    damping=0.0,
+    spread: float = 1.0,
+    torque_limit=(20.0, 10.0),
+    auto_reset: bool = False,
+    failure_penalty: float = 100.0,
+) -> ReachingEnv:
     """The shipped ``double_pendulum`` (seed 004: rods of 1 kg, 1 m and 1 kg, 0.5 m, hanging at
     ``q = 0``) reaching between configurations uniform in ``±spread`` rad. Torques limited to
     ``torque_limit`` N·m; muscles: one `agonist_antagonist` pair per joint, 600 N / 300 N at
     4 cm / 3 cm (peak moments 24 and 9 N·m)."""
     tree = load_model("double_pendulum", dtype=dtype)
     box = (-spread * np.ones(2), spread * np.ones(2))
-    muscles = (agonist_antagonist([600.0, 300.0], [0.04, 0.03], dtype=tree.masses.dtype)
-               if actuation == "muscle" else None)
-    return _env(tree, actuation, muscles, torque_limit, box, box, control_dt, substeps, time_limit, effort_weight,
-                damping, auto_reset, failure_penalty)
+    muscles = (
+        agonist_antagonist([600.0, 300.0], [0.04, 0.03], dtype=tree.masses.dtype) if actuation == "muscle" else None
+    )
+    return _env(
+        tree,
+        actuation,
+        muscles,
+        torque_limit,
+        box,
+        box,
+        control_dt,
+        substeps,
+        time_limit,
+        effort_weight,
+        damping,
+        auto_reset,
+        failure_penalty,
+    )

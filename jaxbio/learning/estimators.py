@@ -75,7 +75,7 @@ Example::
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 import equinox as eqx
 import jax
@@ -174,8 +174,9 @@ class MuscleProblem(eqx.Module):
     p: float = eqx.field(static=True, default=2.0)
     objective: str = eqx.field(static=True, default="activation")
 
-    def __init__(self, tree, paths, parameters, *, reserve_strength=None, p: float = 2.0,
-                 objective: str = "activation"):
+    def __init__(
+        self, tree, paths, parameters, *, reserve_strength=None, p: float = 2.0, objective: str = "activation"
+    ):
         """``parameters``: `jaxbio.muscles.sets.MuscleParameters` or a rigid-tendon `HillMuscle`;
         ``reserve_strength``: ``(n,)`` or ``{segment name: N·m}`` (see
         `jaxbio.estimation.static_optimization_motion`). ``ValueError`` for paths of another tree,
@@ -195,8 +196,9 @@ class MuscleProblem(eqx.Module):
         self.objective = objective
 
     @classmethod
-    def from_muscle_set(cls, name: str, *, reserve_strength=None, p: float = 2.0,
-                        objective: str = "activation", dtype=None) -> "MuscleProblem":
+    def from_muscle_set(
+        cls, name: str, *, reserve_strength=None, p: float = 2.0, objective: str = "activation", dtype=None
+    ) -> MuscleProblem:
         """The problem of a shipped muscle set (`jaxbio.muscles.sets.load_muscle_set`), e.g.
         ``"gait10dof18musc"`` with reserves on the pelvis and lumbar coordinates."""
         from jaxbio.muscles.sets import load_muscle_set
@@ -233,7 +235,7 @@ def _frames(x, name: str, n: int):
     return x
 
 
-def moment_scale(problem: "MuscleProblem", data: FrameData) -> Float[Array, " n"]:
+def moment_scale(problem: MuscleProblem, data: FrameData) -> Float[Array, " n"]:
     """``σ`` ``(n,)`` N·m: per coordinate, the largest single actuator moment
     ``max(maxᵢ |Rᵢⱼ F̂ᵢ|, S_j)`` (1 where there is none) — static optimisation's row scaling, used
     to scale residuals and multipliers to O(1). Not differentiated (`jax.lax.stop_gradient`)."""
@@ -338,8 +340,9 @@ def dual_terms(problem: MuscleProblem, data: FrameData, multipliers: Float[Array
     return DualTerms(value=value, activations=a, reserves=S * y, residual=residual)
 
 
-def refine_multipliers(problem: MuscleProblem, data: FrameData, multipliers: Float[ArrayLike, " n"], *,
-                       steps: int = 2) -> Float[Array, " n"]:
+def refine_multipliers(
+    problem: MuscleProblem, data: FrameData, multipliers: Float[ArrayLike, " n"], *, steps: int = 2
+) -> Float[Array, " n"]:
     """``steps`` safeguarded semismooth Newton steps on the concave dual ``g(λ)`` (`dual_terms`)
     from the moment multipliers ``λ`` ``(n,)`` per N·m: the moment multipliers, improved.
 
@@ -425,19 +428,30 @@ class AmortizedStaticOptimization(eqx.Module):
     n_coordinates: int = eqx.field(static=True)
     n_muscles: int = eqx.field(static=True)
 
-    def __init__(self, n_coordinates: int, n_muscles: int, *, key: PRNGKeyArray, width: int = 128,
-                 depth: int = 2, activation: Callable = jax.nn.silu, input_mean=None, input_scale=None,
-                 initial_activation: float = 0.05, dtype=None):
+    def __init__(
+        self,
+        n_coordinates: int,
+        n_muscles: int,
+        *,
+        key: PRNGKeyArray,
+        width: int = 128,
+        depth: int = 2,
+        activation: Callable = jax.nn.silu,
+        input_mean=None,
+        input_scale=None,
+        initial_activation: float = 0.05,
+        dtype=None,
+    ):
         """Args:
-            n_coordinates, n_muscles: ``n`` and ``m``.
-            key: JAX PRNG key for the weights.
-            width, depth: hidden width and number of hidden layers of both MLPs.
-            activation: hidden nonlinearity (default SiLU: smooth, so the loss is smooth).
-            input_mean, input_scale: ``(3n,)`` normalisation (default 0 and 1).
-            initial_activation: in ``(0, 1)``, the activations of the untrained network (the output
-                bias; the last layer's weights are scaled by 0.1), small as static optimisation's
-                typically are.
-            dtype: float dtype of the weights (default JAX's default float).
+        n_coordinates, n_muscles: ``n`` and ``m``.
+        key: JAX PRNG key for the weights.
+        width, depth: hidden width and number of hidden layers of both MLPs.
+        activation: hidden nonlinearity (default SiLU: smooth, so the loss is smooth).
+        input_mean, input_scale: ``(3n,)`` normalisation (default 0 and 1).
+        initial_activation: in ``(0, 1)``, the activations of the untrained network (the output
+            bias; the last layer's weights are scaled by 0.1), small as static optimisation's
+            typically are.
+        dtype: float dtype of the weights (default JAX's default float).
         """
         n = static_number(n_coordinates, "n_coordinates", positive=True, integer=True)
         m = static_number(n_muscles, "n_muscles", positive=True, integer=True)
@@ -449,15 +463,25 @@ class AmortizedStaticOptimization(eqx.Module):
         dtype = jnp.zeros(0, dtype).dtype
         k1, k2 = jax.random.split(key)
         mlp = eqx.nn.MLP(3 * n, m, width, depth, activation=activation, key=k1, dtype=dtype)
-        mlp = eqx.tree_at(lambda f: (f.layers[-1].weight, f.layers[-1].bias), mlp,
-                          (0.1 * mlp.layers[-1].weight, jnp.full((m,), float(initial_activation), dtype)))
+        mlp = eqx.tree_at(
+            lambda f: (f.layers[-1].weight, f.layers[-1].bias),
+            mlp,
+            (0.1 * mlp.layers[-1].weight, jnp.full((m,), float(initial_activation), dtype)),
+        )
         dual = eqx.nn.MLP(3 * n, n, width, depth, activation=activation, key=k2, dtype=dtype)
-        dual = eqx.tree_at(lambda f: (f.layers[-1].weight, f.layers[-1].bias), dual,
-                           (0.1 * dual.layers[-1].weight, jnp.zeros((n,), dtype)))
+        dual = eqx.tree_at(
+            lambda f: (f.layers[-1].weight, f.layers[-1].bias),
+            dual,
+            (0.1 * dual.layers[-1].weight, jnp.zeros((n,), dtype)),
+        )
         self.mlp = mlp
         self.dual_mlp = dual
-        self.input_mean = jnp.zeros(3 * n, dtype) if input_mean is None else _vector(input_mean, "input_mean", 3 * n, dtype)
-        self.input_scale = jnp.ones(3 * n, dtype) if input_scale is None else _vector(input_scale, "input_scale", 3 * n, dtype)
+        self.input_mean = (
+            jnp.zeros(3 * n, dtype) if input_mean is None else _vector(input_mean, "input_mean", 3 * n, dtype)
+        )
+        self.input_scale = (
+            jnp.ones(3 * n, dtype) if input_scale is None else _vector(input_scale, "input_scale", 3 * n, dtype)
+        )
         scale = np.asarray(self.input_scale)
         if not np.all(scale > 0):
             raise ValueError(f"input_scale must be > 0, got {scale.tolist()}")
@@ -465,17 +489,28 @@ class AmortizedStaticOptimization(eqx.Module):
         self.n_muscles = m
 
     @classmethod
-    def from_frames(cls, q: Float[ArrayLike, "T n"], qd: Float[ArrayLike, "T n"], qdd: Float[ArrayLike, "T n"],
-                    *, n_muscles: int, key: PRNGKeyArray, **kwargs) -> "AmortizedStaticOptimization":
+    def from_frames(
+        cls,
+        q: Float[ArrayLike, "T n"],
+        qd: Float[ArrayLike, "T n"],
+        qdd: Float[ArrayLike, "T n"],
+        *,
+        n_muscles: int,
+        key: PRNGKeyArray,
+        **kwargs,
+    ) -> AmortizedStaticOptimization:
         """An untrained estimator normalised to the frames ``(T, n)``: mean and standard deviation
         of each input (a constant input gets scale 1). ``kwargs`` as in the constructor."""
         if jnp.ndim(q) != 2:
             raise ValueError(f"q has shape {jnp.shape(q)}, expected (T, n) (frames × coordinates)")
         n = jnp.shape(q)[1]
-        x = np.concatenate([np.asarray(_frames(v, name, n)) for v, name in ((q, "q"), (qd, "qd"), (qdd, "qdd"))], axis=1)
+        x = np.concatenate(
+            [np.asarray(_frames(v, name, n)) for v, name in ((q, "q"), (qd, "qd"), (qdd, "qdd"))], axis=1
+        )
         std = x.std(axis=0)
-        return cls(n, n_muscles, key=key, input_mean=x.mean(axis=0), input_scale=np.where(std > 1e-8, std, 1.0),
-                   **kwargs)
+        return cls(
+            n, n_muscles, key=key, input_mean=x.mean(axis=0), input_scale=np.where(std > 1e-8, std, 1.0), **kwargs
+        )
 
     def _features(self, q, qd, qdd):
         n = self.n_coordinates
@@ -483,8 +518,9 @@ class AmortizedStaticOptimization(eqx.Module):
         x = jnp.concatenate([q, qd, qdd]).astype(self.input_mean.dtype)
         return (x - self.input_mean) / self.input_scale
 
-    def __call__(self, q: Float[ArrayLike, " n"], qd: Float[ArrayLike, " n"], qdd: Float[ArrayLike, " n"]
-                 ) -> Float[Array, " m"]:
+    def __call__(
+        self, q: Float[ArrayLike, " n"], qd: Float[ArrayLike, " n"], qdd: Float[ArrayLike, " n"]
+    ) -> Float[Array, " m"]:
         """Activations ``(m,)`` in ``[0, 1]`` of one frame (``q, qd, qdd``: ``(n,)`` rad, rad/s,
         rad/s²). Batch with `jax.vmap`."""
         return jnp.clip(self.activation_logits(q, qd, qdd), 0.0, 1.0)
@@ -506,8 +542,9 @@ class AmortizedStaticOptimization(eqx.Module):
         lam = _free_multipliers(problem, data, self.scaled_multipliers(q, qd, qdd) / moment_scale(problem, data))
         return dual_terms(problem, data, lam).activations
 
-    def refined_activations(self, problem: MuscleProblem, q, qd, qdd, *, steps: int = 2,
-                            data: FrameData | None = None) -> Float[Array, " m"]:
+    def refined_activations(
+        self, problem: MuscleProblem, q, qd, qdd, *, steps: int = 2, data: FrameData | None = None
+    ) -> Float[Array, " m"]:
         """Activations ``(m,)`` in ``[0, 1]`` of one frame refined on its physics: the dual
         network's multipliers, ``steps`` Newton steps on the dual (`refine_multipliers`), then
         the closed-form ``a(λ)`` (`dual_terms`). Needs the frame's data (inverse dynamics, moment
@@ -556,8 +593,10 @@ class AmortizedStaticOptimization(eqx.Module):
         if not isinstance(problem, MuscleProblem):
             raise ValueError(f"problem must be a MuscleProblem, got {type(problem).__name__}")
         if (problem.n_coordinates, problem.n_muscles) != (self.n_coordinates, self.n_muscles):
-            raise ValueError(f"the estimator maps {self.n_coordinates} coordinates to {self.n_muscles} muscles, "
-                             f"the problem has {problem.n_coordinates} coordinates and {problem.n_muscles} muscles")
+            raise ValueError(
+                f"the estimator maps {self.n_coordinates} coordinates to {self.n_muscles} muscles, "
+                f"the problem has {problem.n_coordinates} coordinates and {problem.n_muscles} muscles"
+            )
 
 
 def _vector(x, name, size, dtype):
@@ -585,8 +624,9 @@ def _frame_losses(estimator, problem, q, qd, qdd, data, residual_weight, method,
         if target_steps:
             better = refine_multipliers(problem, d, jax.lax.stop_gradient(lam), steps=target_steps)
             target = dual_terms(problem, d, better).activations
-        return -dual.value + _activation_regression(estimator.activation_logits(q_t, qd_t, qdd_t),
-                                                    jax.lax.stop_gradient(target))
+        return -dual.value + _activation_regression(
+            estimator.activation_logits(q_t, qd_t, qdd_t), jax.lax.stop_gradient(target)
+        )
 
     return jax.vmap(one)(q, qd, qdd, data)
 
@@ -800,13 +840,12 @@ def train(
 
 
 @eqx.filter_jit
-def frames_data(problem: MuscleProblem, q: Float[ArrayLike, "T n"], qd: Float[ArrayLike, "T n"],
-                qdd: Float[ArrayLike, "T n"]) -> FrameData:
+def frames_data(
+    problem: MuscleProblem, q: Float[ArrayLike, "T n"], qd: Float[ArrayLike, "T n"], qdd: Float[ArrayLike, "T n"]
+) -> FrameData:
     """`MuscleProblem.frame` over ``T`` frames (``(T, n)`` each), compiled: `FrameData` with a
     leading ``T`` axis."""
     return jax.vmap(problem.frame)(q, qd, qdd)
-
-
 
 
 @functools.partial(jax.jit, static_argnums=(1, 2))
@@ -843,7 +882,12 @@ def _minibatches(key, T, batch_size, start, stop, cache=None):
 def _partition(estimator):
     """Trainable leaves (the MLPs' arrays) and the rest (normalisation constants, static)."""
     spec = jax.tree_util.tree_map(lambda _: False, estimator)
-    spec = eqx.tree_at(lambda e: (e.mlp, e.dual_mlp), spec,
-                       replace=(jax.tree_util.tree_map(eqx.is_inexact_array, estimator.mlp),
-                                jax.tree_util.tree_map(eqx.is_inexact_array, estimator.dual_mlp)))
+    spec = eqx.tree_at(
+        lambda e: (e.mlp, e.dual_mlp),
+        spec,
+        replace=(
+            jax.tree_util.tree_map(eqx.is_inexact_array, estimator.mlp),
+            jax.tree_util.tree_map(eqx.is_inexact_array, estimator.dual_mlp),
+        ),
+    )
     return eqx.partition(estimator, spec)

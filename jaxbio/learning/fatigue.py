@@ -69,17 +69,21 @@ class NeuralResidualFitness(FitnessLaw):
     rate_scale: float = eqx.field(static=True, default=0.1)
     throttle: float = eqx.field(static=True, default=0.01)
 
-    def __init__(self, base: FitnessLaw, mlp: eqx.nn.MLP, *, time_scale=10.0, speed_scale=10.0, rate_scale=0.1,
-                 throttle=0.01):
+    def __init__(
+        self, base: FitnessLaw, mlp: eqx.nn.MLP, *, time_scale=10.0, speed_scale=10.0, rate_scale=0.1, throttle=0.01
+    ):
         if not isinstance(base, FitnessLaw):
-            raise ValueError(f"NeuralResidualFitness: base must be a jaxbio.hamiltonian.FitnessLaw, "
-                             f"got {type(base).__name__}")
+            raise ValueError(
+                f"NeuralResidualFitness: base must be a jaxbio.hamiltonian.FitnessLaw, got {type(base).__name__}"
+            )
         if not isinstance(mlp, eqx.nn.MLP):
             raise ValueError(f"NeuralResidualFitness: mlp must be an equinox.nn.MLP, got {type(mlp).__name__}")
         out = 1 if mlp.out_size == "scalar" else mlp.out_size
         if mlp.out_size == "scalar" or out != base.size:
-            raise ValueError(f"NeuralResidualFitness: mlp.out_size must be the fitness size {base.size} "
-                             f"(a vector output), got {mlp.out_size!r}")
+            raise ValueError(
+                f"NeuralResidualFitness: mlp.out_size must be the fitness size {base.size} "
+                f"(a vector output), got {mlp.out_size!r}"
+            )
         self.base = base
         self.mlp = mlp
         self.time_scale = _positive(time_scale, "time_scale")
@@ -88,8 +92,17 @@ class NeuralResidualFitness(FitnessLaw):
         self.throttle = _positive(throttle, "throttle")
 
     @classmethod
-    def init(cls, base: FitnessLaw, key: PRNGKeyArray, *, n_velocities: int = 1, width: int = 8, depth: int = 2,
-             dtype=None, **scales) -> "NeuralResidualFitness":
+    def init(
+        cls,
+        base: FitnessLaw,
+        key: PRNGKeyArray,
+        *,
+        n_velocities: int = 1,
+        width: int = 8,
+        depth: int = 2,
+        dtype=None,
+        **scales,
+    ) -> NeuralResidualFitness:
         """A law equal to ``base``: an MLP of ``depth`` hidden layers of ``width`` tanh units
         whose last layer (weights and bias) is zero. ``n_velocities``: ``n``, the velocity
         coordinates of the system it will drive (1 for the sprinter); ``dtype`` of the weights
@@ -99,14 +112,19 @@ class NeuralResidualFitness(FitnessLaw):
             if not (isinstance(v, (int, np.integer)) and v >= 1):
                 raise ValueError(f"NeuralResidualFitness.init: {name} must be a positive integer, got {v!r}")
         if not isinstance(base, FitnessLaw):
-            raise ValueError(f"NeuralResidualFitness.init: base must be a jaxbio.hamiltonian.FitnessLaw, "
-                             f"got {type(base).__name__}")
+            raise ValueError(
+                f"NeuralResidualFitness.init: base must be a jaxbio.hamiltonian.FitnessLaw, got {type(base).__name__}"
+            )
         k = base.size
-        mlp = eqx.nn.MLP(k + n_velocities + 1, k, width, depth, activation=jnp.tanh, key=key,
-                         dtype=dtype or jnp.result_type(float))
+        mlp = eqx.nn.MLP(
+            k + n_velocities + 1, k, width, depth, activation=jnp.tanh, key=key, dtype=dtype or jnp.result_type(float)
+        )
         last = mlp.layers[-1]
-        mlp = eqx.tree_at(lambda m: (m.layers[-1].weight, m.layers[-1].bias), mlp,
-                          (jnp.zeros_like(last.weight), jnp.zeros_like(last.bias)))
+        mlp = eqx.tree_at(
+            lambda m: (m.layers[-1].weight, m.layers[-1].bias),
+            mlp,
+            (jnp.zeros_like(last.weight), jnp.zeros_like(last.bias)),
+        )
         return cls(base, mlp, **scales)
 
     @property
@@ -117,14 +135,22 @@ class NeuralResidualFitness(FitnessLaw):
         self.base.check_size(n)
         expected = self.size + n + 1
         if self.mlp.in_size != expected:
-            raise ValueError(f"NeuralResidualFitness: mlp.in_size is {self.mlp.in_size}, expected {expected} "
-                             f"(fitness {self.size} + velocities {n} + time 1)")
+            raise ValueError(
+                f"NeuralResidualFitness: mlp.in_size is {self.mlp.in_size}, expected {expected} "
+                f"(fitness {self.size} + velocities {n} + time 1)"
+            )
 
-    def on(self, base: FitnessLaw) -> "NeuralResidualFitness":
+    def on(self, base: FitnessLaw) -> NeuralResidualFitness:
         """The same correction on another parametric law (`jaxbio.sprint.sprinter_system`'s
         ``fitness=`` hook: ``fitness=law.on`` puts it on each race's `ReserveFitness`)."""
-        return NeuralResidualFitness(base, self.mlp, time_scale=self.time_scale, speed_scale=self.speed_scale,
-                                     rate_scale=self.rate_scale, throttle=self.throttle)
+        return NeuralResidualFitness(
+            base,
+            self.mlp,
+            time_scale=self.time_scale,
+            speed_scale=self.speed_scale,
+            rate_scale=self.rate_scale,
+            throttle=self.throttle,
+        )
 
     def value(self, f) -> Array:
         return self.base.value(f)
@@ -144,8 +170,9 @@ class NeuralResidualFitness(FitnessLaw):
         return self.base.rate(t, q, p, qd, f, drive_force, flow) + self.correction(t, qd, f)
 
 
-def sprint_residual(key: PRNGKeyArray, *, width: int = 8, depth: int = 2, dtype=None,
-                    **scales) -> NeuralResidualFitness:
+def sprint_residual(
+    key: PRNGKeyArray, *, width: int = 8, depth: int = 2, dtype=None, **scales
+) -> NeuralResidualFitness:
     """A zero-initialised `NeuralResidualFitness` for the sprinter: on the default sprinter's
     `ReserveFitness` (``law.on`` moves it to each race's own), one velocity coordinate."""
     base = sprinter_system(Sprinter()).fitness
@@ -156,16 +183,24 @@ def _check_thetas(thetas, splits: Splits, names):
     thetas = jnp.asarray(thetas)
     B = splits.distances.shape[0]
     if thetas.shape != (B, len(names)):
-        raise ValueError(f"thetas has shape {thetas.shape}, expected ({B}, {len(names)}): one row of log "
-                         f"{names} per race of splits")
+        raise ValueError(
+            f"thetas has shape {thetas.shape}, expected ({B}, {len(names)}): one row of log {names} per race of splits"
+        )
     unknown = set(names) - set(PARAMETERS)
     if unknown:
         raise ValueError(f"unknown parameter(s) {sorted(unknown)}; known: {PARAMETERS}")
     return thetas
 
 
-def split_loss(law: NeuralResidualFitness | None, thetas: Float[Array, "B k"], splits: Splits, *,
-               model: Sprinter | None = None, names=FREE, n_steps: int = 80) -> Float[Array, ""]:
+def split_loss(
+    law: NeuralResidualFitness | None,
+    thetas: Float[Array, "B k"],
+    splits: Splits,
+    *,
+    model: Sprinter | None = None,
+    names=FREE,
+    n_steps: int = 80,
+) -> Float[Array, ""]:
     """Mean squared split-time error of ``B`` races in units of the rounding noise
     (``((predicted − measured)/SIGMA_ROUND)²``, weighted by ``splits.weights``, averaged over the
     fitted splits of all races); ``law`` ``None`` for the parametric law. ``thetas`` ``(B, k)``:
@@ -177,18 +212,35 @@ def split_loss(law: NeuralResidualFitness | None, thetas: Float[Array, "B k"], s
     hook = None if law is None else law.on
 
     def one(theta, sp):
-        pred = split_times(model.with_log(names, theta), sp.distances, sp.reaction_time, sp.wind, sp.duration,
-                           n_steps=n_steps, fitness=hook)
+        pred = split_times(
+            model.with_log(names, theta),
+            sp.distances,
+            sp.reaction_time,
+            sp.wind,
+            sp.duration,
+            n_steps=n_steps,
+            fitness=hook,
+        )
         return jnp.sum(sp.weights * ((pred - sp.times) / SIGMA_ROUND) ** 2)
 
     per_race = jax.vmap(one)(thetas, splits)
     return jnp.sum(per_race) / jnp.maximum(jnp.sum(splits.weights), 1.0)
 
 
-def fit_residual(law: NeuralResidualFitness, splits: Splits, thetas: Float[Array, "B k"], *,
-                 model: Sprinter | None = None, names=FREE, steps: int = 300, learning_rate: float = 3e-3,
-                 theta_learning_rate: float = 1e-3, weight_decay: float = 1e-3, joint: bool = True,
-                 n_steps: int = 80):
+def fit_residual(
+    law: NeuralResidualFitness,
+    splits: Splits,
+    thetas: Float[Array, "B k"],
+    *,
+    model: Sprinter | None = None,
+    names=FREE,
+    steps: int = 300,
+    learning_rate: float = 3e-3,
+    theta_learning_rate: float = 1e-3,
+    weight_decay: float = 1e-3,
+    joint: bool = True,
+    n_steps: int = 80,
+):
     """Train ``law``'s MLP over the races of ``splits`` with optax (Adam) through the split times.
 
     Minimises `split_loss` plus ``weight_decay · ‖w‖²`` over the MLP's weights ``w``, and — with
@@ -215,10 +267,16 @@ def fit_residual(law: NeuralResidualFitness, splits: Splits, thetas: Float[Array
     names = tuple(names)
     thetas = _check_thetas(thetas, splits, names).astype(jnp.result_type(splits.times))
     arrays, static = eqx.partition((law, thetas, splits, model), eqx.is_array)
-    config = (names, int(steps), float(learning_rate), float(theta_learning_rate), float(weight_decay), bool(joint),
-              int(n_steps))
-    weights, thetas, history = _train(True, arrays, static=static,
-                                                config=config)
+    config = (
+        names,
+        int(steps),
+        float(learning_rate),
+        float(theta_learning_rate),
+        float(weight_decay),
+        bool(joint),
+        int(n_steps),
+    )
+    weights, thetas, history = _train(True, arrays, static=static, config=config)
     mlp_static = eqx.partition(law.mlp, eqx.is_array)[1]
     return eqx.tree_at(lambda l: l.mlp, law, eqx.combine(weights, mlp_static)), thetas, history
 
@@ -232,14 +290,15 @@ def _train_impl(arrays, *, static, config):
     params = (weights, thetas)
     opt = optax.multi_transform(
         {"mlp": optax.adam(learning_rate), "theta": optax.adam(theta_learning_rate) if joint else optax.set_to_zero()},
-        lambda p: (jax.tree_util.tree_map(lambda _: "mlp", p[0]), "theta"))
+        lambda p: (jax.tree_util.tree_map(lambda _: "mlp", p[0]), "theta"),
+    )
     state = opt.init(params)
 
     def loss(params):
         w, th = params
         trained = eqx.tree_at(lambda l: l.mlp, law, eqx.combine(w, mlp_static))
         data = split_loss(trained, th, splits, model=model, names=names, n_steps=n_steps)
-        decay = sum(jnp.sum(a ** 2) for a in jax.tree_util.tree_leaves(w))
+        decay = sum(jnp.sum(a**2) for a in jax.tree_util.tree_leaves(w))
         return data + weight_decay * decay, data
 
     def step(carry, _):

@@ -31,12 +31,38 @@ DIGITS = 10  # significant digits written for the anthropometric models
 # de Leva (1996) Table 4, males, and its reference subject: the one anthropometric table of jaxbio.
 if __package__:
     from jaxbio.models.anthropometrics import DE_LEVA_MALE, STATURE, DeLevaRow
-    from jaxbio.models.build import (GRAVITY_3D, GRAVITY_PLANAR, X, Y, Z, Body, combine, deleva_body, model, moved,
-                                     segment, subtract, virtual)
+    from jaxbio.models.build import (
+        GRAVITY_3D,
+        GRAVITY_PLANAR,
+        X,
+        Y,
+        Z,
+        Body,
+        combine,
+        deleva_body,
+        model,
+        moved,
+        segment,
+        subtract,
+        virtual,
+    )
 else:  # run as a plain script (numpy only): the table and the builder are the modules next to this file
     from anthropometrics import DE_LEVA_MALE, STATURE, DeLevaRow  # type: ignore[no-redef]
-    from build import (GRAVITY_3D, GRAVITY_PLANAR, X, Y, Z, Body, combine, deleva_body, model,  # type: ignore[no-redef]
-                       moved, segment, subtract, virtual)
+    from build import (
+        GRAVITY_3D,
+        GRAVITY_PLANAR,
+        X,
+        Y,
+        Z,
+        Body,
+        combine,
+        deleva_body,
+        model,  # type: ignore[no-redef]
+        moved,
+        segment,
+        subtract,
+        virtual,
+    )
 
 # Same table, trunk measured MIDS (mid-point of the shoulder joint centres) -> MIDH: 515.5 mm.
 # Used only to place the shoulder joint centres above the mid-hip point.
@@ -236,8 +262,14 @@ def wholebody() -> dict:
     for s, side in (("r", -1.0), ("l", +1.0)):  # side: sign of y, and of the mirrored axes
         segments += [
             # shoulder: a ball joint; elbow flexion (forearm forward) about -y
-            segment(f"upper_arm_{s}", "torso", "spherical", None, arm["upper_arm"],
-                    origin=(0.0, side * SHOULDER_HALF_WIDTH, shoulder_z)),
+            segment(
+                f"upper_arm_{s}",
+                "torso",
+                "spherical",
+                None,
+                arm["upper_arm"],
+                origin=(0.0, side * SHOULDER_HALF_WIDTH, shoulder_z),
+            ),
             segment(f"forearm_{s}", f"upper_arm_{s}", "revolute", -Y, forearm_hand, origin=(0.0, 0.0, -L["upper_arm"])),
         ]
     for s, side in (("r", -1.0), ("l", +1.0)):
@@ -294,8 +326,7 @@ def dumps(d: dict, digits: int | None = DIGITS) -> str:
     d = _rounded(d, digits)
     head = [f'  "{k}": {json.dumps(d[k])}' for k in ("format", "version", "name", "gravity")]
     segs = [
-        "    {\n" + ",\n".join(f'      "{k}": {json.dumps(v)}' for k, v in s.items()) + "\n    }"
-        for s in d["segments"]
+        "    {\n" + ",\n".join(f'      "{k}": {json.dumps(v)}' for k, v in s.items()) + "\n    }" for s in d["segments"]
     ]
     return "{\n" + ",\n".join(head) + ',\n  "segments": [\n' + ",\n".join(segs) + "\n  ]\n}\n"
 

@@ -139,8 +139,9 @@ def deleva_body(row: DeLevaRow, start, direction, mediolateral, body_mass: float
     e_sag = np.cross(e_long, e_ml)
     com = np.asarray(start, dtype=float) + row.com / 100.0 * length * e_long
     radii = [np.asarray(r / 100.0) for r in (row.r_sagittal, row.r_transverse, row.r_longitudinal)]
-    inertia = gyration_inertia(np.asarray(mass), np.asarray(length), radii,
-                               [np.outer(e, e) for e in (e_sag, e_ml, e_long)])
+    inertia = gyration_inertia(
+        np.asarray(mass), np.asarray(length), radii, [np.outer(e, e) for e in (e_sag, e_ml, e_long)]
+    )
     return Body(mass, com, inertia)
 
 
@@ -179,8 +180,9 @@ def transformed(body: Body, rotation, origin=(0.0, 0.0, 0.0)) -> Body:
     return Body(body.mass, R.T @ moved(body, origin).com, R.T @ body.inertia @ R)
 
 
-def segment(name, parent, joint_type, axis, body: Body, origin=(0.0, 0.0, 0.0),
-            orientation=(1.0, 0.0, 0.0, 0.0)) -> dict:
+def segment(
+    name, parent, joint_type, axis, body: Body, origin=(0.0, 0.0, 0.0), orientation=(1.0, 0.0, 0.0, 0.0)
+) -> dict:
     """One entry of ``segments``: ``name``, ``parent`` (a name or ``None`` for the world),
     ``joint_type`` (``"revolute"`` / ``"prismatic"``: one DOF about / along ``axis``, (3,) unit, in
     the joint frame; ``"spherical"`` / ``"free"`` / ``"fixed"``: no axis, pass ``axis=None``),
@@ -195,8 +197,7 @@ def segment(name, parent, joint_type, axis, body: Body, origin=(0.0, 0.0, 0.0),
             raise ValueError(f"segment {name!r}: a {joint_type} joint has no axis; pass axis=None")
         joint = {"type": joint_type}
     else:
-        raise ValueError(f"segment {name!r}: unknown joint type {joint_type!r}; "
-                         f"one of {', '.join(AXIAL + AXISLESS)}")
+        raise ValueError(f"segment {name!r}: unknown joint type {joint_type!r}; one of {', '.join(AXIAL + AXISLESS)}")
     joint["origin"] = [float(o) for o in origin]
     joint["orientation"] = [float(w) for w in orientation]
     return {

@@ -26,19 +26,31 @@
 """
 
 from jaxbio._lazy import attach
-from jaxbio.muscles import activation, actuators, curves, fatigue
+from jaxbio.muscles import activation, actuators, curves, fatigue  # noqa: F401  (submodules as attributes)
 from jaxbio.muscles.actuators import DCMotor, MuscleDrive, RayleighVanDerPol
 from jaxbio.muscles.curves import HillMuscle
 from jaxbio.muscles.fatigue import ThreeCompartmentFatigue
 
 # paths, wrapping and OpenSim's muscles are imported on first use (`jaxbio sprint` needs none)
-__getattr__, __dir__ = attach(__name__, globals(), submodules=("drive", "geometry", "millard", "sets", "thelen", "wrapping"),
-                              exports={"MuscleEquilibrium": "_opensim_common", "MuscleActuatedDrive": "drive",
-                                       "MusclePaths": "geometry", "ActiveForceLengthCurve": "millard",
-                                       "FiberForceLengthCurve": "millard", "ForceVelocityCurve": "millard",
-                                       "ForceVelocityInverseCurve": "millard", "Millard2012EquilibriumMuscle": "millard",
-                                       "TendonForceLengthCurve": "millard", "load_muscle_set": "sets",
-                                       "Thelen2003Muscle": "thelen", "WrapObjects": "wrapping"})
+__getattr__, __dir__ = attach(
+    __name__,
+    globals(),
+    submodules=("drive", "geometry", "millard", "sets", "thelen", "wrapping"),
+    exports={
+        "MuscleEquilibrium": "_opensim_common",
+        "MuscleActuatedDrive": "drive",
+        "MusclePaths": "geometry",
+        "ActiveForceLengthCurve": "millard",
+        "FiberForceLengthCurve": "millard",
+        "ForceVelocityCurve": "millard",
+        "ForceVelocityInverseCurve": "millard",
+        "Millard2012EquilibriumMuscle": "millard",
+        "TendonForceLengthCurve": "millard",
+        "load_muscle_set": "sets",
+        "Thelen2003Muscle": "thelen",
+        "WrapObjects": "wrapping",
+    },
+)
 
 __all__ = [
     "ActiveForceLengthCurve",

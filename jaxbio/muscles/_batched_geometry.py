@@ -111,8 +111,10 @@ def _moment_arms_chunk(paths, tree, sched, q, a, b, external, *, fused: bool):
 
 def _over_chunks(chunk_fn, paths, tree, states, width, chunk):
     """``chunk_fn(paths, …)`` over the batch (`jaxbio.dynamics.batch_last.chunked`): ``(B, width)``."""
+
     def run(tree_, sched, *parts, fused):
         return chunk_fn(paths, tree_, sched, *parts, fused=fused)
+
     return _batched(tree, run, states, None, chunk=chunk, layout=None, schedule=None, width=width)
 
 

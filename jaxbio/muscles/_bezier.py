@@ -50,8 +50,7 @@ def corner_control_points(x0, y0, dydx0, x1, y1, dydx1, c):
     x0, y0, dydx0, x1, y1, dydx1, c = jnp.broadcast_arrays(x0, y0, dydx0, x1, y1, dydx1, c)
     diff = dydx0 - dydx1
     parallel = jnp.abs(diff) <= ROOT_EPS
-    xc = jnp.where(parallel, 0.5 * (x1 + x0),
-                   (y1 - y0 - x1 * dydx1 + x0 * dydx0) / jnp.where(parallel, 1.0, diff))
+    xc = jnp.where(parallel, 0.5 * (x1 + x0), (y1 - y0 - x1 * dydx1 + x0 * dydx0) / jnp.where(parallel, 1.0, diff))
     yc = (xc - x1) * dydx1 + y1
     x0m = x0 + c * (xc - x0)
     y0m = y0 + c * (yc - y0)
@@ -65,8 +64,9 @@ def corner_control_points(x0, y0, dydx0, x1, y1, dydx1, c):
 def corner_is_c_shaped(x0, y0, dydx0, x1, y1, dydx1) -> np.ndarray:
     """OpenSim's check that a corner is 'C' shaped, not 'S' shaped: the chord is longer than
     either distance to the tangents' intersection (numpy, concrete inputs)."""
-    x0, y0, dydx0, x1, y1, dydx1 = np.broadcast_arrays(*(np.asarray(v, np.float64) for v in
-                                                         (x0, y0, dydx0, x1, y1, dydx1)))
+    x0, y0, dydx0, x1, y1, dydx1 = np.broadcast_arrays(
+        *(np.asarray(v, np.float64) for v in (x0, y0, dydx0, x1, y1, dydx1))
+    )
     diff = dydx0 - dydx1
     parallel = np.abs(diff) <= ROOT_EPS
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -79,8 +79,12 @@ def corner_is_c_shaped(x0, y0, dydx0, x1, y1, dydx1) -> np.ndarray:
 
 
 # power-basis coefficients of the quintic Bernstein polynomials: x(u) = Σᵢ uⁱ Σₖ M[i, k] pₖ
-_POWER = np.array([[math.comb(5, k) * math.comb(5 - k, i - k) * (-1) ** (i - k) if i >= k else 0.0
-                    for k in range(6)] for i in range(6)])
+_POWER = np.array(
+    [
+        [math.comb(5, k) * math.comb(5 - k, i - k) * (-1) ** (i - k) if i >= k else 0.0 for k in range(6)]
+        for i in range(6)
+    ]
+)
 
 
 def power_coefficients(p):
@@ -171,7 +175,7 @@ class Curve(NamedTuple):
     slope_hi: jax.Array
 
     @classmethod
-    def build(cls, ctrl_x, ctrl_y, x_lo, x_hi, y_lo, y_hi, slope_lo, slope_hi) -> "Curve":
+    def build(cls, ctrl_x, ctrl_y, x_lo, x_hi, y_lo, y_hi, slope_lo, slope_hi) -> Curve:
         """From control points ``(..., S, 6)`` (``ctrl_x`` non-decreasing within each segment)."""
         return cls(power_coefficients(ctrl_x), power_coefficients(ctrl_y), x_lo, x_hi, y_lo, y_hi, slope_lo, slope_hi)
 
@@ -197,8 +201,11 @@ class Curve(NamedTuple):
         y_bez, dydu = _horner(u, ay)
         dxdu = _horner(u, ax)[1]
         slope_bez = dydu / jnp.where(dxdu > 0, dxdu, jnp.finfo(dxdu.dtype).tiny)
-        y = jnp.where(below, self.y_lo + self.slope_lo * (x - self.x_lo),
-                      jnp.where(above, self.y_hi + self.slope_hi * (x - self.x_hi), y_bez))
+        y = jnp.where(
+            below,
+            self.y_lo + self.slope_lo * (x - self.x_lo),
+            jnp.where(above, self.y_hi + self.slope_hi * (x - self.x_hi), y_bez),
+        )
         slope = jnp.where(below, self.slope_lo, jnp.where(above, self.slope_hi, slope_bez))
         return y, jnp.broadcast_to(slope, batch)
 

@@ -68,8 +68,17 @@ def muscle_inputs(owner: str, like, musculotendon_length, musculotendon_velocity
     out = []
     if activation is not None:
         out.append(fraction(activation, f"{owner}: activation", dtype))
-    out.append(in_range(as_real(musculotendon_length, f"{owner}: musculotendon_length").astype(dtype),
-                        f"{owner}: musculotendon_length", 0.0))
-    out.append(in_range(as_real(musculotendon_velocity, f"{owner}: musculotendon_velocity").astype(dtype),
-                        f"{owner}: musculotendon_velocity"))
+    out.append(
+        in_range(
+            as_real(musculotendon_length, f"{owner}: musculotendon_length").astype(dtype),
+            f"{owner}: musculotendon_length",
+            0.0,
+        )
+    )
+    out.append(
+        in_range(
+            as_real(musculotendon_velocity, f"{owner}: musculotendon_velocity").astype(dtype),
+            f"{owner}: musculotendon_velocity",
+        )
+    )
     return tuple(jnp.broadcast_to(jnp.asarray(x, dtype), shape) for x in out)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import inspect
 import math
-from typing import ClassVar, Mapping, NamedTuple
+from typing import ClassVar, NamedTuple
+from collections.abc import Mapping
 
 import equinox as eqx
 import jax
@@ -29,7 +30,7 @@ _EPS64 = float(np.finfo(np.float64).eps)
 #: as OpenSim uses them whatever the dtype here.
 EPS = _EPS64
 SQRT_EPS = math.sqrt(_EPS64)
-SIGNIFICANT_REAL = _EPS64 ** 0.875
+SIGNIFICANT_REAL = _EPS64**0.875
 
 #: ``status`` of `MuscleEquilibrium`.
 CONVERGED, AT_MINIMUM_FIBER_LENGTH, NOT_CONVERGED = 0, 1, 2
@@ -56,14 +57,18 @@ def as_parameters(owner: str, fields: Mapping[str, object], *, vector: bool) -> 
     (``vector=True``: at least ``(m,)``). ``ValueError`` naming the field for other shapes."""
     # numpy when every field is a plain number or numpy array (a model read from a file: its
     # construction compiles nothing), else JAX arrays (traced or given as JAX arrays)
-    xp = jnp if any(isinstance(v, (jax.Array, jax.core.Tracer)) for v in jax.tree_util.tree_leaves(dict(fields))) else np
+    xp = (
+        jnp if any(isinstance(v, (jax.Array, jax.core.Tracer)) for v in jax.tree_util.tree_leaves(dict(fields))) else np
+    )
     arrays = {name: xp.asarray(v) for name, v in fields.items()}
     for name, arr in arrays.items():
         check_precision(arr.dtype, f"{owner}: {name}")
-        if arr.ndim > 1 or not (jnp.issubdtype(arr.dtype, jnp.floating) or jnp.issubdtype(arr.dtype, jnp.integer)
-                                or arr.dtype == bool):
-            raise ValueError(f"{owner}: {name} must be a real scalar or a vector (m,), got shape {arr.shape}, "
-                             f"dtype {arr.dtype}")
+        if arr.ndim > 1 or not (
+            jnp.issubdtype(arr.dtype, jnp.floating) or jnp.issubdtype(arr.dtype, jnp.integer) or arr.dtype == bool
+        ):
+            raise ValueError(
+                f"{owner}: {name} must be a real scalar or a vector (m,), got shape {arr.shape}, dtype {arr.dtype}"
+            )
     dtype = jnp.result_type(*arrays.values(), float)
     try:
         shape = jnp.broadcast_shapes(*(a.shape for a in arrays.values()), *(((1,),) if vector else ()))
@@ -83,9 +88,20 @@ def check_positive(owner: str, **fields) -> None:
 
 #: OpenSim muscle properties that do not change the forces at a given activation, length and speed
 #: (controls, defaults of state variables, the path): accepted and skipped by ``from_opensim``.
-NON_MECHANICAL_PROPERTIES = frozenset({
-    "appliesForce", "isDisabled", "min_control", "max_control", "optimal_force", "default_activation",
-    "default_fiber_length", "GeometryPath", "path", "ignore_activation_dynamics"})
+NON_MECHANICAL_PROPERTIES = frozenset(
+    {
+        "appliesForce",
+        "isDisabled",
+        "min_control",
+        "max_control",
+        "optimal_force",
+        "default_activation",
+        "default_fiber_length",
+        "GeometryPath",
+        "path",
+        "ignore_activation_dynamics",
+    }
+)
 
 
 def as_rows(properties) -> list[Mapping]:
@@ -99,6 +115,7 @@ def as_rows(properties) -> list[Mapping]:
 def flag_values(rows: list[Mapping], name: str) -> list[bool]:
     """The boolean OpenSim property ``name`` of each muscle (``true``/``false`` strings as in XML;
     False where absent, OpenSim's default)."""
+
     def truth(value) -> bool:
         if isinstance(value, str):
             if value.strip().lower() not in ("true", "false", "1", "0"):
@@ -109,8 +126,9 @@ def flag_values(rows: list[Mapping], name: str) -> list[bool]:
     return [truth(row.get(name, False)) for row in rows]
 
 
-def from_opensim_properties(cls, properties, names: Mapping[str, str], nested: Mapping[str, type] | None = None,
-                            **overrides):
+def from_opensim_properties(
+    cls, properties, names: Mapping[str, str], nested: Mapping[str, type] | None = None, **overrides
+):
     """Build ``cls`` from OpenSim XML property names: ``properties`` is one mapping (a muscle)
     or a sequence of mappings (one per muscle; missing entries take OpenSim's default).
     ``names`` maps XML names to constructor arguments; ``nested`` maps XML names of nested
@@ -122,8 +140,10 @@ def from_opensim_properties(cls, properties, names: Mapping[str, str], nested: M
     for i, row in enumerate(rows):
         unknown = set(row) - known - NON_MECHANICAL_PROPERTIES - set(overrides)
         if unknown:
-            raise ValueError(f"{cls.__name__}.from_opensim: unknown OpenSim properties {sorted(unknown)} "
-                             f"(muscle {i}); known: {sorted(known)}")
+            raise ValueError(
+                f"{cls.__name__}.from_opensim: unknown OpenSim properties {sorted(unknown)} "
+                f"(muscle {i}); known: {sorted(known)}"
+            )
     kwargs = {}
     for xml, arg in names.items():
         present = [xml in row for row in rows]
@@ -180,13 +200,18 @@ class Pennation(NamedTuple):
     minimum_fiber_length_along_tendon: Array
 
     @classmethod
-    def of(cls, optimal_fiber_length, pennation_angle_at_optimal, maximum_pennation_angle) -> "Pennation":
+    def of(cls, optimal_fiber_length, pennation_angle_at_optimal, maximum_pennation_angle) -> Pennation:
         h = optimal_fiber_length * jnp.sin(pennation_angle_at_optimal)
         sin_max = jnp.sin(maximum_pennation_angle)
         ok = maximum_pennation_angle > SIGNIFICANT_REAL
         shortest = jnp.where(ok, h / jnp.where(ok, sin_max, 1.0), 0.01 * optimal_fiber_length)
-        return cls(h, pennation_angle_at_optimal, maximum_pennation_angle, shortest,
-                   shortest * jnp.cos(maximum_pennation_angle))
+        return cls(
+            h,
+            pennation_angle_at_optimal,
+            maximum_pennation_angle,
+            shortest,
+            shortest * jnp.cos(maximum_pennation_angle),
+        )
 
     def angle(self, fiber_length):
         """``calcPennationAngle``: ``asin(h/l_M)``, ``α_max`` at or below the shortest fiber or
@@ -221,8 +246,7 @@ def clamp_activation(activation, minimum_activation):
     return jnp.clip(activation, minimum_activation, 1.0)
 
 
-def activation_rate(excitation, activation, activation_time_constant, deactivation_time_constant,
-                    minimum_activation):
+def activation_rate(excitation, activation, activation_time_constant, deactivation_time_constant, minimum_activation):
     """``MuscleFirstOrderActivationDynamicModel::calcDerivative``: ``ȧ = (u − a)/τ`` with
     ``a`` clamped to ``[a_min, 1]``, ``τ = τ_act (0.5 + 1.5a)`` while ``u > a`` and
     ``τ_deact/(0.5 + 1.5a)`` otherwise (a hard switch, as in OpenSim). ``excitation`` must be
@@ -238,9 +262,17 @@ def activation_rate(excitation, activation, activation_time_constant, deactivati
 
 #: OpenSim properties every muscle here has (``Muscle``, the pennation and activation models); the
 #: XML name is the field name.
-COMMON_PROPERTIES = ("max_isometric_force", "optimal_fiber_length", "tendon_slack_length",
-                     "pennation_angle_at_optimal", "max_contraction_velocity", "maximum_pennation_angle",
-                     "activation_time_constant", "deactivation_time_constant", "minimum_activation")
+COMMON_PROPERTIES = (
+    "max_isometric_force",
+    "optimal_fiber_length",
+    "tendon_slack_length",
+    "pennation_angle_at_optimal",
+    "max_contraction_velocity",
+    "maximum_pennation_angle",
+    "activation_time_constant",
+    "deactivation_time_constant",
+    "minimum_activation",
+)
 
 
 class OpenSimMuscle(eqx.Module):
@@ -266,20 +298,30 @@ class OpenSimMuscle(eqx.Module):
         arrays = as_parameters(owner, {**fields, **(shape_only or {})}, vector=True)
         for name in fields:
             setattr(self, name, arrays[name])
-        require(self.max_isometric_force >= 0,
-                f"{owner}: max_isometric_force must be ≥ 0, got {values_of(self.max_isometric_force)}")
-        check_positive(owner, optimal_fiber_length=self.optimal_fiber_length,
-                       tendon_slack_length=self.tendon_slack_length,
-                       max_contraction_velocity=self.max_contraction_velocity)
-        require((self.pennation_angle_at_optimal >= 0)
-                & (self.pennation_angle_at_optimal <= math.pi / 2 - SIGNIFICANT_REAL),
-                f"{owner}: pennation_angle_at_optimal must be in [0, π/2), got "
-                f"{values_of(self.pennation_angle_at_optimal)}")
-        require((self.maximum_pennation_angle >= 0) & (self.maximum_pennation_angle <= math.pi / 2),
-                f"{owner}: maximum_pennation_angle must be in [0, π/2], got {values_of(self.maximum_pennation_angle)}")
-        require((self.activation_time_constant >= SIGNIFICANT_REAL)
-                & (self.deactivation_time_constant >= SIGNIFICANT_REAL),
-                f"{owner}: activation_time_constant and deactivation_time_constant must be > 0")
+        require(
+            self.max_isometric_force >= 0,
+            f"{owner}: max_isometric_force must be ≥ 0, got {values_of(self.max_isometric_force)}",
+        )
+        check_positive(
+            owner,
+            optimal_fiber_length=self.optimal_fiber_length,
+            tendon_slack_length=self.tendon_slack_length,
+            max_contraction_velocity=self.max_contraction_velocity,
+        )
+        require(
+            (self.pennation_angle_at_optimal >= 0)
+            & (self.pennation_angle_at_optimal <= math.pi / 2 - SIGNIFICANT_REAL),
+            f"{owner}: pennation_angle_at_optimal must be in [0, π/2), got "
+            f"{values_of(self.pennation_angle_at_optimal)}",
+        )
+        require(
+            (self.maximum_pennation_angle >= 0) & (self.maximum_pennation_angle <= math.pi / 2),
+            f"{owner}: maximum_pennation_angle must be in [0, π/2], got {values_of(self.maximum_pennation_angle)}",
+        )
+        require(
+            (self.activation_time_constant >= SIGNIFICANT_REAL) & (self.deactivation_time_constant >= SIGNIFICANT_REAL),
+            f"{owner}: activation_time_constant and deactivation_time_constant must be > 0",
+        )
         return self.max_isometric_force.shape, self.max_isometric_force.dtype
 
     @property
@@ -292,7 +334,7 @@ class OpenSimMuscle(eqx.Module):
         """The ``MuscleFixedWidthPennationModel`` of each muscle."""
         return Pennation.of(self.optimal_fiber_length, self.pennation_angle_at_optimal, self.maximum_pennation_angle)
 
-    def equilibrium(self, activation, musculotendon_length, musculotendon_velocity=0.0) -> "MuscleEquilibrium":
+    def equilibrium(self, activation, musculotendon_length, musculotendon_velocity=0.0) -> MuscleEquilibrium:
         raise NotImplementedError
 
     def force(
@@ -304,11 +346,18 @@ class OpenSimMuscle(eqx.Module):
         """Tendon force ``(m,)`` N at the state of ``equilibrium`` (``getTendonForce``)."""
         return self.equilibrium(activation, musculotendon_length, musculotendon_velocity).tendon_force
 
-    def activation_rate(self, excitation: Float[ArrayLike, " m"], activation: Float[ArrayLike, " m"]) -> Float[Array, " m"]:
+    def activation_rate(
+        self, excitation: Float[ArrayLike, " m"], activation: Float[ArrayLike, " m"]
+    ) -> Float[Array, " m"]:
         """``ȧ`` ``(m,)`` 1/s of OpenSim's first-order activation dynamics (`activation_rate`) from
         the excitation and activation ``(m,)``."""
-        return activation_rate(excitation, activation, self.activation_time_constant,
-                               self.deactivation_time_constant, self.minimum_activation)
+        return activation_rate(
+            excitation,
+            activation,
+            self.activation_time_constant,
+            self.deactivation_time_constant,
+            self.minimum_activation,
+        )
 
 
 # ---- results ----------------------------------------------------------------------------------------
@@ -371,8 +420,9 @@ class _Point(NamedTuple):
     dfse: Array
 
 
-def fiber_equilibrium(muscle, variant: str, activation, musculotendon_length, musculotendon_velocity,
-                      static: bool, max_iterations: int):
+def fiber_equilibrium(
+    muscle, variant: str, activation, musculotendon_length, musculotendon_velocity, static: bool, max_iterations: int
+):
     """Fiber length ``(m,)`` m and status ``(m,)`` of OpenSim's equilibrium iteration, per muscle
     (vmapped over the ``(m,)`` leaves of ``muscle``: a `Thelen2003Muscle`, ``variant="thelen"``, or
     the built curves of a `Millard2012EquilibriumMuscle`, ``variant="millard"``; both provide
@@ -412,8 +462,9 @@ def fiber_equilibrium(muscle, variant: str, activation, musculotendon_length, mu
             det = jac[0, 0] * jac[1, 1] - jac[0, 1] * jac[1, 0]
             dg = g - jax.lax.stop_gradient(g)
             implicit = lce - (jac[1, 1] * dg[0] - jac[0, 1] * dg[1]) / jnp.where(det != 0, det, 1.0)
-        lce = jnp.where(status == CONVERGED, implicit,
-                        jnp.where(status == AT_MINIMUM_FIBER_LENGTH, mus.minimum_fiber_length, lce))
+        lce = jnp.where(
+            status == CONVERGED, implicit, jnp.where(status == AT_MINIMUM_FIBER_LENGTH, mus.minimum_fiber_length, lce)
+        )
         return lce, status
 
     return jax.vmap(one)(muscle, activation, musculotendon_length, musculotendon_velocity)
@@ -558,5 +609,6 @@ def broadcast_inputs(muscle, musculotendon_length, musculotendon_velocity, activ
     muscle's ``(m,)`` shape and dtype (`jaxbio.muscles._inputs.muscle_inputs`: activation in
     [0, 1], length ≥ 0, all finite; ``ValueError`` naming the argument when concrete, NaN under
     jit)."""
-    return muscle_inputs(type(muscle).__name__, muscle.max_isometric_force, musculotendon_length,
-                         musculotendon_velocity, activation)
+    return muscle_inputs(
+        type(muscle).__name__, muscle.max_isometric_force, musculotendon_length, musculotendon_velocity, activation
+    )

@@ -34,11 +34,11 @@ __all__ = [
 
 
 def wilkie_active_state_rate(
-    active_state: Float[ArrayLike, "..."],
-    stimulus: Float[ArrayLike, "..."],
-    max_tension: Float[ArrayLike, "..."],
-    gain: Float[ArrayLike, "..."],
-) -> Float[Array, "..."]:
+    active_state: Float[ArrayLike, ...],
+    stimulus: Float[ArrayLike, ...],
+    max_tension: Float[ArrayLike, ...],
+    gain: Float[ArrayLike, ...],
+) -> Float[Array, ...]:
     """Wilkie's active-state equation ``μ̇ = Γ (S A − μ)`` (seed 000; Wilkie 1956).
 
     - ``active_state``: ``(...)`` N, ``μ`` (the active state, in units of tension).
@@ -56,9 +56,7 @@ def wilkie_active_state_rate(
     return jnp.asarray(gain) * (jnp.asarray(stimulus) * jnp.asarray(max_tension) - mu)
 
 
-def impulse_rise(
-    t: Float[ArrayLike, "..."], f0: Float[ArrayLike, "..."], tau: Float[ArrayLike, "..."]
-) -> Float[Array, "..."]:
+def impulse_rise(t: Float[ArrayLike, ...], f0: Float[ArrayLike, ...], tau: Float[ArrayLike, ...]) -> Float[Array, ...]:
     """Impulse force–time relation while stimulated: ``F = F⁰ (1 − e^{−t/τ})`` (seed 000).
 
     - ``t``: ``(...)`` s since the stimulus onset; ``t < 0`` (before onset) gives 0.
@@ -70,9 +68,7 @@ def impulse_rise(
     return jnp.asarray(f0) * -jnp.expm1(-t / jnp.asarray(tau))
 
 
-def impulse_decay(
-    t: Float[ArrayLike, "..."], f0: Float[ArrayLike, "..."], tau: Float[ArrayLike, "..."]
-) -> Float[Array, "..."]:
+def impulse_decay(t: Float[ArrayLike, ...], f0: Float[ArrayLike, ...], tau: Float[ArrayLike, ...]) -> Float[Array, ...]:
     """Impulse force–time relation after the stimulus stops: ``F = F⁰ e^{−t/τ}`` (seed 000).
 
     - ``t``: ``(...)`` s since the stimulus ended; ``t < 0`` gives ``F⁰``.
@@ -109,13 +105,16 @@ class ActivationDynamics(eqx.Module):
     7.5 ms). Clamped, ``e`` attracts ``a`` from every value.
     """
 
-    tau_activation: Float[Array, "..."]
-    tau_deactivation: Float[Array, "..."]
-    smoothing: Float[Array, "..."]
+    tau_activation: Float[Array, ...]
+    tau_deactivation: Float[Array, ...]
+    smoothing: Float[Array, ...]
 
     def __init__(self, tau_activation=0.015, tau_deactivation=0.060, smoothing=10.0):
-        for name, value in (("tau_activation", tau_activation), ("tau_deactivation", tau_deactivation),
-                            ("smoothing", smoothing)):
+        for name, value in (
+            ("tau_activation", tau_activation),
+            ("tau_deactivation", tau_deactivation),
+            ("smoothing", smoothing),
+        ):
             check_precision(jnp.result_type(value), f"ActivationDynamics: {name}")
         self.tau_activation = jnp.asarray(tau_activation, dtype=jnp.result_type(tau_activation, float))
         self.tau_deactivation = jnp.asarray(tau_deactivation, dtype=self.tau_activation.dtype)
@@ -125,9 +124,7 @@ class ActivationDynamics(eqx.Module):
         _check(own, "tau_deactivation", self.tau_deactivation, positive=True)
         _check(own, "smoothing", self.smoothing, positive=True)
 
-    def rate(
-        self, excitation: Float[ArrayLike, "..."], activation: Float[ArrayLike, "..."]
-    ) -> Float[Array, "..."]:
+    def rate(self, excitation: Float[ArrayLike, ...], activation: Float[ArrayLike, ...]) -> Float[Array, ...]:
         """``ȧ`` ``(...)`` 1/s from the neural ``excitation`` ``e`` and ``activation`` ``a``
         (both ``(...)``, dimensionless in [0, 1]).
 

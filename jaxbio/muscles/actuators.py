@@ -16,7 +16,8 @@ or, without the stochastic torques, `jaxbio.simulate`.
 
 from __future__ import annotations
 
-from typing import Callable, ClassVar
+from typing import ClassVar
+from collections.abc import Callable
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -48,8 +49,8 @@ class RayleighVanDerPol(Dissipation):
     - ``beta``: ``(n,)`` or scalar, N·m·s/rad³, ≥ 0.
     """
 
-    alpha: Float[Array, "..."]
-    beta: Float[Array, "..."]
+    alpha: Float[Array, ...]
+    beta: Float[Array, ...]
     per_coordinate: ClassVar[tuple[str, ...]] = ("alpha", "beta")
 
     def __init__(self, alpha, beta):
@@ -105,18 +106,28 @@ class DCMotor(Drive):
     State ``a = i`` ``(k,)`` A, zero at rest by default.
     """
 
-    inductance: Float[Array, "..."]
-    resistance: Float[Array, "..."]
-    torque_constant: Float[Array, "..."]
-    back_emf_constant: Float[Array, "..."]
-    gear_ratio: Float[Array, "..."]
-    rotor_inertia: Float[Array, "..."]
-    viscous_damping: Float[Array, "..."]
-    voltage: Callable | Float[Array, "..."]
+    inductance: Float[Array, ...]
+    resistance: Float[Array, ...]
+    torque_constant: Float[Array, ...]
+    back_emf_constant: Float[Array, ...]
+    gear_ratio: Float[Array, ...]
+    rotor_inertia: Float[Array, ...]
+    viscous_damping: Float[Array, ...]
+    voltage: Callable | Float[Array, ...]
     coordinates: tuple[int, ...] | None = eqx.field(static=True)
 
-    def __init__(self, inductance, resistance, torque_constant, back_emf_constant=None,
-                 gear_ratio=1.0, rotor_inertia=0.0, viscous_damping=0.0, voltage=0.0, coordinates=None):
+    def __init__(
+        self,
+        inductance,
+        resistance,
+        torque_constant,
+        back_emf_constant=None,
+        gear_ratio=1.0,
+        rotor_inertia=0.0,
+        viscous_damping=0.0,
+        voltage=0.0,
+        coordinates=None,
+    ):
         self.inductance = _float(inductance)
         like = self.inductance
         self.resistance = _float(resistance, like)
@@ -125,8 +136,15 @@ class DCMotor(Drive):
         self.gear_ratio = _float(gear_ratio, like)
         self.rotor_inertia = _float(rotor_inertia, like)
         self.viscous_damping = _float(viscous_damping, like)
-        names = ("inductance", "resistance", "torque_constant", "back_emf_constant", "gear_ratio",
-                 "rotor_inertia", "viscous_damping")
+        names = (
+            "inductance",
+            "resistance",
+            "torque_constant",
+            "back_emf_constant",
+            "gear_ratio",
+            "rotor_inertia",
+            "viscous_damping",
+        )
         for name in names[:5]:
             _check("DCMotor", name, getattr(self, name), positive=True)
         for name in names[5:]:
@@ -134,8 +152,10 @@ class DCMotor(Drive):
         try:
             shape = jnp.broadcast_shapes(*(jnp.shape(getattr(self, name)) for name in names))
         except ValueError:
-            raise ValueError("DCMotor: the parameters must be scalars or (k,) for k motors, got shapes "
-                             + ", ".join(f"{name} {jnp.shape(getattr(self, name))}" for name in names)) from None
+            raise ValueError(
+                "DCMotor: the parameters must be scalars or (k,) for k motors, got shapes "
+                + ", ".join(f"{name} {jnp.shape(getattr(self, name))}" for name in names)
+            ) from None
         if len(shape) > 1:
             raise ValueError(f"DCMotor: the parameters must be scalars or (k,) for k motors, got shape {shape}")
         if coordinates is not None:
@@ -144,13 +164,15 @@ class DCMotor(Drive):
             try:
                 coordinates = tuple(int(c) for c in coordinates)
             except (TypeError, ValueError):
-                raise ValueError("DCMotor: coordinates must be a tuple of coordinate indices, "
-                                 f"got {coordinates!r}") from None
+                raise ValueError(
+                    f"DCMotor: coordinates must be a tuple of coordinate indices, got {coordinates!r}"
+                ) from None
             if not coordinates or min(coordinates) < 0 or len(set(coordinates)) != len(coordinates):
                 raise ValueError(f"DCMotor: coordinates must be distinct indices ≥ 0, got {coordinates}")
             if shape not in ((), (len(coordinates),)):
-                raise ValueError(f"DCMotor: coordinates names {len(coordinates)} coordinates, the parameters "
-                                 f"have shape {shape}")
+                raise ValueError(
+                    f"DCMotor: coordinates names {len(coordinates)} coordinates, the parameters have shape {shape}"
+                )
         self.coordinates = coordinates
         k = self.state_size
         if callable(voltage):
@@ -159,15 +181,27 @@ class DCMotor(Drive):
             self.voltage = _float(voltage, like)
             _check("DCMotor", "voltage", self.voltage)
             if self.voltage.shape not in ((), (k,)):
-                raise ValueError(f"DCMotor: voltage has shape {self.voltage.shape}, expected ({k},) "
-                                 "(one per motor) or a scalar")
+                raise ValueError(
+                    f"DCMotor: voltage has shape {self.voltage.shape}, expected ({k},) (one per motor) or a scalar"
+                )
 
     # ---- the Drive protocol --------------------------------------------------------------
 
     def _shape(self) -> tuple[int, ...]:
-        return jnp.broadcast_shapes(*(jnp.shape(x) for x in (
-            self.inductance, self.resistance, self.torque_constant, self.back_emf_constant,
-            self.gear_ratio, self.rotor_inertia, self.viscous_damping)))
+        return jnp.broadcast_shapes(
+            *(
+                jnp.shape(x)
+                for x in (
+                    self.inductance,
+                    self.resistance,
+                    self.torque_constant,
+                    self.back_emf_constant,
+                    self.gear_ratio,
+                    self.rotor_inertia,
+                    self.viscous_damping,
+                )
+            )
+        )
 
     @property
     def state_size(self) -> int:
@@ -184,16 +218,20 @@ class DCMotor(Drive):
     def check_size(self, n):
         k = self.state_size
         if self.coordinates is None and k != n:
-            raise ValueError(f"DCMotor: coordinates not given, so the {k} motor(s) must drive all {n} "
-                             f"coordinates; name the driven ones with coordinates=(…)")
+            raise ValueError(
+                f"DCMotor: coordinates not given, so the {k} motor(s) must drive all {n} "
+                f"coordinates; name the driven ones with coordinates=(…)"
+            )
         if self.coordinates is not None and max(self.coordinates) >= n:
             raise ValueError(f"DCMotor: coordinates {self.coordinates} out of range for {n} coordinates")
 
     def _voltage(self, t, dtype):
         v = jnp.asarray(self.voltage(t) if callable(self.voltage) else self.voltage, dtype)
         if v.shape not in ((), (self.state_size,)):
-            raise ValueError(f"DCMotor: voltage(t) returns shape {v.shape}, expected ({self.state_size},) "
-                             "(one per motor) or a scalar")
+            raise ValueError(
+                f"DCMotor: voltage(t) returns shape {v.shape}, expected ({self.state_size},) "
+                "(one per motor) or a scalar"
+            )
         return jnp.broadcast_to(v, (self.state_size,))
 
     def __call__(self, t, q, qd, f, a=None):
@@ -234,8 +272,7 @@ class DCMotor(Drive):
         - ``voltage``: V, an array ``(...)`` or a JAX-traceable callable ``V(t)``.
         """
         v = voltage(t) if callable(voltage) else voltage
-        return (jnp.asarray(v) - self.resistance * i
-                - self.back_emf_constant * self.gear_ratio * qd) / self.inductance
+        return (jnp.asarray(v) - self.resistance * i - self.back_emf_constant * self.gear_ratio * qd) / self.inductance
 
     def torque(self, i):
         """Electromagnetic torque at the joint ``N k_t i`` ``(...)`` N·m from the current ``i`` A."""
@@ -294,7 +331,9 @@ class MuscleDrive(Drive):
         self.moment_arms = _float(moment_arms)
         like = self.moment_arms
         if self.moment_arms.ndim != 2:
-            raise ValueError(f"MuscleDrive: moment_arms must be (n_joints, n_muscles), got shape {self.moment_arms.shape}")
+            raise ValueError(
+                f"MuscleDrive: moment_arms must be (n_joints, n_muscles), got shape {self.moment_arms.shape}"
+            )
         m = self.moment_arms.shape[1]
         names = ("max_isometric_force", "time_constant", "hill_a", "hill_b", "stimulated")
         for name, value in zip(names, (max_isometric_force, time_constant, hill_a, hill_b, stimulated)):
@@ -315,8 +354,9 @@ class MuscleDrive(Drive):
         """Muscle tensions ``(m,)`` N at time ``t`` s, joint state ``q``, ``qd`` ``(n,)``,
         fitness ``f``."""
         f0 = self.max_isometric_force
-        imp = jnp.where(self.stimulated > 0.5, impulse_rise(t, f0, self.time_constant),
-                        impulse_decay(t, f0, self.time_constant))
+        imp = jnp.where(
+            self.stimulated > 0.5, impulse_rise(t, f0, self.time_constant), impulse_decay(t, f0, self.time_constant)
+        )
         v = self.moment_arms.T @ qd
         # F_Hill / F⁰ = hill_force_velocity_normalized(v / v_max, a/F⁰) with v_max = F⁰b/a
         # (guarded so a zero-force muscle gives 0, not NaN)

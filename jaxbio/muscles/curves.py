@@ -52,6 +52,7 @@ __all__ = [
 
 # ---- helpers ---------------------------------------------------------------------------------
 
+
 def _check(owner: str, name: str, x, **bounds) -> None:
     """`jaxbio._validate.check_values` naming ``owner: name``."""
     check_values(x, f"{owner}: {name}", **bounds)
@@ -59,12 +60,13 @@ def _check(owner: str, name: str, x, **bounds) -> None:
 
 # ---- Hill force–velocity ---------------------------------------------------------------------
 
+
 def hill_force_velocity_normalized(
-    v: Float[ArrayLike, "..."],
-    curvature: Float[ArrayLike, "..."] = 0.25,
-    eccentric_plateau: Float[ArrayLike, "..."] = 1.8,
+    v: Float[ArrayLike, ...],
+    curvature: Float[ArrayLike, ...] = 0.25,
+    eccentric_plateau: Float[ArrayLike, ...] = 1.8,
     smoothing: float = 0.05,
-) -> Float[Array, "..."]:
+) -> Float[Array, ...]:
     """Normalised Hill force–velocity curve ``F/F⁰`` as a function of ``ṽ = v / v_max``.
 
     Arguments (broadcast together):
@@ -146,19 +148,30 @@ def _hill_fv_parts(delta: float, v, k, f_ecc, partials=False):
     if want_v:
         # ∂f/∂ṽ: concentric −k (k + 1)/(k + x)²; eccentric −(k + 1) g c'/(w + c')²;
         # clamp (1/δ) k (1 − x0) (1 − s) [(1 − s)(k + 2x0 − 1) − 2B]/K² (zero beyond ṽ = 1, s = 1)
-        d_v = jnp.where(
-            ecc, -(k + 1.0) * g * c,
-            jnp.where(con, -k * (k + 1.0), k * one_s * (one_s * (k + (2.0 * x0 - 1.0)) - 2.0 * b_clamp)),
-        ) * inv2
+        d_v = (
+            jnp.where(
+                ecc,
+                -(k + 1.0) * g * c,
+                jnp.where(con, -k * (k + 1.0), k * one_s * (one_s * (k + (2.0 * x0 - 1.0)) - 2.0 * b_clamp)),
+            )
+            * inv2
+        )
     if want_k:
         # ∂f/∂k: concentric x (1 − x)/(k + x)²; eccentric −g² u/(w + c')²;
         # clamp δ (1 − s)² [B + k (1 + s) − 2kB/K]/K²
         u = jnp.where(ecc, -v, 0.0)
-        d_k = jnp.where(
-            ecc, -g * g * u,
-            jnp.where(con, x_con * (1.0 - x_con),
-                      delta * one_s * one_s * (b_clamp + k * (1.0 + s) - 2.0 * k * b_clamp * kx0 * inv)),
-        ) * inv2
+        d_k = (
+            jnp.where(
+                ecc,
+                -g * g * u,
+                jnp.where(
+                    con,
+                    x_con * (1.0 - x_con),
+                    delta * one_s * one_s * (b_clamp + k * (1.0 + s) - 2.0 * k * b_clamp * kx0 * inv),
+                ),
+            )
+            * inv2
+        )
     if want_f:
         # ∂f/∂f_ecc: eccentric w²/(w + c')², zero elsewhere
         wi = w * inv
@@ -189,13 +202,13 @@ _hill_fv.defjvp(_hill_fv_jvp, symbolic_zeros=True)
 
 
 def hill_force_velocity(
-    v: Float[ArrayLike, "..."],
-    f0: Float[ArrayLike, "..."],
-    a: Float[ArrayLike, "..."],
-    b: Float[ArrayLike, "..."],
-    eccentric_plateau: Float[ArrayLike, "..."] = 1.8,
+    v: Float[ArrayLike, ...],
+    f0: Float[ArrayLike, ...],
+    a: Float[ArrayLike, ...],
+    b: Float[ArrayLike, ...],
+    eccentric_plateau: Float[ArrayLike, ...] = 1.8,
     smoothing: float = 0.05,
-) -> Float[Array, "..."]:
+) -> Float[Array, ...]:
     """Hill's force–velocity relation ``F = (F⁰b − a v)/(v + b)`` (Hill 1938; seed 000), N.
 
     - ``v``: ``(...)`` m/s (or rad/s, any unit consistent with ``b``), **shortening velocity,
@@ -221,11 +234,13 @@ def hill_force_velocity(
 
 # Active force–length: sum of three Gaussian-like terms (De Groote 2016 eq. S2), coefficients
 # (b1i, b2i, b3i, b4i) as in OpenSim DeGrooteFregly2016Muscle (b11 adjusted so that f(1) = 1).
-_ACTIVE_FL = np.array([
-    [0.8150671134243542, 1.055033428970575, 0.162384573599574, 0.063303448465465],
-    [0.433004984392647, 0.716775413397760, -0.029947116970696, 0.200356847296188],
-    [0.1, 1.0, 0.5 * math.sqrt(0.5), 0.0],
-])
+_ACTIVE_FL = np.array(
+    [
+        [0.8150671134243542, 1.055033428970575, 0.162384573599574, 0.063303448465465],
+        [0.433004984392647, 0.716775413397760, -0.029947116970696, 0.200356847296188],
+        [0.1, 1.0, 0.5 * math.sqrt(0.5), 0.0],
+    ]
+)
 # Force–velocity (eq. S4), lengthening positive: d1 asinh(d2 ṽ + d3) + d4.
 _D1, _D2, _D3, _D4 = -0.3211346127989808, -8.149, -0.374, 0.8825327733249912
 # Tendon (eq. S1): c1 exp(kT (l̃ − c2)) − c3.
@@ -233,7 +248,7 @@ _C1, _C2, _C3 = 0.200, 0.995, 0.250
 _KPE = 4.0
 
 
-def active_force_length(normalized_fiber_length: Float[ArrayLike, "..."]) -> Float[Array, "..."]:
+def active_force_length(normalized_fiber_length: Float[ArrayLike, ...]) -> Float[Array, ...]:
     """Active force–length multiplier ``f_L(l̃)`` (De Groote et al. 2016, eq. S2).
 
     ``f_L(l̃) = Σ_{i=1}^{3} b1i exp(−½ (l̃ − b2i)² / (b3i + b4i l̃)²)``, constants as in OpenSim's
@@ -253,10 +268,10 @@ def active_force_length(normalized_fiber_length: Float[ArrayLike, "..."]) -> Flo
 
 
 def passive_force_length(
-    normalized_fiber_length: Float[ArrayLike, "..."],
-    strain_at_one: Float[ArrayLike, "..."] = 0.6,
-    min_length: Float[ArrayLike, "..."] = 1.0,
-) -> Float[Array, "..."]:
+    normalized_fiber_length: Float[ArrayLike, ...],
+    strain_at_one: Float[ArrayLike, ...] = 0.6,
+    min_length: Float[ArrayLike, ...] = 1.0,
+) -> Float[Array, ...]:
     """Passive fiber force–length multiplier ``f_PE(l̃)`` (De Groote et al. 2016, eq. S3).
 
     ``f_PE = (exp(k_PE (l̃ − 1)/e₀) − exp(k_PE (l̃_min − 1)/e₀)) / (exp(k_PE) − exp(k_PE (l̃_min − 1)/e₀))``
@@ -277,9 +292,9 @@ def passive_force_length(
 
 
 def tendon_force_length(
-    normalized_tendon_length: Float[ArrayLike, "..."],
-    strain_at_one: Float[ArrayLike, "..."] = 0.049,
-) -> Float[Array, "..."]:
+    normalized_tendon_length: Float[ArrayLike, ...],
+    strain_at_one: Float[ArrayLike, ...] = 0.049,
+) -> Float[Array, ...]:
     """Tendon force–length multiplier ``f_T(l̃_T)`` (De Groote et al. 2016, eq. S1).
 
     ``f_T = c1 exp(k_T (l̃_T − c2)) − c3`` with ``c1 = 0.2, c2 = 0.995, c3 = 0.25`` and, as in
@@ -298,7 +313,7 @@ def tendon_force_length(
     return _C1 * jnp.exp(k_t * (x - _C2)) - _C3
 
 
-def degroote_force_velocity(normalized_lengthening_velocity: Float[ArrayLike, "..."]) -> Float[Array, "..."]:
+def degroote_force_velocity(normalized_lengthening_velocity: Float[ArrayLike, ...]) -> Float[Array, ...]:
     """Force–velocity multiplier of De Groote et al. 2016 (eq. S4), for comparison.
 
     ``f_V(ṽ) = d1 ln(d2 ṽ + d3 + √((d2 ṽ + d3)² + 1)) + d4`` with OpenSim's constants
@@ -380,12 +395,28 @@ class HillMuscle(eqx.Module):
     ):
         check_choice(tendon, TENDON_MODELS, "HillMuscle: tendon")
         self.tendon = tendon
-        names = ("max_isometric_force", "optimal_fiber_length", "tendon_slack_length",
-                 "pennation_angle", "max_contraction_velocity", "curvature", "eccentric_plateau",
-                 "tendon_strain_at_one", "passive_strain_at_one")
-        values = (max_isometric_force, optimal_fiber_length, tendon_slack_length, pennation_angle,
-                  max_contraction_velocity, curvature, eccentric_plateau, tendon_strain_at_one,
-                  passive_strain_at_one)
+        names = (
+            "max_isometric_force",
+            "optimal_fiber_length",
+            "tendon_slack_length",
+            "pennation_angle",
+            "max_contraction_velocity",
+            "curvature",
+            "eccentric_plateau",
+            "tendon_strain_at_one",
+            "passive_strain_at_one",
+        )
+        values = (
+            max_isometric_force,
+            optimal_fiber_length,
+            tendon_slack_length,
+            pennation_angle,
+            max_contraction_velocity,
+            curvature,
+            eccentric_plateau,
+            tendon_strain_at_one,
+            passive_strain_at_one,
+        )
         arrays = [jnp.asarray(v) for v in values]
         dtype = jnp.result_type(*arrays, float)
         for name, arr in zip(names, arrays):
@@ -439,8 +470,7 @@ class HillMuscle(eqx.Module):
         ``normalized_shortening_velocity`` ``(m,)`` = ``−l̇_M/(v_max l_opt)``.
         """
         fl = active_force_length(normalized_fiber_length)
-        fv = hill_force_velocity_normalized(normalized_shortening_velocity, self.curvature,
-                                            self.eccentric_plateau)
+        fv = hill_force_velocity_normalized(normalized_shortening_velocity, self.curvature, self.eccentric_plateau)
         fpe = passive_force_length(normalized_fiber_length, self.passive_strain_at_one)
         return activation * fl * fv + fpe
 
@@ -452,10 +482,11 @@ class HillMuscle(eqx.Module):
         cos_a = along / fiber
         v_fiber = mt_velocity * cos_a
         f_m = self.fiber_force_normalized(
-            activation, fiber / self.optimal_fiber_length,
-            -v_fiber / (self.max_contraction_velocity * self.optimal_fiber_length))
-        f_t = tendon_force_length((mt_length - along) / self.tendon_slack_length,
-                                  self.tendon_strain_at_one)
+            activation,
+            fiber / self.optimal_fiber_length,
+            -v_fiber / (self.max_contraction_velocity * self.optimal_fiber_length),
+        )
+        f_t = tendon_force_length((mt_length - along) / self.tendon_slack_length, self.tendon_strain_at_one)
         return f_t - f_m * cos_a
 
     def fiber_length(
@@ -489,12 +520,12 @@ class HillMuscle(eqx.Module):
         Arguments: ``activation`` ``(m,)`` in [0, 1]; ``musculotendon_length`` ``(m,)`` m;
         ``musculotendon_velocity`` ``(m,)`` m/s, lengthening positive.
         """
-        activation, mt_length, mt_velocity = self._inputs(activation, musculotendon_length,
-                                                          musculotendon_velocity)
+        activation, mt_length, mt_velocity = self._inputs(activation, musculotendon_length, musculotendon_velocity)
         if self.tendon == "rigid":
             return self._fiber_geometry(mt_length - self.tendon_slack_length)[0]
-        along = poisoned(_equilibrium_along(self, activation, mt_length, mt_velocity), activation, mt_length,
-                         mt_velocity)
+        along = poisoned(
+            _equilibrium_along(self, activation, mt_length, mt_velocity), activation, mt_length, mt_velocity
+        )
         return jnp.sqrt(along**2 + self._thickness() ** 2)
 
     def _inputs(self, activation, mt_length, mt_velocity):
@@ -533,8 +564,7 @@ class HillMuscle(eqx.Module):
         ``ValueError`` naming the argument and the first bad entry; traced ones (jit, vmap, grad)
         give NaN for that muscle.
         """
-        activation, mt_length, mt_velocity = self._inputs(activation, musculotendon_length,
-                                                          musculotendon_velocity)
+        activation, mt_length, mt_velocity = self._inputs(activation, musculotendon_length, musculotendon_velocity)
         force = self._curves_force(activation, mt_length, mt_velocity)
         slack = (mt_length <= self.tendon_slack_length) if self.tendon == "rigid" else (force < 0)
         return jnp.where(slack, jnp.zeros_like(force), force)
@@ -549,20 +579,23 @@ class HillMuscle(eqx.Module):
         if self.tendon == "rigid":
             fiber, cos_a = self._fiber_geometry(mt_length - self.tendon_slack_length)
             v_fiber = mt_velocity * cos_a
-            f_m = self.fiber_force_normalized(activation, fiber / l_opt,
-                                              -v_fiber / (self.max_contraction_velocity * l_opt))
+            f_m = self.fiber_force_normalized(
+                activation, fiber / l_opt, -v_fiber / (self.max_contraction_velocity * l_opt)
+            )
             return self.max_isometric_force * f_m * cos_a
-        along = poisoned(_equilibrium_along(self, activation, mt_length, mt_velocity), activation, mt_length,
-                         mt_velocity)
-        return self.max_isometric_force * tendon_force_length((mt_length - along) / self.tendon_slack_length,
-                                                              self.tendon_strain_at_one)
+        along = poisoned(
+            _equilibrium_along(self, activation, mt_length, mt_velocity), activation, mt_length, mt_velocity
+        )
+        return self.max_isometric_force * tendon_force_length(
+            (mt_length - along) / self.tendon_slack_length, self.tendon_strain_at_one
+        )
 
-    def equilibrium_residual(self, activation, musculotendon_length, fiber_length,
-                             musculotendon_velocity=0.0) -> Float[Array, " m"]:
+    def equilibrium_residual(
+        self, activation, musculotendon_length, fiber_length, musculotendon_velocity=0.0
+    ) -> Float[Array, " m"]:
         """``f_T(l̃_T) − f_M cos α`` ``(m,)`` (units of ``F⁰``) at a given ``fiber_length``
         ``(m,)`` m: zero at the compliant-tendon equilibrium."""
-        activation, mt_length, mt_velocity = self._inputs(activation, musculotendon_length,
-                                                          musculotendon_velocity)
+        activation, mt_length, mt_velocity = self._inputs(activation, musculotendon_length, musculotendon_velocity)
         fiber = jnp.asarray(fiber_length)
         along = safe_sqrt(fiber**2 - self._thickness() ** 2)  # 0 below the thickness, finite gradient
         return self._residual_along(along, activation, mt_length, mt_velocity)

@@ -8,7 +8,7 @@ muscles' power on the skeleton is ``q̇ᵀτ = −F·l̇``. The fitness ``f[0]``
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import jax.numpy as jnp
 
@@ -40,8 +40,10 @@ class MuscleActuatedDrive(Drive):
         check_tree(self.paths, self.tree)  # paths built for another tree: ValueError naming both
         m = self.paths.n_muscles
         if self.muscles.max_isometric_force.shape != (m,):
-            raise ValueError(f"MuscleActuatedDrive: muscles has {self.muscles.max_isometric_force.shape} "
-                             f"max_isometric_force entries, paths has {m} muscles")
+            raise ValueError(
+                f"MuscleActuatedDrive: muscles has {self.muscles.max_isometric_force.shape} "
+                f"max_isometric_force entries, paths has {m} muscles"
+            )
 
     @property
     def state_size(self) -> int:

@@ -34,7 +34,8 @@ resting fraction and the *residual capacity* ``RC = M_A + M_R = 1 − M_F`` (Fre
 
 from __future__ import annotations
 
-from typing import Callable, ClassVar
+from typing import ClassVar
+from collections.abc import Callable
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -47,8 +48,9 @@ from jaxbio.muscles._inputs import fraction
 __all__ = ["three_compartment_rates", "steady_state", "ThreeCompartmentFatigue"]
 
 
-def three_compartment_rates(active, resting, fatigued, target_load, fatigue, recovery, development=10.0,
-                            relaxation=10.0, rest_recovery=1.0):
+def three_compartment_rates(
+    active, resting, fatigued, target_load, fatigue, recovery, development=10.0, relaxation=10.0, rest_recovery=1.0
+):
     """Xia & Frey-Law (2008)'s equations: ``(dM_A/dt, dM_R/dt, dM_F/dt)`` 1/s.
 
     Args (broadcasting arrays, e.g. ``(m,)`` one per muscle, or scalars):
@@ -64,12 +66,16 @@ def three_compartment_rates(active, resting, fatigued, target_load, fatigue, rec
     """
     target_load = fraction(target_load, "three_compartment_rates: target_load")
     below = active < target_load
-    control = jnp.where(below, development * jnp.minimum(target_load - active, resting),
-                        relaxation * (target_load - active))
+    control = jnp.where(
+        below, development * jnp.minimum(target_load - active, resting), relaxation * (target_load - active)
+    )
     rec = jnp.where(below, recovery, rest_recovery * recovery)
     nan = jnp.where(jnp.isnan(target_load), jnp.nan, 1.0)  # a load out of range (NaN under jit): every rate NaN
-    return (nan * (control - fatigue * active), nan * (-control + rec * fatigued),
-            nan * (fatigue * active - rec * fatigued))
+    return (
+        nan * (control - fatigue * active),
+        nan * (-control + rec * fatigued),
+        nan * (fatigue * active - rec * fatigued),
+    )
 
 
 def steady_state(target_load, fatigue, recovery, development=10.0):
@@ -89,8 +95,11 @@ def steady_state(target_load, fatigue, recovery, development=10.0):
     resting = 1.0 - active - fatigued
     sustainable = resting >= tl - active
     active_f = 1.0 / (1.0 + f / ld + f / r)
-    return (jnp.where(sustainable, active, active_f), jnp.where(sustainable, resting, f * active_f / ld),
-            jnp.where(sustainable, fatigued, f * active_f / r))
+    return (
+        jnp.where(sustainable, active, active_f),
+        jnp.where(sustainable, resting, f * active_f / ld),
+        jnp.where(sustainable, fatigued, f * active_f / r),
+    )
 
 
 class ThreeCompartmentFatigue(FitnessLaw):
@@ -122,8 +131,16 @@ class ThreeCompartmentFatigue(FitnessLaw):
     rest_recovery: Float[Array, " m"]
     per_muscle: ClassVar[tuple[str, ...]] = ("fatigue", "recovery", "development", "relaxation", "rest_recovery")
 
-    def __init__(self, n_muscles, target_load, fatigue=0.00912, recovery=0.00094, development=10.0,
-                 relaxation=10.0, rest_recovery=1.0):
+    def __init__(
+        self,
+        n_muscles,
+        target_load,
+        fatigue=0.00912,
+        recovery=0.00094,
+        development=10.0,
+        relaxation=10.0,
+        rest_recovery=1.0,
+    ):
         if isinstance(n_muscles, bool) or int(n_muscles) != n_muscles or n_muscles < 1:
             raise ValueError(f"ThreeCompartmentFatigue: n_muscles must be a positive integer, got {n_muscles}")
         self.n_muscles = int(n_muscles)
@@ -132,8 +149,13 @@ class ThreeCompartmentFatigue(FitnessLaw):
         else:
             self.target_load = self._per_muscle(target_load, "target_load")
             check_values(self.target_load, "ThreeCompartmentFatigue: target_load", nonnegative=True, below=1.0 + 1e-12)
-        values = dict(fatigue=fatigue, recovery=recovery, development=development, relaxation=relaxation,
-                      rest_recovery=rest_recovery)
+        values = dict(
+            fatigue=fatigue,
+            recovery=recovery,
+            development=development,
+            relaxation=relaxation,
+            rest_recovery=rest_recovery,
+        )
         for name in self.per_muscle:
             x = self._per_muscle(values[name], name)
             positive = name in ("development", "relaxation")
@@ -143,8 +165,9 @@ class ThreeCompartmentFatigue(FitnessLaw):
     def _per_muscle(self, x, name):
         x = as_float(x, f"ThreeCompartmentFatigue: {name}")
         if x.shape not in ((), (self.n_muscles,)):
-            raise ValueError(f"ThreeCompartmentFatigue: {name} has shape {x.shape}, expected "
-                             f"({self.n_muscles},) or a scalar")
+            raise ValueError(
+                f"ThreeCompartmentFatigue: {name} has shape {x.shape}, expected ({self.n_muscles},) or a scalar"
+            )
         return x
 
     @property
@@ -159,13 +182,15 @@ class ThreeCompartmentFatigue(FitnessLaw):
         tl = self.target_load(t) if callable(self.target_load) else self.target_load
         tl = jnp.asarray(fraction(tl, "ThreeCompartmentFatigue: target_load"))
         if tl.shape not in ((), (self.n_muscles,)):
-            raise ValueError(f"ThreeCompartmentFatigue: target_load returned shape {tl.shape}, expected "
-                             f"({self.n_muscles},) or a scalar")
+            raise ValueError(
+                f"ThreeCompartmentFatigue: target_load returned shape {tl.shape}, expected "
+                f"({self.n_muscles},) or a scalar"
+            )
         return jnp.clip(jnp.broadcast_to(tl, (self.n_muscles,)), 0.0, 1.0)
 
     def compartments(self, f):
         """``(M_A, M_R, M_F)``, each ``(m,)``, from the state ``f`` ``(2m,)``."""
-        resting, capacity = f[: self.n_muscles], f[self.n_muscles:]
+        resting, capacity = f[: self.n_muscles], f[self.n_muscles :]
         return capacity - resting, resting, 1.0 - capacity
 
     @staticmethod
@@ -179,12 +204,20 @@ class ThreeCompartmentFatigue(FitnessLaw):
 
     def value(self, f) -> Float[Array, " m"]:
         """Residual capacity ``1 − M_F`` ``(m,)`` (1 = fresh)."""
-        return f[self.n_muscles:]
+        return f[self.n_muscles :]
 
     def rate(self, t, q, p, qd, f, drive_force, flow):
         """``ḟ`` ``(2m,)`` = ``(dM_R/dt, −dM_F/dt)`` from `three_compartment_rates` at ``TL(t)``."""
         active, resting, fatigued = self.compartments(f)
         _, d_resting, d_fatigued = three_compartment_rates(
-            active, resting, fatigued, self.load(t), self.fatigue, self.recovery, self.development,
-            self.relaxation, self.rest_recovery)
+            active,
+            resting,
+            fatigued,
+            self.load(t),
+            self.fatigue,
+            self.recovery,
+            self.development,
+            self.relaxation,
+            self.rest_recovery,
+        )
         return jnp.concatenate([d_resting, -d_fatigued])

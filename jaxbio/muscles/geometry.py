@@ -38,7 +38,7 @@ a traced NaN/inf reaches every output that depends on it (the zero-length guards
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import equinox as eqx
 import jax
@@ -47,7 +47,15 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import quaternion as quat
-from jaxbio._validate import as_shape, check_concrete_finite, check_model_precision, check_precision, jit_checked, model_dtype, to_device
+from jaxbio._validate import (
+    as_shape,
+    check_concrete_finite,
+    check_model_precision,
+    check_precision,
+    jit_checked,
+    model_dtype,
+    to_device,
+)
 from jaxbio.dynamics.batch_last import vmapped_by
 from jaxbio.dynamics.kinematics import segment_motion
 from jaxbio.muscles import _batched_geometry, wrapping
@@ -134,18 +142,26 @@ class MusclePaths(eqx.Module):
             for k, seg in enumerate(row):
                 if seg < WORLD or (n_segments is not None and seg >= n_segments):
                     size = f" ({n_segments} segments)" if n_segments else ""
-                    raise ValueError(f"muscle {name!r}, point {k}: segment index {seg} is neither {WORLD} (the "
-                                     f"world) nor a segment of the tree{size}")
+                    raise ValueError(
+                        f"muscle {name!r}, point {k}: segment index {seg} is neither {WORLD} (the "
+                        f"world) nor a segment of the tree{size}"
+                    )
         if self.path_wraps:
             if len(self.path_wraps) != m:
                 raise ValueError(f"MusclePaths.path_wraps: one tuple per muscle ({m}), got {len(self.path_wraps)}")
             w = len(self.wrap_objects.names) if self.wrap_objects is not None else 0
             for name, count, wraps in zip(self.names, self.counts, self.path_wraps):
                 for obj, method, first, last in wraps:
-                    if not (0 <= obj < w and 0 <= method < len(wrapping.METHODS) and 0 <= first < count
-                            and 0 <= last < count):
-                        raise ValueError(f"muscle {name!r}: path wrap {(obj, method, first, last)} refers to a wrap "
-                                         f"object, method or points that do not exist ({w} objects, {count} points)")
+                    if not (
+                        0 <= obj < w
+                        and 0 <= method < len(wrapping.METHODS)
+                        and 0 <= first < count
+                        and 0 <= last < count
+                    ):
+                        raise ValueError(
+                            f"muscle {name!r}: path wrap {(obj, method, first, last)} refers to a wrap "
+                            f"object, method or points that do not exist ({w} objects, {count} points)"
+                        )
 
     # ---- static helpers (numpy) --------------------------------------------------------------
     @property
@@ -195,7 +211,7 @@ class MusclePaths(eqx.Module):
         wrap_objects: Mapping[str, Mapping] | None = None,
         path_wraps: Mapping[str, Sequence] | None = None,
         dtype=None,
-    ) -> "MusclePaths":
+    ) -> MusclePaths:
         """Build and validate paths from named points.
 
         Args:
@@ -260,7 +276,9 @@ class MusclePaths(eqx.Module):
                         f"segments are {list(tree.names)}, fixed frames {sorted(set(resolved) - set(tree.names))}"
                     )
                 if xyz.shape != (3,) or not np.all(np.isfinite(xyz)):
-                    raise ValueError(f"muscle {mname!r}, point {k} ({pname!r}): xyz must be 3 finite numbers, got {spec[1]!r}")
+                    raise ValueError(
+                        f"muscle {mname!r}, point {k} ({pname!r}): xyz must be 3 finite numbers, got {spec[1]!r}"
+                    )
                 seg, origin, R = resolved[frame]
                 p = origin + R @ xyz
                 if k > 0 and seg == segs[-1] and np.linalg.norm(p - xyzs[-1]) <= 1e-12:
@@ -281,8 +299,10 @@ class MusclePaths(eqx.Module):
 
         def resolve(frame, where):
             if frame not in resolved:
-                raise ValueError(f"{where}: unknown frame {frame!r}; segments are {list(tree.names)}, fixed "
-                                 f"frames {sorted(set(resolved) - set(tree.names))}")
+                raise ValueError(
+                    f"{where}: unknown frame {frame!r}; segments are {list(tree.names)}, fixed "
+                    f"frames {sorted(set(resolved) - set(tree.names))}"
+                )
             return resolved[frame]
 
         objects = wrapping.build_wrap_objects(dict(wrap_objects or {}), resolve, dtype) if wrap_objects else None
@@ -294,8 +314,12 @@ class MusclePaths(eqx.Module):
             specs = list((path_wraps or {}).get(mname, ()))
             if specs and objects is None:
                 raise ValueError(f"muscle {mname!r}: path wraps given but no wrap_objects")
-            wraps.append(tuple(wrapping.path_wrap_spec(sp, objects, count, f"muscle {mname!r}, path wrap {k}")
-                               for k, sp in enumerate(specs)))
+            wraps.append(
+                tuple(
+                    wrapping.path_wrap_spec(sp, objects, count, f"muscle {mname!r}, path wrap {k}")
+                    for k, sp in enumerate(specs)
+                )
+            )
         P = max(counts)
         seg_arr = np.zeros((len(names), P), np.int64)
         pt_arr = np.zeros((len(names), P, 3))
@@ -315,7 +339,7 @@ class MusclePaths(eqx.Module):
             path_wraps=tuple(wraps) if any(wraps) else (),
         )
 
-    def astype(self, dtype) -> "MusclePaths":
+    def astype(self, dtype) -> MusclePaths:
         """The same paths with ``points`` (and the wrap objects' numbers) cast to ``dtype``."""
         out = eqx.tree_at(lambda p: p.points, self, jnp.asarray(self.points, dtype))
         if self.wrap_objects is not None:
@@ -348,24 +372,33 @@ def check_tree(paths: MusclePaths, tree: SegmentTree) -> None:
             raise ValueError(
                 f"muscle paths and tree do not match: the paths were built for model {name!r} "
                 f"(segments {list(names)}), the tree is model {tree.name!r} (segments {list(tree.names)}); "
-                f"build the paths on this tree (MusclePaths.from_points)")
+                f"build the paths on this tree (MusclePaths.from_points)"
+            )
         return
     seg = paths.segment_index
     if seg.size and seg.max() >= tree.nq:
         i, k = (int(a[0]) for a in np.nonzero(seg >= tree.nq))
-        raise ValueError(f"muscle paths and tree do not match: muscle {paths.names[i]!r}, point {k} is on segment "
-                         f"index {int(seg[i, k])}, but model {tree.name!r} has {tree.nq} segments")
+        raise ValueError(
+            f"muscle paths and tree do not match: muscle {paths.names[i]!r}, point {k} is on segment "
+            f"index {int(seg[i, k])}, but model {tree.name!r} has {tree.nq} segments"
+        )
     objects = paths.wrap_objects
     for name, k in zip(objects.names if objects is not None else (), objects.segments if objects is not None else ()):
         if k >= tree.nq:
-            raise ValueError(f"muscle paths and tree do not match: wrap object {name!r} is on segment index {k}, "
-                             f"but model {tree.name!r} has {tree.nq} segments")
+            raise ValueError(
+                f"muscle paths and tree do not match: wrap object {name!r} is on segment index {k}, "
+                f"but model {tree.name!r} has {tree.nq} segments"
+            )
 
 
 def _as_state(tree: SegmentTree, x, name: str):
     """``x`` as a float array of shape ``(tree.nq,)``; ``ValueError`` naming it otherwise."""
-    return as_shape(x, (tree.nq,), name, f" for model {tree.name!r} ({tree.nq} coordinates: "
-                    f"{', '.join(tree.names)}); batch with jax.vmap")
+    return as_shape(
+        x,
+        (tree.nq,),
+        name,
+        f" for model {tree.name!r} ({tree.nq} coordinates: {', '.join(tree.names)}); batch with jax.vmap",
+    )
 
 
 def _as_forces(paths: MusclePaths, forces):
@@ -524,7 +557,7 @@ def _tension_path(paths: MusclePaths, tree: SegmentTree, q):
     for r, i in enumerate(wm):
         table[r, :P] = paths.segment_index[i]
         for k, (obj, *_rest) in enumerate(paths.path_wraps[i]):
-            table[r, P + 2 * k: P + 2 * k + 2] = obj_seg[obj]
+            table[r, P + 2 * k : P + 2 * k + 2] = obj_seg[obj]
     seg_w = jnp.take_along_axis(jnp.asarray(table), res.elements, axis=1)
     pulls_w = res.valid[:, 1:] & ~res.arc & (seg_w[:, 1:] != seg_w[:, :-1])
     org_w = jnp.where((seg_w >= 0)[..., None], mo.position[jnp.maximum(seg_w, 0)], 0.0)
@@ -662,8 +695,12 @@ def _straight_moment_arms(model, q):
     moves = np.where((seg >= 0)[..., None], tree.dof_ancestors[np.maximum(seg, 0)], False)
     # (2, m, nv, 3): Σ_p g_p and Σ_p X_p × g_p in one contraction with the 0/1 mask (full
     # precision: no TF32 on GPU)
-    pull, turn = jnp.einsum("mpj,cmpk->cmjk", jnp.asarray(moves, g.dtype), jnp.stack([g, cross(pts, g)]),
-                            precision=jax.lax.Precision.HIGHEST)
+    pull, turn = jnp.einsum(
+        "mpj,cmpk->cmjk",
+        jnp.asarray(moves, g.dtype),
+        jnp.stack([g, cross(pts, g)]),
+        precision=jax.lax.Precision.HIGHEST,
+    )
     d = tree.dofs
     centre = mo.position[d.segment]  # (nv, 3) each coordinate's joint centre
     lever = jnp.where(jnp.asarray(d.rotational)[:, None], turn - cross(centre, pull), pull)

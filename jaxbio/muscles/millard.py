@@ -97,8 +97,10 @@ def _check_corners(owner: str, points) -> None:
         return
     for i, (p0, p1) in enumerate(zip(values[:-1], values[1:])):
         if not np.all(corner_is_c_shaped(*p0, *p1)):
-            raise ValueError(f"{owner}: these parameters make Bézier corner {i} S-shaped, which OpenSim "
-                             "refuses (the tangents at its ends must meet between them)")
+            raise ValueError(
+                f"{owner}: these parameters make Bézier corner {i} S-shaped, which OpenSim "
+                "refuses (the tangents at its ends must meet between them)"
+            )
 
 
 class _SegmentedCurve(eqx.Module):
@@ -115,16 +117,16 @@ class _SegmentedCurve(eqx.Module):
     def _points(self):
         raise NotImplementedError
 
-    def value_and_derivative(self, x: Float[ArrayLike, "..."]) -> tuple[Float[Array, "..."], Float[Array, "..."]]:
+    def value_and_derivative(self, x: Float[ArrayLike, ...]) -> tuple[Float[Array, ...], Float[Array, ...]]:
         """``(y, dy/dx)`` ``(...)`` (OpenSim's ``calcValue``, ``calcDerivative(x, 1)``); ``x``
         broadcasts against the parameters."""
         return _curve_value_and_derivative(self, x)
 
-    def __call__(self, x: Float[ArrayLike, "..."]) -> Float[Array, "..."]:
+    def __call__(self, x: Float[ArrayLike, ...]) -> Float[Array, ...]:
         """The curve's value at ``x`` ``(...)`` (``calcValue``)."""
         return self.value_and_derivative(x)[0]
 
-    def derivative(self, x: Float[ArrayLike, "..."]) -> Float[Array, "..."]:
+    def derivative(self, x: Float[ArrayLike, ...]) -> Float[Array, ...]:
         """``dy/dx`` at ``x`` (``calcDerivative(x, 1)``); higher orders by `jax.grad`."""
         return self.value_and_derivative(x)[1]
 
@@ -167,32 +169,58 @@ class ActiveForceLengthCurve(_SegmentedCurve):
     minimum_value: Float[Array, "*m"]
 
     OPENSIM_PROPERTIES: ClassVar[tuple[str, ...]] = (
-        "min_norm_active_fiber_length", "transition_norm_fiber_length", "max_norm_active_fiber_length",
-        "shallow_ascending_slope", "minimum_value")
+        "min_norm_active_fiber_length",
+        "transition_norm_fiber_length",
+        "max_norm_active_fiber_length",
+        "shallow_ascending_slope",
+        "minimum_value",
+    )
 
-    def __init__(self, min_norm_active_fiber_length=0.47 - 0.0259, transition_norm_fiber_length=0.73,
-                 max_norm_active_fiber_length=1.8123, shallow_ascending_slope=0.8616, minimum_value=0.1):
+    def __init__(
+        self,
+        min_norm_active_fiber_length=0.47 - 0.0259,
+        transition_norm_fiber_length=0.73,
+        max_norm_active_fiber_length=1.8123,
+        shallow_ascending_slope=0.8616,
+        minimum_value=0.1,
+    ):
         own = "ActiveForceLengthCurve"
-        self._set(own, dict(min_norm_active_fiber_length=min_norm_active_fiber_length,
-                            transition_norm_fiber_length=transition_norm_fiber_length,
-                            max_norm_active_fiber_length=max_norm_active_fiber_length,
-                            shallow_ascending_slope=shallow_ascending_slope, minimum_value=minimum_value))
-        x0, x1, x3 = (self.min_norm_active_fiber_length, self.transition_norm_fiber_length,
-                      self.max_norm_active_fiber_length)
+        self._set(
+            own,
+            dict(
+                min_norm_active_fiber_length=min_norm_active_fiber_length,
+                transition_norm_fiber_length=transition_norm_fiber_length,
+                max_norm_active_fiber_length=max_norm_active_fiber_length,
+                shallow_ascending_slope=shallow_ascending_slope,
+                minimum_value=minimum_value,
+            ),
+        )
+        x0, x1, x3 = (
+            self.min_norm_active_fiber_length,
+            self.transition_norm_fiber_length,
+            self.max_norm_active_fiber_length,
+        )
         eps = SQRT_EPS
-        require((x0 >= 0) & (x1 > x0 + eps) & (1.0 > x1 + eps) & (x3 > 1.0 + eps),
-                f"{own}: need 0 ≤ min_norm_active_fiber_length < transition_norm_fiber_length < 1 < "
-                f"max_norm_active_fiber_length, got {values_of(x0)}, {values_of(x1)}, {values_of(x3)}")
+        require(
+            (x0 >= 0) & (x1 > x0 + eps) & (1.0 > x1 + eps) & (x3 > 1.0 + eps),
+            f"{own}: need 0 ≤ min_norm_active_fiber_length < transition_norm_fiber_length < 1 < "
+            f"max_norm_active_fiber_length, got {values_of(x0)}, {values_of(x1)}, {values_of(x3)}",
+        )
         require(self.minimum_value >= 0, f"{own}: minimum_value must be ≥ 0, got {values_of(self.minimum_value)}")
         upper = (1.0 - self.minimum_value) / (1.0 - x1)
-        require((self.shallow_ascending_slope >= 0) & (self.shallow_ascending_slope < upper),
-                f"{own}: shallow_ascending_slope must be in [0, (1 − minimum_value)/(1 − "
-                f"transition_norm_fiber_length)), got {values_of(self.shallow_ascending_slope)}")
+        require(
+            (self.shallow_ascending_slope >= 0) & (self.shallow_ascending_slope < upper),
+            f"{own}: shallow_ascending_slope must be in [0, (1 − minimum_value)/(1 − "
+            f"transition_norm_fiber_length)), got {values_of(self.shallow_ascending_slope)}",
+        )
         _check_corners(own, self._points())
 
     def _points(self):
-        x0, x1, x3 = (self.min_norm_active_fiber_length, self.transition_norm_fiber_length,
-                      self.max_norm_active_fiber_length)
+        x0, x1, x3 = (
+            self.min_norm_active_fiber_length,
+            self.transition_norm_fiber_length,
+            self.max_norm_active_fiber_length,
+        )
         x2 = 1.0
         slope, ylow = self.shallow_ascending_slope, self.minimum_value
         dx = 0.05 * x2
@@ -233,42 +261,70 @@ class _ForceVelocityParameters(_SegmentedCurve):
     eccentric_curviness: Float[Array, "*m"]
 
     OPENSIM_PROPERTIES: ClassVar[tuple[str, ...]] = (
-        "concentric_slope_at_vmax", "concentric_slope_near_vmax", "isometric_slope",
-        "eccentric_slope_at_vmax", "eccentric_slope_near_vmax", "max_eccentric_velocity_force_multiplier",
-        "concentric_curviness", "eccentric_curviness")
+        "concentric_slope_at_vmax",
+        "concentric_slope_near_vmax",
+        "isometric_slope",
+        "eccentric_slope_at_vmax",
+        "eccentric_slope_near_vmax",
+        "max_eccentric_velocity_force_multiplier",
+        "concentric_curviness",
+        "eccentric_curviness",
+    )
 
     #: whether the curve is the inverse (its slopes at v_max must then be > 0), and OpenSim's default
     #: for both slopes at v_max
     _INVERSE: ClassVar[bool] = False
     _SLOPE_AT_VMAX: ClassVar[float] = 0.0
 
-    def __init__(self, concentric_slope_at_vmax=None, concentric_slope_near_vmax=0.25, isometric_slope=5.0,
-                 eccentric_slope_at_vmax=None, eccentric_slope_near_vmax=0.15,
-                 max_eccentric_velocity_force_multiplier=1.4, concentric_curviness=0.6, eccentric_curviness=0.9):
+    def __init__(
+        self,
+        concentric_slope_at_vmax=None,
+        concentric_slope_near_vmax=0.25,
+        isometric_slope=5.0,
+        eccentric_slope_at_vmax=None,
+        eccentric_slope_near_vmax=0.15,
+        max_eccentric_velocity_force_multiplier=1.4,
+        concentric_curviness=0.6,
+        eccentric_curviness=0.9,
+    ):
         own, inverse, at_vmax = type(self).__name__, self._INVERSE, self._SLOPE_AT_VMAX
-        self._set(own, dict(
-            concentric_slope_at_vmax=at_vmax if concentric_slope_at_vmax is None else concentric_slope_at_vmax,
-            concentric_slope_near_vmax=concentric_slope_near_vmax, isometric_slope=isometric_slope,
-            eccentric_slope_at_vmax=at_vmax if eccentric_slope_at_vmax is None else eccentric_slope_at_vmax,
-            eccentric_slope_near_vmax=eccentric_slope_near_vmax,
-            max_eccentric_velocity_force_multiplier=max_eccentric_velocity_force_multiplier,
-            concentric_curviness=concentric_curviness, eccentric_curviness=eccentric_curviness))
+        self._set(
+            own,
+            dict(
+                concentric_slope_at_vmax=at_vmax if concentric_slope_at_vmax is None else concentric_slope_at_vmax,
+                concentric_slope_near_vmax=concentric_slope_near_vmax,
+                isometric_slope=isometric_slope,
+                eccentric_slope_at_vmax=at_vmax if eccentric_slope_at_vmax is None else eccentric_slope_at_vmax,
+                eccentric_slope_near_vmax=eccentric_slope_near_vmax,
+                max_eccentric_velocity_force_multiplier=max_eccentric_velocity_force_multiplier,
+                concentric_curviness=concentric_curviness,
+                eccentric_curviness=eccentric_curviness,
+            ),
+        )
         fmax = self.max_eccentric_velocity_force_multiplier
         con, con_near = self.concentric_slope_at_vmax, self.concentric_slope_near_vmax
         ecc, ecc_near = self.eccentric_slope_at_vmax, self.eccentric_slope_near_vmax
         floor = SIGNIFICANT_REAL if inverse else 0.0
         require(fmax > 1, f"{own}: max_eccentric_velocity_force_multiplier must be > 1, got {values_of(fmax)}")
-        require(((con > floor) if inverse else (con >= 0)) & (con < 1),
-                f"{own}: concentric_slope_at_vmax must be in {'(0' if inverse else '[0'}, 1), got {values_of(con)}")
-        require((con_near > con) & ((con_near < 1) if inverse else (con_near <= 1)),
-                f"{own}: concentric_slope_near_vmax must be in (concentric_slope_at_vmax, 1], got {values_of(con_near)}")
+        require(
+            ((con > floor) if inverse else (con >= 0)) & (con < 1),
+            f"{own}: concentric_slope_at_vmax must be in {'(0' if inverse else '[0'}, 1), got {values_of(con)}",
+        )
+        require(
+            (con_near > con) & ((con_near < 1) if inverse else (con_near <= 1)),
+            f"{own}: concentric_slope_near_vmax must be in (concentric_slope_at_vmax, 1], got {values_of(con_near)}",
+        )
         require(self.isometric_slope > 1, f"{own}: isometric_slope must be > 1, got {values_of(self.isometric_slope)}")
-        require(((ecc > floor) if inverse else (ecc >= 0)) & (ecc < fmax - 1),
-                f"{own}: eccentric_slope_at_vmax must be in [0, max_eccentric_velocity_force_multiplier − 1), "
-                f"got {values_of(ecc)}")
-        require((ecc_near >= ecc) & (ecc_near < fmax - 1),
-                f"{own}: eccentric_slope_near_vmax must be in [eccentric_slope_at_vmax, "
-                f"max_eccentric_velocity_force_multiplier − 1), got {values_of(ecc_near)}")
+        require(
+            ((ecc > floor) if inverse else (ecc >= 0)) & (ecc < fmax - 1),
+            f"{own}: eccentric_slope_at_vmax must be in [0, max_eccentric_velocity_force_multiplier − 1), "
+            f"got {values_of(ecc)}",
+        )
+        require(
+            (ecc_near >= ecc) & (ecc_near < fmax - 1),
+            f"{own}: eccentric_slope_near_vmax must be in [eccentric_slope_at_vmax, "
+            f"max_eccentric_velocity_force_multiplier − 1), got {values_of(ecc_near)}",
+        )
         for name in ("concentric_curviness", "eccentric_curviness"):
             c = getattr(self, name)
             require((c >= 0) & (c <= 1), f"{own}: {name} must be in [0, 1], got {values_of(c)}")
@@ -280,8 +336,13 @@ class _ForceVelocityParameters(_SegmentedCurve):
         fmax = self.max_eccentric_velocity_force_multiplier
         y_near_c = 0.5 * con_near * 0.1 + 0.5 * con * 0.1
         y_near_e = fmax + 0.5 * ecc_near * (-0.1) + 0.5 * ecc * (-0.1)
-        return [(-1.0, 0.0, con), (-0.9, y_near_c, con_near), (0.0, 1.0, self.isometric_slope),
-                (0.9, y_near_e, ecc_near), (1.0, fmax, ecc)]
+        return [
+            (-1.0, 0.0, con),
+            (-0.9, y_near_c, con_near),
+            (0.0, 1.0, self.isometric_slope),
+            (0.9, y_near_e, ecc_near),
+            (1.0, fmax, ecc),
+        ]
 
     @classmethod
     def _opensim_default(cls, name: str):
@@ -308,8 +369,9 @@ class ForceVelocityCurve(_ForceVelocityParameters):
         px, py = self._velocity_segments()
         fmax = self.max_eccentric_velocity_force_multiplier
         lo, hi = -xnp.ones_like(fmax), xnp.ones_like(fmax)
-        return Curve.build(px, py, lo, hi, xnp.zeros_like(fmax), fmax, self.concentric_slope_at_vmax,
-                           self.eccentric_slope_at_vmax)
+        return Curve.build(
+            px, py, lo, hi, xnp.zeros_like(fmax), fmax, self.concentric_slope_at_vmax, self.eccentric_slope_at_vmax
+        )
 
 
 class ForceVelocityInverseCurve(_ForceVelocityParameters):
@@ -326,8 +388,16 @@ class ForceVelocityInverseCurve(_ForceVelocityParameters):
     def segments(self):
         px, py = self._velocity_segments()
         fmax = self.max_eccentric_velocity_force_multiplier
-        return Curve.build(py, px, xnp.zeros_like(fmax), fmax, -xnp.ones_like(fmax), xnp.ones_like(fmax),
-                           1.0 / self.concentric_slope_at_vmax, 1.0 / self.eccentric_slope_at_vmax)
+        return Curve.build(
+            py,
+            px,
+            xnp.zeros_like(fmax),
+            fmax,
+            -xnp.ones_like(fmax),
+            xnp.ones_like(fmax),
+            1.0 / self.concentric_slope_at_vmax,
+            1.0 / self.eccentric_slope_at_vmax,
+        )
 
 
 def _optional(value, like):
@@ -363,25 +433,51 @@ class FiberForceLengthCurve(_SegmentedCurve):
     curviness: Float[Array, "*m"]
 
     OPENSIM_PROPERTIES: ClassVar[tuple[str, ...]] = (
-        "strain_at_zero_force", "strain_at_one_norm_force", "stiffness_at_low_force",
-        "stiffness_at_one_norm_force", "curviness")
+        "strain_at_zero_force",
+        "strain_at_one_norm_force",
+        "stiffness_at_low_force",
+        "stiffness_at_one_norm_force",
+        "curviness",
+    )
 
-    def __init__(self, strain_at_zero_force=0.0, strain_at_one_norm_force=0.7, stiffness_at_low_force=None,
-                 stiffness_at_one_norm_force=None, curviness=None):
+    def __init__(
+        self,
+        strain_at_zero_force=0.0,
+        strain_at_one_norm_force=0.7,
+        stiffness_at_low_force=None,
+        stiffness_at_one_norm_force=None,
+        curviness=None,
+    ):
         own = "FiberForceLengthCurve"
-        self._set(own, dict(strain_at_zero_force=strain_at_zero_force,
-                            strain_at_one_norm_force=strain_at_one_norm_force,
-                            stiffness_at_low_force=_optional(stiffness_at_low_force, strain_at_zero_force),
-                            stiffness_at_one_norm_force=_optional(stiffness_at_one_norm_force, strain_at_zero_force),
-                            curviness=_optional(curviness, strain_at_zero_force)))
-        _all_or_none_set(own, self.OPENSIM_PROPERTIES[2:],
-                         (self.stiffness_at_low_force, self.stiffness_at_one_norm_force, self.curviness))
+        self._set(
+            own,
+            dict(
+                strain_at_zero_force=strain_at_zero_force,
+                strain_at_one_norm_force=strain_at_one_norm_force,
+                stiffness_at_low_force=_optional(stiffness_at_low_force, strain_at_zero_force),
+                stiffness_at_one_norm_force=_optional(stiffness_at_one_norm_force, strain_at_zero_force),
+                curviness=_optional(curviness, strain_at_zero_force),
+            ),
+        )
+        _all_or_none_set(
+            own,
+            self.OPENSIM_PROPERTIES[2:],
+            (self.stiffness_at_low_force, self.stiffness_at_one_norm_force, self.curviness),
+        )
         e0, e1 = self.strain_at_zero_force, self.strain_at_one_norm_force
         require(e1 > e0, f"{own}: strain_at_one_norm_force must be > strain_at_zero_force, got {values_of(e1)}")
-        k_iso, k_low, c = self.stiffness_at_one_norm_force_in_use, self.stiffness_at_low_force_in_use, self.curviness_in_use
-        require(k_iso > 1.0 / (e1 - e0), f"{own}: stiffness_at_one_norm_force must be > 1/(ε₁ − ε₀), got {values_of(k_iso)}")
-        require((k_low > 0) & (k_low < 1.0 / (e1 - e0)),
-                f"{own}: stiffness_at_low_force must be in (0, 1/(ε₁ − ε₀)), got {values_of(k_low)}")
+        k_iso, k_low, c = (
+            self.stiffness_at_one_norm_force_in_use,
+            self.stiffness_at_low_force_in_use,
+            self.curviness_in_use,
+        )
+        require(
+            k_iso > 1.0 / (e1 - e0), f"{own}: stiffness_at_one_norm_force must be > 1/(ε₁ − ε₀), got {values_of(k_iso)}"
+        )
+        require(
+            (k_low > 0) & (k_low < 1.0 / (e1 - e0)),
+            f"{own}: stiffness_at_low_force must be in (0, 1/(ε₁ − ε₀)), got {values_of(k_low)}",
+        )
         require((c >= 0) & (c <= 1), f"{own}: curviness must be in [0, 1], got {values_of(c)}")
         _check_corners(own, self._points())
 
@@ -418,8 +514,16 @@ class FiberForceLengthCurve(_SegmentedCurve):
         px, py = _chain(self._points(), [c, c])
         x_zero = 1.0 + self.strain_at_zero_force
         x_iso = 1.0 + self.strain_at_one_norm_force
-        return Curve.build(px, py, x_zero, x_iso, xnp.zeros_like(x_zero), xnp.ones_like(x_zero),
-                           xnp.zeros_like(x_zero), self.stiffness_at_one_norm_force_in_use)
+        return Curve.build(
+            px,
+            py,
+            x_zero,
+            x_iso,
+            xnp.zeros_like(x_zero),
+            xnp.ones_like(x_zero),
+            xnp.zeros_like(x_zero),
+            self.stiffness_at_one_norm_force_in_use,
+        )
 
 
 class TendonForceLengthCurve(_SegmentedCurve):
@@ -441,23 +545,46 @@ class TendonForceLengthCurve(_SegmentedCurve):
     curviness: Float[Array, "*m"]
 
     OPENSIM_PROPERTIES: ClassVar[tuple[str, ...]] = (
-        "strain_at_one_norm_force", "stiffness_at_one_norm_force", "norm_force_at_toe_end", "curviness")
+        "strain_at_one_norm_force",
+        "stiffness_at_one_norm_force",
+        "norm_force_at_toe_end",
+        "curviness",
+    )
 
-    def __init__(self, strain_at_one_norm_force=0.049, stiffness_at_one_norm_force=None,
-                 norm_force_at_toe_end=None, curviness=None):
+    def __init__(
+        self,
+        strain_at_one_norm_force=0.049,
+        stiffness_at_one_norm_force=None,
+        norm_force_at_toe_end=None,
+        curviness=None,
+    ):
         own = "TendonForceLengthCurve"
         like = strain_at_one_norm_force
-        self._set(own, dict(strain_at_one_norm_force=strain_at_one_norm_force,
-                            stiffness_at_one_norm_force=_optional(stiffness_at_one_norm_force, like),
-                            norm_force_at_toe_end=_optional(norm_force_at_toe_end, like),
-                            curviness=_optional(curviness, like)))
-        _all_or_none_set(own, self.OPENSIM_PROPERTIES[1:],
-                         (self.stiffness_at_one_norm_force, self.norm_force_at_toe_end, self.curviness))
-        e0, k, f_toe, c = (self.strain_at_one_norm_force, self.stiffness_at_one_norm_force_in_use,
-                           self.norm_force_at_toe_end_in_use, self.curviness_in_use)
+        self._set(
+            own,
+            dict(
+                strain_at_one_norm_force=strain_at_one_norm_force,
+                stiffness_at_one_norm_force=_optional(stiffness_at_one_norm_force, like),
+                norm_force_at_toe_end=_optional(norm_force_at_toe_end, like),
+                curviness=_optional(curviness, like),
+            ),
+        )
+        _all_or_none_set(
+            own,
+            self.OPENSIM_PROPERTIES[1:],
+            (self.stiffness_at_one_norm_force, self.norm_force_at_toe_end, self.curviness),
+        )
+        e0, k, f_toe, c = (
+            self.strain_at_one_norm_force,
+            self.stiffness_at_one_norm_force_in_use,
+            self.norm_force_at_toe_end_in_use,
+            self.curviness_in_use,
+        )
         require(e0 > 0, f"{own}: strain_at_one_norm_force must be > 0, got {values_of(e0)}")
         require((f_toe > 0) & (f_toe < 1), f"{own}: norm_force_at_toe_end must be in (0, 1), got {values_of(f_toe)}")
-        require(k > 1.0 / e0, f"{own}: stiffness_at_one_norm_force must be > 1/strain_at_one_norm_force, got {values_of(k)}")
+        require(
+            k > 1.0 / e0, f"{own}: stiffness_at_one_norm_force must be > 1/strain_at_one_norm_force, got {values_of(k)}"
+        )
         require((c >= 0) & (c <= 1), f"{own}: curviness must be in [0, 1], got {values_of(c)}")
         _check_corners(own, self._points())
 
@@ -499,8 +626,16 @@ class TendonForceLengthCurve(_SegmentedCurve):
         c = scale_curviness(self.curviness_in_use)
         px, py = _chain(self._points(), [c, c])
         x_toe, y_toe = self._toe_end()
-        return Curve.build(px, py, xnp.ones_like(x_toe), x_toe, xnp.zeros_like(x_toe), y_toe, xnp.zeros_like(x_toe),
-                           self.stiffness_at_one_norm_force_in_use)
+        return Curve.build(
+            px,
+            py,
+            xnp.ones_like(x_toe),
+            x_toe,
+            xnp.zeros_like(x_toe),
+            y_toe,
+            xnp.zeros_like(x_toe),
+            self.stiffness_at_one_norm_force_in_use,
+        )
 
 
 # ---- the muscle -------------------------------------------------------------------------------------
@@ -546,8 +681,10 @@ class Millard2012EquilibriumMuscle(OpenSimMuscle):
     ignore_tendon_compliance: bool = eqx.field(static=True)
 
     #: OpenSim XML property name → field (the four curves are nested objects of their own properties).
-    OPENSIM_PROPERTIES: ClassVar[dict[str, str]] = {**OpenSimMuscle.OPENSIM_PROPERTIES,
-                                                     "fiber_damping": "fiber_damping"}
+    OPENSIM_PROPERTIES: ClassVar[dict[str, str]] = {
+        **OpenSimMuscle.OPENSIM_PROPERTIES,
+        "fiber_damping": "fiber_damping",
+    }
     OPENSIM_CURVES: ClassVar[dict[str, type]] = {
         "ActiveForceLengthCurve": ActiveForceLengthCurve,
         "ForceVelocityCurve": ForceVelocityCurve,
@@ -579,31 +716,48 @@ class Millard2012EquilibriumMuscle(OpenSimMuscle):
         fvc = ForceVelocityCurve() if force_velocity_curve is None else force_velocity_curve
         fpe = FiberForceLengthCurve() if fiber_force_length_curve is None else fiber_force_length_curve
         fse = TendonForceLengthCurve() if tendon_force_length_curve is None else tendon_force_length_curve
-        scalars = dict(max_isometric_force=max_isometric_force, optimal_fiber_length=optimal_fiber_length,
-                       tendon_slack_length=tendon_slack_length, pennation_angle_at_optimal=pennation_angle_at_optimal,
-                       max_contraction_velocity=max_contraction_velocity, fiber_damping=fiber_damping,
-                       minimum_activation=minimum_activation, maximum_pennation_angle=maximum_pennation_angle,
-                       activation_time_constant=activation_time_constant,
-                       deactivation_time_constant=deactivation_time_constant)
+        scalars = dict(
+            max_isometric_force=max_isometric_force,
+            optimal_fiber_length=optimal_fiber_length,
+            tendon_slack_length=tendon_slack_length,
+            pennation_angle_at_optimal=pennation_angle_at_optimal,
+            max_contraction_velocity=max_contraction_velocity,
+            fiber_damping=fiber_damping,
+            minimum_activation=minimum_activation,
+            maximum_pennation_angle=maximum_pennation_angle,
+            activation_time_constant=activation_time_constant,
+            deactivation_time_constant=deactivation_time_constant,
+        )
         curve_leaves = jax.tree_util.tree_leaves((afl, fvc, fpe, fse))
         shape, dtype = self._set_parameters(own, scalars, {f"curve{i}": x for i, x in enumerate(curve_leaves)})
         afl, fvc, fpe, fse = (_broadcast_curve(c, shape, dtype) for c in (afl, fvc, fpe, fse))
         require(self.fiber_damping >= 0, f"{own}: fiber_damping must be ≥ 0, got {values_of(self.fiber_damping)}")
-        require((fvc.concentric_slope_near_vmax >= SQRT_EPS) & (fvc.eccentric_slope_near_vmax >= SQRT_EPS),
-                f"{own}: the force–velocity slopes near v_max must be ≥ √ε")
+        require(
+            (fvc.concentric_slope_near_vmax >= SQRT_EPS) & (fvc.eccentric_slope_near_vmax >= SQRT_EPS),
+            f"{own}: the force–velocity slopes near v_max must be ≥ √ε",
+        )
 
         # OpenSim's extendFinalizeFromProperties adjustments
         damped = self.fiber_damping >= 0.001
         self.fiber_damping = xnp.where(damped, self.fiber_damping, 0.0)
         classic = ~damped & (not self.ignore_tendon_compliance)
-        require(~classic | (self.minimum_activation >= 0.01),
-                f"{own}: minimum_activation must be ≥ 0.01 for the undamped model with an elastic tendon, "
-                f"got {values_of(self.minimum_activation)}")
-        self.minimum_activation = xnp.where(classic, self.minimum_activation, xnp.clip(self.minimum_activation, 0.0, 1.0))
-        require((self.minimum_activation >= 0) & (self.minimum_activation < 1),
-                f"{own}: minimum_activation must be in [0, 1), got {values_of(self.minimum_activation)}")
-        afl = eqx.tree_at(lambda c: c.minimum_value, afl,
-                          xnp.where(classic, xnp.maximum(afl.minimum_value, 0.1), xnp.minimum(afl.minimum_value, 0.0)))
+        require(
+            ~classic | (self.minimum_activation >= 0.01),
+            f"{own}: minimum_activation must be ≥ 0.01 for the undamped model with an elastic tendon, "
+            f"got {values_of(self.minimum_activation)}",
+        )
+        self.minimum_activation = xnp.where(
+            classic, self.minimum_activation, xnp.clip(self.minimum_activation, 0.0, 1.0)
+        )
+        require(
+            (self.minimum_activation >= 0) & (self.minimum_activation < 1),
+            f"{own}: minimum_activation must be in [0, 1), got {values_of(self.minimum_activation)}",
+        )
+        afl = eqx.tree_at(
+            lambda c: c.minimum_value,
+            afl,
+            xnp.where(classic, xnp.maximum(afl.minimum_value, 0.1), xnp.minimum(afl.minimum_value, 0.0)),
+        )
         con, ecc = fvc.concentric_slope_at_vmax, fvc.eccentric_slope_at_vmax
         con = xnp.where(classic, xnp.maximum(con, 0.5 * fvc.concentric_slope_near_vmax), xnp.minimum(con, 0.0))
         ecc = xnp.where(classic, xnp.maximum(ecc, 0.5 * fvc.eccentric_slope_near_vmax), xnp.minimum(ecc, 0.0))
@@ -614,7 +768,7 @@ class Millard2012EquilibriumMuscle(OpenSimMuscle):
         self.tendon_force_length_curve = fse
 
     @classmethod
-    def from_opensim(cls, properties) -> "Millard2012EquilibriumMuscle":
+    def from_opensim(cls, properties) -> Millard2012EquilibriumMuscle:
         """From OpenSim XML property names (`OPENSIM_PROPERTIES`, ``ignore_tendon_compliance``;
         the curves as nested mappings under ``ActiveForceLengthCurve``, ``ForceVelocityCurve``,
         ``FiberForceLengthCurve``, ``TendonForceLengthCurve``): one mapping or a sequence of
@@ -624,10 +778,13 @@ class Millard2012EquilibriumMuscle(OpenSimMuscle):
         rows = as_rows(properties)
         rigid = flag_values(rows, "ignore_tendon_compliance")
         if len(set(rigid)) > 1:
-            raise ValueError("Millard2012EquilibriumMuscle.from_opensim: ignore_tendon_compliance differs between "
-                             "muscles; build one module for the rigid and one for the elastic tendons")
-        return from_opensim_properties(cls, rows, cls.OPENSIM_PROPERTIES, cls.OPENSIM_CURVES,
-                                       ignore_tendon_compliance=rigid[0])
+            raise ValueError(
+                "Millard2012EquilibriumMuscle.from_opensim: ignore_tendon_compliance differs between "
+                "muscles; build one module for the rigid and one for the elastic tendons"
+            )
+        return from_opensim_properties(
+            cls, rows, cls.OPENSIM_PROPERTIES, cls.OPENSIM_CURVES, ignore_tendon_compliance=rigid[0]
+        )
 
     @property
     def minimum_fiber_length(self) -> Float[Array, " m"]:
@@ -649,19 +806,29 @@ class Millard2012EquilibriumMuscle(OpenSimMuscle):
             eccentric_slope_near_vmax=fv.eccentric_slope_near_vmax,
             max_eccentric_velocity_force_multiplier=fv.max_eccentric_velocity_force_multiplier,
             concentric_curviness=fv.concentric_curviness,
-            eccentric_curviness=fv.eccentric_curviness)
+            eccentric_curviness=fv.eccentric_curviness,
+        )
 
-    def _prepare(self) -> "_Kernel":
+    def _prepare(self) -> _Kernel:
         """The built curves and pennation model (computed once per call, differentiably)."""
         return _Kernel(
-            max_isometric_force=self.max_isometric_force, optimal_fiber_length=self.optimal_fiber_length,
-            tendon_slack_length=self.tendon_slack_length, max_contraction_velocity=self.max_contraction_velocity,
-            fiber_damping=self.fiber_damping, pennation=self.pennation,
+            max_isometric_force=self.max_isometric_force,
+            optimal_fiber_length=self.optimal_fiber_length,
+            tendon_slack_length=self.tendon_slack_length,
+            max_contraction_velocity=self.max_contraction_velocity,
+            fiber_damping=self.fiber_damping,
+            pennation=self.pennation,
             minimum_fiber_length=self.minimum_fiber_length,
-            lengths=stack_curves([self.active_force_length_curve.segments(), self.fiber_force_length_curve.segments(),
-                                  self.tendon_force_length_curve.segments()]),
+            lengths=stack_curves(
+                [
+                    self.active_force_length_curve.segments(),
+                    self.fiber_force_length_curve.segments(),
+                    self.tendon_force_length_curve.segments(),
+                ]
+            ),
             force_velocity=self.force_velocity_curve.segments(),
-            force_velocity_inverse=self.force_velocity_inverse_curve.segments())
+            force_velocity_inverse=self.force_velocity_inverse_curve.segments(),
+        )
 
     # -- muscle quantities --
 
@@ -783,9 +950,16 @@ def _elastic_state(k: _Kernel, a, l, lce, status) -> MuscleEquilibrium:
     dlce_n = jnp.where(clamped, 0.0, dlce_n)
     fv = jnp.where(clamped, 1.0, fv)
     return MuscleEquilibrium(
-        fiber_length=lce, pennation_angle=phi, tendon_length=tl, tendon_force=fse * k.max_isometric_force,
-        active_force_length_multiplier=fal, passive_force_length_multiplier=fpe, force_velocity_multiplier=fv,
-        fiber_velocity=dlce_n * k.max_contraction_velocity * k.optimal_fiber_length, status=status)
+        fiber_length=lce,
+        pennation_angle=phi,
+        tendon_length=tl,
+        tendon_force=fse * k.max_isometric_force,
+        active_force_length_multiplier=fal,
+        passive_force_length_multiplier=fpe,
+        force_velocity_multiplier=fv,
+        fiber_velocity=dlce_n * k.max_contraction_velocity * k.optimal_fiber_length,
+        status=status,
+    )
 
 
 def _damped_fiber_velocity(k: _Kernel, a, fal, fpe, fse, cos):
@@ -842,10 +1016,16 @@ def _rigid_state(k: _Kernel, a, l, v) -> MuscleEquilibrium:
     fm = k.max_isometric_force * (a * fal * fv + fpe + k.fiber_damping * dlce_n)
     fm = jnp.where(clamped, 0.0, jnp.maximum(fm, 0.0))
     return MuscleEquilibrium(
-        fiber_length=lce, pennation_angle=phi, tendon_length=tl, tendon_force=fm * cos,
-        active_force_length_multiplier=fal, passive_force_length_multiplier=fpe, force_velocity_multiplier=fv,
+        fiber_length=lce,
+        pennation_angle=phi,
+        tendon_length=tl,
+        tendon_force=fm * cos,
+        active_force_length_multiplier=fal,
+        passive_force_length_multiplier=fpe,
+        force_velocity_multiplier=fv,
         fiber_velocity=dlce_n * k.max_contraction_velocity * k.optimal_fiber_length,
-        status=jnp.zeros(lce.shape, jnp.int32))
+        status=jnp.zeros(lce.shape, jnp.int32),
+    )
 
 
 @eqx.filter_jit
@@ -867,4 +1047,3 @@ def _static_optimization_forces(muscle: Millard2012EquilibriumMuscle, l, v):
     active = jnp.where(ok, k.max_isometric_force * fal * fv * cos_quirk, 0.0)
     passive = k.max_isometric_force * fpe * jnp.cos(pen.angle(lce_c))
     return active, passive
-

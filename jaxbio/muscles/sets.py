@@ -31,7 +31,7 @@ import csv
 import io
 import json
 from importlib import resources
-from typing import Sequence
+from collections.abc import Sequence
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -54,9 +54,15 @@ _SETS = ("arm26", "gait10dof18musc")
 _COORDINATES = {
     "arm26": ("r_shoulder_elev", "r_elbow_flex"),
     "gait10dof18musc": (
-        "pelvis_tx", "pelvis_ty", "pelvis_tilt",
-        "hip_flexion_r", "knee_angle_r", "ankle_angle_r",
-        "hip_flexion_l", "knee_angle_l", "ankle_angle_l",
+        "pelvis_tx",
+        "pelvis_ty",
+        "pelvis_tilt",
+        "hip_flexion_r",
+        "knee_angle_r",
+        "ankle_angle_r",
+        "hip_flexion_l",
+        "knee_angle_l",
+        "ankle_angle_l",
         "lumbar_extension",
     ),
 }
@@ -107,10 +113,14 @@ def _read_csv(filename: str) -> list[dict[str, str]]:
 
 def _body(row: dict[str, str]) -> Body:
     """The `Body` of one row of an OpenSim body table (mass, COM and inertia in the body frame)."""
-    ixx, iyy, izz, ixy, ixz, iyz = (float(row[k]) for k in
-                                     ("Ixx_kgm2", "Iyy_kgm2", "Izz_kgm2", "Ixy_kgm2", "Ixz_kgm2", "Iyz_kgm2"))
-    return Body(float(row["mass_kg"]), np.array([float(row[k]) for k in ("com_x_m", "com_y_m", "com_z_m")]),
-                np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]]))
+    ixx, iyy, izz, ixy, ixz, iyz = (
+        float(row[k]) for k in ("Ixx_kgm2", "Iyy_kgm2", "Izz_kgm2", "Ixy_kgm2", "Ixz_kgm2", "Iyz_kgm2")
+    )
+    return Body(
+        float(row["mass_kg"]),
+        np.array([float(row[k]) for k in ("com_x_m", "com_y_m", "com_z_m")]),
+        np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]]),
+    )
 
 
 # ---- arm26 -----------------------------------------------------------------------------------
@@ -139,6 +149,7 @@ def arm26_model_dict() -> dict:
 
 
 # ---- gait10dof18musc ----------------------------------------------------------------------------
+
 
 def _natural_cubic_spline(x: np.ndarray, y: np.ndarray, t: float) -> float:
     """Natural cubic spline through ``(x, y)`` evaluated at ``t`` (numpy, build time only)."""
@@ -169,19 +180,28 @@ def _gait_frames_and_tree() -> tuple[dict, dict]:
     def real(body, parent, origin, inertial=None):
         return segment(body, parent, "revolute", Z, _body(bodies[body]) if inertial is None else inertial, origin)
 
-    segs = [virtual("pelvis_tx", None, "prismatic", (1, 0, 0)), virtual("pelvis_ty", "pelvis_tx", "prismatic", (0, 1, 0)),
-            real("pelvis", "pelvis_ty", (0, 0, 0))]
+    segs = [
+        virtual("pelvis_tx", None, "prismatic", (1, 0, 0)),
+        virtual("pelvis_ty", "pelvis_tx", "prismatic", (0, 1, 0)),
+        real("pelvis", "pelvis_ty", (0, 0, 0)),
+    ]
     frames = {}
     for side in ("r", "l"):
         knee = {t["name"]: t["function"] for t in joints[f"knee_{side}"]["spatial_transform"]}
-        kx, ky = (_natural_cubic_spline(np.asarray(knee[t]["x"], float), np.asarray(knee[t]["y"], float), 0.0)
-                  for t in ("translation1", "translation2"))
+        kx, ky = (
+            _natural_cubic_spline(np.asarray(knee[t]["x"], float), np.asarray(knee[t]["y"], float), 0.0)
+            for t in ("translation1", "translation2")
+        )
         # foot = talus + calcn + toes (welded in this model), in the talus frame: the calcn and toes
         # bodies are moved from their frames (origins at calcn_o, toes_o) into it
         calcn_o = loc(f"subtalar_{side}")
         toes_o = calcn_o + loc(f"mtp_{side}")
-        foot = combine(*(moved(_body(bodies[b]), -o) for b, o in
-                         ((f"talus_{side}", np.zeros(3)), (f"calcn_{side}", calcn_o), (f"toes_{side}", toes_o))))
+        foot = combine(
+            *(
+                moved(_body(bodies[b]), -o)
+                for b, o in ((f"talus_{side}", np.zeros(3)), (f"calcn_{side}", calcn_o), (f"toes_{side}", toes_o))
+            )
+        )
         segs += [
             real(f"femur_{side}", "pelvis", loc(f"hip_{side}")),
             real(f"tibia_{side}", f"femur_{side}", (kx, ky, 0.0)),
@@ -203,20 +223,25 @@ def gait10dof18musc_model_dict() -> dict:
 
 # ---- muscles ---------------------------------------------------------------------------------
 
+
 def _arm26_wraps() -> tuple[dict, dict]:
     """arm26's wrap objects and path wraps (``data/arm26_wrap.json``) in the form of
     `MusclePaths.from_points`."""
     data = json.loads(_read_text("arm26_wrap.json"))
     objects = {}
     for w in data["wrap_objects"]:
-        spec = {k: w[k] for k in ("type", "translation", "xyz_body_rotation", "quadrant", "radius", "length",
-                                  "dimensions") if k in w}
+        spec = {
+            k: w[k]
+            for k in ("type", "translation", "xyz_body_rotation", "quadrant", "radius", "length", "dimensions")
+            if k in w
+        }
         objects[w["name"]] = dict(spec, frame=w["body"])
     return objects, data["path_wraps"]
 
 
-def _muscles(prefix: str, tree: SegmentTree, frames: dict, dtype, conditional: str, wraps: tuple[dict, dict] = ({}, {})
-             ) -> tuple[MusclePaths, MuscleParameters]:
+def _muscles(
+    prefix: str, tree: SegmentTree, frames: dict, dtype, conditional: str, wraps: tuple[dict, dict] = ({}, {})
+) -> tuple[MusclePaths, MuscleParameters]:
     rows = _read_csv(f"{prefix}_muscles.csv")
     points: dict[str, list] = {r["muscle"]: [] for r in rows}
     for r in _read_csv(f"{prefix}_muscle_pathpoints.csv"):
@@ -227,8 +252,9 @@ def _muscles(prefix: str, tree: SegmentTree, frames: dict, dtype, conditional: s
         xyz = [float(r[k]) for k in ("x_m", "y_m", "z_m")]
         points[r["muscle"]].append((int(r["point_index"]), (r["body"], xyz, r["point_name"])))
     muscles = {name: [p for _, p in sorted(pts, key=lambda t: t[0])] for name, pts in points.items()}
-    paths = MusclePaths.from_points(tree, muscles, frames=frames, wrap_objects=wraps[0] or None,
-                                    path_wraps=wraps[1] or None, dtype=dtype)
+    paths = MusclePaths.from_points(
+        tree, muscles, frames=frames, wrap_objects=wraps[0] or None, path_wraps=wraps[1] or None, dtype=dtype
+    )
     dt = dtype if dtype is not None else jnp.zeros(()).dtype
 
     def col(key):
@@ -293,6 +319,7 @@ def load_muscle_set(
 
 # ---- arm26 with the shoulder locked: a 1-DOF elbow for gradient fits ------------------------------
 
+
 def elbow_arm26(
     muscles: Sequence[str] = ("TRIlat", "BICshort", "BRA"),
     *,
@@ -336,9 +363,15 @@ def elbow_arm26(
     q_f = quat.multiply(q_h, orientations[forearm])
     p_f = p_h + R_h @ origins[forearm]
     fa = tree.to_dict()["segments"][forearm]
-    seg = segment(fa["name"], None, fa["joint"]["type"], fa["joint"]["axis"],
-                  Body(fa["mass"], np.asarray(fa["com"]), np.asarray(fa["inertia"])),
-                  origin=p_f, orientation=q_f / np.linalg.norm(q_f))
+    seg = segment(
+        fa["name"],
+        None,
+        fa["joint"]["type"],
+        fa["joint"]["axis"],
+        Body(fa["mass"], np.asarray(fa["com"]), np.asarray(fa["inertia"])),
+        origin=p_f,
+        orientation=q_f / np.linalg.norm(q_f),
+    )
     etree = SegmentTree.from_dict(model("arm26_elbow", np.asarray(tree.gravity, float), [seg]), dtype=dtype)
     seg_index = paths.segment_index
     pts = np.asarray(paths.points, float)
@@ -357,11 +390,20 @@ def elbow_arm26(
                 points[k, j] = world[i, jj]
                 row.append(-1)
         segments.append(tuple(row))
-    epaths = MusclePaths(points=jnp.asarray(points, etree.origins.dtype), segments=tuple(segments),
-                         counts=tuple(paths.counts[i] for i in idx), names=muscles,
-                         point_names=tuple(paths.point_names[i] for i in idx) if paths.point_names else (),
-                         built_for=tree_topology(etree))
+    epaths = MusclePaths(
+        points=jnp.asarray(points, etree.origins.dtype),
+        segments=tuple(segments),
+        counts=tuple(paths.counts[i] for i in idx),
+        names=muscles,
+        point_names=tuple(paths.point_names[i] for i in idx) if paths.point_names else (),
+        built_for=tree_topology(etree),
+    )
     sel = np.asarray(idx)
-    hill = HillMuscle(par.max_isometric_force[sel], par.optimal_fiber_length[sel], par.tendon_slack_length[sel],
-                      par.pennation_angle[sel], par.max_contraction_velocity[sel])
+    hill = HillMuscle(
+        par.max_isometric_force[sel],
+        par.optimal_fiber_length[sel],
+        par.tendon_slack_length[sel],
+        par.pennation_angle[sel],
+        par.max_contraction_velocity[sel],
+    )
     return etree, epaths, hill

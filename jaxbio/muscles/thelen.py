@@ -139,16 +139,26 @@ class Thelen2003Muscle(OpenSimMuscle):
         fields = dict(locals())
         del fields["self"], fields["own"]
         self._set_parameters(own, fields)
-        check_positive(own, fmax_tendon_strain=self.fmax_tendon_strain, fmax_muscle_strain=self.fmax_muscle_strain,
-                       kshape_active=self.kshape_active, kshape_passive=self.kshape_passive, af=self.af)
+        check_positive(
+            own,
+            fmax_tendon_strain=self.fmax_tendon_strain,
+            fmax_muscle_strain=self.fmax_muscle_strain,
+            kshape_active=self.kshape_active,
+            kshape_passive=self.kshape_passive,
+            af=self.af,
+        )
         require(self.flen > 1, f"{own}: flen (Flen) must be > 1, got {values_of(self.flen)}")
-        require(self.fv_linear_extrap_threshold > 1 / self.flen,
-                f"{own}: fv_linear_extrap_threshold must be > 1/flen, got {values_of(self.fv_linear_extrap_threshold)}")
-        require((self.minimum_activation >= 0) & (self.minimum_activation < 1),
-                f"{own}: minimum_activation must be in [0, 1), got {values_of(self.minimum_activation)}")
+        require(
+            self.fv_linear_extrap_threshold > 1 / self.flen,
+            f"{own}: fv_linear_extrap_threshold must be > 1/flen, got {values_of(self.fv_linear_extrap_threshold)}",
+        )
+        require(
+            (self.minimum_activation >= 0) & (self.minimum_activation < 1),
+            f"{own}: minimum_activation must be in [0, 1), got {values_of(self.minimum_activation)}",
+        )
 
     @classmethod
-    def from_opensim(cls, properties) -> "Thelen2003Muscle":
+    def from_opensim(cls, properties) -> Thelen2003Muscle:
         """From OpenSim XML property names (`OPENSIM_PROPERTIES`): one mapping, or a sequence of
         mappings (one muscle each; a property missing from a muscle takes OpenSim's default;
         properties without effect on the forces, `NON_MECHANICAL_PROPERTIES`, are skipped).
@@ -157,8 +167,9 @@ class Thelen2003Muscle(OpenSimMuscle):
         rows = as_rows(properties)
         for flag in ("ignore_tendon_compliance", "ignore_activation_dynamics"):
             if any(flag_values(rows, flag)):
-                raise NotImplementedError(f"Thelen2003Muscle: {flag} = true is refused by OpenSim "
-                                          "(\"flag is not currently implemented\")")
+                raise NotImplementedError(
+                    f'Thelen2003Muscle: {flag} = true is refused by OpenSim ("flag is not currently implemented")'
+                )
         rows = [{k: v for k, v in row.items() if k != "ignore_tendon_compliance"} for row in rows]
         return from_opensim_properties(cls, rows, cls.OPENSIM_PROPERTIES)
 
@@ -170,12 +181,16 @@ class Thelen2003Muscle(OpenSimMuscle):
 
     # -- curves (normalised) --
 
-    def active_force_length_multiplier(self, normalized_fiber_length: Float[ArrayLike, "... m"]) -> Float[Array, "... m"]:
+    def active_force_length_multiplier(
+        self, normalized_fiber_length: Float[ArrayLike, "... m"]
+    ) -> Float[Array, "... m"]:
         """``f_L(l̃) = exp(−(l̃ − 1)²/γ)`` (``calcfal``); ``l̃ = l_M/l_opt`` ``(..., m)``."""
         x = jnp.asarray(normalized_fiber_length) - 1.0
         return jnp.exp(-x * x / self.kshape_active)
 
-    def passive_force_length_multiplier(self, normalized_fiber_length: Float[ArrayLike, "... m"]) -> Float[Array, "... m"]:
+    def passive_force_length_multiplier(
+        self, normalized_fiber_length: Float[ArrayLike, "... m"]
+    ) -> Float[Array, "... m"]:
         """``f_PE(l̃)`` (``calcfpe``): ``(exp(k_PE (l̃ − 1)/ε₀ᴹ) − 1)/(exp(k_PE) − 1)`` above
         ``l̃ = 1``, 0 below."""
         x = jnp.asarray(normalized_fiber_length) - 1.0
@@ -190,7 +205,9 @@ class Thelen2003Muscle(OpenSimMuscle):
         k_lin = 0.67 / (self.fmax_tendon_strain - e_toe)
         return e_toe, k_lin
 
-    def tendon_force_length_multiplier(self, normalized_tendon_length: Float[ArrayLike, "... m"]) -> Float[Array, "... m"]:
+    def tendon_force_length_multiplier(
+        self, normalized_tendon_length: Float[ArrayLike, "... m"]
+    ) -> Float[Array, "... m"]:
         """``f_T(l̃_T)`` (``calcfse``) of the tendon strain ``ε = l̃_T − 1``: 0 for ``ε ≤ 0``,
         ``F_toe (exp(k_toe ε/ε_toe) − 1)/(exp(k_toe) − 1)`` up to ``ε_toe``, then
         ``F_toe + k_lin (ε − ε_toe)``."""
@@ -214,8 +231,9 @@ class Thelen2003Muscle(OpenSimMuscle):
         slope_t = k / b_t + k * (f_t - 1.0) * c / ((flen - 1.0) * b_t * b_t)
         return k, c, f_t, v_t, slope_t
 
-    def normalized_fiber_velocity(self, force_velocity_multiplier: Float[ArrayLike, "... m"],
-                                  activation: Float[ArrayLike, "... m"]) -> Float[Array, "... m"]:
+    def normalized_fiber_velocity(
+        self, force_velocity_multiplier: Float[ArrayLike, "... m"], activation: Float[ArrayLike, "... m"]
+    ) -> Float[Array, "... m"]:
         """Thelen 2003 eqs. 6–7 as OpenSim writes them (``calcdlceN``): the normalised fiber
         velocity ``ṽ = l̇_M/(v_max l_opt)`` (lengthening positive) at which the fiber develops
         ``f_V`` ``(..., m)`` at activation ``a`` ``(..., m)``; linear below ``f_V = 0`` and above
@@ -235,8 +253,9 @@ class Thelen2003Muscle(OpenSimMuscle):
         v_high = v_t + slope_t * (f - f_t)
         return jnp.where(low, v_low, jnp.where(con, v_con, jnp.where(ecc, v_ecc, v_high)))
 
-    def force_velocity_multiplier(self, normalized_fiber_velocity: Float[ArrayLike, "... m"],
-                                  activation: Float[ArrayLike, "... m"]) -> Float[Array, "... m"]:
+    def force_velocity_multiplier(
+        self, normalized_fiber_velocity: Float[ArrayLike, "... m"], activation: Float[ArrayLike, "... m"]
+    ) -> Float[Array, "... m"]:
         """``f_V(ṽ; a)`` ``(..., m)``, the inverse of `normalized_fiber_velocity` (OpenSim's
         ``calcfvInv``, here in closed form): ``(k + ṽ)/(k − ṽ/A_f)`` while shortening
         (``k = 0.25 + 0.75a``; 0 at and beyond ``ṽ = −k``, as OpenSim clips at 0),
@@ -277,8 +296,11 @@ class Thelen2003Muscle(OpenSimMuscle):
         linear = t > e_toe
         toe = (t > 0) & ~linear
         tt = jnp.where(toe, t, 0.0)
-        dfse = jnp.where(linear, k_lin,
-                         jnp.where(toe, _F_TOE / math.expm1(_K_TOE) * _K_TOE / e_toe * jnp.exp(_K_TOE * tt / e_toe), 0.0))
+        dfse = jnp.where(
+            linear,
+            k_lin,
+            jnp.where(toe, _F_TOE / math.expm1(_K_TOE) * _K_TOE / e_toe * jnp.exp(_K_TOE * tt / e_toe), 0.0),
+        )
         return fal, dfal, fpe, dfpe, fse, dfse
 
     def _fiber_force_normalized(self, activation, fal, fv, fpe, normalized_fiber_velocity):

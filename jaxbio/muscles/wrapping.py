@@ -68,7 +68,8 @@ when its chord count changes, and a quadrant's side switches are discontinuous, 
 from __future__ import annotations
 
 import math
-from typing import Mapping, NamedTuple
+from typing import NamedTuple
+from collections.abc import Mapping
 
 import equinox as eqx
 import jax
@@ -140,13 +141,14 @@ class SegmentWrap(NamedTuple):
 
     length: Float[Array, ""]
     arc: Float[Array, ""]
-    r1: Float[Array, "3"]
-    r2: Float[Array, "3"]
+    r1: Float[Array, 3]
+    r2: Float[Array, 3]
     wraps: Bool[Array, ""]
     status: Int[Array, ""]
 
 
 # ---- small guarded helpers ---------------------------------------------------------------------
+
 
 def quadrant_axis_sign(quadrant: str) -> tuple[int, int]:
     """``(axis, sign)`` of an OpenSim ``quadrant`` string: ``"x"``/``"+x"``/``"X"`` → ``(0, 1)``,
@@ -261,6 +263,7 @@ def _finish(p, s, wraps, status, r1, r2, arc):
 
 
 # ---- cylinder ----------------------------------------------------------------------------------
+
 
 def _cylinder_tangents(p, radius):
     """The two tangent points from ``p`` to the circle of the cylinder at ``p``'s height, and
@@ -406,11 +409,17 @@ def _spiral(p1, p2, r1, r2, long_wrap, radius, single):
         adj2, r2n = _adjust_tangent_point(p2, r2, w2)
         r2n = jnp.where(adj2, r2n, r2)
         moved = go & (adj1 | adj2)
-        return (jnp.where(moved, r1n, r1), jnp.where(moved, r2n, r2), done | ~moved, count + moved.astype(jnp.int32)), None
+        return (
+            jnp.where(moved, r1n, r1),
+            jnp.where(moved, r2n, r2),
+            done | ~moved,
+            count + moved.astype(jnp.int32),
+        ), None
 
     def chunk(carry, _):  # ten slides at a time; skipped once every lane is done
-        return jax.lax.cond(jnp.all(carry[2]), lambda c: c,
-                            lambda c: jax.lax.scan(step, c, None, length=10)[0], carry), None
+        return jax.lax.cond(
+            jnp.all(carry[2]), lambda c: c, lambda c: jax.lax.scan(step, c, None, length=10)[0], carry
+        ), None
 
     init = (r1, r2, single, jnp.asarray(0, jnp.int32))
     (r1, r2, _, _), _ = jax.lax.scan(chunk, init, None, length=_CYL_ADJUST // 10)
@@ -418,6 +427,7 @@ def _spiral(p1, p2, r1, r2, long_wrap, radius, single):
 
 
 # ---- sphere ------------------------------------------------------------------------------------
+
 
 def _sphere_kernel(p1, p2, radius, axis, sign):
     """OpenSim WrapSphere::wrapLine. Returns ``(status, wraps, r1, r2, arc)``."""
@@ -505,9 +515,14 @@ def _eberly(t, a, x, active):
     G = jnp.where(active, P * P, 1.0)
     dG = jnp.where(active, 2.0 * P, 0.0)
     f = G[0] * G[1] * G[2] - cc[0] * G[1] * G[2] - cc[1] * G[0] * G[2] - cc[2] * G[0] * G[1]
-    df = (dG[0] * G[1] * G[2] + G[0] * dG[1] * G[2] + G[0] * G[1] * dG[2]
-          - cc[0] * (dG[1] * G[2] + G[1] * dG[2]) - cc[1] * (dG[0] * G[2] + G[0] * dG[2])
-          - cc[2] * (dG[0] * G[1] + G[0] * dG[1]))
+    df = (
+        dG[0] * G[1] * G[2]
+        + G[0] * dG[1] * G[2]
+        + G[0] * G[1] * dG[2]
+        - cc[0] * (dG[1] * G[2] + G[1] * dG[2])
+        - cc[1] * (dG[0] * G[2] + G[0] * dG[2])
+        - cc[2] * (dG[0] * G[1] + G[0] * dG[1])
+    )
     return f, df
 
 
@@ -641,7 +656,8 @@ def _levenberg_marquardt(r, p, a, vs, vs4, enabled):
 
         zero = jnp.zeros(4, r.dtype)
         r, d1, ee, ssq, ssqo, alpha, vt, _ = jax.lax.while_loop(
-            damp_cond, damp_body, (r, d1, ee, ssq, ssqo, alpha, zero, jnp.asarray(0, jnp.int32)))
+            damp_cond, damp_body, (r, d1, ee, ssq, ssqo, alpha, zero, jnp.asarray(0, jnp.int32))
+        )
         alpha = alpha / 8.0
 
         def grow_cond(c):
@@ -656,7 +672,8 @@ def _levenberg_marquardt(r, p, a, vs, vs4, enabled):
             return r, d1, ee, new, ssq, fakt, n2 + 1
 
         r, d1, ee, ssq, ssqo, fakt, _ = jax.lax.while_loop(
-            grow_cond, grow_body, (r, d1, ee, ssq, ssqo, jnp.asarray(0.5, r.dtype), jnp.asarray(0, jnp.int32)))
+            grow_cond, grow_body, (r, d1, ee, ssq, ssqo, jnp.asarray(0.5, r.dtype), jnp.asarray(0, jnp.int32))
+        )
         r, d1 = r - vt[:3] * fakt, d1 - vt[3] * fakt
         ee, ssq = residuals(r, d1)
         return r, d1, ee, ssq, ssq, alpha, nit + 1
@@ -739,8 +756,11 @@ def _ellipsoid_kernel(p1_in, p2_in, dims, axis, sign, method):
     mub, tb = mu[best], t[best]
     c1_frans = t_c1[best]
     hybrid, midpoint, axial = method == 0, method == 1, method == 2
-    s = jnp.where((tb < 0.0) | (tb > 1.0), 0.0,
-                  jnp.where(tb < _SV_BLEND, tb / _SV_BLEND, jnp.where(tb > 1.0 - _SV_BLEND, (1.0 - tb) / _SV_BLEND, 1.0)))
+    s = jnp.where(
+        (tb < 0.0) | (tb > 1.0),
+        0.0,
+        jnp.where(tb < _SV_BLEND, tb / _SV_BLEND, jnp.where(tb > 1.0 - _SV_BLEND, (1.0 - tb) / _SV_BLEND, 1.0)),
+    )
     mub = jnp.where(hybrid & (mub > _MU_MIN) & (s < 1.0), _MU_MIN + s * (mub - _MU_MIN), mub)
 
     # (2) the fan: average direction from chord samples to their closest surface points
@@ -780,7 +800,8 @@ def _ellipsoid_kernel(p1_in, p2_in, dims, axis, sign, method):
     ends = jnp.stack([p1, p2])
     on = jnp.abs(jnp.stack([p1e, p2e])) < 1e-4
     tangent = jax.vmap(lambda q, st, en: _ellipse_tangent(q, st, a, vs, vs4, en))(
-        ends, jnp.stack([start1, start2]), wraps & ~on)
+        ends, jnp.stack([start1, start2]), wraps & ~on
+    )
     r1, r2 = jnp.where(on[:, None], ends, tangent)
 
     # CalcDistanceOnEllipsoid: polyline along the section, the short way unless that starts off
@@ -810,6 +831,7 @@ def _ellipsoid_kernel(p1_in, p2_in, dims, axis, sign, method):
 
 # ---- public one-segment functions -----------------------------------------------------------------
 
+
 def _points(p, s):
     p, s = jnp.asarray(p), jnp.asarray(s)
     dt = jnp.result_type(p, s)
@@ -826,8 +848,13 @@ def _method_code(method: str) -> int:
 
 
 def wrap_cylinder(
-    p: Float[ArrayLike, "3"], s: Float[ArrayLike, "3"], radius: Float[ArrayLike, ""],
-    length: Float[ArrayLike, ""], *, quadrant: str = "all", single: bool = True,
+    p: Float[ArrayLike, 3],
+    s: Float[ArrayLike, 3],
+    radius: Float[ArrayLike, ""],
+    length: Float[ArrayLike, ""],
+    *,
+    quadrant: str = "all",
+    single: bool = True,
 ) -> SegmentWrap:
     """OpenSim's WrapCylinder on the segment ``p → s``.
 
@@ -845,13 +872,18 @@ def wrap_cylinder(
     """
     p, s = _points(p, s)
     axis, sign = quadrant_axis_sign(quadrant)
-    status, wraps, r1, r2, arc = _cylinder_kernel(p, s, jnp.asarray(radius, p.dtype), jnp.asarray(length, p.dtype),
-                                                  axis, sign, single)
+    status, wraps, r1, r2, arc = _cylinder_kernel(
+        p, s, jnp.asarray(radius, p.dtype), jnp.asarray(length, p.dtype), axis, sign, single
+    )
     return _finish(p, s, wraps, status, r1, r2, arc)
 
 
 def wrap_sphere(
-    p: Float[ArrayLike, "3"], s: Float[ArrayLike, "3"], radius: Float[ArrayLike, ""], *, quadrant: str = "all",
+    p: Float[ArrayLike, 3],
+    s: Float[ArrayLike, 3],
+    radius: Float[ArrayLike, ""],
+    *,
+    quadrant: str = "all",
 ) -> SegmentWrap:
     """OpenSim's WrapSphere on the segment ``p → s``.
 
@@ -870,8 +902,12 @@ def wrap_sphere(
 
 
 def wrap_ellipsoid(
-    p: Float[ArrayLike, "3"], s: Float[ArrayLike, "3"], dimensions: Float[ArrayLike, "3"], *,
-    quadrant: str = "all", method: str = "hybrid",
+    p: Float[ArrayLike, 3],
+    s: Float[ArrayLike, 3],
+    dimensions: Float[ArrayLike, 3],
+    *,
+    quadrant: str = "all",
+    method: str = "hybrid",
 ) -> SegmentWrap:
     """OpenSim's WrapEllipsoid on the segment ``p → s``.
 
@@ -913,6 +949,7 @@ def segment_kernel(kind: int):
 
 
 # ---- wrap objects on a model and OpenSim's PathWrap algorithm -------------------------------------
+
 
 class WrapObjects(eqx.Module):
     """``w`` wrap surfaces fixed on segments of a `SegmentTree` (or on the world), as OpenSim's
@@ -963,15 +1000,27 @@ class WrapObjects(eqx.Module):
         except ValueError:
             raise ValueError(f"no wrap object named {name!r}; wrap objects are {list(self.names)}") from None
 
-    def astype(self, dtype) -> "WrapObjects":
-        return WrapObjects(jnp.asarray(self.translation, dtype), jnp.asarray(self.rotation, dtype),
-                           jnp.asarray(self.dimensions, dtype), self.segments, self.kinds, self.quadrants,
-                           self.names)
+    def astype(self, dtype) -> WrapObjects:
+        return WrapObjects(
+            jnp.asarray(self.translation, dtype),
+            jnp.asarray(self.rotation, dtype),
+            jnp.asarray(self.dimensions, dtype),
+            self.segments,
+            self.kinds,
+            self.quadrants,
+            self.names,
+        )
 
 
 #: OpenSim type names accepted for each kind.
-_TYPE_NAMES = {"cylinder": "cylinder", "wrapcylinder": "cylinder", "sphere": "sphere", "wrapsphere": "sphere",
-               "ellipsoid": "ellipsoid", "wrapellipsoid": "ellipsoid"}
+_TYPE_NAMES = {
+    "cylinder": "cylinder",
+    "wrapcylinder": "cylinder",
+    "sphere": "sphere",
+    "wrapsphere": "sphere",
+    "ellipsoid": "ellipsoid",
+    "wrapellipsoid": "ellipsoid",
+}
 
 
 def build_wrap_objects(specs: Mapping[str, Mapping], resolve, dtype) -> WrapObjects:
@@ -1015,7 +1064,9 @@ def build_wrap_objects(specs: Mapping[str, Mapping], resolve, dtype) -> WrapObje
                 raise ValueError(f"{where}: radius must be positive and length non-negative, got {radius}, {length}")
             d = np.array([radius, length, 0.0])
         # pose in the segment: the frame's pose composed with the object's
-        q_frame = quat.from_matrix(np.asarray(R, float)) if not np.allclose(R, np.eye(3)) else np.array([1.0, 0.0, 0.0, 0.0])
+        q_frame = (
+            quat.from_matrix(np.asarray(R, float)) if not np.allclose(R, np.eye(3)) else np.array([1.0, 0.0, 0.0, 0.0])
+        )
         q = quat.multiply(np.asarray(q_frame, float), quat.from_body_fixed_xyz(angles))
         names.append(str(name))
         segs.append(int(seg))
@@ -1025,9 +1076,15 @@ def build_wrap_objects(specs: Mapping[str, Mapping], resolve, dtype) -> WrapObje
         rots.append(q / np.linalg.norm(q))
         dims.append(d)
     dt = model_dtype(dtype)
-    return WrapObjects(to_device(np.reshape(trans, (-1, 3)), dt), to_device(np.reshape(rots, (-1, 4)), dt),
-                       to_device(np.reshape(dims, (-1, 3)), dt), tuple(segs), tuple(kinds), tuple(quads),
-                       tuple(names))
+    return WrapObjects(
+        to_device(np.reshape(trans, (-1, 3)), dt),
+        to_device(np.reshape(rots, (-1, 4)), dt),
+        to_device(np.reshape(dims, (-1, 3)), dt),
+        tuple(segs),
+        tuple(kinds),
+        tuple(quads),
+        tuple(names),
+    )
 
 
 def path_wrap_spec(spec, objects: WrapObjects, count: int, where: str) -> tuple[int, int, int, int]:
@@ -1107,14 +1164,23 @@ def wrap_plan(path_wraps, counts, objects: WrapObjects):
     for i, wraps in enumerate(path_wraps):
         for k, spec in enumerate(wraps):
             table[:, i, k] = spec
-        table[:, i, len(wraps):] = table[:, i, :1]  # padding (never processed)
+        table[:, i, len(wraps) :] = table[:, i, :1]  # padding (never processed)
     n = np.array([len(w) for w in path_wraps])
     kinds = np.array([KINDS.index(k) for k in objects.kinds])[table[0]]
     # the most candidate pieces a wrap can see: its range plus the tangent-point pairs of the
     # muscle's other wraps that may sit inside it
     window = int(np.max(table[3] - table[2] + 2 * (n[:, None] - 1)))
-    return dict(obj=table[0], method=table[1], first=table[2], last=table[3], n=n, kind=kinds, K=K,
-                window=max(window, 1), counts=np.asarray(counts))
+    return dict(
+        obj=table[0],
+        method=table[1],
+        first=table[2],
+        last=table[3],
+        n=n,
+        kind=kinds,
+        K=K,
+        window=max(window, 1),
+        counts=np.asarray(counts),
+    )
 
 
 def _path_length(rank, ground, arc, P):
@@ -1202,30 +1268,50 @@ def wrap_paths(points: Float[Array, "mw P 3"], plan: dict, objects: WrapObjects,
             oc = o[rows]
             Oc, Qc = origin[oc][:, None, :], attitude[oc][:, None, :]
             Qi = quat.conjugate(Qc)
-            args = (quat.rotate(Qi, A[rows, :Wc] - Oc), quat.rotate(Qi, B[rows, :Wc] - Oc), dims_all[oc],
-                    jnp.asarray(axis_sign[:, 0])[oc], jnp.asarray(axis_sign[:, 1])[oc], meth_tab[rows, j[rows]],
-                    n[rows] == 1)
+            args = (
+                quat.rotate(Qi, A[rows, :Wc] - Oc),
+                quat.rotate(Qi, B[rows, :Wc] - Oc),
+                dims_all[oc],
+                jnp.asarray(axis_sign[:, 0])[oc],
+                jnp.asarray(axis_sign[:, 1])[oc],
+                meth_tab[rows, j[rows]],
+                n[rows] == 1,
+            )
             if KINDS[c] == "ellipsoid":
                 # an ellipsoid answers MANDATORY_WRAP or nothing, so only the first piece that
                 # crosses it matters: the cheap test on all pieces, the wrap on that one
                 s_all = jax.vmap(jax.vmap(lambda p, q, d: _ellipsoid_hit(p, q, d)[0], in_axes=(0, 0, None)))(
-                    args[0], args[1], args[2])
+                    args[0], args[1], args[2]
+                )
                 hits = ok[rows, :Wc] & (s_all == MANDATORY_WRAP)
                 first = jnp.argmax(hits, axis=1)
-                one = (jnp.take_along_axis(args[0], first[:, None, None], axis=1),
-                       jnp.take_along_axis(args[1], first[:, None, None], axis=1)) + args[2:]
+                one = (
+                    jnp.take_along_axis(args[0], first[:, None, None], axis=1),
+                    jnp.take_along_axis(args[1], first[:, None, None], axis=1),
+                ) + args[2:]
                 need = need & jnp.any(hits, axis=1)
                 kern = jax.vmap(jax.vmap(segment_kernel(c), in_axes=(0, 0, None, None, None, None, None)))
-                at_first = (jnp.arange(Wc)[None, :] == first[:, None])
+                at_first = jnp.arange(Wc)[None, :] == first[:, None]
 
                 def run(a, k=kern, s_all=s_all, at_first=at_first):
                     _, _, r1, r2, arc = k(*a)
-                    return s_all, at_first, jnp.where(at_first[..., None], r1, 0.0), jnp.where(at_first[..., None], r2, 0.0), \
-                        jnp.where(at_first, arc, 0.0)
+                    return (
+                        s_all,
+                        at_first,
+                        jnp.where(at_first[..., None], r1, 0.0),
+                        jnp.where(at_first[..., None], r2, 0.0),
+                        jnp.where(at_first, arc, 0.0),
+                    )
 
                 def skip(a, s_all=s_all):
                     z = jnp.zeros(s_all.shape, dt)
-                    return s_all, jnp.zeros(z.shape, bool), jnp.zeros(z.shape + (3,), dt), jnp.zeros(z.shape + (3,), dt), z
+                    return (
+                        s_all,
+                        jnp.zeros(z.shape, bool),
+                        jnp.zeros(z.shape + (3,), dt),
+                        jnp.zeros(z.shape + (3,), dt),
+                        z,
+                    )
 
                 s_c, _, r1_c, r2_c, arc_c = jax.lax.cond(jnp.any(need), run, skip, one)
                 need = active[rows] & (kind[rows] == c)  # the statuses of every piece count
@@ -1240,8 +1326,12 @@ def wrap_paths(points: Float[Array, "mw P 3"], plan: dict, objects: WrapObjects,
             pad = ((0, 0), (0, W - Wc))
             sel = jnp.pad(need[:, None] & jnp.ones((1, Wc), bool), pad)
             st = st.at[rows].set(jnp.where(sel, jnp.pad(s_c, pad), st[rows]))
-            r1w = r1w.at[rows].set(jnp.where(sel[..., None], jnp.pad(Oc + quat.rotate(Qc, r1_c), pad + ((0, 0),)), r1w[rows]))
-            r2w = r2w.at[rows].set(jnp.where(sel[..., None], jnp.pad(Oc + quat.rotate(Qc, r2_c), pad + ((0, 0),)), r2w[rows]))
+            r1w = r1w.at[rows].set(
+                jnp.where(sel[..., None], jnp.pad(Oc + quat.rotate(Qc, r1_c), pad + ((0, 0),)), r1w[rows])
+            )
+            r2w = r2w.at[rows].set(
+                jnp.where(sel[..., None], jnp.pad(Oc + quat.rotate(Qc, r2_c), pad + ((0, 0),)), r2w[rows])
+            )
             arcw = arcw.at[rows].set(jnp.where(sel, jnp.pad(arc_c, pad), arcw[rows]))
         return st, r1w, r2w, arcw
 
@@ -1289,8 +1379,11 @@ def wrap_paths(points: Float[Array, "mw P 3"], plan: dict, objects: WrapObjects,
         insA = got[:, None] & (e_ids[None, :] == eA)
         insB = got[:, None] & (e_ids[None, :] == eA + 1)
         rank = jnp.where(insA, tb + 0.25, jnp.where(insB, tb + 0.5, rank))
-        elems = jnp.where(insA[..., None], r1w[mrange, best][:, None, :],
-                          jnp.where(insB[..., None], r2w[mrange, best][:, None, :], state.elems))
+        elems = jnp.where(
+            insA[..., None],
+            r1w[mrange, best][:, None, :],
+            jnp.where(insB[..., None], r2w[mrange, best][:, None, :], state.elems),
+        )
         ground = jnp.where((insA | insB)[..., None] & ~frozen[..., None], elems, ground)
         arc = jnp.where(got[:, None] & (jnp.arange(K)[None, :] == j[:, None]), arcw[mrange, best][:, None], state.arc)
         pos_codes = jnp.where(first_pass & active[:, None], code[:, None], state.codes)
@@ -1315,15 +1408,16 @@ def wrap_paths(points: Float[Array, "mw P 3"], plan: dict, objects: WrapObjects,
             ground = jnp.where((on_path & ~state.frozen)[..., None], state.elems, state.ground)
             frozen = state.frozen | on_path
             converged = (pas > 0) & (jnp.abs(length - state.last_len) < _LENGTH_TOLERANCE)
-            swap = (live & (pas == 0) & (n >= 2) & (state.codes[:, 0] == NO_WRAP)
-                    & (state.codes[:, 1] == INSIDE_RADIUS))
+            swap = live & (pas == 0) & (n >= 2) & (state.codes[:, 0] == NO_WRAP) & (state.codes[:, 1] == INSIDE_RADIUS)
             drop0 = swap[:, None] & ((e_ids[None, :] == P) | (e_ids[None, :] == P + 1))
-            return state._replace(ground=jnp.where(live[:, None, None], ground, state.ground),
-                                  frozen=jnp.where(live[:, None], frozen, state.frozen),
-                                  rank=jnp.where(drop0, _ABSENT, state.rank),
-                                  last_len=jnp.where(live, length, state.last_len),
-                                  done=state.done | (live & (converged | (n == 1))),
-                                  swapped=state.swapped | swap)
+            return state._replace(
+                ground=jnp.where(live[:, None, None], ground, state.ground),
+                frozen=jnp.where(live[:, None], frozen, state.frozen),
+                rank=jnp.where(drop0, _ABSENT, state.rank),
+                last_len=jnp.where(live, length, state.last_len),
+                done=state.done | (live & (converged | (n == 1))),
+                swapped=state.swapped | swap,
+            )
 
         return jax.lax.cond(pos == K - 1, end_of_pass, lambda s: s, state), None
 
@@ -1331,9 +1425,17 @@ def wrap_paths(points: Float[Array, "mw P 3"], plan: dict, objects: WrapObjects,
     steps = np.arange(passes * K)
     elems0 = jnp.concatenate([points, jnp.zeros((mw, 2 * K, 3), dt)], axis=1)
     rank0 = np.where(e_ids[None, :] < counts[:, None], e_ids[None, :], _ABSENT)
-    init = _PathState(elems0, elems0, jnp.zeros((mw, L), bool), jnp.asarray(rank0, dt), jnp.zeros((mw, K), dt),
-                      jnp.zeros(mw, bool), jnp.zeros(mw, bool), jnp.full(mw, jnp.inf, dt),
-                      jnp.zeros((mw, 2), jnp.int32))
+    init = _PathState(
+        elems0,
+        elems0,
+        jnp.zeros((mw, L), bool),
+        jnp.asarray(rank0, dt),
+        jnp.zeros((mw, K), dt),
+        jnp.zeros(mw, bool),
+        jnp.zeros(mw, bool),
+        jnp.full(mw, jnp.inf, dt),
+        jnp.zeros((mw, 2), jnp.int32),
+    )
     state, _ = jax.lax.scan(step, init, (jnp.asarray(steps // K), jnp.asarray(steps % K)))
     lengths, perm, valid, pair = jax.vmap(lambda r, g, a: _path_length(r, g, a, P))(state.rank, state.ground, state.arc)
     return WrappedPaths(lengths, jnp.take_along_axis(state.ground, perm[..., None], axis=1), perm, valid, pair)

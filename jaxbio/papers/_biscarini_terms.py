@@ -145,8 +145,7 @@ def distal_torque_differences(f: Frame, link_forces, contact_moments):
     vanish for the last link (no distal mass or load)."""
     before = prefix(f.v)
     own = own_link_terms(f, contact_moments, before)
-    later = suffix(jnp.concatenate(
-        [f.distal_mass[:, None] * f.v + f.masses[:, None] * f.vc, link_forces], axis=1))
+    later = suffix(jnp.concatenate([f.distal_mass[:, None] * f.v + f.masses[:, None] * f.vc, link_forces], axis=1))
     later_inertial, later_forces = later[:, :2], later[:, 2:]  # Σ_{i>k} (M⁺_i v_i + m_i vC_i), Σ_{i>k} R_i
     transfer = f.distal_mass * f.g * f.lengths * f.u[:, 0] - f.lengths * cross2(f.u, later_forces)
     inertial = f.lengths * dot2(f.u, f.distal_mass[:, None] * (before + f.v) + later_inertial)
@@ -171,8 +170,9 @@ def proximal_torque_differences(f: Frame, link_forces, contact_moments, base_loa
     before = prefix(f.v)
     own = own_link_terms(f, contact_moments, before)
     s_incl = jnp.cumsum(f.masses)
-    running = jnp.cumsum(jnp.concatenate(
-        [s_incl[:, None] * f.v, f.masses[:, None] * f.vc, f.loads(link_forces)], axis=1), axis=0)
+    running = jnp.cumsum(
+        jnp.concatenate([s_incl[:, None] * f.v, f.masses[:, None] * f.vc, f.loads(link_forces)], axis=1), axis=0
+    )
     sv_before = running[:, :2] - s_incl[:, None] * f.v  # Σ_{i<k} S_i v_i
     mvc_upto, loads_upto = running[:, 2:4], running[:, 4:]  # Σ_{i≤k} m_i vC_i, Σ_{i≤k} (m_i g + R_i)
     transfer = f.lengths * cross2(f.u, base_load + loads_upto)

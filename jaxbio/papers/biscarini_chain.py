@@ -42,7 +42,7 @@ differentiable with respect to the chain parameters, the state and the loads.
 from __future__ import annotations
 
 import functools
-from typing import Optional, Sequence, Union
+from collections.abc import Sequence
 
 import equinox as eqx
 import jax
@@ -210,14 +210,14 @@ class PlanarChain(eqx.Module):
         return self.inertias + self.masses * self.com_distances**2
 
     @classmethod
-    def slender_rods(cls, lengths, masses, gravity=9.81) -> "PlanarChain":
+    def slender_rods(cls, lengths, masses, gravity=9.81) -> PlanarChain:
         """Uniform slender rods (the Appendix A chains): COM at mid-length on the axis
         (``l_C = l/2``, ``ε_C = 0``) and ``I_C = m l²/12``, so ``I_J = m l²/3``."""
         lengths = as_float(lengths, "PlanarChain.lengths")
         masses = as_float(masses, "PlanarChain.masses")
         return cls(lengths, masses, lengths / 2, jnp.zeros_like(lengths), masses * lengths**2 / 12, gravity)
 
-    def to_tree(self, name: str = "planar_chain", out_of_plane_inertia: Optional[ArrayLike] = None) -> SegmentTree:
+    def to_tree(self, name: str = "planar_chain", out_of_plane_inertia: ArrayLike | None = None) -> SegmentTree:
         """The same chain as a `jaxbio.SegmentTree` (planar convention: revolute axes +z, gravity
         ``(0, -g, 0)``), so that the wrench recursion (``jb.inverse_dynamics``,
         ``jb.segment_wrenches``) and Pinocchio can be compared with the closed forms.
@@ -233,10 +233,15 @@ class PlanarChain(eqx.Module):
         dt = self.lengths.dtype
         zeros = jnp.zeros((n,), dt)
         origins = jnp.stack([jnp.concatenate([zeros[:1], self.lengths[:-1]]), zeros, zeros], axis=-1)
-        coms = jnp.stack([self.com_distances * jnp.cos(self.com_angles),
-                          self.com_distances * jnp.sin(self.com_angles), zeros], axis=-1)
-        perp = self.inertias if out_of_plane_inertia is None else jnp.broadcast_to(
-            jnp.asarray(out_of_plane_inertia, dt), (n,))
+        coms = jnp.stack(
+            [self.com_distances * jnp.cos(self.com_angles), self.com_distances * jnp.sin(self.com_angles), zeros],
+            axis=-1,
+        )
+        perp = (
+            self.inertias
+            if out_of_plane_inertia is None
+            else jnp.broadcast_to(jnp.asarray(out_of_plane_inertia, dt), (n,))
+        )
         inertias = jnp.zeros((n, 3, 3), dt).at[:, 0, 0].set(perp).at[:, 1, 1].set(perp).at[:, 2, 2].set(self.inertias)
         return SegmentTree(
             axes=jnp.tile(jnp.asarray([0.0, 0.0, 1.0], dt), (n, 1)),
@@ -277,8 +282,15 @@ class LinearMuscles(eqx.Module):
     n_links: int = eqx.field(static=True)
     names: tuple[str, ...] = eqx.field(static=True)
 
-    def __init__(self, chain_or_n: Union["PlanarChain", int], origin_links: Sequence[int],
-                 insertion_links: Sequence[int], origin_points, insertion_points, names=None):
+    def __init__(
+        self,
+        chain_or_n: PlanarChain | int,
+        origin_links: Sequence[int],
+        insertion_links: Sequence[int],
+        origin_points,
+        insertion_points,
+        names=None,
+    ):
         n = _n_links(chain_or_n)
         origin_links, insertion_links = tuple(origin_links), tuple(insertion_links)
         if len(origin_links) != len(insertion_links):
@@ -341,7 +353,7 @@ class ResistancePoints(eqx.Module):
     n_links: int = eqx.field(static=True)
     names: tuple[str, ...] = eqx.field(static=True)
 
-    def __init__(self, chain_or_n: Union["PlanarChain", int], links: Sequence[int], points, names=None):
+    def __init__(self, chain_or_n: PlanarChain | int, links: Sequence[int], points, names=None):
         n = _n_links(chain_or_n)
         links = tuple(links)
         names = _names(names, len(links), "contact")
@@ -410,8 +422,10 @@ def _world_points(frames, links: np.ndarray, points):
 
 def _attachments(frames, muscles: LinearMuscles):
     """World ``(origin, insertion)`` attachment points, each ``(M, 2)`` m."""
-    return (_world_points(frames, np.asarray(muscles.origin_links), muscles.origin_points),
-            _world_points(frames, np.asarray(muscles.insertion_links), muscles.insertion_points))
+    return (
+        _world_points(frames, np.asarray(muscles.origin_links), muscles.origin_points),
+        _world_points(frames, np.asarray(muscles.insertion_links), muscles.insertion_points),
+    )
 
 
 def _distal_muscle_forces(frames, muscles: LinearMuscles, tensions, check: bool):
@@ -429,7 +443,7 @@ def _distal_muscle_forces(frames, muscles: LinearMuscles, tensions, check: bool)
     return p_dist, (_finite(forces, "muscle forces", True) if check else forces)
 
 
-def _contact_terms(chain: PlanarChain, contacts: Optional[ResistancePoints], theta, contact_forces):
+def _contact_terms(chain: PlanarChain, contacts: ResistancePoints | None, theta, contact_forces):
     """``(link_forces (n, 2) N, contact_moments (n,) N·m)``: per link, the sum of its contact forces
     and their moment about its own joint ``J_k`` (``R_k l_Rk sin(γ_Rk − ε_Rk)`` in the seed)."""
     n = chain.n
@@ -592,13 +606,13 @@ def chain_reactions(
     theta: Float[ArrayLike, " n"],
     theta_dot: Float[ArrayLike, " n"],
     theta_ddot: Float[ArrayLike, " n"],
-    muscles: Optional[LinearMuscles] = None,
-    tensions: Optional[Float[ArrayLike, " M"]] = None,
-    contacts: Optional[ResistancePoints] = None,
-    contact_forces: Optional[Float[ArrayLike, "C 2"]] = None,
+    muscles: LinearMuscles | None = None,
+    tensions: Float[ArrayLike, " M"] | None = None,
+    contacts: ResistancePoints | None = None,
+    contact_forces: Float[ArrayLike, "C 2"] | None = None,
     *,
     form: str = "distal",
-    base_load: Optional[Float[ArrayLike, "2"]] = None,
+    base_load: Float[ArrayLike, 2] | None = None,
     check: bool = False,
 ) -> Float[Array, "n 2"]:
     """Closed-form joint reaction forces of the chain (seed 002 eqs. 8–11).
@@ -658,11 +672,11 @@ def chain_torques(
     theta: Float[ArrayLike, " n"],
     theta_dot: Float[ArrayLike, " n"],
     theta_ddot: Float[ArrayLike, " n"],
-    contacts: Optional[ResistancePoints] = None,
-    contact_forces: Optional[Float[ArrayLike, "C 2"]] = None,
+    contacts: ResistancePoints | None = None,
+    contact_forces: Float[ArrayLike, "C 2"] | None = None,
     *,
     form: str = "distal",
-    base_load: Optional[Float[ArrayLike, "2"]] = None,
+    base_load: Float[ArrayLike, 2] | None = None,
     check: bool = False,
 ) -> Float[Array, " n"]:
     """Closed-form joint torques of the chain (seed 002 eqs. 13, 20–24).
@@ -707,9 +721,9 @@ def base_load_from_balance(
     theta: Float[ArrayLike, " n"],
     theta_dot: Float[ArrayLike, " n"],
     theta_ddot: Float[ArrayLike, " n"],
-    contacts: Optional[ResistancePoints] = None,
-    contact_forces: Optional[Float[ArrayLike, "C 2"]] = None,
-) -> Float[Array, "2"]:
+    contacts: ResistancePoints | None = None,
+    contact_forces: Float[ArrayLike, "C 2"] | None = None,
+) -> Float[Array, 2]:
     """``m₀g + R₀`` ``(2,)`` N, world frame, from the force equation of the whole system (seed 002
     eq. 4, ``Σ_{i=0}^{n} (m_i g + R_i) = Σ_i m_i a_Ci`` with ``a_C0 = 0``): the base load that makes the
     proximal forms (eqs. 10, 24) agree with the distal ones. Muscle forces are internal and cancel.
@@ -725,10 +739,10 @@ def base_load_from_balance(
 def external_wrenches(
     chain: PlanarChain,
     theta: Float[ArrayLike, " n"],
-    muscles: Optional[LinearMuscles] = None,
-    tensions: Optional[Float[ArrayLike, " M"]] = None,
-    contacts: Optional[ResistancePoints] = None,
-    contact_forces: Optional[Float[ArrayLike, "C 2"]] = None,
+    muscles: LinearMuscles | None = None,
+    tensions: Float[ArrayLike, " M"] | None = None,
+    contacts: ResistancePoints | None = None,
+    contact_forces: Float[ArrayLike, "C 2"] | None = None,
 ) -> tuple[Float[Array, "n 3"], Float[Array, "n 3"]]:
     """The muscle and contact forces as the ``external`` argument of ``jb.inverse_dynamics`` /
     ``jb.segment_wrenches`` on ``chain.to_tree()``: ``(forces (n, 3) N, moments (n, 3) N·m)``,
@@ -759,5 +773,4 @@ def external_wrenches(
             forces = forces + summed[:, :2]
             moments = moments + summed[:, 2] - terms.cross2(J, summed[:, :2])  # about J_k
     zeros = jnp.zeros((n, 1), dt)
-    return (jnp.concatenate([forces, zeros], axis=1),
-            jnp.concatenate([zeros, zeros, moments[:, None]], axis=1))
+    return (jnp.concatenate([forces, zeros], axis=1), jnp.concatenate([zeros, zeros, moments[:, None]], axis=1))

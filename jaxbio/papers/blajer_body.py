@@ -43,7 +43,7 @@ is made with `jaxbio.estimation.joint_reactions`.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -101,10 +101,16 @@ def _transforms(gait: SegmentTree, sag: SegmentTree) -> dict[str, tuple[str, np.
     out = {}
     for side in ("r", "l"):
         out[f"pelvis_{side}"] = ("trunk", go[gi(f"femur_{side}")], np.eye(3))
-        out[f"femur_{side}"] = (f"thigh_{side}", np.zeros(3),
-                                _similarity(go[gi(f"tibia_{side}")], so[si(f"shank_{side}")]))
-        out[f"tibia_{side}"] = (f"shank_{side}", np.zeros(3),
-                                _similarity(go[gi(f"talus_{side}")], so[si(f"foot_{side}")]))
+        out[f"femur_{side}"] = (
+            f"thigh_{side}",
+            np.zeros(3),
+            _similarity(go[gi(f"tibia_{side}")], so[si(f"shank_{side}")]),
+        )
+        out[f"tibia_{side}"] = (
+            f"shank_{side}",
+            np.zeros(3),
+            _similarity(go[gi(f"talus_{side}")], so[si(f"foot_{side}")]),
+        )
         out[f"talus_{side}"] = (f"foot_{side}", np.zeros(3), np.eye(3))
     return out
 
@@ -129,8 +135,9 @@ def sagittal11_muscles(
         ValueError: an unknown muscle name, or a tree lacking a sagittal11 segment.
     """
     sag = load_model("sagittal11", dtype=dtype) if tree is None else tree
-    missing = [s for s in ("trunk", "thigh_r", "shank_r", "foot_r", "thigh_l", "shank_l", "foot_l")
-               if s not in sag.names]
+    missing = [
+        s for s in ("trunk", "thigh_r", "shank_r", "foot_r", "thigh_l", "shank_l", "foot_l") if s not in sag.names
+    ]
     if missing:
         raise ValueError(f"tree {sag.name!r} lacks the sagittal11 segments {missing}")
     gait, gpaths, gparams = load_muscle_set("gait10dof18musc", dtype=dtype)
@@ -205,8 +212,18 @@ SQUAT_CONTACTS = (Contact("foot_r", SOLE, weld=True),)
 def _squat_joints(t):
     """Joint angles (hip, knee, ankle, MTP) × (r, l) at time t (s), a squat of period 1.5 s."""
     s = 0.5 * (1 - jnp.cos(2 * jnp.pi * t / 1.5))  # 0 → 1 → 0
-    return jnp.array([0.7 * s, -1.1 * s, 0.35 * s, 0.0,                      # right: squat
-                      0.3 + 0.4 * jnp.sin(2 * jnp.pi * t / 1.5), -0.6, 0.1, 0.0])  # left: swing
+    return jnp.array(
+        [
+            0.7 * s,
+            -1.1 * s,
+            0.35 * s,
+            0.0,  # right: squat
+            0.3 + 0.4 * jnp.sin(2 * jnp.pi * t / 1.5),
+            -0.6,
+            0.1,
+            0.0,
+        ]
+    )  # left: swing
 
 
 def squat_motion(frames: int = 300, duration: float = 1.5, *, tree: SegmentTree | None = None):

@@ -97,8 +97,15 @@ def energy(par: Parameters, theta, omega):
     return T + V
 
 
-def euler(par: Parameters = Parameters(), theta0=None, omega0=None, dt: float = 1e-4, duration: float = 20.0,
-          every: int = 100, pid: "NotebookPID | None" = None):
+def euler(
+    par: Parameters = Parameters(),
+    theta0=None,
+    omega0=None,
+    dt: float = 1e-4,
+    duration: float = 20.0,
+    every: int = 100,
+    pid: NotebookPID | None = None,
+):
     """The notebook's explicit Euler run (``dt = 1e-4`` s, 20 s), as a `lax.scan`.
 
     Each step is the notebook's ``state[i] = state[i-1] + dt * f(state[i-1])``: angles advance
@@ -135,8 +142,11 @@ def euler(par: Parameters = Parameters(), theta0=None, omega0=None, dt: float = 
 
     _, (th, om) = jax.lax.scan(chunk, state0, None, length=n_out)
     t = dt * every * jnp.arange(1, n_out + 1)
-    return (jnp.concatenate([jnp.zeros(1), t]), jnp.concatenate([state0[0][None], th]),
-            jnp.concatenate([state0[1][None], om]))
+    return (
+        jnp.concatenate([jnp.zeros(1), t]),
+        jnp.concatenate([state0[0][None], th]),
+        jnp.concatenate([state0[1][None], om]),
+    )
 
 
 class NotebookPID(eqx.Module):
@@ -191,9 +201,17 @@ def notebook_pid_field(t, y, args):
     return omega, accelerations(par, theta, omega, pid(theta, omega, integral)), pid.target - theta[1]
 
 
-def simulate_notebook_pid(pid: NotebookPID | None = None, par: Parameters = Parameters(), theta0=None, omega0=None,
-                          duration: float = 20.0, ts=None, rtol: float = 1e-10, atol: float = 1e-10,
-                          solver: diffrax.AbstractSolver | None = None):
+def simulate_notebook_pid(
+    pid: NotebookPID | None = None,
+    par: Parameters = Parameters(),
+    theta0=None,
+    omega0=None,
+    duration: float = 20.0,
+    ts=None,
+    rtol: float = 1e-10,
+    atol: float = 1e-10,
+    solver: diffrax.AbstractSolver | None = None,
+):
     """The notebook's PID closed loop (`NotebookPID`, default gains), from the notebook's initial
     state, with Diffrax (default Tsit5, adaptive ``rtol``/``atol``).
 
@@ -210,9 +228,18 @@ def simulate_notebook_pid(pid: NotebookPID | None = None, par: Parameters = Para
     omega0 = NOTEBOOK_INITIAL_STATE[1] if omega0 is None else omega0
     ts = jnp.linspace(0.0, duration, 401) if ts is None else jnp.asarray(ts, float)
     y0 = (jnp.asarray(theta0, float), jnp.asarray(omega0, float), jnp.zeros(()))
-    sol = diffrax.diffeqsolve(diffrax.ODETerm(notebook_pid_field), diffrax.Tsit5() if solver is None else solver,
-                              0.0, duration, None, y0, args=(pid, par), saveat=diffrax.SaveAt(ts=ts),
-                              stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol), max_steps=400_000)
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(notebook_pid_field),
+        diffrax.Tsit5() if solver is None else solver,
+        0.0,
+        duration,
+        None,
+        y0,
+        args=(pid, par),
+        saveat=diffrax.SaveAt(ts=ts),
+        stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+        max_steps=400_000,
+    )
     return sol.ts, sol.ys[0], sol.ys[1], sol.ys[2]
 
 
@@ -241,8 +268,16 @@ class TwoJointPID(eqx.Module):
         return self.kp * (self.target - theta) - self.kd * omega + self.ki * integral
 
 
-def simulate_two_joint_pid(pid: TwoJointPID, par: Parameters = Parameters(), theta0=None, omega0=None,
-                           duration: float = 20.0, ts=None, rtol=1e-8, atol=1e-8):
+def simulate_two_joint_pid(
+    pid: TwoJointPID,
+    par: Parameters = Parameters(),
+    theta0=None,
+    omega0=None,
+    duration: float = 20.0,
+    ts=None,
+    rtol=1e-8,
+    atol=1e-8,
+):
     """`TwoJointPID` closed loop with Diffrax (Tsit5, adaptive). Returns ``(t, theta, omega)``:
     ``(T,)`` s, ``(T, 2)`` rad, ``(T, 2)`` rad/s."""
     theta0 = NOTEBOOK_INITIAL_STATE[0] if theta0 is None else theta0
@@ -255,9 +290,17 @@ def simulate_two_joint_pid(pid: TwoJointPID, par: Parameters = Parameters(), the
         return om, accelerations(par, th, om, Q), pid.target - th
 
     y0 = (jnp.asarray(theta0, float), jnp.asarray(omega0, float), jnp.zeros(2))
-    sol = diffrax.diffeqsolve(diffrax.ODETerm(field), diffrax.Tsit5(), 0.0, duration, None, y0,
-                              saveat=diffrax.SaveAt(ts=ts), stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
-                              max_steps=200_000)
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(field),
+        diffrax.Tsit5(),
+        0.0,
+        duration,
+        None,
+        y0,
+        saveat=diffrax.SaveAt(ts=ts),
+        stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+        max_steps=200_000,
+    )
     return sol.ts, sol.ys[0], sol.ys[1]
 
 
@@ -285,9 +328,19 @@ def vector_field(t, y, args=None):
     return om1, om2, acc1, acc2
 
 
-def simulate_batch(theta0, omega0, duration: float = 20.0, *, par: Parameters = Parameters(),
-                   solver: diffrax.AbstractSolver | None = None, rtol: float = 1e-8, atol: float = 1e-8,
-                   chunk_size: int | None = None, max_steps: int = 200_000, throw: bool = True):
+def simulate_batch(
+    theta0,
+    omega0,
+    duration: float = 20.0,
+    *,
+    par: Parameters = Parameters(),
+    solver: diffrax.AbstractSolver | None = None,
+    rtol: float = 1e-8,
+    atol: float = 1e-8,
+    chunk_size: int | None = None,
+    max_steps: int = 200_000,
+    throw: bool = True,
+):
     """Final states of many free double pendulums, one adaptive Diffrax solve per trajectory.
 
     Args:
@@ -316,9 +369,19 @@ def simulate_batch(theta0, omega0, duration: float = 20.0, *, par: Parameters = 
     controller = diffrax.PIDController(rtol=rtol, atol=atol)
 
     def one(y):
-        sol = diffrax.diffeqsolve(diffrax.ODETerm(vector_field), solver, 0.0, duration, None,
-                                  (y[0], y[1], y[2], y[3]), args=par, stepsize_controller=controller,
-                                  saveat=diffrax.SaveAt(t1=True), max_steps=max_steps, throw=throw)
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(vector_field),
+            solver,
+            0.0,
+            duration,
+            None,
+            (y[0], y[1], y[2], y[3]),
+            args=par,
+            stepsize_controller=controller,
+            saveat=diffrax.SaveAt(t1=True),
+            max_steps=max_steps,
+            throw=throw,
+        )
         return jnp.stack([leaf[-1] for leaf in sol.ys]), sol.stats["num_steps"]
 
     y0 = jnp.concatenate([theta0, omega0], axis=-1)

@@ -17,8 +17,13 @@ read split files (60–200 m); ``read_trace`` and ``fit_traces`` read and fit sp
 
 from jaxbio.sprint.baselines import BaselineResult, fit_baseline
 from jaxbio.sprint.data import Race, SprintDataError, embedded_names, embedded_races, load_race, read_csv
-from jaxbio.sprint.fv_profile import (ForceVelocityProfile, fit_profile, mean_split_speeds, model_profile,
-                                      split_time_profile)
+from jaxbio.sprint.fv_profile import (
+    ForceVelocityProfile,
+    fit_profile,
+    mean_split_speeds,
+    model_profile,
+    split_time_profile,
+)
 from jaxbio.sprint.fitting import FitResult, Profile, fit, fit_splits, population_prior, splits_from_races
 from jaxbio.sprint.model import (
     DEFAULTS,
@@ -36,9 +41,39 @@ from jaxbio.sprint.selection import fit_selected
 from jaxbio.sprint.trace import SpeedTrace, Trace, fit_traces, read_trace
 
 __all__ = [
-    "BaselineResult", "DEFAULTS", "FATIGUE", "FREE", "FitResult", "ForceVelocityProfile", "PARAMETERS", "Profile", "Race", "SIGMA_ROUND",
-    "Splits", "SprintDataError", "Sprinter", "UNITS", "embedded_names", "embedded_races", "fit",
-    "fit_baseline", "fit_profile", "fit_selected", "fit_splits", "load_race", "mean_split_speeds", "model_profile", "population_prior", "read_csv", "simulate_race",
-    "split_time_profile", "split_times", "splits_from_races", "sprinter_system",
-    "SpeedTrace", "Trace", "fit_traces", "read_trace",
+    "BaselineResult",
+    "DEFAULTS",
+    "FATIGUE",
+    "FREE",
+    "FitResult",
+    "ForceVelocityProfile",
+    "PARAMETERS",
+    "Profile",
+    "Race",
+    "SIGMA_ROUND",
+    "Splits",
+    "SprintDataError",
+    "Sprinter",
+    "UNITS",
+    "embedded_names",
+    "embedded_races",
+    "fit",
+    "fit_baseline",
+    "fit_profile",
+    "fit_selected",
+    "fit_splits",
+    "load_race",
+    "mean_split_speeds",
+    "model_profile",
+    "population_prior",
+    "read_csv",
+    "simulate_race",
+    "split_time_profile",
+    "split_times",
+    "splits_from_races",
+    "sprinter_system",
+    "SpeedTrace",
+    "Trace",
+    "fit_traces",
+    "read_trace",
 ]

@@ -48,8 +48,10 @@ def fingerprint(races, model: Sprinter | None, names, settings: dict) -> str | N
     model = Sprinter() if model is None else model
     try:
         # 12 significant digits: the fields are logs computed by XLA, whose last bit may differ by device
-        fixed = {f.name: [float(f"{v:.12g}") for v in np.ravel(np.asarray(getattr(model, f.name), dtype=float))]
-                 for f in dataclasses.fields(model)}
+        fixed = {
+            f.name: [float(f"{v:.12g}") for v in np.ravel(np.asarray(getattr(model, f.name), dtype=float))]
+            for f in dataclasses.fields(model)
+        }
     except (TypeError, jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):
         return None
     payload = {
@@ -58,9 +60,16 @@ def fingerprint(races, model: Sprinter | None, names, settings: dict) -> str | N
         "model": fixed,
         "settings": settings,
         "sigma_round": float(SIGMA_ROUND),
-        "races": [{"name": r.name, "distances": np.asarray(r.distances, dtype=float).tolist(),
-                   "times": np.asarray(r.times, dtype=float).tolist(), "reaction_time": float(r.reaction_time),
-                   "wind": float(r.wind)} for r in races],
+        "races": [
+            {
+                "name": r.name,
+                "distances": np.asarray(r.distances, dtype=float).tolist(),
+                "times": np.asarray(r.times, dtype=float).tolist(),
+                "reaction_time": float(r.reaction_time),
+                "wind": float(r.wind),
+            }
+            for r in races
+        ],
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
@@ -77,8 +86,11 @@ def read(path=None) -> dict | None:
     path = shipped_file() if path is None else path
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-        out = {"fingerprint": str(raw["fingerprint"]), "race_names": tuple(raw["race_names"]),
-               "names": tuple(raw["names"])}
+        out = {
+            "fingerprint": str(raw["fingerprint"]),
+            "race_names": tuple(raw["race_names"]),
+            "names": tuple(raw["names"]),
+        }
         for key in ARRAYS:
             out[key] = np.asarray(raw[key], dtype=bool if key == "converged" else float)
     except (OSError, ValueError, KeyError, TypeError):
@@ -106,9 +118,13 @@ def lookup(races, key: str | None) -> dict | None:
 
 def write(path, ref, key: str) -> None:
     """Write the `ReferenceFits` ``ref`` to ``path`` (JSON) with its fingerprint ``key``."""
-    out = {"fingerprint": str(key), "fit_version": FIT_VERSION,
-           "generated_by": "python -m jaxbio.sprint.hierarchical --write-reference",
-           "race_names": list(ref.race_names), "names": list(ref.names)}
+    out = {
+        "fingerprint": str(key),
+        "fit_version": FIT_VERSION,
+        "generated_by": "python -m jaxbio.sprint.hierarchical --write-reference",
+        "race_names": list(ref.race_names),
+        "names": list(ref.names),
+    }
     for key in ARRAYS:
         a = np.asarray(getattr(ref, key))
         out[key] = a.astype(bool).tolist() if key == "converged" else a.astype(float).tolist()

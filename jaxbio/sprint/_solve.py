@@ -43,8 +43,9 @@ def converged(r, J, tol: float = 1e-6):
     return decrement(r, J) <= tol * (1.0 + 0.5 * jnp.sum(r * r))
 
 
-def least_squares(residuals, theta0, args, *, max_steps: int = 100, rtol: float = 1e-8, atol: float = 1e-10,
-                  template=None):
+def least_squares(
+    residuals, theta0, args, *, max_steps: int = 100, rtol: float = 1e-8, atol: float = 1e-10, template=None
+):
     """Levenberg–Marquardt on ``residuals(theta, args) -> (r (m,), aux)``.
 
     One forward-mode Jacobian per iteration (the model is traced once, which keeps compile time
@@ -57,8 +58,11 @@ def least_squares(residuals, theta0, args, *, max_steps: int = 100, rtol: float 
     ``template``: ``(r, aux)`` arrays of the output shapes (saves an abstract trace of the model).
     Returns ``(theta (k,), r (m,), J (m, k), aux, converged bool, steps)`` at the best point.
     """
-    st = jax.lax.while_loop(lambda st: (~st["done"]) & (st["i"] < max_steps), lm_step(residuals, args, rtol, atol),
-                            lm_init(residuals, theta0, args, template))
+    st = jax.lax.while_loop(
+        lambda st: (~st["done"]) & (st["i"] < max_steps),
+        lm_step(residuals, args, rtol, atol),
+        lm_init(residuals, theta0, args, template),
+    )
     return lm_result(st)
 
 
@@ -71,10 +75,19 @@ def lm_init(residuals, theta0, args, template=None) -> dict:
     zeros = lambda sds: jnp.zeros(sds.shape, sds.dtype)  # noqa: E731
     r0 = zeros(m_out[0])
     aux0 = jax.tree_util.tree_map(zeros, m_out[1])
-    return dict(best=theta0, r=r0, J=jnp.zeros(r0.shape + (k,), theta0.dtype), aux=aux0,
-                cost=jnp.asarray(jnp.inf, theta0.dtype), lam=jnp.asarray(1e-2, theta0.dtype), trial=theta0,
-                step=jnp.full_like(theta0, jnp.inf), done=jnp.asarray(False), i=jnp.asarray(0),
-                conv=jnp.asarray(False))
+    return dict(
+        best=theta0,
+        r=r0,
+        J=jnp.zeros(r0.shape + (k,), theta0.dtype),
+        aux=aux0,
+        cost=jnp.asarray(jnp.inf, theta0.dtype),
+        lam=jnp.asarray(1e-2, theta0.dtype),
+        trial=theta0,
+        step=jnp.full_like(theta0, jnp.inf),
+        done=jnp.asarray(False),
+        i=jnp.asarray(0),
+        conv=jnp.asarray(False),
+    )
 
 
 def lm_step(residuals, args, rtol: float = 1e-8, atol: float = 1e-10):
@@ -117,8 +130,19 @@ def lm_step(residuals, args, rtol: float = 1e-8, atol: float = 1e-10):
         stuck = lam >= 1e12
         # stuck: no step decreases the cost any more (rounding level); the caller's gradient test
         # tells an optimum from a failure
-        return dict(best=best, r=r_b, J=J_b, aux=aux_b, cost=cost_b, lam=lam, trial=trial, step=step,
-                    done=conv | stuck, i=st["i"] + 1, conv=conv | stuck)
+        return dict(
+            best=best,
+            r=r_b,
+            J=J_b,
+            aux=aux_b,
+            cost=cost_b,
+            lam=lam,
+            trial=trial,
+            step=step,
+            done=conv | stuck,
+            i=st["i"] + 1,
+            conv=conv | stuck,
+        )
 
     return body
 
@@ -157,8 +181,18 @@ def signature(tree, skip: int = 0) -> tuple:
     return treedef, tuple((np.shape(x)[skip:], str(jnp.result_type(x))) for x in leaves)
 
 
-def lm_lanes(round_fn, state: dict, args, *, max_steps: int, width: int = LANES, round_steps: int = ROUND_STEPS,
-             full_share: float = FULL_SHARE, program=None, lane_price: float | None = None) -> dict:
+def lm_lanes(
+    round_fn,
+    state: dict,
+    args,
+    *,
+    max_steps: int,
+    width: int = LANES,
+    round_steps: int = ROUND_STEPS,
+    full_share: float = FULL_SHARE,
+    program=None,
+    lane_price: float | None = None,
+) -> dict:
     """Run many ``least_squares`` problems to the end, all at once while most are running and
     then through a fixed number of lanes.
 
@@ -195,8 +229,11 @@ def lm_lanes(round_fn, state: dict, args, *, max_steps: int, width: int = LANES,
     state = jax.tree_util.tree_map(np.array, state)  # writable host copies
     args = jax.tree_util.tree_map(np.asarray, args)
     total = state["i"].shape[0]
-    rec = (_lane_record((program, width, signature((state, args), skip=1))) if program is not None
-           else _lane_record.__wrapped__(None))  # unnamed: a fresh record, not kept
+    rec = (
+        _lane_record((program, width, signature((state, args), skip=1)))
+        if program is not None
+        else _lane_record.__wrapped__(None)
+    )  # unnamed: a fresh record, not kept
     full_times, rent = [], 0.0
     while True:
         todo = np.flatnonzero(~state["done"] & (state["i"] < max_steps))
@@ -249,8 +286,9 @@ def batched_best_of_starts(residuals, starts, args, **kw):
     Returns the best solve of each problem, batched over ``B``."""
     B, S = starts.shape[:2]
     flat_args = jax.tree_util.tree_map(lambda a: jnp.repeat(a, S, axis=0), args)
-    flat = jax.vmap(lambda t0, a: least_squares(residuals, t0, a, **kw))(starts.reshape((B * S,) + starts.shape[2:]),
-                                                                         flat_args)
+    flat = jax.vmap(lambda t0, a: least_squares(residuals, t0, a, **kw))(
+        starts.reshape((B * S,) + starts.shape[2:]), flat_args
+    )
     out = jax.tree_util.tree_map(lambda a: a.reshape((B, S) + a.shape[1:]), flat)
     return jax.vmap(_pick_best)(out)
 

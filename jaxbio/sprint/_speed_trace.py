@@ -41,7 +41,7 @@ class SpeedTrace(eqx.Module):
     duration: Float[Array, " B"]
 
     @staticmethod
-    def from_traces(traces: list[Trace], length: int | None = None, pad_length: int = 64) -> "SpeedTrace":
+    def from_traces(traces: list[Trace], length: int | None = None, pad_length: int = 64) -> SpeedTrace:
         """Pad ``traces`` to ``length`` samples (default the longest, rounded up to ``pad_length``)."""
         L = length or -(-max(t.n for t in traces) // pad_length) * pad_length
         B = len(traces)

@@ -28,10 +28,14 @@ from jaxbio.sprint.data import SIGMA_ROUND, Splits
 
 #: parameter names, units and starts (in the fitted, unconstrained coordinates) of each baseline
 MODELS = {
-    "fhk": dict(names=("vmax", "tau"), units=("m/s", "s"), starts=((np.log(12.0), np.log(1.2)),
-                                                                   (np.log(11.0), np.log(0.8)))),
-    "tibshirani": dict(names=("f", "c", "k"), units=("m/s²", "m/s³", "1/s"),
-                       starts=((np.log(9.0), np.log(0.05), np.log(0.8)), (np.log(12.0), np.log(0.3), np.log(1.1)))),
+    "fhk": dict(
+        names=("vmax", "tau"), units=("m/s", "s"), starts=((np.log(12.0), np.log(1.2)), (np.log(11.0), np.log(0.8)))
+    ),
+    "tibshirani": dict(
+        names=("f", "c", "k"),
+        units=("m/s²", "m/s³", "1/s"),
+        starts=((np.log(9.0), np.log(0.05), np.log(0.8)), (np.log(12.0), np.log(0.3), np.log(1.1))),
+    ),
 }
 
 
@@ -95,8 +99,7 @@ def _fit_core(splits, starts, *, kind, max_steps):
 
     B = splits.distances.shape[0]
     per_race = jnp.broadcast_to(starts, (B,) + starts.shape)
-    theta, r, J, pred, ok, steps = batched_best_of_starts(res, per_race, splits, max_steps=max_steps,
-                                                          template=template)
+    theta, r, J, pred, ok, steps = batched_best_of_starts(res, per_race, splits, max_steps=max_steps, template=template)
     return theta, pred, ok & jax.vmap(converged)(r, J)
 
 
@@ -117,10 +120,18 @@ class BaselineResult(eqx.Module):
     def parameters(self, i: int) -> dict:
         return {n: float(self.values[i, j]) for j, n in enumerate(self.names)}
 
-    def rows(self, n: int) -> "BaselineResult":
+    def rows(self, n: int) -> BaselineResult:
         cut = lambda a: a[:n]  # noqa: E731
-        return BaselineResult(self.kind, self.names, self.units, theta=cut(self.theta), values=cut(self.values),
-                              predicted=cut(self.predicted), rmse=cut(self.rmse), converged=cut(self.converged))
+        return BaselineResult(
+            self.kind,
+            self.names,
+            self.units,
+            theta=cut(self.theta),
+            values=cut(self.values),
+            predicted=cut(self.predicted),
+            rmse=cut(self.rmse),
+            converged=cut(self.converged),
+        )
 
 
 def fit_baseline(kind: str, splits: Splits, *, max_steps: int = 100, backend: str = "jax") -> BaselineResult:
@@ -144,8 +155,16 @@ def fit_baseline(kind: str, splits: Splits, *, max_steps: int = 100, backend: st
         theta, pred, ok = _fit_scipy(kind, splits, np.array(spec["starts"], dtype=float), max_steps)
     w = np.asarray(splits.weights)
     rmse = np.sqrt(np.sum(w * (pred - np.asarray(splits.times)) ** 2, axis=1) / np.maximum(w.sum(1), 1))
-    return BaselineResult(kind=kind, names=spec["names"], units=spec["units"], theta=theta,
-                          values=values(kind, theta), predicted=pred, rmse=rmse, converged=ok)
+    return BaselineResult(
+        kind=kind,
+        names=spec["names"],
+        units=spec["units"],
+        theta=theta,
+        values=values(kind, theta),
+        predicted=pred,
+        rmse=rmse,
+        converged=ok,
+    )
 
 
 def _time_at_numpy(kind, theta, distances, newton_steps: int = 40):
@@ -166,8 +185,13 @@ def _fit_scipy(kind, splits, starts, max_steps):
     theta, pred, ok = [], [], []
     for d, t, w, rt in zip(D, T, W, RT):
         fun = lambda th: w * (rt + _time_at_numpy(kind, th, d) - t) / SIGMA_ROUND  # noqa: E731
-        best = min((least_squares(fun, x0, method="lm", xtol=1e-12, ftol=1e-12, gtol=1e-12,
-                                  max_nfev=50 * max_steps) for x0 in starts), key=lambda r: r.cost)
+        best = min(
+            (
+                least_squares(fun, x0, method="lm", xtol=1e-12, ftol=1e-12, gtol=1e-12, max_nfev=50 * max_steps)
+                for x0 in starts
+            ),
+            key=lambda r: r.cost,
+        )
         theta.append(best.x)
         pred.append(rt + _time_at_numpy(kind, best.x, d))
         ok.append(bool(best.success) and np.all(np.isfinite(best.x)))

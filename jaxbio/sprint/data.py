@@ -72,15 +72,29 @@ PLAUSIBLE_WIND = 10.0
 MAX_WIND = 20.0
 
 _MINUS = "-−–"  # hyphen-minus, U+2212 minus sign, U+2013 en dash (printed results use it)
-_HEADER_NUMBER = re.compile(rf"^(?P<sign>[+{re.escape(_MINUS)}]?)(?P<num>\d+(?:[.,]\d+)?|[.,]\d+)(?P<rest>.*)$", re.S | re.A)
+_HEADER_NUMBER = re.compile(
+    rf"^(?P<sign>[+{re.escape(_MINUS)}]?)(?P<num>\d+(?:[.,]\d+)?|[.,]\d+)(?P<rest>.*)$", re.S | re.A
+)
 _CELL_NUMBER = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$", re.A)
 _NAN_INF = {"nan", "inf", "infinity"}
 #: accepted units: lower-cased spelling -> (multiply, divide) to SI (a division keeps ``146 ms`` and
 #: ``3.2 km/h`` exactly the correctly rounded 146/1000 and 3.2/3.6)
 _UNITS = {
     "reaction_time_s": ({"": (1, 1), "s": (1, 1), "sec": (1, 1), "ms": (1, 1000), "msec": (1, 1000)}, "s, ms"),
-    "wind": ({"": (1, 1), "m/s": (1, 1), "m s-1": (1, 1), "m s⁻¹": (1, 1), "m·s⁻¹": (1, 1), "m·s-1": (1, 1),
-              "km/h": (1, 3.6), "kph": (1, 3.6), "mph": (0.44704, 1)}, "m/s, km/h, mph"),
+    "wind": (
+        {
+            "": (1, 1),
+            "m/s": (1, 1),
+            "m s-1": (1, 1),
+            "m s⁻¹": (1, 1),
+            "m·s⁻¹": (1, 1),
+            "m·s-1": (1, 1),
+            "km/h": (1, 3.6),
+            "kph": (1, 3.6),
+            "mph": (0.44704, 1),
+        },
+        "m/s, km/h, mph",
+    ),
 }
 _SEPARATORS = {",": "a comma", ";": "a semicolon", "\t": "a tab"}
 
@@ -149,18 +163,23 @@ def _decode(path: str, data: bytes) -> str:
     the line of the first undecodable byte, or the encoding for UTF-32 and UTF-16 without a mark."""
     encoding = text_encoding(data)
     if encoding and not encoding.startswith("UTF-16") or encoding and "without" in encoding:
-        raise SprintDataError(path, 0, f"the file is {encoding} encoded; save it as UTF-8 (or UTF-16 with a "
-                                       "byte-order mark)")
+        raise SprintDataError(
+            path, 0, f"the file is {encoding} encoded; save it as UTF-8 (or UTF-16 with a byte-order mark)"
+        )
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         try:
             return data.decode("utf-16")
         except UnicodeDecodeError:
-            raise SprintDataError(path, 0, "not valid UTF-16 text although it starts with a UTF-16 byte-order mark") from None
+            raise SprintDataError(
+                path, 0, "not valid UTF-16 text although it starts with a UTF-16 byte-order mark"
+            ) from None
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         line = len((data[: e.start].decode("utf-8-sig") + "x").splitlines())  # counted as read_csv does
-        raise SprintDataError(path, line, f"not UTF-8 text (byte 0x{data[e.start]:02x}); save the file as UTF-8") from None
+        raise SprintDataError(
+            path, line, f"not UTF-8 text (byte 0x{data[e.start]:02x}); save the file as UTF-8"
+        ) from None
 
 
 def _header_quantity(path: str, lineno: int, key: str, value: str):
@@ -172,17 +191,23 @@ def _header_quantity(path: str, lineno: int, key: str, value: str):
         return None
     units, names = _UNITS[key]
     how = f"write a number, an optional unit ({names}) and any remark in parentheses, e.g. " + (
-        "'0.146 s (official)'" if key == "reaction_time_s" else "'+0.9 m/s (official)'")
+        "'0.146 s (official)'" if key == "reaction_time_s" else "'+0.9 m/s (official)'"
+    )
     m = _HEADER_NUMBER.match(main)
     if not m:
         raise SprintDataError(path, lineno, f"{key}: cannot read {echo(value)}; {how}")
     rest = m["rest"].strip()
     if m["rest"][:1] in (".", ",") or m["rest"][:1].isdigit():
-        raise SprintDataError(path, lineno, f"{key}: cannot read the number in {echo(value)} (one decimal mark, "
-                                            f"no thousands separator); {how}")
+        raise SprintDataError(
+            path,
+            lineno,
+            f"{key}: cannot read the number in {echo(value)} (one decimal mark, no thousands separator); {how}",
+        )
     unit = rest.lower()
     if unit not in units:
-        raise SprintDataError(path, lineno, f"{key}: unknown unit or text {echo(rest)} after the number in {echo(value)}; {how}")
+        raise SprintDataError(
+            path, lineno, f"{key}: unknown unit or text {echo(rest)} after the number in {echo(value)}; {how}"
+        )
     mul, div = units[unit]
     x = float(m["num"].replace(",", ".")) * mul / div
     return (-x if m["sign"] and m["sign"] in _MINUS else x) + 0.0  # + 0.0: no -0.0
@@ -223,7 +248,9 @@ def _reaction_time_and_wind(path: str, header: dict, header_lines: dict, require
             raise SprintDataError(path, rt_line, f"reaction_time_s must be a number in [0, 1) s, got {got}{hint}")
         lo, hi = PLAUSIBLE_REACTION
         if not lo <= rt <= hi:
-            notes.append((path, rt_line, f"reaction time {rt:g} s is outside the usual {lo:g}–{hi:g} s; check the file"))
+            notes.append(
+                (path, rt_line, f"reaction time {rt:g} s is outside the usual {lo:g}–{hi:g} s; check the file")
+            )
     wind, wind_known = 0.0, True
     wind_line = header_lines.get("wind", 0)
     w = _header_quantity(path, wind_line, "wind", header["wind"]) if "wind" in header else None
@@ -233,11 +260,19 @@ def _reaction_time_and_wind(path: str, header: dict, header_lines: dict, require
         notes.append((path, wind_line, f"{given}: wind unknown, 0 m/s assumed"))
     else:
         if abs(w) > MAX_WIND:
-            raise SprintDataError(path, wind_line, f"wind {echo(header['wind'])} = {w:g} m/s is impossible for a race "
-                                                   f"(|wind| ≤ {MAX_WIND:g} m/s)")
+            raise SprintDataError(
+                path,
+                wind_line,
+                f"wind {echo(header['wind'])} = {w:g} m/s is impossible for a race (|wind| ≤ {MAX_WIND:g} m/s)",
+            )
         if abs(w) > PLAUSIBLE_WIND:
-            notes.append((path, wind_line, f"wind {w:g} m/s is beyond ±{PLAUSIBLE_WIND:g} m/s; "
-                                           "check the file (km/h? then write the unit)"))
+            notes.append(
+                (
+                    path,
+                    wind_line,
+                    f"wind {w:g} m/s is beyond ±{PLAUSIBLE_WIND:g} m/s; check the file (km/h? then write the unit)",
+                )
+            )
         wind = w
     return rt, wind, wind_known, notes
 
@@ -273,8 +308,11 @@ def read_csv(path, name: str | None = None, text: str | bytes | None = None) -> 
             if colon:
                 key = key.strip().lower()
                 if key in header:
-                    raise SprintDataError(path, lineno, f"header key {echo(key)} given twice (lines {header_lines[key]} "
-                                                        f"and {lineno}); keep one")
+                    raise SprintDataError(
+                        path,
+                        lineno,
+                        f"header key {echo(key)} given twice (lines {header_lines[key]} and {lineno}); keep one",
+                    )
                 header[key] = value.strip()
                 header_lines[key] = lineno
             continue
@@ -293,7 +331,9 @@ def read_csv(path, name: str | None = None, text: str | bytes | None = None) -> 
                 hint = " (decimal commas? then separate the columns by ';': 'distance_m;time_s', '10;1,88')"
             elif len(cells) == 1 and any(s in line for s in _SEPARATORS if s != sep):
                 hint = f" (the column line uses {_SEPARATORS[sep]} between the columns)"
-            raise SprintDataError(path, lineno, f"expected 2 values (distance_m,time_s), got {len(cells)}: {echo(line)}{hint}")
+            raise SprintDataError(
+                path, lineno, f"expected 2 values (distance_m,time_s), got {len(cells)}: {echo(line)}{hint}"
+            )
         d, t = (_cell(path, lineno, c, sep != ",", line) for c in cells)
         if d < 0 or t < 0:
             raise SprintDataError(path, lineno, f"negative distance or time: {echo(line)}")
@@ -303,40 +343,72 @@ def read_csv(path, name: str | None = None, text: str | bytes | None = None) -> 
     rt, wind, wind_known, notes = _reaction_time_and_wind(path, header, header_lines)
     if rows and rows[0][0] == 0.0:
         if rows[0][1] != 0.0:
-            raise SprintDataError(path, rows[0][2], "the 0 m row is the gun and must have time 0 (times are from the gun)")
+            raise SprintDataError(
+                path, rows[0][2], "the 0 m row is the gun and must have time 0 (times are from the gun)"
+            )
         rows = rows[1:]
     if not rows:
         raise SprintDataError(path, columns_line, "no splits after the column line")
-    for d, t, ln in rows:
+    for d, _t, ln in rows:
         if d > MAX_DISTANCE + 1e-9:
-            raise SprintDataError(path, ln, f"split at {d:g} m is beyond {MAX_DISTANCE:g} m: the sprinter model is "
-                                            f"for sprints up to {MAX_DISTANCE:g} m, not longer ones")
+            raise SprintDataError(
+                path,
+                ln,
+                f"split at {d:g} m is beyond {MAX_DISTANCE:g} m: the sprinter model is "
+                f"for sprints up to {MAX_DISTANCE:g} m, not longer ones",
+            )
     for (d0, t0, l0), (d1, t1, ln) in zip(rows[:-1], rows[1:]):
         if d1 == d0:
             raise SprintDataError(path, ln, f"distance {d1:g} m given twice (lines {l0} and {ln})")
         if d1 < d0:
-            raise SprintDataError(path, ln, f"distances must increase: {d1:g} m after {d0:g} m (line {l0}); "
-                                            "rows out of order are not sorted")
+            raise SprintDataError(
+                path,
+                ln,
+                f"distances must increase: {d1:g} m after {d0:g} m (line {l0}); rows out of order are not sorted",
+            )
         if d1 - d0 < MIN_SPACING - 1e-9:
-            raise SprintDataError(path, ln, f"splits {d1 - d0:g} m apart ({d0:g} m and {d1:g} m): at least "
-                                            f"{MIN_SPACING:g} m apart, as timed splits are")
+            raise SprintDataError(
+                path,
+                ln,
+                f"splits {d1 - d0:g} m apart ({d0:g} m and {d1:g} m): at least "
+                f"{MIN_SPACING:g} m apart, as timed splits are",
+            )
         if t1 <= t0:
             raise SprintDataError(path, ln, f"times must increase: {t1:g} s at {d1:g} m after {t0:g} s at {d0:g} m")
     if rows[0][1] <= rt:
-        raise SprintDataError(path, rows[0][2], f"first split time {rows[0][1]:g} s is not after the reaction time {rt:g} s")
+        raise SprintDataError(
+            path, rows[0][2], f"first split time {rows[0][1]:g} s is not after the reaction time {rt:g} s"
+        )
     for (d0, t0), (d1, t1, ln) in zip([(0.0, rt)] + [r[:2] for r in rows[:-1]], rows):
         speed = (d1 - d0) / (t1 - t0)
         if speed > MAX_SPEED:
-            raise SprintDataError(path, ln, f"{d0:g}–{d1:g} m in {t1 - t0:.3g} s is {speed:.1f} m/s, "
-                                            f"faster than any sprinter (> {MAX_SPEED:g} m/s)")
+            raise SprintDataError(
+                path,
+                ln,
+                f"{d0:g}–{d1:g} m in {t1 - t0:.3g} s is {speed:.1f} m/s, "
+                f"faster than any sprinter (> {MAX_SPEED:g} m/s)",
+            )
         if speed < MIN_SPEED:
-            raise SprintDataError(path, ln, f"{d0:g}–{d1:g} m in {t1 - t0:.3g} s is {speed:.2g} m/s, slower than a "
-                                            f"sprint (< {MIN_SPEED:g} m/s): times in seconds from the gun?")
+            raise SprintDataError(
+                path,
+                ln,
+                f"{d0:g}–{d1:g} m in {t1 - t0:.3g} s is {speed:.2g} m/s, slower than a "
+                f"sprint (< {MIN_SPEED:g} m/s): times in seconds from the gun?",
+            )
     for note in notes:
         warnings.warn(SprintDataWarning(*note), stacklevel=2)
     arr = np.array(rows, dtype=float)
-    return Race(name=name or Path(path).stem, distances=arr[:, 0], times=arr[:, 1], reaction_time=float(rt),
-                wind=float(wind), header=header, path=path, lines=arr[:, 2].astype(int), wind_known=wind_known)
+    return Race(
+        name=name or Path(path).stem,
+        distances=arr[:, 0],
+        times=arr[:, 1],
+        reaction_time=float(rt),
+        wind=float(wind),
+        header=header,
+        path=path,
+        lines=arr[:, 2].astype(int),
+        wind_known=wind_known,
+    )
 
 
 def _data_dir():
@@ -360,8 +432,11 @@ def _collection_dirs(collection: str):
 def embedded_names(collection: str = "default") -> list[str]:
     """Names (file stems) of the races shipped with jaxbio in ``collection`` (``COLLECTIONS``),
     sorted within each collection (``all``: the default ones first)."""
-    return [n for _, d in _collection_dirs(collection)
-            for n in sorted(p.name[:-4] for p in d.iterdir() if p.name.endswith(".csv"))]
+    return [
+        n
+        for _, d in _collection_dirs(collection)
+        for n in sorted(p.name[:-4] for p in d.iterdir() if p.name.endswith(".csv"))
+    ]
 
 
 def _find(name: str):
@@ -423,12 +498,14 @@ class Splits(eqx.Module):
     duration: Float[Array, " B"]
 
     @staticmethod
-    def from_arrays(distances, times, reaction_time, wind=None, weights=None, length: int | None = None) -> "Splits":
+    def from_arrays(distances, times, reaction_time, wind=None, weights=None, length: int | None = None) -> Splits:
         """From lists of per-race arrays (numpy); pads to ``length`` (default the longest race)."""
         n = [len(d) for d in distances]
         L = length or max(n)
         B = len(distances)
-        D = np.zeros((B, L)); T = np.zeros((B, L)); W = np.zeros((B, L))
+        D = np.zeros((B, L))
+        T = np.zeros((B, L))
+        W = np.zeros((B, L))
         for i, (d, t) in enumerate(zip(distances, times)):
             k = len(d)
             D[i, :k], T[i, :k] = d, t
@@ -440,5 +517,5 @@ class Splits(eqx.Module):
         duration = 1.3 * (last_t - rt) + 1.0
         return Splits(*(jnp.asarray(a) for a in (D, T, W, rt, wind, duration)))
 
-    def race(self, i: int) -> "Splits":
+    def race(self, i: int) -> Splits:
         return jax.tree_util.tree_map(lambda a: a[i], self)

@@ -19,14 +19,33 @@ import equinox as eqx
 import numpy as np
 
 from jaxbio._validate import as_count
-from jaxbio.sprint._solve import (LANES, _pick_best, batched_best_of_starts, converged, laplace, lm_init, lm_lanes,
-                                  lm_result, lm_resume, signature)
+from jaxbio.sprint._solve import (
+    LANES,
+    _pick_best,
+    batched_best_of_starts,
+    converged,
+    laplace,
+    lm_init,
+    lm_lanes,
+    lm_result,
+    lm_resume,
+    signature,
+)
 from jaxbio.sprint.data import SIGMA_ROUND, Splits
 from jaxbio.sprint.data import Race, SprintDataError
 from jaxbio.sprint._speed_trace import SpeedTrace, speed_residuals
 from jaxbio.simulation import Trajectory, crossing_times, hermite
-from jaxbio.sprint.model import (FATIGUE, FREE, OFFSETS, PARAMETERS, UNITS, Sprinter, simulate_race, sprinter_system,
-                                  to_values)
+from jaxbio.sprint.model import (
+    FATIGUE,
+    FREE,
+    OFFSETS,
+    PARAMETERS,
+    UNITS,
+    Sprinter,
+    simulate_race,
+    sprinter_system,
+    to_values,
+)
 
 #: Tsit5 steps of the simulation inside fits (split times within ~1e-5 s of converged)
 N_STEPS = 80
@@ -106,8 +125,14 @@ def residual_template(L: int, k: int, n_steps: int, dtype) -> tuple:
     """Zeros shaped like ``_residuals``' output for ``L`` splits and ``k`` free parameters (the
     solver's ``template``: it saves an abstract trace of the model)."""
     T = n_steps + 1
-    return (jnp.zeros(L + k, dtype), dict(pred=jnp.zeros(L, dtype), ts=jnp.zeros(T, dtype),
-                                          **{key: jnp.zeros((T, 1), dtype) for key in ("q", "p", "f")}))
+    return (
+        jnp.zeros(L + k, dtype),
+        dict(
+            pred=jnp.zeros(L, dtype),
+            ts=jnp.zeros(T, dtype),
+            **{key: jnp.zeros((T, 1), dtype) for key in ("q", "p", "f")},
+        ),
+    )
 
 
 def _profile(base, theta, sp, run, *, names, n_grid, fitness=None):
@@ -115,8 +140,16 @@ def _profile(base, theta, sp, run, *, names, n_grid, fitness=None):
     race ``run`` (the residuals' aux at the optimum); after the fit, once."""
     model = base.with_log(names, theta)
     system = sprinter_system(model, sp.wind, fitness)
-    traj = Trajectory(ts=run["ts"], q=run["q"], p=run["p"], qd=run["p"] / model.mass, f=run["f"],
-                      energy=jnp.zeros_like(run["ts"]), result=diffrax.RESULTS.successful, solution=None)
+    traj = Trajectory(
+        ts=run["ts"],
+        q=run["q"],
+        p=run["p"],
+        qd=run["p"] / model.mass,
+        f=run["f"],
+        energy=jnp.zeros_like(run["ts"]),
+        result=diffrax.RESULTS.successful,
+        solution=None,
+    )
     end = jnp.interp(sp.times[-1], traj.ts, traj.q[:, 0]) if isinstance(sp, SpeedTrace) else sp.distances[-1]
     x = jnp.linspace(0.0, end, n_grid)
     s = crossing_times(traj, x)
@@ -125,8 +158,15 @@ def _profile(base, theta, sp, run, *, names, n_grid, fitness=None):
     f = jnp.interp(s, traj.ts, system.fitness.value(traj.f[:, 0]))
     # the run itself (s since the reaction, speed, acceleration at the solver's steps): the
     # force–velocity profile of fv_profile.fit_profile is computed from it
-    return dict(x=x, t=s + sp.reaction_time + model.rt_offset, v=v, f=f, run_s=traj.ts, run_v=traj.qd[:, 0],
-                run_a=acc / model.mass)
+    return dict(
+        x=x,
+        t=s + sp.reaction_time + model.rt_offset,
+        v=v,
+        f=f,
+        run_s=traj.ts,
+        run_v=traj.qd[:, 0],
+        run_a=acc / model.mass,
+    )
 
 
 def _residual_fn(base, fitness, *, names, n_steps, fitness_static, loss):
@@ -138,10 +178,24 @@ def _residual_fn(base, fitness, *, names, n_steps, fitness_static, loss):
     return (lambda theta, a: res(theta, (base,) + a)), fitness  # the model is shared; splits and prior per race
 
 
-def _fit_core_impl(base, splits, starts, mu, sqrt_prec, fitness=None, *, names, n_steps, max_steps, n_grid,
-                   fitness_static=None, loss="squared"):
-    res_of, fitness = _residual_fn(base, fitness, names=names, n_steps=n_steps, fitness_static=fitness_static,
-                                   loss=loss)
+def _fit_core_impl(
+    base,
+    splits,
+    starts,
+    mu,
+    sqrt_prec,
+    fitness=None,
+    *,
+    names,
+    n_steps,
+    max_steps,
+    n_grid,
+    fitness_static=None,
+    loss="squared",
+):
+    res_of, fitness = _residual_fn(
+        base, fitness, names=names, n_steps=n_steps, fitness_static=fitness_static, loss=loss
+    )
     template = residual_template(splits.weights.shape[-1], len(names), n_steps, starts.dtype)
     # all races × starts as one flat vmap (see batched_best_of_starts)
     solved = batched_best_of_starts(res_of, starts, (splits, mu, sqrt_prec), max_steps=max_steps, template=template)
@@ -167,8 +221,9 @@ def _finish(base, splits, solved, fitness, *, names, n_grid):
     return theta, cost, ok, steps, cov, hess, aux
 
 
-def _round_impl(base, splits, mu, sqrt_prec, state, limit, fitness=None, *, names, n_steps, fitness_static=None,
-                loss="squared"):
+def _round_impl(
+    base, splits, mu, sqrt_prec, state, limit, fitness=None, *, names, n_steps, fitness_static=None, loss="squared"
+):
     """One round of ``_solve.lm_lanes``: each lane's LM continued to ``limit`` iterations."""
     res_of, _ = _residual_fn(base, fitness, names=names, n_steps=n_steps, fitness_static=fitness_static, loss=loss)
     return jax.vmap(lambda st, a, lim: lm_resume(res_of, st, a, lim))(state, (splits, mu, sqrt_prec), limit)
@@ -181,8 +236,22 @@ def _lanes_finish_impl(base, splits, state, fitness=None, *, names, n_grid, fitn
     return _finish(base, splits, solved, fitness, names=names, n_grid=n_grid)
 
 
-def _fit_lanes(quick, base, splits, starts, mu, sqrt_prec, *fitness, width, names, n_steps, max_steps, n_grid,
-               fitness_static=None, loss="squared"):
+def _fit_lanes(
+    quick,
+    base,
+    splits,
+    starts,
+    mu,
+    sqrt_prec,
+    *fitness,
+    width,
+    names,
+    n_steps,
+    max_steps,
+    n_grid,
+    fitness_static=None,
+    loss="squared",
+):
     """What ``_run_core`` returns, with the ``B·S`` solves run through ``_solve.lm_lanes`` (each
     iterating as ``least_squares`` does, so the same results) instead of one vmapped loop."""
     B, S, k = starts.shape
@@ -193,11 +262,18 @@ def _fit_lanes(quick, base, splits, starts, mu, sqrt_prec, *fitness, width, name
     opts = dict(names=names, n_steps=n_steps, fitness_static=fitness_static, loss=loss)
     quick_round = width <= QUICK_COMPILE_MAX_BATCH  # a few lanes: compilation dominates
     program = (quick_round, tuple(sorted(opts.items())), signature((base, fitness)))  # the round's compiled program
-    state = lm_lanes(lambda st, a, lim: _run_round(quick_round, base, *a, st, lim, *fitness, **opts), state, args,
-                     max_steps=max_steps, width=width, program=program)
+    state = lm_lanes(
+        lambda st, a, lim: _run_round(quick_round, base, *a, st, lim, *fitness, **opts),
+        state,
+        args,
+        max_steps=max_steps,
+        width=width,
+        program=program,
+    )
     state = jax.tree_util.tree_map(lambda a: a.reshape((B, S) + a.shape[1:]), state)
-    return _run_lanes_finish(quick, base, splits, state, *fitness, names=names, n_grid=n_grid,
-                             fitness_static=fitness_static)
+    return _run_lanes_finish(
+        quick, base, splits, state, *fitness, names=names, n_grid=n_grid, fitness_static=fitness_static
+    )
 
 
 _STATIC = ("names", "n_steps", "max_steps", "n_grid", "fitness_static", "loss")
@@ -246,8 +322,12 @@ def _sharded_core(devices: tuple, n_args: int, **kw):
     and a fitness hook's arrays shared), one compiled function per options."""
     from jaxbio.batching import batch
 
-    return batch(functools.partial(_fit_core_impl, **kw), in_axes=(None, 0, 0, 0, 0) + (None,) * (n_args - 5),
-                 devices=devices, vectorized=True)
+    return batch(
+        functools.partial(_fit_core_impl, **kw),
+        in_axes=(None, 0, 0, 0, 0) + (None,) * (n_args - 5),
+        devices=devices,
+        vectorized=True,
+    )
 
 
 class FitResult(eqx.Module):
@@ -302,7 +382,7 @@ class FitResult(eqx.Module):
         """The fitted ``Sprinter`` of race ``i``."""
         return self.model.with_log(self.names, jnp.asarray(self.theta[i]))
 
-    def profile_of(self, i: int) -> "Profile":
+    def profile_of(self, i: int) -> Profile:
         """Speed and fitness against distance of race ``i``."""
         p = self.profile
         return Profile(x=p["x"][i], t=p["t"][i], v=p["v"][i], fitness=p["f"][i])
@@ -339,7 +419,7 @@ def flat_parameters(cov_log: np.ndarray, rtol: float = FLAT_RTOL) -> np.ndarray:
     if np.any(ok):
         ev, V = np.linalg.eigh(cov[ok])
         flat = ev <= rtol * np.max(np.abs(ev), axis=-1, keepdims=True)  # (b, k) over eigenvalues
-        weight = np.einsum("bjm,bm->bj", V ** 2, flat.astype(float))  # share of each parameter in them
+        weight = np.einsum("bjm,bm->bj", V**2, flat.astype(float))  # share of each parameter in them
         out[ok] = weight > 0.01
     return out
 
@@ -349,14 +429,20 @@ def flat_parameters(cov_log: np.ndarray, rtol: float = FLAT_RTOL) -> np.ndarray:
 #: N/kg, v_max 18.9–20.5 m/s and E 960–1040 J/kg; the ranges leave room for any runner (v_max is
 #: above the top speed, which is ≥ 5 m/s in any race this model describes), while E > 20 kJ/kg
 #: (a reserve lasting over 200 s at the activation power) means no fatigue is visible in the splits.
-PLAUSIBLE = {"f0": (2.0, 50.0), "vmax": (5.0, 50.0), "energy": (50.0, 2.0e4),
-             # the freed start parameters (`selection`): the impulse rises within 0.5 s, the
-             # start the splits imply is within 0.3 s of the file's reaction time (a first split
-             # 0.05 s slow on 20 m splits needs +0.26 s; a reaction time of 0.9 s, −0.75 s)
-             "tau": (1e-4, 0.5), "rt_offset": (-0.3, 0.3), "hill_ratio": (0.02, 5.0)}
+PLAUSIBLE = {
+    "f0": (2.0, 50.0),
+    "vmax": (5.0, 50.0),
+    "energy": (50.0, 2.0e4),
+    # the freed start parameters (`selection`): the impulse rises within 0.5 s, the
+    # start the splits imply is within 0.3 s of the file's reaction time (a first split
+    # 0.05 s slow on 20 m splits needs +0.26 s; a reaction time of 0.9 s, −0.75 s)
+    "tau": (1e-4, 0.5),
+    "rt_offset": (-0.3, 0.3),
+    "hill_ratio": (0.02, 5.0),
+}
 
 
-def fit_problems(res: "FitResult", i: int) -> dict[str, str]:
+def fit_problems(res: FitResult, i: int) -> dict[str, str]:
     """Why race ``i`` of ``res`` is not a valid estimate (empty if it is): ``{parameter: phrase}``
     for a value that is not finite or outside ``PLAUSIBLE`` or a parameter the splits do not
     determine (NaN std, see ``flat_parameters``); else ``{"fit": "the fit did not converge"}`` if
@@ -383,10 +469,22 @@ def _round_up(n: int, m: int) -> int:
     return max(m, -(-n // m) * m)
 
 
-def fit_splits(splits: Splits, *, model: Sprinter | None = None, names=FREE, starts=None, prior=None,
-               n_steps: int = N_STEPS, max_steps: int = 60, n_grid: int = 201,
-               quick_compile: bool | None = None, fitness=None, devices=None, loss: str = "squared",
-               lanes: bool | int | None = None) -> FitResult:
+def fit_splits(
+    splits: Splits,
+    *,
+    model: Sprinter | None = None,
+    names=FREE,
+    starts=None,
+    prior=None,
+    n_steps: int = N_STEPS,
+    max_steps: int = 60,
+    n_grid: int = 201,
+    quick_compile: bool | None = None,
+    fitness=None,
+    devices=None,
+    loss: str = "squared",
+    lanes: bool | int | None = None,
+) -> FitResult:
     """Fit every race of ``splits`` (B races) in one vmapped, jitted call.
 
     ``splits`` may also be a `jaxbio.sprint.trace.SpeedTrace` (speed traces, the second data kind:
@@ -453,13 +551,27 @@ def fit_splits(splits: Splits, *, model: Sprinter | None = None, names=FREE, sta
     flat = flat_parameters(cov)  # a singular Hessian: std 0 there would look like certainty
     std = np.where(flat, np.nan, std)
     ok = ok & ~flat.any(axis=1)
-    return FitResult(names=names, theta=theta, std=std, cov_log=cov, cost=cost, converged=ok, steps=steps,
-                     predicted=pred, rmse=rmse, model=model, splits=splits, profile=aux, hessian=hess,
-                     prior=(np.asarray(mu, dtype=float), np.asarray(sp, dtype=float)))
+    return FitResult(
+        names=names,
+        theta=theta,
+        std=std,
+        cov_log=cov,
+        cost=cost,
+        converged=ok,
+        steps=steps,
+        predicted=pred,
+        rmse=rmse,
+        model=model,
+        splits=splits,
+        profile=aux,
+        hessian=hess,
+        prior=(np.asarray(mu, dtype=float), np.asarray(sp, dtype=float)),
+    )
 
 
-def splits_from_races(races: list[Race], fit_until: float | None = None, *, pad_batch: int = 8,
-                      pad_length: int = 8) -> Splits:
+def splits_from_races(
+    races: list[Race], fit_until: float | None = None, *, pad_batch: int = 8, pad_length: int = 8
+) -> Splits:
     """Pad races into one ``Splits`` batch; splits beyond ``fit_until`` m get weight 0.
 
     The batch is padded (repeating the first race) to a multiple of ``pad_batch`` and the splits
@@ -471,9 +583,14 @@ def splits_from_races(races: list[Race], fit_until: float | None = None, *, pad_
     B = _round_up(len(races), pad_batch)
     L = _round_up(max(r.n for r in races), pad_length)
     idx = list(range(len(races))) + [0] * (B - len(races))
-    return Splits.from_arrays([D[i] for i in idx], [T[i] for i in idx],
-                              [races[i].reaction_time for i in idx], [races[i].wind for i in idx],
-                              weights=[W[i] for i in idx], length=L)
+    return Splits.from_arrays(
+        [D[i] for i in idx],
+        [T[i] for i in idx],
+        [races[i].reaction_time for i in idx],
+        [races[i].wind for i in idx],
+        weights=[W[i] for i in idx],
+        length=L,
+    )
 
 
 def check_enough_splits(races: list[Race], n_params: int, fit_until: float | None = None) -> None:
@@ -481,13 +598,17 @@ def check_enough_splits(races: list[Race], n_params: int, fit_until: float | Non
     if ``fit_until`` is past its last split."""
     for r in races:
         if fit_until is not None and fit_until > r.distances[-1] + 1e-9:
-            raise SprintDataError(r.path, int(r.lines[-1]),
-                                  f"--fit-until {fit_until:g} m is past the last split ({r.distances[-1]:g} m)")
+            raise SprintDataError(
+                r.path, int(r.lines[-1]), f"--fit-until {fit_until:g} m is past the last split ({r.distances[-1]:g} m)"
+            )
         n = int(r.until(fit_until).sum()) if fit_until is not None else r.n
         if n < n_params:
             where = f" at or before {fit_until:g} m" if fit_until is not None else ""
-            raise SprintDataError(r.path, int(r.lines[max(n - 1, 0)]),
-                                  f"{n} split(s){where} but {n_params} parameters to fit; need at least {n_params}")
+            raise SprintDataError(
+                r.path,
+                int(r.lines[max(n - 1, 0)]),
+                f"{n} split(s){where} but {n_params} parameters to fit; need at least {n_params}",
+            )
 
 
 #: prior standard deviation of the log fatigue parameters (between-athlete spread), see
@@ -520,9 +641,17 @@ def population_prior(theta: np.ndarray, names=FREE, on=None, sd: float | None = 
     return mu, np.diag(prec)
 
 
-def fit(races: list[Race], *, fit_until: float | None = None, model: Sprinter | None = None, names=FREE,
-        prior=None, reference: list[Race] | None = None, reference_fit: FitResult | None = None,
-        **kw) -> FitResult:
+def fit(
+    races: list[Race],
+    *,
+    fit_until: float | None = None,
+    model: Sprinter | None = None,
+    names=FREE,
+    prior=None,
+    reference: list[Race] | None = None,
+    reference_fit: FitResult | None = None,
+    **kw,
+) -> FitResult:
     """Fit the sprinter to ``races`` (all in one vmapped call) and return the first ``len(races)`` rows.
 
     ``fit_until``: fit only splits ≤ this distance [m] (the rest are predicted). ``prior``:
@@ -558,12 +687,15 @@ def fit(races: list[Race], *, fit_until: float | None = None, model: Sprinter | 
         for r in races:
             keep = [j for j, ref in enumerate(reference) if ref.name != r.name]
             mu, sp = population_prior(ref_fit.theta[keep], names)
-            mus.append(mu); sps.append(sp)
+            mus.append(mu)
+            sps.append(sp)
         n_needed -= int(np.count_nonzero(np.diag(sps[0])))
         prior_arrays = (np.array(mus), np.array(sps))
     elif prior is not None:
         prior_arrays = prior
-        n_needed -= int(np.count_nonzero(np.diagonal(np.asarray(prior[1]), axis1=-2, axis2=-1).reshape(-1, len(names))[0]))
+        n_needed -= int(
+            np.count_nonzero(np.diagonal(np.asarray(prior[1]), axis1=-2, axis2=-1).reshape(-1, len(names))[0])
+        )
     check_enough_splits(races, max(n_needed, 1), fit_until)
     splits = splits_from_races(races, fit_until)
     kw.setdefault("n_steps", steps_for(max(r.distances[-1] for r in races)))  # 80 up to 100 m
@@ -573,19 +705,32 @@ def fit(races: list[Race], *, fit_until: float | None = None, model: Sprinter | 
         mu = np.broadcast_to(mu, (len(races), len(names))) if np.ndim(mu) < 2 else mu
         sp = np.broadcast_to(sp, (len(races),) + (len(names),) * 2) if np.ndim(sp) < 3 else sp
         pad = B - len(races)
-        prior_arrays = (np.concatenate([mu, np.repeat(mu[:1], pad, 0)]), np.concatenate([sp, np.repeat(sp[:1], pad, 0)]))
+        prior_arrays = (
+            np.concatenate([mu, np.repeat(mu[:1], pad, 0)]),
+            np.concatenate([sp, np.repeat(sp[:1], pad, 0)]),
+        )
     if np.ndim(kw.get("starts")) == 3:  # per-race starts (R, S, k): padded like the races
         st = np.asarray(kw["starts"], dtype=float)
         kw["starts"] = np.concatenate([st, np.repeat(st[:1], B - len(races), 0)])
     res = fit_splits(splits, model=model, names=names, prior=prior_arrays, **kw)
     n = len(races)
     cut = lambda a: a[:n]  # noqa: E731
-    return FitResult(names=res.names, theta=cut(res.theta), std=cut(res.std), cov_log=cut(res.cov_log),
-                     cost=cut(res.cost), converged=cut(res.converged), steps=cut(res.steps),
-                     predicted=cut(res.predicted), rmse=cut(res.rmse), model=res.model,
-                     splits=jax.tree_util.tree_map(cut, res.splits),
-                     profile={k: cut(v) for k, v in res.profile.items()}, hessian=cut(res.hessian),
-                     prior=tuple(map(cut, res.prior)))
+    return FitResult(
+        names=res.names,
+        theta=cut(res.theta),
+        std=cut(res.std),
+        cov_log=cut(res.cov_log),
+        cost=cut(res.cost),
+        converged=cut(res.converged),
+        steps=cut(res.steps),
+        predicted=cut(res.predicted),
+        rmse=cut(res.rmse),
+        model=res.model,
+        splits=jax.tree_util.tree_map(cut, res.splits),
+        profile={k: cut(v) for k, v in res.profile.items()},
+        hessian=cut(res.hessian),
+        prior=tuple(map(cut, res.prior)),
+    )
 
 
 # ---- profiles for tables and plots -----------------------------------------------------------
@@ -616,7 +761,7 @@ class Profile(eqx.Module):
     def top_speed_at(self) -> float:
         i = self._imax
         if 0 < i < len(self.v) - 1:  # parabola through the three points around the maximum
-            y0, y1, y2 = self.v[i - 1: i + 2]
+            y0, y1, y2 = self.v[i - 1 : i + 2]
             den = y0 - 2 * y1 + y2
             off = 0.5 * (y0 - y2) / den if den < 0 else 0.0
             return float(self.x[i] + off * (self.x[1] - self.x[0]))
@@ -627,5 +772,20 @@ class Profile(eqx.Module):
         return float(self.top_speed - self.v[-1])
 
 
-__all__ = ["FLAT_RTOL", "FitResult", "N_STEPS", "PARAMETERS", "PLAUSIBLE", "Profile", "check_enough_splits",
-           "default_starts", "fit", "fit_problems", "fit_splits", "flat_parameters", "population_prior", "PRIOR_SD", "splits_from_races"]
+__all__ = [
+    "FLAT_RTOL",
+    "FitResult",
+    "N_STEPS",
+    "PARAMETERS",
+    "PLAUSIBLE",
+    "Profile",
+    "check_enough_splits",
+    "default_starts",
+    "fit",
+    "fit_problems",
+    "fit_splits",
+    "flat_parameters",
+    "population_prior",
+    "PRIOR_SD",
+    "splits_from_races",
+]

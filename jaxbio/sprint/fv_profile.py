@@ -62,8 +62,15 @@ DRAG_COEFFICIENT = 0.9
 FRONTAL_FACTOR = 0.266
 
 #: units of the ``ForceVelocityProfile`` fields, for tables and JSON
-FV_UNITS = {"f0": "N/kg", "v0": "m/s", "pmax": "W/kg", "slope": "N·s/(m·kg)", "rf_max": "-", "d_rf": "s/m",
-            "window": "s"}
+FV_UNITS = {
+    "f0": "N/kg",
+    "v0": "m/s",
+    "pmax": "W/kg",
+    "slope": "N·s/(m·kg)",
+    "rf_max": "-",
+    "d_rf": "s/m",
+    "window": "s",
+}
 
 
 class ForceVelocityProfile(NamedTuple):
@@ -85,7 +92,9 @@ class ForceVelocityProfile(NamedTuple):
 
     def as_dict(self) -> dict:
         """``{name: {"value": float or None, "unit": str}}`` (None where not finite), for JSON."""
-        return {k: {"value": float(v) if np.isfinite(v) else None, "unit": FV_UNITS[k]} for k, v in self._asdict().items()}
+        return {
+            k: {"value": float(v) if np.isfinite(v) else None, "unit": FV_UNITS[k]} for k, v in self._asdict().items()
+        }
 
 
 def _positive(name: str, x) -> float:
@@ -95,8 +104,9 @@ def _positive(name: str, x) -> float:
     return x
 
 
-def air_friction(mass=DEFAULT_MASS, height=DEFAULT_HEIGHT, pressure=DEFAULT_PRESSURE,
-                 temperature=DEFAULT_TEMPERATURE) -> float:
+def air_friction(
+    mass=DEFAULT_MASS, height=DEFAULT_HEIGHT, pressure=DEFAULT_PRESSURE, temperature=DEFAULT_TEMPERATURE
+) -> float:
     """``k = ½ ρ A_f C_d`` [kg/m] of Samozino et al. (2016) (module docstring, step 2), so that the
     air friction is ``k (v − w)|v − w|`` N. ``mass`` kg, ``height`` (stature) m, ``pressure`` Pa (0: no air),
     ``temperature`` K. ``ValueError`` for a non-finite argument or a non-positive mass, height or
@@ -106,7 +116,7 @@ def air_friction(mass=DEFAULT_MASS, height=DEFAULT_HEIGHT, pressure=DEFAULT_PRES
     if not (np.isfinite(p) and p >= 0):
         raise ValueError(f"pressure must be a finite number ≥ 0 Pa, got {p!r}")
     rho = 1.293 * (p / 101325.0) * (273.15 / T)
-    area = FRONTAL_FACTOR * 0.2025 * h ** 0.725 * m ** 0.425
+    area = FRONTAL_FACTOR * 0.2025 * h**0.725 * m**0.425
     return 0.5 * rho * area * DRAG_COEFFICIENT
 
 
@@ -117,8 +127,16 @@ def _line(x, y):
     return float(c0), float(c1)
 
 
-def horizontal_force(v, a, *, mass=DEFAULT_MASS, height=DEFAULT_HEIGHT, wind=0.0, pressure=DEFAULT_PRESSURE,
-                     temperature=DEFAULT_TEMPERATURE) -> np.ndarray:
+def horizontal_force(
+    v,
+    a,
+    *,
+    mass=DEFAULT_MASS,
+    height=DEFAULT_HEIGHT,
+    wind=0.0,
+    pressure=DEFAULT_PRESSURE,
+    temperature=DEFAULT_TEMPERATURE,
+) -> np.ndarray:
     """Net horizontal ground force per kg, ``F_H/m = a + k (v − w)|v − w| / m`` [N/kg], at speeds
     ``v`` m/s and accelerations ``a`` m/s² (same shape); the other arguments as in
     `profile_from_motion`."""
@@ -127,8 +145,17 @@ def horizontal_force(v, a, *, mass=DEFAULT_MASS, height=DEFAULT_HEIGHT, wind=0.0
     return np.asarray(a, dtype=float) + k * rel * np.abs(rel) / float(mass)
 
 
-def profile_from_motion(s, v, a, *, mass=DEFAULT_MASS, height=DEFAULT_HEIGHT, wind=0.0,
-                        pressure=DEFAULT_PRESSURE, temperature=DEFAULT_TEMPERATURE) -> ForceVelocityProfile:
+def profile_from_motion(
+    s,
+    v,
+    a,
+    *,
+    mass=DEFAULT_MASS,
+    height=DEFAULT_HEIGHT,
+    wind=0.0,
+    pressure=DEFAULT_PRESSURE,
+    temperature=DEFAULT_TEMPERATURE,
+) -> ForceVelocityProfile:
     """Steps 2–4 of the module docstring on sampled motion.
 
     ``s`` ``(n,)`` s since movement onset (increasing; the samples of the regressions, equally
@@ -152,8 +179,15 @@ def profile_from_motion(s, v, a, *, mass=DEFAULT_MASS, height=DEFAULT_HEIGHT, wi
     v0 = -f0 / slope if slope < 0 else np.inf
     rf = fh / np.hypot(fh, G)  # per kg: F_H / sqrt(F_H² + (m g)²)
     _, d_rf = _line(v[late], rf[late])
-    return ForceVelocityProfile(f0=f0, v0=float(v0), pmax=f0 * float(v0) / 4.0, slope=slope,
-                                rf_max=float(np.max(rf[late])), d_rf=d_rf, window=float(s[-1]))
+    return ForceVelocityProfile(
+        f0=f0,
+        v0=float(v0),
+        pmax=f0 * float(v0) / 4.0,
+        slope=slope,
+        rf_max=float(np.max(rf[late])),
+        d_rf=d_rf,
+        window=float(s[-1]),
+    )
 
 
 def samples(window=WINDOW, rate=RATE) -> np.ndarray:
@@ -190,9 +224,13 @@ def _hermite_with_slope(ts, y, dy, t):
     h = ts[idx + 1] - ts[idx]
     u = np.clip((t - ts[idx]) / h, 0.0, 1.0)
     y0, y1, d0, d1 = y[idx], y[idx + 1], dy[idx], dy[idx + 1]
-    val = ((2 * u**3 - 3 * u**2 + 1) * y0 + (u**3 - 2 * u**2 + u) * h * d0
-           + (-2 * u**3 + 3 * u**2) * y1 + (u**3 - u**2) * h * d1)
-    der = ((6 * u**2 - 6 * u) * (y0 - y1) / h + (3 * u**2 - 4 * u + 1) * d0 + (3 * u**2 - 2 * u) * d1)
+    val = (
+        (2 * u**3 - 3 * u**2 + 1) * y0
+        + (u**3 - 2 * u**2 + u) * h * d0
+        + (-2 * u**3 + 3 * u**2) * y1
+        + (u**3 - u**2) * h * d1
+    )
+    der = (6 * u**2 - 6 * u) * (y0 - y1) / h + (3 * u**2 - 4 * u + 1) * d0 + (3 * u**2 - 2 * u) * d1
     return val, der
 
 
@@ -210,7 +248,9 @@ def run_motion(ts, v, a, *, window=WINDOW, rate=RATE):
     `samples` [s] up to ``window`` or its top speed (the regressions' data of `profile_from_run`)."""
     ts, v, a = (np.asarray(x, dtype=float) for x in (ts, v, a))
     if not (ts.ndim == 1 and ts.shape == v.shape == a.shape and ts.size >= 2):
-        raise ValueError(f"ts, v and a must be 1-D arrays of one length ≥ 2, got shapes {ts.shape}, {v.shape}, {a.shape}")
+        raise ValueError(
+            f"ts, v and a must be 1-D arrays of one length ≥ 2, got shapes {ts.shape}, {v.shape}, {a.shape}"
+        )
     s = samples(window, rate)
     s = s[s <= ts[-1] + 1e-12]
     vs, as_ = _hermite_with_slope(ts, v, a, s)
@@ -219,15 +259,15 @@ def run_motion(ts, v, a, *, window=WINDOW, rate=RATE):
     return s[keep], vs[keep], as_[keep]
 
 
-def model_profile(model, wind=0.0, *, window=WINDOW, rate=RATE, n_steps: int = 640, fitness=None,
-                  **air) -> ForceVelocityProfile:
+def model_profile(
+    model, wind=0.0, *, window=WINDOW, rate=RATE, n_steps: int = 640, fitness=None, **air
+) -> ForceVelocityProfile:
     """The profile of the sprinter ``model`` (`jaxbio.sprint.Sprinter`) in a race with ``wind``
     m/s: `jaxbio.sprint.simulate_race` for ``window`` s with ``n_steps`` steps, the acceleration
     from its vector field, then `profile_from_run`. ``fitness``: `sprinter_system`'s hook.
     ``air``: ``mass``, ``height``, ``pressure``, ``temperature`` (the air friction of the standard
     method; the model's own drag acts in the simulation). Compiles the simulation (JAX)."""
     import jax
-    import jax.numpy as jnp
 
     from jaxbio.sprint.model import simulate_race, sprinter_system
 
@@ -236,8 +276,9 @@ def model_profile(model, wind=0.0, *, window=WINDOW, rate=RATE, n_steps: int = 6
     y = {"q": traj.q, "p": traj.p, "f": traj.f}
     dp = jax.vmap(lambda t, yy: system.vector_field(t, yy)["p"][0])(traj.ts, y)
     acc = np.asarray(dp / model.mass)
-    return profile_from_run(np.asarray(traj.ts), np.asarray(traj.qd[:, 0]), acc, window=window, rate=rate,
-                            wind=wind, **air)
+    return profile_from_run(
+        np.asarray(traj.ts), np.asarray(traj.qd[:, 0]), acc, window=window, rate=rate, wind=wind, **air
+    )
 
 
 def fit_profile(res, i: int, wind=None, **kw) -> ForceVelocityProfile:
@@ -265,7 +306,25 @@ def mean_split_speeds(distances, times, reaction_time):
     return 0.5 * (d[1:] + d[:-1]), np.diff(d) / np.diff(t)
 
 
-__all__ = ["DEFAULT_HEIGHT", "DEFAULT_MASS", "DEFAULT_PRESSURE", "DEFAULT_TEMPERATURE", "FV_UNITS",
-           "ForceVelocityProfile", "RATE", "RF_CUTOFF", "WINDOW", "air_friction", "fit_profile", "horizontal_force",
-           "mean_split_speeds", "model_profile", "profile_from_motion", "profile_from_run", "run_motion", "samples",
-           "split_time_motion", "split_time_profile"]
+__all__ = [
+    "DEFAULT_HEIGHT",
+    "DEFAULT_MASS",
+    "DEFAULT_PRESSURE",
+    "DEFAULT_TEMPERATURE",
+    "FV_UNITS",
+    "ForceVelocityProfile",
+    "RATE",
+    "RF_CUTOFF",
+    "WINDOW",
+    "air_friction",
+    "fit_profile",
+    "horizontal_force",
+    "mean_split_speeds",
+    "model_profile",
+    "profile_from_motion",
+    "profile_from_run",
+    "run_motion",
+    "samples",
+    "split_time_motion",
+    "split_time_profile",
+]

@@ -18,8 +18,10 @@ def profiles(races, res, fhk) -> list[tuple]:
     out = []
     for i, r in enumerate(races):
         pair = []
-        for make in (lambda: fv.fit_profile(res, i, wind=r.wind),
-                     lambda: fv.split_time_profile(*fhk.values[i], wind=r.wind)):
+        for make in (
+            lambda: fv.fit_profile(res, i, wind=r.wind),
+            lambda: fv.split_time_profile(*fhk.values[i], wind=r.wind),
+        ):
             try:
                 p = make()
                 pair.append(p if np.all(np.isfinite(p)) else None)
@@ -46,19 +48,33 @@ def print_table(races, res, pairs, width) -> None:
     if len(set(labels)) < len(labels):
         labels = [r.name for r in races]
     width = max(width, max(len(x) for x in labels) + 3)
-    cols = (("F0 [N/kg]", "f0", 1, 2), ("V0 [m/s]", "v0", 1, 2), ("Pmax [W/kg]", "pmax", 1, 1),
-            ("RF_max [%]", "rf_max", 100, 1), ("D_RF [%/(m/s)]", "d_rf", 100, 2))
+    cols = (
+        ("F0 [N/kg]", "f0", 1, 2),
+        ("V0 [m/s]", "v0", 1, 2),
+        ("Pmax [W/kg]", "pmax", 1, 1),
+        ("RF_max [%]", "rf_max", 100, 1),
+        ("D_RF [%/(m/s)]", "d_rf", 100, 2),
+    )
     print()
-    print(f"force-velocity profile per kg (Samozino et al. 2016): 'model' = the fitted sprinter's run, "
-          f"'splits' = the standard method on the Furusawa-Hill-Keller fit; first {fv.WINDOW:g} s after the "
-          f"reaction (model: up to its top speed); air friction for m = {fv.DEFAULT_MASS:g} kg, "
-          f"h = {fv.DEFAULT_HEIGHT:.2f} m, 101.3 kPa, 20 C, the race's wind")
-    print("".ljust(width) + "".join(f"{h:>17}" for h, *_ in cols) + "   model fitness at "
-          + " / ".join(f"{d:g}" for d in FITNESS_AT) + " m / finish")
+    print(
+        f"force-velocity profile per kg (Samozino et al. 2016): 'model' = the fitted sprinter's run, "
+        f"'splits' = the standard method on the Furusawa-Hill-Keller fit; first {fv.WINDOW:g} s after the "
+        f"reaction (model: up to its top speed); air friction for m = {fv.DEFAULT_MASS:g} kg, "
+        f"h = {fv.DEFAULT_HEIGHT:.2f} m, 101.3 kPa, 20 C, the race's wind"
+    )
+    print(
+        "".ljust(width)
+        + "".join(f"{h:>17}" for h, *_ in cols)
+        + "   model fitness at "
+        + " / ".join(f"{d:g}" for d in FITNESS_AT)
+        + " m / finish"
+    )
     print("".ljust(width) + "     model splits" * len(cols))
-    for i, r in enumerate(races):
+    for i, _r in enumerate(races):
         m, s = pairs[i]
-        row = ("  " + labels[i]).ljust(width) + "".join(f"{_cell(m, n, k, dg):>10}{_cell(s, n, k, dg):>7}" for _, n, k, dg in cols)
+        row = ("  " + labels[i]).ljust(width) + "".join(
+            f"{_cell(m, n, k, dg):>10}{_cell(s, n, k, dg):>7}" for _, n, k, dg in cols
+        )
         p = res.profile_of(i)
         f = fitness_at(p, FITNESS_AT + (p.x[-1],))
         row += "   " + " / ".join(f"{x:.2f}" for x in f)
@@ -78,9 +94,17 @@ def record(res, i, pair) -> dict:
             "method": "Samozino et al. 2016 (Scand J Med Sci Sports 26:648-658), per kg of body mass",
             "model": None if pair[0] is None else pair[0].as_dict(),
             "split_times": None if pair[1] is None else pair[1].as_dict(),
-            "assumed": {"mass_kg": fv.DEFAULT_MASS, "height_m": fv.DEFAULT_HEIGHT,
-                        "pressure_pa": fv.DEFAULT_PRESSURE, "temperature_k": fv.DEFAULT_TEMPERATURE},
+            "assumed": {
+                "mass_kg": fv.DEFAULT_MASS,
+                "height_m": fv.DEFAULT_HEIGHT,
+                "pressure_pa": fv.DEFAULT_PRESSURE,
+                "temperature_k": fv.DEFAULT_TEMPERATURE,
+            },
         },
-        "profile": {"distance_m": _round(p.x, 2), "time_s": _round(p.t), "speed_mps": _round(p.v),
-                    "fitness": _round(p.fitness)},
+        "profile": {
+            "distance_m": _round(p.x, 2),
+            "time_s": _round(p.t),
+            "speed_mps": _round(p.v),
+            "fitness": _round(p.fitness),
+        },
     }

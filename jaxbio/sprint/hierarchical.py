@@ -84,6 +84,7 @@ FORM = "full"
 
 # ---- split times and their Jacobian at given parameters --------------------------------------
 
+
 def _pred_jac_impl(base, theta, splits, *, names, n_steps, fitness=None):
     def one(th, sp):
         def pred(t):
@@ -113,12 +114,12 @@ def split_jacobian(theta, splits: Splits, *, model: Sprinter | None = None, name
     n_steps = N_STEPS if n_steps is None else int(n_steps)
     theta = jnp.asarray(np.asarray(theta, dtype=float))
     quick = theta.shape[0] <= QUICK_COMPILE_MAX_BATCH
-    pred, jac = _pred_jac(quick, model, theta, splits,
-                                 names=tuple(names), n_steps=n_steps)
+    pred, jac = _pred_jac(quick, model, theta, splits, names=tuple(names), n_steps=n_steps)
     return np.asarray(pred), np.asarray(jac)
 
 
 # ---- the reference races: per-race Laplace likelihoods ---------------------------------------
+
 
 class ReferenceFits(eqx.Module):
     """Full fits of R reference races, as what the population needs (numpy).
@@ -139,7 +140,7 @@ class ReferenceFits(eqx.Module):
     converged: np.ndarray
 
     @classmethod
-    def from_fit(cls, res, race_names=None, *, n_steps: int | None = None) -> "ReferenceFits":
+    def from_fit(cls, res, race_names=None, *, n_steps: int | None = None) -> ReferenceFits:
         """From a `FitResult` of full races (no prior): ``split_jacobian`` at its estimates, over
         the fitted splits (weights). ``race_names``: default ``race0, race1, …``."""
         w = np.asarray(res.splits.weights)
@@ -147,17 +148,30 @@ class ReferenceFits(eqx.Module):
         G = np.einsum("bl,blj,blm->bjm", w, jac, jac)
         rss = np.sum(w * (res.predicted - np.asarray(res.splits.times)) ** 2, axis=1)
         names_ = tuple(race_names) if race_names is not None else tuple(f"race{i}" for i in range(len(rss)))
-        return cls(race_names=names_, names=tuple(res.names), theta=np.asarray(res.theta), gauss_newton=G,
-                   rss=rss, n_splits=w.sum(1), converged=np.asarray(res.converged))
+        return cls(
+            race_names=names_,
+            names=tuple(res.names),
+            theta=np.asarray(res.theta),
+            gauss_newton=G,
+            rss=rss,
+            n_splits=w.sum(1),
+            converged=np.asarray(res.converged),
+        )
 
-    def subset(self, keep) -> "ReferenceFits":
+    def subset(self, keep) -> ReferenceFits:
         keep = np.asarray(keep)
         idx = np.flatnonzero(keep) if keep.dtype == bool else keep
-        return ReferenceFits(race_names=tuple(self.race_names[i] for i in idx), names=self.names,
-                             theta=self.theta[idx], gauss_newton=self.gauss_newton[idx], rss=self.rss[idx],
-                             n_splits=self.n_splits[idx], converged=self.converged[idx])
+        return ReferenceFits(
+            race_names=tuple(self.race_names[i] for i in idx),
+            names=self.names,
+            theta=self.theta[idx],
+            gauss_newton=self.gauss_newton[idx],
+            rss=self.rss[idx],
+            n_splits=self.n_splits[idx],
+            converged=self.converged[idx],
+        )
 
-    def without(self, race_name: str) -> "ReferenceFits":
+    def without(self, race_name: str) -> ReferenceFits:
         """These fits less the race named ``race_name`` (all if there is none)."""
         return self.subset([i for i, n in enumerate(self.race_names) if n != race_name])
 
@@ -175,6 +189,7 @@ def sigma_obs(ref: ReferenceFits) -> float:
 
 
 # ---- the population ------------------------------------------------------------------------
+
 
 class Population(eqx.Module):
     """A population of sprinters in log-parameter space (numpy).
@@ -202,7 +217,7 @@ class Population(eqx.Module):
     dof: float = np.inf
     sigma_dof: float = np.inf
 
-    def predictive(self) -> "Population":
+    def predictive(self) -> Population:
         """The distribution of a *new* race's log-parameters, ``mean`` and covariance
         ``(cov + mean_cov)·(dof + 1)/dof``, the scale of a Student-t with ``dof`` degrees of freedom:
         the population's mean is estimated from R races, so a new race differs from it by the
@@ -214,7 +229,9 @@ class Population(eqx.Module):
         if self.mean_cov is None:
             return self
         f = (self.dof + 1.0) / self.dof if np.isfinite(self.dof) and self.dof > 0 else 1.0
-        return eqx.tree_at(lambda p: (p.cov, p.mean_cov), self, (f * (self.cov + self.mean_cov), np.zeros_like(self.cov)))
+        return eqx.tree_at(
+            lambda p: (p.cov, p.mean_cov), self, (f * (self.cov + self.mean_cov), np.zeros_like(self.cov))
+        )
 
     @property
     def sd(self) -> np.ndarray:
@@ -268,8 +285,16 @@ def mean_covariance(cov, P) -> np.ndarray:
     return _inv_psd(W.sum(0))
 
 
-def fit_population(theta, info, *, form: str = FORM, strength: float = HYPER_STRENGTH,
-                   scale: float = HYPER_SCALE, max_iter: int = 500, tol: float = 1e-12):
+def fit_population(
+    theta,
+    info,
+    *,
+    form: str = FORM,
+    strength: float = HYPER_STRENGTH,
+    scale: float = HYPER_SCALE,
+    max_iter: int = 500,
+    tol: float = 1e-12,
+):
     """EM for the population ``N(μ, Σ)`` of per-race likelihoods ``N(θ̂_i, A_i⁻¹)`` (module
     docstring): ``theta`` ``(R, k)``, ``info`` ``(R, k, k)`` the precisions ``A_i``.
 
@@ -290,7 +315,7 @@ def fit_population(theta, info, *, form: str = FORM, strength: float = HYPER_STR
     cov = np.diag(np.maximum(theta.var(0), scale**2 if strength > 0 else 1e-6))
     prior_ss = strength * scale**2
     it = 0
-    for it in range(1, max_iter + 1):
+    for _it in range(1, max_iter + 1):
         m, P, _ = posterior(theta, info, mean, cov)
         new_mean = m.mean(0)
         d = m - new_mean
@@ -307,8 +332,15 @@ def fit_population(theta, info, *, form: str = FORM, strength: float = HYPER_STR
     return mean, cov, it
 
 
-def population(ref: ReferenceFits, *, leave_out: str | None = None, sigma: float | None = None,
-               form: str = FORM, strength: float = HYPER_STRENGTH, scale: float = HYPER_SCALE) -> Population:
+def population(
+    ref: ReferenceFits,
+    *,
+    leave_out: str | None = None,
+    sigma: float | None = None,
+    form: str = FORM,
+    strength: float = HYPER_STRENGTH,
+    scale: float = HYPER_SCALE,
+) -> Population:
     """The population learned from the converged races of ``ref`` (less ``leave_out``, by name).
 
     ``sigma``: the split-time noise [s] (default ``sigma_obs`` of those races). Each race's
@@ -324,10 +356,19 @@ def population(ref: ReferenceFits, *, leave_out: str | None = None, sigma: float
     mean, cov, it = fit_population(use.theta, info, form=form, strength=strength, scale=scale)
     m, P, B = posterior(use.theta, info, mean, cov)
     k = len(use.names)
-    return Population(names=use.names, race_names=use.race_names, mean=mean, cov=cov, sigma=s,
-                      shrinkage=np.diagonal(B, axis1=1, axis2=2).copy(), posterior_mean=m, iterations=it,
-                      mean_cov=mean_covariance(cov, P), dof=float(strength + len(use.race_names) - 1),
-                      sigma_dof=float(np.sum(np.maximum(use.n_splits - k, 0))) if sigma is None else np.inf)
+    return Population(
+        names=use.names,
+        race_names=use.race_names,
+        mean=mean,
+        cov=cov,
+        sigma=s,
+        shrinkage=np.diagonal(B, axis1=1, axis2=2).copy(),
+        posterior_mean=m,
+        iterations=it,
+        mean_cov=mean_covariance(cov, P),
+        dof=float(strength + len(use.race_names) - 1),
+        sigma_dof=float(np.sum(np.maximum(use.n_splits - k, 0))) if sigma is None else np.inf,
+    )
 
 
 def _no_fitness_hook(kw, who):
@@ -349,9 +390,20 @@ def _m_step(m, P, strength, scale, form):
     return mean, 0.5 * (cov + cov.T)
 
 
-def laplace_em(races: list[Race], *, names=FREE, model: Sprinter | None = None, leave_one_out: bool = True,
-               rounds: int = 10, tol: float = 1e-4, form: str = FORM, strength: float = HYPER_STRENGTH,
-               scale: float = HYPER_SCALE, start: dict | None = None, **kw) -> dict:
+def laplace_em(
+    races: list[Race],
+    *,
+    names=FREE,
+    model: Sprinter | None = None,
+    leave_one_out: bool = True,
+    rounds: int = 10,
+    tol: float = 1e-4,
+    form: str = FORM,
+    strength: float = HYPER_STRENGTH,
+    scale: float = HYPER_SCALE,
+    start: dict | None = None,
+    **kw,
+) -> dict:
     """The population learned by EM with Laplace posteriors and *refits*: each round fits every
     race under the current population prior (MAP ``m_i``, one vmapped call), takes its Laplace
     posterior covariance ``P_i = (G_i/σ² + Σ⁻¹)⁻¹``, and updates ``μ = mean m_i``,
@@ -383,22 +435,35 @@ def laplace_em(races: list[Race], *, names=FREE, model: Sprinter | None = None, 
             try:
                 start[g] = population(ref, leave_out=g, form=form, strength=strength, scale=scale)
             except ValueError:  # no converged race: the model's values, sd ``scale``
-                start[g] = Population(names=names, race_names=(), mean=np.asarray(model.log_values(names)),
-                                      cov=np.eye(k) * scale**2, sigma=float(SIGMA_ROUND),
-                                      shrinkage=np.zeros((0, k)), posterior_mean=np.zeros((0, k)), iterations=0)
+                start[g] = Population(
+                    names=names,
+                    race_names=(),
+                    mean=np.asarray(model.log_values(names)),
+                    cov=np.eye(k) * scale**2,
+                    sigma=float(SIGMA_ROUND),
+                    shrinkage=np.zeros((0, k)),
+                    posterior_mean=np.zeros((0, k)),
+                    iterations=0,
+                )
     pops = dict(start)
     rows = [(g, i) for g in groups for i in members[g]]
     row_races = [races[i] for _, i in rows]
     it = 0
     for it in range(1, rounds + 1):
         priors = [pops[g].prior() for g, _ in rows]
-        res = fit(row_races, model=model, names=names,
-                  prior=(np.array([p[0] for p in priors]), np.array([p[1] for p in priors])), **kw)
-        w = np.asarray(res.splits.weights)[:len(rows)]
-        _, jac = split_jacobian(res.theta, jax.tree_util.tree_map(lambda a: a[:len(rows)], res.splits),
-                                model=model, names=names)
+        res = fit(
+            row_races,
+            model=model,
+            names=names,
+            prior=(np.array([p[0] for p in priors]), np.array([p[1] for p in priors])),
+            **kw,
+        )
+        w = np.asarray(res.splits.weights)[: len(rows)]
+        _, jac = split_jacobian(
+            res.theta, jax.tree_util.tree_map(lambda a: a[: len(rows)], res.splits), model=model, names=names
+        )
         G = np.einsum("bl,blj,blm->bjm", w, jac, jac)
-        rss = np.sum(w * (res.predicted - np.asarray(res.splits.times)[:len(rows)]) ** 2, axis=1)
+        rss = np.sum(w * (res.predicted - np.asarray(res.splits.times)[: len(rows)]) ** 2, axis=1)
         moved = 0.0
         new = {}
         for g in groups:
@@ -411,10 +476,19 @@ def laplace_em(races: list[Race], *, names=FREE, model: Sprinter | None = None, 
             dof = np.sum(w[idx]) - np.sum(np.einsum("rjk,rkj->r", G[idx], P)) / old.sigma**2
             sigma = float(max(np.sqrt(np.sum(rss[idx]) / max(dof, 1.0)), SIGMA_ROUND))
             B = P @ _inv_psd(cov)
-            new[g] = Population(names=names, race_names=tuple(races[i].name for i in members[g]), mean=mean, cov=cov,
-                                sigma=sigma, shrinkage=np.diagonal(B, axis1=1, axis2=2).copy(), posterior_mean=m,
-                                iterations=it, mean_cov=mean_covariance(cov, P), dof=float(strength + len(idx) - 1),
-                                sigma_dof=float(max(dof, 1.0)))
+            new[g] = Population(
+                names=names,
+                race_names=tuple(races[i].name for i in members[g]),
+                mean=mean,
+                cov=cov,
+                sigma=sigma,
+                shrinkage=np.diagonal(B, axis1=1, axis2=2).copy(),
+                posterior_mean=m,
+                iterations=it,
+                mean_cov=mean_covariance(cov, P),
+                dof=float(strength + len(idx) - 1),
+                sigma_dof=float(max(dof, 1.0)),
+            )
             moved = max(moved, float(np.max(np.abs(mean - old.mean))))
         pops = new
         if moved < tol:
@@ -423,6 +497,7 @@ def laplace_em(races: list[Race], *, names=FREE, model: Sprinter | None = None, 
 
 
 # ---- forecasts -----------------------------------------------------------------------------
+
 
 class Forecast(eqx.Module):
     """Predicted split times of B races with their uncertainty (numpy; row ``i`` is race ``i``).
@@ -506,8 +581,9 @@ def predict_intervals(res, populations=None, sigma=None, on=None) -> Forecast:
         prior_prec = np.array([p.precision(on) for p in populations])
         dof_pop = np.array([p.dof for p in populations], dtype=float)
         dof_noise = np.array([p.sigma_dof for p in populations], dtype=float)
-    pred, jac = split_jacobian(res.theta, jax.tree_util.tree_map(lambda a: a[:B], res.splits), model=res.model,
-                               names=res.names)
+    pred, jac = split_jacobian(
+        res.theta, jax.tree_util.tree_map(lambda a: a[:B], res.splits), model=res.model, names=res.names
+    )
     w = np.asarray(res.splits.weights)[:B]
     G = np.einsum("bl,blj,blm->bjm", w, jac, jac)
     C = np.linalg.pinv(G / sig[:, None, None] ** 2 + prior_prec, hermitian=True)
@@ -519,12 +595,29 @@ def predict_intervals(res, populations=None, sigma=None, on=None) -> Forecast:
     lower = {lv: pred - quantile_factor(lv, dof) * sd for lv in Z}
     upper = {lv: pred + quantile_factor(lv, dof) * sd for lv in Z}
     shrink = np.diagonal(C @ prior_prec, axis1=1, axis2=2).copy()
-    return Forecast(mean=pred, sd=sd, param_sd=np.sqrt(var_p), lower=lower, upper=upper, cov_log=C, shrinkage=shrink,
-                    sigma=sig, fitted=w > 0, dof=dof)
+    return Forecast(
+        mean=pred,
+        sd=sd,
+        param_sd=np.sqrt(var_p),
+        lower=lower,
+        upper=upper,
+        cov_log=C,
+        shrinkage=shrink,
+        sigma=sig,
+        fitted=w > 0,
+        dof=dof,
+    )
 
 
-def reference_fits(reference: list[Race] | None = None, reference_fit=None, *, model: Sprinter | None = None,
-                   names=FREE, shipped: bool = True, **kw) -> ReferenceFits:
+def reference_fits(
+    reference: list[Race] | None = None,
+    reference_fit=None,
+    *,
+    model: Sprinter | None = None,
+    names=FREE,
+    shipped: bool = True,
+    **kw,
+) -> ReferenceFits:
     """``ReferenceFits`` of full fits of ``reference`` (default: the embedded races); a full fit
     ``reference_fit`` of them already at hand is used as is.
 
@@ -544,8 +637,9 @@ def reference_fits(reference: list[Race] | None = None, reference_fit=None, *, m
     if shipped and reference_fit is None and not kw:
         found = _reference.lookup(reference, reference_fingerprint(reference, model, names))
         if found is not None:
-            return ReferenceFits(race_names=found["race_names"], names=found["names"],
-                                 **{key: found[key] for key in _reference.ARRAYS})
+            return ReferenceFits(
+                race_names=found["race_names"], names=found["names"], **{key: found[key] for key in _reference.ARRAYS}
+            )
     res = reference_fit if reference_fit is not None else fit(reference, model=model, names=names, **kw)
     return ReferenceFits.from_fit(res, [r.name for r in reference])
 
@@ -559,8 +653,11 @@ def reference_fingerprint(races: list[Race], model: Sprinter | None = None, name
     from jaxbio.sprint import _reference
     from jaxbio.sprint.fitting import N_STEPS, START_FACTORS, fit_splits
 
-    defaults = {k: repr(p.default) for k, p in inspect.signature(fit_splits).parameters.items()
-                if p.default is not inspect.Parameter.empty}
+    defaults = {
+        k: repr(p.default)
+        for k, p in inspect.signature(fit_splits).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
     settings = {"fit_splits_defaults": defaults, "n_steps": N_STEPS, "start_factors": [list(f) for f in START_FACTORS]}
     return _reference.fingerprint(races, model, tuple(names), settings)
 
@@ -585,9 +682,20 @@ def write_reference_fits(path=None) -> ReferenceFits:
     return ref
 
 
-def forecast(races: list[Race], fit_until: float | None, *, ref: ReferenceFits | None = None,
-             model: Sprinter | None = None, names=None, form: str = FORM, strength: float = HYPER_STRENGTH,
-             scale: float = HYPER_SCALE, on=None, populations: dict | None = None, **kw):
+def forecast(
+    races: list[Race],
+    fit_until: float | None,
+    *,
+    ref: ReferenceFits | None = None,
+    model: Sprinter | None = None,
+    names=None,
+    form: str = FORM,
+    strength: float = HYPER_STRENGTH,
+    scale: float = HYPER_SCALE,
+    on=None,
+    populations: dict | None = None,
+    **kw,
+):
     """Fit ``races`` to their splits ≤ ``fit_until`` m with the hierarchical prior and predict every
     split with intervals.
 
@@ -632,8 +740,20 @@ def forecast(races: list[Race], fit_until: float | None, *, ref: ReferenceFits |
 
 # ---- synthetic races from a known population (tests, calibration) --------------------------
 
-def synthetic_races(mean, cov, n: int, *, names=FREE, model: Sprinter | None = None, seed: int = 0,
-                    distances=None, rounding: float = 0.01, noise: float = 0.0, pad_batch: int = 8):
+
+def synthetic_races(
+    mean,
+    cov,
+    n: int,
+    *,
+    names=FREE,
+    model: Sprinter | None = None,
+    seed: int = 0,
+    distances=None,
+    rounding: float = 0.01,
+    noise: float = 0.0,
+    pad_batch: int = 8,
+):
     """``n`` races simulated by the sprinter with log-parameters drawn from ``N(mean, cov)``
     (``names`` free, the rest ``model``'s), reaction time 0.12–0.18 s, wind −1…+1.5 m/s, splits
     at ``distances`` (default every 10 m to 100 m), with independent Gaussian timing noise of sd
@@ -649,33 +769,78 @@ def synthetic_races(mean, cov, n: int, *, names=FREE, model: Sprinter | None = N
     rt = rng.uniform(0.12, 0.18, n)
     wind = rng.uniform(-1.0, 1.5, n)
     # a first guess of the finish time sets the simulated duration (Splits.duration): 13 s covers any sprinter here
-    stub = [Race(name=f"synthetic{i:03d}", distances=d, times=np.linspace(1.0, 12.0, len(d)), reaction_time=float(rt[i]),
-                 wind=float(wind[i]), header={}, path="<synthetic>", lines=np.arange(len(d)) + 1) for i in range(n)]
+    stub = [
+        Race(
+            name=f"synthetic{i:03d}",
+            distances=d,
+            times=np.linspace(1.0, 12.0, len(d)),
+            reaction_time=float(rt[i]),
+            wind=float(wind[i]),
+            header={},
+            path="<synthetic>",
+            lines=np.arange(len(d)) + 1,
+        )
+        for i in range(n)
+    ]
     splits = splits_from_races(stub, pad_batch=pad_batch)
-    pred, _ = split_jacobian(np.concatenate([theta, np.repeat(theta[:1], splits.distances.shape[0] - n, 0)]), splits,
-                             model=model, names=names)
+    pred, _ = split_jacobian(
+        np.concatenate([theta, np.repeat(theta[:1], splits.distances.shape[0] - n, 0)]),
+        splits,
+        model=model,
+        names=names,
+    )
     races = []
     for i in range(n):
-        t = pred[i, :len(d)] + (noise * rng.standard_normal(len(d)) if noise else 0.0)
+        t = pred[i, : len(d)] + (noise * rng.standard_normal(len(d)) if noise else 0.0)
         t = np.round(t / rounding) * rounding if rounding else t
-        races.append(Race(name=f"synthetic{i:03d}", distances=d, times=t, reaction_time=float(rt[i]),
-                          wind=float(wind[i]), header={"source": "synthetic (sprinter model)"}, path="<synthetic>",
-                          lines=np.arange(len(d)) + 1))
+        races.append(
+            Race(
+                name=f"synthetic{i:03d}",
+                distances=d,
+                times=t,
+                reaction_time=float(rt[i]),
+                wind=float(wind[i]),
+                header={"source": "synthetic (sprinter model)"},
+                path="<synthetic>",
+                lines=np.arange(len(d)) + 1,
+            )
+        )
     return races, theta
 
 
-__all__ = ["Forecast", "Population", "ReferenceFits", "Z", "fit_population", "forecast", "laplace_em", "population", "posterior",
-           "predict_intervals", "reference_fits", "sigma_obs", "split_jacobian", "synthetic_races", "reference_fingerprint",
-           "write_reference_fits"]
+__all__ = [
+    "Forecast",
+    "Population",
+    "ReferenceFits",
+    "Z",
+    "fit_population",
+    "forecast",
+    "laplace_em",
+    "population",
+    "posterior",
+    "predict_intervals",
+    "reference_fits",
+    "sigma_obs",
+    "split_jacobian",
+    "synthetic_races",
+    "reference_fingerprint",
+    "write_reference_fits",
+]
 
 
 if __name__ == "__main__":  # python -m jaxbio.sprint.hierarchical --write-reference [PATH]
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m jaxbio.sprint.hierarchical")
-    parser.add_argument("--write-reference", nargs="?", const="", metavar="PATH", required=True,
-                        help="fit the embedded races and write the shipped reference fits (default: the package's "
-                             "data/reference_fits.json)")
+    parser.add_argument(
+        "--write-reference",
+        nargs="?",
+        const="",
+        metavar="PATH",
+        required=True,
+        help="fit the embedded races and write the shipped reference fits (default: the package's "
+        "data/reference_fits.json)",
+    )
     args = parser.parse_args()
     from jaxbio.sprint.hierarchical import write_reference_fits as _write  # the module, not this __main__ copy
 

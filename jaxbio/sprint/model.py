@@ -41,23 +41,47 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from jaxbio.hamiltonian import (FitnessLaw, HamiltonianSystem, LinearDamping, QuadraticDrag, ReserveFitness,
-                                SumDissipation)
+from jaxbio.hamiltonian import (
+    FitnessLaw,
+    HamiltonianSystem,
+    LinearDamping,
+    QuadraticDrag,
+    ReserveFitness,
+    SumDissipation,
+)
 from jaxbio.muscles.actuators import MuscleDrive
 from jaxbio.simulation import Trajectory, crossing_times, simulate
 from jaxbio.tree import SegmentTree
 
 #: names of the positive parameters, in the order used by ``Sprinter.values`` and the fits
 PARAMETERS = (
-    "f0", "vmax", "energy", "hill_ratio", "tau", "rayleigh", "drag",
-    "activation_power", "half_saturation", "recovery", "mass",
+    "f0",
+    "vmax",
+    "energy",
+    "hill_ratio",
+    "tau",
+    "rayleigh",
+    "drag",
+    "activation_power",
+    "half_saturation",
+    "recovery",
+    "mass",
 )
 
 #: units of each parameter, for tables and JSON
 UNITS = {
-    "f0": "N/kg", "vmax": "m/s", "energy": "J/kg", "hill_ratio": "-", "tau": "s",
-    "rayleigh": "1/s", "drag": "1/m", "activation_power": "W/kg", "half_saturation": "-",
-    "recovery": "1/s", "mass": "kg", "rt_offset": "s",
+    "f0": "N/kg",
+    "vmax": "m/s",
+    "energy": "J/kg",
+    "hill_ratio": "-",
+    "tau": "s",
+    "rayleigh": "1/s",
+    "drag": "1/m",
+    "activation_power": "W/kg",
+    "half_saturation": "-",
+    "recovery": "1/s",
+    "mass": "kg",
+    "rt_offset": "s",
 }
 
 #: fitted quantities of any sign, with their defaults: ``rt_offset`` [s] is added to the race
@@ -172,7 +196,7 @@ class Sprinter(eqx.Module):
             setattr(self, f"log_{name}", _log(v))
 
     @classmethod
-    def from_log(cls, **logs) -> "Sprinter":
+    def from_log(cls, **logs) -> Sprinter:
         """Build from natural logs of the parameters (unspecified ones take ``DEFAULTS``)."""
         unknown = set(logs) - set(PARAMETERS)
         if unknown:
@@ -182,11 +206,12 @@ class Sprinter(eqx.Module):
             model = eqx.tree_at(lambda m, n=name: getattr(m, f"log_{n}"), model, jnp.asarray(v, dtype=float))
         return model
 
-    def with_log(self, names: tuple[str, ...], theta: Float[Array, " k"]) -> "Sprinter":
+    def with_log(self, names: tuple[str, ...], theta: Float[Array, " k"]) -> Sprinter:
         """A copy with ``log_<names[i]> = theta[i]`` (the fits' unconstrained vector); an offset
         (``OFFSETS``, e.g. ``rt_offset``) is set to ``theta[i]`` itself."""
-        return eqx.tree_at(lambda m: [getattr(m, _field(n)) for n in names], self,
-                           [theta[i] for i in range(len(names))])
+        return eqx.tree_at(
+            lambda m: [getattr(m, _field(n)) for n in names], self, [theta[i] for i in range(len(names))]
+        )
 
     def log_values(self, names: tuple[str, ...] = FREE) -> Float[Array, " k"]:
         """``(k,)`` the fits' coordinates of the named parameters: natural logs, offsets as they are."""
@@ -213,7 +238,7 @@ class Sprinter(eqx.Module):
         """Hill's b = (a/F⁰) v_max, m/s."""
         return self.hill_ratio * self.vmax
 
-    def positive(self) -> "Values":
+    def positive(self) -> Values:
         """All parameter values at once (``Values``), for use inside loops: the exponentials are
         taken once instead of at every vector-field evaluation."""
         return Values(**{n: jnp.exp(getattr(self, f"log_{n}")) for n in PARAMETERS})
@@ -239,11 +264,12 @@ class Values(eqx.Module):
     def hill_b(self) -> Array:
         return self.hill_ratio * self.vmax
 
-    def positive(self) -> "Values":
+    def positive(self) -> Values:
         return self
 
 
 # ---- the sprinter on the library's Hamiltonian stack ---------------------------------------
+
 
 def _body(mass) -> SegmentTree:
     """One segment of ``mass`` kg (a point mass) on a prismatic joint along the track (x): the
@@ -252,13 +278,21 @@ def _body(mass) -> SegmentTree:
     dtype = jnp.result_type(mass)
     z3 = jnp.zeros(3, dtype)
     return SegmentTree(
-        axes=jnp.array([[1.0, 0.0, 0.0]], dtype), origins=z3[None], orientations=jnp.array([[1.0, 0.0, 0.0, 0.0]], dtype),
-        masses=jnp.reshape(mass, (1,)), coms=z3[None], inertias=jnp.zeros((1, 3, 3), dtype),
-        gravity=jnp.array([0.0, -9.81, 0.0], dtype), names=("body",), parents=(-1,), joint_types=("prismatic",),
-        name="sprinter")
+        axes=jnp.array([[1.0, 0.0, 0.0]], dtype),
+        origins=z3[None],
+        orientations=jnp.array([[1.0, 0.0, 0.0, 0.0]], dtype),
+        masses=jnp.reshape(mass, (1,)),
+        coms=z3[None],
+        inertias=jnp.zeros((1, 3, 3), dtype),
+        gravity=jnp.array([0.0, -9.81, 0.0], dtype),
+        names=("body",),
+        parents=(-1,),
+        joint_types=("prismatic",),
+        name="sprinter",
+    )
 
 
-def sprinter_system(model: "Sprinter | Values", wind=0.0, fitness=None) -> HamiltonianSystem:
+def sprinter_system(model: Sprinter | Values, wind=0.0, fitness=None) -> HamiltonianSystem:
     """The sprinter of the module docstring built from library parts, time ``s`` from the reaction:
 
     - tree: one prismatic segment of mass ``m`` (``H = p²/2m``, seed 000 eq. 7);
@@ -280,11 +314,21 @@ def sprinter_system(model: "Sprinter | Values", wind=0.0, fitness=None) -> Hamil
     v = model.positive()
     m = v.mass
     f0 = m * v.f0
-    drive = MuscleDrive(max_isometric_force=jnp.reshape(f0, (1,)), time_constant=v.tau,
-                        hill_a=v.hill_ratio * f0, hill_b=v.hill_b, moment_arms=jnp.ones((1, 1), jnp.result_type(m)))
+    drive = MuscleDrive(
+        max_isometric_force=jnp.reshape(f0, (1,)),
+        time_constant=v.tau,
+        hill_a=v.hill_ratio * f0,
+        hill_b=v.hill_b,
+        moment_arms=jnp.ones((1, 1), jnp.result_type(m)),
+    )
     dissipation = SumDissipation(LinearDamping(m * v.rayleigh), QuadraticDrag(m * v.drag, wind))
-    reserve = ReserveFitness(capacity=m * v.energy, activation_power=m * v.activation_power,
-                             half_saturation=v.half_saturation, recovery=v.recovery, throttle=RESERVE_EPS)
+    reserve = ReserveFitness(
+        capacity=m * v.energy,
+        activation_power=m * v.activation_power,
+        half_saturation=v.half_saturation,
+        recovery=v.recovery,
+        throttle=RESERVE_EPS,
+    )
     return HamiltonianSystem(_body(m), drive, dissipation, _modified(reserve, fitness))
 
 
@@ -293,12 +337,14 @@ def _modified(reserve: ReserveFitness, fitness) -> FitnessLaw:
     if fitness is None:
         return reserve
     if not callable(fitness):
-        raise ValueError(f"sprinter_system: fitness must be a function ReserveFitness -> FitnessLaw, "
-                         f"got {type(fitness).__name__}")
+        raise ValueError(
+            f"sprinter_system: fitness must be a function ReserveFitness -> FitnessLaw, got {type(fitness).__name__}"
+        )
     law = fitness(reserve)
     if not isinstance(law, FitnessLaw):
-        raise ValueError(f"sprinter_system: fitness(reserve) must return a jaxbio.hamiltonian.FitnessLaw, "
-                         f"got {type(law).__name__}")
+        raise ValueError(
+            f"sprinter_system: fitness(reserve) must return a jaxbio.hamiltonian.FitnessLaw, got {type(law).__name__}"
+        )
     return law
 
 
@@ -316,8 +362,16 @@ def simulate_race(model: Sprinter, duration, wind=0.0, *, n_steps: int = 80, fit
     return simulate(system, y0, 0.0, jnp.asarray(duration, dtype), steps=n_steps, spacing="quadratic", throw=False)
 
 
-def split_times(model: Sprinter, distances: Float[Array, " k"], reaction_time, wind=0.0, duration=None, *,
-                n_steps: int = 80, fitness=None) -> Float[Array, " k"]:
+def split_times(
+    model: Sprinter,
+    distances: Float[Array, " k"],
+    reaction_time,
+    wind=0.0,
+    duration=None,
+    *,
+    n_steps: int = 80,
+    fitness=None,
+) -> Float[Array, " k"]:
     """Predicted split times from the gun [s] at ``distances`` [m] (reaction time included).
 
     ``reaction_time`` [s] from the race file (plus the model's ``rt_offset``); ``wind`` [m/s]; ``duration`` [s] of the simulation

@@ -38,8 +38,9 @@ def _simulate_samples_impl(base, splits, thetas, *, names, n_steps, n_grid):
     k = len(names)
 
     def one(theta, sp):
-        _, aux = _residuals(theta, (base, sp, jnp.zeros(k, theta.dtype), jnp.zeros((k, k), theta.dtype)),
-                            names=names, n_steps=n_steps)
+        _, aux = _residuals(
+            theta, (base, sp, jnp.zeros(k, theta.dtype), jnp.zeros((k, k), theta.dtype)), names=names, n_steps=n_steps
+        )
         prof = _profile(base, theta, sp, aux, names=names, n_grid=n_grid)
         return aux["pred"], prof["v"], prof["f"]
 
@@ -76,8 +77,9 @@ def predictive_samples(res, n_samples: int = N_SAMPLES, seed: int = 0, *, n_grid
         root = V * np.sqrt(np.clip(w, 0.0, None))  # cov = root rootᵀ, flat directions dropped
         draws[b] = theta[b] + z[b] @ root.T
     n_grid = res.profile["x"].shape[-1] if n_grid is None else int(n_grid)
-    pred, v, f = _run_samples(True, res.model, res.splits, jnp.asarray(draws), names=tuple(res.names), n_steps=N_STEPS,
-                                   n_grid=n_grid)
+    pred, v, f = _run_samples(
+        True, res.model, res.splits, jnp.asarray(draws), names=tuple(res.names), n_steps=N_STEPS, n_grid=n_grid
+    )
     out = {"theta": draws, "predicted": np.array(pred), "v": np.array(v), "f": np.array(f)}
     for key in ("predicted", "v", "f"):
         out[key][~ok] = np.nan
@@ -120,7 +122,7 @@ def race_figure(races, res, fhk, tib, fit_until=None, samples=None, fv_pairs=Non
     ax_v = fig.add_subplot(gs[0, :])
     ax_f = fig.add_subplot(gs[1, :R])
     ax_fv = fig.add_subplot(gs[1, R:])
-    ax_r = [fig.add_subplot(gs[2, 2 * i: 2 * i + 2]) for i in range(R)]
+    ax_r = [fig.add_subplot(gs[2, 2 * i : 2 * i + 2]) for i in range(R)]
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     speeds = split_speed_samples(races, samples["predicted"]) if samples is not None else None
     pct = f"{100 * LEVEL:g} %"
@@ -131,7 +133,14 @@ def race_figure(races, res, fhk, tib, fit_until=None, samples=None, fv_pairs=Non
         mid, measured = fv.mean_split_speeds(r.distances, r.times, r.reaction_time)
         _, model = fv.mean_split_speeds(r.distances, res.predicted[i, : r.n], r.reaction_time)
         ax_v.plot(p.x, p.v, color=c, lw=0.8, alpha=0.45)
-        ax_v.stairs(model, d, baseline=None, color=c, lw=1.8, label=f"{r.name}: model, mean over each split (RMSE {res.rmse[i]:.4f} s)")
+        ax_v.stairs(
+            model,
+            d,
+            baseline=None,
+            color=c,
+            lw=1.8,
+            label=f"{r.name}: model, mean over each split (RMSE {res.rmse[i]:.4f} s)",
+        )
         ax_v.plot(mid, measured, "o", color=c, ms=5, mfc="white", label=f"{r.name}: measured, mean over each split")
         if speeds is not None and np.all(np.isfinite(speeds[i])):
             lo, hi = band(speeds[i], axis=0)
@@ -153,8 +162,11 @@ def race_figure(races, res, fhk, tib, fit_until=None, samples=None, fv_pairs=Non
         # split-time residuals: model and both baselines
         ax = ax_r[i]
         fitted = r.until(fit_until) if fit_until is not None else np.ones(r.n, bool)
-        for pred, label, mk, ls in ((res.predicted[i, : r.n], "model", "o", "-"), (fhk.predicted[i, : r.n], "FHK", "s", "--"),
-                                    (tib.predicted[i, : r.n], "Tibshirani", "^", ":")):
+        for pred, label, mk, ls in (
+            (res.predicted[i, : r.n], "model", "o", "-"),
+            (fhk.predicted[i, : r.n], "FHK", "s", "--"),
+            (tib.predicted[i, : r.n], "Tibshirani", "^", ":"),
+        ):
             e = 1e3 * (pred - r.times)
             ax.plot(r.distances, e, ls, color="0.4" if label != "model" else c, lw=1, label=label)
             ax.plot(r.distances[fitted], e[fitted], mk, color="0.4" if label != "model" else c, ms=4)
@@ -175,8 +187,11 @@ def race_figure(races, res, fhk, tib, fit_until=None, samples=None, fv_pairs=Non
             ax.axvline(fit_until, color="k", lw=0.8, ls="--")
         ax_v.text(fit_until, 0.3, f" fitted ≤ {fit_until:g} m", va="bottom", fontsize=8)
     band_note = f"; shaded: {pct} Laplace band" if samples is not None else ""
-    ax_v.set_title("mean speed over each split, measured (o) and model (steps); thin line: model's "
-                   f"instantaneous speed{band_note}", fontsize=9)
+    ax_v.set_title(
+        "mean speed over each split, measured (o) and model (steps); thin line: model's "
+        f"instantaneous speed{band_note}",
+        fontsize=9,
+    )
     ax_v.set_ylabel("speed [m/s]")
     ax_v.set_xlabel("distance [m]")
     ax_v.set_ylim(bottom=0)
@@ -188,8 +203,11 @@ def race_figure(races, res, fhk, tib, fit_until=None, samples=None, fv_pairs=Non
     ax_f.set_ylim(0, 1.05)
     ax_f.grid(alpha=0.3)
     ax_f.legend(fontsize=6.5, loc="lower left")
-    ax_fv.set_title("horizontal force–velocity (Samozino et al. 2016, per kg):\nmodel run (solid), "
-                    "split-times method (dashed), fitted lines (thin)", fontsize=9)
+    ax_fv.set_title(
+        "horizontal force–velocity (Samozino et al. 2016, per kg):\nmodel run (solid), "
+        "split-times method (dashed), fitted lines (thin)",
+        fontsize=9,
+    )
     ax_fv.set_xlabel("speed [m/s]")
     ax_fv.set_ylabel("F_H / m [N/kg]")
     ax_fv.set_xlim(left=0)

@@ -141,8 +141,9 @@ def effective_parameters(hess, sqrt_prec) -> np.ndarray:
     return np.einsum("bij,bji->b", hess - P, np.linalg.pinv(hess, hermitian=True))
 
 
-def base_fit(races: list[Race], *, fit_until: float | None = None, model: Sprinter | None = None, prior=None,
-             **kw) -> FitResult:
+def base_fit(
+    races: list[Race], *, fit_until: float | None = None, model: Sprinter | None = None, prior=None, **kw
+) -> FitResult:
     """The base model (``FREE`` fitted, the rest held) as `fitting.fit` over ``FIRST_NAMES`` with
     the extras held by a tight prior (``FIXED_SD``): the same values as ``fit(races)`` to ~1e-9
     and the compiled function ``fit_selected``'s candidates reuse. ``prior``: ``None`` or
@@ -164,8 +165,16 @@ def _free_prior(prior, R):
     return mu, sp
 
 
-def fit_selected(races: list[Race], *, fit_until: float | None = None, model: Sprinter | None = None, prior=None,
-                 baselines=None, base: FitResult | None = None, **kw) -> FitResult:
+def fit_selected(
+    races: list[Race],
+    *,
+    fit_until: float | None = None,
+    model: Sprinter | None = None,
+    prior=None,
+    baselines=None,
+    base: FitResult | None = None,
+    **kw,
+) -> FitResult:
     """Fit every race with the candidate models and keep, per race, the one ``select`` chooses.
 
     The base model (``FREE``: `fitting.fit` from its default starts, or ``base``, such a fit
@@ -194,16 +203,35 @@ def fit_selected(races: list[Race], *, fit_until: float | None = None, model: Sp
     theta0 = np.asarray(base.theta)[:R, :nf]
     mu0, sp0 = _with_free_prior(*candidate_prior(model, ((),), NAMES), mu_f, sp_f)
     first = _embed(base, mu0[:, 0], sp0[:, 0])
-    more = _fit_candidates(races, CANDIDATES[1:], theta0, mu_f, sp_f, model, fit_until, kw,
-                           length=first.predicted.shape[1], n_starts=len(START_FACTORS))
+    more = _fit_candidates(
+        races,
+        CANDIDATES[1:],
+        theta0,
+        mu_f,
+        sp_f,
+        model,
+        fit_until,
+        kw,
+        length=first.predicted.shape[1],
+        n_starts=len(START_FACTORS),
+    )
     bound = None if baselines is None else np.min(np.stack([np.asarray(b, dtype=float)[:R] for b in baselines]), 0)
     res = select(_stack([first] + more), CANDIDATES, bound)
     worse = [i for i in range(R) if res.selection[i]["beats_baselines"] is False]
     if worse:  # free more where a baseline still fits better (``ESCALATION``)
         pick = lambda a: np.asarray(a)[worse]  # noqa: E731
         kw_wide = {**kw, "max_steps": max(kw.get("max_steps", 60), ESCALATION_MAX_STEPS)}
-        wider = _fit_candidates([races[i] for i in worse], ESCALATION, theta0[worse], pick(mu_f), pick(sp_f), model,
-                                fit_until, kw_wide, length=first.predicted.shape[1])
+        wider = _fit_candidates(
+            [races[i] for i in worse],
+            ESCALATION,
+            theta0[worse],
+            pick(mu_f),
+            pick(sp_f),
+            model,
+            fit_until,
+            kw_wide,
+            length=first.predicted.shape[1],
+        )
         rows = [_take(r, worse) for r in [first] + more] + wider
         again = select(_stack(rows), CANDIDATES + ESCALATION, bound[worse])
         res = _merge(res, again, worse)
@@ -221,8 +249,9 @@ def _with_free_prior(mu, sp, mu_f, sp_f):
     return mu, sp
 
 
-def _fit_candidates(races, candidates, theta0, mu_f, sp_f, model, fit_until, kw, length=None,
-                    n_starts: int = 1) -> list[FitResult]:
+def _fit_candidates(
+    races, candidates, theta0, mu_f, sp_f, model, fit_until, kw, length=None, n_starts: int = 1
+) -> list[FitResult]:
     """One vmapped fit of every race × candidate (over ``FREE`` and the extras these candidates
     free) from the base optimum ``theta0`` ``(R, 3)`` (``n_starts`` > 1: also from
     ``START_FACTORS``' offsets of it, a start offset of ±``START_OFFSET``); a list of ``C``
@@ -238,8 +267,15 @@ def _fit_candidates(races, candidates, theta0, mu_f, sp_f, model, fit_until, kw,
         if "rt_offset" in names:
             starts[:, :, j, names.index("rt_offset")] += START_OFFSET * (-1) ** j
     rows = [r for r in races for _ in range(C)]
-    res = fit(rows, fit_until=fit_until, model=model, names=names, starts=starts.reshape(R * C, n_starts, k),
-              prior=(mu.reshape(R * C, k), sp.reshape(R * C, k, k)), **kw)
+    res = fit(
+        rows,
+        fit_until=fit_until,
+        model=model,
+        names=names,
+        starts=starts.reshape(R * C, n_starts, k),
+        prior=(mu.reshape(R * C, k), sp.reshape(R * C, k, k)),
+        **kw,
+    )
     mu_all, sp_all = _with_free_prior(*candidate_prior(model, candidates, NAMES), mu_f, sp_f)
     out = []
     for c in range(C):
@@ -255,11 +291,16 @@ def _take(res: FitResult, idx) -> FitResult:
     """Rows ``idx`` of ``res``."""
     idx = np.asarray(idx, dtype=int)
     pick = lambda a: None if a is None else np.asarray(a)[idx]  # noqa: E731
-    return FitResult(names=res.names, **{f: pick(getattr(res, f)) for f in _ROW_FIELDS}, model=res.model,
-                     splits=jax.tree_util.tree_map(pick, res.splits),
-                     profile={key: pick(v) for key, v in res.profile.items()},
-                     prior=None if res.prior is None else tuple(map(pick, res.prior)),
-                     fixed=pick(res.fixed), selection=None if res.selection is None else [res.selection[i] for i in idx])
+    return FitResult(
+        names=res.names,
+        **{f: pick(getattr(res, f)) for f in _ROW_FIELDS},
+        model=res.model,
+        splits=jax.tree_util.tree_map(pick, res.splits),
+        profile={key: pick(v) for key, v in res.profile.items()},
+        prior=None if res.prior is None else tuple(map(pick, res.prior)),
+        fixed=pick(res.fixed),
+        selection=None if res.selection is None else [res.selection[i] for i in idx],
+    )
 
 
 def _pad_splits(res: FitResult, L: int) -> FitResult:
@@ -267,11 +308,23 @@ def _pad_splits(res: FitResult, L: int) -> FitResult:
     extra = L - res.predicted.shape[1]
     rep = lambda a: np.concatenate([np.asarray(a), np.repeat(np.asarray(a)[:, -1:], extra, 1)], 1)  # noqa: E731
     sp = res.splits
-    splits = type(sp)(distances=rep(sp.distances), times=rep(sp.times),
-                      weights=np.concatenate([np.asarray(sp.weights), np.zeros((sp.weights.shape[0], extra))], 1),
-                      reaction_time=np.asarray(sp.reaction_time), wind=np.asarray(sp.wind), duration=np.asarray(sp.duration))
-    return FitResult(names=res.names, **{f: getattr(res, f) for f in _ROW_FIELDS if f != "predicted"},
-                     predicted=rep(res.predicted), model=res.model, splits=splits, profile=res.profile, prior=res.prior)
+    splits = type(sp)(
+        distances=rep(sp.distances),
+        times=rep(sp.times),
+        weights=np.concatenate([np.asarray(sp.weights), np.zeros((sp.weights.shape[0], extra))], 1),
+        reaction_time=np.asarray(sp.reaction_time),
+        wind=np.asarray(sp.wind),
+        duration=np.asarray(sp.duration),
+    )
+    return FitResult(
+        names=res.names,
+        **{f: getattr(res, f) for f in _ROW_FIELDS if f != "predicted"},
+        predicted=rep(res.predicted),
+        model=res.model,
+        splits=splits,
+        profile=res.profile,
+        prior=res.prior,
+    )
 
 
 def _embed(res: FitResult, mu, sqrt_prec, length: int | None = None) -> FitResult:
@@ -288,9 +341,22 @@ def _embed(res: FitResult, mu, sqrt_prec, length: int | None = None) -> FitResul
     cov, std = np.zeros((R, K, K)), np.full((R, K), np.nan)
     ii = np.ix_(range(R), idx, idx)
     hess[ii], cov[ii], std[:, idx] = res.hessian, res.cov_log, res.std
-    return FitResult(names=NAMES, theta=theta, std=std, cov_log=cov, cost=res.cost, converged=res.converged,
-                     steps=res.steps, predicted=res.predicted, rmse=res.rmse, model=res.model, splits=res.splits,
-                     profile=res.profile, hessian=hess, prior=(np.asarray(mu), np.asarray(sqrt_prec)))
+    return FitResult(
+        names=NAMES,
+        theta=theta,
+        std=std,
+        cov_log=cov,
+        cost=res.cost,
+        converged=res.converged,
+        steps=res.steps,
+        predicted=res.predicted,
+        rmse=res.rmse,
+        model=res.model,
+        splits=res.splits,
+        profile=res.profile,
+        hessian=hess,
+        prior=(np.asarray(mu), np.asarray(sqrt_prec)),
+    )
 
 
 def _stack(parts: list[FitResult]) -> FitResult:
@@ -302,14 +368,19 @@ def _stack(parts: list[FitResult]) -> FitResult:
         return a.reshape((R * C,) + a.shape[2:])
 
     p0 = parts[0]
-    return FitResult(names=p0.names, **{f: mix(*(getattr(p, f) for p in parts)) for f in _ROW_FIELDS},
-                     model=p0.model, splits=jax.tree_util.tree_map(mix, *(p.splits for p in parts)),
-                     profile={key: mix(*(p.profile[key] for p in parts)) for key in p0.profile},
-                     prior=tuple(mix(*(p.prior[j] for p in parts)) for j in range(2)))
+    return FitResult(
+        names=p0.names,
+        **{f: mix(*(getattr(p, f) for p in parts)) for f in _ROW_FIELDS},
+        model=p0.model,
+        splits=jax.tree_util.tree_map(mix, *(p.splits for p in parts)),
+        profile={key: mix(*(p.profile[key] for p in parts)) for key in p0.profile},
+        prior=tuple(mix(*(p.prior[j] for p in parts)) for j in range(2)),
+    )
 
 
 def _merge(res: FitResult, again: FitResult, idx) -> FitResult:
     """``res`` with its rows ``idx`` replaced by ``again``'s rows."""
+
     def put(a, b):
         if a is None:
             return None
@@ -320,11 +391,16 @@ def _merge(res: FitResult, again: FitResult, idx) -> FitResult:
     sel = list(res.selection)
     for j, i in enumerate(idx):
         sel[i] = again.selection[j]
-    return FitResult(names=res.names, **{f: put(getattr(res, f), getattr(again, f)) for f in _ROW_FIELDS},
-                     model=res.model, splits=jax.tree_util.tree_map(put, res.splits, again.splits),
-                     profile={key: put(res.profile[key], again.profile[key]) for key in res.profile},
-                     prior=tuple(put(a, b) for a, b in zip(res.prior, again.prior)), fixed=put(res.fixed, again.fixed),
-                     selection=sel)
+    return FitResult(
+        names=res.names,
+        **{f: put(getattr(res, f), getattr(again, f)) for f in _ROW_FIELDS},
+        model=res.model,
+        splits=jax.tree_util.tree_map(put, res.splits, again.splits),
+        profile={key: put(res.profile[key], again.profile[key]) for key in res.profile},
+        prior=tuple(put(a, b) for a, b in zip(res.prior, again.prior)),
+        fixed=put(res.fixed, again.fixed),
+        selection=sel,
+    )
 
 
 def select(res: FitResult, candidates, bound=None) -> FitResult:
@@ -345,7 +421,7 @@ def select(res: FitResult, candidates, bound=None) -> FitResult:
     sqrt_prec = np.asarray(res.prior[1], dtype=float)
     w = np.asarray(res.splits.weights)
     n = w.sum(1)
-    chi2 = np.sum(w * (res.predicted - np.asarray(res.splits.times)) ** 2, axis=1) / SIGMA_ROUND ** 2
+    chi2 = np.sum(w * (res.predicted - np.asarray(res.splits.times)) ** 2, axis=1) / SIGMA_ROUND**2
     prior_cost = np.maximum(res.cost - 0.5 * chi2, 0.0)
     k_eff = effective_parameters(res.hessian, sqrt_prec)
     # the noise variance from the best-fitting candidate, as Mallows' Cp takes it from the full model
@@ -362,9 +438,23 @@ def select(res: FitResult, candidates, bound=None) -> FitResult:
     flat = flat_parameters(np.where(fixed[:, :, None] & fixed[:, None, :], np.eye(len(names)), cov)) & ~fixed
     std = np.where(fixed | flat, np.nan, value_std(names, res.theta, cov))
     ok = np.asarray(res.converged) & ~flat.any(axis=1)
-    rows = FitResult(names=names, theta=res.theta, std=std, cov_log=cov, cost=res.cost, converged=ok,
-                     steps=res.steps, predicted=res.predicted, rmse=res.rmse, model=res.model, splits=res.splits,
-                     profile=res.profile, hessian=res.hessian, prior=res.prior, fixed=fixed)
+    rows = FitResult(
+        names=names,
+        theta=res.theta,
+        std=std,
+        cov_log=cov,
+        cost=res.cost,
+        converged=ok,
+        steps=res.steps,
+        predicted=res.predicted,
+        rmse=res.rmse,
+        model=res.model,
+        splits=res.splits,
+        profile=res.profile,
+        hessian=res.hessian,
+        prior=res.prior,
+        fixed=fixed,
+    )
     valid = np.array([not fit_problems(rows, j) for j in range(R * C)]).reshape(R, C)
     rmse = np.asarray(res.rmse).reshape(R, C)
     size = np.array([len(c) for c in candidates])
@@ -373,14 +463,35 @@ def select(res: FitResult, candidates, bound=None) -> FitResult:
         b = None if bound is None else bound[i]
         c, why = _choose(ev[i] - EVIDENCE_MARGIN * size, rmse[i], valid[i], b)
         pick.append(i * C + c)
-        info.append(dict(
-            freed=list(candidates[c]), reason=REASONS[why], criterion="Laplace log evidence",
-            noise_scale=float(np.sqrt(s2[i])), beats_baselines=None if b is None else bool(rmse[i, c] <= b),
-            candidates=[dict(freed=list(cand), rmse_s=float(rmse[i, j]), log_evidence=float(ev[i, j]),
-                             valid=bool(valid[i, j])) for j, cand in enumerate(candidates)]))
+        info.append(
+            dict(
+                freed=list(candidates[c]),
+                reason=REASONS[why],
+                criterion="Laplace log evidence",
+                noise_scale=float(np.sqrt(s2[i])),
+                beats_baselines=None if b is None else bool(rmse[i, c] <= b),
+                candidates=[
+                    dict(
+                        freed=list(cand),
+                        rmse_s=float(rmse[i, j]),
+                        log_evidence=float(ev[i, j]),
+                        valid=bool(valid[i, j]),
+                    )
+                    for j, cand in enumerate(candidates)
+                ],
+            )
+        )
     out = _take(rows, pick)
-    return FitResult(names=out.names, **{f: getattr(out, f) for f in _ROW_FIELDS}, model=out.model,
-                     splits=out.splits, profile=out.profile, prior=out.prior, fixed=out.fixed, selection=info)
+    return FitResult(
+        names=out.names,
+        **{f: getattr(out, f) for f in _ROW_FIELDS},
+        model=out.model,
+        splits=out.splits,
+        profile=out.profile,
+        prior=out.prior,
+        fixed=out.fixed,
+        selection=info,
+    )
 
 
 def _choose(score, rmse, valid, bound):

@@ -43,8 +43,16 @@ import numpy as np
 
 from jaxbio._files import InputFileError, read_bytes
 from jaxbio._validate import echo
-from jaxbio.sprint.data import (MAX_SPEED, SprintDataError, SprintDataWarning, _SEPARATORS, _cell, _decode,
-                                _reaction_time_and_wind, header_label)
+from jaxbio.sprint.data import (
+    MAX_SPEED,
+    SprintDataError,
+    SprintDataWarning,
+    _SEPARATORS,
+    _cell,
+    _decode,
+    _reaction_time_and_wind,
+    header_label,
+)
 from jaxbio.sprint._speed_trace import SIGMA_SPEED, SpeedTrace, model_speed, speed_residuals  # noqa: F401
 
 COLUMNS = ("time_s", "speed_m_s")
@@ -149,8 +157,11 @@ def read_trace(path, name: str | None = None, text: str | bytes | None = None) -
             if colon:
                 key = key.strip().lower()
                 if key in header:
-                    raise SprintDataError(path, lineno, f"header key {echo(key)} given twice (lines {header_lines[key]} "
-                                                        f"and {lineno}); keep one")
+                    raise SprintDataError(
+                        path,
+                        lineno,
+                        f"header key {echo(key)} given twice (lines {header_lines[key]} and {lineno}); keep one",
+                    )
                 header[key], header_lines[key] = value.strip(), lineno
             continue
         if columns_line is None:
@@ -164,49 +175,83 @@ def read_trace(path, name: str | None = None, text: str | bytes | None = None) -
         cells = [c.strip() for c in line.split(sep)]
         if len(cells) != 2:
             hint = " (decimal commas? then separate the columns by ';')" if sep == "," and len(cells) in (3, 4) else ""
-            raise SprintDataError(path, lineno, f"expected 2 values (time_s,speed_m_s), got {len(cells)}: {echo(line)}{hint}")
+            raise SprintDataError(
+                path, lineno, f"expected 2 values (time_s,speed_m_s), got {len(cells)}: {echo(line)}{hint}"
+            )
         t, v = (_cell(path, lineno, c, sep != ",", line) for c in cells)
         if t < 0:
             raise SprintDataError(path, lineno, f"negative time: {echo(line)}")
         if t > MAX_TIME:
-            raise SprintDataError(path, lineno, f"time {t:g} s is after {MAX_TIME:g} s, longer than a sprint "
-                                                "(times in s? milliseconds must be converted)")
+            raise SprintDataError(
+                path,
+                lineno,
+                f"time {t:g} s is after {MAX_TIME:g} s, longer than a sprint "
+                "(times in s? milliseconds must be converted)",
+            )
         if v < 0:
             raise SprintDataError(path, lineno, f"negative speed {v:g} m/s: {echo(line)}")
         if v > MAX_SPEED:
-            raise SprintDataError(path, lineno, f"speed {v:g} m/s is faster than any sprinter (> {MAX_SPEED:g} m/s; "
-                                                "km/h or mph? convert to m/s)")
+            raise SprintDataError(
+                path,
+                lineno,
+                f"speed {v:g} m/s is faster than any sprinter (> {MAX_SPEED:g} m/s; km/h or mph? convert to m/s)",
+            )
         if rows and t <= rows[-1][0]:
-            raise SprintDataError(path, lineno, f"times must increase: {t:g} s after {rows[-1][0]:g} s "
-                                                f"(line {rows[-1][2]}); rows out of order are not sorted")
+            raise SprintDataError(
+                path,
+                lineno,
+                f"times must increase: {t:g} s after {rows[-1][0]:g} s "
+                f"(line {rows[-1][2]}); rows out of order are not sorted",
+            )
         rows.append((t, v, lineno))
         if len(rows) > MAX_SAMPLES:
-            raise SprintDataError(path, lineno, f"more than {MAX_SAMPLES} samples: decimate the trace "
-                                                "(the fit's noise model allows for correlated samples)")
+            raise SprintDataError(
+                path,
+                lineno,
+                f"more than {MAX_SAMPLES} samples: decimate the trace "
+                "(the fit's noise model allows for correlated samples)",
+            )
     if columns_line is None:
         raise SprintDataError(path, 0, "missing the column line 'time_s,speed_m_s'")
     origin_line = header_lines.get("time_origin", 0)
     origin = header.get("time_origin", "").split("(")[0].strip().lower()
     if origin not in TIME_ORIGINS:
         got = f"got {echo(header['time_origin'])}" if "time_origin" in header else "missing"
-        raise SprintDataError(path, origin_line, f"the header line '# time_origin: gun' or '# time_origin: movement' "
-                                                 f"(times from the gun or from movement onset) is {got}")
+        raise SprintDataError(
+            path,
+            origin_line,
+            f"the header line '# time_origin: gun' or '# time_origin: movement' "
+            f"(times from the gun or from movement onset) is {got}",
+        )
     rt, wind, wind_known, notes = _reaction_time_and_wind(path, header, header_lines, required=origin == "gun")
     if len(rows) < MIN_SAMPLES:
-        raise SprintDataError(path, rows[-1][2] if rows else columns_line,
-                              f"{len(rows)} sample(s); a trace needs at least {MIN_SAMPLES}")
+        raise SprintDataError(
+            path, rows[-1][2] if rows else columns_line, f"{len(rows)} sample(s); a trace needs at least {MIN_SAMPLES}"
+        )
     top = max(r[1] for r in rows)
     if top < MIN_TOP_SPEED:
-        raise SprintDataError(path, columns_line, f"the fastest sample is {top:g} m/s, below {MIN_TOP_SPEED:g} m/s: "
-                                                  "not a sprint, or speeds not in m/s")
+        raise SprintDataError(
+            path,
+            columns_line,
+            f"the fastest sample is {top:g} m/s, below {MIN_TOP_SPEED:g} m/s: not a sprint, or speeds not in m/s",
+        )
     if origin == "gun" and rows[-1][0] <= rt:
         raise SprintDataError(path, rows[-1][2], f"every sample is before the reaction time {rt:g} s")
     for note in notes:
         warnings.warn(SprintDataWarning(*note), stacklevel=2)
     arr = np.array(rows, dtype=float)
-    return Trace(name=name or Path(path).stem, times=arr[:, 0], speeds=arr[:, 1], time_origin=origin,
-                 reaction_time=None if rt is None else float(rt), wind=float(wind), header=header, path=path,
-                 lines=arr[:, 2].astype(int), wind_known=wind_known)
+    return Trace(
+        name=name or Path(path).stem,
+        times=arr[:, 0],
+        speeds=arr[:, 1],
+        time_origin=origin,
+        reaction_time=None if rt is None else float(rt),
+        wind=float(wind),
+        header=header,
+        path=path,
+        lines=arr[:, 2].astype(int),
+        wind_known=wind_known,
+    )
 
 
 # ---- fits of traces (as padded arrays, `_speed_trace.SpeedTrace`) ---------------------------------
@@ -216,8 +261,9 @@ def check_traces(traces: list[Trace], n_params: int) -> None:
     """``SprintDataError`` if a trace has fewer samples after the reaction than ``n_params``."""
     for tr in traces:
         if int(np.sum(tr.since_reaction > 0)) < max(n_params, MIN_SAMPLES):
-            raise SprintDataError(tr.path, int(tr.lines[-1]), f"fewer than {max(n_params, MIN_SAMPLES)} samples "
-                                                              "after the reaction")
+            raise SprintDataError(
+                tr.path, int(tr.lines[-1]), f"fewer than {max(n_params, MIN_SAMPLES)} samples after the reaction"
+            )
 
 
 def noise_estimate(res, data: SpeedTrace, n_params: int):
@@ -235,7 +281,9 @@ def noise_estimate(res, data: SpeedTrace, n_params: int):
         den = float(np.sum(c * c))
         p = float(np.sum(c[1:] * c[:-1]) / den) if den > 0 and n > 2 else 0.0
         p = min(p, 0.99)
-        sig.append(math.sqrt(s2)); rho.append(p); infl.append(max(1.0, (1 + p) / (1 - p)))
+        sig.append(math.sqrt(s2))
+        rho.append(p)
+        infl.append(max(1.0, (1 + p) / (1 - p)))
     return np.array(sig), np.array(rho), np.array(infl)
 
 
@@ -286,19 +334,44 @@ def fit_trace_baseline(kind: str, data: SpeedTrace, max_steps: int = 100):
     for s, v, w in zip(S, V, W):
         speed = lambda th: np.where(s > 0, MOTION[kind](th, s, np)[1], 0.0)  # noqa: E731
         fun = lambda th: w * (speed(th) - v) / SIGMA_SPEED  # noqa: E731
-        best = min((least_squares(fun, np.array(x0, float), method="lm", xtol=1e-12, ftol=1e-12, gtol=1e-12,
-                                  max_nfev=50 * max_steps) for x0 in spec["starts"]), key=lambda r: r.cost)
-        theta.append(best.x); pred.append(speed(best.x))
+        best = min(
+            (
+                least_squares(
+                    fun, np.array(x0, float), method="lm", xtol=1e-12, ftol=1e-12, gtol=1e-12, max_nfev=50 * max_steps
+                )
+                for x0 in spec["starts"]
+            ),
+            key=lambda r: r.cost,
+        )
+        theta.append(best.x)
+        pred.append(speed(best.x))
         ok.append(bool(best.success) and bool(np.all(np.isfinite(best.x))))
     theta, pred = np.array(theta), np.array(pred)
     rmse = np.sqrt(np.sum(W * (pred - V) ** 2, axis=1) / np.maximum(W.sum(1), 1))
-    return BaselineResult(kind=kind, names=spec["names"], units=spec["units"], theta=theta,
-                          values=values(kind, theta), predicted=pred, rmse=rmse, converged=np.array(ok))
+    return BaselineResult(
+        kind=kind,
+        names=spec["names"],
+        units=spec["units"],
+        theta=theta,
+        values=values(kind, theta),
+        predicted=pred,
+        rmse=rmse,
+        converged=np.array(ok),
+    )
 
 
-def synthetic_trace(model, *, reaction_time: float = 0.15, wind: float = 0.0, rate: float = 20.0,
-                    distance: float = 100.0, noise: float = 0.0, rho: float = 0.0, seed: int = 0,
-                    n_steps: int = 400):
+def synthetic_trace(
+    model,
+    *,
+    reaction_time: float = 0.15,
+    wind: float = 0.0,
+    rate: float = 20.0,
+    distance: float = 100.0,
+    noise: float = 0.0,
+    rho: float = 0.0,
+    seed: int = 0,
+    n_steps: int = 400,
+):
     """``(times from the gun (n,) s, speeds (n,) m/s)``: the speed of ``model`` sampled at ``rate``
     Hz from the gun until it reaches ``distance`` m, plus AR(1) Gaussian noise of standard
     deviation ``noise`` m/s and lag-1 correlation ``rho`` (``seed``). For tests and examples."""

@@ -31,9 +31,14 @@ def _tree(name, dtype=jnp.float64):
         return jb.SegmentTree.from_dict(d, dtype=dtype)
     if name == "wholebody_hinges":
         tree = wholebody_hinges()
-        return tree if dtype == jnp.float64 else jax.tree_util.tree_map(
-            lambda x: x.astype(dtype) if isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jnp.floating) else x,
-            tree)
+        return (
+            tree
+            if dtype == jnp.float64
+            else jax.tree_util.tree_map(
+                lambda x: x.astype(dtype) if isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jnp.floating) else x,
+                tree,
+            )
+        )
     return jb.load_model(name, dtype=dtype)
 
 
@@ -47,7 +52,7 @@ def _reference(tree, q, qd, qdd, ct):
     return jax.jit(lambda *x: jax.vjp(f, *x[:3])[1](x[3]))(q, qd, qdd, ct)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _case(name, B, seed):
     """The float64 tree, states and reference cotangents of one case (computed once)."""
     tree = _tree(name)
@@ -119,7 +124,8 @@ def test_float32_close_to_float64():
     _, x64, want = _case("arm7", 40, 40)  # test_equals_autodiff[arm7]'s
     t32 = _tree("arm7", jnp.float32)
     got32 = jax.jit(lambda *a: inverse_dynamics_vjp_batch(t32, *a, chunk=16, layout="cpu"))(
-        *(x.astype(jnp.float32) for x in x64))
+        *(x.astype(jnp.float32) for x in x64)
+    )
     for a, b in zip(got32, want):
         assert a.dtype == jnp.float32
         assert rel(a, b) < 1e-4, rel(a, b)

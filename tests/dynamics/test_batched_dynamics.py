@@ -70,8 +70,11 @@ _SLOW_TREES = ("double_pendulum", "arm26", "wholebody_hinges", "random0")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,tree", [pytest.param(n, t, marks=[pytest.mark.slow] if n in _SLOW_TREES else [])
-                                       for n, t in trees()], ids=lambda x: x if isinstance(x, str) else "")
+@pytest.mark.parametrize(
+    "name,tree",
+    [pytest.param(n, t, marks=[pytest.mark.slow] if n in _SLOW_TREES else []) for n, t in trees()],
+    ids=lambda x: x if isinstance(x, str) else "",
+)
 def test_vmapped_kinetic_energy_gradient_and_mass_matrix(name, tree):
     q, qd = states(tree)
     got = jax.jit(jax.vmap(lambda a, b: kinetic_energy_gradient(tree, a, b)))(q, qd)
@@ -112,8 +115,11 @@ def test_vmapped_vector_field_equals_single_states(which):
         tree = jb.load_model(which, dtype=jnp.float64)
         q, qd = states(tree, 40, seed=4)
     nv = tree.nv
-    system = jb.HamiltonianSystem(tree, drive=ham.ConstantDrive(jnp.asarray(rng.normal(size=nv))),
-                                  dissipation=ham.LinearDamping(jnp.asarray(rng.uniform(0, 2, nv))))
+    system = jb.HamiltonianSystem(
+        tree,
+        drive=ham.ConstantDrive(jnp.asarray(rng.normal(size=nv))),
+        dissipation=ham.LinearDamping(jnp.asarray(rng.uniform(0, 2, nv))),
+    )
     y = jax.vmap(lambda a, b: system.initial_state(a, b))(q, qd)
     got = jax.jit(jax.vmap(lambda s: system.vector_field(0.2, s)))(y)
     one = jax.jit(lambda s: system.vector_field(0.2, s))

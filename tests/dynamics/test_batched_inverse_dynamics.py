@@ -59,8 +59,9 @@ def batched(tree, *args, in_axes=(None, 0, 0, 0)):
     return jax.jit(jax.vmap(jb.inverse_dynamics, in_axes=in_axes))(tree, *args)
 
 
-@pytest.mark.parametrize("name", [n if n not in ("sagittal11", "wholebody") else pytest.param(n, marks=pytest.mark.slow)
-                                  for n in MODELS])
+@pytest.mark.parametrize(
+    "name", [n if n not in ("sagittal11", "wholebody") else pytest.param(n, marks=pytest.mark.slow) for n in MODELS]
+)
 def test_vmap_equals_loop_of_single_states(name):
     tree = jb.load_model(name, dtype=jnp.float64)
     q, qd, qdd, fext, mext = states(tree, BATCH)
@@ -70,7 +71,8 @@ def test_vmap_equals_loop_of_single_states(name):
     want_ext = np.stack([one_ext(tree, q[i], qd[i], qdd[i], fext[i], mext[i]) for i in range(BATCH)])
     got = batched(tree, q, qd, qdd)
     got_ext = jax.jit(jax.vmap(lambda a, b, c, f, m: jb.inverse_dynamics(tree, a, b, c, (f, m))))(
-        q, qd, qdd, fext, mext)
+        q, qd, qdd, fext, mext
+    )
     assert rel(got, want) < 1e-12
     assert rel(got_ext, want_ext) < 1e-12
     assert np.abs(np.asarray(got_ext) - np.asarray(got)).max() > 1e-3  # the external wrench is used
@@ -101,9 +103,9 @@ def test_vmap_against_pinocchio():
         model = ref.build_pinocchio_model(d)
         q, qd, qdd, fext, mext = states(tree, 40, seed=2)
         got = jax.jit(jax.vmap(lambda a, b, c, f, m: jb.inverse_dynamics(tree, a, b, c, (f, m))))(
-            q, qd, qdd, fext, mext)
-        want = np.stack([ref.pin_inverse_dynamics(model, q[i], qd[i], qdd[i], fext[i], mext[i])
-                         for i in range(len(q))])
+            q, qd, qdd, fext, mext
+        )
+        want = np.stack([ref.pin_inverse_dynamics(model, q[i], qd[i], qdd[i], fext[i], mext[i]) for i in range(len(q))])
         assert rel(got, want) < 1e-10, name
     del pin
 
@@ -139,9 +141,19 @@ def test_gradients_through_vmap_match_finite_differences():
     @jax.jit
     def loss(masses, q):
         t = jax.tree_util.tree_map(lambda x: x, tree)
-        t = jb.SegmentTree(axes=t.axes, origins=t.origins, orientations=t.orientations, masses=masses,
-                           coms=t.coms, inertias=t.inertias, gravity=t.gravity, names=t.names,
-                           parents=t.parents, joint_types=t.joint_types, name=t.name)
+        t = jb.SegmentTree(
+            axes=t.axes,
+            origins=t.origins,
+            orientations=t.orientations,
+            masses=masses,
+            coms=t.coms,
+            inertias=t.inertias,
+            gravity=t.gravity,
+            names=t.names,
+            parents=t.parents,
+            joint_types=t.joint_types,
+            name=t.name,
+        )
         return jnp.sum(w * jax.vmap(jb.inverse_dynamics, in_axes=(None, 0, 0, 0))(t, q, qd, qdd))
 
     gm, gq = jax.jit(jax.grad(loss, argnums=(0, 1)))(tree.masses, jnp.asarray(q))
@@ -257,7 +269,8 @@ def test_random_trees_every_phase_layout(phase_cost, step_cost, seed):
     one = jax.jit(lambda a, b, c, f, m: jb.inverse_dynamics(tree, a, b, c, (f, m)))
     want = np.stack([one(q[i], qd[i], qdd[i], fext[i], mext[i]) for i in range(50)])
     got = jax.jit(lambda *a: inverse_dynamics_batch(tree, *a[:3], (a[3], a[4]), chunk=16, schedule=sched))(
-        q, qd, qdd, fext, mext)
+        q, qd, qdd, fext, mext
+    )
     assert rel(got, want) < 1e-12
 
 
@@ -287,7 +300,8 @@ def test_accelerator_layout_on_cpu():
     assert "while" in text
     assert not [line for line in text.splitlines() if "stablehlo.reduce" in line and "300" in line]
     got = jax.jit(lambda *a: inverse_dynamics_batch(tree, *a[:3], (a[3], a[4]), layout="accelerator"))(
-        q, qd, qdd, fext, mext)
+        q, qd, qdd, fext, mext
+    )
     one = jax.jit(lambda a, b, c, f, m: jb.inverse_dynamics(tree, a, b, c, (f, m)))
     want = np.stack([one(q[i], qd[i], qdd[i], fext[i], mext[i]) for i in range(0, 300, 7)])
     assert rel(np.asarray(got)[::7], want) < 1e-12
@@ -316,9 +330,16 @@ def test_inside_shard_map(which):
     q, qd, qdd, _, _ = states(tree, 20, seed=9)
     want = np.asarray(batched(tree, q, qd, qdd))
     vm = jax.vmap(jb.inverse_dynamics, in_axes=(None, 0, 0, 0))
-    got = jax.jit(jax.shard_map(lambda a, b, c: vm(tree, a, b, c), mesh=mesh, in_specs=(spec,) * 3,
-                                out_specs=spec))(q, qd, qdd)
+    got = jax.jit(jax.shard_map(lambda a, b, c: vm(tree, a, b, c), mesh=mesh, in_specs=(spec,) * 3, out_specs=spec))(
+        q, qd, qdd
+    )
     assert rel(got, want) < 1e-14
-    one = jax.jit(jax.shard_map(lambda a, b, c: jb.inverse_dynamics(tree, a[0], b[0], c[0])[None], mesh=mesh,
-                                in_specs=(PartitionSpec(),) * 3, out_specs=PartitionSpec()))
+    one = jax.jit(
+        jax.shard_map(
+            lambda a, b, c: jb.inverse_dynamics(tree, a[0], b[0], c[0])[None],
+            mesh=mesh,
+            in_specs=(PartitionSpec(),) * 3,
+            out_specs=PartitionSpec(),
+        )
+    )
     assert rel(one(q[:1], qd[:1], qdd[:1])[0], want[0]) < 1e-12

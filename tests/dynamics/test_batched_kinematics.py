@@ -54,7 +54,9 @@ def _per_state(tree, q):
 _SLOW = ("double_pendulum", "random", "wholebody")
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if n in _SLOW else []) for n in sorted(TREES)])
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=[pytest.mark.slow] if n in _SLOW else []) for n in sorted(TREES)]
+)
 def test_vmapped_segment_motion_equals_single_states(name):
     tree = TREES[name]
     q = _q(tree)
@@ -76,8 +78,11 @@ def test_vmapped_forward_kinematics_equals_pinocchio(name):
     d = json.loads(model_path(name).read_text())
     model = pin_ref.build_pinocchio_model(d)
     tree = TREES[name]
-    rows = [random_mixed_state(np.random.default_rng(k), d)["q"] for k in range(40)] if not tree.is_axial \
+    rows = (
+        [random_mixed_state(np.random.default_rng(k), d)["q"] for k in range(40)]
+        if not tree.is_axial
         else list(np.random.default_rng(2).uniform(-2, 2, (40, tree.nq)))
+    )
     pos, att = jax.jit(jax.vmap(lambda x: jb.forward_kinematics(tree, x)))(jnp.asarray(np.stack(rows)))
     for k, x in enumerate(rows):
         ref_pos, ref_quat = pin_ref.pin_forward_kinematics(model, x)
@@ -119,7 +124,11 @@ def test_derivatives_of_vmapped_poses(name):
     @jax.jit
     def loss(x):
         mo = jax.vmap(lambda a: segment_motion(tree, a))(x)
-        return jnp.sum(w[..., :3] * mo.position) + jnp.sum(w[..., 3:] * mo.attitude) + jnp.sum(mo.axis ** 2 * mo.offset[:, :1, :1])
+        return (
+            jnp.sum(w[..., :3] * mo.position)
+            + jnp.sum(w[..., 3:] * mo.attitude)
+            + jnp.sum(mo.axis**2 * mo.offset[:, :1, :1])
+        )
 
     grad = jax.grad(loss)(q)
     h = 1e-6
@@ -140,4 +149,4 @@ def test_vmap_over_subjects_uses_each_tree():
     q = _q(base, 3, seed=7)
     pos, _ = eqx.filter_jit(jax.vmap(jb.forward_kinematics))(batch_tree, q)
     for k, tree_k in enumerate(subjects):
-        np.testing.assert_allclose(pos[k], _per_state(tree_k, q[k:k + 1])["position"][0], rtol=0, atol=1e-14)
+        np.testing.assert_allclose(pos[k], _per_state(tree_k, q[k : k + 1])["position"][0], rtol=0, atol=1e-14)

@@ -60,10 +60,18 @@ def test_generic_rows_are_point_jacobian_rows(model):
         n = 8
         parents = tuple(int(rng.integers(-1, i)) if i else -1 for i in range(n))
         kinds = ("revolute", "prismatic", "revolute", "prismatic", "prismatic", "revolute", "revolute", "prismatic")
-        tree = jb.SegmentTree(axes=jnp.zeros((n, 3)), origins=jnp.zeros((n, 3)),
-                              orientations=jnp.tile(jnp.array([1.0, 0, 0, 0]), (n, 1)), masses=jnp.ones(n),
-                              coms=jnp.zeros((n, 3)), inertias=jnp.tile(jnp.eye(3), (n, 1, 1)), gravity=jnp.zeros(3),
-                              names=tuple(f"s{i}" for i in range(n)), parents=parents, joint_types=kinds)
+        tree = jb.SegmentTree(
+            axes=jnp.zeros((n, 3)),
+            origins=jnp.zeros((n, 3)),
+            orientations=jnp.tile(jnp.array([1.0, 0, 0, 0]), (n, 1)),
+            masses=jnp.ones(n),
+            coms=jnp.zeros((n, 3)),
+            inertias=jnp.tile(jnp.eye(3), (n, 1, 1)),
+            gravity=jnp.zeros(3),
+            names=tuple(f"s{i}" for i in range(n)),
+            parents=parents,
+            joint_types=kinds,
+        )
     else:
         tree = jb.load_model("sagittal11", dtype=jnp.float64)
     n = tree.nq
@@ -75,9 +83,16 @@ def test_generic_rows_are_point_jacobian_rows(model):
 
     z3 = jnp.zeros((n, 3))
     axes = np.where(tree.is_revolute[:, None], [0.0, 0.0, 1.0], np.concatenate([slides, np.zeros((n, 1))], 1))
-    motion = SegmentMotion(attitude=jnp.tile(jnp.array([1.0, 0, 0, 0]), (n, 1)),
-                           position=jnp.asarray(np.concatenate([centres, np.zeros((n, 1))], 1)),
-                           axis=jnp.asarray(axes), omega=z3, velocity=z3, alpha=z3, acceleration=z3, offset=z3)
+    motion = SegmentMotion(
+        attitude=jnp.tile(jnp.array([1.0, 0, 0, 0]), (n, 1)),
+        position=jnp.asarray(np.concatenate([centres, np.zeros((n, 1))], 1)),
+        axis=jnp.asarray(axes),
+        omega=z3,
+        velocity=z3,
+        alpha=z3,
+        acceleration=z3,
+        offset=z3,
+    )
     ref = []
     for (seg, weld), X in zip(layout, points):
         jv, jw = point_jacobian(tree, jnp.zeros(n), seg, jnp.append(X - centres[seg], 0.0), motion=motion)

@@ -42,6 +42,7 @@ def rel(a, b):
 
 # ---- seed 004: the double pendulum in closed form ------------------------------------------
 
+
 def closed_form_double_pendulum(q, qd, m1=1.0, m2=1.0, l1=1.0, l2=0.5, g=9.81):
     """Seed 004 in absolute angles θ = A q, mapped to jaxbio's relative coordinates.
 
@@ -52,8 +53,9 @@ def closed_form_double_pendulum(q, qd, m1=1.0, m2=1.0, l1=1.0, l2=0.5, g=9.81):
     A = np.array([[1.0, 0.0], [1.0, 1.0]])
     th, thd = A @ q, A @ qd
     d = th[0] - th[1]
-    M = np.array([[m1 * l1**2 / 3 + m2 * l1**2, m2 * l1 * l2 * np.cos(d) / 2],
-                  [m2 * l1 * l2 * np.cos(d) / 2, m2 * l2**2 / 3]])
+    M = np.array(
+        [[m1 * l1**2 / 3 + m2 * l1**2, m2 * l1 * l2 * np.cos(d) / 2], [m2 * l1 * l2 * np.cos(d) / 2, m2 * l2**2 / 3]]
+    )
     C = np.array([-m2 * l1 * l2 / 2 * thd[1] ** 2 * np.sin(d), m2 * l1 * l2 / 2 * thd[0] ** 2 * np.sin(d)])
     G = np.array([-m1 * g * l1 / 2 * np.sin(th[0]) - m2 * g * l1 * np.sin(th[0]), -m2 * g * l2 / 2 * np.sin(th[1])])
     return A.T @ M @ A, -A.T @ C, -A.T @ G
@@ -71,6 +73,7 @@ def test_double_pendulum_closed_form(seed):
 
 # ---- identities on every model --------------------------------------------------------------
 
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", models({"sagittal11", "random9"}))
 def test_mass_matrix_spd_and_inverse_of_forward(name):
@@ -87,7 +90,8 @@ def test_mass_matrix_spd_and_inverse_of_forward(name):
         assert rel(jb.inverse_dynamics(tree, q, qd, qdd, external=ext), tau) < 1e-10
         # M from the Jacobians equals the columns of the recursion
         cols = jax.vmap(lambda e: jb.inverse_dynamics(tree, q, jnp.zeros_like(qd), e) - jb.gravity_forces(tree, q))(
-            jnp.eye(tree.nv))
+            jnp.eye(tree.nv)
+        )
         assert rel(cols.T, M) < 1e-12
 
 
@@ -134,20 +138,27 @@ def test_root_wrench_is_global_newton(name):
 
 # ---- derivatives, precision, batching -------------------------------------------------------
 
+
 def central_differences(f, x, eps=1e-6):
     """∂f/∂x ``(m, *x.shape)`` by central differences, all perturbations in one vmapped call."""
     basis = jnp.eye(x.size, dtype=x.dtype).reshape((x.size,) + x.shape)
     both = jax.jit(jax.vmap(lambda e: f(x + eps * e)))(jnp.concatenate([basis, -basis]))  # one compile
-    d = (both[:x.size] - both[x.size:]) / (2 * eps)  # (x.size, *out)
+    d = (both[: x.size] - both[x.size :]) / (2 * eps)  # (x.size, *out)
     return jnp.moveaxis(d, 0, -1).reshape(d.shape[1:] + x.shape)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "name, with_forward",
-    [("double_pendulum", False), pytest.param("arm7", False, marks=pytest.mark.slow), pytest.param("double_pendulum", True, marks=pytest.mark.slow),
-     pytest.param("arm7", True, marks=pytest.mark.slow),
-     pytest.param("random9", True, marks=pytest.mark.slow), pytest.param("chain6", True, marks=pytest.mark.slow)])
+    [
+        ("double_pendulum", False),
+        pytest.param("arm7", False, marks=pytest.mark.slow),
+        pytest.param("double_pendulum", True, marks=pytest.mark.slow),
+        pytest.param("arm7", True, marks=pytest.mark.slow),
+        pytest.param("random9", True, marks=pytest.mark.slow),
+        pytest.param("chain6", True, marks=pytest.mark.slow),
+    ],
+)
 def test_gradients_against_finite_differences(name, with_forward):
     """jax.grad (reverse) and jax.jacfwd (forward) of the dynamics against central differences,
     with respect to the state and to the model's parameters."""
@@ -156,15 +167,15 @@ def test_gradients_against_finite_differences(name, with_forward):
     q, qd, qdd, tau = state(tree, 3)
     x = jnp.concatenate([q, qd, qdd])
     w = jnp.asarray(np.random.default_rng(0).normal(size=n))
-    inv = lambda x: jb.inverse_dynamics(tree, x[:n], x[n:2 * n], x[2 * n:])
-    fwd = lambda x: jb.forward_dynamics(tree, x[:n], x[n:2 * n], x[2 * n:])
+    inv = lambda x: jb.inverse_dynamics(tree, x[:n], x[n : 2 * n], x[2 * n :])
+    fwd = lambda x: jb.forward_dynamics(tree, x[:n], x[n : 2 * n], x[2 * n :])
     for f in (inv, fwd) if with_forward else (inv,):
         fd = central_differences(f, x)
         assert rel(jax.jit(jax.jacfwd(f))(x), fd) < 1e-7
         assert rel(jax.jit(jax.grad(lambda x: w @ f(x)))(x), w @ fd) < 1e-7
 
     def id_params(p):
-        m, c, i, o = p[:n], p[n:4 * n].reshape(n, 3), p[4 * n:13 * n].reshape(n, 3, 3), p[13 * n:].reshape(n, 3)
+        m, c, i, o = p[:n], p[n : 4 * n].reshape(n, 3), p[4 * n : 13 * n].reshape(n, 3, 3), p[13 * n :].reshape(n, 3)
         return jb.inverse_dynamics(eqx_replace(tree, masses=m, coms=c, inertias=i, origins=o), q, qd, qdd)
 
     p = jnp.concatenate([tree.masses, tree.coms.ravel(), tree.inertias.ravel(), tree.origins.ravel()])

@@ -46,8 +46,9 @@ def test_jacobians_match_pinocchio_aba_derivatives(jb, n, seed):
     s = random_state(np.random.default_rng(seed), n)
     q, qd, tau = (jnp.asarray(s[k]) for k in ("q", "qd", "tau"))
     data = model.createData()
-    pin.computeABADerivatives(model, data, ref.q_to_pin(model, s["q"]), ref.v_to_pin(model, s["qd"]),
-                              ref.v_to_pin(model, s["tau"]))
+    pin.computeABADerivatives(
+        model, data, ref.q_to_pin(model, s["q"]), ref.v_to_pin(model, s["qd"]), ref.v_to_pin(model, s["tau"])
+    )
     want = [ref.matrix_from_pin(model, np.asarray(m)) for m in (data.ddq_dq, data.ddq_dv, data.Minv)]
     want[2] = np.triu(want[2]) + np.triu(want[2], 1).T if not np.allclose(want[2], want[2].T) else want[2]
     f = lambda q, qd, tau: accelerations(tree, q, qd, tau)  # noqa: E731
@@ -94,8 +95,10 @@ def test_gradients_equal_autodiff_of_the_solve(jb, seed):
     for g, wnt, name in zip(got[1:], want[1:], ("q", "qd", "tau", "added", "external")):
         for a, b in zip(jax.tree_util.tree_leaves(g), jax.tree_util.tree_leaves(wnt)):
             _close(a, b, f"grad {name}")
-    tangents = tuple(jax.tree_util.tree_map(lambda x: jnp.asarray(np.random.default_rng(3).normal(size=x.shape)), a)
-                     for a in (q, qd, tau, added, external))
+    tangents = tuple(
+        jax.tree_util.tree_map(lambda x: jnp.asarray(np.random.default_rng(3).normal(size=x.shape)), a)
+        for a in (q, qd, tau, added, external)
+    )
     jv = lambda fn: jax.jit(lambda *a: jax.jvp(lambda *a: fn(tree, *a), a, tangents)[1])(*args[1:])  # noqa: E731
     _close(jv(accelerations), jv(_reference), "jvp")
     fd = jax.jit(jax.grad(lambda q: jnp.dot(w, jb.forward_dynamics(tree, q, qd, tau, external))))(q)
@@ -157,8 +160,10 @@ def test_accelerations_at_a_known_value(jb, seed):
     want = jax.jit(jax.grad(loss(accelerations), argnums=(0, 1, 2, 3, 4, 5)))(*args)
     for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
         _close(a, b, "grad", 1e-12)
-    tangents = tuple(jax.tree_util.tree_map(lambda x: jnp.asarray(np.random.default_rng(3).normal(size=x.shape)), a)
-                     for a in (q, qd, tau, added, external))
+    tangents = tuple(
+        jax.tree_util.tree_map(lambda x: jnp.asarray(np.random.default_rng(3).normal(size=x.shape)), a)
+        for a in (q, qd, tau, added, external)
+    )
     jv = lambda fn: jax.jit(lambda *a: jax.jvp(lambda *a: fn(tree, *a), a, tangents)[1])(*args[1:])  # noqa: E731
     _close(jv(known), jv(accelerations), "jvp", 1e-12)
 
@@ -196,8 +201,9 @@ def test_accelerations_at_with_the_kept_factor(jb):
     _close(factors, np.concatenate([L[:, k:, k] for k in range(arm.nv)], axis=1), "factor", 1e-12)
 
     def grad(fn):
-        return jax.jit(jax.grad(lambda x, v, t: jnp.sum(jax.vmap(fn)(x, v, t, qdds, factors) ** 2),
-                                argnums=(0, 1, 2)))(qs, qds, taus)
+        return jax.jit(jax.grad(lambda x, v, t: jnp.sum(jax.vmap(fn)(x, v, t, qdds, factors) ** 2), argnums=(0, 1, 2)))(
+            qs, qds, taus
+        )
 
     want = grad(lambda x, v, t, a, f: accelerations(arm, x, v, t, added))
     for a, b in zip(grad(lambda x, v, t, a, f: accelerations_at(arm, x, v, t, a, added, factor=f)), want):

@@ -40,8 +40,13 @@ N_STATES = 3
 #: (`test_generator_covers_the_features`)
 TREE_SPECS = [
     ("kitchen_sink", 44, dict(n_segments=12, free_inner=True, p_massless=0.4, p_rod=0.3, p_world=0.15)),
-    ("massless_gimbals", 35, dict(n_segments=12, p_massless=0.6, weights={"revolute": 0.5, "prismatic": 0.1,
-                                                                          "spherical": 0.25, "fixed": 0.15})),
+    (
+        "massless_gimbals",
+        35,
+        dict(
+            n_segments=12, p_massless=0.6, weights={"revolute": 0.5, "prismatic": 0.1, "spherical": 0.25, "fixed": 0.15}
+        ),
+    ),
     ("free_root", 42, dict(n_segments=8)),
     ("grounded", 17, dict(n_segments=7, free_root=False, p_world=0.3)),
     ("rods_and_fixed", 16, dict(n_segments=9, free_inner=True, p_rod=0.5, p_massless=0.3, p_world=0.2)),
@@ -71,8 +76,14 @@ def quat_multiply(p, q) -> np.ndarray:
     """Hamilton product ``p ⊗ q`` of ``(w, x, y, z)`` quaternions."""
     pw, px, py, pz = p
     qw, qx, qy, qz = q
-    return np.array([pw * qw - px * qx - py * qy - pz * qz, pw * qx + px * qw + py * qz - pz * qy,
-                     pw * qy - px * qz + py * qw + pz * qx, pw * qz + px * qy - py * qx + pz * qw])
+    return np.array(
+        [
+            pw * qw - px * qx - py * qy - pz * qz,
+            pw * qx + px * qw + py * qz - pz * qy,
+            pw * qy - px * qz + py * qw + pz * qx,
+            pw * qz + px * qy - py * qx + pz * qw,
+        ]
+    )
 
 
 def quat_exp(omega) -> np.ndarray:
@@ -119,7 +130,7 @@ def numpy_forward_kinematics(d: dict, q) -> np.ndarray:
         nq = ref.JOINT_NQ[joint["type"]]
         parent = np.eye(4) if s["parent"] is None else frames[names.index(s["parent"])]
         placement = _hom(ref.quaternion_to_matrix(joint["orientation"]), joint["origin"])
-        frames.append(parent @ placement @ joint_motion(joint, np.asarray(q[start:start + nq])))
+        frames.append(parent @ placement @ joint_motion(joint, np.asarray(q[start : start + nq])))
         start += nq
     return np.array(frames)
 
@@ -132,7 +143,7 @@ def advance(d: dict, q, v, t: float) -> np.ndarray:
     iq = iv = 0
     for s in d["segments"]:
         kind = s["joint"]["type"]
-        qi, vi = np.asarray(q[iq:iq + ref.JOINT_NQ[kind]]), np.asarray(v[iv:iv + JOINT_NV[kind]])
+        qi, vi = np.asarray(q[iq : iq + ref.JOINT_NQ[kind]]), np.asarray(v[iv : iv + JOINT_NV[kind]])
         if kind in ("revolute", "prismatic"):
             out.append(qi + t * vi)
         elif kind == "spherical":
@@ -159,7 +170,7 @@ def emulate_with_chains(d: dict, q) -> tuple[dict, np.ndarray]:
     for s in d["segments"]:
         joint = s["joint"]
         kind = joint["type"]
-        qi = np.asarray(q[iq:iq + ref.JOINT_NQ[kind]])
+        qi = np.asarray(q[iq : iq + ref.JOINT_NQ[kind]])
         iq += ref.JOINT_NQ[kind]
         if kind not in ("spherical", "free"):
             segments.append(s)
@@ -176,13 +187,25 @@ def emulate_with_chains(d: dict, q) -> tuple[dict, np.ndarray]:
         parent = s["parent"]
         for k, (link_type, axis) in enumerate(links):
             last = k == len(links) - 1
-            placement = {"origin": origin.tolist(), "orientation": orientation.tolist()} if k == 0 else \
-                {"origin": [0.0, 0.0, 0.0], "orientation": [1.0, 0.0, 0.0, 0.0]}
+            placement = (
+                {"origin": origin.tolist(), "orientation": orientation.tolist()}
+                if k == 0
+                else {"origin": [0.0, 0.0, 0.0], "orientation": [1.0, 0.0, 0.0, 0.0]}
+            )
             name = s["name"] if last else f"{s['name']}__link{k}"
-            body = {k2: s[k2] for k2 in ("mass", "com", "inertia")} if last else \
-                {"mass": 0.0, "com": [0.0, 0.0, 0.0], "inertia": np.zeros((3, 3)).tolist()}
-            segments.append({"name": name, "parent": parent,
-                             "joint": {"type": link_type, "axis": axis.tolist(), **placement}, **body})
+            body = (
+                {k2: s[k2] for k2 in ("mass", "com", "inertia")}
+                if last
+                else {"mass": 0.0, "com": [0.0, 0.0, 0.0], "inertia": np.zeros((3, 3)).tolist()}
+            )
+            segments.append(
+                {
+                    "name": name,
+                    "parent": parent,
+                    "joint": {"type": link_type, "axis": axis.tolist(), **placement},
+                    **body,
+                }
+            )
             q_chain.append(0.0)
             parent = name
     return {**d, "segments": segments, "name": d.get("name", "model") + "_chains"}, np.asarray(q_chain)
@@ -208,8 +231,9 @@ def _world_fixed(d: dict) -> list[int]:
     """Segments fixed to the world (a chain of fixed joints from the ground)."""
     out: list[int] = []
     for i, s in enumerate(d["segments"]):
-        if s["joint"]["type"] == "fixed" and (s["parent"] is None or
-                                              any(d["segments"][k]["name"] == s["parent"] for k in out)):
+        if s["joint"]["type"] == "fixed" and (
+            s["parent"] is None or any(d["segments"][k]["name"] == s["parent"] for k in out)
+        ):
             out.append(i)
     return out
 
@@ -252,9 +276,25 @@ def test_generator_covers_the_features():
     hinges, sliders and ball joints, and coincident massless hinges; nq - nv counts the quaternions."""
     dicts = [mixed_tree(which) for which in TREE_IDS]
     features = set().union(*(_features(d) for d in dicts))
-    wanted = {"revolute", "prismatic", "spherical", "free", "fixed", "free_inner", "world_fixed", "fixed_on_fixed",
-              "massless_revolute", "massless_prismatic", "massless_spherical", "massless_fixed", "coincident",
-              "rod_revolute", "rod_prismatic", "rod_spherical", "rod_fixed"}
+    wanted = {
+        "revolute",
+        "prismatic",
+        "spherical",
+        "free",
+        "fixed",
+        "free_inner",
+        "world_fixed",
+        "fixed_on_fixed",
+        "massless_revolute",
+        "massless_prismatic",
+        "massless_spherical",
+        "massless_fixed",
+        "coincident",
+        "rod_revolute",
+        "rod_prismatic",
+        "rod_spherical",
+        "rod_fixed",
+    }
     assert wanted <= features, sorted(wanted - features)
     for d in dicts:
         nq, nv = model_sizes(d)
@@ -322,8 +362,11 @@ def test_reference_matches_axial_chain_emulation(which):
         positions2, quaternions2 = ref.pin_forward_kinematics(model2, q2)
         assert_close(names(positions2), positions, "positions")
         assert_close(np.abs(np.sum(names(quaternions2) * quaternions, axis=1)), np.ones(len(positions)), "attitudes")
-        for got, want, what in zip(ref.pin_segment_velocities(model2, q2, s["qd"]),
-                                   ref.pin_segment_velocities(model, s["q"], s["qd"]), ("linear", "angular")):
+        for got, want, what in zip(
+            ref.pin_segment_velocities(model2, q2, s["qd"]),
+            ref.pin_segment_velocities(model, s["q"], s["qd"]),
+            ("linear", "angular"),
+        ):
             assert_close(names(got), want, f"{what} velocities")
         assert_close(ref.pin_mass_matrix(model2, q2), ref.pin_mass_matrix(model, s["q"]), "M")
         assert_close(ref.pin_gravity_forces(model2, q2), ref.pin_gravity_forces(model, s["q"]), "g")
@@ -338,8 +381,11 @@ def test_reference_matches_axial_chain_emulation(which):
         wrenches2 = ref.pin_segment_wrenches(model2, q2, zero, s["qdd"], force2, moment2)
         for got, want, what in zip(wrenches2, wrenches, ("forces", "moments")):
             assert_close(names(got), want, f"segment wrench {what} at q̇ = 0")
-        assert_close(ref.pin_forward_dynamics(model2, q2, zero, s["tau"], force2, moment2),
-                     ref.pin_forward_dynamics(model, s["q"], zero, s["tau"], s["force"], s["moment"]), "q̈ at q̇ = 0")
+        assert_close(
+            ref.pin_forward_dynamics(model2, q2, zero, s["tau"], force2, moment2),
+            ref.pin_forward_dynamics(model, s["q"], zero, s["tau"], s["force"], s["moment"]),
+            "q̈ at q̇ = 0",
+        )
 
 
 def _generalised_from_wrench(model, d, q, forces, moments) -> np.ndarray:
@@ -390,14 +436,24 @@ def test_reference_self_consistency(which):
         assert_close(ref.pin_bias_forces(model, q, qd), ref.pin_inverse_dynamics(model, q, qd, zero), "bias")
         tau = ref.pin_inverse_dynamics(model, q, qd, qdd, s["force"], s["moment"])
         assert_close(ref.pin_forward_dynamics(model, q, qd, tau, s["force"], s["moment"]), qdd, "aba∘rnea")
-        assert_close(mass @ qdd + ref.pin_bias_forces(model, q, qd) - sum(
-            ref.pin_jacobian(model, q, i)[:3].T @ s["force"][i] + ref.pin_jacobian(model, q, i)[3:].T @ s["moment"][i]
-            for i in range(n)), tau, "M q̈ + bias - Σ Jᵀw")
+        assert_close(
+            mass @ qdd
+            + ref.pin_bias_forces(model, q, qd)
+            - sum(
+                ref.pin_jacobian(model, q, i)[:3].T @ s["force"][i]
+                + ref.pin_jacobian(model, q, i)[3:].T @ s["moment"][i]
+                for i in range(n)
+            ),
+            tau,
+            "M q̈ + bias - Σ Jᵀw",
+        )
 
         forces, moments = ref.pin_segment_wrenches(model, q, qd, qdd, s["force"], s["moment"])
-        for got, want, what in zip(ref.pin_segment_wrenches(model, q, qd, qdd, s["force"], s["moment"],
-                                                            method="newton_euler"),
-                                   (forces, moments), ("forces", "moments")):
+        for got, want, what in zip(
+            ref.pin_segment_wrenches(model, q, qd, qdd, s["force"], s["moment"], method="newton_euler"),
+            (forces, moments),
+            ("forces", "moments"),
+        ):
             assert_close(got, want, f"segment wrench {what}: Newton–Euler recursion vs RNEA")
         assert_close(_generalised_from_wrench(model, d, q, forces, moments), tau, "joint share of segment wrenches")
 
@@ -429,8 +485,11 @@ def test_reference_integrate(which):
         iq = iv = 0
         for seg in d["segments"]:
             kind = seg["joint"]["type"]
-            qi, vi, gi = (s["q"][iq:iq + ref.JOINT_NQ[kind]], s["qd"][iv:iv + JOINT_NV[kind]],
-                          got[iq:iq + ref.JOINT_NQ[kind]])
+            qi, vi, gi = (
+                s["q"][iq : iq + ref.JOINT_NQ[kind]],
+                s["qd"][iv : iv + JOINT_NV[kind]],
+                got[iq : iq + ref.JOINT_NQ[kind]],
+            )
             if kind in ("revolute", "prismatic"):
                 want = qi + vi
             elif kind == "spherical":
@@ -476,7 +535,12 @@ def case(jb, which: str):
     """``(d, tree, model, states)`` of a test tree, built once per session."""
     if which not in _CASES:
         d = mixed_tree(which)
-        _CASES[which] = (d, build_tree(jb, d), ref.build_pinocchio_model(d), mixed_states(d, 100 + TREE_IDS.index(which)))
+        _CASES[which] = (
+            d,
+            build_tree(jb, d),
+            ref.build_pinocchio_model(d),
+            mixed_states(d, 100 + TREE_IDS.index(which)),
+        )
     return _CASES[which]
 
 
@@ -517,26 +581,38 @@ def _sw_ref(model, s, external):
 
 CHECKS = {
     "forward_kinematics": (_fk, _fk_ref),
-    "inverse_dynamics": (lambda jb, t, s: jb.inverse_dynamics(t, s["q"], s["qd"], s["qdd"]),
-                         lambda m, s: ref.pin_inverse_dynamics(m, s["q"], s["qd"], s["qdd"])),
+    "inverse_dynamics": (
+        lambda jb, t, s: jb.inverse_dynamics(t, s["q"], s["qd"], s["qdd"]),
+        lambda m, s: ref.pin_inverse_dynamics(m, s["q"], s["qd"], s["qdd"]),
+    ),
     "inverse_dynamics_external": (
         lambda jb, t, s: jb.inverse_dynamics(t, s["q"], s["qd"], s["qdd"], external=_external(s)),
-        lambda m, s: ref.pin_inverse_dynamics(m, s["q"], s["qd"], s["qdd"], s["force"], s["moment"])),
+        lambda m, s: ref.pin_inverse_dynamics(m, s["q"], s["qd"], s["qdd"], s["force"], s["moment"]),
+    ),
     "segment_wrenches": (lambda jb, t, s: _sw(jb, t, s, False), lambda m, s: _sw_ref(m, s, False)),
     "segment_wrenches_external": (lambda jb, t, s: _sw(jb, t, s, True), lambda m, s: _sw_ref(m, s, True)),
     "mass_matrix": (lambda jb, t, s: jb.mass_matrix(t, s["q"]), lambda m, s: ref.pin_mass_matrix(m, s["q"])),
-    "bias_forces": (lambda jb, t, s: jb.bias_forces(t, s["q"], s["qd"]),
-                    lambda m, s: ref.pin_bias_forces(m, s["q"], s["qd"])),
+    "bias_forces": (
+        lambda jb, t, s: jb.bias_forces(t, s["q"], s["qd"]),
+        lambda m, s: ref.pin_bias_forces(m, s["q"], s["qd"]),
+    ),
     "gravity_forces": (lambda jb, t, s: jb.gravity_forces(t, s["q"]), lambda m, s: ref.pin_gravity_forces(m, s["q"])),
-    "forward_dynamics": (lambda jb, t, s: jb.forward_dynamics(t, s["q"], s["qd"], s["tau"]),
-                         lambda m, s: ref.pin_forward_dynamics(m, s["q"], s["qd"], s["tau"])),
+    "forward_dynamics": (
+        lambda jb, t, s: jb.forward_dynamics(t, s["q"], s["qd"], s["tau"]),
+        lambda m, s: ref.pin_forward_dynamics(m, s["q"], s["qd"], s["tau"]),
+    ),
     "forward_dynamics_external": (
         lambda jb, t, s: jb.forward_dynamics(t, s["q"], s["qd"], s["tau"], external=_external(s)),
-        lambda m, s: ref.pin_forward_dynamics(m, s["q"], s["qd"], s["tau"], s["force"], s["moment"])),
-    "kinetic_energy": (lambda jb, t, s: jb.kinetic_energy(t, s["q"], s["qd"]),
-                       lambda m, s: ref.pin_kinetic_energy(m, s["q"], s["qd"])),
-    "potential_energy": (lambda jb, t, s: jb.potential_energy(t, s["q"]),
-                         lambda m, s: ref.pin_potential_energy(m, s["q"])),
+        lambda m, s: ref.pin_forward_dynamics(m, s["q"], s["qd"], s["tau"], s["force"], s["moment"]),
+    ),
+    "kinetic_energy": (
+        lambda jb, t, s: jb.kinetic_energy(t, s["q"], s["qd"]),
+        lambda m, s: ref.pin_kinetic_energy(m, s["q"], s["qd"]),
+    ),
+    "potential_energy": (
+        lambda jb, t, s: jb.potential_energy(t, s["q"]),
+        lambda m, s: ref.pin_potential_energy(m, s["q"]),
+    ),
     "center_of_mass": (lambda jb, t, s: jb.center_of_mass(t, s["q"]), lambda m, s: ref.pin_center_of_mass(m, s["q"])),
 }
 
@@ -617,8 +693,9 @@ def _check_results(label: str, model, states, results, check: str):
         _compare(f"{label} state {k}: {check}", got[k], CHECKS[check][1](model, s))
 
 
-TREE_PARAMS = [pytest.param(which, id=which, marks=() if which in DEFAULT_TREES else pytest.mark.slow)
-               for which in TREE_IDS]
+TREE_PARAMS = [
+    pytest.param(which, id=which, marks=() if which in DEFAULT_TREES else pytest.mark.slow) for which in TREE_IDS
+]
 
 
 @pytest.mark.parametrize("check", list(CHECKS))
@@ -642,8 +719,14 @@ def test_mixed_tree_matches_pinocchio_vmapped(jb, which, check):
 def test_axial_mixed_tree_matches_pinocchio(jb):
     """The harness on a tree today's jaxbio already handles (revolute/prismatic only, every mass
     positive, no rods): every check passes, single and vmapped."""
-    d = random_mixed_tree_dict(np.random.default_rng(0), 6, free_root=False, p_massless=0.0, p_rod=0.0,
-                               weights={"revolute": 0.7, "prismatic": 0.3})
+    d = random_mixed_tree_dict(
+        np.random.default_rng(0),
+        6,
+        free_root=False,
+        p_massless=0.0,
+        p_rod=0.0,
+        weights={"revolute": 0.7, "prismatic": 0.3},
+    )
     tree, model = build_tree(jb, d), ref.build_pinocchio_model(d)
     states = mixed_states(d, 7)
     for batched in (False, True):

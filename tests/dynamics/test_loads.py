@@ -54,8 +54,9 @@ def test_a_weight_at_the_com_equals_added_segment_mass():
     q = jnp.asarray(rng.normal(size=tree.nq))
     z = jnp.zeros(tree.nq)
     ext = point_loads(tree, q, (2,), tree.coms[2][None], extra * tree.gravity[None])
-    np.testing.assert_allclose(jb.inverse_dynamics(tree, q, z, z, external=ext),
-                               jb.inverse_dynamics(heavier, q, z, z), atol=1e-10)
+    np.testing.assert_allclose(
+        jb.inverse_dynamics(tree, q, z, z, external=ext), jb.inverse_dynamics(heavier, q, z, z), atol=1e-10
+    )
     assert all(np.all(np.asarray(a) == 0) for a in point_loads(tree, q, (), jnp.zeros((0, 3)), jnp.zeros((0, 3))))
 
 

@@ -32,12 +32,14 @@ def test_closed_forms_equal_general_routes(joint, seed):
     @jax.jit
     def routes(q, qd):  # (closed form, general route) pairs, compiled once for the four states
         z = jnp.zeros(1)
-        return [(jb.mass_matrix(tree, q), _jacobian_mass_matrix(tree, q)),
-                (jb.gravity_forces(tree, q), _tau(tree, q, z, z)),
-                (jb.potential_energy(tree, q), -jnp.sum(tree.masses * (segment_coms(tree, q) @ tree.gravity))),
-                (jb.dynamics.kinetic_energy_gradient(tree, q, qd), _plain_gradient(tree, q, qd)),
-                # T = ½ M q̇² with the kinetic energy computed from the segment motion
-                (0.5 * jb.mass_matrix(tree, q)[0, 0] * qd[0] ** 2, jb.kinetic_energy(tree, q, qd))]
+        return [
+            (jb.mass_matrix(tree, q), _jacobian_mass_matrix(tree, q)),
+            (jb.gravity_forces(tree, q), _tau(tree, q, z, z)),
+            (jb.potential_energy(tree, q), -jnp.sum(tree.masses * (segment_coms(tree, q) @ tree.gravity))),
+            (jb.dynamics.kinetic_energy_gradient(tree, q, qd), _plain_gradient(tree, q, qd)),
+            # T = ½ M q̇² with the kinetic energy computed from the segment motion
+            (0.5 * jb.mass_matrix(tree, q)[0, 0] * qd[0] ** 2, jb.kinetic_energy(tree, q, qd)),
+        ]
 
     tolerances = ((1e-13, 1e-14), (1e-12, 1e-12), (1e-13, 1e-13), (1e-7, 1e-12), (1e-12, 0.0))  # (rtol, atol)
     for q, qd in zip(rng.uniform(-3, 3, (4, 1)), rng.uniform(-2, 2, (4, 1))):
@@ -65,8 +67,11 @@ def test_closed_forms_take_raw_axes_and_placements(joint):
     numbers; a NaN axis gives NaN, never a plausible number."""
     unit = _one(4, joint)
     q = jnp.array([0.7])
-    want = (_jacobian_mass_matrix(unit, q), _tau(unit, q, jnp.zeros(1), jnp.zeros(1)),
-            -jnp.sum(unit.masses * (segment_coms(unit, q) @ unit.gravity)))
+    want = (
+        _jacobian_mass_matrix(unit, q),
+        _tau(unit, q, jnp.zeros(1), jnp.zeros(1)),
+        -jnp.sum(unit.masses * (segment_coms(unit, q) @ unit.gravity)),
+    )
     scaled = eqx.tree_at(lambda t: (t.axes, t.orientations), unit, (1.7 * unit.axes, 0.6 * unit.orientations))
     for tree in (unit, scaled):
         got = (jb.mass_matrix(tree, q), jb.gravity_forces(tree, q), jb.potential_energy(tree, q))
@@ -101,8 +106,12 @@ def test_hamiltonian_terms_against_autodiff_of_the_hamiltonian(joint):
 
     @jax.jit
     def both(q, p, J):  # compiled once per case: autodiff of H, the closed forms without and with J
-        return (jax.grad(H, argnums=(0, 1))(q, p, 0.0), jax.grad(H, argnums=(0, 1))(q, p, J),
-                _one_segment.hamiltonian_terms(tree, q, p), _one_segment.hamiltonian_terms(tree, q, p, J))
+        return (
+            jax.grad(H, argnums=(0, 1))(q, p, 0.0),
+            jax.grad(H, argnums=(0, 1))(q, p, J),
+            _one_segment.hamiltonian_terms(tree, q, p),
+            _one_segment.hamiltonian_terms(tree, q, p, J),
+        )
 
     for q, p in ((jnp.array([0.7]), jnp.array([1.9])), (jnp.array([-1.2]), jnp.array([-0.4]))):
         plain, added, got_plain, got_added = both(q, p, jnp.asarray(0.3))

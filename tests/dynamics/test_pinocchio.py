@@ -18,7 +18,7 @@ import pytest
 pin = pytest.importorskip("pinocchio", reason="Pinocchio reference tests need `pip install pin`")
 
 from tests import pinocchio_ref as ref  # noqa: E402
-from tests._models import REPO, random_mixed_state
+from tests._models import REPO, random_mixed_state  # noqa: E402
 
 RTOL = 1e-10
 MODEL_DIR = REPO / "jaxbio" / "models"
@@ -60,10 +60,22 @@ def double_pendulum_dict(m1=1.0, l1=1.0, m2=1.0, l2=0.5, g=9.81) -> dict:
         "name": "double_pendulum",
         "gravity": [0.0, -g, 0.0],
         "segments": [
-            {"name": "rod1", "parent": None, "joint": joint([0, 0, 0]), "mass": m1,
-             "com": [0, -l1 / 2, 0], "inertia": rod(m1, l1)},
-            {"name": "rod2", "parent": "rod1", "joint": joint([0, -l1, 0]), "mass": m2,
-             "com": [0, -l2 / 2, 0], "inertia": rod(m2, l2)},
+            {
+                "name": "rod1",
+                "parent": None,
+                "joint": joint([0, 0, 0]),
+                "mass": m1,
+                "com": [0, -l1 / 2, 0],
+                "inertia": rod(m1, l1),
+            },
+            {
+                "name": "rod2",
+                "parent": "rod1",
+                "joint": joint([0, -l1, 0]),
+                "mass": m2,
+                "com": [0, -l2 / 2, 0],
+                "inertia": rod(m2, l2),
+            },
         ],
     }
 
@@ -98,9 +110,11 @@ def random_tree_dict(n: int, seed: int) -> dict:
         mass = float(rng.uniform(0.2, 5.0))
         second_moments = mass * rng.uniform(0.002, 0.05, size=3)  # ∫ x², ∫ y², ∫ z² about the COM
         principal = np.array(
-            [second_moments[1] + second_moments[2],
-             second_moments[0] + second_moments[2],
-             second_moments[0] + second_moments[1]]
+            [
+                second_moments[1] + second_moments[2],
+                second_moments[0] + second_moments[2],
+                second_moments[0] + second_moments[1],
+            ]
         )
         rot = random_rotation(rng)
         inertia = rot @ np.diag(principal) @ rot.T
@@ -120,8 +134,13 @@ def random_tree_dict(n: int, seed: int) -> dict:
                 "inertia": inertia.tolist(),
             }
         )
-    return {"format": "jaxbio-model", "version": 1, "name": f"random{n}_{seed}",
-            "gravity": gravity.tolist(), "segments": segments}
+    return {
+        "format": "jaxbio-model",
+        "version": 1,
+        "name": f"random{n}_{seed}",
+        "gravity": gravity.tolist(),
+        "segments": segments,
+    }
 
 
 def random_state(rng, n: int) -> dict:
@@ -231,9 +250,13 @@ def test_reference_kinematics_and_energies(n, seed):
         assert_close(ref.pin_kinetic_energy(model, s["q"], s["qd"]), 0.5 * s["qd"] @ mass @ s["qd"], "T")
         zero = np.zeros(n)
         assert_close(ref.pin_inverse_dynamics(model, s["q"], zero, zero), ref.pin_gravity_forces(model, s["q"]), "g")
-        assert_close(ref.pin_inverse_dynamics(model, s["q"], s["qd"], zero), ref.pin_bias_forces(model, s["q"], s["qd"]), "bias")
+        assert_close(
+            ref.pin_inverse_dynamics(model, s["q"], s["qd"], zero), ref.pin_bias_forces(model, s["q"], s["qd"]), "bias"
+        )
         tau = ref.pin_inverse_dynamics(model, s["q"], s["qd"], s["qdd"], s["force"], s["moment"])
-        assert_close(ref.pin_forward_dynamics(model, s["q"], s["qd"], tau, s["force"], s["moment"]), s["qdd"], "aba∘rnea")
+        assert_close(
+            ref.pin_forward_dynamics(model, s["q"], s["qd"], tau, s["force"], s["moment"]), s["qdd"], "aba∘rnea"
+        )
 
 
 @pytest.mark.parametrize("n", [1, 5, 12])
@@ -309,8 +332,11 @@ def _compare_all(jb, tree, model, seed: int, n_states: int = N_STATES, d: dict |
         canonical = quaternions * np.where(quaternions[:, :1] < 0, -1.0, 1.0)
         assert_close(canonical, ref_quaternions, f"{tag}: forward_kinematics quaternions (w >= 0)")
 
-        assert_close(jb.inverse_dynamics(tree, q, qd, qdd), ref.pin_inverse_dynamics(model, s["q"], s["qd"], s["qdd"]),
-                     f"{tag}: inverse_dynamics")
+        assert_close(
+            jb.inverse_dynamics(tree, q, qd, qdd),
+            ref.pin_inverse_dynamics(model, s["q"], s["qd"], s["qdd"]),
+            f"{tag}: inverse_dynamics",
+        )
         assert_close(
             jb.inverse_dynamics(tree, q, qd, qdd, external=external),
             ref.pin_inverse_dynamics(model, s["q"], s["qd"], s["qdd"], s["force"], s["moment"]),
@@ -324,21 +350,29 @@ def _compare_all(jb, tree, model, seed: int, n_states: int = N_STATES, d: dict |
         assert_close(jb.mass_matrix(tree, q), ref.pin_mass_matrix(model, s["q"]), f"{tag}: mass_matrix")
         assert_close(jb.bias_forces(tree, q, qd), ref.pin_bias_forces(model, s["q"], s["qd"]), f"{tag}: bias_forces")
         assert_close(jb.gravity_forces(tree, q), ref.pin_gravity_forces(model, s["q"]), f"{tag}: gravity_forces")
-        assert_close(jb.forward_dynamics(tree, q, qd, tau), ref.pin_forward_dynamics(model, s["q"], s["qd"], s["tau"]),
-                     f"{tag}: forward_dynamics")
+        assert_close(
+            jb.forward_dynamics(tree, q, qd, tau),
+            ref.pin_forward_dynamics(model, s["q"], s["qd"], s["tau"]),
+            f"{tag}: forward_dynamics",
+        )
         assert_close(
             jb.forward_dynamics(tree, q, qd, tau, external=external),
             ref.pin_forward_dynamics(model, s["q"], s["qd"], s["tau"], s["force"], s["moment"]),
             f"{tag}: forward_dynamics with external wrenches",
         )
-        assert_close(jb.kinetic_energy(tree, q, qd), ref.pin_kinetic_energy(model, s["q"], s["qd"]), f"{tag}: kinetic_energy")
+        assert_close(
+            jb.kinetic_energy(tree, q, qd), ref.pin_kinetic_energy(model, s["q"], s["qd"]), f"{tag}: kinetic_energy"
+        )
         assert_close(jb.potential_energy(tree, q), ref.pin_potential_energy(model, s["q"]), f"{tag}: potential_energy")
         assert_close(jb.center_of_mass(tree, q), ref.pin_center_of_mass(model, s["q"]), f"{tag}: center_of_mass")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", [p if p.stem in ("arm7", "wholebody") else pytest.param(p, marks=pytest.mark.slow)
-                                  for p in MODEL_FILES], ids=[p.stem for p in MODEL_FILES])
+@pytest.mark.parametrize(
+    "path",
+    [p if p.stem in ("arm7", "wholebody") else pytest.param(p, marks=pytest.mark.slow) for p in MODEL_FILES],
+    ids=[p.stem for p in MODEL_FILES],
+)
 def test_model_files_match_pinocchio(jb, path):
     d = json.loads(path.read_text())
     tree = jb.load_model(path)

@@ -49,21 +49,38 @@ def planar_tree(n: int, seed: int) -> SegmentTree:
         B = rng.normal(size=(3, 3))
         S = mass * 0.01 * (B @ B.T + 0.1 * np.eye(3))  # second moments ∫ r rᵀ dm about the COM
         inertia = np.trace(S) * np.eye(3) - S  # a rigid body's, products of inertia with z included
-        segments.append({
-            "name": f"seg{i}", "parent": None if parent < 0 else f"seg{parent}",
-            "joint": {"type": "revolute" if revolute else "prismatic", "axis": axis,
-                      "origin": rng.uniform(-0.5, 0.5, 3).tolist(),
-                      "orientation": [float(np.cos(turn / 2)), 0.0, 0.0, float(np.sin(turn / 2))]},
-            "mass": mass, "com": rng.uniform(-0.3, 0.3, 3).tolist(), "inertia": inertia.tolist()})
-    model = {"format": "jaxbio-model", "version": 1, "name": f"planar{n}_{seed}",
-             "gravity": [9.81 * np.cos(angle), 9.81 * np.sin(angle), 0.0], "segments": segments}
+        segments.append(
+            {
+                "name": f"seg{i}",
+                "parent": None if parent < 0 else f"seg{parent}",
+                "joint": {
+                    "type": "revolute" if revolute else "prismatic",
+                    "axis": axis,
+                    "origin": rng.uniform(-0.5, 0.5, 3).tolist(),
+                    "orientation": [float(np.cos(turn / 2)), 0.0, 0.0, float(np.sin(turn / 2))],
+                },
+                "mass": mass,
+                "com": rng.uniform(-0.3, 0.3, 3).tolist(),
+                "inertia": inertia.tolist(),
+            }
+        )
+    model = {
+        "format": "jaxbio-model",
+        "version": 1,
+        "name": f"planar{n}_{seed}",
+        "gravity": [9.81 * np.cos(angle), 9.81 * np.sin(angle), 0.0],
+        "segments": segments,
+    }
     return SegmentTree.from_dict(model, dtype=jnp.float64)
 
 
 def states(tree, batch, seed):
     rng = np.random.default_rng(seed)
-    return (jnp.asarray(rng.uniform(-2, 2, (batch, tree.nv))), jnp.asarray(rng.uniform(-3, 3, (batch, tree.nv))),
-            jnp.asarray(rng.uniform(0.0, 0.5, (batch, tree.nv))))
+    return (
+        jnp.asarray(rng.uniform(-2, 2, (batch, tree.nv))),
+        jnp.asarray(rng.uniform(-3, 3, (batch, tree.nv))),
+        jnp.asarray(rng.uniform(0.0, 0.5, (batch, tree.nv))),
+    )
 
 
 def per_state(tree, q, p, added):
@@ -71,13 +88,15 @@ def per_state(tree, q, p, added):
 
 
 def general_kernel(tree, q, p, added, layout="cpu"):
-    out = _batched.chunked(tree, _batched._flow_chunk, [q, p, added], None, chunk=None, layout=layout,
-                            schedule=None, width=2 * tree.nv)
-    return out[:, :tree.nv], out[:, tree.nv:]
+    out = _batched.chunked(
+        tree, _batched._flow_chunk, [q, p, added], None, chunk=None, layout=layout, schedule=None, width=2 * tree.nv
+    )
+    return out[:, : tree.nv], out[:, tree.nv :]
 
 
-@pytest.mark.parametrize("n, seed", [(2, 0), pytest.param(5, 1, marks=pytest.mark.slow),
-                                     pytest.param(8, 2, marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "n, seed", [(2, 0), pytest.param(5, 1, marks=pytest.mark.slow), pytest.param(8, 2, marks=pytest.mark.slow)]
+)
 def test_planar_kernel_equals_the_per_state_route(n, seed):
     """Both layouts, two chunks, added inertia: the planar kernel against the per-state route and
     the general 3-D kernel."""
@@ -142,7 +161,8 @@ def test_planar_kernel_float32():
     qd, g = jax.jit(lambda *s: _batched.hamiltonian_flow_batch(tree, *s))(q, p, added)
     t32 = tree.astype(jnp.float32)
     qd32, g32 = jax.jit(lambda *s: _batched.hamiltonian_flow_batch(t32, *s))(
-        *(x.astype(jnp.float32) for x in (q, p, added)))
+        *(x.astype(jnp.float32) for x in (q, p, added))
+    )
     assert qd32.dtype == jnp.float32
     assert rel(qd32, qd) < 1e-4 and rel(g32, g) < 1e-4
 

@@ -232,7 +232,9 @@ def _support(q, qd, tau):
 def support_batch():
     q, qd, tau = random_states(2, 6, unactuated_base=True)
     out = _support(q, qd, tau)
-    return (q, qd, tau), [np.asarray(x) for x in out[:2]] + [tuple(np.asarray(e) for e in out[2])] + [np.asarray(x) for x in out[3:]]
+    return (q, qd, tau), [np.asarray(x) for x in out[:2]] + [tuple(np.asarray(e) for e in out[2])] + [
+        np.asarray(x) for x in out[3:]
+    ]
 
 
 def test_three_schemes_agree_in_support(support_batch):
@@ -267,6 +269,7 @@ def test_hip_reaction_is_newtons_law_for_the_leg(support_batch, pin_model):
     masses = np.asarray(TREE.masses)[legs]
     g = np.asarray(TREE.gravity)
     for k in range(2):
+
         def coms(t):
             return ref.pin_segment_coms(pin_model, q[k] + t * qd[k] + 0.5 * t * t * qdd[k])[legs]
 
@@ -290,9 +293,11 @@ def _gradient_check(scheme: int):
     direction = np.random.default_rng(5).normal(size=N)
     ext = (force[0], moment[0])
     if scheme == 1:
+
         def f(x):
             return jnp.sum(w * rx.reactions_lagrange(TREE, x, qd[0], tau[0], (), ext)[0])
     else:
+
         def f(x):
             return jnp.sum(w * rx.reactions_augmented(TREE, x, qd[0], qdd[0], tau[0], ext))
 
@@ -328,8 +333,11 @@ def test_redundant_or_unknown_contacts_raise_before_tracing():
     two_pins = (Contact("foot_r", jnp.array(HEEL)), Contact("foot_r", jnp.array([0.2, -0.0679])))
     weld_and_toe = (Contact("foot_r", jnp.array(HEEL), weld=True), Contact("toes_r", jnp.array(TOE_TIP)))
     too_many = tuple(Contact(s, jnp.zeros(2), weld=True) for s in ("foot_r", "foot_l", "toes_r", "toes_l"))
-    for contacts, match in ((two_pins, "only 3 are independent"), (weld_and_toe, "only 4 are independent"),
-                            (too_many, "over-constrains")):
+    for contacts, match in (
+        (two_pins, "only 3 are independent"),
+        (weld_and_toe, "only 4 are independent"),
+        (too_many, "over-constrains"),
+    ):
         with pytest.raises(ValueError, match=match):
             rx.reactions_lagrange(TREE, z, z, z, contacts)
         with pytest.raises(ValueError, match=match):

@@ -62,6 +62,7 @@ def flat(out) -> np.ndarray:
 
 # ---- empty batches --------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", list(ENTRIES))
 @pytest.mark.parametrize("tree_name", ["arm7", "one_segment"])
 def test_vmap_over_zero_states_gives_empty_results(name, tree_name):
@@ -93,6 +94,7 @@ def test_empty_batches_external_nested_and_gradients():
     assert g.shape == (0, N)
     # the kernels themselves
     from jaxbio.dynamics.batch_last import inverse_dynamics_batch, mass_matrix_batch
+
     assert inverse_dynamics_batch(TREE, z, z, z).shape == (0, N)
     assert mass_matrix_batch(TREE, z).shape == (0, N, N)
 
@@ -123,6 +125,7 @@ def test_motion_functions_with_zero_frames():
 
 
 # ---- shapes and concrete NaN/inf: ValueError naming the argument, before tracing -------------
+
 
 @pytest.mark.parametrize("name", list(ENTRIES))
 def test_wrong_shapes_name_the_argument_and_the_expected_shape(name):
@@ -174,6 +177,7 @@ def test_point_jacobian_checks_its_arguments():
 
 # ---- traced NaN/inf flows to every dependent output (property test) --------------------------
 
+
 @functools.cache
 def compiled(name: str, route: str):
     fn, args = ENTRIES[name]
@@ -216,7 +220,8 @@ def _property(route, data):
         assert np.isfinite(out3[[0, 2]]).all(), "a NaN/inf leaked into another state of the batch"
         out = out3[1]
     assert not np.isfinite(out[depends]).any(), (
-        f"{name}: {args[arg]}[{j}] = {value} gave finite outputs {np.flatnonzero(depends & np.isfinite(out))}")
+        f"{name}: {args[arg]}[{j}] = {value} gave finite outputs {np.flatnonzero(depends & np.isfinite(out))}"
+    )
 
 
 @pytest.mark.slow
@@ -233,6 +238,7 @@ def test_traced_nan_or_inf_in_a_batch_stays_in_its_state(data):
 
 
 # ---- tracing time of large trees (issue #17, defect 15) -------------------------------------
+
 
 def test_estimate_is_the_list_schedule_step_count():
     """`_levels._estimate` (the closed form the large-tree schedule is costed with) equals the
@@ -292,8 +298,7 @@ def test_thousand_segment_chain_traces_and_matches_the_single_state_path():
     """Issue #17, defect 15: ``jit(vmap(inverse_dynamics))`` of a 1,000-segment chain spent minutes
     tracing (an O(n³) schedule search). No timing is asserted; the batched result must equal the
     per-state recursion."""
-    tree = jb.SegmentTree.from_dict(random_model_dict(np.random.default_rng(0), 1000, chain=True),
-                                    dtype=jnp.float64)
+    tree = jb.SegmentTree.from_dict(random_model_dict(np.random.default_rng(0), 1000, chain=True), dtype=jnp.float64)
     rng = np.random.default_rng(3)
     q, qd, qdd = (rng.uniform(-0.2, 0.2, (3, tree.nq)) for _ in range(3))
     got = jax.jit(jax.vmap(jb.inverse_dynamics, in_axes=(None, 0, 0, 0)))(tree, q, qd, qdd)
@@ -303,6 +308,7 @@ def test_thousand_segment_chain_traces_and_matches_the_single_state_path():
 
 
 # ---- wrong shapes and empty batches, drawn (property test) -----------------------------------
+
 
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
@@ -315,14 +321,21 @@ def test_drawn_shapes_are_refused_by_name_or_batched_to_empty(data):
     xs = base_state(N, len(args))
     if data.draw(st.booleans(), label="wrong shape"):
         arg = data.draw(st.integers(0, len(args) - 1), label="argument")
-        shape = data.draw(st.one_of(
-            st.integers(1, 3).flatmap(lambda k: st.sampled_from([(N - k,), (N + k,)])),
-            st.integers(2, 5).map(lambda b: (b, N)),
-            st.integers(1, 3).map(lambda b: (N, b)),
-            st.just(())), label="shape")
+        shape = data.draw(
+            st.one_of(
+                st.integers(1, 3).flatmap(lambda k: st.sampled_from([(N - k,), (N + k,)])),
+                st.integers(2, 5).map(lambda b: (b, N)),
+                st.integers(1, 3).map(lambda b: (N, b)),
+                st.just(()),
+            ),
+            label="shape",
+        )
         xs[arg] = np.zeros(shape)
-        with pytest.raises(ValueError, match=rf"^{args[arg]} has shape \({', '.join(map(str, shape))},?\), "
-                                             rf"expected \({N},\)"):
+        with pytest.raises(
+            ValueError,
+            match=rf"^{args[arg]} has shape \({', '.join(map(str, shape))},?\), "
+            rf"expected \({N},\)",
+        ):
             fn(TREE, *xs)
         return
     outer = data.draw(st.lists(st.integers(0, 2), min_size=1, max_size=2).filter(lambda b: 0 in b), label="batch")

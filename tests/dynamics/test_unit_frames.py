@@ -35,7 +35,9 @@ def test_gradient_with_respect_to_an_axis_is_tangent():
     with jax.enable_x64(True):
         tree = jb.load_model("arm7", dtype=jnp.float64)
         q = jb.configuration.random(tree, jax.random.PRNGKey(2))
-        f = lambda axes: jnp.sum(jb.inverse_dynamics(eqx.tree_at(lambda t: t.axes, tree, axes), q, q * 0 + 0.3, q * 0 - 0.2) ** 2)
+        f = lambda axes: jnp.sum(
+            jb.inverse_dynamics(eqx.tree_at(lambda t: t.axes, tree, axes), q, q * 0 + 0.3, q * 0 - 0.2) ** 2
+        )
         g = jax.grad(f)(tree.axes)
         radial = jnp.sum(g * tree.axes, axis=1)
         assert float(jnp.abs(g).max()) > 1e-3 and float(jnp.abs(radial).max()) < 1e-10

@@ -38,8 +38,7 @@ SCALE = np.array([0.7, 1.3, 0.8])  # initial guess of F⁰ relative to the truth
 def elbow():
     """arm26 with the shoulder locked: 1 DOF, 3 muscles, the true excitations, y0 at t = 0."""
     tree, paths, hill = elbow_arm26(dtype=jnp.float64)
-    drive = MuscleActuatedDrive(tree, paths, hill, ActivationDynamics(),
-                                ge.PiecewiseLinearExcitation(NODES, TRUE_U))
+    drive = MuscleActuatedDrive(tree, paths, hill, ActivationDynamics(), ge.PiecewiseLinearExcitation(NODES, TRUE_U))
     system = jb.HamiltonianSystem(tree, drive=drive)
     y0 = system.initial_state(jnp.array([0.6]), a=jnp.full(3, 0.05))
     return system, y0
@@ -68,6 +67,7 @@ def with_fmax(system, fmax):
 
 
 # ---- the interpolant and the model helper (cheap) -----------------------------------------------
+
 
 def test_piecewise_linear_excitation_matches_numpy_interp_under_vmap_and_jit():
     u = ge.PiecewiseLinearExcitation(NODES, TRUE_U)
@@ -108,6 +108,7 @@ def test_elbow_arm26_equals_full_arm26_with_the_shoulder_held():
 
 # ---- parameterisations: z -> system (cheap, no solve) ------------------------------------------------
 
+
 def test_parameterisations_map_z_to_systems(elbow):
     system, _ = elbow
     spec = ge._ParameterSpec(("max_isometric_force", "optimal_fiber_length"), (0, 2))
@@ -129,6 +130,7 @@ def test_parameterisations_map_z_to_systems(elbow):
 
 # ---- the optimisation loop on a closed-form objective (cheap) -----------------------------------
 
+
 def rosenbrock(z):
     return (1 - z[0]) ** 2 + 100 * (z[1] - z[0] ** 2) ** 2
 
@@ -139,8 +141,16 @@ def quadratic(z):
 
 def minimise(fn, optimizer, steps, callback=None, **kw):
     options = dict(gtol=1e-10, ftol=1e-20, gtol_stall=1e-5, max_linesearch=40) | kw
-    return ge._minimise(lambda z, _: (fn(z), None), None, jnp.array([-1.2, 1.0]), None, optimizer=optimizer,
-                        steps=steps, callback=callback, **options)
+    return ge._minimise(
+        lambda z, _: (fn(z), None),
+        None,
+        jnp.array([-1.2, 1.0]),
+        None,
+        optimizer=optimizer,
+        steps=steps,
+        callback=callback,
+        **options,
+    )
 
 
 @pytest.mark.parametrize("optimizer", [None, "adam"])
@@ -148,15 +158,18 @@ def test_optimisation_loop_reaches_the_minimum(optimizer):
     """The loop behind both fits, on closed-form objectives: the built-in optimistix BFGS
     (backtracking Armijo) on Rosenbrock's valley, and an optax transformation (Adam) on a
     quadratic; the histories hold the loss at every iterate, then repeat the last one."""
-    fn, opt, steps = {None: (rosenbrock, None, 200),
-                      "adam": (quadratic, optax.adam(optax.exponential_decay(0.1, 200, 0.3)), 800)}[optimizer]
+    fn, opt, steps = {
+        None: (rosenbrock, None, 200),
+        "adam": (quadratic, optax.adam(optax.exponential_decay(0.1, 200, 0.3)), 800),
+    }[optimizer]
     seen = []
-    z, grad, _, losses, gnorms, iterations, converged = minimise(fn, opt, steps,
-                                                                callback=lambda i, f, z: seen.append(i))
+    z, grad, _, losses, gnorms, iterations, converged = minimise(
+        fn, opt, steps, callback=lambda i, f, z: seen.append(i)
+    )
     np.testing.assert_allclose(z, [1.0, 1.0], atol=1e-6)
     assert losses.shape == gnorms.shape == (steps + 1,) and seen == list(range(1, int(iterations) + 1))
     assert losses[-1] < 1e-12 * losses[0] and float(losses[0]) == pytest.approx(float(fn(jnp.array([-1.2, 1.0]))))
-    np.testing.assert_array_equal(losses[int(iterations):], losses[-1])
+    np.testing.assert_array_equal(losses[int(iterations) :], losses[-1])
     np.testing.assert_allclose(gnorms[int(iterations)], np.max(np.abs(grad)), rtol=1e-12)
     if optimizer is None:
         assert converged and iterations < 100
@@ -166,12 +179,24 @@ def test_optimisation_loop_reaches_the_minimum(optimizer):
 def test_optimisation_loop_jits_and_vmaps_over_problems():
     """One compiled loop, vmapped over two starting points and two shifted minima: each row equals
     its own run, and both reach their minimum."""
+
     def shifted(z, c):
         return (c[0] - z[0]) ** 2 + 100 * (z[1] - z[0] ** 2) ** 2 + 0 * c[1]
 
     def run(z0, c):
-        return ge._minimise(lambda z, c: (shifted(z, c), None), c, z0, None, optimizer=None, steps=200,
-                            gtol=1e-10, ftol=1e-20, gtol_stall=1e-5, max_linesearch=40, callback=None)
+        return ge._minimise(
+            lambda z, c: (shifted(z, c), None),
+            c,
+            z0,
+            None,
+            optimizer=None,
+            steps=200,
+            gtol=1e-10,
+            ftol=1e-20,
+            gtol_stall=1e-5,
+            max_linesearch=40,
+            callback=None,
+        )
 
     z0 = jnp.array([[-1.2, 1.0], [0.5, -0.3]])
     c = jnp.array([[1.0, 0.0], [0.8, 0.0]])
@@ -191,6 +216,7 @@ def test_optax_lbfgs_with_its_line_search_runs_in_the_loop():
 
 
 # ---- bad input -------------------------------------------------------------------------------------
+
 
 def test_bad_input_raises_before_tracing(elbow):
     system, y0 = elbow
@@ -256,10 +282,12 @@ def test_bad_input_under_jit_and_vmap_raises_before_tracing(elbow):
         jax.vmap(lambda q: fit(system, y0, T, q, dt0=DT, steps=2.5))(jnp.zeros((3, len(T), 1)))
     with pytest.raises(ValueError, match="initial excitations must lie strictly between 0 and 1"):
         jax.vmap(lambda q: ge.fit_excitations(system, y0, T, q, nodes=NODES, initial=1.5, dt0=DT))(
-            jnp.zeros((2, len(T), 1)))
+            jnp.zeros((2, len(T), 1))
+        )
 
 
 # ---- through the simulator: F⁰ (slow: one forward-mode compile, shared) -----------------------
+
 
 @pytest.mark.slow
 def test_loss_gradient_matches_central_differences(elbow, data):
@@ -267,15 +295,17 @@ def test_loss_gradient_matches_central_differences(elbow, data):
     compiled loss, away from the optimum."""
     system, y0 = elbow
     truth = np.asarray(system.drive.muscles.max_isometric_force)
-    guess = ge.fit_muscle_parameters(with_fmax(system, truth * SCALE), y0, T, data.trajectory.q, steps=0, dt0=DT,
-                                     gradient="forward")
+    guess = ge.fit_muscle_parameters(
+        with_fmax(system, truth * SCALE), y0, T, data.trajectory.q, steps=0, dt0=DT, gradient="forward"
+    )
     assert isinstance(guess, ge.MuscleFitResult) and isinstance(guess.objective, ge.FitObjective)
     z = guess.z
     value, grad = guess.objective(z)
     assert float(value) > 1e-4 and float(guess.loss) == pytest.approx(float(value))
     h = 1e-5
-    fd = np.array([(float(guess.objective(z + h * e)[0]) - float(guess.objective(z - h * e)[0])) / (2 * h)
-                   for e in np.eye(3)])
+    fd = np.array(
+        [(float(guess.objective(z + h * e)[0]) - float(guess.objective(z - h * e)[0])) / (2 * h) for e in np.eye(3)]
+    )
     np.testing.assert_allclose(grad, fd, rtol=1e-7)
 
 
@@ -327,8 +357,7 @@ def test_fit_vmapped_over_subjects_recovers_each_and_equals_single_fits(elbow):
     for i in range(3):
         one = fit_one(jnp.asarray(truths[i] * GUESSES[i]), q[i])
         assert int(one.iterations) == int(batch.iterations[i]) and bool(one.converged)
-        np.testing.assert_allclose(batch.params["max_isometric_force"][i], one.params["max_isometric_force"],
-                                   rtol=1e-9)
+        np.testing.assert_allclose(batch.params["max_isometric_force"][i], one.params["max_isometric_force"], rtol=1e-9)
         np.testing.assert_allclose(batch.loss_history[i], one.loss_history, rtol=1e-6, atol=1e-20)
 
 
@@ -355,6 +384,7 @@ def test_jitted_fit_equals_the_plain_call(elbow, data):
 
 # ---- through the simulator: excitation time series (slow: a reverse-mode compile) ---------------------
 
+
 @pytest.mark.slow
 def test_excitation_time_series_recovered_with_reverse_mode(elbow, data):
     """BICshort's excitation nodes from motion and velocities (TRIlat and BRA known), reverse mode
@@ -375,8 +405,9 @@ def test_excitation_time_series_recovered_with_reverse_mode(elbow, data):
     z = jnp.log(jnp.full(4, 0.2) / 0.8)  # the initial guess: far from the optimum
     value, grad = res.objective(z)
     h = 1e-5
-    fd = np.array([(float(res.objective(z + h * e)[0]) - float(res.objective(z - h * e)[0])) / (2 * h)
-                   for e in np.eye(4)])
+    fd = np.array(
+        [(float(res.objective(z + h * e)[0]) - float(res.objective(z - h * e)[0])) / (2 * h) for e in np.eye(4)]
+    )
     np.testing.assert_allclose(grad, fd, rtol=1e-7)
     assert float(value) > 1e-3
     # the public loss of the system built from z is the same number

@@ -57,10 +57,15 @@ def test_pseudoinverse_kkt_and_scipy():
         assert np.all(mask[n][~act])  # torques (mask false) are never clamped
     # an independent QP solver agrees (SLSQP, a few problems)
     for n in range(6):
-        r = so.minimize(lambda y: 0.5 * y @ y, np.where(mask[n], 1.0, 0.0), jac=lambda y: y,
-                        constraints=[{"type": "eq", "fun": lambda y: H[n] @ y - b[n], "jac": lambda y: H[n]}],
-                        bounds=[(0, None) if mk else (None, None) for mk in mask[n]], method="SLSQP",
-                        options={"ftol": 1e-15, "maxiter": 500})
+        r = so.minimize(
+            lambda y: 0.5 * y @ y,
+            np.where(mask[n], 1.0, 0.0),
+            jac=lambda y: y,
+            constraints=[{"type": "eq", "fun": lambda y: H[n] @ y - b[n], "jac": lambda y: H[n]}],
+            bounds=[(0, None) if mk else (None, None) for mk in mask[n]],
+            method="SLSQP",
+            options={"ftol": 1e-15, "maxiter": 500},
+        )
         assert r.success
         np.testing.assert_allclose(x[n], r.x, atol=1e-6)
 
@@ -103,6 +108,7 @@ def test_pseudoinverse_grad_and_errors():
 
 # ---- muscle mapping --------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_sagittal_muscles_match_opensim_moment_arms():
     model = sagittal11_muscle_model()
@@ -128,6 +134,7 @@ def test_sagittal_muscles_match_opensim_moment_arms():
 
 # ---- inverse simulation ----------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def full_model():
     return sagittal11_muscle_model()
@@ -137,8 +144,9 @@ def full_model():
 def small_model():
     # as many controls as joints: per leg hamstrings, vasti, gastroc (triangular over hip, knee,
     # ankle) + the two MTP torques → S is 8 × 8 and invertible
-    return sagittal11_muscle_model(muscles=["hamstrings_r", "vasti_r", "gastroc_r",
-                                            "hamstrings_l", "vasti_l", "gastroc_l"])
+    return sagittal11_muscle_model(
+        muscles=["hamstrings_r", "vasti_r", "gastroc_r", "hamstrings_l", "vasti_l", "gastroc_l"]
+    )
 
 
 def _states(rng, T):
@@ -150,7 +158,7 @@ def _states(rng, T):
 
 def _controls(rng, model, T):
     u = np.abs(rng.normal(size=(T, model.n_controls))) * 400.0
-    u[:, model.n_muscles:] = rng.normal(size=(T, model.n_controls - model.n_muscles)) * 20.0
+    u[:, model.n_muscles :] = rng.normal(size=(T, model.n_controls - model.n_muscles)) * 20.0
     return u
 
 
@@ -172,7 +180,7 @@ def _support_data(rng, model, T, contacts):
     q, _ = _states(rng, T)
     # velocities that keep the contacts still: in the null space of C
     C = np.asarray(jax.jit(jax.vmap(contact_jacobian, in_axes=(None, 0, None)))(model.tree, q, contacts))
-    V = np.linalg.svd(C)[2][:, C.shape[1]:]  # (T, n − r, n)
+    V = np.linalg.svd(C)[2][:, C.shape[1] :]  # (T, n − r, n)
     qd = np.einsum("tkn,tk->tn", V, rng.normal(size=V.shape[:2]))
     u = _controls(rng, model, T)
     B = np.asarray(_B(model, q))
@@ -199,8 +207,9 @@ def test_nonredundant_flying_round_trip(small_model):
     np.testing.assert_allclose(got[:4], u[:4], rtol=1e-8, atol=1e-8)  # exactly the controls
     assert np.all(res.muscle_forces >= 0)
     # u′ of eq. 5 equals the joint moments of the independent wrench recursion (RNEA)
-    np.testing.assert_allclose(res.required_moments[:4], np.asarray(_id(small_model.tree, q, qd, qdd))[:4, J],
-                               rtol=1e-9, atol=1e-8)
+    np.testing.assert_allclose(
+        res.required_moments[:4], np.asarray(_id(small_model.tree, q, qd, qdd))[:4, J], rtol=1e-9, atol=1e-8
+    )
     # uncontrolled-subspace residual (eq. 2): ~0 when consistent, reported when not: the missing
     # vertical force = mass moved by base_y × 2 m/s²
     assert np.abs(np.asarray(res.uncontrolled_residual)[[0, 1, 2, 3, 6, 7]]).max() < 1e-8
@@ -245,11 +254,13 @@ def test_redundant_flying_consistency_and_perturbation(full_model):
     S = B[:, J]
     # moments reproduced (consistent frames: the ones of the known controls)
     np.testing.assert_allclose(res.joint_moments[:4], np.einsum("tkm,tm->tk", S, u)[:4], rtol=1e-10, atol=1e-8)
-    np.testing.assert_allclose(res.torques[:4], u[:4, full_model.n_muscles:], atol=1e-8)
+    np.testing.assert_allclose(res.torques[:4], u[:4, full_model.n_muscles :], atol=1e-8)
     # uncontrolled-subspace residual (eq. 2): ~0 when consistent, reported when not
     assert np.abs(res.uncontrolled_residual[:4]).max() < 1e-8
     total_mass = float(np.sum(full_model.tree.masses))
-    np.testing.assert_allclose(res.uncontrolled_residual[4:, 1], (total_mass - float(full_model.tree.masses[0])) * 2.0, rtol=1e-9)
+    np.testing.assert_allclose(
+        res.uncontrolled_residual[4:, 1], (total_mass - float(full_model.tree.masses[0])) * 2.0, rtol=1e-9
+    )
     # eq. 3: the controls reproduce the measured *joint* accelerations of the perturbed frames
     u_got = np.concatenate([res.muscle_forces, res.torques], axis=1)
     qdd_back = np.asarray(_fd(full_model.tree, q, qd, np.einsum("tnm,tm->tn", B, u_got)))
@@ -276,8 +287,9 @@ def test_redundant_support_phase(full_model):
 @pytest.mark.slow
 def test_unproducible_moment_is_reported(small_model):
     # drop the torque actuator at the left MTP: its load cannot be carried
-    model = type(small_model)(small_model.tree, small_model.paths, small_model.torque_coordinates[:1],
-                              small_model.unactuated)
+    model = type(small_model)(
+        small_model.tree, small_model.paths, small_model.torque_coordinates[:1], small_model.unactuated
+    )
     rng = np.random.default_rng(7)
     q, qd, qdd, u, B = _flying_data(rng, small_model, 6)
     res = inverse_simulate_motion(model, q, qd, qdd)

@@ -6,8 +6,6 @@ Independent reference: the muscle forces crossing each joint, summed in numpy fr
 path points (each straight piece with one end in the joint's distal subtree pulls that end
 towards the other end with the muscle's tension), moments about the joint centre."""
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 

@@ -15,7 +15,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import jaxbio as jb
 from jaxbio.estimation import static_optimization, static_optimization_motion
 from jaxbio.estimation._static_optimization import MAX_FORCE
 from jaxbio.muscles import geometry, sets
@@ -30,8 +29,9 @@ def numpy_residual(R, tau, forces, reserves):
     """``τ − rᵀF − S y`` and the tolerance scale ``max(1, |τ|, Σ|r F| + |S y|)``, in numpy."""
     R, forces = np.asarray(R, np.float64), np.asarray(forces, np.float64)
     res = np.asarray(tau) - np.einsum("...mn,...m->...n", R, forces) - np.asarray(reserves)
-    size = np.maximum(np.maximum(np.abs(tau), np.einsum("...mn,...m->...n", np.abs(R), np.abs(forces))
-                                 + np.abs(reserves)), 1.0)
+    size = np.maximum(
+        np.maximum(np.abs(tau), np.einsum("...mn,...m->...n", np.abs(R), np.abs(forces)) + np.abs(reserves)), 1.0
+    )
     return res, size
 
 
@@ -46,13 +46,26 @@ _CHECKED = jax.jit(lambda a: static_optimization(**a, check=True).forces)
 def test_traced_nan_gives_nan_forces_and_infeasible(where, value):
     """Issue #17, defect 9: NaN moments under jit gave finite forces (the interior point stopped on
     the first non-finite step and the polish returned its start)."""
-    args = dict(moment_arms=R0.copy(), tau=TAU0.copy(), max_force=F0.copy(), passive_force=np.zeros(6),
-                reserve_strength=np.zeros(2))
+    args = dict(
+        moment_arms=R0.copy(),
+        tau=TAU0.copy(),
+        max_force=F0.copy(),
+        passive_force=np.zeros(6),
+        reserve_strength=np.zeros(2),
+    )
     args[where] = args[where].copy()
     args[where].flat[1] = value
     r = _SOLVE(args)
-    for field in ("forces", "activations", "reserves", "residual", "cost", "moment_multipliers",
-                  "lower_multipliers", "upper_multipliers"):
+    for field in (
+        "forces",
+        "activations",
+        "reserves",
+        "residual",
+        "cost",
+        "moment_multipliers",
+        "lower_multipliers",
+        "upper_multipliers",
+    ):
         assert np.isnan(np.asarray(getattr(r, field))).all(), field
     assert not bool(r.feasible) and not bool(r.converged)
     with pytest.raises(ValueError, match=rf"^{where} contains NaN or inf"):  # eager: refused by name
@@ -65,7 +78,9 @@ def test_traced_nan_gives_nan_forces_and_infeasible(where, value):
 def test_nan_frame_in_a_motion_under_jit_stays_in_its_frame():
     q = jnp.asarray(np.column_stack([np.linspace(0.1, 0.5, 4), np.linspace(0.6, 1.2, 4)]))
     want = static_optimization_motion(TREE, PATHS, PARAMS, q, 0 * q, q)  # eager, all finite
-    r = jax.jit(lambda a, b, c: static_optimization_motion(TREE, PATHS, PARAMS, a, b, c))(q, 0 * q, q.at[2, 1].set(jnp.nan))
+    r = jax.jit(lambda a, b, c: static_optimization_motion(TREE, PATHS, PARAMS, a, b, c))(
+        q, 0 * q, q.at[2, 1].set(jnp.nan)
+    )
     forces = np.asarray(r.forces)
     assert np.isnan(forces[2]).all() and not bool(r.feasible[2]) and not bool(r.converged[2])
     others = [0, 1, 3]
@@ -76,12 +91,18 @@ def test_nan_frame_in_a_motion_under_jit_stays_in_its_frame():
 # ---- options and bounds, refused before tracing -----------------------------------------------
 
 BAD_OPTIONS = [
-    ("infeasibility_weight", 0.0, "must be positive"), ("infeasibility_weight", -1.0, "must be positive"),
-    ("infeasibility_weight", np.nan, "must be finite"), ("infeasibility_weight", np.inf, "must be finite"),
-    ("residual_tolerance", -1.0, "must be positive"), ("residual_tolerance", 0.0, "must be positive"),
-    ("residual_tolerance", np.nan, "must be finite"), ("tol", 0.0, "must be positive"),
-    ("tol", -1e-9, "must be positive"), ("max_iterations", 0, "must be positive"),
-    ("max_iterations", 2.5, "must be an integer"), ("infeasibility_weight", "big", "must be a number"),
+    ("infeasibility_weight", 0.0, "must be positive"),
+    ("infeasibility_weight", -1.0, "must be positive"),
+    ("infeasibility_weight", np.nan, "must be finite"),
+    ("infeasibility_weight", np.inf, "must be finite"),
+    ("residual_tolerance", -1.0, "must be positive"),
+    ("residual_tolerance", 0.0, "must be positive"),
+    ("residual_tolerance", np.nan, "must be finite"),
+    ("tol", 0.0, "must be positive"),
+    ("tol", -1e-9, "must be positive"),
+    ("max_iterations", 0, "must be positive"),
+    ("max_iterations", 2.5, "must be an integer"),
+    ("infeasibility_weight", "big", "must be a number"),
 ]
 
 
@@ -142,6 +163,7 @@ def test_tiny_moments_solve_exactly(p, scale):
 
 # ---- zero muscles, zero coordinates, zero frames ---------------------------------------------
 
+
 @pytest.mark.slow  # moved out of the default run (its ~10 min budget)
 def test_zero_muscles_zero_coordinates_zero_frames():
     """Issue #17, defect 11: these raised numpy's 'zero-size array to reduction operation'."""
@@ -197,17 +219,24 @@ def test_wrong_shapes_name_the_argument():
 
 # ---- feasible means the residual, recomputed, is within the tolerance (property) -------------
 
+
 @functools.cache
 def batch_solver(p):
-    return jax.jit(jax.vmap(lambda a, b, c, d, e: static_optimization(a, b, c, p=p, passive_force=d,
-                                                                       reserve_strength=e)))
+    return jax.jit(
+        jax.vmap(lambda a, b, c, d, e: static_optimization(a, b, c, p=p, passive_force=d, reserve_strength=e))
+    )
 
 
 @pytest.mark.slow  # moved out of the default run (its ~10 min budget)
 @settings(max_examples=30, deadline=None)
-@given(seed=st.integers(0, 2**31 - 1), p=st.sampled_from([2, 3]),
-       log_tau=st.floats(-12, 4), log_fmax=st.floats(0, 8), log_r=st.floats(-6, 1),
-       reserve_on=st.booleans())
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    p=st.sampled_from([2, 3]),
+    log_tau=st.floats(-12, 4),
+    log_fmax=st.floats(0, 8),
+    log_r=st.floats(-6, 1),
+    reserve_on=st.booleans(),
+)
 def test_feasible_frames_meet_the_recomputed_residual(seed, p, log_tau, log_fmax, log_r, reserve_on):
     """Random frames over many orders of magnitude (moments 1e-12 … 1e4 N·m, strengths 1 … 1e8 N,
     moment arms 1e-6 … 10 m): the reported residual is ``τ − rᵀF − S y`` recomputed with numpy from
@@ -239,8 +268,13 @@ def jitted_frame():
 
 
 def so_args():
-    return dict(moment_arms=R0.copy(), tau=TAU0.copy(), max_force=F0.copy(), passive_force=np.zeros(6),
-                reserve_strength=np.zeros(2))
+    return dict(
+        moment_arms=R0.copy(),
+        tau=TAU0.copy(),
+        max_force=F0.copy(),
+        passive_force=np.zeros(6),
+        reserve_strength=np.zeros(2),
+    )
 
 
 @settings(max_examples=30, deadline=None)

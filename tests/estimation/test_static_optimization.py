@@ -51,8 +51,12 @@ QPAX = pytest.param(2, "qpax", marks=[pytest.mark.slow, pytest.mark.skipif(not H
 def arm_geometry(q, qd, qdd):
     """Per frame of arm26, computed independently of the solver: ``τ`` (inverse dynamics), the
     moment arms ``(6, 2)``, the musculotendon lengths and lengthening velocities ``(6,)``."""
-    return (jb.inverse_dynamics(ARM_TREE, q, qd, qdd), geometry.moment_arms(ARM_PATHS, ARM_TREE, q),
-            geometry.lengths(ARM_PATHS, ARM_TREE, q), geometry.lengthening_velocity(ARM_PATHS, ARM_TREE, q, qd))
+    return (
+        jb.inverse_dynamics(ARM_TREE, q, qd, qdd),
+        geometry.moment_arms(ARM_PATHS, ARM_TREE, q),
+        geometry.lengths(ARM_PATHS, ARM_TREE, q),
+        geometry.lengthening_velocity(ARM_PATHS, ARM_TREE, q, qd),
+    )
 
 
 def _arm_frames():
@@ -91,11 +95,13 @@ def solved(p, solver):
 
 # ---- KKT conditions, moments, bounds ----------------------------------------------------------
 
+
 @pytest.mark.parametrize("p,solver", CONFIGS + [QPAX])
 def test_kkt_conditions(p, solver):
     r = solved(p, solver)
-    x, lam, lo, up = (np.asarray(a) for a in (r.activations, r.moment_multipliers, r.lower_multipliers,
-                                              r.upper_multipliers))
+    x, lam, lo, up = (
+        np.asarray(a) for a in (r.activations, r.moment_multipliers, r.lower_multipliers, r.upper_multipliers)
+    )
     R, tau, F = np.asarray(R_FRAMES), np.asarray(TAU_FRAMES), np.asarray(FMAX)
     assert r.converged.all() and r.feasible.all()
     # primal feasibility: moments to 1e-8 N·m, 0 ≤ x ≤ 1, forces ≥ 0
@@ -130,7 +136,10 @@ def _slsqp(R, tau, F, p, reserve=None, bounds=None):
         return np.concatenate([p * np.sign(v[:m]) * np.abs(v[:m]) ** (p - 1), 2 * v[m:]])
 
     res = scipy.optimize.minimize(
-        f, np.full(k, 0.1) * np.r_[np.ones(m), np.zeros(n)], jac=g, method="SLSQP",
+        f,
+        np.full(k, 0.1) * np.r_[np.ones(m), np.zeros(n)],
+        jac=g,
+        method="SLSQP",
         bounds=(list(zip(*bounds)) if bounds is not None else [(0, 1)] * m) + [(None, None)] * n,
         constraints=[{"type": "eq", "fun": lambda v: A @ v - tau, "jac": lambda v: A}],
         options={"ftol": 1e-14, "maxiter": 1000},
@@ -179,8 +188,9 @@ def test_activation_bounds_match_scipy_slsqp(p):
 def test_qpax_and_interior_point_agree():
     a, b = solved(2, "qpax"), solved(2, "interior_point")
     np.testing.assert_allclose(np.asarray(a.forces), np.asarray(b.forces), atol=1e-9)
-    np.testing.assert_allclose(np.asarray(a.moment_multipliers), np.asarray(b.moment_multipliers), rtol=1e-7,
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(a.moment_multipliers), np.asarray(b.moment_multipliers), rtol=1e-7, atol=1e-12
+    )
 
 
 @pytest.mark.parametrize("p", [2, 3])
@@ -214,8 +224,15 @@ def test_active_set_fallback_in_buckets(monkeypatch):
     monkeypatch.setattr(so_module, "FALLBACK_BUCKET", 2)
     monkeypatch.setattr(so_module, "ACTIVE_SET_STEPS", 3)
     solve = _frames_solver.__wrapped__("active_set", 1e5, 1e-9, 60, 1e-6)
-    r = solve(R_FRAMES, TAU_FRAMES, jnp.broadcast_to(FMAX, (8, 6)), jnp.zeros((8, 6)), jnp.zeros((8, 2)),
-              jnp.asarray(2.0), None)
+    r = solve(
+        R_FRAMES,
+        TAU_FRAMES,
+        jnp.broadcast_to(FMAX, (8, 6)),
+        jnp.zeros((8, 6)),
+        jnp.zeros((8, 2)),
+        jnp.asarray(2.0),
+        None,
+    )
     ref = solved(2, "interior_point")
     it = np.asarray(r.iterations)
     assert (it <= 3).any() and (it > 3).sum() >= 5  # some verified in three steps, more than a bucket handed over
@@ -230,8 +247,9 @@ ARM_JOINTS = sets.coordinate_names("arm26")
 @functools.cache
 def _checked_single():
     """One frame, jitted, with ``check=True`` (`equinox.error_if` on infeasible frames)."""
-    return jax.jit(lambda R, t: static_optimization(R, t, FMAX, p=2, solver="interior_point", check=True,
-                                                    joint_names=ARM_JOINTS))
+    return jax.jit(
+        lambda R, t: static_optimization(R, t, FMAX, p=2, solver="interior_point", check=True, joint_names=ARM_JOINTS)
+    )
 
 
 def test_vmap_matches_single_frames():
@@ -239,8 +257,9 @@ def test_vmap_matches_single_frames():
     for k in (1, 6):
         one = _checked_single()(R_FRAMES[k], TAU_FRAMES[k])
         for name in ("forces", "activations", "moment_multipliers", "residual", "cost"):
-            np.testing.assert_allclose(np.asarray(getattr(one, name)), np.asarray(getattr(r, name)[k]),
-                                       atol=1e-12, rtol=1e-10)
+            np.testing.assert_allclose(
+                np.asarray(getattr(one, name)), np.asarray(getattr(r, name)[k]), atol=1e-12, rtol=1e-10
+            )
 
 
 @pytest.mark.slow
@@ -360,6 +379,7 @@ def test_forward_mode_jacobian():
 
 # ---- infeasible frames and bad input ---------------------------------------------------------
 
+
 def test_too_weak_is_reported_with_frame_and_joint():
     tau = TAU_FRAMES.at[6].set(TAU_FRAMES[6] * 3.0)  # 3 × 90 % of the extensors: out of reach
     r = batched(2, "interior_point", tau=tau)
@@ -424,12 +444,16 @@ def test_bad_input_raises():
 
 # ---- model + motion ---------------------------------------------------------------------------
 
+
 def _arm_motion(T=8):
     t = np.linspace(0.0, 1.0, T)[:, None]
     w = np.array([2.0, 3.0])
     amp, off = np.array([0.4, 0.6]), np.array([0.4, 1.2])
-    return (jnp.asarray(off + amp * np.sin(w * t)), jnp.asarray(amp * w * np.cos(w * t)),
-            jnp.asarray(-amp * w**2 * np.sin(w * t)))
+    return (
+        jnp.asarray(off + amp * np.sin(w * t)),
+        jnp.asarray(amp * w * np.cos(w * t)),
+        jnp.asarray(-amp * w**2 * np.sin(w * t)),
+    )
 
 
 def test_motion_activation_objective_reproduces_inverse_dynamics():
@@ -437,8 +461,9 @@ def test_motion_activation_objective_reproduces_inverse_dynamics():
     TRIlong (stretched, passive) and BIClong alone cannot always balance (OpenSim's arm26 usually
     locks that joint)."""
     q, qd, qdd = _arm_motion()
-    r = static_optimization_motion(ARM_TREE, ARM_PATHS, ARM_PARAMS, q, qd, qdd, p=2, objective="activation",
-                                   reserve_strength={"r_humerus": 10.0})
+    r = static_optimization_motion(
+        ARM_TREE, ARM_PATHS, ARM_PARAMS, q, qd, qdd, p=2, objective="activation", reserve_strength={"r_humerus": 10.0}
+    )
     assert isinstance(r, StaticOptimizationResult) and r.forces.shape == (8, 6)
     check_feasible(r, ARM_JOINTS)
     assert r.converged.all() and (np.asarray(r.forces) >= 0).all()
@@ -450,8 +475,13 @@ def test_motion_activation_objective_reproduces_inverse_dynamics():
     assert (np.abs(np.asarray(r.reserves[:, 0])) > 0.1).any()  # the reserve is needed somewhere
     # F = a F̂ + P with the rigid-tendon Hill model at the returned activation (the slightly negative
     # passive force below slack length clipped at 0)
-    hill = HillMuscle(ARM_PARAMS.max_isometric_force, ARM_PARAMS.optimal_fiber_length, ARM_PARAMS.tendon_slack_length,
-                      ARM_PARAMS.pennation_angle, ARM_PARAMS.max_contraction_velocity)
+    hill = HillMuscle(
+        ARM_PARAMS.max_isometric_force,
+        ARM_PARAMS.optimal_fiber_length,
+        ARM_PARAMS.tendon_slack_length,
+        ARM_PARAMS.pennation_angle,
+        ARM_PARAMS.max_contraction_velocity,
+    )
     a = np.asarray(r.activations)
     hill_force = jax.jit(jax.vmap(hill.force))
     f_a, f_0, f_1 = (np.asarray(hill_force(jnp.broadcast_to(a, (8, 6)), l, v)) for a in (r.activations, 0.0, 1.0))
@@ -466,7 +496,8 @@ def test_compare_with_pseudoinverse():
     pinv = pytest.importorskip("jaxbio.estimation.pseudoinverse")
     r = solved(2, "interior_point")
     sol = jax.jit(jax.vmap(lambda H, b: pinv.clamped_pseudoinverse(H, b, nonnegative=jnp.ones(6, bool))))(
-        jnp.swapaxes(R_FRAMES, 1, 2), TAU_FRAMES)
+        jnp.swapaxes(R_FRAMES, 1, 2), TAU_FRAMES
+    )
     moments = np.einsum("kmn,km->kn", np.asarray(R_FRAMES), np.asarray(sol.x))
     np.testing.assert_allclose(moments, np.asarray(TAU_FRAMES), atol=1e-8)
     f_so, f_pi, F = np.asarray(r.forces)[:4], np.asarray(sol.x)[:4], np.asarray(FMAX)
@@ -480,6 +511,7 @@ def test_compare_with_pseudoinverse():
 
 # ---- gait10dof18musc with reserves (slow: compiles the 10-DOF model) ---------------------------
 
+
 def gait_motion(T=30, frequency=0.8):
     """A swing-like motion of the planar gait model (pelvis held up by a reserve, no ground)."""
     t = np.linspace(0.0, 1.0 / frequency, T)[:, None]
@@ -488,8 +520,11 @@ def gait_motion(T=30, frequency=0.8):
     off = np.array([0.0, 0.9, 0.0, 0.1, -0.6, 0.0, 0.1, -0.6, 0.0, 0.0])
     phase = np.array([0, 0, 0, 0, -0.5 * np.pi, 0.3, np.pi, 0.5 * np.pi, np.pi + 0.3, 0])
     arg = w * t + phase
-    return (jnp.asarray(off + amp * np.sin(arg)), jnp.asarray(amp * w * np.cos(arg)),
-            jnp.asarray(-amp * w**2 * np.sin(arg)))
+    return (
+        jnp.asarray(off + amp * np.sin(arg)),
+        jnp.asarray(amp * w * np.cos(arg)),
+        jnp.asarray(-amp * w**2 * np.sin(arg)),
+    )
 
 
 GAIT_RESERVES = {"pelvis_tx": 1000.0, "pelvis_ty": 1000.0, "pelvis": 1000.0, "torso": 1000.0}
@@ -500,8 +535,18 @@ GAIT_RESERVES = {"pelvis_tx": 1000.0, "pelvis_ty": 1000.0, "pelvis": 1000.0, "to
 def test_gait_with_reserves(p):
     tree, paths, params = sets.load_muscle_set("gait10dof18musc", dtype=jnp.float64)
     q, qd, qdd = gait_motion()
-    r = static_optimization_motion(tree, paths, params, q, qd, qdd, p=p, objective="activation",
-                                   reserve_strength=GAIT_RESERVES, solver="interior_point")
+    r = static_optimization_motion(
+        tree,
+        paths,
+        params,
+        q,
+        qd,
+        qdd,
+        p=p,
+        objective="activation",
+        reserve_strength=GAIT_RESERVES,
+        solver="interior_point",
+    )
     check_feasible(r, sets.coordinate_names("gait10dof18musc"))
     assert r.converged.all()
     moments = jax.vmap(lambda x, f: geometry.generalized_forces(paths, tree, x, f))(q, r.forces)
@@ -513,8 +558,13 @@ def test_gait_with_reserves(p):
     np.testing.assert_allclose(np.asarray(r.reserves)[:, idx], np.asarray(r.tau)[:, idx], atol=1e-8)
     # SLSQP on two frames
     R = jax.vmap(lambda x: geometry.moment_arms(paths, tree, x))(q)
-    hill = HillMuscle(params.max_isometric_force, params.optimal_fiber_length, params.tendon_slack_length,
-                      params.pennation_angle, params.max_contraction_velocity)
+    hill = HillMuscle(
+        params.max_isometric_force,
+        params.optimal_fiber_length,
+        params.tendon_slack_length,
+        params.pennation_angle,
+        params.max_contraction_velocity,
+    )
     strength = np.zeros(10)
     strength[idx] = 1000.0
     for k in (5, 17):

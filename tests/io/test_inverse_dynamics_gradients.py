@@ -48,8 +48,9 @@ def case():
         motion = jb.io.read_storage(S01 / "subject01_walk1_ik.mot")
         keep = (motion.time > 0.35) & (motion.time < 0.75)  # fewer rows for the splines: a faster test
         motion = dataclasses.replace(motion, time=motion.time[keep], data=motion.data[keep])
-        inputs = jb.io.prepare_inverse_dynamics(model, motion, external_loads=S01 / "subject01_walk1_grf.xml",
-                                                lowpass_hz=6.0, start=0.5, end=0.6)
+        inputs = jb.io.prepare_inverse_dynamics(
+            model, motion, external_loads=S01 / "subject01_walk1_grf.xml", lowpass_hz=6.0, start=0.5, end=0.6
+        )
         return model, inputs
 
 
@@ -73,6 +74,7 @@ def test_mass_jacobian_is_the_point_mass_closed_form_and_finite_differences(case
     with jax.enable_x64(True):
         m0 = model.tree.masses
         n = m0.shape[0]
+
         def tau(masses, model=model, inputs=inputs):
             return np.asarray(_value_and_mass_jacobian(_masses(model, masses), inputs)[0])
 
@@ -92,8 +94,9 @@ def test_mass_jacobian_is_the_point_mass_closed_form_and_finite_differences(case
 
         # affine: a large change of every mass at once is the Jacobian's prediction
         delta = jnp.asarray(np.random.default_rng(0).uniform(-0.5, 0.5, n)) * (m0 + 1.0)
-        np.testing.assert_allclose(tau(m0 + delta) - tau0, np.einsum("tcn,n->tc", jac, delta),
-                                   rtol=0, atol=1e-10 * scale)
+        np.testing.assert_allclose(
+            tau(m0 + delta) - tau0, np.einsum("tcn,n->tc", jac, delta), rtol=0, atol=1e-10 * scale
+        )
 
         # reverse mode (what an optimiser calls) contracts the same Jacobian
         w = jnp.asarray(np.random.default_rng(1).normal(size=jac.shape[:2]))
@@ -114,15 +117,27 @@ def test_directional_derivative_in_every_model_array_matches_central_differences
         # coefficients of the coordinate map that are used (the padding never is), none in the breakpoints
         direction = jax.tree_util.tree_map(lambda a: jnp.asarray(rng.normal(size=a.shape)), arrays)
         tangent = lambda d, u: d - jnp.sum(d * u, -1, keepdims=True) * u
-        direction = eqx.tree_at(lambda d: (d.tree.axes, d.tree.orientations), direction,
-                                (tangent(direction.tree.axes, model.tree.axes),
-                                 tangent(direction.tree.orientations, model.tree.orientations)))
-        direction = eqx.tree_at(lambda d: d.tree.inertias, direction,
-                                direction.tree.inertias + jnp.swapaxes(direction.tree.inertias, -1, -2))
-        direction = eqx.tree_at(lambda d: d.coordinates.breakpoints, direction,
-                                jnp.zeros_like(model.coordinates.breakpoints))
-        direction = eqx.tree_at(lambda d: d.coordinates.coefficients, direction,
-                                direction.coordinates.coefficients * (model.coordinates.coefficients != 0))
+        direction = eqx.tree_at(
+            lambda d: (d.tree.axes, d.tree.orientations),
+            direction,
+            (
+                tangent(direction.tree.axes, model.tree.axes),
+                tangent(direction.tree.orientations, model.tree.orientations),
+            ),
+        )
+        direction = eqx.tree_at(
+            lambda d: d.tree.inertias,
+            direction,
+            direction.tree.inertias + jnp.swapaxes(direction.tree.inertias, -1, -2),
+        )
+        direction = eqx.tree_at(
+            lambda d: d.coordinates.breakpoints, direction, jnp.zeros_like(model.coordinates.breakpoints)
+        )
+        direction = eqx.tree_at(
+            lambda d: d.coordinates.coefficients,
+            direction,
+            direction.coordinates.coefficients * (model.coordinates.coefficients != 0),
+        )
 
         def along(eps):
             moved = jax.tree_util.tree_map(lambda a, d: a + eps * d, arrays, direction)

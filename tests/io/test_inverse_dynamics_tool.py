@@ -36,9 +36,15 @@ def _matched(result, reference):
 @pytest.fixture(scope="module")
 def subject01():
     with jax.enable_x64(True):
-        return inverse_dynamics_tool(S01 / "subject01.osim", S01 / "subject01_walk1_ik.mot",
-                                     external_loads=S01 / "subject01_walk1_grf.xml", lowpass_hz=6.0,
-                                     start=0.5, end=1.6, dtype=jnp.float64)
+        return inverse_dynamics_tool(
+            S01 / "subject01.osim",
+            S01 / "subject01_walk1_ik.mot",
+            external_loads=S01 / "subject01_walk1_grf.xml",
+            lowpass_hz=6.0,
+            start=0.5,
+            end=1.6,
+            dtype=jnp.float64,
+        )
 
 
 def test_gait_with_ground_reactions_matches_opensims_standard(subject01):
@@ -116,7 +122,8 @@ def test_run_tool_runs_a_session_of_setups_in_one_call(tmp_path, capsys):
 def test_external_loads_in_a_body_frame_act_through_their_lever_arms(tmp_path):
     # double pendulum (rods 1 m, pivot at the origin, angles from hanging down); a force given in
     # rod2's frame at rod2's point (0, -0.5, 0), a torque in rod2's frame: Δτ = −Jᵀ[F; T]
-    (tmp_path / "loads.mot").write_text(textwrap.dedent("""\
+    (tmp_path / "loads.mot").write_text(
+        textwrap.dedent("""\
         loads
         version=1
         nRows=4
@@ -128,8 +135,10 @@ def test_external_loads_in_a_body_frame_act_through_their_lever_arms(tmp_path):
         1\t3\t-2\t0\t0\t-0.5\t0\t0\t0\t0.7
         2\t3\t-2\t0\t0\t-0.5\t0\t0\t0\t0.7
         3\t3\t-2\t0\t0\t-0.5\t0\t0\t0\t0.7
-        """))
-    (tmp_path / "loads.xml").write_text(textwrap.dedent("""\
+        """)
+    )
+    (tmp_path / "loads.xml").write_text(
+        textwrap.dedent("""\
         <?xml version="1.0" encoding="UTF-8" ?>
         <OpenSimDocument Version="40000"><ExternalLoads><objects>
           <ExternalForce name="push"><applied_to_body>rod2</applied_to_body>
@@ -137,13 +146,15 @@ def test_external_loads_in_a_body_frame_act_through_their_lever_arms(tmp_path):
             <force_identifier>f_</force_identifier><point_identifier>p_</point_identifier>
             <torque_identifier>m_</torque_identifier></ExternalForce>
         </objects><datafile>loads.mot</datafile></ExternalLoads></OpenSimDocument>
-        """))
+        """)
+    )
     t = np.linspace(0.0, 3.0, 31)
     a, b = 0.4 + 0.3 * np.sin(t), -0.8 + 0.5 * t
     motion = jb.io.Table(time=t, labels=("rod1", "rod2"), data=np.stack([a, b], 1))
     with jax.enable_x64(True):
-        loaded = inverse_dynamics_tool("double_pendulum", motion, external_loads=tmp_path / "loads.xml",
-                                       dtype=jnp.float64)
+        loaded = inverse_dynamics_tool(
+            "double_pendulum", motion, external_loads=tmp_path / "loads.xml", dtype=jnp.float64
+        )
         free = inverse_dynamics_tool("double_pendulum", motion, dtype=jnp.float64)
     assert loaded.labels == ("rod1_moment", "rod2_moment")
     down = lambda th: np.stack([np.sin(th), -np.cos(th)], -1)
@@ -157,9 +168,24 @@ def test_external_loads_in_a_body_frame_act_through_their_lever_arms(tmp_path):
 
 def test_inverse_dynamics_command_writes_opensims_layout(tmp_path, capsys):
     out = tmp_path / "id.sto"
-    code = main(["inverse-dynamics", "--model", str(DATA / "arm26.osim"), "--motion",
-                 str(DATA / "arm26_id" / "arm26_InverseKinematics.mot"), "--lowpass", "6", "--start", "0.2",
-                 "--end", "0.3", "--output", str(out), "--no-progress"])
+    code = main(
+        [
+            "inverse-dynamics",
+            "--model",
+            str(DATA / "arm26.osim"),
+            "--motion",
+            str(DATA / "arm26_id" / "arm26_InverseKinematics.mot"),
+            "--lowpass",
+            "6",
+            "--start",
+            "0.2",
+            "--end",
+            "0.3",
+            "--output",
+            str(out),
+            "--no-progress",
+        ]
+    )
     assert code == 0 and "wrote" in capsys.readouterr().out
     text = out.read_text().splitlines()
     assert text[1:5] == ["version=1", "nRows=13", "nColumns=3", "inDegrees=no"]
@@ -169,16 +195,39 @@ def test_inverse_dynamics_command_writes_opensims_layout(tmp_path, capsys):
     assert np.abs(got.data - _matched(got, std)).max() < 1e-3
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--model", "nothere.osim", "--motion", "x.mot"], "nothere.osim"),
-    (["--model", str(DATA / "arm26.osim"), "--motion", str(S01 / "subject01_walk1_ik.mot")],
-     "none of the model's coordinates"),
-    (["--model", str(DATA / "arm26.osim"), "--motion", str(DATA / "arm26_id" / "arm26_InverseKinematics.mot"),
-      "--start", "5"], "start"),
-    (["--model", str(S01 / "subject01.osim"), "--motion", str(S01 / "subject01_walk1_ik.mot"),
-      "--external-loads", str(DATA / "arm26.osim")], "ExternalLoads"),
-    (["--output", "x.sto"], "need --motion"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--model", "nothere.osim", "--motion", "x.mot"], "nothere.osim"),
+        (
+            ["--model", str(DATA / "arm26.osim"), "--motion", str(S01 / "subject01_walk1_ik.mot")],
+            "none of the model's coordinates",
+        ),
+        (
+            [
+                "--model",
+                str(DATA / "arm26.osim"),
+                "--motion",
+                str(DATA / "arm26_id" / "arm26_InverseKinematics.mot"),
+                "--start",
+                "5",
+            ],
+            "start",
+        ),
+        (
+            [
+                "--model",
+                str(S01 / "subject01.osim"),
+                "--motion",
+                str(S01 / "subject01_walk1_ik.mot"),
+                "--external-loads",
+                str(DATA / "arm26.osim"),
+            ],
+            "ExternalLoads",
+        ),
+        (["--output", "x.sto"], "need --motion"),
+    ],
+)
 def test_inverse_dynamics_command_refuses_bad_input_in_one_line(args, message, capsys):
     assert main(["id", "--no-progress"] + args) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -193,18 +242,39 @@ def test_external_loads_must_name_three_columns_and_known_bodies(tmp_path):
     with jax.enable_x64(True):
         for name, message in (("a.xml", "must match exactly 3 data columns"), ("b.xml", "'heel' is not a body")):
             with pytest.raises(ValueError, match=message):
-                inverse_dynamics_tool(S01 / "subject01.osim", S01 / "subject01_walk1_ik.mot",
-                                      external_loads=tmp_path / name, start=0.5, end=0.6)
+                inverse_dynamics_tool(
+                    S01 / "subject01.osim",
+                    S01 / "subject01_walk1_ik.mot",
+                    external_loads=tmp_path / name,
+                    start=0.5,
+                    end=0.6,
+                )
 
 
 @pytest.mark.slow
 def test_animate_command_draws_a_motion_file(tmp_path):
     pytest.importorskip("matplotlib")
     out = tmp_path / "arm.gif"
-    code = subprocess.run([sys.executable, "-c", "import sys; from jaxbio.cli import main; sys.exit(main(sys.argv[1:]))",
-                           "animate", "--model", str(DATA / "arm26.osim"), "--motion",
-                           str(DATA / "arm26_id" / "arm26_InverseKinematics.mot"), "--output", str(out), "--fps", "4",
-                           "--no-progress"], capture_output=True, text=True, cwd=tmp_path)
+    code = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from jaxbio.cli import main; sys.exit(main(sys.argv[1:]))",
+            "animate",
+            "--model",
+            str(DATA / "arm26.osim"),
+            "--motion",
+            str(DATA / "arm26_id" / "arm26_InverseKinematics.mot"),
+            "--output",
+            str(out),
+            "--fps",
+            "4",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert code.returncode == 0, code.stderr
     assert "wrote" in code.stdout and out.read_bytes()[:3] == b"GIF"
 

@@ -47,12 +47,21 @@ def check_against_mujoco(tree, states):
 
 def random_states(tree, n, seed):
     keys = jax.random.split(jax.random.PRNGKey(seed), 3 * n).reshape(n, 3, -1)
-    return [(jb.configuration.random(tree, k[0]), 2 * jax.random.normal(k[1], (tree.nv,)),
-             5 * jax.random.normal(k[2], (tree.nv,))) for k in keys]
+    return [
+        (
+            jb.configuration.random(tree, k[0]),
+            2 * jax.random.normal(k[1], (tree.nv,)),
+            5 * jax.random.normal(k[2], (tree.nv,)),
+        )
+        for k in keys
+    ]
 
 
-@pytest.mark.parametrize("name", ["arm7", "wholebody", "sagittal11"] +
-                         [pytest.param(n, marks=pytest.mark.slow) for n in ("double_pendulum", "arm26")])
+@pytest.mark.parametrize(
+    "name",
+    ["arm7", "wholebody", "sagittal11"]
+    + [pytest.param(n, marks=pytest.mark.slow) for n in ("double_pendulum", "arm26")],
+)
 def test_shipped_models_match_mujoco(name):
     tree = jb.load_model(name, dtype=jnp.float64)
     check_against_mujoco(tree, random_states(tree, 4, seed=1))
@@ -71,7 +80,7 @@ def test_hinge_chains_become_one_body_with_several_joints():
 SEEDS = range(5)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def random_tree(seed):
     """A random tree (every joint type, turned joint frames, massless frames, random gravity), its
     three random states, and whether it has a massless moving segment that cannot be merged."""
@@ -80,8 +89,10 @@ def random_tree(seed):
     tree = jb.SegmentTree.from_dict(d, dtype=jnp.float64)
     arr = {k: np.asarray(getattr(tree, k)) for k in ("masses", "inertias")}
     merged = {_merges(tree, arr, i) for i in range(tree.n_segments)} - {None}
-    stuck = any(arr["masses"][i] == 0 and tree.joint_types[i] != "fixed" and i not in merged
-                and _merges(tree, arr, i) is None for i in range(tree.n_segments))
+    stuck = any(
+        arr["masses"][i] == 0 and tree.joint_types[i] != "fixed" and i not in merged and _merges(tree, arr, i) is None
+        for i in range(tree.n_segments)
+    )
     states = [(s["q"], s["qd"], s["qdd"]) for s in (random_mixed_state(rng, d) for _ in range(3))]
     return tree, states, stuck
 
@@ -133,7 +144,10 @@ def test_exact_numbers_and_names():
     arm = mujoco.MjModel.from_xml_string(to_mjcf(jb.load_model("arm7", dtype=jnp.float64)))
     body = arm.body("upper_arm").id
     assert [arm.joint(j).name for j in range(arm.njnt) if arm.jnt_bodyid[j] == body] == [
-        "shoulder_flexion", "shoulder_abduction", "upper_arm"]
+        "shoulder_flexion",
+        "shoulder_abduction",
+        "upper_arm",
+    ]
 
 
 def test_bad_input_refused():
@@ -165,7 +179,8 @@ def test_mjx_inverse_matches():
     q, v, vdot = (jnp.stack(x) for x in zip(*random_states(tree, 4, seed=5)))
     qpos, qvel, qacc = jax.vmap(lambda q, v, a: to_mujoco_state(tree, q, v, a))(q, v, vdot)
     qfrc = jax.jit(jax.vmap(lambda p, w, a: mjx.inverse(model, data.replace(qpos=p, qvel=w, qacc=a)).qfrc_inverse))(
-        qpos, qvel, qacc)
+        qpos, qvel, qacc
+    )
     tau_mjx = jax.vmap(lambda q, f: from_mujoco_force(tree, q, f))(q, qfrc)
     tau = jax.vmap(jb.inverse_dynamics, in_axes=(None, 0, 0, 0))(tree, q, v, vdot)
     np.testing.assert_allclose(tau_mjx, tau, rtol=0, atol=TOL * max(1.0, float(jnp.abs(tau).max())))

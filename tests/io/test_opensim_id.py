@@ -66,8 +66,9 @@ def test_matches_live_opensim(jaxbio_moments, tmp_path, monkeypatch):
     opensim = pytest.importorskip("opensim")
     coordinates_file, cutoff, start, end = _setup()
     model = (DATA / "arm26.osim").read_text()
-    patched = model.replace("<minimum_activation> 0.0 </minimum_activation>",
-                            "<minimum_activation> 0.01 </minimum_activation>")
+    patched = model.replace(
+        "<minimum_activation> 0.0 </minimum_activation>", "<minimum_activation> 0.01 </minimum_activation>"
+    )
     patched = patched.replace("<min_control>0.00001</min_control>", "<min_control>0.01</min_control>")
     assert patched.count("0.01 </minimum_activation>") == 6 and patched.count("<min_control>0.01<") == 6
     (tmp_path / "arm26.osim").write_text(patched)

@@ -82,8 +82,9 @@ def test_tiny_model_closed_form(tmp_path):
         r = 2 * s + 1  # tip origin below the pin, m
         m_rod, m_tip, d = 2.0, 0.5, np.array([0.1, 0.0])  # tip COM offset in its frame
         tip_com = np.array([0.1, -r])
-        M = np.array([[0.3 + m_rod * 0.25 + 0.01 + m_tip * tip_com @ tip_com, -m_tip * 0.1 * 2],
-                      [-m_tip * 0.1 * 2, m_tip * 4.0]])
+        M = np.array(
+            [[0.3 + m_rod * 0.25 + 0.01 + m_tip * tip_com @ tip_com, -m_tip * 0.1 * 2], [-m_tip * 0.1 * 2, m_tip * 4.0]]
+        )
         np.testing.assert_allclose(jc.mass_matrix(m.tree, m.coordinates, c), M, atol=1e-12)
         # gravity: V = g (m_rod y_rod + m_tip y_tip), y = world height of each COM
         g = 9.81
@@ -96,20 +97,27 @@ def test_tiny_model_closed_form(tmp_path):
 def test_chained_offset_frames_and_relative_paths(tmp_path):
     """A joint frame whose parent is a frame in the body's <components> (relative socket paths,
     a bare legacy name): the same tree as one offset frame holding the composed pose."""
-    chained = TINY.replace(
-        "<socket_parent>/bodyset/rod</socket_parent>\n              <translation>0 0 0</translation>",
-        "<socket_parent>../../../bodyset/rod/inner</socket_parent>\n              <translation>0 0.2 0</translation>",
-    ).replace(
-        '<Body name="rod"><mass>2</mass>',
-        '<Body name="rod"><components><PhysicalOffsetFrame name="inner"><socket_parent>..</socket_parent>'
-        "<translation>0.1 0 0</translation><orientation>0 0 0.5</orientation></PhysicalOffsetFrame>"
-        "</components><mass>2</mass>",
-    ).replace("<socket_parent_frame>/ground</socket_parent_frame>", "<socket_parent_frame>ground</socket_parent_frame>")
+    chained = (
+        TINY.replace(
+            "<socket_parent>/bodyset/rod</socket_parent>\n              <translation>0 0 0</translation>",
+            "<socket_parent>../../../bodyset/rod/inner</socket_parent>\n              <translation>0 0.2 0</translation>",
+        )
+        .replace(
+            '<Body name="rod"><mass>2</mass>',
+            '<Body name="rod"><components><PhysicalOffsetFrame name="inner"><socket_parent>..</socket_parent>'
+            "<translation>0.1 0 0</translation><orientation>0 0 0.5</orientation></PhysicalOffsetFrame>"
+            "</components><mass>2</mass>",
+        )
+        .replace(
+            "<socket_parent_frame>/ground</socket_parent_frame>", "<socket_parent_frame>ground</socket_parent_frame>"
+        )
+    )
     p = np.array([0.1 - 0.2 * np.sin(0.5), 0.2 * np.cos(0.5), 0.0])
     single = TINY.replace(
         "<translation>0 0 0</translation><orientation>0 0 0</orientation>\n            </PhysicalOffsetFrame>",
         f"<translation>{float(p[0])!r} {float(p[1])!r} 0</translation><orientation>0 0 0.5</orientation>\n"
-        "            </PhysicalOffsetFrame>")
+        "            </PhysicalOffsetFrame>",
+    )
     assert chained != TINY and single != TINY
     with jax.enable_x64(True):
         a = load_osim(write(tmp_path, chained, "chained.osim"), dtype=jnp.float64)
@@ -139,19 +147,33 @@ def test_arm26_equals_the_shipped_model(filename):
         rng = np.random.default_rng(0)
         for _ in range(3):
             c, cd, cdd = (jnp.asarray(rng.uniform(-1.5, 1.5, 2)) for _ in range(3))
-            np.testing.assert_allclose(jc.inverse_dynamics(m.tree, m.coordinates, c, cd, cdd),
-                                       jb.inverse_dynamics(shipped, c, cd, cdd), rtol=1e-12, atol=1e-12)
-            np.testing.assert_allclose(jc.mass_matrix(m.tree, m.coordinates, c), jb.mass_matrix(shipped, c),
-                                       rtol=1e-12, atol=1e-14)
+            np.testing.assert_allclose(
+                jc.inverse_dynamics(m.tree, m.coordinates, c, cd, cdd),
+                jb.inverse_dynamics(shipped, c, cd, cdd),
+                rtol=1e-12,
+                atol=1e-12,
+            )
+            np.testing.assert_allclose(
+                jc.mass_matrix(m.tree, m.coordinates, c), jb.mass_matrix(shipped, c), rtol=1e-12, atol=1e-14
+            )
 
 
 def test_gait_model_reading():
     m4 = load_osim(DATA / "gait10dof18musc.osim")
     m3 = load_osim(DATA / "gait10dof18musc_3x.osim")
     for m in (m4, m3):
-        assert m.coordinate_names == ("pelvis_tilt", "pelvis_tx", "pelvis_ty", "hip_flexion_r", "knee_angle_r",
-                                      "ankle_angle_r", "hip_flexion_l", "knee_angle_l", "ankle_angle_l",
-                                      "lumbar_extension")
+        assert m.coordinate_names == (
+            "pelvis_tilt",
+            "pelvis_tx",
+            "pelvis_ty",
+            "hip_flexion_r",
+            "knee_angle_r",
+            "ankle_angle_r",
+            "hip_flexion_l",
+            "knee_angle_l",
+            "ankle_angle_l",
+            "lumbar_extension",
+        )
         assert m.tree.nq == 14  # the knees' two spline translations each
         knee = m.coordinate_index("knee_angle_r")
         assert m.coordinates.source.count(knee) == 3
@@ -180,54 +202,108 @@ def test_float32():
 
 # ---- refusals --------------------------------------------------------------------------------
 
-CUSTOM_ROTATION1 = ('<TransformAxis name="rotation1"><coordinates></coordinates><axis>1 0 0</axis>'
-                    '<Constant name="function"><value>0</value></Constant></TransformAxis>')
+CUSTOM_ROTATION1 = (
+    '<TransformAxis name="rotation1"><coordinates></coordinates><axis>1 0 0</axis>'
+    '<Constant name="function"><value>0</value></Constant></TransformAxis>'
+)
 BAD = {
     "not XML": ("just text", None, "not an XML file"),
     "not OpenSim": ("<Scene><Model/></Scene>", None, "not an OpenSim model"),
     "joint type": (TINY.replace("PinJoint", "EllipsoidJoint"), "EllipsoidJoint 'pin'", "not supported"),
-    "function type": (TINY.replace("LinearFunction", "StepFunction"), "TransformAxis 'translation2'",
-                      "function type 'StepFunction' is not supported"),
+    "function type": (
+        TINY.replace("LinearFunction", "StepFunction"),
+        "TransformAxis 'translation2'",
+        "function type 'StepFunction' is not supported",
+    ),
     "GCVSpline": (TINY.replace("LinearFunction", "GCVSpline"), "CustomJoint 'slide'", "GCVSpline"),
-    "two coordinates": (TINY.replace("<coordinates>stretch</coordinates>", "<coordinates>stretch angle</coordinates>"),
-                        "CustomJoint 'slide': TransformAxis 'translation2'", "function of 2 coordinates"),
-    "missing body": (TINY.replace("/bodyset/tip</socket_child_frame>", "/bodyset/tipp</socket_child_frame>"),
-                     "CustomJoint 'slide'", "no body or frame '/bodyset/tipp'"),
-    "missing frame body": (TINY.replace("<socket_parent>/bodyset/rod", "<socket_parent>/bodyset/nothing"),
-                           "PhysicalOffsetFrame 'rod_offset'", "no body or frame '/bodyset/nothing'"),
-    "parent never placed": (TINY.replace("<socket_parent_frame>/ground</socket_parent_frame>",
-                                         "<socket_parent_frame>/bodyset/tip</socket_parent_frame>"),
-                            "PinJoint 'pin'", "parent body 'tip' is not connected to the ground"),
-    "no joint": (TINY.replace("</objects>\n    </BodySet>",
-                              "<Body name='loose'><mass>1</mass></Body></objects>\n    </BodySet>"),
-                 "Body 'loose'", "attached to the model by no joint"),
-    "loop": (TINY.replace("/bodyset/tip</socket_child_frame>", "/bodyset/rod</socket_child_frame>"),
-             "CustomJoint 'slide'", "parent and child frames are on the same body 'rod'"),
-    "two joints": (TINY.replace("<socket_parent_frame>/bodyset/rod</socket_parent_frame>\n          "
-                                "<socket_child_frame>/bodyset/tip</socket_child_frame>",
-                                "<socket_parent_frame>/ground</socket_parent_frame>\n          "
-                                "<socket_child_frame>/bodyset/rod</socket_child_frame>"),
-                   "CustomJoint 'slide'", "kinematic loop"),
-    "reversed": (TINY.replace("<socket_child_frame>/bodyset/tip", "<socket_child_frame>/ground"),
-                 "CustomJoint 'slide'", "reversed joint"),
-    "collinear": (TINY.replace(CUSTOM_ROTATION1, CUSTOM_ROTATION1.replace("1 0 0", "0 0 2")),
-                  "CustomJoint 'slide'", "'rotation1' and 'rotation3' are collinear"),
+    "two coordinates": (
+        TINY.replace("<coordinates>stretch</coordinates>", "<coordinates>stretch angle</coordinates>"),
+        "CustomJoint 'slide': TransformAxis 'translation2'",
+        "function of 2 coordinates",
+    ),
+    "missing body": (
+        TINY.replace("/bodyset/tip</socket_child_frame>", "/bodyset/tipp</socket_child_frame>"),
+        "CustomJoint 'slide'",
+        "no body or frame '/bodyset/tipp'",
+    ),
+    "missing frame body": (
+        TINY.replace("<socket_parent>/bodyset/rod", "<socket_parent>/bodyset/nothing"),
+        "PhysicalOffsetFrame 'rod_offset'",
+        "no body or frame '/bodyset/nothing'",
+    ),
+    "parent never placed": (
+        TINY.replace(
+            "<socket_parent_frame>/ground</socket_parent_frame>",
+            "<socket_parent_frame>/bodyset/tip</socket_parent_frame>",
+        ),
+        "PinJoint 'pin'",
+        "parent body 'tip' is not connected to the ground",
+    ),
+    "no joint": (
+        TINY.replace(
+            "</objects>\n    </BodySet>", "<Body name='loose'><mass>1</mass></Body></objects>\n    </BodySet>"
+        ),
+        "Body 'loose'",
+        "attached to the model by no joint",
+    ),
+    "loop": (
+        TINY.replace("/bodyset/tip</socket_child_frame>", "/bodyset/rod</socket_child_frame>"),
+        "CustomJoint 'slide'",
+        "parent and child frames are on the same body 'rod'",
+    ),
+    "two joints": (
+        TINY.replace(
+            "<socket_parent_frame>/bodyset/rod</socket_parent_frame>\n          "
+            "<socket_child_frame>/bodyset/tip</socket_child_frame>",
+            "<socket_parent_frame>/ground</socket_parent_frame>\n          "
+            "<socket_child_frame>/bodyset/rod</socket_child_frame>",
+        ),
+        "CustomJoint 'slide'",
+        "kinematic loop",
+    ),
+    "reversed": (
+        TINY.replace("<socket_child_frame>/bodyset/tip", "<socket_child_frame>/ground"),
+        "CustomJoint 'slide'",
+        "reversed joint",
+    ),
+    "collinear": (
+        TINY.replace(CUSTOM_ROTATION1, CUSTOM_ROTATION1.replace("1 0 0", "0 0 2")),
+        "CustomJoint 'slide'",
+        "'rotation1' and 'rotation3' are collinear",
+    ),
     "no mass": (TINY.replace("<mass>0.5</mass>", ""), "Body 'tip'", "missing <mass>"),
     "negative mass": (TINY.replace("<mass>0.5</mass>", "<mass>-0.5</mass>"), "Body 'tip'", "must be >= 0"),
-    "bad number": (TINY.replace("<range>0 1</range>", "<range>0 one</range>"), "Coordinate 'stretch'",
-                   "<range> is not a list of numbers"),
-    "duplicate coordinate": (TINY.replace('"stretch"', '"angle"').replace(">stretch<", ">angle<"),
-                             "CustomJoint 'slide'", "coordinate name 'angle' is already used by PinJoint 'pin'"),
-    "spline knots": (TINY.replace('<LinearFunction name="function"><coefficients>-2 -1</coefficients></LinearFunction>',
-                                  '<SimmSpline name="function"><x>0 1 0.5</x><y>0 1 2</y></SimmSpline>'),
-                     "SimmSpline 'function'", "x must be strictly increasing"),
-    "no function": (TINY.replace('<LinearFunction name="function"><coefficients>-2 -1</coefficients></LinearFunction>',
-                                 ""), "TransformAxis 'translation2'", "coordinate 'stretch' but no function"),
-    "massless chain": (TINY.replace("<mass>2</mass>", "<mass>0</mass>").replace(
-        "<inertia>0.3 0.02 0.3 0 0 0</inertia>", "<inertia>0 0 0 0 0 0</inertia>").replace(
-        "<mass>0.5</mass>", "<mass>0</mass>").replace("<inertia>0.01 0.01 0.01 0 0 0</inertia>",
-                                                     "<inertia>0 0 0 0 0 0</inertia>"),
-        None, "the model built from it is refused"),
+    "bad number": (
+        TINY.replace("<range>0 1</range>", "<range>0 one</range>"),
+        "Coordinate 'stretch'",
+        "<range> is not a list of numbers",
+    ),
+    "duplicate coordinate": (
+        TINY.replace('"stretch"', '"angle"').replace(">stretch<", ">angle<"),
+        "CustomJoint 'slide'",
+        "coordinate name 'angle' is already used by PinJoint 'pin'",
+    ),
+    "spline knots": (
+        TINY.replace(
+            '<LinearFunction name="function"><coefficients>-2 -1</coefficients></LinearFunction>',
+            '<SimmSpline name="function"><x>0 1 0.5</x><y>0 1 2</y></SimmSpline>',
+        ),
+        "SimmSpline 'function'",
+        "x must be strictly increasing",
+    ),
+    "no function": (
+        TINY.replace('<LinearFunction name="function"><coefficients>-2 -1</coefficients></LinearFunction>', ""),
+        "TransformAxis 'translation2'",
+        "coordinate 'stretch' but no function",
+    ),
+    "massless chain": (
+        TINY.replace("<mass>2</mass>", "<mass>0</mass>")
+        .replace("<inertia>0.3 0.02 0.3 0 0 0</inertia>", "<inertia>0 0 0 0 0 0</inertia>")
+        .replace("<mass>0.5</mass>", "<mass>0</mass>")
+        .replace("<inertia>0.01 0.01 0.01 0 0 0</inertia>", "<inertia>0 0 0 0 0 0</inertia>"),
+        None,
+        "the model built from it is refused",
+    ),
 }
 
 

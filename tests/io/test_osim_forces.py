@@ -44,6 +44,7 @@ KINDS = PASSIVE_TYPES + ("actuators",)
 
 # ---- OpenSim's side ----------------------------------------------------------------------------------
 
+
 class Reference(OpenSimModel):
     """OpenSim's generalised forces of a model's forces, some types at a time."""
 
@@ -93,9 +94,14 @@ def compare_types(path: Path, c, cd, kinds=KINDS, seed: int = 0) -> dict[str, tu
         driven = {k: set(types[k]) <= set(ACTUATOR_TYPES) for k in kinds}
 
         def ours(c, cd, controls):  # one compilation for every kind
-            return {k: actuator_forces(parts[k], c, controls[np.asarray([acts.index(n) for n in
-                                                                         parts[k].forces.actuator_names], int)])
-                    if driven[k] else passive_forces(parts[k], c, cd) for k in kinds}
+            return {
+                k: actuator_forces(
+                    parts[k], c, controls[np.asarray([acts.index(n) for n in parts[k].forces.actuator_names], int)]
+                )
+                if driven[k]
+                else passive_forces(parts[k], c, cd)
+                for k in kinds
+            }
 
         ours = jax.jit(jax.vmap(ours))(c, cd, controls)
     out = {}
@@ -115,6 +121,7 @@ def assert_agree(errors: dict[str, tuple[float, float]], minimum: float = 1.0) -
 
 # ---- the planar arm (default tests) ---------------------------------------------------------------
 
+
 def write_pendulum(path: Path) -> Path:
     """A planar arm (shoulder and elbow pins, a sleeve sliding on the forearm) with two
     CoordinateLimitForces, a SpringGeneralizedForce, two PointToPointSprings (one to the ground),
@@ -129,14 +136,18 @@ def write_pendulum(path: Path) -> Path:
     for b in (upper, lower, sleeve):
         m.addBody(b)
     z = osim.Vec3(0, 0, 0)
-    joints = (osim.PinJoint("shoulder", m.getGround(), osim.Vec3(0, 1.5, 0), z, upper, z, z),
-              osim.PinJoint("elbow", upper, osim.Vec3(0, -0.6, 0), z, lower, z, z),
-              osim.SliderJoint("slide", lower, osim.Vec3(0, -0.3, 0), osim.Vec3(0, 0, -1.2), sleeve, z, z))
+    joints = (
+        osim.PinJoint("shoulder", m.getGround(), osim.Vec3(0, 1.5, 0), z, upper, z, z),
+        osim.PinJoint("elbow", upper, osim.Vec3(0, -0.6, 0), z, lower, z, z),
+        osim.SliderJoint("slide", lower, osim.Vec3(0, -0.3, 0), osim.Vec3(0, 0, -1.2), sleeve, z, z),
+    )
     for j, name in zip(joints, ("shoulder_angle", "elbow_angle", "slide_x")):
         j.updCoordinate().setName(name)
         m.addJoint(j)
-    for f in (osim.CoordinateLimitForce("shoulder_angle", 40.0, 2.0, -30.0, 3.0, 0.5, 10.0),
-              osim.CoordinateLimitForce("elbow_angle", 120.0, 1.0, 0.0, 1.5, 0.1, 5.0)):
+    for f in (
+        osim.CoordinateLimitForce("shoulder_angle", 40.0, 2.0, -30.0, 3.0, 0.5, 10.0),
+        osim.CoordinateLimitForce("elbow_angle", 120.0, 1.0, 0.0, 1.5, 0.1, 5.0),
+    ):
         f.setName(f.get_coordinate().split("_")[0] + "_limit")
         m.addForce(f)
     spring = osim.SpringGeneralizedForce("slide_x")
@@ -155,14 +166,17 @@ def write_pendulum(path: Path) -> Path:
     push.setName("slide_motor"), push.setOptimalForce(20.0)
     m.addForce(push)
     for name, body, point, point_global, direction, force_global in (
-            ("hand_push", lower, (0.02, -0.5, 0.01), False, (1.0, 0.5, 0.0), False),
-            ("sleeve_pull", sleeve, (0.3, 0.5, 0.0), True, (0.2, -1.0, 0.0), True)):
+        ("hand_push", lower, (0.02, -0.5, 0.01), False, (1.0, 0.5, 0.0), False),
+        ("sleeve_pull", sleeve, (0.3, 0.5, 0.0), True, (0.2, -1.0, 0.0), True),
+    ):
         a = osim.PointActuator(body.getName())
         a.setName(name), a.set_point(osim.Vec3(*point)), a.set_point_is_global(point_global)
         a.set_direction(osim.Vec3(*direction)), a.set_force_is_global(force_global), a.setOptimalForce(40.0)
         m.addForce(a)
-    for name, a_body, b_body, axis, global_ in (("elbow_torque", lower, upper, (0.1, 0.2, 1.0), False),
-                                                ("shoulder_torque", upper, m.getGround(), (0.0, 0.0, 1.0), True)):
+    for name, a_body, b_body, axis, global_ in (
+        ("elbow_torque", lower, upper, (0.1, 0.2, 1.0), False),
+        ("shoulder_torque", upper, m.getGround(), (0.0, 0.0, 1.0), True),
+    ):
         a = osim.TorqueActuator(a_body, b_body, osim.Vec3(*axis), global_)
         a.setName(name), a.setOptimalForce(15.0)
         m.addForce(a)
@@ -174,9 +188,8 @@ def write_pendulum(path: Path) -> Path:
     m.printToXML(str(path))
     text = path.read_text()
     at = text.rindex("<groups />", 0, text.index("</ForceSet>"))  # the ForceSet's own
-    groups = ("<groups><ObjectGroup name=\"limits\"><members>shoulder_limit elbow_limit</members></ObjectGroup>"
-              "</groups>")
-    path.write_text(text[:at] + groups + text[at + len("<groups />"):])
+    groups = '<groups><ObjectGroup name="limits"><members>shoulder_limit elbow_limit</members></ObjectGroup></groups>'
+    path.write_text(text[:at] + groups + text[at + len("<groups />") :])
     return path
 
 
@@ -188,8 +201,14 @@ def pendulum(tmp_path_factory):
     work = tmp_path_factory.mktemp("pendulum")
     write_pendulum(work / "pendulum.osim")
     t = np.linspace(0.0, 1.0, 101)
-    c = np.stack([np.radians(5.0 + 50.0 * np.sin(2 * np.pi * t)), np.radians(60.0 + 70.0 * np.sin(2 * np.pi * t + 1)),
-                  0.1 * np.sin(3 * t)], 1)
+    c = np.stack(
+        [
+            np.radians(5.0 + 50.0 * np.sin(2 * np.pi * t)),
+            np.radians(60.0 + 70.0 * np.sin(2 * np.pi * t + 1)),
+            0.1 * np.sin(3 * t),
+        ],
+        1,
+    )
     with jax.enable_x64(True):
         m = load_osim(work / "pendulum.osim", dtype=jnp.float64)
     jb.io.write_sto(work / "motion.mot", jb.io.coordinates_table(m, t, c))
@@ -216,8 +235,14 @@ def test_forces_are_imported_with_their_units(pendulum):
     np.testing.assert_allclose(f.coordinate_limits.damping, np.degrees([0.5, 0.1]), rtol=1e-7)
     np.testing.assert_allclose(f.springs.rest_length, [0.05])  # metres stay metres
     assert f.point_springs.segments1[0] == -1  # the ground
-    assert f.actuator_names == ("elbow_motor", "slide_motor", "hand_push", "sleeve_pull", "elbow_torque",
-                                "shoulder_torque")
+    assert f.actuator_names == (
+        "elbow_motor",
+        "slide_motor",
+        "hand_push",
+        "sleeve_pull",
+        "elbow_torque",
+        "shoulder_torque",
+    )
     np.testing.assert_allclose(f.optimal_force, [50.0, 20.0, 40.0, 40.0, 15.0, 15.0])
     assert np.all(np.isinf(f.min_control)) and np.all(f.min_control < 0) and np.all(np.isinf(f.max_control))
     assert f.point_actuators.point_is_global == (False, True) and f.torque_actuators.torque_is_global == (False, True)
@@ -258,6 +283,7 @@ def test_forces_in_float32_and_their_derivatives(pendulum):
 
 # ---- every joint type (slow) and an OpenSim 3.x file -----------------------------------------------
 
+
 def write_forces_model(path: Path) -> Path:
     """The synthetic model of tests/io/test_osim_opensim.py plus forces on each kind of coordinate
     (rotational, translational, coupled, Ball and Free rotations) and body (welded, massless)."""
@@ -282,30 +308,53 @@ def write_forces_model(path: Path) -> Path:
     spring = add(osim.SpringGeneralizedForce("free_coord_4"))  # translational, of a Free joint
     spring.setName("free_spring"), spring.setStiffness(100.0), spring.setRestLength(0.8), spring.setViscosity(5.0)
     spring = add(osim.SpringGeneralizedForce("free_coord_1"))  # a Free joint's rotation
-    spring.setName("free_rotation_spring"), spring.setStiffness(7.0), spring.setRestLength(0.1), spring.setViscosity(0.4)
+    (
+        spring.setName("free_rotation_spring"),
+        spring.setStiffness(7.0),
+        spring.setRestLength(0.1),
+        spring.setViscosity(0.4),
+    )
     bodies = m.getBodySet()
-    add(osim.PointToPointSpring(bodies.get("thigh"), osim.Vec3(0.02, -0.1, 0.01), bodies.get("shank"),
-                                osim.Vec3(-0.01, -0.15, 0.02), 900.0, 0.2))
-    p2p = add(osim.PointToPointSpring(m.getGround(), osim.Vec3(0.3, 1.5, 0.1), bodies.get("hand"),
-                                      osim.Vec3(0.01, -0.02, 0.0), 250.0, 0.1))
+    add(
+        osim.PointToPointSpring(
+            bodies.get("thigh"),
+            osim.Vec3(0.02, -0.1, 0.01),
+            bodies.get("shank"),
+            osim.Vec3(-0.01, -0.15, 0.02),
+            900.0,
+            0.2,
+        )
+    )
+    p2p = add(
+        osim.PointToPointSpring(
+            m.getGround(), osim.Vec3(0.3, 1.5, 0.1), bodies.get("hand"), osim.Vec3(0.01, -0.02, 0.0), 250.0, 0.1
+        )
+    )
     p2p.setName("ground_to_hand")
-    for name, coord, force in (("knee_motor", "knee_coord_0", 30.0), ("ball_motor", "ball_coord_2", 12.0),
-                               ("free_motor", "free_coord_0", 50.0), ("slide_motor", "box_slide", 80.0),
-                               ("free_push", "free_coord_3", 200.0)):
+    for name, coord, force in (
+        ("knee_motor", "knee_coord_0", 30.0),
+        ("ball_motor", "ball_coord_2", 12.0),
+        ("free_motor", "free_coord_0", 50.0),
+        ("slide_motor", "box_slide", 80.0),
+        ("free_push", "free_coord_3", 200.0),
+    ):
         a = add(osim.CoordinateActuator(coord))
         a.setName(name), a.setOptimalForce(force), a.setMinControl(-1.0), a.setMaxControl(2.0)
     for name, body, point, pg, direction, fg in (
-            ("push_local", "torso", (0.02, 0.3, -0.05), False, (1.0, 2.0, -0.5), False),
-            ("push_global_point", "hand", (0.3, 0.6, 0.25), True, (0.0, 1.0, 0.0), False),
-            ("push_global_force", "shank", (0.0, -0.2, 0.03), False, (0.3, -1.0, 0.2), True),
-            ("push_global_both", "box", (0.5, 1.2, 0.1), True, (-1.0, 0.0, 2.0), True),
-            ("push_welded", "foot", (0.1, -0.02, 0.01), False, (0.0, 0.0, 1.0), False)):
+        ("push_local", "torso", (0.02, 0.3, -0.05), False, (1.0, 2.0, -0.5), False),
+        ("push_global_point", "hand", (0.3, 0.6, 0.25), True, (0.0, 1.0, 0.0), False),
+        ("push_global_force", "shank", (0.0, -0.2, 0.03), False, (0.3, -1.0, 0.2), True),
+        ("push_global_both", "box", (0.5, 1.2, 0.1), True, (-1.0, 0.0, 2.0), True),
+        ("push_welded", "foot", (0.1, -0.02, 0.01), False, (0.0, 0.0, 1.0), False),
+    ):
         a = add(osim.PointActuator(body))
         a.setName(name), a.set_point(osim.Vec3(*point)), a.set_point_is_global(pg)
         a.set_direction(osim.Vec3(*direction)), a.set_force_is_global(fg), a.setOptimalForce(40.0)
-    for name, a_body, b_body, axis, global_ in (("twist_global", "torso", "pelvis", (0.2, 1.0, 0.1), True),
-                                                ("twist_local", "head", "ground", (1.0, 0.0, 0.5), False),
-                                                ("twist_disk", "disk", "box", (0.0, 0.3, 1.0), False)):
+    for name, a_body, b_body, axis, global_ in (
+        ("twist_global", "torso", "pelvis", (0.2, 1.0, 0.1), True),
+        ("twist_local", "head", "ground", (1.0, 0.0, 0.5), False),
+        ("twist_disk", "disk", "box", (0.0, 0.3, 1.0), False),
+    ):
         frame_a = m.getGround() if a_body == "ground" else bodies.get(a_body)
         frame_b = m.getGround() if b_body == "ground" else bodies.get(b_body)
         a = add(osim.TorqueActuator(frame_a, frame_b, osim.Vec3(*axis), global_))
@@ -358,8 +407,14 @@ def test_an_opensim_3x_force_set_matches_opensim(tmp_path):
     path.write_text(text[:start] + FORCESET_3X + text[end:])
     with jax.enable_x64(True):
         m = load_osim(path, dtype=jnp.float64)  # as compare_types loads it (one compilation)
-    assert [n for _, n in m.forces.order] == ["elbow_limit", "shoulder_spring", "tendon", "elbow_motor", "hand_push",
-                                              "shoulder_torque"]
+    assert [n for _, n in m.forces.order] == [
+        "elbow_limit",
+        "shoulder_spring",
+        "tendon",
+        "elbow_motor",
+        "hand_push",
+        "shoulder_torque",
+    ]
     assert m.ignored[0] == "ForceSet: 1 disabled objects (CoordinateLimitForce)"  # isDisabled
     np.testing.assert_allclose([m.forces.min_control[0], m.forces.max_control[0]], [-2.0, 3.0])
     rng = np.random.default_rng(1)
@@ -427,7 +482,12 @@ def test_forces_to_exclude_follows_opensim_with_groups(pendulum):
     with jax.enable_x64(True):
         m = load_osim(pendulum / "pendulum.osim", dtype=jnp.float64)
     assert [n for _, n in applied_forces(m, "actuators").forces.order] == [
-        "shoulder_limit", "elbow_limit", "slide_spring", "tether", "strap"]
+        "shoulder_limit",
+        "elbow_limit",
+        "slide_spring",
+        "tether",
+        "strap",
+    ]
     with pytest.warns(UserWarning):
         kept = applied_forces(m, ["MUSCLES", "limits", "tether"]).forces
     assert [n for _, n in kept.order][:3] == ["slide_spring", "tether", "strap"]
@@ -435,6 +495,7 @@ def test_forces_to_exclude_follows_opensim_with_groups(pendulum):
 
 
 # ---- bad input -------------------------------------------------------------------------------------
+
 
 def _edited(pendulum: Path, tmp_path: Path, old: str, new: str) -> Path:
     text = (pendulum / "pendulum.osim").read_text()
@@ -445,16 +506,30 @@ def _edited(pendulum: Path, tmp_path: Path, old: str, new: str) -> Path:
 
 
 FIRST_FORCE = "<objects>\n\t\t\t\t<CoordinateLimitForce"
-EXPRESSION = ("<ExpressionBasedCoordinateForce name=\"expr\"><coordinate>elbow_angle</coordinate>"
-              "<expression>-2*q</expression></ExpressionBasedCoordinateForce>")
+EXPRESSION = (
+    '<ExpressionBasedCoordinateForce name="expr"><coordinate>elbow_angle</coordinate>'
+    "<expression>-2*q</expression></ExpressionBasedCoordinateForce>"
+)
 
 
 def test_forces_opensim_would_apply_are_refused_unless_excluded(pendulum, tmp_path, capsys):
     motion = pendulum / "motion.mot"
     with pytest.raises(ValueError, match=r"pendulum\.osim: .*Thelen2003Muscle 'flexor'"):
         inverse_dynamics_tool(pendulum / "pendulum.osim", motion, forces_to_exclude=())
-    assert main(["id", "--model", str(pendulum / "pendulum.osim"), "--motion", str(motion), "--forces-to-exclude",
-                 "--no-progress"]) == 2
+    assert (
+        main(
+            [
+                "id",
+                "--model",
+                str(pendulum / "pendulum.osim"),
+                "--motion",
+                str(motion),
+                "--forces-to-exclude",
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "Thelen2003Muscle 'flexor'" in err[0], err
     path = _edited(pendulum, tmp_path, FIRST_FORCE, FIRST_FORCE.replace("<objects>", "<objects>" + EXPRESSION))
@@ -466,38 +541,73 @@ def test_forces_opensim_would_apply_are_refused_unless_excluded(pendulum, tmp_pa
         applied_forces(m, "muscles expr")  # the file has groups: a force's name matches nothing
     text = path.read_text()
     at = text.index("<groups><ObjectGroup")
-    path.write_text(text[:at] + "<groups/>" + text[text.index("</groups>", at) + len("</groups>"):])
+    path.write_text(text[:at] + "<groups/>" + text[text.index("</groups>", at) + len("</groups>") :])
     applied_forces(load_osim(path), "muscles expr")  # no groups: excluded by its name
-    controlled = _edited(pendulum, tmp_path, "<ControllerSet name=\"controllerset\">\n\t\t\t<objects />",
-                         "<ControllerSet name=\"controllerset\"><objects><PrescribedController name=\"drive\">"
-                         "</PrescribedController></objects>")
+    controlled = _edited(
+        pendulum,
+        tmp_path,
+        '<ControllerSet name="controllerset">\n\t\t\t<objects />',
+        '<ControllerSet name="controllerset"><objects><PrescribedController name="drive">'
+        "</PrescribedController></objects>",
+    )
     with pytest.raises(ValueError, match="controllers"):
         applied_forces(load_osim(controlled), "muscles")
     applied_forces(load_osim(controlled), "actuators")
 
 
-@pytest.mark.parametrize("old, new, message", [
-    ("<coordinate>shoulder_angle</coordinate>", "<coordinate>nope</coordinate>",
-     r"edited\.osim: CoordinateLimitForce 'shoulder_limit': no coordinate 'nope'"),
-    ("<socket_body2>/bodyset/lower</socket_body2>", "<socket_body2>/bodyset/nobody</socket_body2>",
-     r"edited\.osim: PointToPointSpring 'tether': no body or frame '/bodyset/nobody'"),
-    ("<transition>5</transition>", "<transition>0</transition>", r"CoordinateLimitForce 'elbow_limit': <transition>"),
-    ("<coordinate>slide_x</coordinate>", "<coordinate></coordinate>",
-     r"SpringGeneralizedForce 'slide_spring': no <coordinate>"),
-    (FIRST_FORCE, FIRST_FORCE.replace("<objects>", "<objects><PointActuator name=\"p\"><body>nobody</body>"
-                                                     "</PointActuator>"),
-     r"edited\.osim: PointActuator 'p': no body or frame 'nobody'"),
-    (FIRST_FORCE, FIRST_FORCE.replace("<objects>", "<objects><TorqueActuator name=\"t\"><bodyA>upper</bodyA>"
-                                                     "</TorqueActuator>"),
-     r"TorqueActuator 't': needs <bodyA> and <bodyB>"),
-    (FIRST_FORCE, FIRST_FORCE.replace("<objects>", "<objects><PointActuator name=\"p\"><body>upper</body>"
-                                                     "<direction>0 0 0</direction></PointActuator>"),
-     r"PointActuator 'p': <direction> is zero"),
-    (FIRST_FORCE, FIRST_FORCE.replace("<objects>", "<objects><PointToPointSpring name=\"s\"><socket_body1>"
-                                                     "/bodyset/upper</socket_body1><socket_body2>/bodyset/upper"
-                                                     "</socket_body2></PointToPointSpring>"),
-     r"PointToPointSpring 's': both ends are on one rigid segment"),
-])
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        (
+            "<coordinate>shoulder_angle</coordinate>",
+            "<coordinate>nope</coordinate>",
+            r"edited\.osim: CoordinateLimitForce 'shoulder_limit': no coordinate 'nope'",
+        ),
+        (
+            "<socket_body2>/bodyset/lower</socket_body2>",
+            "<socket_body2>/bodyset/nobody</socket_body2>",
+            r"edited\.osim: PointToPointSpring 'tether': no body or frame '/bodyset/nobody'",
+        ),
+        (
+            "<transition>5</transition>",
+            "<transition>0</transition>",
+            r"CoordinateLimitForce 'elbow_limit': <transition>",
+        ),
+        (
+            "<coordinate>slide_x</coordinate>",
+            "<coordinate></coordinate>",
+            r"SpringGeneralizedForce 'slide_spring': no <coordinate>",
+        ),
+        (
+            FIRST_FORCE,
+            FIRST_FORCE.replace("<objects>", '<objects><PointActuator name="p"><body>nobody</body></PointActuator>'),
+            r"edited\.osim: PointActuator 'p': no body or frame 'nobody'",
+        ),
+        (
+            FIRST_FORCE,
+            FIRST_FORCE.replace("<objects>", '<objects><TorqueActuator name="t"><bodyA>upper</bodyA></TorqueActuator>'),
+            r"TorqueActuator 't': needs <bodyA> and <bodyB>",
+        ),
+        (
+            FIRST_FORCE,
+            FIRST_FORCE.replace(
+                "<objects>",
+                '<objects><PointActuator name="p"><body>upper</body><direction>0 0 0</direction></PointActuator>',
+            ),
+            r"PointActuator 'p': <direction> is zero",
+        ),
+        (
+            FIRST_FORCE,
+            FIRST_FORCE.replace(
+                "<objects>",
+                '<objects><PointToPointSpring name="s"><socket_body1>'
+                "/bodyset/upper</socket_body1><socket_body2>/bodyset/upper"
+                "</socket_body2></PointToPointSpring>",
+            ),
+            r"PointToPointSpring 's': both ends are on one rigid segment",
+        ),
+    ],
+)
 def test_bad_forces_are_refused_naming_element_and_file(pendulum, tmp_path, old, new, message):
     with pytest.raises(ValueError, match=message):
         load_osim(_edited(pendulum, tmp_path, old, new))

@@ -87,8 +87,10 @@ def test_locked_forward_dynamics_matches_opensim(flagged):
     rng = np.random.default_rng(0)
     r = np.asarray(m.ranges)
     locked = np.asarray(m.locked)
-    fd = jax.jit(lambda c, cd, locked: jc.forward_dynamics(m.tree, m.coordinates, c, cd, jnp.zeros_like(c),
-                                                            locked=locked), static_argnums=2)
+    fd = jax.jit(
+        lambda c, cd, locked: jc.forward_dynamics(m.tree, m.coordinates, c, cd, jnp.zeros_like(c), locked=locked),
+        static_argnums=2,
+    )
     for _ in range(3):
         c = np.asarray(enforce_coordinates(m, rng.uniform(np.maximum(r[:, 0], -1), np.minimum(r[:, 1], 1))))
         cd = np.where(locked, 0.0, rng.normal(size=len(c)))  # the lock holds the speed at 0 too

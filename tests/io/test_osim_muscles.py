@@ -23,8 +23,14 @@ import numpy as np
 import pytest
 
 import jaxbio as jb
-from jaxbio.io import (load_osim, muscle_generalized_forces, muscle_lengthening_speeds, muscle_lengths,
-                       muscle_moment_arms, muscle_static_optimization_forces)
+from jaxbio.io import (
+    load_osim,
+    muscle_generalized_forces,
+    muscle_lengthening_speeds,
+    muscle_lengths,
+    muscle_moment_arms,
+    muscle_static_optimization_forces,
+)
 
 DATA = Path(__file__).parent / "data"
 ARM26, ARM26_3X = DATA / "arm26.osim", DATA / "arm26_3x.osim"
@@ -168,8 +174,7 @@ def test_subject01_against_opensim():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path, tol, force_tol", [(ARM26, 1e-9, 1e-9), (GAIT, 1e-9, 1e-9),
-                                                  (SUBJECT01, 1e-6, 1e-4)])
+@pytest.mark.parametrize("path, tol, force_tol", [(ARM26, 1e-9, 1e-9), (GAIT, 1e-9, 1e-9), (SUBJECT01, 1e-6, 1e-4)])
 def test_sweep_against_opensim(path, tol, force_tol):
     """20 states per model."""
     _check(_compare(path, 20, seed=1), tol, force_tol)
@@ -195,8 +200,12 @@ def test_3x_and_4x_files_agree(new, old):
         with jax.enable_x64(True):
             for c, cd in zip(cs, cds):
                 np.testing.assert_allclose(muscle_lengths(a, c), muscle_lengths(b, c), atol=1e-12)
-                np.testing.assert_allclose(muscle_static_optimization_forces(a, c, cd)[0],
-                                           muscle_static_optimization_forces(b, c, cd)[0], rtol=1e-9, atol=1e-9)
+                np.testing.assert_allclose(
+                    muscle_static_optimization_forces(a, c, cd)[0],
+                    muscle_static_optimization_forces(b, c, cd)[0],
+                    rtol=1e-9,
+                    atol=1e-9,
+                )
 
 
 def eqx_arrays(tree):
@@ -227,6 +236,7 @@ def test_conditional_point_switches_off():
         off = float(muscle_lengths(gait, c)[i])
         from jaxbio.coordinates import to_tree
         from jaxbio.muscles.geometry import path_points_world
+
         pts = np.asarray(path_points_world(gait.muscles.paths, gait.tree, to_tree(gait.coordinates, c))[i])
     assert not any(mi == i for mi, _ in gait.muscles.moving)
     keep = [p for p in range(gait.muscles.paths.counts[i]) if p != k]
@@ -326,12 +336,20 @@ def _edited(tmp_path, path, old, new, count=1):
 
 
 def test_file_errors(tmp_path):
-    f = _edited(tmp_path, GAIT, "<socket_parent_frame>/bodyset/tibia_r</socket_parent_frame>",
-                "<socket_parent_frame>/bodyset/nowhere</socket_parent_frame>")
+    f = _edited(
+        tmp_path,
+        GAIT,
+        "<socket_parent_frame>/bodyset/tibia_r</socket_parent_frame>",
+        "<socket_parent_frame>/bodyset/nowhere</socket_parent_frame>",
+    )
     with pytest.raises(ValueError, match=re.escape(str(f)) + ".*Millard2012EquilibriumMuscle 'hamstrings_r'.*nowhere"):
         load_osim(f)
-    f = _edited(tmp_path, GAIT, "<socket_coordinate>/jointset/hip_r/hip_flexion_r</socket_coordinate>",
-                "<socket_coordinate>/jointset/hip_r/no_such_angle</socket_coordinate>")
+    f = _edited(
+        tmp_path,
+        GAIT,
+        "<socket_coordinate>/jointset/hip_r/hip_flexion_r</socket_coordinate>",
+        "<socket_coordinate>/jointset/hip_r/no_such_angle</socket_coordinate>",
+    )
     with pytest.raises(ValueError, match=re.escape(str(f)) + ".*ConditionalPathPoint 'psoas_r-P3'.*no_such_angle"):
         load_osim(f)
     f = _edited(tmp_path, GAIT_3X, "<coordinate>hip_flexion_r</coordinate>", "<coordinate>nope</coordinate>")
@@ -361,9 +379,11 @@ def test_wrapped_path_with_conditional_point_is_refused(tmp_path):
 									<!--The fixed location of the path point expressed in its parent frame.-->
 									<location>-0.027140000000000001 -0.11441 -0.0066400000000000001</location>
 								</PathPoint>"""
-    new = ("<ConditionalPathPoint name=\"TRIlong-P2\"><socket_parent_frame>/bodyset/r_humerus</socket_parent_frame>"
-           "<location>-0.02714 -0.11441 -0.00664</location><socket_coordinate>/jointset/r_elbow/r_elbow_flex"
-           "</socket_coordinate><range>0 1</range></ConditionalPathPoint>")
+    new = (
+        '<ConditionalPathPoint name="TRIlong-P2"><socket_parent_frame>/bodyset/r_humerus</socket_parent_frame>'
+        "<location>-0.02714 -0.11441 -0.00664</location><socket_coordinate>/jointset/r_elbow/r_elbow_flex"
+        "</socket_coordinate><range>0 1</range></ConditionalPathPoint>"
+    )
     f = _edited(tmp_path, ARM26, old, new)
     with pytest.raises(ValueError, match=re.escape(str(f)) + ".*Thelen2003Muscle 'TRIlong'.*conditional"):
         load_osim(f)

@@ -38,6 +38,7 @@ SHIPPED = ("arm26.osim", "arm26_3x.osim", "gait10dof18musc.osim", "gait10dof18mu
 
 # ---- OpenSim side -----------------------------------------------------------------------------
 
+
 def _without_forces(src: Path, dst: Path) -> Path:
     tree = ET.parse(src)
     for objects in tree.getroot().iter("ForceSet"):
@@ -80,8 +81,10 @@ class OpenSimModel:
         out = {}
         for b in self.model.getBodySet():
             X = b.getTransformInGround(self.state)
-            out[b.getName()] = (np.array([X.p().get(k) for k in range(3)]),
-                                np.array([[X.R().get(i, j) for j in range(3)] for i in range(3)]))
+            out[b.getName()] = (
+                np.array([X.p().get(k) for k in range(3)]),
+                np.array([[X.R().get(i, j) for j in range(3)] for i in range(3)]),
+            )
         return out
 
     def mass_matrix(self, c) -> np.ndarray:
@@ -102,6 +105,7 @@ class OpenSimModel:
 
 
 # ---- jaxbio side ------------------------------------------------------------------------------
+
 
 def body_poses(m, c) -> dict[str, tuple[jnp.ndarray, jnp.ndarray]]:
     """Origin and rotation matrix of every OpenSim body, from the tree's forward kinematics."""
@@ -162,16 +166,19 @@ def compare(path: Path, tmp_path: Path, n_states: int = 2, seed: int = 0) -> dic
             err["position"] = max(err["position"], float(np.abs(ours[name][0] - p).max()))
             err["rotation"] = max(err["rotation"], float(np.abs(ours[name][1] - R).max()))
         M = ref.mass_matrix(c)
-        err["mass_matrix"] = max(err["mass_matrix"],
-                                 float(np.abs(MM(m.tree, m.coordinates, c) - T.T @ M @ T).max() / (1 + np.abs(M).max())))
+        err["mass_matrix"] = max(
+            err["mass_matrix"], float(np.abs(MM(m.tree, m.coordinates, c) - T.T @ M @ T).max() / (1 + np.abs(M).max()))
+        )
         tau = ref.inverse_dynamics(c, u, udot)
         ours_tau = ID(m.tree, m.coordinates, c, cd, cdd)
-        err["inverse_dynamics"] = max(err["inverse_dynamics"],
-                                      float(np.abs(ours_tau - T.T @ tau).max() / (1 + np.abs(tau).max())))
+        err["inverse_dynamics"] = max(
+            err["inverse_dynamics"], float(np.abs(ours_tau - T.T @ tau).max() / (1 + np.abs(tau).max()))
+        )
     return err
 
 
 # ---- the synthetic 4.x model --------------------------------------------------------------------
+
 
 def write_synthetic(path: Path, variant: str = "exact") -> Path:
     """A 4.x model with every supported joint type, written with OpenSim's API.
@@ -181,6 +188,7 @@ def write_synthetic(path: Path, variant: str = "exact") -> Path:
     ignores them), ``"coupled_rotations"`` (the hip's first coordinate also drives rotation3:
     Simbody's ``Ḣ`` assumes it does not).
     """
+
     def vec(*v):
         return osim.Vec3(*v)
 
@@ -206,8 +214,7 @@ def write_synthetic(path: Path, variant: str = "exact") -> Path:
     bodies["ground"] = m.getGround()
 
     def joint(cls, name, parent, loc_p, ori_p, child, loc_c, ori_c, *extra):
-        m.addJoint(cls(name, bodies[parent], vec(*loc_p), vec(*ori_p), bodies[child], vec(*loc_c), vec(*ori_c),
-                       *extra))
+        m.addJoint(cls(name, bodies[parent], vec(*loc_p), vec(*ori_p), bodies[child], vec(*loc_c), vec(*ori_c), *extra))
 
     def transform(*axes):
         st = osim.SpatialTransform()
@@ -230,70 +237,135 @@ def write_synthetic(path: Path, variant: str = "exact") -> Path:
     scaled = osim.MultiplierFunction(poly, 1.5)
     poly.thisown = False  # adopted by the MultiplierFunction
     if variant == "coupled_rotations":
-        rotations = ((["hip_flexion"], (0, 0, 1), osim.LinearFunction(1.0, 0.0)),
-                     (["hip_rotation"], (1, 0, 0), osim.LinearFunction(1.0, 0.0)),
-                     (["hip_flexion"], (0.1, 1, 0), osim.LinearFunction(0.5, 0.1)))
+        rotations = (
+            (["hip_flexion"], (0, 0, 1), osim.LinearFunction(1.0, 0.0)),
+            (["hip_rotation"], (1, 0, 0), osim.LinearFunction(1.0, 0.0)),
+            (["hip_flexion"], (0.1, 1, 0), osim.LinearFunction(0.5, 0.1)),
+        )
     else:
-        rotations = ((["hip_flexion"], (0, 0, 1), osim.LinearFunction(1.0, 0.0)),
-                     ([], (1, 0, 0), osim.Constant(0.3 if constant else 0.0)),
-                     (["hip_rotation"], (0.1, 1, 0), osim.LinearFunction(0.5, 0.1)))
-    hip = transform(*rotations,
-                    (["hip_flexion"], (1, 0, 0), spline),
-                    (["hip_flexion"], (0, 1, 0), scaled),
-                    ([], (0, 0, 1), osim.Constant(0.02)))
+        rotations = (
+            (["hip_flexion"], (0, 0, 1), osim.LinearFunction(1.0, 0.0)),
+            ([], (1, 0, 0), osim.Constant(0.3 if constant else 0.0)),
+            (["hip_rotation"], (0.1, 1, 0), osim.LinearFunction(0.5, 0.1)),
+        )
+    hip = transform(
+        *rotations,
+        (["hip_flexion"], (1, 0, 0), spline),
+        (["hip_flexion"], (0, 1, 0), scaled),
+        ([], (0, 0, 1), osim.Constant(0.02)),
+    )
     linear_table = osim.PiecewiseLinearFunction()
     for x, y in [(-0.5, -0.1), (0.0, 0.05), (0.3, 0.0), (0.6, 0.2)]:
         linear_table.addPoint(x, y)
     steps = osim.PiecewiseConstantFunction()
     for x, y in [(-0.5, 0.0), (0.0, 0.01), (0.25, -0.01)]:
         steps.addPoint(x, y)
-    box = transform(([], (1, 0, 0), osim.Constant(0.2 if constant else 0.0)),
-                    ([], (0, 1, 0), osim.Constant(-0.3 if constant else 0.0)),
-                    (["box_spin"], (0, 0, 1), osim.LinearFunction(-1.0, 0.0)),
-                    (["box_slide"], (1, 0, 0), osim.LinearFunction(2.0, 0.05)),
-                    (["box_slide"], (0, 1, 0), linear_table),
-                    (["box_slide"], (0, 0, 1), steps))
+    box = transform(
+        ([], (1, 0, 0), osim.Constant(0.2 if constant else 0.0)),
+        ([], (0, 1, 0), osim.Constant(-0.3 if constant else 0.0)),
+        (["box_spin"], (0, 0, 1), osim.LinearFunction(-1.0, 0.0)),
+        (["box_slide"], (1, 0, 0), osim.LinearFunction(2.0, 0.05)),
+        (["box_slide"], (0, 1, 0), linear_table),
+        (["box_slide"], (0, 0, 1), steps),
+    )
 
-    joint(osim.FreeJoint, "free", "ground", (0.1, 0.9, -0.05), (0.1, -0.2, 0.3), "pelvis", (0.0, 0.02, 0.01),
-          (-0.1, 0.05, 0.2))
-    joint(osim.BallJoint, "ball", "pelvis", (0.0, 0.1, 0.0), (0.0, 0.2, 0.0), "torso", (0.01, -0.02, 0.0),
-          (0.1, 0.0, -0.1))
-    joint(osim.UniversalJoint, "universal", "torso", (0.0, 0.55, 0.01), (0.05, 0.0, 0.1), "head",
-          (0.0, -0.05, 0.0), (0.0, 0.3, 0.0))
-    joint(osim.CustomJoint, "hip", "pelvis", (0.05, -0.05, 0.08), (0.0, 0.0, 0.1), "thigh", (0.0, 0.01, 0.0),
-          (0.05, 0.0, 0.0), hip)
-    joint(osim.PinJoint, "knee", "thigh", (0.0, -0.4, 0.0), (0.0, 0.0, -0.05), "shank", (0.0, 0.0, 0.0),
-          (0.0, 0.1, 0.0))
-    joint(osim.WeldJoint, "ankle", "shank", (0.0, -0.4, 0.01), (0.1, 0.0, 0.0), "foot", (-0.03, 0.02, 0.0),
-          (0.0, 0.0, 0.2))
-    joint(osim.WeldJoint, "tag_weld", "foot", (0.1, 0.0, 0.0), (0.0, 0.5, 0.0), "tag", (0.0, 0.0, 0.0),
-          (0.0, 0.0, 0.0))
-    joint(osim.PlanarJoint, "planar", "torso", (0.0, 0.4, 0.2), (0.2, 0.1, 0.0), "arm", (0.0, 0.02, 0.0),
-          (0.0, 0.0, 0.1))
-    joint(osim.SliderJoint, "slider", "arm", (0.0, -0.3, 0.0), (0.0, 0.0, -1.2), "hand", (0.01, 0.0, 0.0),
-          (0.1, 0.0, 0.0))
-    joint(osim.CustomJoint, "box_joint", "torso", (0.1, 0.2, 0.0), (0.0, 0.0, 0.0), "box", (0.0, 0.0, 0.05),
-          (0.0, 0.2, 0.0), box)
-    joint(osim.GimbalJoint, "gimbal", "ground", (1.0, 0.5, 0.0), (0.0, 0.0, 0.3), "disk", (0.0, 0.0, 0.0),
-          (0.0, 0.0, 0.0))
+    joint(
+        osim.FreeJoint,
+        "free",
+        "ground",
+        (0.1, 0.9, -0.05),
+        (0.1, -0.2, 0.3),
+        "pelvis",
+        (0.0, 0.02, 0.01),
+        (-0.1, 0.05, 0.2),
+    )
+    joint(
+        osim.BallJoint,
+        "ball",
+        "pelvis",
+        (0.0, 0.1, 0.0),
+        (0.0, 0.2, 0.0),
+        "torso",
+        (0.01, -0.02, 0.0),
+        (0.1, 0.0, -0.1),
+    )
+    joint(
+        osim.UniversalJoint,
+        "universal",
+        "torso",
+        (0.0, 0.55, 0.01),
+        (0.05, 0.0, 0.1),
+        "head",
+        (0.0, -0.05, 0.0),
+        (0.0, 0.3, 0.0),
+    )
+    joint(
+        osim.CustomJoint,
+        "hip",
+        "pelvis",
+        (0.05, -0.05, 0.08),
+        (0.0, 0.0, 0.1),
+        "thigh",
+        (0.0, 0.01, 0.0),
+        (0.05, 0.0, 0.0),
+        hip,
+    )
+    joint(
+        osim.PinJoint, "knee", "thigh", (0.0, -0.4, 0.0), (0.0, 0.0, -0.05), "shank", (0.0, 0.0, 0.0), (0.0, 0.1, 0.0)
+    )
+    joint(
+        osim.WeldJoint,
+        "ankle",
+        "shank",
+        (0.0, -0.4, 0.01),
+        (0.1, 0.0, 0.0),
+        "foot",
+        (-0.03, 0.02, 0.0),
+        (0.0, 0.0, 0.2),
+    )
+    joint(osim.WeldJoint, "tag_weld", "foot", (0.1, 0.0, 0.0), (0.0, 0.5, 0.0), "tag", (0.0, 0.0, 0.0), (0.0, 0.0, 0.0))
+    joint(
+        osim.PlanarJoint, "planar", "torso", (0.0, 0.4, 0.2), (0.2, 0.1, 0.0), "arm", (0.0, 0.02, 0.0), (0.0, 0.0, 0.1)
+    )
+    joint(
+        osim.SliderJoint, "slider", "arm", (0.0, -0.3, 0.0), (0.0, 0.0, -1.2), "hand", (0.01, 0.0, 0.0), (0.1, 0.0, 0.0)
+    )
+    joint(
+        osim.CustomJoint,
+        "box_joint",
+        "torso",
+        (0.1, 0.2, 0.0),
+        (0.0, 0.0, 0.0),
+        "box",
+        (0.0, 0.0, 0.05),
+        (0.0, 0.2, 0.0),
+        box,
+    )
+    joint(
+        osim.GimbalJoint, "gimbal", "ground", (1.0, 0.5, 0.0), (0.0, 0.0, 0.3), "disk", (0.0, 0.0, 0.0), (0.0, 0.0, 0.0)
+    )
     m.finalizeConnections()
     m.printToXML(str(path))
     # the name the SimmSpline had before OpenSim 3.0; OpenSim still reads it (as a SimmSpline)
     text = path.read_text()
     assert text.count("<SimmSpline") == 1
-    path.write_text(text.replace("<SimmSpline", "<NaturalCubicSpline").replace("</SimmSpline>",
-                                                                              "</NaturalCubicSpline>"))
+    path.write_text(
+        text.replace("<SimmSpline", "<NaturalCubicSpline").replace("</SimmSpline>", "</NaturalCubicSpline>")
+    )
     return path
 
 
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory):
     root = tmp_path_factory.mktemp("synthetic")
-    return {v: write_synthetic(root / f"synthetic_{v}.osim", v) for v in ("exact", "constant_rotations",
-                                                                          "coupled_rotations")}
+    return {
+        v: write_synthetic(root / f"synthetic_{v}.osim", v)
+        for v in ("exact", "constant_rotations", "coupled_rotations")
+    }
 
 
 # ---- tests --------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("filename", SHIPPED)
 def test_shipped_models_match_opensim(filename, tmp_path):
@@ -308,15 +380,27 @@ def test_synthetic_model_matches_opensim(synthetic, tmp_path):
     assert 'Version="4' in path.read_text()[:200] and "<NaturalCubicSpline" in path.read_text()
     with jax.enable_x64(True):
         m = load_osim(path, dtype=jnp.float64)
-        assert set(m.joint_types) == {"FreeJoint", "BallJoint", "UniversalJoint", "CustomJoint", "PinJoint",
-                                      "WeldJoint", "PlanarJoint", "SliderJoint", "GimbalJoint"}
+        assert set(m.joint_types) == {
+            "FreeJoint",
+            "BallJoint",
+            "UniversalJoint",
+            "CustomJoint",
+            "PinJoint",
+            "WeldJoint",
+            "PlanarJoint",
+            "SliderJoint",
+            "GimbalJoint",
+        }
         err = compare(path, tmp_path, n_states=3, seed=1)
     assert max(err.values()) < TOL, err
 
 
 def test_coordinate_properties_match_opensim(synthetic, tmp_path):
-    motion = {osim.Coordinate.Rotational: "rotational", osim.Coordinate.Translational: "translational",
-              osim.Coordinate.Coupled: "coupled"}
+    motion = {
+        osim.Coordinate.Rotational: "rotational",
+        osim.Coordinate.Translational: "translational",
+        osim.Coordinate.Coupled: "coupled",
+    }
     for path in [synthetic["exact"], DATA / "gait10dof18musc.osim", DATA / "arm26_3x.osim"]:
         ref = OpenSimModel(_without_forces(path, tmp_path / f"{path.stem}_nf.osim"))
         m = load_osim(path)
@@ -326,11 +410,17 @@ def test_coordinate_properties_match_opensim(synthetic, tmp_path):
             assert m.clamped[i] == c.getDefaultClamped() and m.locked[i] == c.getDefaultLocked()
             np.testing.assert_allclose(
                 [m.defaults[i], m.default_speeds[i], *m.ranges[i]],
-                [c.getDefaultValue(), c.getDefaultSpeedValue(), c.getRangeMin(), c.getRangeMax()], rtol=1e-6)
+                [c.getDefaultValue(), c.getDefaultSpeedValue(), c.getRangeMin(), c.getRangeMax()],
+                rtol=1e-6,
+            )
     m = load_osim(synthetic["exact"])
     kinds = dict(zip(m.coordinate_names, m.motion_types))
     assert (kinds["hip_flexion"], kinds["hip_rotation"], kinds["box_spin"], kinds["box_slide"]) == (
-        "rotational", "coupled", "rotational", "coupled")
+        "rotational",
+        "coupled",
+        "rotational",
+        "coupled",
+    )
 
 
 def test_nonzero_constant_rotations_follow_opensim_positions(synthetic, tmp_path):
@@ -372,6 +462,7 @@ def test_rotations_coupled_to_one_coordinate(synthetic, tmp_path):
 def lagrange(m, c, cd, cdd):
     """``M c̈ + Ṁ ċ − ½ ∂(ċᵀ M ċ)/∂c + ∂V/∂c`` from `jaxbio.coordinates.mass_matrix` and the
     potential energy of the tree at ``q = to_tree(c)``."""
+
     def mass(x):
         return jc.mass_matrix(m.tree, m.coordinates, x)
 
@@ -393,36 +484,54 @@ def _opensim_function(kind, points):
     return f
 
 
-@pytest.mark.parametrize("kind, knots", [
-    ("SimmSpline", [(-1.2, 0.01), (1.5, 0.03)]),
-    ("SimmSpline", [(-1.2, 0.01), (0.0, -0.2), (1.5, 0.03)]),
-    ("SimmSpline", [(-1.2, 0.01), (-0.6, 0.02), (0.4, -0.01), (1.5, 0.03)]),
-    ("SimmSpline", [(-1.2, 0.01), (-0.6, 0.02), (0.0, 0.0), (0.4, -0.01), (0.9, 0.015), (1.5, 0.03)]),
-    ("PiecewiseLinearFunction", [(-1.2, 0.01), (-0.6, 0.02), (0.4, -0.01), (1.5, 0.03)]),
-    ("PiecewiseConstantFunction", [(-1.2, 0.01), (-0.6, 0.02), (0.4, -0.01), (1.5, 0.03)]),
-])
+@pytest.mark.parametrize(
+    "kind, knots",
+    [
+        ("SimmSpline", [(-1.2, 0.01), (1.5, 0.03)]),
+        ("SimmSpline", [(-1.2, 0.01), (0.0, -0.2), (1.5, 0.03)]),
+        ("SimmSpline", [(-1.2, 0.01), (-0.6, 0.02), (0.4, -0.01), (1.5, 0.03)]),
+        ("SimmSpline", [(-1.2, 0.01), (-0.6, 0.02), (0.0, 0.0), (0.4, -0.01), (0.9, 0.015), (1.5, 0.03)]),
+        ("PiecewiseLinearFunction", [(-1.2, 0.01), (-0.6, 0.02), (0.4, -0.01), (1.5, 0.03)]),
+        ("PiecewiseConstantFunction", [(-1.2, 0.01), (-0.6, 0.02), (0.4, -0.01), (1.5, 0.03)]),
+    ],
+)
 def test_functions_match_opensim(kind, knots):
     """Value, first and second derivative of OpenSim's functions, inside, at and beyond the
     knots (OpenSim's linear extrapolation), through the public coordinate-map functions."""
     from jaxbio.io import _osim_functions as fn
 
     x, y = np.array(knots).T
-    build = {"SimmSpline": fn.simm_spline, "PiecewiseLinearFunction": fn.piecewise_linear,
-             "PiecewiseConstantFunction": fn.piecewise_constant}[kind]
+    build = {
+        "SimmSpline": fn.simm_spline,
+        "PiecewiseLinearFunction": fn.piecewise_linear,
+        "PiecewiseConstantFunction": fn.piecewise_constant,
+    }[kind]
     ref = _opensim_function(kind, knots)
     expect_values = []
     for t in FUNCTION_POINTS:
         if kind == "PiecewiseConstantFunction" and np.any(np.isclose(t, x)):
             continue  # OpenSim's value at a step is either side's, by its binary search
         v = osim.Vector(1, float(t))
-        expect_values.append((t, ref.calcValue(v), ref.calcDerivative(osim.StdVectorInt([0]), v),
-                              ref.calcDerivative(osim.StdVectorInt([0, 0]), v)))
+        expect_values.append(
+            (
+                t,
+                ref.calcValue(v),
+                ref.calcDerivative(osim.StdVectorInt([0]), v),
+                ref.calcDerivative(osim.StdVectorInt([0, 0]), v),
+            )
+        )
     t, value, d1, d2 = np.array(expect_values).T
     with jax.enable_x64(True):
         cmap = jc.CoordinateMap.from_pieces(["x"], [0], [build(x, y)], dtype=jnp.float64)
-        ours = jax.vmap(lambda s: jnp.stack([
-            jc.to_tree(cmap, s[None])[0], jc.tree_velocity(cmap, s[None], jnp.ones(1))[0],
-            jc.tree_acceleration(cmap, s[None], jnp.ones(1), jnp.zeros(1))[0]]))(jnp.asarray(t))
+        ours = jax.vmap(
+            lambda s: jnp.stack(
+                [
+                    jc.to_tree(cmap, s[None])[0],
+                    jc.tree_velocity(cmap, s[None], jnp.ones(1))[0],
+                    jc.tree_acceleration(cmap, s[None], jnp.ones(1), jnp.zeros(1))[0],
+                ]
+            )
+        )(jnp.asarray(t))
     inside_knot = np.array([np.any(np.isclose(s, x[1:-1])) for s in t])  # d² jumps at interior knots
     np.testing.assert_allclose(ours[:, 0], value, atol=1e-14)
     np.testing.assert_allclose(ours[:, 1], d1, atol=1e-12)
@@ -437,13 +546,20 @@ def test_polynomial_and_multiplier_match_opensim():
     scaled = osim.MultiplierFunction(poly, 1.5)
     poly.thisown = False
     with jax.enable_x64(True):
-        cmap = jc.CoordinateMap.from_pieces(["x"], [0], [fn.polynomial(coefficients).scaled(1.5)],
-                                            dtype=jnp.float64)
+        cmap = jc.CoordinateMap.from_pieces(["x"], [0], [fn.polynomial(coefficients).scaled(1.5)], dtype=jnp.float64)
         for t in FUNCTION_POINTS:
             v = osim.Vector(1, float(t))
             s = jnp.array([t])
             np.testing.assert_allclose(
-                [jc.to_tree(cmap, s)[0], jc.tree_velocity(cmap, s, jnp.ones(1))[0],
-                 jc.tree_acceleration(cmap, s, jnp.ones(1), jnp.zeros(1))[0]],
-                [scaled.calcValue(v), scaled.calcDerivative(osim.StdVectorInt([0]), v),
-                 scaled.calcDerivative(osim.StdVectorInt([0, 0]), v)], atol=1e-13)
+                [
+                    jc.to_tree(cmap, s)[0],
+                    jc.tree_velocity(cmap, s, jnp.ones(1))[0],
+                    jc.tree_acceleration(cmap, s, jnp.ones(1), jnp.zeros(1))[0],
+                ],
+                [
+                    scaled.calcValue(v),
+                    scaled.calcDerivative(osim.StdVectorInt([0]), v),
+                    scaled.calcDerivative(osim.StdVectorInt([0, 0]), v),
+                ],
+                atol=1e-13,
+            )

@@ -23,8 +23,15 @@ def _samples(n=60, seed=0):
     searches take different paths: 52 to 68 trials)."""
     rng = np.random.default_rng(seed)
     x = np.cumsum(rng.uniform(0.005, 0.015, n))
-    y = np.stack([np.sin(7 * x) + 0.01 * rng.standard_normal(n), np.exp(x) * np.cos(3 * x),
-                  1e-3 * (x**2 + 0.01 * rng.standard_normal(n)), 300.0 + 1e3 * np.sin(x)], axis=1)
+    y = np.stack(
+        [
+            np.sin(7 * x) + 0.01 * rng.standard_normal(n),
+            np.exp(x) * np.cos(3 * x),
+            1e-3 * (x**2 + 0.01 * rng.standard_normal(n)),
+            300.0 + 1e3 * np.sin(x),
+        ],
+        axis=1,
+    )
     return x, y
 
 
@@ -76,8 +83,12 @@ def test_spline_equals_opensim(degree, variance):
     for j in range(4):
         spline = opensim.GCVSpline.safeDownCast(theirs.get(j))
         for d in range(3):
-            ref = [spline.calcValue(opensim.Vector(1, ti)) if d == 0 else
-                   spline.calcDerivative(opensim.StdVectorInt([0] * d), opensim.Vector(1, ti)) for ti in t.tolist()]
+            ref = [
+                spline.calcValue(opensim.Vector(1, ti))
+                if d == 0
+                else spline.calcDerivative(opensim.StdVectorInt([0] * d), opensim.Vector(1, ti))
+                for ti in t.tolist()
+            ]
             np.testing.assert_array_equal(ours(t, d)[:, j], ref)
         coefficients = spline.getCoefficients()
         np.testing.assert_array_equal(ours.coefficients[:, j], [coefficients.get(i) for i in range(len(x))])
@@ -243,8 +254,12 @@ def test_pipeline_equals_opensim(arm26):
     for j, name in enumerate(NAMES):
         spline = splines.get(name)
         for d, ours in enumerate((p.q, p.qd, p.qdd)):
-            ref = [spline.calcValue(opensim.Vector(1, ti)) if d == 0 else
-                   spline.calcDerivative(opensim.StdVectorInt([0] * d), opensim.Vector(1, ti)) for ti in p.time.tolist()]
+            ref = [
+                spline.calcValue(opensim.Vector(1, ti))
+                if d == 0
+                else spline.calcDerivative(opensim.StdVectorInt([0] * d), opensim.Vector(1, ti))
+                for ti in p.time.tolist()
+            ]
             np.testing.assert_array_equal(ours[:, j], ref)
 
 
@@ -254,7 +269,7 @@ def test_pipeline_without_filter():
     p = process_coordinates(table, start=0.1, end=0.5, rotational=["r_elbow_flex"])
     in_range = (table.time >= 0.1 - 1e-12) & (table.time <= 0.5)
     first = np.flatnonzero(table.time <= 0.1)[-1]
-    np.testing.assert_array_equal(p.time, table.time[first:np.flatnonzero(in_range)[-1] + 1])
+    np.testing.assert_array_equal(p.time, table.time[first : np.flatnonzero(in_range)[-1] + 1])
     i = np.searchsorted(table.time, p.time)
     np.testing.assert_allclose(p.q[:, 0], table.data[i, 0], atol=1e-12)  # shoulder left in degrees
     np.testing.assert_allclose(p.q[:, 1], np.deg2rad(table.data[i, 1]), atol=1e-12)
@@ -274,7 +289,9 @@ def test_pipeline_errors():
         process_coordinates(table, lowpass_hz=-6.0, rotational=True)
     with pytest.raises(ValueError, match="start = 0.5 s is after end = 0.2 s"):
         process_coordinates(table, start=0.5, end=0.2, rotational=True)
-    with pytest.raises(ValueError, match=r"the time range \[2.0, 3.0\] s does not overlap the samples \(0.0 to 1.0 s\)"):
+    with pytest.raises(
+        ValueError, match=r"the time range \[2.0, 3.0\] s does not overlap the samples \(0.0 to 1.0 s\)"
+    ):
         process_coordinates(table, start=2.0, end=3.0, rotational=True)
     with pytest.raises(ValueError, match="at least 6"):
         process_coordinates(Table(time=np.arange(5.0), labels=("a",), data=np.zeros((5, 1))))

@@ -55,7 +55,7 @@ def _errors(table, reference):
     idx = np.asarray([int(np.argmin(np.abs(reference.time - t))) for t in table.time])
     np.testing.assert_allclose(reference.time[idx], table.time, atol=1e-9)
     d = table.data[:, :6] - reference.select(MUSCLES).data[idx]
-    return np.abs(d).max(axis=0), np.sqrt(np.sum(d ** 2, axis=0) / (d.shape[0] - 1))
+    return np.abs(d).max(axis=0), np.sqrt(np.sum(d**2, axis=0) / (d.shape[0] - 1))
 
 
 def _check_against(table, std_path: Path, tol: float, max_tol: float | None = None):
@@ -79,8 +79,9 @@ def test_arm26_thelen_matches_opensim_standard(thelen):
     4 N (OpenSim's test criterion), and every frame within the same bounds too (measured: max
     3.7e-3 and 3.0 N)."""
     assert bool(np.all(np.asarray(thelen.result.feasible)))
-    a = _check_against(thelen.activations, DATA / "std_Thelen2003Muscle_arm26_StaticOptimization_activation.sto",
-                       0.025, 0.025)
+    a = _check_against(
+        thelen.activations, DATA / "std_Thelen2003Muscle_arm26_StaticOptimization_activation.sto", 0.025, 0.025
+    )
     f = _check_against(thelen.forces, DATA / "std_Thelen2003Muscle_arm26_StaticOptimization_force.sto", 4.0, 4.0)
     print(f"arm26 Thelen vs standard: (max, RMS) activation {a}, force {f} N")
 
@@ -94,8 +95,9 @@ def test_arm26_millard_matches_opensim_standard_and_opensim_4_6(tmp_path):
     pytest.importorskip("opensim")
     model = _millard_copy(tmp_path)
     out = jb.io.static_optimization_tool(model, MOTION, lowpass_hz=6.0, start=0.25, end=0.75)
-    a = _check_against(out.activations, DATA / "std_Millard2012EquilibriumMuscle_arm26_StaticOptimization_activation.sto",
-                       0.04)
+    a = _check_against(
+        out.activations, DATA / "std_Millard2012EquilibriumMuscle_arm26_StaticOptimization_activation.sto", 0.04
+    )
     f = _check_against(out.forces, DATA / "std_Millard2012EquilibriumMuscle_arm26_StaticOptimization_force.sto", 5.0)
     shutil.copy(MOTION, tmp_path / MOTION.name)
     setup = tmp_path / "setup.xml"
@@ -103,10 +105,20 @@ def test_arm26_millard_matches_opensim_standard_and_opensim_4_6(tmp_path):
     # OpenSim's tool in its own process, so that its solver state stays out of the pytest worker:
     # CI workers crashed inside XLA's compiler twice after in-process OpenSim runs (cause unknown;
     # this is one suspect)
-    subprocess.run([sys.executable, "-c", "import sys, opensim; opensim.Logger.setLevelString('error'); "
-                    "opensim.AnalyzeTool(sys.argv[1]).run()", str(setup)], check=True, capture_output=True)
-    live = [_errors(t, jb.io.read_storage(tmp_path / "Results" / f"arm26_StaticOptimization_{w}.sto"))[0].max()
-            for t, w in ((out.activations, "activation"), (out.forces, "force"))]
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, opensim; opensim.Logger.setLevelString('error'); opensim.AnalyzeTool(sys.argv[1]).run()",
+            str(setup),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    live = [
+        _errors(t, jb.io.read_storage(tmp_path / "Results" / f"arm26_StaticOptimization_{w}.sto"))[0].max()
+        for t, w in ((out.activations, "activation"), (out.forces, "force"))
+    ]
     assert live[0] <= 5e-3 and live[1] <= 2.0, live
     print(f"arm26 Millard vs standard: (max, RMS) activation {a}, force {f} N; vs OpenSim 4.6 max {live}")
 
@@ -172,10 +184,18 @@ def test_run_tool_writes_opensim_results(tmp_path, thelen):
     written = jb.io.read_storage(tmp_path / "Results" / "arm26_StaticOptimization_activation.sto")
     np.testing.assert_allclose(written.data, thelen.activations.data, atol=1e-12)
     results = tmp_path / "Results"
-    _check_against(jb.io.read_storage(results / "arm26_StaticOptimization_activation.sto"),
-                   DATA / "std_Thelen2003Muscle_arm26_StaticOptimization_activation.sto", 0.025, 0.025)
-    _check_against(jb.io.read_storage(results / "arm26_StaticOptimization_force.sto"),
-                   DATA / "std_Thelen2003Muscle_arm26_StaticOptimization_force.sto", 4.0, 4.0)
+    _check_against(
+        jb.io.read_storage(results / "arm26_StaticOptimization_activation.sto"),
+        DATA / "std_Thelen2003Muscle_arm26_StaticOptimization_activation.sto",
+        0.025,
+        0.025,
+    )
+    _check_against(
+        jb.io.read_storage(results / "arm26_StaticOptimization_force.sto"),
+        DATA / "std_Thelen2003Muscle_arm26_StaticOptimization_force.sto",
+        4.0,
+        4.0,
+    )
 
 
 def _reserves_file(path: Path, strength: float) -> Path:
@@ -207,31 +227,65 @@ def test_cli_static_optimization_with_reserves(tmp_path, capsys):
 
     acts = _reserves_file(tmp_path / "reserves.xml", 100.0)
     fo, ao = tmp_path / "f.sto", tmp_path / "a.sto"
-    assert main(["static-optimization", "--model", str(MODEL), "--motion", str(MOTION), "--actuators", str(acts),
-                 "--lowpass", "6", "--start", "0.4", "--end", "0.5", "--output-forces", str(fo),
-                 "--output-activations", str(ao), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "static-optimization",
+                "--model",
+                str(MODEL),
+                "--motion",
+                str(MOTION),
+                "--actuators",
+                str(acts),
+                "--lowpass",
+                "6",
+                "--start",
+                "0.4",
+                "--end",
+                "0.5",
+                "--output-forces",
+                str(fo),
+                "--output-activations",
+                str(ao),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     a, f = jb.io.read_storage(ao), jb.io.read_storage(fo)
     assert a.labels == MUSCLES + ("reserve_shoulder", "reserve_elbow")
     np.testing.assert_allclose(f.data[:, 6:], 100.0 * a.data[:, 6:], rtol=1e-12)
     base = jb.io.static_optimization_tool(MODEL, MOTION, lowpass_hz=6.0, start=0.4, end=0.5)
-    assert np.all(np.sum(a.data[:, :6] ** 2, 1) < np.sum(base.activations.data ** 2, 1))
+    assert np.all(np.sum(a.data[:, :6] ** 2, 1) < np.sum(base.activations.data**2, 1))
 
 
-@pytest.mark.parametrize("argv,match", [
-    (["--model", "MISSING.osim"], "no such file"),
-    (["--model", str(DATA.parent / "gait10dof18musc.osim")], "none of the model's coordinates"),
-    (["--activation-exponent", "1"], "≥ 2"),
-])
+@pytest.mark.parametrize(
+    "argv,match",
+    [
+        (["--model", "MISSING.osim"], "no such file"),
+        (["--model", str(DATA.parent / "gait10dof18musc.osim")], "none of the model's coordinates"),
+        (["--activation-exponent", "1"], "≥ 2"),
+    ],
+)
 def test_cli_errors_one_line_exit_2(argv, match):
     args = ["static-optimization", "--model", str(MODEL), "--motion", str(MOTION)]
     for k in range(0, len(argv), 2):
         i = args.index(argv[k]) if argv[k] in args else None
         if i is None:
-            args += argv[k:k + 2]
+            args += argv[k : k + 2]
         else:
             args[i + 1] = argv[k + 1]
-    r = subprocess.run([sys.executable, "-c", "import sys; from jaxbio.cli import main; sys.exit(main(sys.argv[1:]))",
-                        *args, "--no-progress"], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from jaxbio.cli import main; sys.exit(main(sys.argv[1:]))",
+            *args,
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 2, r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert match in lines[-1], r.stderr
@@ -239,15 +293,27 @@ def test_cli_errors_one_line_exit_2(argv, match):
 
 def test_bounded_reserve_and_model_without_muscles_are_refused(tmp_path):
     bounded = tmp_path / "bounded.xml"
-    bounded.write_text(_reserves_file(tmp_path / "r.xml", 10.0).read_text().replace(
-        "<optimal_force>10.0</optimal_force>", "<optimal_force>10.0</optimal_force><min_control>-1</min_control>"
-        "<max_control>1</max_control>", 1))
+    bounded.write_text(
+        _reserves_file(tmp_path / "r.xml", 10.0)
+        .read_text()
+        .replace(
+            "<optimal_force>10.0</optimal_force>",
+            "<optimal_force>10.0</optimal_force><min_control>-1</min_control><max_control>1</max_control>",
+            1,
+        )
+    )
     with pytest.raises(ValueError, match="reserve_shoulder.*finite control bounds"):
         jb.io.static_optimization_tool(MODEL, MOTION, actuators=bounded)
     with pytest.raises(ValueError, match="muscles"):
         jb.io.static_optimization_tool("arm7", MOTION)
     other = tmp_path / "other.osim"  # one muscle of a class jaxbio does not import
-    other.write_text(re.sub(r"<Thelen2003Muscle name=\"BRA\">(.*?)</Thelen2003Muscle>",
-                            r'<RigidTendonMuscle name="BRA">\1</RigidTendonMuscle>', MODEL.read_text(), flags=re.S))
+    other.write_text(
+        re.sub(
+            r"<Thelen2003Muscle name=\"BRA\">(.*?)</Thelen2003Muscle>",
+            r'<RigidTendonMuscle name="BRA">\1</RigidTendonMuscle>',
+            MODEL.read_text(),
+            flags=re.S,
+        )
+    )
     with pytest.raises(ValueError, match="not imported by jaxbio: RigidTendonMuscle 'BRA'"):
         jb.io.static_optimization_tool(other, MOTION)

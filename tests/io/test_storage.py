@@ -68,16 +68,23 @@ def test_modern_header(tmp_path, flag, expected):
     np.testing.assert_array_equal(t.column("knee"), [10.0, 11.0, 12.5])
 
 
-@pytest.mark.parametrize("name, text, expected", [
-    # no inDegrees line: degrees only for a version-0 .mot (Storage::Storage, "SIMM files are in degrees")
-    ("v0.mot", "x\nnRows=2\nnColumns=2\nendheader\ntime a\n0 1\n1 2\n", True),
-    ("v0.sto", "x\nnRows=2\nnColumns=2\nendheader\ntime a\n0 1\n1 2\n", False),
-    ("v1.mot", "x\nversion=1\nnRows=2\nnColumns=2\nendheader\ntime a\n0 1\n1 2\n", False),
-    # the modern (version 3, DataType) header of TimeSeriesTable files, no nRows/nColumns
-    ("v3.sto", "DataType=double\nversion=3\nOpenSimVersion=4.5\ninDegrees=yes\nendheader\ntime\ta\n0\t1\n1\t2\n", True),
-    ("v3.mot", "DataType=double\nversion=3\nendheader\ntime\ta\n0\t1\n1\t2\n", False),
-    ("angles.sto", "x\nnRows=2\nnColumns=2\nAngles are in degrees.\nendheader\ntime a\n0 1\n1 2\n", True),
-])
+@pytest.mark.parametrize(
+    "name, text, expected",
+    [
+        # no inDegrees line: degrees only for a version-0 .mot (Storage::Storage, "SIMM files are in degrees")
+        ("v0.mot", "x\nnRows=2\nnColumns=2\nendheader\ntime a\n0 1\n1 2\n", True),
+        ("v0.sto", "x\nnRows=2\nnColumns=2\nendheader\ntime a\n0 1\n1 2\n", False),
+        ("v1.mot", "x\nversion=1\nnRows=2\nnColumns=2\nendheader\ntime a\n0 1\n1 2\n", False),
+        # the modern (version 3, DataType) header of TimeSeriesTable files, no nRows/nColumns
+        (
+            "v3.sto",
+            "DataType=double\nversion=3\nOpenSimVersion=4.5\ninDegrees=yes\nendheader\ntime\ta\n0\t1\n1\t2\n",
+            True,
+        ),
+        ("v3.mot", "DataType=double\nversion=3\nendheader\ntime\ta\n0\t1\n1\t2\n", False),
+        ("angles.sto", "x\nnRows=2\nnColumns=2\nAngles are in degrees.\nendheader\ntime a\n0 1\n1 2\n", True),
+    ],
+)
 def test_degrees_rule_as_opensim(tmp_path, name, text, expected):
     path = _write(tmp_path, name, text)
     assert read_storage(path).in_degrees is expected
@@ -109,16 +116,25 @@ def test_against_opensim_storage():
 
 def test_round_trip_exact(tmp_path):
     rng = np.random.default_rng(1)
-    t = Table(time=np.cumsum(rng.uniform(0.001, 0.01, 50)) - 0.1, labels=("a", "b_moment", "c"),
-              data=rng.standard_normal((50, 3)) * [1e-9, 1.0, 1e6], in_degrees=True, name="test table",
-              description="line one\nline two")
+    t = Table(
+        time=np.cumsum(rng.uniform(0.001, 0.01, 50)) - 0.1,
+        labels=("a", "b_moment", "c"),
+        data=rng.standard_normal((50, 3)) * [1e-9, 1.0, 1e6],
+        in_degrees=True,
+        name="test table",
+        description="line one\nline two",
+    )
     path = tmp_path / "t.sto"
     write_sto(path, t)
     back = read_storage(path)
     np.testing.assert_array_equal(back.time, t.time)
     np.testing.assert_array_equal(back.data, t.data)
-    assert (back.labels, back.in_degrees, back.name, back.description) == (t.labels, True, "test table",
-                                                                          "line one\nline two")
+    assert (back.labels, back.in_degrees, back.name, back.description) == (
+        t.labels,
+        True,
+        "test table",
+        "line one\nline two",
+    )
     assert back.header["version"] == "1" and back.header["nRows"] == "50" and back.header["nColumns"] == "4"
     if (opensim := _opensim()) is not None:  # OpenSim reads what we write, degrees flag included
         s = opensim.Storage(str(path))
@@ -141,14 +157,22 @@ def test_write_in_opensim_fixed_format(tmp_path):
     path = tmp_path / "id.sto"
     write_sto(path, dataclasses.replace(std, description=""), precision=20)
     ours = path.read_text().split("\n")
-    assert ours[:7] == ["Inverse Dynamics", "version=1", "nRows=121", "nColumns=3", "inDegrees=no", "endheader",
-                        "time\tr_shoulder_elev_moment\tr_elbow_flex_moment"]
+    assert ours[:7] == [
+        "Inverse Dynamics",
+        "version=1",
+        "nRows=121",
+        "nColumns=3",
+        "inDegrees=no",
+        "endheader",
+        "time\tr_shoulder_elev_moment\tr_elbow_flex_moment",
+    ]
     theirs = STD.read_text().split("\n")[7:]
     assert len(ours[7:]) == len(theirs) == 122  # 121 rows and the final newline
     for a, b in zip(ours[7:-1], theirs[:-1]):
         assert [len(c) for c in a.split("\t")] == [len(c) for c in b.split("\t")] == [28, 28, 28]
-        np.testing.assert_allclose([float(c) for c in a.split("\t")], [float(c) for c in b.split("\t")],
-                                   rtol=1e-16, atol=1e-19)
+        np.testing.assert_allclose(
+            [float(c) for c in a.split("\t")], [float(c) for c in b.split("\t")], rtol=1e-16, atol=1e-19
+        )
     back = read_storage(path)
     np.testing.assert_array_equal(back.data, std.data)
     write_sto(path, std, precision=8)
@@ -172,13 +196,16 @@ def test_table_api():
     assert "121 rows × 11 columns" in repr(t) and "degrees" in repr(t)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"labels": ("a", "a")}, "duplicate column label 'a'"),
-    ({"data": [[1.0, np.nan], [2.0, 3.0]]}, r"NaN or inf: column 'b', row 0"),
-    ({"time": [0.0, 0.0]}, "strictly increasing"),
-    ({"data": [[1.0, 2.0]]}, r"expected \(2, 2\)"),
-    ({"labels": ("a", "")}, "non-empty"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"labels": ("a", "a")}, "duplicate column label 'a'"),
+        ({"data": [[1.0, np.nan], [2.0, 3.0]]}, r"NaN or inf: column 'b', row 0"),
+        ({"time": [0.0, 0.0]}, "strictly increasing"),
+        ({"data": [[1.0, 2.0]]}, r"expected \(2, 2\)"),
+        ({"labels": ("a", "")}, "non-empty"),
+    ],
+)
 def test_table_refuses(kwargs, match):
     base = {"time": [0.0, 1.0], "labels": ("a", "b"), "data": [[1.0, 2.0], [3.0, 4.0]]}
     with pytest.raises(ValueError, match=match):
@@ -198,29 +225,46 @@ def test_write_refuses(tmp_path):
 GOOD_HEAD = "x\nversion=1\nnRows=2\nnColumns=3\ninDegrees=no\nendheader\n"
 
 
-@pytest.mark.parametrize("name, content, match", [
-    ("a.mot", "x\nnRows=2\nnColumns=3\ntime a b\n0 1 2\n1 2 3\n", "no 'endheader' line"),
-    ("a.mot", GOOD_HEAD + "time a b\n0 1 2\n", "nRows=2 but the file has 1 data rows"),
-    ("a.mot", GOOD_HEAD.replace("nColumns=3", "nColumns=4") + "time a b\n0 1 2\n1 2 3\n",
-     r"line 7: the header says nColumns=4"),
-    ("a.mot", GOOD_HEAD + "time a b\n0 1 2\n1 2 x3\n", r"line 9: column 'b': 'x3' is not a number"),
-    ("a.mot", GOOD_HEAD + "time a b\n0 1 2\n1 2,5 3\n", r"line 9: .*decimal comma"),
-    ("a.mot", GOOD_HEAD + "time a b\n0 1 2\n1 nan 3\n", r"line 9: column 'a': 'nan' is not a finite number \(data row 1\)"),
-    ("a.mot", GOOD_HEAD + "time a b\n0 1 2\n1 2\n", r"line 9: row has 2 cells, expected 3"),
-    ("a.mot", GOOD_HEAD + "time a a\n0 1 2\n1 2 3\n", r"line 7: duplicate column label 'a' \(positions 2 and 3\)"),
-    ("a.mot", GOOD_HEAD + "time a b\n1 1 2\n0.5 2 3\n", r"line 9: time goes back: 0.5 s after 1.0 s"),
-    ("a.mot", GOOD_HEAD + "time a b\n1 1 2\n1 2 3\n", r"line 9: time repeats"),
-    ("a.mot", GOOD_HEAD.replace("nRows=2\n", "") + "time a b\n", "no data rows"),
-    ("a.mot", GOOD_HEAD, "no column labels"),
-    ("a.mot", GOOD_HEAD + "frame a b\n0 1 2\n1 2 3\n", r"line 7: the first column must be 'time'"),
-    ("a.mot", GOOD_HEAD.replace("inDegrees=no", "inDegrees=maybe") + "time a b\n0 1 2\n1 2 3\n",
-     r"line 5: inDegrees must be yes or no"),
-    ("a.mot", GOOD_HEAD.replace("nRows=2", "nRows=two") + "time a b\n0 1 2\n1 2 3\n", r"line 3: nRows must be a whole"),
-    ("a.sto", "DataType=Vec3\nversion=3\nendheader\ntime\tm\n0\t1,2,3\n", r"DataType=Vec3 is not supported"),
-    ("a.mot", "", "the file is empty"),
-    ("a.mot", "<?xml version='1.0'?>\n<OpenSimDocument/>\n", "is an XML document"),
-    ("a.mot", "PathFileType\t4\t(X/Y/Z)\ta.trc\n", r"is a \.trc marker file.*read_trc"),
-])
+@pytest.mark.parametrize(
+    "name, content, match",
+    [
+        ("a.mot", "x\nnRows=2\nnColumns=3\ntime a b\n0 1 2\n1 2 3\n", "no 'endheader' line"),
+        ("a.mot", GOOD_HEAD + "time a b\n0 1 2\n", "nRows=2 but the file has 1 data rows"),
+        (
+            "a.mot",
+            GOOD_HEAD.replace("nColumns=3", "nColumns=4") + "time a b\n0 1 2\n1 2 3\n",
+            r"line 7: the header says nColumns=4",
+        ),
+        ("a.mot", GOOD_HEAD + "time a b\n0 1 2\n1 2 x3\n", r"line 9: column 'b': 'x3' is not a number"),
+        ("a.mot", GOOD_HEAD + "time a b\n0 1 2\n1 2,5 3\n", r"line 9: .*decimal comma"),
+        (
+            "a.mot",
+            GOOD_HEAD + "time a b\n0 1 2\n1 nan 3\n",
+            r"line 9: column 'a': 'nan' is not a finite number \(data row 1\)",
+        ),
+        ("a.mot", GOOD_HEAD + "time a b\n0 1 2\n1 2\n", r"line 9: row has 2 cells, expected 3"),
+        ("a.mot", GOOD_HEAD + "time a a\n0 1 2\n1 2 3\n", r"line 7: duplicate column label 'a' \(positions 2 and 3\)"),
+        ("a.mot", GOOD_HEAD + "time a b\n1 1 2\n0.5 2 3\n", r"line 9: time goes back: 0.5 s after 1.0 s"),
+        ("a.mot", GOOD_HEAD + "time a b\n1 1 2\n1 2 3\n", r"line 9: time repeats"),
+        ("a.mot", GOOD_HEAD.replace("nRows=2\n", "") + "time a b\n", "no data rows"),
+        ("a.mot", GOOD_HEAD, "no column labels"),
+        ("a.mot", GOOD_HEAD + "frame a b\n0 1 2\n1 2 3\n", r"line 7: the first column must be 'time'"),
+        (
+            "a.mot",
+            GOOD_HEAD.replace("inDegrees=no", "inDegrees=maybe") + "time a b\n0 1 2\n1 2 3\n",
+            r"line 5: inDegrees must be yes or no",
+        ),
+        (
+            "a.mot",
+            GOOD_HEAD.replace("nRows=2", "nRows=two") + "time a b\n0 1 2\n1 2 3\n",
+            r"line 3: nRows must be a whole",
+        ),
+        ("a.sto", "DataType=Vec3\nversion=3\nendheader\ntime\tm\n0\t1,2,3\n", r"DataType=Vec3 is not supported"),
+        ("a.mot", "", "the file is empty"),
+        ("a.mot", "<?xml version='1.0'?>\n<OpenSimDocument/>\n", "is an XML document"),
+        ("a.mot", "PathFileType\t4\t(X/Y/Z)\ta.trc\n", r"is a \.trc marker file.*read_trc"),
+    ],
+)
 def test_bad_files(tmp_path, name, content, match):
     assert_refused(read_storage, _write(tmp_path, name, content), match)
 
@@ -242,8 +286,10 @@ def test_binary_files(tmp_path):
 
 def test_crlf_and_spaces(tmp_path):
     path = tmp_path / "w.mot"
-    path.write_bytes(b"x\r\nversion=1\r\nnRows=2\r\nnColumns=2\r\ninDegrees=yes\r\nendheader\r\n"
-                     b"time    a\r\n  0.0   1.0\r\n\r\n  0.5   2.0  \r\n\r\n")
+    path.write_bytes(
+        b"x\r\nversion=1\r\nnRows=2\r\nnColumns=2\r\ninDegrees=yes\r\nendheader\r\n"
+        b"time    a\r\n  0.0   1.0\r\n\r\n  0.5   2.0  \r\n\r\n"
+    )
     t = read_storage(path)
     np.testing.assert_array_equal(t.time, [0.0, 0.5])
     np.testing.assert_array_equal(t.data[:, 0], [1.0, 2.0])

@@ -48,8 +48,12 @@ def _system():
     from jaxbio.hamiltonian import LinearDamping, ReserveFitness, SpringDamperDrive
 
     tree = jb.load_model("double_pendulum", dtype=_float())
-    return jb.HamiltonianSystem(tree, SpringDamperDrive(3.0, 0.2), LinearDamping([0.3, 0.2]),
-                                ReserveFitness(capacity=50.0, activation_power=1.0, recovery=0.1))
+    return jb.HamiltonianSystem(
+        tree,
+        SpringDamperDrive(3.0, 0.2),
+        LinearDamping([0.3, 0.2]),
+        ReserveFitness(capacity=50.0, activation_power=1.0, recovery=0.1),
+    )
 
 
 def _system_value(system):
@@ -80,8 +84,13 @@ def _hill():
     from jaxbio.muscles import HillMuscle
 
     _, _, p = _muscle_set()
-    return HillMuscle(p.max_isometric_force, p.optimal_fiber_length, p.tendon_slack_length, p.pennation_angle,
-                      p.max_contraction_velocity)
+    return HillMuscle(
+        p.max_isometric_force,
+        p.optimal_fiber_length,
+        p.tendon_slack_length,
+        p.pennation_angle,
+        p.max_contraction_velocity,
+    )
 
 
 def _hill_value(hill):
@@ -106,8 +115,13 @@ def _paths_value(model):
 def _muscle_drive():
     from jaxbio.muscles import MuscleDrive
 
-    return MuscleDrive(max_isometric_force=[900.0, 600.0], time_constant=0.05, hill_a=[200.0, 150.0],
-                       hill_b=[2.0, 2.5], moment_arms=[[0.04, -0.02], [0.0, 0.03]])
+    return MuscleDrive(
+        max_isometric_force=[900.0, 600.0],
+        time_constant=0.05,
+        hill_a=[200.0, 150.0],
+        hill_b=[2.0, 2.5],
+        moment_arms=[[0.04, -0.02], [0.0, 0.03]],
+    )
 
 
 def _drive_value(drive):
@@ -118,8 +132,16 @@ def _drive_value(drive):
 def _motor():
     from jaxbio.muscles import DCMotor
 
-    return DCMotor(inductance=2e-2, resistance=1.2, torque_constant=0.05, back_emf_constant=0.06, gear_ratio=20.0,
-                   rotor_inertia=2e-5, viscous_damping=1e-5, voltage=3.0)
+    return DCMotor(
+        inductance=2e-2,
+        resistance=1.2,
+        torque_constant=0.05,
+        back_emf_constant=0.06,
+        gear_ratio=20.0,
+        rotor_inertia=2e-5,
+        viscous_damping=1e-5,
+        voltage=3.0,
+    )
 
 
 def _motor_value(motor):
@@ -134,7 +156,9 @@ def _fatigue():
 
 
 def _fatigue_value(law):
-    f = law.state(jnp.asarray([0.3, 0.5], _float()), jnp.asarray([0.5, 0.4], _float()), jnp.asarray([0.2, 0.1], _float()))
+    f = law.state(
+        jnp.asarray([0.3, 0.5], _float()), jnp.asarray([0.5, 0.4], _float()), jnp.asarray([0.2, 0.1], _float())
+    )
     z = jnp.zeros(1, _float())
     return jnp.sum(law.rate(0.5, z, z, z, f, z, None) ** 2) + jnp.sum(law.value(f))
 

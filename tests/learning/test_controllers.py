@@ -23,8 +23,9 @@ def pendulum():
 
 @pytest.mark.slow
 def test_mlp_drive_gradients_match_finite_differences():
-    drive = C.MLPDrive(3, torque_limit=[5.0, 2.0, 1.0], key=jax.random.key(0), width=8, depth=2,
-                       target=[0.1, -0.2, 0.3])
+    drive = C.MLPDrive(
+        3, torque_limit=[5.0, 2.0, 1.0], key=jax.random.key(0), width=8, depth=2, target=[0.1, -0.2, 0.3]
+    )
     q, qd = jnp.array([0.3, -0.1, 0.5]), jnp.array([1.0, -2.0, 0.5])
     call = eqx.filter_jit(lambda d, q, qd: d(0.0, q, qd, jnp.ones(1)))
     tau = call(drive, q, qd)
@@ -43,8 +44,9 @@ def test_mlp_drive_gradients_match_finite_differences():
     params, static = eqx.partition(drive, eqx.is_inexact_array)
     g = jax.jit(jax.grad(lambda p: jnp.dot(w, call(eqx.combine(p, static), q, qd))))(params)
     direction = jax.tree_util.tree_map(lambda x: jax.random.normal(jax.random.key(x.size), x.shape), params)
-    f = lambda s: jnp.dot(w, call(eqx.combine(jax.tree_util.tree_map(lambda p, d: p + s * d, params, direction),
-                                              static), q, qd))
+    f = lambda s: jnp.dot(
+        w, call(eqx.combine(jax.tree_util.tree_map(lambda p, d: p + s * d, params, direction), static), q, qd)
+    )
     fd = (f(h) - f(-h)) / (2 * h)
     analytic = sum(jnp.vdot(a, b) for a, b in zip(jax.tree_util.tree_leaves(g), jax.tree_util.tree_leaves(direction)))
     np.testing.assert_allclose(analytic, fd, rtol=1e-6)
@@ -86,8 +88,9 @@ def test_rollout_matches_simulate(pendulum, kind):
     if kind == "pd":
         drive = C.pd_gravity_torque(pendulum, 30.0, 5.0)
     else:
-        drive = C.MLPExcitationDrive(C.agonist_antagonist([600.0, 300.0], [0.04, 0.03]), 2,
-                                     key=jax.random.key(1), width=8, depth=1)
+        drive = C.MLPExcitationDrive(
+            C.agonist_antagonist([600.0, 300.0], [0.04, 0.03]), 2, key=jax.random.key(1), width=8, depth=1
+        )
     system = jb.HamiltonianSystem(pendulum, drive, jb.hamiltonian.LinearDamping(0.3))
     tr = C.rollout(system, q0, target, 0.5, 200)
     ref_system = eqx.tree_at(lambda s: s.drive, system, drive.with_target(target))
@@ -126,8 +129,9 @@ def _train(system, steps, lr, batch=8, horizon=1.0, grid=20, seed=0):
 
     @jax.jit
     def update(train, state):
-        loss, g = jax.value_and_grad(lambda p: C.reaching_loss(eqx.combine(p, frozen, static), q0s, targets,
-                                                               horizon, grid))(train)
+        loss, g = jax.value_and_grad(
+            lambda p: C.reaching_loss(eqx.combine(p, frozen, static), q0s, targets, horizon, grid)
+        )(train)
         u, state = opt.update(g, state, train)
         return optax.apply_updates(train, u), state, loss
 
@@ -153,8 +157,9 @@ def test_excitation_mlp_training_loss_falls(pendulum):
     (measured 0.407 -> 0.122). Before ActivationDynamics clamped its time-constant scale, the
     20 ms steps sent every activation to −∞ (clipped to 0 in the force: no control, no gradient)
     and the loss stayed flat (0.5007 -> 0.4969)."""
-    drive = C.MLPExcitationDrive(C.agonist_antagonist([600.0, 300.0], [0.04, 0.03]), 2, key=jax.random.key(0),
-                                 width=16, depth=2)
+    drive = C.MLPExcitationDrive(
+        C.agonist_antagonist([600.0, 300.0], [0.04, 0.03]), 2, key=jax.random.key(0), width=16, depth=2
+    )
     losses = _train(jb.HamiltonianSystem(pendulum, drive, jb.hamiltonian.LinearDamping(0.2)), 60, LR, grid=50)
     assert np.all(np.isfinite(losses))
     assert losses[-1] < losses[0] / 2, losses[::10]
@@ -184,9 +189,19 @@ def test_float32_drives():
     """float32 in, float32 out, without x64 arrays leaking in (the drives and the rollout)."""
     tree = jb.load_model("double_pendulum", dtype=jnp.float32)
     drive = C.MLPDrive(2, torque_limit=[20.0, 10.0], key=jax.random.key(0), width=8, depth=1, dtype=jnp.float32)
-    muscles = C.MLPExcitationDrive(C.agonist_antagonist([600.0, 300.0], [0.04, 0.03], dtype=jnp.float32), 2,
-                                   key=jax.random.key(0), width=8, depth=1)
+    muscles = C.MLPExcitationDrive(
+        C.agonist_antagonist([600.0, 300.0], [0.04, 0.03], dtype=jnp.float32),
+        2,
+        key=jax.random.key(0),
+        width=8,
+        depth=1,
+    )
     for d in (drive, muscles):
-        tr = C.rollout(jb.HamiltonianSystem(tree, d), jnp.array([0.2, 0.1], jnp.float32),
-                       jnp.array([0.0, 0.5], jnp.float32), 0.2, 10)
+        tr = C.rollout(
+            jb.HamiltonianSystem(tree, d),
+            jnp.array([0.2, 0.1], jnp.float32),
+            jnp.array([0.0, 0.5], jnp.float32),
+            0.2,
+            10,
+        )
         assert tr.q.dtype == jnp.float32 and np.all(np.isfinite(tr.q))

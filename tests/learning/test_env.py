@@ -49,9 +49,10 @@ def test_step_matches_forward_dynamics(pendulum, pendulum_step):
         obs, state, reward, done, info = pendulum_step(pendulum, state, tau)
         x = solve_ivp(rhs, (0, float(pendulum.control_dt)), x, rtol=1e-11, atol=1e-11).y[:, -1]
         np.testing.assert_allclose(obs[:n], x[:n], atol=2e-6)
-        np.testing.assert_allclose(obs[n:2 * n], x[n:], atol=2e-5)
-    np.testing.assert_allclose(reward, -(np.linalg.norm(x[:n] - state.target) + 0.1 * np.mean((tau / np.array([20.0, 10.0])) ** 2)),
-                               atol=1e-5)
+        np.testing.assert_allclose(obs[n : 2 * n], x[n:], atol=2e-5)
+    np.testing.assert_allclose(
+        reward, -(np.linalg.norm(x[:n] - state.target) + 0.1 * np.mean((tau / np.array([20.0, 10.0])) ** 2)), atol=1e-5
+    )
     np.testing.assert_allclose(float(state.time), 3 * 0.02)
 
 
@@ -160,9 +161,15 @@ def test_bad_actions_are_refused():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model, actuation", [
-    ("double_pendulum", "torque"), ("double_pendulum", "muscle"),
-    pytest.param("arm7", "torque", marks=pytest.mark.slow), pytest.param("arm7", "muscle", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "model, actuation",
+    [
+        ("double_pendulum", "torque"),
+        ("double_pendulum", "muscle"),
+        pytest.param("arm7", "torque", marks=pytest.mark.slow),
+        pytest.param("arm7", "muscle", marks=pytest.mark.slow),
+    ],
+)
 def test_float32_batched(model, actuation):
     """float32 (no float64 leaking in under x64), vmapped and jitted."""
     make = E.arm_env if model == "arm7" else E.double_pendulum_env

@@ -27,7 +27,11 @@ def swing_frames(seed, motions, per_motion, dtype=jnp.float64):
     f = rng.uniform(0.7, 0.9, (motions, 1, 1))
     amp = AMP * rng.uniform(0.8, 1.1, (motions, 1, 10))
     off = OFF + rng.uniform(-0.05, 0.05, (motions, 1, 10)) * (AMP > 0)
-    arg = 2 * np.pi * f * rng.uniform(0, 1, (motions, per_motion, 1)) / f + PHASE + rng.uniform(-0.2, 0.2, (motions, 1, 10))
+    arg = (
+        2 * np.pi * f * rng.uniform(0, 1, (motions, per_motion, 1)) / f
+        + PHASE
+        + rng.uniform(-0.2, 0.2, (motions, 1, 10))
+    )
     w = 2 * np.pi * f
     q, qd, qdd = off + amp * np.sin(arg), amp * w * np.cos(arg), -amp * w**2 * np.sin(arg)
     return tuple(jnp.asarray(x.reshape(-1, 10), dtype) for x in (q, qd, qdd))
@@ -43,8 +47,11 @@ def solved(problem):
     """Six frames, their data and the library solver's solution."""
     q, qd, qdd = swing_frames(0, 6, 1)
     data = est.frames_data(problem, q, qd, qdd)
-    so = jax.vmap(lambda d: static_optimization(d.moment_arms, d.tau, d.max_force, passive_force=d.passive_force,
-                                                reserve_strength=problem.reserve_strength))(data)
+    so = jax.vmap(
+        lambda d: static_optimization(
+            d.moment_arms, d.tau, d.max_force, passive_force=d.passive_force, reserve_strength=problem.reserve_strength
+        )
+    )(data)
     assert bool(so.feasible.all()) and bool(so.converged.all())
     return (q, qd, qdd), data, so
 
@@ -90,11 +97,16 @@ def test_refinement_converges_to_static_optimization(problem, solved, scale):
     lam0 = so.moment_multipliers * (1 + scale * jax.random.normal(jax.random.key(6), so.moment_multipliers.shape))
     activations = lambda l: jax.vmap(lambda d, x: est.dual_terms(problem, d, x).activations)(data, l)  # noqa: E731
     assert np.abs(np.asarray(activations(lam0) - so.activations)).max() > 1e-2  # a real perturbation
-    refine = jax.jit(jax.vmap(lambda d, x, k: est.refine_multipliers(problem, d, x, steps=k), in_axes=(0, 0, None)),
-                     static_argnums=2)
+    refine = jax.jit(
+        jax.vmap(lambda d, x, k: est.refine_multipliers(problem, d, x, steps=k), in_axes=(0, 0, None)), static_argnums=2
+    )
     np.testing.assert_array_equal(refine(data, lam0, 0), lam0)
-    scaled = lambda l: jax.vmap(lambda d, x: jnp.linalg.norm(est.dual_terms(problem, d, x).residual  # noqa: E731
-                                                           / est.moment_scale(problem, d)))(data, l)
+    scaled = lambda l: jax.vmap(
+        lambda d, x: jnp.linalg.norm(
+            est.dual_terms(problem, d, x).residual  # noqa: E731
+            / est.moment_scale(problem, d)
+        )
+    )(data, l)
     previous = scaled(lam0)
     for k in (1, 2, 3):
         current = scaled(refine(data, lam0, k))
@@ -116,8 +128,9 @@ def test_refined_estimator_jit_vmap_grad(problem, solved):
     @jax.jit
     def run(data, q, qd, qdd):
         a = jax.vmap(lambda d, *x: net.refined_activations(problem, *x, steps=2, data=d))(data, q, qd, qdd)
-        lam = jax.vmap(lambda d, *x: est._free_multipliers(problem, d, net.scaled_multipliers(*x)
-                                                           / est.moment_scale(problem, d)))(data, q, qd, qdd)
+        lam = jax.vmap(
+            lambda d, *x: est._free_multipliers(problem, d, net.scaled_multipliers(*x) / est.moment_scale(problem, d))
+        )(data, q, qd, qdd)
         refined = jax.vmap(lambda d, l: est.refine_multipliers(problem, d, l, steps=2))(data, lam)
         return a, jax.vmap(lambda d, l: est.dual_terms(problem, d, l).activations)(data, refined)
 
@@ -126,8 +139,13 @@ def test_refined_estimator_jit_vmap_grad(problem, solved):
     np.testing.assert_allclose(a, by_hand, rtol=1e-12, atol=1e-12)
     params, static = eqx.partition(net, eqx.is_inexact_array)
     first = jax.tree_util.tree_map(lambda x: x[0], data)
-    grad = jax.jit(jax.grad(lambda p: jnp.sum(eqx.combine(p, static).refined_activations(
-        problem, q[0], qd[0], qdd[0], steps=1, data=first) ** 2)))(params)
+    grad = jax.jit(
+        jax.grad(
+            lambda p: jnp.sum(
+                eqx.combine(p, static).refined_activations(problem, q[0], qd[0], qdd[0], steps=1, data=first) ** 2
+            )
+        )
+    )(params)
     assert all(np.all(np.isfinite(np.asarray(g))) for g in jax.tree_util.tree_leaves(grad))
     with pytest.raises(ValueError, match="steps must be"):
         net.refined_activations(problem, q[0], qd[0], qdd[0], steps=-1)
@@ -137,8 +155,9 @@ def test_refined_estimator_jit_vmap_grad(problem, solved):
 
 def _small_net(n_muscles=18, dtype=jnp.float64, key=0):
     q, qd, qdd = swing_frames(3, 32, 2)
-    return est.AmortizedStaticOptimization.from_frames(q, qd, qdd, n_muscles=n_muscles, key=jax.random.key(key),
-                                                       width=8, depth=1, dtype=dtype)
+    return est.AmortizedStaticOptimization.from_frames(
+        q, qd, qdd, n_muscles=n_muscles, key=jax.random.key(key), width=8, depth=1, dtype=dtype
+    )
 
 
 @pytest.mark.slow
@@ -158,6 +177,7 @@ def test_gradient_matches_finite_differences(problem, solved, loss):
     elif loss == "training":
         fn = lambda p: est.training_loss(eqx.combine(p, static), problem, q, qd, qdd, data=data)  # noqa: E731
     else:
+
         def fn(p):
             e = eqx.combine(p, static)
 
@@ -166,16 +186,22 @@ def test_gradient_matches_finite_differences(problem, solved, loss):
                 return est.dual_terms(problem, d, lam).value
 
             return jnp.mean(jax.vmap(value)(q, qd, qdd, data))
+
     fn = jax.jit(fn)
     grad = jax.jit(jax.grad(fn))(params)
     leaves, treedef = jax.tree_util.tree_flatten(params)
     keys = jax.random.split(jax.random.key(3), len(leaves))
-    direction = jax.tree_util.tree_unflatten(treedef, [jax.random.normal(k, x.shape, x.dtype) for k, x in zip(keys, leaves)])
+    direction = jax.tree_util.tree_unflatten(
+        treedef, [jax.random.normal(k, x.shape, x.dtype) for k, x in zip(keys, leaves)]
+    )
     # the normalisation constants are not trained; the training loss is checked along mlp only,
     # the dual value along dual_mlp only
     zero = lambda t: jax.tree_util.tree_map(jnp.zeros_like, t)  # noqa: E731
-    direction = eqx.tree_at(lambda p: (p.input_mean, p.input_scale), direction,
-                            (jnp.zeros_like(net.input_mean), jnp.zeros_like(net.input_scale)))
+    direction = eqx.tree_at(
+        lambda p: (p.input_mean, p.input_scale),
+        direction,
+        (jnp.zeros_like(net.input_mean), jnp.zeros_like(net.input_scale)),
+    )
     if loss == "training":
         direction = eqx.tree_at(lambda p: p.dual_mlp, direction, zero(direction.dual_mlp))
     if loss == "dual":
@@ -213,12 +239,14 @@ def test_training_reduces_physics_loss_float32():
     problem = est.MuscleProblem.from_muscle_set("gait10dof18musc", reserve_strength=RESERVES, dtype=jnp.float32)
     q, qd, qdd = swing_frames(5, 128, 4, jnp.float32)
     data = est.frames_data(problem, q, qd, qdd)
-    net = est.AmortizedStaticOptimization.from_frames(q, qd, qdd, n_muscles=18, key=jax.random.key(0), width=32,
-                                                      dtype=jnp.float32)
+    net = est.AmortizedStaticOptimization.from_frames(
+        q, qd, qdd, n_muscles=18, key=jax.random.key(0), width=32, dtype=jnp.float32
+    )
     physics = eqx.filter_jit(lambda e: est.physics_loss(e, problem, q, qd, qdd, data=data))
     before = float(physics(net))
-    trained, losses = est.train(net, problem, q, qd, qdd, key=jax.random.key(1), steps=300, batch_size=128,
-                                learning_rate=1e-2)
+    trained, losses = est.train(
+        net, problem, q, qd, qdd, key=jax.random.key(1), steps=300, batch_size=128, learning_rate=1e-2
+    )
     after = float(physics(trained))
     assert losses.shape == (300,) and losses.dtype == jnp.float32 and np.all(np.isfinite(np.asarray(losses)))
     assert np.isfinite(after) and after < before / 10, (before, after)
@@ -295,12 +323,22 @@ def test_held_out_forces_match_static_optimization():
     problem = est.MuscleProblem.from_muscle_set("gait10dof18musc", reserve_strength=RESERVES, dtype=f32)
     train_frames = swing_frames(0, 8192, 4, f32)
     q, qd, qdd = swing_frames(1, 32, 31, f32)
-    net = est.AmortizedStaticOptimization.from_frames(*train_frames, n_muscles=18, key=jax.random.key(0), width=128,
-                                                      depth=2, dtype=f32)
+    net = est.AmortizedStaticOptimization.from_frames(
+        *train_frames, n_muscles=18, key=jax.random.key(0), width=128, depth=2, dtype=f32
+    )
     net, _ = est.train(net, problem, *train_frames, key=jax.random.key(1), steps=16000, batch_size=512)
     data = est.frames_data(problem, q, qd, qdd)
-    so = jax.jit(jax.vmap(lambda d: static_optimization(d.moment_arms, d.tau, d.max_force, passive_force=d.passive_force,
-                                                        reserve_strength=problem.reserve_strength)))(data)
+    so = jax.jit(
+        jax.vmap(
+            lambda d: static_optimization(
+                d.moment_arms,
+                d.tau,
+                d.max_force,
+                passive_force=d.passive_force,
+                reserve_strength=problem.reserve_strength,
+            )
+        )
+    )(data)
     assert bool(so.feasible.all())
     peak = float(so.forces.max())
     a = jax.jit(jax.vmap(net))(q, qd, qdd)

@@ -44,8 +44,12 @@ def test_zero_last_layer_reproduces_the_parametric_split_times():
     model = sprint.Sprinter(f0=16.0, vmax=20.0, energy=1000.0)
     law = fatigue.sprint_residual(jax.random.key(0))
     assert np.all(np.asarray(law.mlp.layers[-1].weight) == 0) and np.any(np.asarray(law.mlp.layers[0].weight) != 0)
-    times = _quick_jit(lambda law: jnp.stack([sprint.split_times(model, D, RT, WIND),
-                                              sprint.split_times(model, D, RT, WIND, fitness=law.on)]), law)
+    times = _quick_jit(
+        lambda law: jnp.stack(
+            [sprint.split_times(model, D, RT, WIND), sprint.split_times(model, D, RT, WIND, fitness=law.on)]
+        ),
+        law,
+    )
     plain, neural = np.asarray(times(law))
     np.testing.assert_allclose(neural, plain, rtol=0, atol=1e-10)
     # and the hook is really used: a non-zero last layer moves the late splits
@@ -96,15 +100,26 @@ FACTOR, STEPS = 20.0, 40
 
 @pytest.mark.slow
 def test_training_on_races_with_a_different_fatigue_law_lowers_the_loss():
-    thetas = jnp.stack([sprint.Sprinter(f0=16.0, vmax=20.0, energy=1100.0).log_values(),
-                        sprint.Sprinter(f0=15.0, vmax=21.0, energy=1200.0).log_values()])
-    truth = _quick_jit(jax.vmap(lambda th: sprint.split_times(sprint.Sprinter().with_log(sprint.FREE, th), D, RT, 0.0,
-                                                              fitness=_SpeedFatigue)), thetas)(thetas)
+    thetas = jnp.stack(
+        [
+            sprint.Sprinter(f0=16.0, vmax=20.0, energy=1100.0).log_values(),
+            sprint.Sprinter(f0=15.0, vmax=21.0, energy=1200.0).log_values(),
+        ]
+    )
+    truth = _quick_jit(
+        jax.vmap(
+            lambda th: sprint.split_times(
+                sprint.Sprinter().with_log(sprint.FREE, th), D, RT, 0.0, fitness=_SpeedFatigue
+            )
+        ),
+        thetas,
+    )(thetas)
     splits = sprint.Splits.from_arrays([D, D], list(np.asarray(truth)), [RT, RT], [0.0, 0.0])
     law0 = fatigue.sprint_residual(jax.random.key(0))
     # parameters known: only the MLP learns (joint=False); the truth is ~0.14-0.22 s slower at 100 m
-    law, thetas_out, history = fatigue.fit_residual(law0, splits, thetas, steps=STEPS, learning_rate=3e-2,
-                                                    weight_decay=0.0, joint=False)
+    law, thetas_out, history = fatigue.fit_residual(
+        law0, splits, thetas, steps=STEPS, learning_rate=3e-2, weight_decay=0.0, joint=False
+    )
     np.testing.assert_array_equal(np.asarray(thetas_out), np.asarray(thetas))
     before, after = float(history[0]), float(history[-1])  # the loss at the start and after STEPS - 1 steps
     assert before > 100.0  # the parametric law misses the truth by far more than the rounding noise

@@ -41,10 +41,19 @@ class MLPDrive(jb.hamiltonian.Drive):
 
 
 def pendulum_dict():
-    return {"gravity": [0, -9.81, 0], "segments": [{
-        "name": "rod", "parent": None,
-        "joint": {"type": "revolute", "axis": [0, 0, 1], "origin": [0, 0, 0], "orientation": [1, 0, 0, 0]},
-        "mass": 1.0, "com": [0, -0.5, 0], "inertia": [[1 / 12, 0, 0], [0, 1e-6, 0], [0, 0, 1 / 12]]}]}
+    return {
+        "gravity": [0, -9.81, 0],
+        "segments": [
+            {
+                "name": "rod",
+                "parent": None,
+                "joint": {"type": "revolute", "axis": [0, 0, 1], "origin": [0, 0, 0], "orientation": [1, 0, 0, 0]},
+                "mass": 1.0,
+                "com": [0, -0.5, 0],
+                "inertia": [[1 / 12, 0, 0], [0, 1e-6, 0], [0, 0, 1 / 12]],
+            }
+        ],
+    }
 
 
 def make_case(model_dict, dtype, batch=2):
@@ -102,8 +111,9 @@ PATHS = {
     "fixed grid": dict(steps=100),
     "stored adjoint": dict(rtol=1e-10, atol=1e-10, form="velocity", adjoint=jb.simulation.StoredAdjoint()),
     # the training recipe of docs/learning.md: velocity-form start, no derived outputs
-    "training recipe": dict(rtol=1e-10, atol=1e-10, form="velocity", adjoint=jb.simulation.StoredAdjoint(),
-                            derived=False, start="velocity"),
+    "training recipe": dict(
+        rtol=1e-10, atol=1e-10, form="velocity", adjoint=jb.simulation.StoredAdjoint(), derived=False, start="velocity"
+    ),
 }
 
 
@@ -134,8 +144,16 @@ def test_gradient_matches_central_differences_double_pendulum(path):
 def _check_paths_agree(model_dict):
     tree, mlp, q0 = make_case(model_dict, jnp.float64)
     v_ref, g_ref = flat_grad(loss_fn(tree, q0, rtol=1e-10, atol=1e-10), mlp)
-    v_bs, g_bs = flat_grad(loss_fn(tree, q0, rtol=1e-10, atol=1e-10, adjoint=diffrax.BacksolveAdjoint(
-        stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-10))), mlp)
+    v_bs, g_bs = flat_grad(
+        loss_fn(
+            tree,
+            q0,
+            rtol=1e-10,
+            atol=1e-10,
+            adjoint=diffrax.BacksolveAdjoint(stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-10)),
+        ),
+        mlp,
+    )
     v_grid, g_grid = flat_grad(loss_fn(tree, q0, steps=100), mlp)
     assert v_bs == v_ref
     # the continuous adjoint and the discretised solve converge to the same gradient
@@ -196,6 +214,7 @@ def test_float32_matches_float64_double_pendulum():
 
 
 # ---- simulate(..., form="velocity"): the (q, q̇) integration, the cheaper gradient -------------
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model_dict", [pendulum_dict, double_pendulum_dict])

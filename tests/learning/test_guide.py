@@ -20,7 +20,13 @@ def test_guide_has_code():
 @pytest.mark.slow
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
 def test_guide_block_runs(index, tmp_path):
-    done = subprocess.run([sys.executable, "-c", BLOCKS[index]], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=600, env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+    done = subprocess.run(
+        [sys.executable, "-c", BLOCKS[index]],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**__import__("os").environ, "PYTHONPATH": str(REPO)},
+    )
     assert done.returncode == 0, f"block {index} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
     assert done.stdout.strip()

@@ -108,8 +108,14 @@ def test_float32_without_x64_close_to_float64(models):
     (relative)."""
     env = {k: v for k, v in os.environ.items() if k != "JAX_ENABLE_X64"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
-    out = subprocess.run([sys.executable, "-m", "tests.learning._pytree_cases"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=900)
+    out = subprocess.run(
+        [sys.executable, "-m", "tests.learning._pytree_cases"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     f32 = json.loads(out.stdout)
     assert set(f32) == set(NAMES)

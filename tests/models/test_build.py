@@ -8,8 +8,21 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxbio as jb
-from jaxbio.models.build import (GRAVITY_PLANAR, X, Y, Z, Body, combine, gyration_inertia, model,
-                                 moved, segment, subtract, transformed, virtual)
+from jaxbio.models.build import (
+    GRAVITY_PLANAR,
+    X,
+    Y,
+    Z,
+    Body,
+    combine,
+    gyration_inertia,
+    model,
+    moved,
+    segment,
+    subtract,
+    transformed,
+    virtual,
+)
 
 
 def test_gyration_inertia_of_a_uniform_rod():
@@ -17,8 +30,12 @@ def test_gyration_inertia_of_a_uniform_rod():
     about every transverse axis is 1/√12 of the length (also on traced JAX arrays, batched)."""
     m, L = 2.5, 0.8
     k = 1 / np.sqrt(12)
-    principal = gyration_inertia(np.asarray(m), np.asarray(L), [np.asarray(k), np.asarray(k), np.asarray(0.0)],
-                                 [np.outer(e, e) for e in (Y, Z, X)])
+    principal = gyration_inertia(
+        np.asarray(m),
+        np.asarray(L),
+        [np.asarray(k), np.asarray(k), np.asarray(0.0)],
+        [np.outer(e, e) for e in (Y, Z, X)],
+    )
     np.testing.assert_allclose(principal, np.diag([0.0, m * L**2 / 12, m * L**2 / 12]), rtol=1e-14, atol=0)
 
     # the same rod turned in the x-y plane, in the axisymmetric form (E − x̂x̂ᵀ, x̂x̂ᵀ), jit + vmap
@@ -27,7 +44,9 @@ def test_gyration_inertia_of_a_uniform_rod():
     def rod(a):
         x = jnp.stack([jnp.cos(a), jnp.sin(a), 0.0])
         xx = jnp.outer(x, x)
-        return gyration_inertia(jnp.asarray(m), jnp.asarray(L), (jnp.asarray(k), jnp.asarray(0.0)), (jnp.eye(3) - xx, xx))
+        return gyration_inertia(
+            jnp.asarray(m), jnp.asarray(L), (jnp.asarray(k), jnp.asarray(0.0)), (jnp.eye(3) - xx, xx)
+        )
 
     got = jax.jit(jax.vmap(rod))(angles)
     for a, inertia in zip(np.asarray(angles), np.asarray(got)):
@@ -56,10 +75,14 @@ def test_combine_point_masses_and_subtract():
 
 def test_built_dict_loads_as_a_tree():
     rod = Body(1.0, np.array([0.0, -0.5, 0.0]), np.diag([1 / 12, 1e-6, 1 / 12]))
-    d = model("pendulum", GRAVITY_PLANAR, [
-        virtual("slide", None, "prismatic", X, origin=(0.0, 1.0, 0.0)),
-        segment("rod", "slide", "revolute", Z, rod, orientation=(np.cos(0.2), 0.0, 0.0, np.sin(0.2))),
-    ])
+    d = model(
+        "pendulum",
+        GRAVITY_PLANAR,
+        [
+            virtual("slide", None, "prismatic", X, origin=(0.0, 1.0, 0.0)),
+            segment("rod", "slide", "revolute", Z, rod, orientation=(np.cos(0.2), 0.0, 0.0, np.sin(0.2))),
+        ],
+    )
     tree = jb.SegmentTree.from_dict(d, dtype=jnp.float64)
     assert tree.names == ("slide", "rod") and tree.parents == (-1, 0)
     assert tree.joint_types == ("prismatic", "revolute")

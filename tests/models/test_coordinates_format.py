@@ -36,8 +36,11 @@ def _save(model, path):
 
 
 def test_round_trip_keeps_coordinates_and_dynamics(gait, tmp_path):
-    flagged = dataclasses.replace(gait, locked=tuple(n == "knee_angle_l" for n in gait.coordinate_names),
-                                  clamped=tuple(n.startswith("hip") for n in gait.coordinate_names))
+    flagged = dataclasses.replace(
+        gait,
+        locked=tuple(n == "knee_angle_l" for n in gait.coordinate_names),
+        clamped=tuple(n.startswith("hip") for n in gait.coordinate_names),
+    )
     path = _save(flagged, tmp_path / "gait.json")
     back = jb.io.load_any_model(path, dtype=jnp.float64)
     assert back.coordinate_names == gait.coordinate_names
@@ -57,7 +60,9 @@ def test_round_trip_keeps_coordinates_and_dynamics(gait, tmp_path):
     r = np.asarray(gait.ranges)
     c = rng.uniform(np.maximum(r[:, 0], -2), np.minimum(r[:, 1], 2), size=(64, len(r)))
     cd, cdd = rng.normal(size=(2, *c.shape))
-    np.testing.assert_array_equal(ID(back.tree, back.coordinates, c, cd, cdd), ID(gait.tree, gait.coordinates, c, cd, cdd))
+    np.testing.assert_array_equal(
+        ID(back.tree, back.coordinates, c, cd, cdd), ID(gait.tree, gait.coordinates, c, cd, cdd)
+    )
     np.testing.assert_array_equal(MM(back.tree, back.coordinates, c), MM(gait.tree, gait.coordinates, c))
     # the tree alone, in its own coordinates
     tree = jb.load_model(path, dtype=jnp.float64)
@@ -102,32 +107,56 @@ def _tree_dict():
 IDENTITY = {"breakpoints": [], "origins": [0.0], "coefficients": [[0.0, 1.0]]}
 
 
-@pytest.mark.parametrize("sections, message", [
-    ({"coordinate_functions": [dict(IDENTITY, coordinate="a")] * 2}, "needs the 'coordinates'"),
-    ({"coordinates": [{"name": "a"}]}, "1 'coordinates' for a tree of 2 coordinates"),
-    ({"coordinates": [{"name": "a"}, {"name": "a"}]}, "duplicate name"),
-    ({"coordinates": [{"name": "a", "rnage": [0, 1]}, {"name": "b"}]}, "did you mean 'range'"),
-    ({"coordinates": [{"name": "a", "range": [1, 0]}, {"name": "b"}]}, "range minimum 1.0 is above its maximum"),
-    ({"coordinates": [{"name": "a", "locked": "yes"}, {"name": "b"}]}, "'locked' must be true or false"),
-    ({"coordinates": [{"name": "a", "motion_type": "spiral"}, {"name": "b"}]}, "'motion_type' must be one of"),
-    ({"coordinates": [{"name": "a"}, {"name": "b"}], "coordinate_functions": [dict(IDENTITY, coordinate="a")]},
-     "has 1 entries; the tree has 2"),
-    ({"coordinates": [{"name": "a"}, {"name": "b"}],
-      "coordinate_functions": [dict(IDENTITY, coordinate="a"), dict(IDENTITY, coordinate="bb")]},
-     "unknown coordinate 'bb'.*did you mean 'b'"),
-    ({"coordinates": [{"name": "a"}, {"name": "b"}],
-      "coordinate_functions": [dict(IDENTITY, coordinate="a"), dict(IDENTITY, coordinate="a")]},
-     "coordinate 'b' drives no tree coordinate"),
-    ({"coordinates": [{"name": "a"}],
-      "coordinate_functions": [dict(IDENTITY, coordinate="a"),
-                               {"coordinate": "a", "breakpoints": [1.0, 0.5], "origins": [0, 0, 0],
-                                "coefficients": [[0, 1]] * 3}]},
-     "strictly ascending"),
-    ({"coordinates": [{"name": "a"}],
-      "coordinate_functions": [dict(IDENTITY, coordinate="a"),
-                               {"coordinate": "a", "breakpoints": [0.0], "origins": [0.0], "coefficients": [[0, 1]]}]},
-     r"origins \(one per piece"),
-])
+@pytest.mark.parametrize(
+    "sections, message",
+    [
+        ({"coordinate_functions": [dict(IDENTITY, coordinate="a")] * 2}, "needs the 'coordinates'"),
+        ({"coordinates": [{"name": "a"}]}, "1 'coordinates' for a tree of 2 coordinates"),
+        ({"coordinates": [{"name": "a"}, {"name": "a"}]}, "duplicate name"),
+        ({"coordinates": [{"name": "a", "rnage": [0, 1]}, {"name": "b"}]}, "did you mean 'range'"),
+        ({"coordinates": [{"name": "a", "range": [1, 0]}, {"name": "b"}]}, "range minimum 1.0 is above its maximum"),
+        ({"coordinates": [{"name": "a", "locked": "yes"}, {"name": "b"}]}, "'locked' must be true or false"),
+        ({"coordinates": [{"name": "a", "motion_type": "spiral"}, {"name": "b"}]}, "'motion_type' must be one of"),
+        (
+            {"coordinates": [{"name": "a"}, {"name": "b"}], "coordinate_functions": [dict(IDENTITY, coordinate="a")]},
+            "has 1 entries; the tree has 2",
+        ),
+        (
+            {
+                "coordinates": [{"name": "a"}, {"name": "b"}],
+                "coordinate_functions": [dict(IDENTITY, coordinate="a"), dict(IDENTITY, coordinate="bb")],
+            },
+            "unknown coordinate 'bb'.*did you mean 'b'",
+        ),
+        (
+            {
+                "coordinates": [{"name": "a"}, {"name": "b"}],
+                "coordinate_functions": [dict(IDENTITY, coordinate="a"), dict(IDENTITY, coordinate="a")],
+            },
+            "coordinate 'b' drives no tree coordinate",
+        ),
+        (
+            {
+                "coordinates": [{"name": "a"}],
+                "coordinate_functions": [
+                    dict(IDENTITY, coordinate="a"),
+                    {"coordinate": "a", "breakpoints": [1.0, 0.5], "origins": [0, 0, 0], "coefficients": [[0, 1]] * 3},
+                ],
+            },
+            "strictly ascending",
+        ),
+        (
+            {
+                "coordinates": [{"name": "a"}],
+                "coordinate_functions": [
+                    dict(IDENTITY, coordinate="a"),
+                    {"coordinate": "a", "breakpoints": [0.0], "origins": [0.0], "coefficients": [[0, 1]]},
+                ],
+            },
+            r"origins \(one per piece",
+        ),
+    ],
+)
 def test_bad_sections_are_refused_naming_the_field(sections, message, tmp_path):
     d = _tree_dict()
     d.update(sections)

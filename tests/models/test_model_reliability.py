@@ -31,14 +31,14 @@ SMALL = tuple(MODELS)  # every shipped model (validation is numpy: fast)
 TOP = {"format", "version", "name", "gravity", "segments"}
 SEGMENT = {"name", "parent", "joint", "mass", "com", "inertia"}
 JOINT = {"type", "axis", "origin", "orientation"}
-FIELD_WORDS = ("format", "version", "name", "gravity", "segments", "parent", "joint", "mass", "com", "inertia",
-               "dtype")
+FIELD_WORDS = ("format", "version", "name", "gravity", "segments", "parent", "joint", "mass", "com", "inertia", "dtype")
 FLOATS = {"float64": jnp.float64, "float32": jnp.float32, "float16": jnp.float16, "bfloat16": jnp.bfloat16}
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 # ---- what an accepted dict must give, computed independently ------------------------------------
+
 
 class Invalid(Exception):
     """The dict breaks the schema of API.md (so the loader must have refused it)."""
@@ -192,8 +192,13 @@ def check_contract(d: dict, dtype=jnp.float64) -> str:
         assert got.dtype == expected.dtype, field
         assert np.all(np.isfinite(got.astype(float))), field
         if field in ("axes", "orientations"):  # normalised: the same to the last bit or two
-            np.testing.assert_allclose(got.astype(float), expected.astype(float), rtol=0,
-                                       atol=2 * float(jnp.finfo(expected.dtype).eps), err_msg=field)
+            np.testing.assert_allclose(
+                got.astype(float),
+                expected.astype(float),
+                rtol=0,
+                atol=2 * float(jnp.finfo(expected.dtype).eps),
+                err_msg=field,
+            )
         else:
             np.testing.assert_array_equal(got, expected, err_msg=field)
     assert np.all(np.asarray(tree.masses, float) >= 0)
@@ -201,6 +206,7 @@ def check_contract(d: dict, dtype=jnp.float64) -> str:
 
 
 # ---- mutations ----------------------------------------------------------------------------------
+
 
 def _locations(d: dict) -> list[tuple]:
     """Paths to every value of the model: ("gravity",), ("segments", i, "mass"), ("segments", i, "joint", "axis") …"""
@@ -219,10 +225,42 @@ def _parent_of(d, path):
 
 
 BAD_VALUES = st.one_of(
-    st.sampled_from([None, True, False, "", "1.0", "0 0 1", {}, [], [[]], {"x": 1}, "revolute", 0, -1, 1,
-                     float("nan"), float("inf"), -float("inf"), 1e300, -1e300, 1e-300, 5e-324, 10**400,
-                     [1.0, 2.0], [0.0, 0.0, 0.0], [1, 0, 0, 0], [[1, 0, 0], [0, 1, 0], [0, 0, 1]],
-                     [[1, 0, 0], [0, 1, 0]], [[[1]]], [0, "0", 1], [0, None, 1], [True, 0, 0], [[1, 0, 0], [0, 1], [0, 0, 1]]]),
+    st.sampled_from(
+        [
+            None,
+            True,
+            False,
+            "",
+            "1.0",
+            "0 0 1",
+            {},
+            [],
+            [[]],
+            {"x": 1},
+            "revolute",
+            0,
+            -1,
+            1,
+            float("nan"),
+            float("inf"),
+            -float("inf"),
+            1e300,
+            -1e300,
+            1e-300,
+            5e-324,
+            10**400,
+            [1.0, 2.0],
+            [0.0, 0.0, 0.0],
+            [1, 0, 0, 0],
+            [[1, 0, 0], [0, 1, 0], [0, 0, 1]],
+            [[1, 0, 0], [0, 1, 0]],
+            [[[1]]],
+            [0, "0", 1],
+            [0, None, 1],
+            [True, 0, 0],
+            [[1, 0, 0], [0, 1], [0, 0, 1]],
+        ]
+    ),
     st.floats(allow_nan=True, allow_infinity=True),
     st.lists(st.floats(allow_nan=True, allow_infinity=True, width=64), min_size=0, max_size=5),
     st.text(max_size=8),
@@ -233,10 +271,10 @@ def _misspell(draw, key: str) -> str:
     how = draw(st.sampled_from(["drop", "swap", "double", "upper", "space", "other"]))
     i = draw(st.integers(0, max(len(key) - 1, 0)))
     if how == "drop" and len(key) > 1:
-        return key[:i] + key[i + 1:]
+        return key[:i] + key[i + 1 :]
     if how == "swap" and len(key) > 2:
         i = min(i, len(key) - 2)
-        return key[:i] + key[i + 1] + key[i] + key[i + 2:]
+        return key[:i] + key[i + 1] + key[i] + key[i + 2 :]
     if how == "double":
         return key[:i] + key[i] + key[i:]
     if how == "upper":
@@ -250,8 +288,11 @@ def _misspell(draw, key: str) -> str:
 def mutated(draw, names=SMALL):
     name = draw(st.sampled_from(names))
     d = copy.deepcopy(MODELS[name])
-    kind = draw(st.sampled_from(["delete", "rename", "add", "replace", "replace", "replace", "reorder",
-                                 "duplicate name", "scale", "nest"]))
+    kind = draw(
+        st.sampled_from(
+            ["delete", "rename", "add", "replace", "replace", "replace", "reorder", "duplicate name", "scale", "nest"]
+        )
+    )
     locs = _locations(d)
     if kind in ("delete", "rename", "replace", "nest"):
         path = draw(st.sampled_from(locs))
@@ -297,6 +338,7 @@ def mutated(draw, names=SMALL):
 
 
 # ---- the properties -----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", sorted(MODELS))
 @pytest.mark.parametrize("dtype", sorted(FLOATS))
@@ -348,8 +390,13 @@ def test_mutated_model_through_a_file(d, data, tmp_path_factory):
 
 
 @SETTINGS
-@given(name=st.sampled_from(SMALL), segment=st.integers(0, 100), exponent=st.integers(-330, 330),
-       field=st.sampled_from(["mass", "inertia", "com", "gravity"]), dtype=st.sampled_from(sorted(FLOATS)))
+@given(
+    name=st.sampled_from(SMALL),
+    segment=st.integers(0, 100),
+    exponent=st.integers(-330, 330),
+    field=st.sampled_from(["mass", "inertia", "com", "gravity"]),
+    dtype=st.sampled_from(sorted(FLOATS)),
+)
 def test_dtype_casts_of_scaled_values(name, segment, exponent, field, dtype):
     """A value scaled by 10^k: refused (naming the field) exactly when the cast spoils it, else the cast value."""
     d = copy.deepcopy(MODELS[name])
@@ -366,8 +413,27 @@ def test_dtype_casts_of_scaled_values(name, segment, exponent, field, dtype):
     event(check_contract(d, FLOATS[dtype]))
 
 
-NOT_FLOAT = st.sampled_from([jnp.int8, jnp.int16, jnp.int32, jnp.int64, jnp.uint8, jnp.uint32, jnp.bool_, bool, int,
-                             complex, jnp.complex64, jnp.complex128, "int32", "bool", "complex64", object, "U8"])
+NOT_FLOAT = st.sampled_from(
+    [
+        jnp.int8,
+        jnp.int16,
+        jnp.int32,
+        jnp.int64,
+        jnp.uint8,
+        jnp.uint32,
+        jnp.bool_,
+        bool,
+        int,
+        complex,
+        jnp.complex64,
+        jnp.complex128,
+        "int32",
+        "bool",
+        "complex64",
+        object,
+        "U8",
+    ]
+)
 
 
 @SETTINGS

@@ -30,8 +30,7 @@ EXPECTED = {
         ("shoulder_flexion", "shoulder_abduction", "elbow_flexion", "wrist_flexion"),
     ),
     "sagittal11": (
-        ["base_x", "base_y", "trunk"]
-        + [f"{seg}_{s}" for s in "rl" for seg in ("thigh", "shank", "foot", "toes")],
+        ["base_x", "base_y", "trunk"] + [f"{seg}_{s}" for s in "rl" for seg in ("thigh", "shank", "foot", "toes")],
         [0, -9.81, 0],
         BODY_MASS,
         ("base_x", "base_y"),

@@ -17,9 +17,13 @@ def rodrigues(axis, angle):
 
 def quat_matrix(q):
     w, x, y, z = q
-    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-                     [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-                     [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+        ]
+    )
 
 
 class NumpyModel:
@@ -48,7 +52,7 @@ class NumpyModel:
                 pi = pj
             else:
                 Ri = Rj
-                pi = pj + (Rj @ self.axes[i]) * q[:, i:i + 1]
+                pi = pj + (Rj @ self.axes[i]) * q[:, i : i + 1]
             R.append(Ri)
             p.append(pi)
         return np.stack(R, 1), np.stack(p, 1)  # (B, n, 3, 3), (B, n, 3)

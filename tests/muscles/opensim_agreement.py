@@ -27,14 +27,23 @@ def curves() -> None:
             x = t._curve_grid(curve, lo, hi)
             y, dy = curve.value_and_derivative(x)
             d2y = jax.vmap(jax.grad(curve.derivative))(x)
-            errors = [np.abs(np.asarray(ours) - [ref.calcDerivative(float(v), k) for v in x]).max()
-                      for k, ours in enumerate((y, dy, d2y))]
+            errors = [
+                np.abs(np.asarray(ours) - [ref.calcDerivative(float(v), k) for v in x]).max()
+                for k, ours in enumerate((y, dy, d2y))
+            ]
             print(f"{name:28s} {label:8s} " + "  ".join(f"{e:.1e}" for e in errors))
 
 
 def equilibria(n: int = 200) -> None:
-    keys = ("fiber_length", "tendon_force", "active_force_length_multiplier", "passive_force_length_multiplier",
-            "force_velocity_multiplier", "fiber_velocity", "static_optimization_force")
+    keys = (
+        "fiber_length",
+        "tendon_force",
+        "active_force_length_multiplier",
+        "passive_force_length_multiplier",
+        "force_velocity_multiplier",
+        "fiber_velocity",
+        "static_optimization_force",
+    )
     print("\ncase              " + "  ".join(k[:10] for k in keys))
     for case, build in t.CASES.items():
         osm, jm = build()
@@ -49,7 +58,11 @@ def equilibria(n: int = 200) -> None:
         values = {k: getattr(ours, k, None) for k in keys}
         values["static_optimization_force"] = so
         errors = [np.abs(np.asarray(values[k]) - [r[k] for r in ref]).max() / scale.get(k, 1.0) for k in keys]
-        print(f"{case:17s} " + "  ".join(f"{e:10.1e}" for e in errors) + f"   (status ≠ 0: {int(np.sum(ours.status != 0))})")
+        print(
+            f"{case:17s} "
+            + "  ".join(f"{e:10.1e}" for e in errors)
+            + f"   (status ≠ 0: {int(np.sum(ours.status != 0))})"
+        )
 
 
 if __name__ == "__main__":

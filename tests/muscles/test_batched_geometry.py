@@ -51,7 +51,9 @@ def test_vmapped_lengths_and_moment_arms_equal_single_frames(name):
     np.testing.assert_allclose(L, NumpyModel(tree, paths).lengths(np.asarray(q)), rtol=0, atol=1e-13)
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if n == "arm26" else []) for n in sorted(MODELS)])
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=[pytest.mark.slow] if n == "arm26" else []) for n in sorted(MODELS)]
+)
 def test_vmapped_lengths_and_velocities_equal_single_frames_and_minus_r_qd(name):
     """The velocity kernel (points' velocities from their segments') against single frames (one
     jvp of the per-frame lengths) and against ``−r q̇`` from the vmapped moment arms."""

@@ -27,21 +27,36 @@ VMAX = F0 * B / A
 def _solve_scipy(rhs, y0, t1, ts):
     """Independent reference: scipy's DOP853 on a jitted right-hand side, sampled at ``ts``."""
     f = jax.jit(rhs)
-    sol = solve_ivp(lambda t, y: np.asarray(f(t, jnp.asarray(y))), (0.0, t1), np.atleast_1d(y0),
-                    method="DOP853", t_eval=np.asarray(ts), rtol=1e-11, atol=1e-12)
+    sol = solve_ivp(
+        lambda t, y: np.asarray(f(t, jnp.asarray(y))),
+        (0.0, t1),
+        np.atleast_1d(y0),
+        method="DOP853",
+        t_eval=np.asarray(ts),
+        rtol=1e-11,
+        atol=1e-12,
+    )
     assert sol.success
     return sol.y[0]
 
 
 def _solve(rhs, y0, t1, dt0=1e-4, ts=None):
     sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(lambda t, y, args: rhs(t, y)), diffrax.Tsit5(), 0.0, t1, dt0, y0,
+        diffrax.ODETerm(lambda t, y, args: rhs(t, y)),
+        diffrax.Tsit5(),
+        0.0,
+        t1,
+        dt0,
+        y0,
         stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-12),
-        saveat=diffrax.SaveAt(ts=ts) if ts is not None else diffrax.SaveAt(t1=True), max_steps=100_000)
+        saveat=diffrax.SaveAt(ts=ts) if ts is not None else diffrax.SaveAt(t1=True),
+        max_steps=100_000,
+    )
     return sol.ys if ts is not None else sol.ys[0]
 
 
 # ---- Hill force–velocity -----------------------------------------------------------------------
+
 
 def test_hill_defining_points_and_hyperbola():
     hill = jax.jit(lambda v: curves.hill_force_velocity(v, F0, A, B))
@@ -86,7 +101,8 @@ def test_hill_gradients_finite_everywhere(curv):
     assert all(bool(jnp.all(jnp.isfinite(g))) for g in grads)
     # dimensional: gradient with respect to every argument
     dims = jax.jit(jax.vmap(jax.grad(curves.hill_force_velocity, argnums=(0, 1, 2, 3)), in_axes=(0, None, None, None)))(
-        v * VMAX, F0, curv * F0, B)
+        v * VMAX, F0, curv * F0, B
+    )
     assert all(bool(jnp.all(jnp.isfinite(g))) for g in dims)
 
 
@@ -103,6 +119,7 @@ def test_hill_bad_smoothing():
 
 
 # ---- De Groote 2016 curves -----------------------------------------------------------------------
+
 
 def test_degroote_active_force_length():
     assert float(curves.active_force_length(1.0)) == pytest.approx(1.0, abs=1e-12)
@@ -138,6 +155,7 @@ def test_degroote_passive_and_tendon():
 
 # ---- HillMuscle -----------------------------------------------------------------------------------
 
+
 def _muscles(tendon="rigid", **kw):
     return curves.HillMuscle(
         max_isometric_force=[1000.0, 600.0, 3000.0],
@@ -145,7 +163,9 @@ def _muscles(tendon="rigid", **kw):
         tendon_slack_length=[0.20, 0.30, 0.25],
         pennation_angle=[0.0, 0.2, 0.4],
         max_contraction_velocity=10.0,
-        tendon=tendon, **kw)
+        tendon=tendon,
+        **kw,
+    )
 
 
 def test_rigid_tendon_against_hand_computation():
@@ -176,8 +196,10 @@ def test_compliant_tendon_equilibrium_and_gradient():
     assert float(jnp.max(jnp.abs(residual(lm)))) < 1e-10
     # an independent scalar root finder on the same residual
     for j in range(3):
+
         def r(x, j=j):
             return float(residual(lm.at[j].set(x))[j])
+
         root = brentq(r, float(lm[j]) * 0.8, float(lm[j]) * 1.2, xtol=1e-15, rtol=1e-15)
         assert float(lm[j]) == pytest.approx(root, rel=1e-10)
     # the tendon force equals the fiber force along the tendon
@@ -186,7 +208,9 @@ def test_compliant_tendon_equilibrium_and_gradient():
     fiber_side = m.max_isometric_force * m.fiber_force_normalized(act, lm / m.optimal_fiber_length, 0.0) * cos_a
     np.testing.assert_allclose(F, fiber_side, rtol=1e-10)
     # implicit-function gradients against finite differences
-    check_grads(jax.jit(lambda a, l: m.force(a, l)), (act, lmt), order=1, modes=("rev",), atol=1e-6, rtol=1e-6, eps=1e-6)
+    check_grads(
+        jax.jit(lambda a, l: m.force(a, l)), (act, lmt), order=1, modes=("rev",), atol=1e-6, rtol=1e-6, eps=1e-6
+    )
     total = eqx.filter_jit(lambda mm: jnp.sum(mm.force(act, lmt)))
     grads = eqx.filter_grad(total)(m)
     h = 1e-6
@@ -210,14 +234,17 @@ def test_compliant_tendon_moving_and_batched():
     assert F.shape == (5, 3) and np.all(np.diff(np.asarray(F), axis=0) > 0)
 
 
-@pytest.mark.parametrize("field, value", [
-    ("max_isometric_force", -1.0),
-    ("optimal_fiber_length", 0.0),
-    ("tendon_slack_length", -0.1),
-    ("pennation_angle", 1.6),
-    ("max_contraction_velocity", 0.0),
-    ("eccentric_plateau", 0.9),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("max_isometric_force", -1.0),
+        ("optimal_fiber_length", 0.0),
+        ("tendon_slack_length", -0.1),
+        ("pennation_angle", 1.6),
+        ("max_contraction_velocity", 0.0),
+        ("eccentric_plateau", 0.9),
+    ],
+)
 def test_hill_muscle_rejects_bad_parameters(field, value):
     kw = dict(max_isometric_force=1000.0, optimal_fiber_length=0.1, tendon_slack_length=0.2)
     kw[field] = value
@@ -233,6 +260,7 @@ def test_hill_muscle_rejects_bad_tendon_and_shapes():
 
 
 # ---- Wilkie's active state, impulse solutions, activation dynamics -------------------------------
+
 
 def test_impulse_solutions_solve_wilkie():
     gain, tension = 25.0, 800.0  # 1/s, N
@@ -254,8 +282,9 @@ def test_activation_dynamics_steady_state_and_asymmetry():
     np.testing.assert_allclose(dyn.rate(e, e), 0.0, atol=1e-15)
     # relax to e = 0.3 from 0.9; rise 0 -> e = 1; fall 1 -> e = 0
     ts = np.linspace(0.0, 1.0, 5001)
-    relax, up, down = (_solve_scipy(lambda t, a, e=e: dyn.rate(e, a), a0, 1.0, ts)
-                       for e, a0 in ((0.3, 0.9), (1.0, 0.0), (0.0, 1.0)))
+    relax, up, down = (
+        _solve_scipy(lambda t, a, e=e: dyn.rate(e, a), a0, 1.0, ts) for e, a0 in ((0.3, 0.9), (1.0, 0.0), (0.0, 1.0))
+    )
     assert relax[-1] == pytest.approx(0.3, abs=1e-8)
     # rising is faster than falling: time to cross 0.5
     t_up = float(ts[np.argmax(up >= 0.5)])
@@ -278,10 +307,12 @@ def test_activation_dynamics_attracts_from_outside_the_unit_interval():
     a = np.linspace(0.0, 1.0, 7)
     scale = 0.5 + 1.5 * a
     blend = 0.5 + 0.5 * np.tanh(10.0 * (e - a))
-    np.testing.assert_allclose(dyn.rate(e, a), (e - a) * (blend / (0.015 * scale) + (1 - blend) * scale / 0.060),
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        dyn.rate(e, a), (e - a) * (blend / (0.015 * scale) + (1 - blend) * scale / 0.060), rtol=1e-12
+    )
     # 50 fixed Tsit5 steps of 20 ms from rest (a = 0) to a held excitation: a settles at e
     from jaxbio.simulation import step_grid
+
     a0 = jnp.zeros(3)
     es = jnp.array([0.2, 0.5, 1.0])
     traj = step_grid(lambda t, a, _: dyn.rate(es, a), jnp.linspace(0.0, 1.0, 51), a0)
@@ -298,6 +329,7 @@ def test_activation_dynamics_rejects_bad(field):
 
 # ---- actuators ------------------------------------------------------------------------------------
 
+
 def test_rayleigh_van_der_pol_force_is_gradient():
     d = actuators.RayleighVanDerPol(alpha=jnp.array([0.5, -0.2, 1.0]), beta=jnp.array([2.0, 1.0, 0.0]))
     q = jnp.array([0.3, -1.2, 2.0])
@@ -312,8 +344,15 @@ def test_rayleigh_van_der_pol_force_is_gradient():
 
 
 def test_dc_motor_steady_state_by_integration():
-    motor = actuators.DCMotor(inductance=2e-3, resistance=1.2, torque_constant=0.05, back_emf_constant=0.05,
-                              gear_ratio=20.0, rotor_inertia=2e-5, viscous_damping=1e-5)
+    motor = actuators.DCMotor(
+        inductance=2e-3,
+        resistance=1.2,
+        torque_constant=0.05,
+        back_emf_constant=0.05,
+        gear_ratio=20.0,
+        rotor_inertia=2e-5,
+        viscous_damping=1e-5,
+    )
     load_inertia, load, voltage = 0.01, 0.8, 24.0  # kg m², N m, V
     J = motor.reflected_inertia + load_inertia
 
@@ -362,8 +401,9 @@ def test_actuators_plug_into_hamiltonian_system():
     from tests._models import double_pendulum_dict
 
     tree = SegmentTree.from_dict(double_pendulum_dict())
-    drive = actuators.MuscleDrive([800.0, 600.0], [0.05, 0.08], [200.0, 150.0], [0.4, 0.5],
-                                  [[0.04, -0.03], [0.0, 0.02]])
+    drive = actuators.MuscleDrive(
+        [800.0, 600.0], [0.05, 0.08], [200.0, 150.0], [0.4, 0.5], [[0.04, -0.03], [0.0, 0.02]]
+    )
     system = HamiltonianSystem(tree, drive=drive, dissipation=actuators.RayleighVanDerPol(0.1, 0.5))
     q, qd = jnp.array([0.3, -0.2]), jnp.array([0.5, 0.1])
     y = {"q": q, "p": jnp.zeros(2), "f": jnp.ones(1)}
@@ -372,8 +412,12 @@ def test_actuators_plug_into_hamiltonian_system():
 
 
 def test_muscle_float32_and_parameter_vmap():
-    kw = dict(max_isometric_force=[1000.0, 600.0, 3000.0], optimal_fiber_length=[0.10, 0.05, 0.06],
-              tendon_slack_length=[0.20, 0.30, 0.25], pennation_angle=[0.0, 0.2, 0.4])
+    kw = dict(
+        max_isometric_force=[1000.0, 600.0, 3000.0],
+        optimal_fiber_length=[0.10, 0.05, 0.06],
+        tendon_slack_length=[0.20, 0.30, 0.25],
+        pennation_angle=[0.0, 0.2, 0.4],
+    )
     act, lmt = jnp.array([0.3, 0.7, 1.0]), jnp.array([0.305, 0.352, 0.31])
     for tendon in ("rigid", "compliant"):
         m64 = curves.HillMuscle(**kw, tendon=tendon)
@@ -384,7 +428,8 @@ def test_muscle_float32_and_parameter_vmap():
     # a batch of subjects: vmap over the module's array leaves (scaled strength)
     m = curves.HillMuscle(**kw)
     batch = jax.vmap(lambda s: eqx.tree_at(lambda mm: mm.max_isometric_force, m, m.max_isometric_force * s))(
-        jnp.array([0.5, 1.0, 2.0]))
+        jnp.array([0.5, 1.0, 2.0])
+    )
     F = eqx.filter_jit(eqx.filter_vmap(lambda mm: mm.force(act, lmt)))(batch)
     np.testing.assert_allclose(F, jnp.array([0.5, 1.0, 2.0])[:, None] * m.force(act, lmt)[None], rtol=1e-13)
 
@@ -412,8 +457,12 @@ def test_hill_closed_form_jvp_matches_finite_differences():
         np.testing.assert_allclose(g[0], d0, rtol=1e-14, atol=1e-15)
         # constant arguments reach the rule as symbolic zeros (their partials are skipped): the
         # tangent in one argument alone equals the full rule's column
-        _, d_k = jax.jvp(lambda kk: curves.hill_force_velocity_normalized(args[0], kk, f_ecc), (args[1],),
-                         (jnp.ones(v.shape),))
-        _, d_k_full = jax.jvp(curves.hill_force_velocity_normalized, tuple(args),
-                              (jnp.zeros(v.shape), jnp.ones(v.shape), jnp.zeros(v.shape)))
+        _, d_k = jax.jvp(
+            lambda kk: curves.hill_force_velocity_normalized(args[0], kk, f_ecc), (args[1],), (jnp.ones(v.shape),)
+        )
+        _, d_k_full = jax.jvp(
+            curves.hill_force_velocity_normalized,
+            tuple(args),
+            (jnp.zeros(v.shape), jnp.ones(v.shape), jnp.zeros(v.shape)),
+        )
         np.testing.assert_allclose(d_k, d_k_full, rtol=1e-14, atol=1e-15)

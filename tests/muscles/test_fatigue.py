@@ -17,20 +17,30 @@ def solve(law, t1, ts, f0=None, rtol=1e-11, atol=1e-12):
     """The fitness law alone (its rate depends on t only) with Diffrax Tsit5."""
     f0 = jnp.ones(law.size) if f0 is None else f0
     term = diffrax.ODETerm(lambda t, f, _: law.rate(t, None, None, None, f, None, None))
-    sol = diffrax.diffeqsolve(term, diffrax.Tsit5(), 0.0, t1, None, f0, saveat=diffrax.SaveAt(ts=ts),
-                              stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol), max_steps=100_000)
+    sol = diffrax.diffeqsolve(
+        term,
+        diffrax.Tsit5(),
+        0.0,
+        t1,
+        None,
+        f0,
+        saveat=diffrax.SaveAt(ts=ts),
+        stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+        max_steps=100_000,
+    )
     return jax.vmap(law.compartments)(sol.ys)
 
 
 def numpy_rhs(tl_of_t, F, R, LD, LR, r):
     """Xia & Frey-Law's three equations as printed, state (M_A, M_R, M_F) stacked per muscle."""
+
     def rhs(t, y):
         MA, MR, MF = np.split(y, 3)
         TL = tl_of_t(t)
-        C = np.select([(MA < TL) & (MR > TL - MA), MA < TL, MA >= TL],
-                      [LD * (TL - MA), LD * MR, LR * (TL - MA)])
+        C = np.select([(MA < TL) & (MR > TL - MA), MA < TL, MA >= TL], [LD * (TL - MA), LD * MR, LR * (TL - MA)])
         Rr = np.where(MA >= TL, r * R, R)
         return np.concatenate([C - F * MA, -C + Rr * MF, F * MA - Rr * MF])
+
     return rhs
 
 
@@ -75,15 +85,21 @@ def test_matches_scipy_on_a_time_varying_load():
         return np.array([0.3 + 0.25 * np.sin(2 * np.pi * t / 40), 0.7, 0.5 + 0.4 * np.sin(2 * np.pi * t / 25)])
 
     def tl_jax(t):
-        return jnp.stack([0.3 + 0.25 * jnp.sin(2 * jnp.pi * t / 40), jnp.asarray(0.7, float),
-                          0.5 + 0.4 * jnp.sin(2 * jnp.pi * t / 25)])
+        return jnp.stack(
+            [
+                0.3 + 0.25 * jnp.sin(2 * jnp.pi * t / 40),
+                jnp.asarray(0.7, float),
+                0.5 + 0.4 * jnp.sin(2 * jnp.pi * t / 25),
+            ]
+        )
 
     law = ThreeCompartmentFatigue(3, tl_jax, fatigue=F, recovery=R, development=LD, relaxation=LR, rest_recovery=r)
     ts = np.linspace(0.0, 100.0, 41)
     MA, MR, MF = solve(law, 100.0, jnp.asarray(ts))
     y0 = np.concatenate([np.zeros(3), np.ones(3), np.zeros(3)])
-    sol = solve_ivp(numpy_rhs(tl_np, F, R, LD, LR, r), (0, 100.0), y0, method="DOP853", rtol=1e-11, atol=1e-12,
-                    t_eval=ts)
+    sol = solve_ivp(
+        numpy_rhs(tl_np, F, R, LD, LR, r), (0, 100.0), y0, method="DOP853", rtol=1e-11, atol=1e-12, t_eval=ts
+    )
     ref = sol.y.reshape(3, 3, -1)
     for name, ours, theirs in (("M_A", MA, ref[0]), ("M_R", MR, ref[1]), ("M_F", MF, ref[2])):
         np.testing.assert_allclose(np.asarray(ours).T, theirs, atol=1e-7, err_msg=name)
@@ -118,13 +134,24 @@ def test_state_layout_and_fitness_value():
 
 def test_inside_a_hamiltonian_system():
     """The law as the fitness of a mass on a rail: the system's f equals the law solved alone."""
-    d = {"name": "slider", "gravity": [0, 0, -9.81], "segments": [{
-        "name": "cart", "parent": None,
-        "joint": {"type": "prismatic", "axis": [1, 0, 0], "origin": [0, 0, 0], "orientation": [1, 0, 0, 0]},
-        "mass": 2.0, "com": [0, 0, 0], "inertia": [[0.1, 0, 0], [0, 0.1, 0], [0, 0, 0.1]]}]}
+    d = {
+        "name": "slider",
+        "gravity": [0, 0, -9.81],
+        "segments": [
+            {
+                "name": "cart",
+                "parent": None,
+                "joint": {"type": "prismatic", "axis": [1, 0, 0], "origin": [0, 0, 0], "orientation": [1, 0, 0, 0]},
+                "mass": 2.0,
+                "com": [0, 0, 0],
+                "inertia": [[0.1, 0, 0], [0, 0.1, 0], [0, 0, 0.1]],
+            }
+        ],
+    }
     tree = jb.SegmentTree.from_dict(d, dtype=jnp.float64)
-    law = ThreeCompartmentFatigue(3, lambda t: jnp.array([0.2, 0.5, 0.9]) * jnp.minimum(t, 1.0),
-                                  fatigue=0.05, recovery=0.01)
+    law = ThreeCompartmentFatigue(
+        3, lambda t: jnp.array([0.2, 0.5, 0.9]) * jnp.minimum(t, 1.0), fatigue=0.05, recovery=0.01
+    )
     system = jb.HamiltonianSystem(tree, fitness=law)
     y0 = system.initial_state(jnp.array([0.3]), jnp.array([0.5]))
     assert y0["f"].shape == (6,)
@@ -136,8 +163,12 @@ def test_inside_a_hamiltonian_system():
 
 
 def test_bad_arguments():
-    for kw, name in (({"fatigue": -0.1}, "fatigue"), ({"recovery": np.ones(3)}, "recovery"),
-                     ({"development": 0.0}, "development"), ({"rest_recovery": -1.0}, "rest_recovery")):
+    for kw, name in (
+        ({"fatigue": -0.1}, "fatigue"),
+        ({"recovery": np.ones(3)}, "recovery"),
+        ({"development": 0.0}, "development"),
+        ({"rest_recovery": -1.0}, "rest_recovery"),
+    ):
         with pytest.raises(ValueError, match=name):
             ThreeCompartmentFatigue(2, 0.5, **kw)
     with pytest.raises(ValueError, match="n_muscles"):

@@ -30,16 +30,21 @@ def random_q(tree, rng, scale=1.0):
 
 # ---- closed form: one revolute joint, origin at distance a, insertion at distance b -------------
 
+
 def _hinge_tree():
     """Two segments on the z axis at the world origin: ``seg0`` (holds the origin point) and
     ``seg1`` (holds the insertion), both revolute about +z through the same point."""
     seg = lambda name, parent: {
-        "name": name, "parent": parent,
+        "name": name,
+        "parent": parent,
         "joint": {"type": "revolute", "axis": [0, 0, 1], "origin": [0, 0, 0]},
-        "mass": 1.0, "com": [0, -0.1, 0], "inertia": np.diag([0.01, 0.01, 0.01]).tolist(),
+        "mass": 1.0,
+        "com": [0, -0.1, 0],
+        "inertia": np.diag([0.01, 0.01, 0.01]).tolist(),
     }
-    return jb.SegmentTree.from_dict({"gravity": [0, -9.81, 0], "segments": [seg("seg0", None), seg("seg1", "seg0")]},
-                                    dtype=jnp.float64)
+    return jb.SegmentTree.from_dict(
+        {"gravity": [0, -9.81, 0], "segments": [seg("seg0", None), seg("seg1", "seg0")]}, dtype=jnp.float64
+    )
 
 
 @pytest.mark.parametrize("origin_frame", ["seg0", "ground"])
@@ -48,7 +53,8 @@ def test_two_point_closed_form(origin_frame):
     theta0 = -alpha
     tree = _hinge_tree()
     paths = geometry.MusclePaths.from_points(
-        tree, {"m": [(origin_frame, [a * np.cos(alpha), a * np.sin(alpha), 0.0]), ("seg1", [b, 0.0, 0.0])]},
+        tree,
+        {"m": [(origin_frame, [a * np.cos(alpha), a * np.sin(alpha), 0.0]), ("seg1", [b, 0.0, 0.0])]},
         dtype=jnp.float64,
     )
     theta = np.linspace(-2.5, 2.5, 11)
@@ -67,8 +73,10 @@ def test_two_point_origin_on_ground_moves_with_parent_joint():
     a, b, alpha = 0.3, 0.05, 0.4
     tree = _hinge_tree()
     paths = geometry.MusclePaths.from_points(
-        tree, {"m": [("ground", [a * np.cos(alpha), a * np.sin(alpha), 0.0]), ("seg1", [b, 0.0, 0.0])]},
-        dtype=jnp.float64)
+        tree,
+        {"m": [("ground", [a * np.cos(alpha), a * np.sin(alpha), 0.0]), ("seg1", [b, 0.0, 0.0])]},
+        dtype=jnp.float64,
+    )
     q = jnp.array([0.7, -0.2])
     l = geometry.lengths(paths, tree, q)[0]
     np.testing.assert_allclose(l, np.sqrt(a**2 + b**2 - 2 * a * b * np.cos(0.5 - alpha)), rtol=1e-12)
@@ -77,8 +85,9 @@ def test_two_point_origin_on_ground_moves_with_parent_joint():
 def test_zero_length_at_run_time_has_finite_gradients():
     # a = b and θ + θ0 = 0: both points meet; length 0, moment arm and gradients finite (no NaN)
     tree = _hinge_tree()
-    paths = geometry.MusclePaths.from_points(tree, {"m": [("seg0", [0.1, 0.0, 0.0]), ("seg1", [0.1, 0.0, 0.0])]},
-                                             dtype=jnp.float64)
+    paths = geometry.MusclePaths.from_points(
+        tree, {"m": [("seg0", [0.1, 0.0, 0.0]), ("seg1", [0.1, 0.0, 0.0])]}, dtype=jnp.float64
+    )
     q = jnp.zeros(2)
     assert float(geometry.lengths(paths, tree, q)[0]) == 0.0
     assert np.all(np.isfinite(geometry.moment_arms(paths, tree, q)))
@@ -88,21 +97,36 @@ def test_zero_length_at_run_time_has_finite_gradients():
 
 # ---- the shipped sets: finite differences, velocities, the wrench route -----------------------
 
+
 def _random_3d_paths(rng):
     """A 3-D chain of 5 segments, revolute and prismatic joints about random axes with random
     origins and orientations, and 4 muscles of 2–5 points, on segments and on the ground."""
     segments = []
     for i, kind in enumerate(["revolute", "prismatic", "revolute", "revolute", "prismatic"]):
         o = rng.normal(size=4)
-        segments.append({"name": f"s{i}", "parent": None if i == 0 else f"s{i - 1}",
-                         "joint": {"type": kind, "axis": (rng.normal(size=3)).tolist(),
-                                   "origin": (0.3 * rng.normal(size=3)).tolist(), "orientation": (o / np.linalg.norm(o)).tolist()},
-                         "mass": 1.0, "com": [0.0, -0.1, 0.0], "inertia": (0.01 * np.eye(3)).tolist()})
+        segments.append(
+            {
+                "name": f"s{i}",
+                "parent": None if i == 0 else f"s{i - 1}",
+                "joint": {
+                    "type": kind,
+                    "axis": (rng.normal(size=3)).tolist(),
+                    "origin": (0.3 * rng.normal(size=3)).tolist(),
+                    "orientation": (o / np.linalg.norm(o)).tolist(),
+                },
+                "mass": 1.0,
+                "com": [0.0, -0.1, 0.0],
+                "inertia": (0.01 * np.eye(3)).tolist(),
+            }
+        )
     tree = jb.SegmentTree.from_dict({"gravity": [0, -9.81, 0], "segments": segments}, dtype=jnp.float64)
     frames = ["ground", "s0", "s1", "s2", "s3", "s4"]
-    muscles = {f"m{k}": [(frames[j], (0.2 * rng.normal(size=3)).tolist())
-                         for j in sorted(rng.choice(6, size=size, replace=False))]
-               for k, size in enumerate([2, 3, 4, 5])}
+    muscles = {
+        f"m{k}": [
+            (frames[j], (0.2 * rng.normal(size=3)).tolist()) for j in sorted(rng.choice(6, size=size, replace=False))
+        ]
+        for k, size in enumerate([2, 3, 4, 5])
+    }
     return tree, geometry.MusclePaths.from_points(tree, muscles, dtype=jnp.float64)
 
 
@@ -232,6 +256,7 @@ def test_gait_moment_arm_signs():
 
 # ---- arm26 ------------------------------------------------------------------------------------
 
+
 def test_arm26_loads_and_matches_its_source():
     tree, paths, params = SETS["arm26"]
     assert tree.names == ("r_humerus", "r_ulna_radius_hand")
@@ -298,6 +323,7 @@ def eqx_tree_at_points(paths, points):
 
 # ---- validation -------------------------------------------------------------------------------
 
+
 def test_bad_inputs_name_muscle_and_point():
     tree = _hinge_tree()
     ok = ("seg0", [0.1, 0.0, 0.0])
@@ -307,7 +333,8 @@ def test_bad_inputs_name_muscle_and_point():
         geometry.MusclePaths.from_points(tree, {"good": [ok, ("seg1", [0, -1, 0])], "short": [ok]})
     with pytest.raises(ValueError, match=r"muscle 'dup', point 2 \('c'\) coincides with point 1 \('b'\)"):
         geometry.MusclePaths.from_points(
-            tree, {"dup": [("ground", [0, 0, 0], "a"), ("seg1", [0.1, 0, 0], "b"), ("seg1", [0.1, 0, 0], "c")]})
+            tree, {"dup": [("ground", [0, 0, 0], "a"), ("seg1", [0.1, 0, 0], "b"), ("seg1", [0.1, 0, 0], "c")]}
+        )
     with pytest.raises(ValueError, match=r"muscle 'nan', point 0"):
         geometry.MusclePaths.from_points(tree, {"nan": [("seg0", [np.nan, 0, 0]), ok]})
     # the same point on two different segments is allowed (they separate when the joint moves)
@@ -330,16 +357,20 @@ def test_muscle_driven_arm_energy_balance_closes():
     from jaxbio.muscles.drive import MuscleActuatedDrive
 
     tree, paths, par = sets.load_muscle_set("arm26", dtype=jnp.float64)
-    muscles = HillMuscle(par.max_isometric_force, par.optimal_fiber_length, par.tendon_slack_length,
-                         par.pennation_angle, par.max_contraction_velocity)
+    muscles = HillMuscle(
+        par.max_isometric_force,
+        par.optimal_fiber_length,
+        par.tendon_slack_length,
+        par.pennation_angle,
+        par.max_contraction_velocity,
+    )
     excitation = lambda t: jnp.array([0.05, 0.05, 0.05, 0.6, 0.6, 0.6])  # biceps and brachialis on
     drive = MuscleActuatedDrive(tree, paths, muscles, ActivationDynamics(), excitation)
     system = jb.HamiltonianSystem(tree, drive=drive)
     y0 = system.initial_state(jnp.array([0.2, 0.8]), a=jnp.full(6, 0.05))
     ts = jnp.linspace(0.0, 0.2, 401)
     tr = jb.simulate(system, y0, 0.0, 0.2, solver=diffrax.Tsit5(), rtol=1e-10, atol=1e-10, ts=ts)
-    power = jax.jit(jax.vmap(lambda t, q, qd, f, a: jnp.dot(qd, drive(t, q, qd, f, a))))(
-        ts, tr.q, tr.qd, tr.f, tr.a)
+    power = jax.jit(jax.vmap(lambda t, q, qd, f, a: jnp.dot(qd, drive(t, q, qd, f, a))))(ts, tr.q, tr.qd, tr.f, tr.a)
     work = np.trapezoid(np.asarray(power), np.asarray(ts))
     dH = float(tr.energy[-1] - tr.energy[0])
     assert abs(dH - work) < 1e-4 * max(abs(work), 1e-3)

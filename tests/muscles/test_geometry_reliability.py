@@ -41,11 +41,16 @@ FUNCTIONS = {
 
 def arrays(tree, paths, names, seed=0):
     rng = np.random.default_rng(seed)
-    return [rng.uniform(-0.5, 0.5, tree.nq) + (0.6 if a == "q" else 0.0) if a != "forces"
-            else rng.uniform(10, 200, paths.n_muscles) for a in names]
+    return [
+        rng.uniform(-0.5, 0.5, tree.nq) + (0.6 if a == "q" else 0.0)
+        if a != "forces"
+        else rng.uniform(10, 200, paths.n_muscles)
+        for a in names
+    ]
 
 
 # ---- the reproduction: NaN in q gave finite lengths -------------------------------------------
+
 
 def test_nan_in_q_gives_nan_lengths_not_zeros():
     """Issue #17, defect 4: ``lengths`` with a NaN in ``q`` returned ``[0, 0, 0, 0.017, 0.032, 0]``
@@ -75,6 +80,7 @@ def test_spatial_guards_keep_nan_and_finite_gradients_at_zero():
 
 # ---- paths built for another tree --------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", list(FUNCTIONS))
 def test_paths_refuse_another_tree_naming_both(name):
     """Issue #17, defect 4: arm26's paths on arm7's tree ran (and static optimisation on that pair
@@ -92,9 +98,13 @@ def test_static_optimization_and_drive_refuse_another_tree():
     q = jnp.zeros((3, ARM7.nq))
     with pytest.raises(ValueError, match="paths were built for model 'arm26'.*the tree is model 'arm7'"):
         jb.estimation.static_optimization_motion(ARM7, ARM_PATHS, ARM_PARAMS, q, q, q)
-    hill = HillMuscle(ARM_PARAMS.max_isometric_force, ARM_PARAMS.optimal_fiber_length,
-                      ARM_PARAMS.tendon_slack_length, ARM_PARAMS.pennation_angle,
-                      ARM_PARAMS.max_contraction_velocity)
+    hill = HillMuscle(
+        ARM_PARAMS.max_isometric_force,
+        ARM_PARAMS.optimal_fiber_length,
+        ARM_PARAMS.tendon_slack_length,
+        ARM_PARAMS.pennation_angle,
+        ARM_PARAMS.max_contraction_velocity,
+    )
     with pytest.raises(ValueError, match="paths were built for model 'arm26'"):
         MuscleActuatedDrive(ARM7, ARM_PATHS, hill, ActivationDynamics(), lambda t: jnp.zeros(6))
 
@@ -109,15 +119,21 @@ def test_same_topology_other_numbers_is_accepted_and_unknown_trees_are_range_che
     trees = jax.tree_util.tree_map(lambda a, b: jnp.stack([a, b]), ARM_TREE, heavy)
     assert jax.vmap(geometry.lengths, in_axes=(None, 0, None))(ARM_PATHS, trees, q).shape == (2, 6)
     # paths made by the constructor record no tree: their segment indices are checked
-    bare = geometry.MusclePaths(points=ARM_PATHS.points, segments=ARM_PATHS.segments, counts=ARM_PATHS.counts,
-                                names=ARM_PATHS.names)
+    bare = geometry.MusclePaths(
+        points=ARM_PATHS.points, segments=ARM_PATHS.segments, counts=ARM_PATHS.counts, names=ARM_PATHS.names
+    )
     np.testing.assert_allclose(geometry.lengths(bare, ARM_TREE, q), geometry.lengths(ARM_PATHS, ARM_TREE, q))
     one = jb.SegmentTree.from_dict({**ARM_TREE.to_dict(), "segments": ARM_TREE.to_dict()["segments"][:1]})
     with pytest.raises(ValueError, match="is on segment index 1, but model 'arm26' has 1 segments"):
         geometry.lengths(bare, one, q[:1])
     with pytest.raises(ValueError, match="segment index 5 is neither -1"):
-        geometry.MusclePaths(points=jnp.zeros((1, 2, 3)), segments=((0, 5),), counts=(2,), names=("m",),
-                             built_for=geometry.tree_topology(ARM_TREE))
+        geometry.MusclePaths(
+            points=jnp.zeros((1, 2, 3)),
+            segments=((0, 5),),
+            counts=(2,),
+            names=("m",),
+            built_for=geometry.tree_topology(ARM_TREE),
+        )
     # the elbow model built from arm26 records its own tree
     etree, epaths, _ = sets.elbow_arm26()
     assert epaths.built_for == geometry.tree_topology(etree)
@@ -126,6 +142,7 @@ def test_same_topology_other_numbers_is_accepted_and_unknown_trees_are_range_che
 
 
 # ---- shapes, concrete NaN/inf, empty batches ----------------------------------------------------
+
 
 @pytest.mark.parametrize("name", list(FUNCTIONS))
 def test_wrong_shapes_and_concrete_nan_name_the_argument(name):
@@ -198,7 +215,8 @@ def test_traced_nan_or_inf_reaches_every_dependent_output(data):
     out = np.asarray(compiled(set_name, name)(*xs))
     depends = dependence(set_name, name, arg, j)
     assert not np.isfinite(out[depends]).any(), (
-        f"{set_name} {name}: {names[arg]}[{j}] = {value} left outputs {np.flatnonzero(depends & np.isfinite(out))} finite")
+        f"{set_name} {name}: {names[arg]}[{j}] = {value} left outputs {np.flatnonzero(depends & np.isfinite(out))} finite"
+    )
 
 
 @settings(max_examples=30, deadline=None)
@@ -212,9 +230,14 @@ def test_drawn_shapes_are_refused_by_name_or_batched_to_empty(data):
     if data.draw(st.booleans(), label="wrong shape"):
         i = data.draw(st.integers(0, len(names) - 1), label="argument")
         size = ARM_PATHS.n_muscles if names[i] == "forces" else ARM_TREE.nq
-        shape = data.draw(st.one_of(
-            st.integers(1, 2).flatmap(lambda k: st.sampled_from([(size - k,), (size + k,)])),
-            st.integers(2, 4).map(lambda b: (b, size)), st.just(())), label="shape")
+        shape = data.draw(
+            st.one_of(
+                st.integers(1, 2).flatmap(lambda k: st.sampled_from([(size - k,), (size + k,)])),
+                st.integers(2, 4).map(lambda b: (b, size)),
+                st.just(()),
+            ),
+            label="shape",
+        )
         xs[i] = np.zeros(shape)
         with pytest.raises(ValueError, match=rf"^{names[i]} has shape .*expected \({size},\)"):
             fn(ARM_PATHS, ARM_TREE, *xs)

@@ -8,7 +8,6 @@ motor–slider system, the exact damped oscillator, and the averaged amplitude e
 ``dA/dt = −A (α + βA²/4) / (2m)`` (closed form in ``A²``).
 """
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -26,57 +25,89 @@ G = 9.81
 
 
 def _segment(joint, mass, com, inertia):
-    return {"name": "body", "parent": None, "mass": mass, "com": com, "inertia": inertia,
-            "joint": {"type": joint, "axis": [1, 0, 0] if joint == "prismatic" else [0, 0, 1],
-                      "origin": [0, 0, 0], "orientation": [1, 0, 0, 0]}}
+    return {
+        "name": "body",
+        "parent": None,
+        "mass": mass,
+        "com": com,
+        "inertia": inertia,
+        "joint": {
+            "type": joint,
+            "axis": [1, 0, 0] if joint == "prismatic" else [0, 0, 1],
+            "origin": [0, 0, 0],
+            "orientation": [1, 0, 0, 0],
+        },
+    }
 
 
 def pendulum_tree(m=1.0, length=0.5) -> SegmentTree:
     """A uniform rod on a hinge (z axis), hanging along −y: I = m l²/3 about the pivot."""
-    seg = _segment("revolute", m, [0, -length / 2, 0],
-                   [[m * length**2 / 12, 0, 0], [0, 1e-6, 0], [0, 0, m * length**2 / 12]])
-    return SegmentTree.from_dict({"format": "jaxbio-model", "version": 1, "name": "pendulum",
-                                  "gravity": [0, -G, 0], "segments": [seg]})
+    seg = _segment(
+        "revolute", m, [0, -length / 2, 0], [[m * length**2 / 12, 0, 0], [0, 1e-6, 0], [0, 0, m * length**2 / 12]]
+    )
+    return SegmentTree.from_dict(
+        {"format": "jaxbio-model", "version": 1, "name": "pendulum", "gravity": [0, -G, 0], "segments": [seg]}
+    )
 
 
 def slider_tree(m=1.0) -> SegmentTree:
     """A point-like mass on a horizontal rail (x); gravity (−y) does no work on it: M = m."""
     seg = _segment("prismatic", m, [0, 0, 0], np.eye(3) * 1e-3)
-    return SegmentTree.from_dict({"format": "jaxbio-model", "version": 1, "name": "slider",
-                                  "gravity": [0, -G, 0], "segments": [seg]})
+    return SegmentTree.from_dict(
+        {"format": "jaxbio-model", "version": 1, "name": "slider", "gravity": [0, -G, 0], "segments": [seg]}
+    )
 
 
-MOTOR = dict(inductance=2e-2, resistance=1.2, torque_constant=0.05, back_emf_constant=0.06,
-             gear_ratio=20.0, rotor_inertia=2e-5, viscous_damping=1e-5)
+MOTOR = dict(
+    inductance=2e-2,
+    resistance=1.2,
+    torque_constant=0.05,
+    back_emf_constant=0.06,
+    gear_ratio=20.0,
+    rotor_inertia=2e-5,
+    viscous_damping=1e-5,
+)
 
 
 # ---- 1. the D.C. motor as a drive -------------------------------------------------------------
 
+
 def test_motor_driven_pendulum_matches_scipy():
     """Pendulum + geared motor with a sinusoidal voltage, against the ODE written out by hand:
 
-        (m l²/3 + N² J_m) θ̈ = −m g (l/2) sin θ + N k_t i − N² B_m θ̇,
-        L di/dt = V(t) − R i − k_e N θ̇.
+    (m l²/3 + N² J_m) θ̈ = −m g (l/2) sin θ + N k_t i − N² B_m θ̇,
+    L di/dt = V(t) − R i − k_e N θ̇.
     """
     m, length = 1.0, 0.5
     volts = lambda t: 6.0 * jnp.sin(2 * jnp.pi * 1.5 * t)  # noqa: E731
     motor = actuators.DCMotor(**MOTOR, voltage=volts)
     system = jb.HamiltonianSystem(pendulum_tree(m, length), drive=motor)
-    L, R, kt, ke, N, Jm, Bm = (MOTOR[k] for k in ("inductance", "resistance", "torque_constant",
-                                                  "back_emf_constant", "gear_ratio", "rotor_inertia",
-                                                  "viscous_damping"))
+    L, R, kt, ke, N, Jm, Bm = (
+        MOTOR[k]
+        for k in (
+            "inductance",
+            "resistance",
+            "torque_constant",
+            "back_emf_constant",
+            "gear_ratio",
+            "rotor_inertia",
+            "viscous_damping",
+        )
+    )
     inertia = m * length**2 / 3 + N**2 * Jm  # the rotor adds 0.008 kg m² to 0.0833
 
     def rhs(t, y):
         th, om, i = y
         v = 6.0 * np.sin(2 * np.pi * 1.5 * t)
-        return [om, (-m * G * length / 2 * np.sin(th) + N * kt * i - N**2 * Bm * om) / inertia,
-                (v - R * i - ke * N * om) / L]
+        return [
+            om,
+            (-m * G * length / 2 * np.sin(th) + N * kt * i - N**2 * Bm * om) / inertia,
+            (v - R * i - ke * N * om) / L,
+        ]
 
     th0, om0, i0 = 0.4, -1.0, 0.5
     ts = np.linspace(0.0, 2.0, 21)
-    ref = scipy.integrate.solve_ivp(rhs, (0, 2.0), [th0, om0, i0], method="DOP853", t_eval=ts,
-                                    rtol=1e-12, atol=1e-12)
+    ref = scipy.integrate.solve_ivp(rhs, (0, 2.0), [th0, om0, i0], method="DOP853", t_eval=ts, rtol=1e-12, atol=1e-12)
     y0 = system.initial_state(jnp.array([th0]), jnp.array([om0]), a=jnp.array([i0]))
     np.testing.assert_allclose(y0["p"], [inertia * om0], rtol=1e-14)  # p = (M + N² J_m) q̇
     tr = jb.simulate(system, y0, 0.0, 2.0, rtol=1e-11, atol=1e-11, ts=jnp.asarray(ts))
@@ -84,14 +115,21 @@ def test_motor_driven_pendulum_matches_scipy():
     np.testing.assert_allclose(tr.qd[:, 0], ref.y[1], atol=1e-7)
     np.testing.assert_allclose(tr.a[:, 0], ref.y[2], atol=1e-7)
     # the energy includes the rotor: H = ½ (M + N² J_m) θ̇² − m g (l/2) cos θ
-    np.testing.assert_allclose(tr.energy, 0.5 * inertia * ref.y[1] ** 2 - m * G * length / 2 * np.cos(ref.y[0]),
-                               atol=1e-7)
+    np.testing.assert_allclose(
+        tr.energy, 0.5 * inertia * ref.y[1] ** 2 - m * G * length / 2 * np.cos(ref.y[0]), atol=1e-7
+    )
     np.testing.assert_allclose(tr.p[:, 0], inertia * tr.qd[:, 0], rtol=1e-12)
     # the motion really is driven and the rotor inertia matters (a solve without it differs)
     assert np.ptp(ref.y[2]) > 1.0
-    no_rotor = scipy.integrate.solve_ivp(lambda t, y: [y[1], rhs(t, y)[1] * inertia / (m * length**2 / 3),
-                                                       rhs(t, y)[2]], (0, 2.0), [th0, om0, i0],
-                                         method="DOP853", t_eval=ts, rtol=1e-10, atol=1e-10)
+    no_rotor = scipy.integrate.solve_ivp(
+        lambda t, y: [y[1], rhs(t, y)[1] * inertia / (m * length**2 / 3), rhs(t, y)[2]],
+        (0, 2.0),
+        [th0, om0, i0],
+        method="DOP853",
+        t_eval=ts,
+        rtol=1e-10,
+        atol=1e-10,
+    )
     assert np.max(np.abs(no_rotor.y[0] - ref.y[0])) > 1e-2
 
 
@@ -101,15 +139,21 @@ def test_motor_on_slider_matches_matrix_exponential():
     m, V = 2.0, 12.0
     motor = actuators.DCMotor(**MOTOR, voltage=V)
     system = jb.HamiltonianSystem(slider_tree(m), drive=motor)
-    L, R, kt, ke, N, Jm, Bm = (MOTOR[k] for k in ("inductance", "resistance", "torque_constant",
-                                                  "back_emf_constant", "gear_ratio", "rotor_inertia",
-                                                  "viscous_damping"))
+    L, R, kt, ke, N, Jm, Bm = (
+        MOTOR[k]
+        for k in (
+            "inductance",
+            "resistance",
+            "torque_constant",
+            "back_emf_constant",
+            "gear_ratio",
+            "rotor_inertia",
+            "viscous_damping",
+        )
+    )
     Mt = m + N**2 * Jm
     # d/dt (x, v, i, 1)
-    A = np.array([[0, 1, 0, 0],
-                  [0, -N**2 * Bm / Mt, N * kt / Mt, 0],
-                  [0, -ke * N / L, -R / L, V / L],
-                  [0, 0, 0, 0]])
+    A = np.array([[0, 1, 0, 0], [0, -(N**2) * Bm / Mt, N * kt / Mt, 0], [0, -ke * N / L, -R / L, V / L], [0, 0, 0, 0]])
     ts = np.array([0.0, 0.01, 0.05, 0.2, 1.0, 20.0])
     exact = np.stack([scipy.linalg.expm(A * t) @ np.array([0.0, 0.0, 0.0, 1.0]) for t in ts])
     y0 = system.initial_state(jnp.zeros(1))
@@ -123,25 +167,35 @@ def test_motor_on_slider_matches_matrix_exponential():
 
 
 def test_motor_drive_protocol_and_bad_arguments():
-    motor = actuators.DCMotor(**{**MOTOR, "gear_ratio": jnp.array([10.0, 30.0])}, voltage=jnp.array([3.0, -2.0]),
-                              coordinates=(2, 0))
+    motor = actuators.DCMotor(
+        **{**MOTOR, "gear_ratio": jnp.array([10.0, 30.0])}, voltage=jnp.array([3.0, -2.0]), coordinates=(2, 0)
+    )
     n, q, qd, i = 3, jnp.zeros(3), jnp.array([0.5, -1.0, 2.0]), jnp.array([0.7, -0.4])
     N = np.array([10.0, 30.0])
     assert motor.state_size == 2
-    np.testing.assert_allclose(motor(0.0, q, qd, jnp.ones(1), i),
-                               [N[1] * 0.05 * -0.4 - N[1] ** 2 * 1e-5 * 0.5, 0.0,
-                                N[0] * 0.05 * 0.7 - N[0] ** 2 * 1e-5 * 2.0], rtol=1e-14)
-    np.testing.assert_allclose(motor.state_rate(0.0, q, qd, jnp.ones(1), i),
-                               (np.array([3.0, -2.0]) - 1.2 * i - 0.06 * N * qd[np.array([2, 0])]) / 2e-2, rtol=1e-14)
+    np.testing.assert_allclose(
+        motor(0.0, q, qd, jnp.ones(1), i),
+        [N[1] * 0.05 * -0.4 - N[1] ** 2 * 1e-5 * 0.5, 0.0, N[0] * 0.05 * 0.7 - N[0] ** 2 * 1e-5 * 2.0],
+        rtol=1e-14,
+    )
+    np.testing.assert_allclose(
+        motor.state_rate(0.0, q, qd, jnp.ones(1), i),
+        (np.array([3.0, -2.0]) - 1.2 * i - 0.06 * N * qd[np.array([2, 0])]) / 2e-2,
+        rtol=1e-14,
+    )
     np.testing.assert_allclose(motor.added_inertia(n), [N[1] ** 2 * 2e-5, 0.0, N[0] ** 2 * 2e-5], rtol=1e-14)
     # jit and grad through the drive with its parameters as leaves
     g = jax.jit(jax.grad(lambda mo: jnp.sum(mo(0.0, q, qd, jnp.ones(1), i) ** 2) + jnp.sum(mo.added_inertia(n))))(motor)
     assert np.isfinite(float(g.torque_constant)) and float(g.rotor_inertia) > 0
     # bad arguments: ValueError naming the field
-    for kwargs, field in [(dict(rotor_inertia=-1.0), "rotor_inertia"), (dict(inductance=0.0), "inductance"),
-                          (dict(voltage=jnp.ones(3)), "voltage"), (dict(coordinates=(0, 0)), "coordinates"),
-                          (dict(coordinates=(-1,)), "coordinates"),
-                          (dict(gear_ratio=jnp.ones(2), coordinates=(0, 1, 2)), "coordinates")]:
+    for kwargs, field in [
+        (dict(rotor_inertia=-1.0), "rotor_inertia"),
+        (dict(inductance=0.0), "inductance"),
+        (dict(voltage=jnp.ones(3)), "voltage"),
+        (dict(coordinates=(0, 0)), "coordinates"),
+        (dict(coordinates=(-1,)), "coordinates"),
+        (dict(gear_ratio=jnp.ones(2), coordinates=(0, 1, 2)), "coordinates"),
+    ]:
         with pytest.raises(ValueError, match=field):
             actuators.DCMotor(**{**MOTOR, **kwargs})
     tree2 = SegmentTree.from_dict(__import__("tests._models", fromlist=["x"]).double_pendulum_dict())
@@ -175,16 +229,23 @@ def test_reflected_inertia_in_the_mass_matrix_energy_and_its_gradient():
     np.testing.assert_allclose(system.velocities(q, y0["p"]), qd, rtol=1e-13)
     p = y0["p"]
     grad = jax.grad(lambda j: build(j).energy({"q": q, "p": p, "f": jnp.ones(1), "a": jnp.zeros(1)}))(
-        MOTOR["rotor_inertia"])
+        MOTOR["rotor_inertia"]
+    )
     np.testing.assert_allclose(grad, -0.5 * MOTOR["gear_ratio"] ** 2 * qd[1] ** 2, rtol=1e-10)
     motor32 = actuators.DCMotor(**{k: np.float32(v) for k, v in MOTOR.items()}, voltage=np.float32(3.0))
-    out32 = motor32(0.0, jnp.zeros(1, jnp.float32), jnp.ones(1, jnp.float32), jnp.ones(1, jnp.float32),
-                    jnp.full(1, 0.5, jnp.float32))
+    out32 = motor32(
+        0.0,
+        jnp.zeros(1, jnp.float32),
+        jnp.ones(1, jnp.float32),
+        jnp.ones(1, jnp.float32),
+        jnp.full(1, 0.5, jnp.float32),
+    )
     assert out32.dtype == jnp.float32
     np.testing.assert_allclose(out32, 20 * 0.05 * 0.5 - 400 * 1e-5, rtol=1e-6)
 
 
 # ---- 2. seed 000's F_i: SumDrive + Rayleigh–Van der Pol + stochastic torques -------------------
+
 
 def _hybrid(length=0.5):
     """Pendulum with two antagonist muscles (impulse × Hill), a geared motor, a first-order
@@ -193,8 +254,9 @@ def _hybrid(length=0.5):
     motor = actuators.DCMotor(**MOTOR, voltage=lambda t: 4.0 * jnp.cos(3.0 * t))
     torque = ham.FirstOrderActuator(gain=2.0, time_constant=0.1, command=lambda t: jnp.ones(1))
     drive = ham.SumDrive(muscles, motor, torque)
-    system = jb.HamiltonianSystem(pendulum_tree(1.0, length), drive=drive,
-                                  dissipation=actuators.RayleighVanDerPol(0.05, 0.2))
+    system = jb.HamiltonianSystem(
+        pendulum_tree(1.0, length), drive=drive, dissipation=actuators.RayleighVanDerPol(0.05, 0.2)
+    )
     return system, muscles, motor, torque
 
 
@@ -209,9 +271,11 @@ def test_sum_drive_is_the_sum_of_its_parts():
         total = eqx.filter_jit(drive)(t, q, qd, f, a)
         parts = muscles(t, q, qd, f) + motor(t, q, qd, f, a[:1]) + torque(t, q, qd, f, a[1:])
         np.testing.assert_allclose(total, parts, rtol=1e-14)
-        np.testing.assert_allclose(drive.state_rate(t, q, qd, f, a),
-                                   jnp.concatenate([motor.state_rate(t, q, qd, f, a[:1]),
-                                                    torque.state_rate(t, q, qd, f, a[1:])]), rtol=1e-14)
+        np.testing.assert_allclose(
+            drive.state_rate(t, q, qd, f, a),
+            jnp.concatenate([motor.state_rate(t, q, qd, f, a[:1]), torque.state_rate(t, q, qd, f, a[1:])]),
+            rtol=1e-14,
+        )
     np.testing.assert_allclose(drive.added_inertia(1), motor.added_inertia(1), rtol=1e-15)
     assert ham.SumDrive(muscles, torque).added_inertia(1) is None
     assert ham.SumDrive(muscles).state_size == 0
@@ -232,8 +296,10 @@ def test_hybrid_pendulum_simulates_against_scipy():
     m, length = 1.0, 0.5
     inertia = m * length**2 / 3 + float(motor.reflected_inertia)
     musc = jax.jit(lambda t, q, qd: muscles(t, q, qd, jnp.ones(1)))
-    L, R, kt, ke, N, Bm = (MOTOR[k] for k in ("inductance", "resistance", "torque_constant",
-                                              "back_emf_constant", "gear_ratio", "viscous_damping"))
+    L, R, kt, ke, N, Bm = (
+        MOTOR[k]
+        for k in ("inductance", "resistance", "torque_constant", "back_emf_constant", "gear_ratio", "viscous_damping")
+    )
 
     def rhs(t, y):
         th, om, i, s = y
@@ -243,8 +309,9 @@ def test_hybrid_pendulum_simulates_against_scipy():
         return [om, tau / inertia, (4.0 * np.cos(3.0 * t) - R * i - ke * N * om) / L, (1.0 - s) / 0.1]
 
     ts = np.linspace(0.0, 1.0, 11)
-    ref = scipy.integrate.solve_ivp(rhs, (0, 1.0), [0.3, 0.0, 0.0, 0.0], method="DOP853", t_eval=ts,
-                                    rtol=1e-11, atol=1e-11)
+    ref = scipy.integrate.solve_ivp(
+        rhs, (0, 1.0), [0.3, 0.0, 0.0, 0.0], method="DOP853", t_eval=ts, rtol=1e-11, atol=1e-11
+    )
     y0 = system.initial_state(jnp.array([0.3]))
     tr = jb.simulate(system, y0, 0.0, 1.0, rtol=1e-11, atol=1e-11, ts=jnp.asarray(ts))
     np.testing.assert_allclose(tr.q[:, 0], ref.y[0], atol=1e-7)
@@ -261,8 +328,9 @@ def test_hybrid_pendulum_with_stochastic_torques():
     y0 = system.initial_state(jnp.array([0.3]))
     ts = jnp.linspace(0.0, 1.0, 11)
     ode = jb.simulate(system, y0, 0.0, 1.0, rtol=1e-10, atol=1e-10, ts=ts)
-    run = jax.jit(jax.vmap(lambda sigma, key: jb.simulate_sde(system, y0, 0.0, 1.0, key, sigma[None], dt0=1e-3,
-                                                              ts=ts).q[:, 0]))
+    run = jax.jit(
+        jax.vmap(lambda sigma, key: jb.simulate_sde(system, y0, 0.0, 1.0, key, sigma[None], dt0=1e-3, ts=ts).q[:, 0])
+    )
     q = np.asarray(run(jnp.array([0.0, 0.5]), jax.random.split(jax.random.key(0), 2)))
     assert np.all(np.isfinite(q))
     np.testing.assert_allclose(q[0], ode.q[:, 0], atol=5e-3)
@@ -271,10 +339,12 @@ def test_hybrid_pendulum_with_stochastic_torques():
 
 # ---- 3. Rayleigh–Van der Pol, simulated -------------------------------------------------------
 
+
 def _oscillator(alpha, beta, m=1.0, k=1.0):
     """ẍ + ω² x + (α + β x²) ẋ / m = 0: a slider of mass m on a spring k (ω² = k/m) with RVdP."""
-    return jb.HamiltonianSystem(slider_tree(m), drive=ham.SpringDamperDrive(k),
-                                dissipation=actuators.RayleighVanDerPol(alpha, beta))
+    return jb.HamiltonianSystem(
+        slider_tree(m), drive=ham.SpringDamperDrive(k), dissipation=actuators.RayleighVanDerPol(alpha, beta)
+    )
 
 
 T1 = 250.0

@@ -77,34 +77,63 @@ def _equilibrate(osm, length, speed, activation) -> dict:
     model.equilibrateMuscles(s)
     model.realizeDynamics(s)
     return dict(
-        fiber_length=muscle.getFiberLength(s), tendon_force=muscle.getTendonForce(s),
+        fiber_length=muscle.getFiberLength(s),
+        tendon_force=muscle.getTendonForce(s),
         active_force_length_multiplier=muscle.getActiveForceLengthMultiplier(s),
         passive_force_length_multiplier=muscle.getPassiveForceMultiplier(s),
         force_velocity_multiplier=muscle.getForceVelocityMultiplier(s),
-        fiber_velocity=muscle.getFiberVelocity(s), pennation_angle=muscle.getPennationAngle(s),
+        fiber_velocity=muscle.getFiberVelocity(s),
+        pennation_angle=muscle.getPennationAngle(s),
         tendon_length=muscle.getTendonLength(s),
-        static_optimization_force=muscle.calcInextensibleTendonActiveFiberForce(s, 1.0))
+        static_optimization_force=muscle.calcInextensibleTendonActiveFiberForce(s, 1.0),
+    )
 
 
-BASE = dict(max_isometric_force=1000.0, optimal_fiber_length=0.1, tendon_slack_length=0.2,
-            pennation_angle_at_optimal=0.0)
-CUSTOM = dict(max_isometric_force=800.0, optimal_fiber_length=0.08, tendon_slack_length=0.25,
-              pennation_angle_at_optimal=0.3, max_contraction_velocity=8.0)
-THELEN_CUSTOM = dict(CUSTOM, FmaxTendonStrain=0.033, FmaxMuscleStrain=0.5, KshapeActive=0.5, KshapePassive=4.0,
-                     Af=0.3, Flen=1.8, fv_linear_extrap_threshold=0.9, maximum_pennation_angle=1.3,
-                     minimum_activation=0.02)
-CURVES_CUSTOM = dict(ActiveForceLengthCurve=(0.5, 0.8, 1.7, 0.5, 0.05),
-                     ForceVelocityCurve=(0.05, 0.3, 4.0, 0.1, 0.2, 1.6, 0.4, 0.7),
-                     FiberForceLengthCurve=(0.05, 0.6, 0.3, 5.0, 0.6),
-                     TendonForceLengthCurve=(0.04, 40.0, 0.6, 0.7))
-CURVE_CLASSES = dict(ActiveForceLengthCurve=ActiveForceLengthCurve, ForceVelocityCurve=ForceVelocityCurve,
-                     FiberForceLengthCurve=FiberForceLengthCurve, TendonForceLengthCurve=TendonForceLengthCurve)
+BASE = dict(
+    max_isometric_force=1000.0, optimal_fiber_length=0.1, tendon_slack_length=0.2, pennation_angle_at_optimal=0.0
+)
+CUSTOM = dict(
+    max_isometric_force=800.0,
+    optimal_fiber_length=0.08,
+    tendon_slack_length=0.25,
+    pennation_angle_at_optimal=0.3,
+    max_contraction_velocity=8.0,
+)
+THELEN_CUSTOM = dict(
+    CUSTOM,
+    FmaxTendonStrain=0.033,
+    FmaxMuscleStrain=0.5,
+    KshapeActive=0.5,
+    KshapePassive=4.0,
+    Af=0.3,
+    Flen=1.8,
+    fv_linear_extrap_threshold=0.9,
+    maximum_pennation_angle=1.3,
+    minimum_activation=0.02,
+)
+CURVES_CUSTOM = dict(
+    ActiveForceLengthCurve=(0.5, 0.8, 1.7, 0.5, 0.05),
+    ForceVelocityCurve=(0.05, 0.3, 4.0, 0.1, 0.2, 1.6, 0.4, 0.7),
+    FiberForceLengthCurve=(0.05, 0.6, 0.3, 5.0, 0.6),
+    TendonForceLengthCurve=(0.04, 40.0, 0.6, 0.7),
+)
+CURVE_CLASSES = dict(
+    ActiveForceLengthCurve=ActiveForceLengthCurve,
+    ForceVelocityCurve=ForceVelocityCurve,
+    FiberForceLengthCurve=FiberForceLengthCurve,
+    TendonForceLengthCurve=TendonForceLengthCurve,
+)
 
 
 def _thelen(properties):
     """(OpenSim model parts, jaxbio muscle) for Thelen2003Muscle with these XML properties."""
-    muscle = opensim.Thelen2003Muscle("m", properties["max_isometric_force"], properties["optimal_fiber_length"],
-                                      properties["tendon_slack_length"], properties["pennation_angle_at_optimal"])
+    muscle = opensim.Thelen2003Muscle(
+        "m",
+        properties["max_isometric_force"],
+        properties["optimal_fiber_length"],
+        properties["tendon_slack_length"],
+        properties["pennation_angle_at_optimal"],
+    )
     for name, value in properties.items():
         getattr(muscle, "set_" + name)(value)
     muscle.setMinControl(properties.get("minimum_activation", 0.01))
@@ -113,8 +142,12 @@ def _thelen(properties):
 
 def _millard(properties, curves, rigid=False):
     muscle = opensim.Millard2012EquilibriumMuscle(
-        "m", properties["max_isometric_force"], properties["optimal_fiber_length"],
-        properties["tendon_slack_length"], properties["pennation_angle_at_optimal"])
+        "m",
+        properties["max_isometric_force"],
+        properties["optimal_fiber_length"],
+        properties["tendon_slack_length"],
+        properties["pennation_angle_at_optimal"],
+    )
     for name, value in properties.items():
         getattr(muscle, "set_" + name)(value)
     nested = {}
@@ -212,8 +245,9 @@ def test_curve_defaults_match_opensim():
                 getter = "get" + "".join(w.capitalize() for w in prop.split("_")) + "InUse"
                 np.testing.assert_allclose(getattr(curve, prop + "_in_use"), getattr(ref, getter)(), rtol=1e-15)
             else:
-                np.testing.assert_allclose(getattr(curve, prop), getattr(ref, "get_" + prop)(), rtol=1e-15,
-                                           err_msg=f"{name}.{prop}")
+                np.testing.assert_allclose(
+                    getattr(curve, prop), getattr(ref, "get_" + prop)(), rtol=1e-15, err_msg=f"{name}.{prop}"
+                )
 
 
 def test_fitted_curve_follows_its_strains():
@@ -226,13 +260,17 @@ def test_fitted_curve_follows_its_strains():
 
 
 def test_curves_refuse_what_opensim_refuses():
-    for bad in [lambda: ActiveForceLengthCurve(0.5, 0.4), lambda: ForceVelocityCurve(max_eccentric_velocity_force_multiplier=0.9),
-                lambda: ForceVelocityInverseCurve(concentric_slope_at_vmax=0.0), lambda: FiberForceLengthCurve(0.3, 0.2),
-                lambda: FiberForceLengthCurve(stiffness_at_low_force=0.2),
-                lambda: TendonForceLengthCurve(0.049, 10.0, 0.5, 0.5)]:
+    for bad in [
+        lambda: ActiveForceLengthCurve(0.5, 0.4),
+        lambda: ForceVelocityCurve(max_eccentric_velocity_force_multiplier=0.9),
+        lambda: ForceVelocityInverseCurve(concentric_slope_at_vmax=0.0),
+        lambda: FiberForceLengthCurve(0.3, 0.2),
+        lambda: FiberForceLengthCurve(stiffness_at_low_force=0.2),
+        lambda: TendonForceLengthCurve(0.049, 10.0, 0.5, 0.5),
+    ]:
         with pytest.raises(ValueError):
             bad()
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017 (OpenSim raises its own exception type)
         opensim.TendonForceLengthCurve(0.049, 10.0, 0.5, 0.5).calcValue(1.01)
 
 
@@ -255,10 +293,18 @@ def test_thelen_curves_match_opensim(case):
                 _set(osm, length, 0.0, a)
                 muscle.setFiberLength(s, float(lce_n * lopt))
                 model.realizeDynamics(s)
-                rows.append((muscle.getNormalizedFiberLength(s), muscle.getTendonLength(s) / lts, a,
-                             muscle.getActiveForceLengthMultiplier(s), muscle.getPassiveForceMultiplier(s),
-                             muscle.getTendonForce(s) / fiso, muscle.getForceVelocityMultiplier(s),
-                             muscle.getNormalizedFiberVelocity(s)))
+                rows.append(
+                    (
+                        muscle.getNormalizedFiberLength(s),
+                        muscle.getTendonLength(s) / lts,
+                        a,
+                        muscle.getActiveForceLengthMultiplier(s),
+                        muscle.getPassiveForceMultiplier(s),
+                        muscle.getTendonForce(s) / fiso,
+                        muscle.getForceVelocityMultiplier(s),
+                        muscle.getNormalizedFiberVelocity(s),
+                    )
+                )
     lce_n, tl_n, a, fal, fpe, fse, fv, v = np.array(rows).T
     np.testing.assert_allclose(jm.active_force_length_multiplier(lce_n), fal, rtol=1e-13, atol=1e-15)
     np.testing.assert_allclose(jm.passive_force_length_multiplier(lce_n), fpe, rtol=1e-13, atol=1e-15)
@@ -273,8 +319,12 @@ def test_thelen_curves_match_opensim(case):
     lce = lopt * 0.95
     cos = math.cos(float(jm.pennation.angle(jnp.asarray(lce))[0]))
     fal1 = float(jm.active_force_length_multiplier(0.95)[0])
-    ref = np.array([muscle.calcActiveFiberForceAlongTendon(float(ai), lce, float(vi) * lopt * vmax)
-                    for vi, ai in zip(vv.ravel(), aa.ravel())])
+    ref = np.array(
+        [
+            muscle.calcActiveFiberForceAlongTendon(float(ai), lce, float(vi) * lopt * vmax)
+            for vi, ai in zip(vv.ravel(), aa.ravel())
+        ]
+    )
     a_clamped = np.maximum(aa.ravel(), float(jm.minimum_activation[0]))
     ours = fiso * a_clamped * fal1 * np.asarray(jm.force_velocity_multiplier(vv.ravel(), a_clamped)) * cos
     np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-11 * fiso)
@@ -283,10 +333,12 @@ def test_thelen_curves_match_opensim(case):
 # ---- equilibria and static optimisation ---------------------------------------------------------------
 
 #: relative tolerances (fiber length / l_opt, forces / F⁰, multipliers, velocity / (v_max l_opt))
-TOLERANCES = {"thelen": dict(fiber_length=1e-9, tendon_force=1e-8, multiplier=1e-12, force_velocity=1e-7,
-                             fiber_velocity=1e-8),
-              "millard": dict(fiber_length=1e-12, tendon_force=1e-11, multiplier=1e-12, force_velocity=1e-10,
-                              fiber_velocity=1e-11)}
+TOLERANCES = {
+    "thelen": dict(fiber_length=1e-9, tendon_force=1e-8, multiplier=1e-12, force_velocity=1e-7, fiber_velocity=1e-8),
+    "millard": dict(
+        fiber_length=1e-12, tendon_force=1e-11, multiplier=1e-12, force_velocity=1e-10, fiber_velocity=1e-11
+    ),
+}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -311,10 +363,12 @@ def test_equilibrium_matches_opensim(case):
     np.testing.assert_allclose(ours.pennation_angle, ref["pennation_angle"], rtol=0, atol=tol["fiber_length"])
     np.testing.assert_allclose(ours.tendon_force, ref["tendon_force"], rtol=0, atol=tol["tendon_force"] * fiso)
     for name in ("active_force_length_multiplier", "passive_force_length_multiplier"):
-        np.testing.assert_allclose(getattr(ours, name), ref[name], rtol=0,
-                                   atol=max(tol["multiplier"], tol["fiber_length"] * 20))
-    np.testing.assert_allclose(ours.force_velocity_multiplier, ref["force_velocity_multiplier"], rtol=0,
-                               atol=tol["force_velocity"])
+        np.testing.assert_allclose(
+            getattr(ours, name), ref[name], rtol=0, atol=max(tol["multiplier"], tol["fiber_length"] * 20)
+        )
+    np.testing.assert_allclose(
+        ours.force_velocity_multiplier, ref["force_velocity_multiplier"], rtol=0, atol=tol["force_velocity"]
+    )
     np.testing.assert_allclose(ours.fiber_velocity, ref["fiber_velocity"], rtol=0, atol=tol["fiber_velocity"] * vel)
     np.testing.assert_allclose(so_active, ref["static_optimization_force"], rtol=0, atol=1e-11 * fiso)
     assert np.all(np.asarray(so_passive) >= 0)
@@ -358,14 +412,19 @@ def test_muscle_defaults_and_property_names_match_opensim():
     ours = Millard2012EquilibriumMuscle()
     for xml, field in Millard2012EquilibriumMuscle.OPENSIM_PROPERTIES.items():
         np.testing.assert_allclose(getattr(ours, field), getattr(ref, "get_" + xml)(), rtol=1e-15, err_msg=xml)
-    fields = {"ActiveForceLengthCurve": "active_force_length_curve", "ForceVelocityCurve": "force_velocity_curve",
-              "FiberForceLengthCurve": "fiber_force_length_curve", "TendonForceLengthCurve": "tendon_force_length_curve"}
+    fields = {
+        "ActiveForceLengthCurve": "active_force_length_curve",
+        "ForceVelocityCurve": "force_velocity_curve",
+        "FiberForceLengthCurve": "fiber_force_length_curve",
+        "TendonForceLengthCurve": "tendon_force_length_curve",
+    }
     for xml, cls in Millard2012EquilibriumMuscle.OPENSIM_CURVES.items():
         curve_ref, curve = getattr(ref, "get_" + xml)(), getattr(ours, fields[xml])
         for prop in cls.OPENSIM_PROPERTIES:
             if curve_ref.getPropertyByName(prop).size():
-                np.testing.assert_allclose(getattr(curve, prop), getattr(curve_ref, "get_" + prop)(), rtol=1e-15,
-                                           err_msg=f"{xml}.{prop}")
+                np.testing.assert_allclose(
+                    getattr(curve, prop), getattr(curve_ref, "get_" + prop)(), rtol=1e-15, err_msg=f"{xml}.{prop}"
+                )
     np.testing.assert_allclose(ours.minimum_fiber_length, ref.getMinimumFiberLength(), rtol=1e-15)
 
 
@@ -375,20 +434,29 @@ def test_millard_adjusts_its_curves_as_opensim(case):
     elastic → at least 0.1 and half the near-v_max slopes."""
     osm, jm = CASES[case]()
     ref = osm[3]  # owned by the model osm[0], which must stay alive
-    pairs = [(jm.active_force_length_curve.minimum_value, ref.get_ActiveForceLengthCurve().get_minimum_value()),
-             (jm.force_velocity_curve.concentric_slope_at_vmax,
-              ref.get_ForceVelocityCurve().get_concentric_slope_at_vmax()),
-             (jm.force_velocity_curve.eccentric_slope_at_vmax, ref.get_ForceVelocityCurve().get_eccentric_slope_at_vmax()),
-             (jm.fiber_damping, ref.get_fiber_damping()), (jm.minimum_fiber_length, ref.getMinimumFiberLength())]
+    pairs = [
+        (jm.active_force_length_curve.minimum_value, ref.get_ActiveForceLengthCurve().get_minimum_value()),
+        (jm.force_velocity_curve.concentric_slope_at_vmax, ref.get_ForceVelocityCurve().get_concentric_slope_at_vmax()),
+        (jm.force_velocity_curve.eccentric_slope_at_vmax, ref.get_ForceVelocityCurve().get_eccentric_slope_at_vmax()),
+        (jm.fiber_damping, ref.get_fiber_damping()),
+        (jm.minimum_fiber_length, ref.getMinimumFiberLength()),
+    ]
     for ours, theirs in pairs:
         np.testing.assert_allclose(ours, theirs, rtol=1e-15)
 
 
 def test_from_opensim_fills_missing_properties_with_defaults():
-    m = Millard2012EquilibriumMuscle.from_opensim([
-        {"max_isometric_force": 500.0, "ForceVelocityCurve": {"concentric_slope_near_vmax": 0.3},
-         "min_control": 0.01, "ignore_tendon_compliance": "false"},
-        {"fiber_damping": 0.0}])
+    m = Millard2012EquilibriumMuscle.from_opensim(
+        [
+            {
+                "max_isometric_force": 500.0,
+                "ForceVelocityCurve": {"concentric_slope_near_vmax": 0.3},
+                "min_control": 0.01,
+                "ignore_tendon_compliance": "false",
+            },
+            {"fiber_damping": 0.0},
+        ]
+    )
     assert m.ignore_tendon_compliance is False
     np.testing.assert_allclose(m.max_isometric_force, [500.0, 1000.0])
     np.testing.assert_allclose(m.force_velocity_curve.concentric_slope_near_vmax, [0.3, 0.25])
@@ -412,7 +480,7 @@ def test_minimum_activation_range():
     muscle = opensim.Thelen2003Muscle()
     muscle.set_minimum_activation(0.005)
     muscle.setMinControl(0.005)
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017 (OpenSim raises its own exception type)
         muscle.finalizeFromProperties()
     with pytest.raises(ValueError, match="unknown OpenSim properties"):
         Thelen2003Muscle.from_opensim({"FmaxTendonStrain": 0.04, "fiber_damping": 0.1})
@@ -426,8 +494,10 @@ def test_minimum_activation_range():
 
 
 def test_activation_rate_matches_opensim():
-    for cls, ref in [(Thelen2003Muscle, opensim.Thelen2003Muscle()),
-                     (Millard2012EquilibriumMuscle, opensim.Millard2012EquilibriumMuscle())]:
+    for cls, ref in [
+        (Thelen2003Muscle, opensim.Thelen2003Muscle()),
+        (Millard2012EquilibriumMuscle, opensim.Millard2012EquilibriumMuscle()),
+    ]:
         ref.finalizeFromProperties()
         model = ref.getActivationModel()
         ours = cls()
@@ -466,8 +536,9 @@ def _reference_tendon_force(jm, a, length):
 
     def balance(lce):
         cos = jnp.cos(pen.angle(lce))
-        fal, _, fpe, _, fse, _ = kernel._multipliers_and_slopes(lce / jm.optimal_fiber_length,
-                                                                (length - lce * cos) / jm.tendon_slack_length)
+        fal, _, fpe, _, fse, _ = kernel._multipliers_and_slopes(
+            lce / jm.optimal_fiber_length, (length - lce * cos) / jm.tendon_slack_length
+        )
         return (a * fal + fpe) * cos - fse, fse  # increases with the fiber length
 
     def bisect(_, bracket):
@@ -497,8 +568,12 @@ def test_equilibrium_gradients(cls):
     a, l = 0.6, 0.29
     g_m, g_a, g_l = jax.grad(force, argnums=(0, 1, 2))(jm, a, l)
     h = 1e-6
-    np.testing.assert_allclose(g_l, (reference_force(jm, a, l + h) - reference_force(jm, a, l - h)) / (2 * h), rtol=1e-6)
-    np.testing.assert_allclose(g_a, (reference_force(jm, a + h, l) - reference_force(jm, a - h, l)) / (2 * h), rtol=1e-6)
+    np.testing.assert_allclose(
+        g_l, (reference_force(jm, a, l + h) - reference_force(jm, a, l - h)) / (2 * h), rtol=1e-6
+    )
+    np.testing.assert_allclose(
+        g_a, (reference_force(jm, a + h, l) - reference_force(jm, a - h, l)) / (2 * h), rtol=1e-6
+    )
     for name in ("max_isometric_force", "tendon_slack_length", "optimal_fiber_length", "pennation_angle_at_optimal"):
         x0 = float(getattr(jm, name)[0])
         step = h * max(1.0, x0)
@@ -514,16 +589,25 @@ def test_equilibrium_gradients(cls):
 @pytest.mark.parametrize("cls", [Thelen2003Muscle, pytest.param(Millard2012EquilibriumMuscle, marks=pytest.mark.slow)])
 def test_static_optimization_force_gradients(cls):
     jm = cls(1000.0, 0.1, 0.2, 0.25)
-    check_grads(lambda l, v: jm.static_optimization_forces(l, v), (jnp.array([0.29]), jnp.array([0.2])),
-                              order=1, modes=("fwd", "rev"), eps=1e-6, rtol=1e-5)
+    check_grads(
+        lambda l, v: jm.static_optimization_forces(l, v),
+        (jnp.array([0.29]), jnp.array([0.2])),
+        order=1,
+        modes=("fwd", "rev"),
+        eps=1e-6,
+        rtol=1e-5,
+    )
 
 
 @pytest.mark.parametrize("cls", [Thelen2003Muscle, pytest.param(Millard2012EquilibriumMuscle, marks=pytest.mark.slow)])
 def test_float32(cls):
     """float32 in, float32 out, within float32 accuracy of float64 (24 muscles: the float64 size
     compiled above)."""
-    base = Thelen2003Muscle.from_opensim(THELEN_CUSTOM) if cls is Thelen2003Muscle else \
-        Millard2012EquilibriumMuscle.from_opensim(CUSTOM)
+    base = (
+        Thelen2003Muscle.from_opensim(THELEN_CUSTOM)
+        if cls is Thelen2003Muscle
+        else Millard2012EquilibriumMuscle.from_opensim(CUSTOM)
+    )
     m64 = _batch(base, 24)
     m32 = jax.tree_util.tree_map(lambda x: x.astype(jnp.float32), m64)
     l, v, a = _states(m64, 24, seed=7)
@@ -540,8 +624,11 @@ def test_float32(cls):
     np.testing.assert_allclose(so32[1], so64[1], rtol=0, atol=1e-5 * fiso)
 
 
-@pytest.mark.parametrize("name", ["TendonForceLengthCurve"] + [
-    pytest.param(n, marks=pytest.mark.slow) for n in sorted(CURVE_CASES) if n != "TendonForceLengthCurve"])
+@pytest.mark.parametrize(
+    "name",
+    ["TendonForceLengthCurve"]
+    + [pytest.param(n, marks=pytest.mark.slow) for n in sorted(CURVE_CASES) if n != "TendonForceLengthCurve"],
+)
 def test_float32_curves(name):
     """float32 Bézier curves within float32 accuracy (values ≤ 2e-6 · max|dy/dx|)."""
     _, args, (lo, hi) = CURVE_CASES[name]
@@ -561,7 +648,9 @@ def test_vmap_over_models_and_states():
     jm = _batch(Thelen2003Muscle.from_opensim(THELEN_CUSTOM), 24)  # the compiled size of the tests above
     length, speed, activation = _states(jm, 24, seed=3)
     models = jax.tree_util.tree_map(lambda x: jnp.stack([x, x, x]), jm)
-    models = eqx.tree_at(lambda m: m.max_isometric_force, models, models.max_isometric_force * jnp.array([[1.0], [1.2], [0.8]]))
+    models = eqx.tree_at(
+        lambda m: m.max_isometric_force, models, models.max_isometric_force * jnp.array([[1.0], [1.2], [0.8]])
+    )
     lengths = jnp.stack([length, length * 1.02, length * 0.98])
     batched = eqx.filter_vmap(lambda m, l: m.equilibrium(activation, l, speed).tendon_force)(models, lengths)
     for i in range(3):

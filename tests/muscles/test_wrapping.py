@@ -58,8 +58,11 @@ def osim():
 # ---- one segment over each surface: live OpenSim ----------------------------------------------------
 
 _DIMS = {"cylinder": (0.05, 0.3, 0.0), "sphere": (0.05, 0.0, 0.0), "ellipsoid": (0.06, 0.04, 0.05)}
-_QUADRANTS = {"cylinder": ("all", "x", "-x", "y", "-y"), "sphere": ("all", "x", "-y", "z", "-z"),
-              "ellipsoid": ("all", "x", "-x", "y", "-y", "z", "-z")}
+_QUADRANTS = {
+    "cylinder": ("all", "x", "-x", "y", "-y"),
+    "sphere": ("all", "x", "-y", "z", "-z"),
+    "ellipsoid": ("all", "x", "-x", "y", "-y", "z", "-z"),
+}
 
 
 def _free_points_model(osim, kind, quadrant, method, single):
@@ -128,8 +131,15 @@ def _wrap(kind, P, S, quadrant="all", method="hybrid", single=True, dims=None):
     m = -(-n // _BATCH) * _BATCH  # padded to whole batches: one compiled shape
     P, S = (np.concatenate([x, np.repeat(x[-1:], m - n, axis=0)]) for x in (P, S))
     dims = np.broadcast_to(_DIMS[kind] if dims is None else dims, (m, 3))
-    out = _wrap_fn(kind)(jnp.asarray(P), jnp.asarray(S), jnp.asarray(dims), jnp.full(m, axis), jnp.full(m, sign),
-                         jnp.full(m, wrapping.METHODS.index(method)), jnp.full(m, single))
+    out = _wrap_fn(kind)(
+        jnp.asarray(P),
+        jnp.asarray(S),
+        jnp.asarray(dims),
+        jnp.full(m, axis),
+        jnp.full(m, sign),
+        jnp.full(m, wrapping.METHODS.index(method)),
+        jnp.full(m, single),
+    )
     return tuple(np.asarray(x)[:n] for x in out)
 
 
@@ -184,8 +194,9 @@ def test_cylinder_and_sphere_equal_opensim_on_random_segments(osim, kind, single
     assert wrapped > 60  # the samples do exercise the wrap
 
 
-@pytest.mark.parametrize("method", [m if m == "hybrid" else pytest.param(m, marks=pytest.mark.slow)
-                                    for m in wrapping.METHODS])
+@pytest.mark.parametrize(
+    "method", [m if m == "hybrid" else pytest.param(m, marks=pytest.mark.slow) for m in wrapping.METHODS]
+)
 def test_ellipsoid_equals_opensim_on_random_segments(osim, method):
     """OpenSim's iterative ellipsoid: ≥ 98 % of the sampled segments within 1e-12 m, all but
     0.5 % within 1e-7 m (the Levenberg–Marquardt stop; see the module docstring). Segments where
@@ -206,6 +217,7 @@ def test_ellipsoid_equals_opensim_on_random_segments(osim, method):
 
 
 # ---- closed forms --------------------------------------------------------------------------------
+
 
 def _tangent_arc_2d(p, s, radius):
     """Planar path from ``p`` around a circle (centre 0) to ``s``, the short way: tangent
@@ -246,6 +258,7 @@ def _ellipse_polyline(p, s, a, b):
     """OpenSim's ellipsoid path in its principal plane z = 0, computed independently: tangent
     points from ``p`` and ``s`` to the ellipse (polar line ∩ ellipse, the pair facing each other),
     then ⌊|r1 r2| / 1 mm⌋ chords between rays from the centre at equal angles."""
+
     def tangents(q):
         # points (x, y) on the ellipse with q·(x/a², y/b²) = 1
         th = np.linspace(0, 2 * np.pi, 200001)
@@ -254,9 +267,12 @@ def _ellipse_polyline(p, s, a, b):
         out = []
         for t0 in roots:
             for _ in range(50):  # Newton polish
-                t0 -= (q[0] * np.cos(t0) / a + q[1] * np.sin(t0) / b - 1) / (-q[0] * np.sin(t0) / a + q[1] * np.cos(t0) / b)
+                t0 -= (q[0] * np.cos(t0) / a + q[1] * np.sin(t0) / b - 1) / (
+                    -q[0] * np.sin(t0) / a + q[1] * np.cos(t0) / b
+                )
             out.append(np.array([a * np.cos(t0), b * np.sin(t0)]))
         return out
+
     best = None
     for r1 in tangents(p):
         for r2 in tangents(s):
@@ -272,8 +288,9 @@ def _ellipse_polyline(p, s, a, b):
     return np.linalg.norm(r1 - p) + np.sum(np.linalg.norm(np.diff(pts, axis=0), axis=1)) + np.linalg.norm(s - r2)
 
 
-@pytest.mark.parametrize("method", [m if m == "hybrid" else pytest.param(m, marks=pytest.mark.slow)
-                                    for m in wrapping.METHODS])
+@pytest.mark.parametrize(
+    "method", [m if m == "hybrid" else pytest.param(m, marks=pytest.mark.slow) for m in wrapping.METHODS]
+)
 def test_ellipsoid_in_its_principal_plane(method):
     """Both points in the plane z = 0 (OpenSim's 2-d special cases of the closest-point solves):
     the wrapping plane is z = 0 and the length is the tangent pieces plus OpenSim's polyline on
@@ -311,16 +328,19 @@ def test_body_fixed_xyz_equals_opensim_rotation(osim):
 
 _CASES = [
     ("cylinder", lambda p, s: wrapping.wrap_cylinder(p, s, 0.04, 0.3, quadrant="x").length),
-    ("cylinder, several objects", lambda p, s: wrapping.wrap_cylinder(p, s, 0.04, 0.3, quadrant="-y", single=False).length),
+    (
+        "cylinder, several objects",
+        lambda p, s: wrapping.wrap_cylinder(p, s, 0.04, 0.3, quadrant="-y", single=False).length,
+    ),
     ("sphere", lambda p, s: wrapping.wrap_sphere(p, s, 0.04, quadrant="y").length),
     ("ellipsoid", lambda p, s: wrapping.wrap_ellipsoid(p, s, jnp.array([0.06, 0.04, 0.05])).length),
 ]
 #: the ellipsoid's cases compile for seconds: run with -m slow
-_PARAMS = [pytest.param(name, f, id=name, marks=[pytest.mark.slow] if name == "ellipsoid" else [])
-           for name, f in _CASES]
+_PARAMS = [
+    pytest.param(name, f, id=name, marks=[pytest.mark.slow] if name == "ellipsoid" else []) for name, f in _CASES
+]
 #: the sphere by default, the rest with -m slow (compilation)
 _SPHERE = [p if p.id == "sphere" else pytest.param(*p.values, id=p.id, marks=[pytest.mark.slow]) for p in _PARAMS]
-
 
 
 @pytest.mark.parametrize("name,f", _SPHERE)
@@ -359,8 +379,17 @@ def test_gradients_finite_everywhere(kind):
     """jax.grad is finite for every input: points inside the surface, on its axis or centre,
     segments that miss, coincident points; constrained (a quadrant) or not, and for the cylinder
     with OpenSim's multi-object slides."""
-    pts = np.array([[0.0, 0.0, 0.0], [0.0, 0.0, 0.1], [0.01, 0.0, 0.0], [0.2, 0.0, 0.0], [0.1, 0.1, 0.1],
-                    [-0.2, 0.01, 0.0], [0.0, 0.3, 0.0]])
+    pts = np.array(
+        [
+            [0.0, 0.0, 0.0],
+            [0.0, 0.0, 0.1],
+            [0.01, 0.0, 0.0],
+            [0.2, 0.0, 0.0],
+            [0.1, 0.1, 0.1],
+            [-0.2, 0.01, 0.0],
+            [0.0, 0.3, 0.0],
+        ]
+    )
     pairs = [(p, s) for p in pts for s in pts]
     P = jnp.asarray([p for p, _ in pairs])
     S = jnp.asarray([s for _, s in pairs])
@@ -368,8 +397,13 @@ def test_gradients_finite_everywhere(kind):
     one = _one_segment(kind)
     grads = jax.jit(jax.vmap(jax.grad(lambda *a: one(*a)[0], argnums=(0, 1, 2))))
     for sign, single in ((0, True), (1, False)):
-        args = (jnp.broadcast_to(jnp.asarray(_DIMS[kind]), (n, 3)), jnp.full(n, 1), jnp.full(n, sign),
-                jnp.zeros(n, int), jnp.full(n, single))
+        args = (
+            jnp.broadcast_to(jnp.asarray(_DIMS[kind]), (n, 3)),
+            jnp.full(n, 1),
+            jnp.full(n, sign),
+            jnp.zeros(n, int),
+            jnp.full(n, single),
+        )
         gp, gs, gd = grads(P, S, *args)
         assert bool(jnp.all(jnp.isfinite(gp)) & jnp.all(jnp.isfinite(gs)) & jnp.all(jnp.isfinite(gd)))
 
@@ -391,17 +425,44 @@ def test_float32_agrees_with_float64(name, f):
 
 #: (name, wrap object properties (OpenSim's), method, range, ground point, body point[, middle body point])
 _PIN_WRAPS = {
-    "cyl": dict(type="WrapCylinder", frame="ground", translation=(0.01, 0.0, 0.0), xyz_body_rotation=(0.1, -0.05, 0.2),
-                radius=0.04, length=0.5, quadrant="all"),
-    "cyl_y": dict(type="WrapCylinder", frame="b", translation=(0.0, 0.02, 0.0), xyz_body_rotation=(0.0, 0.0, 0.3),
-                  radius=0.03, length=0.4, quadrant="-y"),
+    "cyl": dict(
+        type="WrapCylinder",
+        frame="ground",
+        translation=(0.01, 0.0, 0.0),
+        xyz_body_rotation=(0.1, -0.05, 0.2),
+        radius=0.04,
+        length=0.5,
+        quadrant="all",
+    ),
+    "cyl_y": dict(
+        type="WrapCylinder",
+        frame="b",
+        translation=(0.0, 0.02, 0.0),
+        xyz_body_rotation=(0.0, 0.0, 0.3),
+        radius=0.03,
+        length=0.4,
+        quadrant="-y",
+    ),
     "sph": dict(type="WrapSphere", frame="ground", translation=(0.0, 0.01, 0.0), radius=0.05, quadrant="all"),
-    "sph_x": dict(type="WrapSphere", frame="b", translation=(0.02, 0.0, 0.01), xyz_body_rotation=(0.4, 0.1, 0.0),
-                  radius=0.04, quadrant="x"),
-    "ell": dict(type="WrapEllipsoid", frame="ground", translation=(0.0, 0.0, 0.01), xyz_body_rotation=(0.2, 0.3, -0.1),
-                dimensions=(0.06, 0.04, 0.05), quadrant="all"),
-    "ell_mid": dict(type="WrapEllipsoid", frame="b", translation=(0.01, 0.0, 0.0), dimensions=(0.05, 0.035, 0.04),
-                    quadrant="-x"),
+    "sph_x": dict(
+        type="WrapSphere",
+        frame="b",
+        translation=(0.02, 0.0, 0.01),
+        xyz_body_rotation=(0.4, 0.1, 0.0),
+        radius=0.04,
+        quadrant="x",
+    ),
+    "ell": dict(
+        type="WrapEllipsoid",
+        frame="ground",
+        translation=(0.0, 0.0, 0.01),
+        xyz_body_rotation=(0.2, 0.3, -0.1),
+        dimensions=(0.06, 0.04, 0.05),
+        quadrant="all",
+    ),
+    "ell_mid": dict(
+        type="WrapEllipsoid", frame="b", translation=(0.01, 0.0, 0.0), dimensions=(0.05, 0.035, 0.04), quadrant="-x"
+    ),
     "ell_ax": dict(type="WrapEllipsoid", frame="ground", dimensions=(0.05, 0.04, 0.045), quadrant="z"),
 }
 _PIN_MUSCLES = {
@@ -413,33 +474,58 @@ _PIN_MUSCLES = {
     "a_ell_mid": ([("ground", (-0.3, 0.05, 0.0)), ("b", (0.25, -0.08, 0.02))], [("ell_mid", "midpoint", (-1, -1))]),
     "a_ell_ax": ([("ground", (0.27, 0.14, -0.02)), ("b", (0.28, -0.1, 0.03))], [("ell_ax", "axial", (-1, -1))]),
     # three points, two objects with ranges: OpenSim's multi-object passes (and its cache quirk)
-    "a_multi": ([("ground", (0.3, 0.1, 0.02)), ("b", (0.08, -0.12, 0.0)), ("b", (0.25, -0.1, 0.01))],
-                [("sph", "hybrid", (1, 2)), ("cyl", "hybrid", (-1, -1))]),
+    "a_multi": (
+        [("ground", (0.3, 0.1, 0.02)), ("b", (0.08, -0.12, 0.0)), ("b", (0.25, -0.1, 0.01))],
+        [("sph", "hybrid", (1, 2)), ("cyl", "hybrid", (-1, -1))],
+    ),
 }
 
 
 def _pin_tree():
-    return SegmentTree.from_dict({
-        "name": "pin", "gravity": [0, -9.81, 0],
-        "segments": [{"name": "b", "parent": None,
-                      "joint": {"type": "revolute", "axis": [0, 0, 1], "origin": [0, 0.02, 0], "orientation": [1, 0, 0, 0]},
-                      "mass": 1.0, "com": [0.1, 0, 0], "inertia": np.diag([0.01, 0.01, 0.01]).tolist()}]},
-        dtype=jnp.float64)
+    return SegmentTree.from_dict(
+        {
+            "name": "pin",
+            "gravity": [0, -9.81, 0],
+            "segments": [
+                {
+                    "name": "b",
+                    "parent": None,
+                    "joint": {
+                        "type": "revolute",
+                        "axis": [0, 0, 1],
+                        "origin": [0, 0.02, 0],
+                        "orientation": [1, 0, 0, 0],
+                    },
+                    "mass": 1.0,
+                    "com": [0.1, 0, 0],
+                    "inertia": np.diag([0.01, 0.01, 0.01]).tolist(),
+                }
+            ],
+        },
+        dtype=jnp.float64,
+    )
 
 
 def _pin_paths(tree, muscles):
     objs = {o: _PIN_WRAPS[o] for m in muscles for o, *_ in _PIN_MUSCLES[m][1]}
     return MusclePaths.from_points(
-        tree, {m: _PIN_MUSCLES[m][0] for m in muscles}, wrap_objects=objs,
-        path_wraps={m: [{"wrap_object": o, "method": me, "range": r} for o, me, r in _PIN_MUSCLES[m][1]] for m in muscles},
-        dtype=jnp.float64)
+        tree,
+        {m: _PIN_MUSCLES[m][0] for m in muscles},
+        wrap_objects=objs,
+        path_wraps={
+            m: [{"wrap_object": o, "method": me, "range": r} for o, me, r in _PIN_MUSCLES[m][1]] for m in muscles
+        },
+        dtype=jnp.float64,
+    )
 
 
 def _pin_osim(osim, muscles):
     m = osim.Model()
     body = osim.Body("b", 1.0, osim.Vec3(0.1, 0, 0), osim.Inertia(0.01, 0.01, 0.01))
     m.addBody(body)
-    m.addJoint(osim.PinJoint("pin", m.getGround(), osim.Vec3(0, 0.02, 0), osim.Vec3(0), body, osim.Vec3(0), osim.Vec3(0)))
+    m.addJoint(
+        osim.PinJoint("pin", m.getGround(), osim.Vec3(0, 0.02, 0), osim.Vec3(0), body, osim.Vec3(0), osim.Vec3(0))
+    )
     frames = {"ground": m.getGround(), "b": body}
     made = {}
     for name in {o for mu in muscles for o, *_ in _PIN_MUSCLES[mu][1]}:
@@ -506,13 +592,15 @@ def _compare_pin(osim, muscles, n=60):
     lj, rj = (np.stack(x) for x in zip(*[[np.asarray(v) for v in both(jnp.array([q]))] for q in qs]))
     rj = -rj
     pts = [np.asarray(geometry.path_points_world(paths, tree, jnp.array([q]))) for q in qs]
-    straight = np.stack([[np.sum(np.linalg.norm(np.diff(p[i, :c], axis=0), axis=1)) for i, c in enumerate(paths.counts)]
-                         for p in pts])
+    straight = np.stack(
+        [[np.sum(np.linalg.norm(np.diff(p[i, :c], axis=0), axis=1)) for i, c in enumerate(paths.counts)] for p in pts]
+    )
     return L, R, FD, lj, rj, straight
 
 
-@pytest.mark.parametrize("muscles", [["a_sph_x"],
-                                     pytest.param(["a_cyl", "a_cyl_y", "a_sph", "a_multi"], marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "muscles", [["a_sph_x"], pytest.param(["a_cyl", "a_cyl_y", "a_sph", "a_multi"], marks=pytest.mark.slow)]
+)
 def test_pin_joint_paths_cylinder_and_sphere_equal_opensim(osim, muscles):
     """Lengths within 1e-12 m of OpenSim at every sampled angle (wrapping or not); moment arms
     (r = −∂l/∂q by autodiff) equal central differences of OpenSim's length (1e-9) and, for the
@@ -591,7 +679,9 @@ def test_muscle_wrenches_pull_at_the_tangent_points():
         ext = geometry.muscle_wrenches(paths, tree, q, F)
         z = jnp.zeros(1)
         tau = jb.inverse_dynamics(tree, q, z, z, external=ext) - jb.inverse_dynamics(tree, q, z, z)
-        np.testing.assert_allclose(np.asarray(tau), -np.asarray(geometry.generalized_forces(paths, tree, q, F)), atol=1e-10)
+        np.testing.assert_allclose(
+            np.asarray(tau), -np.asarray(geometry.generalized_forces(paths, tree, q, F)), atol=1e-10
+        )
 
 
 def test_bad_wrap_specifications_are_refused():
@@ -608,8 +698,11 @@ def test_bad_wrap_specifications_are_refused():
     ]:
         with pytest.raises(ValueError, match=msg):
             MusclePaths.from_points(tree, pts, wrap_objects={"w": bad}, path_wraps={"m": ["w"]})
-    for bad, msg in [(["v"], "no wrap object named 'v'"), ([{"wrap_object": "w", "method": "fast"}], "method 'fast'"),
-                     ([{"wrap_object": "w", "range": (1, 5)}], r"range \(1, 5\) is outside")]:
+    for bad, msg in [
+        (["v"], "no wrap object named 'v'"),
+        ([{"wrap_object": "w", "method": "fast"}], "method 'fast'"),
+        ([{"wrap_object": "w", "range": (1, 5)}], r"range \(1, 5\) is outside"),
+    ]:
         with pytest.raises(ValueError, match=msg):
             MusclePaths.from_points(tree, pts, wrap_objects={"w": good}, path_wraps={"m": bad})
     with pytest.raises(ValueError, match="unknown muscles"):
@@ -618,17 +711,25 @@ def test_bad_wrap_specifications_are_refused():
 
 # ---- arm26 ------------------------------------------------------------------------------------------
 
+
 def test_arm26_biclong_at_the_reference_state():
     """arm26's BIClong over the humeral-head ellipsoid (range 2–3, hybrid, quadrant −y) at
     q = (0.3, 1.2) rad: OpenSim's 0.38465 m (straight line: 0.38241 m)."""
     objects, path_wraps = sets._arm26_wraps()
     tree, paths, _ = sets.load_muscle_set("arm26", dtype=jnp.float64)
     i = paths.index("BIClong")
-    pts = [(f, np.asarray(paths.points[i, k]), paths.point_names[i][k]) for k, f in enumerate(
-        ["world"] * 2 + ["r_humerus"] * 6 + ["r_ulna_radius_hand"])]
-    one = MusclePaths.from_points(tree, {"BIClong": pts}, frames={"base": (None, (0, 0.8, 0))},
-                                  wrap_objects={"BIClonghh": objects["BIClonghh"]},
-                                  path_wraps={"BIClong": path_wraps["BIClong"]}, dtype=jnp.float64)
+    pts = [
+        (f, np.asarray(paths.points[i, k]), paths.point_names[i][k])
+        for k, f in enumerate(["world"] * 2 + ["r_humerus"] * 6 + ["r_ulna_radius_hand"])
+    ]
+    one = MusclePaths.from_points(
+        tree,
+        {"BIClong": pts},
+        frames={"base": (None, (0, 0.8, 0))},
+        wrap_objects={"BIClonghh": objects["BIClonghh"]},
+        path_wraps={"BIClong": path_wraps["BIClong"]},
+        dtype=jnp.float64,
+    )
     q = jnp.array([0.3, 1.2])
     assert float(geometry.lengths(one, tree, q)[0]) == pytest.approx(0.38465168699, abs=1e-10)
     assert float(geometry.lengths(paths, tree, q)[i]) == pytest.approx(0.38240546, abs=1e-8)
@@ -640,7 +741,9 @@ def _arm26_osim(osim, tmp_path):
     if not ARM26_OSIM.exists():
         pytest.skip(f"{ARM26_OSIM} not found")
     text = ARM26_OSIM.read_text()
-    text = re.sub(r"<minimum_activation>[^<]*</minimum_activation>", "<minimum_activation>0.01</minimum_activation>", text)
+    text = re.sub(
+        r"<minimum_activation>[^<]*</minimum_activation>", "<minimum_activation>0.01</minimum_activation>", text
+    )
     text = re.sub(r"<min_control>[^<]*</min_control>", "<min_control>0.01</min_control>", text)
     path = tmp_path / "arm26_patched.osim"
     path.write_text(text)
@@ -686,6 +789,10 @@ def test_arm26_six_muscles_equal_opensim(osim, tmp_path):
     np.testing.assert_allclose(rj[:, exact], R[:, exact], atol=1e-12)
     assert np.max(np.abs(rj - R)) < 2e-4
     # the wraps matter: TRIlong, BIClong and the elbow muscles differ from straight lines
-    straight = np.stack([np.asarray(geometry.lengths(sets.load_muscle_set("arm26", dtype=jnp.float64)[1], tree,
-                                                     jnp.asarray(q))) for q in qs])
+    straight = np.stack(
+        [
+            np.asarray(geometry.lengths(sets.load_muscle_set("arm26", dtype=jnp.float64)[1], tree, jnp.asarray(q)))
+            for q in qs
+        ]
+    )
     assert np.all(np.max(np.abs(L - straight), axis=0)[[0, 1, 2, 3, 5]] > 1e-3)

@@ -78,8 +78,9 @@ def random_muscles(rng, n, count) -> LinearMuscles:
     dist = np.array([rng.integers(p + 1, n) for p in prox], dtype=int)
     swap = rng.random(count) < 0.5
     origins, insertions = np.where(swap, dist, prox), np.where(swap, prox, dist)
-    return LinearMuscles(n, origins.tolist(), insertions.tolist(), rng.uniform(-0.3, 0.3, (count, 2)),
-                         rng.uniform(-0.3, 0.3, (count, 2)))
+    return LinearMuscles(
+        n, origins.tolist(), insertions.tolist(), rng.uniform(-0.3, 0.3, (count, 2)), rng.uniform(-0.3, 0.3, (count, 2))
+    )
 
 
 def random_contacts(rng, n, count) -> ResistancePoints:
@@ -97,8 +98,10 @@ def random_frames(rng, n, n_muscles, n_contacts, batch):
 
 def params(chain):
     """numpy copies of the chain's arrays."""
-    return {k: np.asarray(getattr(chain, k)) for k in
-            ("lengths", "masses", "com_distances", "com_angles", "inertias", "gravity")}
+    return {
+        k: np.asarray(getattr(chain, k))
+        for k in ("lengths", "masses", "com_distances", "com_angles", "inertias", "gravity")
+    }
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -160,7 +163,7 @@ def np_spanning_forces(p, muscles, theta, tensions):
     """Seed eq. 12: per joint (0-based), sum of the forces of the spanning muscles on their distal link."""
     n = len(theta)
     out = np.zeros((n, 2))
-    for o, po, fo, s, ps, fs in np_muscle_pairs(p, muscles, theta, tensions):
+    for o, _po, fo, s, _ps, fs in np_muscle_pairs(p, muscles, theta, tensions):
         prox, dist, f_dist = (o, s, fs) if s > o else (s, o, fo)
         for r in range(prox + 1, dist + 1):
             out[r] += f_dist
@@ -173,8 +176,9 @@ def polar_contacts(p, contacts, theta, contact_forces, n):
     for c, link in enumerate(contacts.links):
         x, y = np.asarray(contacts.points[c])
         f = contact_forces[c]
-        per_link[link + 1].append((np.hypot(x, y), np.arctan2(y, x),
-                                   np.arctan2(f[1], f[0]) - theta[link], np.hypot(*f)))
+        per_link[link + 1].append(
+            (np.hypot(x, y), np.arctan2(y, x), np.arctan2(f[1], f[0]) - theta[link], np.hypot(*f))
+        )
     return per_link
 
 
@@ -210,21 +214,38 @@ def eq23_literal(p, theta, theta_dot, theta_ddot, R):
             for i in range(k + 1, n + 1):
                 t += m[i] * g * l[k] * cos(th[k]) - sum(Ri * l[k] * sin(gR + th[i] - th[k]) for _, _, gR, Ri in R[i])
         for k in range(ks, n + 1):
-            t += m[k] * lC[k] * sum(l[i] * (thdd[i] * cos(th[k] + eC[k] - th[i]) + thd[i] ** 2 * sin(th[k] + eC[k] - th[i]))
-                                    for i in range(0, k))
+            t += (
+                m[k]
+                * lC[k]
+                * sum(
+                    l[i] * (thdd[i] * cos(th[k] + eC[k] - th[i]) + thd[i] ** 2 * sin(th[k] + eC[k] - th[i]))
+                    for i in range(0, k)
+                )
+            )
         for k in range(ks, n):
-            t += l[k] * M(k + 1, n) * sum(l[i] * (thdd[i] * cos(th[k] - th[i]) + thd[i] ** 2 * sin(th[k] - th[i]))
-                                          for i in range(0, k))
+            t += (
+                l[k]
+                * M(k + 1, n)
+                * sum(l[i] * (thdd[i] * cos(th[k] - th[i]) + thd[i] ** 2 * sin(th[k] - th[i])) for i in range(0, k))
+            )
         for k in range(ks, n):
             t += (IJ[k] + M(k + 1, n) * l[k] ** 2) * thdd[k]
         t += IJ[n] * thdd[n]
         for k in range(ks, n):
             delta = 1.0 if k == n - 1 else 0.0
-            t += (1 - delta) * l[k] * sum(M(i + 1, n) * l[i] * (thdd[i] * cos(th[i] - th[k]) - thd[i] ** 2 * sin(th[i] - th[k]))
-                                          for i in range(k + 1, n))
+            t += (
+                (1 - delta)
+                * l[k]
+                * sum(
+                    M(i + 1, n) * l[i] * (thdd[i] * cos(th[i] - th[k]) - thd[i] ** 2 * sin(th[i] - th[k]))
+                    for i in range(k + 1, n)
+                )
+            )
         for k in range(ks, n):
-            t += l[k] * sum(m[i] * lC[i] * (thdd[i] * cos(th[i] + eC[i] - th[k]) - thd[i] ** 2 * sin(th[i] + eC[i] - th[k]))
-                            for i in range(k + 1, n + 1))
+            t += l[k] * sum(
+                m[i] * lC[i] * (thdd[i] * cos(th[i] + eC[i] - th[k]) - thd[i] ** 2 * sin(th[i] + eC[i] - th[k]))
+                for i in range(k + 1, n + 1)
+            )
         tau[ks - 1] = t
     return tau
 
@@ -252,16 +273,26 @@ def eq24_literal(p, theta, theta_dot, theta_ddot, R, m0, R0):
             for i in range(0, k + 1):
                 t -= m[i] * g * l[k] * cos(th[k]) - sum(Ri * l[k] * sin(gR + th[i] - th[k]) for _, _, gR, Ri in R[i])
         for k in range(ks, n + 1):
-            t += m[k] * lC[k] * sum(l[i] * (thdd[i] * cos(th[k] + eC[k] - th[i]) + thd[i] ** 2 * sin(th[k] + eC[k] - th[i]))
-                                    for i in range(0, k))
+            t += (
+                m[k]
+                * lC[k]
+                * sum(
+                    l[i] * (thdd[i] * cos(th[k] + eC[k] - th[i]) + thd[i] ** 2 * sin(th[k] + eC[k] - th[i]))
+                    for i in range(0, k)
+                )
+            )
         for k in range(ks, n):
-            t -= l[k] * sum(M(i + 1, k) * l[i] * (thdd[i] * cos(th[k] - th[i]) + thd[i] ** 2 * sin(th[k] - th[i]))
-                            for i in range(0, k))
+            t -= l[k] * sum(
+                M(i + 1, k) * l[i] * (thdd[i] * cos(th[k] - th[i]) + thd[i] ** 2 * sin(th[k] - th[i]))
+                for i in range(0, k)
+            )
         for k in range(ks, n + 1):
             t += IJ[k] * thdd[k]
         for k in range(ks, n):
-            t -= l[k] * sum(m[i] * lC[i] * (thdd[i] * cos(th[k] - th[i] - eC[i]) + thd[i] ** 2 * sin(th[k] - th[i] - eC[i]))
-                            for i in range(1, k + 1))
+            t -= l[k] * sum(
+                m[i] * lC[i] * (thdd[i] * cos(th[k] - th[i] - eC[i]) + thd[i] ** 2 * sin(th[k] - th[i] - eC[i]))
+                for i in range(1, k + 1)
+            )
         tau[ks - 1] = t
     return tau
 
@@ -273,8 +304,10 @@ def _eq5_pieces(s, i):
     phi = th + s["com_angles"][i]
     uc = np.array([np.cos(phi), np.sin(phi)])
     w, wc = np.array([-u[1], u[0]]), np.array([-uc[1], uc[0]])
-    return (thdd * s["lengths"][i] * w - thd**2 * s["lengths"][i] * u,
-            thdd * s["com_distances"][i] * wc - thd**2 * s["com_distances"][i] * uc)
+    return (
+        thdd * s["lengths"][i] * w - thd**2 * s["lengths"][i] * u,
+        thdd * s["com_distances"][i] * wc - thd**2 * s["com_distances"][i] * uc,
+    )
 
 
 def eq9_literal(p, theta, theta_dot, theta_ddot, link_R, FM):
@@ -361,6 +394,7 @@ def run_random_case(seed, n, n_muscles, n_contacts, batch):
     """Every check on ``batch`` random frames of a random chain; returns the worst error per check."""
     pytest.importorskip("pinocchio")
     from tests import pinocchio_ref as ref
+
     rng = np.random.default_rng(seed)
     chain = random_chain(rng, n)
     muscles = random_muscles(rng, n, n_muscles)
@@ -370,8 +404,9 @@ def run_random_case(seed, n, n_muscles, n_contacts, batch):
     p = params(chain)
     ext = [np_external(p, th[f], muscles, T[f], contacts, R[f]) for f in range(batch)]
     ext_f, ext_m = np.stack([e[0] for e in ext]), np.stack([e[1] for e in ext])
-    out = {k: np.asarray(v) for k, v in
-           _everything(chain, muscles, contacts, th, thd, thdd, T, R, (ext_f, ext_m)).items()}
+    out = {
+        k: np.asarray(v) for k, v in _everything(chain, muscles, contacts, th, thd, thdd, T, R, (ext_f, ext_m)).items()
+    }
     model = ref.build_pinocchio_model(chain.to_tree().to_dict())
     worst = {}
 
@@ -431,8 +466,9 @@ def test_closed_form_random_sweep(n):
     pytest.importorskip("pinocchio")
     for seed in range(2):
         rng = np.random.default_rng(1000 * n + seed)
-        worst = run_random_case(1000 * n + seed, n, int(rng.integers(1, 3 * n + 2)),
-                                int(rng.integers(1, 2 * n + 2)), batch=6)
+        worst = run_random_case(
+            1000 * n + seed, n, int(rng.integers(1, 3 * n + 2)), int(rng.integers(1, 2 * n + 2)), batch=6
+        )
         assert max(worst.values()) <= RTOL
 
 
@@ -454,14 +490,21 @@ def appendix_two_link(s, th, thd, thdd, R):
     thdd1, thdd2 = thdd
     (lR1, eR1, gR1, R1), (lR2, eR2, gR2, R2) = R[1], R[2]
     cos, sin = np.cos, np.sin
-    tau2 = (m2 * g * lC2 * cos(th2 + eC2) - R2 * lR2 * sin(gR2 - eR2)
-            + m2 * lC2 * l1 * (thdd1 * cos(th2 + eC2 - th1) + thd1**2 * sin(th2 + eC2 - th1)) + IJ2 * thdd2)
-    tau1 = ((m1 * g * lC1 * cos(th1 + eC1) - R1 * lR1 * sin(gR1 - eR1))
-            + (m2 * g * lC2 * cos(th2 + eC2) - R2 * lR2 * sin(gR2 - eR2))
-            + (m2 * g * l1 * cos(th1) - R2 * l1 * sin(gR2 + th2 - th1))
-            + m2 * lC2 * l1 * (thdd1 * cos(th2 + eC2 - th1) + thd1**2 * sin(th2 + eC2 - th1))
-            + (IJ1 + m2 * l1**2) * thdd1 + IJ2 * thdd2
-            + l1 * m2 * lC2 * (thdd2 * cos(th2 + eC2 - th1) - thd2**2 * sin(th2 + eC2 - th1)))
+    tau2 = (
+        m2 * g * lC2 * cos(th2 + eC2)
+        - R2 * lR2 * sin(gR2 - eR2)
+        + m2 * lC2 * l1 * (thdd1 * cos(th2 + eC2 - th1) + thd1**2 * sin(th2 + eC2 - th1))
+        + IJ2 * thdd2
+    )
+    tau1 = (
+        (m1 * g * lC1 * cos(th1 + eC1) - R1 * lR1 * sin(gR1 - eR1))
+        + (m2 * g * lC2 * cos(th2 + eC2) - R2 * lR2 * sin(gR2 - eR2))
+        + (m2 * g * l1 * cos(th1) - R2 * l1 * sin(gR2 + th2 - th1))
+        + m2 * lC2 * l1 * (thdd1 * cos(th2 + eC2 - th1) + thd1**2 * sin(th2 + eC2 - th1))
+        + (IJ1 + m2 * l1**2) * thdd1
+        + IJ2 * thdd2
+        + l1 * m2 * lC2 * (thdd2 * cos(th2 + eC2 - th1) - thd2**2 * sin(th2 + eC2 - th1))
+    )
     return np.array([tau1, tau2])
 
 
@@ -484,24 +527,38 @@ def appendix_three_link(s, th, thd, thdd, R):
         return ll[i] * (thddt[i] * cos(th3 + eC[3] - tht[i]) + thdt[i] ** 2 * sin(th3 + eC[3] - tht[i]))
 
     tau3 = own(3) + m[3] * lC[3] * (b3(1) + b3(2)) + IJ[3] * thdd3
-    tau2 = (own(2) + own(3)
-            + (m[3] * g * l2 * cos(th2) - Rm[3] * l2 * sin(gR[3] + th3 - th2))
-            + m[2] * lC[2] * l1 * (thdd1 * cos(th2 + eC[2] - th1) + thd1**2 * sin(th2 + eC[2] - th1))
-            + m[3] * lC[3] * (b3(1) + b3(2))
-            + l2 * m[3] * l1 * (thdd1 * cos(th2 - th1) + thd1**2 * sin(th2 - th1))
-            + (IJ[2] + m[3] * l2**2) * thdd2 + IJ[3] * thdd3
-            + l2 * m[3] * lC[3] * (thdd3 * cos(th3 + eC[3] - th2) - thd3**2 * sin(th3 + eC[3] - th2)))
-    tau1 = (own(1) + own(2) + own(3)
-            + sum(m[i] * g * l1 * cos(th1) - Rm[i] * l1 * sin(gR[i] + tht[i] - th1) for i in (2, 3))
-            + m[3] * g * l2 * cos(th2) - Rm[3] * l2 * sin(gR[3] + th3 - th2)
-            + m[2] * lC[2] * l1 * (thdd1 * cos(th2 + eC[2] - th1) + thd1**2 * sin(th2 + eC[2] - th1))
-            + m[3] * lC[3] * (b3(1) + b3(2))
-            + l2 * m[3] * l1 * (thdd1 * cos(th2 - th1) + thd1**2 * sin(th2 - th1))
-            + (IJ[1] + (m[2] + m[3]) * l1**2) * thdd1 + (IJ[2] + m[3] * l2**2) * thdd2 + IJ[3] * thdd3
-            + l1 * m[3] * l2 * (thdd2 * cos(th2 - th1) - thd2**2 * sin(th2 - th1))
-            + l1 * sum(m[i] * lC[i] * (thddt[i] * cos(tht[i] + eC[i] - th1) - thdt[i] ** 2 * sin(tht[i] + eC[i] - th1))
-                       for i in (2, 3))
-            + l2 * m[3] * lC[3] * (thdd3 * cos(th3 + eC[3] - th2) - thd3**2 * sin(th3 + eC[3] - th2)))
+    tau2 = (
+        own(2)
+        + own(3)
+        + (m[3] * g * l2 * cos(th2) - Rm[3] * l2 * sin(gR[3] + th3 - th2))
+        + m[2] * lC[2] * l1 * (thdd1 * cos(th2 + eC[2] - th1) + thd1**2 * sin(th2 + eC[2] - th1))
+        + m[3] * lC[3] * (b3(1) + b3(2))
+        + l2 * m[3] * l1 * (thdd1 * cos(th2 - th1) + thd1**2 * sin(th2 - th1))
+        + (IJ[2] + m[3] * l2**2) * thdd2
+        + IJ[3] * thdd3
+        + l2 * m[3] * lC[3] * (thdd3 * cos(th3 + eC[3] - th2) - thd3**2 * sin(th3 + eC[3] - th2))
+    )
+    tau1 = (
+        own(1)
+        + own(2)
+        + own(3)
+        + sum(m[i] * g * l1 * cos(th1) - Rm[i] * l1 * sin(gR[i] + tht[i] - th1) for i in (2, 3))
+        + m[3] * g * l2 * cos(th2)
+        - Rm[3] * l2 * sin(gR[3] + th3 - th2)
+        + m[2] * lC[2] * l1 * (thdd1 * cos(th2 + eC[2] - th1) + thd1**2 * sin(th2 + eC[2] - th1))
+        + m[3] * lC[3] * (b3(1) + b3(2))
+        + l2 * m[3] * l1 * (thdd1 * cos(th2 - th1) + thd1**2 * sin(th2 - th1))
+        + (IJ[1] + (m[2] + m[3]) * l1**2) * thdd1
+        + (IJ[2] + m[3] * l2**2) * thdd2
+        + IJ[3] * thdd3
+        + l1 * m[3] * l2 * (thdd2 * cos(th2 - th1) - thd2**2 * sin(th2 - th1))
+        + l1
+        * sum(
+            m[i] * lC[i] * (thddt[i] * cos(tht[i] + eC[i] - th1) - thdt[i] ** 2 * sin(tht[i] + eC[i] - th1))
+            for i in (2, 3)
+        )
+        + l2 * m[3] * lC[3] * (thdd3 * cos(th3 + eC[3] - th2) - thd3**2 * sin(th3 + eC[3] - th2))
+    )
     return np.array([tau1, tau2, tau3])
 
 
@@ -514,20 +571,28 @@ def zatsiorsky_joint_space(s, alpha, alpha_d, alpha_dd):
     ad1, ad2 = alpha_d
     add1, add2 = alpha_dd
     h = m2 * l1 * r2
-    tau1 = ((I1 + I2 + m2 * l1**2 + 2 * h * np.cos(a2)) * add1 + (I2 + h * np.cos(a2)) * add2
-            - h * np.sin(a2) * (2 * ad1 * ad2 + ad2**2)
-            + (m1 * r1 + m2 * l1) * g * np.cos(a1) + m2 * r2 * g * np.cos(a1 + a2))
-    tau2 = (I2 * (add1 + add2) + h * (np.cos(a2) * add1 + np.sin(a2) * ad1**2)
-            + m2 * r2 * g * np.cos(a1 + a2))
+    tau1 = (
+        (I1 + I2 + m2 * l1**2 + 2 * h * np.cos(a2)) * add1
+        + (I2 + h * np.cos(a2)) * add2
+        - h * np.sin(a2) * (2 * ad1 * ad2 + ad2**2)
+        + (m1 * r1 + m2 * l1) * g * np.cos(a1)
+        + m2 * r2 * g * np.cos(a1 + a2)
+    )
+    tau2 = I2 * (add1 + add2) + h * (np.cos(a2) * add1 + np.sin(a2) * ad1**2) + m2 * r2 * g * np.cos(a1 + a2)
     return np.array([tau1, tau2])
 
 
 def _symbols(chain):
     p = params(chain)
     one = lambda x: np.concatenate([[np.nan], x])  # noqa: E731  1-based; the base entry is unused
-    return {"l": one(p["lengths"]), "lC": one(p["com_distances"]), "eC": one(p["com_angles"]),
-            "m": one(p["masses"]), "IJ": one(p["inertias"] + p["masses"] * p["com_distances"] ** 2),
-            "g": float(p["gravity"])}
+    return {
+        "l": one(p["lengths"]),
+        "lC": one(p["com_distances"]),
+        "eC": one(p["com_angles"]),
+        "m": one(p["masses"]),
+        "IJ": one(p["inertias"] + p["masses"] * p["com_distances"] ** 2),
+        "g": float(p["gravity"]),
+    }
 
 
 _torques = jax.jit(jax.vmap(chain_torques, in_axes=(None, 0, 0, 0, None, 0)))
@@ -538,8 +603,12 @@ def test_appendix_a_non_slender_with_contacts(n):
     """Appendix A as printed (generic ε_C, one contact per link with its l_R, ε_R, γ_R, R) = eq. 23."""
     rng = np.random.default_rng(7 + n)
     chain = random_chain(rng, n)
-    lR, eR, gR, Rmag = (rng.uniform(0.05, 0.5, n), rng.uniform(-1, 1, n), rng.uniform(-np.pi, np.pi, n),
-                        rng.uniform(0, 80, n))
+    lR, eR, gR, Rmag = (
+        rng.uniform(0.05, 0.5, n),
+        rng.uniform(-1, 1, n),
+        rng.uniform(-np.pi, np.pi, n),
+        rng.uniform(0, 80, n),
+    )
     contacts = ResistancePoints(chain, list(range(n)), np.stack([lR * np.cos(eR), lR * np.sin(eR)], -1))
     th, thd, thdd, _, _ = random_frames(rng, n, 0, 0, 4)
     angle = th + gR  # γ_R is measured from û_i: the world direction moves with the link
@@ -601,8 +670,14 @@ def test_vmap_over_frames_and_chains():
     each against the literal equations frame by frame / chain by chain."""
     rng, chain, muscles, contacts = _small_case()
     th, thd, thdd, T, R = random_frames(rng, chain.n, muscles.count, contacts.count, 64)
-    batched = jax.jit(jax.vmap(lambda a, b, c, t, r: (chain_reactions(chain, a, b, c, muscles, t, contacts, r),
-                                                      chain_torques(chain, a, b, c, contacts, r))))
+    batched = jax.jit(
+        jax.vmap(
+            lambda a, b, c, t, r: (
+                chain_reactions(chain, a, b, c, muscles, t, contacts, r),
+                chain_torques(chain, a, b, c, contacts, r),
+            )
+        )
+    )
     phi, tau = batched(th, thd, thdd, T, R)
     assert phi.shape == (64, chain.n, 2) and tau.shape == (64, chain.n)
     for f in (0, 17, 63):
@@ -631,8 +706,14 @@ def test_gradients_match_finite_differences():
         phi = chain_reactions(ch, x["theta"], x["theta_dot"], thdd, muscles, x["T"], contacts, x["R"])
         return jnp.dot(wt, tau) + jnp.sum(wp * phi)
 
-    x0 = {"masses": chain.masses, "com_angles": chain.com_angles, "theta": jnp.asarray(th),
-          "theta_dot": jnp.asarray(thd), "T": jnp.asarray(T), "R": jnp.asarray(R)}
+    x0 = {
+        "masses": chain.masses,
+        "com_angles": chain.com_angles,
+        "theta": jnp.asarray(th),
+        "theta_dot": jnp.asarray(thd),
+        "T": jnp.asarray(T),
+        "R": jnp.asarray(R),
+    }
     value_and_grad = jax.jit(jax.value_and_grad(loss))  # one compile for both
     grad = value_and_grad(x0)[1]
     f = lambda x: value_and_grad(x)[0]  # noqa: E731
@@ -644,8 +725,10 @@ def test_gradients_match_finite_differences():
             plus, minus = flat.copy(), flat.copy()
             plus[j] += h
             minus[j] -= h
-            fd[j] = (float(f({**x0, key: jnp.asarray(plus.reshape(np.shape(value)))}))
-                     - float(f({**x0, key: jnp.asarray(minus.reshape(np.shape(value)))}))) / (2 * h)
+            fd[j] = (
+                float(f({**x0, key: jnp.asarray(plus.reshape(np.shape(value)))}))
+                - float(f({**x0, key: jnp.asarray(minus.reshape(np.shape(value)))}))
+            ) / (2 * h)
         assert_close(np.asarray(grad[key]).ravel(), fd, f"d loss / d {key}", rtol=1e-7)
 
 
@@ -655,8 +738,10 @@ def test_float32_close_to_float64():
 
     @jax.jit
     def both(chain, muscles, contacts, th, thd, thdd, T, R):
-        return (chain_reactions(chain, th, thd, thdd, muscles, T, contacts, R),
-                chain_torques(chain, th, thd, thdd, contacts, R))
+        return (
+            chain_reactions(chain, th, thd, thdd, muscles, T, contacts, R),
+            chain_torques(chain, th, thd, thdd, contacts, R),
+        )
 
     args64 = (chain, muscles, contacts, th, thd, thdd, T, R)
     phi32, tau32 = both(*jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float32), args64))

@@ -33,8 +33,11 @@ WEIGHT_IN_HAND = du.Weights(ratios=jnp.array([0.75]), masses=jnp.array([LOAD]), 
 MUSCLES = du.du_muscles(jnp.float64)
 # Du's pair plus a brachialis-like muscle (upper arm at half length → forearm 0.07 from the elbow)
 MUSCLES3 = du.ArmMuscles(
-    distal_ratios=jnp.array([0.9, 1.1, 0.93]), proximal_ratios=jnp.array([1.0, 1.0, 0.5]),
-    distal_segments=(1, 1, 1), proximal_segments=(0, 0, 0), names=("biceps", "triceps", "brachialis"),
+    distal_ratios=jnp.array([0.9, 1.1, 0.93]),
+    proximal_ratios=jnp.array([1.0, 1.0, 0.5]),
+    distal_segments=(1, 1, 1),
+    proximal_segments=(0, 0, 0),
+    names=("biceps", "triceps", "brachialis"),
 )
 
 
@@ -163,8 +166,11 @@ def test_muscle_paths_route_equals_du_ratio_formulas_on_random_poses():
     crossing two joints (hand → upper arm)."""
     rng = np.random.default_rng(16)
     cross_two = du.ArmMuscles(
-        distal_ratios=jnp.array([0.3, 0.8]), proximal_ratios=jnp.array([0.4, 0.6]),
-        distal_segments=(2, 2), proximal_segments=(0, 1), names=("long", "short"),
+        distal_ratios=jnp.array([0.3, 0.8]),
+        proximal_ratios=jnp.array([0.4, 0.6]),
+        distal_segments=(2, 2),
+        proximal_segments=(0, 1),
+        names=("long", "short"),
     )
     for arm, muscles in ((ARM2, MUSCLES), (ARM2, MUSCLES3), (ARM3, MUSCLES), (ARM3, MUSCLES3), (ARM3, cross_two)):
         for _ in range(1):  # one random pose per arrangement (each builds and compiles a new tree)
@@ -176,16 +182,20 @@ def test_muscle_paths_route_equals_du_ratio_formulas_on_random_poses():
                 ref = ratio_formulas(arm.parents, root, ends, muscles, tensions, joint)
                 for a, b in zip(got, ref[:3]):
                     np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
-                np.testing.assert_allclose(du.muscle_moment_arms(arm, root, ends, muscles, joint), ref[3],
-                                           rtol=0, atol=1e-12)
+                np.testing.assert_allclose(
+                    du.muscle_moment_arms(arm, root, ends, muscles, joint), ref[3], rtol=0, atol=1e-12
+                )
             f, m = du.muscle_wrenches(arm, root, ends, muscles, tensions)
             np.testing.assert_allclose(f, ref[4], rtol=0, atol=1e-12 * tensions.max())
             np.testing.assert_allclose(m, ref[5], rtol=0, atol=1e-12 * tensions.max())
             # the public MusclePaths with the public tree: the core's lengths are |p_p − p_d|
             paths = du.muscle_paths(arm, root, ends, muscles)
             tree = du.arm_tree(arm, root, ends)
-            np.testing.assert_allclose(jb.muscles.geometry.lengths(paths, tree, jnp.zeros(arm.n)),
-                                       np.linalg.norm(ref[1] - ref[0], axis=1), rtol=1e-13)
+            np.testing.assert_allclose(
+                jb.muscles.geometry.lengths(paths, tree, jnp.zeros(arm.n)),
+                np.linalg.norm(ref[1] - ref[0], axis=1),
+                rtol=1e-13,
+            )
 
 
 def test_eq5_as_printed_omits_the_proximal_half():
@@ -213,8 +223,9 @@ def test_eq5_as_printed_omits_the_proximal_half():
     # eq. 5 as printed, term by term: [u μ ; (1 − r_d) d_{n_d} × u μ] on the distal segment
     lever = (1.0 - np.asarray(MUSCLES3.distal_ratios))[:, None] * (ends[kd] - starts[kd])
     np.testing.assert_allclose(printed[0][1], np.sum(tensions[:, None] * u, axis=0), atol=1e-12 * tensions.max())
-    np.testing.assert_allclose(printed[1][1], np.sum(np.cross(lever, tensions[:, None] * u), axis=0),
-                               atol=1e-12 * tensions.max())
+    np.testing.assert_allclose(
+        printed[1][1], np.sum(np.cross(lever, tensions[:, None] * u), axis=0), atol=1e-12 * tensions.max()
+    )
     # Du's biceps on the planar arm: same tension, same elbow wrench; the shoulder force differs by
     # the pull μ u — as printed it is an external pull on the forearm that the shoulder no longer
     # has to supply (its proximal end sits on the shoulder centre: no moment there)
@@ -309,8 +320,13 @@ def test_tension_edge_cases():
     sol = du.muscle_tensions(ARM2, ORIGIN, bent, MUSCLES3, jnp.zeros(3), 1)
     assert bool(sol.feasible) and np.all(np.asarray(sol.tensions) == 0)
     # only the biceps given and a moment it cannot produce → infeasible
-    biceps = du.ArmMuscles(distal_ratios=jnp.array([0.9]), proximal_ratios=jnp.array([1.0]),
-                           distal_segments=(1,), proximal_segments=(0,), names=("biceps",))
+    biceps = du.ArmMuscles(
+        distal_ratios=jnp.array([0.9]),
+        proximal_ratios=jnp.array([1.0]),
+        distal_segments=(1,),
+        proximal_segments=(0,),
+        names=("biceps",),
+    )
     sol = du.muscle_tensions(ARM2, ORIGIN, bent, biceps, jnp.array([0.0, 3.0, 0.0]), 1)
     assert not bool(sol.feasible) and float(sol.tensions[0]) == 0
     with pytest.raises(ValueError, match="joint"):
@@ -352,13 +368,17 @@ def test_hand_tree_by_hierarchy_level_matches_du_recursion():
 def test_branching_tree_two_fingers_by_level():
     """Du Fig. 3.3.1 (right): two 'fingers' on the hand; several weights on several segments."""
     arm = du.Arm(
-        lengths=jnp.array([L1, L2, L3, 0.05, 0.04]), masses=jnp.array([M_U, M_F, M_H, 0.02, 0.015]),
-        com_ratios=jnp.array([C_U, C_F, C_H, 0.5, 0.5]), gyration_ratios=jnp.tile(jnp.array([0.3, 0.2]), (5, 1)),
-        gravity=jnp.array([0.0, 0.0, -G]), names=("upper_arm", "forearm", "hand", "finger_a", "finger_b"),
+        lengths=jnp.array([L1, L2, L3, 0.05, 0.04]),
+        masses=jnp.array([M_U, M_F, M_H, 0.02, 0.015]),
+        com_ratios=jnp.array([C_U, C_F, C_H, 0.5, 0.5]),
+        gyration_ratios=jnp.tile(jnp.array([0.3, 0.2]), (5, 1)),
+        gravity=jnp.array([0.0, 0.0, -G]),
+        names=("upper_arm", "forearm", "hand", "finger_a", "finger_b"),
         parents=(-1, 0, 1, 2, 2),
     )
-    ends = np.array([[0.05, 0.02, -0.28], [0.3, 0.05, -0.25], [0.38, 0.06, -0.22],
-                     [0.42, 0.08, -0.21], [0.41, 0.03, -0.23]])
+    ends = np.array(
+        [[0.05, 0.02, -0.28], [0.3, 0.05, -0.25], [0.38, 0.06, -0.22], [0.42, 0.08, -0.21], [0.41, 0.03, -0.23]]
+    )
     weights = du.Weights(ratios=jnp.array([0.75, 1.0, 0.3]), masses=jnp.array([2.0, 0.5, 1.0]), segments=(2, 3, 1))
     st = du.arm_statics(arm, ORIGIN, ends, weights)
     assert jax.eval_shape(du.arm_tree, arm, ORIGIN, ends).levels == ((0,), (1,), (2,), (3, 4))
@@ -400,8 +420,9 @@ def test_tree_geometry_and_model_validation():
         np.testing.assert_allclose(tree.inertias[i], I, atol=1e-15)
     again = jb.SegmentTree.from_dict(tree.to_dict(), dtype=jnp.float64)
     z = jnp.zeros(3)
-    np.testing.assert_allclose(jb.segment_wrenches(again, z, z, z)[1], jb.segment_wrenches(tree, z, z, z)[1],
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        jb.segment_wrenches(again, z, z, z)[1], jb.segment_wrenches(tree, z, z, z)[1], atol=1e-12
+    )
     pd, pp, u = du.muscle_points(ARM3, ORIGIN, ends, MUSCLES)
     np.testing.assert_allclose(pd, starts[1] + np.array([[0.1], [-0.1]]) * (ends[1] - starts[1]), atol=1e-15)
     np.testing.assert_allclose(pp, np.zeros((2, 3)), atol=1e-15)
@@ -549,8 +570,9 @@ def test_elbow_hand_parallel_to_circle_plane_follows_du_coplanar_rule():
         psi = rng.choice([-1, 1]) * rng.uniform(0.2, 0.9) * np.arctan(rho / np.linalg.norm(W - centre))
         m = np.cos(psi) * np.cross(n, h) + np.sin(psi) * n
         hz = np.cross(m, h) * rng.uniform(0.5, 2.0) + rng.normal() * h  # any length, any ĥ part
-        g = np.linalg.det(np.stack([W - point(t), np.broadcast_to(hx, (len(t), 3)),
-                                    np.broadcast_to(hz, (len(t), 3))], axis=1))
+        g = np.linalg.det(
+            np.stack([W - point(t), np.broadcast_to(hx, (len(t), 3)), np.broadcast_to(hz, (len(t), 3))], axis=1)
+        )
         flips = np.nonzero(np.sign(g[:-1]) != np.sign(g[1:]))[0]
         assert len(flips) == 2
         det = lambda tt: np.linalg.det(np.stack([W - point(tt), hx, hz]))  # noqa: E731
@@ -598,8 +620,11 @@ def test_elbow_at_angle_theta_zero_is_lowest_and_turns_right_handed():
     th = 0.8
     s1 = du.elbow_at_angle(ORIGIN, hand, L1, L2, th)
     rot = Rotation.from_rotvec(th * np.asarray(s0.axis))
-    np.testing.assert_allclose(np.asarray(s1.elbow) - np.asarray(s1.center),
-                               rot.apply(np.asarray(s0.elbow) - np.asarray(s0.center)), atol=1e-14)
+    np.testing.assert_allclose(
+        np.asarray(s1.elbow) - np.asarray(s1.center),
+        rot.apply(np.asarray(s0.elbow) - np.asarray(s0.center)),
+        atol=1e-14,
+    )
     # the law of cosines of §3.1: cos(elbow angle) between d1 and d2
     E = np.asarray(s1.elbow)
     cos_t = (hand @ hand - L1**2 - L2**2) / (2 * L1 * L2)
@@ -612,8 +637,9 @@ def test_elbow_at_angle_theta_zero_is_lowest_and_turns_right_handed():
 def test_vmap_over_wrist_positions():
     hx, hz = jnp.array([0.2, 0.1, -1.0]), jnp.array([1.0, 0.0, 0.0])
     n = np.array([0.6, 0.0, -0.8])
-    wrists = np.array([[0.0, 0.3, -0.6], [0.0, 0.005, 0.0], (L1 + L2) * n, [0.2, 0.1, -0.3],
-                       [0.1, -0.2, -0.25], [-0.3, 0.1, 0.1]])
+    wrists = np.array(
+        [[0.0, 0.3, -0.6], [0.0, 0.005, 0.0], (L1 + L2) * n, [0.2, 0.1, -0.3], [0.1, -0.2, -0.25], [-0.3, 0.1, 0.1]]
+    )
     f = jax.jit(jax.vmap(du.elbow_position, in_axes=(None, 0, None, None, None, None)))
     out = f(jnp.zeros(3), jnp.asarray(wrists), L1, L2, hx, hz)
     C = du.ElbowCase
@@ -635,8 +661,10 @@ def test_elbow_gradient_matches_finite_differences():
     assert int(du.elbow_position(ORIGIN, p0[:3], L1, L2, p0[5:8], hz).case) == du.ElbowCase.CIRCLE
     J = np.asarray(jax.jit(jax.jacfwd(elbow))(p0))
     eps = 1e-6
-    fd = np.stack([(np.asarray(elbow(p0.at[i].add(eps))) - np.asarray(elbow(p0.at[i].add(-eps)))) / (2 * eps)
-                   for i in range(8)], axis=1)
+    fd = np.stack(
+        [(np.asarray(elbow(p0.at[i].add(eps))) - np.asarray(elbow(p0.at[i].add(-eps)))) / (2 * eps) for i in range(8)],
+        axis=1,
+    )
     np.testing.assert_allclose(J, fd, rtol=1e-6, atol=1e-8)
     assert np.abs(J).max() > 0.1  # not trivially zero
 
@@ -685,14 +713,25 @@ def test_bad_input_raises():
         du.weight_wrenches(ARM2, ORIGIN, planar_pose(), WEIGHT_IN_HAND)
     # bad models
     with pytest.raises(ValueError, match="lengths"):
-        du.Arm(lengths=jnp.array([-0.3, 0.27]), masses=jnp.array([2.0, 1.0]), com_ratios=jnp.array([0.5, 0.5]),
-               gyration_ratios=jnp.full((2, 2), 0.3), gravity=jnp.array([0.0, 0.0, -G]),
-               names=("a", "b"), parents=(-1, 0))
+        du.Arm(
+            lengths=jnp.array([-0.3, 0.27]),
+            masses=jnp.array([2.0, 1.0]),
+            com_ratios=jnp.array([0.5, 0.5]),
+            gyration_ratios=jnp.full((2, 2), 0.3),
+            gravity=jnp.array([0.0, 0.0, -G]),
+            names=("a", "b"),
+            parents=(-1, 0),
+        )
     with pytest.raises(ValueError, match="masses"):
         du.Weights(ratios=jnp.array([0.5]), masses=jnp.array([-1.0]), segments=(1,))
     with pytest.raises(ValueError, match="distal and proximal"):
-        du.ArmMuscles(distal_ratios=jnp.array([0.9]), proximal_ratios=jnp.array([1.0]),
-                      distal_segments=(1,), proximal_segments=(1,), names=("m",))
+        du.ArmMuscles(
+            distal_ratios=jnp.array([0.9]),
+            proximal_ratios=jnp.array([1.0]),
+            distal_segments=(1,),
+            proximal_segments=(1,),
+            names=("m",),
+        )
     # inside jit the same checks raise at run time (equinox.error_if), never a silent NaN
     f = jax.jit(lambda w: du.elbow_position(jnp.zeros(3), w, L1, L2, jnp.asarray(hx)).elbow)
     with pytest.raises(Exception, match="finite"):

@@ -24,8 +24,15 @@ def initial_states(n, seed=0):
 def test_sincos_matches_numpy():
     rng = np.random.default_rng(0)
     k = np.arange(-200, 201)
-    x = np.concatenate([rng.uniform(-4, 4, 20_000), rng.uniform(-1e6, 1e6, 20_000), k * np.pi / 2,
-                        k * np.pi / 2 + 1e-9, [0.0, -0.0, 1e-300]])
+    x = np.concatenate(
+        [
+            rng.uniform(-4, 4, 20_000),
+            rng.uniform(-1e6, 1e6, 20_000),
+            k * np.pi / 2,
+            k * np.pi / 2 + 1e-9,
+            [0.0, -0.0, 1e-300],
+        ]
+    )
     s, c = jax.jit(dp.sincos)(jnp.asarray(x))
     assert np.max(np.abs(np.asarray(s) - np.sin(x))) < 3e-16
     assert np.max(np.abs(np.asarray(c) - np.cos(x))) < 3e-16
@@ -73,8 +80,16 @@ def runs():
 
     def ref_one(a, b):
         term = diffrax.ODETerm(lambda t, y, _: (y[1], dp.accelerations(PAR, *y)))
-        sol = diffrax.diffeqsolve(term, diffrax.Tsit5(), 0.0, 2.0, None, (a, b), max_steps=100_000,
-                                  stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-10))
+        sol = diffrax.diffeqsolve(
+            term,
+            diffrax.Tsit5(),
+            0.0,
+            2.0,
+            None,
+            (a, b),
+            max_steps=100_000,
+            stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-10),
+        )
         return sol.ys[0][-1], sol.ys[1][-1], sol.stats["num_steps"]
 
     ref = jax.jit(jax.vmap(ref_one))(th, om)
@@ -97,10 +112,18 @@ def test_simulate_batch_matches_existing_diffrax_path_and_scipy(runs):
     def f(t, y):
         th, w = y[:2], y[2:]
         d = th[0] - th[1]
-        M = np.array([[m1 * l1**2 / 3 + m2 * l1**2, m2 * l1 * l2 * np.cos(d) / 2],
-                      [m2 * l1 * l2 * np.cos(d) / 2, m2 * l2**2 / 3]])
-        rhs = np.array([-m2 * l1 * l2 * np.sin(d) * w[1] ** 2 / 2 - (m1 * l1 / 2 + m2 * l1) * g * np.sin(th[0]),
-                        m2 * l1 * l2 * np.sin(d) * w[0] ** 2 / 2 - m2 * g * l2 / 2 * np.sin(th[1])])
+        M = np.array(
+            [
+                [m1 * l1**2 / 3 + m2 * l1**2, m2 * l1 * l2 * np.cos(d) / 2],
+                [m2 * l1 * l2 * np.cos(d) / 2, m2 * l2**2 / 3],
+            ]
+        )
+        rhs = np.array(
+            [
+                -m2 * l1 * l2 * np.sin(d) * w[1] ** 2 / 2 - (m1 * l1 / 2 + m2 * l1) * g * np.sin(th[0]),
+                m2 * l1 * l2 * np.sin(d) * w[0] ** 2 / 2 - m2 * g * l2 / 2 * np.sin(th[1]),
+            ]
+        )
         return np.concatenate([w, np.linalg.solve(M, rhs)])
 
     for i in range(2):
@@ -152,11 +175,19 @@ def _pid_rhs(t, y):
     """The notebook's closed loop in numpy for scipy: y = (θ₁, θ₂, ω₁, ω₂, ∫(r − θ₂)dt)."""
     th, w, integral = y[:2], y[2:4], y[4]
     d = th[0] - th[1]
-    M = np.array([[M1_ * L1_**2 / 3 + M2_ * L1_**2, M2_ * L1_ * L2_ * np.cos(d) / 2],
-                  [M2_ * L1_ * L2_ * np.cos(d) / 2, M2_ * L2_**2 / 3]])
+    M = np.array(
+        [
+            [M1_ * L1_**2 / 3 + M2_ * L1_**2, M2_ * L1_ * L2_ * np.cos(d) / 2],
+            [M2_ * L1_ * L2_ * np.cos(d) / 2, M2_ * L2_**2 / 3],
+        ]
+    )
     m12 = 30 * (R_ - th[1]) - 2 * w[1] + 3 * integral
-    rhs = np.array([-M2_ * L1_ * L2_ * np.sin(d) * w[1] ** 2 / 2 - (M1_ * L1_ / 2 + M2_ * L1_) * G_ * np.sin(th[0]) - m12,
-                    M2_ * L1_ * L2_ * np.sin(d) * w[0] ** 2 / 2 - M2_ * G_ * L2_ / 2 * np.sin(th[1]) + m12])
+    rhs = np.array(
+        [
+            -M2_ * L1_ * L2_ * np.sin(d) * w[1] ** 2 / 2 - (M1_ * L1_ / 2 + M2_ * L1_) * G_ * np.sin(th[0]) - m12,
+            M2_ * L1_ * L2_ * np.sin(d) * w[0] ** 2 / 2 - M2_ * G_ * L2_ / 2 * np.sin(th[1]) + m12,
+        ]
+    )
     return np.concatenate([w, np.linalg.solve(M, rhs), [R_ - th[1]]])
 
 
@@ -221,7 +252,12 @@ def test_notebook_pid_euler_over_20_s():
         r2 = k * s * w1**2 - M2_ * G_ * L2_ / 2 * np.sin(a2) + m12
         B = k * c
         det = A * D - B * B
-        a1, a2, w1, w2 = a1 + dt * w1, a2 + dt * w2, w1 + dt * (D * r1 - B * r2) / det, w2 + dt * (A * r2 - B * r1) / det
+        a1, a2, w1, w2 = (
+            a1 + dt * w1,
+            a2 + dt * w2,
+            w1 + dt * (D * r1 - B * r2) / det,
+            w2 + dt * (A * r2 - B * r1) / det,
+        )
         if i % 100 == 0:
             out.append((a1, a2))
     np.testing.assert_allclose(th, np.array(out), atol=1e-10, rtol=0)

@@ -62,8 +62,16 @@ def test_resupply_rate_recovered_from_a_synthetic_200_m():
     truth = dict(f0=17.0, vmax=19.0, energy=650.0, recovery=0.15)
     d = np.arange(10.0, 201.0, 10.0)
     t = np.round(np.asarray(sprint.split_times(sprint.Sprinter(**truth), d, 0.15, n_steps=4000)), 2)
-    race = Race(name="synthetic_200", distances=d, times=t, reaction_time=0.15, wind=0.0, header={},
-                path="synthetic/200", lines=np.arange(3, 3 + len(d)))
+    race = Race(
+        name="synthetic_200",
+        distances=d,
+        times=t,
+        reaction_time=0.15,
+        wind=0.0,
+        header={},
+        path="synthetic/200",
+        lines=np.arange(3, 3 + len(d)),
+    )
     res = fit([race], names=sprint.FREE + ("recovery",), max_steps=200)
     want = np.array(list(truth.values()))
     err = np.abs(res.values[0] - want)

@@ -32,7 +32,11 @@ BAD = {
     "not a number": ("# reaction_time_s: 0.15\ndistance_m,time_s\n10,1.9\n20,abc\n", 4, "not a number"),
     "nan": ("# reaction_time_s: 0.15\ndistance_m,time_s\n10,1.9\n20,nan\n", 4, "NaN"),
     "distance repeated": ("# reaction_time_s: 0.15\ndistance_m,time_s\n10,1.9\n10,2.9\n", 4, "given twice"),
-    "distance not increasing": ("# reaction_time_s: 0.15\ndistance_m,time_s\n20,2.9\n10,1.9\n", 4, "distances must increase"),
+    "distance not increasing": (
+        "# reaction_time_s: 0.15\ndistance_m,time_s\n20,2.9\n10,1.9\n",
+        4,
+        "distances must increase",
+    ),
     "time not increasing": ("# reaction_time_s: 0.15\ndistance_m,time_s\n10,1.9\n20,1.8\n", 4, "times must increase"),
     "gun row not at 0 s": ("# reaction_time_s: 0.15\ndistance_m,time_s\n0,0.1\n10,1.9\n", 3, "gun"),
     "no reaction time": ("distance_m,time_s\n10,1.9\n20,2.9\n30,3.8\n", 0, "reaction_time_s"),
@@ -96,8 +100,13 @@ def test_module_entry_point_bad_input(tmp_path):
     """`python -m jaxbio.sprint` with a bad file: exit 2, one stderr line, no traceback."""
     p = tmp_path / "r.csv"
     p.write_text(BAD["nan"][0])
-    out = subprocess.run([sys.executable, "-m", "jaxbio.sprint", "--csv", str(p)], capture_output=True, text=True,
-                         env=dict(os.environ, JAXBIO_JAX_CACHE="0"), timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "jaxbio.sprint", "--csv", str(p)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, JAXBIO_JAX_CACHE="0"),
+        timeout=120,
+    )
     assert out.returncode == 2 and out.stderr.strip().count("\n") == 0 and f"{p}:4:" in out.stderr
 
 
@@ -168,7 +177,12 @@ def test_cli_fit_until_intervals_one_race(tmp_path, capsys, monkeypatch):
 
 @pytest.mark.slow
 def test_module_entry_point_full_run():
-    out = subprocess.run([sys.executable, "-m", "jaxbio.sprint", "--no-progress"], capture_output=True, text=True,
-                         env=dict(os.environ, JAXBIO_JAX_CACHE="0"), timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-m", "jaxbio.sprint", "--no-progress"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, JAXBIO_JAX_CACHE="0"),
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("_final") == 5

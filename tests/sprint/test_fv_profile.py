@@ -65,8 +65,9 @@ def test_model_profile_closed_form_without_fatigue_or_drag():
     RF_max = RF(f0 e^{−0.31 λ})."""
     with jax.enable_x64(True):
         f0, vmax, alpha = 10.0, 14.0, 0.2
-        m = sprint.Sprinter(f0=f0, vmax=vmax, rayleigh=alpha, hill_ratio=1e9, tau=1e-9, drag=1e-14,
-                            energy=1e14, activation_power=1e-9)
+        m = sprint.Sprinter(
+            f0=f0, vmax=vmax, rayleigh=alpha, hill_ratio=1e9, tau=1e-9, drag=1e-14, energy=1e14, activation_power=1e-9
+        )
         p = fv.model_profile(m, pressure=0.0)
     lam = f0 / vmax + alpha
     assert p.f0 == pytest.approx(f0, rel=1e-5)
@@ -121,10 +122,17 @@ def test_mean_split_speeds_against_the_integral_of_the_speed():
         fv.mean_split_speeds(d, s[:3], rt)
 
 
-@pytest.mark.parametrize("kw, match", [
-    (dict(mass=0.0), "mass"), (dict(mass=-80.0), "mass"), (dict(height=0.0), "height"),
-    (dict(height=float("nan")), "height"), (dict(temperature=-1.0), "temperature"), (dict(pressure=-1.0), "pressure"),
-])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        (dict(mass=0.0), "mass"),
+        (dict(mass=-80.0), "mass"),
+        (dict(height=0.0), "height"),
+        (dict(height=float("nan")), "height"),
+        (dict(temperature=-1.0), "temperature"),
+        (dict(pressure=-1.0), "pressure"),
+    ],
+)
 def test_bad_input(kw, match):
     with pytest.raises(ValueError, match=match):
         fv.split_time_profile(12.0, 1.2, **kw)
@@ -170,8 +178,9 @@ def test_predictive_samples_match_the_delta_method(bolt_fit, bolt_samples):
         base = res.model
 
         def times(theta):
-            return sprint.split_times(base.with_log(res.names, theta), r.distances, r.reaction_time, r.wind,
-                                      float(res.splits.duration[0]))
+            return sprint.split_times(
+                base.with_log(res.names, theta), r.distances, r.reaction_time, r.wind, float(res.splits.duration[0])
+            )
 
         J = np.asarray(jax.jacfwd(times)(jax.numpy.asarray(res.theta[0])))
     pred = smp["predicted"][0][:, : r.n]

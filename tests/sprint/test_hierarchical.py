@@ -33,7 +33,8 @@ def test_em_equal_noise_closed_form():
 
 def _marginal_nll(params, theta, info, k):
     mu, Lf = params[:k], params[k:]
-    L = np.zeros((k, k)); L[np.tril_indices(k)] = Lf
+    L = np.zeros((k, k))
+    L[np.tril_indices(k)] = Lf
     S = L @ L.T
     out = 0.0
     for t, A in zip(theta, info):
@@ -59,11 +60,14 @@ def test_em_reaches_the_marginal_likelihood_maximum():
     mean, cov, _ = H.fit_population(theta, info, form="full", strength=0.0, max_iter=20000, tol=1e-13)
     x0 = np.concatenate([theta.mean(0), np.linalg.cholesky(np.cov(theta.T))[np.tril_indices(k)]])
     ref = minimize(_marginal_nll, x0, args=(theta, info, k), method="BFGS", options=dict(gtol=1e-9, maxiter=5000))
-    L = np.zeros((k, k)); L[np.tril_indices(k)] = ref.x[k:]
+    L = np.zeros((k, k))
+    L[np.tril_indices(k)] = ref.x[k:]
     np.testing.assert_allclose(mean, ref.x[:k], atol=2e-5)
     np.testing.assert_allclose(cov, L @ L.T, atol=2e-5)
-    assert _marginal_nll(np.concatenate([mean, np.linalg.cholesky(cov)[np.tril_indices(k)]]), theta, info, k) \
+    assert (
+        _marginal_nll(np.concatenate([mean, np.linalg.cholesky(cov)[np.tril_indices(k)]]), theta, info, k)
         <= ref.fun + 1e-7
+    )
 
 
 def test_population_recovery_improves_with_more_races():
@@ -129,8 +133,11 @@ def test_predictive_sd_against_finite_differences(embedded):
     np.testing.assert_allclose(pop.predictive().cov, cov, rtol=1e-12)
     sp = res.splits.race(i)
 
-    one = jax.jit(lambda th: sprint.split_times(res.model.with_log(res.names, th), race.distances,
-                                                race.reaction_time, race.wind, sp.duration))
+    one = jax.jit(
+        lambda th: sprint.split_times(
+            res.model.with_log(res.names, th), race.distances, race.reaction_time, race.wind, sp.duration
+        )
+    )
 
     def times(th):
         return np.asarray(one(jnp.asarray(th)))
@@ -140,16 +147,16 @@ def test_predictive_sd_against_finite_differences(embedded):
     f = race.until(60.0)
     C = np.linalg.inv(J[f].T @ J[f] / pop.sigma**2 + np.linalg.inv(cov))
     sd = np.sqrt(np.einsum("lj,jm,lm->l", J, C, J) + pop.sigma**2)
-    np.testing.assert_allclose(fc.sd[i, :race.n], sd, rtol=1e-4)
-    np.testing.assert_allclose(fc.mean[i, :race.n], times(res.theta[i]), atol=1e-6)
+    np.testing.assert_allclose(fc.sd[i, : race.n], sd, rtol=1e-4)
+    np.testing.assert_allclose(fc.mean[i, : race.n], times(res.theta[i]), atol=1e-6)
     np.testing.assert_allclose(res.std[i], res.values[i] * np.sqrt(np.diag(C)), rtol=1e-4)
     v_pop = np.einsum("lj,jm,lm->l", J @ C, np.linalg.inv(cov), J @ C)  # the prior's share of J C Jᵀ
     v_noise = sd**2 - v_pop
     dof = (v_pop + v_noise) ** 2 / (v_pop**2 / pop.dof + v_noise**2 / pop.sigma_dof)
-    np.testing.assert_allclose(fc.dof[i, :race.n], dof, rtol=1e-3)
-    assert np.all((fc.dof[i, :race.n] > pop.dof - 1e-9) & (fc.dof[i, :race.n] < pop.dof + pop.sigma_dof))
+    np.testing.assert_allclose(fc.dof[i, : race.n], dof, rtol=1e-3)
+    assert np.all((fc.dof[i, : race.n] > pop.dof - 1e-9) & (fc.dof[i, : race.n] < pop.dof + pop.sigma_dof))
     for lv in (0.68, 0.95):
-        z = (fc.upper[lv] - fc.mean)[i, :race.n] / fc.sd[i, :race.n]
+        z = (fc.upper[lv] - fc.mean)[i, : race.n] / fc.sd[i, : race.n]
         np.testing.assert_allclose(z, student_t.ppf(0.5 + lv / 2, dof), rtol=1e-3)
 
 
@@ -222,6 +229,7 @@ def test_interval_coverage_on_synthetic_races(synthetic64):
 
 # ---- calibration: the predictive of a new race (issue #21, item 3) ----------------------------
 
+
 def test_mean_covariance_closed_form():
     """Equal races with precision ``A``: ``Var μ̂ = (Σ + A⁻¹)/R``; a race that sees nothing
     (``A = 0``) adds nothing to the mean's precision."""
@@ -231,8 +239,9 @@ def test_mean_covariance_closed_form():
     R = 4
     _, P, _ = H.posterior(np.zeros((R, 3)), np.repeat(A[None], R, 0), np.zeros(3), cov)
     np.testing.assert_allclose(H.mean_covariance(cov, P), (cov + np.linalg.inv(A)) / R, rtol=1e-10)
-    _, P5, _ = H.posterior(np.zeros((R + 1, 3)), np.concatenate([np.repeat(A[None], R, 0), np.zeros((1, 3, 3))]),
-                           np.zeros(3), cov)
+    _, P5, _ = H.posterior(
+        np.zeros((R + 1, 3)), np.concatenate([np.repeat(A[None], R, 0), np.zeros((1, 3, 3))]), np.zeros(3), cov
+    )
     np.testing.assert_allclose(H.mean_covariance(cov, P5), (cov + np.linalg.inv(A)) / R, rtol=1e-8)
 
 
@@ -258,9 +267,15 @@ def test_new_race_interval_exact_for_a_normal_sample():
     plug = {lv: [] for lv in H.Z}
     for _ in range(n):
         x = rng.standard_normal(R + 1)
-        ref = H.ReferenceFits(race_names=tuple(f"r{i}" for i in range(R)), names=("f0",), theta=x[:R, None],
-                              gauss_newton=np.full((R, 1, 1), 1e8), rss=np.zeros(R), n_splits=np.full(R, 10.0),
-                              converged=np.ones(R, bool))
+        ref = H.ReferenceFits(
+            race_names=tuple(f"r{i}" for i in range(R)),
+            names=("f0",),
+            theta=x[:R, None],
+            gauss_newton=np.full((R, 1, 1), 1e8),
+            rss=np.zeros(R),
+            n_splits=np.full(R, 10.0),
+            converged=np.ones(R, bool),
+        )
         pop = H.population(ref, sigma=1.0, strength=0.0)
         new = pop.predictive()
         assert pop.dof == R - 1

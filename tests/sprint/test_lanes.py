@@ -35,8 +35,9 @@ def test_lanes_equal_one_vmapped_loop_problem_by_problem(full_share, lane_price)
     ref = jax.jit(jax.vmap(lambda t0, a_: least_squares(_rosenbrock, t0, a_, max_steps=cap)))(starts, a)
     round_fn = jax.jit(jax.vmap(lambda st, a_, lim: lm_resume(_rosenbrock, st, a_, lim)))
     state = jax.vmap(lambda t0, a_: lm_init(_rosenbrock, t0, a_))(jnp.asarray(starts), jnp.asarray(a))
-    final = lm_lanes(round_fn, state, a, max_steps=cap, width=8, round_steps=3, full_share=full_share,
-                     lane_price=lane_price)
+    final = lm_lanes(
+        round_fn, state, a, max_steps=cap, width=8, round_steps=3, full_share=full_share, lane_price=lane_price
+    )
     got = jax.vmap(lm_result)(jax.tree_util.tree_map(jnp.asarray, final))
     theta, r, J, aux, ok, steps = (jax.tree_util.tree_map(np.asarray, x) for x in got)
     np.testing.assert_array_equal(steps, np.asarray(ref[5]))
@@ -92,7 +93,8 @@ def batch():
     truth = np.log([DEFAULTS[k] for k in FREE])[None] + rng.normal(0.0, 0.05, (n, len(FREE)))
     rt, wind = rng.uniform(0.12, 0.18, n), rng.uniform(-1.0, 1.5, n)
     times = jax.jit(jax.vmap(lambda th, r, w: sprint.split_times(base.with_log(FREE, th), D10, r, w, 14.0)))(
-        jnp.asarray(truth), jnp.asarray(rt), jnp.asarray(wind))
+        jnp.asarray(truth), jnp.asarray(rt), jnp.asarray(wind)
+    )
     times = np.round(np.asarray(times), 2)
     times[::4, 0] += 0.10
     times[1::4, -1] += 0.15

@@ -17,14 +17,19 @@ from jaxbio.sprint.fitting import N_STEPS, fit_problems, steps_for
 #: a sprinter whose reserve lasts a 200 m race (E ≈ 1000 J/kg, the 100 m fits' value, empties it
 #: before 200 m: the model then nearly stops, far slower than any 200 m runner)
 TRUTH = dict(f0=16.0, vmax=20.0, energy=1800.0)
-DISTANCES = {"200m_10m": np.arange(10.0, 201.0, 10.0), "200m_50m": np.array([50.0, 100.0, 150.0, 200.0]),
-             "100m": np.arange(10.0, 101.0, 10.0), "60m": np.arange(10.0, 61.0, 10.0)}
+DISTANCES = {
+    "200m_10m": np.arange(10.0, 201.0, 10.0),
+    "200m_50m": np.array([50.0, 100.0, 150.0, 200.0]),
+    "100m": np.arange(10.0, 101.0, 10.0),
+    "60m": np.arange(10.0, 61.0, 10.0),
+}
 
 
 def _race(name, d, rt=0.15):
     t = np.round(np.asarray(split_times(Sprinter(**TRUTH), d, rt, n_steps=2000)), 2)
-    return Race(name=name, distances=d, times=t, reaction_time=rt, wind=0.0, header={}, path=name,
-                lines=np.arange(len(d)))
+    return Race(
+        name=name, distances=d, times=t, reaction_time=rt, wind=0.0, header={}, path=name, lines=np.arange(len(d))
+    )
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +74,10 @@ def test_cli_fits_60_m_and_200_m_files(tmp_path, monkeypatch, capsys):
     for name in ("200m_50m", "60m"):
         r = _race(name, DISTANCES[name])
         p = tmp_path / f"{name}.csv"
-        p.write_text("# athlete: SYNTHETIC\n# reaction_time_s: 0.150\n# wind: 0\ndistance_m,time_s\n"
-                     + "".join(f"{a:g},{b:.2f}\n" for a, b in zip(r.distances, r.times)))
+        p.write_text(
+            "# athlete: SYNTHETIC\n# reaction_time_s: 0.150\n# wind: 0\ndistance_m,time_s\n"
+            + "".join(f"{a:g},{b:.2f}\n" for a, b in zip(r.distances, r.times))
+        )
         paths += ["--csv", str(p)]
     js = tmp_path / "out.json"
     monkeypatch.setenv("JAXBIO_JAX_CACHE", "0")

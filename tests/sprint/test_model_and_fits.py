@@ -52,8 +52,9 @@ def test_system_is_built_from_library_parts():
 def test_closed_form_without_fatigue_or_drag():
     """Linear force–velocity, step impulse, no fatigue, no drag: v = v∞(1 − e^{−λs}) exactly."""
     f0, vmax, alpha = 10.0, 14.0, 0.2
-    m = sprint.Sprinter(f0=f0, vmax=vmax, rayleigh=alpha, hill_ratio=1e9, tau=1e-9, drag=1e-14,
-                        energy=1e14, activation_power=1e-9)
+    m = sprint.Sprinter(
+        f0=f0, vmax=vmax, rayleigh=alpha, hill_ratio=1e9, tau=1e-9, drag=1e-14, energy=1e14, activation_power=1e-9
+    )
     lam = f0 / vmax + alpha
     vinf = f0 / lam
     s_exact = np.array([brentq(lambda s: vinf * (s - (1 - np.exp(-lam * s)) / lam) - d, 1e-6, 30) for d in D10])
@@ -63,6 +64,7 @@ def test_closed_form_without_fatigue_or_drag():
 
 def _numpy_rhs(p, wind):
     """The vector field written again in numpy, per unit mass, from the module docstring."""
+
     def rhs(s, y):
         q, v, e = y
         b = p["hill_ratio"] * p["vmax"]
@@ -73,6 +75,7 @@ def _numpy_rhs(p, wind):
         a = drive - p["rayleigh"] * v - p["drag"] * rel * abs(rel)
         use = (p["activation_power"] + drive * v) * e / (e + M.RESERVE_EPS)
         return [v, a, -use / p["energy"] + p["recovery"] * (1 - e)]
+
     return rhs
 
 
@@ -80,8 +83,7 @@ def _numpy_rhs(p, wind):
 def test_split_times_against_solve_ivp(wind):
     p = dict(M.DEFAULTS, f0=16.5, vmax=19.5, energy=900.0, tau=0.03)
     m = sprint.Sprinter(**p)
-    sol = solve_ivp(_numpy_rhs(p, wind), (0, 13), [0, 0, 1], method="DOP853", rtol=1e-11, atol=1e-12,
-                    dense_output=True)
+    sol = solve_ivp(_numpy_rhs(p, wind), (0, 13), [0, 0, 1], method="DOP853", rtol=1e-11, atol=1e-12, dense_output=True)
     ref = np.array([brentq(lambda s: sol.sol(s)[0] - d, 1e-3, 13) for d in D10]) + 0.146
     got = np.asarray(sprint.split_times(m, D10, 0.146, wind, 13.0))
     np.testing.assert_allclose(got, ref, atol=3e-5)  # 80 steps; 1000× below the data's 0.01 s
@@ -106,8 +108,10 @@ def _gradient_setup():
 
     h = 1e-5
     fj = jax.jit(f)
-    J_fd = np.stack([(np.asarray(fj(th0.at[j].add(h))) - np.asarray(fj(th0.at[j].add(-h)))) / (2 * h)
-                     for j in range(len(names))], axis=1)
+    J_fd = np.stack(
+        [(np.asarray(fj(th0.at[j].add(h))) - np.asarray(fj(th0.at[j].add(-h)))) / (2 * h) for j in range(len(names))],
+        axis=1,
+    )
     return f, th0, names, J_fd
 
 
@@ -132,7 +136,8 @@ def _synthetic(n_races, seed, rounded=True):
     rt = rng.uniform(0.12, 0.18, n_races)
     wind = rng.uniform(-1, 1.5, n_races)
     times = jax.jit(jax.vmap(lambda th, r, w: sprint.split_times(base.with_log(M.FREE, th), D10, r, w, 13.0)))(
-        jnp.asarray(truth), jnp.asarray(rt), jnp.asarray(wind))
+        jnp.asarray(truth), jnp.asarray(rt), jnp.asarray(wind)
+    )
     times = np.asarray(times)
     if rounded:
         times = np.round(times, 2)
@@ -162,7 +167,7 @@ def test_embedded_races_accuracy_and_uncertainty():
     assert np.all(res.rmse < fhk.rmse) and np.all(res.rmse < tib.rmse), (res.rmse, fhk.rmse, tib.rmse)
     assert np.all(np.isfinite(res.std)) and np.all(res.std > 0)
     assert np.all(res.std / res.values < 0.1)
-    for i, race in enumerate(RACES):
+    for i, _race in enumerate(RACES):
         p = res.profile_of(i)
         assert 11.0 < p.top_speed < 13.0 and 40 < p.top_speed_at < 90 and p.speed_lost > 0
 
@@ -178,8 +183,14 @@ def test_sprinter_fit_equals_scipy_least_squares():
     args = (M.Sprinter(), sp, jnp.zeros(k), jnp.zeros((k, k)))
     r = jax.jit(lambda th: _residuals(th, args, names=FREE, n_steps=N_STEPS)[0])
     J = jax.jit(jax.jacfwd(r))
-    ref = least_squares(lambda th: np.asarray(r(jnp.asarray(th))), default_starts(M.Sprinter())[0],
-                        jac=lambda th: np.asarray(J(jnp.asarray(th))), xtol=1e-15, ftol=1e-15, gtol=1e-15)
+    ref = least_squares(
+        lambda th: np.asarray(r(jnp.asarray(th))),
+        default_starts(M.Sprinter())[0],
+        jac=lambda th: np.asarray(J(jnp.asarray(th))),
+        xtol=1e-15,
+        ftol=1e-15,
+        gtol=1e-15,
+    )
     assert ref.success and res.converged[0]
     np.testing.assert_allclose(res.theta[0], ref.x, atol=1e-4)
     np.testing.assert_allclose(res.cost[0], ref.cost, rtol=1e-6)
@@ -239,8 +250,10 @@ def _tib_np(th, s):
     return A * (s - (1 - np.exp(-k * s)) / k) - c * s**2 / (2 * k), None
 
 
-@pytest.mark.parametrize("kind,motion,x0", [("fhk", _fhk_np, [np.log(12), np.log(1.2)]),
-                                             ("tibshirani", _tib_np, [np.log(10), np.log(0.05), np.log(0.8)])])
+@pytest.mark.parametrize(
+    "kind,motion,x0",
+    [("fhk", _fhk_np, [np.log(12), np.log(1.2)]), ("tibshirani", _tib_np, [np.log(10), np.log(0.05), np.log(0.8)])],
+)
 def test_baselines_against_scipy_least_squares(kind, motion, x0):
     race = sprint.load_race("powell_2007")  # a race where Tibshirani's c is clearly positive
     res = fit_baseline(kind, sprint.splits_from_races([race])).rows(1)

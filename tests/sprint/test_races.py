@@ -16,8 +16,13 @@ from jaxbio.cli._sprint import _load, add_parser
 
 #: the default collection: these five elite men's 100 m races, nothing else (adding a race here
 #: changes every number `jaxbio sprint` prints and the `--fit-until` population)
-DEFAULT = ["bolt_2008_beijing_og_final", "bolt_2009_berlin_wc_final", "gay_2007_osaka_final",
-           "powell_2007_osaka_final", "powell_2009_berlin_final"]
+DEFAULT = [
+    "bolt_2008_beijing_og_final",
+    "bolt_2009_berlin_wc_final",
+    "gay_2007_osaka_final",
+    "powell_2007_osaka_final",
+    "powell_2009_berlin_final",
+]
 
 #: segment times [s] as each source publishes them (typed from the source, not from the files):
 #: the files hold their running sums. Graubner & Nixdorf (2011) via the runrgetics script

@@ -69,6 +69,7 @@ def _stub_fit(calls):
     def fit(races, **kw):
         calls.append(([r.name for r in races], kw))
         raise _Fitted
+
     return fit
 
 
@@ -110,8 +111,12 @@ def test_changed_file_or_settings_fall_back(monkeypatch, tmp_path):
     calls = []
     monkeypatch.setattr(fitting, "fit", _stub_fit(calls))
     good = json.loads(_reference.shipped_file().read_text())
-    variants = {"missing": None, "corrupt": "{not json", "stale": json.dumps({**good, "fingerprint": "0" * 64}),
-                "short": json.dumps({k: v for k, v in good.items() if k != "theta"})}
+    variants = {
+        "missing": None,
+        "corrupt": "{not json",
+        "stale": json.dumps({**good, "fingerprint": "0" * 64}),
+        "short": json.dumps({k: v for k, v in good.items() if k != "theta"}),
+    }
     for name, text in variants.items():
         path = tmp_path / name
         if text is not None:
@@ -131,9 +136,12 @@ def test_fingerprint_covers_the_fit_defaults(monkeypatch):
     """The fit's defaults and version enter the fingerprint (a changed default invalidates)."""
     base = H.reference_fingerprint(RACES)
     assert H.reference_fingerprint(RACES, Sprinter(), FREE) == base
-    changes = [(_reference, "FIT_VERSION", _reference.FIT_VERSION + 1), (fitting, "N_STEPS", fitting.N_STEPS + 1),
-               (fitting, "START_FACTORS", fitting.START_FACTORS[:3]),
-               (fitting, "fit_splits", lambda splits, *, max_steps=61: None)]
+    changes = [
+        (_reference, "FIT_VERSION", _reference.FIT_VERSION + 1),
+        (fitting, "N_STEPS", fitting.N_STEPS + 1),
+        (fitting, "START_FACTORS", fitting.START_FACTORS[:3]),
+        (fitting, "fit_splits", lambda splits, *, max_steps=61: None),
+    ]
     for module, name, value in changes:
         with monkeypatch.context() as m:
             m.setattr(module, name, value)

@@ -32,7 +32,7 @@ from jaxbio.sprint import fitting
 from jaxbio.sprint.data import SprintDataWarning, _data_dir
 
 BOLT_2009 = (_data_dir() / "bolt_2009_berlin_wc_final.csv").read_text(encoding="utf-8")
-ROWS = BOLT_2009[BOLT_2009.index("distance_m"):]  # Bolt's 10 m splits, 0,0.00 to 100,9.58
+ROWS = BOLT_2009[BOLT_2009.index("distance_m") :]  # Bolt's 10 m splits, 0,0.00 to 100,9.58
 
 
 def _file(tmp_path, name, text):
@@ -57,8 +57,10 @@ def _sprint_layer(argv, monkeypatch):
 
 def _no_fit(monkeypatch):
     """Make any fit fail the test: the checks under test must come before fitting."""
+
     def boom(*a, **k):
         pytest.fail("fitted although the input was bad")
+
     monkeypatch.setattr(fitting, "fit", boom)
 
 
@@ -184,6 +186,7 @@ def test_broken_pipe_is_not_bad_input_and_files_are_written_first(tmp_path, monk
     """`jaxbio sprint | head -1`: the sprint command must not turn the BrokenPipeError into
     "error: [Errno 32]" and exit 2 (the jaxbio entry point handles it), and the JSON is written
     before the table is printed."""
+
     class ClosedPipe(io.StringIO):
         def write(self, s):
             raise BrokenPipeError(32, "Broken pipe")
@@ -198,35 +201,45 @@ def test_broken_pipe_is_not_bad_input_and_files_are_written_first(tmp_path, monk
 # ---- defect 2: header numbers ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("reaction, wind, rt, w", [
-    ("0,146", "+0,9", 0.146, 0.9),
-    ("0.146 s", "−1,5", 0.146, -1.5),  # U+2212
-    ("146 ms", "–0.5 m/s", 0.146, -0.5),  # U+2013 as printed in result lists
-    ("0.146 (official)", "3.2 km/h", 0.146, 3.2 / 3.6),
-    ("0.146", "2 mph (estimated)", 0.146, 2 * 0.44704),
-    ("146,5 ms", "0.0 m/s (t-nation: \"x\"; y)", 0.1465, 0.0),
-])
+@pytest.mark.parametrize(
+    "reaction, wind, rt, w",
+    [
+        ("0,146", "+0,9", 0.146, 0.9),
+        ("0.146 s", "−1,5", 0.146, -1.5),  # U+2212
+        ("146 ms", "–0.5 m/s", 0.146, -0.5),  # U+2013 as printed in result lists
+        ("0.146 (official)", "3.2 km/h", 0.146, 3.2 / 3.6),
+        ("0.146", "2 mph (estimated)", 0.146, 2 * 0.44704),
+        ("146,5 ms", '0.0 m/s (t-nation: "x"; y)', 0.1465, 0.0),
+    ],
+)
 def test_header_numbers_decimal_commas_and_units(reaction, wind, rt, w):
     race, warned = _read(f"# reaction_time_s: {reaction}\n# wind: {wind}\n" + ROWS)
     assert race.reaction_time == pytest.approx(rt, rel=1e-15, abs=0) and race.wind == pytest.approx(w, rel=1e-15, abs=0)
     assert race.wind_known and warned == []
 
 
-@pytest.mark.parametrize("header, line, message", [
-    ("# reaction_time_s: 0.146\n# wind: 3.2 knots", 2, "unknown unit or text 'knots'"),
-    ("# reaction_time_s: 0.146 official\n# wind: 0", 1, "unknown unit or text 'official'"),
-    ("# reaction_time_s: 0,1,46\n# wind: 0", 1, "cannot read the number"),
-    ("# reaction_time_s: 0.146\n# wind: 1.234,5", 2, "cannot read the number"),
-    ("# reaction_time_s: 0.146\n# wind: NW 2.0", 2, "cannot read"),
-    ("# reaction_time_s: 146\n# wind: 0", 1, "milliseconds?"),
-    ("# reaction_time_s: -0.1\n# wind: 0", 1, "[0, 1) s"),
-    ("# reaction_time_s: unknown\n# wind: 0", 1, "reaction_time_s must be a number"),
-    ("# reaction_time_s: 0.146\n# wind: 25", 2, "impossible"),
-    ("# reaction_time_s: 0.146\n# wind: -80 km/h", 2, "impossible"),
-    ("# reaction_time_s: 0.146\n# wind: 0.9\n# reaction_time_s: 0.9", 3, "given twice (lines 1 and 3)"),
-    ("# wind: 0.9\n# athlete: A\n# reaction_time_s: 0.146\n# athlete: B", 4, "'athlete' given twice (lines 2 and 4)"),
-    ("# reaction time: 0.146\n# wind: 0", 0, "found 'reaction time' (line 1)"),
-])
+@pytest.mark.parametrize(
+    "header, line, message",
+    [
+        ("# reaction_time_s: 0.146\n# wind: 3.2 knots", 2, "unknown unit or text 'knots'"),
+        ("# reaction_time_s: 0.146 official\n# wind: 0", 1, "unknown unit or text 'official'"),
+        ("# reaction_time_s: 0,1,46\n# wind: 0", 1, "cannot read the number"),
+        ("# reaction_time_s: 0.146\n# wind: 1.234,5", 2, "cannot read the number"),
+        ("# reaction_time_s: 0.146\n# wind: NW 2.0", 2, "cannot read"),
+        ("# reaction_time_s: 146\n# wind: 0", 1, "milliseconds?"),
+        ("# reaction_time_s: -0.1\n# wind: 0", 1, "[0, 1) s"),
+        ("# reaction_time_s: unknown\n# wind: 0", 1, "reaction_time_s must be a number"),
+        ("# reaction_time_s: 0.146\n# wind: 25", 2, "impossible"),
+        ("# reaction_time_s: 0.146\n# wind: -80 km/h", 2, "impossible"),
+        ("# reaction_time_s: 0.146\n# wind: 0.9\n# reaction_time_s: 0.9", 3, "given twice (lines 1 and 3)"),
+        (
+            "# wind: 0.9\n# athlete: A\n# reaction_time_s: 0.146\n# athlete: B",
+            4,
+            "'athlete' given twice (lines 2 and 4)",
+        ),
+        ("# reaction time: 0.146\n# wind: 0", 0, "found 'reaction time' (line 1)"),
+    ],
+)
 def test_header_values_refused_with_their_line(header, line, message, tmp_path, capsys, monkeypatch):
     text = header + "\n" + ROWS
     with pytest.raises(SprintDataError) as err:
@@ -238,7 +251,9 @@ def test_header_values_refused_with_their_line(header, line, message, tmp_path, 
     assert _one_error_line(capsys.readouterr().err, message) == f"jaxbio sprint: error: {p}:{line}: {err.value.problem}"
 
 
-@pytest.mark.parametrize("wind", ["not given in the sources seen", "n/a", "unknown", "", "–", "n/a (not in the 2009 report)", None])
+@pytest.mark.parametrize(
+    "wind", ["not given in the sources seen", "n/a", "unknown", "", "–", "n/a (not in the 2009 report)", None]
+)
 def test_unknown_wind_is_assumed_zero_with_a_warning(wind):
     header = "# reaction_time_s: 0.146\n" + (f"# wind: {wind}\n" if wind is not None else "")
     race, warned = _read(header + ROWS)
@@ -247,11 +262,14 @@ def test_unknown_wind_is_assumed_zero_with_a_warning(wind):
     assert warned[0].message.line == (2 if wind is not None else 0)
 
 
-@pytest.mark.parametrize("header, line, message, rt, wind", [
-    ("# reaction_time_s: 0.6\n# wind: 0", 1, "reaction time 0.6 s is outside the usual 0.08–0.5 s", 0.6, 0.0),
-    ("# reaction_time_s: 0.05\n# wind: 0", 1, "reaction time 0.05 s is outside", 0.05, 0.0),
-    ("# reaction_time_s: 0.146\n# wind: -12", 2, "wind -12 m/s is beyond ±10 m/s", 0.146, -12.0),
-])
+@pytest.mark.parametrize(
+    "header, line, message, rt, wind",
+    [
+        ("# reaction_time_s: 0.6\n# wind: 0", 1, "reaction time 0.6 s is outside the usual 0.08–0.5 s", 0.6, 0.0),
+        ("# reaction_time_s: 0.05\n# wind: 0", 1, "reaction time 0.05 s is outside", 0.05, 0.0),
+        ("# reaction_time_s: 0.146\n# wind: -12", 2, "wind -12 m/s is beyond ±10 m/s", 0.146, -12.0),
+    ],
+)
 def test_implausible_values_are_read_with_a_warning(header, line, message, rt, wind):
     race, warned = _read(header + "\n" + ROWS)
     assert race.reaction_time == rt and race.wind == wind
@@ -269,7 +287,8 @@ def test_cli_header_spellings_give_the_numbers_of_the_embedded_race(tmp_path, ca
     assert _cli(["--race", "bolt_2009", "--csv", comma, "--csv", units, "--csv", free, "--json", js], monkeypatch) == 0
     out = capsys.readouterr()
     assert out.err.strip().splitlines() == [
-        f"jaxbio sprint: warning: {free}:2: wind 'not given in the sources seen': wind unknown, 0 m/s assumed"]
+        f"jaxbio sprint: warning: {free}:2: wind 'not given in the sources seen': wind unknown, 0 m/s assumed"
+    ]
     assert "wind unknown (0 m/s assumed) for free" in out.out
     recs = json.loads(js.read_text())
     ref = recs[0]
@@ -288,23 +307,26 @@ def test_cli_header_spellings_give_the_numbers_of_the_embedded_race(tmp_path, ca
 # ---- data rows ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("rows, line, message", [
-    ("distance_m,time_s\n10,1,88\n20,2,88\n", 4, "separate the columns by ';'"),
-    ("distance_m;time_s\n10;1.234,5\n", 4, "both a decimal comma and a point"),
-    ("distance_m,time_s\n10;1.88\n", 4, "the column line uses a comma"),
-    ("distance_m,time_s\n10,1.88\n30,3.78\n20,2.88\n", 6, "distances must increase: 20 m after 30 m (line 5)"),
-    ("distance_m,time_s\n10,1.88\n20,2.88\n20,2.88\n30,3.78\n", 6, "distance 20 m given twice (lines 5 and 6)"),
-    ("distance_m,time_s\n10,1.88\n20,1_0\n", 5, "not a number: '1_0'"),
-    ("distance_m,time_s\n10,1.88\n20,0x1F\n", 5, "not a number"),
-    ("distance_m,time_s\n10,1.88\n20,٣\n", 5, "not a number"),  # an Arabic-Indic digit: float() would take it
-    ("distance_m,time_s\n10,1.88\n20,-inf\n", 5, "NaN or infinite"),
-    ("distance_m,time_s\n10,1.88\n20,1e999\n", 5, "NaN or infinite"),
-    ("distance_m,time_s\n10,1.88\n100,9.58\n200,19.19\n300,31.00\n", 7, "beyond 200 m"),
-    ("distance_m,time_s\n10,1.88\n10.5,1.93\n20,2.88\n", 5, "at least 1 m apart"),
-    ("distance_m,time_s\n10,1.88\n20,2.2\n", 5, "faster than any sprinter"),
-    ("distance_m,time_s\n10,1880\n20,2880\n", 4, "slower than a sprint"),  # milliseconds
-    ("distance_m,time_s\n10,1.88\n90,8.74\n100,19.58\n", 6, "0.92 m/s, slower than a sprint"),  # a typo
-])
+@pytest.mark.parametrize(
+    "rows, line, message",
+    [
+        ("distance_m,time_s\n10,1,88\n20,2,88\n", 4, "separate the columns by ';'"),
+        ("distance_m;time_s\n10;1.234,5\n", 4, "both a decimal comma and a point"),
+        ("distance_m,time_s\n10;1.88\n", 4, "the column line uses a comma"),
+        ("distance_m,time_s\n10,1.88\n30,3.78\n20,2.88\n", 6, "distances must increase: 20 m after 30 m (line 5)"),
+        ("distance_m,time_s\n10,1.88\n20,2.88\n20,2.88\n30,3.78\n", 6, "distance 20 m given twice (lines 5 and 6)"),
+        ("distance_m,time_s\n10,1.88\n20,1_0\n", 5, "not a number: '1_0'"),
+        ("distance_m,time_s\n10,1.88\n20,0x1F\n", 5, "not a number"),
+        ("distance_m,time_s\n10,1.88\n20,٣\n", 5, "not a number"),  # an Arabic-Indic digit: float() would take it
+        ("distance_m,time_s\n10,1.88\n20,-inf\n", 5, "NaN or infinite"),
+        ("distance_m,time_s\n10,1.88\n20,1e999\n", 5, "NaN or infinite"),
+        ("distance_m,time_s\n10,1.88\n100,9.58\n200,19.19\n300,31.00\n", 7, "beyond 200 m"),
+        ("distance_m,time_s\n10,1.88\n10.5,1.93\n20,2.88\n", 5, "at least 1 m apart"),
+        ("distance_m,time_s\n10,1.88\n20,2.2\n", 5, "faster than any sprinter"),
+        ("distance_m,time_s\n10,1880\n20,2880\n", 4, "slower than a sprint"),  # milliseconds
+        ("distance_m,time_s\n10,1.88\n90,8.74\n100,19.58\n", 6, "0.92 m/s, slower than a sprint"),  # a typo
+    ],
+)
 def test_bad_rows_refused_with_their_line(rows, line, message):
     with pytest.raises(SprintDataError) as err:
         read_csv("race.csv", text="# reaction_time_s: 0.146\n# wind: 0\n" + rows)
@@ -314,9 +336,14 @@ def test_bad_rows_refused_with_their_line(rows, line, message):
 def test_file_encodings_and_line_ends(tmp_path):
     head = "# athlete: Zoë Müller\n# reaction_time_s: 0,146\n# wind: −0,5 m/s\n"
     text = head + ROWS
-    for data in (b"\xef\xbb\xbf" + text.encode(), text.replace("\n", "\r\n").encode(), text.encode("utf-16"),
-                 text.replace("\n", "\r").encode(), (head + ROWS.replace(",", "\t")).encode(),
-                 (head + ROWS.replace(",", " ; ").replace(".", ",")).encode()):
+    for data in (
+        b"\xef\xbb\xbf" + text.encode(),
+        text.replace("\n", "\r\n").encode(),
+        text.encode("utf-16"),
+        text.replace("\n", "\r").encode(),
+        (head + ROWS.replace(",", "\t")).encode(),
+        (head + ROWS.replace(",", " ; ").replace(".", ",")).encode(),
+    ):
         race = read_csv(_file(tmp_path, "r.csv", data))
         assert race.header["athlete"] == "Zoë Müller" and race.reaction_time == 0.146 and race.wind == -0.5
         assert race.distances[-1] == 100 and race.times[-1] == 9.58
@@ -334,15 +361,25 @@ def test_a_300_m_race_and_1000_splits_are_refused_before_fitting(tmp_path, capsy
     """Issue: a 200 m race was fitted (exit 1, ± 0.00) and 1,000 splits gave E = 8.3e17 ± 0, exit 0.
     (Races up to 200 m are now for the model, issue #21: test_lengths.py; beyond is refused.)"""
     _no_fit(monkeypatch)
-    d300 = _file(tmp_path, "r300.csv", "# reaction_time_s: 0.15\n# wind: 0\ndistance_m,time_s\n"
-                                      "50,5.60\n100,10.10\n150,14.60\n200,19.30\n300,31.00\n")
+    d300 = _file(
+        tmp_path,
+        "r300.csv",
+        "# reaction_time_s: 0.15\n# wind: 0\ndistance_m,time_s\n50,5.60\n100,10.10\n150,14.60\n200,19.30\n300,31.00\n",
+    )
     assert _cli(["--csv", d300], monkeypatch) == 2
     _one_error_line(capsys.readouterr().err, f"{d300}:8:", "beyond 200 m")
     d = np.linspace(0.1, 100, 1000)
-    t = np.interp(d, [0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100],
-                  [0.146, 1.88, 2.88, 3.78, 4.64, 5.47, 6.29, 7.10, 7.92, 8.74, 9.58])
-    many = _file(tmp_path, "many.csv", "# reaction_time_s: 0.146\n# wind: 0\ndistance_m,time_s\n"
-                 + "".join(f"{a:.4f},{b:.5f}\n" for a, b in zip(d, t)))
+    t = np.interp(
+        d,
+        [0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100],
+        [0.146, 1.88, 2.88, 3.78, 4.64, 5.47, 6.29, 7.10, 7.92, 8.74, 9.58],
+    )
+    many = _file(
+        tmp_path,
+        "many.csv",
+        "# reaction_time_s: 0.146\n# wind: 0\ndistance_m,time_s\n"
+        + "".join(f"{a:.4f},{b:.5f}\n" for a, b in zip(d, t)),
+    )
     assert _cli(["--csv", many], monkeypatch) == 2
     _one_error_line(capsys.readouterr().err, f"{many}:5:", "0.1 m apart")
 
@@ -354,10 +391,16 @@ def test_absurd_fits_are_flagged_not_converged_exit_1(tmp_path, capsys, monkeypa
     "!" and "n/a" in the table (never "± 0"), "converged": false and "problems" in the JSON."""
     slow = _file(tmp_path, "slow_rt.csv", "# reaction_time_s: 0.9\n# wind: +0.9\n" + ROWS)
     d = np.arange(1.0, 101.0)
-    t = np.interp(d, [0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100],
-                  [0.146, 1.88, 2.88, 3.78, 4.64, 5.47, 6.29, 7.10, 7.92, 8.74, 9.58])
-    dense = _file(tmp_path, "dense.csv", "# reaction_time_s: 0.146\n# wind: 0\ndistance_m,time_s\n"
-                  + "".join(f"{a:g},{b:.5f}\n" for a, b in zip(d, t)))
+    t = np.interp(
+        d,
+        [0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100],
+        [0.146, 1.88, 2.88, 3.78, 4.64, 5.47, 6.29, 7.10, 7.92, 8.74, 9.58],
+    )
+    dense = _file(
+        tmp_path,
+        "dense.csv",
+        "# reaction_time_s: 0.146\n# wind: 0\ndistance_m,time_s\n" + "".join(f"{a:g},{b:.5f}\n" for a, b in zip(d, t)),
+    )
     js = tmp_path / "out.json"
     assert _cli(["--csv", slow, "--csv", dense, "--json", js], monkeypatch) == 1
     out = capsys.readouterr()
@@ -388,22 +431,51 @@ def test_flat_directions_give_nan_std_and_no_convergence():
     E_gone = np.linalg.pinv(np.diag([1.0, 2.0, 0.0]), hermitian=True)
     flags = fitting.flat_parameters(np.stack([healthy, mixed, E_gone, np.full((3, 3), np.nan)]))
     assert flags.tolist() == [[False, False, False], [True, True, False], [False, False, True], [True, True, True]]
-    res = types.SimpleNamespace(names=("f0", "vmax", "energy"), values=np.array([[16.0, 20.0, 1000.0]] * 3),
-                                std=np.array([[0.2, 0.2, 17.0], [0.2, 0.2, np.nan], [0.2, 0.2, 17.0]]),
-                                converged=np.array([True, False, False]))
+    res = types.SimpleNamespace(
+        names=("f0", "vmax", "energy"),
+        values=np.array([[16.0, 20.0, 1000.0]] * 3),
+        std=np.array([[0.2, 0.2, 17.0], [0.2, 0.2, np.nan], [0.2, 0.2, 17.0]]),
+        converged=np.array([True, False, False]),
+    )
     assert fitting.fit_problems(res, 0) == {}
-    assert list(fitting.fit_problems(res, 1)) == ["energy"] and "not determined" in fitting.fit_problems(res, 1)["energy"]
+    assert (
+        list(fitting.fit_problems(res, 1)) == ["energy"] and "not determined" in fitting.fit_problems(res, 1)["energy"]
+    )
     assert fitting.fit_problems(res, 2) == {"fit": "the fit did not converge"}
-    assert sprint_cli._fmt_pm(1000.0, 0.0, 0) == "1000 ± n/a" and sprint_cli._fmt_pm(8.3e17, np.nan, 0, True) == "8.3e+17 ± n/a !"
+    assert (
+        sprint_cli._fmt_pm(1000.0, 0.0, 0) == "1000 ± n/a"
+        and sprint_cli._fmt_pm(8.3e17, np.nan, 0, True) == "8.3e+17 ± n/a !"
+    )
 
 
 # ---- hypothesis: generated split files ---------------------------------------------------------
 
 _WIND_UNITS = {"": 1.0, " m/s": 1.0, "m/s": 1.0, " km/h": 1 / 3.6, " mph": 0.44704}  # the test's own table
 _FREE_WIND = ["not given in the sources seen", "n/a", "unknown", "", "–", "? (see notes)"]
-_DEFECTS = ["none", "none", "none", "free_wind", "no_wind", "dup_key", "unit", "trailing_text", "ms_without_unit",
-            "negative_rt", "huge_wind", "swap_rows", "dup_row", "nan_cell", "negative", "beyond", "too_close",
-            "comma_in_comma_file", "latin1", "two_marks", "no_reaction", "ms_times"]
+_DEFECTS = [
+    "none",
+    "none",
+    "none",
+    "free_wind",
+    "no_wind",
+    "dup_key",
+    "unit",
+    "trailing_text",
+    "ms_without_unit",
+    "negative_rt",
+    "huge_wind",
+    "swap_rows",
+    "dup_row",
+    "nan_cell",
+    "negative",
+    "beyond",
+    "too_close",
+    "comma_in_comma_file",
+    "latin1",
+    "two_marks",
+    "no_reaction",
+    "ms_times",
+]
 
 
 def _num(text: str, mark: str) -> str:
@@ -438,8 +510,12 @@ def split_files(draw):
     wind = wind_hundredths / 100 * _WIND_UNITS[unit]
     wind_known = True
 
-    header = [("athlete", "# athlete: Zoë Runner"), ("rt", f"# reaction_time_s: {rt_text}"),
-              ("wind", f"# wind: {wind_text}"), ("comment", "# splits from a video analysis")]
+    header = [
+        ("athlete", "# athlete: Zoë Runner"),
+        ("rt", f"# reaction_time_s: {rt_text}"),
+        ("wind", f"# wind: {wind_text}"),
+        ("comment", "# splits from a video analysis"),
+    ]
     header = draw(st.permutations(header))
     rows = [("col", sep.join(["distance_m", "time_s"]))]
     if draw(st.booleans()):
@@ -475,7 +551,10 @@ def split_files(draw):
         lines[index("rt")] = ("rt", f"# reaction_time_s: -{rt_text}")
         error_tag = "rt"
     elif defect == "huge_wind":
-        lines[index("wind")] = ("wind", f"# wind: {draw(st.sampled_from(['+', '-', '−']))}{draw(st.integers(21, 99))} m/s")
+        lines[index("wind")] = (
+            "wind",
+            f"# wind: {draw(st.sampled_from(['+', '-', '−']))}{draw(st.integers(21, 99))} m/s",
+        )
         error_tag = "wind"
     elif defect == "two_marks":
         key = draw(st.sampled_from(["rt", "wind"]))
@@ -514,8 +593,10 @@ def split_files(draw):
         error_tag = "row0"
     elif defect == "too_close":
         i = draw(st.integers(0, n - 2))
-        lines.insert(index(f"row{i}") + 1, ("close", sep.join([_num(f"{distances[i] + 0.5:.1f}", mark),
-                                                                 _num(f"{(cs[i] + 5) / 100:.2f}", mark)])))
+        lines.insert(
+            index(f"row{i}") + 1,
+            ("close", sep.join([_num(f"{distances[i] + 0.5:.1f}", mark), _num(f"{(cs[i] + 5) / 100:.2f}", mark)])),
+        )
         error_tag = "close"
     elif defect == "comma_in_comma_file" and sep == ",":
         first = index("col") + 1

@@ -57,8 +57,16 @@ def synthetic(name, rt_offset=0.0, reaction_time=0.15, wind=0.5, tau=None, **fre
         vals["tau"] = tau
     model = sprint.Sprinter(**vals, rt_offset=rt_offset)
     t = np.round(np.asarray(sprint.split_times(model, D10, reaction_time, wind, 14.0)), 2)
-    return Race(name=name, distances=D10.copy(), times=t, reaction_time=reaction_time, wind=wind, header={},
-                path=f"synthetic/{name}", lines=np.arange(3, 3 + len(D10)))
+    return Race(
+        name=name,
+        distances=D10.copy(),
+        times=t,
+        reaction_time=reaction_time,
+        wind=wind,
+        header={},
+        path=f"synthetic/{name}",
+        lines=np.arange(3, 3 + len(D10)),
+    )
 
 
 def _fit_with_baselines(races):
@@ -72,16 +80,25 @@ def _fit_with_baselines(races):
 @pytest.fixture(scope="module")
 def quick():
     """One vmapped fit of a handful of clean, noisy and synthetic races (the default tests)."""
-    races = [RACES["bolt_2009_berlin_wc_final"], first_slow(RACES["gay_2007_osaka_final"]),
-             segment_slow(RACES["bolt_2009_berlin_wc_final"], 4),
-             synthetic("late_start", rt_offset=0.04), synthetic("as_modelled")]
+    races = [
+        RACES["bolt_2009_berlin_wc_final"],
+        first_slow(RACES["gay_2007_osaka_final"]),
+        segment_slow(RACES["bolt_2009_berlin_wc_final"], 4),
+        synthetic("late_start", rt_offset=0.04),
+        synthetic("as_modelled"),
+    ]
     return races, *_fit_with_baselines(races)
 
 
 def test_never_worse_than_the_baselines(quick):
     races, base, res, fhk, tib = quick
     for i, r in enumerate(races):
-        assert res.rmse[i] <= fhk.rmse[i] and res.rmse[i] <= tib.rmse[i], (r.name, res.rmse[i], fhk.rmse[i], tib.rmse[i])
+        assert res.rmse[i] <= fhk.rmse[i] and res.rmse[i] <= tib.rmse[i], (
+            r.name,
+            res.rmse[i],
+            fhk.rmse[i],
+            tib.rmse[i],
+        )
         assert res.rmse[i] <= base.rmse[i] + 1e-9, r.name  # freeing more never fits worse than the base model
         assert res.selection[i]["beats_baselines"] is True
         assert res.converged[i] and not fit_problems(res, i)
@@ -134,11 +151,12 @@ def test_laplace_evidence_is_exact_for_a_linear_gaussian_model():
         H = A.T @ A + sp.T @ sp
         th = np.linalg.solve(H, A.T @ y)
         chi2 = np.sum((y - A @ th) ** 2)
-        return selection._evidence(np.array([chi2]), np.array([0.5 * np.sum((sp @ th) ** 2)]), H[None], sp[None],
-                                   np.array([1.0]))[0]
+        return selection._evidence(
+            np.array([chi2]), np.array([0.5 * np.sum((sp @ th) ** 2)]), H[None], sp[None], np.array([1.0])
+        )[0]
 
     def exact(sd_last, wide=1e4):  # the flat priors as very wide Gaussians: their constant cancels
-        S = np.diag([wide ** 2, wide ** 2, sd_last ** 2])
+        S = np.diag([wide**2, wide**2, sd_last**2])
         C = np.eye(n) + A @ S @ A.T
         return -0.5 * (y @ np.linalg.solve(C, y) + np.linalg.slogdet(C)[1]) + 2 * np.log(wide)
 
@@ -170,7 +188,7 @@ def test_huber_residuals_closed_form():
     r = jnp.linspace(-10.0, 10.0, 41)
     c = HUBER_THRESHOLD
     rt = robust_residuals(r, "huber", c)
-    rho = np.where(np.abs(r) <= c, 0.5 * r ** 2, c * np.abs(r) - 0.5 * c ** 2)
+    rho = np.where(np.abs(r) <= c, 0.5 * r**2, c * np.abs(r) - 0.5 * c**2)
     np.testing.assert_allclose(0.5 * np.asarray(rt) ** 2, rho, rtol=1e-12)
     g = jax.vmap(jax.grad(lambda x: robust_residuals(x, "huber", c)))(r)
     assert np.all(np.isfinite(np.asarray(g)))
@@ -192,7 +210,7 @@ def test_huber_fit_ignores_one_gross_split():
     assert np.all(err_hub < 0.5 * err_ls), (err_hub, err_ls)
     np.testing.assert_allclose(hub.values[0], ls.values[0], rtol=0.03)
     # its residual at the bad split is the largest by far
-    res = np.abs(hub.predicted[0, :bad.n] - bad.times)
+    res = np.abs(hub.predicted[0, : bad.n] - bad.times)
     assert np.argmax(res) == 5 and res[5] > 0.05
 
 
@@ -229,8 +247,12 @@ def _noisy_variants():
             out += [segment_slow(r, 1), segment_slow(r, 4), segment_slow(r, 7, -0.02)]
         for _ in range(2):  # the splits re-rounded after ±0.01 s noise
             out.append(_variant(r, "noise", np.round(r.times + rng.uniform(-0.01, 0.01, r.n), 2)))
-    out += [synthetic("late", rt_offset=0.03), synthetic("early", rt_offset=-0.03, reaction_time=0.18),
-            synthetic("slow_impulse", tau=0.05), synthetic("fast", f0=17.0, vmax=21.0, wind=-1.0)]
+    out += [
+        synthetic("late", rt_offset=0.03),
+        synthetic("early", rt_offset=-0.03, reaction_time=0.18),
+        synthetic("slow_impulse", tau=0.05),
+        synthetic("fast", f0=17.0, vmax=21.0, wind=-1.0),
+    ]
     return out
 
 
@@ -238,8 +260,11 @@ def _noisy_variants():
 def test_never_worse_than_the_baselines_on_every_noisy_variant():
     races = _noisy_variants()
     base, res, fhk, tib = _fit_with_baselines(races)
-    bad = [(r.name, res.rmse[i], fhk.rmse[i], tib.rmse[i]) for i, r in enumerate(races)
-           if not res.rmse[i] <= min(fhk.rmse[i], tib.rmse[i])]
+    bad = [
+        (r.name, res.rmse[i], fhk.rmse[i], tib.rmse[i])
+        for i, r in enumerate(races)
+        if not res.rmse[i] <= min(fhk.rmse[i], tib.rmse[i])
+    ]
     assert not bad, bad
     names = [r.name for r in races]
     assert res.selection[names.index("late")]["freed"] == ["rt_offset"]

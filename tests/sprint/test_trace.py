@@ -15,8 +15,16 @@ import pytest
 from jaxbio.cli import main
 from jaxbio.sprint import SprintDataError, Sprinter, simulate_race
 from jaxbio.sprint.baselines import fhk_motion
-from jaxbio.sprint.trace import (SpeedTrace, Trace, fit_trace_baseline, fit_traces, is_trace_text,
-                                 model_speed, read_trace, synthetic_trace)
+from jaxbio.sprint.trace import (
+    SpeedTrace,
+    Trace,
+    fit_trace_baseline,
+    fit_traces,
+    is_trace_text,
+    model_speed,
+    read_trace,
+    synthetic_trace,
+)
 
 TRUTH = dict(f0=16.0, vmax=20.0, energy=1000.0)
 EXAMPLE = "examples/data/sprint_trace_synthetic.csv"
@@ -24,8 +32,17 @@ HEAD = "# reaction_time_s: 0.150\n# wind: 0\n# time_origin: gun\n"
 
 
 def _trace(t, v, name, rt=0.15):
-    return Trace(name=name, times=np.asarray(t), speeds=np.asarray(v), time_origin="gun", reaction_time=rt, wind=0.0,
-                 header={}, path=name, lines=np.arange(len(t)))
+    return Trace(
+        name=name,
+        times=np.asarray(t),
+        speeds=np.asarray(v),
+        time_origin="gun",
+        reaction_time=rt,
+        wind=0.0,
+        header={},
+        path=name,
+        lines=np.arange(len(t)),
+    )
 
 
 def _rows(t, v):
@@ -44,34 +61,40 @@ def test_read_gun_and_movement_traces():
     assert list(tr.lines[:2]) == [6, 7]
     with warnings.catch_warnings(record=True) as caught:  # no reaction time needed; unknown wind warned
         warnings.simplefilter("always")
-        mv = read_trace("m.csv", text="# time_origin: movement (radar started by the athlete)\n" + GOOD_ROWS.replace(",", ";"))
+        mv = read_trace(
+            "m.csv", text="# time_origin: movement (radar started by the athlete)\n" + GOOD_ROWS.replace(",", ";")
+        )
     assert mv.reaction_time is None and mv.gun_offset == 0.0 and not mv.wind_known
     np.testing.assert_array_equal(mv.since_reaction, tr.times)
     assert len(caught) == 1 and "wind unknown" in str(caught[0].message)
     assert is_trace_text("\ufeff# a: b\n\ntime_s;speed_m_s\n") and not is_trace_text("# x: y\ndistance_m,time_s\n")
 
 
-@pytest.mark.parametrize("text, line, message", [
-    ("# reaction_time_s: 0.15\n" + GOOD_ROWS, 0, "time_origin"),
-    ("# time_origin: radar\n# reaction_time_s: 0.15\n" + GOOD_ROWS, 1, "'radar'"),
-    ("# time_origin: gun\n" + GOOD_ROWS, 0, "reaction_time_s"),
-    (HEAD + GOOD_ROWS + "10.25,nan\n", 45, "NaN"),
-    (HEAD + GOOD_ROWS + "10.25,43.2\n", 45, "km/h or mph?"),
-    (HEAD + GOOD_ROWS + "10.25,-0.5\n", 45, "negative speed"),
-    (HEAD + GOOD_ROWS + "9.5,11\n", 45, "times must increase: 9.5 s after 10 s (line 44)"),
-    (HEAD + GOOD_ROWS + "10000,11\n", 45, "milliseconds"),
-    (HEAD + GOOD_ROWS + "10.25,11,3\n", 45, "expected 2 values"),
-    (HEAD + GOOD_ROWS + "10.25,1x\n", 45, "not a number"),
-    (HEAD + "time_s,speed_m_s\n0.5,2\n1.0,5\n", 6, "at least 10"),
-    (HEAD + _rows(np.arange(1, 21) * 0.5, np.full(20, 2.0)), 4, "not a sprint"),
-    (HEAD + "time_s,distance_m\n", 4, "column line 'time_s,speed_m_s'"),
-    (HEAD + "# time_origin: movement\n" + GOOD_ROWS, 4, "given twice"),
-])
+@pytest.mark.parametrize(
+    "text, line, message",
+    [
+        ("# reaction_time_s: 0.15\n" + GOOD_ROWS, 0, "time_origin"),
+        ("# time_origin: radar\n# reaction_time_s: 0.15\n" + GOOD_ROWS, 1, "'radar'"),
+        ("# time_origin: gun\n" + GOOD_ROWS, 0, "reaction_time_s"),
+        (HEAD + GOOD_ROWS + "10.25,nan\n", 45, "NaN"),
+        (HEAD + GOOD_ROWS + "10.25,43.2\n", 45, "km/h or mph?"),
+        (HEAD + GOOD_ROWS + "10.25,-0.5\n", 45, "negative speed"),
+        (HEAD + GOOD_ROWS + "9.5,11\n", 45, "times must increase: 9.5 s after 10 s (line 44)"),
+        (HEAD + GOOD_ROWS + "10000,11\n", 45, "milliseconds"),
+        (HEAD + GOOD_ROWS + "10.25,11,3\n", 45, "expected 2 values"),
+        (HEAD + GOOD_ROWS + "10.25,1x\n", 45, "not a number"),
+        (HEAD + "time_s,speed_m_s\n0.5,2\n1.0,5\n", 6, "at least 10"),
+        (HEAD + _rows(np.arange(1, 21) * 0.5, np.full(20, 2.0)), 4, "not a sprint"),
+        (HEAD + "time_s,distance_m\n", 4, "column line 'time_s,speed_m_s'"),
+        (HEAD + "# time_origin: movement\n" + GOOD_ROWS, 4, "given twice"),
+    ],
+)
 def test_bad_traces_refused_with_their_line(text, line, message):
     with pytest.raises(SprintDataError) as err:
         read_trace("t.csv", text=text)
-    assert err.value.line == line and message in str(err.value) and str(err.value).startswith(f"t.csv:{line}: "), \
-        str(err.value)
+    assert err.value.line == line and message in str(err.value) and str(err.value).startswith(f"t.csv:{line}: "), str(
+        err.value
+    )
 
 
 # ---- the model's speed at the sample times ------------------------------------------------------
@@ -121,8 +144,17 @@ def test_movement_onset_times_fit_like_gun_times(fitted):
     time given) fit to the same sprinter; reported profile times then start at movement onset."""
     traces, res, _ = fitted
     tr = traces[0]
-    mv = Trace(name="mv", times=tr.times - 0.15, speeds=tr.speeds, time_origin="movement", reaction_time=None,
-               wind=0.0, header={}, path="mv", lines=tr.lines)
+    mv = Trace(
+        name="mv",
+        times=tr.times - 0.15,
+        speeds=tr.speeds,
+        time_origin="movement",
+        reaction_time=None,
+        wind=0.0,
+        header={},
+        path="mv",
+        lines=tr.lines,
+    )
     keep = mv.times >= 0
     mv = Trace(**{**mv.__dict__, "times": mv.times[keep], "speeds": mv.speeds[keep], "lines": mv.lines[keep]})
     gun = Trace(**{**tr.__dict__, "times": tr.times[keep], "speeds": tr.speeds[keep], "lines": tr.lines[keep]})
@@ -174,7 +206,10 @@ def test_cli_fits_the_example_trace(tmp_path, monkeypatch, capsys):
     for name, value in TRUTH.items():  # the file header's truth, within 4 Laplace std
         p = rec["parameters"][name]
         assert abs(p["value"] - value) < 4 * p["std"], (name, p)
-    assert rec["rmse_mps"] < rec["baselines"]["fhk"]["rmse_mps"] and rec["rmse_mps"] < rec["baselines"]["tibshirani"]["rmse_mps"]
+    assert (
+        rec["rmse_mps"] < rec["baselines"]["fhk"]["rmse_mps"]
+        and rec["rmse_mps"] < rec["baselines"]["tibshirani"]["rmse_mps"]
+    )
     assert len(rec["samples"]["predicted_mps"]) == len(rec["samples"]["time_s"]) > 400
     assert math.isclose(rec["noise_mps"], 0.2, rel_tol=0.2)
 
@@ -190,13 +225,18 @@ def test_cli_fits_the_real_laser_trace(tmp_path, monkeypatch, capsys):
     assert rec["converged"] is True and rec["time_origin"] == "movement" and rec["reaction_time_s"] is None
     assert rec["rmse_mps"] < min(b["rmse_mps"] for b in rec["baselines"].values())
     assert rec["residual_lag1_correlation"] > 0.9 and rec["variance_inflation"] > 10
-    assert 8.0 < rec["top_speed_mps"] < 9.5 and 45 < rec["distance_covered_m"] < 55  # laser: 9.4 m/s peak reading, 49.9 m
+    assert (
+        8.0 < rec["top_speed_mps"] < 9.5 and 45 < rec["distance_covered_m"] < 55
+    )  # laser: 9.4 m/s peak reading, 49.9 m
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["--fit-until", "60"], "cannot be fitted with --fit-until"),
-    (["--race", "bolt_2009"], "cannot be fitted with split files"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--fit-until", "60"], "cannot be fitted with --fit-until"),
+        (["--race", "bolt_2009"], "cannot be fitted with split files"),
+    ],
+)
 def test_cli_trace_mixed_with_splits_or_fit_until_exit_2(extra, message, monkeypatch, capsys):
     monkeypatch.setenv("JAXBIO_JAX_CACHE", "0")
     assert main(["sprint", "--no-progress", "--csv", EXAMPLE] + extra) == 2

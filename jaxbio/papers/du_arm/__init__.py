@@ -48,12 +48,28 @@ recursion at rest), `_inverse_kinematics` (elbow, hand); every public name is im
 ``jaxbio.papers.du_arm``.
 """
 
-from jaxbio.papers.du_arm._inverse_kinematics import (ElbowCase, ElbowSolution, elbow_at_angle, elbow_position,
-                                                      hand_arm_pose, hand_points, wrist_bending)
+from jaxbio.papers.du_arm._inverse_kinematics import (
+    ElbowCase,
+    ElbowSolution,
+    elbow_at_angle,
+    elbow_position,
+    hand_arm_pose,
+    hand_points,
+    wrist_bending,
+)
 from jaxbio.papers.du_arm._model import Arm, ArmMuscles, Weights, arm_tree, du_muscles, segment_starts
-from jaxbio.papers.du_arm._statics import (MUSCLE_WRENCH_FORMS, ArmStatics, MuscleTensions, arm_statics,
-                                           muscle_moment_arms, muscle_paths, muscle_points, muscle_tensions,
-                                           muscle_wrenches, weight_wrenches)
+from jaxbio.papers.du_arm._statics import (
+    MUSCLE_WRENCH_FORMS,
+    ArmStatics,
+    MuscleTensions,
+    arm_statics,
+    muscle_moment_arms,
+    muscle_paths,
+    muscle_points,
+    muscle_tensions,
+    muscle_wrenches,
+    weight_wrenches,
+)
 
 __all__ = [
     "MUSCLE_WRENCH_FORMS",

@@ -4,7 +4,6 @@ Conventions: `jaxbio.papers.du_arm`."""
 
 from __future__ import annotations
 
-from typing import Optional
 
 import equinox as eqx
 import jax
@@ -57,8 +56,16 @@ class ElbowCase:
     SPHERE = 6
     CIRCLE_PARALLEL = 7
     VALID = (2, 3, 4, 5, 6, 7)
-    NAMES = ("out of reach", "too close", "stretched", "folded", "circle", "circle (axial hand)", "sphere",
-             "circle (hand parallel to its plane)")
+    NAMES = (
+        "out of reach",
+        "too close",
+        "stretched",
+        "folded",
+        "circle",
+        "circle (axial hand)",
+        "sphere",
+        "circle (hand parallel to its plane)",
+    )
 
 
 class ElbowSolution(eqx.Module):
@@ -73,22 +80,30 @@ class ElbowSolution(eqx.Module):
       possible elbows (radius 0 for single points and no-solution cases).
     """
 
-    elbow: Float[Array, "3"]
+    elbow: Float[Array, 3]
     valid: Bool[Array, ""]
     case: Int[Array, ""]
-    center: Float[Array, "3"]
+    center: Float[Array, 3]
     radius: Float[Array, ""]
-    axis: Float[Array, "3"]
+    axis: Float[Array, 3]
 
 
 _IK_CHECKS = (
-    (lambda xp, S, W, l1, l2: ~((l1 > 0) & (l2 > 0) & xp.isfinite(l1) & xp.isfinite(l2)),
-     "upper_arm_length and forearm_length must be positive and finite (m)"),
-    (lambda xp, S, W, l1, l2: ~(xp.all(xp.isfinite(S)) & xp.all(xp.isfinite(W))),
-     "shoulder and wrist (hand) positions must be finite (no NaN/inf)"),
+    (
+        lambda xp, S, W, l1, l2: ~((l1 > 0) & (l2 > 0) & xp.isfinite(l1) & xp.isfinite(l2)),
+        "upper_arm_length and forearm_length must be positive and finite (m)",
+    ),
+    (
+        lambda xp, S, W, l1, l2: ~(xp.all(xp.isfinite(S)) & xp.all(xp.isfinite(W))),
+        "shoulder and wrist (hand) positions must be finite (no NaN/inf)",
+    ),
 )
-_HX_CHECKS = ((lambda xp, hx: ~(xp.all(xp.isfinite(hx)) & (xp.linalg.norm(hx, axis=-1) > 0)),
-               "hand_x must be a finite non-zero vector"),)
+_HX_CHECKS = (
+    (
+        lambda xp, hx: ~(xp.all(xp.isfinite(hx)) & (xp.linalg.norm(hx, axis=-1) > 0)),
+        "hand_x must be a finite non-zero vector",
+    ),
+)
 
 
 def _hz_bad(xp, hx, hz):
@@ -125,10 +140,22 @@ def _circle(S, W, l1, l2, rtol):
     diff = jnp.abs(l1 - l2)
     C = S + a * n
     case = jnp.select(
-        [at_shoulder & (diff <= tol), at_shoulder, d > l1 + l2 + tol, d < diff - tol,
-         jnp.abs(d - (l1 + l2)) <= tol, jnp.abs(d - diff) <= tol],
-        [ElbowCase.SPHERE, ElbowCase.TOO_CLOSE, ElbowCase.OUT_OF_REACH, ElbowCase.TOO_CLOSE,
-         ElbowCase.STRETCHED, ElbowCase.FOLDED],
+        [
+            at_shoulder & (diff <= tol),
+            at_shoulder,
+            d > l1 + l2 + tol,
+            d < diff - tol,
+            jnp.abs(d - (l1 + l2)) <= tol,
+            jnp.abs(d - diff) <= tol,
+        ],
+        [
+            ElbowCase.SPHERE,
+            ElbowCase.TOO_CLOSE,
+            ElbowCase.OUT_OF_REACH,
+            ElbowCase.TOO_CLOSE,
+            ElbowCase.STRETCHED,
+            ElbowCase.FOLDED,
+        ],
         ElbowCase.CIRCLE,
     ).astype(jnp.int32)
     rho = jnp.where(case == ElbowCase.CIRCLE, rho, 0.0)
@@ -150,7 +177,8 @@ def _finish(elbow, case, C, rho, n, check):
     valid = case >= ElbowCase.STRETCHED
     if check:
         elbow = eqx.error_if(
-            elbow, ~valid, "no elbow position: the wrist is out of reach of the arm or too close to the shoulder")
+            elbow, ~valid, "no elbow position: the wrist is out of reach of the arm or too close to the shoulder"
+        )
     return ElbowSolution(elbow=elbow, valid=valid, case=case, center=C, radius=rho, axis=n)
 
 
@@ -216,14 +244,14 @@ _elbow_jit = eqx.filter_jit(_elbow_core)
 
 
 def elbow_position(
-    shoulder: Float[ArrayLike, "3"],
-    wrist: Float[ArrayLike, "3"],
+    shoulder: Float[ArrayLike, 3],
+    wrist: Float[ArrayLike, 3],
     upper_arm_length: Float[ArrayLike, ""],
     forearm_length: Float[ArrayLike, ""],
-    hand_x: Float[ArrayLike, "3"],
-    hand_z: Optional[Float[ArrayLike, "3"]] = None,
+    hand_x: Float[ArrayLike, 3],
+    hand_z: Float[ArrayLike, 3] | None = None,
     *,
-    rtol: Optional[float] = None,
+    rtol: float | None = None,
     check: bool = False,
 ) -> ElbowSolution:
     """The elbow that bends the wrist least (seed 001 §3.3.1, Figs. 3.3.3–3.3.5).
@@ -284,13 +312,13 @@ def _elbow_at_angle(S, W, l1, l2, theta, rtol, check):
 
 
 def elbow_at_angle(
-    shoulder: Float[ArrayLike, "3"],
-    hand: Float[ArrayLike, "3"],
+    shoulder: Float[ArrayLike, 3],
+    hand: Float[ArrayLike, 3],
     upper_arm_length: Float[ArrayLike, ""],
     forearm_length: Float[ArrayLike, ""],
     theta: Float[ArrayLike, ""] = 0.0,
     *,
-    rtol: Optional[float] = None,
+    rtol: float | None = None,
     check: bool = False,
 ) -> ElbowSolution:
     """The elbow of Du's two-segment arm at the rotation ``θ_input`` (seed 001 §3.1).
@@ -310,13 +338,14 @@ def elbow_at_angle(
     theta = _scalar(theta, "theta")
     check_eagerly(_THETA_CHECKS, theta)
     dt = jnp.result_type(S, W, l1, l2, theta)
-    return _elbow_at_angle(S.astype(dt), W.astype(dt), l1.astype(dt), l2.astype(dt), theta.astype(dt),
-                           _rtol(dt, rtol), bool(check))
+    return _elbow_at_angle(
+        S.astype(dt), W.astype(dt), l1.astype(dt), l2.astype(dt), theta.astype(dt), _rtol(dt, rtol), bool(check)
+    )
 
 
 @jax.jit
 def wrist_bending(
-    elbow: Float[ArrayLike, "3"], wrist: Float[ArrayLike, "3"], hand_x: Float[ArrayLike, "3"]
+    elbow: Float[ArrayLike, 3], wrist: Float[ArrayLike, 3], hand_x: Float[ArrayLike, 3]
 ) -> Float[Array, ""]:
     """Du's wrist bending (seed 001 §3.3.1): the angle (rad, in ``[0, π]``) of the shorter arc
     between the forearm direction ``wrist − elbow`` and the hand's long axis ``hand_x``
@@ -349,11 +378,11 @@ def _hand_inputs(grip, hand_x, hand_length, grip_ratio):
 
 
 def hand_points(
-    grip: Float[ArrayLike, "3"],
-    hand_x: Float[ArrayLike, "3"],
+    grip: Float[ArrayLike, 3],
+    hand_x: Float[ArrayLike, 3],
     hand_length: Float[ArrayLike, ""],
     grip_ratio: Float[ArrayLike, ""] = 0.75,
-) -> tuple[Float[Array, "3"], Float[Array, "3"]]:
+) -> tuple[Float[Array, 3], Float[Array, 3]]:
     """Wrist and hand end from the held object's position (seed 001 §3.3.1):
     ``D₂ = grip − w₂ l₃ ĥ_x``, ``D₃ = grip + (1 − w₂) l₃ ĥ_x`` (m, world; Du's ``w₂ = 0.75``)."""
     return _hand_jit(*_hand_inputs(grip, hand_x, hand_length, grip_ratio))
@@ -361,13 +390,13 @@ def hand_points(
 
 def hand_arm_pose(
     arm: Arm,
-    grip: Float[ArrayLike, "3"],
-    hand_x: Float[ArrayLike, "3"],
-    hand_z: Optional[Float[ArrayLike, "3"]] = None,
-    shoulder: Float[ArrayLike, "3"] = (0.0, 0.0, 0.0),
+    grip: Float[ArrayLike, 3],
+    hand_x: Float[ArrayLike, 3],
+    hand_z: Float[ArrayLike, 3] | None = None,
+    shoulder: Float[ArrayLike, 3] = (0.0, 0.0, 0.0),
     grip_ratio: Float[ArrayLike, ""] = 0.75,
     *,
-    rtol: Optional[float] = None,
+    rtol: float | None = None,
     check: bool = False,
 ) -> tuple[Float[Array, "3 3"], ElbowSolution]:
     """Pose of Du's arm with a hand (seed 001 §3.3.1) from the grip point and the hand's axes.
@@ -386,8 +415,16 @@ def hand_arm_pose(
         hz = _vec3(hand_z, "hand_z")
         check_eagerly(_HZ_CHECKS, hx, hz)
     dt = jnp.result_type(g, hx, arm.lengths, S)
-    return _hand_arm_pose(arm, S.astype(dt), g.astype(dt), hx.astype(dt), None if hz is None else hz.astype(dt),
-                          r.astype(dt), _rtol(dt, rtol), bool(check))
+    return _hand_arm_pose(
+        arm,
+        S.astype(dt),
+        g.astype(dt),
+        hx.astype(dt),
+        None if hz is None else hz.astype(dt),
+        r.astype(dt),
+        _rtol(dt, rtol),
+        bool(check),
+    )
 
 
 @eqx.filter_jit

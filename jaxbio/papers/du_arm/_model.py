@@ -62,7 +62,7 @@ class Arm(eqx.Module):
     masses: Float[Array, " n"]
     com_ratios: Float[Array, " n"]
     gyration_ratios: Float[Array, "n 2"]
-    gravity: Float[Array, "3"]
+    gravity: Float[Array, 3]
     names: tuple[str, ...] = eqx.field(static=True)
     parents: tuple[int, ...] = eqx.field(static=True)
 
@@ -73,8 +73,13 @@ class Arm(eqx.Module):
         for i, p in enumerate(self.parents):
             if not -1 <= p < i:
                 raise ValueError(f"Arm: segment {self.names[i]!r} has parent {p}; it must be -1 or an earlier segment")
-        for field, shape in (("lengths", (n,)), ("masses", (n,)), ("com_ratios", (n,)),
-                             ("gyration_ratios", (n, 2)), ("gravity", (3,))):
+        for field, shape in (
+            ("lengths", (n,)),
+            ("masses", (n,)),
+            ("com_ratios", (n,)),
+            ("gyration_ratios", (n, 2)),
+            ("gravity", (3,)),
+        ):
             if jnp.shape(getattr(self, field)) != shape:
                 raise ValueError(f"Arm.{field} has shape {jnp.shape(getattr(self, field))}, expected {shape}")
         if any_traced(self.lengths, self.masses, self.com_ratios, self.gyration_ratios, self.gravity):
@@ -99,7 +104,7 @@ class Arm(eqx.Module):
         return len(self.names)
 
     @classmethod
-    def de_leva(cls, hand: bool = True, body_mass: float = 73.0, *, dtype=None) -> "Arm":
+    def de_leva(cls, hand: bool = True, body_mass: float = 73.0, *, dtype=None) -> Arm:
         """Du's arm with de Leva (1996, Table 4, males) numbers, chained shoulder → distal.
 
         ``hand=False``: upper arm and forearm (seed 001 §3.1–3.2, the weight at the wrist);
@@ -107,8 +112,18 @@ class Arm(eqx.Module):
         Leva's mean lengths: upper arm 0.2817 m, forearm 0.2689 m, hand 0.0862 m).
         """
         names = ("upper_arm", "forearm", "hand") if hand else ("upper_arm", "forearm")
-        rows = np.array([(DE_LEVA_MALE[k].length_mm / 1000, DE_LEVA_MALE[k].mass / 100, DE_LEVA_MALE[k].com / 100,
-                          DE_LEVA_MALE[k].r_transverse / 100, DE_LEVA_MALE[k].r_longitudinal / 100) for k in names])
+        rows = np.array(
+            [
+                (
+                    DE_LEVA_MALE[k].length_mm / 1000,
+                    DE_LEVA_MALE[k].mass / 100,
+                    DE_LEVA_MALE[k].com / 100,
+                    DE_LEVA_MALE[k].r_transverse / 100,
+                    DE_LEVA_MALE[k].r_longitudinal / 100,
+                )
+                for k in names
+            ]
+        )
         dt = dtype if dtype is not None else jnp.zeros(()).dtype
         return cls(
             lengths=jnp.asarray(rows[:, 0], dt),
@@ -139,8 +154,11 @@ class Weights(eqx.Module):
             if jnp.shape(getattr(self, f)) != (w,):
                 raise ValueError(f"Weights.{f} has shape {jnp.shape(getattr(self, f))}, expected ({w},)")
         if not any_traced(self.masses, self.ratios):
-            if not (np.all(np.isfinite(np.asarray(self.ratios))) and np.all(np.isfinite(np.asarray(self.masses)))
-                    and np.all(np.asarray(self.masses) >= 0)):
+            if not (
+                np.all(np.isfinite(np.asarray(self.ratios)))
+                and np.all(np.isfinite(np.asarray(self.masses)))
+                and np.all(np.asarray(self.masses) >= 0)
+            ):
                 raise ValueError("Weights: ratios must be finite and masses finite and >= 0")
 
 
@@ -173,7 +191,8 @@ class ArmMuscles(eqx.Module):
                 raise ValueError(f"muscle {name!r}: distal and proximal segment are both {a}")
         if not any_traced(self.distal_ratios, self.proximal_ratios):
             if not np.all(np.isfinite(np.asarray(self.distal_ratios))) or not np.all(
-                    np.isfinite(np.asarray(self.proximal_ratios))):
+                np.isfinite(np.asarray(self.proximal_ratios))
+            ):
                 raise ValueError("ArmMuscles: ratios must be finite")
 
 
@@ -209,8 +228,10 @@ def _pose_checks(parents):
         return xp.any(L <= 1e-9 * xp.maximum(xp.max(L), 1.0))
 
     return (
-        (lambda xp, root, ends: ~(xp.all(xp.isfinite(root)) & xp.all(xp.isfinite(ends))),
-         "arm pose: root or ends contain NaN or inf"),
+        (
+            lambda xp, root, ends: ~(xp.all(xp.isfinite(root)) & xp.all(xp.isfinite(ends))),
+            "arm pose: root or ends contain NaN or inf",
+        ),
         (zero_length, "arm pose: a segment has zero length (its distal end coincides with its proximal end)"),
     )
 
@@ -231,7 +252,7 @@ def _starts(arm, root, ends):
     return _starts_xp(jnp, arm.parents, root, ends), ends
 
 
-def segment_starts(arm: Arm, root: Float[ArrayLike, "3"], ends: Float[ArrayLike, "n 3"]) -> Float[Array, "n 3"]:
+def segment_starts(arm: Arm, root: Float[ArrayLike, 3], ends: Float[ArrayLike, "n 3"]) -> Float[Array, "n 3"]:
     """``(n, 3)`` m, world: proximal end of every segment (its parent's distal end, or ``root``)."""
     root, ends = _pose(arm, root, ends)
     return _segment_starts(arm, root, ends)
@@ -249,8 +270,9 @@ def _tree(arm: Arm, starts, ends) -> SegmentTree:
     n = arm.n
     xx = x[:, :, None] * x[:, None, :]
     # Du's m L² diag(k_long², k_trans², k_trans²) in the world: k_trans about every transverse axis
-    inertias = gyration_inertia(arm.masses, L, (arm.gyration_ratios[:, 0], arm.gyration_ratios[:, 1]),
-                                (jnp.eye(3, dtype=d.dtype) - xx, xx))
+    inertias = gyration_inertia(
+        arm.masses, L, (arm.gyration_ratios[:, 0], arm.gyration_ratios[:, 1]), (jnp.eye(3, dtype=d.dtype) - xx, xx)
+    )
     par = np.asarray(arm.parents)
     origins = starts - jnp.where((par < 0)[:, None], 0.0, starts[np.maximum(par, 0)])
     return SegmentTree(
@@ -268,7 +290,7 @@ def _tree(arm: Arm, starts, ends) -> SegmentTree:
     )
 
 
-def arm_tree(arm: Arm, root: Float[ArrayLike, "3"], ends: Float[ArrayLike, "n 3"]) -> SegmentTree:
+def arm_tree(arm: Arm, root: Float[ArrayLike, 3], ends: Float[ArrayLike, "n 3"]) -> SegmentTree:
     """The `SegmentTree` of the arm in the pose ``(root, ends)``, at ``q = 0`` (seed 001 §3.1).
 
     Segment frames follow jaxbio's model convention (`jaxbio/models/README.md`): origin at the

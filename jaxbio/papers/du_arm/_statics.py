@@ -4,7 +4,6 @@ core (`jaxbio.dynamics.point_loads`, `jaxbio.muscles.geometry`), the biceps/tric
 
 from __future__ import annotations
 
-from typing import Optional
 
 import equinox as eqx
 import jax
@@ -41,7 +40,7 @@ def _check_muscles(arm, muscles):
 
 
 def weight_wrenches(
-    arm: Arm, root: Float[ArrayLike, "3"], ends: Float[ArrayLike, "n 3"], weights: Weights
+    arm: Arm, root: Float[ArrayLike, 3], ends: Float[ArrayLike, "n 3"], weights: Weights
 ) -> tuple[Float[Array, "n 3"], Float[Array, "n 3"]]:
     """Weight wrenches (seed 001 §3.3.2): ``[m g ; (w₂ d_i) × m g]`` summed per segment.
 
@@ -62,12 +61,17 @@ def _weight_wrenches_jit(arm, root, ends, weights):
 
 def _weight_wrenches(arm, tree, starts, ends, weights):
     k = np.asarray(weights.segments, dtype=int)
-    return point_loads(tree, jnp.zeros((arm.n,), ends.dtype), weights.segments,
-                       weights.ratios[:, None] * (ends[k] - starts[k]), weights.masses[:, None] * arm.gravity[None, :])
+    return point_loads(
+        tree,
+        jnp.zeros((arm.n,), ends.dtype),
+        weights.segments,
+        weights.ratios[:, None] * (ends[k] - starts[k]),
+        weights.masses[:, None] * arm.gravity[None, :],
+    )
 
 
 def muscle_paths(
-    arm: Arm, root: Float[ArrayLike, "3"], ends: Float[ArrayLike, "n 3"], muscles: ArmMuscles
+    arm: Arm, root: Float[ArrayLike, 3], ends: Float[ArrayLike, "n 3"], muscles: ArmMuscles
 ) -> MusclePaths:
     """Du's ratio-attached muscles as the core's `jaxbio.muscles.geometry.MusclePaths` of
     ``arm_tree(arm, root, ends)``: two points per muscle, the distal attachment first, each fixed
@@ -90,11 +94,16 @@ def _muscle_paths(arm, muscles, starts, ends) -> MusclePaths:
     the arm's tree (`MusclePaths.built_for`) so that another tree is refused."""
     kd, kp = np.asarray(muscles.distal_segments), np.asarray(muscles.proximal_segments)
     d = ends - starts
-    points = jnp.stack([(1.0 - muscles.distal_ratios)[:, None] * d[kd],
-                        (1.0 - muscles.proximal_ratios)[:, None] * d[kp]], axis=1)
-    return MusclePaths(points=points, segments=tuple(zip(muscles.distal_segments, muscles.proximal_segments)),
-                       counts=(2,) * len(muscles.names), names=muscles.names,
-                       built_for=tree_topology(_tree(arm, starts, ends)))
+    points = jnp.stack(
+        [(1.0 - muscles.distal_ratios)[:, None] * d[kd], (1.0 - muscles.proximal_ratios)[:, None] * d[kp]], axis=1
+    )
+    return MusclePaths(
+        points=points,
+        segments=tuple(zip(muscles.distal_segments, muscles.proximal_segments)),
+        counts=(2,) * len(muscles.names),
+        names=muscles.names,
+        built_for=tree_topology(_tree(arm, starts, ends)),
+    )
 
 
 def _muscle_points(tree, paths):
@@ -104,7 +113,7 @@ def _muscle_points(tree, paths):
 
 
 def muscle_points(
-    arm: Arm, root: Float[ArrayLike, "3"], ends: Float[ArrayLike, "n 3"], muscles: ArmMuscles
+    arm: Arm, root: Float[ArrayLike, 3], ends: Float[ArrayLike, "n 3"], muscles: ArmMuscles
 ) -> tuple[Float[Array, "m 3"], Float[Array, "m 3"], Float[Array, "m 3"]]:
     """Attachment points and directions of the muscles (seed 001 §3.2).
 
@@ -142,7 +151,7 @@ def _moment_arms(tree, paths, joint):
 
 
 def muscle_moment_arms(
-    arm: Arm, root: Float[ArrayLike, "3"], ends: Float[ArrayLike, "n 3"], muscles: ArmMuscles, joint: int
+    arm: Arm, root: Float[ArrayLike, 3], ends: Float[ArrayLike, "n 3"], muscles: ArmMuscles, joint: int
 ) -> Float[Array, "m 3"]:
     """Moment about the proximal joint centre of segment ``joint`` per newton of tension (m, world):
     ``((1 − r_d) d_{n_d}) × u`` (seed 001 eq. 4 as a vector) for each muscle that spans that joint,
@@ -174,7 +183,7 @@ def _check_form(form):
 
 def muscle_wrenches(
     arm: Arm,
-    root: Float[ArrayLike, "3"],
+    root: Float[ArrayLike, 3],
     ends: Float[ArrayLike, "n 3"],
     muscles: ArmMuscles,
     tensions: Float[ArrayLike, " m"],
@@ -237,8 +246,9 @@ def _muscle_wrenches(arm, muscles, starts, ends, tree, paths, tensions, form):
 def _muscle_wrenches_jit(arm, root, ends, muscles, tensions, form):
     starts, ends = _starts(arm, root, ends)
     tensions = enforce(tensions, _TENSION_CHECKS, tensions)
-    return _muscle_wrenches(arm, muscles, starts, ends, _tree(arm, starts, ends),
-                            _muscle_paths(arm, muscles, starts, ends), tensions, form)
+    return _muscle_wrenches(
+        arm, muscles, starts, ends, _tree(arm, starts, ends), _muscle_paths(arm, muscles, starts, ends), tensions, form
+    )
 
 
 class MuscleTensions(eqx.Module):
@@ -256,26 +266,30 @@ class MuscleTensions(eqx.Module):
     """
 
     tensions: Float[Array, " m"]
-    axis: Float[Array, "3"]
-    removable: Float[Array, "3"]
-    residual: Float[Array, "3"]
+    axis: Float[Array, 3]
+    removable: Float[Array, 3]
+    residual: Float[Array, 3]
     feasible: Bool[Array, ""]
 
 
 _MOMENT_CHECKS = ((lambda xp, M: ~xp.all(xp.isfinite(M)), "joint_moment contains NaN or inf"),)
-_AXIS_CHECKS = ((lambda xp, a: ~(xp.all(xp.isfinite(a)) & (xp.linalg.norm(a, axis=-1) > 0)),
-                 "axis must be a finite non-zero vector"),)
+_AXIS_CHECKS = (
+    (
+        lambda xp, a: ~(xp.all(xp.isfinite(a)) & (xp.linalg.norm(a, axis=-1) > 0)),
+        "axis must be a finite non-zero vector",
+    ),
+)
 
 
 def muscle_tensions(
     arm: Arm,
-    root: Float[ArrayLike, "3"],
+    root: Float[ArrayLike, 3],
     ends: Float[ArrayLike, "n 3"],
     muscles: ArmMuscles,
-    joint_moment: Float[ArrayLike, "3"],
+    joint_moment: Float[ArrayLike, 3],
     joint: int = 1,
     *,
-    axis: Optional[Float[ArrayLike, "3"]] = None,
+    axis: Float[ArrayLike, 3] | None = None,
 ) -> MuscleTensions:
     """Tensions that cancel the moment at a joint normal to the arm plane (seed 001 §3.2, eq. 4).
 
@@ -318,8 +332,9 @@ def _muscle_tensions_jit(arm, root, ends, muscles, M, joint, axis):
     M = enforce(M, _MOMENT_CHECKS, M)
     if axis is not None:
         axis = enforce(axis, _AXIS_CHECKS, axis)
-    return _muscle_tensions(arm, starts, ends, _tree(arm, starts, ends), _muscle_paths(arm, muscles, starts, ends),
-                            M, joint, axis)
+    return _muscle_tensions(
+        arm, starts, ends, _tree(arm, starts, ends), _muscle_paths(arm, muscles, starts, ends), M, joint, axis
+    )
 
 
 def _muscle_tensions(arm, starts, ends, tree, paths, M, joint, axis):
@@ -368,17 +383,17 @@ class ArmStatics(eqx.Module):
 
     forces: Float[Array, "n 3"]
     moments: Float[Array, "n 3"]
-    muscles: Optional[MuscleTensions]
+    muscles: MuscleTensions | None
     muscle_forces: Float[Array, "n 3"]
     muscle_moments: Float[Array, "n 3"]
 
 
 def arm_statics(
     arm: Arm,
-    root: Float[ArrayLike, "3"],
+    root: Float[ArrayLike, 3],
     ends: Float[ArrayLike, "n 3"],
     weights: Weights,
-    muscles: Optional[ArmMuscles] = None,
+    muscles: ArmMuscles | None = None,
     joint: int = 1,
     *,
     form: str = "pair",
@@ -421,7 +436,8 @@ def _arm_statics(arm, root, ends, weights, muscles, joint, form="pair"):
     m = len(muscles.names)
     paths = _muscle_paths(arm, muscles, starts, ends)
     unit_f, unit_m = jax.vmap(lambda t: _muscle_wrenches(arm, muscles, starts, ends, tree, paths, t, form))(
-        jnp.eye(m, dtype=ends.dtype))
+        jnp.eye(m, dtype=ends.dtype)
+    )
     batch_f = jnp.concatenate([ext[0][None], ext[0][None] + unit_f])
     batch_m = jnp.concatenate([ext[1][None], ext[1][None] + unit_m])
     fb, mb = jax.vmap(lambda f, mo: segment_wrenches(tree, z, z, z, (f, mo)))(batch_f, batch_m)
