@@ -375,10 +375,10 @@ class _Smoother:
         esn = np.cumsum(dt * dt, axis=0)[-1] / n  # weights 1; cumsum adds in order
         return esn if trn is None else esn - self.variance * (trn * 2 - 1)
 
-    def criteria(self, dps: list[float], pairs: list[tuple[int, int]], y: np.ndarray) -> np.ndarray:
-        """`criterion` with error variance 0 for many ``(index into dps, column of y)`` pairs at once:
+    def solve_many(self, dps: list[float], pairs: list[tuple[int, int]], y: np.ndarray) -> np.ndarray:
+        """`solve` for many ``(index into dps, column of y)`` pairs at once, ``(n+1, len(pairs))``:
         every ``B + dp·WE`` factorised side by side (`_bandet_batch`), every pair solved side by
-        side (`_bansol_batch`); the same numbers as `criterion` pair by pair."""
+        side (`_bansol_batch`); the same numbers as `solve` pair by pair."""
         m, n = self.m, self.n
         d = np.asarray(dps, float)
         bwe = self._b_full[:, :, None] + d[None, None, :] * self._we_array[:, :, None]
@@ -386,8 +386,14 @@ class _Smoother:
         bwe[2 * m] = d[None, :] * self._we_array[2 * m][:, None]
         _bandet_batch(bwe, m, n)
         which, columns = (np.array(v, int) for v in zip(*pairs))
-        rhs = y[:, columns]
-        c = _bansol_batch(bwe[:, :, which], rhs, m, n)
+        return _bansol_batch(bwe[:, :, which], y[:, columns], m, n)
+
+    def criteria(self, dps: list[float], pairs: list[tuple[int, int]], y: np.ndarray) -> np.ndarray:
+        """`criterion` with error variance 0 for many ``(index into dps, column of y)`` pairs at
+        once (`solve_many`); the same numbers as `criterion` pair by pair."""
+        m, n = self.m, self.n
+        c = self.solve_many(dps, pairs, y)
+        rhs = y[:, [j for _, j in pairs]]
         dt = -rhs[1:]
         for k in range(-(m - 1), m):  # dt += b(k, i)·c(i + k), k ascending, as `criterion`
             lo, hi = max(1, 1 - k), min(n, n - k)
@@ -457,11 +463,11 @@ def _gcvspl(x: list[float], y: np.ndarray, m: int, variance: float, *, ahead: bo
     the searches run through `_gcvspl_interpolating`."""
     smoother = _Smoother(x, m, variance)
     rhs = np.vstack([np.zeros((1, y.shape[1])), y])
+    if variance == 0.0 and ahead:  # the same numbers as the rounds below (tests/io/test_processing.py)
+        return _gcvspl_interpolating(smoother, rhs)
     searches = [_search_p(smoother.el) for _ in range(y.shape[1])]
     requests = {j: next(search) for j, search in enumerate(searches)}
     final: dict[float, list[int]] = {}
-    if variance == 0.0 and ahead:  # the same numbers as the rounds below (tests/io/test_processing.py)
-        return _gcvspl_interpolating(smoother, rhs, searches, requests)
     while requests:
         groups: dict[tuple[float, float], list[int]] = {}
         for j, p in requests.items():
@@ -486,17 +492,138 @@ def _gcvspl(x: list[float], y: np.ndarray, m: int, variance: float, *, ahead: bo
 _AHEAD = 52
 
 
-def _gcvspl_interpolating(smoother: _Smoother, rhs: np.ndarray, searches, requests) -> np.ndarray:
+def _golden_step(state: tuple, smaller: bool):
+    """One round of GCVSPL's golden-section search (label L70 on), as `_search_p` runs it: from
+    ``state = (r1, r2, r3, r4, alpha)`` with both ``gf3`` and ``gf4`` known and ``smaller = gf3 <=
+    gf4``, either ``(None, p)``, the search ended with ``p``, or ``(state', slot)``: the next round
+    needs the criterion at ``state'[slot]`` (slot 2: a new ``r3``, whose value becomes ``gf3``
+    after ``gf4 = gf3``; slot 3: a new ``r4``, ``gf4`` after ``gf3 = gf4``). The same operations as
+    `_search_p`, so the same bits."""
+    r1, r2, r3, r4, alpha = state
+    if smaller:
+        r2 = r4
+        err = (r2 - r1) / (r1 + r2)
+        if err * err + 1 == 1 or err <= 1e-6:
+            return None, (r1 + r2) / 2
+        r4 = r3
+        alpha /= _GOLDEN
+        r3 = r2 - alpha
+        return (r1, r2, r3, r4, alpha), 2
+    r1 = r3
+    err = (r2 - r1) / (r1 + r2)
+    if err * err + 1 == 1 or err <= 1e-6:
+        return None, (r1 + r2) / 2
+    r3 = r4
+    alpha /= _GOLDEN
+    r4 = r1 + alpha
+    return (r1, r2, r3, r4, alpha), 3
+
+
+def _replay(el: float, lookup):
+    """GCVSPL's search for one column (`_search_p`'s trials, operations and order) run on the
+    criteria known so far: ``lookup(p)`` is ``(criterion, p as used)`` or None when not computed.
+    Returns ``("done", p)`` (the ``p`` to fit with), ``("need", [p])`` when a halving or doubling
+    trial is missing, or ``("golden", state, slot)`` when the golden-section phase waits for the
+    trial ``state[slot]`` (``slot`` None: it waits for both first trials ``r3`` and ``r4``)."""
+    r1 = 1 / el
+    r2 = r1 * 2
+    known = lookup(r2)
+    if known is None:
+        return ("need", [r2])
+    gf2, used = known
+    while True:  # L40
+        known = lookup(r1)
+        if known is None:
+            return ("need", [r1])
+        gf1, used = known
+        if gf1 > gf2:
+            break
+        if used <= 0:
+            return ("done", r1)
+        r2, gf2 = r1, gf1
+        r1 /= 2.0
+    r3 = r2 * 2  # L50
+    while True:
+        known = lookup(r3)
+        if known is None:
+            return ("need", [r3])
+        gf3, used = known
+        if gf3 > gf2:
+            break
+        if used >= _HUGE:
+            return ("done", r1)
+        r2, gf2 = r3, gf3
+        r3 *= 2.0
+    r2, gf2 = r3, gf3  # L70
+    alpha = (r2 - r1) / _GOLDEN
+    r4 = r1 + alpha
+    r3 = r2 - alpha
+    state = (r1, r2, r3, r4, alpha)
+    first, second = lookup(r3), lookup(r4)
+    if first is None or second is None:
+        return ("golden", state, None)
+    gf3, gf4 = first[0], second[0]
+    while True:
+        state, slot = _golden_step(state, gf3 <= gf4)
+        if state is None:
+            return ("done", slot)
+        known = lookup(state[slot])
+        if known is None:
+            return ("golden", state, slot)
+        if slot == 2:
+            gf4, gf3 = gf3, known[0]
+        else:
+            gf3, gf4 = gf4, known[0]
+
+
+def _golden_ahead(state: tuple, slot: int | None, depth: int) -> list[float]:
+    """The trials the golden-section search can ask for in its next ``depth`` rounds from a
+    `_replay` wait: the awaited trial(s), then both outcomes of each comparison (``2^depth - 1``
+    trials, fewer where the search ends)."""
+    if slot is None:
+        wanted = [state[2], state[3]]
+        branches = [state]
+    else:
+        wanted = [state[slot]]
+        branches = [state]
+        depth -= 1
+    for _ in range(depth):
+        following = []
+        for branch in branches:
+            for smaller in (True, False):
+                after, next_slot = _golden_step(branch, smaller)
+                if after is not None:
+                    wanted.append(after[next_slot])
+                    following.append(after)
+        branches = following
+    return wanted
+
+
+#: rounds of the golden-section search computed together (`_golden_ahead`: up to 2^depth - 1
+#: trials per column and call); the rounds are sequential, so each call replaces ``depth`` of them
+_GOLDEN_DEPTH = 5
+
+
+def _gcvspl_interpolating(smoother: _Smoother, rhs: np.ndarray) -> np.ndarray:
     """`_gcvspl`'s searches with error variance 0 (OpenSim's setting), the same trials and the same
     numbers, fast: every column's criterion at every ``p`` the halving and doubling phases can
-    reach is computed at once (`_Smoother.criteria`, `_AHEAD`), and each round of the
-    golden-section phase computes its columns' trials together. Measured against the rounds of
-    `_gcvspl` (``ahead=False``), quintic, 2-core machine under load: the gait2354 pipeline's
-    73 × 23 coordinates 0.29 against 0.37 s; 300 × 23 samples 0.13 against 0.68 s; 600 × 10
-    0.19 against 0.49 s."""
-    known: dict[tuple[float, int], float] = {}
+    reach is computed at once (`_Smoother.criteria`, `_AHEAD`), and the golden-section phase
+    computes every trial its next `_GOLDEN_DEPTH` rounds can ask for, all columns side by side
+    (`_golden_ahead`); each column's search is then replayed on the known criteria (`_replay`).
+    The final fits are factorised side by side too. Equal to the round-by-round search of
+    `_gcvspl` (``ahead=False``) bit for bit (tests/io/test_processing.py)."""
+    known: dict[tuple[float, int], tuple[float, float]] = {}
+    clamps: dict[float, tuple[float, float]] = {}
 
-    def compute(wanted: list[tuple[float, int]]) -> None:
+    def clamp(p: float) -> tuple[float, float]:
+        if p not in clamps:
+            clamps[p] = smoother.clamp(p)
+        return clamps[p]
+
+    def compute(wanted: set[tuple[float, int]]) -> None:
+        wanted = sorted(wanted - known.keys())
+        if not wanted:
+            return
         dps = sorted({dp for dp, _ in wanted})
         where = {dp: i for i, dp in enumerate(dps)}
         values = smoother.criteria(dps, [(where[dp], j) for dp, j in wanted], rhs)
@@ -512,23 +639,32 @@ def _gcvspl_interpolating(smoother: _Smoother, rhs: np.ndarray, searches, reques
         p *= 2.0
         ahead.append(p)
     columns = range(rhs.shape[1])
-    compute(sorted({(smoother.clamp(p)[0], j) for p in ahead for j in columns}))
+    compute({(clamp(p)[0], j) for p in ahead for j in columns})
     final: dict[float, list[int]] = {}
-    while requests:
-        clamped = {j: smoother.clamp(p) for j, p in requests.items()}
-        missing = sorted({(dp, j) for j, (dp, _) in clamped.items() if (dp, j) not in known})
-        if missing:
-            compute(missing)
-        answered, requests = requests, {}
-        for j in answered:
-            dp, used = clamped[j]
-            try:
-                requests[j] = searches[j].send((known[(dp, j)], used))
-            except StopIteration as stop:
-                final.setdefault(smoother.clamp(stop.value)[0], []).append(j)
+    pending = list(columns)
+    while pending:
+        wanted: set[tuple[float, int]] = set()
+        waiting = []
+        for j in pending:
+
+            def lookup(p: float, j: int = j):
+                dp, used = clamp(p)
+                value = known.get((dp, j))
+                return None if value is None else (value, used)
+
+            outcome = _replay(smoother.el, lookup)
+            if outcome[0] == "done":
+                final.setdefault(clamp(outcome[1])[0], []).append(j)
+                continue
+            waiting.append(j)
+            trials = outcome[1] if outcome[0] == "need" else _golden_ahead(outcome[1], outcome[2], _GOLDEN_DEPTH)
+            wanted.update((clamp(p)[0], j) for p in trials)
+        compute(wanted)
+        pending = waiting
+    dps = sorted(final)
+    pairs = [(i, j) for i, dp in enumerate(dps) for j in final[dp]]
     out = np.empty((rhs.shape[0] - 1, rhs.shape[1]))
-    for dp, cols in final.items():
-        out[:, cols] = smoother.solve(dp, rhs[:, cols])[1:]
+    out[:, [j for _, j in pairs]] = smoother.solve_many(dps, pairs, rhs)[1:]
     return out
 
 

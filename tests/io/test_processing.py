@@ -111,6 +111,38 @@ def test_search_ahead_equals_the_rounds_bit_for_bit(seed):
         np.testing.assert_array_equal(_gcvspl(x, y, m, 0.0), _gcvspl(x, y, m, 0.0, ahead=False))
 
 
+@pytest.mark.parametrize(
+    "name, rows",
+    [
+        ("subject01/subject01_walk1_ik.mot", slice(None)),
+        ("subject01/subject01_walk1_grf.mot", slice(2000, 2300)),
+        ("arm26_id/arm26_InverseKinematics.mot", slice(None)),
+        ("arm26_id/std_Thelen2003Muscle_arm26_StaticOptimization_force.sto", slice(None)),
+    ],
+)
+def test_golden_section_ahead_equals_the_rounds_bit_for_bit(name, rows):
+    """OpenSim's own motion files take the search into its golden-section phase (the criterion
+    stops falling in rounding noise), whose rounds `_gcvspl_interpolating` computes several at a
+    time: the coefficients equal the round-by-round search bit for bit, and the phase is reached."""
+    from jaxbio.io import _gcvspl
+
+    table = read_storage(DATA.parent / name)
+    x = [0.0, *table.time[rows].tolist()]
+    y = table.data[rows]
+    reached = []
+    original = _gcvspl._golden_ahead
+
+    def spy(*args):
+        reached.append(args)
+        return original(*args)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_gcvspl, "_golden_ahead", spy)
+        fast = _gcvspl._gcvspl(x, y, 3, 0.0)
+    assert reached
+    np.testing.assert_array_equal(fast, _gcvspl._gcvspl(x, y, 3, 0.0, ahead=False))
+
+
 def test_spline_shapes_and_errors():
     x, y = _samples(10)
     s = GCVSpline(x, y[:, 0])
