@@ -112,6 +112,8 @@ in any order, as OpenSim allows.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import os
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -832,7 +834,27 @@ def load_osim(
     if isinstance(force_set_files, (str, os.PathLike)):
         force_set_files = (force_set_files,)
     extra = [_force_set_file(f) for f in force_set_files]  # errors name their own file
-    try:
-        return _parse(p, raw, dtype, extra, bool(replace_force_set))
-    except ValueError as e:
-        raise ValueError(f"{p}: {e}") from None
+    key = (
+        hashlib.sha256(raw).hexdigest(),
+        p.stem,
+        str(model_dtype(dtype)),
+        tuple(ET.tostring(e) for e in extra),
+        bool(replace_force_set),
+    )
+    model = _PARSED.get(key)
+    if model is None:
+        try:
+            model = _parse(p, raw, dtype, extra, bool(replace_force_set))
+        except ValueError as e:
+            raise ValueError(f"{p}: {e}") from None
+        _PARSED[key] = model
+        while len(_PARSED) > _PARSED_MAX:
+            del _PARSED[next(iter(_PARSED))]
+    return model if model.path == str(p) else dataclasses.replace(model, path=str(p))
+
+
+#: models read by `load_osim`, by the file's bytes, name, dtype and force sets: a session of
+#: trials (``jaxbio run-tool A.xml B.xml …``, or a loop in Python) whose setups name copies of one
+#: model parses it once (models are immutable); the oldest is dropped beyond ``_PARSED_MAX``
+_PARSED: dict[tuple, OsimModel] = {}
+_PARSED_MAX = 8

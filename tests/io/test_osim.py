@@ -332,3 +332,28 @@ def test_refusals_of_3x_files_and_paths(tmp_path):
         load_osim(tmp_path / "missing.osim")
     with pytest.raises(ValueError, match="non-empty"):
         load_osim("")
+
+
+def test_copies_of_a_model_are_parsed_once_and_keep_their_own_path(tmp_path):
+    """A session of setups naming copies of one model reads it once: a copy gives the same arrays
+    under its own path; an edited copy is read anew, and each dtype has its own model."""
+    import jaxbio.io.osim as osim
+
+    text = (DATA / "arm26.osim").read_text(encoding="utf-8")
+    first, second = tmp_path / "a" / "arm26.osim", tmp_path / "b" / "arm26.osim"
+    for p in (first, second):
+        p.parent.mkdir()
+        p.write_text(text, encoding="utf-8")
+    a = load_osim(first, dtype=jnp.float32)
+    calls = []
+    original = osim._parse
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(osim, "_parse", lambda *args: calls.append(args) or original(*args))
+        b = load_osim(second, dtype=jnp.float32)
+        assert calls == [] and b.tree is a.tree and (a.path, b.path) == (str(first), str(second))
+        c = load_osim(second, dtype=jnp.float64 if jax.config.jax_enable_x64 else jnp.float16)
+        assert len(calls) == 1 and c.tree.masses.dtype != a.tree.masses.dtype
+        second.write_text(text.replace("<mass>1.8645719999999999</mass>", "<mass>2.5</mass>", 1), encoding="utf-8")
+        d = load_osim(second, dtype=jnp.float32)
+        assert len(calls) == 2
+    assert not np.array_equal(np.asarray(d.tree.masses), np.asarray(a.tree.masses))
