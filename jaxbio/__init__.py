@@ -6,7 +6,8 @@ Daily names (``import jaxbio as jb``): `SegmentTree`, `load_model`, `save_model`
 and the `quaternion` and `configuration` (``q ⊕ dq`` for ball and free joints) modules;
 `coordinates` (coupled model coordinates, `coordinates.CoordinateMap`); `jb.io` (imported on first
 use) reads OpenSim models (``io.load_osim``), reads and writes motion files (.mot/.sto, .trc,
-C3D) and processes coordinates as OpenSim's inverse dynamics does. Every
+C3D) and processes coordinates as OpenSim's inverse dynamics does; `jb.tools` runs OpenSim's own setup
+files (``tools.run``: one, or a whole session of trials, as ``jaxbio run-tool``). Every
 function is a pure function of one sample; batch with `jax.vmap`, or with `batch` (``jb.batch``,
 imported on first use), which also splits the batch over every device (`jaxbio.batching`). Importing jaxbio changes no
 global JAX configuration: enable float64 yourself with ``jax.config.update("jax_enable_x64",
@@ -39,7 +40,7 @@ from jaxbio._lazy import attach  # noqa: E402
 __getattr__, __dir__ = attach(
     __name__,
     globals(),
-    submodules=("batching", "coordinates", "estimation", "io", "learning", "papers", "plot", "simulation"),
+    submodules=("batching", "coordinates", "estimation", "io", "learning", "papers", "plot", "simulation", "tools"),
     exports={"batch": "batching", "simulate": "simulation", "simulate_sde": "simulation", "Trajectory": "simulation"},
 )
 
@@ -76,4 +77,5 @@ __all__ = [
     "segment_wrenches",
     "shipped_models",
     "spatial",
+    "tools",
 ]

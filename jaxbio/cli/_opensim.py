@@ -17,13 +17,11 @@ model forces; else every force but the actuators). Bad input: one line on stderr
 
 from __future__ import annotations
 
-import contextlib
 import math
 import sys
 from pathlib import Path
 
-from jaxbio._text import listing, read_xml
-from jaxbio._validate import echo
+from jaxbio._text import listing
 from jaxbio.cli._common import _InputError, _number, _setup_jax
 
 
@@ -48,14 +46,6 @@ def _progress(bar):
     return say
 
 
-def _write_sto(path: str, table, inputs, flag: str = "--output") -> None:
-    from jaxbio._files import check_outputs, write_outputs
-    from jaxbio.io import format_sto
-
-    (out,) = check_outputs([(flag, path)], inputs)
-    write_outputs([(out, lambda f: f.write(format_sto(table).encode()))])
-
-
 def _print_table(table, columns: int = 8) -> None:
     cols = list(range(min(columns, len(table.labels))))
     width = max(12, max(len(table.labels[i]) for i in cols) + 2)
@@ -77,42 +67,44 @@ def run_inverse_dynamics(
     output=None,
     no_progress=False,
 ) -> int:
-    """The ``--motion`` form of ``jaxbio inverse-dynamics`` (also used by ``run-tool``)."""
+    """The ``--motion`` form of ``jaxbio inverse-dynamics`` (`jaxbio.tools.inverse_dynamics_job`)."""
     _setup_jax()
-    import jax.numpy as jnp
+    from jaxbio.tools import inverse_dynamics_job
 
-    from jaxbio.io import inverse_dynamics_tool
-
-    inputs = [str(p) for p in (model, motion, external_loads) if p]
-    if output:
-        from jaxbio._files import check_outputs
-
-        check_outputs([("--output", output)], inputs)  # before any work
     bar = _stages(4 + (external_loads is not None), no_progress)
     try:
-        table = inverse_dynamics_tool(
+        done = inverse_dynamics_job(
             model,
             motion,
             external_loads=external_loads,
             forces_to_exclude=forces_to_exclude,
-            lowpass_hz=lowpass,
+            lowpass=lowpass,
             start=start,
             end=end,
-            dtype=jnp.float64,
+            output=output,
             progress=_progress(bar),
         )
     finally:
         if bar is not None:
             bar.close()
-    if output:
-        _write_sto(output, table, inputs)
+    _report(done)
+    return 0
+
+
+def _report(done) -> None:
+    """The lines a tool run prints: its warnings (stderr), then a line per file written, or the
+    table when nothing was written."""
+    for message in done.warnings:
+        print(f"warning: {message}", file=sys.stderr)
+    for kind, path in done.files.items():
+        table = done.tables[kind]
+        what = {"generalized_forces": "generalised forces"}.get(kind, kind)
         print(
-            f"wrote {output}: {table.time.size} frames × {len(table.labels)} generalised forces "
+            f"wrote {path}: {table.time.size} frames × {len(table.labels)} {what} "
             f"(t = {table.time[0]:.4f}–{table.time[-1]:.4f} s)"
         )
-    else:
-        _print_table(table)
-    return 0
+    if not done.files:
+        _print_table(done.tables.get("activations", done.tables.get("generalized_forces")))
 
 
 def run_static_optimization(
@@ -130,59 +122,34 @@ def run_static_optimization(
     output_activations=None,
     no_progress=False,
 ) -> int:
-    """``jaxbio static-optimization`` (also used by ``run-tool``)."""
+    """``jaxbio static-optimization`` (`jaxbio.tools.static_optimization_job`)."""
     _setup_jax()
     import warnings
 
-    import jax.numpy as jnp
+    from jaxbio.tools import static_optimization_job
 
-    from jaxbio.io import static_optimization_tool
-
-    inputs = [str(p) for p in (model, motion, external_loads, *actuators) if p]
-    outputs = [
-        (flag, path)
-        for flag, path in (("--output-forces", output_forces), ("--output-activations", output_activations))
-        if path
-    ]
-    if outputs:
-        from jaxbio._files import check_outputs
-
-        check_outputs(outputs, inputs)  # before any work
     bar = _stages(4 + (external_loads is not None), no_progress)
     try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            tables = static_optimization_tool(
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # printed by `_report`, once
+            done = static_optimization_job(
                 model,
                 motion,
                 external_loads=external_loads,
-                actuators=actuators or None,
-                lowpass_hz=lowpass,
+                actuators=actuators,
+                lowpass=lowpass,
                 start=start,
                 end=end,
                 activation_exponent=activation_exponent,
                 use_muscle_physiology=use_muscle_physiology,
-                dtype=jnp.float64,
+                output_forces=output_forces,
+                output_activations=output_activations,
                 progress=_progress(bar),
             )
     finally:
         if bar is not None:
             bar.close()
-    for w in caught:
-        print(f"warning: {w.message}", file=sys.stderr)
-    for (flag, path), table in zip(
-        (("--output-forces", output_forces), ("--output-activations", output_activations)),
-        (tables.forces, tables.activations),
-    ):
-        if path:
-            _write_sto(path, table, inputs, flag)
-            print(
-                f"wrote {path}: {table.time.size} frames × {len(table.labels)} "
-                f"{'forces' if table is tables.forces else 'activations'} "
-                f"(t = {table.time[0]:.4f}–{table.time[-1]:.4f} s)"
-            )
-    if not outputs:
-        _print_table(tables.activations)
+    _report(done)
     return 0
 
 
@@ -241,245 +208,39 @@ def cmd_inverse_dynamics(args) -> int:
     )
 
 
-def _setup_text(el, tag: str):
-    child = el.find(tag)
-    return None if child is None or child.text is None or not child.text.strip() else child.text.strip()
-
-
-#: the setup documents `run-tool` runs (a folder given to it contributes its .xml files of these)
-TOOLS = ("InverseDynamicsTool", "AnalyzeTool")
-
-
-def _setups(given) -> list[Path]:
-    """The setup files of ``run-tool``'s arguments, in order: a file as it is, a folder's ``.xml``
-    files whose document is a tool `TOOLS` names (sorted; external loads and actuator files are
-    skipped), a quoted glob's matches (sorted). ``ValueError`` for a folder or glob with none."""
-    import glob
-
-    out: list[Path] = []
-    for item in given:
-        if any(c in item for c in "*?[") and not Path(item).exists():
-            matches = sorted(glob.glob(item))
-            if not matches:
-                raise ValueError(f"{echo(item)}: no file matches")
-            out += [Path(m) for m in matches]
-        elif Path(item).is_dir():
-            found = [p for p in sorted(Path(item).glob("*.xml")) if _tool_tag(p) in TOOLS]
-            if not found:
-                raise ValueError(f"{item}: no InverseDynamicsTool or AnalyzeTool setup .xml in this folder")
-            out += found
-        else:
-            out.append(Path(item))
-    return out
-
-
-def _tool_tag(path: Path) -> str | None:
-    """The tool element's tag of an OpenSim document (None when it is not one)."""
-    try:
-        root = read_xml(path, "OpenSim tool setup file")
-    except ValueError:
-        return None
-    tool = root if root.tag != "OpenSimDocument" else next(iter(root), None)
-    return None if tool is None else tool.tag
-
-
 def cmd_run_tool(args) -> int:
-    """``jaxbio run-tool SETUP.xml [SETUP.xml | FOLDER | 'GLOB' …]``: every setup in turn in this
-    process, so that a model's and a trial length's programs are traced and compiled once for
-    the whole session (`jaxbio._aot`); with more than one setup, one progress bar over them. The
-    first setup that fails stops the session with its one-line error (exit 2); the outputs of
-    the setups before it are written."""
-    setups = _setups(args.setup)
-    if len(setups) == 1:
-        return _run_setup(setups[0], args.no_progress)
-    bar = _stages(len(setups), args.no_progress)
-    for setup in setups:
+    """``jaxbio run-tool SETUP.xml [SETUP.xml | FOLDER | 'GLOB' …]``: `jaxbio.tools.run_setup` on
+    every setup in turn in this process, so that a model is read and its and a trial length's
+    programs are traced and compiled once for the whole session (`jaxbio._aot`); with more than
+    one setup, one progress bar over them. The first setup that fails stops the session with its
+    one-line error (exit 2); the outputs of the setups before it are written."""
+    _setup_jax()
+    import warnings
+
+    from jaxbio.tools import run_setup, setup_files
+
+    setups = setup_files(args.setup)
+    single = len(setups) == 1
+    bar = _stages(len(setups), args.no_progress or single)
+    try:
+        for setup in setups:
+            if bar is not None:
+                bar.set_description_str(setup.name)
+            stages = _stages(5, args.no_progress) if single else None
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # printed by `_report`, once
+                    done = run_setup(setup, progress=_progress(stages) if single else None)
+            finally:
+                if stages is not None:
+                    stages.close()
+            _report(done)
+            if bar is not None:
+                bar.update(1)
+    finally:
         if bar is not None:
-            bar.set_description_str(setup.name)
-        code = _run_setup(setup, True)
-        if code:
-            return code
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
+            bar.close()
     return 0
-
-
-def _run_setup(setup: Path, no_progress: bool) -> int:
-    """One OpenSim setup file (`cmd_run_tool`)."""
-    root = read_xml(setup, "OpenSim tool setup file")
-    tool = root if root.tag != "OpenSimDocument" else next(iter(root), None)
-    if tool is None:
-        raise ValueError(f"{setup}: an empty OpenSimDocument")
-    here = setup.parent
-
-    def path(tag, required=True):
-        text = _setup_text(tool, tag)
-        if text is None or text == "Unassigned":
-            if required:
-                raise ValueError(f"{setup}: <{tool.tag}> has no <{tag}>")
-            return None
-        return str(here / text)
-
-    def number(text, tag):
-        try:
-            return float(text)
-        except (TypeError, ValueError):
-            raise ValueError(f"{setup}: <{tag}> must be a number, got {echo(text)}") from None
-
-    cutoff = _setup_text(tool, "lowpass_cutoff_frequency_for_coordinates")
-    lowpass = None if cutoff is None else number(cutoff, "lowpass_cutoff_frequency_for_coordinates")
-    if lowpass is not None and lowpass < 0:  # OpenSim's -1: no filtering
-        lowpass = None
-    if lowpass is not None and not 0 < lowpass < math.inf:  # OpenSim would filter everything to 0 (or NaN)
-        raise ValueError(
-            f"{setup}: <lowpass_cutoff_frequency_for_coordinates> must be a finite cutoff > 0 Hz, or "
-            f"negative (-1) for no filtering, got {echo(cutoff)}"
-        )
-    results = Path(path("results_directory", required=False) or here)
-    name = tool.get("name", "")
-    if tool.tag == "InverseDynamicsTool":
-        span = (_setup_text(tool, "time_range") or "-inf inf").split()
-        if len(span) != 2:
-            raise ValueError(f"{setup}: <time_range> must hold two times, got {echo(' '.join(span))}")
-        start, end = (number(s, "time_range") for s in span)
-        output = _setup_text(tool, "output_gen_force_file") or f"{name}_InverseDynamics"
-        output = Path(output).name  # OpenSim writes into the results directory, whatever the path says
-        external = path("external_loads_file", required=False)
-        exclude = tuple((_setup_text(tool, "forces_to_exclude") or "").split())  # OpenSim's default: none
-    elif tool.tag == "AnalyzeTool":
-        analyses = [
-            a
-            for a in tool.iter()
-            if a.tag in ("InverseDynamics", "StaticOptimization") and (_setup_text(a, "on") or "true").lower() == "true"
-        ]
-        kinds = sorted({a.tag for a in analyses})
-        if kinds == ["StaticOptimization"] and len(analyses) == 1:
-            return _run_analyze_static_optimization(
-                setup, tool, analyses[0], path, number, lowpass, results, name, no_progress
-            )
-        if kinds != ["InverseDynamics"]:
-            raise ValueError(
-                f"{setup}: AnalyzeTool {echo(name)}: jaxbio runs one InverseDynamics or one StaticOptimization "
-                f"analysis (found {kinds or 'none'})"
-            )
-        if (_setup_text(analyses[0], "use_model_force_set") or "true").lower() == "true":
-            raise ValueError(
-                f"{setup}: InverseDynamics analysis with <use_model_force_set> true (the model's actuators "
-                "as unknowns) is not run by jaxbio; set it false for joint moments"
-            )
-        if (_setup_text(tool, "force_set_files") or "").split():
-            raise ValueError(f"{setup}: AnalyzeTool {echo(name)}: <force_set_files> are not read by jaxbio")
-        # <replace_force_set> (default true) empties the model's ForceSet (AbstractTool::updateModelForces);
-        # else the analysis drops the muscles and holds every other actuator at zero: other forces act
-        replace = (_setup_text(tool, "replace_force_set") or "true").lower() == "true"
-        exclude = ("all",) if replace else ("actuators",)
-        start = number(_setup_text(tool, "initial_time") or "-inf", "initial_time")
-        end = number(_setup_text(tool, "final_time") or "inf", "final_time")
-        output = f"{name}_InverseDynamics"
-        external = path("external_loads_file", required=False)
-    else:
-        raise ValueError(f"{setup}: <{tool.tag}> is not a tool jaxbio runs (InverseDynamicsTool, AnalyzeTool)")
-    if not output.endswith(".sto"):
-        output += ".sto"
-    with _results_directory(setup, results):
-        return run_inverse_dynamics(
-            path("model_file"),
-            path("coordinates_file"),
-            external_loads=external,
-            forces_to_exclude=exclude,
-            lowpass=lowpass,
-            start=start,
-            end=end,
-            output=str(results / output),
-            no_progress=no_progress,
-        )
-
-
-@contextlib.contextmanager
-def _results_directory(setup, results: Path):
-    """Make ``results`` (OpenSim's ``<results_directory>``, with missing parents) for the run in
-    the ``with`` block; if the run fails, the directories made here are removed again (when still
-    empty): a failed ``run-tool`` leaves nothing behind. ``ValueError`` naming the setup file when
-    the directory cannot be made."""
-    made = []
-    for d in (results, *results.parents):
-        if d.exists() or d.is_symlink():
-            break
-        made.append(d)
-    try:
-        results.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        _remove_empty(made)
-        raise ValueError(
-            f"{setup}: <results_directory> {results}: cannot make the directory ({e.strerror or e})"
-        ) from None
-    try:
-        yield
-    except BaseException:
-        _remove_empty(made)
-        raise
-
-
-def _remove_empty(directories) -> None:
-    for d in directories:  # deepest first
-        try:
-            d.rmdir()
-        except OSError:  # not empty (or gone): left as it is
-            break
-
-
-def _run_analyze_static_optimization(setup, tool, analysis, path, number, lowpass, results, name, no_progress) -> int:
-    """``run-tool`` for an AnalyzeTool with a StaticOptimization analysis."""
-
-    def flag(el, tag, default):
-        text = (_setup_text(el, tag) or default).lower()
-        if text not in ("true", "false"):
-            raise ValueError(f"{setup}: <{tag}> must be true or false, got {echo(text)}")
-        return text == "true"
-
-    if not flag(analysis, "use_model_force_set", "true"):
-        raise ValueError(
-            f"{setup}: StaticOptimization with <use_model_force_set> false (a CoordinateActuator per "
-            "coordinate instead of the muscles) is not run by jaxbio"
-        )
-    interval = _setup_text(analysis, "step_interval") or "1"
-    if interval != "1":
-        raise ValueError(f"{setup}: StaticOptimization <step_interval> {interval}: jaxbio solves every frame (1)")
-    here = setup.parent
-    files = tuple(str(here / f) for f in (_setup_text(tool, "force_set_files") or "").split())
-    if flag(tool, "replace_force_set", "false") and files:
-        raise ValueError(
-            f"{setup}: <replace_force_set> true would remove the model's muscles; jaxbio appends "
-            "<force_set_files> (set it false)"
-        )
-    start = max(
-        number(_setup_text(tool, "initial_time") or "-inf", "initial_time"),
-        number(_setup_text(analysis, "start_time") or "-inf", "start_time"),
-    )
-    end = min(
-        number(_setup_text(tool, "final_time") or "inf", "final_time"),
-        number(_setup_text(analysis, "end_time") or "inf", "end_time"),
-    )
-    exponent = number(_setup_text(analysis, "activation_exponent") or "2", "activation_exponent")
-    physiology = flag(analysis, "use_muscle_physiology", "true")
-    stem = f"{name}_StaticOptimization"
-    with _results_directory(setup, results):
-        return run_static_optimization(
-            path("model_file"),
-            path("coordinates_file"),
-            external_loads=path("external_loads_file", required=False),
-            actuators=files,
-            lowpass=lowpass,
-            start=start,
-            end=end,
-            activation_exponent=exponent,
-            use_muscle_physiology=physiology,
-            output_forces=str(results / f"{stem}_force.sto"),
-            output_activations=str(results / f"{stem}_activation.sto"),
-            no_progress=no_progress,
-        )
 
 
 def cmd_animate(args) -> int:

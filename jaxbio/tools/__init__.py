@@ -1,0 +1,428 @@
+"""OpenSim's tools run from their own setup files, one or a whole session of them.
+
+`run` takes setup files (``InverseDynamicsTool``; ``AnalyzeTool`` with one ``InverseDynamics`` or
+one ``StaticOptimization`` analysis), folders of them and globs, runs each as OpenSim's tool would
+and writes the files OpenSim writes, in one process: a model read once (`jaxbio.io.load_osim`)
+and a model's and trial length's programs traced and compiled once (`jaxbio._aot`) serve every
+trial of the session. ``jaxbio run-tool`` is this function from the shell. The single jobs
+(`inverse_dynamics_job`, `static_optimization_job`) are also what ``jaxbio inverse-dynamics
+--motion`` and ``jaxbio static-optimization`` run.
+
+Everything computes in float64 (OpenSim's double precision), inside ``jax.enable_x64``: the
+process's own JAX configuration is left as it is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import os
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+from jaxbio._text import read_xml
+from jaxbio._validate import echo
+
+__all__ = ["ToolRun", "inverse_dynamics_job", "run", "run_setup", "setup_files", "static_optimization_job"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolRun:
+    """What one tool run computed and wrote.
+
+    - ``setup``: the setup file (None for a job run without one); ``tool``: its tool element
+      (``"InverseDynamicsTool"``, ``"AnalyzeTool"``) or the job's name.
+    - ``tables``: the results as `jaxbio.io.Table` s by name: ``"generalized_forces"`` (inverse
+      dynamics: N·m and N per coordinate), or ``"forces"`` (N, and N·m for torque actuators) and
+      ``"activations"`` (static optimisation).
+    - ``files``: the files written, by the name of the table each holds.
+    - ``warnings``: the warnings the run gave (also issued as Python warnings).
+    """
+
+    setup: Path | None
+    tool: str
+    tables: dict
+    files: dict
+    warnings: tuple[str, ...] = ()
+
+
+def _write_sto(path: str, table, inputs, flag: str) -> Path:
+    from jaxbio._files import check_outputs, write_outputs
+    from jaxbio.io import format_sto
+
+    (out,) = check_outputs([(flag, path)], inputs)
+    write_outputs([(out, lambda f: f.write(format_sto(table).encode()))])
+    return Path(path)
+
+
+def inverse_dynamics_job(
+    model,
+    motion,
+    *,
+    external_loads=None,
+    forces_to_exclude=("muscles",),
+    lowpass=None,
+    start=None,
+    end=None,
+    output=None,
+    progress: Callable[[str], None] | None = None,
+) -> ToolRun:
+    """OpenSim's ``InverseDynamicsTool`` on files (`jaxbio.io.inverse_dynamics_tool` in float64):
+    the generalised forces, written to ``output`` (OpenSim's ``.sto``) when given. The output is
+    checked to be writable before any work. Returns a `ToolRun` (``tables["generalized_forces"]``)."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxbio.io import inverse_dynamics_tool
+
+    inputs = [str(p) for p in (model, motion, external_loads) if p]
+    if output:
+        from jaxbio._files import check_outputs
+
+        check_outputs([("--output", output)], inputs)  # before any work
+    with jax.enable_x64(True):
+        table = inverse_dynamics_tool(
+            model,
+            motion,
+            external_loads=external_loads,
+            forces_to_exclude=forces_to_exclude,
+            lowpass_hz=lowpass,
+            start=start,
+            end=end,
+            dtype=jnp.float64,
+            progress=progress,
+        )
+    files = {"generalized_forces": _write_sto(output, table, inputs, "--output")} if output else {}
+    return ToolRun(None, "inverse_dynamics", {"generalized_forces": table}, files)
+
+
+def static_optimization_job(
+    model,
+    motion,
+    *,
+    external_loads=None,
+    actuators=(),
+    lowpass=None,
+    start=None,
+    end=None,
+    activation_exponent=2.0,
+    use_muscle_physiology=True,
+    output_forces=None,
+    output_activations=None,
+    progress: Callable[[str], None] | None = None,
+) -> ToolRun:
+    """OpenSim's static optimisation on files (`jaxbio.io.static_optimization_tool` in float64):
+    forces and activations, written to ``output_forces`` / ``output_activations`` when given
+    (checked writable before any work). Returns a `ToolRun` (``tables["forces"]``,
+    ``tables["activations"]``); the tool's warnings are re-issued and kept in ``warnings``."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxbio.io import static_optimization_tool
+
+    inputs = [str(p) for p in (model, motion, external_loads, *actuators) if p]
+    outputs = [
+        (flag, path)
+        for flag, path in (("--output-forces", output_forces), ("--output-activations", output_activations))
+        if path
+    ]
+    if outputs:
+        from jaxbio._files import check_outputs
+
+        check_outputs(outputs, inputs)  # before any work
+    with warnings.catch_warnings(record=True) as caught, jax.enable_x64(True):
+        warnings.simplefilter("always")
+        tables = static_optimization_tool(
+            model,
+            motion,
+            external_loads=external_loads,
+            actuators=actuators or None,
+            lowpass_hz=lowpass,
+            start=start,
+            end=end,
+            activation_exponent=activation_exponent,
+            use_muscle_physiology=use_muscle_physiology,
+            dtype=jnp.float64,
+            progress=progress,
+        )
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    files = {
+        name: _write_sto(path, table, inputs, flag)
+        for name, flag, path, table in (
+            ("forces", "--output-forces", output_forces, tables.forces),
+            ("activations", "--output-activations", output_activations, tables.activations),
+        )
+        if path
+    }
+    return ToolRun(
+        None,
+        "static_optimization",
+        {"forces": tables.forces, "activations": tables.activations},
+        files,
+        tuple(str(w.message) for w in caught),
+    )
+
+
+def run(setups, *, progress: bool = True) -> list[ToolRun]:
+    """Run OpenSim setup files in turn in this process and write what OpenSim writes.
+
+    ``setups``: a setup file, a folder (its ``.xml`` files whose document is an
+    ``InverseDynamicsTool`` or ``AnalyzeTool``, sorted), a glob (``"trials/*/Setup_ID.xml"``), or
+    a list of these (`setup_files`). ``progress``: a tqdm bar over the setups on stderr.
+
+    Returns one `ToolRun` per setup, in order. The first setup that fails raises its
+    ``ValueError`` (naming the setup file); the files of the setups before it are written. The
+    outputs are those of separate runs: a session only shares what is read and compiled."""
+    files = setup_files(setups)
+    bar = None
+    if progress and len(files) > 1:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(files), unit="setup", leave=False)
+    done = []
+    try:
+        for setup in files:
+            if bar is not None:
+                bar.set_description_str(setup.name)
+            done.append(run_setup(setup))
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    return done
+
+
+def _setup_text(el, tag: str):
+    child = el.find(tag)
+    return None if child is None or child.text is None or not child.text.strip() else child.text.strip()
+
+
+#: the setup documents `run` runs (a folder given to it contributes its .xml files of these)
+TOOLS = ("InverseDynamicsTool", "AnalyzeTool")
+
+
+def setup_files(given) -> list[Path]:
+    """The setup files named by ``given`` (a path, a folder or a glob, or a list of them), in order: a file as it is, a folder's ``.xml``
+    files whose document is a tool `TOOLS` names (sorted; external loads and actuator files are
+    skipped), a quoted glob's matches (sorted). ``ValueError`` for a folder or glob with none."""
+    import glob
+
+    if isinstance(given, (str, os.PathLike)):
+        given = [given]
+    out: list[Path] = []
+    for item in map(os.fspath, given):
+        if any(c in item for c in "*?[") and not Path(item).exists():
+            matches = sorted(glob.glob(item))
+            if not matches:
+                raise ValueError(f"{echo(item)}: no file matches")
+            out += [Path(m) for m in matches]
+        elif Path(item).is_dir():
+            found = [p for p in sorted(Path(item).glob("*.xml")) if _tool_tag(p) in TOOLS]
+            if not found:
+                raise ValueError(f"{item}: no InverseDynamicsTool or AnalyzeTool setup .xml in this folder")
+            out += found
+        else:
+            out.append(Path(item))
+    return out
+
+
+def _tool_tag(path: Path) -> str | None:
+    """The tool element's tag of an OpenSim document (None when it is not one)."""
+    try:
+        root = read_xml(path, "OpenSim tool setup file")
+    except ValueError:
+        return None
+    tool = root if root.tag != "OpenSimDocument" else next(iter(root), None)
+    return None if tool is None else tool.tag
+
+
+def run_setup(setup, *, progress: Callable[[str], None] | None = None) -> ToolRun:
+    """Run one OpenSim setup file as OpenSim's tool would and write the files it writes.
+
+    ``setup``: the path of an ``InverseDynamicsTool`` setup, or of an ``AnalyzeTool`` with one
+    ``InverseDynamics`` or one ``StaticOptimization`` analysis (paths in it relative to the
+    setup file, as OpenSim reads them). ``progress``: called with a short description of each
+    stage (e.g. a tqdm bar's ``set_description_str``), or None.
+
+    Returns a `ToolRun` (the tables computed and the files written). ``ValueError`` naming the
+    setup file and the element for a setup jaxbio does not run or a bad value; a failed run
+    leaves no results directory it made. Computes in float64 (inside ``jax.enable_x64``)."""
+    setup = Path(setup)
+    root = read_xml(setup, "OpenSim tool setup file")
+    tool = root if root.tag != "OpenSimDocument" else next(iter(root), None)
+    if tool is None:
+        raise ValueError(f"{setup}: an empty OpenSimDocument")
+    here = setup.parent
+
+    def path(tag, required=True):
+        text = _setup_text(tool, tag)
+        if text is None or text == "Unassigned":
+            if required:
+                raise ValueError(f"{setup}: <{tool.tag}> has no <{tag}>")
+            return None
+        return str(here / text)
+
+    def number(text, tag):
+        try:
+            return float(text)
+        except (TypeError, ValueError):
+            raise ValueError(f"{setup}: <{tag}> must be a number, got {echo(text)}") from None
+
+    cutoff = _setup_text(tool, "lowpass_cutoff_frequency_for_coordinates")
+    lowpass = None if cutoff is None else number(cutoff, "lowpass_cutoff_frequency_for_coordinates")
+    if lowpass is not None and lowpass < 0:  # OpenSim's -1: no filtering
+        lowpass = None
+    if lowpass is not None and not 0 < lowpass < math.inf:  # OpenSim would filter everything to 0 (or NaN)
+        raise ValueError(
+            f"{setup}: <lowpass_cutoff_frequency_for_coordinates> must be a finite cutoff > 0 Hz, or "
+            f"negative (-1) for no filtering, got {echo(cutoff)}"
+        )
+    results = Path(path("results_directory", required=False) or here)
+    name = tool.get("name", "")
+    if tool.tag == "InverseDynamicsTool":
+        span = (_setup_text(tool, "time_range") or "-inf inf").split()
+        if len(span) != 2:
+            raise ValueError(f"{setup}: <time_range> must hold two times, got {echo(' '.join(span))}")
+        start, end = (number(s, "time_range") for s in span)
+        output = _setup_text(tool, "output_gen_force_file") or f"{name}_InverseDynamics"
+        output = Path(output).name  # OpenSim writes into the results directory, whatever the path says
+        external = path("external_loads_file", required=False)
+        exclude = tuple((_setup_text(tool, "forces_to_exclude") or "").split())  # OpenSim's default: none
+    elif tool.tag == "AnalyzeTool":
+        analyses = [
+            a
+            for a in tool.iter()
+            if a.tag in ("InverseDynamics", "StaticOptimization") and (_setup_text(a, "on") or "true").lower() == "true"
+        ]
+        kinds = sorted({a.tag for a in analyses})
+        if kinds == ["StaticOptimization"] and len(analyses) == 1:
+            return _run_analyze_static_optimization(
+                setup, tool, analyses[0], path, number, lowpass, results, name, progress
+            )
+        if kinds != ["InverseDynamics"]:
+            raise ValueError(
+                f"{setup}: AnalyzeTool {echo(name)}: jaxbio runs one InverseDynamics or one StaticOptimization "
+                f"analysis (found {kinds or 'none'})"
+            )
+        if (_setup_text(analyses[0], "use_model_force_set") or "true").lower() == "true":
+            raise ValueError(
+                f"{setup}: InverseDynamics analysis with <use_model_force_set> true (the model's actuators "
+                "as unknowns) is not run by jaxbio; set it false for joint moments"
+            )
+        if (_setup_text(tool, "force_set_files") or "").split():
+            raise ValueError(f"{setup}: AnalyzeTool {echo(name)}: <force_set_files> are not read by jaxbio")
+        # <replace_force_set> (default true) empties the model's ForceSet (AbstractTool::updateModelForces);
+        # else the analysis drops the muscles and holds every other actuator at zero: other forces act
+        replace = (_setup_text(tool, "replace_force_set") or "true").lower() == "true"
+        exclude = ("all",) if replace else ("actuators",)
+        start = number(_setup_text(tool, "initial_time") or "-inf", "initial_time")
+        end = number(_setup_text(tool, "final_time") or "inf", "final_time")
+        output = f"{name}_InverseDynamics"
+        external = path("external_loads_file", required=False)
+    else:
+        raise ValueError(f"{setup}: <{tool.tag}> is not a tool jaxbio runs (InverseDynamicsTool, AnalyzeTool)")
+    if not output.endswith(".sto"):
+        output += ".sto"
+    with _results_directory(setup, results):
+        done = inverse_dynamics_job(
+            path("model_file"),
+            path("coordinates_file"),
+            external_loads=external,
+            forces_to_exclude=exclude,
+            lowpass=lowpass,
+            start=start,
+            end=end,
+            output=str(results / output),
+            progress=progress,
+        )
+    return dataclasses.replace(done, setup=setup, tool=tool.tag)
+
+
+@contextlib.contextmanager
+def _results_directory(setup, results: Path):
+    """Make ``results`` (OpenSim's ``<results_directory>``, with missing parents) for the run in
+    the ``with`` block; if the run fails, the directories made here are removed again (when still
+    empty): a failed ``run-tool`` leaves nothing behind. ``ValueError`` naming the setup file when
+    the directory cannot be made."""
+    made = []
+    for d in (results, *results.parents):
+        if d.exists() or d.is_symlink():
+            break
+        made.append(d)
+    try:
+        results.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        _remove_empty(made)
+        raise ValueError(
+            f"{setup}: <results_directory> {results}: cannot make the directory ({e.strerror or e})"
+        ) from None
+    try:
+        yield
+    except BaseException:
+        _remove_empty(made)
+        raise
+
+
+def _remove_empty(directories) -> None:
+    for d in directories:  # deepest first
+        try:
+            d.rmdir()
+        except OSError:  # not empty (or gone): left as it is
+            break
+
+
+def _run_analyze_static_optimization(setup, tool, analysis, path, number, lowpass, results, name, progress) -> ToolRun:
+    """`run_setup` for an AnalyzeTool with a StaticOptimization analysis."""
+
+    def flag(el, tag, default):
+        text = (_setup_text(el, tag) or default).lower()
+        if text not in ("true", "false"):
+            raise ValueError(f"{setup}: <{tag}> must be true or false, got {echo(text)}")
+        return text == "true"
+
+    if not flag(analysis, "use_model_force_set", "true"):
+        raise ValueError(
+            f"{setup}: StaticOptimization with <use_model_force_set> false (a CoordinateActuator per "
+            "coordinate instead of the muscles) is not run by jaxbio"
+        )
+    interval = _setup_text(analysis, "step_interval") or "1"
+    if interval != "1":
+        raise ValueError(f"{setup}: StaticOptimization <step_interval> {interval}: jaxbio solves every frame (1)")
+    here = setup.parent
+    files = tuple(str(here / f) for f in (_setup_text(tool, "force_set_files") or "").split())
+    if flag(tool, "replace_force_set", "false") and files:
+        raise ValueError(
+            f"{setup}: <replace_force_set> true would remove the model's muscles; jaxbio appends "
+            "<force_set_files> (set it false)"
+        )
+    start = max(
+        number(_setup_text(tool, "initial_time") or "-inf", "initial_time"),
+        number(_setup_text(analysis, "start_time") or "-inf", "start_time"),
+    )
+    end = min(
+        number(_setup_text(tool, "final_time") or "inf", "final_time"),
+        number(_setup_text(analysis, "end_time") or "inf", "end_time"),
+    )
+    exponent = number(_setup_text(analysis, "activation_exponent") or "2", "activation_exponent")
+    physiology = flag(analysis, "use_muscle_physiology", "true")
+    stem = f"{name}_StaticOptimization"
+    with _results_directory(setup, results):
+        done = static_optimization_job(
+            path("model_file"),
+            path("coordinates_file"),
+            external_loads=path("external_loads_file", required=False),
+            actuators=files,
+            lowpass=lowpass,
+            start=start,
+            end=end,
+            activation_exponent=exponent,
+            use_muscle_physiology=physiology,
+            output_forces=str(results / f"{stem}_force.sto"),
+            output_activations=str(results / f"{stem}_activation.sto"),
+            progress=progress,
+        )
+    return dataclasses.replace(done, setup=setup, tool=tool.tag)
