@@ -580,8 +580,8 @@ def simulate(
             stores every stage's intermediates: ~60 kB per step per trajectory for the double
             pendulum (float64), so ``grad`` of 1,000 trajectories of 2,000 steps needs ~120 GB
             instead of ~0.2 GB (benchmarks/memory.py). No effect on forward mode.
-        form: the state the solver integrates: ``"hamiltonian"`` (default; ``(q, p)``, seed
-            000's equations) or ``"velocity"`` (``(q, q̇)``, `HamiltonianSystem.velocity_field`:
+        form: the state the solver integrates: ``"hamiltonian"`` (default; ``(q, p)``, Ivancevic's
+            (2009) equations) or ``"velocity"`` (``(q, q̇)``, `HamiltonianSystem.velocity_field`:
             ``q̈ = (M + J)⁻¹ (F − ∂R/∂q̇ − ∂U/∂q − C q̇ − g)``). The same trajectory up to the
             discretisation (the `Trajectory` is the same, ``p = (M + J) q̇`` at the saved
             times); needs 1-DOF joints and a Rayleigh dissipation. Use it when you differentiate
@@ -1037,10 +1037,10 @@ def simulate_sde(
     max_steps: int = 1_000_000,
     throw: bool = True,
 ) -> Trajectory:
-    """Stochastic torques (seed 000): ``dp = (F − ∂H/∂q − ∂R/∂q̇) dt + B dW``.
+    """Stochastic torques (Ivancevic 2009): ``dp = (F − ∂H/∂q − ∂R/∂q̇) dt + B dW``.
 
     ``noise``: ``B``, either constant — ``(n,)`` (independent torque noise per coordinate,
-    N·m/√s) or ``(n, n)`` — or, as seed 000's ``B_ij[y, t] dW`` writes it, a function
+    N·m/√s) or ``(n, n)`` — or, as Ivancevic's (2009) ``B_ij[y, t] dW`` writes it, a function
     ``noise(t, y)`` of the time and the state (the dict ``y``: ``q``, ``p``, ``f`` and ``a``)
     returning ``(n,)`` or ``(n, n)`` (multiplicative, state- and time-dependent noise; a pure
     JAX function). ``calculus``: ``"ito"`` (default; solver `diffrax.Euler`, Euler–Maruyama) or

@@ -1,4 +1,4 @@
-"""Level-synchronous tree passes (after MJX ``scan.body_tree``; seed 001 §3.3 hierarchy levels).
+"""Level-synchronous tree passes (after MJX ``scan.body_tree``; Du 2021, §3.3 hierarchy levels).
 
 Segments are grouped by depth at trace time with numpy and each level is padded to the width
 ``K`` of the widest one. A pass is then one `jax.lax.scan` over depth whose body handles a whole

@@ -1,5 +1,5 @@
 """Constrained dynamics of planar trees: joint reactions three ways and the support phase
-(Blajer, Dziewiecki & Mazur, seed 003 §3; generic: any planar `SegmentTree` with `Contact` s).
+(Blajer, Dziewiecki & Mazur 2007, §3; generic: any planar `SegmentTree` with `Contact` s).
 
 All three schemes return the same quantity: for every joint ``i`` (= segment ``i``) the planar
 wrench ``(Fx, Fy, Mz)`` that segment ``i`` receives from its parent through its joint, world
@@ -9,7 +9,7 @@ its net joint moment (± the joint torque, by the axis sign), ``(Fx, Fy)`` its j
 
 (a) `reactions_recursion` — d'Alembert's method: from the measured/computed ``q, q̇, q̈`` and the
     external (ground) forces, the distal → proximal Newton–Euler recursion (`jb.segment_wrenches`,
-    seed 001 eq. 2; seed 003 §3 first scheme). Needs no joint torques.
+    Du 2021, eq. 2; Blajer et al. 2007, §3 first scheme). Needs no joint torques.
 (b) `reactions_lagrange` — Lagrange multipliers in absolute coordinates (eq. 10):
     ``λ = (C M⁻¹ Cᵀ)⁻¹ (C M⁻¹ (f_g + B u + f_ext) − γ_C)`` for all ``l = 2N`` joint constraint rows
     (`jaxbio.dynamics.absolute`), plus the rows of ground `Contact` s, whose multipliers are the
@@ -210,7 +210,7 @@ def reactions_recursion(
     *,
     check: bool = False,
 ) -> Float[Array, "n 3"]:
-    """Joint wrenches by d'Alembert's recursion (seed 003 §3, first scheme; seed 001 eq. 2).
+    """Joint wrenches by d'Alembert's recursion (Blajer et al. 2007, §3, first scheme; Du 2021, eq. 2).
 
     Args:
         tree: a planar model (e.g. ``jb.load_model("sagittal11")``).
@@ -393,7 +393,7 @@ def reactions_augmented(
     joints: Sequence[str] | None = None,
     check: bool = False,
 ) -> Float[Array, "m 3"]:
-    """Joint wrenches by the augmented joint-coordinate method (seed 003 eqs. 11–16).
+    """Joint wrenches by the augmented joint-coordinate method (Blajer et al. 2007, eqs. 11–16).
 
     Args:
         tree: a planar model.

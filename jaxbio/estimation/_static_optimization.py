@@ -15,15 +15,15 @@ The problem (one frame; ``m`` muscles, ``n`` coordinates)::
   ``p = 3`` (Crowninshield & Brand 1981, maximal endurance).
 - ``r`` is the ``(m, n)`` moment-arm matrix of `jaxbio.muscles.geometry.moment_arms`
   (``r = −∂l/∂q``, so ``rᵀF`` are the joint moments of the tensions; the "``R(q)ᵀ F = τ``" of the
-  literature), ``τ`` the joint moments from inverse dynamics (seed 001 eq. 2, `jaxbio.inverse_dynamics`).
+  literature), ``τ`` the joint moments from inverse dynamics (Du 2021, eq. 2, `jaxbio.inverse_dynamics`).
 - ``y`` are optional *reserve* (residual) torque actuators, one per coordinate, with strength
   ``Sⱼ`` (N·m per unit, ``0`` = none). Their cost is quadratic for every ``p`` (``|y|³`` has zero
   curvature at 0, which would make the problem only weakly convex there). Use them for coordinates
   that no muscle crosses (the pelvis and lumbar coordinates of ``gait10dof18musc``) and, with a
   small ``S``, to keep a frame solvable where the muscles are too weak.
 
-This is the redundancy solution of seed 003 (Blajer et al.) done with an effort criterion instead
-of the pseudoinverse (seed 003 eq. 6, `jaxbio.estimation.pseudoinverse`): same moments, different
+This is the redundancy solution of Blajer et al. 2007 done with an effort criterion instead
+of the pseudoinverse (Blajer et al. 2007, eq. 6, `jaxbio.estimation.pseudoinverse`): same moments, different
 force sharing (the pseudoinverse minimises ``Σ Fᵢ²``, unweighted; static optimisation weights by
 strength and respects the upper bounds).
 

@@ -1,7 +1,7 @@
 """Gradient-based estimation through the simulator: muscle parameters and excitation time series.
 
 Forward simulation of a `HamiltonianSystem` driven by a `MuscleActuatedDrive` (its Hamilton
-equations, seed 000 eqs. 10–12, integrated by `diffrax.diffeqsolve` as `jaxbio.simulate` does)
+equations, Ivancevic 2009, eqs. 10–12, integrated by `diffrax.diffeqsolve` as `jaxbio.simulate` does)
 maps muscle parameters and excitations to a motion ``q(t)``. Given a measured motion at the
 sample times ``t`` (and optionally ``q̇``) this module minimises the least-squares misfit
 
@@ -453,7 +453,7 @@ def _objective_value(
     ys = jax.tree.map(jax.lax.stop_gradient, sol.ys)
     system = jax.tree.map(lambda x: jax.lax.stop_gradient(x) if eqx.is_array(x) else x, system)
     qd = jax.vmap(velocities, in_axes=(None, 0, 0))(system.tree, ys["q"], ys["p"])
-    # H = ½ pᵀq̇ + V (seed 000 eq. 9), reusing q̇ = M⁻¹p
+    # H = ½ pᵀq̇ + V (Ivancevic 2009, eq. 9), reusing q̇ = M⁻¹p
     energy = 0.5 * jnp.sum(ys["p"] * qd, axis=-1) + jax.vmap(potential_energy, in_axes=(None, 0))(system.tree, ys["q"])
     forces = jax.vmap(system.drive.tensions)(ys["q"], qd, ys["f"], ys["a"])
     return loss, {**ys, "qd": qd, "energy": energy, "forces": forces}

@@ -18,7 +18,7 @@ Sign conventions (used throughout):
   (API.md: ``tau`` positive along the joint axis).
 - lengthening velocity ``dl/dt = (∂l/∂q) q̇ = −r q̇`` (positive when the muscle lengthens).
 - the wrench route: every straight piece of a path between consecutive points on *different*
-  bodies pulls both of its end points towards each other with the tension (seed 001 §3.2: the
+  bodies pulls both of its end points towards each other with the tension (Du 2021, §3.2: the
   muscle force acts along the line between attachment points). `muscle_wrenches` returns these
   forces summed per segment, world frame, with moments about each segment's origin, in the form
   ``external`` of `jaxbio.inverse_dynamics`. Since inverse dynamics returns the generalised force
@@ -730,7 +730,7 @@ def generalized_forces(
 def muscle_wrenches(
     paths: MusclePaths, tree: SegmentTree, q: Float[ArrayLike, " n"], forces: Float[ArrayLike, " m"]
 ) -> tuple[Float[Array, "n 3"], Float[Array, "n 3"]]:
-    """The wrenches the muscles apply to the segments (seed 001 §3.2).
+    """The wrenches the muscles apply to the segments (Du 2021, §3.2).
 
     Every straight piece of a path between consecutive points on different bodies pulls each of
     its two end points towards the other with the muscle's tension: ``+F u`` on the proximal point
