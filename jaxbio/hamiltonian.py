@@ -804,7 +804,7 @@ def solver_field(system: HamiltonianSystem, form: str = "hamiltonian") -> Callab
     traces the system, as Diffrax's solve does: the batch kernel's planar choice
     (`jaxbio.dynamics.planar_batch`) is made now, from the tree's numbers while they are concrete,
     so that the traced solve compiles one kernel instead of both behind a run-time ``lax.cond``
-    (a planar double pendulum's solve compiled 3–5 s faster). What `jaxbio.simulate` integrates.
+    (a planar double pendulum's solve compiles faster; benchmarks/README.md, "Measurements behind design choices"). What `jaxbio.simulate` integrates.
     ``ValueError`` for a ``system`` that is not a `HamiltonianSystem` or another ``form``."""
     if not isinstance(system, HamiltonianSystem):
         raise ValueError(f"solver_field: system must be a HamiltonianSystem, got {type(system).__name__}")

@@ -19,8 +19,7 @@ sample times ``t`` (and optionally ``q̇``) this module minimises the least-squa
 Gradients (``gradient=``): ``"reverse"`` uses Diffrax's `RecursiveCheckpointAdjoint`, reverse
 mode through the discretised solve, run time independent of the number of fitted numbers;
 ``"forward"`` uses `diffrax.ForwardMode`, one Jacobian-vector product per fitted number (in a
-`lax.map`), and compiles about three times faster (on this project's 2-core CPU, arm26's elbow
-with three muscles: ≈ 20 s against ≈ 60 s); ``"auto"`` (default) takes forward mode for up to
+`lax.map`), and compiles several times faster (benchmarks/README.md, "Measurements behind design choices"); ``"auto"`` (default) takes forward mode for up to
 `AUTO_FORWARD_MAX` fitted numbers. Both differentiate the same fixed-step discretisation, so
 they agree to round-off and match finite differences of the loss.
 

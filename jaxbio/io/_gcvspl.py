@@ -490,10 +490,8 @@ def _gcvspl_interpolating(smoother: _Smoother, rhs: np.ndarray, searches, reques
     """`_gcvspl`'s searches with error variance 0 (OpenSim's setting), the same trials and the same
     numbers, fast: every column's criterion at every ``p`` the halving and doubling phases can
     reach is computed at once (`_Smoother.criteria`, `_AHEAD`), and each round of the
-    golden-section phase computes its columns' trials together. Measured against the rounds of
-    `_gcvspl` (``ahead=False``), quintic, 2-core machine under load: the gait2354 pipeline's
-    73 × 23 coordinates 0.29 against 0.37 s; 300 × 23 samples 0.13 against 0.68 s; 600 × 10
-    0.19 against 0.49 s."""
+    golden-section phase computes its columns' trials together. Faster than the rounds of `_gcvspl`
+    (``ahead=False``) one by one (benchmarks/README.md, "Measurements behind design choices", "GCVSPL")."""
     known: dict[tuple[float, int], float] = {}
 
     def compute(wanted: list[tuple[float, int]]) -> None:
@@ -668,9 +666,9 @@ class GCVSpline:
     ``exact=False`` (error variance 0 only) fits the interpolating natural spline with scipy's
     ``make_interp_spline`` instead of the port: the same spline to rounding (measured on the 23
     columns of OpenSim's ``subject01_walk1_ik.mot``: 6e-16 / 6e-15 / 3e-14 relative in value /
-    first / second derivative for degree 3, 5e-15 / 6e-14 / 3e-13 for degree 5), and ~700× faster
-    (0.4 ms against 0.28 s for 211 rows; the port takes seconds on the thousands of rows of a
-    force-plate file, which is what it is for). ``coefficients`` is then unavailable.
+    first / second derivative for degree 3, 5e-15 / 6e-14 / 3e-13 for degree 5), and much faster (the port
+    is slow on the thousands of rows of a force-plate file, which is what it is for;
+    benchmarks/README.md, "Measurements behind design choices"). ``coefficients`` is then unavailable.
     """
 
     __slots__ = ("_x", "_coefficients", "_half_order", "_scalar", "_bspline")
