@@ -1,12 +1,12 @@
 """Traced programs kept across processes (`jax.export`), for the command line's tools.
 
 JAX's persistent compilation cache skips XLA's compile in a later process, but not the tracing
-before it: a cold ``jaxbio run-tool`` of a gait trial's inverse dynamics spent about 3 s tracing
-``jit(vmap(generalized_forces))`` (the batch-last kernels) against 0.6 s to read its compiled
-program. `call` keeps the traced, lowered program itself: the first process exports it
+before it: for a cold ``jaxbio run-tool`` of a gait trial's inverse dynamics, tracing
+``jit(vmap(generalized_forces))`` (the batch-last kernels) costs several times as much as reading
+its compiled program. `call` keeps the traced, lowered program itself: the first process exports it
 (`jax.export.export`) into the cache folder, later ones deserialize it and run it, so that
-neither traces. Measured (gait2354 pipeline's walk, 73 frames, 2-core Xeon under load 4): the
-program's first call 3.2 s traced against 0.56 s deserialized; the numbers are equal bit for bit.
+neither traces. The deserialized program's first call is much faster than a traced one, and its
+numbers are equal bit for bit (measurements: benchmarks/README.md, "Measurements behind design choices").
 
 The key of a program: a name, the structure of the arguments (`jax.tree_util` tree definition,
 which holds a model's static topology), every array's shape and dtype, the JAX version and

@@ -1,6 +1,6 @@
 """Names of a package imported on first use (PEP 562), so that ``import jaxbio`` and the
 command line's start-up load only what they run: ``jaxbio sprint`` never loads the OpenSim
-muscles, wrapping or the constrained solvers (~0.15 s of imports on a 2-core machine).
+muscles, wrapping or the constrained solvers (a measurable part of the start-up; benchmarks/README.md, "Measurements behind design choices").
 
 ``__getattr__, __dir__ = attach(__name__, globals(), submodules=(...), exports={name: module})``
 at the end of a package's ``__init__``: ``package.sub`` imports ``package.sub`` and

@@ -12,7 +12,7 @@ sprint's Levenberg–Marquardt vmapped over 4,000 solves hung on its first round
 
 Its one sibling is the static optimisation's `jaxbio.estimation._static_optimization._spd_inverse`
 (a sweep operator in a `jax.lax.fori_loop`, also LAPACK-free): for its 10–22-variable Newton
-systems this unrolled form compiled twice as slowly (its docstring has the numbers).
+systems this unrolled form compiled twice as slowly (benchmarks/README.md, "Measurements behind design choices").
 """
 
 from __future__ import annotations

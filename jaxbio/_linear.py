@@ -2,8 +2,8 @@
 
 Why it exists. `jaxbio.dynamics.batch_last.vmapped_by` sends `jax.vmap` of a per-state function to a
 batch-last kernel, but derivatives went to the per-state code, and under reverse mode the
-transposed per-state recursion is slow (arm7, batch 32, float32: the VJP of `jax.vmap` of the
-wrench recursion 358 µs against 31 µs for the kernel's forward pass, benchmarks/README.md). A
+transposed per-state recursion is slow (the VJP of `jax.vmap` of the wrench recursion costs many
+times the kernel's forward pass; benchmarks/README.md, "Measurements behind design choices"). A
 derivative rule that sends the *transpose* of the linearised map to a batch-last adjoint kernel
 needs a linear operation whose transpose is ours and which can be batched again, differentiated
 again and sharded. What JAX offers falls short:

@@ -112,7 +112,7 @@ def matvec_t(m: tuple, v: Vec) -> Vec:
 
 
 def qmat(q: Quat) -> tuple:
-    """Row-major rotation matrix of a unit quaternion (seed 001 eq. 1) as a 9-tuple."""
+    """Row-major rotation matrix of a unit quaternion (Du 2021, eq. 1) as a 9-tuple."""
     w, x, y, z = q
     return (
         1 - 2 * (y * y + z * z),

@@ -1,6 +1,6 @@
 """Static topology of a segment tree: depths, levels and children, from the parent indices.
 
-The one home of the level grouping (seed 001 §3.3 hierarchy levels): `jaxbio.tree.SegmentTree`
+The one home of the level grouping (Du 2021, §3.3 hierarchy levels): `jaxbio.tree.SegmentTree`
 reports it, and the level-synchronous passes (`jaxbio.dynamics._levels`, `jaxbio.dynamics.batch_last`)
 build their index tables on it. Plain Python on the static ``parents`` tuple (parents come
 before children; ``-1`` is the world), cached per topology with a bounded LRU cache.

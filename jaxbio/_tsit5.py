@@ -6,14 +6,13 @@ pipelines): Diffrax's `RecursiveCheckpointAdjoint` traces the vector field into 
 checkpointed reverse loop and the rest of its machinery, and recomputes steps between
 checkpoints. Here the forward loop's body is one step whose six stages are one `lax.fori_loop`
 (the field traced once), and the reverse loop's body is one step whose stage VJPs are one
-`lax.fori_loop` (the field's VJP traced once). Measured (benchmarks/learning.py, MLP torque
-controller, batch 32, 2 s, float32, 2-core Xeon, the same run; benchmarks/README.md "The first
-compile of a training step"): velocity form, the first value-and-gradient call (cold) 12.3
-against 31.7 s (double pendulum) and 15.5 against 38.1 s (arm7); the step 27.5 against 36.4 ms
-and 218 against 345 ms; the forward passes alike. The forward loop is an
+`lax.fori_loop` (the field's VJP traced once). The first value-and-gradient call (cold) and the
+step are both faster than through Diffrax's loop, the forward passes alike (benchmarks/learning.py;
+benchmarks/README.md, "The first compile of a training step" and benchmarks/README.md, "Measurements behind design choices"). The forward loop is an
 `equinox.internal.while_loop` with buffers, the loop Diffrax itself runs: under `jax.vmap` a plain
 `lax.while_loop` selects every carried buffer with the batched predicate at every iteration
-(the stored stages of a 5-state toy at batch 32: 17 against 4 ms a gradient).
+(the stored stages of a 5-state toy at batch 32: a gradient several times slower; measured, see
+benchmarks/README.md).
 
 The solve is Diffrax's default: the Tsit5 tableau (`diffrax.Tsit5.tableau`), the PID controller's
 defaults (integral only, safety 0.9, step factors in ``[1, 10]`` on acceptance and ``[0.2, 0.9]``
@@ -34,12 +33,12 @@ the dense output ``x(t + θh) = x + h Σ b_i(θ) k_i``, stage by stage, last to 
 gradient of Diffrax's adjoint for the same steps). A field that offers ``at_output(k)`` (itself,
 linearised where its value ``k`` is known) is linearised at each stored stage instead of
 recomputing it: the velocity form's takes ``q̈`` from the stage and skips the bias recursion
-(`jaxbio.dynamics.forward.accelerations_at`; arm7's first value-and-gradient call 11.7 → 10.3 s).
+(`jaxbio.dynamics.forward.accelerations_at`; a shorter first value-and-gradient call).
 A field that also offers ``with_aux(t, x) -> (k, aux)`` and ``aux_init(x)`` has its ``aux`` kept
 per stage by the stored forward pass and handed back as ``at_output(k, aux)``: the velocity form
 keeps the Cholesky factor of ``M + J`` (up to 12 coordinates, ``nv(nv+1)/2`` numbers), so the
-reverse pass runs neither the mass matrix nor its factorisation (arm7's first
-value-and-gradient call 8.2 → 7.0 s; benchmarks/README.md, "seventh pass").
+reverse pass runs neither the mass matrix nor its factorisation (a shorter first
+value-and-gradient call; benchmarks/README.md, "seventh pass").
 Only the field's arrays that are differentiated enter its VJP (under `jax.vmap` the wrench
 recursion then transposes by its batch-last adjoint, `jaxbio.dynamics.batch_last.vmapped_by`).
 Forward mode is not supported (as with Diffrax's `RecursiveCheckpointAdjoint`); the times ``t0``,
@@ -98,7 +97,7 @@ def _rms(v, scale):
 def _combine(weights, K):
     """``weights @ K`` (``(…, 7) @ (7, d)``) as a multiply-and-sum: under `jax.vmap` a `dot` of
     these sizes is one small matrix product per trajectory on the CPU (the dense output alone
-    cost 1.5–3 of a 16 ms double-pendulum solve at batch 32)."""
+    was a large part of a double-pendulum solve at batch 32; benchmarks/README.md, "Measurements behind design choices")."""
     return jnp.sum(weights[..., :, None] * K, axis=-2)
 
 

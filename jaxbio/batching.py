@@ -142,7 +142,7 @@ def batch(
         chunk_size: at most this many samples vmapped at once on a device (the device's share runs
             as a `jax.lax.map` over chunks): bounds memory for large batches, and keeps a batched
             adaptive solve's while-loop state in cache (10⁴ double-pendulum `simulate` calls ran
-            ~2× faster per trajectory in chunks of 128–250 than as one ``jit(vmap)``;
+            faster per trajectory in chunks of 128–250 than as one ``jit(vmap)``;
             benchmarks/README.md). Default: the whole share.
         vectorized: ``fn`` already takes and returns a batch along the mapped axes (a function
             that vmaps itself, like the sprint fit's core); it is split over devices, not vmapped.

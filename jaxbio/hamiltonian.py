@@ -1,12 +1,12 @@
-"""Dissipative, time- and fitness-dependent Hamiltonian dynamics (seed 000, Ivancevic).
+"""Dissipative, time- and fitness-dependent Hamiltonian dynamics (Ivancevic 2009).
 
 On the cotangent bundle of a `SegmentTree` the Hamiltonian is
 
-    H(q, p) = ½ pᵀ M(q)⁻¹ p + V(q)                                     (seed 000 eq. 9)
+    H(q, p) = ½ pᵀ M(q)⁻¹ p + V(q)                                     (Ivancevic 2009, eq. 9)
 
-extended by an optional explicitly time-dependent potential U(t, q) to seed 000's
+extended by an optional explicitly time-dependent potential U(t, q) to Ivancevic's (2009)
 ℋ(t, q, p) = H(q, p) + U(t, q) (eqs. 23–26). The driven, dissipative Hamilton equations
-(seed 000 eqs. 10–12, time-dependent form eqs. 26–27) come in two dissipation forms:
+(Ivancevic 2009, eqs. 10–12, time-dependent form eqs. 26–27) come in two dissipation forms:
 
     Rayleigh form, R(q, q̇) (`Dissipation`):           q̇ = ∂ℋ/∂p,          ṗ = F − ∂ℋ/∂q − ∂R/∂q̇
     phase-space form, R(q, p) (`PhaseSpaceDissipation`, eqs. 10–11 as printed):
@@ -127,7 +127,7 @@ class Drive(_Component):
     `state_rate` (``ȧ``) and, if zeros are not right, `initial_actuator_state`. The state pytree
     of a `HamiltonianSystem` gains the key ``"a"`` when ``state_size > 0``.
 
-    A drive with inertia of its own (a motor's rotor, seed 000's ``−J ÿ`` term) returns it from
+    A drive with inertia of its own (a motor's rotor, Ivancevic's (2009) ``−J ÿ`` term) returns it from
     `added_inertia`; `HamiltonianSystem` then uses ``M(q) + diag(added_inertia)`` wherever it
     uses the mass matrix, so the term is exact (implicit in ``q̈``) rather than a force.
     """
@@ -160,7 +160,7 @@ class FirstOrderActuator(Drive):
 
     ``u(t)`` (dimensionless command, e.g. neural excitation) is any traceable function of time
     returning ``(n,)``; ``gain`` ``(n,)`` N·m or N; ``time_constant`` ``(n,)`` s > 0. With a step
-    command the force rises as the seed-000 impulse ``F⁰(1 − e^{−t/τ})`` (Wilkie's active state).
+    command the force rises as Ivancevic's (2009) impulse ``F⁰(1 − e^{−t/τ})`` (Wilkie's active state).
     The force is scaled by the (first) fitness component ``f[0]``. States ``a`` ``(n,)``.
     """
 
@@ -267,7 +267,7 @@ class SpringDamperDrive(Drive):
 
 
 class SumDrive(Drive):
-    """Several drives at once: ``F = Σ_k F_k`` ``(n,)`` N·m / N (seed 000's single generalised
+    """Several drives at once: ``F = Σ_k F_k`` ``(n,)`` N·m / N (Ivancevic's (2009) single generalised
     force ``F_i = F_i^musc + F_i^robo + …``; the joint dissipation ``−∂R/∂q̇`` is the system's
     `Dissipation` and the stochastic torques ``B dW`` are `jaxbio.simulate_sde`'s ``noise``).
 
@@ -418,9 +418,9 @@ class SumDissipation(Dissipation):
 
 
 class PhaseSpaceDissipation(_Component):
-    """Seed 000's dissipation ``R(q, p)`` on phase space, entering eqs. 10–11 as printed:
+    """Ivancevic's (2009) dissipation ``R(q, p)`` on phase space, entering eqs. 10–11 as printed:
 
-        q̇ = ∂ℋ/∂p + ∂R/∂p,        ṗ = F − ∂ℋ/∂q + ∂R/∂q            (seed 000 eqs. 10–11)
+        q̇ = ∂ℋ/∂p + ∂R/∂p,        ṗ = F − ∂ℋ/∂q + ∂R/∂q            (Ivancevic 2009, eqs. 10–11)
 
     ``fn(q, p) -> ()`` is any traceable scalar function, J/s (``q``, ``p`` ``(n,)``); `gradients`
     gives ``(∂R/∂q, ∂R/∂p)`` by automatic differentiation. Eqs. 10–11 are written in canonical
@@ -442,7 +442,7 @@ class PhaseSpaceDissipation(_Component):
     does not depend on ``p``, so neither may the Rayleigh force: ``R̃ = −∇R(q)·q̇ + c(q)`` —
     a Rayleigh function *linear* in the velocities whose force ``−∇R(q)`` is a gradient field, i.e.
     ``−R`` acts as an extra potential and neither form dissipates. Hence no genuinely
-    velocity-dependent damping (``LinearDamping`` with ``c > 0``, ``QuadraticDrag``, seed 000's
+    velocity-dependent damping (``LinearDamping`` with ``c > 0``, ``QuadraticDrag``, Ivancevic's (2009)
     Rayleigh–Van der Pol function) has a phase-space ``R(q, p)`` with the same trajectories, and
     any ``R`` that depends on ``p`` changes the kinematic equation ``q̇ = ∂ℋ/∂p``. With the other
     sign convention (``ṗ = F − ∂ℋ/∂q − ∂R/∂q``) condition (ii) reads ``∂R/∂q = +∂R̃/∂q̇``.
@@ -474,7 +474,7 @@ class PhaseSpaceDissipation(_Component):
 
 class TimePotential(_Component):
     """An explicitly time-dependent potential ``U(t, q)`` J added to the tree's energy, so that
-    the system's Hamiltonian is seed 000's ``ℋ(t, q, p) = H(q, p) + U(t, q)`` (eqs. 23–26;
+    the system's Hamiltonian is Ivancevic's (2009) ``ℋ(t, q, p) = H(q, p) + U(t, q)`` (eqs. 23–26;
     time-varying springs, moving anchors, a time-varying field). ``∂ℋ/∂t = ∂U/∂t`` is what
     makes ℋ change along the conservative flow: ``dℋ/dt = ∂ℋ/∂t`` when ``F = R = 0``.
 
@@ -589,7 +589,7 @@ class FitnessLaw(_Component):
       coordinates ``q``, momenta ``p``, the generalised velocities ``qd`` ``(n,)`` (``∂ℋ/∂p``,
       plus ``∂R/∂p`` with a `PhaseSpaceDissipation`), the fitness state ``f``, the drive's
       generalised forces ``drive_force`` ``(n,)`` and the `PhaseFlow` ``flow`` (``q̇``, ``ṗ``,
-      ``∂ℋ/∂p``, ``∂ℋ/∂q``, ``∂ℋ/∂t``; seed 000 eq. 27's bracket needs them, most laws ignore it).
+      ``∂ℋ/∂p``, ``∂ℋ/∂q``, ``∂ℋ/∂t``; the bracket of Ivancevic 2009, eq. 27 needs them, most laws ignore it).
     - ``value(f) -> (k,)``: the fitness passed to drives (1 = fresh); the state itself by default,
       a map ``f(e)`` for laws whose state is a reserve (`ReserveFitness`).
     - ``size`` (static): ``k``, 1 unless a subclass says otherwise. The initial state is 1 (fresh).
@@ -617,7 +617,7 @@ class PowerDepletion(FitnessLaw):
     """Fatigue by mechanical work: ``ḟ = −k · max(q̇ᵀF, 0) · f + r (1 − f)``.
 
     ``k`` 1/J (depletion per joule of positive work), ``r`` 1/s (recovery rate). This is the
-    source term of seed 000's ``d_H f``; the bracket term vanishes because ``f`` is carried as
+    source term of Ivancevic's (2009) ``d_H f``; the bracket term vanishes because ``f`` is carried as
     its own state rather than as a function of ``(q, p)`` (see `BracketFitness` for that form).
     """
 
@@ -638,7 +638,7 @@ class PowerDepletion(FitnessLaw):
 
 
 class ReserveFitness(FitnessLaw):
-    """An energy reserve ``e`` (1 = full) spent by the drive, recovering at rest (seed 000's
+    """An energy reserve ``e`` (1 = full) spent by the drive, recovering at rest (Ivancevic's (2009)
     fitness as a phosphagen store), with the fitness ``f(e)`` the drives see.
 
         ė = −(P_act + q̇ᵀF) / E · e/(e + ε) + r (1 − e)
@@ -649,7 +649,7 @@ class ReserveFitness(FitnessLaw):
     fitness stays near 1 until the reserve runs low, then falls; ``recovery`` ``r`` 1/s (≥ 0);
     ``throttle`` ``ε`` (static, default 0.01): ``e/(e + ε)`` stops the use only when the
     reserve is empty, so ``e > 0``. The work term is the drive's mechanical power ``q̇ᵀF``
-    (seed 000's sprinter: the drive pushes forward, so it is positive; a braking drive would
+    (Ivancevic's (2009) sprinter: the drive pushes forward, so it is positive; a braking drive would
     refill the reserve — use `PowerDepletion`'s positive-work form for such motions).
     """
 
@@ -688,7 +688,7 @@ class ReserveFitness(FitnessLaw):
 
 class BracketFitness(FitnessLaw):
     """Fitness as a scalar function ``φ(t, q, p)`` of time and phase space, evolved by a total
-    derivative (seed 000 eq. 27), plus an optional ``source(t, q, p, f) -> (k,)``.
+    derivative (Ivancevic 2009, eq. 27), plus an optional ``source(t, q, p, f) -> (k,)``.
 
     ``form`` (static) picks which derivative:
 
@@ -749,7 +749,7 @@ def velocities(tree: SegmentTree, q, p, added_inertia=None) -> Float[Array, " n"
 def hamiltonian(
     tree: SegmentTree, q: Float[ArrayLike, " n"], p: Float[ArrayLike, " n"], added_inertia=None
 ) -> Float[Array, ""]:
-    """``H(q, p) = ½ pᵀ M(q)⁻¹ p + V(q)`` J (seed 000 eq. 9); ``p`` ``(n,)`` the conjugate
+    """``H(q, p) = ½ pᵀ M(q)⁻¹ p + V(q)`` J (Ivancevic 2009, eq. 9); ``p`` ``(n,)`` the conjugate
     momenta (kg·m²/s or kg·m/s); ``added_inertia`` as in `velocities` (``M + J`` for ``M``)."""
     q = jnp.asarray(q)
     p = jnp.asarray(p)
@@ -804,7 +804,7 @@ def solver_field(system: HamiltonianSystem, form: str = "hamiltonian") -> Callab
     traces the system, as Diffrax's solve does: the batch kernel's planar choice
     (`jaxbio.dynamics.planar_batch`) is made now, from the tree's numbers while they are concrete,
     so that the traced solve compiles one kernel instead of both behind a run-time ``lax.cond``
-    (a planar double pendulum's solve compiled 3–5 s faster). What `jaxbio.simulate` integrates.
+    (a planar double pendulum's solve compiles faster; benchmarks/README.md, "Measurements behind design choices"). What `jaxbio.simulate` integrates.
     ``ValueError`` for a ``system`` that is not a `HamiltonianSystem` or another ``form``."""
     if not isinstance(system, HamiltonianSystem):
         raise ValueError(f"solver_field: system must be a HamiltonianSystem, got {type(system).__name__}")
@@ -857,9 +857,9 @@ class HamiltonianSystem(eqx.Module):
     """Driven, dissipative, fitness-dependent Hamiltonian system of a segment tree.
 
     Fields: ``tree`` (`SegmentTree`), ``drive`` (`Drive`), ``dissipation`` (a Rayleigh
-    `Dissipation` ``R(q, q̇)`` or seed 000 eqs. 10–11's `PhaseSpaceDissipation` ``R(q, p)``),
+    `Dissipation` ``R(q, q̇)`` or the `PhaseSpaceDissipation` ``R(q, p)`` of Ivancevic 2009, eqs. 10–11),
     ``fitness`` (`FitnessLaw`) and ``potential`` (`TimePotential` ``U(t, q)``, default none):
-    the system's Hamiltonian is ``ℋ(t, q, p) = H(q, p) + U(t, q)`` (seed 000 eq. 26), its value
+    the system's Hamiltonian is ``ℋ(t, q, p) = H(q, p) + U(t, q)`` (Ivancevic 2009, eq. 26), its value
     `hamiltonian`, its balance `power_balance`. The state is ``{"q": (nq,), "p": (nv,), "f": (k,)}``, plus
     ``"a": (s,)`` when the drive has ``s = drive.state_size > 0`` states; build one with
     `initial_state`. ``vector_field(t, y, args)`` has Diffrax's signature.
@@ -900,7 +900,7 @@ class HamiltonianSystem(eqx.Module):
             if isinstance(component, PhaseSpaceDissipation) and not self.tree.is_axial:
                 raise ValueError(
                     "HamiltonianSystem: dissipation PhaseSpaceDissipation needs canonical coordinates "
-                    "(seed 000 eqs. 10–11); this tree has ball or free joints (nq ≠ nv or "
+                    "(Ivancevic 2009, eqs. 10–11); this tree has ball or free joints (nq ≠ nv or "
                     "quaternions) — use a Rayleigh Dissipation R(q, q̇)"
                 )
             try:
@@ -976,12 +976,12 @@ class HamiltonianSystem(eqx.Module):
         return hamiltonian(self.tree, y["q"], y["p"], self.added_inertia(jnp.result_type(y["q"])))
 
     def hamiltonian(self, t, y) -> Float[Array, ""]:
-        """Seed 000's ``ℋ(t, q, p) = H(q, p) + U(t, q)`` J at time ``t`` s and state ``y``
+        """Ivancevic's (2009) ``ℋ(t, q, p) = H(q, p) + U(t, q)`` J at time ``t`` s and state ``y``
         (eqs. 23–26; equals `energy` when ``potential`` is `NoPotential`)."""
         return self.energy(y) + self.potential(t, y["q"])
 
     def vector_field(self, t, y, args=None) -> dict:
-        """Seed 000 eqs. 10–12 and 26–27: ``(q̇, ṗ, ḟ)`` (and ``ȧ`` for a drive with states).
+        """Ivancevic 2009, eqs. 10–12 and 26–27: ``(q̇, ṗ, ḟ)`` (and ``ȧ`` for a drive with states).
 
         With ``ℋ = H + U(t, q)``: ``q̇ = ∂ℋ/∂p``, ``ṗ = F − ∂ℋ/∂q − ∂R/∂q̇`` for a Rayleigh
         `Dissipation`; ``q̇ = ∂ℋ/∂p + ∂R/∂p``, ``ṗ = F − ∂ℋ/∂q + ∂R/∂q`` for a
@@ -1093,7 +1093,7 @@ class HamiltonianSystem(eqx.Module):
 
     def power_balance(self, t, y) -> Float[Array, ""]:
         """``dℋ/dt`` W along the vector field: ``∂ℋ/∂t + q̇ᵀ (F − ∂R/∂q̇)`` for a Rayleigh
-        `Dissipation` (seed 000 eq. 26 with drive and dissipation), ``∂ℋ/∂t + ∂ℋ/∂pᵀ F +
+        `Dissipation` (Ivancevic 2009, eq. 26 with drive and dissipation), ``∂ℋ/∂t + ∂ℋ/∂pᵀ F +
         ∂ℋ/∂q·∂R/∂p + ∂ℋ/∂p·∂R/∂q`` for a `PhaseSpaceDissipation` (eqs. 10–11). ``∂ℋ/∂t`` is
         the `TimePotential`'s ``∂U/∂t``."""
         flow, force, _, (dq, dp) = self._flow(t, y)

@@ -1,7 +1,7 @@
-"""Unit quaternions ``(w, x, y, z)`` for attitudes (seed 001 §2.1).
+"""Unit quaternions ``(w, x, y, z)`` for attitudes (Du 2021, §2.1).
 
 Convention: active rotations, ``v_world = rotate(q, v_body) = R(q) @ v_body``, with
-``R(q)`` the attitude matrix of seed 001 eq. 1. Every function works on a single
+``R(q)`` the attitude matrix of Du 2021, eq. 1. Every function works on a single
 quaternion ``(4,)`` or on any leading batch ``(..., 4)``; none of them uses a matmul,
 so float32 on a GPU is not degraded by TF32. `multiply`, `to_matrix`, `from_matrix`, `normalize`,
 `from_axis_angle` and `from_body_fixed_xyz` also work on numpy arrays (and then return numpy, with no JAX dispatch), for model building
@@ -80,7 +80,7 @@ def rotate(q: Float[ArrayLike, "... 4"], v: Float[ArrayLike, "... 3"]) -> Float[
 
 
 def to_matrix(q: Float[ArrayLike, "... 4"]) -> Float[Array, "... 3 3"]:
-    """Attitude matrix of seed 001 eq. 1.
+    """Attitude matrix of Du 2021, eq. 1.
 
     ``R = (w² − |u|²) E + 2 u uᵀ + 2 w ũ`` with ``ũ`` the skew matrix of ``u = (x, y, z)``.
     (The extracted text of eq. 1 prints ``‖q‖² E``; for a rotation the scalar term must be

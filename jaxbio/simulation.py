@@ -269,11 +269,9 @@ class StoredAdjoint(diffrax.AbstractAdjoint):
     forward and once in reverse instead of into every part of Diffrax's loop, and nothing is
     recomputed: the velocity form's reverse pass takes each stage's ``q̈`` and the Cholesky factor
     of ``M + J`` (kept per stage, up to 12 coordinates) from the forward pass. For training
-    through batches of short solves, with ``form="velocity"`` (benchmarks/learning.py, MLP torque
-    controller, batch 32, 2 s, float32, 2-core Xeon, path ``stored_velocity`` against
-    ``velocity``, 2026-11-30: the first value-and-gradient call 8.2 against 23.7 s for the
-    double pendulum and 10.4 against 29.7 s for arm7; the step 19.9 against 27.5 ms and 162
-    against 268 ms, 3.6× and 2.5× the forward pass).
+    through batches of short solves, with ``form="velocity"``: the first value-and-gradient call
+    and the step are faster than through Diffrax's loop (benchmarks/learning.py, path
+    ``stored_velocity`` against ``velocity``; benchmarks/README.md, "Measurements behind design choices").
 
     It excludes a ``solver`` other than Tsit5, ``dt0``, ``stepsize_controller``, ``saveat``,
     ``event`` and ``dense`` (``ValueError``); `Trajectory.solution` is None. Reverse mode only
@@ -580,8 +578,8 @@ def simulate(
             stores every stage's intermediates: ~60 kB per step per trajectory for the double
             pendulum (float64), so ``grad`` of 1,000 trajectories of 2,000 steps needs ~120 GB
             instead of ~0.2 GB (benchmarks/memory.py). No effect on forward mode.
-        form: the state the solver integrates: ``"hamiltonian"`` (default; ``(q, p)``, seed
-            000's equations) or ``"velocity"`` (``(q, q̇)``, `HamiltonianSystem.velocity_field`:
+        form: the state the solver integrates: ``"hamiltonian"`` (default; ``(q, p)``, Ivancevic's
+            (2009) equations) or ``"velocity"`` (``(q, q̇)``, `HamiltonianSystem.velocity_field`:
             ``q̈ = (M + J)⁻¹ (F − ∂R/∂q̇ − ∂U/∂q − C q̇ − g)``). The same trajectory up to the
             discretisation (the `Trajectory` is the same, ``p = (M + J) q̇`` at the saved
             times); needs 1-DOF joints and a Rayleigh dissipation. Use it when you differentiate
@@ -590,11 +588,9 @@ def simulate(
             (axial trees), so a value-and-gradient step runs faster. With
             ``adjoint=StoredAdjoint()``, a start from velocities (``initial_state(q0, qd0,
             form="velocity")``) and ``derived=False`` it is the training recipe of
-            docs/learning.md (benchmarks/learning.py, MLP torque controller, batch 32, 2 s,
-            float32, 2-core CPU: 2.5× and 2.8× the forward pass for arm7 and the double pendulum,
-            first call 7.0 and 5.6 s against 29.7 and 23.7 s through Diffrax's loop). Not the
-            default: the Hamiltonian form's forward pass under `jax.vmap` runs one fused
-            batch-last kernel (3× faster for the double pendulum). The adaptive solve's error
+            docs/learning.md (benchmarks/learning.py; benchmarks/README.md, "Measurements behind design choices").
+            Not the default: the Hamiltonian form's forward pass under `jax.vmap` runs one fused
+            batch-last kernel (faster for the double pendulum). The adaptive solve's error
             control then measures ``q̇`` instead of ``p``, so the steps taken (and the
             solution's round-off level) differ slightly.
         derived: compute the outputs derived from the integrated state at the saved times: the
@@ -602,7 +598,7 @@ def simulate(
             (velocity form), and the ``energy``. ``False`` leaves those None (the integrated
             state, ``q``, ``f`` and ``a`` are unchanged): a loss that reads only the state then
             never traces their kernels, so its first compile is shorter (the double pendulum's
-            value-and-gradient step in benchmarks/learning.py: 2–3 s of 13). The same solve.
+            value-and-gradient step in benchmarks/learning.py; benchmarks/README.md, "Measurements behind design choices"). The same solve.
 
     Returns:
         a `Trajectory`.
@@ -1037,10 +1033,10 @@ def simulate_sde(
     max_steps: int = 1_000_000,
     throw: bool = True,
 ) -> Trajectory:
-    """Stochastic torques (seed 000): ``dp = (F − ∂H/∂q − ∂R/∂q̇) dt + B dW``.
+    """Stochastic torques (Ivancevic 2009): ``dp = (F − ∂H/∂q − ∂R/∂q̇) dt + B dW``.
 
     ``noise``: ``B``, either constant — ``(n,)`` (independent torque noise per coordinate,
-    N·m/√s) or ``(n, n)`` — or, as seed 000's ``B_ij[y, t] dW`` writes it, a function
+    N·m/√s) or ``(n, n)`` — or, as Ivancevic's (2009) ``B_ij[y, t] dW`` writes it, a function
     ``noise(t, y)`` of the time and the state (the dict ``y``: ``q``, ``p``, ``f`` and ``a``)
     returning ``(n,)`` or ``(n, n)`` (multiplicative, state- and time-dependent noise; a pure
     JAX function). ``calculus``: ``"ito"`` (default; solver `diffrax.Euler`, Euler–Maruyama) or

@@ -41,7 +41,7 @@ def matvec(A: Float[ArrayLike, "... 3 3"], v: Float[ArrayLike, "... 3"]) -> Floa
 
 
 def skew(v: Float[ArrayLike, "... 3"]) -> Float[Array, "... 3 3"]:
-    """The skew-symmetric matrix ``ṽ`` with ``ṽ u = v × u`` (seed 001 §2.2)."""
+    """The skew-symmetric matrix ``ṽ`` with ``ṽ u = v × u`` (Du 2021, §2.2)."""
     v = jnp.asarray(v)
     z = jnp.zeros_like(v[..., 0])
     x, y, w = v[..., 0], v[..., 1], v[..., 2]

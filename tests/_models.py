@@ -7,7 +7,7 @@ from scipy.spatial.transform import Rotation
 
 
 def double_pendulum_dict(m1=1.0, m2=1.0, l1=1.0, l2=0.5) -> dict:
-    """Seed 004's two uniform rods hanging along -y, planar (gravity -y, axes +z)."""
+    """Watanabe & Duarte's two uniform rods hanging along -y, planar (gravity -y, axes +z)."""
 
     def rod(name, parent, origin, m, length):
         return {
@@ -29,7 +29,7 @@ def double_pendulum_dict(m1=1.0, m2=1.0, l1=1.0, l2=0.5) -> dict:
 
 
 def notebook_euler(n_steps: int, every: int = 100, pid: bool = False) -> np.ndarray:
-    """Seed 004's explicit Euler loop as the notebook writes it (dt = 1e-4 s,
+    """Watanabe & Duarte's explicit Euler loop as the notebook writes it (dt = 1e-4 s,
     ``np.linalg.inv(M) @ (C + G + Q)``, state ``(ω₁, ω₂, θ₁, θ₂)``), with ``G``'s first row as in
     its equation (``m₂ g l₁``; the notebook's code has ``m₂ g l₂``). ``pid``: its commented PID line
     uncommented (free shoulder, ``Q = (−M₁₂, M₁₂)``, ``M₁₂ = 30(r − θ₂) − 2ω₂ + 3∫(r − θ₂)dt`` with

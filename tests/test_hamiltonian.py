@@ -1,4 +1,4 @@
-"""Hamiltonian dynamics (seed 000) and Diffrax integration: conservation, power balance, the
+"""Hamiltonian dynamics (Ivancevic 2009) and Diffrax integration: conservation, power balance, the
 Lagrangian flow, reversibility, an Ornstein–Uhlenbeck SDE, gradients, events, bad input."""
 
 import diffrax
@@ -148,7 +148,7 @@ def test_time_reversibility(pendulum):
 
 @pytest.mark.slow
 def test_conservative_flow_is_symplectic(pendulum):
-    """Seed 000's conservative flow is a canonical map: its Jacobian ``J = ∂(q, p)(T)/∂(q, p)(0)``
+    """Ivancevic's (2009) conservative flow is a canonical map: its Jacobian ``J = ∂(q, p)(T)/∂(q, p)(0)``
     satisfies ``Jᵀ Ω J = Ω`` (``Ω = [[0, I], [−I, 0]]``) and ``det J = 1``; with damping it
     contracts phase volume instead (the same compiled flow, damping as an argument)."""
     tree, q0, qd0 = pendulum
@@ -206,7 +206,7 @@ def test_sde_matches_ornstein_uhlenbeck():
 @pytest.mark.slow
 @pytest.mark.parametrize("calculus", ["ito", "stratonovich"])
 def test_sde_with_state_and_time_dependent_noise_matches_geometric_brownian_motion(calculus):
-    """Seed 000's ``B[y, t] dW``: ``dp = −θ p dt + s(t) p dW`` with ``s(t) = σ(1 + t)``, θ = c/m, a
+    """Ivancevic's (2009) ``B[y, t] dW``: ``dp = −θ p dt + s(t) p dW`` with ``s(t) = σ(1 + t)``, θ = c/m, a
     geometric Brownian motion with closed-form moments. Itô: ``E p(T) = p₀ e^{−θT}``,
     ``E p(T)² = p₀² e^{−2θT + S}``, ``S = ∫₀ᵀ s² dt = σ²((1 + T)³ − 1)/3``; Stratonovich adds the
     drift ``s²/2``: ``E p(T) = p₀ e^{−θT + S/2}``, ``E p(T)² = p₀² e^{−2θT + 2S}``. Monte Carlo over
@@ -336,7 +336,7 @@ def test_event_stops_when_coordinate_reaches_value(pendulum):
 
 
 def test_bracket_fitness_tracks_its_function(pendulum):
-    """f = φ(q, p) = p₀ evolves by seed 000's d_H f, so f(t) = p₀(t)."""
+    """f = φ(q, p) = p₀ evolves by Ivancevic's (2009) d_H f, so f(t) = p₀(t)."""
     tree, q0, qd0 = pendulum
     system = jb.HamiltonianSystem(
         tree,

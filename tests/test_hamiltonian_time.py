@@ -1,4 +1,4 @@
-"""Seed 000 as written (issue #20, items 1–3): an explicitly time-dependent ℋ(t, q, p) (eq. 26)
+"""Ivancevic 2009 as written (issue #20, items 1–3): an explicitly time-dependent ℋ(t, q, p) (eq. 26)
 and its energy balance, eq. 27's bracket d_H f as printed next to the along-the-flow form, and
 eqs. 10–11's phase-space dissipation R(q, p) next to the Rayleigh form R(q, q̇)."""
 

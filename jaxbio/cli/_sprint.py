@@ -49,7 +49,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "sprint",
         help="fit fatigue (fitness) parameters to 100 m split times",
-        description="Fit seed 000's fitness-dependent Hamiltonian sprinter to 100 m split times "
+        description="Fit Ivancevic's (2009) fitness-dependent Hamiltonian sprinter to 100 m split times "
         "(all embedded races by default) and compare with the Furusawa-Hill-Keller and "
         "Tibshirani (1997) models.",
     )
@@ -253,7 +253,7 @@ def _print_table(races, res, fhk, tib, fit_until, problems, fc=None, pops=None):
     heads = {"f0": ("F0/m", "N/kg", 2), "vmax": ("v_max", "m/s", 2), "energy": ("E", "J/kg", 0)}
     shown = [n for n in res.names if n in heads]
     width = max(18, max(len(r.name) for r in races) + 1)
-    print("Sprinter (seed 000 fitness-dependent Hamiltonian model) fitted to split times, float64")
+    print("Sprinter (fitness-dependent Hamiltonian model after Ivancevic 2009) fitted to split times, float64")
     fixed = (
         f"fixed: a/F0 = {DEFAULTS['hill_ratio']} (unless freed), tau = {DEFAULTS['tau'] * 1e3:g} ms, "
         f"Rayleigh alpha = {DEFAULTS['rayleigh']} 1/s, drag = {DEFAULTS['drag']:.5f} 1/m, "

@@ -46,7 +46,9 @@ def _print_table(traces, res, noise, fhk, tib, problems):
 
     heads = {"f0": ("F0/m", "N/kg", 2), "vmax": ("v_max", "m/s", 2), "energy": ("E", "J/kg", 0)}
     width = max(18, max(len(t.name) for t in traces) + 1)
-    print("Sprinter (seed 000 fitness-dependent Hamiltonian model) fitted to speed traces (radar/laser), float64")
+    print(
+        "Sprinter (fitness-dependent Hamiltonian model after Ivancevic 2009) fitted to speed traces (radar/laser), float64"
+    )
     print(
         f"fixed: a/F0 = {DEFAULTS['hill_ratio']}, tau = {DEFAULTS['tau'] * 1e3:g} ms, "
         f"Rayleigh alpha = {DEFAULTS['rayleigh']} 1/s, drag = {DEFAULTS['drag']:.5f} 1/m, "
@@ -164,7 +166,7 @@ def _plot(f, fmt, traces, res, fhk, tib):
     ax_v.set_ylim(bottom=0)
     ax_v.grid(alpha=0.3)
     ax_v.legend(fontsize=7, loc="lower right")
-    ax_v.set_title("speed against time, measured (radar/laser) and fitted (seed 000 sprinter)")
+    ax_v.set_title("speed against time, measured (radar/laser) and fitted (sprinter after Ivancevic 2009)")
     ax_f.set_ylabel("fitness f(e)")
     ax_f.set_xlabel("time [s] (from the gun or movement onset, as in the file)")
     ax_f.grid(alpha=0.3)

@@ -22,10 +22,9 @@ on the layout, schedule and records of `jaxbio.dynamics.batch_last` (read its mo
    results are never read (the per-segment gathers use `Schedule.slot`).
 
 `jax.vjp` of `_forward_rnea` in pass 4 (with its stages and their cotangents materialised) gave
-the same numbers and was slower: arm7 float32, 10⁴ states, 26.5 against 18.5 ms (commit 8235ba5
-has it). So was a two-pass variant (pass 3 folded into pass 1 as one more forward row, passes 2
-and 4 in one distal → proximal pass; commit c380287): arm7 float32 batch 32 95 against 67 µs,
-10⁴ states 25.5 against 19.4 ms. The passes use `_scan`, `_write` and `_Chained` as the forward
+the same numbers and was slower (commit 8235ba5 has it). So was a two-pass variant (pass 3
+folded into pass 1 as one more forward row, passes 2 and 4 in one distal → proximal pass; commit
+c380287). Measurements: benchmarks/README.md, "Measurements behind design choices". The passes use `_scan`, `_write` and `_Chained` as the forward
 kernels do.
 
 Axial trees (revolute and prismatic joints) only, no external forces; the tree is a constant.

@@ -1,4 +1,4 @@
-"""Level-synchronous tree passes (after MJX ``scan.body_tree``; seed 001 §3.3 hierarchy levels).
+"""Level-synchronous tree passes (after MJX ``scan.body_tree``; Du 2021, §3.3 hierarchy levels).
 
 Segments are grouped by depth at trace time with numpy and each level is padded to the width
 ``K`` of the widest one. A pass is then one `jax.lax.scan` over depth whose body handles a whole
@@ -235,8 +235,8 @@ def schedule(parents: tuple[int, ...], *, step_cost: float = 0.75, phase_cost: f
     Trees of at most `EXHAUSTIVE_SEGMENTS` segments (every shipped model) are searched
     exhaustively: a dynamic programme over every run of consecutive levels, each with every
     width ``1 … widest level``. That search costs O(levels² · segments · width), which made a
-    1,000-segment chain take minutes to trace (issue #17); larger trees use `_large_tree_phases`,
-    which costs candidate phases in closed form (0.05 s for 1,000 segments).
+    1,000-segment chain slow to trace (issue #17); larger trees use `_large_tree_phases`,
+    which costs candidate phases in closed form.
     Cached per topology and costs.
     """
     if len(parents) > EXHAUSTIVE_SEGMENTS:
@@ -299,8 +299,8 @@ def _large_tree_phases(parents: tuple[int, ...], step_cost: float, phase_cost: f
     of `_steps` in closed form, every width); longer runs at one step per level, at the width of
     their widest level (``(b − a)(max width + step_cost)``, an upper bound; vectorised over the
     run's start). Each chosen phase is then list-scheduled at its best width. About
-    ``levels · min(levels, _EXACT_SPAN)`` small numpy evaluations: 0.05 s for a 1,000-segment
-    chain, random tree or binary tree."""
+    ``levels · min(levels, _EXACT_SPAN)`` small numpy evaluations (timed on a 1,000-segment
+    chain, random tree and binary tree: benchmarks/README.md, "Measurements behind design choices")."""
     groups = [list(g) for g in levels(parents)]
     widths = np.asarray([len(g) for g in groups], np.int64)
     L = len(groups)

@@ -17,13 +17,13 @@ from jaxbio.tree import SegmentTree
 
 
 def motion_soa(tree: SegmentTree, q, qd=None, qdd=None, *, gravity_as_base: bool = False) -> dict:
-    """Proximal → distal pass of the recursion (seed 001 §2.2, attitudes by quaternion).
+    """Proximal → distal pass of the recursion (Du 2021, §2.2, attitudes by quaternion).
 
     ``q`` ``(nq,)``, ``qd`` and ``qdd`` ``(nv,)`` (zero when None). Returns a dict of
     structure-of-arrays tuples (see `_soa`) with the keys of `SegmentMotion`; every component is
     ``(n_segments,)``, except ``axis``, ``(nv,)``: the world axis of each velocity coordinate.
     With ``gravity_as_base`` the world is given the acceleration ``−g``, so that each segment's
-    ``acceleration`` is ``a − g`` as it enters seed 001 eq. 2.
+    ``acceleration`` is ``a − g`` as it enters Du 2021, eq. 2.
 
     Segment ``i`` with parent ``p`` (world quantities; ``r`` the offset from the parent's origin;
     ``w``, ``u`` the joint's relative angular and linear velocity rotated to the world from the

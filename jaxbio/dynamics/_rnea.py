@@ -1,6 +1,6 @@
-"""Newton–Euler wrench recursion in the global frame (Dumas et al. 2004; seed 001 eq. 2).
+"""Newton–Euler wrench recursion in the global frame (Dumas et al. 2004; Du 2021, eq. 2).
 
-For every segment ``i`` (attitude quaternion ``Q_i``, attitude matrix ``R_i`` of seed 001 eq. 1)
+For every segment ``i`` (attitude quaternion ``Q_i``, attitude matrix ``R_i`` of Du 2021, eq. 1)
 the wrench it receives from its parent through its joint, about the joint centre ``P_i``, is
 
     F_i = m_i (a_Ci − g) − F_ext,i + Σ_children F_c
@@ -9,7 +9,7 @@ the wrench it receives from its parent through its joint, about the joint centre
 
 with ``I_i = R_i I_i^body R_iᵀ`` the inertia rotated to the global frame and ``c_i = R_i com_i``.
 This is eq. 2 written about the proximal joint centre, with the children's (distal) wrenches
-transported as in seed 001 eq. 3. Trees are processed by hierarchy level (seed 001 §3.3): all
+transported as in Du 2021, eq. 3. Trees are processed by hierarchy level (Du 2021, §3.3): all
 segments of one depth at once, deepest first.
 """
 
@@ -88,7 +88,7 @@ def inverse_dynamics(
     *,
     check: bool = False,
 ) -> Float[Array, " nv"]:
-    """Generalised forces that produce ``qdd`` at ``(q, qd)``: the wrench recursion (seed 001 eq. 2).
+    """Generalised forces that produce ``qdd`` at ``(q, qd)``: the wrench recursion (Du 2021, eq. 2).
 
     Args:
         tree: the model.
@@ -126,7 +126,7 @@ def segment_wrenches(
 
     Same arguments as `inverse_dynamics`. Returns ``forces`` ``(n_segments, 3)`` N and
     ``moments`` ``(n_segments, 3)`` N·m about the joint centre, both in the world frame: the joint reaction force and
-    the net joint moment of seeds 001 and 003 (the component of ``moments`` along a revolute
+    the net joint moment of Du 2021 and Blajer et al. 2007 (the component of ``moments`` along a revolute
     joint's axis is its ``tau``; the rest is carried by the joint's structure).
     """
     q, qd, qdd, external = _inputs(tree, q, qd, qdd, external, check)

@@ -1,4 +1,4 @@
-"""Absolute (Cartesian) coordinates of any planar `SegmentTree` (the formulation of Blajer et al., seed 003 §3).
+"""Absolute (Cartesian) coordinates of any planar `SegmentTree` (the formulation of Blajer et al. 2007, §3).
 
 Every segment ``b`` of a planar tree is a free rigid body in the plane with the three absolute
 coordinates ``p_b = (x_b, y_b, θ_b)``: the world position (m) of its centre of mass and the world
@@ -204,7 +204,7 @@ def _stack(xy, theta):
 
 
 def absolute_motion(tree: SegmentTree, q, qd=None, qdd=None, *, pp: PlanarParams | None = None):
-    """``p = g(q)``, ``ṗ = D q̇`` and ``p̈ = D q̈ + γ`` (seed 003 eq. 9), each ``(3N,)``.
+    """``p = g(q)``, ``ṗ = D q̇`` and ``p̈ = D q̈ + γ`` (Blajer et al. 2007, eq. 9), each ``(3N,)``.
 
     The positions, velocities and accelerations of the COMs and the angular rates are those of
     jaxbio's forward kinematics (`jaxbio.dynamics.segment_motion`, the one recursion): for COM
@@ -412,7 +412,7 @@ def constraint_jacobian(tree: SegmentTree, p, pd, contacts: Contacts = (), *, pp
 
 
 def open_constraint_matrix(tree: SegmentTree, q, joints: Sequence[int] | None = None) -> Float[Array, "3N l"]:
-    """``E = ∂g(q, z)/∂z`` at ``z = 0`` (seed 003 eq. 13), ``(3N, 2·len(joints))``.
+    """``E = ∂g(q, z)/∂z`` at ``z = 0`` (Blajer et al. 2007, eq. 13), ``(3N, 2·len(joints))``.
 
     Two open-constraint coordinates per chosen joint ``i`` (default: all joints, segment order),
     opened on the child's side: revolute — the child's subtree translated by ``z`` in world x, y

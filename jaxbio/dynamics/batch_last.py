@@ -3,7 +3,7 @@
 
 The per-state recursion (`jaxbio.dynamics.rnea`) batched by `jax.vmap` puts the batch first and
 the tree's level second; XLA on CPU then spends its time on the level selects and on arrays much
-larger than the caches. This module computes the same quantities (seed 001 eq. 2, world frame,
+larger than the caches. This module computes the same quantities (Du 2021, eq. 2, world frame,
 attitudes by quaternion) with the batch as the *last*, contiguous axis. Three kernels share one
 proximal → distal pass and one distal → proximal pass; each brings its own step functions (the
 fourth, forward kinematics, is the forward pass alone):

@@ -1,5 +1,5 @@
 """Constrained dynamics of planar trees: joint reactions three ways and the support phase
-(Blajer, Dziewiecki & Mazur, seed 003 §3; generic: any planar `SegmentTree` with `Contact` s).
+(Blajer, Dziewiecki & Mazur 2007, §3; generic: any planar `SegmentTree` with `Contact` s).
 
 All three schemes return the same quantity: for every joint ``i`` (= segment ``i``) the planar
 wrench ``(Fx, Fy, Mz)`` that segment ``i`` receives from its parent through its joint, world
@@ -9,7 +9,7 @@ its net joint moment (± the joint torque, by the axis sign), ``(Fx, Fy)`` its j
 
 (a) `reactions_recursion` — d'Alembert's method: from the measured/computed ``q, q̇, q̈`` and the
     external (ground) forces, the distal → proximal Newton–Euler recursion (`jb.segment_wrenches`,
-    seed 001 eq. 2; seed 003 §3 first scheme). Needs no joint torques.
+    Du 2021, eq. 2; Blajer et al. 2007, §3 first scheme). Needs no joint torques.
 (b) `reactions_lagrange` — Lagrange multipliers in absolute coordinates (eq. 10):
     ``λ = (C M⁻¹ Cᵀ)⁻¹ (C M⁻¹ (f_g + B u + f_ext) − γ_C)`` for all ``l = 2N`` joint constraint rows
     (`jaxbio.dynamics.absolute`), plus the rows of ground `Contact` s, whose multipliers are the
@@ -36,26 +36,22 @@ force-plate data or the output of `constrained_forward_dynamics`, converted by
 `constrained_forward_dynamics` solves the joint-coordinate system with the contact constraints
 for ``q̈`` and the ground reactions (Blajer part I eq. 16 projected with Lagrange multipliers).
 
-Cost and when to use which. Measured with `benchmarks/reactions.py` (sagittal11, 11 segments,
-float64, ``jit(vmap)`` over 10⁴ random frames, a shared 2-core CPU VM, so absolute times varied
-~2× between runs; the ratios to the recursion of the same run are the meaningful numbers):
+Cost and when to use which. Measured with `benchmarks/reactions.py` on sagittal11 (11 segments;
+the times per frame and their ratios to the recursion: benchmarks/README.md, "Measurements behind design choices"):
 
-| scheme | work per frame | µs/frame | × recursion |
-|---|---|---|---|
-| (a) recursion | O(N): one kinematic pass and one wrench pass (level scans) | 5–14 | 1 |
-| (b) Lagrange, flight | ``C`` ``(l × 3N)`` from analytic 2×3 blocks, ``C M⁻¹ Cᵀ`` (l²·3N), Cholesky l³/3 with ``l = 2N = 22`` | 16–50 | 3.2–3.6 |
-| (b) Lagrange, support (weld + pin, ``l = 27``) | the same with the contact rows | 55–94 | 5–11 |
-| (b) with a massless body (``M̃``), flight / support | plus ``M̃ = M + α CᵀC``, its Cholesky (3N)³/3 and ``M̃⁻¹ Cᵀ`` | 2.0× / 1.7× the rows above | |
-| (c) augmented, all joints | O(N): one kinematic pass (level scan: p, ṗ, p̈ = D q̈ + γ) + ``Eᵀ w`` ``(2N × 3N)`` | 10–16 | 1.0–1.9 |
-| (c) augmented, hip + knee + ankle | the same with ``l* = 6`` columns of ``E`` | 4–9 | 0.66–0.75 |
+| scheme | work per frame | cost |
+|---|---|---|
+| (a) recursion | O(N): one kinematic pass and one wrench pass (level scans) | the reference |
+| (b) Lagrange, flight | ``C`` ``(l × 3N)`` from analytic 2×3 blocks, ``C M⁻¹ Cᵀ`` (l²·3N), Cholesky l³/3 with ``l = 2N = 22`` | a few times (a) |
+| (b) Lagrange, support (weld + pin, ``l = 27``) | the same with the contact rows | several times (a) |
+| (b) with a massless body (``M̃``), flight / support | plus ``M̃ = M + α CᵀC``, its Cholesky (3N)³/3 and ``M̃⁻¹ Cᵀ`` | about twice the rows above |
+| (c) augmented, all joints | O(N): one kinematic pass (level scan: p, ṗ, p̈ = D q̈ + γ) + ``Eᵀ w`` ``(2N × 3N)`` | about (a) |
+| (c) augmented, hip + knee + ankle | the same with ``l* = 6`` columns of ``E`` | below (a) |
 
-(The support-phase ``q̈`` itself, `constrained_forward_dynamics`, costs ~60 µs: ``M``, its
-Cholesky, the bias recursion and a ``lc × lc`` solve.) The (b) rows above were measured when the
-virtual base links of ``sagittal11`` carried 0.1 g each (every body massive: ``M⁻¹`` diagonal);
-since they are massless, (b) on ``sagittal11`` takes the ``M̃`` form, which took 2.0× (flight) and
-1.7× (support) the time of the diagonal form, timed in one process one model after the other
-(sagittal11 and the same with 0.1 g links; jit(vmap), 10⁴ frames, best of 5: 42 vs 21 and 50 vs
-29 µs/frame; the recursion 2.6 µs/frame in that run).
+(The support-phase ``q̈`` itself, `constrained_forward_dynamics`, costs ``M``, its Cholesky, the
+bias recursion and a ``lc × lc`` solve.) The (b) rows above were measured when the virtual base
+links of ``sagittal11`` carried 0.1 g each (every body massive: ``M⁻¹`` diagonal); since they are
+massless, (b) on ``sagittal11`` takes the ``M̃`` form, about twice the time of the diagonal form.
 
 Use (a) for inverse dynamics of measured motion: simple, O(N), and it gives the joint moments too.
 Use (c) when ``u`` is known and only a few joints matter (``joints=``): it is then the cheapest,
@@ -64,8 +60,8 @@ needs no solve, and separates the constraint reaction from the actuation (with m
 enter as ``external`` force pairs plus the remaining ``tau``, built by
 `jaxbio.estimation.actuation_loads` and evaluated by `jaxbio.estimation.joint_reactions`). Use (b)
 when ``q̈`` is *not* known (forward simulation: reactions from ``q, q̇, u`` alone) or when the
-ground reactions must come out of the same solve; it is 3–10× dearer (twice that again with a
-massless body) and needs a non-singular constraint set (checked: contacts redundant by structure
+ground reactions must come out of the same solve; it is several times dearer (twice that again
+with a massless body) and needs a non-singular constraint set (checked: contacts redundant by structure
 raise `ValueError` before tracing; a numerically singular set, e.g. two pins that coincide at a
 joint or both feet welded with coincident straight legs, raises at run time — never a
 least-squares answer).
@@ -210,7 +206,7 @@ def reactions_recursion(
     *,
     check: bool = False,
 ) -> Float[Array, "n 3"]:
-    """Joint wrenches by d'Alembert's recursion (seed 003 §3, first scheme; seed 001 eq. 2).
+    """Joint wrenches by d'Alembert's recursion (Blajer et al. 2007, §3, first scheme; Du 2021, eq. 2).
 
     Args:
         tree: a planar model (e.g. ``jb.load_model("sagittal11")``).
@@ -393,7 +389,7 @@ def reactions_augmented(
     joints: Sequence[str] | None = None,
     check: bool = False,
 ) -> Float[Array, "m 3"]:
-    """Joint wrenches by the augmented joint-coordinate method (seed 003 eqs. 11–16).
+    """Joint wrenches by the augmented joint-coordinate method (Blajer et al. 2007, eqs. 11–16).
 
     Args:
         tree: a planar model.

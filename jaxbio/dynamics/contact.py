@@ -7,7 +7,7 @@ the force ``(Fx, Fy)`` N at the point and, for a weld, the moment ``Mz`` N·m ab
 
 Every algorithm with contacts takes a sequence of them: the support-phase dynamics and the
 joint-reaction schemes (`jaxbio.dynamics.constrained`), the absolute-coordinate constraints
-(`jaxbio.dynamics.absolute`) and seed 003's inverse simulation (`jaxbio.estimation`). The rows of
+(`jaxbio.dynamics.absolute`) and Blajer et al.'s (2007) inverse simulation (`jaxbio.estimation`). The rows of
 the contact Jacobian (`contact_jacobian`) come from the one point Jacobian,
 `jaxbio.dynamics.point_jacobian`.
 """

@@ -8,17 +8,16 @@ identity ``ID(q, qd, qdd) = tau`` (``ID`` the wrench recursion, `jaxbio.inverse_
 (Carpentier & Mansard 2018, "Analytical derivatives of rigid body dynamics algorithms"). Reverse
 mode then transposes one recursion and one Cholesky solve with the factor already computed, instead
 of differentiating ``M(q)``, its factorisation and the bias separately. Measured
-(`python benchmarks/learning.py --field`, benchmarks/README.md): a VJP of
-`jaxbio.HamiltonianSystem.velocity_field` under `jax.vmap` (batch 32, float32) cost 8.5× (double
-pendulum) and 7.9× (arm7) its forward pass by plain autodiff, 4.0× and 3.4× with this rule, and a
-value-and-gradient step through `jaxbio.simulate(..., form="velocity")` 2.2–2.6× less.
+with `python benchmarks/learning.py --field`: a VJP of `jaxbio.HamiltonianSystem.velocity_field`
+under `jax.vmap`, relative to its forward pass, costs about half of plain autodiff's with this rule,
+and a value-and-gradient step through `jaxbio.simulate(..., form="velocity")` less than half
+(benchmarks/README.md, "Measurements behind design choices").
 
 When the tree and the external loads are not differentiated (the rule sees their tangents as
 symbolic zeros), they are left out of the inner ``jvp``, so that under `jax.vmap` reverse mode
 transposes the recursion by its batch-last adjoint (`jaxbio.dynamics._adjoint`, routed by
-`jaxbio.dynamics.batch_last.vmapped_by`): the vector field's VJP for arm7 (batch 32) fell from 405 to
-155–187 µs more, and the value-and-gradient step through the solve from 890 to 456 ms
-(benchmarks/README.md, "Reverse mode through a batch-last adjoint").
+`jaxbio.dynamics.batch_last.vmapped_by`): the vector field's VJP and the value-and-gradient step through the solve
+became about twice as fast (benchmarks/README.md, "Reverse mode through a batch-last adjoint").
 """
 
 from __future__ import annotations

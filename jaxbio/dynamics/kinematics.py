@@ -81,8 +81,7 @@ def forward_kinematics(
         ``quaternions`` ``(n, 4)`` ``(w, x, y, z)``, attitude of each segment frame in the world.
 
     Under `jax.vmap` over ``q`` it runs the batch-last kernel
-    (`jaxbio.dynamics.batch_last.pose_batch`; gait10dof18musc, float64: 0.5 against 1.7 µs per frame
-    by the per-state pass, benchmarks/README.md); derivatives are the per-state pass's.
+    (`jaxbio.dynamics.batch_last.pose_batch`, faster than the per-state pass; benchmarks/README.md); derivatives are the per-state pass's.
     """
     q = as_state(tree, q, "q", check)
     m = segment_motion(tree, q)

@@ -17,8 +17,8 @@ a hinge turns it about its own fixed axis), so
 The public functions of `jaxbio.dynamics` use these for ``tree.nq == 1`` instead of the level
 recursion and the batch kernels: the same numbers (tested against the general routes), without
 the machinery whose tracing and compilation dominate such a small model inside a vmapped fit
-(the sprint fit's Jacobian of split times traced in 17 s and compiled in 18 s on the general
-routes; see benchmarks/sprint.py for the fit with these closed forms).
+(the sprint fit's Jacobian of split times on the general routes: benchmarks/README.md, "Measurements behind design choices";
+see benchmarks/sprint.py for the fit with these closed forms).
 """
 
 from __future__ import annotations

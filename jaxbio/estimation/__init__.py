@@ -1,13 +1,13 @@
 """Muscle-force estimation: inverse simulation, static optimisation, parameter fitting.
 
-Seed 001's arm and seed 003's body are paper reproductions: `jaxbio.papers.du_arm`,
+Du's (2021) arm and Blajer et al.'s (2007) body are paper reproductions: `jaxbio.papers.du_arm`,
 `jaxbio.papers.blajer_body`.
 
 - `jaxbio.estimation.pseudoinverse`: `clamped_pseudoinverse`, the min-norm H† = Hᵀ(HHᵀ)⁻¹ solution
-  (seed 003 eq. 6) with negative muscle forces clamped and the solve repeated.
-- `inverse_simulation` / `inverse_simulate_motion`: seed 003's inverse simulation — flying phase
+  (Blajer et al. 2007, eq. 6) with negative muscle forces clamped and the solve repeated.
+- `inverse_simulation` / `inverse_simulate_motion`: Blajer et al.'s (2007) inverse simulation — flying phase
   (uncontrolled-subspace residual eq. 2, controlled subspace eqs. 3–5) and support phase with foot
-  constraints (eqs. 7–8) — on any floating-base tree with muscles (seed 003's 11-DOF body is
+  constraints (eqs. 7–8) — on any floating-base tree with muscles (Blajer et al.'s (2007) 11-DOF body is
   `jaxbio.papers.blajer_body.sagittal11_muscle_model`); `joint_reactions` / `actuation_loads`: the
   joint reactions from the identified muscle forces (``B u``) or net joint torques (``B′u′``).
 - `static_optimization` / `static_optimization_motion`: per-frame static optimisation, min Σ (F/F_max)ᵖ or Σ aᵖ

@@ -1,4 +1,4 @@
-"""Inverse simulation of a hybrid muscle/torque-actuated floating-base body (seed 003 §2).
+"""Inverse simulation of a hybrid muscle/torque-actuated floating-base body (Blajer et al. 2007, §2).
 
 Given a measured motion ``q, q̇, q̈`` find the controls ``u = [F₁ … F_mF, τ₁ … τ_mτ]`` (muscle
 forces ≥ 0 and joint torques) that force the body through it (Blajer, Dziewiecki & Mazur, part II).
@@ -6,17 +6,17 @@ The equations of motion in jaxbio's form are
 
     M(q) q̈ + bias(q, q̇) = B(q) u + Cᵀ(q) λ,      B = [Rᵀ | E_τ],
 
-with ``bias = C(q,q̇)q̇ + g(q)`` (`jaxbio.bias_forces`; seed 003 writes ``d̄ − f̄_g``), ``R`` the
+with ``bias = C(q,q̇)q̇ + g(q)`` (`jaxbio.bias_forces`; Blajer et al. 2007 write ``d̄ − f̄_g``), ``R`` the
 muscle moment arms (`jaxbio.muscles.geometry.moment_arms`, ``r = −∂l/∂q``), ``E_τ`` unit columns
 for the torque-actuated coordinates and ``λ`` the ground reactions (support phase only). Write
 ``f = M q̈ + bias``, ``J`` the actuated (joint) coordinates and ``U`` the unactuated base ones. Since
-muscles and joint torques are internal, ``B = B̄′ S`` with ``B̄′ = [e_j]_{j∈J}`` (seed 003's B̄′:
+muscles and joint torques are internal, ``B = B̄′ S`` with ``B̄′ = [e_j]_{j∈J}`` (Blajer et al.'s (2007) B̄′:
 here the joint coordinates are relative angles, so B̄′ is a selection and its orthogonal complement
 Ā′ selects the base coordinates ``U``) and ``S = B[J]`` the joint-moment matrix.
 
 **Flying phase** (no contacts):
 
-- uncontrolled subspace (seed 003 eq. 2): ``a = Ā′ f = f[U]`` must vanish (the mass centre moves
+- uncontrolled subspace (Blajer et al. 2007, eq. 2): ``a = Ā′ f = f[U]`` must vanish (the mass centre moves
   on a parabola and the angular momentum about it is constant); it is the consistency check of
   the measured motion and is returned as ``uncontrolled_residual`` (N, N, N·m for sagittal11).
 - controlled subspace (eqs. 3–5): ``H′ = B̄′ᵀM⁻¹B̄′``, ``h = B̄′ᵀq̈ + B̄′ᵀM⁻¹ bias``, the joint
@@ -32,8 +32,8 @@ segment's angular velocity) and ``D̄`` (n × k, k = n − r, orthonormal, ``C D
 the unconstrained subspace of eq. I.9), then eqs. 7–8: ``H′ = D̄ᵀB̄′``, ``h = D̄ᵀf``,
 ``H = D̄ᵀB̄ = H′S`` and ``u = H†h`` (eq. 6). The ground reactions ``λ = (CCᵀ)⁻¹C(f − Bu)`` (the
 role of eq. I.16) and the contact acceleration ``C q̈ + Ċq̇`` (must vanish for a consistent motion)
-are returned. With one foot welded (flat), ``r = 3`` and ``k = 8`` equals the number of joints (as in seed
-003), so the joint moments ``u′ = H′⁻¹h`` are unique; with both feet down they are not and
+are returned. With one foot welded (flat), ``r = 3`` and ``k = 8`` equals the number of joints (as in Blajer et al.
+2007), so the joint moments ``u′ = H′⁻¹h`` are unique; with both feet down they are not and
 ``required_moments`` is the least-norm one.
 
 Redundancy and the sign of muscle forces: `jaxbio.estimation.pseudoinverse.clamped_pseudoinverse`
@@ -41,7 +41,7 @@ Redundancy and the sign of muscle forces: `jaxbio.estimation.pseudoinverse.clamp
 ``moment_residual`` is the joint moment the controls fail to produce (produced − required, N·m);
 `unproducible_moments` turns it into a list of (frame, joint) for a motion.
 
-Joint reactions both ways (seed 003 §3, closing remark). With the controls identified, the hip,
+Joint reactions both ways (Blajer et al. 2007, §3, closing remark). With the controls identified, the hip,
 knee and ankle reactions follow from eq. 16 (`jaxbio.dynamics.reactions_augmented`) with either
 actuation: ``f_u = B u`` — every muscle force applied as its force pair on the segments it
 attaches to (`jaxbio.muscles.geometry.muscle_wrenches`, external wrenches) plus the remaining
@@ -87,12 +87,12 @@ __all__ = [
 
 
 class InverseSimulationModel(eqx.Module):
-    """A floating-base tree with muscles and torque actuators (seed 003's hybrid control).
+    """A floating-base tree with muscles and torque actuators (Blajer et al.'s (2007) hybrid control).
 
     - ``tree``: the `SegmentTree` (``n`` coordinates).
     - ``paths``: `MusclePaths` of the ``m_F`` muscles on ``tree``.
     - ``torque_coordinates``: static, the coordinates with a torque actuator (``m_τ`` of them).
-    - ``unactuated``: static, the base coordinates with no actuator (seed 003's uncontrolled
+    - ``unactuated``: static, the base coordinates with no actuator (Blajer et al.'s (2007) uncontrolled
       subspace, ``Ā′``). Every other coordinate is a joint (``B̄′``).
     - ``parameters``: optional muscle parameters (carried along, not used here).
 
@@ -177,12 +177,12 @@ class InverseSimulationResult(eqx.Module):
     - ``torques``: ``(m_τ,)`` N·m, the torque actuators.
     - ``joint_moments``: ``(k_J,)`` N·m (N for a prismatic joint), ``S u``, the moments the controls
       produce at the joints ``model.joints``.
-    - ``required_moments``: ``(k_J,)`` N·m, ``u′`` of seed 003 eq. 5 (flying phase) or its support
+    - ``required_moments``: ``(k_J,)`` N·m, ``u′`` of Blajer et al. 2007, eq. 5 (flying phase) or its support
       analogue (eq. 7; least-norm when not unique).
     - ``moment_residual``: ``(k_J,)`` N·m, the joint moment the controls fail to produce (produced
       − required; ~0 unless a joint lacks the actuators for its load).
     - ``uncontrolled_residual``: ``(len(unactuated),)`` generalised forces on the base coordinates
-      left unexplained (flying: seed 003 eq. 2, ``Ā′(M̄q̈ + d̄ − f̄_g)``; support: after the ground
+      left unexplained (flying: Blajer et al. 2007, eq. 2, ``Ā′(M̄q̈ + d̄ − f̄_g)``; support: after the ground
       reactions); ~0 for a consistent motion. N (prismatic) / N·m (revolute).
     - ``ground_reaction``: ``(r,)`` the contact reactions on the body, per contact world Fx, Fy (N)
       at the contact point and, for a welded contact, the moment Mz about it (N·m); empty in flight.
@@ -203,7 +203,7 @@ class InverseSimulationResult(eqx.Module):
 
 
 def control_matrix(model: InverseSimulationModel, q: Float[ArrayLike, " n"]) -> Float[Array, "n m"]:
-    """``B(q)`` ``(n, m)``: generalised force per unit control, ``[Rᵀ | E_τ]`` (seed 003's B̄).
+    """``B(q)`` ``(n, m)``: generalised force per unit control, ``[Rᵀ | E_τ]`` (Blajer et al.'s (2007) B̄).
 
     Muscle columns are the moment arms ``r = −∂l/∂q`` (m/rad; m/m on prismatic coordinates),
     torque columns unit vectors."""
@@ -250,7 +250,7 @@ def inverse_simulation(
     *,
     contacts: Sequence[Contact | str] = (),
 ) -> InverseSimulationResult:
-    """Controls that make ``model`` follow ``q, q̇, q̈`` at one instant (seed 003 §2).
+    """Controls that make ``model`` follow ``q, q̇, q̈`` at one instant (Blajer et al. 2007, §2).
 
     Args:
         model: `InverseSimulationModel` (e.g. `jaxbio.papers.blajer_body.sagittal11_muscle_model`).
@@ -435,7 +435,7 @@ def actuation_loads(
     *,
     actuation: str = "muscles",
 ) -> tuple[Float[Array, " n"], tuple[Float[Array, "n 3"], Float[Array, "n 3"]]]:
-    """The controls ``u`` as joint torques plus external wrenches, two ways (seed 003 §3, last remark).
+    """The controls ``u`` as joint torques plus external wrenches, two ways (Blajer et al. 2007, §3, last remark).
 
     - ``actuation="muscles"`` (``f_u = B u``): each muscle force ``F_j`` acts as its force pair on
       the segments its path attaches to (`jaxbio.muscles.geometry.muscle_wrenches`: ``+F`` along
@@ -493,7 +493,7 @@ def joint_reactions(
     actuation: str = "muscles",
 ) -> Float[Array, "k 3"]:
     """Joint reactions from identified controls, with muscle forces (``B u``) or net joint torques
-    (``B′u′``) (seed 003 eq. 16 and its closing remark).
+    (``B′u′``) (Blajer et al. 2007, eq. 16 and its closing remark).
 
     ``λ* = Eᵀ[f_g + f_u − M(D q̈ + γ)]`` with ``f_u`` from `actuation_loads` and the ground
     reactions as external forces, by `jaxbio.dynamics.reactions_augmented`.

@@ -15,15 +15,15 @@ The problem (one frame; ``m`` muscles, ``n`` coordinates)::
   ``p = 3`` (Crowninshield & Brand 1981, maximal endurance).
 - ``r`` is the ``(m, n)`` moment-arm matrix of `jaxbio.muscles.geometry.moment_arms`
   (``r = −∂l/∂q``, so ``rᵀF`` are the joint moments of the tensions; the "``R(q)ᵀ F = τ``" of the
-  literature), ``τ`` the joint moments from inverse dynamics (seed 001 eq. 2, `jaxbio.inverse_dynamics`).
+  literature), ``τ`` the joint moments from inverse dynamics (Du 2021, eq. 2, `jaxbio.inverse_dynamics`).
 - ``y`` are optional *reserve* (residual) torque actuators, one per coordinate, with strength
   ``Sⱼ`` (N·m per unit, ``0`` = none). Their cost is quadratic for every ``p`` (``|y|³`` has zero
   curvature at 0, which would make the problem only weakly convex there). Use them for coordinates
   that no muscle crosses (the pelvis and lumbar coordinates of ``gait10dof18musc``) and, with a
   small ``S``, to keep a frame solvable where the muscles are too weak.
 
-This is the redundancy solution of seed 003 (Blajer et al.) done with an effort criterion instead
-of the pseudoinverse (seed 003 eq. 6, `jaxbio.estimation.pseudoinverse`): same moments, different
+This is the redundancy solution of Blajer et al. 2007 done with an effort criterion instead
+of the pseudoinverse (Blajer et al. 2007, eq. 6, `jaxbio.estimation.pseudoinverse`): same moments, different
 force sharing (the pseudoinverse minimises ``Σ Fᵢ²``, unweighted; static optimisation weights by
 strength and respects the upper bounds).
 
@@ -57,10 +57,9 @@ Solvers (``solver=``):
   under `jax.vmap` (`static_optimization_motion`'s or a caller's) only those frames, gathered in
   buckets of ``FALLBACK_BUCKET`` (`_active_set_with_fallback`, a `jax.custom_batching.custom_vmap`). Same answers as the interior point (the problem is strictly
   convex in the activations and reserves).
-- ``"auto"`` (default): ``"active_set"``. Measured on gait10dof18musc
-  (benchmarks/static_optimization.py, 10⁴ frames, 2-core machine) about 4× faster than the
-  interior point for ``p = 2`` (4.4 steps per frame on average, no fallback); for ``p = 3``
-  (2000 frames) 1.3× (13 % of the frames handed over: an activation near 0, where the dual
+- ``"auto"`` (default): ``"active_set"``, faster than the interior point on gait10dof18musc
+  (benchmarks/static_optimization.py; benchmarks/README.md, "Measurements behind design choices") for ``p = 2`` (4.4 steps per frame
+  on average, no fallback) and, by less, for ``p = 3`` (13 % of the frames handed over: an activation near 0, where the dual
   Newton steps of ``x = (c/3)^½`` oscillate between two muscles). The interior point is faster than qpax under
   ``vmap`` (qpax floors its slacks at √eps and so needs more iterations to a tolerance the polish
   can start from, and it stalls on infeasible frames, where the whole batch then runs to the
@@ -256,10 +255,9 @@ def _spd_inverse(S):
     `jax.lax.fori_loop` step per pivot on the whole matrix: elementwise work that `jax.vmap`
     vectorises over the frames, where ``jax.scipy.linalg.cho_factor`` would be one LAPACK call per
     frame (the interior point's Newton systems need no more than this accuracy; the active-set
-    polish iterates to rounding). Measured under ``jit(vmap)`` on 2000 random 10 × 10 systems
-    (2-core CPU, loaded): factor and solve 3.0 µs per frame with ``cho_factor``/``cho_solve``,
-    1.5 µs with this inverse and a product; an unrolled Cholesky (`jaxbio._linalg.cholesky_solve`)
-    was 1.2× faster than this in the whole solver but doubled its compile time (22 s against 11 s)."""
+    polish iterates to rounding). Under ``jit(vmap)`` factor and solve are faster this way than with
+    ``cho_factor``/``cho_solve``; an unrolled Cholesky (`jaxbio._linalg.cholesky_solve`) was a
+    little faster than this in the whole solver but doubled its compile time (benchmarks/README.md, "Measurements behind design choices")."""
     n = S.shape[-1]
     idx = jnp.arange(n)
 
@@ -449,8 +447,8 @@ def _reduced_newton_step(w, F, E, free, m, n, p, weight):
     (zero curvature, column ``±e_j``) fixes its row's multiplier and takes up that row's
     remainder. What is left is the ``n × n`` system ``(E_c h_c⁻¹ E_cᵀ − ρ I) Δλ = …`` on the rows
     without a free slack, solved by `_spd_inverse` (the ``(m + 4n)²`` LU of ``K``, 58 × 58 for
-    gait10dof18musc, was one LAPACK call per frame under `jax.vmap`, 126 µs per frame measured
-    alone, most of the batch's time; benchmarks/README.md). Frames
+    gait10dof18musc, was one LAPACK call per frame under `jax.vmap`, most of the batch's time;
+    benchmarks/README.md). Frames
     where the elimination is singular (both slacks of a row free; a free activation with zero
     curvature, ``p > 2`` at ``x = 0``) come out inaccurate, and the polish's final KKT check
     rejects them."""

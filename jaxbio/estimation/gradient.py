@@ -1,7 +1,7 @@
 """Gradient-based estimation through the simulator: muscle parameters and excitation time series.
 
 Forward simulation of a `HamiltonianSystem` driven by a `MuscleActuatedDrive` (its Hamilton
-equations, seed 000 eqs. 10–12, integrated by `diffrax.diffeqsolve` as `jaxbio.simulate` does)
+equations, Ivancevic 2009, eqs. 10–12, integrated by `diffrax.diffeqsolve` as `jaxbio.simulate` does)
 maps muscle parameters and excitations to a motion ``q(t)``. Given a measured motion at the
 sample times ``t`` (and optionally ``q̇``) this module minimises the least-squares misfit
 
@@ -19,8 +19,7 @@ sample times ``t`` (and optionally ``q̇``) this module minimises the least-squa
 Gradients (``gradient=``): ``"reverse"`` uses Diffrax's `RecursiveCheckpointAdjoint`, reverse
 mode through the discretised solve, run time independent of the number of fitted numbers;
 ``"forward"`` uses `diffrax.ForwardMode`, one Jacobian-vector product per fitted number (in a
-`lax.map`), and compiles about three times faster (on this project's 2-core CPU, arm26's elbow
-with three muscles: ≈ 20 s against ≈ 60 s); ``"auto"`` (default) takes forward mode for up to
+`lax.map`), and compiles several times faster (benchmarks/README.md, "Measurements behind design choices"); ``"auto"`` (default) takes forward mode for up to
 `AUTO_FORWARD_MAX` fitted numbers. Both differentiate the same fixed-step discretisation, so
 they agree to round-off and match finite differences of the loss.
 
@@ -453,7 +452,7 @@ def _objective_value(
     ys = jax.tree.map(jax.lax.stop_gradient, sol.ys)
     system = jax.tree.map(lambda x: jax.lax.stop_gradient(x) if eqx.is_array(x) else x, system)
     qd = jax.vmap(velocities, in_axes=(None, 0, 0))(system.tree, ys["q"], ys["p"])
-    # H = ½ pᵀq̇ + V (seed 000 eq. 9), reusing q̇ = M⁻¹p
+    # H = ½ pᵀq̇ + V (Ivancevic 2009, eq. 9), reusing q̇ = M⁻¹p
     energy = 0.5 * jnp.sum(ys["p"] * qd, axis=-1) + jax.vmap(potential_energy, in_axes=(None, 0))(system.tree, ys["q"])
     forces = jax.vmap(system.drive.tensions)(ys["q"], qd, ys["f"], ys["a"])
     return loss, {**ys, "qd": qd, "energy": energy, "forces": forces}

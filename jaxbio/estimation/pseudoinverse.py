@@ -1,17 +1,17 @@
-"""Minimum-norm solution of an underdetermined linear system with non-negative entries (seed 003 §2.1).
+"""Minimum-norm solution of an underdetermined linear system with non-negative entries (Blajer et al. 2007, §2.1).
 
-Blajer, Dziewiecki & Mazur (seed 003, eq. 6) distribute ``k`` required joint quantities ``b`` over
+Blajer, Dziewiecki & Mazur (2007, eq. 6) distribute ``k`` required joint quantities ``b`` over
 ``m > k`` controls ``x`` (muscle forces and torques) with the pseudoinverse
 
     H† = Hᵀ (H Hᵀ)⁻¹,   x = H† b,
 
 which is the solution of ``H x = b`` of least norm ``xᵀx``. Muscles only pull, so "in the case some
 of the muscle forces determined are negative, they should be set to zero, and the calculations
-should be repeated until all the muscle forces are either positive or vanish" (seed 003, after
+should be repeated until all the muscle forces are either positive or vanish" (Blajer et al. 2007, after
 eq. 6). `clamped_pseudoinverse` does exactly that, with masks instead of deleted columns so that it
 runs under `jax.jit` and `jax.vmap`:
 
-1. **Blajer's clamping** (seed 003, eq. 6 and the paragraph after it): solve on the free columns;
+1. **Blajer's clamping** (Blajer et al. 2007, eq. 6 and the paragraph after it): solve on the free columns;
    clamp *every* negative entry (among those declared non-negative) to zero, i.e. drop its column;
    repeat. At most ``m`` rounds, since each clamps at least one column.
 2. **Release (an addition)**: clamping is a heuristic; a column clamped early may have a negative
@@ -46,7 +46,7 @@ class PseudoinverseSolution(eqx.Module):
     """Result of `clamped_pseudoinverse` (one system; a leading batch axis under `jax.vmap`).
 
     - ``x``: ``(m,)`` the solution (units of the columns of ``H``: N for muscle forces, N·m for
-      torques in seed 003); clamped entries are exactly 0, non-negative entries are ≥ 0.
+      torques in Blajer et al. 2007); clamped entries are exactly 0, non-negative entries are ≥ 0.
     - ``residual``: ``(k,)`` ``H x − b`` (units of ``b``); ~0 when ``b`` is reachable.
     - ``active``: ``(m,)`` bool, true for the free (not clamped) entries.
     - ``iterations``: ``()`` int, solves performed while finding the active set.
@@ -80,12 +80,12 @@ def clamped_pseudoinverse(
     max_iterations: int | None = None,
     rtol: float | None = None,
 ) -> PseudoinverseSolution:
-    """Least-norm solution of ``H x = b`` with ``x[nonnegative] ≥ 0`` (seed 003 eq. 6 with clamping).
+    """Least-norm solution of ``H x = b`` with ``x[nonnegative] ≥ 0`` (Blajer et al. 2007, eq. 6 with clamping).
 
     Args:
-        H: ``(k, m)`` the distribution matrix (seed 003: ``H = B̄ᵀM̄⁻¹B̄`` in the flying phase,
+        H: ``(k, m)`` the distribution matrix (Blajer et al. 2007: ``H = B̄ᵀM̄⁻¹B̄`` in the flying phase,
             eq. 4, ``H = D̄ᵀB̄`` in the support phase, eq. 8), usually ``k ≤ m``.
-        b: ``(k,)`` right-hand side (seed 003: ``h``).
+        b: ``(k,)`` right-hand side (Blajer et al. 2007: ``h``).
         nonnegative: ``(m,)`` bool, the entries that may not be negative (muscle forces);
             default all. Entries with ``False`` (torque actuators) are never clamped.
         max_iterations: cap on the solves that find the active set (static; default ``3 m + 2``:

@@ -611,7 +611,8 @@ def _gcvspl_interpolating(smoother: _Smoother, rhs: np.ndarray) -> np.ndarray:
     computes every trial its next `_GOLDEN_DEPTH` rounds can ask for, all columns side by side
     (`_golden_ahead`); each column's search is then replayed on the known criteria (`_replay`).
     The final fits are factorised side by side too. Equal to the round-by-round search of
-    `_gcvspl` (``ahead=False``) bit for bit (tests/io/test_processing.py)."""
+    `_gcvspl` (``ahead=False``) bit for bit (tests/io/test_processing.py), and faster
+    (benchmarks/README.md, "Measurements behind design choices", GCVSPL)."""
     known: dict[tuple[float, int], tuple[float, float]] = {}
     clamps: dict[float, tuple[float, float]] = {}
 
@@ -804,9 +805,9 @@ class GCVSpline:
     ``exact=False`` (error variance 0 only) fits the interpolating natural spline with scipy's
     ``make_interp_spline`` instead of the port: the same spline to rounding (measured on the 23
     columns of OpenSim's ``subject01_walk1_ik.mot``: 6e-16 / 6e-15 / 3e-14 relative in value /
-    first / second derivative for degree 3, 5e-15 / 6e-14 / 3e-13 for degree 5), and ~700× faster
-    (0.4 ms against 0.28 s for 211 rows; the port takes seconds on the thousands of rows of a
-    force-plate file, which is what it is for). ``coefficients`` is then unavailable.
+    first / second derivative for degree 3, 5e-15 / 6e-14 / 3e-13 for degree 5), and much faster (the port
+    is slow on the thousands of rows of a force-plate file, which is what it is for;
+    benchmarks/README.md, "Measurements behind design choices"). ``coefficients`` is then unavailable.
     """
 
     __slots__ = ("_x", "_coefficients", "_half_order", "_scalar", "_bspline")

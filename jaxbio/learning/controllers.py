@@ -500,9 +500,8 @@ def rollout(system: HamiltonianSystem, q0, target, horizon: float, steps: int, q
     ``q̈ = (M(q) + J)⁻¹ (F − ∂R/∂q̇ − C(q, q̇)q̇ − g(q))`` with ``F`` the drive, ``R`` a Rayleigh
     dissipation and ``J`` the drive's added inertia (the fitness is held at its initial value; no
     time potential; 1-DOF joints). The same trajectory as `jaxbio.simulate` (``steps=``) up to
-    the discretisation (tested), but reverse mode through it is much cheaper today: for arm7,
-    batch 32, the vector-field gradient compiled in 7 s and ran in 0.9 ms against 56 s and 4.2
-    ms for the Hamiltonian form (2-core CPU, float32), which is why training uses it.
+    the discretisation (tested), but reverse mode through it compiles and runs much faster than
+    through the Hamiltonian form, which is why training uses it (benchmarks/README.md, "Measurements behind design choices").
     """
     _check_trainable(system)
     steps = int(steps)

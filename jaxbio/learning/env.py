@@ -317,7 +317,7 @@ def double_pendulum_env(
     auto_reset: bool = False,
     failure_penalty: float = 100.0,
 ) -> ReachingEnv:
-    """The shipped ``double_pendulum`` (seed 004: rods of 1 kg, 1 m and 1 kg, 0.5 m, hanging at
+    """The shipped ``double_pendulum`` (Watanabe & Duarte's notebook: rods of 1 kg, 1 m and 1 kg, 0.5 m, hanging at
     ``q = 0``) reaching between configurations uniform in ``±spread`` rad. Torques limited to
     ``torque_limit`` N·m; muscles: one `agonist_antagonist` pair per joint, 600 N / 300 N at
     4 cm / 3 cm (peak moments 24 and 9 N·m)."""

@@ -45,10 +45,10 @@ computed once: they do not depend on the network). ``examples/learning_muscle_fo
 held-out frames against the solver and times both.
 
 Trained as in ``examples/learning_muscle_forces.py`` (32768 frames, width 128, 16000 Adam steps of
-512, 77 s on 2 CPU cores), the network alone misses the solver by at most 3.5 % of the peak force on
-1032 held-out frames (median 0.8 %), at 0.54 µs per frame against the solver's 32 µs from the same
-``(q, q̇, q̈)`` (60×; 18 µs of those are the solve, 15 µs the frame data). Its forces ``a F̂ + P``
-need ``F̂`` and ``P``, i.e. the muscle lengths and velocities: 7.5 µs (4×).
+512), the network alone misses the solver by at most 3.5 % of the peak force on 1032 held-out
+frames (median 0.8 %), in a small fraction of the solver's time per frame from the same
+``(q, q̇, q̈)``. Its forces ``a F̂ + P`` need ``F̂`` and ``P``, i.e. the muscle lengths and
+velocities, which cost more than the network itself (timings: benchmarks/README.md, "Measurements behind design choices").
 
 **Refinement** (`refine_multipliers`, `AmortizedStaticOptimization.refined_activations`,
 ``forces(..., refine=k)``): a fixed number ``k`` (1–3) of safeguarded semismooth Newton steps on
@@ -550,23 +550,21 @@ class AmortizedStaticOptimization(eqx.Module):
         the closed-form ``a(λ)`` (`dual_terms`). Needs the frame's data (inverse dynamics, moment
         arms, ``F̂``, ``P``), so it costs more than ``__call__`` but stays far below the solver;
         ``steps=0`` is `dual_activations`. ``data``: the frame's `FrameData` if already computed
-        (`MuscleProblem.frame`; the refinement alone is then a few µs). Batch with `jax.vmap`.
+        (`MuscleProblem.frame`; the refinement alone is then cheap). Batch with `jax.vmap`.
 
         Measured by ``examples/learning_muscle_forces.py`` (float32, 1032 held-out frames; the
         largest force error of each frame against `jaxbio.estimation.static_optimization`, % of
-        the peak force; µs per frame, jit(vmap) over the frames, 2-core Intel Xeon, 2026-11-30;
-        the solver on the same frames in the same run)::
+        the peak force; the times per frame of the same run: benchmarks/README.md, "Measurements behind design choices")::
 
-                       median   99th pct   worst    µs/frame on frame data   from (q, q̇, q̈)
-            network    0.77 %   2.5 %      3.5 %    0.54 (no frame data)     0.54
-            steps=1    0.000 %  1.6 %      2.9 %    3.1                      17
-            steps=2    0.000 %  0.43 %     0.78 %   5.0                      20
-            steps=3    0.000 %  0.000 %    0.44 %   7.5                      23
-            solver                                  17.9                     32
+                       median   99th pct   worst
+            network    0.77 %   2.5 %      3.5 %
+            steps=1    0.000 %  1.6 %      2.9 %
+            steps=2    0.000 %  0.43 %     0.78 %
+            steps=3    0.000 %  0.000 %    0.44 %
 
-        From ``(q, q̇, q̈)`` the frame data (inverse dynamics, moment arms, ``F̂``, ``P``:
-        15 µs) are most of the cost; on precomputed data (e.g. from a pipeline that has them)
-        the refinement is 2–5× cheaper than the solver.
+        From ``(q, q̇, q̈)`` the frame data (inverse dynamics, moment arms, ``F̂``, ``P``) are most
+        of the cost; on precomputed data (e.g. from a pipeline that has them) the refinement is
+        cheaper than the solver.
         """
         self._check_problem(problem)
         if data is None:
@@ -861,10 +859,10 @@ def _minibatches(key, T, batch_size, start, stop, cache=None):
     slices per epoch; epoch ``e``'s permutation from ``fold_in(key, e)``).
 
     One permutation per epoch, not per step: ``jax.random.choice(..., replace=False)`` per step
-    permutes all ``T`` frames every step — 13 ms of a 25 ms training step at ``T = 32768`` on
-    2 Intel Xeon cores (jax 0.10.2). ``cache``: a dict ``{epoch: its slices}`` kept between the
+    permutes all ``T`` frames every step — about half of a training step at ``T = 32768``
+    (benchmarks/README.md, "Measurements behind design choices"). ``cache``: a dict ``{epoch: its slices}`` kept between the
     calls of one training run, so that an epoch split between two chunks is permuted once
-    (the example's 160 chunks: 6.3 s without it, 3.8 s with it, of a 77 s training)."""
+    (the example's 160 chunks)."""
     per_epoch = T // batch_size
     epochs = range(start // per_epoch, (stop - 1) // per_epoch + 1)
     cache = {} if cache is None else cache

@@ -98,7 +98,7 @@ HIP_HEIGHT = (DE_LEVA_MALE["thigh"].length_mm + DE_LEVA_MALE["shank"].length_mm)
 
 
 def double_pendulum() -> dict:
-    """Seed 004 (Watanabe & Duarte, BMClab notebook): two uniform rods, m1 = m2 = 1 kg, l1 = 1 m,
+    """Watanabe & Duarte's BMClab notebook (*Matrix formalism of the equations of movement*): two uniform rods, m1 = m2 = 1 kg, l1 = 1 m,
     l2 = 0.5 m, hanging along -y; q1 absolute angle of rod1 from the downward vertical, q2 angle of
     rod2 relative to rod1, both counter-clockwise positive about +z."""
 

@@ -1,7 +1,7 @@
 """Anthropometric data: de Leva (1996) Table 4, males — the one table every jaxbio model uses.
 
 The shipped models (`jaxbio/models/_build.py` with `jaxbio.models.build.deleva_body`, documented
-in ``jaxbio/models/README.md``) and seed 001's arm (`jaxbio.papers.du_arm.Arm.de_leva`) read their
+in ``jaxbio/models/README.md``) and Du's (2021) arm (`jaxbio.papers.du_arm.Arm.de_leva`) read their
 segment lengths, masses, centres of mass and radii of gyration from here. numpy only (no JAX), so the build script runs without it.
 """
 

@@ -17,7 +17,7 @@ spherical, free and fixed (no axis). Load a dict with
 - `Body`: mass, COM and inertia in one frame; `combine` (lump rigidly), `subtract`, `moved`,
   `transformed` (into a rotated and shifted frame).
 - `gyration_inertia`: the inertia of a body from its radii of gyration about principal axes, the
-  form in which anthropometric tables give it (also on traced JAX arrays: seed 001's arm,
+  form in which anthropometric tables give it (also on traced JAX arrays: Du's (2021) arm,
   `jaxbio.papers.du_arm`); `deleva_body`: one row of de Leva's table
   (`jaxbio.models.anthropometrics`) placed in a segment frame.
 

@@ -1,6 +1,6 @@
-"""Muscles and actuators (seeds 000, 001, 002).
+"""Muscles and actuators (Ivancevic 2009, Du 2021 and Biscarini 2021).
 
-- `jaxbio.muscles.curves`: Hill force–velocity (seed 000) with a smooth eccentric branch, the
+- `jaxbio.muscles.curves`: Hill force–velocity (Ivancevic 2009) with a smooth eccentric branch, the
   De Groote et al. 2016 force–length, passive and tendon curves, and `HillMuscle` (many muscles
   as arrays; rigid or compliant tendon).
 - `jaxbio.muscles.activation`: Wilkie's active-state equation and its impulse solutions,

@@ -1,6 +1,6 @@
 """Excitation and activation dynamics of muscles.
 
-- Wilkie's active-state element (seed 000; Wilkie 1956): ``μ̇ + Γμ = Γ S A``, and its impulse
+- Wilkie's active-state element (Ivancevic 2009; Wilkie 1956): ``μ̇ + Γμ = Γ S A``, and its impulse
   solutions ``F⁰(1 − e^{−t/τ})`` (stimulated) and ``F⁰ e^{−t/τ}`` (released), ``τ = 1/Γ``,
   ``F⁰ = S A``.
 - First-order activation dynamics with separate activation and deactivation time constants
@@ -10,7 +10,7 @@
 References
 ----------
 - D. R. Wilkie (1956), The mechanical properties of muscle, Brit. Med. Bull. 12, 177–182
-  (seed 000 ref. [12]).
+  (Ivancevic 2009, ref. [12]).
 - D. G. Thelen (2003), J. Biomech. Eng. 125, 70–77 (``τ_act (0.5 + 1.5a)``, ``τ_deact/(0.5 + 1.5a)``).
 - F. De Groote, A. L. Kinney, A. V. Rao, B. J. Fregly (2016), Ann. Biomed. Eng. 44, 2922–2936.
 """
@@ -39,7 +39,7 @@ def wilkie_active_state_rate(
     max_tension: Float[ArrayLike, ...],
     gain: Float[ArrayLike, ...],
 ) -> Float[Array, ...]:
-    """Wilkie's active-state equation ``μ̇ = Γ (S A − μ)`` (seed 000; Wilkie 1956).
+    """Wilkie's active-state equation ``μ̇ = Γ (S A − μ)`` (Ivancevic 2009; Wilkie 1956).
 
     - ``active_state``: ``(...)`` N, ``μ`` (the active state, in units of tension).
     - ``stimulus``: ``(...)`` dimensionless, ``S = S(r) ∈ (0, 1)``, the 'desired' active state as
@@ -57,7 +57,7 @@ def wilkie_active_state_rate(
 
 
 def impulse_rise(t: Float[ArrayLike, ...], f0: Float[ArrayLike, ...], tau: Float[ArrayLike, ...]) -> Float[Array, ...]:
-    """Impulse force–time relation while stimulated: ``F = F⁰ (1 − e^{−t/τ})`` (seed 000).
+    """Impulse force–time relation while stimulated: ``F = F⁰ (1 − e^{−t/τ})`` (Ivancevic 2009).
 
     - ``t``: ``(...)`` s since the stimulus onset; ``t < 0`` (before onset) gives 0.
     - ``f0``: ``(...)`` N (or N·m for a joint-equivalent actuator), maximal isometric force.
@@ -69,7 +69,7 @@ def impulse_rise(t: Float[ArrayLike, ...], f0: Float[ArrayLike, ...], tau: Float
 
 
 def impulse_decay(t: Float[ArrayLike, ...], f0: Float[ArrayLike, ...], tau: Float[ArrayLike, ...]) -> Float[Array, ...]:
-    """Impulse force–time relation after the stimulus stops: ``F = F⁰ e^{−t/τ}`` (seed 000).
+    """Impulse force–time relation after the stimulus stops: ``F = F⁰ e^{−t/τ}`` (Ivancevic 2009).
 
     - ``t``: ``(...)`` s since the stimulus ended; ``t < 0`` gives ``F⁰``.
     - ``f0``: ``(...)`` N (or N·m), force at release.

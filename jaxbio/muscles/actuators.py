@@ -1,4 +1,4 @@
-"""Joint-level actuators of seed 000 that plug into `jaxbio.hamiltonian`.
+"""Joint-level actuators of Ivancevic 2009 that plug into `jaxbio.hamiltonian`.
 
 - `RayleighVanDerPol`: the synovial-joint dissipation ``R = ½ Σ q̇ᵢ² (αᵢ + βᵢ qᵢ²)``.
 - `DCMotor`: the hybrid rotational actuator's D.C. motor (``l i̇ + R i + C q̇ = u``), a
@@ -7,7 +7,7 @@
 - `MuscleDrive`: the impulse × Hill muscular drive ``F_musc = F_imp × F_Hill`` mapped to joints by
   a constant moment-arm matrix.
 
-Seed 000 (§4.6) writes one generalised force per coordinate,
+Ivancevic 2009 (§4.6) writes one generalised force per coordinate,
 ``F_i = F_i^musc + F_i^robo − ∂R/∂q̇_i + B_ij dW^j``: build it as
 ``HamiltonianSystem(tree, drive=SumDrive(MuscleDrive(...), DCMotor(...)),
 dissipation=RayleighVanDerPol(α, β))`` and integrate with `jaxbio.simulate_sde` (``noise`` = ``B``)
@@ -39,7 +39,7 @@ def _float(x, like=None):
 
 
 class RayleighVanDerPol(Dissipation):
-    """Rayleigh–Van der Pol dissipation ``R(q, q̇) = ½ Σᵢ q̇ᵢ² (αᵢ + βᵢ qᵢ²)`` J/s (seed 000).
+    """Rayleigh–Van der Pol dissipation ``R(q, q̇) = ½ Σᵢ q̇ᵢ² (αᵢ + βᵢ qᵢ²)`` J/s (Ivancevic 2009).
 
     The joint torque ``∂R/∂q̇ᵢ = q̇ᵢ (αᵢ + βᵢ qᵢ²)`` is linear in ``q̇`` and quadratic in ``q``.
 
@@ -69,10 +69,10 @@ class RayleighVanDerPol(Dissipation):
 
 
 class DCMotor(Drive):
-    """Armature-controlled D.C. motors with gearboxes on joints (seed 000 §4.6's hybrid rotational
-    actuator), a `Drive` whose states are the armature currents.
+    """Armature-controlled D.C. motors with gearboxes on joints (the hybrid rotational actuator of
+    Ivancevic 2009, §4.6), a `Drive` whose states are the armature currents.
 
-    Seed 000 writes, per motor ``k`` on coordinate ``y_k``,
+    Ivancevic 2009 writes, per motor ``k`` on coordinate ``y_k``,
 
         F_k^robo = i_k − J_k ÿ_k − B_k ẏ_k,        l_k i̇_k + R_k i_k + C_k ẏ_k = u_k,
 
@@ -89,10 +89,10 @@ class DCMotor(Drive):
 
     Fields (scalars or ``(k,)`` for ``k`` motors, broadcast together):
 
-    - ``inductance``: H (> 0), ``L`` (seed's ``l``).
+    - ``inductance``: H (> 0), ``L`` (Ivancevic's ``l``).
     - ``resistance``: Ω (> 0), ``R``.
     - ``torque_constant``: N·m/A (> 0), ``k_t``.
-    - ``back_emf_constant``: V·s/rad (> 0), ``k_e`` (seed's ``C``; default ``k_t``, as for an
+    - ``back_emf_constant``: V·s/rad (> 0), ``k_e`` (Ivancevic's ``C``; default ``k_t``, as for an
       ideal motor in SI units).
     - ``gear_ratio``: dimensionless (> 0), ``N`` = rotor speed / joint speed; default 1.
     - ``rotor_inertia``: kg·m² (≥ 0), ``J_m``; default 0.
@@ -280,7 +280,7 @@ class DCMotor(Drive):
 
     def joint_torque(self, i, qd, qdd=0.0):
         """Net torque delivered to the joint ``N k_t i − N² J_m q̈ − N² B_m q̇`` N·m
-        (seed 000's ``F_robo``); ``qd`` rad/s, ``qdd`` rad/s²."""
+        (Ivancevic's (2009) ``F_robo``); ``qd`` rad/s, ``qdd`` rad/s²."""
         return self.torque(i) - self.reflected_inertia * qdd - self.reflected_damping * qd
 
     def steady_state(self, voltage, load_torque):
@@ -301,12 +301,12 @@ class DCMotor(Drive):
 
 
 class MuscleDrive(Drive):
-    """Seed 000's muscular drive, ``F_musc = F_imp(t) × F_Hill(v)`` per muscle, mapped to joints.
+    """Ivancevic's (2009) muscular drive, ``F_musc = F_imp(t) × F_Hill(v)`` per muscle, mapped to joints.
 
     Per muscle ``j`` (``m`` muscles, ``n`` joints):
 
         force_j = f · F_imp,j(t) · F_Hill,j(v_j) / F⁰_j      (N; the division keeps units of N —
-                                                              seed 000 writes the bare product)
+                                                              Ivancevic 2009 writes the bare product)
         F = moment_arms @ force                                (n,) N·m / N
         v = moment_armsᵀ q̇                                     (m,) shortening velocity, m/s
 

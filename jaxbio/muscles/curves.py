@@ -4,14 +4,14 @@ Pure, smooth (at least C¹), jit/vmap/grad-able curves, each with a normalised i
 normalised output, and an Equinox module that holds many muscles as array leaves.
 
 Sign convention of the force–velocity curves: **shortening velocity is positive** (Hill 1938,
-seed 000: ``F = (F⁰b − a v)/(v + b)``, ``v ≥ 0`` while the muscle shortens, ``v < 0`` while it is
+Ivancevic 2009: ``F = (F⁰b − a v)/(v + b)``, ``v ≥ 0`` while the muscle shortens, ``v < 0`` while it is
 stretched). Musculotendon and fiber *lengths* and their time derivatives (``musculotendon_velocity``)
 are geometric, i.e. lengthening positive; `HillMuscle` converts.
 
 References
 ----------
 - A. V. Hill (1938), The heat of shortening and the dynamic constants of muscle,
-  Proc. R. Soc. B 126, 136–195 (seed 000 ref. [13]).
+  Proc. R. Soc. B 126, 136–195 (Ivancevic 2009, ref. [13]).
 - B. Katz (1939), The relation between force and speed in muscular contraction, J. Physiol. 96,
   45–64 (lengthening force saturates near 1.5–1.8 F⁰).
 - R. FitzHugh (1977), A model of optimal voluntary muscular control, J. Math. Biol. 4, 203–236
@@ -81,7 +81,7 @@ def hill_force_velocity_normalized(
 
     Returns ``(...)`` dimensionless ``F/F⁰``. Branches:
 
-    - Concentric, ``0 ≤ ṽ ≤ 1 − δ``: Hill's hyperbola (seed 000) ``f = (1 − ṽ)/(1 + ṽ/k)``,
+    - Concentric, ``0 ≤ ṽ ≤ 1 − δ``: Hill's hyperbola (Ivancevic 2009) ``f = (1 − ṽ)/(1 + ṽ/k)``,
       i.e. ``F = (F⁰b − a v)/(v + b)`` with ``v = ṽ v_max``. ``f(0) = 1``, ``f'(0) = −(1 + 1/k)``.
     - Smooth clamp, ``1 − δ < ṽ ≤ 1``: the cubic Hermite interpolant from the hyperbola's value
       and slope at ``1 − δ`` to ``f = 0, f' = 0`` at ``ṽ = 1``. It is monotone for ``δ ≤ 0.4``
@@ -209,7 +209,7 @@ def hill_force_velocity(
     eccentric_plateau: Float[ArrayLike, ...] = 1.8,
     smoothing: float = 0.05,
 ) -> Float[Array, ...]:
-    """Hill's force–velocity relation ``F = (F⁰b − a v)/(v + b)`` (Hill 1938; seed 000), N.
+    """Hill's force–velocity relation ``F = (F⁰b − a v)/(v + b)`` (Hill 1938; Ivancevic 2009), N.
 
     - ``v``: ``(...)`` m/s (or rad/s, any unit consistent with ``b``), **shortening velocity,
       positive while the muscle shortens**, negative while it is stretched.

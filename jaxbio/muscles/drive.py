@@ -3,7 +3,7 @@
 ``ȧ = ActivationDynamics.rate(u(t), a)``; the tensions ``F = HillMuscle.force(f·a, l(q), l̇(q, q̇))``
 along `MusclePaths` (straight or wrapped); the generalised forces ``τ = r(q)ᵀ F`` (r = −∂l/∂q), so the
 muscles' power on the skeleton is ``q̇ᵀτ = −F·l̇``. The fitness ``f[0]`` scales activation
-(seed 000: fitness-dependent muscular drives).
+(Ivancevic 2009: fitness-dependent muscular drives).
 """
 
 from __future__ import annotations

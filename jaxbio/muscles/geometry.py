@@ -18,7 +18,7 @@ Sign conventions (used throughout):
   (API.md: ``tau`` positive along the joint axis).
 - lengthening velocity ``dl/dt = (∂l/∂q) q̇ = −r q̇`` (positive when the muscle lengthens).
 - the wrench route: every straight piece of a path between consecutive points on *different*
-  bodies pulls both of its end points towards each other with the tension (seed 001 §3.2: the
+  bodies pulls both of its end points towards each other with the tension (Du 2021, §3.2: the
   muscle force acts along the line between attachment points). `muscle_wrenches` returns these
   forces summed per segment, world frame, with moments about each segment's origin, in the form
   ``external`` of `jaxbio.inverse_dynamics`. Since inverse dynamics returns the generalised force
@@ -517,8 +517,7 @@ def _path_lengths(paths: MusclePaths, tree: SegmentTree, q, active=None):
 def _straight_lengths(model, q):
     """Lengths of straight paths (no wrap objects, every point active) for one ``q`` (of the
     result dtype); under `jax.vmap` the batch-last kernel
-    (`jaxbio.muscles._batched_geometry.lengths_batch`, gait10dof18musc float64: 0.3–0.4 against
-    6.3 µs per frame); derivatives are this function's."""
+    (`jaxbio.muscles._batched_geometry.lengths_batch`, much faster; benchmarks/README.md, "Measurements behind design choices"); derivatives are this function's."""
     paths, tree = model
     pts = _motion_points(paths, segment_motion(tree, q))[0]
     return jnp.sum(_pieces(paths, pts)[1], axis=-1)
@@ -595,9 +594,8 @@ def lengths_and_velocities(
     paths: MusclePaths, tree: SegmentTree, q: Float[ArrayLike, " n"], qd: Float[ArrayLike, " n"]
 ) -> tuple[Float[Array, " m"], Float[Array, " m"]]:
     """`lengths` and `lengthening_velocity` together, from one `jax.jvp`: one forward-kinematics
-    pass for both (what a Hill muscle's force needs). On gait10dof18musc (float32, jit(vmap) over
-    1,032 frames, 2-core Intel Xeon) this took the muscle forces ``a F̂ + P`` from 11.1 to 6.9 µs
-    per frame against the two functions called separately.
+    pass for both (what a Hill muscle's force needs). Faster than the two functions called
+    separately (measured on the muscle forces ``a F̂ + P``; benchmarks/README.md, "Measurements behind design choices").
 
     Args:
         q: ``(n,)`` rad / m, generalised coordinates.
@@ -632,8 +630,8 @@ def moment_arms(paths: MusclePaths, tree: SegmentTree, q: Float[ArrayLike, " n"]
     """Moment arms ``r = −∂l/∂q``.
 
     Straight paths on a tree of revolute and prismatic joints (the shipped muscle sets): by
-    virtual work from one forward-kinematics pass (`_straight_moment_arms`; 8 µs per frame on
-    gait10dof18musc against 71 µs by `jax.jacfwd`, float32). Paths with wrap objects: one
+    virtual work from one forward-kinematics pass (`_straight_moment_arms`; much faster than `jax.jacfwd`,
+    benchmarks/README.md, "Measurements behind design choices"). Paths with wrap objects: one
     directional derivative of `lengths` per coordinate. Other trees (ball or free joints, whose
     ``q`` holds quaternions): `jax.jacfwd` of `lengths`.
 
@@ -677,13 +675,10 @@ def _straight_moment_arms(model, q):
     jacfwd it replaces cost 10 forward-kinematics tangents per frame on gait10dof18musc. It is
     ``−Σ_p g_pᵀ J_p`` with ``J_p`` `point_jacobian`'s ``J_v``, contracted without building each
     point's ``(3, nv)`` Jacobian: through `point_jacobian` (vmapped over the points, on this
-    function's `segment_motion`) the same moment arms took 10 against 7.7 µs per frame in
-    float32 and 13–16 against 5.7 µs in float64 (gait10dof18musc, jit(vmap) over 1,024 frames,
-    2-core Intel Xeon).
+    function's `segment_motion`) the same moment arms were slower (benchmarks/README.md, "Measurements behind design choices").
 
     ``model`` is ``(paths, tree)``, ``q`` of the result dtype. Under `jax.vmap` it runs the
-    batch-last kernel (`jaxbio.muscles._batched_geometry.moment_arms_batch`, the same formulas:
-    gait10dof18musc float64 3.6 against 13 µs per frame); derivatives are this function's."""
+    batch-last kernel (`jaxbio.muscles._batched_geometry.moment_arms_batch`, the same formulas, faster); derivatives are this function's."""
     paths, tree = model
     mo = segment_motion(tree, q)
     pts = _motion_points(paths, mo)[0]  # (m, P, 3)
@@ -730,7 +725,7 @@ def generalized_forces(
 def muscle_wrenches(
     paths: MusclePaths, tree: SegmentTree, q: Float[ArrayLike, " n"], forces: Float[ArrayLike, " m"]
 ) -> tuple[Float[Array, "n 3"], Float[Array, "n 3"]]:
-    """The wrenches the muscles apply to the segments (seed 001 §3.2).
+    """The wrenches the muscles apply to the segments (Du 2021, §3.2).
 
     Every straight piece of a path between consecutive points on different bodies pulls each of
     its two end points towards the other with the muscle's tension: ``+F u`` on the proximal point

@@ -1,8 +1,8 @@
-"""Closed-form terms of Biscarini's planar n-link chain (seed 002), on plain arrays.
+"""Closed-form terms of Biscarini's planar n-link chain (Biscarini 2021), on plain arrays.
 
-Everything here is a pure function of one frame, written with the seed's symbols on 0-based arrays:
-array index ``a = 0 … n-1`` is the seed's link ``a + 1``; the seed's base (link 0) never moves
-(θ̇₀ = θ̈₀ = 0) so its terms vanish and it has no array entry. Joint ``r`` (0-based) is the seed's
+Everything here is a pure function of one frame, written with the paper's symbols on 0-based arrays:
+array index ``a = 0 … n-1`` is the paper's link ``a + 1``; the paper's base (link 0) never moves
+(θ̇₀ = θ̈₀ = 0) so its terms vanish and it has no array entry. Joint ``r`` (0-based) is the paper's
 joint ``r + 1``, between link ``r - 1`` (the base for ``r = 0``) and link ``r``; its centre is ``J[r]``.
 
 Notation (per link ``a``, world frame, 2-vectors in the chain's plane, SI units):
@@ -15,10 +15,10 @@ Notation (per link ``a``, world frame, 2-vectors in the chain's plane, SI units)
 
       x̂ · v_i = l_i [θ̈_i cos(φ − θ_i) + θ̇_i² sin(φ − θ_i)],
 
-  the bracket that recurs in the seed's moment equations 13 and 17–24.
+  the bracket that recurs in the paper's moment equations 13 and 17–24.
 - ``M⁺_a = Σ_{j>a} m_j`` (kg), the mass distal to link ``a`` (zero for the last link).
 
-**How the double sums are evaluated.** The seed's torque equations (17)–(24) are double sums over
+**How the double sums are evaluated.** The paper's torque equations (17)–(24) are double sums over
 pairs of links of terms like ``m_j l_k l_i [θ̈_i cos(θ_k − θ_i) + θ̇_i² sin(θ_k − θ_i)]``. With the
 identity above each such term is ``l_k û_k · v_i`` and the inner sum over ``i`` factors out of the
 outer one, e.g. ``Σ_{i<k} l_i[θ̈_i cos(θ_k − θ_i) + θ̇_i² sin(θ_k − θ_i)] = û_k · Σ_{i<k} v_i``: every
@@ -85,16 +85,16 @@ class Frame:
 
 
 def com_accelerations(f: Frame):
-    """``(n, 2)`` m/s²: ``a_Ca = Σ_{b<a} e_b + c_a`` (seed 002 eq. 5; ``a_J1 = 0``)."""
+    """``(n, 2)`` m/s²: ``a_Ca = Σ_{b<a} e_b + c_a`` (Biscarini 2021, eq. 5; ``a_J1 = 0``)."""
     return prefix(f.e) + f.c
 
 
 def distal_inertial_sums(f: Frame):
-    """``(n, 2)`` N: ``Σ_{a≥r} m_a a_Ca`` for every joint ``r``, seed 002 eq. 6:
+    """``(n, 2)`` N: ``Σ_{a≥r} m_a a_Ca`` for every joint ``r``, Biscarini 2021, eq. 6:
 
         (Σ_{j≥r} m_j) Σ_{i<r} e_i + Σ_{i≥r} (Σ_{j>i} m_j) e_i + Σ_{i≥r} m_i c_i
 
-    (the seed's ``(Σ_{j>k} m_j) Σ_{i≤k} e_i + (1 − δ_{k,n−1}) Σ_{k<i<n} (Σ_{j>i} m_j) e_i + Σ_{i>k} m_i c_i``
+    (the paper's ``(Σ_{j>k} m_j) Σ_{i≤k} e_i + (1 − δ_{k,n−1}) Σ_{k<i<n} (Σ_{j>i} m_j) e_i + Σ_{i>k} m_i c_i``
     in its 1-based indices, ``k = r``)."""
     weighted = f.distal_mass[:, None] * f.e + f.masses[:, None] * f.c
     inclusive = suffix(weighted) + weighted
@@ -102,7 +102,7 @@ def distal_inertial_sums(f: Frame):
 
 
 def proximal_inertial_sums(f: Frame):
-    """``(n, 2)`` N: ``Σ_{a<r} m_a a_Ca`` for every joint ``r``, seed 002 eq. 7:
+    """``(n, 2)`` N: ``Σ_{a<r} m_a a_Ca`` for every joint ``r``, Biscarini 2021, eq. 7:
 
         Σ_{i<r} (Σ_{j=i+1}^{r−1} m_j) e_i + Σ_{a<r} m_a c_a,
 
@@ -113,7 +113,7 @@ def proximal_inertial_sums(f: Frame):
 
 
 def own_link_terms(f: Frame, contact_moments, sum_v_before):
-    """``(n,)`` N·m: the terms of seed 002 eqs. 20/21 that involve link ``k``'s own loads and COM
+    """``(n,)`` N·m: the terms of Biscarini 2021, eqs. 20/21 that involve link ``k``'s own loads and COM
     (the same in both forms):
 
         m_k g l_Ck cos(θ_k + ε_Ck) − R_k l_Rk sin(γ_Rk − ε_Rk)
@@ -129,11 +129,11 @@ def own_link_terms(f: Frame, contact_moments, sum_v_before):
 
 
 def distal_torque_differences(f: Frame, link_forces, contact_moments):
-    """``(n,)`` N·m: ``τ_k − τ_{k+1}`` from seed 002 eq. 20 (data distal to each joint), with the
+    """``(n,)`` N·m: ``τ_k − τ_{k+1}`` from Biscarini 2021, eq. 20 (data distal to each joint), with the
     inertial factors of eqs. 17 and 18; summing from the tip gives eq. 23 (eq. 13 for ``k = n``).
 
     ``link_forces``: ``(n, 2)`` N, sum of the contact forces on each link (world frame). Besides
-    `own_link_terms`, the ``l_k`` terms (seed's 1-based ``k``) are
+    `own_link_terms`, the ``l_k`` terms (the paper's 1-based ``k``) are
 
         Σ_{i>k} [m_i g l_k cos θ_k − R_i l_k sin(γ_Ri + θ_i − θ_k)]
         + l_k (Σ_{j>k} m_j) Σ_{i<k} l_i [θ̈_i cos(θ_k − θ_i) + θ̇_i² sin(θ_k − θ_i)]
@@ -153,11 +153,11 @@ def distal_torque_differences(f: Frame, link_forces, contact_moments):
 
 
 def proximal_torque_differences(f: Frame, link_forces, contact_moments, base_load):
-    """``(n,)`` N·m: ``τ_k − τ_{k+1}`` from seed 002 eq. 21 (data proximal to each joint), with the
+    """``(n,)`` N·m: ``τ_k − τ_{k+1}`` from Biscarini 2021, eq. 21 (data proximal to each joint), with the
     inertial factors of eqs. 17 and 19; summing from the tip gives eq. 24.
 
     ``base_load``: ``(2,)`` N, ``m₀g + R₀`` (weight and contact force of the base, world frame).
-    Besides `own_link_terms`, the ``l_k`` terms, present for ``k < n`` only (seed's 1-based ``k``;
+    Besides `own_link_terms`, the ``l_k`` terms, present for ``k < n`` only (the paper's 1-based ``k``;
     there is no joint beyond the tip), are
 
         − Σ_{i=0}^{k} [m_i g l_k cos θ_k − R_i l_k sin(γ_Ri + θ_i − θ_k)]
@@ -182,5 +182,5 @@ def proximal_torque_differences(f: Frame, link_forces, contact_moments, base_loa
 
 
 def sum_from_tip(differences):
-    """``τ_k = Σ_{j≥k} (τ_j − τ_{j+1})`` with ``τ_{n+1} = 0`` (seed 002, eqs. 20/21 → 23/24)."""
+    """``τ_k = Σ_{j≥k} (τ_j − τ_{j+1})`` with ``τ_{n+1} = 0`` (Biscarini 2021, eqs. 20/21 → 23/24)."""
     return jnp.cumsum(differences[::-1])[::-1]

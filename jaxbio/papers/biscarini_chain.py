@@ -1,8 +1,8 @@
-"""Biscarini's planar n-link chain: closed-form joint reaction forces and joint torques (seed 002).
+"""Biscarini's planar n-link chain: closed-form joint reaction forces and joint torques (Biscarini 2021).
 
 A planar chain of ``n`` rigid links of generic shape (centre of mass off the link axis), joined by
 ideal revolute joints to each other and, at joint 1, to a fixed base; linear muscle actuators span
-any 1 … n consecutive joints; contact external resistances act on the links. The seed derives, in
+any 1 … n consecutive joints; contact external resistances act on the links. The paper derives, in
 closed form and in the global frame,
 
 - the joint reaction forces ``ϕ_{k,k+1}`` (eqs. 8–11, from the force equations 1–7), and
@@ -14,19 +14,19 @@ Conventions (shared by every function here):
 
 - **Frames.** World: x forward, y up, z = k̂ out of the plane, gravity ``-g ŷ``; angles
   counter-clockwise positive. ``J_1`` (the base joint) is the world origin.
-- **Links and joints.** Arrays are 0-based: index ``a = 0 … n-1`` is the seed's link ``a + 1`` and
-  joint ``a`` is the seed's joint ``a + 1`` (centre ``J_{a+1}``), between link ``a - 1`` and link
-  ``a``. The fixed base (the seed's link 0) is link index ``-1`` (`BASE`), as for ``SegmentTree``
+- **Links and joints.** Arrays are 0-based: index ``a = 0 … n-1`` is the paper's link ``a + 1`` and
+  joint ``a`` is the paper's joint ``a + 1`` (centre ``J_{a+1}``), between link ``a - 1`` and link
+  ``a``. The fixed base (the paper's link 0) is link index ``-1`` (`BASE`), as for ``SegmentTree``
   parents.
-- **Angles.** ``theta`` are the seed's *absolute* link angles ``θ_i``: the angle of ``û_i`` (from
+- **Angles.** ``theta`` are the paper's *absolute* link angles ``θ_i``: the angle of ``û_i`` (from
   ``J_i`` to ``J_{i+1}``) to the world x-axis. Joint angles (the ``q`` of ``PlanarChain.to_tree()``) are
   ``α_1 = θ_1``, ``α_i = θ_i − θ_{i−1}`` (`link_to_joint_angles`, `joint_to_link_angles`).
 - **Link-fixed coordinates.** A point ``(x, y)`` on link ``a`` is ``J_{a+1} + x û_a + y ŵ_a`` with
   ``ŵ = k̂ × û``, i.e. ``l (cos ε, sin ε)`` for a point at distance ``l`` from the joint and angle
-  ``ε`` from the link axis (the seed's ``l_R, ε_R``). On the base, ``(x, y)`` are world coordinates.
+  ``ε`` from the link axis (the paper's ``l_R, ε_R``). On the base, ``(x, y)`` are world coordinates.
 - **Muscles** pull: tension ``T ≥ 0`` N along the straight line between the two attachment points;
   the force on each attached link points towards the other attachment.
-- **Reaction sign.** ``chain_reactions(...)[r]`` is the seed's ``ϕ_{r,r+1}`` (in the seed's link
+- **Reaction sign.** ``chain_reactions(...)[r]`` is the paper's ``ϕ_{r,r+1}`` (in the paper's link
   numbers, whose link ``r`` is our ``r - 1``): the force exerted through joint ``r`` *on the
   proximal link* (``r - 1``, or the base for ``r = 0``) *by the distal link* ``r``. The force on the distal link is its negative; that is what ``jb.segment_wrenches`` returns
   (force each segment receives from its parent), when the muscle and contact forces are passed to it
@@ -73,7 +73,7 @@ __all__ = [
     "muscle_torques",
 ]
 
-#: Link index of the fixed base (the seed's link 0).
+#: Link index of the fixed base (the paper's link 0).
 BASE = -1
 
 _FORMS = ("distal", "proximal")
@@ -136,9 +136,9 @@ def _points(points, count: int, name: str):
 
 
 class PlanarChain(eqx.Module):
-    """Biscarini's planar chain of ``n`` non-slender links (seed 002 §2.1, Figure 1).
+    """Biscarini's planar chain of ``n`` non-slender links (Biscarini 2021, §2.1, Figure 1).
 
-    Array leaves (``(n,)`` each, index ``a`` = the seed's link ``a + 1``):
+    Array leaves (``(n,)`` each, index ``a`` = the paper's link ``a + 1``):
 
     - ``lengths``: m, ``l_i = |J_i J_{i+1}|``. For the last link ``J_{n+1}`` is any chosen point
       of it: it only fixes the direction ``û_n`` from which ``θ_n`` is measured (and the tip of
@@ -262,7 +262,7 @@ class PlanarChain(eqx.Module):
 
 
 class LinearMuscles(eqx.Module):
-    """Straight-line muscle actuators of a `PlanarChain` (seed 002: force ``F_ij^m`` on link ``i``
+    """Straight-line muscle actuators of a `PlanarChain` (Biscarini 2021: force ``F_ij^m`` on link ``i``
     from muscle ``m`` joining links ``i`` and ``j``).
 
     Muscle ``m`` joins ``origin_links[m]`` and ``insertion_links[m]`` (link indices ``0 … n-1``, or
@@ -336,10 +336,10 @@ class LinearMuscles(eqx.Module):
 
 
 class ResistancePoints(eqx.Module):
-    """Points of the links where contact external resistances ``R_i`` act (seed 002, Figure 1).
+    """Points of the links where contact external resistances ``R_i`` act (Biscarini 2021, Figure 1).
 
     ``links``: static, link index ``0 … n-1`` of each contact (several contacts may share a link:
-    the seed's discussion reduces them to their resultant; the base takes no contact here — its
+    the paper's discussion reduces them to their resultant; the base takes no contact here — its
     load enters only the proximal form, as ``base_load``). ``points``: ``(C, 2)`` m, link-fixed
     coordinates ``(l_R cos ε_R, l_R sin ε_R)`` of ``P_Ri``. The forces themselves are per-frame inputs
     (``contact_forces``, ``(C, 2)`` N, world frame), so that a ground or hand reaction can vary.
@@ -376,7 +376,7 @@ class ResistancePoints(eqx.Module):
 def joint_to_link_angles(q: Float[ArrayLike, "... n"]) -> Float[Array, "... n"]:
     """Absolute link angles ``θ_k = Σ_{i≤k} α_i`` (rad) from joint angles ``α`` (the ``q`` of
     ``PlanarChain.to_tree()``), along the last axis. Linear, so it also maps velocities and
-    accelerations (``θ̇ = cumsum(q̇)``, ``θ̈ = cumsum(q̈)``). Seed 002 Appendix A: ``θ_k = Σ_{i=1}^k α_i``."""
+    accelerations (``θ̇ = cumsum(q̇)``, ``θ̈ = cumsum(q̈)``). Biscarini 2021, Appendix A: ``θ_k = Σ_{i=1}^k α_i``."""
     return jnp.cumsum(jnp.asarray(q), axis=-1)
 
 
@@ -430,7 +430,7 @@ def _attachments(frames, muscles: LinearMuscles):
 
 def _distal_muscle_forces(frames, muscles: LinearMuscles, tensions, check: bool):
     """``(P_d, F_d)``, each ``(M, 2)``: world attachment point on the distal link, and the force the
-    muscle exerts on it (towards the proximal attachment), ``F_{j2 j1}^m`` of seed 002."""
+    muscle exerts on it (towards the proximal attachment), ``F_{j2 j1}^m`` of Biscarini 2021."""
     p_org, p_ins = _attachments(frames, muscles)
     ins_distal = np.asarray(muscles.insertion_links) > np.asarray(muscles.origin_links)
     p_dist = jnp.where(ins_distal[:, None], p_ins, p_org)
@@ -445,7 +445,7 @@ def _distal_muscle_forces(frames, muscles: LinearMuscles, tensions, check: bool)
 
 def _contact_terms(chain: PlanarChain, contacts: ResistancePoints | None, theta, contact_forces):
     """``(link_forces (n, 2) N, contact_moments (n,) N·m)``: per link, the sum of its contact forces
-    and their moment about its own joint ``J_k`` (``R_k l_Rk sin(γ_Rk − ε_Rk)`` in the seed)."""
+    and their moment about its own joint ``J_k`` (``R_k l_Rk sin(γ_Rk − ε_Rk)`` in the paper)."""
     n = chain.n
     dt = theta.dtype
     if contacts is None or contacts.count == 0:
@@ -559,7 +559,7 @@ def muscle_joint_forces(
     *,
     check: bool = False,
 ) -> Float[Array, "n 2"]:
-    """``F^M_{k,k+1}`` (seed 002 eq. 12): for each joint, the sum of the forces that the muscles
+    """``F^M_{k,k+1}`` (Biscarini 2021, eq. 12): for each joint, the sum of the forces that the muscles
     spanning it exert on their distal link, independent of where they attach. ``(n, 2)`` N, world
     frame; row ``r`` is joint ``r``. Arguments as in `muscle_forces`."""
     theta = _state(theta, chain.n, "theta")
@@ -582,7 +582,7 @@ def muscle_torques(
     *,
     check: bool = False,
 ) -> Float[Array, " n"]:
-    """Joint torques produced by the muscles, seed 002 eq. 22:
+    """Joint torques produced by the muscles, Biscarini 2021, eq. 22:
 
         τ_k = Σ_{muscles m spanning joint k} (J_k P_{j2 j1}^m × F_{j2 j1}^m) · k̂,
 
@@ -615,7 +615,7 @@ def chain_reactions(
     base_load: Float[ArrayLike, 2] | None = None,
     check: bool = False,
 ) -> Float[Array, "n 2"]:
-    """Closed-form joint reaction forces of the chain (seed 002 eqs. 8–11).
+    """Closed-form joint reaction forces of the chain (Biscarini 2021, eqs. 8–11).
 
     ``form="distal"`` (eq. 9, and eq. 8's second form for joint 1, eq. 11's first for joint n):
 
@@ -630,7 +630,7 @@ def chain_reactions(
     Args:
         chain: the model.
         theta, theta_dot, theta_ddot: ``(n,)`` rad, rad/s, rad/s², absolute link angles and their
-            rates (the seed's ``θ_i``, ``θ̇_i``, ``θ̈_i``; `joint_to_link_angles` converts).
+            rates (the paper's ``θ_i``, ``θ̇_i``, ``θ̈_i``; `joint_to_link_angles` converts).
         muscles, tensions: optional `LinearMuscles` and their ``(M,)`` N tensions.
         contacts, contact_forces: optional `ResistancePoints` and their ``(C, 2)`` N world-frame forces.
         form: ``"distal"`` or ``"proximal"`` (static).
@@ -639,7 +639,7 @@ def chain_reactions(
             always raises.
 
     Returns:
-        ``(n, 2)`` N, world frame: row ``r`` is ``ϕ_{r,r+1}`` (seed's 1-based indices), the force
+        ``(n, 2)`` N, world frame: row ``r`` is ``ϕ_{r,r+1}`` (the paper's 1-based indices), the force
         through joint ``r`` on the proximal link (``r − 1``, or the base for ``r = 0``) from the
         distal link ``r``. Its negative acts on link ``r`` and equals the planar part of
         ``jb.segment_wrenches(chain.to_tree(), ...)[0][r]`` when the muscle and contact forces are
@@ -679,7 +679,7 @@ def chain_torques(
     base_load: Float[ArrayLike, 2] | None = None,
     check: bool = False,
 ) -> Float[Array, " n"]:
-    """Closed-form joint torques of the chain (seed 002 eqs. 13, 20–24).
+    """Closed-form joint torques of the chain (Biscarini 2021, eqs. 13, 20–24).
 
     ``τ_k`` is the moment about ``J_k`` that the muscles spanning joint ``k`` must exert on the links
     distal to it (eq. 22) for the given motion and loads; the muscle forces themselves do not appear.
@@ -724,7 +724,7 @@ def base_load_from_balance(
     contacts: ResistancePoints | None = None,
     contact_forces: Float[ArrayLike, "C 2"] | None = None,
 ) -> Float[Array, 2]:
-    """``m₀g + R₀`` ``(2,)`` N, world frame, from the force equation of the whole system (seed 002
+    """``m₀g + R₀`` ``(2,)`` N, world frame, from the force equation of the whole system (Biscarini 2021
     eq. 4, ``Σ_{i=0}^{n} (m_i g + R_i) = Σ_i m_i a_Ci`` with ``a_C0 = 0``): the base load that makes the
     proximal forms (eqs. 10, 24) agree with the distal ones. Muscle forces are internal and cancel.
     Arguments as in `chain_torques`."""

@@ -1,6 +1,6 @@
-"""OpenSim's Gait10dof18musc muscles mapped onto the 11-DOF sagittal body ``sagittal11`` (seed 003).
+"""OpenSim's Gait10dof18musc muscles mapped onto the 11-DOF sagittal body ``sagittal11`` (Blajer et al. 2007).
 
-Seed 003 (Blajer, Dziewiecki & Mazur, part II, §1) drives the hip, knee and ankle of its sagittal
+Blajer, Dziewiecki & Mazur 2007 (part II, §1) drive the hip, knee and ankle of its sagittal
 body by muscle forces and the remaining joints by torques. Part I (its muscle data) is not
 available, so the muscles here are the 18 of OpenSim's planar ``gait10dof18musc`` model (9 per
 leg: hamstrings, bifemsh, glut_max, iliopsoas, rect_fem, vasti, gastroc, soleus, tib_ant; Delp et
@@ -26,7 +26,7 @@ segment scale factors (≤ 7 %, thigh); `tests/test_inverse_simulation.py` check
 ``gait10dof18musc`` within that. The lateral (z) offsets of the points are kept, so a piece's
 moment about the z axis is the 3D one, as in OpenSim's planar model.
 
-**Torque actuators.** Seed 003 drives ``k = 8`` joints: hip, knee, ankle of one lumped leg by
+**Torque actuators.** Blajer et al. 2007 drive ``k = 8`` joints: hip, knee, ankle of one lumped leg by
 muscles and ``k − 3 = 5`` "other" joints by torques; reading its matrix B̄′ (eq. 1) these are the
 MTP (toe) joint and four joints of the upper body (trunk/neck/shoulder/elbow of the arms and
 head). sagittal11 has two independent legs and a rigid HAT, so its 8 joints are per leg hip,
@@ -184,7 +184,7 @@ def sagittal11_muscle_model(
     tree: SegmentTree | None = None,
     dtype=None,
 ):
-    """The seed-003 hybrid-actuated sagittal body: an `InverseSimulationModel` of sagittal11 with
+    """The hybrid-actuated sagittal body of Blajer et al. 2007: an `InverseSimulationModel` of sagittal11 with
     the mapped Gait10dof18musc muscles, torque actuators at ``torque_joints`` (default the two MTP
     joints) and the floating base (``base_x``, ``base_y``, ``trunk``) unactuated.
 
@@ -227,7 +227,7 @@ def _squat_joints(t):
 
 
 def squat_motion(frames: int = 300, duration: float = 1.5, *, tree: SegmentTree | None = None):
-    """The synthetic one-legged squat of the inverse-simulation example (seed 003, support phase).
+    """The synthetic one-legged squat of the inverse-simulation example (Blajer et al. 2007, support phase).
 
     The right foot lies flat on the ground (`SQUAT_CONTACTS`), the right leg squats and rises
     (hip 0 → 0.7 → 0 rad, knee 0 → −1.1 → 0, ankle 0 → 0.35 → 0 over 1.5 s, a raised cosine), the

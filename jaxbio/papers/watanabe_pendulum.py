@@ -1,4 +1,4 @@
-"""Seed 004 (Watanabe & Duarte, *Matrix formalism of the equations of movement*): the actuated
+"""Watanabe & Duarte, *Matrix formalism of the equations of movement* (BMClab notebook): the actuated
 double pendulum ``M(q) q̈ = C(q, q̇) + G(q) + Q + E`` in the notebook's absolute angles.
 
 Two uniform rods (``m₁ = m₂ = 1`` kg, ``l₁ = 1``, ``l₂ = 0.5`` m) hang from the origin; ``θ₁``,
@@ -305,7 +305,7 @@ def simulate_two_joint_pid(
 
 
 def vector_field(t, y, args=None):
-    """The unactuated seed-004 equations as a first-order ODE with Diffrax's signature.
+    """The unactuated equations of Watanabe & Duarte's notebook as a first-order ODE with Diffrax's signature.
 
     ``y = (θ₁, θ₂, ω₁, ω₂)`` (a tuple of four scalars, or of four equally shaped arrays for a
     batch-last layout), absolute angles rad and rates rad/s; ``args``: `Parameters` (default

@@ -1,4 +1,4 @@
-"""The 100 m sprint: a fitness-dependent Hamiltonian sprinter fitted to split times (seed 000).
+"""The 100 m sprint: a fitness-dependent Hamiltonian sprinter fitted to split times (Ivancevic 2009).
 
 ``jb.sprint.Sprinter`` holds the model's positive parameters (as logs); ``sprinter_system`` builds
 it as a `jaxbio.HamiltonianSystem` from library parts, ``simulate_race`` integrates it and

@@ -4,16 +4,9 @@ batch.
 The Levenberg–Marquardt loop is written here rather than taken from optimistix because it still
 compiles and runs several times faster on the sprint fit (one forward-mode Jacobian per iteration,
 the model traced once; a rejected step costs one Jacobian, and it needs fewer steps to its
-stopping test). Re-measured on 2026-11-24 with ``python benchmarks/sprint_solver.py`` (same
-residuals, same jitted batch of races × starts, same XLA options, same run; AMD EPYC, 2 cores
-shared with other jobs, jax/jaxlib 0.10.2, optimistix 0.1.0, float64), against
-``optimistix.least_squares(..., LevenbergMarquardt(rtol=1e-8, atol=1e-10))``:
-
-- the CLI's case (5 embedded races × 4 starts, batch 8, ``QUICK_COMPILE``): compile 2.5 s vs
-  10.1 s, run 0.31 s vs 2.34 s;
-- 1,000 synthetic races × 1 start (XLA defaults): compile 9.6 s vs 29.3 s, run 1.7 s vs 11.0 s;
-
-both converge on every race to the same optimum (½χ² within 3e-8). See benchmarks/README.md.
+stopping test), measured with ``python benchmarks/sprint_solver.py`` against
+``optimistix.least_squares(..., LevenbergMarquardt(rtol=1e-8, atol=1e-10))``; both converge on
+every race to the same optimum (½χ² within 3e-8). Numbers: benchmarks/README.md, "Measurements behind design choices".
 Its results are also checked against scipy's ``least_squares`` in ``tests/test_sprint.py``.
 """
 
@@ -218,10 +211,7 @@ def lm_lanes(
     lanes were bought; with ``program=None`` nothing is remembered and each call measures its own
     price.
 
-    Measured on 1,000 copies of the embedded races × 4 starts (float64, 2-core AMD EPYC, wall):
-    second calls, one vmapped loop 4.8 s, 256 lanes from the start 5.2 s (a 256-wide round keeps
-    one core busy, a 4,000-wide one both), full rounds first 2.5 s; the first call spent 2.7 s
-    compiling lanes for a tail one full-width round (1.2 s) finishes. See benchmarks/README.md.
+    Measured on 1,000 copies of the embedded races × 4 starts: benchmarks/README.md, "Measurements behind design choices".
 
     ``state``: ``lm_init`` states of ``N`` problems (numpy, leading axis ``N``), ``args`` their
     arguments (pytree, leading axis ``N``); returns the final states (each problem's sequence of

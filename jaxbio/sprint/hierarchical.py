@@ -626,7 +626,7 @@ def reference_fits(
     ``reference_fit`` and no ``**kw``, they are loaded when their fingerprint (the races as parsed,
     ``model``, ``names``, the fit's defaults and version) equals these races' and settings', and
     float64 is on; otherwise (other races or settings, changed data, no file) the races are fitted
-    (~1 min on a CPU). ``shipped=False``: always fit. ``**kw`` to `fit`.
+    (much slower than loading). ``shipped=False``: always fit. ``**kw`` to `fit`.
     """
     from jaxbio.sprint import _reference
     from jaxbio.sprint.data import embedded_races

@@ -1,8 +1,8 @@
-"""The sprinter: a 1-DOF body in seed 000's time & fitness-dependent dissipative Hamiltonian form.
+"""The sprinter: a 1-DOF body in Ivancevic's (2009) time & fitness-dependent dissipative Hamiltonian form.
 
 State ``y = (q, p, e)``: forward position ``q`` [m], momentum ``p = m v`` [kg·m/s] and the
 phosphagen (fitness) reserve ``e`` [-] (1 at the start, > 0 always). With ``H = p²/(2m)``
-(seed 000 eq. 7 for one DOF: ``g^{11} = 1/m``) the equations are seed 000 eqs. (9)–(11) and the
+(Ivancevic 2009, eq. 7 for one DOF: ``g^{11} = 1/m``) the equations are Ivancevic 2009, eqs. (9)–(11) and the
 time & fitness-dependent system of §4.6 (eqs. 26–27 with ``F = F(t, y, p, f)``)::
 
     q̇ = ∂H/∂p = p / m
@@ -11,17 +11,17 @@ time & fitness-dependent system of §4.6 (eqs. 26–27 with ``F = F(t, y, p, f)`
 
 - ``s = t − RT`` is the time since the athlete reacted to the gun (reaction time ``RT`` from the
   race file; before it nothing moves).
-- Drive (seed 000 §4.6, 2): ``F_drive = f(e) · F_imp(s) · F_Hill(v) / F⁰`` with the excitation
+- Drive (Ivancevic 2009, §4.6, 2): ``F_drive = f(e) · F_imp(s) · F_Hill(v) / F⁰`` with the excitation
   impulse ``F_imp = F⁰ (1 − e^{−s/τ})`` and Hill's hyperbola ``F_Hill = (F⁰ b − a v)/(v + b)``;
   ``b = (a/F⁰) v_max`` so that the force vanishes at ``v_max``.
 - Fitness ``f(e) = e (1 + K) / (e + K) ∈ (0, 1]``: the drive follows the reserve with
   Michaelis–Menten kinetics (half-saturation ``K``), so fitness stays near 1 until the reserve runs
-  low and then falls — the slow-down after ~70 m of seed 000's introduction.
+  low and then falls — the slow-down after ~70 m of Ivancevic's (2009) introduction.
 - Reserve: used at the drive's metabolic power — an activation cost ``P_act`` of the maximally
   stimulated muscles plus the mechanical power of the drive — with capacity ``E``; the factor
   ``e/(e + ε)``, ``ε = 0.01``, only stops the use when the reserve is empty, so that ``e > 0``;
   recovery at rate ``r`` towards 1.
-- Rayleigh dissipation (seed 000 §4.6, 1, with β = 0): ``R = ½ m α q̇²``, ``∂R/∂q̇ = m α v``.
+- Rayleigh dissipation (Ivancevic 2009, §4.6, 1, with β = 0): ``R = ½ m α q̇²``, ``∂R/∂q̇ = m α v``.
 - Aerodynamic drag with the race's wind ``w`` (tail wind positive):
   ``F_drag = m k_d (v − w)|v − w|`` with ``k_d = ½ ρ C_d A / m``.
 
@@ -103,7 +103,7 @@ DEFAULTS = {
     "energy": 1000.0,
     # a/F⁰ = 0.25: Hill (1938), the classic ratio for vertebrate muscle
     "hill_ratio": 0.25,
-    # τ: time constant of the excitation impulse (seed 000 §4.6 2a). The split times prefer an
+    # τ: time constant of the excitation impulse (Ivancevic 2009, §4.6 2a). The split times prefer an
     # almost immediate rise (the neural delay is already in the reaction time; τ = 20 ms costs
     # ~0.001 s of RMSE on Bolt 2008), so 5 ms
     "tau": 0.005,
@@ -295,7 +295,7 @@ def _body(mass) -> SegmentTree:
 def sprinter_system(model: Sprinter | Values, wind=0.0, fitness=None) -> HamiltonianSystem:
     """The sprinter of the module docstring built from library parts, time ``s`` from the reaction:
 
-    - tree: one prismatic segment of mass ``m`` (``H = p²/2m``, seed 000 eq. 7);
+    - tree: one prismatic segment of mass ``m`` (``H = p²/2m``, Ivancevic 2009, eq. 7);
     - drive: `jaxbio.muscles.MuscleDrive` with one muscle of moment arm 1 — ``F⁰ = m f0``,
       impulse time constant ``τ``, Hill's ``a = (a/F⁰) F⁰`` and ``b = (a/F⁰) v_max``;
     - dissipation: `LinearDamping` (``m α``) + `QuadraticDrag` (``m k_d``, the race's ``wind``

@@ -40,11 +40,11 @@ def rel(a, b):
     return np.linalg.norm(a - b) / max(np.linalg.norm(b), 1.0)
 
 
-# ---- seed 004: the double pendulum in closed form ------------------------------------------
+# ---- Watanabe & Duarte's notebook: the double pendulum in closed form ------------------------------------------
 
 
 def closed_form_double_pendulum(q, qd, m1=1.0, m2=1.0, l1=1.0, l2=0.5, g=9.81):
-    """Seed 004 in absolute angles θ = A q, mapped to jaxbio's relative coordinates.
+    """Watanabe & Duarte's notebook in absolute angles θ = A q, mapped to jaxbio's relative coordinates.
 
     M θ̈ = C + G + Q with G from the notebook's *equation* (m₂ g l₁ sin θ₁ in the first row; the
     notebook's code has m₂ g l₂, a typo). Relative coordinates: M_rel = Aᵀ M A, and the bias

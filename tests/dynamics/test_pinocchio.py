@@ -45,7 +45,7 @@ def assert_close(a, b, what: str, rtol: float = RTOL):
 
 
 def double_pendulum_dict(m1=1.0, l1=1.0, m2=1.0, l2=0.5, g=9.81) -> dict:
-    """Seed 004 double pendulum: planar rods hanging along -y, revolute +z joints, relative angles."""
+    """Watanabe & Duarte's notebook double pendulum: planar rods hanging along -y, revolute +z joints, relative angles."""
 
     def rod(m, l):
         i = m * l * l / 12.0
@@ -186,7 +186,7 @@ def numpy_forward_kinematics(d: dict, q) -> np.ndarray:
 
 @pytest.mark.parametrize("seed", range(5))
 def test_reference_double_pendulum_closed_form(seed):
-    """Pinocchio's M(q) and g(q) for the seed 004 double pendulum equal the closed form."""
+    """Pinocchio's M(q) and g(q) for Watanabe & Duarte's double pendulum equal the closed form."""
     m1, l1, m2, l2, g = 1.0, 1.0, 1.0, 0.5, 9.81
     model = ref.build_pinocchio_model(double_pendulum_dict(m1, l1, m2, l2, g))
     rng = np.random.default_rng(seed)
@@ -195,7 +195,7 @@ def test_reference_double_pendulum_closed_form(seed):
     a = np.array([[1.0, 0.0], [1.0, 1.0]])  # θ = A q
     off = m2 * l1 * l2 * np.cos(th1 - th2) / 2
     mass_abs = np.array([[m1 * l1**2 / 3 + m2 * l1**2, off], [off, m2 * l2**2 / 3]])
-    # Left-side generalised gravity (M q̈ + C + g = τ); seed 004's equation, with m2 g l1 in row 1.
+    # Left-side generalised gravity (M q̈ + C + g = τ); Watanabe & Duarte's equation, with m2 g l1 in row 1.
     gravity_abs = np.array([(m1 * l1 / 2 + m2 * l1) * g * np.sin(th1), m2 * g * l2 / 2 * np.sin(th2)])
     # Inertia of the thin rods about their own axis (Iyy = 1e-6) does not enter: ω is along z.
     assert_close(ref.pin_mass_matrix(model, q), a.T @ mass_abs @ a, "M")

@@ -1,4 +1,4 @@
-"""Joint reaction forces of the sagittal body three ways (seed 003 §3), float64.
+"""Joint reaction forces of the sagittal body three ways (Blajer et al. 2007, §3), float64.
 
 References:
 

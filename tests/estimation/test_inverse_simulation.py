@@ -1,4 +1,4 @@
-"""Seed 003 inverse simulation: clamped pseudoinverse (eq. 6), flying (eqs. 2–5) and support
+"""The inverse simulation of Blajer et al. 2007: clamped pseudoinverse (eq. 6), flying (eqs. 2–5) and support
 (eqs. 7–8) phases on sagittal11 with the mapped Gait10dof18musc muscles.
 
 Round trips: controls u → q̈ by `jb.forward_dynamics` (flight) or the constrained KKT solve
@@ -73,7 +73,7 @@ def test_pseudoinverse_kkt_and_scipy():
 def test_pseudoinverse_blajer_formula_and_infeasible():
     rng = np.random.default_rng(1)
     H, b, _ = _random_problems(rng)
-    # no sign constraint: exactly H†b = Hᵀ(HHᵀ)⁻¹b (seed 003 eq. 6), one solve
+    # no sign constraint: exactly H†b = Hᵀ(HHᵀ)⁻¹b (Blajer et al. 2007, eq. 6), one solve
     s = _batched_pinv(H, b, np.zeros(b.shape[:1] + H.shape[2:], bool))
     for n in range(3):
         np.testing.assert_allclose(s.x[n], H[n].T @ np.linalg.solve(H[n] @ H[n].T, b[n]), rtol=1e-10, atol=1e-12)

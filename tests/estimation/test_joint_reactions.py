@@ -1,4 +1,4 @@
-"""Seed 003 §3, closing remark: joint reactions from the identified muscle forces (``B u``, the
+"""Blajer et al. 2007, §3, closing remark: joint reactions from the identified muscle forces (``B u``, the
 muscles' force pairs on the bones) against those from the net joint torques (``B′u′``), on the
 inverse simulation's squat (`jaxbio.papers.blajer_body.squat_motion`).
 

@@ -4,7 +4,7 @@ Independent references: the KKT conditions written out by hand from the returned
 scipy's SLSQP on the same problems, central finite differences of the solution, the envelope
 theorem (∂cost/∂τ = the moment multipliers), the muscle geometry (rᵀF recomputed with
 `generalized_forces`, the Hill force at the returned activation), and the pseudoinverse route of
-seed 003. arm26 (2 DOF, 6 muscles) for the default tests, gait10dof18musc (10 DOF, 18 muscles,
+Blajer et al. 2007. arm26 (2 DOF, 6 muscles) for the default tests, gait10dof18musc (10 DOF, 18 muscles,
 reserves on the pelvis and lumbar coordinates) in a slow test. Float64 (tests/conftest.py).
 """
 
@@ -491,7 +491,7 @@ def test_motion_activation_objective_reproduces_inverse_dynamics():
 
 
 def test_compare_with_pseudoinverse():
-    """Seed 003's clamped pseudoinverse (min Σ F²) vs static optimisation (min Σ (F/F⁰)²) on the same
+    """Blajer et al.'s (2007) clamped pseudoinverse (min Σ F²) vs static optimisation (min Σ (F/F⁰)²) on the same
     frames: both reproduce the moments; the sharing differs (the pseudoinverse ignores strength)."""
     pinv = pytest.importorskip("jaxbio.estimation.pseudoinverse")
     r = solved(2, "interior_point")

@@ -220,7 +220,7 @@ def test_planar_models_stay_in_the_plane(name):
 
 
 def test_double_pendulum_numbers():
-    """Seed 004: uniform rods m1 = m2 = 1 kg, l1 = 1 m, l2 = 0.5 m, hanging along -y, axes +z."""
+    """Watanabe & Duarte's notebook: uniform rods m1 = m2 = 1 kg, l1 = 1 m, l2 = 0.5 m, hanging along -y, axes +z."""
     rod1, rod2 = load("double_pendulum")["segments"]
     for s, parent, origin, m, length in ((rod1, None, [0, 0, 0], 1.0, 1.0), (rod2, "rod1", [0, -1, 0], 1.0, 0.5)):
         assert s["parent"] == parent

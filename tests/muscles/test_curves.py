@@ -1,6 +1,6 @@
 """Muscle and actuator laws: Hill force–velocity, De Groote 2016 curves, `HillMuscle` (rigid and
 compliant tendon), Wilkie's active state and its impulse solutions, activation dynamics,
-Rayleigh–Van der Pol dissipation, the D.C. motor and the muscular drive (seed 000).
+Rayleigh–Van der Pol dissipation, the D.C. motor and the muscular drive (Ivancevic 2009).
 
 Each law is checked against something independent: its defining closed form, a Diffrax/scipy
 integration of the ODE it solves, finite differences, or `jax.grad`.

@@ -195,7 +195,7 @@ def test_lengthening_velocity_is_minus_r_qd():
 
 @pytest.mark.parametrize("name", list(SETS))
 def test_wrench_route_equals_moment_arm_route(name):
-    """The muscles' wrenches on the segments (seed 001 §3.2) act like joint torques τ = rᵀF.
+    """The muscles' wrenches on the segments (Du 2021, §3.2) act like joint torques τ = rᵀF.
 
     `inverse_dynamics` returns the generalised force still needed from the joints; the external
     wrench already supplies τ_muscle = rᵀF, so with − without = −rᵀF (any q, qd = qdd = 0)."""

@@ -1,5 +1,5 @@
-"""Seed 000 §4.6's hybrid actuator in a `HamiltonianSystem`: the D.C. motor as a drive (currents as
-states, reflected rotor inertia in the mass matrix), `SumDrive` (muscles + motor + …, seed 000's
+"""The hybrid actuator of Ivancevic 2009, §4.6, in a `HamiltonianSystem`: the D.C. motor as a drive (currents as
+states, reflected rotor inertia in the mass matrix), `SumDrive` (muscles + motor + …, Ivancevic's (2009)
 single generalised force F_i, with the Rayleigh–Van der Pol dissipation and the stochastic torques
 of `simulate_sde`), and the Rayleigh–Van der Pol limit cycle against first-order averaging.
 
@@ -244,7 +244,7 @@ def test_reflected_inertia_in_the_mass_matrix_energy_and_its_gradient():
     np.testing.assert_allclose(out32, 20 * 0.05 * 0.5 - 400 * 1e-5, rtol=1e-6)
 
 
-# ---- 2. seed 000's F_i: SumDrive + Rayleigh–Van der Pol + stochastic torques -------------------
+# ---- 2. Ivancevic's (2009) F_i: SumDrive + Rayleigh–Van der Pol + stochastic torques -------------------
 
 
 def _hybrid(length=0.5):
@@ -321,7 +321,7 @@ def test_hybrid_pendulum_simulates_against_scipy():
 
 @pytest.mark.slow
 def test_hybrid_pendulum_with_stochastic_torques():
-    """Seed 000's last term, ``B dW`` on the momenta (`simulate_sde`, Euler–Maruyama, dt 1 ms):
+    """Ivancevic's (2009) last term, ``B dW`` on the momenta (`simulate_sde`, Euler–Maruyama, dt 1 ms):
     zero noise is the ODE solution to O(dt); a torque noise of 0.5 N·m/√s moves the path. One
     compilation (vmapped over the noise level and the key)."""
     system, *_ = _hybrid()

@@ -1,11 +1,11 @@
-"""Biscarini's closed-form planar n-link chain (seed 002) against independent references (float64).
+"""Biscarini's closed-form planar n-link chain (Biscarini 2021) against independent references (float64).
 
 References:
 
 - the wrench recursion ``jb.segment_wrenches`` / ``jb.inverse_dynamics`` on ``chain.to_tree()`` and
   Pinocchio's RNEA (tests/pinocchio_ref.py), with the muscle force pairs and contact forces built
   here in numpy and passed as external wrenches at their attachment points;
-- literal transcriptions, with Python loops in the seed's 1-based indices, of eqs. 9, 10, 23 and 24
+- literal transcriptions, with Python loops in the paper's 1-based indices, of eqs. 9, 10, 23 and 24
   as printed (the library evaluates the same sums factorised into prefix/suffix sums);
 - Appendix A's 2-link (Zatsiorsky) and 3-link (Cesari) equations written out symbol by symbol, and
   the textbook joint-space equations of a two-rod arm (with its Coriolis terms);
@@ -171,7 +171,7 @@ def np_spanning_forces(p, muscles, theta, tensions):
 
 
 def polar_contacts(p, contacts, theta, contact_forces, n):
-    """ResistancePoints in the seed's parametrisation, per 1-based link: list of (l_R, ε_R, γ_R, |R|)."""
+    """ResistancePoints in the paper's parametrisation, per 1-based link: list of (l_R, ε_R, γ_R, |R|)."""
     per_link = {k: [] for k in range(n + 1)}
     for c, link in enumerate(contacts.links):
         x, y = np.asarray(contacts.points[c])
@@ -183,7 +183,7 @@ def polar_contacts(p, contacts, theta, contact_forces, n):
 
 
 # ---------------------------------------------------------------------------------------------------
-# Literal transcriptions of the seed's general equations (1-based, index 0 = base; Python loops)
+# Literal transcriptions of the paper's general equations (1-based, index 0 = base; Python loops)
 # ---------------------------------------------------------------------------------------------------
 
 
@@ -197,7 +197,7 @@ def _padded(p, theta, theta_dot, theta_ddot):
 
 
 def eq23_literal(p, theta, theta_dot, theta_ddot, R):
-    """Seed 002 eq. 23 (eq. 13 for k* = n) as printed; R from `polar_contacts`. Returns (n,)."""
+    """Biscarini 2021, eq. 23 (eq. 13 for k* = n) as printed; R from `polar_contacts`. Returns (n,)."""
     s = _padded(p, theta, theta_dot, theta_ddot)
     n = len(theta)
     l, lC, eC, m, IJ, g = s["lengths"], s["com_distances"], s["com_angles"], s["masses"], s["IJ"], s["g"]
@@ -251,7 +251,7 @@ def eq23_literal(p, theta, theta_dot, theta_ddot, R):
 
 
 def eq24_literal(p, theta, theta_dot, theta_ddot, R, m0, R0):
-    """Seed 002 eq. 24 as printed, with the base (link 0) of mass ``m0`` loaded by the contact force
+    """Biscarini 2021, eq. 24 as printed, with the base (link 0) of mass ``m0`` loaded by the contact force
     ``R0`` (world 2-vector; θ_0 = 0 so γ_R0 is its world angle)."""
     s = _padded(p, theta, theta_dot, theta_ddot)
     n = len(theta)
@@ -311,7 +311,7 @@ def _eq5_pieces(s, i):
 
 
 def eq9_literal(p, theta, theta_dot, theta_ddot, link_R, FM):
-    """Seed 002 eqs. 8 (second form), 9 and 11 (first form) as printed: ϕ_{k,k+1}, k = 0..n-1.
+    """Biscarini 2021, eqs. 8 (second form), 9 and 11 (first form) as printed: ϕ_{k,k+1}, k = 0..n-1.
     ``link_R``: (n + 1, 2), contact force per 1-based link; ``FM``: (n, 2), eq. 12 per joint."""
     s = _padded(p, theta, theta_dot, theta_ddot)
     n = len(theta)
@@ -329,7 +329,7 @@ def eq9_literal(p, theta, theta_dot, theta_ddot, link_R, FM):
 
 
 def eq10_literal(p, theta, theta_dot, theta_ddot, link_R, FM, m0, R0):
-    """Seed 002 eqs. 8 (first form), 10 and 11 (second form) as printed, base of mass m0 with contact R0."""
+    """Biscarini 2021, eqs. 8 (first form), 10 and 11 (second form) as printed, base of mass m0 with contact R0."""
     s = _padded(p, theta, theta_dot, theta_ddot)
     n = len(theta)
     m = s["masses"].copy()
@@ -353,7 +353,7 @@ def eq10_literal(p, theta, theta_dot, theta_ddot, link_R, FM, m0, R0):
 
 
 def np_muscle_torques(p, muscles, theta, tensions):
-    """Seed 002 eq. 22 in numpy: per joint, moment about J_k of the spanning muscles' distal forces."""
+    """Biscarini 2021, eq. 22 in numpy: per joint, moment about J_k of the spanning muscles' distal forces."""
     J = np_joints(p, theta)
     out = np.zeros(len(theta))
     for o, po, fo, s, ps, fs in np_muscle_pairs(p, muscles, theta, tensions):
@@ -431,7 +431,7 @@ def run_random_case(seed, n, n_muscles, n_contacts, batch):
         record("torques vs Pinocchio rnea", out["tau"][f], pin_tau)
         record("reactions vs Pinocchio", -out["phi"][f], pin_f[:, :2])
         record("torques - muscle torques vs Pinocchio", out["tau"][f] - tau_muscles, pin_m[:, 2])
-        # literal transcriptions of the seed's equations
+        # literal transcriptions of the paper's equations
         polar = polar_contacts(p, contacts, th[f], R[f], n)
         link_R = np.zeros((n + 1, 2))
         for c, link in enumerate(contacts.links):
@@ -478,7 +478,7 @@ def test_closed_form_random_sweep(n):
 
 
 def appendix_two_link(s, th, thd, thdd, R):
-    """Seed 002 Appendix A, n = 2. ``s``: dict of 1-based symbols; ``R[k] = (l_Rk, ε_Rk, γ_Rk, R_k)``."""
+    """Biscarini 2021, Appendix A, n = 2. ``s``: dict of 1-based symbols; ``R[k] = (l_Rk, ε_Rk, γ_Rk, R_k)``."""
     l1 = s["l"][1]
     lC1, lC2 = s["lC"][1], s["lC"][2]
     eC1, eC2 = s["eC"][1], s["eC"][2]
@@ -509,7 +509,7 @@ def appendix_two_link(s, th, thd, thdd, R):
 
 
 def appendix_three_link(s, th, thd, thdd, R):
-    """Seed 002 Appendix A, n = 3 (Cesari et al. in the global frame)."""
+    """Biscarini 2021, Appendix A, n = 3 (Cesari et al. in the global frame)."""
     l1, l2 = s["l"][1], s["l"][2]
     lC, eC, m, IJ, g = s["lC"], s["eC"], s["m"], s["IJ"], s["g"]
     th1, th2, th3 = th
@@ -755,7 +755,7 @@ def test_float32_close_to_float64():
 
 
 def test_static_muscle_loads_only_the_joints_it_spans():
-    """Seed 002 §3: with θ̇ = θ̈ = 0, a muscle's force changes the reaction only at the joints it
+    """Biscarini 2021, §3: with θ̇ = θ̈ = 0, a muscle's force changes the reaction only at the joints it
     spans (by exactly its force on the distal link), and never the torques of eq. 23."""
     rng = np.random.default_rng(21)
     n = 5

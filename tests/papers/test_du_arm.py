@@ -1,4 +1,4 @@
-"""Du's static arm (seed 001 §3.1–3.3): wrenches, biceps/triceps tensions, elbow inverse kinematics.
+"""Du's static arm (Du 2021, §3.1–3.3): wrenches, biceps/triceps tensions, elbow inverse kinematics.
 
 References: hand calculations by lever arms written out below, a numpy implementation of Du's
 hierarchy-level recursion (§3.3.2), scipy's linear programme for the minimal tensions, dense
@@ -129,7 +129,7 @@ def test_static_arm_and_biceps_against_hand_calculation():
 
 
 def ratio_formulas(parents, root, ends, muscles, tensions, joint):
-    """Du's ratio-attached muscles written out in numpy (seed 001 eqs. 4–5, du_arm's own formulas
+    """Du's ratio-attached muscles written out in numpy (Du 2021, eqs. 4–5, du_arm's own formulas
     before it used `jaxbio.muscles.geometry`): attachment points ``ends − r d``, direction ``u``
     distal → proximal, moment arm ``(p_d − joint centre) × u`` for the muscles spanning the joint,
     the pull ``±μ u`` at both ends with moments about each segment's proximal end."""

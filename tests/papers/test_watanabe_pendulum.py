@@ -1,4 +1,4 @@
-"""Fast batched double pendulum (seed 004): `sincos`, `vector_field`, `simulate_batch` against
+"""Fast batched double pendulum (Watanabe & Duarte's notebook): `sincos`, `vector_field`, `simulate_batch` against
 numpy, the closed-form `accelerations`, the existing Diffrax path and scipy's DOP853."""
 
 import diffrax

@@ -1,19 +1,19 @@
-"""Du's static arm (seed 001 §3.1–3.3): weights, biceps/triceps tensions, elbow inverse kinematics.
+"""Du's static arm (Du 2021, §3.1–3.3): weights, biceps/triceps tensions, elbow inverse kinematics.
 
-Seed 001 (Du, *Quaternion-based analytical inverse dynamics for the human body*, after Dumas et al.
+Du 2021 (*Quaternion-based analytical inverse dynamics for the human body*, after Dumas et al.
 2004) builds three static arms of one-dimensional segments, shoulder fixed:
 
 - §3.1: upper arm + forearm, a point weight at the end of the forearm; the elbow lies on a circle
   around the shoulder–hand line (angle ``θ_input``, 0 at the lowest elbow); the joint wrenches
-  follow from the distal → proximal recursion (001 eq. 3, the static form of eq. 2).
+  follow from the distal → proximal recursion (Du 2021, eq. 3, the static form of eq. 2).
 - §3.2: a biceps and a triceps, each a tension between the shoulder and a point of the forearm
   given by a ratio (0.9 and 1.1) of the forearm vector; the tension that cancels the elbow moment
-  normal to the arm plane (001 eqs. 4–5; only one of the two muscles pulls). The muscles act as
+  normal to the arm plane (Du 2021, eqs. 4–5; only one of the two muscles pulls). The muscles act as
   force pairs on both attachments; eq. 5 as printed (only the distal half) is
   ``muscle_wrenches(…, form="distal_only")``.
 - §3.3: a hand (third segment), segments numbered proximal → distal and processed by hierarchy
-  level of the segment tree, weights as their own wrenches (001 §3.3.2), and an inverse kinematics
-  that puts the elbow on its circle where the wrist bends least (001 §3.3.1).
+  level of the segment tree, weights as their own wrenches (Du 2021, §3.3.2), and an inverse kinematics
+  that puts the elbow on its circle where the wrist bends least (Du 2021, §3.3.1).
 
 Here the recursion is jaxbio's (`jaxbio.segment_wrenches`, already level-synchronous) on a
 `SegmentTree` built from the segment end points (`arm_tree`); weights and muscles enter it as

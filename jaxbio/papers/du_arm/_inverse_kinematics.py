@@ -1,4 +1,4 @@
-"""Inverse kinematics of Du's arm (seed 001 §3.1, §3.3.1): the elbow on its circle (at an angle, or
+"""Inverse kinematics of Du's arm (Du 2021, §3.1, §3.3.1): the elbow on its circle (at an angle, or
 where the wrist bends least), the hand's points from the grip, the pose of the arm with a hand.
 Conventions: `jaxbio.papers.du_arm`."""
 
@@ -16,12 +16,12 @@ from jaxbio.spatial import cross, dot, norm, safe_sqrt, unit
 
 
 # ---------------------------------------------------------------------------------------------
-# inverse kinematics (seed 001 §3.1, §3.3.1)
+# inverse kinematics (Du 2021, §3.1, §3.3.1)
 # ---------------------------------------------------------------------------------------------
 class ElbowCase:
     """Case codes of `ElbowSolution.case` (int32). The elbow locus, the intersection of the sphere
     of radius ``l₁`` about the shoulder with the sphere of radius ``l₂`` about the wrist, is empty,
-    a point or a circle (seed 001 §3.3.1, Figs. 3.3.3–3.3.5); distances are compared with the
+    a point or a circle (Du 2021, §3.3.1, Figs. 3.3.3–3.3.5); distances are compared with the
     tolerance ``rtol · (l₁ + l₂)``.
 
     - ``OUT_OF_REACH`` (0): ``|W − S| > l₁ + l₂`` — no solution.
@@ -164,7 +164,7 @@ def _circle(S, W, l1, l2, rtol):
 
 def _lowest_direction(n, dtype):
     """Unit vector ⊥ ``n`` pointing most downwards (−z); for a vertical ``n``, most towards −x
-    (seed 001 §3.1: ``θ_input = 0`` is the elbow of minimal z, minimal x the secondary rule)."""
+    (Du 2021, §3.1: ``θ_input = 0`` is the elbow of minimal z, minimal x the secondary rule)."""
     down = jnp.asarray([0.0, 0.0, -1.0], dtype)
     back = jnp.asarray([-1.0, 0.0, 0.0], dtype)
     dp = down - dot(down, n) * n
@@ -211,7 +211,7 @@ def _elbow_core(S, W, l1, l2, hx, hz, rtol, check):
 
 def _coplanar_forward(W, C, rho, n, h, hz):
     """Unit ``e`` ⊥ ``n`` such that the forearm ``f = W − (C + ρ e)`` lies in the plane of ``ĥ``
-    and ``hz`` (Du's rule, seed 001 §3.3.1, first subcase), of the two solutions the one bent
+    and ``hz`` (Du's rule, Du 2021, §3.3.1, first subcase), of the two solutions the one bent
     forwards: ``(ĥ − (ĥ·f̂) f̂) · hz⊥ > 0`` (the hand turned towards ``+hand_z``; ``hz⊥`` = the part
     of ``hz`` normal to ``ĥ``). With ``e = cos φ p + sin φ k`` (``p`` = ``ĥ`` projected on the
     circle's plane, ``k = n × p``) coplanarity ``f · m = 0`` (``m = ĥ × hz⊥``) reads
@@ -254,7 +254,7 @@ def elbow_position(
     rtol: float | None = None,
     check: bool = False,
 ) -> ElbowSolution:
-    """The elbow that bends the wrist least (seed 001 §3.3.1, Figs. 3.3.3–3.3.5).
+    """The elbow that bends the wrist least (Du 2021, §3.3.1, Figs. 3.3.3–3.3.5).
 
     The elbow ``E`` lies on the circle ``|E − S| = l₁``, ``|W − E| = l₂`` (centre on the
     shoulder–wrist line). Du's wrist bending is the angle between the forearm ``W − E`` and the
@@ -321,7 +321,7 @@ def elbow_at_angle(
     rtol: float | None = None,
     check: bool = False,
 ) -> ElbowSolution:
-    """The elbow of Du's two-segment arm at the rotation ``θ_input`` (seed 001 §3.1).
+    """The elbow of Du's two-segment arm at the rotation ``θ_input`` (Du 2021, §3.1).
 
     The elbow turns by ``theta`` (rad, right-handed about the shoulder → hand axis ``D₃D₁``) on its
     circle, ``theta = 0`` being the elbow of minimal z (for a vertical arm, of minimal x). The law
@@ -347,7 +347,7 @@ def elbow_at_angle(
 def wrist_bending(
     elbow: Float[ArrayLike, 3], wrist: Float[ArrayLike, 3], hand_x: Float[ArrayLike, 3]
 ) -> Float[Array, ""]:
-    """Du's wrist bending (seed 001 §3.3.1): the angle (rad, in ``[0, π]``) of the shorter arc
+    """Du's wrist bending (Du 2021, §3.3.1): the angle (rad, in ``[0, π]``) of the shorter arc
     between the forearm direction ``wrist − elbow`` and the hand's long axis ``hand_x``
     (``atan2(|f × h|, f · h)``, finite gradients)."""
     f = jnp.asarray(wrist) - jnp.asarray(elbow)
@@ -383,7 +383,7 @@ def hand_points(
     hand_length: Float[ArrayLike, ""],
     grip_ratio: Float[ArrayLike, ""] = 0.75,
 ) -> tuple[Float[Array, 3], Float[Array, 3]]:
-    """Wrist and hand end from the held object's position (seed 001 §3.3.1):
+    """Wrist and hand end from the held object's position (Du 2021, §3.3.1):
     ``D₂ = grip − w₂ l₃ ĥ_x``, ``D₃ = grip + (1 − w₂) l₃ ĥ_x`` (m, world; Du's ``w₂ = 0.75``)."""
     return _hand_jit(*_hand_inputs(grip, hand_x, hand_length, grip_ratio))
 
@@ -399,7 +399,7 @@ def hand_arm_pose(
     rtol: float | None = None,
     check: bool = False,
 ) -> tuple[Float[Array, "3 3"], ElbowSolution]:
-    """Pose of Du's arm with a hand (seed 001 §3.3.1) from the grip point and the hand's axes.
+    """Pose of Du's arm with a hand (Du 2021, §3.3.1) from the grip point and the hand's axes.
 
     ``arm`` must be the chain upper arm → forearm → hand (`Arm.de_leva(hand=True)`). The wrist and
     hand end follow from `hand_points`, the elbow from `elbow_position`. Returns ``ends``

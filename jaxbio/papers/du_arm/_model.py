@@ -1,4 +1,4 @@
-"""Du's arm (seed 001 §3.1, §3.3): its parameters (`Arm`, `Weights`, `ArmMuscles`) and the map
+"""Du's arm (Du 2021, §3.1, §3.3): its parameters (`Arm`, `Weights`, `ArmMuscles`) and the map
 from a pose to a `SegmentTree` (`arm_tree`). Frames, units and conventions: `jaxbio.papers.du_arm`."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def _rtol(dtype, rtol):
 # model parameters
 # ---------------------------------------------------------------------------------------------
 class Arm(eqx.Module):
-    """Segment parameters of Du's arm (seed 001 §3.1, §3.3): one-dimensional segments in a tree.
+    """Segment parameters of Du's arm (Du 2021, §3.1, §3.3): one-dimensional segments in a tree.
 
     Fields (array leaves, so `jax.vmap`/`jax.grad` over subjects work):
 
@@ -107,7 +107,7 @@ class Arm(eqx.Module):
     def de_leva(cls, hand: bool = True, body_mass: float = 73.0, *, dtype=None) -> Arm:
         """Du's arm with de Leva (1996, Table 4, males) numbers, chained shoulder → distal.
 
-        ``hand=False``: upper arm and forearm (seed 001 §3.1–3.2, the weight at the wrist);
+        ``hand=False``: upper arm and forearm (Du 2021, §3.1–3.2, the weight at the wrist);
         ``hand=True``: plus the hand (§3.3). ``body_mass`` kg scales the masses (lengths are de
         Leva's mean lengths: upper arm 0.2817 m, forearm 0.2689 m, hand 0.0862 m).
         """
@@ -137,7 +137,7 @@ class Arm(eqx.Module):
 
 
 class Weights(eqx.Module):
-    """Point weights held by or hung on segments (Du's ``weightsegs``, seed 001 §3.3.1).
+    """Point weights held by or hung on segments (Du's ``weightsegs``, Du 2021, §3.3.1).
 
     ``segments`` (static tuple, Du's ``w₁``): segment index of each weight; ``ratios`` ``(w,)``
     (Du's ``w₂``): the weight acts at ``starts + ratio · d`` of that segment (fraction from the
@@ -163,7 +163,7 @@ class Weights(eqx.Module):
 
 
 class ArmMuscles(eqx.Module):
-    """Line muscles between two segments (Du's ``muscends`` array, seed 001 §3.2).
+    """Line muscles between two segments (Du's ``muscends`` array, Du 2021, §3.2).
 
     Column ``j`` of Du's array is ``(r_d, r_p, n_d, n_p)``: the muscle pulls between the point
     ``ends − r_d d`` of the distal segment ``n_d`` and ``ends − r_p d`` of the proximal segment
@@ -197,7 +197,7 @@ class ArmMuscles(eqx.Module):
 
 
 def du_muscles(dtype=None) -> ArmMuscles:
-    """Du's biceps and triceps (seed 001 §3.2).
+    """Du's biceps and triceps (Du 2021, §3.2).
 
     Du's array ``[[0.9, 1.1], [1, 1], [1, 1], [2, 2]]`` in his §3.1–3.2 numbering (1 forearm,
     2 upper arm) becomes, in jaxbio's (0 upper arm, 1 forearm): distal segment 1 with
@@ -291,7 +291,7 @@ def _tree(arm: Arm, starts, ends) -> SegmentTree:
 
 
 def arm_tree(arm: Arm, root: Float[ArrayLike, 3], ends: Float[ArrayLike, "n 3"]) -> SegmentTree:
-    """The `SegmentTree` of the arm in the pose ``(root, ends)``, at ``q = 0`` (seed 001 §3.1).
+    """The `SegmentTree` of the arm in the pose ``(root, ends)``, at ``q = 0`` (Du 2021, §3.1).
 
     Segment frames follow jaxbio's model convention (`jaxbio/models/README.md`): origin at the
     proximal end (the joint centre), axes parallel to the world's at ``q = 0``. The COM is at

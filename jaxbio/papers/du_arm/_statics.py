@@ -1,4 +1,4 @@
-"""Du's static arm (seed 001 §3.1–3.3.2): weights and muscles as external wrenches built by the
+"""Du's static arm (Du 2021, §3.1–3.3.2): weights and muscles as external wrenches built by the
 core (`jaxbio.dynamics.point_loads`, `jaxbio.muscles.geometry`), the biceps/triceps tension solve
 (eqs. 4–5) and the wrench recursion at rest (`arm_statics`). Conventions: `jaxbio.papers.du_arm`."""
 
@@ -42,7 +42,7 @@ def _check_muscles(arm, muscles):
 def weight_wrenches(
     arm: Arm, root: Float[ArrayLike, 3], ends: Float[ArrayLike, "n 3"], weights: Weights
 ) -> tuple[Float[Array, "n 3"], Float[Array, "n 3"]]:
-    """Weight wrenches (seed 001 §3.3.2): ``[m g ; (w₂ d_i) × m g]`` summed per segment.
+    """Weight wrenches (Du 2021, §3.3.2): ``[m g ; (w₂ d_i) × m g]`` summed per segment.
 
     Returns ``external = (forces, moments)`` for `jaxbio.segment_wrenches`: ``(n, 3)`` N and
     ``(n, 3)`` N·m about each segment's proximal joint centre, world frame. Computed by the core
@@ -115,7 +115,7 @@ def _muscle_points(tree, paths):
 def muscle_points(
     arm: Arm, root: Float[ArrayLike, 3], ends: Float[ArrayLike, "n 3"], muscles: ArmMuscles
 ) -> tuple[Float[Array, "m 3"], Float[Array, "m 3"], Float[Array, "m 3"]]:
-    """Attachment points and directions of the muscles (seed 001 §3.2).
+    """Attachment points and directions of the muscles (Du 2021, §3.2).
 
     Returns ``distal_points`` ``(m, 3)`` m, ``proximal_points`` ``(m, 3)`` m (world) and Du's unit
     vectors ``u`` ``(m, 3)`` from the distal to the proximal attachment (the direction of the pull
@@ -154,7 +154,7 @@ def muscle_moment_arms(
     arm: Arm, root: Float[ArrayLike, 3], ends: Float[ArrayLike, "n 3"], muscles: ArmMuscles, joint: int
 ) -> Float[Array, "m 3"]:
     """Moment about the proximal joint centre of segment ``joint`` per newton of tension (m, world):
-    ``((1 − r_d) d_{n_d}) × u`` (seed 001 eq. 4 as a vector) for each muscle that spans that joint,
+    ``((1 − r_d) d_{n_d}) × u`` (Du 2021, eq. 4 as a vector) for each muscle that spans that joint,
     zero for the others. The lever runs from the joint centre to the distal attachment (it is
     ``(1 − r_d) d`` when the muscle's distal segment is ``joint`` itself). Computed by the core
     (`jaxbio.muscles.geometry.moment_arms` about the world axes, on `muscle_paths`)."""
@@ -190,7 +190,7 @@ def muscle_wrenches(
     *,
     form: str = "pair",
 ) -> tuple[Float[Array, "n 3"], Float[Array, "n 3"]]:
-    """External wrenches of muscle tensions (seed 001 eq. 5, §3.1).
+    """External wrenches of muscle tensions (Du 2021, eq. 5, §3.1).
 
     Two forms (static ``form``):
 
@@ -291,7 +291,7 @@ def muscle_tensions(
     *,
     axis: Float[ArrayLike, 3] | None = None,
 ) -> MuscleTensions:
-    """Tensions that cancel the moment at a joint normal to the arm plane (seed 001 §3.2, eq. 4).
+    """Tensions that cancel the moment at a joint normal to the arm plane (Du 2021, §3.2, eq. 4).
 
     ``joint_moment`` ``M`` is the moment that segment ``joint`` receives from its parent about its
     proximal joint centre without muscles (``segment_wrenches(...)[1][joint]``, world frame, N·m).
@@ -398,7 +398,7 @@ def arm_statics(
     *,
     form: str = "pair",
 ) -> ArmStatics:
-    """Du's static arm (seed 001 §3.1–3.3) with jaxbio's wrench recursion.
+    """Du's static arm (Du 2021, §3.1–3.3) with jaxbio's wrench recursion.
 
     Builds the tree (`arm_tree`), applies the weights as ``external`` wrenches and runs
     `jaxbio.segment_wrenches` at rest (``q = q̇ = q̈ = 0``: only gravity and the external wrenches
@@ -432,7 +432,7 @@ def _arm_statics(arm, root, ends, weights, muscles, joint, form="pair"):
     # At rest the recursion is affine in the external wrenches, so one batched pass gives the
     # wrenches with the weights (batch 0) and with each muscle added at 1 N (batch 1 + j); the
     # tensions then combine them exactly — the same numbers as a second pass with the muscle
-    # wrenches added (seed 001 §3.2, "redo (3)"), one recursion to compile instead of two.
+    # wrenches added (Du 2021, §3.2, "redo (3)"), one recursion to compile instead of two.
     m = len(muscles.names)
     paths = _muscle_paths(arm, muscles, starts, ends)
     unit_f, unit_m = jax.vmap(lambda t: _muscle_wrenches(arm, muscles, starts, ends, tree, paths, t, form))(
