@@ -119,6 +119,36 @@ def test_run_tool_runs_a_session_of_setups_in_one_call(tmp_path, capsys):
     assert "no InverseDynamicsTool or AnalyzeTool setup" in capsys.readouterr().err
 
 
+def test_tools_run_from_python_equals_the_command_line(tmp_path, capsys):
+    """`jaxbio.tools.run`: a session of setups from Python writes the files ``run-tool`` writes,
+    byte for byte, returns the tables it wrote, leaves the process's float64 setting as it was,
+    and names the setup file of a bad setup in its ``ValueError``."""
+    single, a, b = (tmp_path / n for n in ("single", "a", "b"))
+    for d in (single, a, b):
+        shutil.copytree(DATA / "arm26_id", d)
+        (d / "arm26_Setup_StaticOptimization.xml").unlink()  # (static optimisation's first compile is long)
+    setup = "arm26_Setup_InverseDynamics.xml"
+    assert main(["run-tool", str(single / setup), "--no-progress"]) == 0
+    expected = (single / "Results" / "arm26_InverseDynamics.sto").read_bytes()
+    x64 = jax.config.jax_enable_x64
+    with jax.enable_x64(False):
+        runs = jb.tools.run([a / setup, str(b)], progress=False)
+        assert not jax.config.jax_enable_x64
+    assert jax.config.jax_enable_x64 == x64
+    assert [r.setup for r in runs] == [a / setup, b / setup]
+    for run, d in zip(runs, (a, b)):
+        written = d / "Results" / "arm26_InverseDynamics.sto"
+        assert run.files == {"generalized_forces": written} and written.read_bytes() == expected
+        table = run.tables["generalized_forces"]
+        assert table.data.dtype == np.float64
+        np.testing.assert_array_equal(table.data, jb.io.read_storage(written).data)
+    assert jb.tools.setup_files(str(tmp_path / "[ab]" / "*InverseDynamics.xml")) == [a / setup, b / setup]
+    broken = tmp_path / "broken.xml"
+    broken.write_text("<OpenSimDocument><InverseDynamicsTool/></OpenSimDocument>")
+    with pytest.raises(ValueError, match="broken.xml: <InverseDynamicsTool> has no <model_file>"):
+        jb.tools.run(broken)
+
+
 def test_external_loads_in_a_body_frame_act_through_their_lever_arms(tmp_path):
     # double pendulum (rods 1 m, pivot at the origin, angles from hanging down); a force given in
     # rod2's frame at rod2's point (0, -0.5, 0), a torque in rod2's frame: Δτ = −Jᵀ[F; T]
