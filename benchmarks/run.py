@@ -11,9 +11,10 @@ settings, nothing pinned) with ``--json``; every script puts its rows in ``out["
 form of `_machine.row`: operation, model, batch, jaxbio's seconds per item, throughput, compile
 time, the peer timed in the same run and the ratio peer / jaxbio (above 1: jaxbio faster). The
 table is printed once at the end under the machine line (CPU model and ISA flags, cores, load,
-python/jax/jaxlib versions); ``--markdown`` prints it as a Markdown table, for the README. A suite
-whose optional peer is not installed (OpenSim) is skipped and says so; a suite that fails is
-reported with its last lines and the run goes on (exit status 1 at the end).
+python/jax/jaxlib versions); ``--markdown`` prints it as a Markdown table (docs/benchmarks.md's
+tables are generated from the JSON by docs/gen_benchmarks.py). A suite whose optional peer is not
+installed (OpenSim) is skipped and says so; a suite that fails is reported with its last lines and
+the run goes on (exit status 1 at the end).
 """
 
 from __future__ import annotations

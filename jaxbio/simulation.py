@@ -590,7 +590,7 @@ def simulate(
             (axial trees), so a value-and-gradient step runs faster. With
             ``adjoint=StoredAdjoint()``, a start from velocities (``initial_state(q0, qd0,
             form="velocity")``) and ``derived=False`` it is the training recipe of
-            docs/learning.md (benchmarks/learning.py, MLP torque controller, batch 32, 2 s,
+            docs/guides/learning.md (benchmarks/learning.py, MLP torque controller, batch 32, 2 s,
             float32, 2-core CPU: 2.5× and 2.8× the forward pass for arm7 and the double pendulum,
             first call 7.0 and 5.6 s against 29.7 and 23.7 s through Diffrax's loop). Not the
             default: the Hamiltonian form's forward pass under `jax.vmap` runs one fused

@@ -1,4 +1,4 @@
-"""Every Python block of docs/learning.md runs as written, from a fresh interpreter, in float32
+"""Every Python block of docs/guides/learning.md runs as written, from a fresh interpreter, in float32
 without x64 (slow: each block compiles its own models)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 import pytest
 from tests._models import REPO
 
-BLOCKS = re.findall(r"```python\n(.*?)```", (REPO / "docs" / "learning.md").read_text(encoding="utf-8"), re.S)
+BLOCKS = re.findall(r"```python\n(.*?)```", (REPO / "docs" / "guides" / "learning.md").read_text(encoding="utf-8"), re.S)
 
 
 def test_guide_has_code():
