@@ -10,7 +10,9 @@ import sys
 import pytest
 from tests._models import REPO
 
-BLOCKS = re.findall(r"```python\n(.*?)```", (REPO / "docs" / "guides" / "learning.md").read_text(encoding="utf-8"), re.S)
+BLOCKS = re.findall(
+    r"```python\n(.*?)```", (REPO / "docs" / "guides" / "learning.md").read_text(encoding="utf-8"), re.S
+)
 
 
 def test_guide_has_code():
