@@ -122,6 +122,11 @@ def _rate(per_second: float | None) -> str:
     return f"{per_second:.3g}"
 
 
+def _md(cell: str) -> str:
+    """A Markdown table cell: ``|`` escaped (norms such as ``|H(t) − H(0)|`` would split the row)."""
+    return cell.replace("|", "\\|")
+
+
 COLUMNS = ("operation", "model", "batch", "jaxbio / item", "items/s", "compile", "peer (same run)", "ratio")
 
 
@@ -150,7 +155,7 @@ def format_table(rows: list[dict], markdown: bool = False) -> str:
     cells = table_rows(rows)
     if markdown:
         lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-        lines += ["| " + " | ".join(c) + " |" for c in cells]
+        lines += ["| " + " | ".join(_md(x) for x in c) + " |" for c in cells]
         return "\n".join(lines)
     widths = [max(len(COLUMNS[k]), *(len(c[k]) for c in cells)) for k in range(len(COLUMNS))]
     fmt = lambda c: "  ".join(x.ljust(w) for x, w in zip(c, widths)).rstrip()  # noqa: E731
@@ -175,8 +180,8 @@ def format_precision(rows: list[dict], markdown: bool = False) -> str:
     ]
     if markdown:
         return "\n".join(
-            ["| " + " | ".join(PRECISION_COLUMNS) + " |", "|" + "---|" * len(PRECISION_COLUMNS)]
-            + ["| " + " | ".join(c) + " |" for c in cells]
+            ["| " + " | ".join(_md(x) for x in PRECISION_COLUMNS) + " |", "|" + "---|" * len(PRECISION_COLUMNS)]
+            + ["| " + " | ".join(_md(x) for x in c) + " |" for c in cells]
         )
     widths = [max(len(PRECISION_COLUMNS[k]), *(len(c[k]) for c in cells)) for k in range(len(PRECISION_COLUMNS))]
     fmt = lambda c: "  ".join(x.ljust(w) for x, w in zip(c, widths)).rstrip()  # noqa: E731
