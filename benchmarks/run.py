@@ -11,9 +11,10 @@ settings, nothing pinned) with ``--json``; every script puts its rows in ``out["
 form of `_machine.row`: operation, model, batch, jaxbio's seconds per item, throughput, compile
 time, the peer timed in the same run and the ratio peer / jaxbio (above 1: jaxbio faster). The
 table is printed once at the end under the machine line (CPU model and ISA flags, cores, load,
-python/jax/jaxlib versions); ``--markdown`` prints it as a Markdown table, for the README. A suite
-whose optional peer is not installed (OpenSim) is skipped and says so; a suite that fails is
-reported with its last lines and the run goes on (exit status 1 at the end).
+python/jax/jaxlib versions); ``--markdown`` prints it as a Markdown table (docs/benchmarks.md's
+tables are generated from the JSON by docs/gen_benchmarks.py). A suite whose optional peer is not
+installed (OpenSim) is skipped and says so; a suite that fails is reported with its last lines and
+the run goes on (exit status 1 at the end).
 """
 
 from __future__ import annotations
@@ -121,6 +122,11 @@ def _rate(per_second: float | None) -> str:
     return f"{per_second:.3g}"
 
 
+def _md(cell: str) -> str:
+    """A Markdown table cell: ``|`` escaped (norms such as ``|H(t) − H(0)|`` would split the row)."""
+    return cell.replace("|", "\\|")
+
+
 COLUMNS = ("operation", "model", "batch", "jaxbio / item", "items/s", "compile", "peer (same run)", "ratio")
 
 
@@ -149,7 +155,7 @@ def format_table(rows: list[dict], markdown: bool = False) -> str:
     cells = table_rows(rows)
     if markdown:
         lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-        lines += ["| " + " | ".join(c) + " |" for c in cells]
+        lines += ["| " + " | ".join(_md(x) for x in c) + " |" for c in cells]
         return "\n".join(lines)
     widths = [max(len(COLUMNS[k]), *(len(c[k]) for c in cells)) for k in range(len(COLUMNS))]
     fmt = lambda c: "  ".join(x.ljust(w) for x, w in zip(c, widths)).rstrip()  # noqa: E731
@@ -174,8 +180,8 @@ def format_precision(rows: list[dict], markdown: bool = False) -> str:
     ]
     if markdown:
         return "\n".join(
-            ["| " + " | ".join(PRECISION_COLUMNS) + " |", "|" + "---|" * len(PRECISION_COLUMNS)]
-            + ["| " + " | ".join(c) + " |" for c in cells]
+            ["| " + " | ".join(_md(x) for x in PRECISION_COLUMNS) + " |", "|" + "---|" * len(PRECISION_COLUMNS)]
+            + ["| " + " | ".join(_md(x) for x in c) + " |" for c in cells]
         )
     widths = [max(len(PRECISION_COLUMNS[k]), *(len(c[k]) for c in cells)) for k in range(len(PRECISION_COLUMNS))]
     fmt = lambda c: "  ".join(x.ljust(w) for x, w in zip(c, widths)).rstrip()  # noqa: E731

@@ -37,7 +37,7 @@ def main():
     )
     E_h = np.asarray(tr.energy)
 
-    print("double pendulum (seed 004): m1 = m2 = 1 kg, l1 = 1 m, l2 = 0.5 m, 20 s")
+    print("double pendulum (Watanabe & Duarte): m1 = m2 = 1 kg, l1 = 1 m, l2 = 0.5 m, 20 s")
     print(
         f"  explicit Euler, dt = 1e-4 s : energy {E_e[0]:.6f} J -> {E_e[-1]:.6f} J, "
         f"max drift {np.max(np.abs(E_e - E_e[0])) / abs(E_e[0]):.2e} (relative)"

@@ -7,7 +7,7 @@ runs the same vmapped program on its chunk, with no communication. On one device
 ``XLA_FLAGS=--xla_force_host_platform_device_count=4``, or ``jax.config.update(
 "jax_num_cpu_devices", 4)`` before first use), GPUs, or, after `jax.distributed.initialize`, the
 devices of every process (multi-controller: each process runs the same script; see
-``docs/scale.md`` and ``examples/distributed.py``).
+``docs/guides/batching.md`` and ``examples/distributed.py``).
 
 The per-sample function keeps jaxbio's rule "algorithms are functions of one sample"; this module
 only decides where the samples run. Nothing here changes JAX's configuration.

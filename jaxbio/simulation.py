@@ -588,7 +588,7 @@ def simulate(
             (axial trees), so a value-and-gradient step runs faster. With
             ``adjoint=StoredAdjoint()``, a start from velocities (``initial_state(q0, qd0,
             form="velocity")``) and ``derived=False`` it is the training recipe of
-            docs/learning.md (benchmarks/learning.py; benchmarks/README.md, "Measurements behind design choices").
+            docs/guides/learning.md (benchmarks/learning.py; benchmarks/README.md, "Measurements behind design choices").
             Not the default: the Hamiltonian form's forward pass under `jax.vmap` runs one fused
             batch-last kernel (faster for the double pendulum). The adaptive solve's error
             control then measures ``q̇`` instead of ``p``, so the steps taken (and the

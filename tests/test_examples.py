@@ -4,7 +4,7 @@
 whose full training took 12 min in CI's slow run on a 2-core Intel Xeon (6–10 min on the AMD
 machine before), close to the bound, and learning_muscle_forces.py, whose full training (77 s here)
 tests/learning/test_estimators.py repeats and checks. The trained errors they report are the full
-runs', in docs/learning.md.
+runs', in docs/guides/learning.md.
 
 The examples are what a new user copies first; their numbers are checked where the library's
 functions are tested, so this only guards against an example that no longer runs.

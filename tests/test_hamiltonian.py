@@ -394,7 +394,7 @@ def test_seed004_euler_reproduces_the_notebook_and_drifts(pendulum):
     notebook's own loop in numpy (the seed prints no values) to round-off over the first 3 s.
     The pendulum is chaotic, so round-off differences grow (measured: 4e-15 rad at 1 s, 2e-14 at
     2 s, 3e-11 at 5 s, 8e-8 at 10 s, 0.6 rad at 20 s); the comparison stops at 3 s. Over 20 s the
-    Euler run gains ≈ 11 % energy, which Diffrax's Hamiltonian run (README) does not."""
+    Euler run gains ≈ 11 % energy, which Diffrax's Hamiltonian run (docs/guides/dynamics.md) does not."""
     t, th, om = jax.jit(dp.euler)()
     assert float(t[-1]) == pytest.approx(20.0) and th.shape == (2001, 2)
     ref = notebook_euler(30_000)  # 3 s, sampled every 100 steps (0.01 s) like dp.euler

@@ -4,7 +4,7 @@ functional reinforcement-learning environments (pure ``reset(key)`` / ``step(sta
 
 Everything here is an Equinox module or a pure function over pytrees: ``eqx.filter_jit``,
 ``eqx.filter_grad``, ``eqx.partition`` and ``jax.vmap`` apply, and everything runs in float32
-without ``jax_enable_x64``. Submodules are imported on first use; the guide is ``docs/learning.md``.
+without ``jax_enable_x64``. Submodules are imported on first use; the guide is ``docs/guides/learning.md``.
 """
 
 from jaxbio._lazy import attach

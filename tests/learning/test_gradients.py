@@ -110,7 +110,7 @@ PATHS = {
     "adaptive default": dict(rtol=1e-10, atol=1e-10),
     "fixed grid": dict(steps=100),
     "stored adjoint": dict(rtol=1e-10, atol=1e-10, form="velocity", adjoint=jb.simulation.StoredAdjoint()),
-    # the training recipe of docs/learning.md: velocity-form start, no derived outputs
+    # the training recipe of docs/guides/learning.md: velocity-form start, no derived outputs
     "training recipe": dict(
         rtol=1e-10, atol=1e-10, form="velocity", adjoint=jb.simulation.StoredAdjoint(), derived=False, start="velocity"
     ),
