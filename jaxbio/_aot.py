@@ -56,6 +56,13 @@ def _source_fingerprint() -> str:
     return _SOURCE[0]
 
 
+def _dtype(x) -> np.dtype:
+    """A leaf's dtype (an array's own; ``np.result_type`` of a JAX array would read the array as
+    a dtype, which numpy deprecates, once per leaf and call)."""
+    dtype = getattr(x, "dtype", None)
+    return np.dtype(dtype) if dtype is not None else np.result_type(x)
+
+
 def _key(name: str, treedef, leaves) -> str | None:
     described = repr(treedef)
     if " at 0x" in described:  # a function or object by address: not the same in another process
@@ -67,7 +74,7 @@ def _key(name: str, treedef, leaves) -> str | None:
         jax.__version__,
         jax.default_backend(),
         _source_fingerprint(),
-        *(f"{np.shape(x)}:{np.result_type(x)}" for x in leaves),
+        *(f"{np.shape(x)}:{_dtype(x)}" for x in leaves),
     ):
         h.update(part.encode())
         h.update(b"\0")
@@ -101,7 +108,7 @@ def call(name: str, fn, *args):
             def flat(*xs):
                 return fn(*jax.tree_util.tree_unflatten(treedef, list(xs)))
 
-            specs = [jax.ShapeDtypeStruct(np.shape(x), np.result_type(x)) for x in leaves]
+            specs = [jax.ShapeDtypeStruct(np.shape(x), _dtype(x)) for x in leaves]
             exported = _PROGRAMS[path] = export.export(jax.jit(flat))(*specs)
             _write(path, exported.serialize())
         return exported.call(*leaves)
