@@ -14,7 +14,7 @@ Needs ``mujoco`` and ``mujoco-mjx`` besides the test extras (no Pinocchio: MJX i
    time, MJX / jaxbio. Errors against jaxbio's float64 on the float32-rounded inputs:
    ``max ‖Δτ‖ / max(‖τ‖, 1)`` over the first 10⁴ states, for both; in the float64 row, MJX
    against jaxbio (the same model: round-off only).
-2. **Simulation**: the double pendulum of seed 004, 20 s, rtol = atol = 1e-8, float64 —
+2. **Simulation**: the double pendulum of Watanabe & Duarte, 20 s, rtol = atol = 1e-8, float64 —
    ``jit(vmap(jb.simulate))`` of the segment-tree `HamiltonianSystem` and the closed form
    ``dp.simulate_batch`` at ``--sim-batch`` trajectories, against scipy's ``solve_ivp(DOP853)``
    loop on this machine's CPU (per trajectory, same run; `hamiltonian.py`'s rows), with the max

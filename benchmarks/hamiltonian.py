@@ -3,7 +3,7 @@
     python benchmarks/hamiltonian.py            # batch 10⁴ (a few minutes on 2 cores)
     python benchmarks/hamiltonian.py --quick    # batch 10³
 
-Double pendulum of seed 004, 20 s, rtol = atol = 1e-8, float64. scipy: a Python loop of
+Double pendulum of Watanabe & Duarte, 20 s, rtol = atol = 1e-8, float64. scipy: a Python loop of
 `solve_ivp(DOP853)` on the closed form (NumPy), timed on a few trajectories. jaxbio, all Diffrax
 solves with a `PIDController(rtol, atol)` (per-trajectory adaptive steps):
 
@@ -12,7 +12,7 @@ solves with a `PIDController(rtol, atol)` (per-trajectory adaptive steps):
   device at the full batch (chunks of 250, or a quarter of a smaller batch, run one after another:
   at 10⁴ trajectories one `jit(vmap)` is slower per trajectory, its batched while loop's state no
   longer fits the caches), and by `jb.batch` on two CPU devices (half the batch each, in chunks);
-* `jit(vmap(diffeqsolve))` of the seed-004 closed form as written (`dp.accelerations`, Tsit5);
+* `jit(vmap(diffeqsolve))` of Watanabe & Duarte's closed form as written (`dp.accelerations`, Tsit5);
 * `dp.simulate_batch` — the fast path: `dp.vector_field` (2×2 inverse written out, vectorisable
   `dp.sincos`, accelerations materialised), vmapped, chunked (``lax.map``), and sharded over two
   CPU devices (``jb.batch``, a ``shard_map``; this script asks XLA for 2 host devices before importing jax).
@@ -92,7 +92,7 @@ def time_scipy(th, om, k):
 
 
 def energy_error(th0, om0, th1, om1):
-    """max |E(T) − E(0)| J over the batch (NumPy, seed-004 energy)."""
+    """max |E(T) − E(0)| J over the batch (NumPy, Watanabe & Duarte's energy)."""
     e = jax.jit(jax.vmap(lambda a, b: dp.energy(dp.Parameters(), a, b)))
     return float(np.max(np.abs(np.asarray(e(th1, om1)) - np.asarray(e(th0, om0)))))
 
@@ -382,7 +382,7 @@ def main():
     n_tree = args.tree_batch or min(n, 1_000)
     th, om = initial_states(n)
     print(
-        f"double pendulum (seed 004), {T:.0f} s, rtol = atol = {TOL:g}, float64, backend {jax.default_backend()}, "
+        f"double pendulum (Watanabe & Duarte), {T:.0f} s, rtol = atol = {TOL:g}, float64, backend {jax.default_backend()}, "
         f"{len(jax.devices())} devices, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}"
     )
     k = args.scipy_trajectories
@@ -461,7 +461,7 @@ def common_rows(rows, models, t_scipy) -> list[dict]:
             out.append(
                 row(
                     f"{T:.0f} s simulation: {name}",
-                    "double pendulum (seed 004)",
+                    "double pendulum (Watanabe & Duarte)",
                     batch,
                     per,
                     unit="trajectory",

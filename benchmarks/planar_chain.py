@@ -1,4 +1,4 @@
-"""Biscarini's closed-form planar chain (seed 002) against the wrench recursion, in one run.
+"""Biscarini's closed-form planar chain (Biscarini 2021) against the wrench recursion, in one run.
 
     python benchmarks/planar_chain.py            # n = 2, 3, 5, 8, 12; 10^4 frames
     python benchmarks/planar_chain.py --quick    # n = 3, 8; 10^4 frames, fewer repeats
@@ -7,7 +7,7 @@
 For random chains (non-slender links, ``n + 2`` muscles spanning 1..n joints, 2 contacts), float64,
 ``jax.jit(jax.vmap(...))`` over the same random frames, two comparisons per ``n``:
 
-- **torques**: ``jb.papers.biscarini_chain.chain_torques`` (seed 002 eq. 23) against ``jb.inverse_dynamics`` on
+- **torques**: ``jb.papers.biscarini_chain.chain_torques`` (Biscarini 2021, eq. 23) against ``jb.inverse_dynamics`` on
   ``chain.to_tree()`` (joint-angle conversion and contact wrenches included);
 - **reactions + torques**: ``chain_reactions`` (eq. 9, muscles and contacts) plus ``chain_torques``
   against one ``jb.segment_wrenches`` call with the muscle and contact forces as external wrenches
@@ -187,7 +187,7 @@ def common_rows(rows) -> list[dict]:
             1e-6 * r["recursion_us_per_frame"],
             unit="frame",
             compile_s=r["recursion_compile_s"],
-            peer="seed 002 closed form, same run",
+            peer="Biscarini 2021 closed form, same run",
             peer_seconds=1e-6 * r["closed_us_per_frame"],
         )
         for r in rows

@@ -14,7 +14,7 @@ as it would in a float32 program. Reported per operation: the largest absolute e
 - ``jb.inverse_dynamics``, ``jb.mass_matrix``, ``jb.forward_dynamics``, ``jb.segment_wrenches``
   (forces and moments) for ``arm7`` and ``wholebody`` under ``jit(vmap)`` over random states
   (``jb.configuration.random``, q̇ in ±2 rad/s, q̈ in ±5 rad/s², τ from the float64 inverse dynamics);
-- a Hamiltonian simulation (`jb.simulate` of the double pendulum ``HamiltonianSystem``, seed-004
+- a Hamiltonian simulation (`jb.simulate` of the double pendulum ``HamiltonianSystem``, Watanabe & Duarte's
   start ± 0.1 rad, 2 s, where chaos does not dominate yet): the same 400 fixed Tsit5 steps in both
   precisions (round-off only), and adaptive steps (float32 at rtol = atol = 1e-6 against float64
   at 1e-10: what a float32 user would run); the energy drift max_t |H(t) − H(0)| of the float32 run
@@ -144,7 +144,7 @@ def dynamics_rows(name: str, batch: int) -> list[dict]:
 
 
 def pendulum_starts(batch: int, seed: int = 0):
-    """Relative ``(q, q̇)`` ``(batch, 2)``: the seed-004 start, angles ± 0.1 rad, rates × [0.5, 1]."""
+    """Relative ``(q, q̇)`` ``(batch, 2)``: Watanabe & Duarte's start, angles ± 0.1 rad, rates × [0.5, 1]."""
     from jaxbio.papers import watanabe_pendulum as dp
 
     rng = np.random.default_rng(seed)

@@ -1,4 +1,4 @@
-"""Joint reaction forces of the sagittal body three ways (seed 003 §3), timed in one run.
+"""Joint reaction forces of the sagittal body three ways (Blajer et al. 2007, §3), timed in one run.
 
     python benchmarks/reactions.py            # 10⁴ frames
     python benchmarks/reactions.py --quick    # 2·10³ frames, fewer repeats
@@ -16,7 +16,7 @@ the contacts as constraints, (a) and (c) with the ground reactions as given exte
 the constrained forward dynamics that produces the support-phase ``q̈`` and ground reactions.
 Before timing it checks that the schemes agree (largest difference printed). Times are the best
 of k repetitions after a warm-up call (compile time printed separately); ratios are scheme time /
-recursion time in the same run (above 1: slower than the recursion). Then seed 002's closed-form
+recursion time in the same run (above 1: slower than the recursion). Then Biscarini 2021's closed-form
 chain against the recursion (``benchmarks/planar_chain.py``, n = 3 and 8) over the same number of
 frames. Absolute times on a shared machine mean little; compare the ratios.
 """
@@ -166,11 +166,11 @@ def main(argv=None) -> int:
         ratio = f"{per / ref:12.2f}" if ref else f"{'(ref)' if 'recursion' in name else '':>12}"
         print(f"{name:<48} {per:9.2f} {ratio} {compile_s:10.2f}")
 
-    # ---- seed 002's closed-form chain against the same recursion, same run ---------------------
+    # ---- Biscarini 2021's closed-form chain against the same recursion, same run ---------------------
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from planar_chain import common_rows, print_rows, time_closed_form_vs_recursion
 
-    print("\nseed 002 closed-form planar chain (random non-slender links, muscles, contacts) vs the recursion:")
+    print("\nBiscarini 2021 closed-form planar chain (random non-slender links, muscles, contacts) vs the recursion:")
     chain_rows = time_closed_form_vs_recursion(frames, ns=(3, 8))
     print_rows(chain_rows)
     from _machine import finish, machine, row

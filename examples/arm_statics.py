@@ -1,4 +1,4 @@
-"""Du's static arm (seed 001 §3.1–3.3): joint wrenches, biceps/triceps tensions, elbow IK.
+"""Du's static arm (Du 2021, §3.1–3.3): joint wrenches, biceps/triceps tensions, elbow IK.
 
     python examples/arm_statics.py
 

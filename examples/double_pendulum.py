@@ -1,4 +1,4 @@
-"""Seed 004's double pendulum: the notebook's explicit Euler run next to an energy-conserving
+"""Watanabe & Duarte's double pendulum: the notebook's explicit Euler run next to an energy-conserving
 Diffrax run of the same system as a jaxbio HamiltonianSystem; the notebook's own PID closed loop
 (free shoulder, elbow torque on rod 2's absolute angle, kp = 30, kd = 2, ki = 3, r = π/3), and
 jaxbio's own two-joint PID variant (not in the notebook).

@@ -1,4 +1,4 @@
-"""Inverse simulation (seed 003, Blajer et al.) of a synthetic one-legged squat and a short flight.
+"""Inverse simulation (Blajer et al. 2007) of a synthetic one-legged squat and a short flight.
 
 The sagittal11 body carries the 18 Gait10dof18musc muscles (hip, knee, ankle) and torque
 actuators at the two MTP joints. Two phases, each a smooth prescribed joint motion:
@@ -7,7 +7,7 @@ actuators at the two MTP joints. Two phases, each a smooth prescribed joint moti
    rises, the left leg swings. The floating base follows from the foot constraint, so the motion
    is consistent by construction.
 2. flight (100 frames, 0.25 s): the joints move, the floating base (x, y, HAT angle) is integrated
-   from the flight dynamics (eq. 2 of seed 003: no external force but gravity).
+   from the flight dynamics (Blajer et al. 2007, eq. 2: no external force but gravity).
 
 Run: ``python examples/inverse_simulation.py`` (float64). Prints a summary of the muscle forces,
 MTP torques, ground reaction and the residuals of each phase.

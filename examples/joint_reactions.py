@@ -1,4 +1,4 @@
-"""Joint reactions from muscle forces vs. net joint torques (seed 003 §3, closing remark).
+"""Joint reactions from muscle forces vs. net joint torques (Blajer et al. 2007, §3, closing remark).
 
 On the inverse simulation's squat (`jaxbio.papers.blajer_body.squat_motion`: the right foot flat
 on the ground, the right leg squats and rises in 1.5 s), the 18 muscle forces and two MTP torques

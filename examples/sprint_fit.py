@@ -1,4 +1,4 @@
-"""Fit seed 000's fitness-dependent sprinter to Bolt's 9.58 (Berlin 2009) and look at the result.
+"""Fit the fitness-dependent sprinter (after Ivancevic 2009) to Bolt's 9.58 (Berlin 2009) and look at the result.
 
     python examples/sprint_fit.py
 

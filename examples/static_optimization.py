@@ -1,5 +1,5 @@
 """Static optimisation of muscle forces over a motion, and how it shares the load compared with the
-pseudoinverse of seed 003.
+pseudoinverse of Blajer et al. 2007.
 
     python examples/static_optimization.py
 
@@ -7,7 +7,7 @@ pseudoinverse of seed 003.
    by inverse dynamics; reserve torque actuators on the pelvis and lumbar coordinates, which no
    muscle crosses. Static optimisation with force–length–velocity (Σ aᵖ, p = 2 and p = 3).
 2. The same frames with the F/F⁰ objective (p = 2) against `clamped_pseudoinverse` (min Σ F², the
-   forces clamped at zero and the solve repeated; seed 003 eq. 6): both reproduce the moments, but
+   forces clamped at zero and the solve repeated; Blajer et al. 2007, eq. 6): both reproduce the moments, but
    the pseudoinverse ignores how strong each muscle is.
 3. An infeasible frame (a knee moment the muscles cannot produce) reported by `check_feasible`.
 4. A derivative through the optimum: how the summed muscle force changes with each muscle's
