@@ -17,12 +17,13 @@ model forces; else every force but the actuators). Bad input: one line on stderr
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 from pathlib import Path
 
 from jaxbio._text import listing
-from jaxbio.cli._common import _InputError, _number, _setup_jax
+from jaxbio.cli._common import _InputError, _number, _setup_jax, one_line
 
 
 def _stages(total: int, disable: bool):
@@ -44,6 +45,20 @@ def _progress(bar):
             bar.set_description_str(message)
 
     return say
+
+
+@contextlib.contextmanager
+def _warning_lines():
+    """Warnings issued in the block print as one line each, ``warning: MESSAGE`` on stderr (they
+    stay Python warnings: filters and ``pytest.warns`` see them as before)."""
+    import warnings
+
+    previous = warnings.formatwarning
+    warnings.formatwarning = lambda message, *args, **kwargs: one_line(f"warning: {message}") + "\n"
+    try:
+        yield
+    finally:
+        warnings.formatwarning = previous
 
 
 def _print_table(table, columns: int = 8) -> None:
@@ -73,17 +88,18 @@ def run_inverse_dynamics(
 
     bar = _stages(4 + (external_loads is not None), no_progress)
     try:
-        done = inverse_dynamics_job(
-            model,
-            motion,
-            external_loads=external_loads,
-            forces_to_exclude=forces_to_exclude,
-            lowpass=lowpass,
-            start=start,
-            end=end,
-            output=output,
-            progress=_progress(bar),
-        )
+        with _warning_lines():
+            done = inverse_dynamics_job(
+                model,
+                motion,
+                external_loads=external_loads,
+                forces_to_exclude=forces_to_exclude,
+                lowpass=lowpass,
+                start=start,
+                end=end,
+                output=output,
+                progress=_progress(bar),
+            )
     finally:
         if bar is not None:
             bar.close()
@@ -92,10 +108,8 @@ def run_inverse_dynamics(
 
 
 def _report(done) -> None:
-    """The lines a tool run prints: its warnings (stderr), then a line per file written, or the
-    table when nothing was written."""
-    for message in done.warnings:
-        print(f"warning: {message}", file=sys.stderr)
+    """The lines a tool run prints: a line per file written, or the table when nothing was written
+    (its warnings were printed as they were issued, `_warning_lines`)."""
     for kind, path in done.files.items():
         table = done.tables[kind]
         what = {"generalized_forces": "generalised forces"}.get(kind, kind)
@@ -124,14 +138,12 @@ def run_static_optimization(
 ) -> int:
     """``jaxbio static-optimization`` (`jaxbio.tools.static_optimization_job`)."""
     _setup_jax()
-    import warnings
 
     from jaxbio.tools import static_optimization_job
 
     bar = _stages(4 + (external_loads is not None), no_progress)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # printed by `_report`, once
+        with _warning_lines():
             done = static_optimization_job(
                 model,
                 motion,
@@ -215,7 +227,6 @@ def cmd_run_tool(args) -> int:
     one setup, one progress bar over them. The first setup that fails stops the session with its
     one-line error (exit 2); the outputs of the setups before it are written."""
     _setup_jax()
-    import warnings
 
     from jaxbio.tools import run_setup, setup_files
 
@@ -228,8 +239,7 @@ def cmd_run_tool(args) -> int:
                 bar.set_description_str(setup.name)
             stages = _stages(5, args.no_progress) if single else None
             try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")  # printed by `_report`, once
+                with _warning_lines():
                     done = run_setup(setup, progress=_progress(stages) if single else None)
             finally:
                 if stages is not None:

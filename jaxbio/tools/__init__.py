@@ -71,7 +71,9 @@ def inverse_dynamics_job(
 ) -> ToolRun:
     """OpenSim's ``InverseDynamicsTool`` on files (`jaxbio.io.inverse_dynamics_tool` in float64):
     the generalised forces, written to ``output`` (OpenSim's ``.sto``) when given. The output is
-    checked to be writable before any work. Returns a `ToolRun` (``tables["generalized_forces"]``)."""
+    checked to be writable before any work. Returns a `ToolRun` (``tables["generalized_forces"]``);
+    the tool's warnings (e.g. a ``forces_to_exclude`` word that matches nothing) are issued and kept
+    in ``warnings``."""
     import jax
     import jax.numpy as jnp
 
@@ -82,7 +84,8 @@ def inverse_dynamics_job(
         from jaxbio._files import check_outputs
 
         check_outputs([("--output", output)], inputs)  # before any work
-    with jax.enable_x64(True):
+    with warnings.catch_warnings(record=True) as caught, jax.enable_x64(True):
+        warnings.simplefilter("always")
         table = inverse_dynamics_tool(
             model,
             motion,
@@ -94,8 +97,17 @@ def inverse_dynamics_job(
             dtype=jnp.float64,
             progress=progress,
         )
+    _reissue(caught)
     files = {"generalized_forces": _write_sto(output, table, inputs, "--output")} if output else {}
-    return ToolRun(None, "inverse_dynamics", {"generalized_forces": table}, files)
+    return ToolRun(
+        None, "inverse_dynamics", {"generalized_forces": table}, files, tuple(str(w.message) for w in caught)
+    )
+
+
+def _reissue(caught) -> None:
+    """Issue again the warnings a run recorded (under the caller's own filters)."""
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def static_optimization_job(
@@ -147,8 +159,7 @@ def static_optimization_job(
             dtype=jnp.float64,
             progress=progress,
         )
-    for w in caught:
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    _reissue(caught)
     files = {
         name: _write_sto(path, table, inputs, flag)
         for name, flag, path, table in (
