@@ -70,36 +70,17 @@ def _print_table(table, columns: int = 8) -> None:
         print(f"{table.time[k]:9.4f}" + "".join(f"{table.data[k, i]:{width}.4f}" for i in cols))
 
 
-def run_inverse_dynamics(
-    model,
-    motion,
-    *,
-    external_loads=None,
-    forces_to_exclude=("muscles",),
-    lowpass=None,
-    start=None,
-    end=None,
-    output=None,
-    no_progress=False,
-) -> int:
-    """The ``--motion`` form of ``jaxbio inverse-dynamics`` (`jaxbio.tools.inverse_dynamics_job`)."""
+def _run_job(job: str, model, motion, *, no_progress: bool, **options) -> int:
+    """``jaxbio inverse-dynamics --motion`` and ``jaxbio static-optimization``: the `jaxbio.tools`
+    job named ``job`` (``inverse_dynamics_job``, ``static_optimization_job``) with a progress bar
+    over its stages, its warnings as one line each, then `_report`."""
     _setup_jax()
-    from jaxbio.tools import inverse_dynamics_job
+    import jaxbio.tools
 
-    bar = _stages(4 + (external_loads is not None), no_progress)
+    bar = _stages(4 + (options.get("external_loads") is not None), no_progress)
     try:
         with _warning_lines():
-            done = inverse_dynamics_job(
-                model,
-                motion,
-                external_loads=external_loads,
-                forces_to_exclude=forces_to_exclude,
-                lowpass=lowpass,
-                start=start,
-                end=end,
-                output=output,
-                progress=_progress(bar),
-            )
+            done = getattr(jaxbio.tools, job)(model, motion, progress=_progress(bar), **options)
     finally:
         if bar is not None:
             bar.close()
@@ -121,52 +102,9 @@ def _report(done) -> None:
         _print_table(done.tables.get("activations", done.tables.get("generalized_forces")))
 
 
-def run_static_optimization(
-    model,
-    motion,
-    *,
-    external_loads=None,
-    actuators=(),
-    lowpass=None,
-    start=None,
-    end=None,
-    activation_exponent=2.0,
-    use_muscle_physiology=True,
-    output_forces=None,
-    output_activations=None,
-    no_progress=False,
-) -> int:
-    """``jaxbio static-optimization`` (`jaxbio.tools.static_optimization_job`)."""
-    _setup_jax()
-
-    from jaxbio.tools import static_optimization_job
-
-    bar = _stages(4 + (external_loads is not None), no_progress)
-    try:
-        with _warning_lines():
-            done = static_optimization_job(
-                model,
-                motion,
-                external_loads=external_loads,
-                actuators=actuators,
-                lowpass=lowpass,
-                start=start,
-                end=end,
-                activation_exponent=activation_exponent,
-                use_muscle_physiology=use_muscle_physiology,
-                output_forces=output_forces,
-                output_activations=output_activations,
-                progress=_progress(bar),
-            )
-    finally:
-        if bar is not None:
-            bar.close()
-    _report(done)
-    return 0
-
-
 def cmd_static_optimization(args) -> int:
-    return run_static_optimization(
+    return _run_job(
+        "static_optimization_job",
         args.model,
         args.motion,
         external_loads=args.external_loads,
@@ -207,7 +145,8 @@ def cmd_inverse_dynamics(args) -> int:
             "--model is needed with --motion: an OpenSim .osim file, a model .json or a shipped model name"
         )
     exclude = ("muscles",) if args.forces_to_exclude is None else tuple(args.forces_to_exclude)
-    return run_inverse_dynamics(
+    return _run_job(
+        "inverse_dynamics_job",
         args.model,
         args.motion,
         external_loads=args.external_loads,
