@@ -17,20 +17,23 @@ one run), made cold: JAX's caches are cleared before each (`jax.clear_caches`), 
 reuses the traces of an earlier path or call (the value-and-grad first, as a training loop's
 first step). The paths (``--paths``):
 
-- ``default``: the default of `jb.simulate` (adaptive Tsit5, PID controller ``rtol = atol =
-  1e-5``, Diffrax's `RecursiveCheckpointAdjoint` with its default checkpoints);
+- ``default``: the defaults of `jb.simulate` (since 2026-12-07: the velocity form and
+  `StoredAdjoint`, i.e. ``stored_velocity``; adaptive Tsit5, PID controller ``rtol = atol =
+  1e-5``);
+- ``diffrax``: the default before 2026-12-07: the Hamiltonian form through Diffrax's loop and its
+  `RecursiveCheckpointAdjoint` with its default checkpoints;
 - ``backsolve``: the same solve with Diffrax's `BacksolveAdjoint` (continuous adjoint);
-- ``custom_vjp``: ``default`` with the vector field's ``(q̇, ∂H/∂q)`` given a hand-written reverse
+- ``custom_vjp``: ``diffrax`` with the vector field's ``(q̇, ∂H/∂q)`` given a hand-written reverse
   rule (benchmarks/_learning_vjp.py; tried, not shipped);
-- ``grid``: fixed-grid stepping ``steps=200`` (`lax.scan`, reverse mode through the scan; its
-  loss is over the 201 grid states, so its ``loss`` column differs);
-- ``velocity``: ``default`` with ``form="velocity"`` (the solver integrates ``(q, q̇)``,
+- ``grid``: fixed-grid stepping ``steps=200`` in the Hamiltonian form (`lax.scan`, reverse mode
+  through the scan; its loss is over the 201 grid states, so its ``loss`` column differs);
+- ``velocity``: ``diffrax`` with ``form="velocity"`` (the solver integrates ``(q, q̇)``,
   `HamiltonianSystem.velocity_field`: reverse mode differentiates the wrench recursion once
   instead of ``∂T/∂q``);
 - ``velocity_ckpt``: ``velocity`` with ``max_steps=256`` and
   ``RecursiveCheckpointAdjoint(checkpoints=256)``: one checkpoint per step (these solves take
   ≤ 186 steps), so the reverse pass recomputes nothing;
-- ``stored``: ``default`` with ``adjoint=jb.simulation.StoredAdjoint()`` (jaxbio's own Tsit5
+- ``stored``: ``diffrax`` with ``adjoint=jb.simulation.StoredAdjoint()`` (jaxbio's own Tsit5
   loop, every step's stages stored, their exact adjoint; `jaxbio._tsit5`);
 - ``stored_velocity``: ``velocity`` with ``StoredAdjoint()``;
 - ``stored_state``: ``stored_velocity`` as a training loop would write it: the initial state in
@@ -38,7 +41,7 @@ first step). The paths (``--paths``):
   ``derived=False`` (the loss reads ``q`` only: the momenta and energy at the saved times are
   never traced).
 
-``stored_state`` meets the target (value-and-grad ≤ 4× forward, first compile < 10 s): forward
+``default`` (and ``stored_state``) meet the target (value-and-grad ≤ 4× forward, first compile < 10 s): forward
 dynamics is differentiated by the inverse-dynamics identity (`jaxbio.dynamics.forward`), under
 `jax.vmap` its reverse pass runs the batch-last adjoint of the wrench recursion
 (`jaxbio.dynamics._adjoint`), the solve's loop traces the field once each way and linearises it at
@@ -72,6 +75,7 @@ import jaxbio as jb  # noqa: E402
 BATCH, DURATION, SAVED = 32, 2.0, 21
 PATHS = (
     "default",
+    "diffrax",
     "backsolve",
     "custom_vjp",
     "grid",
@@ -95,20 +99,23 @@ class MLPDrive(jb.hamiltonian.Drive):
 def solve_kwargs(path: str, ts) -> dict:
     """`jb.simulate` keywords of each path."""
     adaptive = dict(ts=ts, rtol=1e-5, atol=1e-5, throw=False)
-    if path in ("default", "custom_vjp"):
+    checkpointed = diffrax.RecursiveCheckpointAdjoint()
+    if path == "default":
         return adaptive
+    if path in ("diffrax", "custom_vjp"):
+        return dict(adaptive, form="hamiltonian", adjoint=checkpointed)
     if path == "backsolve":
-        return dict(adaptive, adjoint=diffrax.BacksolveAdjoint())
+        return dict(adaptive, form="hamiltonian", adjoint=diffrax.BacksolveAdjoint())
     if path == "grid":
-        return dict(steps=200, throw=False)
+        return dict(steps=200, form="hamiltonian", throw=False)
     if path == "velocity":
-        return dict(adaptive, form="velocity")
+        return dict(adaptive, form="velocity", adjoint=checkpointed)
     if path == "velocity_ckpt":
         return dict(
             adaptive, form="velocity", max_steps=256, adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=256)
         )
     if path == "stored":
-        return dict(adaptive, adjoint=jb.simulation.StoredAdjoint())
+        return dict(adaptive, form="hamiltonian", adjoint=jb.simulation.StoredAdjoint())
     if path == "stored_velocity":
         return dict(adaptive, form="velocity", adjoint=jb.simulation.StoredAdjoint())
     if path == "stored_state":
@@ -242,7 +249,7 @@ def field_cost(model: str, evaluations: int = 100, dtype=jnp.float32) -> dict:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="double_pendulum,arm7")
-    parser.add_argument("--paths", default="default,backsolve,grid,stored_state")
+    parser.add_argument("--paths", default="default,diffrax,backsolve,grid,stored_state")
     parser.add_argument("--json", default=None)
     parser.add_argument(
         "--rounds",

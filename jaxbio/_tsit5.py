@@ -127,16 +127,18 @@ def _in_step(ts, t, h):
     return inside, jnp.where(inside, (ts - t) / jnp.where(h > 0, h, 1), 0)
 
 
-def _forward(field, x0, t0, ts, t1, rtol, atol, max_steps: int, store: bool):
-    """The forward loop: ``(ys (T, d), status, stored)``; ``stored`` is ``(n, X (max_steps, d),
-    K (max_steps, 7, d), T1 (max_steps,), H (max_steps,), AUX)`` when ``store``: the end state,
-    the stages, the end time and the length of every accepted step, and the field's ``aux`` at
-    each stage (`_with_aux`; leaves ``(max_steps, 7, …)``, None when it keeps nothing); else
-    None."""
+def _forward(field, x0, t0, ts, t1, rtol, atol, max_steps: int, store: int):
+    """The forward loop: ``(ys (T, d), status, counts, stored)``; ``counts`` is ``(accepted,
+    attempted)`` steps; ``stored`` is ``(n, X (store, d), K (store, 7, d), T1 (store,), H
+    (store,), AUX)`` when ``store`` (the number of steps kept, ≥ 1) is nonzero: the end state,
+    the stages, the end time and the length of the first ``store`` accepted steps, and the
+    field's ``aux`` at each stage (`_with_aux`; leaves ``(store, 7, …)``, None when it keeps
+    nothing), ``n`` the number of accepted steps (more than ``store`` when the buffer ran out);
+    else None. ``max_steps`` bounds the steps taken either way."""
     dtype = x0.dtype
     A, C, B, E = (jnp.asarray(a, dtype) for a in (_A, _C, _B, _E))
     ys = jnp.where((ts <= t0)[:, None], x0, jnp.full(ts.shape + x0.shape, jnp.nan, dtype))
-    size = max_steps if store else 0
+    size = store
     # the field's aux per stage (only when storing: the pass that is not differentiated needs none)
     aux = jax.tree_util.tree_map(
         lambda a: jnp.zeros((STAGES,) + a.shape, a.dtype), _aux_init(field, x0) if store else None
@@ -180,13 +182,15 @@ def _forward(field, x0, t0, ts, t1, rtol, atol, max_steps: int, store: bool):
         ok = keep & ~bad
         if store:
             X, KK, T1, H, AUX = stored
+            put = ok & (n < size)  # past the buffer the solve goes on, its steps not kept
+            slot = jnp.minimum(n, size - 1)
             stored = (
-                X.at[n].set(x1, pred=ok),
-                KK.at[n].set(K, pred=ok),
-                T1.at[n].set(t + hs, pred=ok),
-                H.at[n].set(hs, pred=ok),
+                X.at[slot].set(x1, pred=put),
+                KK.at[slot].set(K, pred=put),
+                T1.at[slot].set(t + hs, pred=put),
+                H.at[slot].set(hs, pred=put),
                 # aux first: inside the loop AUX's leaves are equinox's buffers, not arrays
-                jax.tree_util.tree_map(lambda v, s: s.at[n].set(v, pred=ok), aux, AUX),
+                jax.tree_util.tree_map(lambda v, s: s.at[slot].set(v, pred=put), aux, AUX),
             )
         inside, theta = _in_step(ts, t, hs)
         ys = jnp.where((ok & inside)[:, None], x + hs * _combine(dense_weights(theta), K), ys)
@@ -215,41 +219,64 @@ def _forward(field, x0, t0, ts, t1, rtol, atol, max_steps: int, store: bool):
         ys,
         stored,
     )
-    t, _, _, _, _, _, n, stop, ys, stored = eqxi.while_loop(cond, body, c, kind="lax", buffers=lambda c: c[9])
+    t, _, _, _, _, attempts, n, stop, ys, stored = eqxi.while_loop(cond, body, c, kind="lax", buffers=lambda c: c[9])
     status = jnp.where(t >= t1, SUCCESSFUL, jnp.where(stop, NONFINITE, MAX_STEPS))
-    return ys, status, ((n,) + stored if store else None)
+    return ys, status, (n, attempts), ((n,) + stored if store else None)
+
+
+def overflow_message(stored_steps: int) -> str:
+    """The error of a gradient through a solve longer than the steps its reverse pass keeps."""
+    return (
+        f"simulate: the gradient needs every step of the solve, but it took more than the "
+        f"{stored_steps} steps kept for reverse mode; pass "
+        f"adjoint=jaxbio.simulation.StoredAdjoint(steps=N) with a larger N, or "
+        f"adjoint=diffrax.RecursiveCheckpointAdjoint() (less memory, slower)"
+    )
 
 
 @eqx.filter_custom_vjp
-def solve(diff, t0, ts, t1, rtol, atol, max_steps: int):
-    """``(ys (T, d), status)``: ``x(ts)`` of ``dx/dt = field(t, x)`` from ``x(t0) = x0`` to
-    ``t1``, with ``diff = (field, x0)`` (``field`` a pytree callable, e.g. an `equinox.Module`;
-    ``x0`` ``(d,)``), ``ts`` ``(T,)`` increasing in ``[t0, t1]`` (saved by the dense output);
-    ``rtol``, ``atol`` scalars; ``max_steps`` the step budget (accepted and rejected steps), also
-    the number of steps stored under reverse mode (memory: ``(8·d + 7·a + 2)·max_steps``
-    numbers per solve, ``a`` the size of the field's ``aux``, 0 for none). ``status``:
-    `SUCCESSFUL`, `MAX_STEPS` or `NONFINITE`; rows not reached are NaN. Reverse-mode
-    differentiable in ``diff`` (see the module docstring)."""
+def solve(diff, t0, ts, t1, rtol, atol, max_steps: int, stored_steps: int | None = None, throw: bool = True):
+    """``(ys (T, d), status, (accepted, attempted))``: ``x(ts)`` of ``dx/dt = field(t, x)`` from
+    ``x(t0) = x0`` to ``t1``, with ``diff = (field, x0)`` (``field`` a pytree callable, e.g. an
+    `equinox.Module`; ``x0`` ``(d,)``), ``ts`` ``(T,)`` increasing in ``[t0, t1]`` (saved by the
+    dense output); ``rtol``, ``atol`` scalars; ``max_steps`` the step budget (accepted and
+    rejected steps); ``stored_steps`` (default ``max_steps``) the number of accepted steps kept
+    under reverse mode (memory: ``(8·d + 7·a + 2)·stored_steps`` numbers per solve, ``a`` the
+    size of the field's ``aux``, 0 for none). A differentiated solve that takes more accepted
+    steps than that has the same values, and a NaN gradient (``throw=False``) or an
+    `equinox.error_if` naming the cause (`overflow_message`). ``status``: `SUCCESSFUL`,
+    `MAX_STEPS` or `NONFINITE`; rows not reached are NaN. Reverse-mode differentiable in
+    ``diff`` (see the module docstring)."""
     field, x0 = diff
-    ys, status, _ = _forward(field, x0, t0, ts, t1, rtol, atol, max_steps, store=False)
-    return ys, status
+    ys, status, counts, _ = _forward(field, x0, t0, ts, t1, rtol, atol, max_steps, store=0)
+    return ys, status, counts
+
+
+def _kept(max_steps: int, stored_steps: int | None) -> int:
+    return max_steps if stored_steps is None else max(1, min(max_steps, stored_steps))
 
 
 @solve.def_fwd
-def _solve_fwd(perturbed, diff, t0, ts, t1, rtol, atol, max_steps):
+def _solve_fwd(perturbed, diff, t0, ts, t1, rtol, atol, max_steps, stored_steps=None, throw=True):
     field, x0 = diff
-    ys, status, stored = _forward(field, x0, t0, ts, t1, rtol, atol, max_steps, store=True)
-    return (ys, status), stored
+    ys, status, counts, stored = _forward(
+        field, x0, t0, ts, t1, rtol, atol, max_steps, store=_kept(max_steps, stored_steps)
+    )
+    return (ys, status, counts), stored
 
 
 @solve.def_bwd
-def _solve_bwd(stored, cotangents, perturbed, diff, t0, ts, t1, rtol, atol, max_steps):
+def _solve_bwd(stored, cotangents, perturbed, diff, t0, ts, t1, rtol, atol, max_steps, stored_steps=None, throw=True):
     """Steps ``n, n − 1 … 0``, stages 5 … 0 each: a step's seventh stage ``f(t_{j+1}, x_{j+1})``
     (in the saves inside it) is the next step's stage 0, so its cotangent joins stage 0 of step
-    ``j + 1``; step ``n`` (length 0) carries only the last step's."""
-    ys_bar, _ = cotangents
+    ``j + 1``; step ``n`` (length 0) carries only the last step's. A solve with more accepted
+    steps than were kept gets NaN (or raises, ``throw``)."""
+    ys_bar = cotangents[0]
     field, x0 = diff
-    n, X, KK, T1, H, AUX = stored
+    n_all, X, KK, T1, H, AUX = stored
+    kept = X.shape[0]
+    overflow = n_all > kept
+    n = jnp.minimum(n_all, kept)
     dtype = x0.dtype
     A, C, B = (jnp.asarray(a, dtype) for a in (_A, _C, _B))
     ys_bar = jnp.where(jnp.isfinite(ys_bar), ys_bar, 0.0)  # rows not reached carry no gradient
@@ -302,4 +329,7 @@ def _solve_bwd(stored, cotangents, perturbed, diff, t0, ts, t1, rtol, atol, max_
     c = (n, jnp.zeros_like(x0), jax.tree_util.tree_map(jnp.zeros_like, moving), saved(n))
     _, lam, grad, _ = jax.lax.while_loop(lambda c: c[0] >= 0, body, c)
     lam = lam + jnp.sum(jnp.where((ts <= t0)[:, None], ys_bar, 0.0), axis=0)
-    return grad, lam
+    out = jax.tree_util.tree_map(lambda g: jnp.where(overflow, jnp.nan, g), (grad, lam))
+    if throw:
+        out = eqx.error_if(out, overflow, overflow_message(kept))
+    return out

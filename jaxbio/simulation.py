@@ -20,16 +20,17 @@ first NaN/inf state (``RESULTS.nonfinite``) instead of shrinking its step until 
 Failed solves raise `SimulationError` outside jit (one line, no Equinox banner).
 
 Gradients: both functions are differentiable with respect to the initial state and every array
-in the system (tree parameters, drive, dissipation, fitness law). The default adjoint is
-Diffrax's `RecursiveCheckpointAdjoint`: it differentiates the discretised solve exactly
-(discretise-then-optimise) with checkpointed memory, so gradients match finite differences of
-the same solver to round-off. `BacksolveAdjoint` (continuous adjoint, O(1) memory) integrates
-the dynamics backwards in time, which is ill-conditioned for the dissipative and chaotic
-systems of this package; pass it via ``adjoint=`` only for long, smooth, conservative runs.
-`StoredAdjoint` (``adjoint=jb.simulation.StoredAdjoint()``) runs jaxbio's own Tsit5 loop instead,
-storing every step's stages: the same states and gradient as the default for the default solve
-options, cheaper to compile and to differentiate (see its docstring); the choice for training
-through batches of short solves.
+in the system (tree parameters, drive, dissipation, fitness law). Both adjoints differentiate
+the discretised solve exactly (discretise-then-optimise), so gradients match finite differences
+of the same solver to round-off. `simulate`'s default is `StoredAdjoint` — jaxbio's own Tsit5
+loop, every step's stages stored, the field traced once each way — wherever its solve options
+allow (Tsit5, adaptive steps, ``ts`` or ``t1`` saved, no event, no time differentiated), and
+Diffrax's `RecursiveCheckpointAdjoint` (checkpointed memory) otherwise: the same states to
+round-off, the same gradients. With the velocity form (`default_form`, where it applies) a
+value-and-gradient step then costs a few forward passes by default (benchmarks/learning.py).
+`BacksolveAdjoint` (continuous adjoint, O(1) memory) integrates the dynamics backwards in time,
+which is ill-conditioned for the dissipative and chaotic systems of this package; pass it via
+``adjoint=`` only for long, smooth, conservative runs.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ __all__ = [
     "StoredAdjoint",
     "Trajectory",
     "crossing_times",
+    "default_form",
     "hermite",
     "simulate",
     "simulate_sde",
@@ -90,8 +92,9 @@ class Trajectory(eqx.Module):
     raises instead (`SimulationError` outside jit). NaN in any output means "not computed":
     the rows a failed solve did not reach, every row after a bad traced argument.
     ``solution``: the `diffrax.Solution` (dense interpolation via ``solution.evaluate(t)`` when
-    ``dense=True``; None for fixed-grid stepping and `StoredAdjoint`). Padding entries (times
-    after an event stop) are ``inf`` in ``ts``.
+    ``dense=True``; with `StoredAdjoint` one that holds only ``stats``, the steps taken and
+    accepted; None for fixed-grid stepping). Padding entries (times after an event stop) are
+    ``inf`` in ``ts``.
     """
 
     ts: Array
@@ -261,28 +264,31 @@ def _stop_on_nonfinite(controller, span):
 
 
 class StoredAdjoint(diffrax.AbstractAdjoint):
-    """``simulate(..., adjoint=StoredAdjoint())``: jaxbio's own adaptive Tsit5 loop, whose reverse
-    mode stores every accepted step's stages and runs their exact adjoint (`jaxbio._tsit5`). The
-    same solve as the default (Tsit5, the PID controller with ``rtol``/``atol``, a first step of
+    """``simulate(..., adjoint=StoredAdjoint())`` (`simulate`'s default where it applies): jaxbio's
+    own adaptive Tsit5 loop, whose reverse mode stores every accepted step's stages and runs
+    their exact adjoint (`jaxbio._tsit5`). The same solve as Diffrax's (Tsit5, the PID controller with ``rtol``/``atol``, a first step of
     0.01 s, ``ts`` saved by the dense output: the states equal Diffrax's to round-off) and the same
     gradient as Diffrax's `RecursiveCheckpointAdjoint`, but the vector field is traced once
     forward and once in reverse instead of into every part of Diffrax's loop, and nothing is
     recomputed: the velocity form's reverse pass takes each stage's ``q̈`` and the Cholesky factor
     of ``M + J`` (kept per stage, up to 12 coordinates) from the forward pass. For training
-    through batches of short solves, with ``form="velocity"``: the first value-and-gradient call
+    through batches of short solves, in the velocity form: the first value-and-gradient call
     and the step are faster than through Diffrax's loop (benchmarks/learning.py, path
-    ``stored_velocity`` against ``velocity``; benchmarks/README.md, "Measurements behind design choices").
+    ``default`` against ``velocity``; benchmarks/README.md, "Measurements behind design choices").
 
     It excludes a ``solver`` other than Tsit5, ``dt0``, ``stepsize_controller``, ``saveat``,
     ``event`` and ``dense`` (``ValueError``); `Trajectory.solution` is None. Reverse mode only
     (``jax.jvp`` raises, as with `RecursiveCheckpointAdjoint`); ``t0``, ``t1`` and ``ts`` are not
     differentiated.
 
-    ``steps``: at most this many steps (accepted and rejected) are taken, or ``max_steps`` if
-    smaller; a longer solve fails with ``max_steps_reached`` (raise ``steps``). Reverse mode stores
-    ``8 · steps`` numbers per state entry and trajectory, and in velocity form up to 12
-    coordinates ``7 · nv(nv+1)/2 · steps`` more for the factors (arm7's 15 states and 7
-    coordinates, 1024 steps: 1.3 MB in float32), allocated on every differentiated call."""
+    ``steps``: the accepted steps kept for reverse mode (``simulate``'s ``max_steps`` bounds
+    the steps taken). A differentiated solve that takes more has the same values, and its
+    gradient raises naming this option (an `equinox.error_if`; NaN with ``throw=False``), never
+    a wrong number: raise ``steps``, or pass Diffrax's `RecursiveCheckpointAdjoint` (memory
+    of about ``sqrt(2·max_steps)`` states, more recomputation). Reverse mode stores ``8 ·
+    steps`` numbers per state entry and trajectory, and in velocity form up to 12 coordinates
+    ``7 · nv(nv+1)/2 · steps`` more for the factors (arm7's 15 states and 7 coordinates, 1024
+    steps: 1.3 MB in float32), allocated on every differentiated call."""
 
     steps: int = eqx.field(static=True, default=1024)
 
@@ -538,7 +544,7 @@ def simulate(
     steps: int | None = None,
     spacing: str = "uniform",
     checkpoint: bool = False,
-    form: str = "hamiltonian",
+    form: str | None = None,
     derived: bool = True,
 ) -> Trajectory:
     """Integrate the Hamilton equations of ``system`` from ``y0`` over ``[t0, t1]`` (s).
@@ -562,9 +568,13 @@ def simulate(
         event: a `diffrax.Event`, e.g. `stop_when` ``(index, value)``.
         dense: keep the dense interpolant (``trajectory.solution.evaluate(t)``).
         max_steps: step budget; reaching it raises (``throw=True``) or sets ``result``.
-        adjoint: Diffrax adjoint for gradients (default `RecursiveCheckpointAdjoint`, see module
-            doc), or `StoredAdjoint` (jaxbio's own loop with a stored-stage adjoint: faster
-            reverse mode and compile through short solves, fewer options).
+        adjoint: how gradients are computed. By default `StoredAdjoint` (jaxbio's own Tsit5
+            loop, every step's stages kept for an exact reverse pass: a value-and-gradient
+            step costs a few forward passes) wherever it applies — no other ``solver``, no
+            ``dt0``, ``stepsize_controller``, ``saveat``, ``event`` or ``dense``, and no time
+            (``t0``, ``t1``, ``ts``) differentiated — and Diffrax's `RecursiveCheckpointAdjoint`
+            otherwise (see the module doc). The two give the same states to round-off and the
+            same gradients. Any Diffrax adjoint may be given.
         throw: raise on failure (max_steps, non-finite state); otherwise check ``result``.
         steps: fixed-grid stepping (static int ≥ 1): exactly ``steps`` solver steps on a grid
             from ``t0`` to ``t1``, every grid point saved (``T = steps + 1``), differentiated
@@ -578,21 +588,17 @@ def simulate(
             stores every stage's intermediates: ~60 kB per step per trajectory for the double
             pendulum (float64), so ``grad`` of 1,000 trajectories of 2,000 steps needs ~120 GB
             instead of ~0.2 GB (benchmarks/memory.py). No effect on forward mode.
-        form: the state the solver integrates: ``"hamiltonian"`` (default; ``(q, p)``, Ivancevic's
+        form: the state the solver integrates: ``"hamiltonian"`` (``(q, p)``, Ivancevic's
             (2009) equations) or ``"velocity"`` (``(q, q̇)``, `HamiltonianSystem.velocity_field`:
             ``q̈ = (M + J)⁻¹ (F − ∂R/∂q̇ − ∂U/∂q − C q̇ − g)``). The same trajectory up to the
             discretisation (the `Trajectory` is the same, ``p = (M + J) q̇`` at the saved
-            times); needs 1-DOF joints and a Rayleigh dissipation. Use it when you differentiate
-            through the solve: reverse mode then differentiates the wrench recursion once instead
-            of ``∂T/∂q`` (a second derivative), and under `jax.vmap` by its batch-last adjoint
-            (axial trees), so a value-and-gradient step runs faster. With
-            ``adjoint=StoredAdjoint()``, a start from velocities (``initial_state(q0, qd0,
-            form="velocity")``) and ``derived=False`` it is the training recipe of
-            docs/guides/learning.md (benchmarks/learning.py; benchmarks/README.md, "Measurements behind design choices").
-            Not the default: the Hamiltonian form's forward pass under `jax.vmap` runs one fused
-            batch-last kernel (faster for the double pendulum). The adaptive solve's error
-            control then measures ``q̇`` instead of ``p``, so the steps taken (and the
-            solution's round-off level) differ slightly.
+            times). By default (None) `default_form`: the velocity form where it applies (1-DOF
+            joints and a Rayleigh dissipation), whose reverse mode differentiates the wrench
+            recursion once instead of ``∂T/∂q`` (a second derivative), under `jax.vmap` by its
+            batch-last adjoint; else the Hamiltonian form. The adaptive solve's error control
+            measures ``q̇`` or ``p``, so the steps taken (and the solution's round-off level)
+            differ slightly between the two. A start from velocities (``initial_state(q0, qd0,
+            form="velocity")``) skips the mass matrix of the start.
         derived: compute the outputs derived from the integrated state at the saved times: the
             velocities ``qd = (M + J)⁻¹ p`` (Hamiltonian form) or the momenta ``p = (M + J) q̇``
             (velocity form), and the ``energy``. ``False`` leaves those None (the integrated
@@ -636,6 +642,8 @@ def simulate(
         event=event,
         adjoint=adjoint,
     )
+    if form is None:
+        form = default_form(system)
     check_choice(form, FORMS, f"{fn}: form")
     if form == "velocity":
         try:
@@ -690,6 +698,7 @@ def simulate(
                 f"{fn}: adjoint=StoredAdjoint() runs jaxbio's own adaptive Tsit5 loop (ts= or t1 "
                 f"saved, rtol/atol), which excludes {', '.join(clash)}"
             )
+    given_controller, given_saveat = stepsize_controller, saveat
     if stepsize_controller is None:
         if dt0 is None:
             tol = default_tolerance(jnp.result_type(y0["q"]))
@@ -736,9 +745,11 @@ def simulate(
         saveat = diffrax.SaveAt(ts=ts, dense=dense) if ts is not None else diffrax.SaveAt(t1=True, dense=dense)
         requested = ts if ts is not None else t1[None]
     y_start = _to_form(system, y0, form)
+    if adjoint is None and _stored_by_default(solver, dt0, given_controller, given_saveat, event, dense, t0, t1, ts):
+        adjoint = StoredAdjoint()
     if isinstance(adjoint, StoredAdjoint):
         return _simulate_stored(
-            system, y_start, t0, t1, ts, rtol, atol, min(max_steps, adjoint.steps), form, throw, deferred, derived
+            system, y_start, t0, t1, ts, rtol, atol, max_steps, adjoint.steps, form, throw, deferred, derived
         )
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(solver_field(system, form)),
@@ -823,15 +834,61 @@ class _FlatField(eqx.Module):
         return _FlatField(_tsit5._at(self.field, self.unravel(k), aux), self.unravel)
 
 
+def default_form(system: HamiltonianSystem) -> str:
+    """The state `simulate` integrates when ``form`` is not given: ``"velocity"`` where the
+    velocity form applies (1-DOF joints, a Rayleigh dissipation: `HamiltonianSystem.check_velocity_form`),
+    else ``"hamiltonian"``. Both are exact (the same trajectory up to the discretisation); the
+    velocity form's reverse mode differentiates the wrench recursion once instead of ``∂T/∂q``,
+    so gradients through the solve cost a few forward passes (benchmarks/learning.py)."""
+    try:
+        system.check_velocity_form()
+    except ValueError:
+        return "hamiltonian"
+    return "velocity"
+
+
+def _differentiated(x) -> bool:
+    """Whether ``x`` may carry a derivative: a tracer of differentiation (JVP or linearisation),
+    possibly inside `jax.vmap`'s; a tracer of a kind not known here counts as differentiated.
+    A tracer of `jax.jit` (``DynamicJaxprTracer``) does not: under ``grad(jit(f))`` the times are
+    traced before it is known that they are differentiated, and the stored loop then refuses
+    their derivative (equinox's error) instead of returning a wrong one."""
+    stack = list(jax.tree_util.tree_leaves(x))
+    while stack:
+        v = stack.pop()
+        if not isinstance(v, jax.core.Tracer):
+            continue
+        kind = type(v).__name__
+        if kind == "BatchTracer":
+            stack.append(v.val)
+        elif kind != "DynamicJaxprTracer":
+            return True
+    return False
+
+
+def _stored_by_default(solver, dt0, controller, saveat, event, dense, t0, t1, ts) -> bool:
+    """Whether a `simulate` without ``adjoint`` runs jaxbio's own Tsit5 loop (`StoredAdjoint`):
+    when the call asks for nothing the loop lacks (another solver, ``dt0``, a step-size
+    controller, ``saveat``, an event, the dense interpolant) and no time is differentiated. Its
+    states equal Diffrax's solve with the same options to round-off, and so do its gradients;
+    a value-and-gradient step costs a few forward passes instead of ten or more
+    (benchmarks/learning.py)."""
+    if solver is not None and type(solver) is not diffrax.Tsit5:
+        return False
+    if any(x is not None for x in (dt0, controller, saveat, event)) or dense:
+        return False
+    return not _differentiated((t0, t1, ts))
+
+
 def _simulate_stored(
-    system, y_start, t0, t1, ts, rtol, atol, max_steps, form, throw, deferred, derived=True
+    system, y_start, t0, t1, ts, rtol, atol, max_steps, stored_steps, form, throw, deferred, derived=True
 ) -> Trajectory:
     """`simulate` with ``adjoint=StoredAdjoint()``: `jaxbio._tsit5.solve` on the flat state, saving
-    ``ts`` (or ``t1``)."""
+    ``ts`` (or ``t1``); ``Trajectory.solution`` holds its ``stats`` (steps accepted and taken)."""
     dtype = jnp.result_type(t0)
     save = t1[None] if ts is None else ts
     flat0, unravel = ravel_pytree(y_start)
-    xs, status = _tsit5.solve(
+    xs, status, (accepted, attempted) = _tsit5.solve(
         (_FlatField(solver_field(system, form), unravel), flat0),
         t0,
         save,
@@ -839,6 +896,8 @@ def _simulate_stored(
         jnp.asarray(rtol, dtype),
         jnp.asarray(atol, dtype),
         max_steps,
+        stored_steps,
+        throw,
     )
     result = diffrax.RESULTS.where(
         status == _tsit5.SUCCESSFUL,
@@ -846,13 +905,32 @@ def _simulate_stored(
         diffrax.RESULTS.where(status == _tsit5.MAX_STEPS, diffrax.RESULTS.max_steps_reached, diffrax.RESULTS.nonfinite),
     )
     reached = jnp.all(jnp.isfinite(xs), axis=-1)
+    stats = {
+        "num_steps": attempted,
+        "num_accepted_steps": accepted,
+        "num_rejected_steps": attempted - accepted,
+        "max_steps": max_steps,
+    }
+    solution = diffrax.Solution(
+        t0=t0,
+        t1=t1,
+        ts=None,
+        ys=None,
+        interpolation=None,
+        stats=stats,
+        result=result,
+        solver_state=None,
+        controller_state=None,
+        made_jump=None,
+        event_mask=None,
+    )
     return _trajectory(
         "simulate",
         system,
         jnp.where(reached, save, jnp.inf),
         jax.vmap(unravel)(xs),
         result,
-        None,
+        solution,
         throw,
         deferred,
         save,

@@ -374,6 +374,6 @@ def test_velocity_form_initial_state():
     for name in ("q", "p", "qd", "energy"):
         np.testing.assert_allclose(getattr(b, name), getattr(a, name), atol=1e-12, err_msg=name)
     with pytest.raises(ValueError, match=r"keys \['f', 'p', 'q'\].*'qd' instead of 'p'"):
-        jb.simulate(system, yv, 0.0, 1.0, ts=ts)
+        jb.simulate(system, yv, 0.0, 1.0, ts=ts, form="hamiltonian")
     with pytest.raises(ValueError, match="initial_state: form"):
         system.initial_state(q0, form="lagrangian")

@@ -42,7 +42,7 @@ TOL = 1e-8
 
 
 def ours(W, x0, ts=TS, max_steps=4096):
-    ys, status = _tsit5.solve((Toy(W), x0), jnp.asarray(T0), ts, jnp.asarray(T1), TOL, TOL, max_steps)
+    ys, status, _ = _tsit5.solve((Toy(W), x0), jnp.asarray(T0), ts, jnp.asarray(T1), TOL, TOL, max_steps)
     return ys, status
 
 
@@ -68,7 +68,7 @@ def test_same_states_as_diffrax():
     assert int(status) == _tsit5.SUCCESSFUL
     assert int(stats["num_steps"]) > int(stats["num_accepted_steps"])  # the case has rejected steps
     n = jax.jit(
-        lambda W, x0: _tsit5._forward(Toy(W), x0, jnp.asarray(T0), TS, jnp.asarray(T1), TOL, TOL, 4096, True)[2][0]
+        lambda W, x0: _tsit5._forward(Toy(W), x0, jnp.asarray(T0), TS, jnp.asarray(T1), TOL, TOL, 4096, 4096)[3][0]
     )(W, X0)
     assert int(n) == int(stats["num_accepted_steps"])
     np.testing.assert_allclose(ys, ref, rtol=0, atol=1e-12)
@@ -124,9 +124,9 @@ def test_failures():
         def __call__(self, t, x):
             return jnp.where(t > 1.0, jnp.nan, 1.0) * x
 
-    ys, status = jax.jit(lambda x0: _tsit5.solve((Blows(), x0), jnp.asarray(0.0), TS, jnp.asarray(T1), TOL, TOL, 4096))(
-        X0
-    )
+    ys, status, _ = jax.jit(
+        lambda x0: _tsit5.solve((Blows(), x0), jnp.asarray(0.0), TS, jnp.asarray(T1), TOL, TOL, 4096)
+    )(X0)
     assert int(status) == _tsit5.NONFINITE
     assert np.isnan(ys[-1]).all()
 
@@ -222,13 +222,12 @@ def test_simulate_failures():
     system = _system()
     y0 = system.initial_state(jnp.array([0.7, -0.4]))
     ts = jnp.linspace(0.0, 2.0, 5)
-    short = jb.simulation.StoredAdjoint(steps=5)
-    traj = jb.simulate(system, y0, 0.0, 2.0, ts=ts, rtol=1e-9, atol=1e-9, adjoint=short, throw=False)
+    stored = jb.simulation.StoredAdjoint()
+    traj = jb.simulate(system, y0, 0.0, 2.0, ts=ts, rtol=1e-9, atol=1e-9, adjoint=stored, max_steps=5, throw=False)
     assert traj.result == diffrax.RESULTS.max_steps_reached
     assert np.isnan(traj.q[-1]).all() and np.isinf(traj.ts[-1]) and np.isfinite(traj.q[0]).all()
     with pytest.raises(jb.simulation.SimulationError, match="max_steps=5"):
-        jb.simulate(system, y0, 0.0, 2.0, ts=ts, rtol=1e-9, atol=1e-9, adjoint=short)
-    stored = jb.simulation.StoredAdjoint()
+        jb.simulate(system, y0, 0.0, 2.0, ts=ts, rtol=1e-9, atol=1e-9, adjoint=stored, max_steps=5)
     traj = jax.jit(lambda t1: jb.simulate(system, y0, 0.0, t1, adjoint=stored, throw=False))(-1.0)
     assert traj.result == diffrax.RESULTS.nonfinite and np.isnan(traj.q).all()
     end = jb.simulate(system, y0, 0.0, 2.0, rtol=1e-9, atol=1e-9, adjoint=stored)  # t1 alone saved
@@ -255,3 +254,86 @@ def test_simulate_float32_batch_gradient():
         assert g.stiffness.dtype == dtype
         grads.append(np.concatenate([np.ravel(g.stiffness), np.ravel(g.damping), np.ravel(g.rest)]))
     assert np.linalg.norm(grads[0] - grads[1]) <= 1e-3 * np.linalg.norm(grads[1])
+
+
+# ---- the default of jb.simulate -------------------------------------------------------------
+
+
+def test_default_is_the_stored_velocity_solve():
+    """`jb.simulate` with only ``ts`` integrates the velocity form on the stored loop: the same
+    states as ``form="velocity", adjoint=StoredAdjoint()`` (bit for bit) and as Diffrax's
+    velocity-form solve with the same first step and controller (to round-off), the same step
+    counts in ``solution.stats``, and the gradient of Diffrax's `RecursiveCheckpointAdjoint`."""
+    system = _system()
+    q0 = jnp.array([0.7, -0.4])
+    assert jb.simulation.default_form(system) == "velocity"
+    stored, ref = _pair("velocity")
+    default = dict(ts=stored["ts"], rtol=1e-9, atol=1e-9)
+    a = jax.jit(lambda s, q: _run(s, q, default))(system, q0)
+    b = jax.jit(lambda s, q: _run(s, q, stored))(system, q0)
+    c = jax.jit(lambda s, q: _run(s, q, ref))(system, q0)
+    for name in ("ts", "q", "p", "qd", "f", "energy"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+        np.testing.assert_allclose(getattr(a, name), getattr(c, name), rtol=0, atol=1e-11, err_msg=name)
+    for key in ("num_steps", "num_accepted_steps"):
+        assert int(a.solution.stats[key]) == int(c.solution.stats[key]), key
+    assert int(a.solution.stats["num_steps"]) > int(a.solution.stats["num_accepted_steps"]) > 10
+
+    def loss(kwargs):
+        return lambda s, q: jnp.sum(_run(s, q, kwargs).q ** 2)
+
+    got = jax.jit(jax.grad(loss(default), (0, 1)))(system, q0)
+    want = jax.jit(jax.grad(loss(ref), (0, 1)))(system, q0)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-8)
+    np.testing.assert_allclose(got[0].drive.stiffness, want[0].drive.stiffness, rtol=1e-8)
+
+
+def test_default_differentiates_the_times():
+    """A differentiated ``t1`` (which the stored loop does not differentiate) takes Diffrax's loop:
+    the derivative equals a central difference of the solve; under ``grad(jit(...))``, where the
+    times are traced before they are known to be differentiated, the stored loop refuses it."""
+    system = _system()
+    y0 = system.initial_state(jnp.array([0.7, -0.4]))
+
+    def end(t1):
+        return jb.simulate(system, y0, 0.0, t1, rtol=1e-11, atol=1e-11).q[-1, 0]
+
+    h = 1e-4
+    np.testing.assert_allclose(jax.grad(end)(1.5), (end(1.5 + h) - end(1.5 - h)) / (2 * h), rtol=1e-6)
+    with pytest.raises(Exception, match="cannot be autodifferentiated"):
+        jax.grad(jax.jit(end))(1.5)
+
+
+def test_default_form_by_system():
+    """The velocity form where it applies; a ball joint (``nq != nv``) or a dissipation that is
+    not Rayleigh's keeps the Hamiltonian form, and `simulate` then accepts only momenta."""
+    assert jb.simulation.default_form(_system()) == "velocity"
+    d = double_pendulum_dict()
+    d["segments"][1]["joint"] = {"type": "spherical", "origin": [0, -1, 0], "orientation": [1, 0, 0, 0]}
+    d["segments"][1]["inertia"] = [[0.02, 0, 0], [0, 0.01, 0], [0, 0, 0.02]]
+    ball = jb.HamiltonianSystem(jb.SegmentTree.from_dict(d), dissipation=jb.hamiltonian.LinearDamping(0.1))
+    assert jb.simulation.default_form(ball) == "hamiltonian"
+    y0 = ball.initial_state(jnp.array([0.3, 1.0, 0.0, 0.0, 0.0]))
+    assert np.isfinite(jb.simulate(ball, y0, 0.0, 0.5).q).all()
+    with pytest.raises(ValueError, match="'qd' instead of 'p'"):
+        jb.simulate(ball, {"q": y0["q"], "qd": jnp.zeros(4), "f": y0["f"]}, 0.0, 0.5)
+    plain = jb.HamiltonianSystem(_system().tree)  # no dissipation: the velocity form applies
+    assert jb.simulation.default_form(plain) == "velocity"
+
+
+def test_gradient_beyond_the_kept_steps():
+    """A differentiated solve longer than the steps kept for reverse mode has its values (the
+    step budget is ``max_steps``), and its gradient raises, naming the remedy; NaN with
+    ``throw=False``, never a wrong number."""
+    system = _system()
+    q0 = jnp.array([0.7, -0.4])
+    ts = jnp.linspace(0.0, 2.0, 5)
+    short = dict(ts=ts, rtol=1e-9, atol=1e-9, adjoint=jb.simulation.StoredAdjoint(steps=5))
+    full = dict(ts=ts, rtol=1e-9, atol=1e-9)
+    np.testing.assert_array_equal(_run(system, q0, short).q, _run(system, q0, full).q)
+    with pytest.raises(Exception, match=r"more than the 5 steps kept for reverse mode.*StoredAdjoint\(steps=N\)"):
+        jax.block_until_ready(jax.jit(jax.grad(lambda q: jnp.sum(_run(system, q, short).q)))(q0))
+    g = jax.jit(jax.grad(lambda q: jnp.sum(_run(system, q, dict(short, throw=False)).q)))(q0)
+    assert np.isnan(g).all()
+    g = jax.jit(jax.grad(lambda q: jnp.sum(_run(system, q, full).q)))(q0)
+    assert np.isfinite(g).all()

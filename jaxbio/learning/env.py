@@ -197,7 +197,7 @@ class ReachingEnv(eqx.Module):
             system = eqx.tree_at(lambda s: s.drive.excitation, self.system, HeldExcitation(action))
             effort = jnp.mean(action**2)
         t0 = state.time
-        traj = simulate(system, state.y, t0, t0 + self.control_dt, steps=self.substeps, throw=False)
+        traj = simulate(system, state.y, t0, t0 + self.control_dt, steps=self.substeps, form="hamiltonian", throw=False)
         y = {"q": traj.q[-1], "p": traj.p[-1], "f": traj.f[-1]}
         if self.actuation == "muscle":
             y["a"] = traj.a[-1]

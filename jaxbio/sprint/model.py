@@ -359,7 +359,16 @@ def simulate_race(model: Sprinter, duration, wind=0.0, *, n_steps: int = 80, fit
     system = sprinter_system(model, wind, fitness)
     dtype = jnp.result_type(float)
     y0 = {"q": jnp.zeros(1, dtype), "p": jnp.zeros(1, dtype), "f": jnp.ones(1, dtype)}
-    return simulate(system, y0, 0.0, jnp.asarray(duration, dtype), steps=n_steps, spacing="quadratic", throw=False)
+    return simulate(
+        system,
+        y0,
+        0.0,
+        jnp.asarray(duration, dtype),
+        steps=n_steps,
+        spacing="quadratic",
+        form="hamiltonian",
+        throw=False,
+    )
 
 
 def split_times(
