@@ -626,8 +626,10 @@ def _force_set_file(path) -> ET.Element:
 def _parse(
     path: Path, raw: bytes, dtype, force_sets: Sequence[ET.Element] = (), replace_force_set: bool = False
 ) -> OsimModel:
+    from jaxbio._text import parse_xml
+
     try:
-        root = ET.fromstring(raw)
+        root = parse_xml(raw)
     except ET.ParseError as e:
         encoding = text_encoding(raw)
         raise ValueError(
@@ -742,7 +744,9 @@ def _parse(
 
     name = model_elem.get("name", path.stem)
     try:
-        tree = SegmentTree.from_dict(model(name, gravity, segments), dtype=dtype)
+        # OpenSim checks neither (Body::getInertia keeps the file's moments; a model without mass
+        # loads): accept what it accepts
+        tree = SegmentTree.from_dict(model(name, gravity, segments), dtype=dtype, physical=False)
     except ValueError as e:
         raise ValueError(f"the model built from it is refused: {e}") from None
     dt = model_dtype(dtype)

@@ -1,0 +1,151 @@
+"""OpenSim's own model library loads whole (issue #51): the classes of element its models use
+that jaxbio used to refuse or leave out, each on a small file of ``tests/io/data`` or one written
+here, compared with live OpenSim 4.x where numbers matter; and the conformance sweep over a whole
+library folder (slow; ``JAXBIO_OSIM_LIBRARY``, default ``/work/om``; skipped when absent).
+
+The rule: every model OpenSim loads, jaxbio loads whole (nothing that acts on the dynamics in
+``OsimModel.ignored``) or refuses with a ``ValueError`` naming an element that
+``docs/opensim-support.md`` lists as unsupported."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxbio import coordinates as jc
+from jaxbio._text import parse_xml
+from jaxbio.io import load_osim
+
+DATA = Path(__file__).parent / "data"
+
+
+def write(tmp_path: Path, text: str, name: str = "model.osim") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def opensim():
+    osim = pytest.importorskip("opensim")
+    osim.Logger.removeFileSink()
+    osim.Logger.setLevelString("error")
+    return osim
+
+
+def model_text(bodies: str, joints: str, forces: str = "", constraints: str = "") -> str:
+    return f"""<?xml version="1.0" encoding="UTF-8" ?>
+<OpenSimDocument Version="40000">
+  <Model name="m">
+    <Ground name="ground"/>
+    <gravity>0 -9.80665 0</gravity>
+    <BodySet name="bodyset"><objects>{bodies}</objects></BodySet>
+    <JointSet name="jointset"><objects>{joints}</objects></JointSet>
+    <ConstraintSet name="constraintset"><objects>{constraints}</objects></ConstraintSet>
+    <ForceSet name="forceset"><objects>{forces}</objects></ForceSet>
+  </Model>
+</OpenSimDocument>
+"""
+
+
+def pin(name: str, parent: str, child: str, coordinate: str, offset: str = "0 0 0") -> str:
+    return f"""<PinJoint name="{name}">
+      <socket_parent_frame>{name}_offset</socket_parent_frame><socket_child_frame>{child}</socket_child_frame>
+      <coordinates><Coordinate name="{coordinate}"><range>-2 2</range></Coordinate></coordinates>
+      <frames><PhysicalOffsetFrame name="{name}_offset"><socket_parent>{parent}</socket_parent>
+        <translation>{offset}</translation><orientation>0 0 0</orientation></PhysicalOffsetFrame></frames>
+    </PinJoint>"""
+
+
+def body(name: str, mass: float, inertia: str = "0.01 0.01 0.01 0 0 0", com: str = "0 -0.2 0") -> str:
+    return f"<Body name='{name}'><mass>{mass}</mass><mass_center>{com}</mass_center><inertia>{inertia}</inertia></Body>"
+
+
+# ---- OpenSim's element names with '::' --------------------------------------------------------
+
+LEGACY_FORCE = """<HuntCrossleyForce name="contact">
+  <appliesForce>false</appliesForce>
+  <HuntCrossleyForce::ContactParametersSet name="contact_parameters"><objects>
+    <HuntCrossleyForce::ContactParameters><geometry>a b</geometry><stiffness>1e6</stiffness></HuntCrossleyForce::ContactParameters>
+  </objects></HuntCrossleyForce::ContactParametersSet>
+</HuntCrossleyForce>"""
+
+
+def test_element_names_with_double_colons_are_read():
+    """Python's parser reads ``:`` as a namespace separator and refused the 9 library models that
+    hold OpenSim's nested class names; the elements keep OpenSim's names."""
+    root = parse_xml(LEGACY_FORCE.encode())
+    assert [e.tag for e in root.iter()][:3] == [
+        "HuntCrossleyForce",
+        "appliesForce",
+        "HuntCrossleyForce::ContactParametersSet",
+    ]
+    (stiffness,) = [e.text for e in root.iter("stiffness")]  # (ElementPath reads ':' too: no find)
+    assert stiffness == "1e6"
+    assert parse_xml(b"<a><!-- x::y --><b>c::d</b></a>").find("b").text == "c::d"  # text untouched
+
+
+def test_model_with_double_colon_elements_loads(tmp_path):
+    text = model_text(body("rod", 1.0), pin("p", "/ground", "/bodyset/rod", "q"), forces=LEGACY_FORCE)
+    m = load_osim(write(tmp_path, text))
+    assert m.coordinate_names == ("q",)
+    assert m.ignored == ("ForceSet: 1 disabled objects (HuntCrossleyForce)",)
+
+
+# ---- inertias and masses that OpenSim accepts ---------------------------------------------------
+
+
+def test_inertia_without_triangle_inequality_and_massless_models_load(tmp_path):
+    """OpenSim keeps a body's inertia as the file gives it (the toes of leg6dof9musc, leg39,
+    gait2354's descendants: two zero principal moments) and loads a model without mass (the wrist
+    model): jaxbio's physical checks of its own models do not apply to imported ones."""
+    toes = body("toes", 0.2, "0 0 0.0009 0 0 0")
+    m = load_osim(write(tmp_path, model_text(toes, pin("p", "/ground", "/bodyset/toes", "q"))), dtype=jnp.float64)
+    np.testing.assert_array_equal(np.diag(np.asarray(m.tree.inertias[0])), [0.0, 0.0, 0.0009])
+    massless = body("a", 0.0, "0 0 0 0 0 0") + body("b", 0.0, "0 0 0 0 0 0")
+    joints = pin("p", "/ground", "/bodyset/a", "q1") + pin("p2", "/bodyset/a", "/bodyset/b", "q2", "0 -1 0")
+    m = load_osim(write(tmp_path, model_text(massless, joints), "massless.osim"), dtype=jnp.float64)
+    with jax.enable_x64(True):
+        assert float(jnp.abs(jc.mass_matrix(m.tree, m.coordinates, jnp.array([0.3, 0.2]))).max()) == 0.0
+    with pytest.raises(ValueError, match="triangle inequality"):  # jaxbio's own models stay checked
+        import jaxbio as jb
+
+        jb.SegmentTree.from_dict(
+            {
+                "format": "jaxbio-model",
+                "version": 1,
+                "name": "x",
+                "gravity": [0, 0, -9.81],
+                "segments": [
+                    {
+                        "name": "s",
+                        "parent": None,
+                        "joint": {"type": "revolute", "axis": [0, 0, 1]},
+                        "mass": 1.0,
+                        "com": [0, 0, 0],
+                        "inertia": [[0, 0, 0], [0, 0, 0], [0, 0, 1]],
+                    }
+                ],
+            }
+        )
+
+
+def test_toes_inertia_matches_opensim(tmp_path):
+    """The mass matrix of a leg whose toes have two zero principal moments, against OpenSim."""
+    from tests.io.test_osim_opensim import OpenSimModel
+
+    opensim()
+    toes = body("foot", 1.0) + body("toes", 0.2, "0 0 0.0009 0 0 0", "0.03 0.01 0.02")
+    joints = pin("p", "/ground", "/bodyset/foot", "q1") + pin(
+        "p2", "/bodyset/foot", "/bodyset/toes", "q2", "0.1 -0.3 0"
+    )
+    path = write(tmp_path, model_text(toes, joints))
+    ref = OpenSimModel(path)
+    with jax.enable_x64(True):
+        m = load_osim(path, dtype=jnp.float64)
+        for c in np.random.default_rng(0).uniform(-1, 1, (3, 2)):
+            M = ref.mass_matrix(c)
+            np.testing.assert_allclose(jc.mass_matrix(m.tree, m.coordinates, jnp.asarray(c)), M, rtol=1e-12, atol=1e-15)
