@@ -149,3 +149,60 @@ def test_toes_inertia_matches_opensim(tmp_path):
         for c in np.random.default_rng(0).uniform(-1, 1, (3, 2)):
             M = ref.mass_matrix(c)
             np.testing.assert_allclose(jc.mass_matrix(m.tree, m.coordinates, jnp.asarray(c)), M, rtol=1e-12, atol=1e-15)
+
+
+# ---- muscles: OpenSim's defaults for properties a file leaves empty; rigid and elastic tendons ----
+
+TUG = DATA / "Tug_of_War_Millard.osim"
+
+
+def _tug(tmp_path, rigid: tuple[bool, bool]) -> Path:
+    """Tug_of_War_Millard with each muscle's ``ignore_tendon_compliance`` set, and no fiber
+    damping (the undamped model adjusts its curves one way with an elastic tendon, another with a
+    rigid one: a muscle in the wrong module shows)."""
+    text = TUG.read_text()
+    parts = text.split("<ignore_tendon_compliance>false</ignore_tendon_compliance>")
+    assert len(parts) == 3  # RightMuscle, LeftMuscle
+    text = parts[0]
+    for flag, rest in zip(rigid, parts[1:]):
+        text += f"<ignore_tendon_compliance>{str(flag).lower()}</ignore_tendon_compliance>"
+        text += "<fiber_damping>0</fiber_damping>" + rest
+    assert text.count("<fiber_damping>0</fiber_damping>") == 2
+    return write(tmp_path, text, "tug.osim")
+
+
+def test_empty_curve_properties_take_opensim_defaults():
+    """Tug_of_War_Millard leaves FiberForceLengthCurve's stiffness and curviness empty (OpenSim's
+    optional properties, then derived from the strains): its muscles are imported."""
+    m = load_osim(TUG)
+    assert m.ignored == () and m.muscles.names == ("RightMuscle", "LeftMuscle")
+    assert bool(jnp.isnan(m.muscles.millard.fiber_force_length_curve.curviness).all())  # unset: derived
+
+
+@pytest.mark.parametrize("rigid", [(True, False), (False, True), (True, True)])
+def test_rigid_and_elastic_tendons_in_one_model_match_opensim(rigid, tmp_path):
+    from tests.io.test_osim_muscles import OpenSim
+
+    from jaxbio.io import muscle_lengths, muscle_static_optimization_forces
+
+    path = _tug(tmp_path, rigid)
+    with jax.enable_x64(True):
+        m = load_osim(path, dtype=jnp.float64)
+        mus = m.muscles
+        assert m.ignored == () and mus.n_muscles == 2
+        expected_rigid = tuple(i for i, r in enumerate(rigid) if r)
+        if len(set(rigid)) == 2:
+            assert mus.millard_rigid_index == expected_rigid and mus.millard_rigid.ignore_tendon_compliance
+            assert not mus.millard.ignore_tendon_compliance
+        else:
+            assert mus.millard_rigid is None and mus.millard.ignore_tendon_compliance == rigid[0]
+        ref = OpenSim(path, mus.names)
+        rng = np.random.default_rng(1)
+        lo, hi = np.asarray(m.ranges).T
+        for _ in range(3):
+            c = lo + (hi - lo) * rng.uniform(size=len(lo))
+            cd = 0.1 * rng.normal(size=len(lo))
+            np.testing.assert_allclose(muscle_lengths(m, c), ref.lengths(c), rtol=0, atol=1e-12)
+            f = ref.fiber_forces(c, cd)
+            ours = muscle_static_optimization_forces(m, c, cd)[0]
+            np.testing.assert_allclose(ours, f, rtol=1e-9, atol=1e-9)
