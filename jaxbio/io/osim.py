@@ -611,6 +611,57 @@ def _chain(
     return out
 
 
+def _couplers(model_elem: ET.Element, names: list[str]) -> tuple[dict[int, tuple[int, Piecewise]], set, set]:
+    """The enforced ``CoordinateCouplerConstraint`` s of the ConstraintSet: ``{dependent:
+    (independent, g)}`` (coordinate indices in ``names``; ``c[dependent] = g(c[independent])``,
+    OpenSim's ``scale_factor`` times its ``coupled_coordinates_function``), resolved so that no
+    independent coordinate is itself dependent; and the elements imported and disabled."""
+    found: dict[int, tuple[int, Piecewise, str]] = {}
+    imported, disabled = set(), set()
+    for elem in (o for cs in model_elem.findall("ConstraintSet") for o in cs.findall("objects/*")):
+        if elem.tag != "CoordinateCouplerConstraint":
+            continue
+        where = _describe(elem)
+        enforced = _flag(elem, "isEnforced", where) if _text(elem, "isEnforced") else True
+        if not enforced or _flag(elem, "isDisabled", where):
+            disabled.add(elem)
+            continue
+        independent = (_text(elem, "independent_coordinate_names") or "").split()
+        dependent = (_text(elem, "dependent_coordinate_name") or "").strip()
+        if len(independent) != 1:
+            raise ValueError(
+                f"{where}: {len(independent)} independent coordinates ({', '.join(independent)}); "
+                "only couplers of one independent coordinate are supported"
+            )
+        for n in independent + [dependent]:
+            if n not in names:
+                raise ValueError(f"{where}: no coordinate {n!r} in the model")
+        holder = elem.find("coupled_coordinates_function")
+        inner = None if holder is None else _function_element(holder, (), where)
+        if inner is None:
+            raise ValueError(f"{where}: no <coupled_coordinates_function>")
+        scale = float(_numbers(elem, "scale_factor", 1, where, default=[1.0])[0])
+        d = names.index(dependent)
+        if d in found:
+            raise ValueError(f"{where}: coordinate {dependent!r} is already the dependent one of {found[d][2]}")
+        found[d] = (names.index(independent[0]), _function(inner, where).scaled(scale), where)
+        imported.add(elem)
+    # chains (the independent coordinate of one is the dependent of another): substitute
+    resolved: dict[int, tuple[int, Piecewise]] = {}
+    for d in found:
+        i, g, where = found[d]
+        seen = {d}
+        while i in found:
+            if i in seen:
+                raise ValueError(f"{where}: its coordinates are coupled in a cycle")
+            seen.add(i)
+            i_next, h, _ = found[i]
+            g = fn.compose(g, h, where)
+            i = i_next
+        resolved[d] = (i, g)
+    return resolved, imported, disabled
+
+
 def _force_set_file(path) -> ET.Element:
     """The ``<ForceSet>`` of an OpenSim force set file (``force_set_files``: reserve and residual
     actuators), ``ValueError`` naming the file otherwise."""
@@ -742,6 +793,30 @@ def _parse(
                 pieces.append(f)
         placed[cbody] = (cbody, c_in_cbody.inverse())
 
+    # coordinate couplers: a dependent coordinate is a function of an independent one, so the
+    # tree coordinates it drives are functions of that one and it is not a coordinate of c
+    couplers, constraints_imported, constraints_disabled = _couplers(model_elem, cnames)
+    if couplers:
+        for k, src in enumerate(source):
+            if src in couplers:
+                i, g = couplers[src]
+                where = f"CoordinateCouplerConstraint of {cnames[src]!r}"
+                pieces[k] = fn.compose(pieces[k], g, f"{where} (its joint's function of it and the coupling)")
+                source[k] = i
+        kept = [k for k in range(len(coords)) if k not in couplers]
+        for k, j in enumerate(joints):
+            if j.kind in ("BallJoint", "FreeJoint") and any(first[k] + i in couplers for i in range(3)):
+                raise ValueError(f"{j.where}: a rotation of a {j.kind} is the dependent coordinate of a coupler")
+        renumber = {old: new for new, old in enumerate(kept)}
+        source = [renumber[s_] for s_ in source]
+        coords = [coords[k] for k in kept]
+        coordinate_joint = [coordinate_joint[k] for k in kept]
+        dependent_names = tuple(cnames[d] for d in sorted(couplers))
+        cnames = [cnames[k] for k in kept]
+        first = {k: (renumber[v] if v in renumber else v) for k, v in first.items()}
+    else:
+        dependent_names = ()
+
     name = model_elem.get("name", path.stem)
     try:
         # OpenSim checks neither (Body::getInertia keeps the file's moments; a model without mass
@@ -771,7 +846,8 @@ def _parse(
     from jaxbio.io._osim_muscles import read_muscles
 
     muscles, imported_muscles, muscle_notes = read_muscles(model_elem, tree, cnames, disabled, frame_pose, dt)
-    imported = imported | imported_muscles
+    imported = imported | imported_muscles | constraints_imported
+    disabled = disabled | constraints_disabled
     body_names = [ground] + moving
     poses = [placed[b][1] for b in body_names]
     return OsimModel(
@@ -791,6 +867,7 @@ def _parse(
         joints=tuple(j.name for j in joints),
         joint_types=tuple(j.kind for j in joints),
         coordinate_joints=tuple(coordinate_joint),
+        dependent_coordinates=dependent_names,
         ignored=_ignored(model_elem, imported, disabled, muscles is not None and muscles.paths.wrap_objects is not None)
         + muscle_notes,
         path=str(path),

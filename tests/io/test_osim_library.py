@@ -206,3 +206,89 @@ def test_rigid_and_elastic_tendons_in_one_model_match_opensim(rigid, tmp_path):
             f = ref.fiber_forces(c, cd)
             ours = muscle_static_optimization_forces(m, c, cd)[0]
             np.testing.assert_allclose(ours, f, rtol=1e-9, atol=1e-9)
+
+
+# ---- CoordinateCouplerConstraint --------------------------------------------------------------
+
+
+def _coupled_reference(osim, path, m, c, cd, cdd):
+    """OpenSim's body poses, and its mass matrix and inverse dynamics (which ignore constraints)
+    reduced to the independent coordinates: ``c_full`` with each dependent coordinate at
+    OpenSim's coupler function of its independent one, ``J = ∂c_full/∂c``, ``M_c = Jᵀ M J``,
+    ``τ_c = Jᵀ τ(c_full, J ċ, J c̈ + J̇ ċ)`` (derivatives from OpenSim's ``Function``)."""
+    from tests.io.test_osim_opensim import OpenSimModel
+
+    ref = OpenSimModel(path)  # without its ForceSet: gravity and inertia only
+    names = ref.names
+    J = np.zeros((len(names), len(c)))
+    bias = np.zeros(len(names))
+    full = np.zeros(len(names))
+    for k, n in enumerate(names):
+        if n in m.coordinate_names:
+            J[k, m.coordinate_index(n)] = 1.0
+            full[k] = c[m.coordinate_index(n)]
+    cs = ref.model.getConstraintSet()
+    for i in range(cs.getSize()):
+        con = osim.CoordinateCouplerConstraint.safeDownCast(cs.get(i))
+        f, s = con.getFunction(), float(con.getPropertyByName("scale_factor").toString())
+        j = m.coordinate_index(con.getIndependentCoordinateNames().get(0))
+        x = osim.Vector(1, float(c[j]))
+        d = names.index(con.getDependentCoordinateName())
+        full[d] = s * f.calcValue(x)
+        slope = s * f.calcDerivative(osim.StdVectorInt([0]), x)
+        J[d, j] = slope
+        bias[d] = s * f.calcDerivative(osim.StdVectorInt([0, 0]), x) * cd[j] ** 2
+    M = ref.mass_matrix(full)
+    tau = ref.inverse_dynamics(full, J @ cd, J @ cdd + bias)
+    return ref.bodies(full), J.T @ M @ J, J.T @ tau
+
+
+def test_coordinate_coupler_matches_opensim(tmp_path):
+    """leg6dof9musc: the patella's ``CoordinateCouplerConstraint`` (a SimmSpline of the knee
+    angle); poses, the mass matrix and inverse dynamics in the independent coordinates equal
+    OpenSim's reduced by the constraint to 1e-9 relative."""
+    from tests.io.test_osim_opensim import _without_forces, body_poses
+
+    osim = opensim()
+    path = DATA / "leg6dof9musc.osim"
+    bare = _without_forces(path, tmp_path / "leg_no_forces.osim")
+    with jax.enable_x64(True):
+        m = load_osim(path, dtype=jnp.float64)
+        assert m.dependent_coordinates and not any(d in m.coordinate_names for d in m.dependent_coordinates)
+        assert not any("Constraint" in s for s in m.ignored), m.ignored
+        rng = np.random.default_rng(0)
+        lo, hi = np.asarray(m.ranges).T
+        for _ in range(2):
+            c = rng.uniform(np.maximum(lo, -1), np.minimum(hi, 1))
+            cd, cdd = rng.normal(size=len(c)), rng.normal(size=len(c))
+            poses, M, tau = _coupled_reference(osim, bare, m, c, cd, cdd)
+            ours = body_poses(m, jnp.asarray(c))
+            for name, (p, R) in poses.items():
+                np.testing.assert_allclose(ours[name][0], p, rtol=0, atol=1e-12)
+                np.testing.assert_allclose(ours[name][1], R, rtol=0, atol=1e-12)
+            Mc = jc.mass_matrix(m.tree, m.coordinates, jnp.asarray(c))
+            assert float(np.abs(Mc - M).max() / (1 + np.abs(M).max())) < 1e-9
+            tc = jc.inverse_dynamics(m.tree, m.coordinates, jnp.asarray(c), jnp.asarray(cd), jnp.asarray(cdd))
+            assert float(np.abs(tc - tau).max() / (1 + np.abs(tau).max())) < 1e-9
+
+
+@pytest.mark.parametrize("slope", [2.0, -0.5, 0.0])
+def test_composition_of_a_curve_and_a_line(slope):
+    """`compose` (a joint's function of a dependent coordinate after the coupling, or the
+    coupling after a linear joint function) against evaluating one after the other."""
+    from jaxbio.io import _osim_functions as fn
+
+    spline = fn.simm_spline([-1.0, 0.0, 0.5, 1.5], [0.2, -0.1, 0.3, 0.0])
+    line = fn.linear(slope, 0.3)
+    x = jnp.linspace(-3.0, 3.0, 41)
+
+    def value(f, x):
+        cmap = jc.CoordinateMap.from_pieces(["x"], [0], [f], dtype=jnp.float64)
+        return jax.vmap(lambda v: jc.to_tree(cmap, v[None])[0])(x)
+
+    with jax.enable_x64(True):
+        x = x.astype(jnp.float64)
+        np.testing.assert_allclose(value(fn.compose(spline, line, "t"), x), value(spline, value(line, x)), atol=1e-14)
+        np.testing.assert_allclose(value(fn.compose(line, spline, "t"), x), value(line, value(spline, x)), atol=1e-14)
+    with pytest.raises(ValueError, match="t: both functions are curves"):
+        fn.compose(spline, spline, "t")
