@@ -40,6 +40,10 @@ class OsimModel(eqx.Module):
     - ``ignored`` (static): the parts of the file that are not imported (e.g. ``"ForceSet: 6
       objects (DeGrooteFregly2016Muscle)"``: the ForceSet entries that are in neither ``forces``
       nor ``muscles``).
+    - ``not_imported`` (static): the entries of ``ignored`` that act on the dynamics in OpenSim
+      (forces and constraints of types jaxbio does not import, muscles whose parameters it
+      refuses, other ``<components>``); empty when the model is loaded whole.
+      ``load_osim(..., strict=True)`` refuses a model where it is not empty.
     - ``path`` (static): the file read.
     - ``forces``: the `jaxbio.io.OsimForces` imported from the ForceSet (coordinate limit forces,
       springs, coordinate, point and torque actuators; see `jaxbio.io._osim_forces`).
@@ -66,6 +70,7 @@ class OsimModel(eqx.Module):
     coordinate_joints: tuple[int, ...] = eqx.field(static=True)
     ignored: tuple[str, ...] = eqx.field(static=True)
     dependent_coordinates: tuple[str, ...] = eqx.field(static=True, default=())
+    not_imported: tuple[str, ...] = eqx.field(static=True, default=())
     path: str = eqx.field(static=True, default="")
     forces: OsimForces = eqx.field(default_factory=lambda: _no_forces())
     muscles: OsimMuscles | None = None

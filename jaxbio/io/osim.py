@@ -97,17 +97,30 @@ Thelen2003Muscles and Millard2012EquilibriumMuscles, with their paths (fixed, co
 moving points; the bodies' wrap objects and each path's PathWraps) on the tree, as functions of
 OpenSim's coordinates (`jaxbio.io.muscle_lengths`, ``muscle_moment_arms`` …).
 
-**Not imported yet** (listed in `OsimModel.ignored` when present, never applied): the other forces
-(``ForceSet``: other muscle classes, muscles whose parameters OpenSim refuses, other actuators,
-ligaments, contact; disabled forces), constraints (``ConstraintSet``, e.g. coordinate couplers,
-which would change the dynamics), markers, contact geometry, wrap objects when no imported muscle
+**Coordinate couplers** (``CoordinateCouplerConstraint``, one independent coordinate): the
+dependent coordinate ``d = s · g(c_i)`` (``scale_factor`` ``s``, ``coupled_coordinates_function``
+``g``) is removed from ``c`` (`OsimModel.dependent_coordinates`) and each tree coordinate it
+drives, ``f(d)``, becomes ``f(s · g(c_i))`` (`jaxbio.io._osim_functions.compose`: ``f`` or ``g``
+must be a straight line), so that the dynamics in ``c`` are the constrained model's. OpenSim's
+inverse dynamics ignores constraints and reports a force for the dependent coordinate; jaxbio's
+generalised force of ``c_i`` includes it (virtual work).
+
+**Inertia.** As OpenSim (``Body::getInertia`` keeps the file's moments), inertias that break the
+triangle inequality and models without mass are accepted (`SegmentTree.from_dict` with
+``physical=False``).
+
+**Not imported yet** (listed in `OsimModel.ignored` when present, never applied; those that act
+on the dynamics also in `OsimModel.not_imported`, and ``load_osim(..., strict=True)`` refuses
+them): the other forces (``ForceSet``: other muscle classes, muscles whose parameters jaxbio
+refuses, path actuators and springs, other actuators, ligaments, contact; disabled forces), other
+constraints (``ConstraintSet``), markers, contact geometry, wrap objects when no imported muscle
 uses them, controllers and probes. Refused with a ``ValueError`` naming the element and the file:
 a file that is not XML or not an OpenSim model, unknown joint types (Ellipsoid, Scapulothoracic,
 ConstantCurvature …) and function types (GCVSpline, StepFunction, multi-variable functions …), a
 function of more than one coordinate, collinear CustomJoint axes, a reversed joint (child frame on
 the ground, ``reverse`` true), a missing body or frame, a body attached by no joint or by two (a
-kinematic loop), a parent never connected to the ground, a body without mass. Joints may be listed
-in any order, as OpenSim allows.
+kinematic loop), a parent never connected to the ground. Joints may be listed in any order, as
+OpenSim allows.
 """
 
 from __future__ import annotations
@@ -115,6 +128,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -514,6 +528,15 @@ def _body(elem: ET.Element) -> Body:
     return Body(float(mass), com, np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]]))
 
 
+#: entries of OsimModel.ignored that act on the dynamics (OpenSim applies them): enabled forces
+#: and constraints not imported, muscles whose parameters were refused, other <components>
+_ACTING = re.compile(r"^(ForceSet|ConstraintSet): \d+ objects|^components: |^\w+: \d+ muscles not imported")
+
+
+def _acts(entry: str) -> bool:
+    return bool(_ACTING.match(entry))
+
+
 def _ignored(
     model_elem: ET.Element, imported=frozenset(), disabled=frozenset(), wraps_imported=False
 ) -> tuple[str, ...]:
@@ -848,6 +871,10 @@ def _parse(
     muscles, imported_muscles, muscle_notes = read_muscles(model_elem, tree, cnames, disabled, frame_pose, dt)
     imported = imported | imported_muscles | constraints_imported
     disabled = disabled | constraints_disabled
+    ignored = (
+        _ignored(model_elem, imported, disabled, muscles is not None and muscles.paths.wrap_objects is not None)
+        + muscle_notes
+    )
     body_names = [ground] + moving
     poses = [placed[b][1] for b in body_names]
     return OsimModel(
@@ -868,8 +895,8 @@ def _parse(
         joint_types=tuple(j.kind for j in joints),
         coordinate_joints=tuple(coordinate_joint),
         dependent_coordinates=dependent_names,
-        ignored=_ignored(model_elem, imported, disabled, muscles is not None and muscles.paths.wrap_objects is not None)
-        + muscle_notes,
+        ignored=ignored,
+        not_imported=tuple(e for e in ignored if _acts(e)),
         path=str(path),
         forces=forces,
         muscles=muscles,
@@ -882,6 +909,7 @@ def load_osim(
     dtype=None,
     force_set_files: Sequence[str | os.PathLike] = (),
     replace_force_set: bool = False,
+    strict: bool = False,
 ) -> OsimModel:
     """Read the skeleton of an OpenSim model file (``.osim``, OpenSim 3.x or 4.x).
 
@@ -894,6 +922,11 @@ def load_osim(
             OpenSim's tools do with their ``<force_set_files>``.
         replace_force_set: the files' forces replace the model's ForceSet (OpenSim's
             ``<replace_force_set>``).
+        strict: refuse a model with an element that acts on the dynamics and is not imported
+            (``OsimModel.not_imported``: a force or constraint of a type jaxbio does not
+            import, muscles whose parameters jaxbio refuses, other ``<components>``). Without
+            it such elements are listed and the tools refuse to run where OpenSim would apply
+            them (inverse dynamics may exclude unsupported forces, e.g. muscles).
 
     Returns:
         `OsimModel`: ``tree`` (a `jaxbio.SegmentTree`), ``coordinates`` (the
@@ -931,6 +964,11 @@ def load_osim(
         _PARSED[key] = model
         while len(_PARSED) > _PARSED_MAX:
             del _PARSED[next(iter(_PARSED))]
+    if strict and model.not_imported:
+        raise ValueError(
+            f"{p}: elements that act on the dynamics are not imported: {'; '.join(model.not_imported)} "
+            "(docs/opensim-support.md lists what is supported)"
+        )
     return model if model.path == str(p) else dataclasses.replace(model, path=str(p))
 
 

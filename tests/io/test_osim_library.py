@@ -9,6 +9,8 @@ The rule: every model OpenSim loads, jaxbio loads whole (nothing that acts on th
 
 from __future__ import annotations
 
+import importlib.util
+import os
 from pathlib import Path
 
 import jax
@@ -292,3 +294,76 @@ def test_composition_of_a_curve_and_a_line(slope):
         np.testing.assert_allclose(value(fn.compose(line, spline, "t"), x), value(line, value(spline, x)), atol=1e-14)
     with pytest.raises(ValueError, match="t: both functions are curves"):
         fn.compose(spline, spline, "t")
+
+
+# ---- the conformance sweep over a library folder ----------------------------------------------
+
+LIBRARY = Path(os.environ.get("JAXBIO_OSIM_LIBRARY", "/work/om"))
+SUPPORT = Path(__file__).parents[2] / "docs" / "opensim-support.md"
+
+
+def _library():
+    from tests.io.osim_library import library_files
+
+    return library_files(LIBRARY) if LIBRARY.is_dir() else []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", _library(), ids=lambda p: str(p.relative_to(LIBRARY)))
+def test_library_model_loads_whole_or_is_refused_naming_a_listed_element(path, tmp_path):
+    """Every model of the library: ``load_osim(strict=True)`` loads it whole, or refuses it naming
+    element classes that docs/opensim-support.md lists; a model loaded whole has OpenSim's body
+    poses and (without Ball/Free joints) its mass matrix, reduced by the coordinate couplers, at
+    a random pose."""
+    import re
+
+    try:
+        m = load_osim(path, dtype=jnp.float64, strict=True)
+    except ValueError as e:
+        message = str(e)
+        assert message.startswith(f"{path}: "), message
+        classes = re.findall(r"\(([A-Za-z0-9_, ]+)\)", message.split("not imported: ", 1)[-1])
+        names = {n.strip() for group in classes for n in group.split(",")} - {""}
+        assert names, message
+        docs = SUPPORT.read_text()
+        assert all(f"`{n}`" in docs for n in names), (names, message)
+        return
+    assert not m.not_imported
+    if importlib.util.find_spec("opensim") is None:
+        return
+    from tests.io.test_osim_opensim import _without_forces, body_poses
+
+    osim = opensim()
+    bare = _without_forces(path, tmp_path / path.name)
+    rng = np.random.default_rng(0)
+    lo, hi = np.asarray(m.ranges).T
+    with jax.enable_x64(True):
+        c = rng.uniform(np.maximum(lo, -1), np.minimum(hi, 1))
+        c = np.where(m.locked, np.asarray(m.defaults), c)  # OpenSim's locked coordinates keep their value
+        zeros = np.zeros_like(c)
+        poses, M, _ = _coupled_reference(osim, bare, m, c, zeros, zeros)
+        ours = body_poses(m, jnp.asarray(c))
+        for name, (p, R) in poses.items():
+            np.testing.assert_allclose(ours[name][0], p, rtol=0, atol=1e-6)  # 2.x files: OpenSim rounds offsets
+            np.testing.assert_allclose(ours[name][1], R, rtol=0, atol=1e-9)
+        if not {"BallJoint", "FreeJoint"} & set(m.joint_types):
+            Mc = jc.mass_matrix(m.tree, m.coordinates, jnp.asarray(c))
+            assert float(np.abs(Mc - M).max() / (1 + np.abs(M).max())) < 1e-6
+
+
+def test_strict_refuses_what_acts_and_is_not_imported(tmp_path):
+    text = model_text(body("rod", 1.0), pin("p", "/ground", "/bodyset/rod", "q"), forces=LEGACY_FORCE)
+    path = write(tmp_path, text.replace("<appliesForce>false</appliesForce>", "<appliesForce>true</appliesForce>"))
+    m = load_osim(path)
+    assert m.not_imported == ("ForceSet: 1 objects (HuntCrossleyForce)",)
+    with pytest.raises(ValueError, match=r"not imported: ForceSet: 1 objects \(HuntCrossleyForce\)"):
+        load_osim(path, strict=True)
+    assert load_osim(DATA / "leg6dof9musc.osim", strict=True).not_imported == ()
+
+
+@pytest.mark.parametrize("name", ["leg6dof9musc.osim", "Tug_of_War_Millard.osim"])
+def test_reading_the_new_classes_compiles_nothing(name):
+    """Couplers and muscle groups are built in numpy while the file is read."""
+    from tests.test_rigid_numpy import _compilations
+
+    assert _compilations(lambda: load_osim(DATA / name, dtype=jnp.float64)) == []
