@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from collections.abc import Iterable
 
 import numpy as np
@@ -30,9 +31,40 @@ def read_xml(path, kind: str):
 
     raw = read_bytes(os.fspath(path), kind)
     try:
-        return ET.fromstring(raw)
+        return parse_xml(raw)
     except ET.ParseError as e:
         raise xml_error(path, raw, f"not an XML file, expected an {kind}", e) from None
+
+
+#: OpenSim's class names of nested classes (``HuntCrossleyForce::ContactParametersSet``) are its
+#: element names; Python's XML parser reads ``:`` as a namespace separator and refuses them, so
+#: ``::`` is swapped for this (a valid name) before parsing and back afterwards
+_COLONS = b"__jaxbio_colons__"
+_LEGACY_TAG = re.compile(rb"(</?[A-Za-z_][A-Za-z0-9_.-]*)::(?=[A-Za-z_])")
+
+
+def parse_xml(raw: bytes):
+    """The root element of the XML document ``raw`` (`xml.etree.ElementTree.fromstring`),
+    accepting OpenSim's element names with ``::`` (``<HuntCrossleyForce::ContactParameters>``,
+    which OpenSim writes and reads): the elements keep those names. ``ET.ParseError`` otherwise."""
+    import xml.etree.ElementTree as ET
+
+    if b"::" not in raw:
+        return ET.fromstring(raw)
+    swapped = raw
+    while True:  # a name may hold several (A::B::C)
+        again = _LEGACY_TAG.sub(lambda m: m.group(1) + _COLONS, swapped)
+        if again == swapped:
+            break
+        swapped = again
+    if swapped == raw:
+        return ET.fromstring(raw)
+    root = ET.fromstring(swapped)
+    marker = _COLONS.decode()
+    for elem in root.iter():
+        if isinstance(elem.tag, str) and marker in elem.tag:
+            elem.tag = elem.tag.replace(marker, "::")
+    return root
 
 
 def xml_error(path, raw: bytes, message: str, error) -> ValueError:

@@ -578,9 +578,10 @@ def _vec(value: Any, shape: tuple[int, ...], where: str) -> np.ndarray:
     return a
 
 
-def check_inertia(inertia: np.ndarray, where: str, *, rtol: float = 1e-9) -> None:
+def check_inertia(inertia: np.ndarray, where: str, *, rtol: float = 1e-9, physical: bool = True) -> None:
     """Symmetric positive semi-definite with principal moments obeying the triangle inequality
-    (``rtol``: relative slack for rounding, of the positivity and of the triangle inequality).
+    (``rtol``: relative slack for rounding, of the positivity and of the triangle inequality;
+    ``physical`` false: the triangle inequality is not checked, as OpenSim does not check it).
     Zero is allowed (a massless frame, a point mass); a slender rod has one zero moment. Checked
     on the tensor divided by its largest entry, so that neither 1e300 nor 1e-300 over- or
     underflows."""
@@ -595,7 +596,7 @@ def check_inertia(inertia: np.ndarray, where: str, *, rtol: float = 1e-9) -> Non
     if eig[0] < -rtol * eig[2]:
         raise ValueError(f"{where}: inertia is not positive semi-definite (principal moments {moments})")
     # triangle inequality on principal moments: each ≤ sum of the other two
-    if eig[2] > eig[0] + eig[1] + rtol * eig[2]:
+    if physical and eig[2] > eig[0] + eig[1] + rtol * eig[2]:
         raise ValueError(
             f"{where}: inertia breaks the triangle inequality "
             f"({moments[2]:.6g} > {moments[0]:.6g} + {moments[1]:.6g}); no rigid body has these principal moments"
@@ -617,15 +618,16 @@ def _symmetrised(m: np.ndarray) -> np.ndarray:
     return np.where(m == m.T, m, 0.5 * m + 0.5 * m.T)
 
 
-def validate_model_dict(d: dict[str, Any]) -> dict[str, Any]:
+def validate_model_dict(d: dict[str, Any], *, physical: bool = True) -> dict[str, Any]:
     """Check a model dict (the JSON layout of API.md) and return float64 numpy arrays (the keys of
     `ARRAY_FIELDS`; axes and quaternions normalised, inertias symmetrised) plus the static
     topology (``names``, ``parents``, ``joint_types``, ``name``).
 
     Every defect raises ``ValueError`` naming the segment and field: unknown fields (with a "did
     you mean" hint), missing fields, wrong JSON types (a bool or string as a number, a string as
-    a vector), wrong shapes or nesting, NaN/inf, and the physical rules of API.md. The dtype cast
-    is checked separately, after it happens (`cast_model`).
+    a vector), wrong shapes or nesting, NaN/inf, and the physical rules of API.md (``physical``
+    false: inertias need not obey the triangle inequality, see `SegmentTree.from_dict`). The dtype
+    cast is checked separately, after it happens (`cast_model`).
     """
     if not isinstance(d, dict):
         raise ValueError(f"model: expected a JSON object with the fields {', '.join(MODEL_FIELDS)}, got {_kind(d)}")
@@ -709,7 +711,7 @@ def validate_model_dict(d: dict[str, Any]) -> dict[str, Any]:
             raise ValueError(f"{where}: mass must be non-negative and finite, got {mass!r} (field 'mass')")
         com = _vec(s["com"], (3,), f"{where}: com")
         inertia = _vec(s["inertia"], (3, 3), f"{where}: inertia")
-        check_inertia(inertia, where)
+        check_inertia(inertia, where, physical=physical)
 
         names.append(sname)
         types.append(jtype)
@@ -898,7 +900,12 @@ def model_dtype(dtype=None) -> np.dtype:
 
 
 def check_cast_model(
-    arrays: dict[str, Any], names: tuple[str, ...], model: str = "model", *, before: dict[str, Any] | None = None
+    arrays: dict[str, Any],
+    names: tuple[str, ...],
+    model: str = "model",
+    *,
+    before: dict[str, Any] | None = None,
+    physical: bool = True,
 ) -> None:
     """Check a model's arrays *after* the cast to their dtype (the float64 checks of
     `validate_model_dict` hold for the input, not for what a narrower dtype makes of it).
@@ -934,7 +941,7 @@ def check_cast_model(
             except (ValueError, np.linalg.LinAlgError):
                 continue  # not a check the cast can fail
         where = f"segment {names[i]!r}: after the cast to {dt}"
-        check_inertia(inertia, where, rtol=max(1e-9, 16 * float(info.eps)))
+        check_inertia(inertia, where, rtol=max(1e-9, 16 * float(info.eps)), physical=physical)
         if b is not None and _positive_definite(b["inertias"][i]) and not _positive_definite(inertia):
             raise ValueError(
                 f"{where}: inertia is not positive-definite, as it was before (a principal moment "
@@ -950,11 +957,13 @@ def _positive_definite(inertia: np.ndarray) -> bool:
     return float(np.linalg.eigvalsh(0.5 * (unit + unit.T))[0]) > 0
 
 
-def cast_model(v: dict[str, Any], dtype=None) -> dict[str, jax.Array]:
+def cast_model(v: dict[str, Any], dtype=None, *, physical: bool = True) -> dict[str, jax.Array]:
     """The arrays of `validate_model_dict`'s result as JAX arrays of ``dtype`` (`model_dtype`),
-    checked after the cast (`check_cast_model`)."""
+    checked after the cast (`check_cast_model`; ``physical`` as there)."""
     dt = model_dtype(dtype)
     with np.errstate(over="ignore", under="ignore"):  # refused below, naming the segment
         arrays = {k: to_device(v[k], dt) for k in ARRAY_FIELDS}
-    check_cast_model(arrays, v["names"], v.get("name", "model"), before={k: v[k] for k in ARRAY_FIELDS})
+    check_cast_model(
+        arrays, v["names"], v.get("name", "model"), before={k: v[k] for k in ARRAY_FIELDS}, physical=physical
+    )
     return arrays

@@ -249,7 +249,7 @@ class SegmentTree(eqx.Module):
 
     # ---- (de)serialisation ----------------------------------------------------------------
     @classmethod
-    def from_dict(cls, d: dict[str, Any], *, dtype=None) -> SegmentTree:
+    def from_dict(cls, d: dict[str, Any], *, dtype=None, physical: bool = True) -> SegmentTree:
         """Build and validate a tree from the JSON layout (``format: jaxbio-model``, v1).
 
         Raises `ValueError` naming the segment and field for every defect listed in API.md, for
@@ -258,14 +258,21 @@ class SegmentTree(eqx.Module):
         positive-definite): the checks run on the float64 input and again on the cast arrays.
         ``dtype`` (a floating dtype) defaults to JAX's default float type (float32 unless x64 is
         enabled); integer, bool and complex dtypes are refused.
+
+        ``physical=False`` accepts what OpenSim accepts and a physical body cannot be: inertias
+        whose principal moments break the triangle inequality (OpenSim's model library has toes
+        with two zero moments) and a mass matrix singular in every configuration (a kinematic
+        model whose bodies have no mass, e.g. OpenSim's wrist model). Its dynamics are what those
+        numbers give (forward dynamics of a singular model fails, as it does in OpenSim).
         """
         from jaxbio._validate import cast_model, model_dtype, validate_model_dict
 
         model_dtype(dtype)  # an argument error before any model error
-        v = validate_model_dict(d)
-        check_nonsingular(v)
+        v = validate_model_dict(d, physical=physical)
+        if physical:
+            check_nonsingular(v)
         return cls(
-            **cast_model(v, dtype),
+            **cast_model(v, dtype, physical=physical),
             names=v["names"],
             parents=v["parents"],
             joint_types=v["joint_types"],

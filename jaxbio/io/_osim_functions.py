@@ -28,7 +28,16 @@ import numpy as np
 
 from jaxbio.coordinates import Piecewise
 
-__all__ = ["simm_spline", "piecewise_linear", "piecewise_constant", "polynomial", "linear", "constant"]
+__all__ = [
+    "simm_spline",
+    "piecewise_linear",
+    "piecewise_constant",
+    "polynomial",
+    "linear",
+    "constant",
+    "as_line",
+    "compose",
+]
 
 TINY_NUMBER = 1e-7  # OpenSim/Common/SimmMacros.h
 
@@ -145,3 +154,43 @@ def linear(slope: float, intercept: float) -> Piecewise:
 def constant(value: float) -> Piecewise:
     """``value`` everywhere."""
     return Piecewise.polynomial([value])
+
+
+def as_line(f: Piecewise, rtol: float = 1e-12) -> tuple[float, float] | None:
+    """``(slope, intercept)`` if ``f`` is one straight line everywhere (a LinearFunction, a
+    two-knot SimmSpline, …), else None."""
+    a, o = f.coefficients, f.origins
+    if a.shape[1] > 2 and np.any(a[:, 2:] != 0):
+        return None
+    slope = a[:, 1] if a.shape[1] > 1 else np.zeros(len(a))
+    intercept = a[:, 0] - slope * o
+    scale = 1.0 + float(np.max(np.abs(np.concatenate([slope, intercept]))))
+    if np.ptp(slope) > rtol * scale or np.ptp(intercept) > rtol * scale:
+        return None
+    return float(slope[0]), float(intercept[0])
+
+
+def compose(f: Piecewise, g: Piecewise, what: str) -> Piecewise:
+    """``f(g(x))`` as a `Piecewise`, when ``f`` or ``g`` is a straight line (`as_line`);
+    ``ValueError`` naming ``what`` otherwise (the composition of two curves is not one)."""
+    line_f, line_g = as_line(f), as_line(g)
+    if line_f is not None:  # a g + b
+        a, b = line_f
+        coefficients = a * g.coefficients
+        coefficients[:, 0] += b
+        return Piecewise(g.breakpoints, g.origins, coefficients)
+    if line_g is None:
+        raise ValueError(f"{what}: both functions are curves; their composition is not supported")
+    s, t = line_g  # f(s x + t): piece (s x + t − o)^p = s^p (x − (o − t)/s)^p
+    if s == 0.0:
+        return constant(float(_value(f, t)))
+    powers = s ** np.arange(f.coefficients.shape[1])
+    breakpoints, origins, coefficients = (f.breakpoints - t) / s, (f.origins - t) / s, f.coefficients * powers
+    if s < 0:
+        breakpoints, origins, coefficients = breakpoints[::-1], origins[::-1], coefficients[::-1]
+    return Piecewise(breakpoints, origins, coefficients)
+
+
+def _value(f: Piecewise, x: float) -> float:
+    piece = int(np.sum(x >= f.breakpoints))
+    return float(np.polynomial.polynomial.polyval(x - f.origins[piece], f.coefficients[piece]))

@@ -34,9 +34,16 @@ class OsimModel(eqx.Module):
       the body frame's origin and orientation in that segment's frame (identity for the ground).
     - ``joints``, ``joint_types`` (static): OpenSim's joint names and classes, in file order;
       ``coordinate_joints`` (static): the index in ``joints`` of each coordinate's joint.
+    - ``dependent_coordinates`` (static): OpenSim's coordinates that a
+      ``CoordinateCouplerConstraint`` makes functions of others; not in ``c``: the tree
+      coordinates they drive are functions of their independent coordinates in ``coordinates``.
     - ``ignored`` (static): the parts of the file that are not imported (e.g. ``"ForceSet: 6
       objects (DeGrooteFregly2016Muscle)"``: the ForceSet entries that are in neither ``forces``
       nor ``muscles``).
+    - ``not_imported`` (static): the entries of ``ignored`` that act on the dynamics in OpenSim
+      (forces and constraints of types jaxbio does not import, muscles whose parameters it
+      refuses, other ``<components>``); empty when the model is loaded whole.
+      ``load_osim(..., strict=True)`` refuses a model where it is not empty.
     - ``path`` (static): the file read.
     - ``forces``: the `jaxbio.io.OsimForces` imported from the ForceSet (coordinate limit forces,
       springs, coordinate, point and torque actuators; see `jaxbio.io._osim_forces`).
@@ -62,6 +69,8 @@ class OsimModel(eqx.Module):
     joint_types: tuple[str, ...] = eqx.field(static=True)
     coordinate_joints: tuple[int, ...] = eqx.field(static=True)
     ignored: tuple[str, ...] = eqx.field(static=True)
+    dependent_coordinates: tuple[str, ...] = eqx.field(static=True, default=())
+    not_imported: tuple[str, ...] = eqx.field(static=True, default=())
     path: str = eqx.field(static=True, default="")
     forces: OsimForces = eqx.field(default_factory=lambda: _no_forces())
     muscles: OsimMuscles | None = None

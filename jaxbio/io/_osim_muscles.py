@@ -83,6 +83,7 @@ from jaxbio._validate import as_shape, check_concrete_finite, jit_checked, to_de
 from jaxbio.coordinates import CoordinateMap, Piecewise, to_tree
 from jaxbio.muscles import geometry
 from jaxbio.muscles.geometry import MusclePaths
+from jaxbio.muscles._opensim_common import OpenSimMuscle
 from jaxbio.muscles.millard import Millard2012EquilibriumMuscle
 from jaxbio.muscles.thelen import Thelen2003Muscle
 
@@ -97,6 +98,10 @@ __all__ = [
 
 #: the muscle classes jaxbio imports
 MUSCLE_MODELS = {"Thelen2003Muscle": Thelen2003Muscle, "Millard2012EquilibriumMuscle": Millard2012EquilibriumMuscle}
+#: the modules a model's muscles are grouped into (a module's static fields are shared): by class,
+#: and the Millard muscles with rigid tendons apart when the model also has elastic ones
+RIGID_MILLARD = "Millard2012EquilibriumMuscle (rigid tendon)"
+GROUPS = {**MUSCLE_MODELS, RIGID_MILLARD: Millard2012EquilibriumMuscle}
 #: path point classes (4.x / 3.x names, and 2.x's)
 FIXED_POINTS = ("PathPoint", "MusclePoint")
 CONDITIONAL_POINTS = ("ConditionalPathPoint", "MuscleViaPoint", "ConditionalViaPoint")
@@ -115,6 +120,9 @@ class OsimMuscles(eqx.Module):
     - ``thelen``, ``millard``: a `jaxbio.muscles.Thelen2003Muscle` /
       `jaxbio.muscles.Millard2012EquilibriumMuscle` of the muscles of that class, or ``None``;
       ``thelen_index``, ``millard_index`` (static): their positions in ``names``.
+    - ``millard_rigid``, ``millard_rigid_index``: when a model has Millard muscles with rigid
+      *and* with elastic tendons (``ignore_tendon_compliance``, a static field of the module),
+      those with rigid tendons (``millard`` then holds the elastic ones); else ``None`` and ``()``.
     - ``min_control``, ``max_control`` ``(m,)``: OpenSim's control bounds (excitations).
     - ``conditional`` (static): ``(muscle, point, coordinate index)`` of each conditional point;
       ``conditional_ranges`` ``(kc, 2)`` rad / m, its range (min, max).
@@ -133,10 +141,12 @@ class OsimMuscles(eqx.Module):
     moving_functions: CoordinateMap | None
     thelen: Thelen2003Muscle | None
     millard: Millard2012EquilibriumMuscle | None
+    millard_rigid: Millard2012EquilibriumMuscle | None
     names: tuple[str, ...] = eqx.field(static=True)
     types: tuple[str, ...] = eqx.field(static=True)
     thelen_index: tuple[int, ...] = eqx.field(static=True)
     millard_index: tuple[int, ...] = eqx.field(static=True)
+    millard_rigid_index: tuple[int, ...] = eqx.field(static=True)
     conditional: tuple[tuple[int, int, int], ...] = eqx.field(static=True)
     moving: tuple[tuple[int, int], ...] = eqx.field(static=True)
 
@@ -144,8 +154,10 @@ class OsimMuscles(eqx.Module):
         m = len(self.names)
         if len(self.types) != m or self.paths.names != self.names:
             raise ValueError("OsimMuscles: names, types and paths must list the same muscles")
-        if sorted(self.thelen_index + self.millard_index) != list(range(m)):
-            raise ValueError("OsimMuscles: thelen_index and millard_index must cover every muscle once")
+        if sorted(self.thelen_index + self.millard_index + self.millard_rigid_index) != list(range(m)):
+            raise ValueError(
+                "OsimMuscles: thelen_index, millard_index and millard_rigid_index must cover every muscle once"
+            )
         for f in ("min_control", "max_control"):
             if jnp.shape(getattr(self, f)) != (m,):
                 raise ValueError(f"OsimMuscles.{f} has shape {jnp.shape(getattr(self, f))}, expected {(m,)}")
@@ -159,9 +171,18 @@ class OsimMuscles(eqx.Module):
         return self.paths.index(name)
 
     @property
+    def groups(self) -> tuple[tuple[OpenSimMuscle | None, tuple[int, ...]], ...]:
+        """``(module, positions in names)`` of each muscle module (``None`` and ``()`` if empty)."""
+        return (
+            (self.thelen, self.thelen_index),
+            (self.millard, self.millard_index),
+            (self.millard_rigid, self.millard_rigid_index),
+        )
+
+    @property
     def max_isometric_force(self) -> Float[Array, " m"]:
         """``(m,)`` N, every muscle's ``max_isometric_force`` in ``names`` order."""
-        groups = [(g, i) for g, i in ((self.thelen, self.thelen_index), (self.millard, self.millard_index)) if i]
+        groups = [(g, i) for g, i in self.groups if i]
         order = np.argsort(np.concatenate([np.asarray(i) for _, i in groups]))
         return jnp.concatenate([jnp.broadcast_to(g.max_isometric_force, (len(i),)) for g, i in groups])[order]
 
@@ -319,7 +340,7 @@ def muscle_static_optimization_forces(
     length, speed = jax.jvp(lambda x: _lengths(model, x), (c,), (cd,))
     active = jnp.zeros_like(length)
     passive = jnp.zeros_like(length)
-    for group, index in ((mus.thelen, mus.thelen_index), (mus.millard, mus.millard_index)):
+    for group, index in mus.groups:
         if group is None:
             continue
         idx = np.asarray(index, np.int32)
@@ -366,19 +387,29 @@ def read_muscles(
     def first_text(elem, tags):
         return next((t for t in (_text(elem, tag) for tag in tags) if t), None)
 
+    def given(elem) -> bool:  # an empty element is a property the file does not set (OpenSim: its default)
+        return bool((elem.text or "").strip())
+
     def properties(o):  # OpenSim's XML properties of the muscle model (from_opensim's input)
         row, where, cls = {}, _describe(o), MUSCLE_MODELS[o.tag]
         for ch in o:
-            if ch.tag in cls.OPENSIM_PROPERTIES:
+            if ch.tag in cls.OPENSIM_PROPERTIES and given(ch):
                 row[ch.tag] = float(_numbers(o, ch.tag, 1, where)[0])
             elif ch.tag in ("ignore_tendon_compliance", "ignore_activation_dynamics"):
                 row[ch.tag] = _flag(o, ch.tag, where)
             elif ch.tag in getattr(cls, "OPENSIM_CURVES", {}):
                 props = cls.OPENSIM_CURVES[ch.tag].OPENSIM_PROPERTIES
                 row[ch.tag] = {
-                    g.tag: float(_numbers(ch, g.tag, 1, f"{where}: <{ch.tag}>")[0]) for g in ch if g.tag in props
+                    g.tag: float(_numbers(ch, g.tag, 1, f"{where}: <{ch.tag}>")[0])
+                    for g in ch
+                    if g.tag in props and given(g)
                 }
         return row
+
+    def group_of(o) -> str:  # the module a muscle goes to: its class, Millard split by its static tendon flag
+        if o.tag == "Millard2012EquilibriumMuscle" and mixed_tendons:
+            return RIGID_MILLARD if _flag(o, "ignore_tendon_compliance", _describe(o)) else o.tag
+        return o.tag
 
     elems = [
         o
@@ -386,17 +417,20 @@ def read_muscles(
         for o in s.findall("objects/*")
         if o.tag in MUSCLE_MODELS and o not in disabled
     ]
+    # Millard muscles with rigid and elastic tendons (a static flag of the module): two modules
+    millard = [o for o in elems if o.tag == "Millard2012EquilibriumMuscle"]
+    mixed_tendons = len({_flag(o, "ignore_tendon_compliance", _describe(o)) for o in millard}) > 1
     # muscle models jaxbio refuses (parameters out of range): not imported, listed in ignored
     notes = []
-    for kind, cls in MUSCLE_MODELS.items():
-        mine = [o for o in elems if o.tag == kind]
+    for kind, cls in GROUPS.items():
+        mine = [o for o in elems if group_of(o) == kind]
         if not mine:
             continue
         try:
             cls.from_opensim([properties(o) for o in mine])
         except (ValueError, NotImplementedError) as e:
-            notes.append(f"{kind}: {len(mine)} muscles not imported, parameters refused ({e})")
-            elems = [o for o in elems if o.tag != kind]
+            notes.append(f"{mine[0].tag}: {len(mine)} muscles not imported, parameters refused ({e})")
+            elems = [o for o in elems if group_of(o) != kind]
     if not elems:
         return None, set(), tuple(notes)
 
@@ -435,7 +469,7 @@ def read_muscles(
                     spec["length"] = float(_numbers(w, "length", 1, where, default=[1.0])[0])
             wrap_specs[name] = spec
 
-    points, wraps, rows = {}, {}, {t: [] for t in MUSCLE_MODELS}
+    points, wraps, rows = {}, {}, {t: [] for t in GROUPS}
     names, types, lo, hi = [], [], [], []
     conditional, cond_ranges, moving, moving_pose, moving_src, moving_fn = [], [], [], [], [], []
     for o in elems:
@@ -539,7 +573,7 @@ def read_muscles(
         points[name] = pts
         if pw:
             wraps[name] = pw
-        rows[o.tag].append((len(names), properties(o)))
+        rows[group_of(o)].append((len(names), properties(o)))
         names.append(name)
         types.append(o.tag)
         lo.append(_control(o, "min_control", where, 0.0))
@@ -557,7 +591,7 @@ def read_muscles(
         kind: jax.tree_util.tree_map(
             lambda x: to_device(x, paths.points.dtype), cls.from_opensim([r for _, r in rows[kind]])
         )
-        for kind, cls in MUSCLE_MODELS.items()
+        for kind, cls in GROUPS.items()
         if rows[kind]
     }
     dt = paths.points.dtype
@@ -572,10 +606,12 @@ def read_muscles(
         moving_functions=CoordinateMap.from_pieces(coords, moving_src, moving_fn, dtype=dt) if km else None,
         thelen=groups.get("Thelen2003Muscle"),
         millard=groups.get("Millard2012EquilibriumMuscle"),
+        millard_rigid=groups.get(RIGID_MILLARD),
         names=tuple(names),
         types=tuple(types),
         thelen_index=tuple(i for i, _ in rows["Thelen2003Muscle"]),
         millard_index=tuple(i for i, _ in rows["Millard2012EquilibriumMuscle"]),
+        millard_rigid_index=tuple(i for i, _ in rows[RIGID_MILLARD]),
         conditional=tuple(conditional),
         moving=tuple(moving),
     )

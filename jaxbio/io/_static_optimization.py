@@ -36,7 +36,7 @@ Differences from OpenSim, stated:
   applies the tension at the path points, which is the same for paths without wrap surfaces and
   differs by OpenSim's tangent-point heuristics (≈1e-4 relative) on wrapping ones.
 - Coordinates that are locked or prescribed are not solved for (OpenSim drops their acceleration
-  constraints); coupler constraints are not imported (`jaxbio.io.OsimModel.ignored`).
+  constraints); coordinate couplers are imported as coupled coordinates (`jaxbio.io.osim`).
 - Frames the actuators cannot balance are reported (``feasible`` false, a warning naming the
   first such time and coordinate), with the unmet moment in ``residual``; OpenSim warns and
   writes IPOPT's last iterate.

@@ -97,17 +97,30 @@ Thelen2003Muscles and Millard2012EquilibriumMuscles, with their paths (fixed, co
 moving points; the bodies' wrap objects and each path's PathWraps) on the tree, as functions of
 OpenSim's coordinates (`jaxbio.io.muscle_lengths`, ``muscle_moment_arms`` …).
 
-**Not imported yet** (listed in `OsimModel.ignored` when present, never applied): the other forces
-(``ForceSet``: other muscle classes, muscles whose parameters OpenSim refuses, other actuators,
-ligaments, contact; disabled forces), constraints (``ConstraintSet``, e.g. coordinate couplers,
-which would change the dynamics), markers, contact geometry, wrap objects when no imported muscle
+**Coordinate couplers** (``CoordinateCouplerConstraint``, one independent coordinate): the
+dependent coordinate ``d = s · g(c_i)`` (``scale_factor`` ``s``, ``coupled_coordinates_function``
+``g``) is removed from ``c`` (`OsimModel.dependent_coordinates`) and each tree coordinate it
+drives, ``f(d)``, becomes ``f(s · g(c_i))`` (`jaxbio.io._osim_functions.compose`: ``f`` or ``g``
+must be a straight line), so that the dynamics in ``c`` are the constrained model's. OpenSim's
+inverse dynamics ignores constraints and reports a force for the dependent coordinate; jaxbio's
+generalised force of ``c_i`` includes it (virtual work).
+
+**Inertia.** As OpenSim (``Body::getInertia`` keeps the file's moments), inertias that break the
+triangle inequality and models without mass are accepted (`SegmentTree.from_dict` with
+``physical=False``).
+
+**Not imported yet** (listed in `OsimModel.ignored` when present, never applied; those that act
+on the dynamics also in `OsimModel.not_imported`, and ``load_osim(..., strict=True)`` refuses
+them): the other forces (``ForceSet``: other muscle classes, muscles whose parameters jaxbio
+refuses, path actuators and springs, other actuators, ligaments, contact; disabled forces), other
+constraints (``ConstraintSet``), markers, contact geometry, wrap objects when no imported muscle
 uses them, controllers and probes. Refused with a ``ValueError`` naming the element and the file:
 a file that is not XML or not an OpenSim model, unknown joint types (Ellipsoid, Scapulothoracic,
 ConstantCurvature …) and function types (GCVSpline, StepFunction, multi-variable functions …), a
 function of more than one coordinate, collinear CustomJoint axes, a reversed joint (child frame on
 the ground, ``reverse`` true), a missing body or frame, a body attached by no joint or by two (a
-kinematic loop), a parent never connected to the ground, a body without mass. Joints may be listed
-in any order, as OpenSim allows.
+kinematic loop), a parent never connected to the ground. Joints may be listed in any order, as
+OpenSim allows.
 """
 
 from __future__ import annotations
@@ -115,6 +128,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -514,6 +528,15 @@ def _body(elem: ET.Element) -> Body:
     return Body(float(mass), com, np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]]))
 
 
+#: entries of OsimModel.ignored that act on the dynamics (OpenSim applies them): enabled forces
+#: and constraints not imported, muscles whose parameters were refused, other <components>
+_ACTING = re.compile(r"^(ForceSet|ConstraintSet): \d+ objects|^components: |^\w+: \d+ muscles not imported")
+
+
+def _acts(entry: str) -> bool:
+    return bool(_ACTING.match(entry))
+
+
 def _ignored(
     model_elem: ET.Element, imported=frozenset(), disabled=frozenset(), wraps_imported=False
 ) -> tuple[str, ...]:
@@ -611,6 +634,57 @@ def _chain(
     return out
 
 
+def _couplers(model_elem: ET.Element, names: list[str]) -> tuple[dict[int, tuple[int, Piecewise]], set, set]:
+    """The enforced ``CoordinateCouplerConstraint`` s of the ConstraintSet: ``{dependent:
+    (independent, g)}`` (coordinate indices in ``names``; ``c[dependent] = g(c[independent])``,
+    OpenSim's ``scale_factor`` times its ``coupled_coordinates_function``), resolved so that no
+    independent coordinate is itself dependent; and the elements imported and disabled."""
+    found: dict[int, tuple[int, Piecewise, str]] = {}
+    imported, disabled = set(), set()
+    for elem in (o for cs in model_elem.findall("ConstraintSet") for o in cs.findall("objects/*")):
+        if elem.tag != "CoordinateCouplerConstraint":
+            continue
+        where = _describe(elem)
+        enforced = _flag(elem, "isEnforced", where) if _text(elem, "isEnforced") else True
+        if not enforced or _flag(elem, "isDisabled", where):
+            disabled.add(elem)
+            continue
+        independent = (_text(elem, "independent_coordinate_names") or "").split()
+        dependent = (_text(elem, "dependent_coordinate_name") or "").strip()
+        if len(independent) != 1:
+            raise ValueError(
+                f"{where}: {len(independent)} independent coordinates ({', '.join(independent)}); "
+                "only couplers of one independent coordinate are supported"
+            )
+        for n in independent + [dependent]:
+            if n not in names:
+                raise ValueError(f"{where}: no coordinate {n!r} in the model")
+        holder = elem.find("coupled_coordinates_function")
+        inner = None if holder is None else _function_element(holder, (), where)
+        if inner is None:
+            raise ValueError(f"{where}: no <coupled_coordinates_function>")
+        scale = float(_numbers(elem, "scale_factor", 1, where, default=[1.0])[0])
+        d = names.index(dependent)
+        if d in found:
+            raise ValueError(f"{where}: coordinate {dependent!r} is already the dependent one of {found[d][2]}")
+        found[d] = (names.index(independent[0]), _function(inner, where).scaled(scale), where)
+        imported.add(elem)
+    # chains (the independent coordinate of one is the dependent of another): substitute
+    resolved: dict[int, tuple[int, Piecewise]] = {}
+    for d in found:
+        i, g, where = found[d]
+        seen = {d}
+        while i in found:
+            if i in seen:
+                raise ValueError(f"{where}: its coordinates are coupled in a cycle")
+            seen.add(i)
+            i_next, h, _ = found[i]
+            g = fn.compose(g, h, where)
+            i = i_next
+        resolved[d] = (i, g)
+    return resolved, imported, disabled
+
+
 def _force_set_file(path) -> ET.Element:
     """The ``<ForceSet>`` of an OpenSim force set file (``force_set_files``: reserve and residual
     actuators), ``ValueError`` naming the file otherwise."""
@@ -626,8 +700,10 @@ def _force_set_file(path) -> ET.Element:
 def _parse(
     path: Path, raw: bytes, dtype, force_sets: Sequence[ET.Element] = (), replace_force_set: bool = False
 ) -> OsimModel:
+    from jaxbio._text import parse_xml
+
     try:
-        root = ET.fromstring(raw)
+        root = parse_xml(raw)
     except ET.ParseError as e:
         encoding = text_encoding(raw)
         raise ValueError(
@@ -740,9 +816,35 @@ def _parse(
                 pieces.append(f)
         placed[cbody] = (cbody, c_in_cbody.inverse())
 
+    # coordinate couplers: a dependent coordinate is a function of an independent one, so the
+    # tree coordinates it drives are functions of that one and it is not a coordinate of c
+    couplers, constraints_imported, constraints_disabled = _couplers(model_elem, cnames)
+    if couplers:
+        for k, src in enumerate(source):
+            if src in couplers:
+                i, g = couplers[src]
+                where = f"CoordinateCouplerConstraint of {cnames[src]!r}"
+                pieces[k] = fn.compose(pieces[k], g, f"{where} (its joint's function of it and the coupling)")
+                source[k] = i
+        kept = [k for k in range(len(coords)) if k not in couplers]
+        for k, j in enumerate(joints):
+            if j.kind in ("BallJoint", "FreeJoint") and any(first[k] + i in couplers for i in range(3)):
+                raise ValueError(f"{j.where}: a rotation of a {j.kind} is the dependent coordinate of a coupler")
+        renumber = {old: new for new, old in enumerate(kept)}
+        source = [renumber[s_] for s_ in source]
+        coords = [coords[k] for k in kept]
+        coordinate_joint = [coordinate_joint[k] for k in kept]
+        dependent_names = tuple(cnames[d] for d in sorted(couplers))
+        cnames = [cnames[k] for k in kept]
+        first = {k: (renumber[v] if v in renumber else v) for k, v in first.items()}
+    else:
+        dependent_names = ()
+
     name = model_elem.get("name", path.stem)
     try:
-        tree = SegmentTree.from_dict(model(name, gravity, segments), dtype=dtype)
+        # OpenSim checks neither (Body::getInertia keeps the file's moments; a model without mass
+        # loads): accept what it accepts
+        tree = SegmentTree.from_dict(model(name, gravity, segments), dtype=dtype, physical=False)
     except ValueError as e:
         raise ValueError(f"the model built from it is refused: {e}") from None
     dt = model_dtype(dtype)
@@ -767,7 +869,12 @@ def _parse(
     from jaxbio.io._osim_muscles import read_muscles
 
     muscles, imported_muscles, muscle_notes = read_muscles(model_elem, tree, cnames, disabled, frame_pose, dt)
-    imported = imported | imported_muscles
+    imported = imported | imported_muscles | constraints_imported
+    disabled = disabled | constraints_disabled
+    ignored = (
+        _ignored(model_elem, imported, disabled, muscles is not None and muscles.paths.wrap_objects is not None)
+        + muscle_notes
+    )
     body_names = [ground] + moving
     poses = [placed[b][1] for b in body_names]
     return OsimModel(
@@ -787,8 +894,9 @@ def _parse(
         joints=tuple(j.name for j in joints),
         joint_types=tuple(j.kind for j in joints),
         coordinate_joints=tuple(coordinate_joint),
-        ignored=_ignored(model_elem, imported, disabled, muscles is not None and muscles.paths.wrap_objects is not None)
-        + muscle_notes,
+        dependent_coordinates=dependent_names,
+        ignored=ignored,
+        not_imported=tuple(e for e in ignored if _acts(e)),
         path=str(path),
         forces=forces,
         muscles=muscles,
@@ -801,6 +909,7 @@ def load_osim(
     dtype=None,
     force_set_files: Sequence[str | os.PathLike] = (),
     replace_force_set: bool = False,
+    strict: bool = False,
 ) -> OsimModel:
     """Read the skeleton of an OpenSim model file (``.osim``, OpenSim 3.x or 4.x).
 
@@ -813,6 +922,11 @@ def load_osim(
             OpenSim's tools do with their ``<force_set_files>``.
         replace_force_set: the files' forces replace the model's ForceSet (OpenSim's
             ``<replace_force_set>``).
+        strict: refuse a model with an element that acts on the dynamics and is not imported
+            (``OsimModel.not_imported``: a force or constraint of a type jaxbio does not
+            import, muscles whose parameters jaxbio refuses, other ``<components>``). Without
+            it such elements are listed and the tools refuse to run where OpenSim would apply
+            them (inverse dynamics may exclude unsupported forces, e.g. muscles).
 
     Returns:
         `OsimModel`: ``tree`` (a `jaxbio.SegmentTree`), ``coordinates`` (the
@@ -850,6 +964,11 @@ def load_osim(
         _PARSED[key] = model
         while len(_PARSED) > _PARSED_MAX:
             del _PARSED[next(iter(_PARSED))]
+    if strict and model.not_imported:
+        raise ValueError(
+            f"{p}: elements that act on the dynamics are not imported: {'; '.join(model.not_imported)} "
+            "(docs/opensim-support.md lists what is supported)"
+        )
     return model if model.path == str(p) else dataclasses.replace(model, path=str(p))
 
 

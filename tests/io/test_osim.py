@@ -296,14 +296,6 @@ BAD = {
         "TransformAxis 'translation2'",
         "coordinate 'stretch' but no function",
     ),
-    "massless chain": (
-        TINY.replace("<mass>2</mass>", "<mass>0</mass>")
-        .replace("<inertia>0.3 0.02 0.3 0 0 0</inertia>", "<inertia>0 0 0 0 0 0</inertia>")
-        .replace("<mass>0.5</mass>", "<mass>0</mass>")
-        .replace("<inertia>0.01 0.01 0.01 0 0 0</inertia>", "<inertia>0 0 0 0 0 0</inertia>"),
-        None,
-        "the model built from it is refused",
-    ),
 }
 
 
