@@ -39,6 +39,9 @@ class ToolRun:
       ``"activations"`` (static optimisation).
     - ``files``: the files written, by the name of the table each holds.
     - ``warnings``: the warnings the run gave (also issued as Python warnings).
+    - ``matched``: the `jaxbio.io.InputMatch` of the run: the coordinates read from the motion's
+      columns, those held at a value for want of one (and the value), the columns not read, the
+      data columns of each external force (None for a run that prepared no inputs).
     """
 
     setup: Path | None
@@ -46,6 +49,7 @@ class ToolRun:
     tables: dict
     files: dict
     warnings: tuple[str, ...] = ()
+    matched: object = None
 
 
 def _write_sto(path: str, table, inputs, flag: str) -> Path:
@@ -84,7 +88,7 @@ def inverse_dynamics_job(
         from jaxbio._files import check_outputs
 
         check_outputs([("--output", output)], inputs)  # before any work
-    with warnings.catch_warnings(record=True) as caught, jax.enable_x64(True):
+    with _recording() as matches, warnings.catch_warnings(record=True) as caught, jax.enable_x64(True):
         warnings.simplefilter("always")
         table = inverse_dynamics_tool(
             model,
@@ -100,8 +104,26 @@ def inverse_dynamics_job(
     _reissue(caught)
     files = {"generalized_forces": _write_sto(output, table, inputs, "--output")} if output else {}
     return ToolRun(
-        None, "inverse_dynamics", {"generalized_forces": table}, files, tuple(str(w.message) for w in caught)
+        None,
+        "inverse_dynamics",
+        {"generalized_forces": table},
+        files,
+        tuple(str(w.message) for w in caught),
+        matches[-1] if matches else None,
     )
+
+
+@contextlib.contextmanager
+def _recording():
+    """A list that collects the `jaxbio.io.InputMatch` of the inputs prepared in the block."""
+    from jaxbio.io._tools import _MATCHES
+
+    found: list = []
+    token = _MATCHES.set(found)
+    try:
+        yield found
+    finally:
+        _MATCHES.reset(token)
 
 
 def _reissue(caught) -> None:
@@ -144,7 +166,7 @@ def static_optimization_job(
         from jaxbio._files import check_outputs
 
         check_outputs(outputs, inputs)  # before any work
-    with warnings.catch_warnings(record=True) as caught, jax.enable_x64(True):
+    with _recording() as matches, warnings.catch_warnings(record=True) as caught, jax.enable_x64(True):
         warnings.simplefilter("always")
         tables = static_optimization_tool(
             model,
@@ -174,6 +196,7 @@ def static_optimization_job(
         {"forces": tables.forces, "activations": tables.activations},
         files,
         tuple(str(w.message) for w in caught),
+        matches[-1] if matches else None,
     )
 
 
