@@ -233,13 +233,14 @@ def read_storage(path, *, in_degrees: bool | None = None) -> Table:
 
     ``ValueError`` naming the file (and the line, and the column where there is one) for: a
     missing file, an empty one, a binary (C3D) or XML file, no ``endheader``, ``nColumns`` that
-    contradicts the label row, a label row that does not start with ``time``, duplicate labels, a
+    contradicts the label row, a label row that does not start with ``time`` (or has two), a
     row with too few or too many cells, a cell that is not a number, NaN or inf, time that goes
     back, no data rows, ``DataType`` other than ``double``.
 
     Read as OpenSim's ``Storage`` reads them, with a warning: a file with another number of rows
     than its ``nRows`` (the first ``nRows`` rows, or all there are), and a row at the time of the
-    row before (it replaces that row, ``Storage::append``).
+    row before (it replaces that row, ``Storage::append``), a label repeated (its first column is
+    read, ``Storage::getStateIndex``).
     """
     lines = read_lines(path, _KIND)
     if lines[0].strip().startswith("PathFileType"):
@@ -255,7 +256,8 @@ def read_storage(path, *, in_degrees: bool | None = None) -> Table:
     if labels[0] != "time":
         raise file_error(path, f"the first column must be 'time', got {echo(labels[0])}", label_line)
     if (message := duplicate_message(labels, "column label")) is not None:
-        raise file_error(path, message, label_line)
+        if labels.count("time") > 1:
+            raise file_error(path, message, label_line)
     if columns is not None and columns != len(labels):
         raise file_error(
             path,
@@ -297,6 +299,15 @@ def read_storage(path, *, in_degrees: bool | None = None) -> Table:
         )
         values, line_numbers = values[:kept], line_numbers[:kept]
     array = np.asarray(values, dtype=np.float64)
+    first = [j for j, label in enumerate(labels) if labels.index(label) == j]
+    if len(first) < len(labels):  # OpenSim's Storage finds a label's first column (getStateIndex)
+        dropped = [f"{label!r} (position {j + 1})" for j, label in enumerate(labels) if labels.index(label) != j]
+        warnings.warn(
+            f"{os.fspath(path)}, line {label_line}: repeated column labels {', '.join(dropped)}: the first "
+            f"column of each name is read, as OpenSim reads it",
+            stacklevel=2,
+        )
+        labels, array = [labels[j] for j in first], array[:, first]
     repeats = np.flatnonzero(np.diff(array[:, 0]) == 0)
     if repeats.size:  # OpenSim's Storage::append: a row at the last row's time replaces it
         warnings.warn(

@@ -330,7 +330,7 @@ def _prepare(m, motion, external_loads, lowpass_hz, start, end, say, speed_splin
     names = m.coordinate_names
     where = str(motion) if not isinstance(motion, Table) else table.name or "motion"
     present, defaults, ignored = _match_motion(m, table, where, zero=speed_splines)
-    if not present:
+    if not present:  # OpenSim would run on, every coordinate held: almost surely the wrong file
         raise ValueError(
             f"{where}: none of the model's coordinates {list(names)} is a column (columns: {listing(table.labels, 12)})"
         )
@@ -338,9 +338,9 @@ def _prepare(m, motion, external_loads, lowpass_hz, start, end, say, speed_splin
     say("processing the coordinates")
     p = process_coordinates(table.select(present), lowpass_hz=lowpass_hz, start=start, end=end, rotational=rotational)
     T = p.time.size
-    cols = np.asarray([names.index(n) for n in present])
     c = np.tile(np.asarray([defaults.get(n, 0.0) for n in names], float), (T, 1))
     cd, cdd = np.zeros((T, len(names))), np.zeros((T, len(names)))
+    cols = np.asarray([names.index(n) for n in present])
     c[:, cols], cd[:, cols], cdd[:, cols] = p.q, p.qd, p.qdd
     if speed_splines:
         samples = p.filtered.time
