@@ -318,7 +318,8 @@ def _load_match(loads: ExternalLoads, model) -> dict:
 
 
 def _prepare(m, motion, external_loads, lowpass_hz, start, end, say, speed_splines: bool = False):
-    """`InverseDynamicsInputs` in the model's float type, and the frames' times in float64.
+    """`InverseDynamicsInputs` in the model's float type, and the `ProcessedCoordinates` (the
+    frames' times in float64, the processed samples).
 
     ``speed_splines``: the accelerations as OpenSim's ``AnalyzeTool`` analyses (static
     optimisation) get them: the derivative of a second quintic GCV spline, fitted to the speeds
@@ -374,7 +375,7 @@ def _prepare(m, motion, external_loads, lowpass_hz, start, end, say, speed_splin
         point_frames=point_frames,
         labels=labels,
     )
-    return inputs, p.time
+    return inputs, p
 
 
 def prepare_inverse_dynamics(
@@ -523,7 +524,8 @@ def inverse_dynamics_tool(
     say = progress or (lambda message: None)
     say("loading the model")
     m = applied_forces(load_any_model(model, dtype=dtype), forces_to_exclude)
-    inputs, time = _prepare(m, motion, external_loads, lowpass_hz, start, end, say)
+    inputs, processed = _prepare(m, motion, external_loads, lowpass_hz, start, end, say)
+    time = processed.time
     say(f"inverse dynamics of {time.size} frames")
     tau = _trial(m, inputs)
     return Table(

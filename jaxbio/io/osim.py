@@ -623,6 +623,41 @@ def _force_set_file(path) -> ET.Element:
     return fs
 
 
+def _without_repeated_forces(raw: bytes, force_sets, files, replace: bool) -> list:
+    """The force set files' ``<ForceSet>`` s without the forces whose names the model (or an earlier
+    file) already has: OpenSim's ``ForceSet::append`` (``AbstractTool::updateModelForces``) skips
+    them, so the model's own force of that name stays. A warning names them."""
+    import copy
+    import warnings
+
+    if not force_sets:
+        return force_sets
+    try:
+        root = ET.fromstring(raw)
+    except ET.ParseError:
+        return force_sets  # `_parse` names the problem
+    model = root.find("Model") if root.tag == "OpenSimDocument" else root
+    names = set() if replace or model is None else {f.get("name") for f in model.findall("ForceSet/objects/*")}
+    out = []
+    for fs, file in zip(force_sets, files):
+        objects = fs.find("objects")
+        repeated = [] if objects is None else [f for f in objects if f.get("name") in names]
+        if repeated:
+            fs = copy.deepcopy(fs)
+            objects = fs.find("objects")
+            for f in list(objects):
+                if f.get("name") in names:
+                    objects.remove(f)
+            warnings.warn(
+                f"{file}: the model already has forces named {[f.get('name') for f in repeated]}: they are not "
+                f"appended (the model's own are used), as OpenSim's ForceSet::append does",
+                stacklevel=3,
+            )
+        names |= {f.get("name") for f in (objects if objects is not None else ())}
+        out.append(fs)
+    return out
+
+
 def _parse(
     path: Path, raw: bytes, dtype, force_sets: Sequence[ET.Element] = (), replace_force_set: bool = False
 ) -> OsimModel:
@@ -834,6 +869,7 @@ def load_osim(
     if isinstance(force_set_files, (str, os.PathLike)):
         force_set_files = (force_set_files,)
     extra = [_force_set_file(f) for f in force_set_files]  # errors name their own file
+    extra = _without_repeated_forces(raw, extra, force_set_files, bool(replace_force_set))
     key = (
         hashlib.sha256(raw).hexdigest(),
         p.stem,

@@ -146,6 +146,7 @@ def static_optimization_job(
     output_forces=None,
     output_activations=None,
     progress: Callable[[str], None] | None = None,
+    step_interval: int = 1,
 ) -> ToolRun:
     """OpenSim's static optimisation on files (`jaxbio.io.static_optimization_tool` in float64):
     forces and activations, written to ``output_forces`` / ``output_activations`` when given
@@ -180,6 +181,7 @@ def static_optimization_job(
             use_muscle_physiology=use_muscle_physiology,
             dtype=jnp.float64,
             progress=progress,
+            step_interval=step_interval,
         )
     _reissue(caught)
     files = {
@@ -424,8 +426,10 @@ def _run_analyze_static_optimization(setup, tool, analysis, path, number, lowpas
             "coordinate instead of the muscles) is not run by jaxbio"
         )
     interval = _setup_text(analysis, "step_interval") or "1"
-    if interval != "1":
-        raise ValueError(f"{setup}: StaticOptimization <step_interval> {interval}: jaxbio solves every frame (1)")
+    if not interval.isdigit() or int(interval) < 1:
+        raise ValueError(
+            f"{setup}: StaticOptimization <step_interval> must be a whole number ≥ 1, got {echo(interval)}"
+        )
     here = setup.parent
     files = tuple(str(here / f) for f in (_setup_text(tool, "force_set_files") or "").split())
     if flag(tool, "replace_force_set", "false") and files:
@@ -458,5 +462,6 @@ def _run_analyze_static_optimization(setup, tool, analysis, path, number, lowpas
             output_forces=str(results / f"{stem}_force.sto"),
             output_activations=str(results / f"{stem}_activation.sto"),
             progress=progress,
+            step_interval=int(interval),
         )
     return dataclasses.replace(done, setup=setup, tool=tool.tag)
