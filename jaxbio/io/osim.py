@@ -640,20 +640,21 @@ def _without_repeated_forces(raw: bytes, force_sets, files, replace: bool) -> li
     names = set() if replace or model is None else {f.get("name") for f in model.findall("ForceSet/objects/*")}
     out = []
     for fs, file in zip(force_sets, files):
+        fs = copy.deepcopy(fs)
         objects = fs.find("objects")
-        repeated = [] if objects is None else [f for f in objects if f.get("name") in names]
+        repeated = []
+        for f in list(objects if objects is not None else ()):  # one by one: a file may repeat a name too
+            if f.get("name") in names:
+                objects.remove(f)
+                repeated.append(f.get("name"))
+            else:
+                names.add(f.get("name"))
         if repeated:
-            fs = copy.deepcopy(fs)
-            objects = fs.find("objects")
-            for f in list(objects):
-                if f.get("name") in names:
-                    objects.remove(f)
             warnings.warn(
-                f"{file}: the model already has forces named {[f.get('name') for f in repeated]}: they are not "
-                f"appended (the model's own are used), as OpenSim's ForceSet::append does",
+                f"{file}: the model already has forces named {repeated}: they are not appended (the first of "
+                f"each name is used), as OpenSim's ForceSet::append does",
                 stacklevel=3,
             )
-        names |= {f.get("name") for f in (objects if objects is not None else ())}
         out.append(fs)
     return out
 
