@@ -40,7 +40,8 @@ External loads and tools:
 - `inverse_dynamics_tool(model, motion, external_loads=..., lowpass_hz=..., start=..., end=...)`
   → `Table` of generalised forces labelled as OpenSim labels them: ``InverseDynamicsTool`` on
   jaxbio's dynamics, every frame in one ``jit(vmap)`` (command line: ``jaxbio inverse-dynamics``,
-  ``jaxbio run-tool SETUP.xml``).
+  ``jaxbio run-tool SETUP.xml``). The tools warn for motion columns that name no coordinate and
+  coordinates without a column; `InputMatch` is what they matched (``jaxbio.tools.ToolRun.matched``).
 - `static_optimization_tool(model, motion, external_loads=..., actuators=..., lowpass_hz=...,
   activation_exponent=..., use_muscle_physiology=...)` → `StaticOptimizationTables`
   (activations, forces): OpenSim's ``AnalyzeTool`` static optimisation, every frame in one
@@ -83,6 +84,7 @@ _EXPORTS = {
     "GCVSpline": "_gcvspl",
     "generalized_forces": "_tools",
     "inverse_dynamics_tool": "_tools",
+    "InputMatch": "_tools",
     "InverseDynamicsInputs": "_tools",
     "load_any_model": "_tools",
     "load_osim": "osim",
@@ -156,6 +158,7 @@ __all__ = [
     "load_any_model",
     "read_external_loads",
     "GCVSpline",
+    "InputMatch",
     "InverseDynamicsInputs",
     "Markers",
     "OsimModel",

@@ -21,6 +21,7 @@ refused with a clear error: OpenSim 4 converts them on load; open and save them 
 from __future__ import annotations
 
 import os
+import warnings
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import NamedTuple
@@ -144,18 +145,27 @@ def external_load_data(loads: ExternalLoads, times, table=None) -> tuple[Externa
     """The data of every force of ``loads`` at ``times`` ``(T,)`` s, interpolated as OpenSim's
     ``ExternalForce`` does (module docstring). ``table``: the data file already read
     (`read_storage`), else it is read from ``loads.datafile``. ``ValueError`` naming the file for
-    an identifier that does not find exactly three columns, and for times outside the data."""
+    an identifier that does not find exactly three columns. Times outside the data are
+    extrapolated as OpenSim's functions extrapolate (the spline's natural ends are straight
+    lines; two or three rows: the end segments), with a warning beyond half a sample."""
     from jaxbio.io._gcvspl import GCVSpline
     from jaxbio.io._storage import read_storage
 
     table = read_storage(loads.datafile) if table is None else table
     t = np.asarray(times, float).reshape(-1)
     where = f"{loads.datafile}"
-    if table.time.size and t.size and (t.min() < table.time[0] or t.max() > table.time[-1]):
-        raise ValueError(
-            f"{where}: the external loads cover t = {table.time[0]:g}–{table.time[-1]:g} s, "
-            f"not the requested {t.min():g}–{t.max():g} s"
-        )
+    if table.time.size > 1 and t.size:
+        # OpenSim evaluates its functions of the data wherever the tool asks (it pads and filters
+        # the motion, and its resampled frames may start a rounding error before the data):
+        # beyond half a sample it is extrapolation worth knowing about
+        margin = 0.5 * float(np.min(np.diff(table.time)))
+        if t.min() < table.time[0] - margin or t.max() > table.time[-1] + margin:
+            warnings.warn(
+                f"{where}: the external loads cover t = {table.time[0]:g}–{table.time[-1]:g} s; at the "
+                f"requested {t.min():g}–{t.max():g} s they are extrapolated as OpenSim extrapolates "
+                f"them (linearly from the ends of the data's spline)",
+                stacklevel=2,
+            )
 
     def series(identifier):
         if identifier is None:
@@ -165,8 +175,13 @@ def external_load_data(loads: ExternalLoads, times, table=None) -> tuple[Externa
         n = table.time.size
         if n == 1:
             return np.broadcast_to(y[0], (t.size, 3)).copy()
-        if n <= 3:
-            return np.stack([np.interp(t, table.time, y[:, k]) for k in range(3)], 1)
+        if n <= 3:  # OpenSim's PiecewiseLinearFunction, continued by the end segments' slopes
+            slope = (y[[0, -1]] - y[[1, -2]]) / (table.time[[0, -1]] - table.time[[1, -2]])[:, None]
+            out = np.stack([np.interp(t, table.time, y[:, k]) for k in range(3)], 1)
+            before, after = t < table.time[0], t > table.time[-1]
+            out[before] = y[0] + (t[before, None] - table.time[0]) * slope[0]
+            out[after] = y[-1] + (t[after, None] - table.time[-1]) * slope[1]
+            return out
         return GCVSpline(table.time, y, degree=3, exact=False)(t)
 
     out = []

@@ -894,6 +894,7 @@ class GCVSpline:
                 out = np.zeros(ts.shape + (self._coefficients.shape[1],))
             else:
                 out = self._bspline(ts, nu=int(derivative), extrapolate=True)
+                out = self._natural_ends(ts, int(derivative), out)
             return out[..., 0] if self._scalar else out
         flat = ts.reshape(-1)
         x1 = [0.0] + self._x.tolist()
@@ -906,6 +907,23 @@ class GCVSpline:
             out[i] = _splder(int(derivative), self._half_order, n, ti, x1, self._coefficients, guess)
         out = out.reshape(ts.shape + (self._coefficients.shape[1],))
         return out[..., 0] if self._scalar else out
+
+    def _natural_ends(self, ts: np.ndarray, derivative: int, out: np.ndarray) -> np.ndarray:
+        """Outside the knots the natural spline is the polynomial of degree ``m-1`` that continues
+        its value and first ``m-1`` derivatives at the end knot (GCVSPL's ``splder``); scipy's
+        B-spline would continue the end piece of degree ``2m-1`` instead."""
+        m = self._half_order
+        for end in (self._x[0], self._x[-1]):
+            outside = ts < end if end == self._x[0] else ts > end
+            if not np.any(outside):
+                continue
+            h = (ts[outside] - end)[:, None]
+            value = np.zeros((h.shape[0], out.shape[-1]))
+            for j in range(derivative, m):  # Taylor terms of the derivative of degree m-1-derivative
+                value += self._bspline(end, nu=j)[None, :] * h ** (j - derivative) / math.factorial(j - derivative)
+            out = np.array(out, copy=True)
+            out[outside] = value
+        return out
 
     def __repr__(self) -> str:
         k = self._coefficients.shape[1]

@@ -81,36 +81,53 @@ class StaticOptimizationTables(NamedTuple):
     result: StaticOptimizationResult
 
 
-def _reserves(model) -> tuple[np.ndarray, tuple[str, ...], np.ndarray, np.ndarray]:
-    """Static: the reserve actuators (``CoordinateActuator`` s) as ``(coordinate of each (k,),
-    names, optimal forces (k,), strength per coordinate (nc,))``; ``ValueError`` naming the
-    actuators OpenSim's static optimisation would use that jaxbio cannot."""
+#: the control bound given to an actuator without one (OpenSim's ±inf) where it is solved with the
+#: muscles (`_general_actuators`): far beyond any control a reserve or residual reaches
+_UNBOUNDED = 1e3
+
+
+def _diagonal(model) -> np.ndarray:
+    """Static: for each CoordinateActuator, whether it is a diagonal reserve (not on a Ball/Free
+    rotation; `_check_reserve_bounds` refuses bounded ones), solved in closed form per coordinate;
+    the others are general actuators."""
     forces = model.forces
-    names = forces.actuator_names
-    ca = forces.coordinate_actuators
-    others = [n for n in names if n not in ca.names]
-    if others:
-        raise ValueError(
-            f"{model.path}: static optimisation with point or torque actuators ({others}) is not "
-            f"supported; only CoordinateActuators can be reserves"
-        )
     euler = {i for block in forces.euler_blocks for i in block}
+    return np.asarray([c not in euler for c in forces.coordinate_actuators.coordinates], dtype=bool)
+
+
+def _check_reserve_bounds(model) -> None:
+    """``ValueError`` naming the CoordinateActuators with finite control bounds (outside jit)."""
+    ca = model.forces.coordinate_actuators
     lo, hi = (np.asarray(getattr(ca, f), float) for f in ("min_control", "max_control"))
-    coordinate = np.asarray(ca.coordinates, int)
     for k, n in enumerate(ca.names):
-        if coordinate[k] in euler:
-            raise ValueError(
-                f"{model.path}: CoordinateActuator {n!r} acts on a Ball/Free joint rotation "
-                f"({model.coordinate_names[coordinate[k]]}); not supported in static optimisation"
-            )
         if np.isfinite(lo[k]) or np.isfinite(hi[k]):
             raise ValueError(
                 f"{model.path}: CoordinateActuator {n!r} has finite control bounds "
                 f"[{lo[k]:g}, {hi[k]:g}]; static optimisation supports unbounded reserves only "
                 f"(min_control -inf, max_control inf)"
             )
-    fopt = np.asarray(ca.optimal_force, float)
-    return coordinate, tuple(ca.names), fopt, np.asarray(_reserve_strength(model, jnp.float64))
+
+
+def _general_actuators(model) -> np.ndarray:
+    """Static: the positions in ``model.forces.actuator_names`` of the actuators solved with the
+    muscles (a column of `jaxbio.io.actuator_matrix` each, control bounds ``min_control`` /
+    ``max_control``, ±`_UNBOUNDED` where infinite, cost ``|y|ᵖ`` as in OpenSim): point and torque
+    actuators, and CoordinateActuators on a Ball/Free rotation."""
+    names = model.forces.actuator_names
+    ca = model.forces.coordinate_actuators
+    diagonal = dict(zip(ca.names, _diagonal(model)))
+    return np.asarray([j for j, n in enumerate(names) if not diagonal.get(n, False)], dtype=np.int32)
+
+
+def _reserves(model) -> tuple[np.ndarray, tuple[str, ...], np.ndarray, np.ndarray]:
+    """Static: the diagonal reserve actuators (unbounded ``CoordinateActuator`` s) as
+    ``(coordinate of each (k,), names, optimal forces (k,), strength per coordinate (nc,))``."""
+    ca = model.forces.coordinate_actuators
+    keep = _diagonal(model)
+    coordinate = np.asarray(ca.coordinates, int)[keep]
+    names = tuple(n for n, k in zip(ca.names, keep) if k)
+    fopt = np.asarray(ca.optimal_force, float)[keep]
+    return coordinate, names, fopt, np.asarray(_reserve_strength(model, jnp.float64))
 
 
 def _reserve_strength(model, dtype) -> Float[Array, " nc"]:
@@ -118,10 +135,13 @@ def _reserve_strength(model, dtype) -> Float[Array, " nc"]:
     CoordinateActuators (0: none); traceable (``optimal_force`` may be traced)."""
     ca = model.forces.coordinate_actuators
     nc = len(model.coordinate_names)
-    if not len(ca):
+    keep = _diagonal(model) if len(ca) else np.zeros(0, bool)
+    if not keep.any():
         return jnp.zeros(nc, dtype)
     squares = jax.ops.segment_sum(
-        jnp.asarray(ca.optimal_force, dtype) ** 2, jnp.asarray(np.asarray(ca.coordinates)), num_segments=nc
+        jnp.asarray(ca.optimal_force, dtype)[keep] ** 2,
+        jnp.asarray(np.asarray(ca.coordinates)[keep]),
+        num_segments=nc,
     )
     return jnp.sqrt(squares)
 
@@ -144,6 +164,8 @@ def static_optimization_problem(model, inputs: InverseDynamicsInputs, *, use_mus
     the model's arrays: segment masses, optimal fibre lengths, path points …)."""
     from jaxbio.io._osim_muscles import muscle_moment_arms, muscle_static_optimization_forces
 
+    from jaxbio.io._osim_forces import actuator_matrix
+
     if model.muscles is None:
         raise ValueError(f"{model.path}: the model has no muscles jaxbio imports (ignored: {list(model.ignored)})")
     rows = _solved_coordinates(model)
@@ -153,7 +175,14 @@ def static_optimization_problem(model, inputs: InverseDynamicsInputs, *, use_mus
         fmax = muscle_static_optimization_forces(model, inputs.c, inputs.cd)[0]
     else:
         fmax = model.muscles.max_isometric_force
-    return R, tau, fmax.astype(R.dtype)
+    fmax = fmax.astype(R.dtype)
+    general = _general_actuators(model)
+    if general.size:  # rows after the muscles': generalised force per unit control (as y⁺ and y⁻), optimal force
+        B = actuator_matrix(model, inputs.c)[rows][:, general].T.astype(R.dtype)
+        R = jnp.concatenate([R, B, -B])
+        fopt = model.forces.optimal_force[general].astype(R.dtype)
+        fmax = jnp.concatenate([fmax, fopt, fopt])
+    return R, tau, fmax
 
 
 def solve_static_optimization(
@@ -177,6 +206,14 @@ def solve_static_optimization(
     rows = _solved_coordinates(model)
     strength = _reserve_strength(model, R.dtype)[rows]
     bounds = (model.muscles.min_control.astype(R.dtype), model.muscles.max_control.astype(R.dtype))
+    general = _general_actuators(model)
+    if general.size:  # y = y⁺ − y⁻, both ≥ 0: the optimum has one of them 0, so the cost is y² (p = 2)
+        lo, hi = (getattr(model.forces, f)[general].astype(R.dtype) for f in ("min_control", "max_control"))
+        zero = jnp.zeros_like(lo)
+        bounds = (
+            jnp.concatenate([bounds[0], zero, zero]),
+            jnp.concatenate([bounds[1], jnp.clip(hi, 0.0, _UNBOUNDED), jnp.clip(-lo, 0.0, _UNBOUNDED)]),
+        )
     return _solve_frame(
         R,
         tau,
@@ -231,6 +268,7 @@ def prepare_static_optimization(
     end=None,
     dtype=None,
     progress: Callable[[str], None] | None = None,
+    step_interval: int = 1,
 ):
     """``(model, inputs)``: the model with the actuator files' forces appended (as `load_osim`'s
     ``force_set_files``) and the motion processed as OpenSim's ``AnalyzeTool`` does (module
@@ -266,9 +304,25 @@ def prepare_static_optimization(
             f"{', '.join(missing)} (see OsimModel.ignored)"
         )
     _check_bounds(m)
-    _reserves(m)  # refuse what cannot be solved before any work
-    inputs, _ = _prepare(m, motion, external_loads, lowpass_hz, start, end, say, speed_splines=True)
+    _check_reserve_bounds(m)
+    if isinstance(step_interval, bool) or not isinstance(step_interval, (int, np.integer)) or step_interval < 1:
+        raise ValueError(f"step_interval must be a whole number ≥ 1, got {step_interval!r}")
+    inputs, p = _prepare(m, motion, external_loads, lowpass_hz, start, end, say, speed_splines=True)
+    if step_interval > 1:
+        keep = _analysis_frames(p, int(step_interval))
+        inputs = jax.tree_util.tree_map(lambda x: x[keep], inputs)
     return m, inputs
+
+
+def _analysis_frames(p, interval: int) -> np.ndarray:
+    """The frames an OpenSim analysis with ``step_interval`` records (``AnalyzeTool::run``: the
+    first (``begin``), those whose index ``i`` in the tool's states storage is a multiple of the
+    interval (``step``: ``Analysis::proceed``), and the last (``end``))."""
+    first = int(np.searchsorted(p.filtered.time, p.time[0]))  # the first frame's index in the storage
+    i = first + np.arange(p.time.size)
+    keep = i % interval == 0
+    keep[0] = keep[-1] = True
+    return np.flatnonzero(keep)
 
 
 def static_optimization_tool(
@@ -284,6 +338,7 @@ def static_optimization_tool(
     use_muscle_physiology: bool = True,
     dtype=None,
     progress: Callable[[str], None] | None = None,
+    step_interval: int = 1,
 ) -> StaticOptimizationTables:
     """OpenSim's ``AnalyzeTool`` with a ``StaticOptimization`` analysis (module docstring).
 
@@ -298,6 +353,8 @@ def static_optimization_tool(
       force–length–velocity curves (True) or ``max_isometric_force``.
     - ``dtype``: float type (default float64 when x64 is enabled); ``progress``: called with a
       short message before each stage.
+    - ``step_interval``: the analysis's ``step_interval``: the frames OpenSim solves (the first,
+      the last, and those whose index in the processed motion is a multiple of it).
 
     Returns `StaticOptimizationTables` (``activations``, ``forces``: ``time`` ``(T,)``; columns the
     muscles in file order, then the reserve actuators). Warns for frames the actuators cannot
@@ -317,8 +374,15 @@ def static_optimization_tool(
         end=end,
         dtype=dtype,
         progress=say,
+        step_interval=step_interval,
     )
     coordinate, reserve_names, fopt, strength = _reserves(m)
+    general = _general_actuators(m)
+    if general.size and p != 2:
+        raise ValueError(
+            f"{m.path}: static optimisation with point, torque or bounded actuators "
+            f"({[m.forces.actuator_names[j] for j in general]}) needs activation exponent 2, got {p:g}"
+        )
     if reserve_names and p != 2:
         warnings.warn(
             f"static optimisation with reserve actuators and activation exponent {p:g}: jaxbio's cost of "
@@ -336,9 +400,19 @@ def static_optimization_tool(
     for k, j in enumerate(coordinate):
         if j in position:
             controls[:, k] = fopt[k] * moment[:, position[j]] / strength[j] ** 2
-    labels = tuple(m.muscles.names) + reserve_names
-    a = np.concatenate([np.asarray(result.activations, float), controls], axis=1)
-    f = np.concatenate([np.asarray(result.forces, float), controls * fopt[None, :]], axis=1)
+    # columns: the muscles, then every actuator in the model's order (OpenSim's ForceSet order)
+    nm = len(m.muscles.names)
+    solved_a, solved_f = np.asarray(result.activations, float), np.asarray(result.forces, float)
+    by_name = {n: (controls[:, k], controls[:, k] * fopt[k]) for k, n in enumerate(reserve_names)}
+    names = m.forces.actuator_names
+    g = general.size
+    signed_a = solved_a[:, nm : nm + g] - solved_a[:, nm + g : nm + 2 * g]  # y⁺ − y⁻
+    signed_f = solved_f[:, nm : nm + g] - solved_f[:, nm + g : nm + 2 * g]
+    by_name.update({names[j]: (signed_a[:, r], signed_f[:, r]) for r, j in enumerate(general)})
+    order = [n for n in names if n in by_name]
+    labels = tuple(m.muscles.names) + tuple(order)
+    a = np.concatenate([solved_a[:, :nm]] + [by_name[n][0][:, None] for n in order], axis=1)
+    f = np.concatenate([solved_f[:, :nm]] + [by_name[n][1][:, None] for n in order], axis=1)
     bad = ~np.asarray(result.feasible)
     if bad.any():
         i = int(np.argmax(bad))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
@@ -231,10 +232,15 @@ def read_storage(path, *, in_degrees: bool | None = None) -> Table:
     ``in_degrees``, ``name``, ``description``, ``header``.
 
     ``ValueError`` naming the file (and the line, and the column where there is one) for: a
-    missing file, an empty one, a binary (C3D) or XML file, no ``endheader``, ``nRows`` or
-    ``nColumns`` that contradict the data, a label row that does not start with ``time``,
-    duplicate labels, a row with too few or too many cells, a cell that is not a number, NaN or
-    inf, time not strictly increasing, no data rows, ``DataType`` other than ``double``.
+    missing file, an empty one, a binary (C3D) or XML file, no ``endheader``, ``nColumns`` that
+    contradicts the label row, a label row that does not start with ``time`` (or has two), a
+    row with too few or too many cells, a cell that is not a number, NaN or inf, time that goes
+    back, no data rows, ``DataType`` other than ``double``.
+
+    Read as OpenSim's ``Storage`` reads them, with a warning: a file with another number of rows
+    than its ``nRows`` (the first ``nRows`` rows, or all there are), and a row at the time of the
+    row before (it replaces that row, ``Storage::append``), a label repeated (its first column is
+    read, ``Storage::getStateIndex``).
     """
     lines = read_lines(path, _KIND)
     if lines[0].strip().startswith("PathFileType"):
@@ -250,7 +256,8 @@ def read_storage(path, *, in_degrees: bool | None = None) -> Table:
     if labels[0] != "time":
         raise file_error(path, f"the first column must be 'time', got {echo(labels[0])}", label_line)
     if (message := duplicate_message(labels, "column label")) is not None:
-        raise file_error(path, message, label_line)
+        if labels.count("time") > 1:
+            raise file_error(path, message, label_line)
     if columns is not None and columns != len(labels):
         raise file_error(
             path,
@@ -282,8 +289,37 @@ def read_storage(path, *, in_degrees: bool | None = None) -> Table:
     if not values:
         raise file_error(path, "no data rows after the column labels")
     if rows is not None and rows != len(values):
-        raise file_error(path, f"the header says nRows={rows} but the file has {len(values)} data rows")
+        # OpenSim's Storage reads nRows rows, or as many as there are (a row count left from an
+        # edit is common: opensim-core's own UsingRelativePaths test motion says 151 and has 7)
+        kept = min(rows, len(values))
+        warnings.warn(
+            f"{os.fspath(path)}: the header says nRows={rows} but the file has {len(values)} data rows: "
+            f"the first {kept} are read, as OpenSim reads them",
+            stacklevel=2,
+        )
+        values, line_numbers = values[:kept], line_numbers[:kept]
     array = np.asarray(values, dtype=np.float64)
+    first = [j for j, label in enumerate(labels) if labels.index(label) == j]
+    if len(first) < len(labels):  # OpenSim's Storage finds a label's first column (getStateIndex)
+        dropped = [f"{label!r} (position {j + 1})" for j, label in enumerate(labels) if labels.index(label) != j]
+        warnings.warn(
+            f"{os.fspath(path)}, line {label_line}: repeated column labels {', '.join(dropped)}: the first "
+            f"column of each name is read, as OpenSim reads it",
+            stacklevel=2,
+        )
+        labels, array = [labels[j] for j in first], array[:, first]
+    repeats = np.flatnonzero(np.diff(array[:, 0]) == 0)
+    if repeats.size:  # OpenSim's Storage::append: a row at the last row's time replaces it
+        warnings.warn(
+            f"{os.fspath(path)}: {repeats.size} row(s) repeat the time of the row before (first at line "
+            f"{line_numbers[repeats[0] + 1]}, t = {float(array[repeats[0], 0])!r} s): the later row replaces the "
+            f"earlier, as OpenSim reads them",
+            stacklevel=2,
+        )
+        keep = np.ones(len(array), bool)
+        keep[repeats] = False
+        array = array[keep]
+        line_numbers = [n for n, k in zip(line_numbers, keep) if k]
     check_times(array[:, 0], path, line_numbers)
     if in_degrees is None:
         if flag is None:

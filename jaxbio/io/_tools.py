@@ -7,8 +7,10 @@ What `inverse_dynamics_tool` does, in OpenSim's order (opensim-core
 1. the model's coordinates found among the motion's columns are processed as OpenSim does
    (`process_coordinates`: pad, filter, degrees → radians for rotational coordinates only,
    quintic GCV splines, the frames of the time range); a coordinate the file lacks is held at
-   its default value (zero speed and acceleration), as OpenSim does (it logs it). Other columns
-   (markers, another model's coordinates) are ignored.
+   its default value (zero speed and acceleration), as OpenSim does. Other columns (markers,
+   another model's coordinates, a misspelt name) are not read. Both are warned about, naming
+   each column and coordinate and the value used (OpenSim logs them), and returned as an
+   `InputMatch` by the jobs of `jaxbio.tools` (``ToolRun.matched``).
 2. the external loads (`read_external_loads`) are interpolated at those frames
    (`external_load_data`) and applied to the bodies they name: force at its point, plus the free
    torque, each rotated to the world from the frame it is expressed in.
@@ -34,9 +36,12 @@ coordinate-map coefficients). `inverse_dynamics_tool` is the two in sequence."""
 
 from __future__ import annotations
 
+import contextvars
 import os
+import warnings
 from pathlib import Path
 from collections.abc import Callable
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -54,6 +59,7 @@ from jaxbio.io._storage import Table, read_storage
 from jaxbio._text import listing
 
 __all__ = [
+    "InputMatch",
     "InverseDynamicsInputs",
     "coordinates_table",
     "generalized_forces",
@@ -188,18 +194,32 @@ class InverseDynamicsInputs(eqx.Module):
         return jax.tree_util.tree_map(lambda a: a[i], self)
 
 
-def _body_index(model, name: str, role: str, force_name: str, where: str) -> int:
-    if name.lower() == "ground" or name == (model.bodies[0] if model.bodies else "ground"):
+def _body_index(model, name: str, role: str, force_name: str, where: str, grounded: list | None = None) -> int:
+    """The index in ``model.bodies`` of the body an ExternalForce names. ``applied_to_body`` must
+    be a body (OpenSim throws); a frame (``force_expressed_in_body``, ``point_expressed_in_body``)
+    that names none is the ground, with a warning, as in OpenSim (``ExternalForce::
+    extendConnectToModel``); ``grounded`` collects those ``(force, role, name)``."""
+    name = name.removeprefix("/bodyset/").removeprefix("./bodyset/")
+    if name.lower() == "ground" or name in ("/ground", (model.bodies[0] if model.bodies else "ground")):
         return 0
-    if name not in model.bodies:
+    if name in model.bodies:
+        return model.bodies.index(name)
+    if role == "applied_to_body":
         raise ValueError(
             f"{where}: ExternalForce {force_name!r}: {role} {name!r} is not a body of the model "
             f"({model.path}); bodies are {list(model.bodies)}"
         )
-    return model.bodies.index(name)
+    warnings.warn(
+        f"{where}: ExternalForce {force_name!r}: {role} {name!r} is not a body of the model ({model.path}): "
+        f"the ground frame is used, as OpenSim does",
+        stacklevel=3,
+    )
+    if grounded is not None:
+        grounded.append((force_name, role, name))
+    return 0
 
 
-def _load_arrays(model, loads: ExternalLoads, times: np.ndarray):
+def _load_arrays(model, loads: ExternalLoads, times: np.ndarray, grounded: list | None = None):
     """``(forces, torques, points)`` ``(T, k, 3)`` and the static body indices of `InverseDynamicsInputs`."""
     where = str(loads.path)
     zero = np.zeros((times.size, 3))
@@ -209,11 +229,12 @@ def _load_arrays(model, loads: ExternalLoads, times: np.ndarray):
         body = _body_index(model, f.body, "applied_to_body", f.name, where)
         if model.body_segments[body] < 0:
             continue  # a load on the ground moves nothing
-        force_frame = _body_index(model, f.force_frame, "force_expressed_in_body", f.name, where)
+        force_frame = _body_index(model, f.force_frame, "force_expressed_in_body", f.name, where, grounded)
         if d.point is None:  # the body's origin
             point_frame, point = body, zero
         else:
-            point_frame, point = _body_index(model, f.point_frame, "point_expressed_in_body", f.name, where), d.point
+            point_frame = _body_index(model, f.point_frame, "point_expressed_in_body", f.name, where, grounded)
+            point = d.point
         forces.append(zero if d.force is None else d.force)
         torques.append(zero if d.torque is None else d.torque)
         points.append(point)
@@ -224,39 +245,119 @@ def _load_arrays(model, loads: ExternalLoads, times: np.ndarray):
     return (stack(forces), stack(torques), stack(points)), tuple(bodies), tuple(force_frames), tuple(point_frames)
 
 
+class InputMatch(NamedTuple):
+    """How a tool matched its input files to the model (`jaxbio.tools.ToolRun.matched`); every
+    mismatch is also a warning that names it and the value used, as OpenSim logs it.
+
+    - ``coordinates``: the model's coordinates read from a column of the motion (model order);
+    - ``defaults``: the model's coordinates the motion has no column for, each with the value it
+      is held at (its default value, rad or m; zero speed and acceleration), as in OpenSim;
+    - ``ignored_columns``: the motion's columns that name no coordinate of the model (not read);
+    - ``external_forces``: each applied ``ExternalForce`` by name, with the data columns its
+      force, point and torque identifiers found (``{"force": (...), "point": (...), "torque":
+      (...)}``, absent keys: not given);
+    - ``ground_frames``: ``(force, property, name)`` for each ExternalForce frame that names no
+      body of the model: the ground is used, as in OpenSim."""
+
+    coordinates: tuple[str, ...]
+    defaults: dict
+    ignored_columns: tuple[str, ...]
+    external_forces: dict
+    ground_frames: tuple[tuple[str, str, str], ...] = ()
+
+
+#: while set (by `jaxbio.tools`' jobs), a list to which `_prepare` appends its `InputMatch`
+_MATCHES: contextvars.ContextVar = contextvars.ContextVar("jaxbio_input_matches", default=None)
+
+
+def _match_motion(m, table, where: str, zero: bool = False):
+    """``(present, defaults, ignored)`` of `InputMatch`, warning once for the columns that name
+    no coordinate and once for the coordinates without a column (with the values used: the
+    coordinate's default value, or 0 when ``zero``, as OpenSim's ``AnalyzeTool`` fills them,
+    ``SimbodyEngine::formCompleteStorages``)."""
+    names = m.coordinate_names
+    present = [n for n in names if n in table.labels]
+    ignored = tuple(label for label in table.labels if label not in names)
+    defaults = {n: 0.0 if zero else float(m.defaults[k]) for k, n in enumerate(names) if n not in table.labels}
+    if present and ignored:
+        warnings.warn(
+            f"{where}: {len(ignored)} column(s) name no coordinate of the model ({m.path}) and are not read: "
+            f"{listing(ignored, 12)}",
+            stacklevel=4,
+        )
+    if present and defaults:
+        unit = lambda n: "rad" if m.motion_types[names.index(n)] == "rotational" else "m"
+        held = ", ".join(f"{n} = {v:g} {unit(n)}" for n, v in defaults.items())
+        warnings.warn(
+            f"{where}: {len(defaults)} coordinate(s) of the model ({m.path}) have no column and are held at "
+            f"{'0' if zero else 'their default values'} (zero speed and acceleration), as OpenSim does: {held}",
+            stacklevel=4,
+        )
+    return present, defaults, ignored
+
+
+def _load_match(loads: ExternalLoads, model) -> dict:
+    """`InputMatch.external_forces`: the columns each applied force's identifiers found."""
+    from jaxbio.io._external_loads import identifier_columns
+
+    table = read_storage(loads.datafile)
+    out = {}
+    for f in loads.forces:
+        found = {}
+        for key, ident in (
+            ("force", f.force_identifier),
+            ("point", f.point_identifier),
+            ("torque", f.torque_identifier),
+        ):
+            if ident is not None and not (key == "point" and f.force_identifier is None):
+                found[key] = tuple(
+                    table.labels[i] for i in identifier_columns(table.labels, ident, where=str(loads.datafile))
+                )
+        out[f.name] = found
+    return out
+
+
 def _prepare(m, motion, external_loads, lowpass_hz, start, end, say, speed_splines: bool = False):
-    """`InverseDynamicsInputs` in the model's float type, and the frames' times in float64.
+    """`InverseDynamicsInputs` in the model's float type, and the `ProcessedCoordinates` (the
+    frames' times in float64, the processed samples).
 
     ``speed_splines``: the accelerations as OpenSim's ``AnalyzeTool`` analyses (static
     optimisation) get them: the derivative of a second quintic GCV spline, fitted to the speeds
     ``q̇`` at every (padded, filtered) sample (``StaticOptimization::begin``:
     ``GCVSplineSet(5, states).constructStorage(1)``), instead of ``q̈`` of the coordinates' spline
-    (``InverseDynamicsTool``)."""
+    (``InverseDynamicsTool``); and a coordinate the motion lacks is held at 0, not at its default
+    (``SimbodyEngine::formCompleteStorages``)."""
     table = motion if isinstance(motion, Table) else read_storage(motion)
     names = m.coordinate_names
-    present = [n for n in names if n in table.labels]
-    if not present:
+    where = str(motion) if not isinstance(motion, Table) else table.name or "motion"
+    present, defaults, ignored = _match_motion(m, table, where, zero=speed_splines)
+    if not present:  # OpenSim would run on, every coordinate held: almost surely the wrong file
         raise ValueError(
-            f"{motion if not isinstance(motion, Table) else table.name or 'motion'}: none of the model's coordinates {list(names)} is a column "
-            f"(columns: {listing(table.labels, 12)})"
+            f"{where}: none of the model's coordinates {list(names)} is a column (columns: {listing(table.labels, 12)})"
         )
     rotational = [n for n in present if m.motion_types[names.index(n)] == "rotational"]
     say("processing the coordinates")
     p = process_coordinates(table.select(present), lowpass_hz=lowpass_hz, start=start, end=end, rotational=rotational)
     T = p.time.size
-    cols = np.asarray([names.index(n) for n in present])
-    c = np.tile(np.asarray(m.defaults, float), (T, 1))
+    c = np.tile(np.asarray([defaults.get(n, 0.0) for n in names], float), (T, 1))
     cd, cdd = np.zeros((T, len(names))), np.zeros((T, len(names)))
+    cols = np.asarray([names.index(n) for n in present])
     c[:, cols], cd[:, cols], cdd[:, cols] = p.q, p.qd, p.qdd
     if speed_splines:
         samples = p.filtered.time
         cdd[:, cols] = GCVSpline(samples, p.spline(samples, 1), degree=5)(p.time, 1)
 
     arrays, bodies, force_frames, point_frames = (np.zeros((T, 0, 3)),) * 3, (), (), ()
+    grounded, load_match = [], {}
     if external_loads is not None:
         say("reading the external loads")
         loads = external_loads if isinstance(external_loads, ExternalLoads) else read_external_loads(external_loads)
-        arrays, bodies, force_frames, point_frames = _load_arrays(m, loads, p.time)
+        arrays, bodies, force_frames, point_frames = _load_arrays(m, loads, p.time, grounded)
+        if _MATCHES.get() is not None:
+            load_match = _load_match(loads, m)
+    record = _MATCHES.get()
+    if record is not None:
+        record.append(InputMatch(tuple(present), defaults, ignored, load_match, tuple(grounded)))
     dt = m.tree.masses.dtype
     as_dt = lambda x: jnp.asarray(x, dt)
     labels = tuple(n + ("_moment" if t == "rotational" else "_force") for n, t in zip(names, m.motion_types))
@@ -274,7 +375,7 @@ def _prepare(m, motion, external_loads, lowpass_hz, start, end, say, speed_splin
         point_frames=point_frames,
         labels=labels,
     )
-    return inputs, p.time
+    return inputs, p
 
 
 def prepare_inverse_dynamics(
@@ -423,7 +524,8 @@ def inverse_dynamics_tool(
     say = progress or (lambda message: None)
     say("loading the model")
     m = applied_forces(load_any_model(model, dtype=dtype), forces_to_exclude)
-    inputs, time = _prepare(m, motion, external_loads, lowpass_hz, start, end, say)
+    inputs, processed = _prepare(m, motion, external_loads, lowpass_hz, start, end, say)
+    time = processed.time
     say(f"inverse dynamics of {time.size} frames")
     tau = _trial(m, inputs)
     return Table(

@@ -697,6 +697,42 @@ def _force_set_file(path) -> ET.Element:
     return fs
 
 
+def _without_repeated_forces(raw: bytes, force_sets, files, replace: bool) -> list:
+    """The force set files' ``<ForceSet>`` s without the forces whose names the model (or an earlier
+    file) already has: OpenSim's ``ForceSet::append`` (``AbstractTool::updateModelForces``) skips
+    them, so the model's own force of that name stays. A warning names them."""
+    import copy
+    import warnings
+
+    if not force_sets:
+        return force_sets
+    try:
+        root = ET.fromstring(raw)
+    except ET.ParseError:
+        return force_sets  # `_parse` names the problem
+    model = root.find("Model") if root.tag == "OpenSimDocument" else root
+    names = set() if replace or model is None else {f.get("name") for f in model.findall("ForceSet/objects/*")}
+    out = []
+    for fs, file in zip(force_sets, files):
+        fs = copy.deepcopy(fs)
+        objects = fs.find("objects")
+        repeated = []
+        for f in list(objects if objects is not None else ()):  # one by one: a file may repeat a name too
+            if f.get("name") in names:
+                objects.remove(f)
+                repeated.append(f.get("name"))
+            else:
+                names.add(f.get("name"))
+        if repeated:
+            warnings.warn(
+                f"{file}: the model already has forces named {repeated}: they are not appended (the first of "
+                f"each name is used), as OpenSim's ForceSet::append does",
+                stacklevel=3,
+            )
+        out.append(fs)
+    return out
+
+
 def _parse(
     path: Path, raw: bytes, dtype, force_sets: Sequence[ET.Element] = (), replace_force_set: bool = False
 ) -> OsimModel:
@@ -948,6 +984,7 @@ def load_osim(
     if isinstance(force_set_files, (str, os.PathLike)):
         force_set_files = (force_set_files,)
     extra = [_force_set_file(f) for f in force_set_files]  # errors name their own file
+    extra = _without_repeated_forces(raw, extra, force_set_files, bool(replace_force_set))
     key = (
         hashlib.sha256(raw).hexdigest(),
         p.stem,

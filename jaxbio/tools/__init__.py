@@ -39,6 +39,9 @@ class ToolRun:
       ``"activations"`` (static optimisation).
     - ``files``: the files written, by the name of the table each holds.
     - ``warnings``: the warnings the run gave (also issued as Python warnings).
+    - ``matched``: the `jaxbio.io.InputMatch` of the run: the coordinates read from the motion's
+      columns, those held at a value for want of one (and the value), the columns not read, the
+      data columns of each external force (None for a run that prepared no inputs).
     """
 
     setup: Path | None
@@ -46,6 +49,7 @@ class ToolRun:
     tables: dict
     files: dict
     warnings: tuple[str, ...] = ()
+    matched: object = None
 
 
 def _write_sto(path: str, table, inputs, flag: str) -> Path:
@@ -84,7 +88,7 @@ def inverse_dynamics_job(
         from jaxbio._files import check_outputs
 
         check_outputs([("--output", output)], inputs)  # before any work
-    with warnings.catch_warnings(record=True) as caught, jax.enable_x64(True):
+    with _recording() as matches, warnings.catch_warnings(record=True) as caught, jax.enable_x64(True):
         warnings.simplefilter("always")
         table = inverse_dynamics_tool(
             model,
@@ -100,8 +104,26 @@ def inverse_dynamics_job(
     _reissue(caught)
     files = {"generalized_forces": _write_sto(output, table, inputs, "--output")} if output else {}
     return ToolRun(
-        None, "inverse_dynamics", {"generalized_forces": table}, files, tuple(str(w.message) for w in caught)
+        None,
+        "inverse_dynamics",
+        {"generalized_forces": table},
+        files,
+        tuple(str(w.message) for w in caught),
+        matches[-1] if matches else None,
     )
+
+
+@contextlib.contextmanager
+def _recording():
+    """A list that collects the `jaxbio.io.InputMatch` of the inputs prepared in the block."""
+    from jaxbio.io._tools import _MATCHES
+
+    found: list = []
+    token = _MATCHES.set(found)
+    try:
+        yield found
+    finally:
+        _MATCHES.reset(token)
 
 
 def _reissue(caught) -> None:
@@ -124,6 +146,7 @@ def static_optimization_job(
     output_forces=None,
     output_activations=None,
     progress: Callable[[str], None] | None = None,
+    step_interval: int = 1,
 ) -> ToolRun:
     """OpenSim's static optimisation on files (`jaxbio.io.static_optimization_tool` in float64):
     forces and activations, written to ``output_forces`` / ``output_activations`` when given
@@ -144,7 +167,7 @@ def static_optimization_job(
         from jaxbio._files import check_outputs
 
         check_outputs(outputs, inputs)  # before any work
-    with warnings.catch_warnings(record=True) as caught, jax.enable_x64(True):
+    with _recording() as matches, warnings.catch_warnings(record=True) as caught, jax.enable_x64(True):
         warnings.simplefilter("always")
         tables = static_optimization_tool(
             model,
@@ -158,6 +181,7 @@ def static_optimization_job(
             use_muscle_physiology=use_muscle_physiology,
             dtype=jnp.float64,
             progress=progress,
+            step_interval=step_interval,
         )
     _reissue(caught)
     files = {
@@ -174,6 +198,7 @@ def static_optimization_job(
         {"forces": tables.forces, "activations": tables.activations},
         files,
         tuple(str(w.message) for w in caught),
+        matches[-1] if matches else None,
     )
 
 
@@ -401,8 +426,10 @@ def _run_analyze_static_optimization(setup, tool, analysis, path, number, lowpas
             "coordinate instead of the muscles) is not run by jaxbio"
         )
     interval = _setup_text(analysis, "step_interval") or "1"
-    if interval != "1":
-        raise ValueError(f"{setup}: StaticOptimization <step_interval> {interval}: jaxbio solves every frame (1)")
+    if not interval.isdigit() or int(interval) < 1:
+        raise ValueError(
+            f"{setup}: StaticOptimization <step_interval> must be a whole number ≥ 1, got {echo(interval)}"
+        )
     here = setup.parent
     files = tuple(str(here / f) for f in (_setup_text(tool, "force_set_files") or "").split())
     if flag(tool, "replace_force_set", "false") and files:
@@ -435,5 +462,6 @@ def _run_analyze_static_optimization(setup, tool, analysis, path, number, lowpas
             output_forces=str(results / f"{stem}_force.sto"),
             output_activations=str(results / f"{stem}_activation.sto"),
             progress=progress,
+            step_interval=int(interval),
         )
     return dataclasses.replace(done, setup=setup, tool=tool.tag)
