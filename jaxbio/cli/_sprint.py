@@ -196,6 +196,7 @@ def _run(args) -> int:
         print(note, file=sys.stderr)
     bar = _progress(4 if fit_until is not None else 3, args.no_progress)
     splits = splits_from_races(races, fit_until)
+    late_notes = []  # warnings found while fitting (the shipped reference fits stale), printed after the bar
 
     def baselines():  # closed-form models, by scipy (no XLA compile), in a second thread
         return tuple(fit_baseline(kind, splits, backend="scipy").rows(len(races)) for kind in ("fhk", "tibshirani"))
@@ -207,7 +208,8 @@ def _run(args) -> int:
                 from jaxbio.sprint.hierarchical import forecast, reference_fits
 
                 bar.set_description("the embedded races' reference fits (for the population)")
-                ref = reference_fits(embedded_races())  # shipped (data/reference_fits.json) unless they changed
+                # shipped (data/reference_fits.json) unless they changed: then fitted, with one warning line
+                ref = _read_warned(late_notes, reference_fits, embedded_races())
                 bar.update()
                 bar.set_description(f"fitting splits ≤ {fit_until:g} m with the hierarchical prior")
                 res, fc, pops = forecast(races, fit_until, ref=ref)
@@ -227,6 +229,8 @@ def _run(args) -> int:
             bar.update()
     finally:
         bar.close()
+    for note in late_notes:
+        print(note, file=sys.stderr)
     problems = [fit_problems(res, i) for i in range(len(races))]
     from jaxbio.sprint import fv_report as _fv_report
 
