@@ -25,7 +25,8 @@ Exit codes:
   the values with ``!``; the outputs are written, the JSON with ``"converged": false`` and
   ``"problems"``. Also when a baseline did not converge.
 
-The reader's warnings (unknown wind, implausible reaction time or wind) are one stderr line each
+The reader's warnings (unknown wind, a reaction time that is not one number, implausible reaction
+time or wind) are one stderr line each
 (``jaxbio sprint: warning: FILE:LINE: ...``), printed once the input is known to be good. Output
 files are written all-or-nothing (``jaxbio._files``) *before* the table is printed, so a closed
 stdout (``| head``) costs no file; its ``BrokenPipeError`` is left to the ``jaxbio`` entry point.
@@ -196,6 +197,7 @@ def _run(args) -> int:
         print(note, file=sys.stderr)
     bar = _progress(4 if fit_until is not None else 3, args.no_progress)
     splits = splits_from_races(races, fit_until)
+    late_notes = []  # warnings found while fitting (the shipped reference fits stale), printed after the bar
 
     def baselines():  # closed-form models, by scipy (no XLA compile), in a second thread
         return tuple(fit_baseline(kind, splits, backend="scipy").rows(len(races)) for kind in ("fhk", "tibshirani"))
@@ -207,7 +209,8 @@ def _run(args) -> int:
                 from jaxbio.sprint.hierarchical import forecast, reference_fits
 
                 bar.set_description("the embedded races' reference fits (for the population)")
-                ref = reference_fits(embedded_races())  # shipped (data/reference_fits.json) unless they changed
+                # shipped (data/reference_fits.json) unless they changed: then fitted, with one warning line
+                ref = _read_warned(late_notes, reference_fits, embedded_races())
                 bar.update()
                 bar.set_description(f"fitting splits ≤ {fit_until:g} m with the hierarchical prior")
                 res, fc, pops = forecast(races, fit_until, ref=ref)
@@ -227,6 +230,8 @@ def _run(args) -> int:
             bar.update()
     finally:
         bar.close()
+    for note in late_notes:
+        print(note, file=sys.stderr)
     problems = [fit_problems(res, i) for i in range(len(races))]
     from jaxbio.sprint import fv_report as _fv_report
 
@@ -335,6 +340,16 @@ def _print_table(races, res, fhk, tib, fit_until, problems, fc=None, pops=None):
     unknown = [r.name for r in races if not r.wind_known]
     if unknown:
         print(f"wind unknown (0 m/s assumed) for {', '.join(unknown)}")
+    unknown_rt = [r.name for r in races if not getattr(r, "reaction_time_known", True)]
+    if unknown_rt:
+        from jaxbio.sprint.data import ASSUMED_REACTION
+
+        how = (
+            "not fitted with --fit-until"
+            if fit_until is not None
+            else "the start offset RT fitted with its prior N(0, 0.05 s)"
+        )
+        print(f"reaction time unknown ({ASSUMED_REACTION:g} s assumed; {how}) for {', '.join(unknown_rt)}")
     long = [r.name for r in races if r.distances[-1] > 100.0 + 1e-9]
     if long:
         print(f"longer than 100 m: {', '.join(long)}; the model runs on a straight (the bend is ignored)")
@@ -421,7 +436,8 @@ def _record(i, race, res, fhk, tib, fit_until, problems=None, fc=None, pops=None
         "race": race.name,
         "label": race.label,
         "source": race.path,
-        "reaction_time_s": race.reaction_time,
+        "reaction_time_s": race.reaction_time if race.reaction_time_known else None,  # null: not one number
+        **({} if race.reaction_time_known else {"reaction_time_assumed_s": race.reaction_time}),
         "wind_mps": race.wind if race.wind_known else None,  # null: the file gives no wind
         **({} if race.wind_known else {"wind_assumed_mps": race.wind}),  # what the fit assumed then
         "fit_until_m": fit_until,

@@ -14,6 +14,13 @@ What is accepted (everything else is refused, never guessed):
   number and unit must be a remark in parentheses. ``reaction_time_s`` in s (no unit, ``s``) or
   ``ms``; ``wind`` in m/s (no unit, ``m/s``), ``km/h`` or ``mph``, converted to m/s. Each key at
   most once (a repeated key is refused with both lines).
+- ``reaction_time_s`` that cannot be read as one number as above — two numbers
+  (``RT 0.146 / 0.152``), text (``n/a``, ``not given``), text after the number outside parentheses
+  — is *unknown*: ``ASSUMED_REACTION`` (0.15 s) is assumed, ``Race.reaction_time_known`` is False
+  and a ``SprintDataWarning`` says so; the model choice (`jaxbio.sprint.selection.fit_selected`,
+  what ``jaxbio sprint`` runs) then always fits the start offset ``rt_offset`` with its prior
+  N(0, 0.05 s) around it. A readable number out of range is still refused (below), and so is a
+  missing ``reaction_time_s`` line.
 - ``wind`` whose value (before any remark) has no digit — missing, empty, ``n/a``, ``unknown``,
   ``not given in the sources seen`` — is *unknown*: 0 m/s is assumed, ``Race.wind_known`` is
   False and a ``SprintDataWarning`` says so.
@@ -67,6 +74,10 @@ MAX_SPEED = 15.0
 MIN_SPEED = 1.5
 #: reaction times outside this range (s) are accepted with a warning; below 0 or from 1 s refused
 PLAUSIBLE_REACTION = (0.08, 0.5)
+#: reaction time [s] assumed when the file's cannot be read as one number (``Race.reaction_time_known``
+#: False): a typical elite sprinter's (the embedded races: 0.133–0.165 s); the start offset fitted
+#: by the model choice (prior sd 0.05 s) moves it
+ASSUMED_REACTION = 0.15
 #: |wind| above this (m/s) is accepted with a warning; above ``MAX_WIND`` refused
 PLAUSIBLE_WIND = 10.0
 MAX_WIND = 20.0
@@ -124,7 +135,9 @@ class Race:
     (the ``0,0`` row is dropped); ``reaction_time`` s; ``wind`` m/s (tail wind positive; 0 when
     unknown); ``lines`` ``(n,)`` the file line of each split (for error messages); ``header`` the
     ``#`` key/value pairs; ``path`` where it was read from; ``name`` the file stem;
-    ``wind_known`` False when the file gives no wind (0 m/s assumed).
+    ``wind_known`` False when the file gives no wind (0 m/s assumed); ``reaction_time_known``
+    False when the file's reaction time cannot be read as one number (``ASSUMED_REACTION`` assumed,
+    the start offset fitted by the model choice).
     """
 
     name: str
@@ -136,6 +149,7 @@ class Race:
     path: str
     lines: np.ndarray
     wind_known: bool = True
+    reaction_time_known: bool = True
 
     @property
     def n(self) -> int:
@@ -229,10 +243,14 @@ def _cell(path: str, lineno: int, cell: str, decimal_comma: bool, line: str) -> 
     return x
 
 
-def _reaction_time_and_wind(path: str, header: dict, header_lines: dict, required: bool = True):
+def _reaction_time_and_wind(
+    path: str, header: dict, header_lines: dict, required: bool = True, unreadable_ok: bool = False
+):
     """The header's reaction time [s] and wind [m/s], checked as the module docstring says:
     ``(rt, wind, wind_known, notes)``, ``notes`` the warnings to give once the file is accepted.
-    A missing ``reaction_time_s`` is refused if ``required``, else ``rt`` is None."""
+    A missing ``reaction_time_s`` is refused if ``required``, else ``rt`` is None. With
+    ``unreadable_ok`` a value that cannot be read as one number (text, two numbers) gives ``rt``
+    None and a warning (the caller assumes ``ASSUMED_REACTION``); else it is refused."""
     notes: list[tuple] = []  # warnings, given only if the file is accepted
     rt = None
     if "reaction_time_s" not in header and required:
@@ -241,16 +259,33 @@ def _reaction_time_and_wind(path: str, header: dict, header_lines: dict, require
         raise SprintDataError(path, 0, f"missing the header line '# reaction_time_s: <seconds>'{hint}")
     if "reaction_time_s" in header:
         rt_line = header_lines["reaction_time_s"]
-        rt = _header_quantity(path, rt_line, "reaction_time_s", header["reaction_time_s"])
-        if rt is None or not 0 <= rt < 1:
-            got = f"{echo(header['reaction_time_s'])}" + ("" if rt is None else f" = {rt:g} s")
-            hint = " (milliseconds? write the unit: '146 ms')" if rt is not None and rt >= 1 else ""
-            raise SprintDataError(path, rt_line, f"reaction_time_s must be a number in [0, 1) s, got {got}{hint}")
-        lo, hi = PLAUSIBLE_REACTION
-        if not lo <= rt <= hi:
+        value = header["reaction_time_s"]
+        try:
+            rt = _header_quantity(path, rt_line, "reaction_time_s", value)
+        except SprintDataError:
+            if not unreadable_ok:
+                raise
+            rt = None
+        if rt is None and unreadable_ok:  # text or two numbers: unknown, assumed, the start offset fitted
             notes.append(
-                (path, rt_line, f"reaction time {rt:g} s is outside the usual {lo:g}–{hi:g} s; check the file")
+                (
+                    path,
+                    rt_line,
+                    f"reaction_time_s {echo(value)} is not one number in s or ms: reaction time unknown, "
+                    f"{ASSUMED_REACTION:g} s assumed and the start offset fitted with its prior "
+                    "(write one number, e.g. '0.146 s (official)', to use it)",
+                )
             )
+        else:
+            if rt is None or not 0 <= rt < 1:
+                got = f"{echo(value)}" + ("" if rt is None else f" = {rt:g} s")
+                hint = " (milliseconds? write the unit: '146 ms')" if rt is not None and rt >= 1 else ""
+                raise SprintDataError(path, rt_line, f"reaction_time_s must be a number in [0, 1) s, got {got}{hint}")
+            lo, hi = PLAUSIBLE_REACTION
+            if not lo <= rt <= hi:
+                notes.append(
+                    (path, rt_line, f"reaction time {rt:g} s is outside the usual {lo:g}–{hi:g} s; check the file")
+                )
     wind, wind_known = 0.0, True
     wind_line = header_lines.get("wind", 0)
     w = _header_quantity(path, wind_line, "wind", header["wind"]) if "wind" in header else None
@@ -340,7 +375,9 @@ def read_csv(path, name: str | None = None, text: str | bytes | None = None) -> 
         rows.append((d, t, lineno))
     if columns_line is None:
         raise SprintDataError(path, 0, "missing the column line 'distance_m,time_s'")
-    rt, wind, wind_known, notes = _reaction_time_and_wind(path, header, header_lines)
+    rt, wind, wind_known, notes = _reaction_time_and_wind(path, header, header_lines, unreadable_ok=True)
+    rt_known = rt is not None
+    rt = ASSUMED_REACTION if rt is None else rt
     if rows and rows[0][0] == 0.0:
         if rows[0][1] != 0.0:
             raise SprintDataError(
@@ -377,7 +414,10 @@ def read_csv(path, name: str | None = None, text: str | bytes | None = None) -> 
             raise SprintDataError(path, ln, f"times must increase: {t1:g} s at {d1:g} m after {t0:g} s at {d0:g} m")
     if rows[0][1] <= rt:
         raise SprintDataError(
-            path, rows[0][2], f"first split time {rows[0][1]:g} s is not after the reaction time {rt:g} s"
+            path,
+            rows[0][2],
+            f"first split time {rows[0][1]:g} s is not after the reaction time {rt:g} s"
+            + ("" if rt_known else " (assumed: the file's is not one number)"),
         )
     for (d0, t0), (d1, t1, ln) in zip([(0.0, rt)] + [r[:2] for r in rows[:-1]], rows):
         speed = (d1 - d0) / (t1 - t0)
@@ -408,6 +448,7 @@ def read_csv(path, name: str | None = None, text: str | bytes | None = None) -> 
         path=path,
         lines=arr[:, 2].astype(int),
         wind_known=wind_known,
+        reaction_time_known=rt_known,
     )
 
 

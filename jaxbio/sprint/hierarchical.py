@@ -635,13 +635,40 @@ def reference_fits(
     _no_fitness_hook(kw, "reference_fits")
     reference = embedded_races() if reference is None else reference
     if shipped and reference_fit is None and not kw:
-        found = _reference.lookup(reference, reference_fingerprint(reference, model, names))
+        key = reference_fingerprint(reference, model, names)
+        found = _reference.lookup(reference, key)
         if found is not None:
             return ReferenceFits(
                 race_names=found["race_names"], names=found["names"], **{key: found[key] for key in _reference.ARRAYS}
             )
+        _warn_if_stale(key)
     res = reference_fit if reference_fit is not None else fit(reference, model=model, names=names, **kw)
     return ReferenceFits.from_fit(res, [r.name for r in reference])
+
+
+def _warn_if_stale(key: str | None) -> None:
+    """A ``SprintDataWarning`` when ``key`` is the fingerprint of the default request (the embedded
+    races as read now, the default model, ``FREE``, float64) and the shipped file does not hold it:
+    the file is missing or stale (an embedded race, a default or the fit's code changed without
+    regenerating it), so every ``--fit-until`` fits the races again. Other races or settings
+    are fitted silently: that is the documented fallback, not a fault."""
+    import warnings
+
+    from jaxbio.sprint import _reference
+    from jaxbio.sprint.data import SprintDataWarning, embedded_races
+
+    if key is None or not _reference._float64() or key != reference_fingerprint(embedded_races()):
+        return
+    warnings.warn(
+        SprintDataWarning(
+            f"jaxbio/sprint/data/{_reference.FILENAME}",
+            0,
+            "the shipped reference fits are missing or stale (not those of the embedded races and the fit "
+            "as they are now): fitting the embedded races for the population prior instead (slow); regenerate "
+            "them with `python -m jaxbio.sprint.hierarchical --write-reference`",
+        ),
+        stacklevel=3,
+    )
 
 
 def reference_fingerprint(races: list[Race], model: Sprinter | None = None, names=FREE) -> str | None:

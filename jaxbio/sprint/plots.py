@@ -11,8 +11,12 @@ simulating each sample (one vmapped, jitted call; the fit's own residual and pro
   split mean, and over the first 10 m the two differ by metres per second;
 - split-time residuals (predicted − measured) of the model and both baselines, one panel per race;
 - fitness against distance with its band;
-- the horizontal force–velocity profiles (`fv_profile`): the samples ``F_H(v)`` and the fitted
-  lines of the model's run and of the split-times method.
+- the horizontal force–velocity panel (`fv_profile`): the model's ``F_H(v)`` and, as sprint
+  science reads it, each race's linear profile (Samozino et al. 2016: F0, V0, Pmax of the
+  model's speed curve; the split-times method's line beside it).
+
+The races are named once, by athlete and year, in a legend above the panels; each panel's key
+explains its line styles; the fitness panel says what fitness is (``FITNESS_CAPTION``).
 
 matplotlib is imported only when drawing.
 """
@@ -103,22 +107,47 @@ def split_speed_samples(races, predicted) -> list[np.ndarray]:
     return out
 
 
+#: what the fitness panel says fitness is (a caption in the figure: a coach reads it there)
+FITNESS_CAPTION = (
+    "fitness f: the share of the fresh muscle force the sprinter can still produce\n"
+    "(1 = fresh, 0 = none; no unit). It falls as the phosphagen reserve (fast energy,\n"
+    "E J/kg fitted per race) is spent: f(e) = e(1+K)/(e+K), e the reserve left."
+)
+#: labels of the force–velocity panel's lines (``race_figure``)
+FV_MODEL = "model: horizontal force F_H(v) of its run"
+FV_LINE = "linear F-v profile of the model's speed curve (Samozino et al. 2016): F0 at v = 0, V0 at F = 0"
+FV_SPLITS = "linear F-v profile from the split times (standard method on the FHK fit)"
+
+
 def race_figure(races, res, fhk, tib, fit_until=None, samples=None, fv_pairs=None):
     """The figure of the module docstring (a matplotlib ``Figure``; the caller saves and closes
     it). ``samples``: `predictive_samples` of ``res`` (None: no bands); ``fv_pairs``: per race
-    ``(model, splits)`` `fv_profile.ForceVelocityProfile` (None: computed here)."""
+    ``(model, splits)`` `fv_profile.ForceVelocityProfile` (None: computed here).
+
+    Made to be read: one figure legend names the races by athlete and year (colour) above the
+    panels, each panel's key says what its line styles mean and sits outside its data (the
+    speed key in the empty region below the curves, the others beside their axes), fonts are 8.5
+    pt or more, the fitness panel carries ``FITNESS_CAPTION``, and the force–velocity panel shows
+    each race's linear profile of sprint science (Samozino et al. 2016; ``fv_pairs``: the line
+    from ``(0, F0)`` to ``(V0, 0)``, its F0, V0 and Pmax written beside it) over the model's
+    own ``F_H(v)`` curve it is the regression of."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
     R = len(races)
     if fv_pairs is None:
         from jaxbio.sprint.fv_report import profiles
 
         fv_pairs = profiles(races, res, fhk)
-    fig = plt.figure(figsize=(max(12.0, 2.6 * R), 12.5))
-    gs = fig.add_gridspec(3, 2 * R, height_ratios=[3.0, 1.9, 1.6])
+    labels = [r.label or r.name for r in races]
+    if len(set(labels)) < R:
+        labels = [r.name for r in races]
+    fig = plt.figure(figsize=(max(15.0, 2.9 * R), 15.0), layout="constrained")
+    gs = fig.add_gridspec(3, 2 * R, height_ratios=[3.0, 2.8, 1.6])
     ax_v = fig.add_subplot(gs[0, :])
     ax_f = fig.add_subplot(gs[1, :R])
     ax_fv = fig.add_subplot(gs[1, R:])
@@ -126,39 +155,44 @@ def race_figure(races, res, fhk, tib, fit_until=None, samples=None, fv_pairs=Non
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     speeds = split_speed_samples(races, samples["predicted"]) if samples is not None else None
     pct = f"{100 * LEVEL:g} %"
+    race_handles, fv_text = [], []
     for i, r in enumerate(races):
         c = colors[i % len(colors)]
         p = res.profile_of(i)
         d = np.concatenate([[0.0], r.distances])
         mid, measured = fv.mean_split_speeds(r.distances, r.times, r.reaction_time)
         _, model = fv.mean_split_speeds(r.distances, res.predicted[i, : r.n], r.reaction_time)
+        race_handles.append(Line2D([], [], color=c, lw=2.5, label=f"{labels[i]} (RMSE {1e3 * res.rmse[i]:.1f} ms)"))
         ax_v.plot(p.x, p.v, color=c, lw=0.8, alpha=0.45)
-        ax_v.stairs(
-            model,
-            d,
-            baseline=None,
-            color=c,
-            lw=1.8,
-            label=f"{r.name}: model, mean over each split (RMSE {res.rmse[i]:.4f} s)",
-        )
-        ax_v.plot(mid, measured, "o", color=c, ms=5, mfc="white", label=f"{r.name}: measured, mean over each split")
+        ax_v.stairs(model, d, baseline=None, color=c, lw=1.8)
+        ax_v.plot(mid, measured, "o", color=c, ms=5.5, mfc="white", mew=1.5)
         if speeds is not None and np.all(np.isfinite(speeds[i])):
             lo, hi = band(speeds[i], axis=0)
             ax_v.stairs(hi, d, baseline=lo, fill=True, color=c, alpha=0.2)
             flo, fhi = band(samples["f"][i], axis=0)
             ax_f.fill_between(p.x, flo, fhi, color=c, alpha=0.2, lw=0)
-        ax_f.plot(p.x, p.fitness, color=c, lw=1.8, label=r.name)
-        # force-velocity: the regression data and lines of both methods
+        ax_f.plot(p.x, p.fitness, color=c, lw=1.8)
+        # force-velocity: the model's F_H(v) and the linear profiles (Samozino et al. 2016)
         m_prof, s_prof = fv_pairs[i]
         run = res.profile
-        sm, vm, am = fv.run_motion(run["run_s"][i], run["run_v"][i], run["run_a"][i])
-        ax_fv.plot(vm, fv.horizontal_force(vm, am, wind=r.wind), color=c, lw=1.4)
+        _, vm, am = fv.run_motion(run["run_s"][i], run["run_v"][i], run["run_a"][i])
+        ax_fv.plot(vm, fv.horizontal_force(vm, am, wind=r.wind), color=c, lw=1.8, gid="fv-model")
+        if m_prof is not None:
+            ax_fv.plot([0.0, m_prof.v0], [m_prof.f0, 0.0], color=c, lw=1.4, ls="--", marker="o", ms=5, gid="fv-linear")
+            fv_text.append(
+                Line2D(
+                    [],
+                    [],
+                    color=c,
+                    lw=1.4,
+                    ls="--",
+                    marker="o",
+                    ms=5,
+                    label=f"{labels[i]}: F0 {m_prof.f0:.1f} N/kg, V0 {m_prof.v0:.1f} m/s, Pmax {m_prof.pmax:.0f} W/kg",
+                )
+            )
         if s_prof is not None:
-            ss, vs, as_ = fv.split_time_motion(*fhk.values[i])
-            ax_fv.plot(vs, fv.horizontal_force(vs, as_, wind=r.wind), color=c, lw=1.0, ls="--")
-        for prof, ls in ((m_prof, "-"), (s_prof, "--")):
-            if prof is not None:
-                ax_fv.plot([0.0, prof.v0], [prof.f0, 0.0], color=c, lw=0.7, ls=ls, alpha=0.6)
+            ax_fv.plot([0.0, s_prof.v0], [s_prof.f0, 0.0], color=c, lw=1.0, ls=":", gid="fv-splits")
         # split-time residuals: model and both baselines
         ax = ax_r[i]
         fitted = r.until(fit_until) if fit_until is not None else np.ones(r.n, bool)
@@ -168,52 +202,88 @@ def race_figure(races, res, fhk, tib, fit_until=None, samples=None, fv_pairs=Non
             (tib.predicted[i, : r.n], "Tibshirani", "^", ":"),
         ):
             e = 1e3 * (pred - r.times)
-            ax.plot(r.distances, e, ls, color="0.4" if label != "model" else c, lw=1, label=label)
-            ax.plot(r.distances[fitted], e[fitted], mk, color="0.4" if label != "model" else c, ms=4)
-            ax.plot(r.distances[~fitted], e[~fitted], mk, color="0.4" if label != "model" else c, ms=4, mfc="white")
+            col = "0.4" if label != "model" else c
+            ax.plot(r.distances, e, ls, color=col, lw=1, marker=mk, ms=4, label=label)
+            ax.plot(r.distances[~fitted], e[~fitted], mk, color=col, ms=4, mfc="white")
         if samples is not None and np.all(np.isfinite(samples["predicted"][i])):
             lo, hi = band(1e3 * (samples["predicted"][i][:, : r.n] - r.times), axis=0)
             ax.fill_between(r.distances, lo, hi, color=c, alpha=0.2, lw=0)
         ax.axhspan(-5, 5, color="0.9", zorder=0)
         ax.axhline(0, color="k", lw=0.6)
-        ax.set_title(r.label or r.name, fontsize=8)
-        ax.set_xlabel("distance [m]", fontsize=8)
-        ax.tick_params(labelsize=7)
+        ax.set_title(labels[i], fontsize=10, color=c)
+        ax.set_xlabel("distance [m]", fontsize=9)
+        ax.tick_params(labelsize=8.5)
         ax.grid(alpha=0.3)
-    ax_r[0].set_ylabel("predicted − measured\nsplit time [ms] (grey: ±5 ms,\nthe 0.01 s rounding)", fontsize=8)
-    ax_r[0].legend(fontsize=6, loc="best")
+    fig.legend(
+        handles=race_handles,
+        loc="outside upper center",
+        ncol=min(R, 5),
+        fontsize=10.5,
+        frameon=False,
+        title="races (colour); RMSE: the model's split-time error",
+        title_fontsize=10,
+    )
+    ax_r[0].set_ylabel("predicted − measured\nsplit time [ms]\n(grey: ±5 ms, the 0.01 s rounding)", fontsize=9)
+    ax_r[-1].legend(fontsize=8.5, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, title="residuals")
+    band_note = f"; shaded: {pct} band of the fit's uncertainty" if samples is not None else ""
     if fit_until is not None:
         for ax in [ax_v, ax_f] + ax_r:
             ax.axvline(fit_until, color="k", lw=0.8, ls="--")
-        ax_v.text(fit_until, 0.3, f" fitted ≤ {fit_until:g} m", va="bottom", fontsize=8)
-    band_note = f"; shaded: {pct} Laplace band" if samples is not None else ""
-    ax_v.set_title(
-        "mean speed over each split, measured (o) and model (steps); thin line: model's "
-        f"instantaneous speed{band_note}",
-        fontsize=9,
-    )
-    ax_v.set_ylabel("speed [m/s]")
-    ax_v.set_xlabel("distance [m]")
-    ax_v.set_ylim(bottom=0)
+        ax_v.text(
+            fit_until,
+            0.98,
+            f" fitted ≤ {fit_until:g} m; predicted after",
+            va="top",
+            fontsize=9,
+            transform=ax_v.get_xaxis_transform(),
+        )
+    key = [
+        Line2D([], [], color="k", marker="o", mfc="white", ls="none", label="measured: mean speed over each split"),
+        Line2D([], [], color="k", lw=1.8, drawstyle="steps-mid", label="model: mean speed over each split"),
+        Line2D([], [], color="k", lw=0.8, alpha=0.45, label="model: instantaneous speed"),
+    ]
+    if samples is not None:
+        key.append(Patch(color="k", alpha=0.2, label=f"{pct} band (the fit's uncertainty)"))
+    ax_v.legend(handles=key, fontsize=10, loc="lower right", title="line styles (colour = race)", title_fontsize=10)
+    ax_v.set_title("speed over the race: measured split means and the model", fontsize=12)
+    ax_v.set_ylabel("speed [m/s]", fontsize=11)
+    ax_v.set_xlabel("distance [m]", fontsize=11)
+    ax_v.set_ylim(0, 1.06 * ax_v.get_ylim()[1])  # room for the fit_until note above the curves
     ax_v.grid(alpha=0.3)
-    ax_v.legend(fontsize=6.5, loc="lower right", ncol=2 if R > 2 else 1)
-    ax_f.set_title(f"model fitness f(e) against distance{band_note}", fontsize=9)
-    ax_f.set_xlabel("distance [m]")
-    ax_f.set_ylabel("fitness")
+    ax_f.set_title(f"fitness against distance{band_note}", fontsize=11)
+    ax_f.set_xlabel("distance [m]", fontsize=10)
+    ax_f.set_ylabel("fitness f (1 = fresh)", fontsize=10)
     ax_f.set_ylim(0, 1.05)
     ax_f.grid(alpha=0.3)
-    ax_f.legend(fontsize=6.5, loc="lower left")
-    ax_fv.set_title(
-        "horizontal force–velocity (Samozino et al. 2016, per kg):\nmodel run (solid), "
-        "split-times method (dashed), fitted lines (thin)",
-        fontsize=9,
+    ax_f.text(
+        0.02,
+        0.03,
+        FITNESS_CAPTION,
+        transform=ax_f.transAxes,
+        fontsize=8.5,
+        va="bottom",
+        ha="left",
+        bbox=dict(boxstyle="round", facecolor="white", edgecolor="0.7", alpha=0.95),
     )
-    ax_fv.set_xlabel("speed [m/s]")
-    ax_fv.set_ylabel("F_H / m [N/kg]")
+    ax_fv.set_title("horizontal force against speed, per kg (first 6 s of the run)", fontsize=11)
+    ax_fv.set_xlabel("speed v [m/s]", fontsize=10)
+    ax_fv.set_ylabel("F_H / m [N/kg]", fontsize=10)
     ax_fv.set_xlim(left=0)
-    ax_fv.set_ylim(bottom=0)
     ax_fv.grid(alpha=0.3)
-    fig.tight_layout()
+    fv_key = [
+        Line2D([], [], color="k", lw=1.8, label=FV_MODEL),
+        Line2D([], [], color="k", lw=1.4, ls="--", marker="o", ms=5, label=FV_LINE.replace(": ", ":\n")),
+        Line2D([], [], color="k", lw=1.0, ls=":", label=FV_SPLITS),
+    ]
+    top = max([ln.get_ydata().max() for ln in ax_fv.get_lines()] + [1.0])
+    ax_fv.set_ylim(0, 1.95 * top)  # headroom: the key and the profiles' numbers sit above the curves
+    ax_fv.legend(
+        handles=fv_key + fv_text,
+        fontsize=8.5,
+        loc="upper right",
+        title="line styles; each race's linear profile (its colour)",
+        title_fontsize=9,
+    )
     return fig
 
 

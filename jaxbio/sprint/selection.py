@@ -43,7 +43,10 @@ Then the **guarantee**: when ``baselines`` RMSEs are given and the chosen
 model's RMSE exceeds one, the ``ESCALATION`` models are fitted too and the candidate with the
 highest evidence among those at or below every baseline is taken instead; if none is, the
 lowest-RMSE candidate, and the selection says so (``beats_baselines`` False). A candidate that is not a valid estimate
-(``fitting.fit_problems``) is never chosen while a valid one exists.
+(``fitting.fit_problems``) is never chosen while a valid one exists. A race whose file gives no
+readable reaction time (``Race.reaction_time_known`` False: ``data.ASSUMED_REACTION`` assumed)
+is only given candidates that free the start offset: its prior N(0, 0.05 s) is then the whole
+statement about the start, as 0 m/s is for an unknown wind.
 
 A robust loss against one bad split is ``fit(..., loss="huber")`` (``fitting.robust_residuals``);
 the choice uses least squares, since its promise is about RMSE.
@@ -103,6 +106,8 @@ REASONS = {
     "baseline": "freed to fit at least as well as the baselines",
     "best_rmse": "no candidate fits as well as every baseline: the lowest RMSE",
     "invalid": "no candidate is a valid estimate: the base model",
+    "reaction_time": "the file's reaction time is not known: the start offset is always fitted, with its prior",
+    "invalid_reaction_time": "no candidate is a valid estimate: the start offset freed (reaction time not known)",
 }
 
 
@@ -216,7 +221,9 @@ def fit_selected(
         n_starts=len(START_FACTORS),
     )
     bound = None if baselines is None else np.min(np.stack([np.asarray(b, dtype=float)[:R] for b in baselines]), 0)
-    res = select(_stack([first] + more), CANDIDATES, bound)
+    # a race whose file gives no readable reaction time (``Race.reaction_time_known``) always frees the start offset
+    unknown_rt = np.array([not getattr(r, "reaction_time_known", True) for r in races])
+    res = select(_stack([first] + more), CANDIDATES, bound, unknown_rt)
     worse = [i for i in range(R) if res.selection[i]["beats_baselines"] is False]
     if worse:  # free more where a baseline still fits better (``ESCALATION``)
         pick = lambda a: np.asarray(a)[worse]  # noqa: E731
@@ -233,7 +240,7 @@ def fit_selected(
             length=first.predicted.shape[1],
         )
         rows = [_take(r, worse) for r in [first] + more] + wider
-        again = select(_stack(rows), CANDIDATES + ESCALATION, bound[worse])
+        again = select(_stack(rows), CANDIDATES + ESCALATION, bound[worse], unknown_rt[worse])
         res = _merge(res, again, worse)
     return res
 
@@ -403,7 +410,7 @@ def _merge(res: FitResult, again: FitResult, idx) -> FitResult:
     )
 
 
-def select(res: FitResult, candidates, bound=None) -> FitResult:
+def select(res: FitResult, candidates, bound=None, unknown_rt=None) -> FitResult:
     """Choose one candidate per race from ``res`` (over ``NAMES``, ``R · C`` rows race-major: row
     ``i C + c`` is race ``i`` fitted with ``candidates[c]``, the base model ``()`` first, with the
     Gaussian prior ``res.prior``).
@@ -414,7 +421,9 @@ def select(res: FitResult, candidates, bound=None) -> FitResult:
     each candidate's Laplace log evidence at that noise (``_evidence``), less ``EVIDENCE_MARGIN``
     per freed extra; the valid candidates (no ``fitting.fit_problems``); the best of those, unless
     its RMSE exceeds ``bound`` ``(R,)`` (the best baseline RMSE), then the best one that does not,
-    else the lowest RMSE. Returns the chosen rows with ``fixed`` and ``selection``."""
+    else the lowest RMSE. ``unknown_rt`` ``(R,)`` bool: races whose reaction time is not known
+    (``Race.reaction_time_known`` False): only candidates that free ``rt_offset`` are chosen for
+    them (reason ``"reaction_time"``). Returns the chosen rows with ``fixed`` and ``selection``."""
     C = len(candidates)
     R = res.theta.shape[0] // C
     names = res.names
@@ -458,10 +467,12 @@ def select(res: FitResult, candidates, bound=None) -> FitResult:
     valid = np.array([not fit_problems(rows, j) for j in range(R * C)]).reshape(R, C)
     rmse = np.asarray(res.rmse).reshape(R, C)
     size = np.array([len(c) for c in candidates])
+    frees_rt = np.array(["rt_offset" in c for c in candidates])
+    unknown_rt = np.zeros(R, bool) if unknown_rt is None else np.asarray(unknown_rt, dtype=bool)
     pick, info = [], []
     for i in range(R):
         b = None if bound is None else bound[i]
-        c, why = _choose(ev[i] - EVIDENCE_MARGIN * size, rmse[i], valid[i], b)
+        c, why = _choose(ev[i] - EVIDENCE_MARGIN * size, rmse[i], valid[i], b, frees_rt if unknown_rt[i] else None)
         pick.append(i * C + c)
         info.append(
             dict(
@@ -494,15 +505,20 @@ def select(res: FitResult, candidates, bound=None) -> FitResult:
     )
 
 
-def _choose(score, rmse, valid, bound):
+def _choose(score, rmse, valid, bound, required=None):
     """Index and reason key of the chosen candidate of one race from its ``score`` (log evidence
     less ``EVIDENCE_MARGIN`` per freed parameter), ``rmse``, ``valid`` and the baselines' best
-    RMSE ``bound`` (see ``select``)."""
+    RMSE ``bound`` (see ``select``); ``required``: ``None``, or a bool mask of the only candidates
+    allowed (those freeing the start offset, for a race of unknown reaction time)."""
+    if required is not None:
+        if not (valid & required).any():
+            return int(np.argmax(required)), "invalid_reaction_time"
+        valid = valid & required
     if not valid.any():
         return 0, "invalid"
     order = [j for j in np.argsort(-score, kind="stable") if valid[j]]
     best = order[0]
-    why = "base" if best == 0 else "evidence"
+    why = "reaction_time" if required is not None else "base" if best == 0 else "evidence"
     if bound is None or rmse[best] <= bound:
         return best, why
     fit_ok = [j for j in order if rmse[j] <= bound]

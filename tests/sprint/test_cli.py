@@ -40,7 +40,7 @@ BAD = {
     "time not increasing": ("# reaction_time_s: 0.15\ndistance_m,time_s\n10,1.9\n20,1.8\n", 4, "times must increase"),
     "gun row not at 0 s": ("# reaction_time_s: 0.15\ndistance_m,time_s\n0,0.1\n10,1.9\n", 3, "gun"),
     "no reaction time": ("distance_m,time_s\n10,1.9\n20,2.9\n30,3.8\n", 0, "reaction_time_s"),
-    "bad reaction time": ("# reaction_time_s: fast\ndistance_m,time_s\n10,1.9\n", 1, "reaction_time_s"),
+    "bad reaction time": ("# reaction_time_s: 1.46\ndistance_m,time_s\n10,1.9\n", 1, "reaction_time_s"),
     "no splits": ("# reaction_time_s: 0.15\ndistance_m,time_s\n0,0\n", 2, "no splits"),
     "too few splits": ("# reaction_time_s: 0.15\ndistance_m,time_s\n10,1.9\n20,2.9\n", 4, "need at least 3"),
 }

@@ -201,18 +201,55 @@ def test_race_figure_has_its_panels_and_is_written(bolt_fit, bolt_samples, tmp_p
     import matplotlib.pyplot as plt
 
     from jaxbio.sprint.baselines import fit_baseline
-    from jaxbio.sprint.plots import race_figure, write_figure
+    from jaxbio.sprint.plots import FITNESS_CAPTION, FV_LINE, FV_MODEL, FV_SPLITS, race_figure, write_figure
 
     races, res = bolt_fit
     splits = sprint.splits_from_races(races)
     fhk, tib = (fit_baseline(k, splits, backend="scipy").rows(1) for k in ("fhk", "tibshirani"))
     with jax.enable_x64(True):
         fig = race_figure(races, res, fhk, tib, 60.0, bolt_samples)
-    titles = [ax.get_title() for ax in fig.axes]
+    ax_v, ax_f, ax_fv, ax_r = fig.axes
     assert len(fig.axes) == 4  # speed, fitness, force-velocity, one residual panel per race
-    assert "mean speed over each split" in titles[0] and "Laplace band" in titles[0]
-    assert "fitness" in titles[1] and "force–velocity" in titles[2] and titles[3] == races[0].label
-    assert fig.axes[3].get_ylabel().startswith("predicted − measured")
+    assert "speed" in ax_v.get_title() and "fitness" in ax_f.get_title() and "force" in ax_fv.get_title()
+    assert ax_r.get_title() == races[0].label and ax_r.get_ylabel().startswith("predicted − measured")
+    assert "Laplace" not in " ".join(ax.get_title() for ax in fig.axes)  # plain words for a coach
+    # one figure legend names the races by athlete and year; each panel's key its line styles
+    (races_legend,) = fig.legends
+    assert [t.get_text() for t in races_legend.get_texts()] == [f"{races[0].label} (RMSE {1e3 * res.rmse[0]:.1f} ms)"]
+    keys = [t.get_text() for t in ax_v.get_legend().get_texts()]
+    assert keys == [
+        "measured: mean speed over each split",
+        "model: mean speed over each split",
+        "model: instantaneous speed",
+        "90 % band (the fit's uncertainty)",
+    ]
+    for leg in [races_legend] + [ax.get_legend() for ax in (ax_v, ax_fv, ax_r)]:
+        assert min(t.get_fontsize() for t in leg.get_texts()) >= 8.5  # readable
+    # fitness is explained in the figure
+    assert any(t.get_text() == FITNESS_CAPTION for t in ax_f.texts)
+    assert "share of the fresh muscle force" in FITNESS_CAPTION and "no unit" in FITNESS_CAPTION
+    # the linear force-velocity profile of sprint science: the line (0, F0)-(V0, 0) of the race's
+    # profile, which is the least-squares line (numpy's polyfit, not the module's) of the drawn F_H(v)
+    prof = fv.fit_profile(res, 0, wind=races[0].wind)
+    (line,) = [ln for ln in ax_fv.get_lines() if ln.get_gid() == "fv-linear"]
+    np.testing.assert_allclose(line.get_xdata(), [0.0, prof.v0], rtol=1e-12)
+    np.testing.assert_allclose(line.get_ydata(), [prof.f0, 0.0], rtol=1e-12)
+    (curve,) = [ln for ln in ax_fv.get_lines() if ln.get_gid() == "fv-model"]
+    slope, f0 = np.polyfit(curve.get_xdata(), curve.get_ydata(), 1)
+    assert f0 == pytest.approx(prof.f0, rel=1e-9) and -f0 / slope == pytest.approx(prof.v0, rel=1e-9)
+    fv_keys = [t.get_text() for t in ax_fv.get_legend().get_texts()]
+    assert fv_keys[:3] == [FV_MODEL, FV_LINE.replace(": ", ":\n"), FV_SPLITS]
+    assert fv_keys[3] == f"{races[0].label}: F0 {prof.f0:.1f} N/kg, V0 {prof.v0:.1f} m/s, Pmax {prof.pmax:.0f} W/kg"
+    # no key covers the data of its panel (drawn points, lines, steps and bands, in display coordinates)
+    fig.canvas.draw()
+    for ax in (ax_v, ax_fv, ax_f):
+        box = (ax.get_legend() or next(t for t in ax.texts if t.get_text() == FITNESS_CAPTION)).get_window_extent()
+        pts = [ln.get_xydata() for ln in ax.get_lines() if ln.get_transform() is ax.transData]  # not axvline
+        pts += [p.get_path().vertices for p in ax.patches] + [c.get_paths()[0].vertices for c in ax.collections]
+        xy = ax.transData.transform(np.concatenate([np.asarray(p, dtype=float) for p in pts]))
+        xy = xy[np.all(np.isfinite(xy), axis=1)]
+        inside = (xy[:, 0] > box.x0) & (xy[:, 0] < box.x1) & (xy[:, 1] > box.y0) & (xy[:, 1] < box.y1)
+        assert not inside.any(), (ax.get_title(), xy[inside][:3])
     plt.close(fig)
     path = tmp_path / "race.png"
     with jax.enable_x64(True), open(path, "wb") as f:

@@ -7,6 +7,7 @@ import dataclasses
 import fnmatch
 import json
 import tomllib
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ import pytest
 
 import jaxbio.sprint as sprint
 from jaxbio.sprint import _reference
+from jaxbio.sprint.data import SprintDataWarning
 from jaxbio.sprint import fitting
 from jaxbio.sprint import hierarchical as H
 from jaxbio.sprint.model import FREE, Sprinter
@@ -122,7 +124,7 @@ def test_changed_file_or_settings_fall_back(monkeypatch, tmp_path):
         if text is not None:
             path.write_text(text)
         monkeypatch.setattr(_reference, "shipped_file", lambda p=path: p)
-        with pytest.raises(_Fitted):
+        with pytest.warns(SprintDataWarning, match="missing or stale"), pytest.raises(_Fitted):
             H.reference_fits()
     assert len(calls) == len(variants)
     monkeypatch.undo()
@@ -176,3 +178,62 @@ def test_a_fresh_fit_reproduces_the_shipped_fits():
     np.testing.assert_allclose(fresh.rss, shipped.rss, rtol=1e-5, atol=0)
     np.testing.assert_array_equal(fresh.n_splits, shipped.n_splits)
     np.testing.assert_array_equal(fresh.converged, shipped.converged)
+
+
+def test_a_stale_shipped_file_is_fitted_with_a_warning(monkeypatch, tmp_path):
+    """The default request (the embedded races as read now, default model and names) against a
+    shipped file that is missing or of other data: fitted, and a ``SprintDataWarning`` says the file
+    is stale and how to regenerate it (the CLI prints it as one line). Other races or settings fall
+    back silently (the documented fallback)."""
+    calls = []
+    monkeypatch.setattr(fitting, "fit", _stub_fit(calls))
+    good = json.loads(_reference.shipped_file().read_text())
+    stale = tmp_path / "stale.json"
+    stale.write_text(json.dumps({**good, "fingerprint": "0" * 64}))
+    for path in (stale, tmp_path / "missing.json"):
+        monkeypatch.setattr(_reference, "shipped_file", lambda p=path: p)
+        with pytest.warns(SprintDataWarning, match="stale.*--write-reference"), pytest.raises(_Fitted):
+            H.reference_fits()
+    races = list(RACES)
+    races[1] = _changed(races[1], wind=races[1].wind + 0.1)
+    for args, kw in (((races,), {}), ((), {"model": Sprinter(hill_ratio=0.3)}), ((), {"names": ("f0", "vmax")})):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", SprintDataWarning)
+            with pytest.raises(_Fitted):
+                H.reference_fits(*args, **kw)
+    assert len(calls) == 5
+
+
+def test_the_cli_prints_the_stale_warning_as_one_line(monkeypatch, tmp_path, capsys):
+    """``jaxbio sprint --fit-until``: a stale shipped file costs a fit of the reference races (here
+    stubbed: it returns the shipped numbers) and one stderr line; the forecast is the usual one."""
+    import argparse
+
+    from jaxbio.cli._sprint import add_parser
+
+    good = json.loads(_reference.shipped_file().read_text())
+    stale = tmp_path / "stale.json"
+    stale.write_text(json.dumps({**good, "fingerprint": "0" * 64}))
+    numbers = _reference.read(stale)
+    loaded = H.ReferenceFits(
+        race_names=numbers["race_names"], names=numbers["names"], **{k: numbers[k] for k in _reference.ARRAYS}
+    )
+    monkeypatch.setattr(_reference, "shipped_file", lambda: stale)
+    real_fit, reference_calls = fitting.fit, []
+
+    def fit(races, **kw):  # the reference races' full fit is stubbed, the forecast's fit is real
+        if "fit_until" not in kw and [r.name for r in races] == [r.name for r in RACES]:
+            reference_calls.append(kw)
+            return "full fit"
+        return real_fit(races, **kw)
+
+    monkeypatch.setattr(fitting, "fit", fit)
+    monkeypatch.setattr(H.ReferenceFits, "from_fit", classmethod(lambda cls, res, *a, **kw: loaded))
+    p = argparse.ArgumentParser()
+    add_parser(p.add_subparsers())
+    args = p.parse_args(["sprint", "--race", "gay_2007", "--fit-until", "60", "--no-progress"])
+    assert args.func(args) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(reference_calls) == 1
+    assert len(err) == 1 and err[0].startswith("jaxbio sprint: warning: jaxbio/sprint/data/reference_fits.json:0:")
+    assert "--write-reference" in err[0]

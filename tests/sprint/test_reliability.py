@@ -222,13 +222,10 @@ def test_header_numbers_decimal_commas_and_units(reaction, wind, rt, w):
     "header, line, message",
     [
         ("# reaction_time_s: 0.146\n# wind: 3.2 knots", 2, "unknown unit or text 'knots'"),
-        ("# reaction_time_s: 0.146 official\n# wind: 0", 1, "unknown unit or text 'official'"),
-        ("# reaction_time_s: 0,1,46\n# wind: 0", 1, "cannot read the number"),
         ("# reaction_time_s: 0.146\n# wind: 1.234,5", 2, "cannot read the number"),
         ("# reaction_time_s: 0.146\n# wind: NW 2.0", 2, "cannot read"),
         ("# reaction_time_s: 146\n# wind: 0", 1, "milliseconds?"),
         ("# reaction_time_s: -0.1\n# wind: 0", 1, "[0, 1) s"),
-        ("# reaction_time_s: unknown\n# wind: 0", 1, "reaction_time_s must be a number"),
         ("# reaction_time_s: 0.146\n# wind: 25", 2, "impossible"),
         ("# reaction_time_s: 0.146\n# wind: -80 km/h", 2, "impossible"),
         ("# reaction_time_s: 0.146\n# wind: 0.9\n# reaction_time_s: 0.9", 3, "given twice (lines 1 and 3)"),
@@ -249,6 +246,36 @@ def test_header_values_refused_with_their_line(header, line, message, tmp_path, 
     p = _file(tmp_path, "race.csv", text)
     assert _cli(["--csv", p], monkeypatch) == 2
     assert _one_error_line(capsys.readouterr().err, message) == f"jaxbio sprint: error: {p}:{line}: {err.value.problem}"
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["RT 0.146 / 0.152", "0.146 / 0.152", "0.146 official", "0,1,46", "unknown", "n/a (not in the report)", ""],
+)
+def test_a_reaction_time_that_is_not_one_number_is_assumed_with_a_warning(value):
+    """Issue #54 item 3: two numbers or text were refused; now the reaction time is unknown,
+    ``ASSUMED_REACTION`` is assumed and one warning names the line (the model choice fits the
+    start offset). A readable number out of range and a missing line are still refused (above)."""
+    from jaxbio.sprint.data import ASSUMED_REACTION
+
+    race, warned = _read(f"# wind: 0.9\n# reaction_time_s: {value}\n" + ROWS)
+    assert race.reaction_time == ASSUMED_REACTION == 0.15 and not race.reaction_time_known
+    assert race.wind_known and race.wind == 0.9  # the rest of the header as before
+    assert len(warned) == 1 and warned[0].message.line == 2
+    assert str(warned[0].message).startswith("race.csv:2: reaction_time_s ")
+    assert "not one number" in str(warned[0].message) and "0.15 s assumed" in str(warned[0].message)
+    race, warned = _read("# wind: 0.9\n# reaction_time_s: 0.146 (RT 0.146 / 0.152 in the report)\n" + ROWS)
+    assert race.reaction_time == 0.146 and race.reaction_time_known and warned == []  # a remark in parentheses
+
+
+def test_a_trace_still_refuses_a_reaction_time_that_is_not_one_number():
+    """Speed traces are fitted on speed with no start offset: there it stays an error."""
+    from jaxbio.sprint.trace import read_trace
+
+    text = "# reaction_time_s: 0.146 / 0.152\n# wind: 0\n# time_origin: gun\ntime_s,speed_m_s\n"
+    text += "".join(f"{0.2 + 0.1 * i:.2f},{min(1.0 + i, 11.0):.1f}\n" for i in range(40))
+    with pytest.raises(SprintDataError, match="trace.csv:1: reaction_time_s: unknown unit or text"):
+        read_trace("trace.csv", text=text)
 
 
 @pytest.mark.parametrize(
@@ -274,6 +301,35 @@ def test_implausible_values_are_read_with_a_warning(header, line, message, rt, w
     race, warned = _read(header + "\n" + ROWS)
     assert race.reaction_time == rt and race.wind == wind
     assert len(warned) == 1 and str(warned[0].message).startswith(f"race.csv:{line}: {message}")
+
+
+def test_cli_fits_a_race_whose_reaction_time_is_not_one_number(tmp_path, capsys, monkeypatch):
+    """Issue #54 item 3: `# reaction_time_s: RT 0.146 / 0.152` stopped the CLI (exit 2). Now: one
+    warning line, the table says the reaction time is unknown and the start offset is fitted, the
+    JSON has ``reaction_time_s: null`` and the assumed value (as for an unknown wind), and the
+    start found (0.15 s + offset) is Bolt's from the embedded file's fit (0.146 + 0.061 s)."""
+    two = _file(
+        tmp_path, "two.csv", "# athlete: Usain Bolt\n# reaction_time_s: RT 0.146 / 0.152\n# wind: +0.9\n" + ROWS
+    )
+    js = tmp_path / "out.json"
+    assert _cli(["--race", "bolt_2009", "--csv", two, "--json", js], monkeypatch) == 0
+    out = capsys.readouterr()
+    assert out.err.strip().splitlines() == [
+        f"jaxbio sprint: warning: {two}:2: reaction_time_s 'RT 0.146 / 0.152' is not one number in s or ms: "
+        "reaction time unknown, 0.15 s assumed and the start offset fitted with its prior "
+        "(write one number, e.g. '0.146 s (official)', to use it)"
+    ]
+    assert "reaction time unknown (0.15 s assumed; the start offset RT fitted with its prior N(0, 0.05 s)) for two" in (
+        out.out
+    )
+    ref, rec = json.loads(js.read_text())
+    assert ref["reaction_time_s"] == 0.146 and "reaction_time_assumed_s" not in ref
+    assert rec["reaction_time_s"] is None and rec["reaction_time_assumed_s"] == 0.15 and rec["wind_mps"] == 0.9
+    assert rec["selection"]["freed"] == ["rt_offset"] and "not known" in rec["selection"]["reason"]
+    start_ref = 0.146 + ref["selection"]["parameters"]["rt_offset"]["value"]
+    start = 0.15 + rec["selection"]["parameters"]["rt_offset"]["value"]
+    assert start == pytest.approx(start_ref, abs=2e-3)  # the same start, from another assumed reaction time
+    assert rec["rmse_s"] == pytest.approx(ref["rmse_s"], abs=2e-4)
 
 
 def test_cli_header_spellings_give_the_numbers_of_the_embedded_race(tmp_path, capsys, monkeypatch):
@@ -484,8 +540,10 @@ def _num(text: str, mark: str) -> str:
 
 @st.composite
 def split_files(draw):
-    """``(bytes, expected)``: ``expected`` is ``("ok", rt, wind, wind_known, distances, times, lines)``
-    or ``("error", line)``."""
+    """``(bytes, expected)``: ``expected`` is ``("ok", rt, wind, wind_known, distances, times, lines,
+    rt_known)`` or ``("error", line)``. A reaction time that is not one number (text after it, two
+    decimal marks) is read as unknown (0.15 s assumed, a warning); the same defects of the wind
+    are refused."""
     n = draw(st.integers(3, 10))
     distances = sorted(draw(st.lists(st.sampled_from(range(5, 101, 5)), min_size=n, max_size=n, unique=True)))
     rt_ms = draw(st.integers(100, 200))
@@ -508,7 +566,7 @@ def split_files(draw):
     sign = "+" if wind_hundredths > 0 else draw(st.sampled_from(["-", "−", "–"])) if wind_hundredths < 0 else ""
     wind_text = sign + _num(f"{abs(wind_hundredths) / 100:.2f}", header_mark) + unit
     wind = wind_hundredths / 100 * _WIND_UNITS[unit]
-    wind_known = True
+    wind_known = rt_known = True
 
     header = [
         ("athlete", "# athlete: Zoë Runner"),
@@ -543,7 +601,7 @@ def split_files(draw):
         key = draw(st.sampled_from(["rt", "wind"]))
         text = lines[index(key)][1].split(" (")[0]
         lines[index(key)] = (key, text + (" knots" if defect == "unit" else " official"))
-        error_tag = key
+        error_tag, rt_known = (key, True) if key == "wind" else (None, False)
     elif defect == "ms_without_unit":
         lines[index("rt")] = ("rt", f"# reaction_time_s: {rt_ms}")
         error_tag = "rt"
@@ -559,7 +617,7 @@ def split_files(draw):
     elif defect == "two_marks":
         key = draw(st.sampled_from(["rt", "wind"]))
         lines[index(key)] = (key, lines[index(key)][1].split(":")[0] + ": 1.234,5")
-        error_tag = key
+        error_tag, rt_known = (key, True) if key == "wind" else (None, False)
     elif defect == "no_reaction":
         del lines[index("rt")]
         error_tag = "file"
@@ -617,7 +675,8 @@ def split_files(draw):
     if error_tag is not None:
         return data, ("error", 0 if error_tag == "file" else index(error_tag) + 1)
     row_lines = [index(f"row{i}") + 1 for i in range(n)]
-    return data, ("ok", rt_ms / 1000, wind, wind_known, [float(d) for d in distances], [c / 100 for c in cs], row_lines)
+    rt = rt_ms / 1000 if rt_known else 0.15
+    return data, ("ok", rt, wind, wind_known, [float(d) for d in distances], [c / 100 for c in cs], row_lines, rt_known)
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -631,9 +690,11 @@ def test_property_generated_files_read_exactly_or_refused_at_their_line(case):
         assert err.value.path == "race.csv" and err.value.line == expected[1], (str(err.value), expected)
         assert str(err.value).startswith(f"race.csv:{expected[1]}: ") and "\n" not in str(err.value)
         return
-    _, rt, wind, wind_known, distances, times, row_lines = expected
+    _, rt, wind, wind_known, distances, times, row_lines, rt_known = expected
     race, warned = _read(data)
-    assert race.reaction_time == rt
+    assert race.reaction_time == rt and race.reaction_time_known == rt_known
+    assert [w for w in warned if "not one number" in str(w.message)] == ([] if rt_known else warned[:1])
+    warned = [w for w in warned if "not one number" not in str(w.message)]
     assert race.wind == pytest.approx(wind, rel=1e-12, abs=1e-15) and race.wind_known == wind_known
     assert race.distances.tolist() == distances and race.times.tolist() == times
     assert race.lines.tolist() == row_lines and race.header["athlete"] == "Zoë Runner"

@@ -17,7 +17,7 @@ jax.config.update("jax_enable_x64", True)
 from jaxbio import sprint  # noqa: E402
 from jaxbio.sprint import selection  # noqa: E402
 from jaxbio.sprint.baselines import fit_baseline  # noqa: E402
-from jaxbio.sprint.data import Race, embedded_races  # noqa: E402
+from jaxbio.sprint.data import ASSUMED_REACTION, Race, embedded_races  # noqa: E402
 from jaxbio.sprint.fitting import HUBER_THRESHOLD, fit, fit_problems, robust_residuals, splits_from_races  # noqa: E402
 
 D10 = np.arange(10.0, 101.0, 10.0)
@@ -86,8 +86,16 @@ def quick():
         segment_slow(RACES["bolt_2009_berlin_wc_final"], 4),
         synthetic("late_start", rt_offset=0.04),
         synthetic("as_modelled"),
+        unknown_rt(synthetic("as_modelled_rt_unknown")),
+        unknown_rt(synthetic("early_rt_unknown", reaction_time=0.12)),
     ]
     return races, *_fit_with_baselines(races)
+
+
+def unknown_rt(race):
+    """``race`` as read from a file whose reaction time is not one number (``read_csv``: the
+    assumed 0.15 s, ``reaction_time_known`` False); its splits stay those of its true start."""
+    return dataclasses.replace(race, reaction_time=ASSUMED_REACTION, reaction_time_known=False)
 
 
 def test_never_worse_than_the_baselines(quick):
@@ -116,6 +124,24 @@ def test_perturbed_start_is_what_is_freed(quick):
     assert res.selection[k]["freed"] == []
     np.testing.assert_allclose(res.values[k, :3], [16.0, 20.0, 1000.0], rtol=0.03)
     assert np.isnan(res.std[k, j]) and res.fixed[k, j]  # held: no std, not an estimate
+
+
+def test_unknown_reaction_time_frees_the_start_offset(quick):
+    """Issue #54 item 3: a race whose file gives no readable reaction time always fits the start
+    offset (prior N(0, 0.05 s) around the assumed 0.15 s), even where the evidence alone would keep
+    the base model (the same race with its reaction time known frees nothing), and the start it
+    finds is the true one: 0.15 s (offset 0) and 0.12 s (offset -0.03) for synthetic sprinters."""
+    races, base, res, fhk, tib = quick
+    names = [r.name for r in races]
+    j = res.names.index("rt_offset")
+    assert res.selection[names.index("as_modelled")]["freed"] == []
+    for name, truth in (("as_modelled_rt_unknown", 0.15), ("early_rt_unknown", 0.12)):
+        i = names.index(name)
+        sel = res.selection[i]
+        assert sel["freed"] == ["rt_offset"] and sel["reason"] == selection.REASONS["reaction_time"], sel
+        start = ASSUMED_REACTION + res.values[i, j]
+        assert abs(start - truth) < max(2 * res.std[i, j], 0.005), (name, start, res.std[i, j])
+        np.testing.assert_allclose(res.values[i, :3], [16.0, 20.0, 1000.0], rtol=0.05)
 
 
 def test_selection_reports_candidates_and_reason(quick):
@@ -182,6 +208,15 @@ def test_choice_rules():
     assert selection._choose(score, rmse, np.array([True, False, True]), None) == (2, "evidence")
     assert selection._choose(score, rmse, np.array([False] * 3), None) == (0, "invalid")
     assert selection._choose(np.array([0.0, -0.5]), rmse[:2], valid[:2], None) == (0, "base")
+    # a race of unknown reaction time: only the candidates that free the start offset (mask)
+    frees_rt = np.array([False, False, True])
+    assert selection._choose(score, rmse, valid, None, frees_rt) == (2, "reaction_time")
+    assert selection._choose(score, rmse, valid, 0.005, frees_rt) == (2, "best_rmse")
+    assert selection._choose(score, rmse, valid, 0.007, np.array([False, True, True])) == (2, "baseline")
+    assert selection._choose(score, rmse, np.array([True, True, False]), None, frees_rt) == (
+        2,
+        "invalid_reaction_time",
+    )
 
 
 def test_huber_residuals_closed_form():
