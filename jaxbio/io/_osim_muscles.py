@@ -83,7 +83,6 @@ from jaxbio._validate import as_shape, check_concrete_finite, jit_checked, to_de
 from jaxbio.coordinates import CoordinateMap, Piecewise, to_tree
 from jaxbio.muscles import geometry
 from jaxbio.muscles.geometry import MusclePaths
-from jaxbio.muscles._opensim_common import OpenSimMuscle
 from jaxbio.muscles.millard import Millard2012EquilibriumMuscle
 from jaxbio.muscles.thelen import Thelen2003Muscle
 
@@ -171,7 +170,7 @@ class OsimMuscles(eqx.Module):
         return self.paths.index(name)
 
     @property
-    def groups(self) -> tuple[tuple[OpenSimMuscle | None, tuple[int, ...]], ...]:
+    def groups(self) -> tuple[tuple[Millard2012EquilibriumMuscle | Thelen2003Muscle | None, tuple[int, ...]], ...]:
         """``(module, positions in names)`` of each muscle module (``None`` and ``()`` if empty)."""
         return (
             (self.thelen, self.thelen_index),

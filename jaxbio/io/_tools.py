@@ -36,6 +36,7 @@ coordinate-map coefficients). `inverse_dynamics_tool` is the two in sequence."""
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import os
 import warnings
@@ -266,8 +267,20 @@ class InputMatch(NamedTuple):
     ground_frames: tuple[tuple[str, str, str], ...] = ()
 
 
-#: while set (by `jaxbio.tools`' jobs), a list to which `_prepare` appends its `InputMatch`
+#: while set (by `recording_matches`), a list to which `_prepare` appends its `InputMatch`
 _MATCHES: contextvars.ContextVar = contextvars.ContextVar("jaxbio_input_matches", default=None)
+
+
+@contextlib.contextmanager
+def recording_matches():
+    """A list that collects the `jaxbio.io.InputMatch` of the inputs prepared in the block (what
+    `jaxbio.tools`' jobs return as ``ToolRun.matched``)."""
+    found: list = []
+    token = _MATCHES.set(found)
+    try:
+        yield found
+    finally:
+        _MATCHES.reset(token)
 
 
 def _match_motion(m, table, where: str, zero: bool = False):

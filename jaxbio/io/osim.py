@@ -129,6 +129,7 @@ import dataclasses
 import hashlib
 import os
 import re
+import warnings
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -961,8 +962,9 @@ def load_osim(
         strict: refuse a model with an element that acts on the dynamics and is not imported
             (``OsimModel.not_imported``: a force or constraint of a type jaxbio does not
             import, muscles whose parameters jaxbio refuses, other ``<components>``). Without
-            it such elements are listed and the tools refuse to run where OpenSim would apply
-            them (inverse dynamics may exclude unsupported forces, e.g. muscles).
+            it such elements are listed, a warning names them, and the tools refuse to run
+            where OpenSim would apply them (inverse dynamics may exclude unsupported forces,
+            e.g. muscles).
 
     Returns:
         `OsimModel`: ``tree`` (a `jaxbio.SegmentTree`), ``coordinates`` (the
@@ -1001,10 +1003,14 @@ def load_osim(
         _PARSED[key] = model
         while len(_PARSED) > _PARSED_MAX:
             del _PARSED[next(iter(_PARSED))]
-    if strict and model.not_imported:
-        raise ValueError(
-            f"{p}: elements that act on the dynamics are not imported: {'; '.join(model.not_imported)} "
-            "(docs/opensim-support.md lists what is supported)"
+    if model.not_imported:
+        what = f"elements that act on the dynamics are not imported: {'; '.join(model.not_imported)}"
+        if strict:
+            raise ValueError(f"{p}: {what} (docs/opensim-support.md lists what is supported)")
+        warnings.warn(
+            f"{p}: {what}; the tools refuse to run where OpenSim would apply them, and "
+            "load_osim(..., strict=True) refuses the model",
+            stacklevel=2,
         )
     return model if model.path == str(p) else dataclasses.replace(model, path=str(p))
 

@@ -81,14 +81,14 @@ def inverse_dynamics_job(
     import jax
     import jax.numpy as jnp
 
-    from jaxbio.io import inverse_dynamics_tool
+    from jaxbio.io import inverse_dynamics_tool, recording_matches
 
     inputs = [str(p) for p in (model, motion, external_loads) if p]
     if output:
         from jaxbio._files import check_outputs
 
         check_outputs([("--output", output)], inputs)  # before any work
-    with _recording() as matches, warnings.catch_warnings(record=True) as caught, jax.enable_x64(True):
+    with recording_matches() as matches, warnings.catch_warnings(record=True) as caught, jax.enable_x64(True):
         warnings.simplefilter("always")
         table = inverse_dynamics_tool(
             model,
@@ -111,19 +111,6 @@ def inverse_dynamics_job(
         tuple(str(w.message) for w in caught),
         matches[-1] if matches else None,
     )
-
-
-@contextlib.contextmanager
-def _recording():
-    """A list that collects the `jaxbio.io.InputMatch` of the inputs prepared in the block."""
-    from jaxbio.io._tools import _MATCHES
-
-    found: list = []
-    token = _MATCHES.set(found)
-    try:
-        yield found
-    finally:
-        _MATCHES.reset(token)
 
 
 def _reissue(caught) -> None:
@@ -155,7 +142,7 @@ def static_optimization_job(
     import jax
     import jax.numpy as jnp
 
-    from jaxbio.io import static_optimization_tool
+    from jaxbio.io import recording_matches, static_optimization_tool
 
     inputs = [str(p) for p in (model, motion, external_loads, *actuators) if p]
     outputs = [
@@ -167,7 +154,7 @@ def static_optimization_job(
         from jaxbio._files import check_outputs
 
         check_outputs(outputs, inputs)  # before any work
-    with _recording() as matches, warnings.catch_warnings(record=True) as caught, jax.enable_x64(True):
+    with recording_matches() as matches, warnings.catch_warnings(record=True) as caught, jax.enable_x64(True):
         warnings.simplefilter("always")
         tables = static_optimization_tool(
             model,
