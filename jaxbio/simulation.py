@@ -20,14 +20,19 @@ first NaN/inf state (``RESULTS.nonfinite``) instead of shrinking its step until 
 Failed solves raise `SimulationError` outside jit (one line, no Equinox banner).
 
 Gradients: both functions are differentiable with respect to the initial state and every array
-in the system (tree parameters, drive, dissipation, fitness law). Both adjoints differentiate
+in the system (tree parameters, drive, dissipation, fitness law). The adjoints differentiate
 the discretised solve exactly (discretise-then-optimise), so gradients match finite differences
-of the same solver to round-off. `simulate`'s default is `StoredAdjoint` — jaxbio's own Tsit5
-loop, every step's stages stored, the field traced once each way — wherever its solve options
-allow (Tsit5, adaptive steps, ``ts`` or ``t1`` saved, no event, no time differentiated), and
-Diffrax's `RecursiveCheckpointAdjoint` (checkpointed memory) otherwise: the same states to
-round-off, the same gradients. With the velocity form (`default_form`, where it applies) a
-value-and-gradient step then costs a few forward passes by default (benchmarks/learning.py).
+of the same solver to round-off. `simulate` chooses by what the call is: a solve differentiated
+in reverse mode (inside `jax.grad`, `jax.vjp`, `equinox.filter_value_and_grad`, with `jax.jit`
+outside or not) integrates, by default, the velocity form where it applies and runs `StoredAdjoint`
+— jaxbio's own Tsit5 loop, every step's stages stored, the field traced once each way — wherever
+the solve options allow it (Tsit5, adaptive steps, ``ts`` or ``t1`` saved, no event, no time
+differentiated): a value-and-gradient step then costs a few forward passes
+(benchmarks/learning.py). Any other solve — not differentiated, or in forward mode — integrates
+the Hamiltonian form on Diffrax's loop, the faster forward solve under `jax.vmap`, differentiated
+(when it is) by Diffrax's `RecursiveCheckpointAdjoint` (checkpointed memory). Both forms solve
+the same equations: their values differ at the level of the tolerances (a chaotic system
+amplifies that, as it does any change of step).
 `BacksolveAdjoint` (continuous adjoint, O(1) memory) integrates the dynamics backwards in time,
 which is ill-conditioned for the dissipative and chaotic systems of this package; pass it via
 ``adjoint=`` only for long, smooth, conservative runs.
@@ -68,7 +73,6 @@ __all__ = [
     "StoredAdjoint",
     "Trajectory",
     "crossing_times",
-    "default_form",
     "hermite",
     "simulate",
     "simulate_sde",
@@ -568,13 +572,16 @@ def simulate(
         event: a `diffrax.Event`, e.g. `stop_when` ``(index, value)``.
         dense: keep the dense interpolant (``trajectory.solution.evaluate(t)``).
         max_steps: step budget; reaching it raises (``throw=True``) or sets ``result``.
-        adjoint: how gradients are computed. By default `StoredAdjoint` (jaxbio's own Tsit5
-            loop, every step's stages kept for an exact reverse pass: a value-and-gradient
-            step costs a few forward passes) wherever it applies — no other ``solver``, no
-            ``dt0``, ``stepsize_controller``, ``saveat``, ``event`` or ``dense``, and no time
-            (``t0``, ``t1``, ``ts``) differentiated — and Diffrax's `RecursiveCheckpointAdjoint`
-            otherwise (see the module doc). The two give the same states to round-off and the
-            same gradients. Any Diffrax adjoint may be given.
+        adjoint: how gradients are computed. By default (None): `StoredAdjoint` (jaxbio's own
+            Tsit5 loop, every step's stages kept for an exact reverse pass) when the solve is
+            differentiated in reverse mode at this call and nothing excludes it (another
+            ``solver``, ``dt0``, ``stepsize_controller``, ``saveat``, ``event``, ``dense``, a
+            differentiated time ``t0``, ``t1`` or ``ts``); else Diffrax's
+            `RecursiveCheckpointAdjoint` (see the module doc). The two give the same states to
+            round-off and the same gradients. Any Diffrax adjoint may be given. Reverse mode is
+            seen at the call when the system's arrays or ``y0`` are traced by it: under
+            ``jax.grad(jax.jit(f))`` the jit hides it (the defaults are then the forward
+            solve's, differentiated correctly but more slowly); put `jax.jit` outside.
         throw: raise on failure (max_steps, non-finite state); otherwise check ``result``.
         steps: fixed-grid stepping (static int ≥ 1): exactly ``steps`` solver steps on a grid
             from ``t0`` to ``t1``, every grid point saved (``T = steps + 1``), differentiated
@@ -592,13 +599,15 @@ def simulate(
             (2009) equations) or ``"velocity"`` (``(q, q̇)``, `HamiltonianSystem.velocity_field`:
             ``q̈ = (M + J)⁻¹ (F − ∂R/∂q̇ − ∂U/∂q − C q̇ − g)``). The same trajectory up to the
             discretisation (the `Trajectory` is the same, ``p = (M + J) q̇`` at the saved
-            times). By default (None) `default_form`: the velocity form where it applies (1-DOF
-            joints and a Rayleigh dissipation), whose reverse mode differentiates the wrench
-            recursion once instead of ``∂T/∂q`` (a second derivative), under `jax.vmap` by its
-            batch-last adjoint; else the Hamiltonian form. The adaptive solve's error control
-            measures ``q̇`` or ``p``, so the steps taken (and the solution's round-off level)
-            differ slightly between the two. A start from velocities (``initial_state(q0, qd0,
-            form="velocity")``) skips the mass matrix of the start.
+            times). By default (None): the velocity form when the solve is differentiated in
+            reverse mode at this call and the form applies (1-DOF joints and a Rayleigh
+            dissipation) — its reverse mode differentiates the wrench recursion once instead of
+            ``∂T/∂q`` (a second derivative), under `jax.vmap` by its batch-last adjoint —, else
+            the Hamiltonian form, whose forward solve under `jax.vmap` runs a fused batch-last
+            kernel (several times faster for the double pendulum). The adaptive solve's error
+            control measures ``q̇`` or ``p``, so the steps taken (and the solution's round-off
+            level) differ slightly between the two. A start from velocities (``initial_state(q0,
+            qd0, form="velocity")``) skips the mass matrix of the start.
         derived: compute the outputs derived from the integrated state at the saved times: the
             velocities ``qd = (M + J)⁻¹ p`` (Hamiltonian form) or the momenta ``p = (M + J) q̇``
             (velocity form), and the ``energy``. ``False`` leaves those None (the integrated
@@ -642,8 +651,13 @@ def simulate(
         event=event,
         adjoint=adjoint,
     )
+    # reverse mode through the solve (detected at this call: a jax.grad, jax.vjp or
+    # equinox.filter_value_and_grad around it, jit outside or not): the defaults become the velocity
+    # form and the stored loop, whose reverse pass costs a few forward passes; elsewhere the
+    # Hamiltonian form on Diffrax's loop, the faster forward solve (see the docstring)
+    reverse = _reverse_mode((system, y0))
     if form is None:
-        form = default_form(system)
+        form = "velocity" if reverse and _velocity_form_applies(system) else "hamiltonian"
     check_choice(form, FORMS, f"{fn}: form")
     if form == "velocity":
         try:
@@ -745,7 +759,11 @@ def simulate(
         saveat = diffrax.SaveAt(ts=ts, dense=dense) if ts is not None else diffrax.SaveAt(t1=True, dense=dense)
         requested = ts if ts is not None else t1[None]
     y_start = _to_form(system, y0, form)
-    if adjoint is None and _stored_by_default(solver, dt0, given_controller, given_saveat, event, dense, t0, t1, ts):
+    if (
+        adjoint is None
+        and reverse
+        and _stored_applies(solver, dt0, given_controller, given_saveat, event, dense, t0, t1, ts)
+    ):
         adjoint = StoredAdjoint()
     if isinstance(adjoint, StoredAdjoint):
         return _simulate_stored(
@@ -834,50 +852,52 @@ class _FlatField(eqx.Module):
         return _FlatField(_tsit5._at(self.field, self.unravel(k), aux), self.unravel)
 
 
-def default_form(system: HamiltonianSystem) -> str:
-    """The state `simulate` integrates when ``form`` is not given: ``"velocity"`` where the
-    velocity form applies (1-DOF joints, a Rayleigh dissipation: `HamiltonianSystem.check_velocity_form`),
-    else ``"hamiltonian"``. Both are exact (the same trajectory up to the discretisation); the
-    velocity form's reverse mode differentiates the wrench recursion once instead of ``∂T/∂q``,
-    so gradients through the solve cost a few forward passes (benchmarks/learning.py)."""
+def _velocity_form_applies(system: HamiltonianSystem) -> bool:
+    """Whether `HamiltonianSystem.velocity_field` applies (1-DOF joints, a Rayleigh dissipation)."""
     try:
         system.check_velocity_form()
     except ValueError:
-        return "hamiltonian"
-    return "velocity"
+        return False
+    return True
 
 
-def _differentiated(x) -> bool:
-    """Whether ``x`` may carry a derivative: a tracer of differentiation (JVP or linearisation),
-    possibly inside `jax.vmap`'s; a tracer of a kind not known here counts as differentiated.
-    A tracer of `jax.jit` (``DynamicJaxprTracer``) does not: under ``grad(jit(f))`` the times are
-    traced before it is known that they are differentiated, and the stored loop then refuses
-    their derivative (equinox's error) instead of returning a wrong one."""
+def _tracer_kinds(x) -> set[str]:
+    """The class names of the tracers in ``x``'s leaves, `jax.vmap`'s looked through (a
+    ``BatchTracer`` holds the value it batches): ``LinearizeTracer`` under reverse mode
+    (`jax.grad`, `jax.vjp`), ``JVPTracer`` under forward mode, ``DynamicJaxprTracer`` for a
+    `jax.jit` trace (which hides whether an outer transformation differentiates it)."""
+    kinds = set()
     stack = list(jax.tree_util.tree_leaves(x))
     while stack:
         v = stack.pop()
-        if not isinstance(v, jax.core.Tracer):
-            continue
-        kind = type(v).__name__
-        if kind == "BatchTracer":
-            stack.append(v.val)
-        elif kind != "DynamicJaxprTracer":
-            return True
-    return False
+        if isinstance(v, jax.core.Tracer):
+            kind = type(v).__name__
+            kinds.add(kind)
+            if kind == "BatchTracer":
+                stack.append(v.val)
+    return kinds
 
 
-def _stored_by_default(solver, dt0, controller, saveat, event, dense, t0, t1, ts) -> bool:
-    """Whether a `simulate` without ``adjoint`` runs jaxbio's own Tsit5 loop (`StoredAdjoint`):
-    when the call asks for nothing the loop lacks (another solver, ``dt0``, a step-size
-    controller, ``saveat``, an event, the dense interpolant) and no time is differentiated. Its
-    states equal Diffrax's solve with the same options to round-off, and so do its gradients;
-    a value-and-gradient step costs a few forward passes instead of ten or more
-    (benchmarks/learning.py)."""
+def _reverse_mode(x) -> bool:
+    """Whether ``x`` is differentiated in reverse mode at this call (and not in forward mode)."""
+    kinds = _tracer_kinds(x)
+    return "LinearizeTracer" in kinds and "JVPTracer" not in kinds
+
+
+def _times_differentiated(x) -> bool:
+    """Whether a time may carry a derivative: any tracer but `jax.jit`'s and `jax.vmap`'s."""
+    return bool(_tracer_kinds(x) - {"BatchTracer", "DynamicJaxprTracer"})
+
+
+def _stored_applies(solver, dt0, controller, saveat, event, dense, t0, t1, ts) -> bool:
+    """Whether the call asks for nothing jaxbio's own Tsit5 loop (`StoredAdjoint`) lacks: no other
+    solver, ``dt0``, step-size controller, ``saveat``, event or dense interpolant, and no time
+    differentiated."""
     if solver is not None and type(solver) is not diffrax.Tsit5:
         return False
     if any(x is not None for x in (dt0, controller, saveat, event)) or dense:
         return False
-    return not _differentiated((t0, t1, ts))
+    return not _times_differentiated((t0, t1, ts))
 
 
 def _simulate_stored(

@@ -259,66 +259,80 @@ def test_simulate_float32_batch_gradient():
 # ---- the default of jb.simulate -------------------------------------------------------------
 
 
-def test_default_is_the_stored_velocity_solve():
-    """`jb.simulate` with only ``ts`` integrates the velocity form on the stored loop: the same
-    states as ``form="velocity", adjoint=StoredAdjoint()`` (bit for bit) and as Diffrax's
-    velocity-form solve with the same first step and controller (to round-off), the same step
-    counts in ``solution.stats``, and the gradient of Diffrax's `RecursiveCheckpointAdjoint`."""
+def test_defaults_forward_and_reverse():
+    """`jb.simulate` with only ``ts``: a forward solve is the Hamiltonian form on Diffrax's loop
+    (bit for bit); under reverse mode (``jit(value_and_grad)``, ``grad``, ``vmap(grad)``) the
+    velocity form on the stored loop, bit for bit ``form="velocity", adjoint=StoredAdjoint()``,
+    whose states equal Diffrax's velocity-form solve to round-off and whose gradient is Diffrax's
+    `RecursiveCheckpointAdjoint` gradient; ``solution.stats`` counts the steps as Diffrax's."""
     system = _system()
     q0 = jnp.array([0.7, -0.4])
-    assert jb.simulation.default_form(system) == "velocity"
     stored, ref = _pair("velocity")
-    default = dict(ts=stored["ts"], rtol=1e-9, atol=1e-9)
+    ts = stored["ts"]
+    default = dict(ts=ts, rtol=1e-9, atol=1e-9)
+    old = dict(default, form="hamiltonian", adjoint=diffrax.RecursiveCheckpointAdjoint())
     a = jax.jit(lambda s, q: _run(s, q, default))(system, q0)
-    b = jax.jit(lambda s, q: _run(s, q, stored))(system, q0)
-    c = jax.jit(lambda s, q: _run(s, q, ref))(system, q0)
+    b = jax.jit(lambda s, q: _run(s, q, old))(system, q0)
     for name in ("ts", "q", "p", "qd", "f", "energy"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
-        np.testing.assert_allclose(getattr(a, name), getattr(c, name), rtol=0, atol=1e-11, err_msg=name)
-    for key in ("num_steps", "num_accepted_steps"):
-        assert int(a.solution.stats[key]) == int(c.solution.stats[key]), key
-    assert int(a.solution.stats["num_steps"]) > int(a.solution.stats["num_accepted_steps"]) > 10
 
     def loss(kwargs):
         return lambda s, q: jnp.sum(_run(s, q, kwargs).q ** 2)
 
-    got = jax.jit(jax.grad(loss(default), (0, 1)))(system, q0)
+    value, got = jax.jit(jax.value_and_grad(loss(default), (0, 1)))(system, q0)
+    value_s, got_s = jax.jit(jax.value_and_grad(loss(stored), (0, 1)))(system, q0)
     want = jax.jit(jax.grad(loss(ref), (0, 1)))(system, q0)
+    assert value == value_s and value != loss(old)(system, q0)  # the velocity form's solve
+    np.testing.assert_array_equal(got[1], got_s[1])
     np.testing.assert_allclose(got[1], want[1], rtol=1e-8)
     np.testing.assert_allclose(got[0].drive.stiffness, want[0].drive.stiffness, rtol=1e-8)
+    np.testing.assert_array_equal(jax.grad(loss(default), 1)(system, q0), got[1])
+    batch = jnp.stack([q0, -q0])
+    rows = jax.vmap(jax.grad(loss(default), 1), in_axes=(None, 0))(system, batch)
+    np.testing.assert_allclose(rows[0], got[1], rtol=1e-12)
+
+    c = jax.jit(lambda s, q: _run(s, q, ref))(system, q0)
+
+    def run(q):  # reverse mode at the call: the stored solve, its states and stats as aux
+        traj = _run(system, q, default)
+        return jnp.sum(traj.q**2), (traj.q, traj.solution.stats, traj.solution.interpolation)
+
+    _, _, (q_saved, stats, interpolation) = jax.vjp(run, q0, has_aux=True)
+    assert interpolation is None  # the stored loop's Solution holds its stats only
+    np.testing.assert_allclose(q_saved, c.q, rtol=0, atol=1e-11)
+    for key in ("num_steps", "num_accepted_steps"):
+        assert int(stats[key]) == int(c.solution.stats[key]), key
+    assert int(c.solution.stats["num_steps"]) > int(c.solution.stats["num_accepted_steps"]) > 10
 
 
 def test_default_differentiates_the_times():
-    """A differentiated ``t1`` (which the stored loop does not differentiate) takes Diffrax's loop:
-    the derivative equals a central difference of the solve; under ``grad(jit(...))``, where the
-    times are traced before they are known to be differentiated, the stored loop refuses it."""
+    """A differentiated ``t1`` (which the stored loop does not differentiate) keeps Diffrax's
+    loop: the derivative equals a central difference of the solve."""
     system = _system()
     y0 = system.initial_state(jnp.array([0.7, -0.4]))
 
-    def end(t1):
+    def end(t1, y0=y0):
         return jb.simulate(system, y0, 0.0, t1, rtol=1e-11, atol=1e-11).q[-1, 0]
 
     h = 1e-4
     np.testing.assert_allclose(jax.grad(end)(1.5), (end(1.5 + h) - end(1.5 - h)) / (2 * h), rtol=1e-6)
-    with pytest.raises(Exception, match="cannot be autodifferentiated"):
-        jax.grad(jax.jit(end))(1.5)
+    both = jax.grad(lambda t1, y: end(t1, y), (0, 1))(1.5, y0)  # the times and the state at once
+    np.testing.assert_allclose(both[0], jax.grad(end)(1.5), rtol=1e-9)
 
 
 def test_default_form_by_system():
-    """The velocity form where it applies; a ball joint (``nq != nv``) or a dissipation that is
-    not Rayleigh's keeps the Hamiltonian form, and `simulate` then accepts only momenta."""
-    assert jb.simulation.default_form(_system()) == "velocity"
+    """Under reverse mode the velocity form where it applies; a ball joint (``nq != nv``) keeps
+    the Hamiltonian form (and `simulate` then takes only momenta)."""
     d = double_pendulum_dict()
     d["segments"][1]["joint"] = {"type": "spherical", "origin": [0, -1, 0], "orientation": [1, 0, 0, 0]}
     d["segments"][1]["inertia"] = [[0.02, 0, 0], [0, 0.01, 0], [0, 0, 0.02]]
     ball = jb.HamiltonianSystem(jb.SegmentTree.from_dict(d), dissipation=jb.hamiltonian.LinearDamping(0.1))
-    assert jb.simulation.default_form(ball) == "hamiltonian"
     y0 = ball.initial_state(jnp.array([0.3, 1.0, 0.0, 0.0, 0.0]))
-    assert np.isfinite(jb.simulate(ball, y0, 0.0, 0.5).q).all()
+    g = jax.grad(lambda y: jnp.sum(jb.simulate(ball, y, 0.0, 0.5, rtol=1e-9, atol=1e-9).q))(y0)
+    h = jax.grad(lambda y: jnp.sum(jb.simulate(ball, y, 0.0, 0.5, rtol=1e-9, atol=1e-9, form="hamiltonian").q))(y0)
+    np.testing.assert_allclose(g["p"], h["p"], rtol=1e-10)
     with pytest.raises(ValueError, match="'qd' instead of 'p'"):
         jb.simulate(ball, {"q": y0["q"], "qd": jnp.zeros(4), "f": y0["f"]}, 0.0, 0.5)
-    plain = jb.HamiltonianSystem(_system().tree)  # no dissipation: the velocity form applies
-    assert jb.simulation.default_form(plain) == "velocity"
 
 
 def test_gradient_beyond_the_kept_steps():
@@ -329,7 +343,7 @@ def test_gradient_beyond_the_kept_steps():
     q0 = jnp.array([0.7, -0.4])
     ts = jnp.linspace(0.0, 2.0, 5)
     short = dict(ts=ts, rtol=1e-9, atol=1e-9, adjoint=jb.simulation.StoredAdjoint(steps=5))
-    full = dict(ts=ts, rtol=1e-9, atol=1e-9)
+    full = dict(ts=ts, rtol=1e-9, atol=1e-9, adjoint=jb.simulation.StoredAdjoint())
     np.testing.assert_array_equal(_run(system, q0, short).q, _run(system, q0, full).q)
     with pytest.raises(Exception, match=r"more than the 5 steps kept for reverse mode.*StoredAdjoint\(steps=N\)"):
         jax.block_until_ready(jax.jit(jax.grad(lambda q: jnp.sum(_run(system, q, short).q)))(q0))
