@@ -109,7 +109,8 @@ def _outputs(tool, analyses) -> list[str]:
 
 @dataclasses.dataclass
 class Row:
-    """One setup's outcome: ``status`` ``"agrees"``, ``"differs"``, ``"jaxbio fails"``,
+    """One setup's outcome: ``status`` ``"agrees"``, ``"differs"``, ``"no solution"`` (OpenSim's
+    optimizer fails at every frame, jaxbio refuses), ``"jaxbio fails"``,
     ``"OpenSim fails"``, ``"inputs missing"``; ``notes``; per output file, its comparison."""
 
     setup: str
