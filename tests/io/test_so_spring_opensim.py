@@ -110,6 +110,7 @@ def test_spring_setup_tight_criterion_reaches_jaxbio(tmp_path):
     assert d_act < 2e-4 and d_force < 0.5, (d_act, d_force)
 
 
+@pytest.mark.slow
 def test_no_actuator_on_the_pelvis_no_solution_in_either(tmp_path):
     """Without the model's actuators and the reserve file no frame can be balanced: OpenSim's
     optimizer fails at each ("OPTIMIZATION FAILED") and writes its last iterate, a number that is
