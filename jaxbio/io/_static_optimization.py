@@ -38,8 +38,12 @@ Differences from OpenSim, stated:
 - Coordinates that are locked or prescribed are not solved for (OpenSim drops their acceleration
   constraints); coordinate couplers are imported as coupled coordinates (`jaxbio.io.osim`).
 - Frames the actuators cannot balance are reported (``feasible`` false, a warning naming the
-  first such time and coordinate), with the unmet moment in ``residual``; OpenSim warns and
-  writes IPOPT's last iterate.
+  first such time and coordinate), with the unmet moment in ``residual``, and left out of the
+  tables (no frame with a solution: ``ValueError``);
+  OpenSim warns ("OPTIMIZATION FAILED") and writes IPOPT's last iterate, a point that is not a
+  solution and depends on the optimizer's iteration limit (opensim-core's
+  ``subject01_Setup_StaticOptimization.xml`` and ``UsingRelativePaths/Setup_SO.xml``: a model
+  without reserve actuators, every frame).
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ from jaxtyping import Array, Float
 from jaxbio import _aot
 from jaxbio.estimation import StaticOptimizationResult
 from jaxbio.estimation.one_frame import check_p as _check_p, solve_frame as _solve_frame, solver_options as _options
+from jaxbio.io._external_loads import ExternalLoads, read_external_loads
 from jaxbio.io._storage import Table
 from jaxbio.io._tools import InverseDynamicsInputs, _prepare, generalized_forces, load_any_model
 
@@ -325,6 +330,107 @@ def _analysis_frames(p, interval: int) -> np.ndarray:
     return np.flatnonzero(keep)
 
 
+def _limit_potential_energy(batch, c) -> np.ndarray:
+    """``(T, n)`` J: OpenSim's ``CoordinateLimitForce::computePotentialEnergy`` of each limit
+    force of ``batch`` at coordinates ``c`` ``(T, nc)`` (SI units, numpy)."""
+    q = np.asarray(c, float)[:, np.asarray(batch.coordinates, dtype=np.int64)]
+    up, low = np.asarray(batch.upper_limit, float), np.asarray(batch.lower_limit, float)
+    k_up, k_low = np.asarray(batch.upper_stiffness, float), np.asarray(batch.lower_stiffness, float)
+    trans = np.asarray(batch.transition, float)
+    above, below = q > up, q < low
+    K = np.where(above, k_up, np.where(below, k_low, 0.0))
+    delta = np.where(above, q - up, np.where(below, low - q, 0.0))
+    x = delta / trans
+    inside = K * x**3 * (2.0 - 2.5 * x + (6.0 / 7.0) * x * x) * delta * delta
+    beyond = K * ((-2.0 / 14.0) * trans * trans + 0.5 * delta * delta)
+    return np.where(delta >= trans, beyond, inside)
+
+
+def _reported_forces(m, inputs, loads, actuation: dict) -> tuple[tuple[str, ...], np.ndarray, list[str]]:
+    """The columns of OpenSim's ``_force.sto`` (its ``ForceReporter``: every force of the model
+    that applies force, in the ForceSet's order, each with its ``getRecordLabels``, then the
+    external loads OpenSim adds to the model) at every frame: ``(labels, data (T, n), left out)``.
+
+    - muscles and actuators: ``actuation`` (name → ``(T,)`` N / N·m);
+    - ``CoordinateLimitForce``: its force (``name``) and ``PotentialEnergy``;
+    - ``SpringGeneralizedForce``: ``name_Force``;
+    - each ``ExternalForce`` of ``loads``: ``<body>_<name>_Fx/Fy/Fz`` (ground frame), ``_px/py/pz``
+      (in the applied body's frame), ``_Tx/Ty/Tz`` (ground frame), as ``ExternalForce::
+      getRecordValues``;
+    - ``left out`` names the forces whose columns are not written (``PointToPointSpring``, forces
+      in ``<components>``).
+    """
+    from jaxbio.io._osim_forces import _coordinates, _to_speeds
+    from jaxbio.io._tools import _body_index, body_poses
+    from jaxbio.coordinates import to_tree
+    from jaxbio import quaternion as quat
+    from jaxbio.io._external_loads import external_load_data
+
+    F = m.forces
+    c = jax.vmap(lambda x: _coordinates(m, x, "c"))(inputs.c)
+    cd = jax.vmap(lambda x: _coordinates(m, x, "cd"))(inputs.cd).astype(c.dtype)
+    u = jax.vmap(lambda a, b: _to_speeds(F.euler_blocks, a, b))(c, cd)
+    limits = np.asarray(jax.vmap(F.coordinate_limits)(c, u), float) if len(F.coordinate_limits) else None
+    springs = np.asarray(jax.vmap(F.springs)(c, u), float) if len(F.springs) else None
+    energy = _limit_potential_energy(F.coordinate_limits, c) if len(F.coordinate_limits) else None
+    labels, columns, left_out = [], [], [f"{n} (in <components>)" for n in F.outside]
+    for kind, name in F.order:
+        if name in actuation:
+            labels.append(name)
+            columns.append(actuation[name])
+        elif name in F.coordinate_limits.names:
+            k = F.coordinate_limits.names.index(name)
+            energy_label = "PotentialEnergy" if "PotentialEnergy" not in labels else f"{name}_PotentialEnergy"
+            if energy_label != "PotentialEnergy":  # OpenSim repeats the label; a Table's are unique
+                left_out.append(f"CoordinateLimitForce {name!r} (its PotentialEnergy is labelled {energy_label})")
+            labels += [name, energy_label]
+            columns += [limits[:, k], energy[:, k]]
+        elif name in F.springs.names:
+            labels.append(f"{name}_Force")
+            columns.append(springs[:, F.springs.names.index(name)])
+        else:
+            left_out.append(f"{kind} {name!r}")
+    if loads is not None and loads.forces:
+        time = np.asarray(inputs.time, float)
+        where = str(loads.path)
+        data = external_load_data(loads, time)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # said once already, when the inputs were prepared
+            frames = [
+                (
+                    _body_index(m, d.spec.body, "applied_to_body", d.spec.name, where),
+                    _body_index(m, d.spec.force_frame, "force_expressed_in_body", d.spec.name, where),
+                    _body_index(m, d.spec.point_frame, "point_expressed_in_body", d.spec.name, where),
+                )
+                for d in data
+            ]
+        bodies = [b for fr in frames for b in fr]
+        att, pos = jax.vmap(lambda x: body_poses(m, to_tree(m.coordinates, x), bodies))(inputs.c)
+        att, pos = np.asarray(att, float), np.asarray(pos, float)
+
+        def rotate(q, v, inverse=False):
+            q = quat.conjugate(q) if inverse else q
+            return np.asarray(quat.rotate(jnp.asarray(q), jnp.asarray(v)), float)
+
+        for k, d in enumerate(data):
+            stem = f"{d.spec.body}_{d.spec.name}"
+            body, force_frame, point_frame = (3 * k + j for j in range(3))
+            if d.force is not None:
+                labels += [f"{stem}_F{a}" for a in "xyz"]
+                columns += list(rotate(att[:, force_frame], d.force).T)
+                if d.point is not None:
+                    world = pos[:, point_frame] + rotate(att[:, point_frame], d.point)
+                    local = rotate(att[:, body], world - pos[:, body], inverse=True)
+                    labels += [f"{stem}_p{a}" for a in "xyz"]
+                    columns += list(local.T)
+            if d.torque is not None:
+                labels += [f"{stem}_T{a}" for a in "xyz"]
+                columns += list(rotate(att[:, force_frame], d.torque).T)
+    T = np.asarray(inputs.time).size
+    data = np.stack(columns, 1) if columns else np.zeros((T, 0))
+    return tuple(labels), data, left_out
+
+
 def static_optimization_tool(
     model,
     motion,
@@ -400,7 +506,6 @@ def static_optimization_tool(
     for k, j in enumerate(coordinate):
         if j in position:
             controls[:, k] = fopt[k] * moment[:, position[j]] / strength[j] ** 2
-    # columns: the muscles, then every actuator in the model's order (OpenSim's ForceSet order)
     nm = len(m.muscles.names)
     solved_a, solved_f = np.asarray(result.activations, float), np.asarray(result.forces, float)
     by_name = {n: (controls[:, k], controls[:, k] * fopt[k]) for k, n in enumerate(reserve_names)}
@@ -409,22 +514,45 @@ def static_optimization_tool(
     signed_a = solved_a[:, nm : nm + g] - solved_a[:, nm + g : nm + 2 * g]  # y⁺ − y⁻
     signed_f = solved_f[:, nm : nm + g] - solved_f[:, nm + g : nm + 2 * g]
     by_name.update({names[j]: (signed_a[:, r], signed_f[:, r]) for r, j in enumerate(general)})
-    order = [n for n in names if n in by_name]
-    labels = tuple(m.muscles.names) + tuple(order)
-    a = np.concatenate([solved_a[:, :nm]] + [by_name[n][0][:, None] for n in order], axis=1)
-    f = np.concatenate([solved_f[:, :nm]] + [by_name[n][1][:, None] for n in order], axis=1)
-    bad = ~np.asarray(result.feasible)
-    if bad.any():
-        i = int(np.argmax(bad))
-        j = int(np.argmax(np.abs(np.asarray(result.residual[i]))))
+    by_name.update({n: (solved_a[:, k], solved_f[:, k]) for k, n in enumerate(m.muscles.names)})
+    # columns: the actuators in the ForceSet's order (OpenSim's getActuators(), muscles included)
+    labels = tuple(n for _, n in m.forces.order if n in by_name)
+    labels += tuple(n for n in m.muscles.names if n not in labels)  # not in `order`: a hand-made model
+    a = np.stack([by_name[n][0] for n in labels], axis=1)
+    actuation = {n: by_name[n][1] for n in labels}
+    loads = external_loads
+    if loads is not None and not isinstance(loads, ExternalLoads):
+        loads = read_external_loads(loads)
+    force_labels, f, left_out = _reported_forces(m, inputs, loads, actuation)
+    missing = [n for n in labels if n not in force_labels]
+    if missing:  # actuators outside the ForceSet's order (a hand-made model): after the ForceSet's
+        force_labels = force_labels + tuple(missing)
+        f = np.concatenate([f, np.stack([actuation[n] for n in missing], 1)], axis=1)
+    if left_out:
         warnings.warn(
-            f"static optimisation: at {int(bad.sum())} of {time.size} frames (first t = {time[i]:.4f} s) the "
-            f"muscles and reserves cannot produce the joint moments (worst: "
-            f"{m.coordinate_names[rows[j]]}, {float(result.residual[i, j]):.4g} unmet)",
+            f"static optimisation: the forces table lacks the columns OpenSim's ForceReporter writes for "
+            f"{', '.join(left_out)}",
             stacklevel=2,
         )
+    bad = ~np.asarray(result.feasible)
+    if bad.any():
+        # no solution there: no row rather than a plausible number (OpenSim's IPOPT fails there
+        # too, "OPTIMIZATION FAILED", and writes its last iterate, which is not a solution)
+        i = int(np.argmax(bad))
+        j = int(np.argmax(np.abs(np.asarray(result.residual[i]))))
+        why = (
+            f"the muscles and actuators cannot produce the joint moments at {int(bad.sum())} of {time.size} "
+            f"frames (first t = {time[i]:.4f} s, worst {m.coordinate_names[rows[j]]}: "
+            f"{float(result.residual[i, j]):.4g} unmet). OpenSim's optimizer fails there too (\"OPTIMIZATION "
+            f'FAILED") and writes its last iterate, which is not a solution; add reserve actuators (e.g. '
+            f"residuals on the pelvis) through force_set_files"
+        )
+        if bad.all():
+            raise ValueError(f"{m.path}: static optimisation has no solution: {why}")
+        warnings.warn(f"static optimisation: {why}; those frames are left out of the tables", stacklevel=2)
+    keep = ~bad
     return StaticOptimizationTables(
-        activations=Table(time=time, labels=labels, data=a, in_degrees=False, name="Static Optimization"),
-        forces=Table(time=time, labels=labels, data=f, in_degrees=False, name="Static Optimization"),
+        activations=Table(time=time[keep], labels=labels, data=a[keep], in_degrees=False, name="Static Optimization"),
+        forces=Table(time=time[keep], labels=force_labels, data=f[keep], in_degrees=False, name="Static Optimization"),
         result=result,
     )

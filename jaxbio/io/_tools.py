@@ -434,30 +434,35 @@ def _check_inputs(model, inputs: InverseDynamicsInputs) -> None:
             raise ValueError(f"inputs.{field}: {bad} are not body indices of the model ({model.path}, {nb} bodies)")
 
 
-def _external(model, q, inputs: InverseDynamicsInputs):
-    """World-frame wrenches of the applied forces on the tree's segments (one frame), or None."""
-    if not inputs.load_bodies:
-        return None
+def body_poses(model, q, bodies, *, ground_only: bool = False):
+    """World poses of ``model.bodies[bodies]`` at tree coordinates ``q``: ``(attitudes (k, 4),
+    positions (k, 3))``, each body's segment pose composed with the body's own frame (the ground:
+    identity). ``ground_only`` (static): every body is the ground (no kinematics computed)."""
     dt = q.dtype
     ground = jnp.array([[1.0, 0, 0, 0]], dt), jnp.zeros((1, 3), dt)
-    if all(model.body_segments[b] < 0 for b in inputs.force_frames + inputs.point_frames):
+    if ground_only:
         attitudes, positions = ground  # data in the ground frame (force plates): no kinematics needed here
     else:  # every body's world pose: its segment's pose (the appended row for the ground) · its own frame
         positions, attitudes = forward_kinematics(model.tree, q)
         attitudes = jnp.concatenate([attitudes, ground[0]])
         positions = jnp.concatenate([positions, ground[1]])
+    bodies = np.asarray(bodies, dtype=np.int32)
+    seg = np.asarray([model.body_segments[b] for b in bodies], dtype=np.int32)  # -1: the last row
+    att = attitudes[seg]
+    return (
+        quat.multiply(att, model.body_orientations[bodies]),
+        positions[seg] + quat.rotate(att, model.body_positions[bodies]),
+    )
 
-    def pose(bodies):
-        bodies = np.asarray(bodies, dtype=np.int32)
-        seg = np.asarray([model.body_segments[b] for b in bodies], dtype=np.int32)  # -1: the last row
-        att = attitudes[seg]
-        return (
-            quat.multiply(att, model.body_orientations[bodies]),
-            positions[seg] + quat.rotate(att, model.body_positions[bodies]),
-        )
 
-    rf, _ = pose(inputs.force_frames)
-    rp, op = pose(inputs.point_frames)
+def _external(model, q, inputs: InverseDynamicsInputs):
+    """World-frame wrenches of the applied forces on the tree's segments (one frame), or None."""
+    if not inputs.load_bodies:
+        return None
+    frames = inputs.force_frames + inputs.point_frames
+    att, pos = body_poses(model, q, frames, ground_only=all(model.body_segments[b] < 0 for b in frames))
+    k = len(inputs.force_frames)
+    rf, rp, op = att[:k], att[k:], pos[k:]
     forces, torques = quat.rotate(rf, inputs.forces), quat.rotate(rf, inputs.torques)
     points = op + quat.rotate(rp, inputs.points)
     segments = tuple(model.body_segments[b] for b in inputs.load_bodies)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -108,7 +109,8 @@ def _outputs(tool, analyses) -> list[str]:
 
 @dataclasses.dataclass
 class Row:
-    """One setup's outcome: ``status`` ``"agrees"``, ``"differs"``, ``"jaxbio fails"``,
+    """One setup's outcome: ``status`` ``"agrees"``, ``"differs"``, ``"no solution"`` (OpenSim's
+    optimizer fails at every frame, jaxbio refuses), ``"jaxbio fails"``,
     ``"OpenSim fails"``, ``"inputs missing"``; ``notes``; per output file, its comparison."""
 
     setup: str
@@ -133,11 +135,16 @@ def _compare_file(ours: Path, theirs: Path, kind: str) -> dict:
     common = [c for c in b.labels if c in a.labels]
     if not n or not common:
         return out
-    # rows matched by time (the nearest of jaxbio's rows to each of OpenSim's)
+    # rows matched by time (the nearest of jaxbio's rows to each of OpenSim's); OpenSim's rows that
+    # jaxbio left out (no solution: OpenSim's optimizer failed there too, see `compare`) are not compared
     idx = np.asarray([int(np.argmin(np.abs(a.time - t))) for t in b.time])
-    out["time_diff"] = float(np.max(np.abs(a.time[idx] - b.time)))
-    d = a.select(common).data[idx] - b.select(common).data
-    scale = float(np.max(np.abs(b.select(common).data))) or 1.0
+    ok = np.abs(a.time[idx] - b.time) <= 1e-9
+    out["left_out_times"] = sorted({round(float(t), 9) for t in b.time[~ok]})
+    if not ok.any():
+        return out
+    out["time_diff"] = float(np.max(np.abs(a.time[idx][ok] - b.time[ok])))
+    d = a.select(common).data[idx][ok] - b.select(common).data[ok]
+    scale = float(np.max(np.abs(b.select(common).data[ok]))) or 1.0
     worst = int(np.argmax(np.max(np.abs(d), axis=0)))
     out["max_abs"] = float(np.max(np.abs(d)))
     out["rms"] = float(np.sqrt(np.mean(d**2)))
@@ -148,7 +155,9 @@ def _compare_file(ours: Path, theirs: Path, kind: str) -> dict:
 
 def _agrees(kind: str, files: dict) -> bool:
     for name, f in files.items():
-        if "max_abs" not in f or f["missing_columns"] or f["extra_columns"] or f["rows"][0] != f["rows"][1]:
+        if "max_abs" not in f or f["missing_columns"] or f["extra_columns"]:
+            return False
+        if f["rows"][0] != f["rows"][1] and not f.get("left_out_times"):  # frames without a solution
             return False
         if f["time_diff"] > 1e-9:
             return False
@@ -200,8 +209,19 @@ def compare(setup, *, timeout: float = 900, keep: Path | None = None) -> Row:
             return Row(str(setup), kind, "OpenSim fails", " / ".join(lines[-3:])[:300])
         jrc, jlog, jresults = runs["jaxbio"]
         warns = tuple(ln for ln in jlog.splitlines() if ln.startswith("warning:"))
+        failed = sorted(
+            {
+                round(float(t), 9)
+                for t in re.findall(r"could not find a solution at time = ([-+0-9.eE]+?)\.?$", log, re.M)
+            }
+        )
         if jrc != 0:
             last = [ln for ln in jlog.splitlines() if ln.strip()][-1:] or ["(no output)"]
+            if "has no solution" in last[0] and failed:
+                note = (
+                    f"OpenSim's optimizer fails at {len(failed)} frame(s) and writes its last iterate; jaxbio refuses"
+                )
+                return Row(str(setup), kind, "no solution", f"{note}: {last[0][:300]}", jaxbio_warnings=warns)
             return Row(str(setup), kind, "jaxbio fails", last[0][:400], jaxbio_warnings=warns)
         files = {}
         for f in _outputs(tool, analyses):
@@ -212,8 +232,17 @@ def compare(setup, *, timeout: float = 900, keep: Path | None = None) -> Row:
                 if (jresults / f).exists()
                 else {"missing": True, "rows": (0, 0), "missing_columns": [], "extra_columns": []}
             )
-        status = "agrees" if files and _agrees(kind, files) else "differs"
-        return Row(str(setup), kind, status, files=files, jaxbio_warnings=warns)
+        left = sorted({t for f in files.values() for t in f.get("left_out_times", ())})
+        notes = ""
+        if failed or left:
+            notes = f"OpenSim's optimizer fails at {len(failed)} frame(s); jaxbio leaves out {len(left)}"
+            if failed != left:
+                notes += " (not the same frames)"
+        if failed != left:
+            status = "differs"
+        else:
+            status = "agrees" if files and _agrees(kind, files) else "differs"
+        return Row(str(setup), kind, status, notes, files=files, jaxbio_warnings=warns)
     finally:
         if keep is None:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -239,7 +268,7 @@ def _summary(row: Row) -> str:
             else:
                 bits.append(f"max {f['max_abs']:.3g}, RMS {f['rms']:.3g} ({f['worst_column']})")
         parts.append(f"{short}: " + ", ".join(bits))
-    return "; ".join(parts) or row.notes
+    return "; ".join(p for p in (row.notes, *parts) if p)
 
 
 def markdown(rows, base=None) -> str:
