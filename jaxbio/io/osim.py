@@ -174,7 +174,7 @@ JOINT_TYPES = tuple(JOINT_AXES) + ("CustomJoint",)
 IGNORED_SETS = (
     "ForceSet",
     "ConstraintSet",
-    "MarkerSet",
+    "MarkerSet",  # its Markers are imported (OsimModel.markers); other objects are listed
     "ContactGeometrySet",
     "ControllerSet",
     "ProbeSet",
@@ -905,7 +905,13 @@ def _parse(
     from jaxbio.io._osim_muscles import read_muscles
 
     muscles, imported_muscles, muscle_notes = read_muscles(model_elem, tree, cnames, disabled, frame_pose, dt)
-    imported = imported | imported_muscles | constraints_imported
+    from jaxbio.io._osim_markers import read_markers
+
+    def frame_body(path_or_name: str, owner: str, where: str) -> str:
+        return frames.pose(frames.resolve(path_or_name, owner, where), where)[0]
+
+    markers, imported_markers = read_markers(model_elem, frame_pose, frame_body, dt)
+    imported = imported | imported_muscles | constraints_imported | imported_markers
     disabled = disabled | constraints_disabled
     ignored = (
         _ignored(model_elem, imported, disabled, muscles is not None and muscles.paths.wrap_objects is not None)
@@ -936,6 +942,7 @@ def _parse(
         path=str(path),
         forces=forces,
         muscles=muscles,
+        markers=markers,
     )
 
 
