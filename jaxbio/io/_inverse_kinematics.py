@@ -431,7 +431,10 @@ def prepare_inverse_kinematics(
                 )
             from jaxbio.io._gcvspl import GCVSpline
 
-            values = np.asarray(GCVSpline(table.time, table.column(name), degree=5)(time), float)
+            try:
+                values = np.asarray(GCVSpline(table.time, table.column(name), degree=5)(time), float)
+            except ValueError as e:
+                raise ValueError(f"{coordinate_file}: column {name!r}: {e}") from None
         if not np.all(np.isfinite(values)):
             raise ValueError(f"coordinate task {name!r}: its target is not finite")
         index.append(k)
