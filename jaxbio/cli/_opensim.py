@@ -1,4 +1,5 @@
-"""``jaxbio inverse-dynamics`` (short: ``jaxbio id``), ``jaxbio static-optimization``,
+"""``jaxbio inverse-kinematics`` (short: ``jaxbio ik``), ``jaxbio inverse-dynamics`` (short:
+``jaxbio id``), ``jaxbio static-optimization``,
 ``jaxbio run-tool SETUP.xml`` and ``jaxbio animate``: OpenSim's inverse dynamics and static
 optimisation on jaxbio, and stick-figure animations.
 
@@ -93,13 +94,15 @@ def _report(done) -> None:
     (its warnings were printed as they were issued, `_warning_lines`)."""
     for kind, path in done.files.items():
         table = done.tables[kind]
-        what = {"generalized_forces": "generalised forces"}.get(kind, kind)
+        what = {"generalized_forces": "generalised forces", "marker_errors": "marker errors"}.get(kind, kind)
         print(
             f"wrote {path}: {table.time.size} frames × {len(table.labels)} {what} "
             f"(t = {table.time[0]:.4f}–{table.time[-1]:.4f} s)"
         )
     if not done.files:
-        _print_table(done.tables.get("activations", done.tables.get("generalized_forces")))
+        _print_table(
+            done.tables.get("activations", done.tables.get("generalized_forces", done.tables.get("coordinates")))
+        )
 
 
 def cmd_static_optimization(args) -> int:
@@ -116,6 +119,21 @@ def cmd_static_optimization(args) -> int:
         use_muscle_physiology=not args.no_muscle_physiology,
         output_forces=args.output_forces,
         output_activations=args.output_activations,
+        no_progress=args.no_progress,
+    )
+
+
+def cmd_inverse_kinematics(args) -> int:
+    return _run_job(
+        "inverse_kinematics_job",
+        args.model,
+        args.markers,
+        tasks=args.tasks,
+        coordinate_file=args.coordinates,
+        start=args.start,
+        end=args.end,
+        output=args.output,
+        output_errors=args.output_errors,
         no_progress=args.no_progress,
     )
 
@@ -305,6 +323,27 @@ def add_parsers(sub, id_options) -> None:
     id_options(p)
     p.set_defaults(func=cmd_inverse_dynamics)
 
+    ik = sub.add_parser(
+        "inverse-kinematics",
+        aliases=["ik"],
+        help="coordinates that fit measured markers (OpenSim's InverseKinematicsTool)",
+    )
+    ik.add_argument("--model", required=True, help="an OpenSim .osim file with a MarkerSet")
+    ik.add_argument("--markers", required=True, help="marker trajectories (.trc; units from its header)")
+    ik.add_argument(
+        "--tasks",
+        default=None,
+        help="an OpenSim IKTaskSet .xml (marker and coordinate tasks with weights; default: every marker of "
+        "the file that the model has, weight 1)",
+    )
+    ik.add_argument("--coordinates", default=None, help="coordinate file (.mot/.sto) for from_file coordinate tasks")
+    ik.add_argument("--start", type=_time(), default=None, help="first time, s (default the file's)")
+    ik.add_argument("--end", type=_time(), default=None, help="last time, s (default the file's)")
+    ik.add_argument("--output", default=None, help="write OpenSim's .mot here (degrees; default: print the table)")
+    ik.add_argument("--output-errors", default=None, help="write the marker errors .sto here")
+    ik.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ik.set_defaults(func=cmd_inverse_kinematics)
+
     so = sub.add_parser(
         "static-optimization",
         help="muscle activations and forces of a motion file (OpenSim's "
@@ -343,7 +382,7 @@ def add_parsers(sub, id_options) -> None:
 
     r = sub.add_parser(
         "run-tool",
-        help="run OpenSim tool setup files (InverseDynamicsTool; AnalyzeTool with "
+        help="run OpenSim tool setup files (InverseKinematicsTool, InverseDynamicsTool; AnalyzeTool with "
         "an InverseDynamics or a StaticOptimization analysis), several in one process",
     )
     r.add_argument(

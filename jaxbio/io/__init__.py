@@ -65,6 +65,14 @@ Example (OpenSim's arm26 inverse dynamics)::
 #: public name -> the private module that defines it (imported on first use: `jaxbio sprint`
 #: builds its command line without loading the OpenSim importer)
 _EXPORTS = {
+    "CoordinateTask": "_inverse_kinematics",
+    "InverseKinematicsInputs": "_inverse_kinematics",
+    "InverseKinematicsResult": "_inverse_kinematics",
+    "inverse_kinematics_residuals": "_inverse_kinematics",
+    "inverse_kinematics_tool": "_inverse_kinematics",
+    "marker_errors": "_inverse_kinematics",
+    "prepare_inverse_kinematics": "_inverse_kinematics",
+    "solve_inverse_kinematics": "_inverse_kinematics",
     "actuator_forces": "_osim_forces",
     "actuator_matrix": "_osim_forces",
     "AnalogChannels": "_c3d",
@@ -90,6 +98,8 @@ _EXPORTS = {
     "load_osim": "osim",
     "lowpass_iir": "_processing",
     "Markers": "_markers",
+    "marker_positions": "_osim_markers",
+    "OsimMarkers": "_osim_markers",
     "muscle_generalized_forces": "_osim_muscles",
     "muscle_lengthening_speeds": "_osim_muscles",
     "muscle_lengths": "_osim_muscles",
@@ -129,6 +139,14 @@ __getattr__, __dir__ = attach(__name__, globals(), submodules=("osim",), exports
 
 
 __all__ = [
+    "CoordinateTask",
+    "InverseKinematicsInputs",
+    "InverseKinematicsResult",
+    "inverse_kinematics_residuals",
+    "inverse_kinematics_tool",
+    "marker_errors",
+    "prepare_inverse_kinematics",
+    "solve_inverse_kinematics",
     "actuator_forces",
     "actuator_matrix",
     "applied_forces",
@@ -162,6 +180,8 @@ __all__ = [
     "InputMatch",
     "InverseDynamicsInputs",
     "Markers",
+    "marker_positions",
+    "OsimMarkers",
     "OsimModel",
     "ProcessedCoordinates",
     "Table",

@@ -13,6 +13,7 @@ from jaxbio.tree import SegmentTree
 
 if TYPE_CHECKING:
     from jaxbio.io._osim_forces import OsimForces
+    from jaxbio.io._osim_markers import OsimMarkers
     from jaxbio.io._osim_muscles import OsimMuscles
 
 __all__ = ["OsimModel"]
@@ -50,6 +51,9 @@ class OsimModel(eqx.Module):
     - ``muscles``: the `jaxbio.io.OsimMuscles` (Thelen2003Muscle and
       Millard2012EquilibriumMuscle: paths with wrap objects, conditional and moving points, and
       the muscle models; see `jaxbio.io._osim_muscles`), or ``None`` when the file has none.
+    - ``markers``: the `jaxbio.io.OsimMarkers` of the MarkerSet (names, frames, locations;
+      `jaxbio.io.marker_positions` gives their world positions at ``c``), or ``None`` when the
+      file has none.
     """
 
     tree: SegmentTree
@@ -74,6 +78,7 @@ class OsimModel(eqx.Module):
     path: str = eqx.field(static=True, default="")
     forces: OsimForces = eqx.field(default_factory=lambda: _no_forces())
     muscles: OsimMuscles | None = None
+    markers: OsimMarkers | None = None
 
     @property
     def coordinate_names(self) -> tuple[str, ...]:

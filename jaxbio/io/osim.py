@@ -97,6 +97,9 @@ Thelen2003Muscles and Millard2012EquilibriumMuscles, with their paths (fixed, co
 moving points; the bodies' wrap objects and each path's PathWraps) on the tree, as functions of
 OpenSim's coordinates (`jaxbio.io.muscle_lengths`, ``muscle_moment_arms`` …).
 
+**Markers** (`OsimModel.markers`, `jaxbio.io._osim_markers`): the MarkerSet's ``Marker`` s on
+their frames (4.x ``socket_parent_frame``, 3.x ``body``); `jaxbio.io.marker_positions`.
+
 **Coordinate couplers** (``CoordinateCouplerConstraint``, one independent coordinate): the
 dependent coordinate ``d = s · g(c_i)`` (``scale_factor`` ``s``, ``coupled_coordinates_function``
 ``g``) is removed from ``c`` (`OsimModel.dependent_coordinates`) and each tree coordinate it
@@ -113,7 +116,7 @@ triangle inequality and models without mass are accepted (`SegmentTree.from_dict
 on the dynamics also in `OsimModel.not_imported`, and ``load_osim(..., strict=True)`` refuses
 them): the other forces (``ForceSet``: other muscle classes, muscles whose parameters jaxbio
 refuses, path actuators and springs, other actuators, ligaments, contact; disabled forces), other
-constraints (``ConstraintSet``), markers, contact geometry, wrap objects when no imported muscle
+constraints (``ConstraintSet``), contact geometry, wrap objects when no imported muscle
 uses them, controllers and probes. Refused with a ``ValueError`` naming the element and the file:
 a file that is not XML or not an OpenSim model, unknown joint types (Ellipsoid, Scapulothoracic,
 ConstantCurvature …) and function types (GCVSpline, StepFunction, multi-variable functions …), a
@@ -175,7 +178,7 @@ JOINT_TYPES = tuple(JOINT_AXES) + ("CustomJoint",)
 IGNORED_SETS = (
     "ForceSet",
     "ConstraintSet",
-    "MarkerSet",
+    "MarkerSet",  # its Markers are imported (OsimModel.markers); other objects are listed
     "ContactGeometrySet",
     "ControllerSet",
     "ProbeSet",
@@ -906,7 +909,13 @@ def _parse(
     from jaxbio.io._osim_muscles import read_muscles
 
     muscles, imported_muscles, muscle_notes = read_muscles(model_elem, tree, cnames, disabled, frame_pose, dt)
-    imported = imported | imported_muscles | constraints_imported
+    from jaxbio.io._osim_markers import read_markers
+
+    def frame_body(path_or_name: str, owner: str, where: str) -> str:
+        return frames.pose(frames.resolve(path_or_name, owner, where), where)[0]
+
+    markers, imported_markers = read_markers(model_elem, frame_pose, frame_body, dt)
+    imported = imported | imported_muscles | constraints_imported | imported_markers
     disabled = disabled | constraints_disabled
     ignored = (
         _ignored(model_elem, imported, disabled, muscles is not None and muscles.paths.wrap_objects is not None)
@@ -937,6 +946,7 @@ def _parse(
         path=str(path),
         forces=forces,
         muscles=muscles,
+        markers=markers,
     )
 
 

@@ -1,12 +1,13 @@
 """OpenSim's tools run from their own setup files, one or a whole session of them.
 
-`run` takes setup files (``InverseDynamicsTool``; ``AnalyzeTool`` with one ``InverseDynamics`` or
-one ``StaticOptimization`` analysis), folders of them and globs, runs each as OpenSim's tool would
+`run` takes setup files (``InverseKinematicsTool``, ``InverseDynamicsTool``; ``AnalyzeTool`` with
+one ``InverseDynamics`` or one ``StaticOptimization`` analysis), folders of them and globs, runs each as OpenSim's tool would
 and writes the files OpenSim writes, in one process: a model read once (`jaxbio.io.load_osim`)
 and a model's and trial length's programs traced and compiled once (`jaxbio._aot`) serve every
 trial of the session. ``jaxbio run-tool`` is this function from the shell. The single jobs
-(`inverse_dynamics_job`, `static_optimization_job`) are also what ``jaxbio inverse-dynamics
---motion`` and ``jaxbio static-optimization`` run.
+(`inverse_kinematics_job`, `inverse_dynamics_job`, `static_optimization_job`) are also what
+``jaxbio inverse-kinematics``, ``jaxbio inverse-dynamics --motion`` and ``jaxbio
+static-optimization`` run; `read_ik_tasks` reads an ``IKTaskSet``.
 
 Everything computes in float64 (OpenSim's double precision), inside ``jax.enable_x64``: the
 process's own JAX configuration is left as it is.
@@ -25,7 +26,16 @@ from pathlib import Path
 from jaxbio._text import read_xml
 from jaxbio._validate import echo
 
-__all__ = ["ToolRun", "inverse_dynamics_job", "run", "run_setup", "setup_files", "static_optimization_job"]
+__all__ = [
+    "ToolRun",
+    "inverse_dynamics_job",
+    "inverse_kinematics_job",
+    "read_ik_tasks",
+    "run",
+    "run_setup",
+    "setup_files",
+    "static_optimization_job",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +44,8 @@ class ToolRun:
 
     - ``setup``: the setup file (None for a job run without one); ``tool``: its tool element
       (``"InverseDynamicsTool"``, ``"AnalyzeTool"``) or the job's name.
-    - ``tables``: the results as `jaxbio.io.Table` s by name: ``"generalized_forces"`` (inverse
+    - ``tables``: the results as `jaxbio.io.Table` s by name: ``"coordinates"`` and
+      ``"marker_errors"`` (inverse kinematics), ``"generalized_forces"`` (inverse
       dynamics: N·m and N per coordinate), or ``"forces"`` (N, and N·m for torque actuators) and
       ``"activations"`` (static optimisation).
     - ``files``: the files written, by the name of the table each holds.
@@ -117,6 +128,117 @@ def _reissue(caught) -> None:
     """Issue again the warnings a run recorded (under the caller's own filters)."""
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
+def read_ik_tasks(source, *, where: str = "") -> tuple[dict, dict]:
+    """OpenSim's ``IKTaskSet`` (an element, or a file holding one) as ``(marker_weights,
+    coordinate_tasks)``: the *applied* ``IKMarkerTask`` s ``{name: weight}`` and
+    ``IKCoordinateTask`` s ``{name: jaxbio.io.CoordinateTask}``, in file order (``apply``
+    defaults to true, ``weight`` to 1, ``value_type`` to ``default_value``). An element with a
+    ``file`` attribute reads that file (relative to ``where``'s folder). ``ValueError`` naming the
+    task for a bad number, flag or value type."""
+    import xml.etree.ElementTree as ET
+
+    from jaxbio.io import CoordinateTask
+
+    if not isinstance(source, ET.Element):
+        where = str(source)
+        root = read_xml(source, "OpenSim IKTaskSet file")
+        source = root if root.tag == "IKTaskSet" else root.find(".//IKTaskSet")
+        if source is None:
+            raise ValueError(f"{where}: no <IKTaskSet>")
+    if source.get("file"):
+        return read_ik_tasks(Path(where).parent / source.get("file") if where else source.get("file"))
+    markers, coords = {}, {}
+    for task in source.findall("objects/*"):
+        name = task.get("name", "")
+        here = f"{where}: {task.tag} {echo(name)}"
+        apply = (_setup_text(task, "apply") or "true").lower()
+        if apply not in ("true", "false"):
+            raise ValueError(f"{here}: <apply> must be true or false, got {echo(apply)}")
+        if apply == "false":
+            continue
+        try:
+            weight = float(_setup_text(task, "weight") or "1")
+        except ValueError:
+            raise ValueError(f"{here}: <weight> must be a number, got {echo(_setup_text(task, 'weight'))}") from None
+        if task.tag == "IKMarkerTask":
+            markers[name] = weight
+        elif task.tag == "IKCoordinateTask":
+            try:
+                value = float(_setup_text(task, "value") or "0")
+            except ValueError:
+                raise ValueError(f"{here}: <value> must be a number, got {echo(_setup_text(task, 'value'))}") from None
+            try:
+                coords[name] = CoordinateTask(weight, (_setup_text(task, "value_type") or "default_value"), value)
+            except ValueError as e:
+                raise ValueError(f"{here}: {e}") from None
+        else:
+            raise ValueError(f"{here}: not an IKMarkerTask or IKCoordinateTask")
+    return markers, coords
+
+
+def inverse_kinematics_job(
+    model,
+    markers,
+    *,
+    tasks=None,
+    coordinate_file=None,
+    start=None,
+    end=None,
+    accuracy=1e-5,
+    output=None,
+    output_errors=None,
+    progress: Callable[[str], None] | None = None,
+) -> ToolRun:
+    """OpenSim's ``InverseKinematicsTool`` on files (`jaxbio.io.inverse_kinematics_tool` in
+    float64): the coordinates written to ``output`` (OpenSim's ``.mot``, degrees) and the marker
+    errors to ``output_errors`` (``_ik_marker_errors.sto``) when given, checked writable before any
+    work. ``tasks``: an ``IKTaskSet`` file or ``(marker_weights, coordinate_tasks)`` (`read_ik_tasks`);
+    None: every marker of the file that the model has, weight 1. Returns a `ToolRun`
+    (``tables["coordinates"]``, ``tables["marker_errors"]``)."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxbio.io import inverse_kinematics_tool
+
+    if tasks is None:
+        weights, coords = None, None
+    elif isinstance(tasks, (str, os.PathLike)):
+        weights, coords = read_ik_tasks(tasks)
+    else:
+        weights, coords = tasks
+    inputs = [str(p) for p in (model, markers, coordinate_file) if p and isinstance(p, (str, os.PathLike))]
+    outputs = [(f, p) for f, p in (("--output", output), ("--output-errors", output_errors)) if p]
+    if outputs:
+        from jaxbio._files import check_outputs
+
+        check_outputs(outputs, inputs)  # before any work
+    with warnings.catch_warnings(record=True) as caught, jax.enable_x64(True):
+        warnings.simplefilter("always")
+        result = inverse_kinematics_tool(
+            model,
+            markers,
+            marker_weights=weights,
+            coordinate_tasks=coords,
+            coordinate_file=coordinate_file,
+            start=start,
+            end=end,
+            accuracy=accuracy,
+            dtype=jnp.float64,
+            progress=progress,
+        )
+    _reissue(caught)
+    tables = {"coordinates": result.coordinates, "marker_errors": result.errors}
+    files = {
+        name: _write_sto(path, tables[name], inputs, flag)
+        for name, flag, path in (
+            ("coordinates", "--output", output),
+            ("marker_errors", "--output-errors", output_errors),
+        )
+        if path
+    }
+    return ToolRun(None, "inverse_kinematics", tables, files, tuple(str(w.message) for w in caught), None)
 
 
 def static_optimization_job(
@@ -225,7 +347,7 @@ def _setup_text(el, tag: str):
 
 
 #: the setup documents `run` runs (a folder given to it contributes its .xml files of these)
-TOOLS = ("InverseDynamicsTool", "AnalyzeTool")
+TOOLS = ("InverseKinematicsTool", "InverseDynamicsTool", "AnalyzeTool")
 
 
 def setup_files(given) -> list[Path]:
@@ -246,7 +368,9 @@ def setup_files(given) -> list[Path]:
         elif Path(item).is_dir():
             found = [p for p in sorted(Path(item).glob("*.xml")) if _tool_tag(p) in TOOLS]
             if not found:
-                raise ValueError(f"{item}: no InverseDynamicsTool or AnalyzeTool setup .xml in this folder")
+                raise ValueError(
+                    f"{item}: no InverseKinematicsTool, InverseDynamicsTool or AnalyzeTool setup .xml in this folder"
+                )
             out += found
         else:
             out.append(Path(item))
@@ -306,6 +430,8 @@ def run_setup(setup, *, progress: Callable[[str], None] | None = None) -> ToolRu
         )
     results = Path(path("results_directory", required=False) or here)
     name = tool.get("name", "")
+    if tool.tag == "InverseKinematicsTool":
+        return _run_inverse_kinematics(setup, tool, path, number, results, name, progress)
     if tool.tag == "InverseDynamicsTool":
         span = (_setup_text(tool, "time_range") or "-inf inf").split()
         if len(span) != 2:
@@ -347,7 +473,9 @@ def run_setup(setup, *, progress: Callable[[str], None] | None = None) -> ToolRu
         output = f"{name}_InverseDynamics"
         external = path("external_loads_file", required=False)
     else:
-        raise ValueError(f"{setup}: <{tool.tag}> is not a tool jaxbio runs (InverseDynamicsTool, AnalyzeTool)")
+        raise ValueError(
+            f"{setup}: <{tool.tag}> is not a tool jaxbio runs (InverseKinematicsTool, InverseDynamicsTool, AnalyzeTool)"
+        )
     if not output.endswith(".sto"):
         output += ".sto"
     with _results_directory(setup, results):
@@ -469,3 +597,59 @@ def _run_analyze_static_optimization(setup, tool, analysis, path, number, lowpas
 #: an ``optimizer_convergence_criterion`` above this leaves OpenSim's static optimisation visibly
 #: short of the optimum jaxbio solves for (`_run_analyze_static_optimization` warns)
 _LOOSE = 1e-6
+
+
+def _run_inverse_kinematics(setup, tool, path, number, results, name, progress) -> ToolRun:
+    """`run_setup` for an ``InverseKinematicsTool`` (``InverseKinematicsTool::run``): the motion
+    goes to ``<output_motion_file>`` relative to the setup's folder (OpenSim prints it from
+    there), the errors to ``<results_directory>/<name>_ik_marker_errors.sto`` when
+    ``<report_errors>`` (default true)."""
+    here = setup.parent
+    span = (_setup_text(tool, "time_range") or "-inf inf").split()
+    if len(span) != 2:
+        raise ValueError(f"{setup}: <time_range> must hold two times, got {echo(' '.join(span))}")
+    start, end = (number(s, "time_range") for s in span)
+    accuracy = number(_setup_text(tool, "accuracy") or "1e-5", "accuracy")
+    if not (math.isfinite(accuracy) and accuracy > 0):
+        raise ValueError(f"{setup}: <accuracy> must be a finite number > 0, got {echo(accuracy)}")
+    weight = _setup_text(tool, "constraint_weight") or "Inf"
+    number(
+        weight.replace("Inf", "inf").replace("Infinity", "inf"), "constraint_weight"
+    )  # checked; OpenSim 4.6 ignores it
+    flags = {}
+    for tag, default in (("report_errors", "true"), ("report_marker_locations", "false")):
+        text = (_setup_text(tool, tag) or default).lower()
+        if text not in ("true", "false"):
+            raise ValueError(f"{setup}: <{tag}> must be true or false, got {echo(text)}")
+        flags[tag] = text == "true"
+    if flags["report_marker_locations"]:
+        warnings.warn(
+            f"{setup}: <report_marker_locations> true: jaxbio does not write "
+            f"{name}_ik_model_marker_locations.sto (jaxbio.io.marker_positions gives them)",
+            stacklevel=3,
+        )
+    task_set = tool.find("IKTaskSet")
+    tasks = read_ik_tasks(task_set, where=str(setup)) if task_set is not None else ({}, {})
+    marker_file = path("marker_file")
+    coordinate_file = path("coordinate_file", required=False)
+    motion = _setup_text(tool, "output_motion_file")
+    motion = None if motion in (None, "Unassigned") else str(here / motion)
+    errors = str(results / f"{name}_ik_marker_errors.sto") if flags["report_errors"] else None
+    if motion is None and errors is None:
+        warnings.warn(f"{setup}: no <output_motion_file> and <report_errors> false: nothing is written", stacklevel=3)
+    with _results_directory(setup, results):
+        if motion is not None:
+            Path(motion).parent.mkdir(parents=True, exist_ok=True)
+        done = inverse_kinematics_job(
+            path("model_file"),
+            marker_file,
+            tasks=tasks if task_set is not None else None,
+            coordinate_file=coordinate_file,
+            start=start,
+            end=end,
+            accuracy=accuracy,
+            output=motion,
+            output_errors=errors,
+            progress=progress,
+        )
+    return dataclasses.replace(done, setup=setup, tool=tool.tag)
