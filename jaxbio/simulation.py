@@ -24,13 +24,14 @@ in the system (tree parameters, drive, dissipation, fitness law). The adjoints d
 the discretised solve exactly (discretise-then-optimise), so gradients match finite differences
 of the same solver to round-off. `simulate` chooses by what the call is: a solve differentiated
 in reverse mode (inside `jax.grad`, `jax.vjp`, `equinox.filter_value_and_grad`, with `jax.jit`
-outside or not) integrates, by default, the velocity form where it applies and runs `StoredAdjoint`
-— jaxbio's own Tsit5 loop, every step's stages stored, the field traced once each way — wherever
-the solve options allow it (Tsit5, adaptive steps, ``ts`` or ``t1`` saved, no event, no time
-differentiated): a value-and-gradient step then costs a few forward passes
-(benchmarks/learning.py). Any other solve — not differentiated, or in forward mode — integrates
-the Hamiltonian form on Diffrax's loop, the faster forward solve under `jax.vmap`, differentiated
-(when it is) by Diffrax's `RecursiveCheckpointAdjoint` (checkpointed memory). Both forms solve
+outside or not) runs, by default, `StoredAdjoint` — jaxbio's own Tsit5 loop, every step's stages
+stored, the field traced once each way — wherever the solve options allow it (Tsit5, adaptive
+steps, ``ts`` or ``t1`` saved, no event, no time differentiated), and then integrates the velocity
+form where it applies: a value-and-gradient step costs a few forward passes
+(benchmarks/learning.py). Any other solve — not differentiated, in forward mode, or on a fixed
+grid — integrates the Hamiltonian form, the faster forward solve under `jax.vmap`: an adaptive
+one on Diffrax's loop, differentiated (when it is) by Diffrax's `RecursiveCheckpointAdjoint`
+(checkpointed memory). Both forms solve
 the same equations: their values differ at the level of the tolerances (a chaotic system
 amplifies that, as it does any change of step).
 `BacksolveAdjoint` (continuous adjoint, O(1) memory) integrates the dynamics backwards in time,
@@ -599,9 +600,9 @@ def simulate(
             (2009) equations) or ``"velocity"`` (``(q, q̇)``, `HamiltonianSystem.velocity_field`:
             ``q̈ = (M + J)⁻¹ (F − ∂R/∂q̇ − ∂U/∂q − C q̇ − g)``). The same trajectory up to the
             discretisation (the `Trajectory` is the same, ``p = (M + J) q̇`` at the saved
-            times). By default (None): the velocity form when the solve is differentiated in
-            reverse mode at this call and the form applies (1-DOF joints and a Rayleigh
-            dissipation) — its reverse mode differentiates the wrench recursion once instead of
+            times). By default (None): the velocity form when the default adjoint is
+            `StoredAdjoint` (an adaptive solve differentiated in reverse mode at this call, see
+            ``adjoint``) and the form applies (1-DOF joints and a Rayleigh dissipation) — its reverse mode differentiates the wrench recursion once instead of
             ``∂T/∂q`` (a second derivative), under `jax.vmap` by its batch-last adjoint —, else
             the Hamiltonian form, whose forward solve under `jax.vmap` runs a fused batch-last
             kernel (several times faster for the double pendulum). The adaptive solve's error
@@ -651,13 +652,18 @@ def simulate(
         event=event,
         adjoint=adjoint,
     )
-    # reverse mode through the solve (detected at this call: a jax.grad, jax.vjp or
-    # equinox.filter_value_and_grad around it, jit outside or not): the defaults become the velocity
-    # form and the stored loop, whose reverse pass costs a few forward passes; elsewhere the
+    # an adaptive solve in reverse mode (detected at this call: a jax.grad, jax.vjp or
+    # equinox.filter_value_and_grad around it, jit outside or not): the defaults become the stored
+    # loop and the velocity form, whose reverse pass costs a few forward passes; elsewhere the
     # Hamiltonian form on Diffrax's loop, the faster forward solve (see the docstring)
-    reverse = _reverse_mode((system, y0))
+    stored = (
+        adjoint is None
+        and steps is None
+        and _reverse_mode((system, y0))
+        and _stored_applies(solver, dt0, stepsize_controller, saveat, event, dense, t0, t1, ts)
+    )
     if form is None:
-        form = "velocity" if reverse and _velocity_form_applies(system) else "hamiltonian"
+        form = "velocity" if stored and _velocity_form_applies(system) else "hamiltonian"
     check_choice(form, FORMS, f"{fn}: form")
     if form == "velocity":
         try:
@@ -712,7 +718,6 @@ def simulate(
                 f"{fn}: adjoint=StoredAdjoint() runs jaxbio's own adaptive Tsit5 loop (ts= or t1 "
                 f"saved, rtol/atol), which excludes {', '.join(clash)}"
             )
-    given_controller, given_saveat = stepsize_controller, saveat
     if stepsize_controller is None:
         if dt0 is None:
             tol = default_tolerance(jnp.result_type(y0["q"]))
@@ -759,11 +764,7 @@ def simulate(
         saveat = diffrax.SaveAt(ts=ts, dense=dense) if ts is not None else diffrax.SaveAt(t1=True, dense=dense)
         requested = ts if ts is not None else t1[None]
     y_start = _to_form(system, y0, form)
-    if (
-        adjoint is None
-        and reverse
-        and _stored_applies(solver, dt0, given_controller, given_saveat, event, dense, t0, t1, ts)
-    ):
+    if stored:
         adjoint = StoredAdjoint()
     if isinstance(adjoint, StoredAdjoint):
         return _simulate_stored(
