@@ -94,11 +94,18 @@ def random_inertia(rng) -> np.ndarray:
     return R @ np.diag([a, b, c]) @ R.T
 
 
-def random_model_dict(rng, n: int, chain: bool = False) -> dict:
-    """A random tree: parents among earlier segments, mixed joint types, arbitrary axes/frames."""
+def random_model_dict(rng, n: int, chain: bool = False, parents=None) -> dict:
+    """A random tree: parents among earlier segments, mixed joint types, arbitrary axes/frames.
+    ``parents``: the parent index of each segment (``-1`` the world; ``n`` of them) instead of
+    random ones (`star_parents`, `bushy_parents`)."""
     segs = []
     for i in range(n):
-        parent = None if i == 0 else (f"s{i - 1}" if chain else (None if rng.random() < 0.1 else f"s{rng.integers(i)}"))
+        if parents is not None:
+            parent = None if parents[i] < 0 else f"s{parents[i]}"
+        else:
+            parent = (
+                None if i == 0 else (f"s{i - 1}" if chain else (None if rng.random() < 0.1 else f"s{rng.integers(i)}"))
+            )
         axis = rng.normal(size=3)
         axis /= np.linalg.norm(axis)
         segs.append(
@@ -119,6 +126,30 @@ def random_model_dict(rng, n: int, chain: bool = False) -> dict:
             }
         )
     return {"name": f"random{n}", "gravity": [0, 0, -9.81], "segments": segs}
+
+
+def star_parents(leaves: int) -> tuple[int, ...]:
+    """One root with ``leaves`` children (the widest tree of its size)."""
+    return (-1,) + (0,) * leaves
+
+
+def bushy_parents(rng, n: int) -> tuple[int, ...]:
+    """A random tree by preferential attachment: segment ``i`` picks an earlier segment with
+    probability proportional to its children + 1 (the world: one root), so that a few segments get
+    tens to hundreds of children (a uniform choice gives each about ``log n``)."""
+    parents, weight = [-1], [1.0]
+    for i in range(1, n):
+        w = np.asarray(weight)
+        p = int(rng.choice(i, p=w / w.sum()))
+        parents.append(p)
+        weight[p] += 1.0
+        weight.append(1.0)
+    return tuple(parents)
+
+
+def uniform_parents(rng, n: int) -> tuple[int, ...]:
+    """A random recursive tree: segment ``i`` picks its parent uniformly among the earlier ones."""
+    return (-1,) + tuple(int(rng.integers(i)) for i in range(1, n))
 
 
 # ---- trees with every joint type (spherical, free, fixed), massless frames and slender rods ----

@@ -15,7 +15,8 @@ on the layout, schedule and records of `jaxbio.dynamics.batch_last` (read its mo
 4. the adjoint of the forward pass, distal → proximal, by hand (`_step_adjoint`): a slot's rows
    were read by its children only, so the cotangent of its rows is the sum of its children's
    parent-row cotangents, gathered by ``rounds`` (`Phase.child_rows`) and across phases by
-   ``later_children``, exactly as the backward pass sums wrenches. Attitudes get a world-frame
+   ``later_children`` (or scatter-added for wide trees), exactly as the backward pass sums
+   wrenches (`batch_last._add_children`). Attitudes get a world-frame
    rotation cotangent (a 3-vector, not the quaternion's 4 numbers), which a child hands its parent
    unchanged and whose projection on the joint axis is the angle's cotangent, so the joint
    construction of `_setup` (half-angle ``sin``/``cos``) needs no derivative; padded slots'
@@ -43,6 +44,7 @@ from jaxbio.dynamics.batch_last import (
     Own,
     Wrench,
     _Chained,
+    _add_children,
     _RNEA,
     _backward_pass,
     _concat,
@@ -54,6 +56,7 @@ from jaxbio.dynamics.batch_last import (
     _setup,
     _torques_rnea,
     _write,
+    children_of,
     chunked as _batched,
 )
 from jaxbio.dynamics._levels import Schedule
@@ -190,11 +193,9 @@ def _forward_adjoint(sched: Schedule, tables: list, own: list, ct_own: list, set
         rows = tree_map(lambda a: a[E:].reshape(S, K, C), tables[p])
 
         def body_fn(table, x, p=p):
-            ct, ct_own_t, own_t, new, qd, qdd, body_t, parent_row, rounds, t = x
+            ct, ct_own_t, own_t, new, qd, qdd, body_t, parent_row, kids, t = x
             chained = _Chained(keep)
-            for k in range(rounds.shape[0]):
-                ct = tree_map(jnp.add, ct, _rows(table, rounds[k]))
-            ct = chained(ct)
+            ct = chained(_add_children(ct, table, kids))
             up, coords = _step_adjoint(ct, ct_own_t, own_t, new, _rows(tables[p], parent_row), qd, qdd, body_t)
             up, coords = chained((up, coords))
             return _write(table, up, t * K, after=chained.last), coords
@@ -209,7 +210,7 @@ def _forward_adjoint(sched: Schedule, tables: list, own: list, ct_own: list, set
             setup.joint.qdd[ph.members],
             _rows(setup.body, ph.members),
             ph.parent_row,
-            ph.child_rows,
+            children_of(ph),
             np.arange(S),
         )
         table, out[p] = _scan(body_fn, table, xs, reverse=True)

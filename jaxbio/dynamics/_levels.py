@@ -6,9 +6,12 @@ level at once:
 
 - proximal → distal: gather each member's parent from the previous level's results (the scan
   carry) and apply ``step``;
-- distal → proximal: each level's totals are its own terms plus its children's contributions,
-  brought in by "rounds" of gathers (round ``r`` hands each parent its ``r``-th child; a missing
-  child reads a zero pad), so no scatter-add is needed.
+- distal → proximal: each level's totals are its own terms plus its children's contributions.
+
+Both select by one-hot contractions, ``(K, K)`` per level, which fuse with their neighbours
+under `jax.vmap`; levels wider than `ONEHOT_WIDTH` (a star, a bushy tree: ``K²`` grows to
+gigabytes) gather each member's parent and sum the children by a scatter-add (`jax.ops.segment_sum`)
+instead, ``K`` per level.
 
 The compiled program holds one copy of the level body whatever the depth, so compile time does
 not grow with the number of segments (a 100-segment chain compiles as fast as a 2-segment one),
@@ -41,7 +44,7 @@ class Levels(NamedTuple):
 
     members: np.ndarray  # (L, K) segment index of each slot (padding repeats a real segment)
     parent_pos: np.ndarray  # (L, K) slot of each member's parent in the previous level
-    rounds: np.ndarray  # (L, R, K) per parent slot: slot of its r-th child in the next level, or K
+    up: np.ndarray  # (L, K) slot in level l of the parent of slot k of level l + 1, or K (none)
     slot: np.ndarray  # (n,) flat index level * K + position of each segment
     depth_members: tuple[np.ndarray, ...]  # unpadded members per level
 
@@ -62,21 +65,22 @@ def levels_of(parents: tuple[int, ...]) -> Levels:
         members[lev, len(g) :] = g[0]
         if lev:
             parent_pos[lev, : len(g)] = pos[[parents[i] for i in g]]
-    kids: list[list[list[int]]] = [[[] for _ in range(K)] for _ in range(L)]
-    for i, p in enumerate(parents):
-        if p >= 0:
-            kids[depth[p]][pos[p]].append(int(pos[i]))
-    R = max(1, max(len(c) for lev in kids for c in lev))
-    rounds = np.full((L, R, K), K, np.int32)
-    for lev in range(L):
-        for k, ch in enumerate(kids[lev]):
-            rounds[lev, : len(ch), k] = ch
+    up = np.full((L, K), K, np.int32)
+    for lev in range(1, L):
+        up[lev - 1, : len(groups[lev])] = parent_pos[lev, : len(groups[lev])]
     slot = np.asarray([depth[i] * K + pos[i] for i in range(len(parents))], np.int32)
-    return Levels(members, parent_pos, rounds, slot, tuple(np.asarray(g, np.int32) for g in groups))
+    return Levels(members, parent_pos, up, slot, tuple(np.asarray(g, np.int32) for g in groups))
 
 
 def _gather(x, idx):
     return jax.tree_util.tree_map(lambda a: a[idx], x)
+
+
+#: Levels up to this wide select parents and sum children by one-hot contractions (``K²`` per
+#: level and state, which fuse); wider trees gather each slot's parent and scatter-add children
+#: (``K`` per level): for a star of 1,500 leaves the one-hot tables took 50 GB to build
+#: (benchmarks/README.md, "Wide and bushy trees"). Every shipped model is within it.
+ONEHOT_WIDTH = 64
 
 
 def _select(x, onehot):
@@ -117,12 +121,16 @@ def forward_pass(lv: Levels, local, root, step: Callable, like=None):
     init = jax.tree_util.tree_map(lambda r: jnp.broadcast_to(r + zero, (K,) + jnp.shape(r)), root)
 
     def body(carry, xs):
-        loc, onehot = xs
-        out = step(_select(carry, onehot.astype(carry_dtype)), loc)
+        loc, parent = xs
+        if K > ONEHOT_WIDTH:  # parent: the slot of each member's parent
+            out = step(_gather(carry, parent), loc)
+        else:  # parent: one-hot (K, K)
+            out = step(_select(carry, parent.astype(carry_dtype)), loc)
         return {k: out[k] for k in carry}, out
 
     carry_dtype = jax.tree_util.tree_leaves(init)[0].dtype
-    _, ys = jax.lax.scan(body, init, (_by_level(local, lv), _onehot(lv.parent_pos, K)))
+    parent = lv.parent_pos if K > ONEHOT_WIDTH else _onehot(lv.parent_pos, K)
+    _, ys = jax.lax.scan(body, init, (_by_level(local, lv), parent))
     return _to_segments(ys, lv)
 
 
@@ -139,13 +147,16 @@ def backward_pass(lv: Levels, own, transport: Callable, aux=None):
 
     def body(contrib, xs):
         own_l, aux_l, children = xs
-        # children[k, j] = 1 when slot j of the next level is a child of slot k
-        tot = jax.tree_util.tree_map(jnp.add, own_l, _select(contrib, children.astype(dtype)))
+        if K > ONEHOT_WIDTH:  # children[j]: slot of the parent of the next level's slot j, or K (none)
+            kids = jax.tree_util.tree_map(lambda a: jax.ops.segment_sum(a, children, K + 1)[:K], contrib)
+        else:  # children[k, j] = 1 when slot j of the next level is a child of slot k
+            kids = _select(contrib, children.astype(dtype))
+        tot = jax.tree_util.tree_map(jnp.add, own_l, kids)
         return transport(tot, aux_l), tot
 
-    # rounds[l] points into level l + 1, whose contributions are the carry when level l runs
+    # level l's children are in level l + 1, whose contributions are the carry when level l runs
     dtype = jax.tree_util.tree_leaves(own)[0].dtype
-    children = _onehot(lv.rounds, K + 1).sum(axis=1)[..., :K]  # (L, K, K); index K = no child
+    children = lv.up if K > ONEHOT_WIDTH else _onehot(lv.up, K + 1).transpose(0, 2, 1)[:, :K]  # (L, K, K)
     xs = (_by_level(own, lv), _by_level(aux, lv), children)
     _, ys = jax.lax.scan(body, zero, xs, reverse=True)
     return _to_segments(ys, lv)
@@ -206,6 +217,19 @@ def _steps(parents: tuple[int, ...], segs: list[int], K: int, window=None) -> li
                 heapq.heappush(ready, (-height[c], c))
     return steps
 
+
+#: Rounds (children of one slot in its phase, `Phase.child_rows`) up to which a step of the
+#: batch-last kernels sums its children by one gather and add per round, in order; a step with
+#: more (a segment with many children: a star, a bushy tree) adds them by one scatter-add of its
+#: ``(child row, slot)`` pairs (`child_pairs`), so that the program holds two operations, not one
+#: per child: a star of 1,500 leaves did not compile in 6 GB with rounds (benchmarks/README.md,
+#: "Wide and bushy trees"). Schedules of large trees price those steps (`WIDE_STEP_COST`), so
+#: that they rather end a phase at such a segment and sum its children once, outside the loops
+#: (`_large_tree_phases`). Every shipped model is within it and keeps the rounds' program exactly.
+WIDE_ROUNDS = 16
+#: `_large_tree_phases`: what a step that sums its children by scatter-add costs beyond its slots,
+#: in slots (a bushy 2,000-segment tree in one phase of 51 steps of 40 slots ran as 3,200 slots).
+WIDE_STEP_COST = 20.0
 
 #: Trees up to this many segments get the exhaustive schedule (every run of consecutive levels a
 #: candidate phase, each list-scheduled at every width); larger ones `_large_tree_phases`.
@@ -298,11 +322,24 @@ def _large_tree_phases(parents: tuple[int, ...], step_cost: float, phase_cost: f
     list-scheduled. Runs of up to `_EXACT_SPAN` levels are costed by `_estimate` (the step count
     of `_steps` in closed form, every width); longer runs at one step per level, at the width of
     their widest level (``(b − a)(max width + step_cost)``, an upper bound; vectorised over the
-    run's start). Each chosen phase is then list-scheduled at its best width. About
+    run's start). Each chosen phase is then list-scheduled at its best width.
+
+    Two rules differ from the exhaustive search. A phase costs ``phase_cost · n /
+    EXHAUSTIVE_SEGMENTS`` (``n`` segments): its compile time (a copy of the step functions, about
+    the whole of a one-phase program's) does not shrink as the tree grows while the slots it saves
+    are per state, so it must save a fixed share of the tree's slots (a random 2,000-segment tree
+    had four phases, compiling 3–5× longer than one phase that ran as fast). And a phase that
+    holds a segment with more than `WIDE_ROUNDS` children and its children pays `WIDE_STEP_COST`
+    per step for the scatter-add of its children, which a phase boundary avoids (the children
+    then come from a later phase, `Phase.later_children`, summed once outside the loops). Both
+    measured in benchmarks/README.md, "Wide and bushy trees". About
     ``levels · min(levels, _EXACT_SPAN)`` small numpy evaluations (timed on a 1,000-segment
     chain, random tree and binary tree: benchmarks/README.md, "Measurements behind design choices")."""
     groups = [list(g) for g in levels(parents)]
     widths = np.asarray([len(g) for g in groups], np.int64)
+    kids = children(parents)
+    most = np.asarray([max(len(kids[i]) for i in g) for g in groups], np.int64)  # most children per level
+    phase_cost = phase_cost * len(parents) / EXHAUSTIVE_SEGMENTS
     L = len(groups)
     best = np.zeros(L + 1)
     cut = np.zeros(L + 1, np.int64)
@@ -311,11 +348,18 @@ def _large_tree_phases(parents: tuple[int, ...], step_cost: float, phase_cost: f
         widest = np.maximum.accumulate(rev)[::-1]  # widest[a], narrowest[a]: of levels a … b−1
         narrowest = np.minimum.accumulate(rev)[::-1]
         # one step per level: exact for runs of equal widths, an upper bound for the others
-        c = best[:b] + (b - np.arange(b)) * (widest + step_cost) + phase_cost
+        steps = (b - np.arange(b)).astype(np.float64)
+        c = best[:b] + steps * (widest + step_cost) + phase_cost
         for a in range(max(0, b - _EXACT_SPAN), b):
             if widest[a] != narrowest[a]:
-                w = widths[a:b]
-                c[a] = min(c[a], best[a] + _estimate(w, _widths_to_try(int(widest[a])), step_cost)[0] + phase_cost)
+                cost, K = _estimate(widths[a:b], _widths_to_try(int(widest[a])), step_cost)
+                if best[a] + cost + phase_cost < c[a]:
+                    c[a], steps[a] = best[a] + cost + phase_cost, cost / (K + step_cost)
+        # children summed by scatter-add in every step (a segment of levels a … b−2 with more than
+        # WIDE_ROUNDS children): WIDE_STEP_COST per step
+        inner = np.zeros(b, np.int64)  # inner[a]: most children of a segment of levels a … b−2
+        inner[: b - 1] = np.maximum.accumulate(most[: b - 1][::-1])[::-1]
+        c += np.where(inner > WIDE_ROUNDS, WIDE_STEP_COST * steps, 0.0)
         cut[b] = int(np.argmin(c))  # ties: the smallest a, the longest phase
         best[b] = c[cut[b]]
     bounds, b = [], L
@@ -335,6 +379,21 @@ def _large_tree_phases(parents: tuple[int, ...], step_cost: float, phase_cost: f
             min((_steps(parents, segs, k, window) for k in sorted({K, W})), key=lambda st: _cost(st, step_cost))
         )
     return phases
+
+
+def child_pairs(rounds: np.ndarray, missing: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rounds ``(S, R, K)`` (the row of slot ``k``'s ``r``-th child at step ``s``, or ``missing``)
+    as pairs ``(rows, slots)``, each ``(S, N)``: per step, every child's row and its parent's
+    slot, sorted by slot and then by round (the rounds' order), padded to the step with most
+    children by ``(missing, 0)``. For a scatter-add of the children (`batch_last._add_children`)."""
+    S, R, K = rounds.shape
+    has = rounds != missing
+    N = max(1, int(has.sum(axis=(1, 2)).max()))
+    rows, slots = np.full((S, N), missing, np.int64), np.zeros((S, N), np.int64)
+    for s in range(S):
+        k, r = np.nonzero(has[s].T)  # by slot, then by round
+        rows[s, : len(k)], slots[s, : len(k)] = rounds[s, r, k], k
+    return rows, slots
 
 
 def _tables(parents: tuple[int, ...], all_steps: list[list[list[int]]]) -> Schedule:

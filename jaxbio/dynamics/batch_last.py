@@ -41,7 +41,10 @@ How it is laid out, and why:
   (`_scan`) per *phase* over the *steps* of a `jaxbio.dynamics._levels.schedule`: ``K``
   segments (possibly of different tree levels) whose parents were computed in earlier steps or
   phases, gathered from a table of the rows computed so far.
-  Own terms are computed in the segment's frame (``R I Rᵀ`` is never formed).
+  Own terms are computed in the segment's frame (``R I Rᵀ`` is never formed). A step adds its
+  children's totals by one gather per round (round ``r`` hands each slot its ``r``-th child), or,
+  when some slot has more than `_levels.WIDE_ROUNDS` children (a star, a bushy tree), by one scatter-add
+  of ``(child row, slot)`` pairs (`_add_children`).
 - On CPU (``layout="cpu"``) each stage of a step is materialised by `soa.keep`, one variadic
   `jax.lax.reduce`: XLA's CPU backend has no multi-output loop fusion, so without it every
   output gets its own loop and recomputes shared intermediates (a rotation matrix, a parent's
@@ -708,7 +711,7 @@ def _forward_pass(
 
 def _backward_pass(sched: Schedule, step: Callable, own: list, revolute, keep, zero_row, totals: bool = False):
     """Distal → proximal over the phases: each slot's total is its own term plus its children's
-    (gathered by rounds from a table of later steps' and later phases' transported totals), then
+    (`_add_children`, from a table of later steps' and later phases' transported totals), then
     ``step(total, own, revolute) -> (to the parent, output)``. Returns the outputs, one per phase
     (leaves ``(S, K, C)``); with ``totals`` the totals instead (for the adjoint)."""
     C = zero_row.shape[1]
@@ -721,17 +724,15 @@ def _backward_pass(sched: Schedule, step: Callable, own: list, revolute, keep, z
             loc = loc._replace(term=tree_map(lambda a, b: a + b.reshape(S, K, C), loc.term, sums))
 
         def body_fn(table, x, K=K):
-            own_t, r, rounds, t = x
-            total = own_t.term
-            for k in range(rounds.shape[0]):  # round k brings each parent its k-th child
-                total = tree_map(jnp.add, total, _rows(table, rounds[k]))
+            own_t, r, kids, t = x
+            total = _add_children(own_t.term, table, kids)
             chained = _Chained(keep)
             total = chained(total)
             up, out = step(total, own_t, r)
             return _write(table, up, t * K, after=chained.last), total if totals else out
 
         table = tree_map(lambda _: jnp.broadcast_to(zero_row, (S * K + 1, C)), loc.term)
-        xs = (loc, revolute[ph.members], ph.child_rows, np.arange(S))
+        xs = (loc, revolute[ph.members], children_of(ph), np.arange(S))
         table, outs[p] = _scan(body_fn, table, xs, reverse=True)
         ups.insert(0, tree_map(lambda x: x[: S * K], table))
     return outs
@@ -740,7 +741,8 @@ def _backward_pass(sched: Schedule, step: Callable, own: list, revolute, keep, z
 def _later_sums(sched: Schedule, p: int, ups: list, like, zero_row):
     """Per row of phase ``p`` ``(S·K, C)``, the sum of the ``ups`` rows (later phases' tables,
     nearest first; leaves like ``like``) of its children in later phases (`Phase.later_children`);
-    None when it has none."""
+    None when it has none. Rounds as in a step (`children_of`): one gather per round, or for
+    more than `_levels.WIDE_ROUNDS` one scatter-add."""
     ph = sched.phases[p]
     if not ph.later_children.shape[0]:
         return None
@@ -750,9 +752,37 @@ def _later_sums(sched: Schedule, p: int, ups: list, like, zero_row):
     first = int(sched.slot[sched.phases[p + 1].members[0, 0]]) + 1  # global row of ups[0] row 0
     idx = np.where(ph.later_children > 0, ph.later_children - first + 1, 0)
     sums = tree_map(lambda a: jnp.zeros((S * K, C), a.dtype), like)
-    for k in range(idx.shape[0]):
-        sums = tree_map(jnp.add, sums, _rows(later, idx[k]))
-    return sums
+    if _wide(idx):
+        rows, slots = _levels.child_pairs(idx[None], 0)
+        return _add_children(sums, later, (rows[0], slots[0]))
+    return _add_children(sums, later, idx)
+
+
+def _wide(rounds: np.ndarray) -> bool:
+    """Whether rounds ``(…, R, K)`` are summed by scatter-add (`_levels.WIDE_ROUNDS`)."""
+    return rounds.shape[-2] > _levels.WIDE_ROUNDS
+
+
+def children_of(ph) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """What a step of ``ph`` sums its children by (the scanned input `_add_children` takes):
+    `Phase.child_rows` ``(S, R, K)``, or where ``R`` is over `_levels.WIDE_ROUNDS` the pairs
+    ``(rows, slots)`` ``(S, N)`` of `_levels.child_pairs`."""
+    return _levels.child_pairs(ph.child_rows, ph.members.size) if _wide(ph.child_rows) else ph.child_rows
+
+
+def _add_children(total, table, children):
+    """``total`` (leaves ``(K, C)``) plus each slot's children's rows of ``table`` (its leaves
+    ``(rows, C)``). ``children``: rounds ``(R, K)``, the row of each slot's ``r``-th child or a
+    zero row (one gather and add per round, in order), or pairs ``(rows (N,), slots (N,))``
+    (one gather of the children's rows and one scatter-add; padding reads a zero row)."""
+    if isinstance(children, tuple):
+        rows, slots = children
+        return tree_map(
+            lambda a, b: a.at[slots].add(b[rows], indices_are_sorted=True, mode="promise_in_bounds"), total, table
+        )
+    for k in range(children.shape[0]):  # round k brings each parent its k-th child
+        total = tree_map(jnp.add, total, _rows(table, children[k]))
+    return total
 
 
 def _by_segment(sched: Schedule, parts: list, C: int, get: Callable = lambda x: x):
