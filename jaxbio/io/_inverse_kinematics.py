@@ -558,7 +558,9 @@ def _coordinate_table(m, coordinate_file) -> Table:
 
 
 def _trial(model, inputs):
-    """The tool's solve and its reports (kept across processes by the command line, `jaxbio._aot`)."""
+    """The tool's solve and its reports (kept across processes by the command line, `jaxbio._aot`;
+    the frames padded to a bucket of lengths, the last one repeated after the others: the frames
+    are solved in turn, so the padding changes nothing before it)."""
     x64 = model.defaults.dtype == jnp.float64
     rtol, atol = (1e-10, 1e-12) if x64 else (1e-5, 1e-6)
     c, ok, r = _solve(model, inputs, None, rtol, atol, 256)
@@ -616,7 +618,7 @@ def inverse_kinematics_tool(
     say(f"inverse kinematics of {inputs.n_frames} frames")
     from jaxbio import _aot
 
-    c, ok, goal, errors = (np.asarray(x) for x in _aot.call("inverse_kinematics", _trial, m, inputs))
+    c, ok, goal, errors = (np.asarray(x) for x in _aot.call_over_frames("inverse_kinematics", _trial, m, inputs))
     time = np.asarray(inputs.time, float)
     if not ok.all():
         bad = np.flatnonzero(~ok)
