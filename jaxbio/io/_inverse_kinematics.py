@@ -260,7 +260,7 @@ def _levenberg_marquardt(linearised, u0, rtol, atol, max_steps):
     ``lax.while_loop`` whose body evaluates ``linearised`` once (its first pass at ``u0``, so that
     the program holds one copy of it). Stops as optimistix's ``LevenbergMarquardt`` does (its Cauchy criterion): after
     an accepted step with ``|δu| ≤ atol + rtol |u|`` and ``|Δf| ≤ atol + rtol f`` (RMS norms, ``f
-    = ½|r|²``), or when no descent is left (the gradient zero to rounding), or after ``max_steps``.
+    = ½|r|²``), or when the predicted decrease is below ``f``'s rounding (``4 ε f``), or after ``max_steps``.
 
     Returns ``(u, converged, r)``: the solution, whether it met the criterion, its residuals."""
 
@@ -287,7 +287,10 @@ def _levenberg_marquardt(linearised, u0, rtol, atol, max_steps):
         rho = (f - f_new) / jnp.where(predicted > 0, predicted, 1.0)
         accept = first | ((f_new <= f) & (predicted > 0) & (rho > 1e-4) & jnp.all(jnp.isfinite(r_new)))
         small = (rms(step) <= atol + rtol * rms(u)) & (jnp.abs(f - f_new) <= atol + rtol * f)
-        done = ~first & ((accept & small) | (predicted <= 0))  # no descent left: optimal to rounding
+        # or no decrease left that f's rounding could show (near the optimum a rounding-level rise
+        # would reject every step and drive the damping to infinity)
+        flat = ~(predicted > 4 * jnp.finfo(dt).eps * f)
+        done = ~first & ((accept & small) | flat)
         lam = jnp.where(first, lam, jnp.where(accept, lam * jnp.maximum(1 / 3, 1 - (2 * rho - 1) ** 3), lam * nu))
         nu = jnp.where(accept, 2.0, 2 * nu)
         return (
