@@ -39,7 +39,8 @@ Levenberg–Marquardt on the residual vector whose half squared norm is ``G``
 (`jaxbio.dynamics.point_jacobian`), every frame in one ``lax.scan``, each to a tolerance far
 tighter than OpenSim's. The program is small (one copy of the kinematics, no ``jax.jacfwd``):
 it compiles in a few seconds. Everything is a pure function of the model's arrays:
-`solve_inverse_kinematics` is jit-able and vmap-able (over trials or models).
+`solve_inverse_kinematics` is jit-able, vmap-able (over trials or models) and differentiable
+(forward and reverse mode, by the implicit function theorem at each frame's optimum).
 """
 
 from __future__ import annotations
@@ -317,7 +318,43 @@ def _levenberg_marquardt(linearised, u0, rtol, atol, max_steps):
 
 
 def _solve_frame(model, inputs, u0, rtol, atol, max_steps):
-    return _levenberg_marquardt(lambda u: _residuals_and_jacobian(model, inputs, u), u0, rtol, atol, max_steps)
+    u, ok, r = _levenberg_marquardt(lambda u: _residuals_and_jacobian(model, inputs, u), u0, rtol, atol, max_steps)
+    return _at_optimum(jax.lax.stop_gradient(u), model, inputs), ok, r
+
+
+def _goal_in_u(u, model, inputs):
+    return 0.5 * jnp.sum(inverse_kinematics_residuals(model, inputs, _to_c(model, u)) ** 2)
+
+
+@eqx.filter_custom_jvp
+def _at_optimum(u, model, inputs):
+    """``u``, a minimiser of the goal, with the derivatives of the implicit function theorem:
+    ``u̇ = −H⁻¹ (∂∇_u G/∂θ) θ̇`` (``H`` the goal's Hessian in ``u``, a pseudo-inverse where it is
+    singular: a clamped coordinate at its bound), so that the solve differentiates (forward and
+    reverse mode) with respect to the model's arrays and the measurements without going through
+    the iterations. Traced only when differentiated."""
+    return u
+
+
+@_at_optimum.def_jvp
+def _at_optimum_jvp(primals, tangents):
+    u, model, inputs = primals
+    _, t_model, t_inputs = tangents
+
+    def tangent(x, t):
+        if t is None and eqx.is_inexact_array(x):
+            return jnp.zeros_like(x)
+        return t
+
+    def leaf(x):
+        return x is None
+
+    theta = (model, inputs)
+    t_theta = jax.tree_util.tree_map(tangent, theta, (t_model, t_inputs), is_leaf=leaf)
+    t_theta = jax.tree_util.tree_map(lambda x, t: t if eqx.is_inexact_array(x) else None, theta, t_theta, is_leaf=leaf)
+    _, g_dot = eqx.filter_jvp(lambda th: jax.grad(_goal_in_u)(u, *th), (theta,), (t_theta,))
+    hessian = jax.hessian(_goal_in_u)(u, model, inputs)
+    return u, -jnp.linalg.pinv(hessian, hermitian=True) @ g_dot
 
 
 def solve_inverse_kinematics(
