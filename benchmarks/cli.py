@@ -13,6 +13,9 @@ OpenSim's own setup files unedited (copied from ``tests/io/data`` into a tempora
   ``opensim.AnalyzeTool(setup).run()`` (arm26's muscles as Millard2012EquilibriumMuscle, as
   OpenSim's own test renames them: OpenSim 4.6 refuses the file's Thelen muscles, whose
   ``minimum_activation`` is below its 0.01);
+- ``IK, gait trial``: ``jaxbio run-tool subject01_Setup_IK.xml`` (gait2354's IK setup on the
+  walking trial cut to 0.4–0.7 s in ``tests/io/data/gait2354_ik``: 31 marker tasks, 4 coordinate tasks)
+  against ``opensim.InverseKinematicsTool(setup).run()``;
 - ``ID, session of N``: N copies of the gait trial, ``jaxbio run-tool 't*/…xml'`` (one process)
   against one Python process running OpenSim's tool on the N setups in turn;
 - ``sprint``: ``jaxbio sprint`` (no peer).
@@ -49,6 +52,7 @@ from _machine import finish, load_average, machine, opensim_or_none, row  # noqa
 DATA = REPO / "tests" / "io" / "data"
 ID_SETUP = "subject01_Setup_InverseDynamics.xml"
 SO_SETUP = "arm26_Setup_StaticOptimization.xml"
+IK_SETUP = "subject01_Setup_IK.xml"
 
 BREAKDOWN = r"""
 import json, sys, time
@@ -106,7 +110,7 @@ def cold_and_warm(argv, cwd, env, runs: int) -> dict:
 
 
 def opensim_script(kind: str, setups: list[str]) -> list[str]:
-    tool = {"id": "InverseDynamicsTool", "so": "AnalyzeTool"}[kind]
+    tool = {"id": "InverseDynamicsTool", "so": "AnalyzeTool", "ik": "InverseKinematicsTool"}[kind]
     code = (
         "import os, sys, opensim\n"
         "opensim.Logger.setLevelString('error')\n"
@@ -144,8 +148,9 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         env = {**os.environ, "JAXBIO_JAX_CACHE": str(tmp / "cache")}
-        gait, arm = tmp / "gait", tmp / "arm26"
+        gait, arm, ik = tmp / "gait", tmp / "arm26", tmp / "gait2354_ik"
         shutil.copytree(DATA / "subject01", gait)
+        shutil.copytree(DATA / "gait2354_ik", ik)
         shutil.copytree(DATA / "arm26_id", arm)
         model = arm / "arm26.osim"  # OpenSim 4.6 refuses its Thelen muscles (minimum_activation < 0.01):
         text = re.sub(r"<(/?)Thelen2003Muscle\b", r"<\1Millard2012EquilibriumMuscle", model.read_text())
@@ -172,6 +177,14 @@ def main(argv=None) -> int:
                 ("so", [str(arm / SO_SETUP)]),
             ),
             (
+                "IK, gait trial",
+                "gait2354",
+                1,
+                [jaxbio, "run-tool", IK_SETUP, "--no-progress"],
+                ik,
+                ("ik", [str(ik / IK_SETUP)]),
+            ),
+            (
                 f"ID, session of {args.session}",
                 "subject01",
                 args.session,
@@ -185,7 +198,7 @@ def main(argv=None) -> int:
             ours = cold_and_warm(command, cwd, env, args.runs)
             theirs = cold_and_warm(opensim_script(*peer), cwd, env, args.runs) if peer and opensim else None
             job = {"jaxbio": ours, "opensim": theirs}
-            if name.startswith(("ID, gait", "SO")):
+            if name.startswith(("ID, gait", "SO", "IK")):
                 job["breakdown"] = breakdown(cwd / command[2], env)
             out["jobs"][name] = job
             for when in ("cold", "warm"):

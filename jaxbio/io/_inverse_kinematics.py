@@ -33,13 +33,14 @@ unweighted squared distances of the tracked markers (0 for a marker missing in t
 RMS over the number of tracked markers and the largest distance.
 
 **Solve.** OpenSim assembles frame 0 from the model's default pose, then tracks frame by frame
-from the previous solution (IPOPT, convergence tolerance ``accuracy``). jaxbio minimises ``G``
-with `optimistix.LevenbergMarquardt` on the residual vector whose half squared norm is ``G``
-(`inverse_kinematics_residuals`): frame 0 from the default pose; a ``lax.scan`` of a few
-iterations per frame, each started from the previous frame's, seeds every frame near its own
-solution; then all frames are solved to tolerance at once under ``jax.vmap`` from those seeds.
-Everything is a pure function of the model's arrays: `solve_inverse_kinematics` is jit-able and
-differentiable (implicit function theorem through optimistix).
+from the previous solution (IPOPT, convergence tolerance ``accuracy``). jaxbio does the same with
+Levenberg–Marquardt on the residual vector whose half squared norm is ``G``
+(`inverse_kinematics_residuals`), its Jacobian from the point Jacobians of one kinematics pass
+(`jaxbio.dynamics.point_jacobian`), every frame in one ``lax.scan``, each to a tolerance far
+tighter than OpenSim's. The program is small (one copy of the kinematics, no ``jax.jacfwd``):
+it compiles in a few seconds. Everything is a pure function of the model's arrays:
+`solve_inverse_kinematics` is jit-able, vmap-able (over trials or models) and differentiable
+(forward and reverse mode, by the implicit function theorem at each frame's optimum).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from jaxbio import quaternion as quat
 from jaxbio._text import listing
 from jaxbio.io._markers import Markers, read_trc
 from jaxbio.io._storage import Table
@@ -204,6 +206,43 @@ def inverse_kinematics_residuals(model, inputs: InverseKinematicsInputs, c: Floa
     return jnp.concatenate([r_markers, r_coords])
 
 
+def _residuals_and_jacobian(model, inputs: InverseKinematicsInputs, u):
+    """`inverse_kinematics_residuals` at ``c = _to_c(model, u)`` and their Jacobian ``∂r/∂u``
+    ``(3k + j, nu)``, from one forward-kinematics pass: each marker's rows are its point Jacobian
+    (`jaxbio.dynamics.point_jacobian`: ``a × (x − O)`` per revolute coordinate moving it, ``a``
+    per prismatic one), chained through the coordinate map (``∂q/∂c``, couplers) and the clamps'
+    sine (``∂c/∂u``). Much smaller a program than ``jax.jacfwd`` of the kinematics."""
+    from jaxbio import coordinates
+    from jaxbio.dynamics.kinematics import point_jacobian, segment_motion
+
+    free, bounded, lo, hi = _free(model)
+    c = _to_c(model, u)
+    dc_du = jnp.where(bounded, (hi - lo) * jnp.cos(u) / 2, 1.0)
+    q = coordinates.to_tree(model.coordinates, c)
+    dq_du = coordinates.jacobian(model.coordinates, c)[:, free] * dc_du  # (nq, nu)
+    tree = model.tree
+    mo = segment_motion(tree, q)
+    markers = model.markers.select(inputs.markers)
+    seg = np.asarray(markers.segments, dtype=np.int32)  # -1: on the ground
+    in_segment = markers.frame_positions + quat.rotate(markers.frame_orientations, markers.locations)
+    jv, _ = jax.vmap(lambda s, p: point_jacobian(tree, q, s, p, motion=mo))(np.maximum(seg, 0), in_segment)
+    on_ground = jnp.asarray(seg < 0)
+    pos = jnp.where(on_ground[:, None], 0.0, mo.position[np.maximum(seg, 0)])
+    att = jnp.where(on_ground[:, None], jnp.array([1.0, 0.0, 0.0, 0.0], q.dtype), mo.attitude[np.maximum(seg, 0)])
+    x = pos + quat.rotate(att, in_segment)
+    jv = jnp.where(on_ground[:, None, None], 0.0, jv)  # (k, 3, nq)
+    total = jnp.sum(inputs.weights)
+    scale = jnp.sqrt(inputs.weights / jnp.where(total > 0, total, 1.0))
+    r_markers = (scale[:, None] * (x - inputs.observed)).reshape(-1)
+    J_markers = (scale[:, None, None] * jv).reshape(-1, tree.nv) @ dq_du
+    idx = np.asarray(inputs.coordinates, dtype=np.int32)
+    w = jnp.sqrt(inputs.coordinate_weights)
+    r_coords = w * (c[idx] - inputs.targets)
+    column = np.searchsorted(free, idx)  # coordinate tasks name unlocked coordinates only
+    J_coords = (w * dc_du[column])[:, None] * jnp.asarray(np.eye(free.size)[column], u.dtype)
+    return jnp.concatenate([r_markers, r_coords]), jnp.concatenate([J_markers, J_coords])
+
+
 def marker_errors(model, inputs: InverseKinematicsInputs, c: Float[Array, " nc"]) -> Float[Array, " k"]:
     """Unweighted squared distances ``|x_i(c) − m_i|²`` (m²) of one frame's tracked markers, 0
     where a marker is missing (Simbody ``Markers::findCurrentMarkerErrorSquared``)."""
@@ -216,15 +255,106 @@ def marker_errors(model, inputs: InverseKinematicsInputs, c: Float[Array, " nc"]
     return jnp.where(inputs.weights > 0, d2, 0.0)
 
 
+def _levenberg_marquardt(linearised, u0, rtol, atol, max_steps):
+    """Minimise ``½|r(u)|²`` from ``u0``, ``linearised(u) = (r(u), ∂r/∂u)``: Levenberg–Marquardt
+    with Marquardt's scaling (``diag(JᵀJ)``) and Nielsen's damping update, in one
+    ``lax.while_loop`` whose body evaluates ``linearised`` once (its first pass at ``u0``, so that
+    the program holds one copy of it). Stops as optimistix's ``LevenbergMarquardt`` does (its Cauchy criterion): after
+    an accepted step with ``|δu| ≤ atol + rtol |u|`` and ``|Δf| ≤ atol + rtol f`` (RMS norms, ``f
+    = ½|r|²``), or when the predicted decrease is below ``f``'s rounding (``4 ε f``), or after ``max_steps``.
+
+    Returns ``(u, converged, r)``: the solution, whether it met the criterion, its residuals."""
+
+    dt = u0.dtype
+    r_shape = jax.eval_shape(linearised, u0)[0]
+
+    def rms(x):
+        return jnp.sqrt(jnp.mean(x**2))
+
+    def cond(state):
+        return (~state[-1]) & (state[-2] <= max_steps)
+
+    def body(state):
+        u, r, J, lam, nu, k, _ = state
+        first = k == 0
+        g = J.T @ r
+        A = J.T @ J
+        d = jnp.diagonal(A)
+        d = jnp.maximum(d, jnp.finfo(dt).eps * (1 + jnp.max(d)))
+        step = jnp.where(first, 0.0, -jnp.linalg.solve(A + lam * jnp.diag(d), g))
+        r_new, J_new = linearised(u + step)
+        f, f_new = 0.5 * jnp.sum(r**2), 0.5 * jnp.sum(r_new**2)
+        predicted = -(step @ g + 0.5 * step @ (A @ step))
+        rho = (f - f_new) / jnp.where(predicted > 0, predicted, 1.0)
+        accept = first | ((f_new <= f) & (predicted > 0) & (rho > 1e-4) & jnp.all(jnp.isfinite(r_new)))
+        small = (rms(step) <= atol + rtol * rms(u)) & (jnp.abs(f - f_new) <= atol + rtol * f)
+        # or no decrease left that f's rounding could show (near the optimum a rounding-level rise
+        # would reject every step and drive the damping to infinity)
+        flat = ~(predicted > 4 * jnp.finfo(dt).eps * f)
+        done = ~first & ((accept & small) | flat)
+        lam = jnp.where(first, lam, jnp.where(accept, lam * jnp.maximum(1 / 3, 1 - (2 * rho - 1) ** 3), lam * nu))
+        nu = jnp.where(accept, 2.0, 2 * nu)
+        return (
+            jnp.where(accept, u + step, u),
+            jnp.where(accept, r_new, r),
+            jnp.where(accept, J_new, J),
+            lam,
+            nu,
+            k + 1,
+            done,
+        )
+
+    state = (
+        u0,
+        jnp.zeros(r_shape.shape, dt),
+        jnp.zeros(r_shape.shape + u0.shape, dt),
+        jnp.asarray(1e-3, dt),
+        jnp.asarray(2.0, dt),
+        jnp.asarray(0),
+        jnp.asarray(False),
+    )
+    u, r, _, _, _, _, done = jax.lax.while_loop(cond, body, state)
+    return u, done, r
+
+
 def _solve_frame(model, inputs, u0, rtol, atol, max_steps):
-    import optimistix as optx
+    u, ok, r = _levenberg_marquardt(lambda u: _residuals_and_jacobian(model, inputs, u), u0, rtol, atol, max_steps)
+    return _at_optimum(jax.lax.stop_gradient(u), model, inputs), ok, r
 
-    def fn(u, args):
-        return inverse_kinematics_residuals(model, inputs, _to_c(model, u))
 
-    solver = optx.LevenbergMarquardt(rtol=rtol, atol=atol)
-    sol = optx.least_squares(fn, solver, u0, max_steps=max_steps, throw=False)
-    return sol.value, sol.result == optx.RESULTS.successful
+def _goal_in_u(u, model, inputs):
+    return 0.5 * jnp.sum(inverse_kinematics_residuals(model, inputs, _to_c(model, u)) ** 2)
+
+
+@eqx.filter_custom_jvp
+def _at_optimum(u, model, inputs):
+    """``u``, a minimiser of the goal, with the derivatives of the implicit function theorem:
+    ``u̇ = −H⁻¹ (∂∇_u G/∂θ) θ̇`` (``H`` the goal's Hessian in ``u``, a pseudo-inverse where it is
+    singular: a clamped coordinate at its bound), so that the solve differentiates (forward and
+    reverse mode) with respect to the model's arrays and the measurements without going through
+    the iterations. Traced only when differentiated."""
+    return u
+
+
+@_at_optimum.def_jvp
+def _at_optimum_jvp(primals, tangents):
+    u, model, inputs = primals
+    _, t_model, t_inputs = tangents
+
+    def tangent(x, t):
+        if t is None and eqx.is_inexact_array(x):
+            return jnp.zeros_like(x)
+        return t
+
+    def leaf(x):
+        return x is None
+
+    theta = (model, inputs)
+    t_theta = jax.tree_util.tree_map(tangent, theta, (t_model, t_inputs), is_leaf=leaf)
+    t_theta = jax.tree_util.tree_map(lambda x, t: t if eqx.is_inexact_array(x) else None, theta, t_theta, is_leaf=leaf)
+    _, g_dot = eqx.filter_jvp(lambda th: jax.grad(_goal_in_u)(u, *th), (theta,), (t_theta,))
+    hessian = jax.hessian(_goal_in_u)(u, model, inputs)
+    return u, -jnp.linalg.pinv(hessian, hermitian=True) @ g_dot
 
 
 def solve_inverse_kinematics(
@@ -234,32 +364,32 @@ def solve_inverse_kinematics(
     *,
     rtol: float = 1e-10,
     atol: float = 1e-12,
-    seed_steps: int = 6,
-    first_rounds: int = 10,
     max_steps: int = 256,
 ) -> tuple[Float[Array, "T nc"], Float[Array, " T"]]:
     """Every frame's coordinates minimising OpenSim's IK goal (module docstring), pure and jit-able.
 
     - ``model``: the `OsimModel` (with markers); ``inputs``: `InverseKinematicsInputs` of ``T`` frames.
     - ``c0``: ``(nc,)`` the start of frame 0 (default: the model's default pose, as OpenSim).
-    - ``rtol``, ``atol``: `optimistix.LevenbergMarquardt` tolerances; ``seed_steps``: iterations
-      per frame of the sequential seeding pass (``lax.scan``, each frame from the previous one's
-      result; frame 0 gets ``first_rounds`` such passes from ``c0``); ``max_steps``: of the
-      batched solve (``vmap``) that finishes every frame from its seed.
+    - ``rtol``, ``atol``: the Levenberg–Marquardt tolerances (on the step and on the goal's change,
+      as `optimistix.LevenbergMarquardt`'s); ``max_steps``: its iterations per frame at most.
 
-    Returns ``(c, converged)``: ``(T, nc)`` rad / m and ``(T,)`` bool. Locked coordinates are at
-    their default, clamped ones within range."""
+    The frames are solved in turn (one ``lax.scan``), each from the previous frame's solution, as
+    OpenSim tracks them. Returns ``(c, converged)``: ``(T, nc)`` rad / m and ``(T,)`` bool. Locked
+    coordinates are at their default, clamped ones within range."""
+    c, ok, _ = _solve(model, inputs, c0, rtol, atol, max_steps)
+    return c, ok
+
+
+def _solve(model, inputs, c0, rtol, atol, max_steps):
+    """`solve_inverse_kinematics`, and ``(T, 3k + j)`` the residuals at the solution."""
     c0 = model.defaults if c0 is None else c0
-    order = np.concatenate([np.zeros(first_rounds, dtype=np.int32), np.arange(inputs.n_frames, dtype=np.int32)])
 
-    def step(u_prev, i):
-        u, _ = _solve_frame(model, inputs.frame(i), u_prev, rtol, atol, seed_steps)
-        return u, u
+    def step(u_prev, frame):
+        u, ok, r = _solve_frame(model, frame, u_prev, rtol, atol, max_steps)
+        return u, (u, ok, r)
 
-    _, seeds = jax.lax.scan(step, _to_u(model, c0), jnp.asarray(order))
-    seeds = seeds[first_rounds:]
-    u, ok = jax.vmap(lambda f, s: _solve_frame(model, f, s, rtol, atol, max_steps))(inputs, seeds)
-    return jax.vmap(lambda x: _to_c(model, x))(u), ok
+    _, (u, ok, r) = jax.lax.scan(step, _to_u(model, c0), inputs)
+    return jax.vmap(lambda x: _to_c(model, x))(u), ok, r
 
 
 # ---- preparing the trial --------------------------------------------------------------------------
@@ -468,12 +598,20 @@ def _coordinate_table(m, coordinate_file) -> Table:
 
 
 def _trial(model, inputs):
-    """The tool's solve and its reports (kept across processes by the command line, `jaxbio._aot`)."""
+    """The tool's solve and its reports (kept across processes by the command line, `jaxbio._aot`;
+    the frames padded to a bucket of lengths, the last one repeated after the others: the frames
+    are solved in turn, so the padding changes nothing before it)."""
     x64 = model.defaults.dtype == jnp.float64
     rtol, atol = (1e-10, 1e-12) if x64 else (1e-5, 1e-6)
-    c, ok = solve_inverse_kinematics(model, inputs, rtol=rtol, atol=atol)
-    goal = jax.vmap(lambda f, x: 0.5 * jnp.sum(inverse_kinematics_residuals(model, f, x) ** 2))(inputs, c)
-    errors = jax.vmap(lambda f, x: marker_errors(model, f, x))(inputs, c)
+    c, ok, r = _solve(model, inputs, None, rtol, atol, 256)
+    # the goal and the marker errors from the residuals at the solution (no second kinematics):
+    # ``r_i = √(w_i / Σw) (x_i − m_i)``, so ``|x_i − m_i|² = |r_i|² Σw / w_i`` where ``w_i > 0``
+    goal = 0.5 * jnp.sum(r**2, axis=1)
+    k = inputs.weights.shape[1]
+    d2 = jnp.sum(r[:, : 3 * k].reshape(-1, k, 3) ** 2, axis=-1)
+    total = jnp.sum(inputs.weights, axis=1, keepdims=True)
+    seen = inputs.weights > 0
+    errors = jnp.where(seen, d2 * total / jnp.where(seen, inputs.weights, 1.0), 0.0)
     return c, ok, goal, errors
 
 
@@ -520,7 +658,7 @@ def inverse_kinematics_tool(
     say(f"inverse kinematics of {inputs.n_frames} frames")
     from jaxbio import _aot
 
-    c, ok, goal, errors = (np.asarray(x) for x in _aot.call("inverse_kinematics", _trial, m, inputs))
+    c, ok, goal, errors = (np.asarray(x) for x in _aot.call_over_frames("inverse_kinematics", _trial, m, inputs))
     time = np.asarray(inputs.time, float)
     if not ok.all():
         bad = np.flatnonzero(~ok)

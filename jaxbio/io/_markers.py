@@ -103,6 +103,38 @@ def _cells(line: str) -> list[str]:
     return [c.strip() for c in line.split("\t")]
 
 
+def _fast_row(cells: list[str], m: int) -> np.ndarray | None:
+    """The ``(m, 3)`` coordinates of a data row read at once (``float`` of every cell, an empty
+    cell as NaN, a triple with a NaN all NaN: the values of `_checked_row`), or None where
+    `_checked_row` must read it to name a problem (a cell that is not a number, an infinity)."""
+    try:
+        values = np.fromiter(map(float, [c or "nan" for c in cells[2:]]), float, 3 * m).reshape(m, 3)
+    except ValueError:
+        return None
+    if np.isinf(values).any():
+        return None
+    values[np.isnan(values).any(axis=1)] = np.nan
+    return values
+
+
+def _checked_row(cells: list[str], names, path, line: int) -> np.ndarray:
+    """A data row's ``(m, 3)`` coordinates cell by cell: a marker with an empty cell or a NaN is
+    missing (NaN, as OpenSim); ``ValueError`` naming the file, line and column for a cell that is
+    not a number, or an infinite coordinate."""
+    m = len(names)
+    row = np.full((m, 3), np.nan)
+    for k in range(m):
+        triple = cells[2 + 3 * k : 5 + 3 * k]
+        if any(not c for c in triple):
+            continue  # missing marker, as OpenSim: NaN
+        xyz_k = [parse_number(c, path, line, f"{names[k]} {'XYZ'[a]}") for a, c in enumerate(triple)]
+        if any(math.isinf(v) for v in xyz_k):
+            raise file_error(path, f"marker {echo(names[k])}: infinite coordinate", line)
+        if not any(math.isnan(v) for v in xyz_k):
+            row[k] = xyz_k
+    return row
+
+
 def read_trc(path) -> Markers:
     """Read a ``.trc`` marker file (the layout is in this module's docstring).
 
@@ -180,16 +212,9 @@ def read_trc(path) -> Markers:
                 path, f"row has {len(cells)} cells, expected {width} (Frame#, Time and X Y Z for {m} markers)", i + 1
             )
         t = parse_number(cells[1], path, i + 1, "Time")
-        row = np.full((m, 3), np.nan)
-        for k in range(m):
-            triple = cells[2 + 3 * k : 5 + 3 * k]
-            if any(not c for c in triple):
-                continue  # missing marker, as OpenSim: NaN
-            xyz_k = [parse_number(c, path, i + 1, f"{names[k]} {'XYZ'[a]}") for a, c in enumerate(triple)]
-            if any(math.isinf(v) for v in xyz_k):
-                raise file_error(path, f"marker {echo(names[k])}: infinite coordinate", i + 1)
-            if not any(math.isnan(v) for v in xyz_k):
-                row[k] = xyz_k
+        row = _fast_row(cells, m)
+        if row is None:
+            row = _checked_row(cells, names, path, i + 1)
         if not math.isfinite(t):
             raise file_error(path, f"Time is {echo(cells[1])}, not a finite number", i + 1)
         times.append(t)

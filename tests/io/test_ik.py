@@ -208,6 +208,37 @@ def test_ik_coordinate_tasks_and_locks(tmp_path):
         np.testing.assert_allclose(r.c[:, 1], 0.1, atol=0)  # held at its default, its task dropped
 
 
+@pytest.mark.slow
+def test_ik_solve_differentiates_by_the_implicit_function_theorem(tmp_path):
+    """Forward and reverse mode through `solve_inverse_kinematics` (with respect to the
+    measurements) against central finite differences of the solve, noisy markers (a nonzero
+    residual, so that the Hessian's second-order term matters)."""
+    import dataclasses
+
+    with jax.enable_x64(True):
+        tiny, _ = _tiny(tmp_path)
+        T = 3
+        c_true = np.stack([np.linspace(-0.2, 0.3, T), np.linspace(0.2, 0.6, T)], 1)
+        xyz = np.array(jax.vmap(jb.io.marker_positions, (None, 0))(tiny, jnp.asarray(c_true)))
+        xyz += 0.01 * np.random.default_rng(0).standard_normal(xyz.shape)
+        trc = _trc(tmp_path / "t.trc", np.arange(T) * 0.01, tiny.markers.names, xyz)
+        inputs = jb.io.prepare_inverse_kinematics(tiny, trc)
+
+        @jax.jit
+        def solve(observed):
+            return jb.io.solve_inverse_kinematics(tiny, dataclasses.replace(inputs, observed=observed))[0]
+
+        obs = inputs.observed
+        v = jnp.asarray(np.random.default_rng(1).standard_normal(obs.shape))
+        _, jv = jax.jvp(solve, (obs,), (v,))
+        h = 1e-4  # the solve stops at its tolerance (~1e-10): the differences are good to ~1e-6
+        fd = (solve(obs + h * v) - solve(obs - h * v)) / (2 * h)
+        np.testing.assert_allclose(jv, fd, atol=1e-5 * float(jnp.abs(fd).max()))
+        w = jnp.asarray(np.random.default_rng(2).standard_normal(jv.shape))
+        g = jax.grad(lambda o: jnp.sum(w * solve(o)))(obs)
+        np.testing.assert_allclose(jnp.sum(g * v), jnp.sum(w * jv), rtol=1e-10)
+
+
 def test_ik_bad_input_is_named(tmp_path):
     tiny, path = _tiny(tmp_path)
     xyz = np.zeros((2, 1, 3))
