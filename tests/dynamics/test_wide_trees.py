@@ -94,7 +94,7 @@ def test_child_pairs_sum_like_rounds():
             np.testing.assert_allclose(by_pairs, by_rounds, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("parents", [STAR, BUSHY], ids=["star300", "bushy400"])
+@pytest.mark.parametrize("parents", [STAR, pytest.param(BUSHY, marks=pytest.mark.slow)], ids=["star300", "bushy400"])
 def test_inverse_dynamics_against_pinocchio(parents):
     d, tree = model(parents)
     q, qd, qdd = states(tree, 6)
@@ -104,7 +104,7 @@ def test_inverse_dynamics_against_pinocchio(parents):
     assert rel(np.stack([one(q[i], qd[i], qdd[i]) for i in range(len(q))]), want) < RTOL  # per-state levels
 
 
-@pytest.mark.parametrize("parents", [STAR, BUSHY], ids=["star300", "bushy400"])
+@pytest.mark.parametrize("parents", [pytest.param(STAR, marks=pytest.mark.slow), BUSHY], ids=["star300", "bushy400"])
 def test_mass_matrix_and_kinematics_batched(parents):
     """``vmap`` of the mass matrix (CRBA kernel: the wide backward pass) against the per-state
     Jacobian route, and of forward kinematics against the per-state level pass."""
@@ -122,7 +122,9 @@ def test_mass_matrix_and_kinematics_batched(parents):
 
 
 @pytest.mark.parametrize(
-    "parents", [star_parents(100), bushy_parents(np.random.default_rng(5), 150)], ids=["star100", "bushy150"]
+    "parents",
+    [pytest.param(star_parents(100), marks=pytest.mark.slow), bushy_parents(np.random.default_rng(5), 150)],
+    ids=["star100", "bushy150"],
 )
 def test_gradients_against_finite_differences(parents):
     """``grad`` of ``Σ w·tau`` in ``(q, qd, qdd)``: per state (the level passes) and under
