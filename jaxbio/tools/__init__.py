@@ -89,45 +89,45 @@ def inverse_dynamics_job(
     checked to be writable before any work. Returns a `ToolRun` (``tables["generalized_forces"]``);
     the tool's warnings (e.g. a ``forces_to_exclude`` word that matches nothing) are issued and kept
     in ``warnings``."""
-    import jax
     import jax.numpy as jnp
 
-    from jaxbio.io import inverse_dynamics_tool, recording_matches
+    from jaxbio.io import inverse_dynamics_tool
 
     inputs = [str(p) for p in (model, motion, external_loads) if p]
     if output:
         from jaxbio._files import check_outputs
 
         check_outputs([("--output", output)], inputs)  # before any work
+    table, said, matched = _recorded(
+        inverse_dynamics_tool,
+        model,
+        motion,
+        external_loads=external_loads,
+        forces_to_exclude=forces_to_exclude,
+        lowpass_hz=lowpass,
+        start=start,
+        end=end,
+        dtype=jnp.float64,
+        progress=progress,
+    )
+    files = {"generalized_forces": _write_sto(output, table, inputs, "--output")} if output else {}
+    return ToolRun(None, "inverse_dynamics", {"generalized_forces": table}, files, said, matched)
+
+
+def _recorded(fn, *args, **kwargs):
+    """``(result, warnings, matched)`` of ``fn(*args, **kwargs)`` run with float64 enabled: the
+    messages of the warnings it issued (recorded, then issued again under the caller's own
+    filters) and the last `jaxbio.io.InputMatch` of the inputs it prepared (None when none)."""
+    import jax
+
+    from jaxbio.io import recording_matches
+
     with recording_matches() as matches, warnings.catch_warnings(record=True) as caught, jax.enable_x64(True):
         warnings.simplefilter("always")
-        table = inverse_dynamics_tool(
-            model,
-            motion,
-            external_loads=external_loads,
-            forces_to_exclude=forces_to_exclude,
-            lowpass_hz=lowpass,
-            start=start,
-            end=end,
-            dtype=jnp.float64,
-            progress=progress,
-        )
-    _reissue(caught)
-    files = {"generalized_forces": _write_sto(output, table, inputs, "--output")} if output else {}
-    return ToolRun(
-        None,
-        "inverse_dynamics",
-        {"generalized_forces": table},
-        files,
-        tuple(str(w.message) for w in caught),
-        matches[-1] if matches else None,
-    )
-
-
-def _reissue(caught) -> None:
-    """Issue again the warnings a run recorded (under the caller's own filters)."""
+        result = fn(*args, **kwargs)
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return result, tuple(str(w.message) for w in caught), (matches[-1] if matches else None)
 
 
 def read_ik_tasks(source, *, where: str = "") -> tuple[dict, dict]:
@@ -197,7 +197,6 @@ def inverse_kinematics_job(
     work. ``tasks``: an ``IKTaskSet`` file or ``(marker_weights, coordinate_tasks)`` (`read_ik_tasks`);
     None: every marker of the file that the model has, weight 1. Returns a `ToolRun`
     (``tables["coordinates"]``, ``tables["marker_errors"]``)."""
-    import jax
     import jax.numpy as jnp
 
     from jaxbio.io import inverse_kinematics_tool
@@ -214,21 +213,19 @@ def inverse_kinematics_job(
         from jaxbio._files import check_outputs
 
         check_outputs(outputs, inputs)  # before any work
-    with warnings.catch_warnings(record=True) as caught, jax.enable_x64(True):
-        warnings.simplefilter("always")
-        result = inverse_kinematics_tool(
-            model,
-            markers,
-            marker_weights=weights,
-            coordinate_tasks=coords,
-            coordinate_file=coordinate_file,
-            start=start,
-            end=end,
-            accuracy=accuracy,
-            dtype=jnp.float64,
-            progress=progress,
-        )
-    _reissue(caught)
+    result, said, matched = _recorded(
+        inverse_kinematics_tool,
+        model,
+        markers,
+        marker_weights=weights,
+        coordinate_tasks=coords,
+        coordinate_file=coordinate_file,
+        start=start,
+        end=end,
+        accuracy=accuracy,
+        dtype=jnp.float64,
+        progress=progress,
+    )
     tables = {"coordinates": result.coordinates, "marker_errors": result.errors}
     files = {
         name: _write_sto(path, tables[name], inputs, flag)
@@ -238,7 +235,7 @@ def inverse_kinematics_job(
         )
         if path
     }
-    return ToolRun(None, "inverse_kinematics", tables, files, tuple(str(w.message) for w in caught), None)
+    return ToolRun(None, "inverse_kinematics", tables, files, said, matched)
 
 
 def static_optimization_job(
@@ -261,10 +258,9 @@ def static_optimization_job(
     forces and activations, written to ``output_forces`` / ``output_activations`` when given
     (checked writable before any work). Returns a `ToolRun` (``tables["forces"]``,
     ``tables["activations"]``); the tool's warnings are re-issued and kept in ``warnings``."""
-    import jax
     import jax.numpy as jnp
 
-    from jaxbio.io import recording_matches, static_optimization_tool
+    from jaxbio.io import static_optimization_tool
 
     inputs = [str(p) for p in (model, motion, external_loads, *actuators) if p]
     outputs = [
@@ -276,23 +272,21 @@ def static_optimization_job(
         from jaxbio._files import check_outputs
 
         check_outputs(outputs, inputs)  # before any work
-    with recording_matches() as matches, warnings.catch_warnings(record=True) as caught, jax.enable_x64(True):
-        warnings.simplefilter("always")
-        tables = static_optimization_tool(
-            model,
-            motion,
-            external_loads=external_loads,
-            actuators=actuators or None,
-            lowpass_hz=lowpass,
-            start=start,
-            end=end,
-            activation_exponent=activation_exponent,
-            use_muscle_physiology=use_muscle_physiology,
-            dtype=jnp.float64,
-            progress=progress,
-            step_interval=step_interval,
-        )
-    _reissue(caught)
+    tables, said, matched = _recorded(
+        static_optimization_tool,
+        model,
+        motion,
+        external_loads=external_loads,
+        actuators=actuators or None,
+        lowpass_hz=lowpass,
+        start=start,
+        end=end,
+        activation_exponent=activation_exponent,
+        use_muscle_physiology=use_muscle_physiology,
+        dtype=jnp.float64,
+        progress=progress,
+        step_interval=step_interval,
+    )
     files = {
         name: _write_sto(path, table, inputs, flag)
         for name, flag, path, table in (
@@ -306,8 +300,8 @@ def static_optimization_job(
         "static_optimization",
         {"forces": tables.forces, "activations": tables.activations},
         files,
-        tuple(str(w.message) for w in caught),
-        matches[-1] if matches else None,
+        said,
+        matched,
     )
 
 
