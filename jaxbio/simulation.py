@@ -710,9 +710,7 @@ def simulate(
     if saveat is not None and (ts is not None or dense):
         raise ValueError(f"{fn}: give saveat or ts/dense, not both")
     if isinstance(adjoint, StoredAdjoint):
-        clash = _given(dt0=dt0, stepsize_controller=stepsize_controller, saveat=saveat, event=event, dense=dense)
-        if solver is not None and not isinstance(solver, diffrax.Tsit5):
-            clash.insert(0, f"solver={type(solver).__name__}")
+        clash = _stored_excludes(solver, dt0, stepsize_controller, saveat, event, dense)
         if clash:
             raise ValueError(
                 f"{fn}: adjoint=StoredAdjoint() runs jaxbio's own adaptive Tsit5 loop (ts= or t1 "
@@ -890,15 +888,22 @@ def _times_differentiated(x) -> bool:
     return bool(_tracer_kinds(x) - {"BatchTracer", "DynamicJaxprTracer"})
 
 
-def _stored_applies(solver, dt0, controller, saveat, event, dense, t0, t1, ts) -> bool:
-    """Whether the call asks for nothing jaxbio's own Tsit5 loop (`StoredAdjoint`) lacks: no other
-    solver, ``dt0``, step-size controller, ``saveat``, event or dense interpolant, and no time
-    differentiated."""
+def _stored_excludes(solver, dt0, controller, saveat, event, dense) -> list[str]:
+    """What the call asks for that jaxbio's own Tsit5 loop (`StoredAdjoint`) lacks, by name: a
+    solver other than Tsit5 itself (the loop runs its own tableau), ``dt0``, a step-size
+    controller, ``saveat``, an event, the dense interpolant."""
+    clash = _given(dt0=dt0, stepsize_controller=controller, saveat=saveat, event=event, dense=dense)
     if solver is not None and type(solver) is not diffrax.Tsit5:
-        return False
-    if any(x is not None for x in (dt0, controller, saveat, event)) or dense:
-        return False
-    return not _times_differentiated((t0, t1, ts))
+        clash.insert(0, f"solver={type(solver).__name__}")
+    return clash
+
+
+def _stored_applies(solver, dt0, controller, saveat, event, dense, t0, t1, ts) -> bool:
+    """Whether the stored loop can run the call (`_stored_excludes` names nothing) and no time is
+    differentiated."""
+    return not _stored_excludes(solver, dt0, controller, saveat, event, dense) and not _times_differentiated(
+        (t0, t1, ts)
+    )
 
 
 def _simulate_stored(
