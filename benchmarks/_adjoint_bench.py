@@ -101,7 +101,7 @@ def main():
                 wholebody_hinges(),
             )
         else:
-            tree = jb.load_model(name, dtype=dt)
+            tree = jb.load_model(name, dtype=dt).tree
         for B in (int(b) for b in args.batches.split(",")):
             rng = np.random.default_rng(0)
             xs = tuple(jnp.asarray(rng.uniform(-2, 2, (B, tree.nv)), dt) for _ in range(4))

@@ -48,7 +48,7 @@ def main(argv=None) -> int:
     parser.add_argument("--json", metavar="PATH", help="also write every number to this JSON file")
     args = parser.parse_args(argv)
 
-    tree = jb.load_model(args.model, dtype=jnp.float64)
+    tree = jb.load_model(args.model, dtype=jnp.float64).tree
     rng = np.random.default_rng(0)
     # q (batch, nq): angles and slides in [−1, 1], uniform ball-joint rotations (jb.configuration.random)
     keys = jax.random.split(jax.random.PRNGKey(0), args.batch)

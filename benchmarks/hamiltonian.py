@@ -101,7 +101,7 @@ def tree_solver(chunk_size=None, devices=1):
     """`jit(vmap(simulate))` of the segment-tree `HamiltonianSystem`; with ``chunk_size``, the same
     by `jb.batch` on the first ``devices`` CPU devices, ``chunk_size`` trajectories vmapped at a
     time on each (a `lax.map` over chunks: the batched while loop's state stays in cache)."""
-    tree = jb.load_model("double_pendulum", dtype=jnp.float64)
+    tree = jb.load_model("double_pendulum", dtype=jnp.float64).tree
     system = jb.HamiltonianSystem(tree)
 
     def one(th, om):
@@ -180,7 +180,7 @@ def vector_field_costs(batch=10_000):
     """ns per state of one vector-field evaluation, jit(vmap) over a batch of states."""
     from jaxbio import hamiltonian as ham
 
-    tree = jb.load_model("double_pendulum", dtype=jnp.float64)
+    tree = jb.load_model("double_pendulum", dtype=jnp.float64).tree
     system = jb.HamiltonianSystem(tree)
     th, om = (jnp.asarray(x) for x in initial_states(batch))
     ys = jax.vmap(lambda a, b: system.initial_state(*dp.to_relative(a, b)))(th, om)
@@ -272,7 +272,7 @@ def dH_dq_routes(batch=1000):
 
     print(f"∂H/∂q, batch {batch}: jaxbio's route (−∂T/∂q|q̇ + g) vs jax.grad(H)")
     for name in ("double_pendulum", "arm7", "sagittal11"):
-        tree = jb.load_model(name, dtype=jnp.float64)
+        tree = jb.load_model(name, dtype=jnp.float64).tree
         rng = np.random.default_rng(0)
         Q, QD = (jnp.asarray(rng.uniform(-1, 1, (batch, tree.nq))) for _ in range(2))
         routes = {
@@ -302,7 +302,7 @@ def models_vs_scipy(names=("arm7", "wholebody"), batch=100, k=2, duration=T, pee
 
     rows = []
     for name in names:
-        tree = jb.load_model(name, dtype=jnp.float64)
+        tree = jb.load_model(name, dtype=jnp.float64).tree
         system = jb.HamiltonianSystem(tree)
         keys = jax.random.split(jax.random.PRNGKey(1), batch)
         q0 = jax.vmap(lambda key: jb.configuration.random(tree, key, angle=0.5, distance=0.1))(keys)

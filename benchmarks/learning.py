@@ -125,7 +125,7 @@ def solve_kwargs(path: str, ts) -> dict:
 
 def case(model: str, path: str, dtype=jnp.float32):
     """``(loss, mlp)``: the loss of the batch as a function of the MLP, and the MLP."""
-    tree = jb.load_model(model, dtype=dtype)
+    tree = jb.load_model(model, dtype=dtype).tree
     n = tree.nv
     mlp = eqx.nn.MLP(2 * n, n, 32, 2, activation=jnp.tanh, key=jax.random.key(0), dtype=dtype)
     q0 = 0.5 * jax.random.normal(jax.random.key(1), (BATCH, n), dtype)
@@ -207,7 +207,7 @@ def field_cost(model: str, evaluations: int = 100, dtype=jnp.float32) -> dict:
     `jax.vmap` over the batch): µs per evaluation of its forward pass and of its VJP (forward plus
     reverse, w.r.t. the MLP and the state), each inside one jitted `jax.lax.fori_loop` of
     ``evaluations`` dependent calls (so that dispatch is not timed), best of 20."""
-    tree = jb.load_model(model, dtype=dtype)
+    tree = jb.load_model(model, dtype=dtype).tree
     n = tree.nv
     mlp = eqx.nn.MLP(2 * n, n, 32, 2, activation=jnp.tanh, key=jax.random.key(0), dtype=dtype)
     q = 0.5 * jax.random.normal(jax.random.key(1), (BATCH, n), dtype)

@@ -45,7 +45,7 @@ def first(fn, arg) -> float:
 
 
 for model in ("double_pendulum", "arm7"):
-    tree = jb.load_model(model, dtype=jnp.float32)
+    tree = jb.load_model(model, dtype=jnp.float32).tree
     n = tree.nv
     mlp = eqx.nn.MLP(2 * n, n, 32, 2, activation=jnp.tanh, key=jax.random.key(0), dtype=jnp.float32)
     q0 = 0.5 * jax.random.normal(jax.random.key(1), (L.BATCH, n), jnp.float32)

@@ -74,7 +74,7 @@ def main(argv=None) -> int:
     frames = 2_000 if args.quick else 10_000
     repeats = 3 if args.quick else 7
 
-    tree = jb.load_model("sagittal11", dtype=jnp.float64)
+    tree = jb.load_model("sagittal11", dtype=jnp.float64).tree
     n = tree.nq
     rng = np.random.default_rng(0)
     q = jnp.asarray(rng.uniform(-0.6, 0.6, (frames, n)))

@@ -27,7 +27,7 @@ import jaxbio as jb  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 model, batch, duration = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-tree = jb.load_model(model, dtype=jnp.float64)
+tree = jb.load_model(model, dtype=jnp.float64).tree
 system = jb.HamiltonianSystem(tree)
 q0 = 0.5 * jax.random.normal(jax.random.key(0), (batch, tree.nv))
 qd0 = jnp.zeros((batch, tree.nv))

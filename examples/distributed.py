@@ -118,7 +118,7 @@ def problems():
     import jaxbio as jb
     from jaxbio import hamiltonian as ham
 
-    tree = jb.load_model("arm7", dtype=jnp.float64)
+    tree = jb.load_model("arm7", dtype=jnp.float64).tree
     rng = np.random.default_rng(0)
     states = tuple(rng.uniform(-lim, lim, (FRAMES, tree.nv)) for lim in (1.0, 2.0, 5.0))
     pendulum = jb.SegmentTree.from_dict(PENDULUM, dtype=jnp.float64)

@@ -28,7 +28,7 @@ def main():
     t_e, th_e, om_e = jax.jit(dp.euler)()
     E_e = np.asarray(jax.vmap(lambda a, b: dp.energy(par, a, b))(th_e, om_e))
 
-    tree = jb.load_model("double_pendulum", dtype=jnp.float64)
+    tree = jb.load_model("double_pendulum", dtype=jnp.float64).tree
     system = jb.HamiltonianSystem(tree)
     q0, qd0 = dp.to_relative(*(jnp.asarray(x) for x in dp.NOTEBOOK_INITIAL_STATE))
     ts = jnp.linspace(0.0, 20.0, 401)

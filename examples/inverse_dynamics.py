@@ -15,7 +15,7 @@ import jaxbio as jb  # noqa: E402
 
 
 def main():
-    tree = jb.load_model("wholebody")
+    tree = jb.load_model("wholebody").tree
     n = tree.nv  # q has nq entries (the pelvis and the ball joints are quaternions), the rest nv
     rng = np.random.default_rng(0)
     frames = 1000

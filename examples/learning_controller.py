@@ -91,7 +91,7 @@ def main():
     ap.add_argument("--muscle-steps", type=int, default=80, help="Adam steps for the excitation MLP (0: skip it)")
     args = ap.parse_args()
 
-    tree = jb.load_model("arm7", dtype=jnp.float32)
+    tree = jb.load_model("arm7", dtype=jnp.float32).tree
     damping = LinearDamping(jnp.asarray(C.ARM_DAMPING, jnp.float32))
     limit = jnp.asarray(C.ARM_TORQUE_LIMIT, jnp.float32)
     q0_test, target_test = sample(jax.random.key(2026), 64)  # held out: never seen in training

@@ -21,7 +21,7 @@ import jaxbio as jb  # noqa: E402
 
 def main():
     for name in ("arm7", "wholebody"):
-        tree = jb.load_model(name)
+        tree = jb.load_model(name).tree
         xml = jb.io.to_mjcf(tree)
         Path(f"{name}.xml").write_text(xml)
         model = mujoco.MjModel.from_xml_string(xml)

@@ -1,6 +1,7 @@
 """jaxbio: differentiable, batched human biomechanics in JAX.
 
-Daily names (``import jaxbio as jb``): `SegmentTree`, `load_model`, `save_model`,
+Daily names (``import jaxbio as jb``): `Model` and `load_model` (a model from a ``.json``, a
+shipped model's name or an OpenSim ``.osim``), `save_model`, `SegmentTree`,
 `forward_kinematics`, `inverse_dynamics`, `segment_wrenches`, `mass_matrix`, `bias_forces`,
 `gravity_forces`, `forward_dynamics`, `kinetic_energy`, `potential_energy`, `center_of_mass`,
 and the `quaternion` and `configuration` (``q ⊕ dq`` for ball and free joints) modules;
@@ -28,7 +29,7 @@ from jaxbio.dynamics import (
     segment_wrenches,
 )
 from jaxbio.hamiltonian import HamiltonianSystem
-from jaxbio.model import load_model, save_model, shipped_models
+from jaxbio.model import Model, model_path, shipped_models
 from jaxbio.tree import SegmentTree
 
 __version__ = "0.1.0"
@@ -41,12 +42,21 @@ __getattr__, __dir__ = attach(
     __name__,
     globals(),
     submodules=("batching", "coordinates", "estimation", "io", "learning", "papers", "plot", "simulation", "tools"),
-    exports={"batch": "batching", "simulate": "simulation", "simulate_sde": "simulation", "Trajectory": "simulation"},
+    exports={
+        "batch": "batching",
+        "load_model": "io",
+        "save_model": "io",
+        "simulate": "simulation",
+        "simulate_sde": "simulation",
+        "Trajectory": "simulation",
+    },
 )
 
 
 __all__ = [
     "HamiltonianSystem",
+    "Model",
+    "model_path",
     "SegmentTree",
     "batch",
     "batching",

@@ -169,7 +169,7 @@ def batch(
 
     Example (four host CPU devices, ``XLA_FLAGS=--xla_force_host_platform_device_count=4``)::
 
-        tree = jb.load_model("arm7")
+        tree = jb.load_model("arm7").tree
         q, qd, qdd = ...                          # (100_001, 7) each
         id_batch = jb.batch(jb.inverse_dynamics, in_axes=(None, 0, 0, 0))
         tau = id_batch(tree, q, qd, qdd)          # (100_001, 7), a quarter of the frames per device

@@ -24,9 +24,12 @@ same ``Hᵀ`` projection that Simbody's function-based mobilizer applies to Open
     ``τ_c = Jᵀ τ(q, q̇, q̈)``,   ``M_c = Jᵀ M(q) J``.
 
 Public functions (pure, one sample; batch with `jax.vmap`; `jax.jit` and `jax.grad` work):
-`to_tree`, `tree_velocity`, `tree_acceleration`, `jacobian`, `inverse_dynamics`,
-`mass_matrix`, `forward_dynamics`. The tree must have only revolute, prismatic and fixed joints
-(``nq = nv``; `jaxbio.io.load_osim` builds such trees).
+`to_tree`, `tree_velocity`, `tree_acceleration`, `jacobian`, and the chain rule's pieces
+`tree_state`, `project`, `project_matrix`. The dynamics in model coordinates are the public
+functions of `jaxbio.dynamics` given a `jaxbio.Model` (``jb.inverse_dynamics(model, c, cd,
+cdd)``, ``jb.mass_matrix(model, c)``, ``jb.forward_dynamics(model, c, cd, tau,
+locked=model.locked)``: `jaxbio.dynamics.model_coordinates`). The tree must have only revolute,
+prismatic and fixed joints (``nq = nv``; `jaxbio.io.load_osim` builds such trees).
 
 Model format. A model file (JSON, version 1) may carry coupled coordinates in two optional
 top-level sections: ``"coordinates"``, the model coordinates in the order of ``c``, each
@@ -34,10 +37,9 @@ top-level sections: ``"coordinates"``, the model coordinates in the order of ``c
 "motion_type"}`` (OpenSim's Coordinate properties; only ``name`` is required), and
 ``"coordinate_functions"``, one entry per tree coordinate in the tree's order, ``{"coordinate":
 name, "breakpoints", "origins", "coefficients"}`` (a `Piecewise`; absent: each coordinate
-drives one tree coordinate, in order). `jaxbio.save_model` writes them for a
-`jaxbio.io.OsimModel`, `jaxbio.io.load_any_model` (and the command line's ``--model``) reads
-them back into one, and `jaxbio.load_model` validates them and returns the tree, whose ``q`` are
-the tree coordinates. `jaxbio._validate.validate_coordinates_dict` lists every rule.
+drives one tree coordinate, in order). `jaxbio.save_model` writes them for a `jaxbio.Model`
+and `jaxbio.load_model` (and the command line's ``--model``) reads them back into one.
+`jaxbio._validate.validate_coordinates_dict` lists every rule.
 """
 
 from __future__ import annotations
@@ -51,11 +53,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from jaxbio._linalg import spd_solve
 from jaxbio._validate import as_shape, model_dtype, to_device
-from jaxbio.dynamics import inverse_dynamics as _tree_inverse_dynamics
-from jaxbio.dynamics import mass_matrix as _tree_mass_matrix
-from jaxbio.tree import SegmentTree
 
 __all__ = [
     "Piecewise",
@@ -64,9 +62,11 @@ __all__ = [
     "tree_velocity",
     "tree_acceleration",
     "jacobian",
-    "inverse_dynamics",
-    "mass_matrix",
-    "forward_dynamics",
+    "as_coordinates",
+    "tree_state",
+    "project",
+    "project_matrix",
+    "locked_mask",
     "coordinate_sections",
     "from_sections",
 ]
@@ -118,6 +118,12 @@ class Piecewise:
     def degree(self) -> int:
         return self.coefficients.shape[1] - 1
 
+    @property
+    def is_identity(self) -> bool:
+        """True when ``f(x) = x`` everywhere (every piece ``o + (x − o)``)."""
+        a, o = self.coefficients, self.origins
+        return a.shape[1] >= 2 and bool(np.all(a[:, 2:] == 0) and np.all(a[:, 1] == 1.0) and np.all(a[:, 0] == o))
+
     def constant_value(self) -> float | None:
         """The value if ``f`` is one constant everywhere, else None."""
         a = self.coefficients
@@ -140,6 +146,10 @@ class CoordinateMap(eqx.Module):
     Units: ``c`` in the model coordinate's unit (rad or m), ``q`` in the tree coordinate's, so a
     coefficient of power ``p`` has unit ``[q] / [c]^p``. Build with `CoordinateMap.identity` or
     `CoordinateMap.from_pieces`.
+
+    ``identity_map`` (static) is true when ``q = c`` (every tree coordinate the identity of the
+    model coordinate in the same place; `from_pieces` decides): the dynamics then take ``c`` as
+    the tree's ``q`` directly.
     """
 
     breakpoints: Float[Array, "nq m"]
@@ -147,6 +157,7 @@ class CoordinateMap(eqx.Module):
     coefficients: Float[Array, "nq P D"]
     source: tuple[int, ...] = eqx.field(static=True)
     names: tuple[str, ...] = eqx.field(static=True)
+    identity_map: bool = eqx.field(static=True, default=False)
 
     def __check_init__(self):
         nq, nc = len(self.source), len(self.names)
@@ -205,19 +216,22 @@ class CoordinateMap(eqx.Module):
             b[k, :n] = f.breakpoints
             o[k, : n + 1] = f.origins
             a[k, : n + 1, : f.degree + 1] = f.coefficients
+        source = tuple(int(j) for j in source)
+        identity = source == tuple(range(len(names))) and all(f.is_identity for f in pieces)
         return cls(
             to_device(b, dt),
             to_device(o, dt),
             to_device(a, dt),
-            source=tuple(int(j) for j in source),
+            source=source,
             names=tuple(str(s) for s in names),
+            identity_map=identity,
         )
 
 
 def coordinate_sections(model) -> dict:
     """The model file's ``"coordinates"`` and ``"coordinate_functions"`` sections (plain Python,
     `jaxbio._validate.validate_coordinates_dict` documents them) of ``model``, an object with the
-    fields of `jaxbio.io.OsimModel`: ``coordinates`` (a `CoordinateMap`), ``defaults``,
+    fields of `jaxbio.Model`: ``coordinates`` (a `CoordinateMap`), ``defaults``,
     ``default_speeds``, ``ranges``, ``clamped``, ``locked``, ``motion_types``. The padding of the
     map's arrays is dropped; an unbounded range is left out."""
     cmap = model.coordinates
@@ -272,7 +286,9 @@ def _evaluate(cmap: CoordinateMap, x):
     return f, df, d2f
 
 
-def _model_coordinates(cmap: CoordinateMap, x, name: str):
+def as_coordinates(cmap: CoordinateMap, x, name: str) -> Float[Array, " nc"]:
+    """``x`` as an ``(nc,)`` array of model coordinates (or their rates, or forces), in the map's
+    float type; ``ValueError`` naming ``name`` and the coordinates for another shape."""
     return as_shape(
         x,
         (cmap.nc,),
@@ -289,14 +305,14 @@ def _at_sources(cmap: CoordinateMap, c):
 
 def to_tree(cmap: CoordinateMap, c: Float[ArrayLike, " nc"]) -> Float[Array, " nq"]:
     """Tree coordinates ``q`` ``(nq,)`` (rad / m) of the model coordinates ``c`` ``(nc,)``."""
-    c = _model_coordinates(cmap, c, "c")
+    c = as_coordinates(cmap, c, "c")
     return _at_sources(cmap, c)[0]
 
 
 def tree_velocity(cmap: CoordinateMap, c: Float[ArrayLike, " nc"], cd: Float[ArrayLike, " nc"]) -> Float[Array, " nq"]:
     """``q̇ = J(c) ċ`` ``(nq,)``; ``c``, ``cd`` ``(nc,)``."""
-    c = _model_coordinates(cmap, c, "c")
-    cd = _model_coordinates(cmap, cd, "cd")
+    c = as_coordinates(cmap, c, "c")
+    cd = as_coordinates(cmap, cd, "cd")
     src = np.asarray(cmap.source, dtype=np.int32)
     return _evaluate(cmap, c[src])[1] * cd[src]
 
@@ -305,9 +321,9 @@ def tree_acceleration(
     cmap: CoordinateMap, c: Float[ArrayLike, " nc"], cd: Float[ArrayLike, " nc"], cdd: Float[ArrayLike, " nc"]
 ) -> Float[Array, " nq"]:
     """``q̈ = J(c) c̈ + f''(c) ċ²`` ``(nq,)`` (per tree coordinate); ``c``, ``cd``, ``cdd`` ``(nc,)``."""
-    c = _model_coordinates(cmap, c, "c")
-    cd = _model_coordinates(cmap, cd, "cd")
-    cdd = _model_coordinates(cmap, cdd, "cdd")
+    c = as_coordinates(cmap, c, "c")
+    cd = as_coordinates(cmap, cd, "cd")
+    cdd = as_coordinates(cmap, cdd, "cdd")
     src = np.asarray(cmap.source, dtype=np.int32)
     _, df, d2f = _evaluate(cmap, c[src])
     return df * cdd[src] + d2f * cd[src] ** 2
@@ -315,81 +331,44 @@ def tree_acceleration(
 
 def jacobian(cmap: CoordinateMap, c: Float[ArrayLike, " nc"]) -> Float[Array, "nq nc"]:
     """``J = ∂q/∂c`` ``(nq, nc)``: ``f_k'(c[source[k]])`` at ``(k, source[k])``, zeros elsewhere."""
-    c = _model_coordinates(cmap, c, "c")
+    c = as_coordinates(cmap, c, "c")
     df = _at_sources(cmap, c)[1]
     onehot = np.eye(cmap.nc)[np.asarray(cmap.source, dtype=np.int32)]  # (nq, nc), static
     return df[:, None] * jnp.asarray(onehot, df.dtype)
 
 
-def _check_tree(tree: SegmentTree, cmap: CoordinateMap) -> None:
-    if tree.nq != tree.nv:
-        raise ValueError(
-            f"coordinate maps need a tree of revolute, prismatic and fixed joints only (nq = nv); "
-            f"{tree.name!r} has joint types {sorted(set(tree.joint_types))}"
-        )
-    if tree.nq != cmap.nq:
-        raise ValueError(f"the coordinate map drives {cmap.nq} tree coordinates, tree {tree.name!r} has {tree.nq}")
-
-
-def _tree_state(tree, cmap, c, cd, cdd):
-    _check_tree(tree, cmap)
-    c = _model_coordinates(cmap, c, "c")
-    cd = _model_coordinates(cmap, cd, "cd")
-    cdd = _model_coordinates(cmap, cdd, "cdd")
+def tree_state(
+    cmap: CoordinateMap, c: Float[ArrayLike, " nc"], cd: Float[ArrayLike, " nc"], cdd: Float[ArrayLike, " nc"]
+):
+    """``(q, q̇, q̈, f')``, each ``(nq,)``: the tree's state at the model's ``(c, ċ, c̈)``
+    ``(nc,)`` (`to_tree`, `tree_velocity`, `tree_acceleration` in one evaluation) and each tree
+    coordinate's slope ``f_k'``, the argument of `project` and `project_matrix`."""
+    c = as_coordinates(cmap, c, "c")
+    cd = as_coordinates(cmap, cd, "cd")
+    cdd = as_coordinates(cmap, cdd, "cdd")
     src = np.asarray(cmap.source, dtype=np.int32)
     f, df, d2f = _evaluate(cmap, c[src])
     return f, df * cd[src], df * cdd[src] + d2f * cd[src] ** 2, df
 
 
-def _project(cmap: CoordinateMap, df, tau):
-    """``Jᵀ tau`` ``(nc,)`` for ``tau`` ``(nq,)``: a sum per model coordinate (no matmul)."""
-    return jax.ops.segment_sum(df * tau, np.asarray(cmap.source, dtype=np.int32), num_segments=cmap.nc)
+def project(cmap: CoordinateMap, slopes: Float[Array, " nq"], tau: Float[Array, " nq"]) -> Float[Array, " nc"]:
+    """``Jᵀ tau`` ``(nc,)`` for tree generalised forces ``tau`` ``(nq,)`` and the slopes ``f'``
+    of `tree_state` (virtual work: a sum per model coordinate, no matmul)."""
+    return jax.ops.segment_sum(slopes * tau, np.asarray(cmap.source, dtype=np.int32), num_segments=cmap.nc)
 
 
-def inverse_dynamics(
-    tree: SegmentTree,
-    cmap: CoordinateMap,
-    c: Float[ArrayLike, " nc"],
-    cd: Float[ArrayLike, " nc"],
-    cdd: Float[ArrayLike, " nc"],
-    external=None,
-) -> Float[Array, " nc"]:
-    """Generalised forces in the model's coordinates: ``τ_c = J(c)ᵀ τ(q, q̇, q̈)``.
-
-    Args:
-        tree: the tree (revolute, prismatic and fixed joints only), ``nq = cmap.nq``.
-        cmap: the coordinate map.
-        c, cd, cdd: ``(nc,)`` model coordinates (rad / m), their velocities and accelerations.
-        external: optional world-frame wrenches on the tree's segments, as in
-            `jaxbio.inverse_dynamics`.
-
-    Returns:
-        ``(nc,)`` N·m / N: the generalised force of each model coordinate (for a coupled
-        coordinate the sum over the tree DOFs it drives, each weighted by ``f_k'``), what
-        OpenSim's ``InverseDynamicsSolver`` returns for CustomJoint coordinates.
-    """
-    q, qd, qdd, df = _tree_state(tree, cmap, c, cd, cdd)
-    return _project(cmap, df, _tree_inverse_dynamics(tree, q, qd, qdd, external))
-
-
-def _project_matrix(cmap: CoordinateMap, df, M):
+def project_matrix(cmap: CoordinateMap, slopes: Float[Array, " nq"], M: Float[Array, "nq nq"]) -> Float[Array, "nc nc"]:
+    """``Jᵀ M J`` ``(nc, nc)`` for a tree matrix ``M`` ``(nq, nq)`` (e.g. the mass matrix) and the
+    slopes ``f'`` of `tree_state`."""
     src = np.asarray(cmap.source, dtype=np.int32)
-    W = M * (df[:, None] * df[None, :])
+    W = M * (slopes[:, None] * slopes[None, :])
     W = jax.ops.segment_sum(W, src, num_segments=cmap.nc)  # rows
     return jax.ops.segment_sum(W.T, src, num_segments=cmap.nc).T  # columns
 
 
-def mass_matrix(tree: SegmentTree, cmap: CoordinateMap, c: Float[ArrayLike, " nc"]) -> Float[Array, "nc nc"]:
-    """``M_c = J(c)ᵀ M(q) J(c)`` ``(nc, nc)``, so that the kinetic energy is ``½ ċᵀ M_c ċ``."""
-    _check_tree(tree, cmap)
-    c = _model_coordinates(cmap, c, "c")
-    f, df, _ = _at_sources(cmap, c)
-    return _project_matrix(cmap, df, _tree_mass_matrix(tree, f))
-
-
-def _locked_mask(cmap: CoordinateMap, locked) -> np.ndarray:
-    """``locked`` (None, ``nc`` bools such as `jaxbio.io.OsimModel.locked`, or coordinate names)
-    as a static ``(nc,)`` bool mask; ``ValueError`` naming the problem."""
+def locked_mask(cmap: CoordinateMap, locked) -> np.ndarray:
+    """``locked`` (None, ``nc`` bools such as `jaxbio.Model.locked`, or coordinate names) as a
+    static ``(nc,)`` bool mask; ``ValueError`` naming the problem."""
     if locked is None:
         return np.zeros(cmap.nc, dtype=bool)
     if isinstance(locked, str) or not isinstance(locked, (list, tuple, np.ndarray)):
@@ -405,39 +384,3 @@ def _locked_mask(cmap: CoordinateMap, locked) -> np.ndarray:
             f"or coordinate names, got {locked!r}"
         )
     return np.asarray(items, dtype=bool)
-
-
-def forward_dynamics(
-    tree: SegmentTree,
-    cmap: CoordinateMap,
-    c: Float[ArrayLike, " nc"],
-    cd: Float[ArrayLike, " nc"],
-    tau: Float[ArrayLike, " nc"],
-    external=None,
-    *,
-    locked=None,
-) -> Float[Array, " nc"]:
-    """Model-coordinate accelerations ``c̈`` ``(nc,)`` under generalised forces ``tau`` ``(nc,)``:
-    ``M_c c̈ = tau − τ_c(c, ċ, 0)`` (Cholesky; `inverse_dynamics` with ``c̈ = 0`` gives the bias,
-    which includes the ``f'' ċ²`` terms of the coupling). Needs ``M_c`` positive-definite on the
-    free coordinates: every free model coordinate must move some mass.
-
-    ``locked`` (static; None, ``nc`` bools such as `jaxbio.io.OsimModel.locked`, or coordinate
-    names): coordinates held by OpenSim's lock (``Coordinate`` ``locked``, a Simbody
-    ``PrescribedMotion`` constraint at a constant value): their accelerations are 0 and the free
-    ones solve ``M_ff c̈_f = (tau − bias)_f``. The lock's reaction, the generalised force it adds
-    to the locked coordinates, is ``inverse_dynamics(tree, cmap, c, cd, c̈)[locked] − tau[locked]``.
-    The speeds of locked coordinates are taken as given (OpenSim's lock also holds them at 0).
-    """
-    mask = _locked_mask(cmap, locked)
-    tau = _model_coordinates(cmap, tau, "tau")
-    bias = inverse_dynamics(tree, cmap, c, cd, jnp.zeros_like(tau), external)
-    M = mass_matrix(tree, cmap, c)
-    if not mask.any():
-        return spd_solve(M, tau - bias)
-    if mask.all():
-        return jnp.zeros_like(tau - bias)
-    free = np.flatnonzero(~mask)
-    rhs = (tau - bias)[free]
-    x = spd_solve(M[np.ix_(free, free)], rhs)
-    return jnp.zeros_like(rhs, shape=(cmap.nc,)).at[free].set(x)

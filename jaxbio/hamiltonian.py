@@ -55,6 +55,7 @@ from jaxbio.dynamics import (
 from jaxbio.dynamics.forward import accelerations, accelerations_at, accelerations_factored, factor_size, inertia, solve
 from jaxbio.dynamics.batch_last import hamiltonian_flow_batch, vmapped_by
 from jaxbio.tree import SegmentTree
+from jaxbio.model import tree_of
 
 __all__ = [
     "Drive",
@@ -875,7 +876,7 @@ class HamiltonianSystem(eqx.Module):
     Drives and dissipations act on the ``nv`` velocity coordinates.
     """
 
-    tree: SegmentTree
+    tree: SegmentTree = eqx.field(converter=lambda m: tree_of(m, "HamiltonianSystem: "))
     drive: Drive = ZeroDrive()
     dissipation: Dissipation | PhaseSpaceDissipation = NoDissipation()
     fitness: FitnessLaw = ConstantFitness()

@@ -49,7 +49,7 @@ def _states(tree, batch: int, seed: int = 0):
 def inverse_dynamics() -> dict:
     """arm7 over frames: an odd batch (padding), a divisible one in chunks of one, fewer frames than
     devices with the frames along axis 1."""
-    tree = jb.load_model("arm7", dtype=jnp.float64)
+    tree = jb.load_model("arm7", dtype=jnp.float64).tree
     ref_fn = jax.jit(jax.vmap(jb.inverse_dynamics, in_axes=(None, 0, 0, 0)))
     out = {}
     for batch, chunk in ((1001, None), (8, 1)):
@@ -67,7 +67,7 @@ def inverse_dynamics_grad() -> dict:
     alone (the tree constant: reverse mode runs the batch-last adjoint inside shard_map)."""
     import equinox as eqx
 
-    tree = jb.load_model("arm7", dtype=jnp.float64)
+    tree = jb.load_model("arm7", dtype=jnp.float64).tree
     q, qd, qdd = _states(tree, 13, seed=3)
 
     def per(scale, q, qd, qdd):

@@ -81,7 +81,7 @@ def test_four_devices_adaptive_simulation_sprint_and_static_optimization():
 # --- one device (this process): the fallback is jit(vmap) --------------------------------------
 
 
-TREE = jb.load_model("arm7", dtype=jnp.float64)
+TREE = jb.load_model("arm7", dtype=jnp.float64).tree
 
 
 def _states(batch, seed=0):

@@ -42,7 +42,7 @@ def test_id_prints_the_closed_form_double_pendulum(capsys):
     assert out[0].startswith("Inverse dynamics of 'double_pendulum' (2 DOF")
     rows = np.array([[float(x) for x in line.split()] for line in out[4:]])
     assert rows.shape == (5, 3)
-    tree = jb.load_model("double_pendulum")
+    tree = jb.load_model("double_pendulum").tree
     freq = 0.5 + 0.25 * np.arange(2)
     for t, *tau in rows:
         w = 2 * np.pi * freq
@@ -89,7 +89,7 @@ def test_id_bad_input_one_line_exit_2(argv, message, capsys):
 def _files(tmp_path):
     d = tmp_path / "a_directory"
     d.mkdir()
-    model = json.dumps(jb.load_model("double_pendulum").to_dict())
+    model = json.dumps(jb.load_model("double_pendulum").tree.to_dict())
     files = {
         "directory": (d, "is a directory, not a model file"),
         "missing": (tmp_path / "absent.json", "no such model file"),

@@ -408,7 +408,7 @@ def test_dynamics_with_a_non_unit_quaternion():
     """Without ``check`` the dynamics use ``Q/|Q|`` (the normalised configuration's results); with
     ``check=True`` a non-unit quaternion is an error naming the segment: ValueError for a concrete
     ``q``, a run-time error under jit and vmap."""
-    tree = jb.load_model("wholebody", dtype=jnp.float64)
+    tree = jb.load_model("wholebody", dtype=jnp.float64).tree
     q = np.asarray(jb.configuration.random(tree, jax.random.PRNGKey(3)))
     v = np.random.default_rng(3).normal(size=tree.nv)
     scaled = q.copy()

@@ -17,7 +17,7 @@ from jaxbio.simulation import stop_when
 
 @pytest.fixture(scope="module")
 def pendulum():
-    tree = jb.load_model("double_pendulum", dtype=jnp.float64)
+    tree = jb.load_model("double_pendulum", dtype=jnp.float64).tree
     q0, qd0 = dp.to_relative(*(jnp.asarray(x) for x in dp.NOTEBOOK_INITIAL_STATE))
     return tree, q0, qd0
 
@@ -51,7 +51,7 @@ def test_double_pendulum_conserves_energy_20s(pendulum):
 @pytest.mark.parametrize("duration", [0.5, 5.0])
 def test_sagittal_body_conserves_energy(duration):
     """The free 11-DOF body (falling and flailing): H constant to 1e-9 over 5 s (slow run) or 0.5 s."""
-    tree = jb.load_model("sagittal11", dtype=jnp.float64)
+    tree = jb.load_model("sagittal11", dtype=jnp.float64).tree
     system = jb.HamiltonianSystem(tree)
     rng = np.random.default_rng(0)
     y0 = system.initial_state(jnp.asarray(rng.uniform(-0.3, 0.3, 11)), jnp.asarray(rng.uniform(-1, 1, 11)))
@@ -63,7 +63,7 @@ def test_sagittal_body_conserves_energy(duration):
 
 @pytest.mark.slow  # moved out of the default run (its ~10 min budget)
 def test_dH_dq_matches_autodiff_and_power_balance():
-    tree = jb.load_model("arm7", dtype=jnp.float64)
+    tree = jb.load_model("arm7", dtype=jnp.float64).tree
     rng = np.random.default_rng(1)
     q, p = jnp.asarray(rng.uniform(-1, 1, 7)), jnp.asarray(rng.uniform(-1, 1, 7))
     qd = jax.jit(ham.velocities)(tree, q, p)
@@ -109,7 +109,7 @@ def test_dissipative_energy_balance_along_trajectory(pendulum):
 
 @pytest.mark.slow
 def test_hamiltonian_flow_equals_lagrangian_flow():
-    tree = jb.load_model("arm7", dtype=jnp.float64)
+    tree = jb.load_model("arm7", dtype=jnp.float64).tree
     rng = np.random.default_rng(2)
     q0, qd0 = jnp.asarray(rng.uniform(-1, 1, 7)), jnp.asarray(rng.uniform(-1, 1, 7))
     tau = jnp.asarray(rng.normal(size=7))
@@ -468,7 +468,7 @@ def test_first_order_actuator_gives_the_seed000_impulse():
 def test_momenta_are_the_mass_matrix_times_the_velocities_and_invert_velocities():
     """`HamiltonianSystem.momenta`: ``(M(q) + J) q̇`` with the drive's added inertia, against
     `jb.mass_matrix` directly, and `velocities` of it gives ``q̇`` back."""
-    tree = jb.load_model("double_pendulum", dtype=jnp.float64)
+    tree = jb.load_model("double_pendulum", dtype=jnp.float64).tree
     J = jnp.array([0.3, 0.05])
 
     class Inertial(ham.Drive):

@@ -40,7 +40,7 @@ def test_kernel_equals_the_per_state_route(name):
     """The kernel (both layouts, two chunks, with a drive's added inertia) against the per-state
     route state by state; on hinge trees also against ``jax.grad(H)`` through the Cholesky
     factorisation."""
-    tree = jb.load_model(name, dtype=jnp.float64)
+    tree = jb.load_model(name, dtype=jnp.float64).tree
     q, p = states(tree, BATCH, seed=1)
     added = jnp.asarray(np.random.default_rng(2).uniform(0.0, 0.5, (BATCH, tree.nv)))
     want_qd, want_g = jax.jit(lambda *s: jax.lax.map(lambda x: ham._plain_tree_terms(tree, *x), s))(q, p, added)
@@ -66,7 +66,7 @@ def test_vmapped_vector_field_equals_single_states(name):
     """`HamiltonianSystem.vector_field` under vmap (the kernel) against `jax.lax.map` of it (the
     per-state route), with a drive, damping and a rotor's added inertia. (The kernel's two chunks
     and both layouts: `test_kernel_equals_the_per_state_route`, slow.)"""
-    tree = jb.load_model(name, dtype=jnp.float64)
+    tree = jb.load_model(name, dtype=jnp.float64).tree
     rng = np.random.default_rng(3)
     drive = ham.SumDrive(ham.ConstantDrive(jnp.asarray(rng.normal(size=tree.nv))), _Rotor(jnp.full(tree.nv, 0.1)))
     system = jb.HamiltonianSystem(tree, drive=drive, dissipation=ham.LinearDamping(0.5))

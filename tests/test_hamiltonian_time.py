@@ -128,7 +128,7 @@ def test_time_dependent_energy_balance_along_trajectory(pendulum):
 def test_time_dependent_power_balance_with_ball_and_free_joints():
     """On the whole body (free pelvis, ball joints; nq 34, nv 28) ∂U/∂q enters ṗ as G(q)ᵀ∇U, so
     that dℋ/dt along the vector field (jax.jvp of ℋ(t, q, p) with q̇ = G v) is `power_balance`."""
-    tree = jb.load_model("wholebody", dtype=jnp.float64)
+    tree = jb.load_model("wholebody", dtype=jnp.float64).tree
     system = jb.HamiltonianSystem(
         tree,
         drive=ham.ConstantDrive(0.3),

@@ -83,7 +83,7 @@ def test_per_state_solves_under_vmap_have_no_lapack_call():
     from jaxbio import hamiltonian as ham
     from jaxbio.dynamics import constrained_forward_dynamics, forward_dynamics
 
-    tree = jb.load_model("arm7")
+    tree = jb.load_model("arm7").tree
     x = jnp.tile(jnp.linspace(0.1, 0.7, 7), (4, 1))
     M = jax.vmap(lambda q: jb.dynamics.mass_matrix(tree, q))(x)
     assert _lapack_calls(jax.vmap(lambda m, b: jsl.cho_solve(jsl.cho_factor(m), b)), M, x)
@@ -128,7 +128,7 @@ def test_gradient_through_a_scan_of_batched_hamiltonian_terms():
     import jaxbio as jb
     from jaxbio.hamiltonian import _tree_terms
 
-    tree = jb.load_model("double_pendulum")
+    tree = jb.load_model("double_pendulum").tree
 
     def loss(q, p):
         def body(c, _):

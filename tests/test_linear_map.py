@@ -132,7 +132,7 @@ def kernel_calls(monkeypatch):
 
 @pytest.mark.parametrize("model", ["double_pendulum", pytest.param("arm7", marks=pytest.mark.slow)])
 def test_reverse_mode_under_vmap_runs_the_adjoint(model, kernel_calls):
-    tree = jb.load_model(model)
+    tree = jb.load_model(model).tree
     q, qd, qdd, w = _states(tree)
     ID = jax.vmap(lambda a, b, c: jb.inverse_dynamics(tree, a, b, c))
     want = jax.jit(_per_state_vjp)(tree, q, qd, qdd, w)
@@ -160,7 +160,7 @@ def test_reverse_mode_under_vmap_runs_the_adjoint(model, kernel_calls):
 @pytest.mark.parametrize("model", ["double_pendulum", "arm7"])
 def test_per_example_gradients_and_jacobians(model, kernel_calls):
     """``vmap(grad)`` and ``jacrev(vmap)`` transpose the kernel too; the same numbers."""
-    tree = jb.load_model(model)
+    tree = jb.load_model(model).tree
     q, qd, qdd, w = _states(tree, seed=5)
     ID = jax.vmap(lambda a, b, c: jb.inverse_dynamics(tree, a, b, c))
     per = jax.jit(jax.vmap(jax.grad(lambda a, b, c, u: jnp.sum(u * jb.inverse_dynamics(tree, a, b, c)))))(q, qd, qdd, w)
@@ -175,7 +175,7 @@ def test_per_example_gradients_and_jacobians(model, kernel_calls):
 def test_second_order_through_the_route(model):
     """Forward-over-reverse (a Hessian-vector product) differentiates the adjoint's call by the
     per-state route; equal to the per-state second derivatives."""
-    tree = jb.load_model(model)
+    tree = jb.load_model(model).tree
     q, qd, qdd, w = _states(tree, B=4, seed=1)
     ID = jax.vmap(lambda a, b, c: jb.inverse_dynamics(tree, a, b, c))
     hvp = jax.jit(lambda v: jax.jvp(jax.grad(lambda a: jnp.sum(w * ID(a, qd, qdd))), (q,), (v,))[1])(qd)
@@ -192,7 +192,7 @@ def test_second_order_through_the_route(model):
 def test_other_derivatives_keep_the_per_state_route(kernel_calls):
     """Derivatives in the tree (masses) or with external loads are plain autodiff of the
     per-state recursion, as before (the adjoint kernel differentiates the states only)."""
-    tree = jb.load_model("double_pendulum")
+    tree = jb.load_model("double_pendulum").tree
     q, qd, qdd, w = _states(tree, B=3, seed=2)
 
     @jax.jit
@@ -218,7 +218,7 @@ def test_other_derivatives_keep_the_per_state_route(kernel_calls):
 
 @pytest.mark.slow
 def test_ball_and_free_joints_keep_the_per_state_route(kernel_calls):
-    body = jb.load_model("wholebody")
+    body = jb.load_model("wholebody").tree
     q, qd, qdd, w = _states(body, B=3, seed=3)
     got = jax.jit(
         jax.grad(lambda a: jnp.sum(w * jax.vmap(lambda a, b, c: jb.inverse_dynamics(body, a, b, c))(a, qd, qdd)))

@@ -16,7 +16,7 @@ def test_stick_figure_of_the_double_pendulum_is_its_closed_form():
     # rod1 pivots at the origin (COM 0.5 m down the rod, length 1 m), rod2 at rod1's end (COM
     # 0.25 m): angles counter-clockwise from hanging straight down
     with jax.enable_x64(True):
-        tree = jb.load_model("double_pendulum", dtype=jnp.float64)
+        tree = jb.load_model("double_pendulum", dtype=jnp.float64).tree
         a, b = 0.7, -1.9
         sf = stick_figure(tree, jnp.array([a, b]))
         down = lambda th: np.array([np.sin(th), -np.cos(th), 0.0])
@@ -36,7 +36,7 @@ def test_stick_figure_of_the_double_pendulum_is_its_closed_form():
 
 
 def test_a_free_root_draws_no_bone_from_the_world():
-    tree = jb.load_model("wholebody")
+    tree = jb.load_model("wholebody").tree
     sf = stick_figure(tree, jb.configuration.neutral(tree))
     assert tree.joint_types[0] == "free" and sf.bones.shape == (2 * tree.n_segments - 1, 2, 3)
 
@@ -45,7 +45,7 @@ def test_animate_writes_a_gif_with_one_picture_per_frame(tmp_path):
     pytest.importorskip("matplotlib")
     from PIL import Image
 
-    tree = jb.load_model("double_pendulum")
+    tree = jb.load_model("double_pendulum").tree
     t = np.linspace(0.0, 1.0, 101)
     q = np.stack([np.sin(2 * t), np.cos(3 * t)], 1)
     path = tmp_path / "dp.gif"
@@ -70,7 +70,7 @@ def test_animate_writes_a_gif_with_one_picture_per_frame(tmp_path):
     ],
 )
 def test_animate_refuses_bad_input(tmp_path, bad, match):
-    tree = jb.load_model("double_pendulum")
+    tree = jb.load_model("double_pendulum").tree
     args = dict(time=np.array([0.0, 0.1, 0.2]), q=np.zeros((3, 2)), file=str(tmp_path / "a.gif"), view="auto")
     args.update(bad)
     with pytest.raises(ValueError, match=match):

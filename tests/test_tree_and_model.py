@@ -23,7 +23,7 @@ def test_round_trip_dict_and_file(tmp_path):
     jb.save_model(tree, path)
     saved = json.loads(path.read_text())
     assert saved["format"] == "jaxbio-model" and saved["version"] == 1
-    back = jb.load_model(path)
+    back = jb.load_model(path).tree
     for a, b in zip(jax.tree_util.tree_leaves(tree), jax.tree_util.tree_leaves(back)):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-15)
     assert back.parents == tree.parents and back.joint_types == tree.joint_types
@@ -284,7 +284,7 @@ def test_paths_that_are_not_model_files(tmp_path, monkeypatch):
 
 def test_utf8_bom_is_accepted(tmp_path):
     path = _write(tmp_path, "bom.json", b"\xef\xbb\xbf" + json.dumps(double_pendulum_dict()).encode())
-    assert jb.load_model(path).nq == 2
+    assert jb.load_model(path).tree.nq == 2
 
 
 # ---- the dtype cast (#17 item 8): validation after the cast ----------------------------------
@@ -297,7 +297,7 @@ def test_non_floating_dtypes_refused(dtype):
     with pytest.raises(ValueError, match="^dtype must be a floating-point dtype"):  # not the file's fault
         jb.load_model("double_pendulum", dtype=dtype)
     with pytest.raises(ValueError, match="dtype must be a floating-point dtype"):
-        jb.load_model("double_pendulum").astype(dtype)
+        jb.load_model("double_pendulum").tree.astype(dtype)
 
 
 def test_not_a_dtype():
@@ -308,8 +308,8 @@ def test_not_a_dtype():
 @pytest.mark.parametrize("name", jb.shipped_models())
 @pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16, jnp.float32])
 def test_shipped_models_load_in_narrow_floats(name, dtype):
-    t64 = jb.load_model(name, dtype=jnp.float64)
-    t = jb.load_model(name, dtype=dtype)
+    t64 = jb.load_model(name, dtype=jnp.float64).tree
+    t = jb.load_model(name, dtype=dtype).tree
     for field in t.leaf_shapes:
         a = getattr(t, field)
         assert a.dtype == dtype and np.all(np.isfinite(np.asarray(a, float)))
@@ -584,6 +584,6 @@ def test_save_model_is_atomic(tmp_path, monkeypatch):
     monkeypatch.undo()
     jb.save_model(jb.SegmentTree.from_dict(double_pendulum_dict(m1=2.0)), path)
     assert (path.stat().st_mode & 0o777) == 0o640  # permissions kept
-    assert jb.load_model(path).masses[0] == 2.0
+    assert jb.load_model(path).tree.masses[0] == 2.0
     with pytest.raises(ValueError, match="is a directory"):
         jb.save_model(tree, tmp_path)

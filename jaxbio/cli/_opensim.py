@@ -218,14 +218,14 @@ def cmd_animate(args) -> int:
 
     from jaxbio import coordinates
     from jaxbio._files import check_outputs, write_outputs
-    from jaxbio.io import load_any_model, process_coordinates, read_storage
+    from jaxbio.io import load_model, process_coordinates, read_storage
     from jaxbio.plot import animate
 
     (out,) = check_outputs([("--output", args.output)], [args.model, args.motion])
     fmt = Path(args.output).suffix.lower().lstrip(".")
     if fmt not in ("gif", "mp4"):
         raise ValueError(f"--output {args.output}: the animation format follows the extension, .gif or .mp4")
-    m = load_any_model(args.model, dtype=jnp.float64)
+    m = load_model(args.model, dtype=jnp.float64)
     table = read_storage(args.motion)
     names = m.coordinate_names
     present = [n for n in names if n in table.labels]
@@ -423,7 +423,7 @@ def cmd_id(args) -> int:
     import jaxbio as jb
 
     try:
-        tree = jb.load_model(args.model, dtype=jnp.float64)
+        tree = jb.load_model(args.model, dtype=jnp.float64).tree
     except ValueError as e:  # load_model's messages start with the file's path
         raise _InputError(str(e)) from None
     n = tree.nq

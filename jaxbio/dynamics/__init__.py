@@ -23,6 +23,7 @@ from jaxbio.dynamics.loads import point_loads
 from jaxbio.dynamics.kinematics import SegmentMotion, forward_kinematics, point_jacobian, segment_motion
 from jaxbio.dynamics._mass_matrix import bias_forces, com_jacobians, gravity_forces, mass_matrix
 from jaxbio.dynamics._rnea import inverse_dynamics, rnea, segment_wrenches
+from jaxbio.dynamics import model_coordinates  # noqa: F401  (registers the functions' model-coordinate forms)
 
 from jaxbio._lazy import attach  # noqa: E402
 

@@ -11,7 +11,10 @@ from jaxbio._validate import (
     finite,
     jit_checked,
 )
+import functools
+
 from jaxbio.configuration import check_unit
+from jaxbio.model import Model
 from jaxbio.tree import SegmentTree
 
 #: Arguments of the public functions that hold one state (checked for NaN/inf when concrete).
@@ -34,8 +37,34 @@ def public(fn):
     `jaxbio.configuration.UNIT_TOLERANCE` is an error naming the segment and its ``q`` entries:
     ``ValueError`` before tracing for a concrete ``q``, a run-time error when traced
     (`jaxbio.configuration.check_unit`).
+
+    The first argument is a `jaxbio.SegmentTree` (the state in its joint coordinates ``q``) or a
+    `jaxbio.Model` (the state in the model's own coordinates ``c``): a model whose coordinates are
+    its tree's (``model.coordinates.identity_map``) runs on its tree as it is; any other runs the
+    function's form in model coordinates registered in `MODEL_FORMS`
+    (`jaxbio.dynamics.model_coordinates`: the chain rule through the coordinate map).
     """
-    return jit_checked(fn, _check_states, static_argnames=("check",))
+    jitted = jit_checked(fn, _check_states, static_argnames=("check",))
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        model = kwargs.pop("tree") if "tree" in kwargs else (args[0] if args else None)
+        rest = args[1:] if args and model is args[0] else args
+        if isinstance(model, Model):
+            if "locked" in kwargs or not model.coordinates.identity_map:
+                return MODEL_FORMS[name](model, *rest, **kwargs)
+            model = model.tree
+        if "locked" in kwargs:
+            raise ValueError(f"{name}: locked needs a jaxbio.Model (its coordinates' names), not a SegmentTree")
+        return jitted(model, *rest, **kwargs)
+
+    return call
+
+
+#: The public functions' forms for a `jaxbio.Model` in its own coordinates, by function name
+#: (filled by `jaxbio.dynamics.model_coordinates` when the package is imported).
+MODEL_FORMS: dict = {}
 
 
 def _check_states(arguments: dict) -> None:

@@ -1,15 +1,17 @@
 """OpenSim models, motion files, and OpenSim's processing of coordinates (``jb.io``).
 
-Models: `load_osim(path)` → `OsimModel`: the skeleton of an OpenSim 3.x/4.x model as a
+Models: `load_model(path)` → `jaxbio.Model` (a jaxbio ``.json``, a shipped model, an ``.osim``)
+and `save_model(model, path)`; `load_osim(path)` (the ``.osim`` reader, with OpenSim's force-set
+options) → `jaxbio.Model`: the skeleton of an OpenSim 3.x/4.x model as a
 `jaxbio.SegmentTree` plus a `jaxbio.coordinates.CoordinateMap` from OpenSim's coordinates
-(`jaxbio.io.osim`), and its ForceSet's limits, springs and actuators (``OsimModel.forces``, an
+(`jaxbio.io.osim`), and its ForceSet's limits, springs and actuators (``Model.forces``, an
 `OsimForces`; `jaxbio.io._osim_forces`): `passive_forces(model, c, cd)` (CoordinateLimitForce,
 SpringGeneralizedForce, PointToPointSpring), `actuator_matrix(model, c)` ``B(c)`` and
 `actuator_forces(model, c, controls)` (Coordinate-, Point- and TorqueActuators), and
 `applied_forces(model, forces_to_exclude)` (what OpenSim's InverseDynamicsTool applies);
 `enforce_coordinates(model, c)`: clamped coordinates pulled into range, locked ones at their lock
-value (with `jaxbio.coordinates.forward_dynamics(..., locked=model.locked)` for the dynamics).
-Its Thelen2003 and Millard2012Equilibrium muscles (``OsimModel.muscles``, an `OsimMuscles`;
+value (with `jaxbio.forward_dynamics(model, ..., locked=model.locked)` for the dynamics).
+Its Thelen2003 and Millard2012Equilibrium muscles (``Model.muscles``, an `OsimMuscles`;
 `jaxbio.io._osim_muscles`: paths with wrap objects, conditional and moving points), as functions
 of OpenSim's coordinates ``c``: `muscle_lengths(model, c)`, `muscle_moment_arms(model, c)`
 (``−∂l/∂c``), `muscle_lengthening_speeds(model, c, cd)`, `muscle_generalized_forces(model, c,
@@ -94,7 +96,8 @@ _EXPORTS = {
     "inverse_dynamics_tool": "_tools",
     "InputMatch": "_tools",
     "InverseDynamicsInputs": "_tools",
-    "load_any_model": "_tools",
+    "load_model": "_model_files",
+    "save_model": "_model_files",
     "load_osim": "osim",
     "lowpass_iir": "_processing",
     "Markers": "_markers",
@@ -106,7 +109,6 @@ _EXPORTS = {
     "muscle_moment_arms": "_osim_muscles",
     "muscle_static_optimization_forces": "_osim_muscles",
     "OsimForces": "_osim_forces",
-    "OsimModel": "osim",
     "OsimMuscles": "_osim_muscles",
     "passive_forces": "_osim_forces",
     "PointActuators": "_osim_forces",
@@ -174,7 +176,8 @@ __all__ = [
     "format_sto",
     "generalized_forces",
     "inverse_dynamics_tool",
-    "load_any_model",
+    "load_model",
+    "save_model",
     "read_external_loads",
     "GCVSpline",
     "InputMatch",
@@ -182,7 +185,6 @@ __all__ = [
     "Markers",
     "marker_positions",
     "OsimMarkers",
-    "OsimModel",
     "ProcessedCoordinates",
     "Table",
     "butterworth_coefficients",

@@ -189,7 +189,7 @@ def inverse_kinematics_residuals(model, inputs: InverseKinematicsInputs, c: Floa
     docstring): ``√(w_i / Σw) (x_i(c) − m_i)`` for each tracked marker (zero where it is
     missing), then ``√w_j (c_j − v_j)`` for each coordinate task.
 
-    - ``model``: the `OsimModel`; ``inputs``: one frame of `InverseKinematicsInputs`
+    - ``model``: the `Model`; ``inputs``: one frame of `InverseKinematicsInputs`
       (``inputs.frame(i)``); ``c``: ``(nc,)`` rad / m.
 
     Returns ``(3k + j,)``. Pure (vmap over frames, grad)."""
@@ -368,7 +368,7 @@ def solve_inverse_kinematics(
 ) -> tuple[Float[Array, "T nc"], Float[Array, " T"]]:
     """Every frame's coordinates minimising OpenSim's IK goal (module docstring), pure and jit-able.
 
-    - ``model``: the `OsimModel` (with markers); ``inputs``: `InverseKinematicsInputs` of ``T`` frames.
+    - ``model``: the `Model` (with markers); ``inputs``: `InverseKinematicsInputs` of ``T`` frames.
     - ``c0``: ``(nc,)`` the start of frame 0 (default: the model's default pose, as OpenSim).
     - ``rtol``, ``atol``: the Levenberg–Marquardt tolerances (on the step and on the goal's change,
       as `optimistix.LevenbergMarquardt`'s); ``max_steps``: its iterations per frame at most.
@@ -432,7 +432,7 @@ def prepare_inverse_kinematics(
 ) -> InverseKinematicsInputs:
     """The frames of a trial as OpenSim's ``InverseKinematicsTool`` sets them up, outside jit.
 
-    - ``model``: an `OsimModel` with markers, or a ``.osim`` path.
+    - ``model``: an `Model` with markers, or a ``.osim`` path.
     - ``markers``: a ``.trc`` (or ``.c3d``) path or `Markers` (metres: the file's ``Units``).
     - ``marker_weights``: the applied ``IKMarkerTask`` s, ``{name: weight}`` (None or empty: every
       marker of the file that the model has, weight 1, as OpenSim).
@@ -445,9 +445,9 @@ def prepare_inverse_kinematics(
     ``ValueError`` for a model without markers, no tracked marker, a coordinate task naming no
     coordinate (or a dependent one), a ``from_file`` task without a file or its column, a NaN
     target, an empty time range."""
-    from jaxbio.io._tools import load_any_model
+    from jaxbio.io._tools import tool_model
 
-    m = load_any_model(model, dtype=dtype)
+    m = tool_model(model, dtype)
     data, where = _read_markers(markers)
     if m.markers is None:
         raise ValueError(f"{m.path}: the model has no markers (no <MarkerSet>); inverse kinematics needs them")
@@ -637,13 +637,14 @@ def inverse_kinematics_tool(
 
     Returns an `InverseKinematicsResult` (the motion and marker-error tables OpenSim writes, the
     coordinates in rad / m). Warns for frames where the solver did not meet its tolerance."""
-    from jaxbio.io._tools import coordinates_table, load_any_model
+    from jaxbio.io._tools import tool_model
+    from jaxbio.io._tools import coordinates_table
 
     if not (isinstance(accuracy, (int, float)) and math.isfinite(accuracy) and accuracy > 0):
         raise ValueError(f"accuracy must be a finite number > 0, got {accuracy!r}")
     say = progress or (lambda message: None)
     say("loading the model")
-    m = load_any_model(model, dtype=dtype)
+    m = tool_model(model, dtype)
     say("reading the markers")
     inputs = prepare_inverse_kinematics(
         m,

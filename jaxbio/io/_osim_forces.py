@@ -1,9 +1,9 @@
 """OpenSim's forces that matter for the tools: limits, springs and actuators of a ``ForceSet``.
 
 `jaxbio.io.load_osim` imports these ``ForceSet`` entries of OpenSim 3.x and 4.x files into
-`OsimForces` (``OsimModel.forces``), every number in SI units; Thelen and Millard muscles go to
-``OsimModel.muscles`` (`jaxbio.io._osim_muscles`), every other type stays listed in
-``OsimModel.ignored``. The formulas are opensim-core's (``OpenSim/Simulation/Model``
+`OsimForces` (``Model.forces``), every number in SI units; Thelen and Millard muscles go to
+``Model.muscles`` (`jaxbio.io._osim_muscles`), every other type stays listed in
+``Model.ignored``. The formulas are opensim-core's (``OpenSim/Simulation/Model``
 and ``OpenSim/Actuators``, OpenSim 4.6), and the generalised forces equal live OpenSim's to
 round-off (tests/io/test_osim_forces.py).
 
@@ -39,7 +39,7 @@ controls when it computes forces, and neither does `actuator_forces`.
 **Coordinates.** A generalised force on an OpenSim coordinate acts on its Simbody speed; for the
 rotational coordinates of a Ball or Free joint that speed is ``u = E(c) ċ`` (``ω`` in the parent
 frame, not the angle rates), the force in jaxbio's coordinates is ``Eᵀ f`` (the convention of
-`jaxbio.io.osim`, the same as `jaxbio.coordinates.inverse_dynamics`), and the "speed" that
+`jaxbio.io.osim`, the same as `jaxbio.inverse_dynamics` of the model), and the "speed" that
 damping multiplies (``Coordinate::getSpeedValue``) is that ``u``. Forces on bodies enter as
 ``J_cᵀ Σ J_vᵀ F`` (point forces) and ``J_cᵀ Σ J_ωᵀ T`` (torques), ``J_c = ∂q/∂c``.
 
@@ -471,10 +471,15 @@ def _to_coordinates(model, c, tau_q):
     return jnp.einsum("qc,q...->c...", J, tau_q, precision=HIGHEST)
 
 
-def _coordinates(model, c, name):
-    from jaxbio.coordinates import _model_coordinates
+def _forces_of(model) -> OsimForces:
+    """``model.forces``; the empty set for a model without any (`jaxbio.Model.from_tree`)."""
+    return OsimForces.empty(model.tree.masses.dtype) if model.forces is None else model.forces
 
-    return _model_coordinates(model.coordinates, c, name)
+
+def _coordinates(model, c, name):
+    from jaxbio.coordinates import as_coordinates
+
+    return as_coordinates(model.coordinates, c, name)
 
 
 def passive_forces(model, c: Float[ArrayLike, " nc"], cd: Float[ArrayLike, " nc"]) -> Float[Array, " nc"]:
@@ -482,17 +487,17 @@ def passive_forces(model, c: Float[ArrayLike, " nc"], cd: Float[ArrayLike, " nc"
     ``SpringGeneralizedForce`` and ``PointToPointSpring`` (module docstring).
 
     Args:
-        model: an `OsimModel` (its ``forces``; `applied_forces` selects a subset).
+        model: an `Model` (its ``forces``; `applied_forces` selects a subset).
         c, cd: ``(nc,)`` rad / m and rad/s / m/s, OpenSim's coordinates and their rates.
 
     Returns:
         ``(nc,)`` N·m / N in OpenSim's coordinates (jaxbio's convention for Ball/Free joints):
         what these forces add to the equations of motion, so OpenSim's inverse dynamics with
-        them is ``jaxbio.coordinates.inverse_dynamics(…) − passive_forces(…)``.
+        them is ``jaxbio.inverse_dynamics(model, …) − passive_forces(…)``.
     """
     c = _coordinates(model, c, "c")
     cd = _coordinates(model, cd, "cd").astype(c.dtype)
-    F = model.forces
+    F = _forces_of(model)
     nc = c.shape[0]
     mobility = jnp.zeros(nc, c.dtype)
     u = _to_speeds(F.euler_blocks, c, cd)  # what OpenSim's Coordinate::getSpeedValue returns
@@ -521,7 +526,7 @@ def actuator_matrix(model, c: Float[ArrayLike, " nc"]) -> Float[Array, "nc na"]:
     ``d`` at the point ``X``); ``TorqueActuator``: ``J_cᵀ (J_ω(A) − J_ω(B))ᵀ a`` (world axis ``a``).
     """
     c = _coordinates(model, c, "c")
-    F = model.forces
+    F = _forces_of(model)
     nc = c.shape[0]
     cols = []
     ca = F.coordinate_actuators
@@ -564,10 +569,10 @@ def actuator_forces(model, c: Float[ArrayLike, " nc"], controls: Float[ArrayLike
     u = jnp.asarray(controls, B.dtype)
     if u.shape != (B.shape[1],):
         raise ValueError(
-            f"controls must be ({B.shape[1]},), one per actuator {list(model.forces.actuator_names)}; "
+            f"controls must be ({B.shape[1]},), one per actuator {list(_forces_of(model).actuator_names)}; "
             f"got shape {u.shape}"
         )
-    return jnp.sum(B * (model.forces.optimal_force.astype(B.dtype) * u)[None, :], axis=1)
+    return jnp.sum(B * (_forces_of(model).optimal_force.astype(B.dtype) * u)[None, :], axis=1)
 
 
 # ---- forces_to_exclude -----------------------------------------------------------------------------
@@ -628,7 +633,7 @@ def applied_forces(model, forces_to_exclude=("muscles",)):
     while an actuator is applied (OpenSim's controls would then not be zero). Actuators without
     controllers have zero controls in OpenSim's tools, hence no force.
     """
-    forces: OsimForces = model.forces
+    forces: OsimForces = _forces_of(model)
     where = getattr(model, "path", "") or "model"
     excluded, unmatched = excluded_names(forces, forces_to_exclude)
     for word in unmatched:

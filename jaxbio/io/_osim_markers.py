@@ -1,4 +1,4 @@
-"""OpenSim's markers: the ``MarkerSet`` of a model (`OsimMarkers`, ``OsimModel.markers``) and
+"""OpenSim's markers: the ``MarkerSet`` of a model (`OsimMarkers`, ``Model.markers``) and
 their world positions as a function of the coordinates (`marker_positions`).
 
 A ``Marker`` is a point fixed in a frame: OpenSim 4.x names the frame with
@@ -35,7 +35,7 @@ __all__ = ["OsimMarkers", "marker_positions"]
 
 
 class OsimMarkers(eqx.Module):
-    """The markers of an OpenSim model (``OsimModel.markers``), in the MarkerSet's order.
+    """The markers of an OpenSim model (``Model.markers``), in the MarkerSet's order.
 
     - ``names`` (static): the marker names, unique.
     - ``frames`` (static): the frame each marker is fixed to, as the file names it (a body name,
@@ -159,7 +159,7 @@ def _marker_points(model, markers: OsimMarkers, q) -> Float[Array, "m 3"]:
 def marker_positions(model, c: Float[ArrayLike, " nc"], markers: OsimMarkers | None = None) -> Float[Array, "m 3"]:
     """World positions of the model's markers at OpenSim coordinates ``c``.
 
-    - ``model``: an `OsimModel` with markers (``model.markers``; `jaxbio.io.load_osim`).
+    - ``model``: an `Model` with markers (``model.markers``; `jaxbio.io.load_osim`).
     - ``c``: ``(nc,)`` rad / m, OpenSim's coordinates in ``model.coordinate_names`` order.
     - ``markers``: another `OsimMarkers` on the same model (e.g. ``model.markers.select(names)``);
       default ``model.markers``.

@@ -2,8 +2,8 @@
 
 `jaxbio.io.load_osim` imports every enabled ``Thelen2003Muscle`` and
 ``Millard2012EquilibriumMuscle`` of an OpenSim 3.x or 4.x file into `OsimMuscles`
-(``OsimModel.muscles``; ``None`` when the file has none). Other muscle classes stay listed in
-``OsimModel.ignored`` (the skeleton still loads); disabled muscles (``appliesForce`` false, 3.x
+(``Model.muscles``; ``None`` when the file has none). Other muscle classes stay listed in
+``Model.ignored`` (the skeleton still loads); disabled muscles (``appliesForce`` false, 3.x
 ``isDisabled`` true) are skipped, as OpenSim applies nothing for them.
 
 **Formats.** 4.x: ``<GeometryPath><PathPointSet><objects>`` of ``PathPoint``,
@@ -19,10 +19,10 @@ Wrap objects: each body's (and the ground's) ``<WrapObjectSet><objects>`` (``Wra
 
 **Frames.** Every point is converted at load time to the frame of its jaxbio tree segment (the
 body's joint child frame, `jaxbio.io.osim`), wrap objects too (their frame is their body's):
-``OsimMuscles.paths`` is a `jaxbio.muscles.geometry.MusclePaths` on ``OsimModel.tree``.
+``OsimMuscles.paths`` is a `jaxbio.muscles.geometry.MusclePaths` on ``Model.tree``.
 
 **Conditional and moving points** need OpenSim's coordinates ``c``, so the functions here take
-``c`` (``OsimModel.coordinate_names`` order), not the tree's ``q``:
+``c`` (``Model.coordinate_names`` order), not the tree's ``q``:
 
 - a ``ConditionalPathPoint`` is on the path when its coordinate is within its range, OpenSim's
   inclusive test with its tolerance, ``range_min − 1e-5 ≤ c ≤ range_max + 1e-5``
@@ -114,7 +114,7 @@ class OsimMuscles(eqx.Module):
 
     - ``names``, ``types`` (static): OpenSim's names and classes, ForceSet order (the order of
       every per-muscle array and result).
-    - ``paths``: `jaxbio.muscles.geometry.MusclePaths` on ``OsimModel.tree`` (points in segment
+    - ``paths``: `jaxbio.muscles.geometry.MusclePaths` on ``Model.tree`` (points in segment
       frames; a moving point holds its location at the default coordinates, replaced per call).
     - ``thelen``, ``millard``: a `jaxbio.muscles.Thelen2003Muscle` /
       `jaxbio.muscles.Millard2012EquilibriumMuscle` of the muscles of that class, or ``None``;
@@ -190,10 +190,10 @@ class OsimMuscles(eqx.Module):
 
 
 def _muscles_of(model):
-    from jaxbio.io._osim_model import OsimModel
+    from jaxbio.model import Model
 
-    if not isinstance(model, OsimModel):
-        raise ValueError(f"model must be an OsimModel (jaxbio.io.load_osim), got {type(model).__name__}")
+    if not isinstance(model, Model):
+        raise ValueError(f"model must be an Model (jaxbio.io.load_osim), got {type(model).__name__}")
     if model.muscles is None:
         raise ValueError(
             f"{model.path or 'model'}: no imported muscles (Thelen2003Muscle, "
@@ -256,7 +256,7 @@ def muscle_lengths(model, c: Float[ArrayLike, " nc"]) -> Float[Array, " m"]:
     """Muscle–tendon path lengths (OpenSim's ``GeometryPath::getLength``).
 
     Args:
-        model: an `OsimModel` with muscles (``model.muscles``).
+        model: an `Model` with muscles (``model.muscles``).
         c: ``(nc,)`` rad / m, OpenSim's coordinates (``model.coordinate_names``).
 
     Returns:
@@ -364,7 +364,7 @@ def read_muscles(
     dtype,
 ) -> tuple[OsimMuscles | None, set, tuple[str, ...]]:
     """`OsimMuscles` of a ``<Model>`` element's ForceSet (``None`` when it has no enabled Thelen
-    or Millard muscle), the set of elements imported and notes for ``OsimModel.ignored`` (muscle
+    or Millard muscle), the set of elements imported and notes for ``Model.ignored`` (muscle
     models whose parameters OpenSim refuses: not imported, the skeleton stays usable). ``frame``
     resolves a body/frame path (as in `jaxbio.io._osim_forces.read_forces`); ``disabled`` holds
     the ForceSet entries that apply no force."""

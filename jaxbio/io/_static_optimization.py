@@ -63,7 +63,8 @@ from jaxbio.estimation import StaticOptimizationResult
 from jaxbio.estimation.one_frame import check_p as _check_p, solve_frame as _solve_frame, solver_options as _options
 from jaxbio.io._external_loads import ExternalLoads, read_external_loads
 from jaxbio.io._storage import Table
-from jaxbio.io._tools import InverseDynamicsInputs, _prepare, generalized_forces, load_any_model
+from jaxbio.io._tools import tool_model
+from jaxbio.io._tools import InverseDynamicsInputs, _prepare, generalized_forces
 
 __all__ = [
     "StaticOptimizationTables",
@@ -197,7 +198,7 @@ def solve_static_optimization(
     imported muscles within their control bounds and the reserve controls that minimise
     ``Σ aᵖ + Σ y²`` while producing the frame's generalised forces.
 
-    - ``model``: an `OsimModel` with muscles (any array leaf may be traced).
+    - ``model``: an `Model` with muscles (any array leaf may be traced).
     - ``inputs``: one frame of `InverseDynamicsInputs` (``prepare_static_optimization(...).frame(i)``),
       or map over a trial with ``jax.vmap(solve_static_optimization, (None, 0))``.
     - ``activation_exponent``: ``p`` (static, ≥ 2); ``use_muscle_physiology``: static.
@@ -278,7 +279,7 @@ def prepare_static_optimization(
     """``(model, inputs)``: the model with the actuator files' forces appended (as `load_osim`'s
     ``force_set_files``) and the motion processed as OpenSim's ``AnalyzeTool`` does (module
     docstring, step 1), for `solve_static_optimization`. Arguments as `static_optimization_tool`."""
-    from jaxbio.io.osim import OsimModel, load_osim
+    from jaxbio.io.osim import Model, load_osim
 
     say = progress or (lambda message: None)
     say("loading the model")
@@ -291,13 +292,13 @@ def prepare_static_optimization(
             else tuple(actuators)
         )
     )
-    if files and isinstance(model, OsimModel):
+    if files and isinstance(model, Model):
         model = model.path  # re-read with the actuators appended
     if files:
         m = load_osim(model, dtype=dtype, force_set_files=files)
     else:
-        m = load_any_model(model, dtype=dtype)
-    if not isinstance(m, OsimModel) or m.muscles is None:
+        m = tool_model(model, dtype)
+    if not isinstance(m, Model) or m.muscles is None:
         raise ValueError(
             f"{getattr(m, 'path', model)}: static optimisation needs an OpenSim model with muscles "
             f"(Thelen2003Muscle, Millard2012EquilibriumMuscle)"
@@ -306,7 +307,7 @@ def prepare_static_optimization(
     if missing:  # OpenSim would apply them: solving without them is another model
         raise ValueError(
             f"{m.path}: forces that OpenSim's static optimisation applies are not imported by jaxbio: "
-            f"{', '.join(missing)} (see OsimModel.ignored)"
+            f"{', '.join(missing)} (see Model.ignored)"
         )
     _check_bounds(m)
     _check_reserve_bounds(m)
@@ -448,7 +449,7 @@ def static_optimization_tool(
 ) -> StaticOptimizationTables:
     """OpenSim's ``AnalyzeTool`` with a ``StaticOptimization`` analysis (module docstring).
 
-    - ``model``: an `OsimModel` or a ``.osim`` path (with Thelen2003 or Millard2012 muscles).
+    - ``model``: an `Model` or a ``.osim`` path (with Thelen2003 or Millard2012 muscles).
     - ``motion``: a `Table` or a ``.mot``/``.sto`` path of coordinates (IK output).
     - ``external_loads``: an ExternalLoads ``.xml`` path or `ExternalLoads`, or None.
     - ``actuators``: an OpenSim force set file (or several) of reserve actuators, appended to the

@@ -15,7 +15,7 @@ What `inverse_dynamics_tool` does, in OpenSim's order (opensim-core
    (`external_load_data`) and applied to the bodies they name: force at its point, plus the free
    torque, each rotated to the world from the frame it is expressed in.
 3. generalised forces ``τ_c = J(c)ᵀ τ(q, q̇, q̈, external) − τ_forces(c, ċ)``
-   (`jaxbio.coordinates.inverse_dynamics`, `jaxbio.io.passive_forces`), every frame at once:
+   (`jaxbio.inverse_dynamics` of the `jaxbio.Model`, `jaxbio.io.passive_forces`), every frame at once:
    OpenSim subtracts the generalised force of every model force it applies, i.e. every force of
    the ForceSet not excluded by ``forces_to_exclude`` (`jaxbio.io.applied_forces`: names, group
    names, ``all``, ``actuators``, ``muscles``; DynamicsTool::disableModelForces). Actuators have
@@ -38,9 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import os
 import warnings
-from pathlib import Path
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -52,12 +50,13 @@ from jaxtyping import Array, Float
 
 from jaxbio import _aot, coordinates
 from jaxbio import quaternion as quat
-from jaxbio.dynamics import forward_kinematics, point_loads
+from jaxbio.dynamics import forward_kinematics, inverse_dynamics, point_loads
 from jaxbio.io._external_loads import ExternalLoads, external_load_data, read_external_loads
 from jaxbio.io._gcvspl import GCVSpline
 from jaxbio.io._processing import process_coordinates
 from jaxbio.io._storage import Table, read_storage
 from jaxbio._text import listing
+from jaxbio.io._model_files import load_model
 
 __all__ = [
     "InputMatch",
@@ -65,89 +64,22 @@ __all__ = [
     "coordinates_table",
     "generalized_forces",
     "inverse_dynamics_tool",
-    "load_any_model",
     "prepare_inverse_dynamics",
 ]
 
 
-def load_any_model(model, *, dtype=None):
-    """An `OsimModel` from a ``.osim`` path, a shipped model name or a model ``.json`` path, or the
-    model itself (an `OsimModel` or a `jaxbio.SegmentTree`).
-
-    A model file with coupled coordinates (``"coordinates"`` and ``"coordinate_functions"``, as
-    `jaxbio.save_model` writes an `OsimModel`) gives those coordinates, their map, defaults,
-    ranges and flags; a tree (or a file without them) gives one coordinate per 1-DOF joint, named
-    after the segment. Models read from JSON have no forces or muscles, and their bodies are the
-    tree's segments."""
-    from jaxbio.io.osim import OsimModel, load_osim
-    from jaxbio.model import _load
-    from jaxbio.tree import SegmentTree
-
-    if isinstance(model, OsimModel):
-        return model
-    if isinstance(model, (str, os.PathLike)):
-        if Path(model).suffix.lower() == ".osim":
-            return load_osim(model, dtype=dtype)
-        tree, section = _load(model, dtype)
-        return _tree_model(tree, section)
-    if isinstance(model, SegmentTree):
-        return _tree_model(model)
-    raise ValueError(f"model must be an OsimModel, a SegmentTree, or a path, got {type(model).__name__}")
-
-
-def _tree_model(tree, section=None):
-    """A jaxbio tree as an `OsimModel`: the coordinates of a model file's ``"coordinates"``
-    section (`jaxbio._validate.validate_coordinates_dict`'s result), or identity coordinates named
-    after the segments."""
-    from jaxbio.coordinates import CoordinateMap, from_sections
-    from jaxbio.io.osim import OsimModel
-
-    dt = tree.masses.dtype
-    if section is not None:
-        nc = len(section["names"])
-        coords = dict(
-            coordinates=from_sections(section, dtype=dt),
-            defaults=jnp.asarray(section["defaults"], dt),
-            default_speeds=jnp.asarray(section["speeds"], dt),
-            ranges=jnp.asarray(section["ranges"], dt),
-            clamped=section["clamped"],
-            locked=section["locked"],
-            motion_types=section["motion_types"],
+def tool_model(model, dtype=None):
+    """`load_model`'s `jaxbio.Model` for OpenSim's tools, whose motion files name one coordinate
+    per column: ``ValueError`` for a tree with ball or free joints (their quaternions are no
+    coordinates of a motion file)."""
+    m = load_model(model, dtype=dtype)
+    if m.tree.nq != m.tree.nv:
+        bad = [n for n, t in zip(m.tree.names, m.tree.joint_types) if t in ("spherical", "free")]
+        raise ValueError(
+            f"model {m.tree.name!r}: motion files name one coordinate per joint; segments {bad} have "
+            f"ball or free joints (import the model from its .osim file instead)"
         )
-        dof_segments = [i for i, t in enumerate(tree.joint_types) if t != "fixed"]
-        owner = [dof_segments[section["source"].index(j)] for j in range(nc)]  # the first segment it drives
-    else:
-        if not tree.is_axial:
-            bad = [n for n, t in zip(tree.names, tree.joint_types) if t not in ("revolute", "prismatic")]
-            raise ValueError(
-                f"model {tree.name!r}: motion files name one coordinate per joint; segments {bad} have "
-                f"ball, free or fixed joints (import the model from its .osim file instead)"
-            )
-        nc = tree.nq
-        coords = dict(
-            coordinates=CoordinateMap.identity(tree.names),
-            defaults=jnp.zeros(nc, dt),
-            default_speeds=jnp.zeros(nc, dt),
-            ranges=jnp.tile(jnp.array([-jnp.inf, jnp.inf], dt), (nc, 1)),
-            clamped=(False,) * nc,
-            locked=(False,) * nc,
-            motion_types=tuple("rotational" if t == "revolute" else "translational" for t in tree.joint_types),
-        )
-        owner = list(range(nc))
-    return OsimModel(
-        tree=tree,
-        **coords,
-        body_positions=jnp.zeros((tree.n_segments + 1, 3), dt),
-        body_orientations=jnp.tile(jnp.array([1.0, 0, 0, 0], dt), (tree.n_segments + 1, 1)),
-        prescribed=(False,) * nc,
-        bodies=("ground",) + tuple(tree.names),
-        body_segments=(-1,) + tuple(range(tree.n_segments)),
-        joints=tuple(tree.names),
-        joint_types=tuple(tree.joint_types),
-        coordinate_joints=tuple(owner),
-        ignored=(),
-        path=tree.name,
-    )
+    return m
 
 
 class InverseDynamicsInputs(eqx.Module):
@@ -406,7 +338,7 @@ def prepare_inverse_dynamics(
     motion's coordinates processed and the external loads interpolated at its frames.
 
     Arguments as `inverse_dynamics_tool`. Returns an `InverseDynamicsInputs` of ``T`` frames in
-    the model's float type (``dtype``, as `load_any_model`), the argument of `generalized_forces`::
+    the model's float type (``dtype``, as `load_model`), the argument of `generalized_forces`::
 
         model = jb.io.load_osim("subject01.osim")
         inputs = jb.io.prepare_inverse_dynamics(model, "walk_ik.mot", external_loads="grf.xml",
@@ -418,7 +350,7 @@ def prepare_inverse_dynamics(
     Raises ``ValueError`` as `inverse_dynamics_tool`.
     """
     say = progress or (lambda message: None)
-    return _prepare(load_any_model(model, dtype=dtype), motion, external_loads, lowpass_hz, start, end, say)[0]
+    return _prepare(tool_model(model, dtype), motion, external_loads, lowpass_hz, start, end, say)[0]
 
 
 def _check_inputs(model, inputs: InverseDynamicsInputs) -> None:
@@ -471,10 +403,10 @@ def _external(model, q, inputs: InverseDynamicsInputs):
 
 def generalized_forces(model, inputs: InverseDynamicsInputs) -> Float[Array, " nc"]:
     """Step 3 of OpenSim's ``InverseDynamicsTool`` for one frame: ``τ_c = J(c)ᵀ τ(q, q̇, q̈,
-    external)`` (`jaxbio.coordinates.inverse_dynamics`) with the external loads rotated to the
+    external)`` (`jaxbio.inverse_dynamics` of the model) with the external loads rotated to the
     world and applied at their points (`jaxbio.dynamics.point_loads`).
 
-    - ``model``: the `OsimModel` the inputs were prepared for (any of its array leaves may be
+    - ``model``: the `Model` the inputs were prepared for (any of its array leaves may be
       traced: masses, COMs, inertias, joint frames of ``model.tree``, the coefficients of
       ``model.coordinates``, the body frames).
     - ``inputs``: one frame of `InverseDynamicsInputs` (``c`` ``(nc,)``, ``forces`` ``(k, 3)``, …):
@@ -490,9 +422,7 @@ def generalized_forces(model, inputs: InverseDynamicsInputs) -> Float[Array, " n
 
     _check_inputs(model, inputs)
     q = coordinates.to_tree(model.coordinates, inputs.c)
-    tau = coordinates.inverse_dynamics(
-        model.tree, model.coordinates, inputs.c, inputs.cd, inputs.cdd, _external(model, q, inputs)
-    )
+    tau = inverse_dynamics(model, inputs.c, inputs.cd, inputs.cdd, _external(model, q, inputs))
     return tau - passive_forces(model, inputs.c, inputs.cd)
 
 
@@ -516,8 +446,8 @@ def inverse_dynamics_tool(
 ) -> Table:
     """OpenSim's ``InverseDynamicsTool`` (module docstring): generalised forces of a motion.
 
-    - ``model``: an `OsimModel`, a ``.osim`` / model ``.json`` path or shipped model name, or a
-      `jaxbio.SegmentTree` (see `load_any_model`).
+    - ``model``: an `Model`, a ``.osim`` / model ``.json`` path or shipped model name, or a
+      `jaxbio.SegmentTree` (see `load_model`).
     - ``motion``: a `Table` or a ``.mot``/``.sto`` path of coordinates (IK output; degrees as the
       file says).
     - ``external_loads``: an ExternalLoads ``.xml`` path or `ExternalLoads`, or None.
@@ -541,7 +471,7 @@ def inverse_dynamics_tool(
 
     say = progress or (lambda message: None)
     say("loading the model")
-    m = applied_forces(load_any_model(model, dtype=dtype), forces_to_exclude)
+    m = applied_forces(tool_model(model, dtype), forces_to_exclude)
     inputs, processed = _prepare(m, motion, external_loads, lowpass_hz, start, end, say)
     time = processed.time
     say(f"inverse dynamics of {time.size} frames")
@@ -558,14 +488,14 @@ def inverse_dynamics_tool(
 def coordinates_table(model, time, c, *, degrees: bool = True, name: str = "jaxbio motion") -> Table:
     """A motion of ``model``'s coordinates as a `Table` for a ``.mot`` file that OpenSim (its GUI,
     ``TimeSeriesTable``, the tools) plays on the same model: ``time`` ``(T,)`` s, ``c`` ``(T, nc)``
-    rad / m in the model's coordinate order (`OsimModel.coordinate_names`; for a jaxbio tree of
+    rad / m in the model's coordinate order (`Model.coordinate_names`; for a jaxbio tree of
     1-DOF joints, its ``q``, named after the segments). Rotational coordinates are written in
     degrees with ``inDegrees=yes`` unless ``degrees`` is False. Write it with ``write_sto(path,
     table)`` (any extension; ``.mot`` is what OpenSim's GUI lists as a motion).
 
-    A trajectory of a simulation (``jb.simulate``) on the tree of an `OsimModel` is in tree
+    A trajectory of a simulation (``jb.simulate``) on the tree of an `Model` is in tree
     coordinates ``q``; for an identity `CoordinateMap` (no coupled coordinates) ``c = q``."""
-    m = load_any_model(model)
+    m = tool_model(model)
     t = np.asarray(time, float)
     x = np.array(c, dtype=float)
     names = m.coordinate_names

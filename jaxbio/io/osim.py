@@ -3,7 +3,7 @@
 Reads bodies, the ground, gravity, joints and coordinates with `xml.etree` (outside jit, into
 numpy) and builds a `jaxbio.SegmentTree` with the model builder (`jaxbio.models.build`) plus a
 `jaxbio.coordinates.CoordinateMap` from OpenSim's coordinates to the tree's. Returns an
-`OsimModel`.
+`Model`.
 
 **Formats.** 4.x files (``<JointSet>``; each joint's ``socket_parent_frame`` /
 ``socket_child_frame`` names a body, the ground or a ``PhysicalOffsetFrame`` in the joint's
@@ -15,7 +15,7 @@ on the child). Orientations are OpenSim's body-fixed X-Y-Z Euler angles (rad).
 **Frames.** jaxbio's segment frame of each OpenSim body is the *child frame of its joint* (Simbody's
 mobilized frame M), so the joint motion is the segment's joint motion; mass centre and inertia
 (given by OpenSim in the body frame, the inertia about the mass centre) are transformed into it
-(`jaxbio.models.build.transformed`). `OsimModel.body_positions` / ``body_orientations`` give the
+(`jaxbio.models.build.transformed`). `Model.body_positions` / ``body_orientations`` give the
 pose of each OpenSim body frame in its segment frame, for anything else body-fixed (markers;
 muscle points and wrap objects are converted with it at load time). A welded body (``WeldJoint``,
 or a CustomJoint whose six functions are constants) is a ``"fixed"`` segment, massless or not,
@@ -71,15 +71,15 @@ joint's rotations OpenSim's velocity-product terms (hence inverse dynamics, not 
 differ. The tests check jaxbio against finite differences of OpenSim's positions and against
 Lagrange's equations in those cases.
 
-**Coordinates** (``c``, `OsimModel.coordinates`): in OpenSim's order (``Model.getCoordinateSet``:
+**Coordinates** (``c``, `Model.coordinates`): in OpenSim's order (``Model.getCoordinateSet``:
 joints in file order, each joint's coordinates in its order; a CustomJoint's in order of first
 use by rotation1 … translation3), with their default value, default speed, range, clamped,
 locked, prescribed flags and motion type (rotational, translational or coupled, derived as
 OpenSim does). Each tree coordinate is a function of one OpenSim coordinate
 (`jaxbio.coordinates`): ``q = to_tree(cmap, c)``; the dynamics in OpenSim's coordinates are
-`jaxbio.coordinates.inverse_dynamics` and friends. What OpenSim does with the flags:
+`jaxbio.inverse_dynamics(model, c, cd, cdd)` and friends. What OpenSim does with the flags:
 ``locked`` coordinates are held at their default value by a constraint — in jaxbio
-`jaxbio.coordinates.forward_dynamics` with ``locked=model.locked`` (their accelerations are 0,
+`jaxbio.forward_dynamics(model, ..., locked=model.locked)` (their accelerations are 0,
 the others solve the reduced system) and `enforce_coordinates`; ``clamped`` coordinates are pulled
 into their range when a value is set with constraints enforced (``Coordinate.setValue``) —
 `enforce_coordinates`. OpenSim's inverse dynamics ignores both (``InverseDynamicsSolver``:
@@ -88,21 +88,21 @@ static optimisation solves only the coordinates that are neither locked nor pres
 does `jaxbio.io.static_optimization_tool`. Prescribed motion (``prescribed_function``) is
 recorded, not imported.
 
-**Forces** (`OsimModel.forces`, `jaxbio.io._osim_forces`): the ForceSet's CoordinateLimitForces,
+**Forces** (`Model.forces`, `jaxbio.io._osim_forces`): the ForceSet's CoordinateLimitForces,
 SpringGeneralizedForces, PointToPointSprings, CoordinateActuators, PointActuators and
 TorqueActuators, with OpenSim's formulas (`jaxbio.io.passive_forces`, `jaxbio.io.actuator_matrix`).
 
-**Muscles** (`OsimModel.muscles`, `jaxbio.io._osim_muscles`): the ForceSet's enabled
+**Muscles** (`Model.muscles`, `jaxbio.io._osim_muscles`): the ForceSet's enabled
 Thelen2003Muscles and Millard2012EquilibriumMuscles, with their paths (fixed, conditional and
 moving points; the bodies' wrap objects and each path's PathWraps) on the tree, as functions of
 OpenSim's coordinates (`jaxbio.io.muscle_lengths`, ``muscle_moment_arms`` …).
 
-**Markers** (`OsimModel.markers`, `jaxbio.io._osim_markers`): the MarkerSet's ``Marker`` s on
+**Markers** (`Model.markers`, `jaxbio.io._osim_markers`): the MarkerSet's ``Marker`` s on
 their frames (4.x ``socket_parent_frame``, 3.x ``body``); `jaxbio.io.marker_positions`.
 
 **Coordinate couplers** (``CoordinateCouplerConstraint``, one independent coordinate): the
 dependent coordinate ``d = s · g(c_i)`` (``scale_factor`` ``s``, ``coupled_coordinates_function``
-``g``) is removed from ``c`` (`OsimModel.dependent_coordinates`) and each tree coordinate it
+``g``) is removed from ``c`` (`Model.dependent_coordinates`) and each tree coordinate it
 drives, ``f(d)``, becomes ``f(s · g(c_i))`` (`jaxbio.io._osim_functions.compose`: ``f`` or ``g``
 must be a straight line), so that the dynamics in ``c`` are the constrained model's. OpenSim's
 inverse dynamics ignores constraints and reports a force for the dependent coordinate; jaxbio's
@@ -112,8 +112,8 @@ generalised force of ``c_i`` includes it (virtual work).
 triangle inequality and models without mass are accepted (`SegmentTree.from_dict` with
 ``physical=False``).
 
-**Not imported yet** (listed in `OsimModel.ignored` when present, never applied; those that act
-on the dynamics also in `OsimModel.not_imported`, and ``load_osim(..., strict=True)`` refuses
+**Not imported yet** (listed in `Model.ignored` when present, never applied; those that act
+on the dynamics also in `Model.not_imported`, and ``load_osim(..., strict=True)`` refuses
 them): the other forces (``ForceSet``: other muscle classes, muscles whose parameters jaxbio
 refuses, path actuators and springs, other actuators, ligaments, contact; disabled forces), other
 constraints (``ConstraintSet``), contact geometry, wrap objects when no imported muscle
@@ -148,7 +148,7 @@ from jaxbio._files import read_bytes, text_encoding
 from jaxbio._validate import as_shape, model_dtype, to_device
 from jaxbio.coordinates import CoordinateMap, Piecewise
 from jaxbio.io import _osim_functions as fn
-from jaxbio.io._osim_model import OsimModel
+from jaxbio.model import Model
 from jaxbio.io._osim_xml import _describe, _flag, _function, _function_element, _numbers, _text
 from jaxbio.models.build import Body, model, segment, transformed, virtual
 from jaxbio.tree import SegmentTree
@@ -156,7 +156,7 @@ from jaxbio.tree import SegmentTree
 if TYPE_CHECKING:
     pass
 
-__all__ = ["OsimModel", "load_osim", "enforce_coordinates"]
+__all__ = ["Model", "load_osim", "enforce_coordinates"]
 
 GRAVITY = (0.0, -9.80665, 0.0)  # OpenSim's default gravity, m/s²
 DEFAULT_RANGE = (-10.0, 10.0)  # OpenSim's default coordinate range
@@ -174,11 +174,11 @@ JOINT_AXES = {
     "FreeJoint": ((0, _X, 0), (1, _Y, 1), (2, _Z, 2), (3, _X, 3), (4, _Y, 4), (5, _Z, 5)),
 }
 JOINT_TYPES = tuple(JOINT_AXES) + ("CustomJoint",)
-#: sets that are not imported yet (reported in OsimModel.ignored when not empty)
+#: sets that are not imported yet (reported in Model.ignored when not empty)
 IGNORED_SETS = (
     "ForceSet",
     "ConstraintSet",
-    "MarkerSet",  # its Markers are imported (OsimModel.markers); other objects are listed
+    "MarkerSet",  # its Markers are imported (Model.markers); other objects are listed
     "ContactGeometrySet",
     "ControllerSet",
     "ProbeSet",
@@ -186,7 +186,7 @@ IGNORED_SETS = (
 )
 
 
-def enforce_coordinates(model: OsimModel, c: Float[ArrayLike, " nc"]) -> Float[Array, " nc"]:
+def enforce_coordinates(model: Model, c: Float[ArrayLike, " nc"]) -> Float[Array, " nc"]:
     """Coordinate values ``c`` ``(nc,)`` as OpenSim sets them with constraints enforced
     (``Coordinate::setValue(state, value, enforceConstraints=true)`` for each coordinate): a
     ``clamped`` coordinate is pulled into its ``range``, a ``locked`` one keeps its lock value (the
@@ -532,7 +532,7 @@ def _body(elem: ET.Element) -> Body:
     return Body(float(mass), com, np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]]))
 
 
-#: entries of OsimModel.ignored that act on the dynamics (OpenSim applies them): enabled forces
+#: entries of Model.ignored that act on the dynamics (OpenSim applies them): enabled forces
 #: and constraints not imported, muscles whose parameters were refused, other <components>
 _ACTING = re.compile(r"^(ForceSet|ConstraintSet): \d+ objects|^components: |^\w+: \d+ muscles not imported")
 
@@ -739,7 +739,7 @@ def _without_repeated_forces(raw: bytes, force_sets, files, replace: bool) -> li
 
 def _parse(
     path: Path, raw: bytes, dtype, force_sets: Sequence[ET.Element] = (), replace_force_set: bool = False
-) -> OsimModel:
+) -> Model:
     from jaxbio._text import parse_xml
 
     try:
@@ -923,7 +923,7 @@ def _parse(
     )
     body_names = [ground] + moving
     poses = [placed[b][1] for b in body_names]
-    return OsimModel(
+    return Model(
         tree=tree,
         coordinates=CoordinateMap.from_pieces(cnames, source, pieces, dtype=dtype),
         defaults=to_device([c.default for c in coords], dt),
@@ -957,7 +957,7 @@ def load_osim(
     force_set_files: Sequence[str | os.PathLike] = (),
     replace_force_set: bool = False,
     strict: bool = False,
-) -> OsimModel:
+) -> Model:
     """Read the skeleton of an OpenSim model file (``.osim``, OpenSim 3.x or 4.x).
 
     Args:
@@ -970,14 +970,14 @@ def load_osim(
         replace_force_set: the files' forces replace the model's ForceSet (OpenSim's
             ``<replace_force_set>``).
         strict: refuse a model with an element that acts on the dynamics and is not imported
-            (``OsimModel.not_imported``: a force or constraint of a type jaxbio does not
+            (``Model.not_imported``: a force or constraint of a type jaxbio does not
             import, muscles whose parameters jaxbio refuses, other ``<components>``). Without
             it such elements are listed, a warning names them, and the tools refuse to run
             where OpenSim would apply them (inverse dynamics may exclude unsupported forces,
             e.g. muscles).
 
     Returns:
-        `OsimModel`: ``tree`` (a `jaxbio.SegmentTree`), ``coordinates`` (the
+        `Model`: ``tree`` (a `jaxbio.SegmentTree`), ``coordinates`` (the
         `jaxbio.coordinates.CoordinateMap` from OpenSim's coordinates to the tree's) and the
         coordinates' and bodies' properties. Modelling choices (frames, Ball and Free joints,
         CustomJoints, what is not imported) are in the docstring of `jaxbio.io.osim`.
@@ -1028,5 +1028,5 @@ def load_osim(
 #: models read by `load_osim`, by the file's bytes, name, dtype and force sets: a session of
 #: trials (``jaxbio run-tool A.xml B.xml …``, or a loop in Python) whose setups name copies of one
 #: model parses it once (models are immutable); the oldest is dropped beyond ``_PARSED_MAX``
-_PARSED: dict[tuple, OsimModel] = {}
+_PARSED: dict[tuple, Model] = {}
 _PARSED_MAX = 8

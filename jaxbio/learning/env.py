@@ -42,7 +42,7 @@ from jaxtyping import Array, Float
 from jaxbio._validate import as_float, check_choice, concrete
 from jaxbio.hamiltonian import ConstantDrive, HamiltonianSystem, LinearDamping, NoDissipation, ZeroDrive
 from jaxbio.learning.controllers import ARM_POSTURE, ARM_TORQUE_LIMIT, HeldExcitation, agonist_antagonist
-from jaxbio.model import load_model
+from jaxbio.io import load_model
 from jaxbio.simulation import simulate
 
 __all__ = ["EnvState", "ReachingEnv", "arm_env", "double_pendulum_env"]
@@ -283,7 +283,7 @@ def arm_env(
     Hz with ``substeps`` Tsit5 steps inside, episodes of ``time_limit`` s."""
     from jaxbio.learning.controllers import arm_muscles
 
-    tree = load_model("arm7", dtype=dtype)
+    tree = load_model("arm7", dtype=dtype).tree
     box = (ARM_POSTURE - spread, ARM_POSTURE + spread)
     muscles = arm_muscles(dtype=tree.masses.dtype) if actuation == "muscle" else None
     return _env(
@@ -321,7 +321,7 @@ def double_pendulum_env(
     ``q = 0``) reaching between configurations uniform in ``±spread`` rad. Torques limited to
     ``torque_limit`` N·m; muscles: one `agonist_antagonist` pair per joint, 600 N / 300 N at
     4 cm / 3 cm (peak moments 24 and 9 N·m)."""
-    tree = load_model("double_pendulum", dtype=dtype)
+    tree = load_model("double_pendulum", dtype=dtype).tree
     box = (-spread * np.ones(2), spread * np.ones(2))
     muscles = (
         agonist_antagonist([600.0, 300.0], [0.04, 0.03], dtype=tree.masses.dtype) if actuation == "muscle" else None

@@ -40,7 +40,7 @@ from jaxtyping import Array, Float
 
 from jaxbio import quaternion as quat
 from jaxbio._validate import check_choice
-from jaxbio.model import load_model
+from jaxbio.model import model_path
 from jaxbio.models.build import Z, Body, combine, model, moved, segment, virtual
 from jaxbio.muscles.curves import HillMuscle
 from jaxbio.muscles.geometry import MusclePaths, tree_topology
@@ -306,7 +306,7 @@ def load_muscle_set(
     if wrapping not in (True, False):
         raise ValueError(f"wrapping must be True or False, got {wrapping!r}")
     if name == "arm26":
-        tree = load_model("arm26", dtype=dtype)
+        tree = SegmentTree.from_dict(json.loads(model_path("arm26").read_text(encoding="utf-8")), dtype=dtype)
         frames = {"base": (None, _ARM26_BASE)}
     else:
         if wrapping:

@@ -53,7 +53,7 @@ from jaxbio.dynamics.contact import Contact
 from jaxbio.dynamics.kinematics import forward_kinematics
 from jaxbio import quaternion
 
-from jaxbio.model import load_model
+from jaxbio.io import load_model
 from jaxbio.muscles.geometry import MusclePaths
 from jaxbio.muscles.sets import MuscleParameters, load_muscle_set
 from jaxbio.tree import SegmentTree
@@ -134,7 +134,7 @@ def sagittal11_muscles(
     Raises:
         ValueError: an unknown muscle name, or a tree lacking a sagittal11 segment.
     """
-    sag = load_model("sagittal11", dtype=dtype) if tree is None else tree
+    sag = load_model("sagittal11", dtype=dtype).tree if tree is None else tree
     missing = [
         s for s in ("trunk", "thigh_r", "shank_r", "foot_r", "thigh_l", "shank_l", "foot_l") if s not in sag.names
     ]
@@ -250,7 +250,7 @@ def squat_motion(frames: int = 300, duration: float = 1.5, *, tree: SegmentTree 
         raise ValueError(f"frames must be ≥ 1, got {frames}")
     if not float(duration) > 0:
         raise ValueError(f"duration must be > 0 s, got {duration}")
-    tree = load_model("sagittal11") if tree is None else tree
+    tree = load_model("sagittal11").tree if tree is None else tree
     t = jnp.linspace(0.0, float(duration), int(frames))
     return (t, *_squat_states(tree, t))
 

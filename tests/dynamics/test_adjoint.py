@@ -39,7 +39,7 @@ def _tree(name, dtype=jnp.float64):
                 tree,
             )
         )
-    return jb.load_model(name, dtype=dtype)
+    return jb.load_model(name, dtype=dtype).tree
 
 
 def _inputs(tree, B, seed=0, dtype=jnp.float64):
@@ -135,6 +135,6 @@ def test_empty_batch_and_general_tree():
     tree = _tree("double_pendulum")
     out = inverse_dynamics_vjp_batch(tree, *_inputs(tree, 0))
     assert all(o.shape == (0, tree.nv) for o in out)
-    body = jb.load_model("wholebody", dtype=jnp.float64)
+    body = jb.load_model("wholebody", dtype=jnp.float64).tree
     with pytest.raises(ValueError, match="revolute and prismatic"):
         inverse_dynamics_vjp_batch(body, jnp.zeros((2, body.nq)), *(jnp.zeros((2, body.nv)),) * 3)

@@ -92,7 +92,7 @@ def test_vmapped_kinetic_energy_gradient_and_mass_matrix(name, tree):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["arm7", "sagittal11"])
 def test_vmapped_dH_dq_equals_the_gradient_of_H(name):
-    tree = jb.load_model(name, dtype=jnp.float64)
+    tree = jb.load_model(name, dtype=jnp.float64).tree
     q, p = states(tree, 50, seed=3)
     qd = jax.jit(jax.vmap(lambda a, b: ham.velocities(tree, a, b)))(q, p)
     got = jax.jit(jax.vmap(lambda a, b: ham.dH_dq(tree, a, b)))(q, qd)
@@ -112,7 +112,7 @@ def test_vmapped_vector_field_equals_single_states(which):
         rows = [random_mixed_state(rng, d) for _ in range(40)]
         q, qd = (jnp.asarray(np.stack([r[k] for r in rows])) for k in ("q", "qd"))
     else:
-        tree = jb.load_model(which, dtype=jnp.float64)
+        tree = jb.load_model(which, dtype=jnp.float64).tree
         q, qd = states(tree, 40, seed=4)
     nv = tree.nv
     system = jb.HamiltonianSystem(
@@ -131,7 +131,7 @@ def test_vmapped_vector_field_equals_single_states(which):
 
 @pytest.mark.slow
 def test_derivatives_of_vmapped_paths_against_central_differences():
-    tree = jb.load_model("arm7", dtype=jnp.float64)
+    tree = jb.load_model("arm7", dtype=jnp.float64).tree
     q, qd = states(tree, 3, seed=5)
     w = jnp.asarray(np.random.default_rng(6).normal(size=(3, 7, 7)))
 
@@ -151,7 +151,7 @@ def test_derivatives_of_vmapped_paths_against_central_differences():
 
 @pytest.mark.slow  # moved out of the default run (its ~10 min budget)
 def test_vmap_over_subjects_uses_each_tree():
-    base = jb.load_model("arm7", dtype=jnp.float64)
+    base = jb.load_model("arm7", dtype=jnp.float64).tree
     subjects = [eqx.tree_at(lambda t: t.masses, base, s * base.masses) for s in (0.8, 1.0, 1.3)]
     batch_tree = jax.tree_util.tree_map(lambda *x: jnp.stack(x), *subjects)
     q, qd = states(base, 3, seed=7)
@@ -209,7 +209,7 @@ def test_kernels_on_ball_free_and_fixed_joints(layout):
 def test_kinetic_energy_gradient_bad_input():
     """Wrong shapes raise before tracing; NaN raises with ``check=True`` (also under vmap) and
     stays NaN, never a plausible number, without it."""
-    tree = jb.load_model("arm7", dtype=jnp.float64)
+    tree = jb.load_model("arm7", dtype=jnp.float64).tree
     with pytest.raises(ValueError, match=r"qd has shape \(6,\), expected \(7,\)"):
         kinetic_energy_gradient(tree, jnp.zeros(7), jnp.zeros(6))
     with pytest.raises(ValueError, match=r"q has shape \(7, 2\)"):

@@ -63,7 +63,7 @@ def batched(tree, *args, in_axes=(None, 0, 0, 0)):
     "name", [n if n not in ("sagittal11", "wholebody") else pytest.param(n, marks=pytest.mark.slow) for n in MODELS]
 )
 def test_vmap_equals_loop_of_single_states(name):
-    tree = jb.load_model(name, dtype=jnp.float64)
+    tree = jb.load_model(name, dtype=jnp.float64).tree
     q, qd, qdd, fext, mext = states(tree, BATCH)
     one = jax.jit(jb.inverse_dynamics)
     one_ext = jax.jit(lambda t, a, b, c, f, m: jb.inverse_dynamics(t, a, b, c, (f, m)))
@@ -111,7 +111,7 @@ def test_vmap_against_pinocchio():
 
 
 def test_partly_batched_arguments_and_nested_vmap():
-    tree = jb.load_model("arm7", dtype=jnp.float64)
+    tree = jb.load_model("arm7", dtype=jnp.float64).tree
     q, qd, qdd, _, _ = states(tree, 60, seed=3)
     want = np.asarray(batched(tree, q, np.broadcast_to(qd[0], q.shape), qdd))
     got = batched(tree, q, qd[0], qdd, in_axes=(None, 0, None, 0))
@@ -122,7 +122,7 @@ def test_partly_batched_arguments_and_nested_vmap():
 
 
 def test_vmap_over_subjects_uses_each_tree():
-    tree = jb.load_model("sagittal11", dtype=jnp.float64)
+    tree = jb.load_model("sagittal11", dtype=jnp.float64).tree
     q, qd, qdd, _, _ = states(tree, 3, seed=4)
     scale = jnp.asarray([0.8, 1.0, 1.3])
     trees = jax.vmap(lambda s: jax.tree_util.tree_map(lambda x: x * s, tree))(scale)
@@ -134,7 +134,7 @@ def test_vmap_over_subjects_uses_each_tree():
 
 @pytest.mark.slow
 def test_gradients_through_vmap_match_finite_differences():
-    tree = jb.load_model("arm7", dtype=jnp.float64)
+    tree = jb.load_model("arm7", dtype=jnp.float64).tree
     q, qd, qdd, _, _ = states(tree, 20, seed=5)
     w = np.random.default_rng(6).normal(size=(20, tree.nq))
 
@@ -185,7 +185,7 @@ def test_float32_batch_close_to_float64():
 
 
 def test_nan_state_gives_nan_unchecked_and_raises_checked():
-    tree = jb.load_model("arm7", dtype=jnp.float64)
+    tree = jb.load_model("arm7", dtype=jnp.float64).tree
     q, qd, qdd, _, _ = states(tree, 10, seed=8)
     q[3, 2] = np.nan
     tau = np.asarray(batched(tree, q, qd, qdd))
@@ -278,7 +278,7 @@ def test_schedules_of_the_shipped_models():
     """The tables of every shipped model's schedule describe its tree; the whole body's limbs
     share steps across tree levels (its hinge-chain form: 30 slots for 28 segments, against 41 level by level)."""
     for name in MODELS:
-        tree = jb.load_model(name)
+        tree = jb.load_model(name).tree
         check_schedule(tree.parents, schedule(tree.parents))
     hinges = wholebody_hinges()
     sched = schedule(hinges.parents)
@@ -308,7 +308,7 @@ def test_accelerator_layout_on_cpu():
 
 
 def test_layout_is_checked_and_schedules_are_cached_and_bounded():
-    tree = jb.load_model("arm7", dtype=jnp.float64)
+    tree = jb.load_model("arm7", dtype=jnp.float64).tree
     q = np.zeros((4, tree.nq))
     with pytest.raises(ValueError, match="layout must be one of"):
         inverse_dynamics_batch(tree, q, q, q, layout="gpu")

@@ -28,7 +28,7 @@ FIELDS = ("attitude", "position", "axis", "offset")
 
 
 def _trees():
-    out = {name: jb.load_model(name, dtype=jnp.float64) for name in ("double_pendulum", "arm7", "wholebody")}
+    out = {name: jb.load_model(name, dtype=jnp.float64).tree for name in ("double_pendulum", "arm7", "wholebody")}
     d = random_model_dict(np.random.default_rng(300), 13)  # several roots, revolute and prismatic joints
     out["random"] = jb.SegmentTree.from_dict(d, dtype=jnp.float64)
     d = random_mixed_tree_dict(np.random.default_rng(301), 12, free_inner=True, p_massless=0.4, p_rod=0.3)

@@ -12,7 +12,7 @@ from jaxbio import quaternion as quat
 from jaxbio.dynamics import Contact, contact_jacobian
 from jaxbio.estimation._inverse_simulation import _check_contacts
 
-TREE = jb.load_model("sagittal11")
+TREE = jb.load_model("sagittal11").tree
 HEEL = (-0.04877, -0.0679)
 
 
@@ -73,7 +73,7 @@ def test_generic_rows_are_point_jacobian_rows(model):
             joint_types=kinds,
         )
     else:
-        tree = jb.load_model("sagittal11", dtype=jnp.float64)
+        tree = jb.load_model("sagittal11", dtype=jnp.float64).tree
     n = tree.nq
     layout = ((n - 1, True), (n // 2, False), (n - 1, False))
     centres, points = rng.normal(size=(n, 2)), rng.normal(size=(len(layout), 2))

@@ -11,7 +11,7 @@ from tests._models import double_pendulum_dict, random_model_dict
 
 
 def _trees():
-    out = {name: jb.load_model(name, dtype=jnp.float64) for name in jb.shipped_models()}
+    out = {name: jb.load_model(name, dtype=jnp.float64).tree for name in jb.shipped_models()}
     rng = np.random.default_rng(42)
     for n in (1, 4, 9):
         out[f"random{n}"] = jb.SegmentTree.from_dict(random_model_dict(rng, n), dtype=jnp.float64)

@@ -112,7 +112,7 @@ def test_batched_and_second_order(jb):
     per-state gradients, and a Hessian (``jacfwd`` of ``jacrev``) equals plain autodiff's."""
     from jaxbio.dynamics.forward import accelerations
 
-    tree = jb.load_model("arm7")
+    tree = jb.load_model("arm7").tree
     rng = np.random.default_rng(4)
     q, qd, tau = (jnp.asarray(rng.uniform(-1, 1, (16, tree.nv))) for _ in range(3))
     zero = jnp.zeros(tree.nv)
@@ -133,7 +133,7 @@ def test_float32_gradients_agree_with_float64(jb):
     state = [rng.uniform(-1, 1, 7) for _ in range(3)]
     out = {}
     for dtype in (jnp.float32, jnp.float64):
-        tree = jb.load_model("arm7", dtype=dtype)
+        tree = jb.load_model("arm7", dtype=dtype).tree
         q, qd, tau = (jnp.asarray(x, dtype) for x in state)
         out[dtype] = jax.jit(jax.grad(lambda q: jnp.sum(accelerations(tree, q, qd, tau) ** 2)))(q)
         assert out[dtype].dtype == dtype
@@ -167,7 +167,7 @@ def test_accelerations_at_a_known_value(jb, seed):
     jv = lambda fn: jax.jit(lambda *a: jax.jvp(lambda *a: fn(tree, *a), a, tangents)[1])(*args[1:])  # noqa: E731
     _close(jv(known), jv(accelerations), "jvp", 1e-12)
 
-    arm = jb.load_model("arm7")
+    arm = jb.load_model("arm7").tree
     rng = np.random.default_rng(5)
     qs, qds, taus = (jnp.asarray(rng.uniform(-1, 1, (8, arm.nv))) for _ in range(3))
     qdds = jax.vmap(lambda *a: accelerations(arm, *a))(qs, qds, taus)
@@ -189,7 +189,7 @@ def test_accelerations_at_with_the_kept_factor(jb):
     factor is kept."""
     from jaxbio.dynamics.forward import accelerations, accelerations_at, accelerations_factored, factor_size, inertia
 
-    arm = jb.load_model("arm7")
+    arm = jb.load_model("arm7").tree
     rng = np.random.default_rng(6)
     qs, qds, taus = (jnp.asarray(rng.uniform(-1, 1, (8, arm.nv))) for _ in range(3))
     added = jnp.asarray(rng.uniform(0.0, 0.3, arm.nv))

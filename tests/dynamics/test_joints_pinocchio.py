@@ -743,7 +743,7 @@ def test_shipped_wholebody_matches_pinocchio_vmapped(jb):
     import jax.numpy as jnp
 
     d = json.loads((REPO / "jaxbio" / "models" / "wholebody.json").read_text())
-    tree, model = jb.load_model("wholebody", dtype=jnp.float64), ref.build_pinocchio_model(d)
+    tree, model = jb.load_model("wholebody", dtype=jnp.float64).tree, ref.build_pinocchio_model(d)
     assert (tree.nq, tree.nv, tree.n_segments) == (model.nq, model.nv, len(d["segments"])) == (34, 28, 13)
     states = mixed_states(d, 13)
     results = _evaluate(jb, tree, states, batched=True)

@@ -375,7 +375,7 @@ def _compare_all(jb, tree, model, seed: int, n_states: int = N_STATES, d: dict |
 )
 def test_model_files_match_pinocchio(jb, path):
     d = json.loads(path.read_text())
-    tree = jb.load_model(path)
+    tree = jb.load_model(path).tree
     model = ref.build_pinocchio_model(d)
     assert list(tree.names) == [s["name"] for s in d["segments"]]
     _compare_all(jb, tree, model, seed=len(d["segments"]), d=d)

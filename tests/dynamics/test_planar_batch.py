@@ -115,7 +115,7 @@ def test_planar_kernel_equals_the_per_state_route(n, seed):
 def test_planar_models(name):
     """The embedded planar models (a hinge chain; a sagittal body with a prismatic root) take the
     planar kernel and agree with the per-state route."""
-    tree = jb.load_model(name, dtype=jnp.float64)
+    tree = jb.load_model(name, dtype=jnp.float64).tree
     assert _planar_batch.planar(tree) is True
     q, p, added = states(tree, 40, 5)
     qd, g = jax.jit(lambda *s: _batched.hamiltonian_flow_batch(tree, *s))(q, p, added)
@@ -126,8 +126,8 @@ def test_planar_models(name):
 def test_which_trees_are_planar():
     """3-D and tilted trees are not; a traced tree is decided at run time (None); the deviation is
     the size of the tilt."""
-    assert _planar_batch.planar(jb.load_model("arm7")) is False
-    assert _planar_batch.planar(jb.load_model("wholebody")) is False
+    assert _planar_batch.planar(jb.load_model("arm7").tree) is False
+    assert _planar_batch.planar(jb.load_model("wholebody").tree) is False
     tree = planar_tree(3, 4)
     tilted = eqx.tree_at(lambda t: t.axes, tree, tree.axes.at[0].set(jnp.asarray([1e-6, 0.0, 1.0])))
     assert _planar_batch.planar(tilted) is False

@@ -17,7 +17,7 @@ def _point_world(tree, q, seg, point):
 
 @pytest.mark.parametrize("name", ["arm7", pytest.param("sagittal11", marks=pytest.mark.slow)])
 def test_point_jacobian_equals_jacfwd_of_forward_kinematics(name):
-    tree = jb.load_model(name)
+    tree = jb.load_model(name).tree
     rng = np.random.default_rng(0)
     q = jnp.asarray(rng.uniform(-0.5, 0.5, tree.nq))
     point = jnp.asarray([0.03, -0.05, 0.01])
@@ -33,7 +33,7 @@ def test_point_jacobian_equals_jacfwd_of_forward_kinematics(name):
 
 
 def test_com_jacobians_are_point_jacobians_of_the_coms():
-    tree = jb.load_model("arm7")
+    tree = jb.load_model("arm7").tree
     q = jnp.linspace(-0.3, 0.4, tree.nq)
     jv, jw, _ = com_jacobians(tree, q)
     for k in range(tree.nq):

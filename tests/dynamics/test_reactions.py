@@ -38,7 +38,7 @@ from jaxbio.dynamics import constrained as rx
 pin = pytest.importorskip("pinocchio")
 from tests import pinocchio_ref as ref  # noqa: E402
 
-TREE = jb.load_model("sagittal11", dtype=jnp.float64)
+TREE = jb.load_model("sagittal11", dtype=jnp.float64).tree
 N = TREE.nq
 HEEL = (-0.04877, -0.0679)  # foot frame
 TOE_TIP = (0.2093 - 0.13003, 0.0)  # toes frame (origin at the MTP joint)
@@ -174,7 +174,7 @@ def _point_mass_pendulum(first_at_origin: bool = False):
     """The double pendulum with its rods replaced by point masses at their COMs (``I = 0``); with
     ``first_at_origin`` the first point mass sits on its joint axis, so that the mass matrix is
     singular when the pendulum is straight (``q[1] = 0``) and regular elsewhere."""
-    d = jb.load_model("double_pendulum", dtype=jnp.float64).to_dict()
+    d = jb.load_model("double_pendulum", dtype=jnp.float64).tree.to_dict()
     for s in d["segments"]:
         s["inertia"] = np.zeros((3, 3)).tolist()
     if first_at_origin:
@@ -368,6 +368,6 @@ def test_singular_constraint_set_raises_at_run_time(support_batch):
 
 
 def test_non_planar_tree_raises():
-    arm = jb.load_model("arm7", dtype=jnp.float64)
+    arm = jb.load_model("arm7", dtype=jnp.float64).tree
     with pytest.raises(Exception, match="not planar"):
         jax.block_until_ready(jax.jit(ab.absolute_coordinates)(arm, jnp.zeros(arm.nq)))

@@ -25,7 +25,7 @@ from jaxbio.dynamics import _levels
 from tests._models import random_model_dict
 from tests.dynamics.test_batched_inverse_dynamics import check_schedule
 
-TREE = jb.load_model("arm7", dtype=jnp.float64)
+TREE = jb.load_model("arm7", dtype=jnp.float64).tree
 N = TREE.nq
 
 #: name -> (function, its state arguments); every public dynamics function of one state

@@ -16,7 +16,7 @@ import jaxbio as jb
 @pytest.mark.parametrize("field", ["axes", "orientations"])
 def test_scaled_axes_and_orientations_give_the_unit_models_dynamics(name, field):
     with jax.enable_x64(True):
-        tree = jb.load_model(name, dtype=jnp.float64)
+        tree = jb.load_model(name, dtype=jnp.float64).tree
         scaled = eqx.tree_at(lambda t: getattr(t, field), tree, getattr(tree, field) * 1.1)
         keys = jax.random.split(jax.random.PRNGKey(0), 3)
         q = jax.vmap(lambda k: jb.configuration.random(tree, k))(keys)
@@ -33,7 +33,7 @@ def test_scaled_axes_and_orientations_give_the_unit_models_dynamics(name, field)
 
 def test_gradient_with_respect_to_an_axis_is_tangent():
     with jax.enable_x64(True):
-        tree = jb.load_model("arm7", dtype=jnp.float64)
+        tree = jb.load_model("arm7", dtype=jnp.float64).tree
         q = jb.configuration.random(tree, jax.random.PRNGKey(2))
         f = lambda axes: jnp.sum(
             jb.inverse_dynamics(eqx.tree_at(lambda t: t.axes, tree, axes), q, q * 0 + 0.3, q * 0 - 0.2) ** 2

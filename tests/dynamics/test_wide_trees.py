@@ -71,7 +71,7 @@ def test_trees_take_the_wide_paths():
 @pytest.mark.parametrize("name", ["arm7", "wholebody", "sagittal11", "arm26", "double_pendulum"])
 def test_shipped_models_keep_the_narrow_paths(name):
     """Every shipped model is within `WIDE_ROUNDS` and `ONEHOT_WIDTH`: its programs are unchanged."""
-    tree = jb.load_model(model_path(name))
+    tree = jb.load_model(model_path(name)).tree
     sched = _levels.schedule(tree.parents)
     assert not any(batch_last._wide(ph.child_rows) or batch_last._wide(ph.later_children) for ph in sched.phases)
     assert _levels.levels_of(tree.parents).members.shape[1] <= _levels.ONEHOT_WIDTH

@@ -1,5 +1,5 @@
 """Status of every ``.osim`` under a folder (OpenSim's model library): loaded whole, loaded with
-elements that act on the dynamics left out (``OsimModel.not_imported``), or refused (the
+elements that act on the dynamics left out (``Model.not_imported``), or refused (the
 message). Used by the conformance sweep of test_osim_library.py, and as a script::
 
     PYTHONPATH=. python -m tests.io.osim_library /work/om        # a Markdown table

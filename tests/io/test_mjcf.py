@@ -63,7 +63,7 @@ def random_states(tree, n, seed):
     + [pytest.param(n, marks=pytest.mark.slow) for n in ("double_pendulum", "arm26")],
 )
 def test_shipped_models_match_mujoco(name):
-    tree = jb.load_model(name, dtype=jnp.float64)
+    tree = jb.load_model(name, dtype=jnp.float64).tree
     check_against_mujoco(tree, random_states(tree, 4, seed=1))
 
 
@@ -117,7 +117,7 @@ def test_most_random_trees_are_compared():
 
 
 def test_translations_under_jit_and_vmap():
-    tree = jb.load_model("wholebody", dtype=jnp.float64)
+    tree = jb.load_model("wholebody", dtype=jnp.float64).tree
     states = random_states(tree, 5, seed=3)
     q, v, vdot = (jnp.stack(x) for x in zip(*states))
     batched = jax.jit(jax.vmap(lambda q, v, a: to_mujoco_state(tree, q, v, a)))(q, v, vdot)
@@ -135,13 +135,13 @@ def test_translations_under_jit_and_vmap():
 
 
 def test_exact_numbers_and_names():
-    tree = jb.load_model("arm26", dtype=jnp.float64)
+    tree = jb.load_model("arm26", dtype=jnp.float64).tree
     xml = to_mjcf(tree)
     assert repr(float(tree.masses[-1])) in xml
     for name in tree.names:
         assert f'name="{name}"' in xml
     # arm7's shoulder: three hinges, one body named after the segment with the mass
-    arm = mujoco.MjModel.from_xml_string(to_mjcf(jb.load_model("arm7", dtype=jnp.float64)))
+    arm = mujoco.MjModel.from_xml_string(to_mjcf(jb.load_model("arm7", dtype=jnp.float64).tree))
     body = arm.body("upper_arm").id
     assert [arm.joint(j).name for j in range(arm.njnt) if arm.jnt_bodyid[j] == body] == [
         "shoulder_flexion",
@@ -157,7 +157,7 @@ def test_bad_input_refused():
     nested = jb.SegmentTree.from_dict(d, dtype=jnp.float64)
     with pytest.raises(ValueError, match="free joint below segment"):
         to_mjcf(nested)
-    tree = jb.load_model("arm7", dtype=jnp.float64)
+    tree = jb.load_model("arm7", dtype=jnp.float64).tree
     with pytest.raises(ValueError, match=r"q must have shape \(7,\)"):
         to_mujoco_state(tree, jnp.zeros((2, 7)))
     with pytest.raises(ValueError, match="vdot must have shape"):
@@ -173,7 +173,7 @@ def test_mjx_inverse_matches():
     """The same model on a device through MJX (`benchmarks/gpu.py`'s peer): ``mjx.inverse`` under
     jit and vmap, float64, equals jaxbio's inverse dynamics (free pelvis and ball joints)."""
     mjx = pytest.importorskip("mujoco.mjx")
-    tree = jb.load_model("wholebody", dtype=jnp.float64)
+    tree = jb.load_model("wholebody", dtype=jnp.float64).tree
     model = mjx.put_model(mujoco.MjModel.from_xml_string(to_mjcf(tree)))
     data = mjx.make_data(model)
     q, v, vdot = (jnp.stack(x) for x in zip(*random_states(tree, 4, seed=5)))

@@ -44,7 +44,7 @@ def jaxbio_moments():
     assert table.in_degrees
     p = process_coordinates(table.select(NAMES), lowpass_hz=cutoff, start=start, end=end, rotational=True)
     with jax.enable_x64(True):
-        tree = jb.load_model("arm26")
+        tree = jb.load_model("arm26").tree
         tau = jax.vmap(jb.inverse_dynamics, (None, 0, 0, 0))(tree, p.q, p.qd, p.qdd)
         assert tau.dtype == np.float64
     return p.time, np.asarray(tau)

@@ -4,7 +4,7 @@ here, compared with live OpenSim 4.x where numbers matter; and the conformance s
 library folder (slow; ``JAXBIO_OSIM_LIBRARY``, default ``/work/om``; skipped when absent).
 
 The rule: every model OpenSim loads, jaxbio loads whole (nothing that acts on the dynamics in
-``OsimModel.ignored``) or refuses with a ``ValueError`` naming an element that
+``Model.ignored``) or refuses with a ``ValueError`` naming an element that
 ``docs/opensim-support.md`` lists as unsupported."""
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+
+import jaxbio as jb
 import numpy as np
 import pytest
 
@@ -111,10 +113,8 @@ def test_inertia_without_triangle_inequality_and_massless_models_load(tmp_path):
     joints = pin("p", "/ground", "/bodyset/a", "q1") + pin("p2", "/bodyset/a", "/bodyset/b", "q2", "0 -1 0")
     m = load_osim(write(tmp_path, model_text(massless, joints), "massless.osim"), dtype=jnp.float64)
     with jax.enable_x64(True):
-        assert float(jnp.abs(jc.mass_matrix(m.tree, m.coordinates, jnp.array([0.3, 0.2]))).max()) == 0.0
+        assert float(jnp.abs(jb.mass_matrix(m, jnp.array([0.3, 0.2]))).max()) == 0.0
     with pytest.raises(ValueError, match="triangle inequality"):  # jaxbio's own models stay checked
-        import jaxbio as jb
-
         jb.SegmentTree.from_dict(
             {
                 "format": "jaxbio-model",
@@ -150,7 +150,7 @@ def test_toes_inertia_matches_opensim(tmp_path):
         m = load_osim(path, dtype=jnp.float64)
         for c in np.random.default_rng(0).uniform(-1, 1, (3, 2)):
             M = ref.mass_matrix(c)
-            np.testing.assert_allclose(jc.mass_matrix(m.tree, m.coordinates, jnp.asarray(c)), M, rtol=1e-12, atol=1e-15)
+            np.testing.assert_allclose(jb.mass_matrix(m, jnp.asarray(c)), M, rtol=1e-12, atol=1e-15)
 
 
 # ---- muscles: OpenSim's defaults for properties a file leaves empty; rigid and elastic tendons ----
@@ -268,9 +268,9 @@ def test_coordinate_coupler_matches_opensim(tmp_path):
             for name, (p, R) in poses.items():
                 np.testing.assert_allclose(ours[name][0], p, rtol=0, atol=1e-12)
                 np.testing.assert_allclose(ours[name][1], R, rtol=0, atol=1e-12)
-            Mc = jc.mass_matrix(m.tree, m.coordinates, jnp.asarray(c))
+            Mc = jb.mass_matrix(m, jnp.asarray(c))
             assert float(np.abs(Mc - M).max() / (1 + np.abs(M).max())) < 1e-9
-            tc = jc.inverse_dynamics(m.tree, m.coordinates, jnp.asarray(c), jnp.asarray(cd), jnp.asarray(cdd))
+            tc = jb.inverse_dynamics(m, jnp.asarray(c), jnp.asarray(cd), jnp.asarray(cdd))
             assert float(np.abs(tc - tau).max() / (1 + np.abs(tau).max())) < 1e-9
 
 
@@ -347,7 +347,7 @@ def test_library_model_loads_whole_or_is_refused_naming_a_listed_element(path, t
             np.testing.assert_allclose(ours[name][0], p, rtol=0, atol=1e-6)  # 2.x files: OpenSim rounds offsets
             np.testing.assert_allclose(ours[name][1], R, rtol=0, atol=1e-9)
         if not {"BallJoint", "FreeJoint"} & set(m.joint_types):
-            Mc = jc.mass_matrix(m.tree, m.coordinates, jnp.asarray(c))
+            Mc = jb.mass_matrix(m, jnp.asarray(c))
             assert float(np.abs(Mc - M).max() / (1 + np.abs(M).max())) < 1e-6
 
 

@@ -19,10 +19,11 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+
+import jaxbio as jb
 import numpy as np
 import pytest
 
-from jaxbio import coordinates as jc
 from jaxbio.io import enforce_coordinates, load_osim
 
 osim = pytest.importorskip("opensim")
@@ -88,7 +89,7 @@ def test_locked_forward_dynamics_matches_opensim(flagged):
     r = np.asarray(m.ranges)
     locked = np.asarray(m.locked)
     fd = jax.jit(
-        lambda c, cd, locked: jc.forward_dynamics(m.tree, m.coordinates, c, cd, jnp.zeros_like(c), locked=locked),
+        lambda c, cd, locked: jb.forward_dynamics(m, c, cd, jnp.zeros_like(c), locked=locked),
         static_argnums=2,
     )
     for _ in range(3):
@@ -109,15 +110,15 @@ def test_locked_argument_forms_and_reaction(flagged):
     c = m.defaults
     cd = jnp.linspace(-0.5, 0.5, m.coordinates.nc) * (1 - jnp.asarray(m.locked, float))
     tau = jnp.zeros_like(c)
-    by_flags = jc.forward_dynamics(m.tree, m.coordinates, c, cd, tau, locked=m.locked)
-    by_names = jc.forward_dynamics(m.tree, m.coordinates, c, cd, tau, locked=list(LOCKED))
+    by_flags = jb.forward_dynamics(m, c, cd, tau, locked=m.locked)
+    by_names = jb.forward_dynamics(m, c, cd, tau, locked=list(LOCKED))
     np.testing.assert_array_equal(by_flags, by_names)
     # the lock's reaction: the generalised force that, applied, gives the same motion unlocked
-    reaction = jc.inverse_dynamics(m.tree, m.coordinates, c, cd, by_flags)
+    reaction = jb.inverse_dynamics(m, c, cd, by_flags)
     np.testing.assert_allclose(np.asarray(reaction)[~np.asarray(m.locked)], 0, atol=1e-9)
-    unlocked = jc.forward_dynamics(m.tree, m.coordinates, c, cd, reaction)
+    unlocked = jb.forward_dynamics(m, c, cd, reaction)
     np.testing.assert_allclose(unlocked, by_flags, atol=1e-9)
     with pytest.raises(ValueError, match="no coordinate 'kneee'"):
-        jc.forward_dynamics(m.tree, m.coordinates, c, cd, tau, locked=["kneee"])
+        jb.forward_dynamics(m, c, cd, tau, locked=["kneee"])
     with pytest.raises(ValueError, match="bools"):
-        jc.forward_dynamics(m.tree, m.coordinates, c, cd, tau, locked=(True, False))
+        jb.forward_dynamics(m, c, cd, tau, locked=(True, False))

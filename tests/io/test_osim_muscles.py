@@ -1,4 +1,4 @@
-"""`OsimModel.muscles` (`jaxbio.io._osim_muscles`) against live OpenSim 4.6 (the ``opensim``
+"""`Model.muscles` (`jaxbio.io._osim_muscles`) against live OpenSim 4.6 (the ``opensim``
 Python bindings), float64.
 
 At random states within the coordinate ranges of arm26 (Thelen muscles over cylinders and
@@ -319,9 +319,9 @@ def test_argument_errors():
             muscle_lengthening_speeds(gait, gait.defaults, np.zeros(2))
         with pytest.raises(ValueError, match="tensions"):
             muscle_generalized_forces(gait, gait.defaults, np.ones(3))
-        with pytest.raises(ValueError, match="OsimModel"):
+        with pytest.raises(ValueError, match="Model"):
             muscle_lengths(gait.tree, gait.defaults)
-        nomuscle = jb.io.load_any_model("arm7")  # a jaxbio tree as an OsimModel: no muscles
+        nomuscle = jb.load_model("arm7")  # a jaxbio tree as a Model: no muscles
         assert nomuscle.muscles is None
         with pytest.raises(ValueError, match="no imported muscles"):
             muscle_lengths(nomuscle, nomuscle.defaults)

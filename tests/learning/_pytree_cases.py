@@ -36,7 +36,7 @@ def _state(n, seed):
 
 
 def _tree():
-    return jb.load_model("arm7", dtype=_float())
+    return jb.load_model("arm7", dtype=_float()).tree
 
 
 def _tree_value(tree):
@@ -47,7 +47,7 @@ def _tree_value(tree):
 def _system():
     from jaxbio.hamiltonian import LinearDamping, ReserveFitness, SpringDamperDrive
 
-    tree = jb.load_model("double_pendulum", dtype=_float())
+    tree = jb.load_model("double_pendulum", dtype=_float()).tree
     return jb.HamiltonianSystem(
         tree,
         SpringDamperDrive(3.0, 0.2),
@@ -168,10 +168,8 @@ def _osim():
 
 
 def _osim_value(model):
-    from jaxbio.coordinates import inverse_dynamics
-
     c, cd, cdd = _state(model.coordinates.nc, 3)
-    return jnp.sum(inverse_dynamics(model.tree, model.coordinates, c, cd, cdd) ** 2)
+    return jnp.sum(jb.inverse_dynamics(model, c, cd, cdd) ** 2)
 
 
 def _mlp():
@@ -201,7 +199,7 @@ CASES = {
     "MuscleDrive": (_muscle_drive, _drive_value, lambda m: m.hill_b),
     "DCMotor": (_motor, _motor_value, lambda m: m.torque_constant),
     "ThreeCompartmentFatigue": (_fatigue, _fatigue_value, lambda m: m.fatigue),
-    "OsimModel": (_osim, _osim_value, lambda m: m.tree.masses),
+    "Model": (_osim, _osim_value, lambda m: m.tree.masses),
     "MLPDrive": (_mlp, _mlp_value, lambda m: m.mlp.layers[-1].weight),
 }
 

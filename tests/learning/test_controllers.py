@@ -171,7 +171,7 @@ def test_arm_muscle_rollout_grid_is_resolved():
     co-contraction near 0.5): finite, and within 0.1 mrad / 5 mrad/s of a 4× finer grid (measured
     7e-6 rad, 4e-4 rad/s). The Hill force–velocity damping of the light distal joints is stiff:
     on the 10 ms grid this rollout goes NaN."""
-    tree = jb.load_model("arm7", dtype=jnp.float32)
+    tree = jb.load_model("arm7", dtype=jnp.float32).tree
     drive = C.MLPExcitationDrive(C.arm_muscles(dtype=jnp.float32), 7, key=jax.random.key(3), width=16, depth=1)
     system = jb.HamiltonianSystem(tree, drive, jb.hamiltonian.LinearDamping(jnp.asarray(C.ARM_DAMPING, jnp.float32)))
     q0 = jnp.asarray(C.ARM_POSTURE + np.array([0.3, -0.3, 0.2, -0.3, 0.3, -0.3, 0.3]), jnp.float32)
@@ -187,7 +187,7 @@ def test_arm_muscle_rollout_grid_is_resolved():
 @pytest.mark.slow
 def test_float32_drives():
     """float32 in, float32 out, without x64 arrays leaking in (the drives and the rollout)."""
-    tree = jb.load_model("double_pendulum", dtype=jnp.float32)
+    tree = jb.load_model("double_pendulum", dtype=jnp.float32).tree
     drive = C.MLPDrive(2, torque_limit=[20.0, 10.0], key=jax.random.key(0), width=8, depth=1, dtype=jnp.float32)
     muscles = C.MLPExcitationDrive(
         C.agonist_antagonist([600.0, 300.0], [0.04, 0.03], dtype=jnp.float32),

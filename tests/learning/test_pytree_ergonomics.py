@@ -22,7 +22,7 @@ from tests.learning._pytree_cases import CASES
 NAMES = list(CASES)
 #: cases that compile for 5-30 s (a simulation, a muscle path, an OpenSim model): their checks run in
 #: the slow stage; the cheap cases run by default
-HEAVY = ("HamiltonianSystem", "Sprinter", "MusclePaths", "OsimModel")
+HEAVY = ("HamiltonianSystem", "Sprinter", "MusclePaths", "Model")
 TRANSFORMED = [pytest.param(n, marks=pytest.mark.slow) if n in HEAVY else n for n in NAMES]
 ROOT = Path(__file__).resolve().parents[2]
 

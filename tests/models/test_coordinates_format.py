@@ -1,7 +1,7 @@
 """Coupled coordinates in the model file: ``"coordinates"`` and ``"coordinate_functions"``.
 
 `jaxbio.save_model` writes an imported OpenSim model (tree + `jaxbio.coordinates.CoordinateMap` +
-the coordinates' defaults, ranges and flags); `jaxbio.io.load_any_model` reads it back. The
+the coordinates' defaults, ranges and flags); `jaxbio.load_model` reads it back. The
 reference is the model imported from the .osim file itself (whose dynamics tests/io compares
 with live OpenSim): the same coordinates, flags and spline couplings, the same dynamics bit for
 bit, and the same InverseDynamicsTool output on OpenSim's subject01 walking trial.
@@ -19,7 +19,6 @@ import numpy as np
 import pytest
 
 import jaxbio as jb
-from jaxbio import coordinates as jc
 
 DATA = Path(__file__).parents[1] / "io" / "data"
 
@@ -42,7 +41,7 @@ def test_round_trip_keeps_coordinates_and_dynamics(gait, tmp_path):
         clamped=tuple(n.startswith("hip") for n in gait.coordinate_names),
     )
     path = _save(flagged, tmp_path / "gait.json")
-    back = jb.io.load_any_model(path, dtype=jnp.float64)
+    back = jb.load_model(path, dtype=jnp.float64)
     assert back.coordinate_names == gait.coordinate_names
     assert back.motion_types == gait.motion_types
     assert back.locked == flagged.locked and back.clamped == flagged.clamped
@@ -55,34 +54,32 @@ def test_round_trip_keeps_coordinates_and_dynamics(gait, tmp_path):
     assert sum(s == gait.coordinate_index("knee_angle_r") for s in back.coordinates.source) == 3
 
     rng = np.random.default_rng(0)
-    ID = jax.jit(jax.vmap(jc.inverse_dynamics, (None, None, 0, 0, 0)))
-    MM = jax.jit(jax.vmap(jc.mass_matrix, (None, None, 0)))
+    ID = jax.jit(jax.vmap(jb.inverse_dynamics, (None, 0, 0, 0)))
+    MM = jax.jit(jax.vmap(jb.mass_matrix, (None, 0)))
     r = np.asarray(gait.ranges)
     c = rng.uniform(np.maximum(r[:, 0], -2), np.minimum(r[:, 1], 2), size=(64, len(r)))
     cd, cdd = rng.normal(size=(2, *c.shape))
-    np.testing.assert_array_equal(
-        ID(back.tree, back.coordinates, c, cd, cdd), ID(gait.tree, gait.coordinates, c, cd, cdd)
-    )
-    np.testing.assert_array_equal(MM(back.tree, back.coordinates, c), MM(gait.tree, gait.coordinates, c))
+    np.testing.assert_array_equal(ID(back, c, cd, cdd), ID(gait, c, cd, cdd))
+    np.testing.assert_array_equal(MM(back, c), MM(gait, c))
     # the tree alone, in its own coordinates
-    tree = jb.load_model(path, dtype=jnp.float64)
+    tree = jb.load_model(path, dtype=jnp.float64).tree
     assert tree.nq == gait.coordinates.nq == 14
 
 
 def test_a_tree_saved_has_no_sections_and_loads_with_identity_coordinates(tmp_path):
-    tree = jb.load_model("arm7", dtype=jnp.float64)
+    tree = jb.load_model("arm7", dtype=jnp.float64).tree
     jb.save_model(tree, tmp_path / "arm7.json")
     d = json.loads((tmp_path / "arm7.json").read_text())
     assert "coordinates" not in d and "coordinate_functions" not in d
-    m = jb.io.load_any_model(tmp_path / "arm7.json", dtype=jnp.float64)
+    m = jb.load_model(tmp_path / "arm7.json", dtype=jnp.float64)
     assert m.coordinate_names == tree.names and m.coordinates.source == tuple(range(tree.nq))
 
 
 def test_coordinates_without_functions_drive_the_tree_in_order(tmp_path):
-    d = jb.load_model("double_pendulum", dtype=jnp.float64).to_dict()
+    d = jb.load_model("double_pendulum", dtype=jnp.float64).tree.to_dict()
     d["coordinates"] = [{"name": "shoulder", "range": [-1.0, 1.0], "clamped": True}, {"name": "elbow"}]
     (tmp_path / "dp.json").write_text(json.dumps(d))
-    m = jb.io.load_any_model(tmp_path / "dp.json", dtype=jnp.float64)
+    m = jb.load_model(tmp_path / "dp.json", dtype=jnp.float64)
     assert m.coordinate_names == ("shoulder", "elbow") and m.motion_types == ("rotational", "rotational")
     np.testing.assert_array_equal(jb.io.enforce_coordinates(m, jnp.array([2.0, 2.0])), [1.0, 2.0])
 
@@ -101,7 +98,7 @@ def test_subject01_inverse_dynamics_from_json_equals_osim(tmp_path):
 
 
 def _tree_dict():
-    return jb.load_model("double_pendulum", dtype=jnp.float64).to_dict()
+    return jb.load_model("double_pendulum", dtype=jnp.float64).tree.to_dict()
 
 
 IDENTITY = {"breakpoints": [], "origins": [0.0], "coefficients": [[0.0, 1.0]]}
@@ -164,11 +161,11 @@ def test_bad_sections_are_refused_naming_the_field(sections, message, tmp_path):
     with pytest.raises(ValueError, match=message):
         jb.load_model(tmp_path / "bad.json")
     with pytest.raises(ValueError, match=message):
-        jb.io.load_any_model(tmp_path / "bad.json")
+        jb.load_model(tmp_path / "bad.json")
 
 
 def test_coordinates_need_a_tree_of_one_dof_joints(tmp_path):
-    d = jb.load_model("wholebody", dtype=jnp.float64).to_dict()
+    d = jb.load_model("wholebody", dtype=jnp.float64).tree.to_dict()
     d["coordinates"] = [{"name": "a"}]
     (tmp_path / "wb.json").write_text(json.dumps(d))
     with pytest.raises(ValueError, match="revolute, prismatic and fixed joints only"):

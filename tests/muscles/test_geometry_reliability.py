@@ -25,7 +25,7 @@ from jaxbio.muscles.drive import MuscleActuatedDrive
 
 ARM_TREE, ARM_PATHS, ARM_PARAMS = sets.load_muscle_set("arm26", dtype=jnp.float64)
 GAIT_TREE, GAIT_PATHS, _ = sets.load_muscle_set("gait10dof18musc", dtype=jnp.float64)
-ARM7 = jb.load_model("arm7", dtype=jnp.float64)
+ARM7 = jb.load_model("arm7", dtype=jnp.float64).tree
 
 #: every public function of (paths, tree, arrays...) and its array arguments
 FUNCTIONS = {

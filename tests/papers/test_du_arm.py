@@ -250,7 +250,7 @@ def test_eq5_as_printed_omits_the_proximal_half():
 def test_muscle_paths_refuse_another_tree():
     """The paths record the arm's tree (`MusclePaths.built_for`): another model is refused by name."""
     paths = du.muscle_paths(ARM2, ORIGIN, planar_pose(upper_arm_up=True), MUSCLES)
-    other = jb.load_model("arm7")
+    other = jb.load_model("arm7").tree
     with pytest.raises(ValueError, match="arm7"):
         jb.muscles.geometry.lengths(paths, other, jnp.zeros(other.nq))
 

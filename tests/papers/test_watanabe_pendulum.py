@@ -60,7 +60,7 @@ def test_vector_field_matches_accelerations():
 def test_vector_field_equals_the_generic_forward_dynamics():
     """The tuned vector field (rule 13) against `jb.forward_dynamics` on the shipped
     ``double_pendulum`` tree (relative coordinates, zero torque)."""
-    tree = jb.load_model("double_pendulum", dtype=jnp.float64)
+    tree = jb.load_model("double_pendulum", dtype=jnp.float64).tree
     rng = np.random.default_rng(2)
     th, om = jnp.asarray(rng.uniform(-3, 3, (50, 2))), jnp.asarray(rng.uniform(-10, 10, (50, 2)))
     out = dp.vector_field(0.0, (th[:, 0], th[:, 1], om[:, 0], om[:, 1]), PAR)
