@@ -181,7 +181,10 @@ class ReferenceFits(eqx.Module):
         return ReferenceFits(
             race_names=self.race_names + o.race_names,
             names=self.names,
-            **{k: np.concatenate([getattr(self, k), getattr(o, k)]) for k in ("theta", "gauss_newton", "rss", "n_splits", "converged")},
+            **{
+                k: np.concatenate([getattr(self, k), getattr(o, k)])
+                for k in ("theta", "gauss_newton", "rss", "n_splits", "converged")
+            },
         )
 
     def without(self, race_name: str) -> ReferenceFits:
@@ -776,8 +779,7 @@ def forecast(
         raise ValueError(f"forecast: free parameters {names} differ from the population's {known}")
     if populations is None:
         pops = [
-            population(pooled(ref, pool, r), leave_out=r.name, form=form, strength=strength, scale=scale)
-            for r in races
+            population(pooled(ref, pool, r), leave_out=r.name, form=form, strength=strength, scale=scale) for r in races
         ]
     new = [p.predictive() for p in pops]  # a race not among those the population was learned from
     priors = [p.prior(on) for p in new]

@@ -214,7 +214,10 @@ def leave_one_out(
             weight[i, c] = 1.0
             out_pred["stacked"][i, c], out_sd["stacked"][i, c] = pred[k], sd[k]
             for lv in LEVELS:
-                lower["stacked"][lv][i, c], upper["stacked"][lv][i, c] = lower["model"][lv][i, c], upper["model"][lv][i, c]
+                lower["stacked"][lv][i, c], upper["stacked"][lv][i, c] = (
+                    lower["model"][lv][i, c],
+                    upper["model"][lv][i, c],
+                )
             continue
         w, mean, scale_ = stack(
             out_pred["model"][i, c],

@@ -170,7 +170,9 @@ def test_leave_one_out_on_four_synthetic_races():
         errs[row, 0] = r_j.predicted[0, -1] - races[j].times[-1]
         sds[row, 0] = f_j.sd[0, -1]
         ferr[row, 0] = fc.pred["fhk"][j, 0] - races[j].times[-1]
-    w, mean, (scale, _) = loo.stack(fc.pred["model"][i, 0], fc.sd["model"][i, 0], fc.pred["fhk"][i, 0], errs, sds, ferr, 0)
+    w, mean, (scale, _) = loo.stack(
+        fc.pred["model"][i, 0], fc.sd["model"][i, 0], fc.pred["fhk"][i, 0], errs, sds, ferr, 0
+    )
     assert fc.weight[i, 0] == pytest.approx(w, rel=1e-4)
     assert fc.pred["stacked"][i, 0] == pytest.approx(mean, abs=1e-5)
     assert fc.sd["stacked"][i, 0] == pytest.approx(scale, rel=1e-3)
