@@ -206,14 +206,15 @@ def _run(args) -> int:
         with ThreadPoolExecutor(max_workers=1) as pool:
             job = pool.submit(baselines)
             if fit_until is not None:
-                from jaxbio.sprint.hierarchical import forecast, reference_fits
+                from jaxbio.sprint.hierarchical import forecast, reference_fits, same_length
 
                 bar.set_description("the embedded races' reference fits (for the population)")
                 # shipped (data/reference_fits.json) unless they changed: then fitted, with one warning line
                 ref = _read_warned(late_notes, reference_fits, embedded_races())
+                ref, reference = _reference_for_lengths(races, ref, embedded_races())
                 bar.update()
                 bar.set_description(f"fitting splits ≤ {fit_until:g} m with the hierarchical prior")
-                res, fc, pops = forecast(races, fit_until, ref=ref)
+                res, fc, pops = forecast(races, fit_until, ref=ref, pool=same_length(reference))
             else:
                 fc = pops = None
                 bar.set_description("fitting the sprinter model")
@@ -251,6 +252,27 @@ def _run(args) -> int:
     return exit_code(races, problems, (fhk, tib))
 
 
+def _reference_for_lengths(races, ref, reference):
+    """The reference fits for ``--fit-until``: the shipped ones of the default collection (100 m),
+    plus full fits of the other embedded races of a length that a forecast race has and the
+    default collection lacks (200 m): each race's population is learned from the races of its
+    length (`hierarchical.same_length`; a 200 m race forecast from the 100 m population was
+    seconds off). Returns ``(ReferenceFits, the reference races)``; the default request fits nothing."""
+    from jaxbio.sprint.data import SprintDataWarning, embedded_races
+    from jaxbio.sprint.hierarchical import reference_fits
+
+    have = {float(r.distances[-1]) for r in reference}
+    need = {float(r.distances[-1]) for r in races} - have
+    if not need:
+        return ref, list(reference)
+    with warnings.catch_warnings():  # a reference race's unknown wind is not this run's input
+        warnings.simplefilter("ignore", SprintDataWarning)
+        extra = [r for r in embedded_races("more") if float(r.distances[-1]) in need]
+    if not extra:
+        return ref, list(reference)
+    return ref.concatenate(reference_fits(extra, shipped=False)), list(reference) + extra
+
+
 def _print_table(races, res, fhk, tib, fit_until, problems, fc=None, pops=None):
     from jaxbio.sprint.fitting import PLAUSIBLE
     from jaxbio.sprint.model import DEFAULTS, UNITS
@@ -269,8 +291,8 @@ def _print_table(races, res, fhk, tib, fit_until, problems, fc=None, pops=None):
     print(fixed)
     if fit_until is not None:
         print(
-            f"fitted splits ≤ {fit_until:g} m; prior: the population of the other embedded races (hierarchical, "
-            f"every parameter), split-time noise {pops[0].sigma:.4f} s estimated from their residuals"
+            f"fitted splits ≤ {fit_until:g} m; prior: the population of the other embedded races of the same length "
+            f"(hierarchical, every parameter), split-time noise {pops[0].sigma:.4f} s estimated from their residuals"
         )
     cols = [f"{heads[n][0]} [{heads[n][1]}]".rjust(16) for n in shown]
     line = "race".ljust(width) + "".join(cols) + "  freed    " + "   top speed [m/s] @ [m]" + "  lost [m/s]"

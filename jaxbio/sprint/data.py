@@ -165,6 +165,23 @@ class Race:
         return self.distances <= distance + 1e-9
 
 
+def race_sex(race) -> str | None:
+    """``"female"`` or ``"male"`` from a race's header (a ``sex`` line, else the word "women" or
+    "men" in its ``race`` line, as the embedded files write it), ``None`` when neither says."""
+    header = getattr(race, "header", {}) or {}
+    sex = header.get("sex", "").strip().lower()
+    if sex in ("female", "f", "women", "woman"):
+        return "female"
+    if sex in ("male", "m", "men", "man"):
+        return "male"
+    words = re.findall(r"[a-z]+", header.get("race", "").lower())
+    if "women" in words or "womens" in words:
+        return "female"
+    if "men" in words or "mens" in words:
+        return "male"
+    return None
+
+
 def header_label(header: dict, name: str) -> str:
     """``"athlete year"`` from a file's header (the athlete without a bracketed country; ``name``
     when the header names no athlete): the short label of a race or a trace."""

@@ -105,13 +105,14 @@ def split_jacobian(theta, splits: Splits, *, model: Sprinter | None = None, name
 
     Every split of ``splits`` (B races, L splits; weights ignored) is predicted, fitted or not.
     ``model``: the fixed parameters (``Sprinter()``); ``names``: the free ones; ``n_steps``: the
-    fits' ``N_STEPS``. Returns ``(pred (B, L) s, jac (B, L, k) s per log-unit)`` as numpy (one
+    fits' (default ``fitting.steps_for`` of the longest split, as `fitting.fit` chooses: 80 up to
+    100 m, 160 for a 200 m race, whose times 80 steps miss by seconds). Returns ``(pred (B, L) s, jac (B, L, k) s per log-unit)`` as numpy (one
     vmapped, jitted call; forward mode through the simulation).
     """
-    from jaxbio.sprint.fitting import N_STEPS, QUICK_COMPILE_MAX_BATCH
+    from jaxbio.sprint.fitting import QUICK_COMPILE_MAX_BATCH, steps_for
 
     model = Sprinter() if model is None else model
-    n_steps = N_STEPS if n_steps is None else int(n_steps)
+    n_steps = steps_for(float(np.max(np.asarray(splits.distances)))) if n_steps is None else int(n_steps)
     theta = jnp.asarray(np.asarray(theta, dtype=float))
     quick = theta.shape[0] <= QUICK_COMPILE_MAX_BATCH
     pred, jac = _pred_jac(quick, model, theta, splits, names=tuple(names), n_steps=n_steps)
@@ -169,6 +170,21 @@ class ReferenceFits(eqx.Module):
             rss=self.rss[idx],
             n_splits=self.n_splits[idx],
             converged=self.converged[idx],
+        )
+
+    def concatenate(self, other: ReferenceFits) -> ReferenceFits:
+        """These fits followed by ``other``'s (same free parameters; a race named in both is kept once, from ``self``)."""
+        if tuple(other.names) != tuple(self.names):
+            raise ValueError(f"ReferenceFits.concatenate: free parameters {other.names} differ from {self.names}")
+        new = [i for i, n in enumerate(other.race_names) if n not in self.race_names]
+        o = other.subset(new)
+        return ReferenceFits(
+            race_names=self.race_names + o.race_names,
+            names=self.names,
+            **{
+                k: np.concatenate([getattr(self, k), getattr(o, k)])
+                for k in ("theta", "gauss_newton", "rss", "n_splits", "converged")
+            },
         )
 
     def without(self, race_name: str) -> ReferenceFits:
@@ -552,7 +568,7 @@ def quantile_factor(level: float, dof) -> np.ndarray:
     return np.where(np.isfinite(dof), student_t.ppf(q, np.where(np.isfinite(dof), dof, 1.0)), Z[level])
 
 
-def predict_intervals(res, populations=None, sigma=None, on=None) -> Forecast:
+def predict_intervals(res, populations=None, sigma=None, on=None, n_steps: int | None = None) -> Forecast:
     """Split times with intervals for the fits ``res`` (a `FitResult`, each race fitted with the
     prior of its population, or with none).
 
@@ -565,7 +581,8 @@ def predict_intervals(res, populations=None, sigma=None, on=None) -> Forecast:
     covariance (``Population.dof`` degrees of freedom), the rest and ``σ²`` with the noise
     (``Population.sigma_dof``); the intervals are Student-t with the Welch–Satterthwaite
     degrees of freedom of the sum (``predictive_dof``): a population learned from few races,
-    or a noise from few residuals, gives wider tails.
+    or a noise from few residuals, gives wider tails. ``n_steps``: the fit's simulation steps
+    (default as `fitting.fit` chooses them, ``split_jacobian``).
     """
     B = res.theta.shape[0]
     if populations is None:
@@ -582,7 +599,11 @@ def predict_intervals(res, populations=None, sigma=None, on=None) -> Forecast:
         dof_pop = np.array([p.dof for p in populations], dtype=float)
         dof_noise = np.array([p.sigma_dof for p in populations], dtype=float)
     pred, jac = split_jacobian(
-        res.theta, jax.tree_util.tree_map(lambda a: a[:B], res.splits), model=res.model, names=res.names
+        res.theta,
+        jax.tree_util.tree_map(lambda a: a[:B], res.splits),
+        model=res.model,
+        names=res.names,
+        n_steps=n_steps,
     )
     w = np.asarray(res.splits.weights)[:B]
     G = np.einsum("bl,blj,blm->bjm", w, jac, jac)
@@ -721,6 +742,7 @@ def forecast(
     scale: float = HYPER_SCALE,
     on=None,
     populations: dict | None = None,
+    pool=None,
     **kw,
 ):
     """Fit ``races`` to their splits ≤ ``fit_until`` m with the hierarchical prior and predict every
@@ -731,6 +753,9 @@ def forecast(
     parameters (default ``ref.names``); ``on``: those that get the prior (default all).
     ``populations``: instead of ``ref``, the populations at hand (``laplace_em``'s dict: race
     name → the population without it; key ``None`` for a race not among them).
+    ``pool``: which reference races a race's population is learned from — ``None`` (all of
+    ``ref``) or a function of the race giving their names (group means; `same_length`: the races
+    of its length, which the leave-one-out over every shipped race prefers, `jaxbio.sprint.loo`).
     ``**kw`` to `fit` (e.g. ``devices``).
     ``form``, ``strength``, ``scale``: the population's hyperprior (``fit_population``); the
     default, a full covariance with one pseudo-race of 5 % spread, has the best leave-one-out
@@ -753,16 +778,43 @@ def forecast(
     if tuple(names) != tuple(known):
         raise ValueError(f"forecast: free parameters {names} differ from the population's {known}")
     if populations is None:
-        pops = [population(ref, leave_out=r.name, form=form, strength=strength, scale=scale) for r in races]
+        pops = [
+            population(pooled(ref, pool, r), leave_out=r.name, form=form, strength=strength, scale=scale) for r in races
+        ]
     new = [p.predictive() for p in pops]  # a race not among those the population was learned from
     priors = [p.prior(on) for p in new]
     prior = (np.array([p[0] for p in priors]), np.array([p[1] for p in priors]))
     res = fit(races, fit_until=fit_until, model=model, names=names, prior=prior, **kw)
-    fc = predict_intervals(res, new, on=on)
+    fc = predict_intervals(res, new, on=on, n_steps=kw.get("n_steps"))
     # the fit's own Laplace covariance assumes SIGMA_ROUND noise; report the posterior's
     std = np.where(np.isnan(res.std), np.nan, res.values * np.sqrt(np.diagonal(fc.cov_log, axis1=1, axis2=2)))
     res = eqx.tree_at(lambda r: (r.std, r.cov_log), res, (std, fc.cov_log))
     return res, fc, pops
+
+
+def same_length(reference: list[Race]):
+    """A ``pool`` for `forecast` (group means by race length): for a race, the names of the
+    ``reference`` races whose last split is at the same distance (60, 100, 200 m). A 200 m race
+    run at a 100 m population's parameters (and the reverse) is forecast seconds off: the
+    sprinter's fixed reserve resupply makes the fitted E, F0/m and v_max of a 200 m race another
+    population (leave-one-out over every shipped race: `jaxbio.sprint.loo`, ``docs/sprint.md``)."""
+    lengths = {r.name: float(r.distances[-1]) for r in reference}
+
+    def pool(race) -> tuple:
+        d = float(race.distances[-1])
+        return tuple(n for n, dn in lengths.items() if abs(dn - d) < 1e-6)
+
+    return pool
+
+
+def pooled(ref: ReferenceFits, pool, race) -> ReferenceFits:
+    """The reference fits ``race``'s population is learned from: those named by ``pool(race)``
+    (``None``: all of ``ref``), less ``race`` itself; all of ``ref`` if no other race is left."""
+    if pool is None:
+        return ref
+    allowed = set(pool(race))
+    keep = [i for i, n in enumerate(ref.race_names) if n in allowed and n != race.name]
+    return ref.subset(keep) if keep else ref
 
 
 # ---- synthetic races from a known population (tests, calibration) --------------------------
@@ -846,7 +898,9 @@ __all__ = [
     "population",
     "posterior",
     "predict_intervals",
+    "pooled",
     "reference_fits",
+    "same_length",
     "sigma_obs",
     "split_jacobian",
     "synthetic_races",
