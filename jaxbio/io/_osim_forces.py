@@ -1,11 +1,12 @@
-"""OpenSim's forces that matter for the tools: limits, springs and actuators of a ``ForceSet``.
+"""OpenSim's forces that matter for the tools: limits, springs, bushings, contact and actuators of a
+``ForceSet``.
 
 `jaxbio.io.load_osim` imports these ``ForceSet`` entries of OpenSim 3.x and 4.x files into
 `OsimForces` (``OsimModel.forces``), every number in SI units; Thelen and Millard muscles go to
 ``OsimModel.muscles`` (`jaxbio.io._osim_muscles`), every other type stays listed in
 ``OsimModel.ignored``. The formulas are opensim-core's (``OpenSim/Simulation/Model``
 and ``OpenSim/Actuators``, OpenSim 4.6), and the generalised forces equal live OpenSim's to
-round-off (tests/io/test_osim_forces.py).
+round-off (tests/io/test_osim_forces.py; bushings and contact: tests/io/test_osim_contact.py).
 
 **Passive forces** (functions of the state, `passive_forces`):
 
@@ -23,6 +24,32 @@ round-off (tests/io/test_osim_forces.py).
 - ``PointToPointSpring`` (Simbody's ``Force::TwoPointLinearSpring``): points ``p1`` on body1 and
   ``p2`` on body2, ``d = |p2 − p1|``, force ``k (d − rest_length) (p2 − p1)/d`` on ``p1`` and its
   opposite on ``p2`` (zero at ``d = 0``, where Simbody divides by zero).
+
+- ``BushingForce`` (Simbody's ``Force::LinearBushing``): frames F (``frame1``) and M
+  (``frame2``, bodies, the ground or offset frames, the force's own ``<frames>`` included); the
+  deflections are the body-fixed X-Y-Z angles ``θ`` of ``R_FM`` and M's origin ``p`` in F, their
+  rates ``θ̇ = N(θ) ω_FM`` (``ω`` in M, ``Rotation::calcNForBodyXYZInBodyFrame``) and ``ṗ`` (the
+  derivative in F); ``f = −(K ⊙ (θ, p) + C ⊙ (θ̇, ṗ))`` with the rotational and translational
+  stiffness and damping; M receives the moment ``R_GM N(θ)ᵀ f_θ`` and the force ``R_GF f_p`` at
+  its origin, F their opposite at the same place.
+- ``HuntCrossleyForce`` (Simbody's ``HuntCrossleyForce`` on a ``GeneralContactSubsystem`` contact
+  set) on ``ContactSphere`` and ``ContactHalfSpace`` geometry (the solid ``x > 0`` of its frame;
+  the geometry's ``location`` and body-fixed X-Y-Z ``orientation`` in its ``socket_frame``).
+  Every pair of the force's surfaces on different segments is a candidate (two half-spaces have no
+  contact algorithm). Sphere–half-space: depth ``r + x_c`` (``x_c`` the centre in the half-space
+  frame), normal the frame's −x, radius ``r``; sphere–sphere: depth ``r₁ + r₂ − d``, normal
+  from 1 to 2, radius ``r₁r₂/(r₁+r₂)``. Each surface's stiffness is stored as
+  ``kᵢ = stiffnessᵢ^(2/3)``; ``s₁ = k₂/(k₁+k₂)``, ``k = k₁s₁``, ``c = c₁s₁ + c₂s₂``; the point
+  moves by ``depth (½ − s₁)`` along the normal; ``f_H = 4/3 k depth √(R k depth)``, ``f = f_H (1
+  + 3/2 c v_n)`` with ``v_n`` the normal velocity of body 1 relative to body 2; friction
+  ``f (min(v/v_t, 1) (μ_d + 2(μ_s − μ_d)/(1 + (v/v_t)²)) + μ_v v)`` along the slip velocity ``v``
+  (``v_t`` the ``transition_velocity``; each μ the harmonic mean ``2μ₁μ₂/(μ₁+μ₂)``, 0 when both
+  are 0). **Simbody's early return**: the first contact of a force's list with ``f ≤ 0`` ends
+  ``calcForce``, so it and every later contact of that force apply nothing; the list's order is
+  that of ``GeneralContactSubsystem``'s sweep and prune (surfaces sorted by the start of their
+  extent, half-spaces first, along the axis where the surfaces' centres vary most; pairs by the
+  sorted positions of their two surfaces), reproduced here. A ``HuntCrossleyForce`` on other
+  geometry (``ContactMesh`` …) is not imported and named in ``OsimModel.not_imported``.
 
 **Actuators** (``ScalarActuator``: actuation = control × ``optimal_force``; `actuator_matrix`
 ``B(c)`` gives the generalised force per unit actuation, so ``τ = B(c) (optimal_force ⊙
@@ -80,6 +107,8 @@ __all__ = [
     "CoordinateActuators",
     "PointActuators",
     "TorqueActuators",
+    "BushingForces",
+    "HuntCrossleyForces",
     "passive_forces",
     "actuator_matrix",
     "actuator_forces",
@@ -508,8 +537,9 @@ class OsimForces(eqx.Module):
     """The forces of an OpenSim model's ``ForceSet`` that jaxbio imports, one batch per type
     (module docstring), and what the ``InverseDynamicsTool`` needs to know about the rest.
 
-    - ``coordinate_limits``, ``springs``, ``point_springs``: `CoordinateLimitForces`,
-      `SpringGeneralizedForces`, `PointToPointSprings` (the passive forces);
+    - ``coordinate_limits``, ``springs``, ``point_springs``, ``bushings``, ``contacts``:
+      `CoordinateLimitForces`, `SpringGeneralizedForces`, `PointToPointSprings`,
+      `BushingForces`, `HuntCrossleyForces` (the passive forces);
       ``coordinate_actuators``, ``point_actuators``, ``torque_actuators``: `CoordinateActuators`,
       `PointActuators`, `TorqueActuators`.
     - ``order`` (static): ``(type, name)`` of every force applied by OpenSim (``appliesForce``
@@ -812,7 +842,8 @@ def _contacts(model, q, motion, qd, h: HuntCrossleyForces):
 
 def passive_forces(model, c: Float[ArrayLike, " nc"], cd: Float[ArrayLike, " nc"]) -> Float[Array, " nc"]:
     """Generalised force of the model's passive forces: ``CoordinateLimitForce``,
-    ``SpringGeneralizedForce`` and ``PointToPointSpring`` (module docstring).
+    ``SpringGeneralizedForce``, ``PointToPointSpring``, ``BushingForce`` and ``HuntCrossleyForce``
+    (module docstring).
 
     Args:
         model: an `OsimModel` (its ``forces``; `applied_forces` selects a subset).

@@ -224,6 +224,12 @@ def test_contact_geometry_that_cannot_be_imported_is_named(contact_model, tmp_pa
         load_osim(path, strict=True)
 
 
+def test_reading_contact_and_bushings_compiles_nothing(contact_model):
+    from tests.test_rigid_numpy import _compilations
+
+    assert _compilations(lambda: load_osim(contact_model, dtype=jnp.float64)) == []
+
+
 LIBRARY_MODELS = [
     ("Models/ToyLanding/ToyLandingModel_AFO.osim", "pelvis_ty", ("HuntCrossleyForce", "BushingForce")),
     ("Models/BouncingBlock/bouncing_block.osim", "yTranslation", ("HuntCrossleyForce", "BushingForce")),
