@@ -872,13 +872,13 @@ def passive_forces(model, c: Float[ArrayLike, " nc"], cd: Float[ArrayLike, " nc"
         jv, _ = _jacobians(model, q, motion, s.segments1 + s.segments2, jnp.concatenate([s.points1, s.points2]))
         tau_q = jnp.einsum("kin,ki->n", jv, jnp.concatenate([f1, -f1]), precision=HIGHEST)
         tau = tau + _to_coordinates(model, c, tau_q)
-    if len(F.bushings) or len(F.contacts):
+    if len(F.bushings) or F.contacts.first:  # (a HuntCrossleyForce whose surfaces cannot touch: nothing)
         q, motion = _on_tree(model, c)
         qd = jnp.einsum("qc,c->q", coordinate_jacobian(model.coordinates, c), cd, precision=HIGHEST)
         tau_q = jnp.zeros(q.shape[0], c.dtype)
         if len(F.bushings):
             tau_q = tau_q + _bushing_forces(model, q, motion, qd, F.bushings)
-        if len(F.contacts):
+        if F.contacts.first:
             tau_q = tau_q + _contact_forces(model, q, motion, qd, F.contacts)
         tau = tau + _to_coordinates(model, c, tau_q)
     return tau
