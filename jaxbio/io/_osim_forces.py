@@ -1,11 +1,12 @@
-"""OpenSim's forces that matter for the tools: limits, springs and actuators of a ``ForceSet``.
+"""OpenSim's forces that matter for the tools: limits, springs, bushings, contact and actuators of a
+``ForceSet``.
 
 `jaxbio.io.load_osim` imports these ``ForceSet`` entries of OpenSim 3.x and 4.x files into
 `OsimForces` (``Model.forces``), every number in SI units; Thelen and Millard muscles go to
 ``Model.muscles`` (`jaxbio.io._osim_muscles`), every other type stays listed in
 ``Model.ignored``. The formulas are opensim-core's (``OpenSim/Simulation/Model``
 and ``OpenSim/Actuators``, OpenSim 4.6), and the generalised forces equal live OpenSim's to
-round-off (tests/io/test_osim_forces.py).
+round-off (tests/io/test_osim_forces.py; bushings and contact: tests/io/test_osim_contact.py).
 
 **Passive forces** (functions of the state, `passive_forces`):
 
@@ -23,6 +24,32 @@ round-off (tests/io/test_osim_forces.py).
 - ``PointToPointSpring`` (Simbody's ``Force::TwoPointLinearSpring``): points ``p1`` on body1 and
   ``p2`` on body2, ``d = |p2 − p1|``, force ``k (d − rest_length) (p2 − p1)/d`` on ``p1`` and its
   opposite on ``p2`` (zero at ``d = 0``, where Simbody divides by zero).
+
+- ``BushingForce`` (Simbody's ``Force::LinearBushing``): frames F (``frame1``) and M
+  (``frame2``, bodies, the ground or offset frames, the force's own ``<frames>`` included); the
+  deflections are the body-fixed X-Y-Z angles ``θ`` of ``R_FM`` and M's origin ``p`` in F, their
+  rates ``θ̇ = N(θ) ω_FM`` (``ω`` in M, ``Rotation::calcNForBodyXYZInBodyFrame``) and ``ṗ`` (the
+  derivative in F); ``f = −(K ⊙ (θ, p) + C ⊙ (θ̇, ṗ))`` with the rotational and translational
+  stiffness and damping; M receives the moment ``R_GM N(θ)ᵀ f_θ`` and the force ``R_GF f_p`` at
+  its origin, F their opposite at the same place.
+- ``HuntCrossleyForce`` (Simbody's ``HuntCrossleyForce`` on a ``GeneralContactSubsystem`` contact
+  set) on ``ContactSphere`` and ``ContactHalfSpace`` geometry (the solid ``x > 0`` of its frame;
+  the geometry's ``location`` and body-fixed X-Y-Z ``orientation`` in its ``socket_frame``).
+  Every pair of the force's surfaces on different segments is a candidate (two half-spaces have no
+  contact algorithm). Sphere–half-space: depth ``r + x_c`` (``x_c`` the centre in the half-space
+  frame), normal the frame's −x, radius ``r``; sphere–sphere: depth ``r₁ + r₂ − d``, normal
+  from 1 to 2, radius ``r₁r₂/(r₁+r₂)``. Each surface's stiffness is stored as
+  ``kᵢ = stiffnessᵢ^(2/3)``; ``s₁ = k₂/(k₁+k₂)``, ``k = k₁s₁``, ``c = c₁s₁ + c₂s₂``; the point
+  moves by ``depth (½ − s₁)`` along the normal; ``f_H = 4/3 k depth √(R k depth)``, ``f = f_H (1
+  + 3/2 c v_n)`` with ``v_n`` the normal velocity of body 1 relative to body 2; friction
+  ``f (min(v/v_t, 1) (μ_d + 2(μ_s − μ_d)/(1 + (v/v_t)²)) + μ_v v)`` along the slip velocity ``v``
+  (``v_t`` the ``transition_velocity``; each μ the harmonic mean ``2μ₁μ₂/(μ₁+μ₂)``, 0 when both
+  are 0). **Simbody's early return**: the first contact of a force's list with ``f ≤ 0`` ends
+  ``calcForce``, so it and every later contact of that force apply nothing; the list's order is
+  that of ``GeneralContactSubsystem``'s sweep and prune (surfaces sorted by the start of their
+  extent, half-spaces first, along the axis where the surfaces' centres vary most; pairs by the
+  sorted positions of their two surfaces), reproduced here. A ``HuntCrossleyForce`` on other
+  geometry (``ContactMesh`` …) is not imported and named in ``Model.not_imported``.
 
 **Actuators** (``ScalarActuator``: actuation = control × ``optimal_force``; `actuator_matrix`
 ``B(c)`` gives the generalised force per unit actuation, so ``τ = B(c) (optimal_force ⊙
@@ -70,7 +97,7 @@ from jaxbio import quaternion as quat
 from jaxbio._validate import to_device
 from jaxbio.coordinates import jacobian as coordinate_jacobian
 from jaxbio.dynamics.kinematics import point_jacobian, segment_motion
-from jaxbio.spatial import norm, unit
+from jaxbio.spatial import norm, safe_sqrt, unit
 
 __all__ = [
     "OsimForces",
@@ -80,6 +107,8 @@ __all__ = [
     "CoordinateActuators",
     "PointActuators",
     "TorqueActuators",
+    "BushingForces",
+    "HuntCrossleyForces",
     "passive_forces",
     "actuator_matrix",
     "actuator_forces",
@@ -154,6 +183,8 @@ IMPORTED_TYPES = (
     "CoordinateActuator",
     "PointActuator",
     "TorqueActuator",
+    "BushingForce",
+    "HuntCrossleyForce",
 )
 
 
@@ -310,6 +341,185 @@ class TorqueActuators(_Batch):
     _trailing = {"axes": (3,)}
 
 
+class BushingForces(_Batch):
+    """OpenSim's ``BushingForce``\\ s (Simbody's ``Force::LinearBushing``) between frame F
+    (``frame1``) and frame M (``frame2``): ``positions1``, ``orientations1`` ``(n, 3)`` m /
+    ``(n, 4)`` quaternions, F's pose in the frame of tree segment ``segments1`` (static; ``-1``:
+    the world), ``positions2``, ``orientations2``, ``segments2`` M's; ``rotational_stiffness``
+    ``(n, 3)`` N·m/rad, ``translational_stiffness`` ``(n, 3)`` N/m, ``rotational_damping``
+    ``(n, 3)`` N·m·s/rad, ``translational_damping`` ``(n, 3)`` N·s/m (about / along the
+    deflection coordinates, module docstring)."""
+
+    positions1: Float[Array, "n 3"]
+    orientations1: Float[Array, "n 4"]
+    positions2: Float[Array, "n 3"]
+    orientations2: Float[Array, "n 4"]
+    rotational_stiffness: Float[Array, "n 3"]
+    translational_stiffness: Float[Array, "n 3"]
+    rotational_damping: Float[Array, "n 3"]
+    translational_damping: Float[Array, "n 3"]
+    segments1: tuple[int, ...] = eqx.field(static=True)
+    segments2: tuple[int, ...] = eqx.field(static=True)
+    names: tuple[str, ...] = eqx.field(static=True)
+    _trailing = {
+        "positions1": (3,),
+        "orientations1": (4,),
+        "positions2": (3,),
+        "orientations2": (4,),
+        "rotational_stiffness": (3,),
+        "translational_stiffness": (3,),
+        "rotational_damping": (3,),
+        "translational_damping": (3,),
+    }
+
+
+class HuntCrossleyForces(eqx.Module):
+    """OpenSim's ``HuntCrossleyForce``\\ s (Simbody's ``HuntCrossleyForce`` on a contact set),
+    ``n`` forces, ``s`` contact surfaces (each force's ``ContactSphere``\\ s and
+    ``ContactHalfSpace``\\ s, in the order of its parameter sets and their ``geometry`` lists),
+    ``p`` pairs of surfaces of one force that Simbody can bring into contact (sphere–half-space,
+    sphere–sphere).
+
+    Surfaces: ``positions`` ``(s, 3)`` m and ``orientations`` ``(s, 4)``, the geometry frame in the
+    frame of tree segment ``segments`` (static; ``-1``: the world); ``radii`` ``(s,)`` m (0 for a
+    half-space); static ``halfspace`` (a half-space: the solid ``x > 0`` of its frame) and
+    ``surface_forces`` (the force each belongs to).
+
+    Pairs (static ``first``, ``second``: surface indices, the half-space first, else file order;
+    ``pair_forces``): the combined material of Simbody's ``HuntCrossleyForceImpl::calcForce``,
+    computed at load time: ``stiffness`` ``(p,)`` ``k₁s₁`` (N/m²)^(2/3), with each surface's
+    ``kᵢ = stiffnessᵢ^(2/3)`` (stiffness in N/m²) and ``s₁ = k₂/(k₁+k₂)``,
+    ``share`` ``(p,)`` that ``s₁``, ``dissipation`` ``(p,)`` s/m ``c₁s₁ + c₂s₂``, friction
+    coefficients ``static_friction``, ``dynamic_friction`` ``(p,)`` and ``viscous_friction``
+    ``(p,)`` s/m (each ``2μ₁μ₂/(μ₁+μ₂)``, 0 when both are 0), ``transition_velocity`` ``(p,)``
+    m/s (the force's). ``names`` (static): the forces.
+    """
+
+    positions: Float[Array, "s 3"]
+    orientations: Float[Array, "s 4"]
+    radii: Float[Array, " s"]
+    stiffness: Float[Array, " p"]
+    share: Float[Array, " p"]
+    dissipation: Float[Array, " p"]
+    static_friction: Float[Array, " p"]
+    dynamic_friction: Float[Array, " p"]
+    viscous_friction: Float[Array, " p"]
+    transition_velocity: Float[Array, " p"]
+    segments: tuple[int, ...] = eqx.field(static=True)
+    halfspace: tuple[bool, ...] = eqx.field(static=True)
+    surface_forces: tuple[int, ...] = eqx.field(static=True)
+    first: tuple[int, ...] = eqx.field(static=True)
+    second: tuple[int, ...] = eqx.field(static=True)
+    pair_forces: tuple[int, ...] = eqx.field(static=True)
+    names: tuple[str, ...] = eqx.field(static=True)
+
+    def __check_init__(self):
+        s, p = len(self.segments), len(self.first)
+        for f in ("positions", "orientations", "radii"):
+            if len(getattr(self, f)) != s:
+                raise ValueError(f"HuntCrossleyForces: {f} has {len(getattr(self, f))} entries for {s} surfaces")
+        for f in ("stiffness", "share", "dissipation", "static_friction", "dynamic_friction", "viscous_friction"):
+            if len(getattr(self, f)) != p:
+                raise ValueError(f"HuntCrossleyForces: {f} has {len(getattr(self, f))} entries for {p} pairs")
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def take(self, index: Sequence[int]) -> HuntCrossleyForces:
+        """The forces at ``index`` (static), in that order, with their surfaces and pairs."""
+        keep = [int(i) for i in np.asarray(index, dtype=int).reshape(-1)]
+        new_force = {f: k for k, f in enumerate(keep)}
+        surfaces = [i for f in keep for i, g in enumerate(self.surface_forces) if g == f]
+        new_surface = {i: k for k, i in enumerate(surfaces)}
+        pairs = [i for f in keep for i, g in enumerate(self.pair_forces) if g == f]
+        s, p = np.asarray(surfaces, dtype=int), np.asarray(pairs, dtype=int)
+        return HuntCrossleyForces(
+            positions=self.positions[s],
+            orientations=self.orientations[s],
+            radii=self.radii[s],
+            **{
+                f: getattr(self, f)[p]
+                for f in (
+                    "stiffness",
+                    "share",
+                    "dissipation",
+                    "static_friction",
+                    "dynamic_friction",
+                    "viscous_friction",
+                    "transition_velocity",
+                )
+            },
+            segments=tuple(self.segments[i] for i in surfaces),
+            halfspace=tuple(self.halfspace[i] for i in surfaces),
+            surface_forces=tuple(new_force[self.surface_forces[i]] for i in surfaces),
+            first=tuple(new_surface[self.first[i]] for i in pairs),
+            second=tuple(new_surface[self.second[i]] for i in pairs),
+            pair_forces=tuple(new_force[self.pair_forces[i]] for i in pairs),
+            names=tuple(self.names[f] for f in keep),
+        )
+
+    @classmethod
+    def build(cls, rows: Sequence[dict], dtype) -> HuntCrossleyForces:
+        """From one dict per force: ``name``, ``transition_velocity`` and ``surfaces``, a list of
+        dicts (``segment``, ``position``, ``orientation``, ``radius``, ``halfspace``,
+        ``stiffness``, ``dissipation``, ``static_friction``, ``dynamic_friction``,
+        ``viscous_friction``)."""
+        surfaces, pairs = [], []
+        for f, row in enumerate(rows):
+            start = len(surfaces)
+            surfaces += [dict(sf, force=f) for sf in row["surfaces"]]
+            for i in range(start, len(surfaces)):
+                for j in range(i + 1, len(surfaces)):
+                    if surfaces[i]["halfspace"] and surfaces[j]["halfspace"]:
+                        continue  # Simbody has no algorithm for two half-spaces
+                    if surfaces[i]["segment"] == surfaces[j]["segment"]:
+                        continue  # one rigid segment: no net force, and never the end of the list
+                    one, two = (j, i) if surfaces[j]["halfspace"] else (i, j)
+                    pairs.append((one, two, f, row["transition_velocity"], _combined(surfaces[one], surfaces[two])))
+
+        def arr(values, *trailing):
+            return to_device(np.array(values, dtype=float).reshape((len(values),) + trailing), dtype)
+
+        return cls(
+            positions=arr([s["position"] for s in surfaces], 3),
+            orientations=arr([s["orientation"] for s in surfaces], 4),
+            radii=arr([s["radius"] for s in surfaces]),
+            **{k: arr([p[4][k] for p in pairs]) for k in _COMBINED},
+            transition_velocity=arr([p[3] for p in pairs]),
+            segments=tuple(int(s["segment"]) for s in surfaces),
+            halfspace=tuple(bool(s["halfspace"]) for s in surfaces),
+            surface_forces=tuple(s["force"] for s in surfaces),
+            first=tuple(p[0] for p in pairs),
+            second=tuple(p[1] for p in pairs),
+            pair_forces=tuple(p[2] for p in pairs),
+            names=tuple(r["names"] for r in rows),
+        )
+
+
+_COMBINED = ("stiffness", "share", "dissipation", "static_friction", "dynamic_friction", "viscous_friction")
+
+
+def _combined(a: dict, b: dict) -> dict:
+    """Simbody's combination of the materials of surface1 ``a`` and surface2 ``b`` (numpy)."""
+
+    def harmonic(key):  # HuntCrossleyForceImpl: 0 when neither surface has this friction
+        x, y = a[key], b[key]
+        return 0.0 if (x == 0 and y == 0) else 2 * x * y / (x + y)
+
+    # Simbody stores each surface's stiffness to the power 2/3 (HuntCrossleyForceImpl::Parameters)
+    k1, k2 = np.float64(a["stiffness"]) ** (2.0 / 3.0), np.float64(b["stiffness"]) ** (2.0 / 3.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s1 = k2 / (k1 + k2)
+    return dict(
+        stiffness=k1 * s1,
+        share=s1,
+        dissipation=a["dissipation"] * s1 + b["dissipation"] * (1 - s1),
+        static_friction=harmonic("static_friction"),
+        dynamic_friction=harmonic("dynamic_friction"),
+        viscous_friction=harmonic("viscous_friction"),
+    )
+
+
 _BATCHES = (
     ("coordinate_limits", "CoordinateLimitForce", CoordinateLimitForces),
     ("springs", "SpringGeneralizedForce", SpringGeneralizedForces),
@@ -317,6 +527,8 @@ _BATCHES = (
     ("coordinate_actuators", "CoordinateActuator", CoordinateActuators),
     ("point_actuators", "PointActuator", PointActuators),
     ("torque_actuators", "TorqueActuator", TorqueActuators),
+    ("bushings", "BushingForce", BushingForces),
+    ("contacts", "HuntCrossleyForce", HuntCrossleyForces),
 )
 _ACTUATOR_FIELDS = ("coordinate_actuators", "point_actuators", "torque_actuators")
 
@@ -325,8 +537,9 @@ class OsimForces(eqx.Module):
     """The forces of an OpenSim model's ``ForceSet`` that jaxbio imports, one batch per type
     (module docstring), and what the ``InverseDynamicsTool`` needs to know about the rest.
 
-    - ``coordinate_limits``, ``springs``, ``point_springs``: `CoordinateLimitForces`,
-      `SpringGeneralizedForces`, `PointToPointSprings` (the passive forces);
+    - ``coordinate_limits``, ``springs``, ``point_springs``, ``bushings``, ``contacts``:
+      `CoordinateLimitForces`, `SpringGeneralizedForces`, `PointToPointSprings`,
+      `BushingForces`, `HuntCrossleyForces` (the passive forces);
       ``coordinate_actuators``, ``point_actuators``, ``torque_actuators``: `CoordinateActuators`,
       `PointActuators`, `TorqueActuators`.
     - ``order`` (static): ``(type, name)`` of every force applied by OpenSim (``appliesForce``
@@ -342,6 +555,8 @@ class OsimForces(eqx.Module):
     coordinate_actuators: CoordinateActuators
     point_actuators: PointActuators
     torque_actuators: TorqueActuators
+    bushings: BushingForces
+    contacts: HuntCrossleyForces
     order: tuple[tuple[str, str], ...] = eqx.field(static=True, default=())
     groups: tuple[tuple[str, tuple[str, ...]], ...] = eqx.field(static=True, default=())
     outside: tuple[str, ...] = eqx.field(static=True, default=())
@@ -482,9 +697,158 @@ def _coordinates(model, c, name):
     return as_coordinates(model.coordinates, c, name)
 
 
+def _world_attitudes(motion, segments, orientations):
+    """World attitudes ``(k, 4)`` of frames with ``orientations`` in the frames of ``segments``."""
+    seg = np.asarray(segments, dtype=np.int32)
+    on = seg >= 0
+    att = quat.multiply(motion.attitude[np.where(on, seg, 0)], orientations)
+    return jnp.where(jnp.asarray(on)[:, None], att, orientations)
+
+
+def _local_points(motion, segments, points):
+    """World points ``(k, 3)`` in the frames of ``segments`` (-1: the world, unchanged)."""
+    seg = np.asarray(segments, dtype=np.int32)
+    on = seg >= 0
+    s = np.where(on, seg, 0)
+    local = quat.rotate(quat.conjugate(motion.attitude[s]), points - motion.position[s])
+    return jnp.where(jnp.asarray(on)[:, None], local, points)
+
+
+def _body_fixed_xyz(R):
+    """Body-fixed X-Y-Z angles ``(k, 3)`` rad of rotation matrices ``R`` ``(k, 3, 3)``
+    (``R = R_x(a) R_y(b) R_z(c)``, ``b`` in [−π/2, π/2]; Simbody's
+    ``convertRotationToBodyFixedXYZ``)."""
+    a = jnp.arctan2(-R[:, 1, 2], R[:, 2, 2])
+    b = jnp.arctan2(R[:, 0, 2], jnp.sqrt(R[:, 0, 0] ** 2 + R[:, 0, 1] ** 2))
+    c = jnp.arctan2(-R[:, 0, 1], R[:, 0, 0])
+    return jnp.stack([a, b, c], -1)
+
+
+def _bushing_forces(model, q, motion, qd, b: BushingForces):
+    """Tree generalised force ``(nq,)`` of Simbody's ``Force::LinearBushing``
+    (``LinearBushingImpl::ensureForceCacheValid``): deflections ``(θ, p)`` of M in F (body-fixed
+    X-Y-Z angles, origin in F), their rates ``(N(θ) ω_FM^M, ṗ^F)``, ``f = −(K ⊙ deflection + C ⊙
+    rate)``; M receives the moment ``R_GM Nᵀ f_θ`` and the force ``R_GF f_p`` at its origin, F
+    their opposite at the same place."""
+    n = len(b)
+    pF = _world_points(motion, b.segments1, b.positions1)
+    pM = _world_points(motion, b.segments2, b.positions2)
+    RGF = quat.to_matrix(_world_attitudes(motion, b.segments1, b.orientations1))
+    RGM = quat.to_matrix(_world_attitudes(motion, b.segments2, b.orientations2))
+    RFM = jnp.einsum("kji,kjl->kil", RGF, RGM, precision=HIGHEST)
+    pFM_G = pM - pF
+    pFM = jnp.einsum("kji,kj->ki", RGF, pFM_G, precision=HIGHEST)
+    theta = _body_fixed_xyz(RFM)
+    jv, jw = _jacobians(model, q, motion, b.segments1 + b.segments2, jnp.concatenate([b.positions1, b.positions2]))
+    v = jnp.einsum("kin,n->ki", jv, qd, precision=HIGHEST)
+    w = jnp.einsum("kin,n->ki", jw, qd, precision=HIGHEST)
+    w1, w2, vF, vM = w[:n], w[n:], v[:n], v[n:]
+    w_FM = jnp.einsum("kji,kj->ki", RGF, w2 - w1, precision=HIGHEST)
+    pFM_dot = jnp.einsum("kji,kj->ki", RGF, vM - vF - jnp.cross(w1, pFM_G), precision=HIGHEST)
+    w_FM_M = jnp.einsum("kji,kj->ki", RFM, w_FM, precision=HIGHEST)
+    c1, s1, c2, s2 = jnp.cos(theta[:, 1]), jnp.sin(theta[:, 1]), jnp.cos(theta[:, 2]), jnp.sin(theta[:, 2])
+    zero, one = jnp.zeros_like(c1), jnp.ones_like(c1)
+    N = jnp.stack(  # Rotation::calcNForBodyXYZInBodyFrame: θ̇ = N ω (ω in M)
+        [
+            jnp.stack([c2 / c1, -s2 / c1, zero], -1),
+            jnp.stack([s2, c2, zero], -1),
+            jnp.stack([-s1 * c2 / c1, s1 * s2 / c1, one], -1),
+        ],
+        -2,
+    )
+    theta_dot = jnp.einsum("kij,kj->ki", N, w_FM_M, precision=HIGHEST)
+    f_rot = -(b.rotational_stiffness * theta + b.rotational_damping * theta_dot)
+    f_tr = -(b.translational_stiffness * pFM + b.translational_damping * pFM_dot)
+    m_G = jnp.einsum("kij,kj->ki", RGM, jnp.einsum("kji,kj->ki", N, f_rot, precision=HIGHEST), precision=HIGHEST)
+    f_G = jnp.einsum("kij,kj->ki", RGF, f_tr, precision=HIGHEST)
+    # M: m_G and f_G at its origin; F: −(m_G + p_FM × f_G) and −f_G at its origin
+    torques = jnp.concatenate([-(m_G + jnp.cross(pFM_G, f_G)), m_G])
+    forces = jnp.concatenate([-f_G, f_G])
+    return jnp.einsum("kin,ki->n", jw, torques, precision=HIGHEST) + jnp.einsum(
+        "kin,ki->n", jv, forces, precision=HIGHEST
+    )
+
+
+def _contact_forces(model, q, motion, qd, h: HuntCrossleyForces):
+    """Tree generalised force ``(nq,)`` of Simbody's ``HuntCrossleyForce`` (module docstring)."""
+    jv, force, *_ = _contacts(model, q, motion, qd, h)
+    return jnp.einsum("kin,ki->n", jv, jnp.concatenate([-force, force]), precision=HIGHEST)
+
+
+def _contacts(model, q, motion, qd, h: HuntCrossleyForces):
+    """``(J_v, F, exists, stop, applied)`` of each pair: ``J_v`` ``(2p, 3, nq)`` of the contact
+    point on the first surfaces' segments then on the second's, the force ``F`` ``(p, 3)`` N
+    (world) on the second (its opposite on the first), and ``(p,)`` masks: in contact, pulling
+    (``f ≤ 0``: Simbody stops there) and applied."""
+    S, nf = len(h.segments), len(h)
+    X = _world_points(motion, h.segments, h.positions)
+    R = quat.to_matrix(_world_attitudes(motion, h.segments, h.orientations))
+    hs = np.asarray(h.halfspace, dtype=bool)
+    sf = np.asarray(h.surface_forces, dtype=np.int32)
+    a, b = np.asarray(h.first, dtype=np.int32), np.asarray(h.second, dtype=np.int32)
+    # GeneralContactSubsystem's sweep and prune orders the contacts: surfaces sorted by the start of
+    # their extent (half-spaces: −inf) along the axis where their centres vary most
+    count = np.bincount(sf, minlength=nf).astype(float)
+    mean = jax.ops.segment_sum(X, sf, nf) / jnp.asarray(count, X.dtype)[:, None]
+    var = jax.ops.segment_sum(jnp.abs(X - mean[sf]), sf, nf)
+    axis = jnp.where(var[:, 0] > var[:, 1], 0, 1)
+    axis = jnp.where(var[:, 2] > jnp.take_along_axis(var, axis[:, None], 1)[:, 0], 2, axis)
+    start = jnp.take_along_axis(X, axis[sf][:, None], 1)[:, 0] - h.radii
+    start = jnp.where(jnp.asarray(hs), -jnp.inf, start)
+    index = np.arange(S)
+    before = (start[None, :] < start[:, None]) | (
+        (start[None, :] == start[:, None]) & (index[None, :] < index[:, None])
+    )
+    rank = jnp.sum(jnp.asarray(sf[None, :] == sf[:, None]) & before, axis=1)
+    key = jnp.minimum(rank[a], rank[b]) * S + jnp.maximum(rank[a], rank[b])
+    # the contacts (CollisionDetectionAlgorithm::HalfSpaceSphere, ::SphereSphere)
+    Ra, Xa, Xb, ra, rb = R[a], X[a], X[b], h.radii[a], h.radii[b]
+    inside = jnp.einsum("kji,kj->ki", Ra, Xb - Xa, precision=HIGHEST)  # sphere centre in the half-space
+    depth_h = rb + inside[:, 0]
+    at_h = Xa + jnp.einsum("kij,kj->ki", Ra, inside.at[:, 0].set(depth_h / 2), precision=HIGHEST)
+    delta = Xb - Xa
+    dist = norm(delta)
+    depth_s = ra + rb - dist
+    normal_s = unit(delta, jnp.zeros_like(delta))
+    on_h = jnp.asarray(hs[a])
+    exists = jnp.where(on_h, depth_h > 0, (depth_s > 0) & (dist != 0))
+    depth = jnp.where(exists, jnp.where(on_h, depth_h, depth_s), 0.0)
+    normal = jnp.where(on_h[:, None], -Ra[:, :, 0], normal_s)
+    at = jnp.where(on_h[:, None], at_h, Xa + (ra - depth_s / 2)[:, None] * normal_s)
+    rsum = ra + rb
+    radius = jnp.where(on_h, rb, ra * rb / jnp.where(rsum > 0, rsum, 1.0))
+    # HuntCrossleyForceImpl::calcForce
+    at = at + (depth * (0.5 - h.share))[:, None] * normal
+    k = h.stiffness
+    f_hertz = (4.0 / 3.0) * k * depth * safe_sqrt(radius * k * depth)
+    segs = h.segments
+    ends = tuple(segs[i] for i in a) + tuple(segs[i] for i in b)
+    points = _local_points(motion, ends, jnp.concatenate([at, at]))
+    jv, _ = _jacobians(model, q, motion, ends, points)
+    P = len(a)
+    v = jnp.einsum("kin,n->ki", jv, qd, precision=HIGHEST)
+    v = v[:P] - v[P:]
+    vn = jnp.sum(v * normal, -1)
+    vt = v - vn[:, None] * normal
+    f = f_hertz * (1.0 + 1.5 * h.dissipation * vn)
+    stop = exists & (f <= 0)  # Simbody returns here: this force applies no later contact
+    pf = np.asarray(h.pair_forces, dtype=np.int32)
+    earlier = jnp.asarray(pf[:, None] == pf[None, :]) & (key[None, :] < key[:, None])
+    applied = exists & ~stop & ~jnp.any(earlier & stop[None, :], axis=1)
+    slip = norm(vt)
+    rel = slip / h.transition_velocity
+    friction = f * (
+        jnp.minimum(rel, 1.0) * (h.dynamic_friction + 2 * (h.static_friction - h.dynamic_friction) / (1 + rel * rel))
+        + h.viscous_friction * slip
+    )
+    force = f[:, None] * normal + friction[:, None] * unit(vt, jnp.zeros_like(vt))
+    return jv, jnp.where(applied[:, None], force, 0.0), exists, stop, applied
+
+
 def passive_forces(model, c: Float[ArrayLike, " nc"], cd: Float[ArrayLike, " nc"]) -> Float[Array, " nc"]:
     """Generalised force of the model's passive forces: ``CoordinateLimitForce``,
-    ``SpringGeneralizedForce`` and ``PointToPointSpring`` (module docstring).
+    ``SpringGeneralizedForce``, ``PointToPointSpring``, ``BushingForce`` and ``HuntCrossleyForce``
+    (module docstring).
 
     Args:
         model: an `Model` (its ``forces``; `applied_forces` selects a subset).
@@ -512,6 +876,15 @@ def passive_forces(model, c: Float[ArrayLike, " nc"], cd: Float[ArrayLike, " nc"
         f1 = (s.stiffness * (norm(r) - s.rest_length))[:, None] * unit(r, jnp.zeros_like(r))
         jv, _ = _jacobians(model, q, motion, s.segments1 + s.segments2, jnp.concatenate([s.points1, s.points2]))
         tau_q = jnp.einsum("kin,ki->n", jv, jnp.concatenate([f1, -f1]), precision=HIGHEST)
+        tau = tau + _to_coordinates(model, c, tau_q)
+    if len(F.bushings) or F.contacts.first:  # (a HuntCrossleyForce whose surfaces cannot touch: nothing)
+        q, motion = _on_tree(model, c)
+        qd = jnp.einsum("qc,c->q", coordinate_jacobian(model.coordinates, c), cd, precision=HIGHEST)
+        tau_q = jnp.zeros(q.shape[0], c.dtype)
+        if len(F.bushings):
+            tau_q = tau_q + _bushing_forces(model, q, motion, qd, F.bushings)
+        if F.contacts.first:
+            tau_q = tau_q + _contact_forces(model, q, motion, qd, F.contacts)
         tau = tau + _to_coordinates(model, c, tau_q)
     return tau
 
@@ -696,13 +1069,15 @@ def read_forces(
     euler_blocks: Sequence[tuple[int, int, int]],
     frame: Callable[[str, str, str, bool], FramePose],
     dtype,
-) -> tuple[OsimForces, set, set]:
-    """The `OsimForces` of a ``<Model>`` element, the set of ForceSet elements imported and the
-    set of those disabled (``appliesForce`` false: OpenSim applies nothing).
+) -> tuple[OsimForces, set, set, tuple[str, ...]]:
+    """The `OsimForces` of a ``<Model>`` element, the set of ForceSet elements imported, the
+    set of those disabled (``appliesForce`` false: OpenSim applies nothing) and notes on forces
+    of an imported type left out (``Model.ignored``: a HuntCrossleyForce on a ContactMesh).
 
     ``frame(path, owner, where, body_only)`` resolves a body or frame name / path (relative to
     the component path ``owner``) to its pose in a tree segment, raising ``ValueError``."""
     from jaxbio.io._osim_xml import _describe, _flag, _numbers, _text
+    from jaxbio.io.osim import _euler_xyz as euler_xyz
 
     def number(elem, tag, where, default):
         return float(_numbers(elem, tag, 1, where, default=[default])[0])
@@ -742,6 +1117,50 @@ def read_forces(
             return _flag(elem, "appliesForce", where)
         return not _flag(elem, "isDisabled", where)
 
+    geometries = {
+        g.get("name", ""): g for cs in model_elem.findall("ContactGeometrySet") for g in cs.findall("objects/*")
+    }
+
+    def contact_row(o, name, where):
+        """A HuntCrossleyForce's row for `HuntCrossleyForces.build`, or ``(None, note)`` when it
+        touches geometry jaxbio cannot import (a ContactMesh …)."""
+        surfaces = []
+        sets = [e for e in o if e.tag.split("::")[-1] == "ContactParametersSet"]
+        for params in (p for cs in sets for objs in cs.findall("objects") for p in objs):
+            material = {
+                k: number(params, k, where, 0.0)
+                for k in ("stiffness", "dissipation", "static_friction", "dynamic_friction", "viscous_friction")
+            }
+            for g in (_text(params, "geometry") or "").split():
+                geom = geometries.get(g.rstrip("/").split("/")[-1])
+                if geom is None:
+                    raise ValueError(f"{where}: no contact geometry {g!r} in the ContactGeometrySet")
+                if geom.tag not in ("ContactSphere", "ContactHalfSpace"):
+                    return None, (
+                        f"HuntCrossleyForce {name!r}: not imported, its contact geometry {g!r} is a {geom.tag} "
+                        "(jaxbio: ContactSphere and ContactHalfSpace)"
+                    )
+                here = _describe(geom)
+                path = socket(geom, "frame", "body_name")
+                if not path:
+                    raise ValueError(f"{here}: no <socket_frame> (or <body_name>)")
+                seg, p, r = frame(path, f"/contactgeometryset/{geom.get('name', '')}", here, False)
+                radius = number(geom, "radius", here, 0.0) if geom.tag == "ContactSphere" else 0.0
+                surfaces.append(
+                    dict(
+                        material,
+                        segment=seg,
+                        position=p + rotated((seg, p, r), vector(geom, "location", here, np.zeros(3))),
+                        orientation=quat.multiply(
+                            np.asarray(r, dtype=float), euler_xyz(vector(geom, "orientation", here, np.zeros(3)))
+                        ),
+                        radius=radius,
+                        halfspace=geom.tag == "ContactHalfSpace",
+                    )
+                )
+        return dict(transition_velocity=number(o, "transition_velocity", where, 0.01), surfaces=surfaces), None
+
+    notes: list[str] = []
     rows: dict[str, list[dict]] = {t: [] for _, t, _ in _BATCHES}
     order: list[tuple[str, str]] = []
     imported, disabled = set(), set()
@@ -798,6 +1217,36 @@ def read_forces(
                 stiffness=number(o, "stiffness", where, 1.0),
                 rest_length=number(o, "rest_length", where, 0.0),
             )
+        elif kind == "BushingForce":
+            row = dict(
+                zip(
+                    ("rotational_stiffness", "translational_stiffness", "rotational_damping", "translational_damping"),
+                    (
+                        vector(o, tag, where, np.zeros(3))
+                        for tag in (
+                            "rotational_stiffness",
+                            "translational_stiffness",
+                            "rotational_damping",
+                            "translational_damping",
+                        )
+                    ),
+                )
+            )
+            for i in (1, 2):
+                path = socket(o, f"frame{i}", f"body_{i}")
+                if not path:
+                    raise ValueError(f"{where}: no <socket_frame{i}> (or <body_{i}>)")
+                seg, p, r = frame(path, owner, where, False)
+                if o.find(f"socket_frame{i}") is None and o.find(f"body_{i}") is not None:  # 3.x: an offset
+                    offset_q = euler_xyz(vector(o, f"orientation_body_{i}", where, np.zeros(3)))
+                    p = p + rotated((seg, p, r), vector(o, f"location_body_{i}", where, np.zeros(3)))
+                    r = quat.multiply(np.asarray(r, dtype=float), offset_q)
+                row.update({f"positions{i}": p, f"orientations{i}": r, f"segments{i}": seg})
+        elif kind == "HuntCrossleyForce":
+            row, note = contact_row(o, name, where)
+            if note:
+                notes.append(note)
+                continue
         else:
             bounds = dict(
                 optimal_force=number(o, "optimal_force", where, 1.0),
@@ -872,4 +1321,4 @@ def read_forces(
         controllers=tuple(controllers),
         euler_blocks=tuple(tuple(int(i) for i in b) for b in euler_blocks),
     )
-    return forces, imported, disabled
+    return forces, imported, disabled, tuple(notes)

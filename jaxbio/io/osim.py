@@ -418,6 +418,8 @@ class _Frames:
             self._add_frames(body.findall("components/PhysicalOffsetFrame"), f"/bodyset/{body.get('name')}")
         for joint in model_elem.findall("JointSet/objects/*"):
             self._add_frames(joint.findall("frames/PhysicalOffsetFrame"), f"/jointset/{joint.get('name')}")
+        for force in model_elem.findall("ForceSet/objects/*"):  # a BushingForce's own frames
+            self._add_frames(force.findall("frames/PhysicalOffsetFrame"), f"/forceset/{force.get('name')}")
         self._add_frames(model_elem.findall("components/PhysicalOffsetFrame"), "")
 
     def _add_frames(self, frames, owner: str):
@@ -534,7 +536,9 @@ def _body(elem: ET.Element) -> Body:
 
 #: entries of Model.ignored that act on the dynamics (OpenSim applies them): enabled forces
 #: and constraints not imported, muscles whose parameters were refused, other <components>
-_ACTING = re.compile(r"^(ForceSet|ConstraintSet): \d+ objects|^components: |^\w+: \d+ muscles not imported")
+_ACTING = re.compile(
+    r"^(ForceSet|ConstraintSet): \d+ objects|^components: |^\w+: \d+ muscles not imported|^\w+ '[^']*': not imported"
+)
 
 
 def _acts(entry: str) -> bool:
@@ -905,7 +909,9 @@ def _parse(
     euler = [
         tuple(first[k] + i for i in range(3)) for k, j in enumerate(joints) if j.kind in ("BallJoint", "FreeJoint")
     ]
-    forces, imported, disabled = read_forces(model_elem, cnames, [c.motion_type for c in coords], euler, frame_pose, dt)
+    forces, imported, disabled, force_notes = read_forces(
+        model_elem, cnames, [c.motion_type for c in coords], euler, frame_pose, dt
+    )
     from jaxbio.io._osim_muscles import read_muscles
 
     muscles, imported_muscles, muscle_notes = read_muscles(model_elem, tree, cnames, disabled, frame_pose, dt)
@@ -919,6 +925,7 @@ def _parse(
     disabled = disabled | constraints_disabled
     ignored = (
         _ignored(model_elem, imported, disabled, muscles is not None and muscles.paths.wrap_objects is not None)
+        + force_notes
         + muscle_notes
     )
     body_names = [ground] + moving

@@ -353,11 +353,14 @@ def test_library_model_loads_whole_or_is_refused_naming_a_listed_element(path, t
 
 def test_strict_refuses_what_acts_and_is_not_imported(tmp_path):
     text = model_text(body("rod", 1.0), pin("p", "/ground", "/bodyset/rod", "q"), forces=LEGACY_FORCE)
-    path = write(tmp_path, text.replace("<appliesForce>false</appliesForce>", "<appliesForce>true</appliesForce>"))
+    text = text.replace("<appliesForce>false</appliesForce>", "<appliesForce>true</appliesForce>")
+    path = write(tmp_path, text.replace("HuntCrossleyForce", "ElasticFoundationForce"))
     m = load_osim(path)
-    assert m.not_imported == ("ForceSet: 1 objects (HuntCrossleyForce)",)
-    with pytest.raises(ValueError, match=r"not imported: ForceSet: 1 objects \(HuntCrossleyForce\)"):
+    assert m.not_imported == ("ForceSet: 1 objects (ElasticFoundationForce)",)
+    with pytest.raises(ValueError, match=r"not imported: ForceSet: 1 objects \(ElasticFoundationForce\)"):
         load_osim(path, strict=True)
+    with pytest.raises(ValueError, match="no contact geometry 'a'"):  # OpenSim cannot connect it either
+        load_osim(write(tmp_path, text, "contact.osim"))
     assert load_osim(DATA / "leg6dof9musc.osim", strict=True).not_imported == ()
 
 

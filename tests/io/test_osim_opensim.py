@@ -40,8 +40,10 @@ SHIPPED = ("arm26.osim", "arm26_3x.osim", "gait10dof18musc.osim", "gait10dof18mu
 
 
 def _without_forces(src: Path, dst: Path) -> Path:
-    tree = ET.parse(src)
-    for objects in tree.getroot().iter("ForceSet"):
+    from jaxbio._text import parse_xml
+
+    tree = ET.ElementTree(parse_xml(Path(src).read_bytes()))  # OpenSim's "A::B" element names
+    for objects in [*tree.getroot().iter("ForceSet"), *tree.getroot().iter("ControllerSet")]:  # their actuators
         for o in objects.findall("objects"):
             for child in list(o):
                 o.remove(child)
