@@ -883,6 +883,16 @@ def _scale_set_xml(factors: Mapping[str, np.ndarray]) -> str:
     return "\n".join(lines)
 
 
+def _marker_set_xml(model_text: str) -> str:
+    """``Model::writeMarkerFile``: the model's MarkerSet as a document of its own."""
+    root, _ = _root(model_text)
+    model = root if root.tag == "Model" else root.find("Model")
+    markers = model.find("MarkerSet")
+    doc = ET.Element("OpenSimDocument", {"Version": root.get("Version", "40000")})
+    doc.append(copy.deepcopy(markers) if markers is not None else ET.Element("MarkerSet", {"name": "markerset"}))
+    return _tostring(doc)
+
+
 # ---- marker placement -----------------------------------------------------------------------------
 
 
@@ -896,6 +906,7 @@ def place_markers(
     coordinate_file=None,
     max_marker_movement: float = -1.0,
     move_markers: bool = True,
+    static_pose=None,
 ) -> tuple[str, np.ndarray, dict, object]:
     """OpenSim's ``MarkerPlacer`` (module docstring, step 4) on a 4.x model.
 
@@ -906,6 +917,8 @@ def place_markers(
       `jaxbio.io.prepare_inverse_kinematics` takes them.
     - ``max_marker_movement``: m; a marker moving more within the range is warned about (< 0: no
       check). ``move_markers``: False solves the pose and leaves the markers.
+    - ``static_pose``: ``(nc,)`` rad / m, the static pose's coordinates to use instead of
+      solving for them (e.g. OpenSim's).
 
     Returns ``(text, c, errors, inputs)``: the model's XML with the markers moved, the static
     pose ``(nc,)`` rad / m, ``{marker: distance}`` m between model and trial markers at that pose
@@ -978,10 +991,15 @@ def place_markers(
             coordinate_file=coordinate_file,
             dtype=jnp.float64,
         )
-        c, ok, _ = _solve(m, inputs, None, 1e-12, 1e-14, 512)
-        c = np.asarray(c[0], dtype=float)
-        if not bool(ok[0]):
-            warnings.warn("marker placement: the static pose's IK did not meet its tolerance", stacklevel=2)
+        if static_pose is None:
+            c, ok, _ = _solve(m, inputs, None, 1e-12, 1e-14, 512)
+            c = np.asarray(c[0], dtype=float)
+            if not bool(ok[0]):
+                warnings.warn("marker placement: the static pose's IK did not meet its tolerance", stacklevel=2)
+        else:
+            c = np.asarray(static_pose, dtype=float)
+            if c.shape != (len(m.coordinate_names),):
+                raise ValueError(f"static_pose: need {len(m.coordinate_names)} coordinates, got shape {c.shape}")
         q = coordinates.to_tree(m.coordinates, jnp.asarray(c))
         mo = segment_motion(m.tree, q)
         from jaxbio.io._osim_markers import marker_positions
