@@ -992,7 +992,7 @@ def place_markers(
             dtype=jnp.float64,
         )
         if static_pose is None:
-            c, ok, _ = _solve(m, inputs, None, 1e-12, 1e-14, 512)
+            c, ok, _ = _solve(m, inputs, None, 1e-10, 1e-12, 256)  # the IK tool's tolerances
             c = np.asarray(c[0], dtype=float)
             if not bool(ok[0]):
                 warnings.warn("marker placement: the static pose's IK did not meet its tolerance", stacklevel=2)

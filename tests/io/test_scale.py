@@ -62,8 +62,9 @@ def _compare(ours, reference) -> dict:
     for k, v in b.items():
         w = a[k]
         assert w.shape == v.shape, "/".join(k)
-        d = np.abs(w - v)
-        d = float(np.max(np.where(np.isnan(w) & np.isnan(v), 0.0, d))) if v.size else 0.0
+        with np.errstate(invalid="ignore"):  # infinite bounds in both files
+            d = np.where(w == v, 0.0, np.abs(w - v))
+        d = float(np.max(d)) if v.size else 0.0
         tag = k[-1].split("[")[0]
         if d >= worst.get(tag, (-1.0, ""))[0]:
             worst[tag] = (d, "/".join(k[-3:]))
@@ -119,17 +120,9 @@ def _run_both(tmp_path, which):
         assert osim.ScaleTool(ref_setup.name).run()
     finally:
         os.chdir(cwd)
-    with pytest.warns(UserWarning) if which == "gait2354" else _nothing():
+    with pytest.warns(UserWarning, match="no applied marker task"):  # markers the placer's IK leaves out
         done = run_setup(setup)
     return osim, setup, ref_setup, outputs, done
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 @pytest.mark.parametrize("which", ["gait2354", pytest.param("rajagopal", marks=pytest.mark.slow)])
@@ -216,13 +209,22 @@ def _opensim_static_pose(osim, model_path, setup_path, t0, t1):
     )
 
 
-def test_marker_placement_against_opensim(tmp_path):
+_STALLS = pytest.mark.xfail(
+    strict=True,
+    reason="jaxbio's IK (Levenberg–Marquardt from the default pose, clamped coordinates through a sine) stalls "
+    "at G = 1.7054e-4 on Rajagopal's static trial; OpenSim's solver at 1e-12 reaches 1.6871e-4, an optimum "
+    "jaxbio's solve confirms when started there",
+)
+
+
+@pytest.mark.parametrize("which", ["gait2354", pytest.param("rajagopal", marks=[pytest.mark.slow, _STALLS])])
+def test_marker_placement_against_opensim(tmp_path, which):
     osim = pytest.importorskip("opensim")
     import jax
 
     from jaxbio.io import place_markers, read_scale_setup
 
-    setup, outputs = _pipeline(tmp_path, "gait2354")
+    setup, outputs = _pipeline(tmp_path, which)
     spec = read_scale_setup(setup)
     cwd = os.getcwd()
     try:
@@ -254,10 +256,12 @@ def test_marker_placement_against_opensim(tmp_path):
         text, _, _, _ = place_markers(scaled, spec.placer_marker_file, static_pose=c_opensim, **kwargs)
     placed = tmp_path / "placed.osim"
     placed.write_text(text)
-    data = osim.MarkerData(str(setup.parent / "subject01_static.trc"))
+    from jaxbio.io import read_trc
+
+    data = osim.MarkerData(spec.placer_marker_file)
     data.averageFrames(-1.0, t0, t1)
     frame = data.getFrame(0)
-    factor = 1e-3
+    factor = {"mm": 1e-3, "cm": 1e-2, "m": 1.0}[read_trc(spec.placer_marker_file).header["Units"]]
     ours = osim.Model(str(placed))
     ours.initSystem()
     worst = 0.0
@@ -338,3 +342,16 @@ def test_measurement_errors_name_markers_and_time_range():
         from jaxbio.io import scale_osim
 
         scale_osim(DATA / "arm26.osim", {"r_femur": [1, 1, 1]})
+
+
+if __name__ == "__main__":  # the largest differences per quantity: python -m tests.io.test_scale
+    import tempfile
+
+    for which in ("gait2354", "rajagopal"):
+        with tempfile.TemporaryDirectory() as d:
+            _, setup, ref, outputs, _ = _run_both(Path(d), which)
+            for kind in ("scaled", "placed"):
+                print(f"{which} {kind} ({outputs[kind]}):")
+                worst = _compare(setup.parent / outputs[kind], ref.parent / outputs[kind])
+                for tag, (diff, where) in sorted(worst.items(), key=lambda x: -x[1][0]):
+                    print(f"  {tag:24s} {diff:.3g}  ({where})")
