@@ -93,13 +93,16 @@ def _report(done) -> None:
     """The lines a tool run prints: a line per file written, or the table when nothing was written
     (its warnings were printed as they were issued, `_warning_lines`)."""
     for kind, path in done.files.items():
-        table = done.tables[kind]
+        table = done.tables.get(kind)
+        if table is None:  # a model or an XML set (ScaleTool)
+            print(f"wrote {path} ({kind})")
+            continue
         what = {"generalized_forces": "generalised forces", "marker_errors": "marker errors"}.get(kind, kind)
         print(
             f"wrote {path}: {table.time.size} frames × {len(table.labels)} {what} "
             f"(t = {table.time[0]:.4f}–{table.time[-1]:.4f} s)"
         )
-    if not done.files:
+    if not done.files and done.tables:
         _print_table(
             done.tables.get("activations", done.tables.get("generalized_forces", done.tables.get("coordinates")))
         )
@@ -382,8 +385,8 @@ def add_parsers(sub, id_options) -> None:
 
     r = sub.add_parser(
         "run-tool",
-        help="run OpenSim tool setup files (InverseKinematicsTool, InverseDynamicsTool; AnalyzeTool with "
-        "an InverseDynamics or a StaticOptimization analysis), several in one process",
+        help="run OpenSim tool setup files (InverseKinematicsTool, InverseDynamicsTool, ScaleTool; AnalyzeTool "
+        "with an InverseDynamics or a StaticOptimization analysis), several in one process",
     )
     r.add_argument(
         "setup",

@@ -51,6 +51,14 @@ External loads and tools:
   `prepare_static_optimization` and `solve_static_optimization` (one frame, pure,
   differentiable), `static_optimization_problem`.
 
+Scaling (OpenSim's ``ScaleTool``, numpy on the model's XML; ``jaxbio run-tool`` writes its files):
+`scale_tool(setup)` → `ScaleResult` (a `ScaleSetup`, or its file through `read_scale_setup`):
+`measurement_scale_factors` (marker-pair distances in the static trial over those in the model),
+`scale_factors` (measurements and manual scales in the setup's order), `scale_osim` (the scaled
+``.osim`` text: frames, geometry, markers, path points, wrap objects, joint functions, masses and
+inertias as OpenSim scales them, muscles' fibre and tendon lengths by their path length) and
+`place_markers` (the static pose by jaxbio's IK, the markers moved onto the trial).
+
 MuJoCo: `to_mjcf(tree)` → MJCF text of a `SegmentTree` (MuJoCo's ``mj_inverse`` on it equals
 `jaxbio.inverse_dynamics`; massless hinge chains become one body with several joints);
 `to_mujoco_state(tree, q, v, vdot)` → ``(qpos, qvel, qacc)`` and `from_mujoco_force(tree, q,
@@ -134,6 +142,15 @@ _EXPORTS = {
     "to_mjcf": "_mjcf",
     "to_mujoco_state": "_mjcf",
     "write_sto": "_storage",
+    "Measurement": "_scale",
+    "ScaleResult": "_scale",
+    "ScaleSetup": "_scale",
+    "measurement_scale_factors": "_scale",
+    "place_markers": "_scale",
+    "read_scale_setup": "_scale",
+    "scale_factors": "_scale",
+    "scale_osim": "_scale",
+    "scale_tool": "_scale",
 }
 
 
@@ -210,4 +227,13 @@ __all__ = [
     "to_mujoco_state",
     "from_mujoco_force",
     "write_sto",
+    "Measurement",
+    "ScaleResult",
+    "ScaleSetup",
+    "measurement_scale_factors",
+    "place_markers",
+    "read_scale_setup",
+    "scale_factors",
+    "scale_osim",
+    "scale_tool",
 ]

@@ -341,7 +341,7 @@ def _setup_text(el, tag: str):
 
 
 #: the setup documents `run` runs (a folder given to it contributes its .xml files of these)
-TOOLS = ("InverseKinematicsTool", "InverseDynamicsTool", "AnalyzeTool")
+TOOLS = ("InverseKinematicsTool", "InverseDynamicsTool", "AnalyzeTool", "ScaleTool")
 
 
 def setup_files(given) -> list[Path]:
@@ -363,7 +363,8 @@ def setup_files(given) -> list[Path]:
             found = [p for p in sorted(Path(item).glob("*.xml")) if _tool_tag(p) in TOOLS]
             if not found:
                 raise ValueError(
-                    f"{item}: no InverseKinematicsTool, InverseDynamicsTool or AnalyzeTool setup .xml in this folder"
+                    f"{item}: no InverseKinematicsTool, InverseDynamicsTool, AnalyzeTool or ScaleTool setup .xml "
+                    "in this folder"
                 )
             out += found
         else:
@@ -398,6 +399,8 @@ def run_setup(setup, *, progress: Callable[[str], None] | None = None) -> ToolRu
     if tool is None:
         raise ValueError(f"{setup}: an empty OpenSimDocument")
     here = setup.parent
+    if tool.tag == "ScaleTool":
+        return _run_scale(setup, progress)
 
     def path(tag, required=True):
         text = _setup_text(tool, tag)
@@ -468,7 +471,8 @@ def run_setup(setup, *, progress: Callable[[str], None] | None = None) -> ToolRu
         external = path("external_loads_file", required=False)
     else:
         raise ValueError(
-            f"{setup}: <{tool.tag}> is not a tool jaxbio runs (InverseKinematicsTool, InverseDynamicsTool, AnalyzeTool)"
+            f"{setup}: <{tool.tag}> is not a tool jaxbio runs (InverseKinematicsTool, InverseDynamicsTool, "
+            "AnalyzeTool, ScaleTool)"
         )
     if not output.endswith(".sto"):
         output += ".sto"
@@ -647,3 +651,62 @@ def _run_inverse_kinematics(setup, tool, path, number, results, name, progress) 
             progress=progress,
         )
     return dataclasses.replace(done, setup=setup, tool=tool.tag)
+
+
+def _run_scale(setup: Path, progress) -> ToolRun:
+    """`run_setup` for a ``ScaleTool`` (`jaxbio.io.scale_tool`): writes, relative to the setup's
+    folder as OpenSim does, the ModelScaler's ``<output_model_file>`` (the scaled model) and
+    ``<output_scale_file>`` (the applied ScaleSet), the MarkerPlacer's ``<output_model_file>``
+    (the model with its markers placed), ``<output_marker_file>`` (its MarkerSet) and
+    ``<output_motion_file>`` (the static pose: the model's coordinates, as an IK motion in
+    degrees, where OpenSim writes every state variable in radians). Every output is checked
+    writable before any work. Tables: ``"static_pose"`` (one frame)."""
+    from jaxbio._files import check_outputs, write_outputs
+    from jaxbio.io._scale import _marker_set_xml, _scale_set_xml, read_scale_setup, scale_tool
+
+    spec = read_scale_setup(setup)
+    named = [
+        ("<ModelScaler><output_model_file>", spec.output_model_file if spec.scale else None),
+        ("<ModelScaler><output_scale_file>", spec.output_scale_file if spec.scale else None),
+        ("<MarkerPlacer><output_model_file>", spec.output_placed_model_file if spec.place else None),
+        ("<MarkerPlacer><output_marker_file>", spec.output_marker_file if spec.place else None),
+        ("<MarkerPlacer><output_motion_file>", spec.output_motion_file if spec.place else None),
+    ]
+    inputs = [
+        str(p)
+        for p in (
+            spec.model_file,
+            spec.marker_set_file,
+            spec.marker_file,
+            spec.placer_marker_file,
+            spec.coordinate_file,
+        )
+        if p
+    ]
+    outputs = check_outputs([(flag, p) for flag, p in named if p], inputs)  # before any work
+    result, said, _ = _recorded(scale_tool, spec, progress=progress)
+    tables = {}
+    writers = {}
+    if result.scaled is not None:
+        writers["<ModelScaler><output_model_file>"] = result.scaled.encode()
+        writers["<ModelScaler><output_scale_file>"] = _scale_set_xml(result.factors).encode()
+    if result.placed is not None:
+        writers["<MarkerPlacer><output_model_file>"] = result.placed.encode()
+        writers["<MarkerPlacer><output_marker_file>"] = _marker_set_xml(result.placed).encode()
+    if result.static_pose is not None:
+        import numpy as np
+
+        from jaxbio.io import coordinates_table, format_sto
+
+        t0 = spec.placer_time_range[0] if spec.placer_time_range else 0.0
+        table = coordinates_table(result.model, np.array([t0]), result.static_pose[None], name="static pose")
+        tables["static_pose"] = table
+        writers["<MarkerPlacer><output_motion_file>"] = format_sto(table).encode()
+    files, todo = {}, []
+    for (flag, p), out in zip([x for x in named if x[1]], outputs):
+        if flag in writers:
+            data = writers[flag]
+            todo.append((out, lambda f, data=data: f.write(data)))
+            files[flag] = Path(p)
+    write_outputs(todo)
+    return ToolRun(setup, "ScaleTool", tables, files, said, None)
