@@ -776,16 +776,16 @@ def measurement_scale_factors(
     mean over its marker pairs of the pair's distance in the trial (averaged over the frames of
     the time range, s) over its distance in ``model`` at the default pose.
 
-    - ``model``: an `OsimModel` with markers (or a ``.osim`` path); ``markers``: a ``.trc`` path
+    - ``model``: a `jaxbio.Model` with markers (or a ``.osim`` path); ``markers``: a ``.trc`` path
       or `Markers`.
 
     ``ValueError`` naming them for markers missing from the model or the trial and for a time
     range outside the trial. A measurement without marker pairs, or with a pair missing (NaN) in
     a frame of the range, is left out with a warning (OpenSim: "measurement not used")."""
     from jaxbio.io._osim_markers import marker_positions
-    from jaxbio.io._tools import load_any_model
+    from jaxbio.io._tools import tool_model
 
-    m = load_any_model(model)
+    m = tool_model(model)
     data, where = _read_markers(markers)
     applied = [x for x in measurements if x.apply]
     model_names = set(m.markers.names) if m.markers is not None else set()
