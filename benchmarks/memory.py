@@ -11,7 +11,7 @@ trial's initial configuration), ``T`` = 20 s, three ways of integrating and diff
 - ``adaptive``: Tsit5 with a PID controller (rtol = atol = 1e-6; final state only), the default
   adjoint `diffrax.RecursiveCheckpointAdjoint` (``checkpoints=None``: O(√max_steps) checkpoints of
   the solver state, max_steps = 100,000);
-- ``steps``: ``simulate(..., steps=2000)`` (fixed grid of 10 ms, every point saved), reverse mode
+- ``steps``: ``simulate(..., stepsize_controller=jb.FixedGrid(2000))`` (fixed grid of 10 ms, every point saved), reverse mode
   through the `lax.scan` of steps: every stage's intermediates are stored;
 - ``steps+checkpoint``: the same with ``checkpoint=True`` (`jax.checkpoint` of each step: the state
   per grid point is stored, the stages recomputed).
@@ -71,7 +71,13 @@ def gradient_function(model, dtype: str, mode: str, duration: float = DURATION, 
         if mode == "adaptive":
             tr = jb.simulate(system, y0, 0.0, duration, rtol=TOL, atol=TOL)
         else:
-            tr = jb.simulate(system, y0, 0.0, duration, steps=steps, checkpoint=mode == "steps+checkpoint")
+            tr = jb.simulate(
+                system,
+                y0,
+                0.0,
+                duration,
+                stepsize_controller=jb.FixedGrid(steps, checkpoint=mode == "steps+checkpoint"),
+            )
         return jnp.sum(tr.q[-1] ** 2) + jnp.mean(tr.energy)
 
     return jax.jit(jax.grad(lambda q0: jnp.sum(jax.vmap(one)(q0)))), tree.nq

@@ -166,7 +166,7 @@ def simulation_rows(batch: int, duration: float = 2.0, steps: int = 400) -> list
         def one(q, qd):
             y0 = system.initial_state(q.astype(dtype), qd.astype(dtype))
             if "steps" in kw:
-                tr = jb.simulate(system, y0, 0.0, duration, steps=kw["steps"])
+                tr = jb.simulate(system, y0, 0.0, duration, stepsize_controller=jb.FixedGrid(kw["steps"]))
             else:
                 tr = jb.simulate(system, y0, 0.0, duration, ts=ts.astype(dtype), rtol=kw["tol"], atol=kw["tol"])
             return tr.q, tr.energy

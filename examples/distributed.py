@@ -125,7 +125,7 @@ def problems():
     system = jb.HamiltonianSystem(pendulum, dissipation=ham.LinearDamping(0.05))
 
     def simulate(q0):
-        return jb.simulate(system, system.initial_state(q0), 0.0, 1.0, steps=STEPS).q
+        return jb.simulate(system, system.initial_state(q0), 0.0, 1.0, stepsize_controller=jb.FixedGrid(STEPS)).q
 
     return tree, states, simulate, rng.uniform(-1.0, 1.0, (STATES, pendulum.nq))
 

@@ -44,6 +44,7 @@ __getattr__, __dir__ = attach(
     submodules=("batching", "coordinates", "estimation", "io", "learning", "papers", "plot", "simulation", "tools"),
     exports={
         "batch": "batching",
+        "FixedGrid": "simulation",
         "load_model": "io",
         "save_model": "io",
         "simulate": "simulation",
@@ -54,6 +55,7 @@ __getattr__, __dir__ = attach(
 
 
 __all__ = [
+    "FixedGrid",
     "HamiltonianSystem",
     "Model",
     "model_path",

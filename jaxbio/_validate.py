@@ -221,10 +221,13 @@ def check_concrete_finite(x, name: str) -> None:
     check_finite(a, name)
 
 
-def jit_checked(fn, check_arguments: Callable[[dict], None], *, static_argnames=()):
+def jit_checked(fn, check_arguments: Callable[[dict], None], *, static_argnames=(), convert: Callable | None = None):
     """``jax.jit(fn)`` (compiled on first call, inlined when called inside a caller's jit) that
     first calls ``check_arguments(bound arguments by name)`` on the Python side, before tracing:
     the one place where public functions check concrete arguments (NaN/inf, models) eagerly.
+
+    ``convert(name, value)``, when given, replaces each argument before the checks (e.g. a
+    `jaxbio.Model` by its tree where a function takes a tree).
 
     No attributes are set on the wrapper: `jax.vmap` and `jax.jit` copy a function's ``__dict__``
     onto their own wrappers, where a ``lower`` would shadow the outer jit's own.
@@ -235,10 +238,14 @@ def jit_checked(fn, check_arguments: Callable[[dict], None], *, static_argnames=
     @functools.wraps(fn)
     def call(*args, **kwargs):
         try:
-            arguments = signature.bind(*args, **kwargs).arguments
+            bound = signature.bind(*args, **kwargs)
         except TypeError:
             return jitted(*args, **kwargs)  # let jit report the wrong call
-        check_arguments(arguments)
+        if convert is not None:
+            for name, value in bound.arguments.items():
+                bound.arguments[name] = convert(name, value)
+            args, kwargs = bound.args, bound.kwargs
+        check_arguments(bound.arguments)
         return jitted(*args, **kwargs)
 
     return call

@@ -161,7 +161,7 @@ def batch(
 
     Differentiable: `jax.grad` of a loss of the outputs goes through (shard_map's transpose sums
     the cotangent of broadcast arguments over devices); tested against ``jit(vmap)`` for inverse
-    dynamics and fixed-grid simulations (``jb.simulate(..., steps=)``). Not on several devices:
+    dynamics and fixed-grid simulations (``jb.simulate(..., stepsize_controller=jb.FixedGrid(N))``). Not on several devices:
     reverse mode through an *adaptive* Diffrax solve (Equinox's checkpointed while loop rejects
     the shard_map types: diffrax issue #765, equinox PR #1261); use ``steps=`` or one device.
     Inside ``fn`` the mesh axis ``"batch"`` (`AXIS`) is bound, so collectives over devices are

@@ -50,6 +50,7 @@ from jaxbio._validate import (
 )
 from jaxbio.spatial import cross, dot
 from jaxbio.tree import SegmentTree
+from jaxbio.model import tree_of
 
 __all__ = [
     "integrate",
@@ -207,9 +208,14 @@ def _checked(*configurations: str):
                 check_unit(arguments["tree"], arguments[name], name=name)
 
     def wrap(fn):
-        return jit_checked(fn, check_arguments, static_argnames=("check",))
+        return jit_checked(fn, check_arguments, static_argnames=("check",), convert=_tree_argument)
 
     return wrap
+
+
+def _tree_argument(name: str, value):
+    """A `jaxbio.Model` given as ``tree``: its tree (`jaxbio.model.tree_of`)."""
+    return tree_of(value) if name == "tree" else value
 
 
 def _configuration(tree, q, name, check, like=None):

@@ -4,7 +4,7 @@ events (`stop_when`), and the location of crossing times on a saved trajectory (
 `jb.simulate`, `jb.simulate_sde` and `jb.Trajectory` are the daily names; this module is
 `jb.simulation`.
 
-Fixed-grid stepping (``simulate(..., steps=N)``) iterates the solver's step over a grid of ``N``
+Fixed-grid stepping (``simulate(..., stepsize_controller=FixedGrid(N))``) iterates the solver's step over a grid of ``N``
 steps in a `jax.lax.scan` and saves every grid point: the same steps `diffrax.diffeqsolve` takes
 with `diffrax.StepTo` on that grid, without its adaptive-loop machinery, which under `jax.vmap`
 costs far more than the steps themselves (see benchmarks/sprint.py). With
@@ -70,6 +70,7 @@ from jaxbio.dynamics import potential_energy
 from jaxbio.hamiltonian import FORMS, HamiltonianSystem, solver_field
 
 __all__ = [
+    "FixedGrid",
     "SimulationError",
     "StoredAdjoint",
     "Trajectory",
@@ -306,10 +307,38 @@ class StoredAdjoint(diffrax.AbstractAdjoint):
         )
 
 
+class FixedGrid(eqx.Module):
+    """The step-size controller of fixed-grid stepping (``jb.simulate(...,
+    stepsize_controller=FixedGrid(steps))``): exactly ``steps`` solver steps on a grid from ``t0``
+    to ``t1``, every grid point saved (``T = steps + 1``), differentiated through the steps
+    directly (forward and reverse mode). It excludes ``dt0``, ``saveat``/``ts``, ``event``,
+    ``dense`` and ``adjoint`` (``ValueError``).
+
+    - ``steps`` (static int ≥ 1): the number of steps.
+    - ``spacing``: ``"uniform"`` or ``"quadratic"`` (``t = t0 + (t1 − t0) u²``, equal steps in
+      ``u``; see the module doc).
+    - ``checkpoint``: reverse mode keeps only the state at each grid point and recomputes each
+      step's stages when differentiating (`jax.checkpoint` of the step; the same gradient, about
+      one more forward solve of time). Without it reverse mode stores every stage's
+      intermediates: ~60 kB per step per trajectory for the double pendulum (float64), so
+      ``grad`` of 1,000 trajectories of 2,000 steps needs ~120 GB instead of ~0.2 GB
+      (benchmarks/memory.py). No effect on forward mode.
+    """
+
+    steps: int = eqx.field(static=True)
+    spacing: str = eqx.field(static=True, default="uniform")
+    checkpoint: bool = eqx.field(static=True, default=False)
+
+    def __check_init__(self):
+        as_count(self.steps, "FixedGrid: steps")
+        check_choice(self.spacing, SPACINGS, "FixedGrid: spacing")
+        check_flag(self.checkpoint, "FixedGrid: checkpoint")
+
+
 _TYPES = {
     "system": HamiltonianSystem,
     "solver": diffrax.AbstractSolver,
-    "stepsize_controller": diffrax.AbstractStepSizeController,
+    "stepsize_controller": (diffrax.AbstractStepSizeController, FixedGrid),
     "saveat": diffrax.SaveAt,
     "event": diffrax.Event,
     "adjoint": diffrax.AbstractAdjoint,
@@ -321,9 +350,10 @@ def _check_types(fn: str, **given) -> None:
     for name, value in given.items():
         kind = _TYPES[name]
         if value is not None and not isinstance(value, kind):
-            raise ValueError(
-                f"{fn}: {name} must be a {kind.__module__.split('.')[0]}.{kind.__name__}, got {type(value).__name__}"
+            kinds = " or ".join(
+                f"{k.__module__.split('.')[0]}.{k.__name__}" for k in (kind if isinstance(kind, tuple) else (kind,))
             )
+            raise ValueError(f"{fn}: {name} must be a {kinds}, got {type(value).__name__}")
 
 
 def _check_state(fn: str, system: HamiltonianSystem, y0, form: str = "hamiltonian") -> dict:
@@ -546,9 +576,6 @@ def simulate(
     max_steps: int = 100_000,
     adjoint: diffrax.AbstractAdjoint | None = None,
     throw: bool = True,
-    steps: int | None = None,
-    spacing: str = "uniform",
-    checkpoint: bool = False,
     form: str | None = None,
     derived: bool = True,
 ) -> Trajectory:
@@ -565,6 +592,10 @@ def simulate(
         dt0: initial (adaptive) or fixed step, s. With ``stepsize_controller=None`` and a
             ``dt0``, steps are fixed; without ``dt0`` a PID controller with ``rtol``/``atol``
             adapts them.
+        stepsize_controller: any Diffrax controller, or `FixedGrid` (``FixedGrid(steps,
+            spacing="uniform", checkpoint=False)``): fixed-grid stepping, every grid point saved
+            (``T = steps + 1``), differentiated through the steps (excludes ``dt0``,
+            ``saveat``/``ts``, ``event``, ``dense``, ``adjoint``).
         rtol, atol: the adaptive solve's tolerances; by default by the state's dtype
             (`default_tolerance`: 1e-8 for float64, 1e-5 for float32). An ``rtol`` below the
             dtype's resolution (``finfo(dtype).eps``: 1e-8 in float32) is refused, naming it.
@@ -584,18 +615,6 @@ def simulate(
             ``jax.grad(jax.jit(f))`` the jit hides it (the defaults are then the forward
             solve's, differentiated correctly but more slowly); put `jax.jit` outside.
         throw: raise on failure (max_steps, non-finite state); otherwise check ``result``.
-        steps: fixed-grid stepping (static int ≥ 1): exactly ``steps`` solver steps on a grid
-            from ``t0`` to ``t1``, every grid point saved (``T = steps + 1``), differentiated
-            through the steps directly (forward and reverse mode). Excludes ``dt0``,
-            ``stepsize_controller``, ``saveat``/``ts``, ``event``, ``dense`` and ``adjoint``.
-        spacing: the fixed grid, ``"uniform"`` or ``"quadratic"`` (``t = t0 + (t1 − t0) u²``,
-            equal steps in ``u``; see the module doc).
-        checkpoint: with ``steps``: reverse mode keeps only the state at each grid point and
-            recomputes each step's stages when differentiating (`jax.checkpoint` of the step;
-            the same gradient, about one more forward solve of time). Without it reverse mode
-            stores every stage's intermediates: ~60 kB per step per trajectory for the double
-            pendulum (float64), so ``grad`` of 1,000 trajectories of 2,000 steps needs ~120 GB
-            instead of ~0.2 GB (benchmarks/memory.py). No effect on forward mode.
         form: the state the solver integrates: ``"hamiltonian"`` (``(q, p)``, Ivancevic's
             (2009) equations) or ``"velocity"`` (``(q, q̇)``, `HamiltonianSystem.velocity_field`:
             ``q̈ = (M + J)⁻¹ (F − ∂R/∂q̇ − ∂U/∂q − C q̇ − g)``). The same trajectory up to the
@@ -625,7 +644,7 @@ def simulate(
       ``ValueError`` naming the argument and its value: ``t0``, ``t1`` (finite, ``t1 > t0``),
       ``dt0`` (finite, > 0; with fixed steps ``(t1 − t0)/dt0 ≤ max_steps``), ``ts`` and
       ``saveat`` times (finite, strictly increasing, inside ``[t0, t1]``), ``rtol``/``atol``
-      (finite, ≥ 0, not both 0), ``max_steps``/``steps`` (static ints ≥ 1), and ``y0`` (its
+      (finite, ≥ 0, not both 0), ``max_steps`` (a static int ≥ 1), and ``y0`` (its
       keys and shapes, and NaN/inf, naming the key and index).
     - The same checks on traced values (``t1``, ``y0``, … inside the caller's `jax.jit`,
       `jax.vmap` or `jax.grad`) run on the device: with ``throw=True`` as an `equinox.error_if`
@@ -656,9 +675,10 @@ def simulate(
     # equinox.filter_value_and_grad around it, jit outside or not): the defaults become the stored
     # loop and the velocity form, whose reverse pass costs a few forward passes; elsewhere the
     # Hamiltonian form on Diffrax's loop, the faster forward solve (see the docstring)
+    grid = stepsize_controller if isinstance(stepsize_controller, FixedGrid) else None
     stored = (
         adjoint is None
-        and steps is None
+        and grid is None
         and _reverse_mode((system, y0))
         and _stored_applies(solver, dt0, stepsize_controller, saveat, event, dense, t0, t1, ts)
     )
@@ -674,10 +694,9 @@ def simulate(
     t0, t1 = as_scalar(t0, f"{fn}: t0"), as_scalar(t1, f"{fn}: t1")
     max_steps = as_count(max_steps, f"{fn}: max_steps")
     checks = _span_checks(fn, t0, t1) + _state_checks(fn, y0)
-    if steps is not None:
+    if grid is not None:
         clash = _given(
             dt0=dt0,
-            stepsize_controller=stepsize_controller,
             saveat=saveat,
             ts=ts,
             event=event,
@@ -685,27 +704,20 @@ def simulate(
             dense=dense,
         )
         if clash:
-            raise ValueError(f"{fn}: steps= (fixed-grid stepping) excludes {', '.join(clash)}")
-        steps = as_count(steps, f"{fn}: steps")
-        check_choice(spacing, SPACINGS, f"{fn}: spacing")
+            raise ValueError(f"{fn}: stepsize_controller=FixedGrid (fixed-grid stepping) excludes {', '.join(clash)}")
         return _simulate_grid(
             system,
             y0,
             t0,
             t1,
-            steps,
-            spacing,
+            grid.steps,
+            grid.spacing,
             solver,
             throw,
             check_or_defer(checks),
-            checkpoint=check_flag(checkpoint, f"{fn}: checkpoint"),
+            checkpoint=grid.checkpoint,
             form=form,
             derived=derived,
-        )
-    if checkpoint is not False:
-        raise ValueError(
-            f"{fn}: checkpoint= applies to fixed-grid stepping (steps=); an adaptive solve "
-            f"checkpoints through adjoint=diffrax.RecursiveCheckpointAdjoint(checkpoints=...)"
         )
     if saveat is not None and (ts is not None or dense):
         raise ValueError(f"{fn}: give saveat or ts/dense, not both")
@@ -1005,7 +1017,7 @@ def step_grid(
     ``diffrax.Tsit5(scan_kind="bounded")``, whose stage loop reverse mode can differentiate) on
     ``dx/du = rhs(u, x, args)`` from ``x0`` ``(d,)`` at ``grid[0]``, iterated in a `jax.lax.scan`
     without Diffrax's adaptive-loop machinery. The one fixed-grid stepper of `simulate`'s
-    ``steps=`` mode and of `jaxbio.learning.controllers.rollout`. ``checkpoint``: wrap each step
+    `FixedGrid` stepping and of `jaxbio.learning.controllers.rollout`. ``checkpoint``: wrap each step
     in `jax.checkpoint` (reverse mode stores the carry per step, not the stages; see `simulate`)."""
     solver = diffrax.Tsit5(scan_kind="bounded") if solver is None else solver
     term = diffrax.ODETerm(rhs)
@@ -1061,13 +1073,15 @@ def crossing_times(
     joint's ``q̇`` is its ``qd``) is inverted by ``newton_steps`` Newton steps inside the saved
     interval that brackets each value. Beyond the last saved point the last velocity is held.
     Differentiable: the derivative is the implicit one, ``∂t/∂θ = −(∂q/∂θ)/q̇``. Use it with
-    ``simulate(..., steps=N)`` (every step saved); for one stop during the solve use `stop_when`.
+    ``simulate(..., stepsize_controller=FixedGrid(N))`` (every step saved); for one stop during the solve use `stop_when`.
     """
     n = traj.q.shape[-1]
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < n:
         raise ValueError(f"crossing_times: index must be an int in [0, {n}), got {index!r}")
     if traj.ts.shape[0] < 2:
-        raise ValueError("crossing_times: the trajectory needs at least two saved points (simulate(..., steps=N))")
+        raise ValueError(
+            "crossing_times: the trajectory needs at least two saved points (simulate(..., stepsize_controller=FixedGrid(N)))"
+        )
     values = jnp.asarray(values)
     q, v, ts = traj.q[:, index], traj.qd[:, index], traj.ts
     n = q.shape[0] - 1

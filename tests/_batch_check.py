@@ -110,11 +110,11 @@ def simulate() -> dict:
     rng = np.random.default_rng(4)
 
     def from_state(q0, qd0):
-        return jb.simulate(system, system.initial_state(q0, qd0), 0.0, 1.0, steps=10)
+        return jb.simulate(system, system.initial_state(q0, qd0), 0.0, 1.0, stepsize_controller=jb.FixedGrid(10))
 
     def from_parameters(force, damping):
         s = _slider(tree, force, damping)
-        return jb.simulate(s, s.initial_state(jnp.zeros(1)), 0.0, 1.0, steps=10).q
+        return jb.simulate(s, s.initial_state(jnp.zeros(1)), 0.0, 1.0, stepsize_controller=jb.FixedGrid(10)).q
 
     q0, qd0 = rng.uniform(-1, 1, (6, 1)), rng.uniform(-1, 1, (6, 1))
     force, damping = rng.uniform(1, 5, 5), rng.uniform(0.1, 1, 5)
@@ -146,7 +146,7 @@ def simulate_adaptive() -> dict:
 
     def fixed(c, qd0):
         s = _slider(slider, 3.0, c)
-        return jb.simulate(s, s.initial_state(jnp.zeros(1), qd0), 0.0, 1.0, steps=10).q
+        return jb.simulate(s, s.initial_state(jnp.zeros(1), qd0), 0.0, 1.0, stepsize_controller=jb.FixedGrid(10)).q
 
     c, qd0 = rng.uniform(0.1, 1.0, 5), rng.uniform(-1, 1, (5, 1))
 

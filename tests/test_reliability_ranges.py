@@ -241,7 +241,11 @@ ENTRIES = [
     ("muscle path lengths", "q", lambda dt: _lengths(*_arm26()[:2], Z.astype(dt))),
     ("muscle paths of a half model", "model 'arm26'", lambda dt: _lengths(*_arm26(dt)[:2], Z)),
     ("half muscle paths", "paths", lambda dt: _lengths(_arm26()[0], _arm26(dt)[1], Z)),
-    ("simulate", "simulate: y0['q']", lambda dt: jb.simulate(SYSTEM, _half_state(dt), 0.0, 0.1, steps=2)),
+    (
+        "simulate",
+        "simulate: y0['q']",
+        lambda dt: jb.simulate(SYSTEM, _half_state(dt), 0.0, 0.1, stepsize_controller=jb.FixedGrid(2)),
+    ),
     (
         "simulate_sde",
         "simulate_sde: y0['q']",
@@ -340,7 +344,7 @@ def test_state_narrower_than_model_is_named(fn):
     y32 = {k: v.astype(jnp.float32) for k, v in Y0.items()}
     with pytest.raises(ValueError, match=rf"{fn}: y0\['q'\] has dtype float32, narrower than the model's float64"):
         if fn == "simulate":
-            jb.simulate(SYSTEM, y32, 0.0, 0.1, steps=2)
+            jb.simulate(SYSTEM, y32, 0.0, 0.1, stepsize_controller=jb.FixedGrid(2))
         else:
             jb.simulate_sde(SYSTEM, y32, 0.0, 0.1, jax.random.key(0), 0.1, dt0=0.05)
 
@@ -384,7 +388,7 @@ def test_simulation_with_excitation_out_of_range_is_not_plausible():
     system = jb.HamiltonianSystem(TREE, drive)
     y0 = system.initial_state(jnp.array([0.1, -0.2]))
     try:
-        tr = jb.simulate(system, y0, 0.0, 0.05, steps=4, throw=False)
+        tr = jb.simulate(system, y0, 0.0, 0.05, throw=False, stepsize_controller=jb.FixedGrid(4))
     except Exception:  # noqa: BLE001 (an error is one of the two allowed answers)
         return
     assert np.isnan(np.asarray(tr.q[-1])).all()

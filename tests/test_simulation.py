@@ -49,7 +49,7 @@ def _closed_form(t, mass=2.0, force=3.0, damping=0.5):
 def test_fixed_grid_against_closed_form(spacing):
     system = _slider()
     y0 = system.initial_state(jnp.zeros(1))
-    tr = jb.simulate(system, y0, 0.0, 6.0, steps=60, spacing=spacing)
+    tr = jb.simulate(system, y0, 0.0, 6.0, stepsize_controller=jb.FixedGrid(60, spacing=spacing))
     assert tr.ts.shape == (61,) and tr.q.shape == (61, 1) and tr.solution is None
     x, v = _closed_form(np.asarray(tr.ts))
     np.testing.assert_allclose(tr.q[:, 0], x, atol=1e-8)
@@ -65,7 +65,7 @@ def test_uniform_grid_equals_diffeqsolve_on_the_same_grid():
     system = jb.HamiltonianSystem(tree, dissipation=ham.LinearDamping(0.1))
     y0 = system.initial_state(jnp.array([0.3, -0.8]), jnp.array([1.0, 2.0]))
     grid = jnp.linspace(0.0, 2.0, 41)
-    a = jb.simulate(system, y0, 0.0, 2.0, steps=40)
+    a = jb.simulate(system, y0, 0.0, 2.0, stepsize_controller=jb.FixedGrid(40))
     b = jb.simulate(system, y0, 0.0, 2.0, stepsize_controller=diffrax.StepTo(ts=grid), ts=grid)
     np.testing.assert_allclose(a.q, b.q, atol=1e-13)
     np.testing.assert_allclose(a.p, b.p, atol=1e-13)
@@ -79,7 +79,13 @@ def test_crossing_times_and_gradient():
 
     def crossings(force):
         system = _slider(force=force)
-        tr = jb.simulate(system, system.initial_state(jnp.zeros(1)), 0.0, 8.0, steps=80, spacing="quadratic")
+        tr = jb.simulate(
+            system,
+            system.initial_state(jnp.zeros(1)),
+            0.0,
+            8.0,
+            stepsize_controller=jb.FixedGrid(80, spacing="quadratic"),
+        )
         return crossing_times(tr, values)
 
     np.testing.assert_allclose(crossings(3.0), t_exact, atol=1e-7)
@@ -89,7 +95,7 @@ def test_crossing_times_and_gradient():
     np.testing.assert_allclose(jax.jacrev(crossings)(3.0), fd, rtol=1e-6)
     # beyond the last saved point the last velocity is held
     system = _slider()
-    tr = jb.simulate(system, system.initial_state(jnp.zeros(1)), 0.0, 2.0, steps=20)
+    tr = jb.simulate(system, system.initial_state(jnp.zeros(1)), 0.0, 2.0, stepsize_controller=jb.FixedGrid(20))
     far = float(tr.q[-1, 0]) + 3.0
     np.testing.assert_allclose(crossing_times(tr, jnp.array([far])), 2.0 + 3.0 / tr.qd[-1, 0], rtol=1e-12)
 
@@ -148,14 +154,14 @@ def test_fixed_grid_bad_input():
     system = _slider()
     y0 = system.initial_state(jnp.zeros(1))
     with pytest.raises(ValueError, match="excludes dt0"):
-        jb.simulate(system, y0, 0.0, 1.0, steps=10, dt0=0.1)
+        jb.simulate(system, y0, 0.0, 1.0, dt0=0.1, stepsize_controller=jb.FixedGrid(10))
     with pytest.raises(ValueError, match="spacing"):
-        jb.simulate(system, y0, 0.0, 1.0, steps=10, spacing="log")
+        jb.simulate(system, y0, 0.0, 1.0, stepsize_controller=jb.FixedGrid(10, spacing="log"))
     with pytest.raises(ValueError, match="steps"):
-        jb.simulate(system, y0, 0.0, 1.0, steps=0)
+        jb.simulate(system, y0, 0.0, 1.0, stepsize_controller=jb.FixedGrid(0))
     with pytest.raises(ValueError, match="t1 must be finite"):
-        jb.simulate(system, y0, 0.0, float("nan"), steps=10)
-    tr = jb.simulate(system, y0, 0.0, 1.0, steps=10)
+        jb.simulate(system, y0, 0.0, float("nan"), stepsize_controller=jb.FixedGrid(10))
+    tr = jb.simulate(system, y0, 0.0, 1.0, stepsize_controller=jb.FixedGrid(10))
     with pytest.raises(ValueError, match=r"index must be an int in \[0, 1\)"):
         crossing_times(tr, jnp.array([0.5]), index=1)
     with pytest.raises(ValueError, match="at least two saved points"):
@@ -171,8 +177,8 @@ def test_fixed_grid_with_a_callable_drive_under_jit():
     tree = jb.SegmentTree.from_dict(double_pendulum_dict(), dtype=jnp.float64)
     system = jb.HamiltonianSystem(tree, drive=ham.TimeFunctionDrive(lambda t: jnp.sin(t) * jnp.ones(2)))
     y0 = system.initial_state(jnp.array([0.1, 0.2]))
-    eager = jb.simulate(system, y0, 0.0, 1.0, steps=20)
-    jitted = jax.jit(lambda y: jb.simulate(system, y, 0.0, 1.0, steps=20).q)(y0)
+    eager = jb.simulate(system, y0, 0.0, 1.0, stepsize_controller=jb.FixedGrid(20))
+    jitted = jax.jit(lambda y: jb.simulate(system, y, 0.0, 1.0, stepsize_controller=jb.FixedGrid(20)).q)(y0)
     np.testing.assert_allclose(jitted, eager.q, rtol=0, atol=1e-15)
 
 
@@ -184,7 +190,13 @@ def test_fixed_grid_checkpoint_same_gradient_less_memory():
 
     def loss(q0, checkpoint):
         def one(q):
-            tr = jb.simulate(system, system.initial_state(q, 1.0 + q), 0.0, 1.0, steps=30, checkpoint=checkpoint)
+            tr = jb.simulate(
+                system,
+                system.initial_state(q, 1.0 + q),
+                0.0,
+                1.0,
+                stepsize_controller=jb.FixedGrid(30, checkpoint=checkpoint),
+            )
             return jnp.sum(tr.q[-1] ** 2) + jnp.mean(tr.energy)
 
         return jnp.sum(jax.vmap(one)(q0))
@@ -201,10 +213,10 @@ def test_fixed_grid_checkpoint_same_gradient_less_memory():
     temp = {c: f.memory_analysis().temp_size_in_bytes for c, f in compiled.items()}
     assert temp[True] < temp[False] / 2, temp
     y0 = system.initial_state(jnp.zeros(1))
-    with pytest.raises(ValueError, match="checkpoint= applies to fixed-grid"):
+    with pytest.raises(TypeError, match="checkpoint"):  # a FixedGrid option, not simulate's
         jb.simulate(system, y0, 0.0, 1.0, checkpoint=True)
     with pytest.raises(ValueError, match="checkpoint must be True or False"):
-        jb.simulate(system, y0, 0.0, 1.0, steps=10, checkpoint="yes")
+        jb.simulate(system, y0, 0.0, 1.0, stepsize_controller=jb.FixedGrid(10, checkpoint="yes"))
 
 
 @pytest.mark.parametrize("dtype, tol", [(jnp.float32, 1e-5), (jnp.float64, 1e-8)])
@@ -279,7 +291,7 @@ def test_velocity_form_equals_hamiltonian_form():
     for name in ("q", "p", "qd", "energy", "f"):
         np.testing.assert_allclose(getattr(b, name), getattr(a, name), atol=1e-8, err_msg=name)
     assert float(jnp.abs(a.f[-1] - a.f[0]).max()) > 1e-3  # the fitness law did act
-    g = jb.simulate(system, y0, 0.0, 2.0, steps=200, form="velocity")
+    g = jb.simulate(system, y0, 0.0, 2.0, form="velocity", stepsize_controller=jb.FixedGrid(200))
     np.testing.assert_allclose(g.q[::20], a.q, atol=1e-6)
 
 

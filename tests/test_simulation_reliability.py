@@ -67,7 +67,9 @@ def _all_nan(tr):
 def jitted():
     """Each path compiled once: traced span and state, throw=False."""
     return {
-        "grid": jax.jit(lambda t0, t1, y: jb.simulate(SLIDER, y, t0, t1, steps=4, throw=False)),
+        "grid": jax.jit(
+            lambda t0, t1, y: jb.simulate(SLIDER, y, t0, t1, throw=False, stepsize_controller=jb.FixedGrid(4))
+        ),
         "adaptive": jax.jit(lambda t0, t1, y: jb.simulate(SLIDER, y, t0, t1, throw=False)),
         "fixed": jax.jit(lambda t0, t1, dt0: jb.simulate(SLIDER, Y0, t0, t1, dt0=dt0, throw=False)),
         "ts": jax.jit(lambda ts: jb.simulate(SLIDER, Y0, 0.0, 1.0, ts=ts, throw=False)),
@@ -142,7 +144,7 @@ def test_nan_initial_state(jitted):
     with pytest.raises(ValueError, match=r"simulate: y0\['q'\] contains NaN or inf \(first at index 0\)"):
         jb.simulate(SLIDER, _nan_state(Y0), 0.0, 1.0)
     with pytest.raises(ValueError, match=r"y0\['f'\] contains NaN or inf"):
-        jb.simulate(SLIDER, _nan_state(Y0, "f", value=np.inf), 0.0, 1.0, steps=3)
+        jb.simulate(SLIDER, _nan_state(Y0, "f", value=np.inf), 0.0, 1.0, stepsize_controller=jb.FixedGrid(3))
     # traced: stops at once (no step), NaN out, an unsuccessful result
     tr = jitted["adaptive"](0.0, 1.0, _nan_state(Y0))
     assert tr.result == NONFINITE and _all_nan(tr)
@@ -172,7 +174,9 @@ def test_state_that_turns_nan_stops_the_solve_promptly():
         assert bool(jnp.all(jnp.isfinite(tr.q[:2]))) and bool(jnp.all(jnp.isnan(tr.q[3:])))
         with pytest.raises(SimulationError, match=r"last time saved: t=0\.(25|5)\).*state became NaN or inf"):
             jb.simulate(system, y0, 0.0, 1.0, ts=ts, **kw)  # the same compiled solve, throw=True
-    tr = jb.simulate(system, y0, 0.0, 1.0, steps=20, throw=False)  # fixed grid: NaN rows, nonfinite
+    tr = jb.simulate(
+        system, y0, 0.0, 1.0, throw=False, stepsize_controller=jb.FixedGrid(20)
+    )  # fixed grid: NaN rows, nonfinite
     assert tr.result == NONFINITE and bool(jnp.all(jnp.isnan(tr.q[-1]))) and bool(jnp.all(jnp.isfinite(tr.q[0])))
 
 
@@ -254,14 +258,16 @@ def test_component_construction_and_output_shapes():
     # a time function of the wrong length would have broadcast; it is refused while tracing
     wrong = jb.HamiltonianSystem(PENDULUM_TREE, drive=ham.TimeFunctionDrive(lambda t: jnp.ones(3)))
     with pytest.raises(ValueError, match=r"TimeFunctionDrive: fn\(t\) returns shape \(3,\), expected \(2,\)"):
-        jb.simulate(wrong, y0, 0.0, 1.0, steps=2)
+        jb.simulate(wrong, y0, 0.0, 1.0, stepsize_controller=jb.FixedGrid(2))
 
     class OneForce(ham.Drive):  # a user drive returning one force for two coordinates
         def __call__(self, t, q, qd, f, a=None):
             return jnp.ones(1)
 
     with pytest.raises(ValueError, match=r"HamiltonianSystem: drive OneForce returned shape \(1,\), expected \(2,\)"):
-        jb.simulate(jb.HamiltonianSystem(PENDULUM_TREE, drive=OneForce()), y0, 0.0, 1.0, steps=2)
+        jb.simulate(
+            jb.HamiltonianSystem(PENDULUM_TREE, drive=OneForce()), y0, 0.0, 1.0, stepsize_controller=jb.FixedGrid(2)
+        )
     system = jb.HamiltonianSystem(PENDULUM_TREE)
     with pytest.raises(ValueError, match=r"initial_state: q contains NaN or inf \(first at index 1\)"):
         system.initial_state(jnp.array([0.0, np.inf]))
@@ -319,12 +325,12 @@ def test_property_spans(jitted, t0, t1):
     assume(not good or t1 - t0 < 5.0)
     traced = jitted["grid"](t0, t1, Y0)
     if good:
-        tr = jb.simulate(SLIDER, Y0, t0, t1, steps=4)
+        tr = jb.simulate(SLIDER, Y0, t0, t1, stepsize_controller=jb.FixedGrid(4))
         assert bool(jnp.all(jnp.isfinite(tr.q))) and tr.result == diffrax.RESULTS.successful
         np.testing.assert_allclose(traced.q, tr.q, rtol=1e-10, atol=1e-12)
         return
     with pytest.raises(ValueError, match=r"simulate: t[01] must be (finite|greater than t0)"):
-        jb.simulate(SLIDER, Y0, t0, t1, steps=4)
+        jb.simulate(SLIDER, Y0, t0, t1, stepsize_controller=jb.FixedGrid(4))
     assert traced.result == NONFINITE and _all_nan(traced) and bool(jnp.all(jnp.isnan(traced.ts)))
 
 
@@ -341,8 +347,8 @@ def test_property_fixed_steps(jitted, dt0):
 @PROPERTY
 @given(steps=st.one_of(st.integers(-5, 0), st.booleans(), st.floats(0.5, 50.0), st.none().map(lambda _: "10")))
 def test_property_step_counts(steps):
-    with pytest.raises(ValueError, match=r"simulate: steps must be a \(static\) int ≥ 1"):
-        jb.simulate(SLIDER, Y0, 0.0, 1.0, steps=steps)
+    with pytest.raises(ValueError, match=r"FixedGrid: steps must be a \(static\) int ≥ 1"):
+        jb.simulate(SLIDER, Y0, 0.0, 1.0, stepsize_controller=jb.FixedGrid(steps))
 
 
 @PROPERTY
@@ -435,5 +441,7 @@ def test_a_subnormal_span_is_refused_as_under_jit(jitted):
     traced = jitted["grid"](-2.2250738585e-313, 0.0, Y0)
     assert np.all(np.isnan(traced.q)) and traced.result == diffrax.RESULTS.nonfinite
     with pytest.raises(ValueError, match="t1 must be greater than t0"):
-        jb.simulate(SLIDER, Y0, -2.2250738585e-313, 0.0, steps=4)
-    jb.simulate(SLIDER, Y0, -2.2250738585072014e-308, 0.0, steps=4)  # the smallest normal span runs
+        jb.simulate(SLIDER, Y0, -2.2250738585e-313, 0.0, stepsize_controller=jb.FixedGrid(4))
+    jb.simulate(
+        SLIDER, Y0, -2.2250738585072014e-308, 0.0, stepsize_controller=jb.FixedGrid(4)
+    )  # the smallest normal span runs

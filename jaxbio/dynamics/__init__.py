@@ -1,7 +1,9 @@
 """Rigid-body dynamics of segment trees: one file per algorithm.
 
 - `kinematics`: forward kinematics and the one point Jacobian (`point_jacobian`).
-- `rnea`, `mass_matrix`, `forward`, `energy`: inverse and forward dynamics, energies.
+- `inverse_dynamics` and `segment_wrenches` (the wrench recursion, private `_rnea`), `mass_matrix`,
+  `forward`, `energy`: inverse and forward dynamics, energies; `model_coordinates`: all of them
+  for a `jaxbio.Model` in its own coordinates.
 - `loads`: point forces on segments as ``external`` wrenches (`point_loads`).
 - `contact`: the one contact type (`Contact`, a point of a segment held on the ground) and its
   constraint rows.
@@ -22,7 +24,7 @@ from jaxbio.dynamics.forward import forward_dynamics
 from jaxbio.dynamics.loads import point_loads
 from jaxbio.dynamics.kinematics import SegmentMotion, forward_kinematics, point_jacobian, segment_motion
 from jaxbio.dynamics._mass_matrix import bias_forces, com_jacobians, gravity_forces, mass_matrix
-from jaxbio.dynamics._rnea import inverse_dynamics, rnea, segment_wrenches
+from jaxbio.dynamics._rnea import inverse_dynamics, segment_wrenches
 from jaxbio.dynamics import model_coordinates  # noqa: F401  (registers the functions' model-coordinate forms)
 
 from jaxbio._lazy import attach  # noqa: E402
@@ -79,7 +81,6 @@ __all__ = [
     "reactions_augmented",
     "reactions_lagrange",
     "reactions_recursion",
-    "rnea",
     "segment_coms",
     "segment_motion",
     "segment_wrenches",

@@ -1,7 +1,7 @@
 """The recursions for many states at once, batch-last: what ``jax.vmap`` of `jaxbio.inverse_dynamics`,
 `jaxbio.dynamics.kinetic_energy_gradient` and `jaxbio.mass_matrix` runs.
 
-The per-state recursion (`jaxbio.dynamics.rnea`) batched by `jax.vmap` puts the batch first and
+The per-state recursion (`jaxbio.inverse_dynamics`) batched by `jax.vmap` puts the batch first and
 the tree's level second; XLA on CPU then spends its time on the level selects and on arrays much
 larger than the caches. This module computes the same quantities (Du 2021, eq. 2, world frame,
 attitudes by quaternion) with the batch as the *last*, contiguous axis. Three kernels share one
@@ -64,7 +64,7 @@ step functions take that choice as the static flag ``general``.
 
 Measured timings, and the variants tried and dropped, are in benchmarks/README.md.
 
-Differentiation is not defined by these kernels: `jaxbio.dynamics.rnea` (and ``energy``,
+Differentiation is not defined by these kernels: `jaxbio.inverse_dynamics` (and ``energy``,
 ``mass_matrix``, `jaxbio.hamiltonian`, and `jaxbio.dynamics.kinematics.segment_motion` for poses) route `jax.vmap` to this module with `vmapped_by` and
 derivatives (``jvp``, ``grad``, a batched tree) to the per-state code, except one: reverse mode of
 the wrench recursion in the states, under `jax.vmap`, runs its hand-written batch-last adjoint
@@ -1076,7 +1076,7 @@ def inverse_dynamics_batch(
 ):
     """``tau`` ``(B, nv)`` for ``q`` ``(B, nq)``, ``qd, qdd`` ``(B, nv)`` (``external``: forces
     and moments ``(B, n_segments, 3)``, world frame, about each segment origin, or None). Same result as `jax.vmap` of the per-state recursion
-    to round-off; not differentiable by itself (see `jaxbio.dynamics.rnea`).
+    to round-off; not differentiable by itself (see `jaxbio.inverse_dynamics`).
 
     Static keywords (all three kernels): ``chunk`` states per chunk (default: `chunk_size` of the
     layout); ``layout`` ``"cpu"`` (chunks, `soa.keep` fusions, vectorised sin/cos) or

@@ -142,6 +142,9 @@ _EXPORTS = {
     "to_mjcf": "_mjcf",
     "to_mujoco_state": "_mjcf",
     "write_sto": "_storage",
+    "format_marker_set": "_scale",
+    "format_scale_set": "_scale",
+    "read_ik_tasks": "_inverse_kinematics",
     "Measurement": "_scale",
     "ScaleResult": "_scale",
     "ScaleSetup": "_scale",
@@ -160,6 +163,9 @@ __getattr__, __dir__ = attach(__name__, globals(), submodules=("osim",), exports
 
 
 __all__ = [
+    "format_marker_set",
+    "format_scale_set",
+    "read_ik_tasks",
     "CoordinateTask",
     "InverseKinematicsInputs",
     "InverseKinematicsResult",

@@ -63,6 +63,7 @@ from jaxbio.io._markers import Markers, read_trc
 from jaxbio.io._storage import Table
 
 __all__ = [
+    "read_ik_tasks",
     "CoordinateTask",
     "InverseKinematicsInputs",
     "InverseKinematicsResult",
@@ -685,3 +686,57 @@ def inverse_kinematics_tool(
         name="Model Marker Errors from IK",
     )
     return InverseKinematicsResult(table, err, c, goal, ok, inputs.markers, inputs)
+
+
+def read_ik_tasks(source, *, where: str = "") -> tuple[dict, dict]:
+    """OpenSim's ``IKTaskSet`` (an element, or a file holding one) as ``(marker_weights,
+    coordinate_tasks)``: the *applied* ``IKMarkerTask`` s ``{name: weight}`` and
+    ``IKCoordinateTask`` s ``{name: jaxbio.io.CoordinateTask}``, in file order (``apply``
+    defaults to true, ``weight`` to 1, ``value_type`` to ``default_value``). An element with a
+    ``file`` attribute reads that file (relative to ``where``'s folder). ``ValueError`` naming the
+    task for a bad number, flag or value type."""
+    import xml.etree.ElementTree as ET
+
+    from jaxbio._text import read_xml
+    from jaxbio._validate import echo
+
+    if not isinstance(source, ET.Element):
+        where = str(source)
+        root = read_xml(source, "OpenSim IKTaskSet file")
+        source = root if root.tag == "IKTaskSet" else root.find(".//IKTaskSet")
+        if source is None:
+            raise ValueError(f"{where}: no <IKTaskSet>")
+    if source.get("file"):
+        return read_ik_tasks(Path(where).parent / source.get("file") if where else source.get("file"))
+    markers, coords = {}, {}
+    for task in source.findall("objects/*"):
+        name = task.get("name", "")
+        here = f"{where}: {task.tag} {echo(name)}"
+        apply = (_task_text(task, "apply") or "true").lower()
+        if apply not in ("true", "false"):
+            raise ValueError(f"{here}: <apply> must be true or false, got {echo(apply)}")
+        if apply == "false":
+            continue
+        try:
+            weight = float(_task_text(task, "weight") or "1")
+        except ValueError:
+            raise ValueError(f"{here}: <weight> must be a number, got {echo(_task_text(task, 'weight'))}") from None
+        if task.tag == "IKMarkerTask":
+            markers[name] = weight
+        elif task.tag == "IKCoordinateTask":
+            try:
+                value = float(_task_text(task, "value") or "0")
+            except ValueError:
+                raise ValueError(f"{here}: <value> must be a number, got {echo(_task_text(task, 'value'))}") from None
+            try:
+                coords[name] = CoordinateTask(weight, (_task_text(task, "value_type") or "default_value"), value)
+            except ValueError as e:
+                raise ValueError(f"{here}: {e}") from None
+        else:
+            raise ValueError(f"{here}: not an IKMarkerTask or IKCoordinateTask")
+    return markers, coords
+
+
+def _task_text(el, tag: str):
+    child = el.find(tag)
+    return None if child is None or child.text is None or not child.text.strip() else child.text.strip()

@@ -1077,7 +1077,7 @@ def read_forces(
     ``frame(path, owner, where, body_only)`` resolves a body or frame name / path (relative to
     the component path ``owner``) to its pose in a tree segment, raising ``ValueError``."""
     from jaxbio.io._osim_xml import _describe, _flag, _numbers, _text
-    from jaxbio.io.osim import _euler_xyz as euler_xyz
+    from jaxbio.io._osim_xml import euler_xyz
 
     def number(elem, tag, where, default):
         return float(_numbers(elem, tag, 1, where, default=[default])[0])

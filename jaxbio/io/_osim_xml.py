@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
+from jaxbio import quaternion as quat
 from jaxbio.coordinates import Piecewise
 from jaxbio.io import _osim_functions as fn
 
@@ -102,3 +103,11 @@ def _function(elem: ET.Element, where: str) -> Piecewise:
         return _function(inner, here).scaled(scale)
     hint = " (a smoothing spline fitted at load time: not supported yet)" if kind == "GCVSpline" else ""
     raise ValueError(f"{here}: function type {kind!r} is not supported{hint}; supported: {', '.join(FUNCTION_TYPES)}")
+
+
+def euler_xyz(angles) -> np.ndarray:
+    """OpenSim's orientation: body-fixed X-Y-Z rotations by ``angles`` (rad), as a quaternion."""
+    q = np.array([1.0, 0.0, 0.0, 0.0])
+    for axis, angle in zip(np.eye(3), np.asarray(angles, dtype=float)):
+        q = quat.multiply(q, quat.from_axis_angle(axis, np.asarray(angle)))
+    return q / np.linalg.norm(q)

@@ -67,6 +67,8 @@ from jaxbio.io._markers import Markers, read_trc
 from jaxbio.io._osim_xml import _function_element, _numbers, _text
 
 __all__ = [
+    "format_marker_set",
+    "format_scale_set",
     "Measurement",
     "ScaleResult",
     "ScaleSetup",
@@ -115,7 +117,7 @@ class ScaleSetup:
       applied ones), ``marker_file`` and ``time_range`` (s) of the measurements,
       ``preserve_mass_distribution``, ``output_model_file``, ``output_scale_file``.
     - Placement (``MarkerPlacer``): ``place`` (its ``apply``), ``marker_weights`` and
-      ``coordinate_tasks`` (`jaxbio.tools.read_ik_tasks`), ``placer_marker_file``,
+      ``coordinate_tasks`` (`jaxbio.io.read_ik_tasks`), ``placer_marker_file``,
       ``coordinate_file``, ``placer_time_range``, ``output_motion_file``,
       ``output_placed_model_file``, ``output_marker_file``, ``max_marker_movement`` (m, < 0: no
       limit; movements above it are warned about), ``move_markers``.
@@ -189,7 +191,7 @@ def _child_text(el, tag):
 def read_scale_setup(path) -> ScaleSetup:
     """OpenSim's ``ScaleTool`` setup file as a `ScaleSetup` (file names relative to the setup's
     folder, as OpenSim reads them). ``ValueError`` naming the file and element for a bad value."""
-    from jaxbio.tools import read_ik_tasks
+    from jaxbio.io._inverse_kinematics import read_ik_tasks
 
     path = Path(path)
     root = read_xml(path, "OpenSim ScaleTool setup file")
@@ -863,7 +865,7 @@ def scale_factors(
     return out
 
 
-def _scale_set_xml(factors: Mapping[str, np.ndarray]) -> str:
+def format_scale_set(factors: Mapping[str, np.ndarray]) -> str:
     """OpenSim's ScaleSet file of the applied factors."""
     lines = [
         '<?xml version="1.0" encoding="UTF-8" ?>',
@@ -883,7 +885,7 @@ def _scale_set_xml(factors: Mapping[str, np.ndarray]) -> str:
     return "\n".join(lines)
 
 
-def _marker_set_xml(model_text: str) -> str:
+def format_marker_set(model_text: str) -> str:
     """``Model::writeMarkerFile``: the model's MarkerSet as a document of its own."""
     root, _ = _root(model_text)
     model = root if root.tag == "Model" else root.find("Model")

@@ -149,6 +149,7 @@ from jaxbio._validate import as_shape, model_dtype, to_device
 from jaxbio.coordinates import CoordinateMap, Piecewise
 from jaxbio.io import _osim_functions as fn
 from jaxbio.model import Model
+from jaxbio.io._osim_xml import euler_xyz
 from jaxbio.io._osim_xml import _describe, _flag, _function, _function_element, _numbers, _text
 from jaxbio.models.build import Body, model, segment, transformed, virtual
 from jaxbio.tree import SegmentTree
@@ -222,14 +223,6 @@ class _Pose:
 
 def _unit_quaternion(q: np.ndarray) -> np.ndarray:
     return q / np.linalg.norm(q)
-
-
-def _euler_xyz(angles) -> np.ndarray:
-    """OpenSim's orientation: body-fixed X-Y-Z rotations by ``angles`` (rad), as a quaternion."""
-    q = np.array([1.0, 0.0, 0.0, 0.0])
-    for axis, angle in zip(np.eye(3), np.asarray(angles, dtype=float)):
-        q = quat.multiply(q, quat.from_axis_angle(axis, np.asarray(angle)))
-    return _unit_quaternion(q)
 
 
 def _unit_axis(v: np.ndarray, where: str) -> np.ndarray:
@@ -475,7 +468,7 @@ class _Frames:
         body, base = self.pose(self.resolve(parent, path, here), here, seen + (path,))
         offset = _Pose(
             _numbers(item, "translation", 3, here, default=np.zeros(3)),
-            _euler_xyz(_numbers(item, "orientation", 3, here, default=np.zeros(3))),
+            euler_xyz(_numbers(item, "orientation", 3, here, default=np.zeros(3))),
         )
         return body, base * offset
 
@@ -495,13 +488,13 @@ def _read_joint(elem: ET.Element, enclosing_body: str | None) -> _Joint:
             raise ValueError(f"{where}: no <parent_body>")
         parent_offset = _Pose(
             _numbers(elem, "location_in_parent", 3, where, default=np.zeros(3)),
-            _euler_xyz(_numbers(elem, "orientation_in_parent", 3, where, default=np.zeros(3))),
+            euler_xyz(_numbers(elem, "orientation_in_parent", 3, where, default=np.zeros(3))),
         )
         loc = "location" if elem.find("location") is not None else "location_in_child"
         ori = "orientation" if elem.find("orientation") is not None else "orientation_in_child"
         child_offset = _Pose(
             _numbers(elem, loc, 3, where, default=np.zeros(3)),
-            _euler_xyz(_numbers(elem, ori, 3, where, default=np.zeros(3))),
+            euler_xyz(_numbers(elem, ori, 3, where, default=np.zeros(3))),
         )
         return _Joint(
             elem,

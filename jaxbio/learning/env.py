@@ -43,7 +43,7 @@ from jaxbio._validate import as_float, check_choice, concrete
 from jaxbio.hamiltonian import ConstantDrive, HamiltonianSystem, LinearDamping, NoDissipation, ZeroDrive
 from jaxbio.learning.controllers import ARM_POSTURE, ARM_TORQUE_LIMIT, HeldExcitation, agonist_antagonist
 from jaxbio.io import load_model
-from jaxbio.simulation import simulate
+from jaxbio.simulation import FixedGrid, simulate
 
 __all__ = ["EnvState", "ReachingEnv", "arm_env", "double_pendulum_env"]
 
@@ -197,7 +197,15 @@ class ReachingEnv(eqx.Module):
             system = eqx.tree_at(lambda s: s.drive.excitation, self.system, HeldExcitation(action))
             effort = jnp.mean(action**2)
         t0 = state.time
-        traj = simulate(system, state.y, t0, t0 + self.control_dt, steps=self.substeps, form="hamiltonian", throw=False)
+        traj = simulate(
+            system,
+            state.y,
+            t0,
+            t0 + self.control_dt,
+            form="hamiltonian",
+            throw=False,
+            stepsize_controller=FixedGrid(self.substeps),
+        )
         y = {"q": traj.q[-1], "p": traj.p[-1], "f": traj.f[-1]}
         if self.actuation == "muscle":
             y["a"] = traj.a[-1]

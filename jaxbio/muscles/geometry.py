@@ -62,6 +62,7 @@ from jaxbio.muscles import _batched_geometry, wrapping
 from jaxbio.muscles.wrapping import WrapObjects
 from jaxbio.spatial import cross, norm, unit
 from jaxbio.tree import SegmentTree
+from jaxbio.model import tree_of
 
 __all__ = [
     "MusclePaths",
@@ -411,7 +412,12 @@ def _public(fn):
     argument (``ValueError`` naming it and the first bad entry). Traced arrays are not looked at:
     a NaN or inf in them flows to the outputs that depend on it (never masked into a finite
     number)."""
-    return jit_checked(fn, _check_arguments)
+    return jit_checked(fn, _check_arguments, convert=_tree_argument)
+
+
+def _tree_argument(name: str, value):
+    """A `jaxbio.Model` given as ``tree``: its tree (`jaxbio.model.tree_of`)."""
+    return tree_of(value) if name == "tree" else value
 
 
 def _check_arguments(arguments: dict) -> None:

@@ -50,7 +50,7 @@ from jaxbio.hamiltonian import (
     SumDissipation,
 )
 from jaxbio.muscles.actuators import MuscleDrive
-from jaxbio.simulation import Trajectory, crossing_times, simulate
+from jaxbio.simulation import FixedGrid, Trajectory, crossing_times, simulate
 from jaxbio.tree import SegmentTree
 
 #: names of the positive parameters, in the order used by ``Sprinter.values`` and the fits
@@ -364,10 +364,9 @@ def simulate_race(model: Sprinter, duration, wind=0.0, *, n_steps: int = 80, fit
         y0,
         0.0,
         jnp.asarray(duration, dtype),
-        steps=n_steps,
-        spacing="quadratic",
         form="hamiltonian",
         throw=False,
+        stepsize_controller=FixedGrid(n_steps, spacing="quadratic"),
     )
 
 

@@ -7,7 +7,7 @@ and a model's and trial length's programs traced and compiled once (`jaxbio._aot
 trial of the session. ``jaxbio run-tool`` is this function from the shell. The single jobs
 (`inverse_kinematics_job`, `inverse_dynamics_job`, `static_optimization_job`) are also what
 ``jaxbio inverse-kinematics``, ``jaxbio inverse-dynamics --motion`` and ``jaxbio
-static-optimization`` run; `read_ik_tasks` reads an ``IKTaskSet``.
+static-optimization`` run; `jaxbio.io.read_ik_tasks` reads an ``IKTaskSet``.
 
 Everything computes in float64 (OpenSim's double precision), inside ``jax.enable_x64``: the
 process's own JAX configuration is left as it is.
@@ -30,7 +30,6 @@ __all__ = [
     "ToolRun",
     "inverse_dynamics_job",
     "inverse_kinematics_job",
-    "read_ik_tasks",
     "run",
     "run_setup",
     "setup_files",
@@ -130,54 +129,6 @@ def _recorded(fn, *args, **kwargs):
     return result, tuple(str(w.message) for w in caught), (matches[-1] if matches else None)
 
 
-def read_ik_tasks(source, *, where: str = "") -> tuple[dict, dict]:
-    """OpenSim's ``IKTaskSet`` (an element, or a file holding one) as ``(marker_weights,
-    coordinate_tasks)``: the *applied* ``IKMarkerTask`` s ``{name: weight}`` and
-    ``IKCoordinateTask`` s ``{name: jaxbio.io.CoordinateTask}``, in file order (``apply``
-    defaults to true, ``weight`` to 1, ``value_type`` to ``default_value``). An element with a
-    ``file`` attribute reads that file (relative to ``where``'s folder). ``ValueError`` naming the
-    task for a bad number, flag or value type."""
-    import xml.etree.ElementTree as ET
-
-    from jaxbio.io import CoordinateTask
-
-    if not isinstance(source, ET.Element):
-        where = str(source)
-        root = read_xml(source, "OpenSim IKTaskSet file")
-        source = root if root.tag == "IKTaskSet" else root.find(".//IKTaskSet")
-        if source is None:
-            raise ValueError(f"{where}: no <IKTaskSet>")
-    if source.get("file"):
-        return read_ik_tasks(Path(where).parent / source.get("file") if where else source.get("file"))
-    markers, coords = {}, {}
-    for task in source.findall("objects/*"):
-        name = task.get("name", "")
-        here = f"{where}: {task.tag} {echo(name)}"
-        apply = (_setup_text(task, "apply") or "true").lower()
-        if apply not in ("true", "false"):
-            raise ValueError(f"{here}: <apply> must be true or false, got {echo(apply)}")
-        if apply == "false":
-            continue
-        try:
-            weight = float(_setup_text(task, "weight") or "1")
-        except ValueError:
-            raise ValueError(f"{here}: <weight> must be a number, got {echo(_setup_text(task, 'weight'))}") from None
-        if task.tag == "IKMarkerTask":
-            markers[name] = weight
-        elif task.tag == "IKCoordinateTask":
-            try:
-                value = float(_setup_text(task, "value") or "0")
-            except ValueError:
-                raise ValueError(f"{here}: <value> must be a number, got {echo(_setup_text(task, 'value'))}") from None
-            try:
-                coords[name] = CoordinateTask(weight, (_setup_text(task, "value_type") or "default_value"), value)
-            except ValueError as e:
-                raise ValueError(f"{here}: {e}") from None
-        else:
-            raise ValueError(f"{here}: not an IKMarkerTask or IKCoordinateTask")
-    return markers, coords
-
-
 def inverse_kinematics_job(
     model,
     markers,
@@ -204,6 +155,8 @@ def inverse_kinematics_job(
     if tasks is None:
         weights, coords = None, None
     elif isinstance(tasks, (str, os.PathLike)):
+        from jaxbio.io import read_ik_tasks
+
         weights, coords = read_ik_tasks(tasks)
     else:
         weights, coords = tasks
@@ -627,6 +580,8 @@ def _run_inverse_kinematics(setup, tool, path, number, results, name, progress) 
             stacklevel=3,
         )
     task_set = tool.find("IKTaskSet")
+    from jaxbio.io import read_ik_tasks
+
     tasks = read_ik_tasks(task_set, where=str(setup)) if task_set is not None else ({}, {})
     marker_file = path("marker_file")
     coordinate_file = path("coordinate_file", required=False)
@@ -662,7 +617,7 @@ def _run_scale(setup: Path, progress) -> ToolRun:
     degrees, where OpenSim writes every state variable in radians). Every output is checked
     writable before any work. Tables: ``"static_pose"`` (one frame)."""
     from jaxbio._files import check_outputs, write_outputs
-    from jaxbio.io._scale import _marker_set_xml, _scale_set_xml, read_scale_setup, scale_tool
+    from jaxbio.io import format_marker_set, format_scale_set, read_scale_setup, scale_tool
 
     spec = read_scale_setup(setup)
     named = [
@@ -689,10 +644,10 @@ def _run_scale(setup: Path, progress) -> ToolRun:
     writers = {}
     if result.scaled is not None:
         writers["<ModelScaler><output_model_file>"] = result.scaled.encode()
-        writers["<ModelScaler><output_scale_file>"] = _scale_set_xml(result.factors).encode()
+        writers["<ModelScaler><output_scale_file>"] = format_scale_set(result.factors).encode()
     if result.placed is not None:
         writers["<MarkerPlacer><output_model_file>"] = result.placed.encode()
-        writers["<MarkerPlacer><output_marker_file>"] = _marker_set_xml(result.placed).encode()
+        writers["<MarkerPlacer><output_marker_file>"] = format_marker_set(result.placed).encode()
     if result.static_pose is not None:
         import numpy as np
 

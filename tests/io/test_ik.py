@@ -273,7 +273,7 @@ def test_ik_bad_input_is_named(tmp_path):
 
 
 def test_ik_tasks_are_read_from_setups():
-    from jaxbio.tools import read_ik_tasks
+    from jaxbio.io import read_ik_tasks
     import xml.etree.ElementTree as ET
 
     root = ET.parse(G2354 / "subject01_Setup_IK.xml").getroot()
@@ -309,7 +309,7 @@ def test_run_tool_ik_matches_live_opensim(tmp_path):
     np.testing.assert_allclose(a.time, b.time, atol=1e-12)
     with jax.enable_x64(True):
         m = jb.io.load_osim(MODEL, dtype=jnp.float64)
-        from jaxbio.tools import read_ik_tasks
+        from jaxbio.io import read_ik_tasks
         import xml.etree.ElementTree as ET
 
         mw, ct = read_ik_tasks(ET.parse(G2354 / "subject01_Setup_IK.xml").getroot().find(".//IKTaskSet"))

@@ -116,7 +116,7 @@ def test_run_tool_runs_a_session_of_setups_in_one_call(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "loads.xml").write_text("<ExternalLoads/>")
     assert main(["run-tool", str(tmp_path / "empty")]) == 2  # a folder with no setup in it
-    assert "no InverseKinematicsTool, InverseDynamicsTool or AnalyzeTool setup" in capsys.readouterr().err
+    assert "no InverseKinematicsTool, InverseDynamicsTool, AnalyzeTool or ScaleTool setup" in capsys.readouterr().err
 
 
 def test_tools_run_from_python_equals_the_command_line(tmp_path, capsys):

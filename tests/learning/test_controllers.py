@@ -94,7 +94,7 @@ def test_rollout_matches_simulate(pendulum, kind):
     system = jb.HamiltonianSystem(pendulum, drive, jb.hamiltonian.LinearDamping(0.3))
     tr = C.rollout(system, q0, target, 0.5, 200)
     ref_system = eqx.tree_at(lambda s: s.drive, system, drive.with_target(target))
-    ref = jb.simulate(ref_system, ref_system.initial_state(q0), 0.0, 0.5, steps=200)
+    ref = jb.simulate(ref_system, ref_system.initial_state(q0), 0.0, 0.5, stepsize_controller=jb.FixedGrid(200))
     np.testing.assert_allclose(tr.q, ref.q, atol=1e-7)
     np.testing.assert_allclose(tr.qd, ref.qd, atol=2e-6)
     if kind == "muscles":
