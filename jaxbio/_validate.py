@@ -143,13 +143,13 @@ def check_values(
     a = concrete(x)
     if a is None:
         return
-    if finite and not np.all(np.isfinite(a)):
+    if finite and not np.isfinite(a).all():
         raise ValueError(f"{name} must be finite (contains NaN or inf), got {a.tolist()}")
-    if positive and not np.all(a > 0):
+    if positive and not (a > 0).all():
         raise ValueError(f"{name} must be positive (> 0), got {a.tolist()}")
-    if nonnegative and not np.all(a >= 0):
+    if nonnegative and not (a >= 0).all():
         raise ValueError(f"{name} must be non-negative (≥ 0), got {a.tolist()}")
-    if below is not None and not np.all(a < below):
+    if below is not None and not (a < below).all():
         raise ValueError(f"{name} must be < {below:.6g}, got {a.tolist()}")
 
 

@@ -37,6 +37,13 @@ def _xp(*xs):
     return np if all(isinstance(x, np.ndarray) for x in xs) else jnp
 
 
+def _one(*xs) -> bool:
+    """Every input a single float64 numpy quaternion or vector: the model readers' case, where
+    Python float arithmetic (the same IEEE operations, in the same order, as numpy's) skips
+    numpy's per-call overhead (`jaxbio.io.osim` composes a few thousand poses per model)."""
+    return all(isinstance(x, np.ndarray) and x.ndim == 1 and x.dtype == np.float64 for x in xs)
+
+
 def identity(dtype=None) -> Float[Array, 4]:
     """The identity rotation ``(1, 0, 0, 0)``."""
     return jnp.array([1.0, 0.0, 0.0, 0.0], dtype=dtype)
@@ -44,6 +51,17 @@ def identity(dtype=None) -> Float[Array, 4]:
 
 def multiply(p: Float[ArrayLike, "... 4"], q: Float[ArrayLike, "... 4"]) -> Float[Array, "... 4"]:
     """Hamilton product ``p ⊗ q`` (apply ``q`` first, then ``p``)."""
+    if _one(p, q):
+        pw, px, py, pz = p.tolist()
+        qw, qx, qy, qz = q.tolist()
+        return np.array(
+            [
+                pw * qw - px * qx - py * qy - pz * qz,
+                pw * qx + px * qw + py * qz - pz * qy,
+                pw * qy - px * qz + py * qw + pz * qx,
+                pw * qz + px * qy - py * qx + pz * qw,
+            ]
+        )
     xp = _xp(p, q)
     p = xp.asarray(p)
     q = xp.asarray(q)
@@ -86,6 +104,16 @@ def to_matrix(q: Float[ArrayLike, "... 4"]) -> Float[Array, "... 3 3"]:
     (The extracted text of eq. 1 prints ``‖q‖² E``; for a rotation the scalar term must be
     ``w² − |u|²``, which is what Dumas et al. 2004 and every rotation library use.)
     """
+    if _one(q):
+        w, x, y, z = q.tolist()
+        s = w * w - x * x - y * y - z * z
+        return np.array(
+            [
+                [s + 2 * x * x, 2 * (x * y - w * z), 2 * (x * z + w * y)],
+                [2 * (x * y + w * z), s + 2 * y * y, 2 * (y * z - w * x)],
+                [2 * (x * z - w * y), 2 * (y * z + w * x), s + 2 * z * z],
+            ]
+        )
     xp = _xp(q)
     q = xp.asarray(q)
     w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]

@@ -42,12 +42,12 @@ def _numbers(elem: ET.Element, tag: str, n: int | None, where: str, default=None
             raise ValueError(f"{where}: missing <{tag}>")
         return np.asarray(default, dtype=float)
     try:
-        values = np.array([float(v) for v in text.split()])
+        values = np.array(text.split(), dtype=float)
     except ValueError:
         raise ValueError(f"{where}: <{tag}> is not a list of numbers: {text!r}") from None
     if n is not None and len(values) != n:
         raise ValueError(f"{where}: <{tag}> needs {n} numbers, got {len(values)}: {text!r}")
-    if not np.all(np.isfinite(values)):
+    if not np.isfinite(values).all():
         raise ValueError(f"{where}: <{tag}> must be finite, got {text!r}")
     return values
 
