@@ -361,6 +361,7 @@ def stacked_final_times(
     available = np.zeros(B, bool)
     reason, learned, source = [""] * B, [()] * B, [""] * B
     groups: dict = {}  # group names -> (NestedForecasts from shipped or computed, source)
+    fhk_of: dict = {}  # (group names, cut-offs) -> (R, C) FHK's final times
     for b, race in enumerate(races):
         names = tuple(n for n in (pool(race) if pool is not None else ref.race_names) if n in ref.race_names)
         others = [n for n in names if n != race.name]
@@ -383,6 +384,8 @@ def stacked_final_times(
                 _warn_if_stale(group, ref.names, settings)
             groups[names] = (shipped, "shipped") if shipped is not None else (None, "")
         nested, src = groups[names]
+        if (names, tuple(cuts)) not in fhk_of:  # FHK fitted once per group and cut-offs, not per race
+            fhk_of[(names, tuple(cuts))] = _fhk_final(group, cuts)
         cols = [nested.column(group, c) for c in cuts] if nested is not None else [None]
         if nested is None or any(c is None for c in cols):
             nested = compute_nested(group, ref, cuts, **settings)
@@ -392,7 +395,7 @@ def stacked_final_times(
         inner = nested.pred[h][cols][:, keep].T  # (R', C)
         inner_sd = nested.sd[h][cols][:, keep].T
         truth = nested.truth[keep]
-        fhk_err = _fhk_final([group[j] for j in keep], cuts) - truth[:, None]
+        fhk_err = fhk_of[(names, tuple(cuts))][keep] - truth[:, None]
         w, m, (s, d) = stack(
             float(model_pred[b]),
             float(model_sd[b]),
