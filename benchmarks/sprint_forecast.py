@@ -3,14 +3,17 @@
     python benchmarks/sprint_forecast.py              # embedded races + 64 synthetic races
     python benchmarks/sprint_forecast.py --n 0 --sets 0   # embedded races only
     python benchmarks/sprint_forecast.py --all-races      # issue #54: LOO over every shipped race
+    python benchmarks/sprint_forecast.py --physio         # issue #54: the same with physiological priors
 
 0. ``--all-races`` (issue #54): leave-one-race-out over every race the package ships (both
    collections: men and women, 100 and 200 m; `jaxbio.sprint.loo`), cut-offs at 40, 50, 60 % of
    each race's length: mean |error| of the predicted final time for the sprinter (population of
    the other races: all of them, or those of its length), the sprinter stacked with FHK, FHK and
    Tibshirani; per-race winners; coverage of the 68 %/95 % intervals by sex. The variants are
-   chosen on the tuning races only (``HELD_OUT`` are reported apart); prints the Markdown of
-   ``docs/sprint.md``.
+   chosen on the tuning races only (``HELD_OUT`` are reported apart); the calibration factor of
+   the predictive sd from the tuning races and the coverage widened by it; prints the Markdown of
+   ``docs/sprint.md``. ``--physio``: the same leave-one-out (population of the races of its
+   length) without and with the physiological priors of `jaxbio.sprint.physiology`.
 
 1. Choice of the population's hyperprior: leave-one-out (LOO) over the 5 embedded races — the log
    predictive density of each race's full-fit estimate under the population of the other 4

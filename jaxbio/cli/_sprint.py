@@ -4,7 +4,8 @@ With no arguments every race of the default embedded collection is fitted and a 
 ``--race NAME`` / ``--csv PATH`` (repeatable) choose races, ``--races default|more|all`` adds an
 embedded collection (`jaxbio.sprint.data.COLLECTIONS`); ``--fit-until D`` fits only the splits
 ≤ D m (with the hierarchical prior of `jaxbio.sprint.hierarchical`: the population of every free
-parameter learned from the other races of the default collection) and predicts the rest with 68 %/95 % intervals;
+parameter learned from the other races of the default collection) and predicts the rest with 68 %/95 % intervals,
+and the final time stacked with FHK (`jaxbio.sprint.stacking`) beside the sprinter's;
 ``--plot FILE.png`` draws split mean speeds with uncertainty bands, split-time residuals, fitness
 and force–velocity profiles; ``--json FILE`` writes the results.
 ``add_parser(subparsers)`` registers the subcommand on the ``jaxbio`` command line.
