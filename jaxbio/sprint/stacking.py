@@ -372,6 +372,9 @@ def stacked_final_times(
         if missing:
             raise ValueError(f"stacked_final_times: reference race(s) {missing} not given in reference")
         group = [by_name[n] for n in names]
+        if sum(int(g.until(fit_until).sum()) >= MIN_SPLITS for g in group if g.name != race.name) < MIN_STACK:
+            reason[b] = f"fewer than {MIN_STACK} other reference races with {MIN_SPLITS} splits ≤ {fit_until:g} m"
+            continue
         length = float(race.distances[-1])
         cuts = [f * length for f in FRACTIONS]
         # fit_until's column: a fraction's if every group race fits the same splits there, else its own

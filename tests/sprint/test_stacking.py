@@ -57,7 +57,8 @@ def test_fingerprint_changes_with_the_settings():
 
 def test_no_stack_with_too_few_reference_races(monkeypatch):
     """A race whose pool holds fewer than ``MIN_STACK`` other reference races (a 200 m race on the
-    command line) gets no stacked forecast, and nothing is fitted for it."""
+    command line), or whose cut-off leaves them fewer than two splits, gets no stacked forecast,
+    and nothing is fitted for it."""
     monkeypatch.setattr(stacking, "compute_nested", None)  # would fail if called
     ref = H.reference_fits()
     st = stacking.stacked_final_times(
@@ -71,6 +72,9 @@ def test_no_stack_with_too_few_reference_races(monkeypatch):
         pool=lambda race: tuple(r.name for r in RACES[:3]),
     )
     assert not st.available[0] and "fewer than 3" in st.reason[0] and np.isnan(st.mean[0])
+    # a cut-off before the reference races' second split: nothing to learn the weight from
+    st = stacking.stacked_final_times(RACES[:1], 15.0, [9.7], [0.05], [9.72], ref=ref, reference=RACES)
+    assert not st.available[0] and "2 splits ≤ 15 m" in st.reason[0]
 
 
 def _fhk_final(race, cut):
