@@ -164,3 +164,29 @@ def test_forecast_stacked_equals_the_leave_one_out():
     _, fc, _ = H.forecast([fraser], 60.0, ref=ref, pool=pool, stacked=True, reference=RACES)
     assert fc.stacked.available[0] and fc.stacked.nested_from[0] == "shipped"
     assert abs(fc.stacked.mean[0] - fraser.times[-1]) < abs(fc.stacked.model[0] - fraser.times[-1])
+
+
+def test_missing_file_warns_and_computes(monkeypatch):
+    """Without the shipped file the default request warns (naming the command that regenerates it)
+    and computes the nested forecasts (here a stub that returns the shipped numbers at the cut-offs
+    asked for): the same stacked forecast as from the file."""
+    ref = H.reference_fits()
+    args = (RACES[:2], 60.0, [9.73, 9.58], [0.05, 0.04], [9.727, 9.608])
+    kw = dict(ref=ref, reference=RACES, pool=H.same_length(RACES))
+    shipped = stacking.stacked_final_times(*args, **kw)
+    assert shipped.nested_from == ("shipped", "shipped")
+    _, nested = stacking.read()
+
+    def stub(group, ref_, cuts, **_):
+        cols = [nested.cuts_m.index(c) for c in cuts]
+        return stacking.NestedForecasts(
+            nested.race_names, tuple(cuts), nested.truth, nested.pred[:, cols], nested.sd[:, cols]
+        )
+
+    monkeypatch.setattr(stacking, "read", lambda path=None: None)
+    monkeypatch.setattr(stacking, "compute_nested", stub)
+    with pytest.warns(sprint.data.SprintDataWarning, match="python -m jaxbio.sprint.stacking --write"):
+        computed = stacking.stacked_final_times(*args, **kw)
+    assert computed.nested_from == ("computed", "computed")
+    np.testing.assert_allclose(computed.mean, shipped.mean, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(computed.sd, shipped.sd, rtol=1e-12)
