@@ -362,6 +362,7 @@ def stacked_final_times(
     reason, learned, source = [""] * B, [()] * B, [""] * B
     groups: dict = {}  # group names -> (NestedForecasts from shipped or computed, source)
     fhk_of: dict = {}  # (group names, cut-offs) -> (R, C) FHK's final times
+    computed: dict = {}  # (group names, cut-offs) -> NestedForecasts computed here
     for b, race in enumerate(races):
         names = tuple(n for n in (pool(race) if pool is not None else ref.race_names) if n in ref.race_names)
         others = [n for n in names if n != race.name]
@@ -390,8 +391,10 @@ def stacked_final_times(
         if (names, tuple(cuts)) not in fhk_of:  # FHK fitted once per group and cut-offs, not per race
             fhk_of[(names, tuple(cuts))] = _fhk_final(group, cuts)
         cols = [nested.column(group, c) for c in cuts] if nested is not None else [None]
-        if nested is None or any(c is None for c in cols):
-            nested = compute_nested(group, ref, cuts, **settings)
+        if nested is None or any(c is None for c in cols):  # computed once per group and cut-offs
+            if (names, tuple(cuts)) not in computed:
+                computed[(names, tuple(cuts))] = compute_nested(group, ref, cuts, **settings)
+            nested = computed[(names, tuple(cuts))]
             cols, src = list(range(len(cuts))), "computed"
         h = names.index(race.name) if race.name in names else len(names)
         keep = [j for j, n in enumerate(names) if n != race.name]

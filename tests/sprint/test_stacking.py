@@ -177,7 +177,10 @@ def test_missing_file_warns_and_computes(monkeypatch):
     assert shipped.nested_from == ("shipped", "shipped")
     _, nested = stacking.read()
 
+    calls = []
+
     def stub(group, ref_, cuts, **_):
+        calls.append(tuple(cuts))
         cols = [nested.cuts_m.index(c) for c in cuts]
         return stacking.NestedForecasts(
             nested.race_names, tuple(cuts), nested.truth, nested.pred[:, cols], nested.sd[:, cols]
@@ -187,6 +190,6 @@ def test_missing_file_warns_and_computes(monkeypatch):
     monkeypatch.setattr(stacking, "compute_nested", stub)
     with pytest.warns(sprint.data.SprintDataWarning, match="python -m jaxbio.sprint.stacking --write"):
         computed = stacking.stacked_final_times(*args, **kw)
-    assert computed.nested_from == ("computed", "computed")
+    assert computed.nested_from == ("computed", "computed") and calls == [(40.0, 50.0, 60.0)]  # once for both
     np.testing.assert_allclose(computed.mean, shipped.mean, rtol=0, atol=1e-12)
     np.testing.assert_allclose(computed.sd, shipped.sd, rtol=1e-12)
