@@ -3,14 +3,17 @@
     python benchmarks/sprint_forecast.py              # embedded races + 64 synthetic races
     python benchmarks/sprint_forecast.py --n 0 --sets 0   # embedded races only
     python benchmarks/sprint_forecast.py --all-races      # issue #54: LOO over every shipped race
+    python benchmarks/sprint_forecast.py --physio         # issue #54: the same with physiological priors
 
 0. ``--all-races`` (issue #54): leave-one-race-out over every race the package ships (both
    collections: men and women, 100 and 200 m; `jaxbio.sprint.loo`), cut-offs at 40, 50, 60 % of
    each race's length: mean |error| of the predicted final time for the sprinter (population of
    the other races: all of them, or those of its length), the sprinter stacked with FHK, FHK and
    Tibshirani; per-race winners; coverage of the 68 %/95 % intervals by sex. The variants are
-   chosen on the tuning races only (``HELD_OUT`` are reported apart); prints the Markdown of
-   ``docs/sprint.md``.
+   chosen on the tuning races only (``HELD_OUT`` are reported apart); the calibration factor of
+   the predictive sd from the tuning races and the coverage widened by it; prints the Markdown of
+   ``docs/sprint.md``. ``--physio``: the same leave-one-out (population of the races of its
+   length) without and with the physiological priors of `jaxbio.sprint.physiology`.
 
 1. Choice of the population's hyperprior: leave-one-out (LOO) over the 5 embedded races — the log
    predictive density of each race's full-fit estimate under the population of the other 4
@@ -68,18 +71,57 @@ GRID = [
 HELD_OUT = ("fraser_2009_berlin_wc_final", "powell_2009_berlin_final")
 
 
+def _all_reference(races):
+    """Full fits of ``races``, each with the steps its length needs (80 to 100 m, 160 for 200 m)."""
+    ref = None
+    for d in sorted({float(r.distances[-1]) for r in races}):
+        group = [r for r in races if float(r.distances[-1]) == d]
+        part = H.ReferenceFits.from_fit(fit(group), [r.name for r in group])
+        ref = part if ref is None else ref.concatenate(part)
+    return ref
+
+
+def physio_variants():
+    """Issue #54, physiological priors (`jaxbio.sprint.physiology`): the leave-one-out over every
+    shipped race (population of the races of its length) without and with the priors on the
+    reserve E, its resupply r (freed), and both; tuning and held-out races apart; prints Markdown."""
+    from jaxbio.sprint import loo
+    from jaxbio.sprint.physiology import PRIORS
+
+    races = sprint.embedded_races("all")
+    t0 = time.perf_counter()
+    ref = _all_reference(races)
+    pool = H.same_length(races)
+    variants = {
+        "none": None,
+        "E": {"energy": PRIORS["energy"]},
+        "r (freed)": {"recovery": PRIORS["recovery"]},
+        "E and r (freed)": dict(PRIORS),
+    }
+    results = {k: loo.leave_one_out(races, ref, pool=pool, physio=v) for k, v in variants.items()}
+    print(f"<!-- {time.perf_counter() - t0:.0f} s -->")
+    tuning = [r.name for r in races if r.name not in HELD_OUT]
+    fr = loo.FRACTIONS
+    print("\nMean |error| of the final time [s] at 40 / 50 / 60 % of the race, and the 95 % coverage:\n")
+    print("| physiological prior | forecast | tuning races | held-out races | coverage 95 % (all) |")
+    print("|---|---|---|---|---:|")
+    for k, fc in results.items():
+        st, sh, sa = loo.summary(fc, tuning), loo.summary(fc, HELD_OUT), loo.summary(fc)
+        for m in ("model", "stacked"):
+            row = [" / ".join(f"{s['mae'][m][f]:.3f}" for f in fr) for s in (st, sh)]
+            print(f"| {k} | {m} | {row[0]} | {row[1]} | {sa['coverage'][(m, 'all', 0.95)][0]:.2f} |")
+    for k, fc in results.items():
+        i = fc.races.index("fraser_2009_berlin_wc_final")
+        print(f"\nFraser 2009, {k}: sprinter errors " + ", ".join(f"{e:+.3f}" for e in fc.errors("model")[i]))
+
+
 def all_races():
     """Issue #54: leave-one-race-out over every shipped race; prints the Markdown tables."""
     from jaxbio.sprint import loo
 
     races = sprint.embedded_races("all")
     t0 = time.perf_counter()
-    # each race fitted with the steps its length needs (80 to 100 m, 160 for 200 m)
-    ref = None
-    for d in sorted({float(r.distances[-1]) for r in races}):
-        group = [r for r in races if float(r.distances[-1]) == d]
-        part = H.ReferenceFits.from_fit(fit(group), [r.name for r in group])
-        ref = part if ref is None else ref.concatenate(part)
+    ref = _all_reference(races)
     pools = {"all other races": None, "races of its length": H.same_length(races)}
     results = {k: loo.leave_one_out(races, ref, pool=p) for k, p in pools.items()}
     print(f"<!-- {time.perf_counter() - t0:.0f} s; races: {', '.join(r.name for r in races)} -->")
@@ -122,6 +164,42 @@ def all_races():
             c68, n = s["coverage"][(m, sex, 0.68)]
             c95, _ = s["coverage"][(m, sex, 0.95)]
             print(f"| {m} | {sex} | {c68:.2f} | {c95:.2f} | {n} |")
+    # calibration (issue #54 item 3): the factor that makes the sprinter's sd calibrated on the tuning races
+    print(
+        "\nCalibration factor of the predictive sd (root mean squared normal score of the errors; 1: calibrated), "
+        "from the tuning races only, and the coverage of the sprinter's intervals widened by it:\n"
+    )
+    tuning_100 = [r.name for r in races if r.name in tuning and abs(float(r.distances[-1]) - 100.0) < 1e-6]
+    print("| forecast | tuning races | tuning 100 m races | held-out (for reference) |")
+    print("|---|---:|---:|---:|")
+    factors = {}
+    for m in ("model", "stacked"):
+        f_all, f_100 = loo.calibration_factor(fc, m, tuning), loo.calibration_factor(fc, m, tuning_100)
+        factors[m] = (f_all, f_100)
+        print(f"| {m} | {f_all:.2f} | {f_100:.2f} | {loo.calibration_factor(fc, m, HELD_OUT):.2f} |")
+    sexes = np.array(fc.sex)
+    print("\n| sprinter's sd × | races | 68 % | 95 % | pairs |")
+    print("|---|---|---:|---:|---:|")
+    for factor in (1.0,) + factors["model"]:
+        for label, sel in (
+            ("all", np.ones(len(fc.races), bool)),
+            ("female", sexes == "female"),
+            ("male", sexes == "male"),
+            ("held-out", np.array([n in HELD_OUT for n in fc.races])),
+        ):
+            ins = {lv: loo.inside_inflated(fc, "model", lv, factor)[sel] for lv in loo.LEVELS}
+            ok = ~np.isnan(ins[0.95])
+            print(
+                f"| {factor:.2f} | {label} | {np.mean(ins[0.68][ok]):.2f} | {np.mean(ins[0.95][ok]):.2f} | "
+                f"{int(ok.sum())} |"
+            )
+    s_h = loo.summary(fc, HELD_OUT)
+    print(
+        "\nHeld-out races, unwidened: sprinter "
+        f"{s_h['coverage'][('model', 'all', 0.68)][0]:.2f} / {s_h['coverage'][('model', 'all', 0.95)][0]:.2f}, "
+        f"stacked {s_h['coverage'][('stacked', 'all', 0.68)][0]:.2f} / {s_h['coverage'][('stacked', 'all', 0.95)][0]:.2f} "
+        f"at 68 / 95 % ({s_h['coverage'][('model', 'all', 0.95)][1]} pairs)."
+    )
     print("\nPer race and cut-off: error [s] (predicted − measured) and the sprinter's weight in the stack\n")
     print("| race | sex | cut [m] | sprinter ± sd | stacked ± sd | w | FHK | Tibshirani |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
@@ -289,7 +367,14 @@ def main():
     ap.add_argument(
         "--all-races", action="store_true", help="issue #54: leave-one-out over every shipped race (docs/sprint.md)"
     )
+    ap.add_argument(
+        "--physio",
+        action="store_true",
+        help="issue #54: the leave-one-out with and without physiological priors (docs/sprint.md)",
+    )
     args = ap.parse_args()
+    if args.physio:
+        return physio_variants()
     if args.all_races:
         return all_races()
     races = sprint.embedded_races()

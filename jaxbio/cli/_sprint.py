@@ -4,7 +4,8 @@ With no arguments every race of the default embedded collection is fitted and a 
 ``--race NAME`` / ``--csv PATH`` (repeatable) choose races, ``--races default|more|all`` adds an
 embedded collection (`jaxbio.sprint.data.COLLECTIONS`); ``--fit-until D`` fits only the splits
 ≤ D m (with the hierarchical prior of `jaxbio.sprint.hierarchical`: the population of every free
-parameter learned from the other races of the default collection) and predicts the rest with 68 %/95 % intervals;
+parameter learned from the other races of the default collection) and predicts the rest with 68 %/95 % intervals,
+and the final time stacked with FHK (`jaxbio.sprint.stacking`) beside the sprinter's;
 ``--plot FILE.png`` draws split mean speeds with uncertainty bands, split-time residuals, fitness
 and force–velocity profiles; ``--json FILE`` writes the results.
 ``add_parser(subparsers)`` registers the subcommand on the ``jaxbio`` command line.
@@ -214,7 +215,18 @@ def _run(args) -> int:
                 ref, reference = _reference_for_lengths(races, ref, embedded_races())
                 bar.update()
                 bar.set_description(f"fitting splits ≤ {fit_until:g} m with the hierarchical prior")
-                res, fc, pops = forecast(races, fit_until, ref=ref, pool=same_length(reference))
+                # with the sprinter stacked with FHK for the final time (nested forecasts shipped for the default
+                # collection: data/nested_forecasts.json)
+                res, fc, pops = _read_warned(
+                    late_notes,
+                    forecast,
+                    races,
+                    fit_until,
+                    ref=ref,
+                    pool=same_length(reference),
+                    stacked=True,
+                    reference=reference,
+                )
             else:
                 fc = pops = None
                 bar.set_description("fitting the sprinter model")
@@ -244,7 +256,7 @@ def _run(args) -> int:
     # files before the table: a closed stdout (``| head``) must not cost the files
     writers = {
         "--json": lambda f: _write_json(f, records[0] if len(records) == 1 else records),
-        "--plot": lambda f: _plot(f, plot_format, races, res, fhk, tib, fit_until, fv_pairs),
+        "--plot": lambda f: _plot(f, plot_format, races, res, fhk, tib, fit_until, fv_pairs, fc),
     }
     write_outputs([(out, writers[out.option]) for out in outputs])
     _print_table(races, res, fhk, tib, fit_until, problems, fc, pops)
@@ -332,6 +344,7 @@ def _print_table(races, res, fhk, tib, fit_until, problems, fc=None, pops=None):
             f"mean |error| of the predicted last split: model {m[0]:.3f} s, FHK {m[1]:.3f} s, Tibshirani {m[2]:.3f} s"
         )
         _print_forecast(races, fc, fit_until)
+        _print_stacked(races, fc.stacked)
     else:
         print(
             f"RMSE over all races: model {np.sqrt(np.mean(res.rmse**2)):.4f} s, FHK {np.sqrt(np.mean(fhk.rmse**2)):.4f} s, "
@@ -397,6 +410,43 @@ def _print_forecast(races, fc, fit_until):
                 f"  {r.name.ljust(width)}{r.distances[j]:5.0f} m  {r.times[j]:6.2f}   {fc.mean[i, j]:6.3f} ± {fc.sd[i, j]:.3f}"
                 f"   [{lo68:6.3f}, {hi68:6.3f}]   [{lo95:6.3f}, {hi95:6.3f}]{mark}"
             )
+
+
+def _print_stacked(races, st):
+    """The final times stacked with FHK (`jaxbio.sprint.stacking`): the two forecasts, the sprinter's
+    weight, the stack with its sd and 68 %/95 % intervals; and the three forecasts' mean |error|."""
+    if st is None:
+        return
+    width = max(18, max(len(r.name) for r in races) + 1)
+    print(
+        "final time stacked: the sprinter and FHK averaged with the sprinter's weight w, from both forecasts' "
+        "errors on the other reference races (nested leave-one-out); ± its sd, 68 % and 95 % intervals"
+    )
+    print(
+        "  "
+        + "race".ljust(width)
+        + "   dist  measured   sprinter ± sd       FHK     w    stacked ± sd      68 % interval      95 % interval"
+    )
+    errs = []
+    for i, r in enumerate(races):
+        j = r.n - 1
+        head = f"  {r.name.ljust(width)}{r.distances[j]:5.0f} m  {r.times[j]:6.2f}   {st.model[i]:6.3f} ± {st.model_sd[i]:.3f}"
+        if not st.available[i]:
+            print(f"{head}  {st.fhk[i]:7.3f}     -    n/a ({st.reason[i]})")
+            continue
+        mark = "" if st.lower[0.95][i] <= r.times[j] <= st.upper[0.95][i] else "  outside 95 %"
+        print(
+            f"{head}  {st.fhk[i]:7.3f}  {st.weight[i]:4.2f}   {st.mean[i]:6.3f} ± {st.sd[i]:.3f}"
+            f"   [{st.lower[0.68][i]:6.3f}, {st.upper[0.68][i]:6.3f}]   [{st.lower[0.95][i]:6.3f}, {st.upper[0.95][i]:6.3f}]{mark}"
+        )
+        errs.append([st.model[i] - r.times[j], st.mean[i] - r.times[j], st.fhk[i] - r.times[j]])
+    if errs:
+        m = np.mean(np.abs(np.array(errs)), axis=0)
+        print(
+            f"mean |error| of the final time where stacked ({len(errs)} race{'s' if len(errs) > 1 else ''}): "
+            f"sprinter {m[0]:.3f} s, "
+            f"stacked {m[1]:.3f} s, FHK {m[2]:.3f} s"
+        )
 
 
 #: short names of the parameters the model choice may free (the table's "freed" column)
@@ -489,6 +539,8 @@ def _record(i, race, res, fhk, tib, fit_until, problems=None, fc=None, pops=None
         ],
         "baselines": {},
     }
+    if fc is not None and fc.stacked is not None:
+        rec["stacked_final_time"] = _stacked_record(fc.stacked, i)
     if pops is not None:
         pop = pops[i]
         rec["prior"] = {
@@ -534,10 +586,32 @@ def _interval(fc, i, j):
     }
 
 
-def _plot(f, fmt, races, res, fhk, tib, fit_until, fv_pairs=None):
+def _stacked_record(st, i):
+    """A race's stacked final time for the JSON (`jaxbio.sprint.stacking.StackedForecast`)."""
+    if not st.available[i]:
+        return {"available": False, "reason": st.reason[i]}
+    return {
+        "available": True,
+        "predicted_s": _number(st.mean[i]),
+        "sd_s": _number(st.sd[i]),
+        "dof": _number(st.dof[i]),
+        "interval_68_s": [_number(st.lower[0.68][i]), _number(st.upper[0.68][i])],
+        "interval_95_s": [_number(st.lower[0.95][i]), _number(st.upper[0.95][i])],
+        "weight_model": _number(st.weight[i]),
+        "weight_fhk": _number(1.0 - st.weight[i]),
+        "model_s": _number(st.model[i]),
+        "model_sd_s": _number(st.model_sd[i]),
+        "fhk_s": _number(st.fhk[i]),
+        "learned_from": list(st.learned_from[i]),
+        "nested_from": st.nested_from[i],
+    }
+
+
+def _plot(f, fmt, races, res, fhk, tib, fit_until, fv_pairs=None, fc=None):
     """Draw the figure of `jaxbio.sprint.plots` (speed as split means with Laplace bands, split-time
-    residuals of the model and both baselines, fitness, force–velocity profiles) into the binary
-    file ``f`` as ``fmt`` (png, pdf, …)."""
+    residuals of the model and both baselines and the stacked final time, fitness, force–velocity
+    profiles) into the binary file ``f`` as ``fmt`` (png, pdf, …)."""
     from jaxbio.sprint.plots import write_figure
 
-    write_figure(f, fmt, races, res, fhk, tib, fit_until, fv_pairs=fv_pairs)
+    stacked = fc.stacked if fc is not None else None
+    write_figure(f, fmt, races, res, fhk, tib, fit_until, fv_pairs=fv_pairs, stacked=stacked)

@@ -11,7 +11,9 @@ fitted sprinter (`jaxbio.sprint.fv_profile`); ``fit_selected`` (module ``selecti
 race how much freedom the splits support (a start offset, Hill's curvature, …) by Laplace
 evidence, never fitting worse than a baseline; ``read_csv`` / ``load_race`` / ``embedded_races``
 read split files (60–200 m); ``read_trace`` and ``fit_traces`` read and fit speed traces
-(radar/laser, `jaxbio.sprint.trace`). The command
+(radar/laser, `jaxbio.sprint.trace`); `jaxbio.sprint.hierarchical.forecast` forecasts the rest of a
+race from its first splits with a population prior and intervals, and the final time stacked with
+FHK (`jaxbio.sprint.stacking`), both judged over every shipped race by `jaxbio.sprint.loo`. The command
 ``jaxbio sprint`` (``python -m jaxbio.sprint``) fits the embedded races and prints a table.
 """
 

@@ -63,8 +63,8 @@ class LooForecasts:
     ``races`` ``(R,)`` names; ``sex`` ``(R,)`` ``"female"``/``"male"``/``""``; ``fractions`` ``(C,)``;
     ``cut_m`` ``(R, C)`` the cut-off of each race [m]; ``truth`` ``(R,)`` s the measured last
     split; ``pred`` and, for the forecasts with intervals (``model``, ``stacked``), ``sd``,
-    ``lower``/``upper`` (``{level: (R, C)}``) and ``weight`` (the sprinter's share in ``stacked``),
-    each a dict by method of ``(R, C)`` arrays [s].
+    ``lower``/``upper`` (``{level: (R, C)}``), ``dof`` (the Student-t's degrees of freedom) and
+    ``weight`` (the sprinter's share in ``stacked``), each a dict by method of ``(R, C)`` arrays [s].
     """
 
     races: tuple
@@ -77,6 +77,7 @@ class LooForecasts:
     lower: dict
     upper: dict
     weight: np.ndarray
+    dof: dict = dataclasses.field(default_factory=dict)
 
     def errors(self, method: str) -> np.ndarray:
         """``(R, C)`` s: predicted − measured final time."""
@@ -100,9 +101,10 @@ def _rows(races, fractions):
     return out
 
 
-def _fit_rows(races, rows, pops, *, model, names, n_steps):
+def _fit_rows(races, rows, pops, *, model, names, n_steps, physio=None):
     """One batched fit: row ``(i, cut)`` fits race ``i``'s splits ≤ ``cut`` with the prior of
-    ``pops[row]``' predictive; returns its predicted final time and predictive sd ``(N,)`` each."""
+    ``pops[row]``' predictive (times the ``physio`` priors, `physiology.with_priors`, whose names
+    are then free too); returns its predicted final time and predictive sd ``(N,)`` each."""
     from jaxbio.sprint.fitting import _round_up, fit_splits
 
     n = len(rows)
@@ -119,6 +121,11 @@ def _fit_rows(races, rows, pops, *, model, names, n_steps):
         length=L,
     )
     new = [pops[k].predictive() for k in idx]
+    if physio:
+        from jaxbio.sprint.physiology import with_priors
+
+        new = [with_priors(p, physio) for p in new]
+        names = new[0].names
     priors = [p.prior() for p in new]
     prior = (np.array([p[0] for p in priors]), np.array([p[1] for p in priors]))
     res = fit_splits(splits, model=model, names=names, prior=prior, n_steps=n_steps)
@@ -139,6 +146,7 @@ def leave_one_out(
     form: str = FORM,
     strength: float = HYPER_STRENGTH,
     scale: float = HYPER_SCALE,
+    physio: dict | None = None,
 ) -> LooForecasts:
     """Leave-one-race-out forecasts of every race's final time from its splits up to each cut-off.
 
@@ -148,7 +156,9 @@ def leave_one_out(
     (group means: e.g. the races of its length) — race ``i``'s is learned from its pool less race ``i``, and
     the stacking weights from nested forecasts of the other races of ``races`` with populations
     less both. ``fractions``: cut-offs as fractions of each race's length. ``form``, ``strength``,
-    ``scale``: the population's hyperprior (`hierarchical.fit_population`). Returns `LooForecasts`.
+    ``scale``: the population's hyperprior (`hierarchical.fit_population`). ``physio``:
+    physiological priors multiplied into every population's predictive (`physiology.with_priors`;
+    ``None``: none). Returns `LooForecasts`.
     """
     from jaxbio.sprint.baselines import fit_baseline
     from jaxbio.sprint.fitting import steps_for
@@ -178,18 +188,19 @@ def leave_one_out(
     nested = [(h, k) for h in range(R) for k, (i, _, _) in enumerate(rows) if i != h]
     fit_rows += [(rows[k][0], rows[k][2]) for _, k in nested]
     fit_pops += [pop_without(races[rows[k][0]], races[h].name) for h, k in nested]
-    pred, sd, dof, _ = _fit_rows(races, fit_rows, fit_pops, model=model, names=names, n_steps=n_steps)
+    pred, sd, dof, _ = _fit_rows(races, fit_rows, fit_pops, model=model, names=names, n_steps=n_steps, physio=physio)
 
     nan = lambda: np.full((R, C), np.nan)  # noqa: E731
     out_pred = {m: nan() for m in METHODS}
     out_sd = {m: nan() for m in ("model", "stacked")}
+    out_dof = {m: nan() for m in ("model", "stacked")}
     lower = {m: {lv: nan() for lv in LEVELS} for m in ("model", "stacked")}
     upper = {m: {lv: nan() for lv in LEVELS} for m in ("model", "stacked")}
     cut_m = nan()
     truth = np.array([r.times[-1] for r in races])
     for k, (i, c, cut) in enumerate(rows):
         cut_m[i, c] = cut
-        out_pred["model"][i, c], out_sd["model"][i, c] = pred[k], sd[k]
+        out_pred["model"][i, c], out_sd["model"][i, c], out_dof["model"][i, c] = pred[k], sd[k], dof[k]
         for lv in LEVELS:
             q = quantile_factor(lv, dof[k])
             lower["model"][lv][i, c], upper["model"][lv][i, c] = pred[k] - q * sd[k], pred[k] + q * sd[k]
@@ -212,7 +223,7 @@ def leave_one_out(
         others = np.array([j != i and r.name in group for j, r in enumerate(races)])
         if others.sum() < MIN_STACK:  # too few races like this one to learn a weight: the sprinter alone
             weight[i, c] = 1.0
-            out_pred["stacked"][i, c], out_sd["stacked"][i, c] = pred[k], sd[k]
+            out_pred["stacked"][i, c], out_sd["stacked"][i, c], out_dof["stacked"][i, c] = pred[k], sd[k], dof[k]
             for lv in LEVELS:
                 lower["stacked"][lv][i, c], upper["stacked"][lv][i, c] = (
                     lower["model"][lv][i, c],
@@ -229,7 +240,7 @@ def leave_one_out(
             c,
         )
         weight[i, c] = w
-        out_pred["stacked"][i, c], out_sd["stacked"][i, c] = mean, scale_[0]
+        out_pred["stacked"][i, c], out_sd["stacked"][i, c], out_dof["stacked"][i, c] = mean, scale_[0], scale_[1]
         for lv in LEVELS:
             q = quantile_factor(lv, scale_[1])
             lower["stacked"][lv][i, c], upper["stacked"][lv][i, c] = mean - q * scale_[0], mean + q * scale_[0]
@@ -244,7 +255,32 @@ def leave_one_out(
         lower=lower,
         upper=upper,
         weight=weight,
+        dof=out_dof,
     )
+
+
+def calibration_factor(fc: LooForecasts, method: str = "model", keep=None) -> float:
+    """The factor ``k`` by which ``method``'s predictive sd would have to be multiplied for the
+    errors of the races ``keep`` (names; default all) to have unit mean squared normal score: each
+    error's Student-t probability ``T_ν(error/sd)`` mapped to a normal quantile, ``k = sqrt(mean
+    s²)``. 1 for calibrated intervals; above 1 where they are too narrow."""
+    from scipy.stats import norm
+    from scipy.stats import t as student_t
+
+    keep = set(fc.races) if keep is None else set(keep)
+    rows = np.array([n in keep for n in fc.races])[:, None] & ~np.isnan(fc.pred[method])
+    z = (fc.errors(method) / fc.sd[method])[rows]
+    nu = fc.dof[method][rows]
+    score = norm.ppf(np.clip(student_t.cdf(z, nu), 1e-15, 1 - 1e-15))
+    return float(np.sqrt(np.mean(score**2)))
+
+
+def inside_inflated(fc: LooForecasts, method: str, level: float, factor: float) -> np.ndarray:
+    """``(R, C)`` like `LooForecasts.inside`, for ``method``'s interval widened by ``factor`` about
+    its centre (NaN skipped)."""
+    half = fc.upper[method][level] - fc.pred[method]
+    out = (np.abs(fc.errors(method)) <= factor * half).astype(float)
+    return np.where(np.isnan(half), np.nan, out)
 
 
 def stack(model_pred, model_sd, fhk_pred, model_err, model_sds, fhk_err, c):
@@ -320,4 +356,12 @@ def summary(fc: LooForecasts, keep=None) -> dict:
     return out
 
 
-__all__ = ["FRACTIONS", "LooForecasts", "leave_one_out", "stack", "summary"]
+__all__ = [
+    "FRACTIONS",
+    "LooForecasts",
+    "calibration_factor",
+    "inside_inflated",
+    "leave_one_out",
+    "stack",
+    "summary",
+]

@@ -119,10 +119,12 @@ FV_LINE = "linear F-v profile of the model's speed curve (Samozino et al. 2016):
 FV_SPLITS = "linear F-v profile from the split times (standard method on the FHK fit)"
 
 
-def race_figure(races, res, fhk, tib, fit_until=None, samples=None, fv_pairs=None):
+def race_figure(races, res, fhk, tib, fit_until=None, samples=None, fv_pairs=None, stacked=None):
     """The figure of the module docstring (a matplotlib ``Figure``; the caller saves and closes
     it). ``samples``: `predictive_samples` of ``res`` (None: no bands); ``fv_pairs``: per race
-    ``(model, splits)`` `fv_profile.ForceVelocityProfile` (None: computed here).
+    ``(model, splits)`` `fv_profile.ForceVelocityProfile` (None: computed here); ``stacked``: the
+    final times stacked with FHK (`jaxbio.sprint.stacking.StackedForecast`), drawn in the residual
+    panels at the last split with their 95 % interval (None: not drawn).
 
     Made to be read: one figure legend names the races by athlete and year (colour) above the
     panels, each panel's key says what its line styles mean and sits outside its data (the
@@ -208,6 +210,23 @@ def race_figure(races, res, fhk, tib, fit_until=None, samples=None, fv_pairs=Non
         if samples is not None and np.all(np.isfinite(samples["predicted"][i])):
             lo, hi = band(1e3 * (samples["predicted"][i][:, : r.n] - r.times), axis=0)
             ax.fill_between(r.distances, lo, hi, color=c, alpha=0.2, lw=0)
+        if stacked is not None and stacked.available[i]:
+            t = r.times[-1]
+            e = 1e3 * (stacked.mean[i] - t)
+            err = 1e3 * np.array(
+                [[stacked.mean[i] - stacked.lower[0.95][i]], [stacked.upper[0.95][i] - stacked.mean[i]]]
+            )
+            ax.errorbar(
+                [r.distances[-1] + 2.0],
+                [e],
+                yerr=err,
+                fmt="D",
+                color="k",
+                ms=4.5,
+                capsize=2,
+                lw=1,
+                label="stacked (95 %)",
+            )
         ax.axhspan(-5, 5, color="0.9", zorder=0)
         ax.axhline(0, color="k", lw=0.6)
         ax.set_title(labels[i], fontsize=10, color=c)
@@ -287,12 +306,14 @@ def race_figure(races, res, fhk, tib, fit_until=None, samples=None, fv_pairs=Non
     return fig
 
 
-def write_figure(f, fmt, races, res, fhk, tib, fit_until=None, *, n_samples: int = N_SAMPLES, fv_pairs=None) -> None:
+def write_figure(
+    f, fmt, races, res, fhk, tib, fit_until=None, *, n_samples: int = N_SAMPLES, fv_pairs=None, stacked=None
+) -> None:
     """`race_figure` with `predictive_samples` bands, saved to the binary file ``f`` as ``fmt``."""
     import matplotlib.pyplot as plt
 
     samples = predictive_samples(res, n_samples) if n_samples else None
-    fig = race_figure(races, res, fhk, tib, fit_until, samples, fv_pairs)
+    fig = race_figure(races, res, fhk, tib, fit_until, samples, fv_pairs, stacked)
     try:
         fig.savefig(f, format=fmt, dpi=110)
     finally:

@@ -158,7 +158,9 @@ def test_cli_fit_until_intervals_one_race(tmp_path, capsys, monkeypatch):
     js = tmp_path / "f.json"
     assert _run(["--race", "gay_2007", "--fit-until", "50", "--json", str(js)], monkeypatch) == 0
     out = capsys.readouterr().out
-    assert "predicted splits after 50 m" in out and out.count("gay_2007_osaka_final") == 6  # row + 5 held-out
+    # row + 5 held-out splits + the stacked final time
+    assert "predicted splits after 50 m" in out and out.count("gay_2007_osaka_final") == 7
+    assert "final time stacked" in out
     rec = json.loads(js.read_text())
     assert rec["prior"]["kind"] == "hierarchical" and "gay_2007_osaka_final" not in rec["prior"]["learned_from"]
     assert len(rec["prior"]["learned_from"]) == 4 and set(rec["prior"]["shrinkage"]) == {"f0", "vmax", "energy"}
@@ -173,6 +175,10 @@ def test_cli_fit_until_intervals_one_race(tmp_path, capsys, monkeypatch):
     assert [s["distance_m"] for s in held] == [60, 70, 80, 90, 100]
     sds = [s["predicted_sd_s"] for s in held]
     assert sds == sorted(sds)  # the further from the fitted splits, the less certain
+    st = rec["stacked_final_time"]  # the sprinter and FHK, weighted (tests/sprint/test_stacking.py)
+    assert st["available"] and 0 < st["weight_model"] < 1 and st["nested_from"] == "shipped"
+    assert min(st["model_s"], st["fhk_s"]) <= st["predicted_s"] <= max(st["model_s"], st["fhk_s"])
+    assert st["interval_95_s"][0] < st["interval_68_s"][0] < st["predicted_s"] < st["interval_68_s"][1]
 
 
 @pytest.mark.slow

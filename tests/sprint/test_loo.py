@@ -176,3 +176,72 @@ def test_leave_one_out_on_four_synthetic_races():
     assert fc.weight[i, 0] == pytest.approx(w, rel=1e-4)
     assert fc.pred["stacked"][i, 0] == pytest.approx(mean, abs=1e-5)
     assert fc.sd["stacked"][i, 0] == pytest.approx(scale, rel=1e-3)
+
+
+def test_calibration_factor_and_widened_intervals():
+    """``calibration_factor``: with normal intervals (infinite degrees of freedom) the root mean
+    squared z of the kept races; with Student-t ones each z goes through the t's probability to a
+    normal score first. ``inside_inflated``: inside the interval widened about its centre."""
+    nan = np.nan
+    truth = np.array([10.0, 11.0])
+    pred = {m: np.array([[10.1, 10.3], [10.8, nan]]) for m in loo.METHODS}
+    sd = {m: np.full((2, 2), 0.1) for m in ("model", "stacked")}
+    lower = {m: {lv: pred[m] - 0.15 for lv in loo.LEVELS} for m in sd}
+    upper = {m: {lv: pred[m] + 0.15 for lv in loo.LEVELS} for m in sd}
+    kw = dict(
+        races=("a", "b"),
+        sex=("male", "female"),
+        fractions=(0.4, 0.6),
+        cut_m=np.array([[40, 60], [40, nan]]),
+        truth=truth,
+        pred=pred,
+        sd=sd,
+        lower=lower,
+        upper=upper,
+        weight=np.ones((2, 2)),
+    )
+    fc = loo.LooForecasts(**kw, dof={m: np.full((2, 2), np.inf) for m in sd})
+    z = np.array([1.0, 3.0, -2.0])
+    assert loo.calibration_factor(fc) == pytest.approx(np.sqrt(np.mean(z**2)))
+    assert loo.calibration_factor(fc, keep=["a"]) == pytest.approx(np.sqrt((1 + 9) / 2))
+    t = loo.LooForecasts(**kw, dof={m: np.full((2, 2), 4.0) for m in sd})
+    import scipy.stats as st
+
+    scores = st.norm.ppf(st.t.cdf(z, 4.0))
+    assert loo.calibration_factor(t) == pytest.approx(np.sqrt(np.mean(scores**2)))
+    assert loo.calibration_factor(t) < loo.calibration_factor(fc)  # heavy tails: a large z is less surprising
+    # |errors| 0.1, 0.3, 0.2 against half-width 0.15 × 2 = 0.3
+    np.testing.assert_array_equal(loo.inside_inflated(fc, "model", 0.95, 2.0), [[1.0, 1.0], [1.0, nan]])
+    np.testing.assert_array_equal(loo.inside_inflated(fc, "model", 0.95, 1.0), [[1.0, 0.0], [0.0, nan]])
+
+
+def test_physiological_priors_multiply_into_the_population():
+    """`physiology.with_priors`: for a parameter of the population the product of two Gaussians
+    (closed form in one dimension, the other parameters moved through their correlation), a new
+    parameter appended with the prior alone."""
+    from jaxbio.sprint.physiology import with_priors
+
+    cov = np.array([[0.04, 0.01, 0.0], [0.01, 0.09, 0.0], [0.0, 0.0, 0.01]])
+    pop = H.Population(
+        names=("f0", "vmax", "energy"),
+        race_names=("a", "b"),
+        mean=np.array([2.7, 3.0, 6.9]),
+        cov=cov,
+        sigma=0.01,
+        shrinkage=np.zeros((2, 3)),
+        posterior_mean=np.zeros((2, 3)),
+        iterations=1,
+        mean_cov=np.zeros((3, 3)),
+        dof=3.0,
+        sigma_dof=20.0,
+    )
+    m0, s0 = np.log(800.0), 0.5
+    out = with_priors(pop, {"energy": (m0, s0), "recovery": (-3.8, 0.5)})
+    assert out.names == ("f0", "vmax", "energy", "recovery") and out.dof == 3.0 and out.sigma == 0.01
+    v = 1 / (1 / 0.01 + 1 / s0**2)
+    assert out.cov[2, 2] == pytest.approx(v)
+    assert out.mean[2] == pytest.approx(v * (6.9 / 0.01 + m0 / s0**2))
+    np.testing.assert_allclose(out.mean[:2], pop.mean[:2])  # energy uncorrelated with f0, vmax here
+    np.testing.assert_allclose(out.cov[:2, :2], cov[:2, :2])
+    assert out.mean[3] == -3.8 and out.cov[3, 3] == pytest.approx(0.25) and np.all(out.cov[3, :3] == 0)
+    assert out.shrinkage.shape == out.posterior_mean.shape == (2, 4)
