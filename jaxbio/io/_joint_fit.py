@@ -45,7 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-__all__ = ["JointFitResult", "ModelScaling", "fitted_osim", "joint_fit", "model_scaling"]
+__all__ = ["JointFitResult", "ModelScaling", "fitted_osim", "joint_fit", "joint_fit_objective", "model_scaling"]
 
 #: leaves of a Model that scaling does not touch linearly (masses, inertias: kept at the generic's)
 _KEPT = ("masses", "inertias")
@@ -225,6 +225,47 @@ def _trial_rms(model, inputs, c):
     return jnp.sqrt(jnp.sum(d2, axis=1) / d2.shape[1])
 
 
+def _trials(trials) -> tuple:
+    return (trials,) if not isinstance(trials, (list, tuple)) else tuple(trials)
+
+
+def _solve_trials(model, trials, starts, tolerances):
+    from jaxbio.io._inverse_kinematics import _solve
+
+    rtol, atol = tolerances
+    return tuple(_solve(model, t, c0, rtol, atol, 256)[0] for t, c0 in zip(trials, starts))
+
+
+def joint_fit_objective(
+    scaling: ModelScaling,
+    trials,
+    factors: Float[Array, "nb 3"],
+    offsets: Float[Array, "m 3"],
+    *,
+    factors0: Float[Array, "nb 3"],
+    offsets0: Float[Array, "m 3"],
+    scale_weight: float = 1e-3,
+    offset_weight: float = 0.1,
+    starts=None,
+    ik_tolerances: tuple[float, float] = (1e-10, 1e-12),
+) -> Float[Array, ""]:
+    """``J(s, δ)`` (module docstring), m²: each trial's IK solved on the model at ``factors``
+    ``(nb, 3)`` and ``offsets`` ``(m, 3)`` m (frame 0 from ``starts``, one ``(nc,)`` per trial,
+    None: the default pose), its mean goal over all frames plus the regularisation towards
+    ``factors0`` and ``offsets0`` (arguments as `joint_fit`). Pure; its gradient in ``factors``
+    and ``offsets`` is the envelope theorem's (the partial gradient at the solved coordinates,
+    exact at the inner optimum), without differentiating the IK iterations."""
+    trials = _trials(trials)
+    starts = (None,) * len(trials) if starts is None else tuple(starts)
+    n_frames = sum(t.n_frames for t in trials)
+    model = _fitted(scaling, factors, offsets)
+    cs = _solve_trials(_no_gradient(model), trials, starts, ik_tolerances)
+    goal = sum(jnp.sum(_trial_goals(model, t, jax.lax.stop_gradient(c))) for t, c in zip(trials, cs))
+    reg = offset_weight * jnp.mean(jnp.sum((offsets - offsets0) ** 2, axis=1))
+    reg = reg + scale_weight * jnp.mean((factors - factors0) ** 2)
+    return goal / n_frames + reg
+
+
 def joint_fit(
     scaling: ModelScaling,
     trials,
@@ -239,7 +280,7 @@ def joint_fit(
     ik_tolerances: tuple[float, float] = (1e-10, 1e-12),
 ) -> JointFitResult:
     """Scale factors, marker offsets and every frame's coordinates fitted together (module
-    docstring).
+    docstring): `joint_fit_objective` minimised by optimistix's ``BFGS``.
 
     - ``scaling``: the generic model's `ModelScaling` (`model_scaling`).
     - ``trials``: one `jaxbio.io.InverseKinematicsInputs` or a sequence of them (e.g. the static
@@ -257,9 +298,7 @@ def joint_fit(
     Runs in float64 (``jax.enable_x64``). Returns a `JointFitResult`."""
     import optimistix as optx
 
-    from jaxbio.io._inverse_kinematics import _solve
-
-    trials = (trials,) if not isinstance(trials, (list, tuple)) else tuple(trials)
+    trials = _trials(trials)
     nb, m = len(scaling.bodies), scaling.model.markers.n_markers
     with jax.enable_x64(True):
         s0 = jnp.ones((nb, 3)) if factors is None else jnp.asarray(factors, jnp.float64)
@@ -268,53 +307,42 @@ def joint_fit(
             raise ValueError(f"factors: shape {s0.shape}, expected ({nb}, 3) for the bodies {scaling.bodies}")
         if d0.shape != (m, 3):
             raise ValueError(f"offsets: shape {d0.shape}, expected ({m}, 3)")
-        n_frames = sum(t.n_frames for t in trials)
-        cm, percent = 1e-2, 1e-2
-        ik_rtol, ik_atol = ik_tolerances
+        cm, percent = 1e-2, 1e-2  # the solver's units: J in cm², offsets in cm, factors in percent
 
         def unpack(y):
             return s0 + percent * y[0], d0 + cm * y[1]
 
-        def solve_all(model, starts):
-            return tuple(_solve(model, t, c0, ik_rtol, ik_atol, 256)[0] for t, c0 in zip(trials, starts))
-
         def objective(y, starts):
             s, d = unpack(y)
-            model = _fitted(scaling, s, d)
-            cs = solve_all(_no_gradient(model), starts)
-            goal = sum(jnp.sum(_trial_goals(model, t, jax.lax.stop_gradient(c))) for t, c in zip(trials, cs))
-            reg = offset_weight * jnp.mean(jnp.sum((d - d0) ** 2, axis=1)) + scale_weight * jnp.mean((s - s0) ** 2)
-            return (goal / n_frames + reg) / cm**2
+            weights = dict(scale_weight=scale_weight, offset_weight=offset_weight, ik_tolerances=ik_tolerances)
+            return (
+                joint_fit_objective(scaling, trials, s, d, factors0=s0, offsets0=d0, starts=starts, **weights) / cm**2
+            )
 
         model0 = _fitted(scaling, s0, d0)
-        c_start = jax.jit(lambda mo: solve_all(mo, (None,) * len(trials)))(model0)
+        solve = jax.jit(lambda mo, starts: _solve_trials(mo, trials, starts, ik_tolerances))
+        c_start = solve(model0, (None,) * len(trials))
         starts = tuple(c[0] for c in c_start)
         y0 = (jnp.zeros((nb, 3)), jnp.zeros((m, 3)))
-        solver = optx.BFGS(rtol=rtol, atol=atol)
-        sol = optx.minimise(objective, solver, y0, args=starts, max_steps=max_steps, throw=False)
+        sol = optx.minimise(
+            objective, optx.BFGS(rtol=rtol, atol=atol), y0, args=starts, max_steps=max_steps, throw=False
+        )
         s, d = unpack(sol.value)
         model = _fitted(scaling, s, d)
-        evaluate = jax.jit(
-            lambda mo: (
-                cs := solve_all(mo, starts),
-                tuple(_trial_rms(mo, t, c) for t, c in zip(trials, cs)),
-            )
-        )
-        cs, rms = evaluate(model)
-        rms0 = tuple(_trial_rms(model0, t, c) for t, c in zip(trials, c_start))
-        j = float(objective(sol.value, starts)) * cm**2
-        j0 = float(objective(y0, starts)) * cm**2
+        cs = solve(model, starts)
+        rms = tuple(np.asarray(_trial_rms(model, t, c)) for t, c in zip(trials, cs))
+        rms0 = tuple(np.asarray(_trial_rms(model0, t, c)) for t, c in zip(trials, c_start))
         return JointFitResult(
             factors=np.asarray(s),
             offsets=np.asarray(d),
             model=model,
             c=tuple(np.asarray(c) for c in cs),
-            objective=j,
-            start_objective=j0,
-            marker_rms=tuple(np.asarray(r) for r in rms),
-            start_marker_rms=tuple(np.asarray(r) for r in rms0),
+            objective=float(objective(sol.value, starts)) * cm**2,
+            start_objective=float(objective(y0, starts)) * cm**2,
+            marker_rms=rms,
+            start_marker_rms=rms0,
             steps=int(sol.stats["num_steps"]),
-            converged=sol.result == optx.RESULTS.successful,
+            converged=bool(sol.result == optx.RESULTS.successful),
         )
 
 
@@ -352,4 +380,3 @@ def fitted_osim(
     from jaxbio.io._scale import _tostring
 
     return _tostring(root2)
-
