@@ -58,6 +58,11 @@ Scaling (OpenSim's ``ScaleTool``, numpy on the model's XML; ``jaxbio run-tool`` 
 ``.osim`` text: frames, geometry, markers, path points, wrap objects, joint functions, masses and
 inertias as OpenSim scales them, muscles' fibre and tendon lengths by their path length) and
 `place_markers` (the static pose by jaxbio's IK, the markers moved onto the trial).
+Beyond OpenSim: `joint_fit` fits the scale factors, the marker offsets and every frame's
+coordinates together (one least-squares problem over whole trials, regularised towards the
+ScaleTool's result); `model_scaling` → `ModelScaling`, the scaled model as a pure,
+differentiable function of per-body factors; `joint_fit_objective`, `fitted_osim` (the result as
+an ``.osim``).
 
 MuJoCo: `to_mjcf(tree)` → MJCF text of a `SegmentTree` (MuJoCo's ``mj_inverse`` on it equals
 `jaxbio.inverse_dynamics`; massless hinge chains become one body with several joints);
@@ -154,6 +159,12 @@ _EXPORTS = {
     "scale_factors": "_scale",
     "scale_osim": "_scale",
     "scale_tool": "_scale",
+    "JointFitResult": "_joint_fit",
+    "ModelScaling": "_joint_fit",
+    "fitted_osim": "_joint_fit",
+    "joint_fit": "_joint_fit",
+    "joint_fit_objective": "_joint_fit",
+    "model_scaling": "_joint_fit",
 }
 
 
@@ -242,4 +253,10 @@ __all__ = [
     "scale_factors",
     "scale_osim",
     "scale_tool",
+    "JointFitResult",
+    "ModelScaling",
+    "fitted_osim",
+    "joint_fit",
+    "joint_fit_objective",
+    "model_scaling",
 ]
