@@ -209,9 +209,7 @@ def shadowed_modules() -> list[str]:
 
 
 #: what is left, with its reason; the test fails when it is fixed, so the list only shrinks.
-#: fit(prior="hierarchical") hands over to hierarchical.forecast, which fits with fit: one
-#: recursion across two modules (merge them, or let forecast take the fit as an argument).
-KNOWN_CIRCLES = {("jaxbio.sprint.fitting", "jaxbio.sprint.hierarchical")}
+KNOWN_CIRCLES: set = set()
 
 
 def test_graph_sees_the_package():

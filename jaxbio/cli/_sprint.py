@@ -208,6 +208,7 @@ def _run(args) -> int:
             job = pool.submit(baselines)
             if fit_until is not None:
                 from jaxbio.sprint.hierarchical import forecast, reference_fits, same_length
+                from jaxbio.sprint.stacking import with_stacked
 
                 bar.set_description("the embedded races' reference fits (for the population)")
                 # shipped (data/reference_fits.json) unless they changed: then fitted, with one warning line
@@ -224,9 +225,8 @@ def _run(args) -> int:
                     fit_until,
                     ref=ref,
                     pool=same_length(reference),
-                    stacked=True,
-                    reference=reference,
                 )
+                fc = with_stacked(fc, races, fit_until, res, ref, reference=reference, pool=same_length(reference))
             else:
                 fc = pops = None
                 bar.set_description("fitting the sprinter model")

@@ -655,27 +655,23 @@ def fit(
     """Fit the sprinter to ``races`` (all in one vmapped call) and return the first ``len(races)`` rows.
 
     ``fit_until``: fit only splits ≤ this distance [m] (the rest are predicted). ``prior``:
-    ``None`` (plain least squares), ``(mu, sqrt_prec)``, ``"hierarchical"``: the population of
-    every free parameter learned from full fits of ``reference`` races (default: the embedded
-    races) less the race with the same name, with the estimated split noise
-    (`jaxbio.sprint.hierarchical.forecast`, which also gives the predictive intervals), or
-    ``"population"``: the earlier prior on the fatigue parameters alone (median of the other
+    ``None`` (plain least squares), ``(mu, sqrt_prec)``, or ``"population"``: the earlier prior on the fatigue parameters alone (median of the other
     reference races, sd 1 %, ``population_prior``); ``reference_fit``: a full fit of
     ``reference`` already at hand.
     ``fitness=`` (through ``**kw`` to ``fit_splits``): a modified fatigue law, also used for the
     reference fits. ``starts=`` (through ``**kw``): ``(S, k)``, or ``(R, S, k)`` per race.
     ``devices=`` (also through ``**kw``): split the races over devices.
     ``SprintDataError`` for too few splits or ``fit_until`` past the last split.
+
+    The hierarchical prior (every free parameter's population learned from full fits of reference
+    races, with the estimated split noise and predictive intervals) is
+    `jaxbio.sprint.hierarchical.forecast`.
     """
     model = Sprinter() if model is None else model
     names = tuple(names)
-    if isinstance(prior, str) and prior not in ("hierarchical", "population"):
-        raise ValueError(f"fit: prior must be None, (mu, sqrt_prec), 'hierarchical' or 'population', got {prior!r}")
-    if isinstance(prior, str) and prior == "hierarchical":  # jaxbio.sprint.hierarchical.forecast
-        from jaxbio.sprint.hierarchical import forecast, reference_fits
-
-        ref = reference_fits(reference, reference_fit, model=model, names=names, **kw)
-        return forecast(races, fit_until, ref=ref, model=model, names=names, **kw)[0]
+    if isinstance(prior, str) and prior != "population":
+        hint = " (the hierarchical prior: jaxbio.sprint.hierarchical.forecast)" if prior == "hierarchical" else ""
+        raise ValueError(f"fit: prior must be None, (mu, sqrt_prec) or 'population', got {prior!r}{hint}")
     n_needed = len(names)
     prior_arrays = None
     if isinstance(prior, str) and prior == "population":

@@ -745,8 +745,6 @@ def forecast(
     on=None,
     populations: dict | None = None,
     pool=None,
-    stacked: bool = False,
-    reference: list[Race] | None = None,
     **kw,
 ):
     """Fit ``races`` to their splits ≤ ``fit_until`` m with the hierarchical prior and predict every
@@ -760,11 +758,8 @@ def forecast(
     ``pool``: which reference races a race's population is learned from — ``None`` (all of
     ``ref``) or a function of the race giving their names (group means; `same_length`: the races
     of its length, which the leave-one-out over every shipped race prefers, `jaxbio.sprint.loo`).
-    ``stacked``: also the final times stacked with FHK (`jaxbio.sprint.stacking`: the sprinter
-    averaged with FHK, weighted by both forecasts' errors on the other reference races; what the
-    leave-one-out over every shipped race recommends, ``docs/sprint.md``) in the `Forecast`'s
-    ``stacked``; ``reference``: the reference races of ``ref`` (`Race`; default: the embedded
-    races of those names), needed for it.
+    The final times stacked with FHK are `jaxbio.sprint.stacking.with_stacked` of the result
+    (what the leave-one-out over every shipped race recommends, ``docs/sprint.md``).
     ``**kw`` to `fit` (e.g. ``devices``).
     ``form``, ``strength``, ``scale``: the population's hyperprior (``fit_population``); the
     default, a full covariance with one pseudo-race of 5 % spread, has the best leave-one-out
@@ -798,45 +793,7 @@ def forecast(
     # the fit's own Laplace covariance assumes SIGMA_ROUND noise; report the posterior's
     std = np.where(np.isnan(res.std), np.nan, res.values * np.sqrt(np.diagonal(fc.cov_log, axis1=1, axis2=2)))
     res = eqx.tree_at(lambda r: (r.std, r.cov_log), res, (std, fc.cov_log))
-    if stacked:
-        if populations is not None:
-            raise ValueError("forecast: stacked=True needs ref (the nested forecasts), not populations")
-        fc = _with_stacked(fc, races, fit_until, res, ref, reference, pool, model, form, strength, scale)
     return res, fc, pops
-
-
-def _with_stacked(fc, races, fit_until, res, ref, reference, pool, model, form, strength, scale):
-    """``fc`` with ``stacked``: FHK fitted to the same splits, stacked with the sprinter's final times."""
-    import dataclasses
-    import warnings
-
-    from jaxbio.sprint.baselines import fit_baseline
-    from jaxbio.sprint.data import SprintDataWarning, embedded_races
-    from jaxbio.sprint.fitting import splits_from_races
-    from jaxbio.sprint.stacking import stacked_final_times
-
-    if reference is None:
-        with warnings.catch_warnings():  # a reference race's unknown wind is not this call's input
-            warnings.simplefilter("ignore", SprintDataWarning)
-            reference = [r for r in embedded_races("all") if r.name in ref.race_names]
-    last = np.array([r.n - 1 for r in races])
-    b = np.arange(len(races))
-    fhk = fit_baseline("fhk", splits_from_races(races, fit_until), backend="scipy").predicted[b, last]
-    st = stacked_final_times(
-        races,
-        fit_until,
-        np.asarray(res.predicted)[b, last],
-        fc.sd[b, last],
-        fhk,
-        ref=ref,
-        reference=reference,
-        pool=pool,
-        model=model,
-        form=form,
-        strength=strength,
-        scale=scale,
-    )
-    return Forecast(**{f.name: getattr(fc, f.name) for f in dataclasses.fields(fc) if f.name != "stacked"}, stacked=st)
 
 
 def same_length(reference: list[Race]):

@@ -4,7 +4,7 @@
 population fails where a race is unlike that population (Fraser 2009: a woman's race, forecast
 0.17 s slow from 60 m with a population of five men) while the sprinter stacked with FHK, with
 precision weights learned from *nested* leave-one-out forecasts of the other races (`loo.stack`),
-does not. This module brings that stacked forecast to `hierarchical.forecast(stacked=True)` and
+does not. This module brings that stacked forecast to `with_stacked` (after `hierarchical.forecast`) and
 ``jaxbio sprint --fit-until``.
 
 What the weights need. For a race forecast from splits ≤ ``D`` m with the population of its
@@ -38,6 +38,7 @@ from importlib import resources
 
 import numpy as np
 
+from jaxbio.sprint import hierarchical
 from jaxbio.sprint.data import Race
 from jaxbio.sprint.hierarchical import FORM, HYPER_SCALE, HYPER_STRENGTH, ReferenceFits, pooled, population
 from jaxbio.sprint.loo import FRACTIONS, LEVELS, MIN_SPLITS, MIN_STACK, _fit_rows, _row_splits, stack
@@ -442,6 +443,7 @@ __all__ = [
     "compute_nested",
     "fingerprint",
     "stacked_final_times",
+    "with_stacked",
     "write_nested_forecasts",
 ]
 
@@ -463,3 +465,55 @@ if __name__ == "__main__":  # python -m jaxbio.sprint.stacking --write [PATH]
     from jaxbio.sprint.stacking import write_nested_forecasts as _write  # the module, not this __main__ copy
 
     _write(args.write or None)
+
+
+def with_stacked(
+    fc,
+    races,
+    fit_until: float,
+    res,
+    ref,
+    *,
+    reference=None,
+    pool=None,
+    model=None,
+    form: str = FORM,
+    strength: float = HYPER_STRENGTH,
+    scale: float = HYPER_SCALE,
+):
+    """The `jaxbio.sprint.hierarchical.Forecast` ``fc`` of `hierarchical.forecast` (its ``res``,
+    the same ``races``, ``fit_until``, ``ref``, ``pool`` and hyperprior) with ``stacked``: FHK
+    fitted to the same splits, stacked with the sprinter's final times (`stacked_final_times`).
+    ``reference``: the reference races of ``ref`` (`Race`; default: the embedded races of those
+    names)."""
+    import dataclasses
+    import warnings
+
+    from jaxbio.sprint.baselines import fit_baseline
+    from jaxbio.sprint.data import SprintDataWarning, embedded_races
+    from jaxbio.sprint.fitting import splits_from_races
+
+    if reference is None:
+        with warnings.catch_warnings():  # a reference race's unknown wind is not this call's input
+            warnings.simplefilter("ignore", SprintDataWarning)
+            reference = [r for r in embedded_races("all") if r.name in ref.race_names]
+    last = np.array([r.n - 1 for r in races])
+    b = np.arange(len(races))
+    fhk = fit_baseline("fhk", splits_from_races(races, fit_until), backend="scipy").predicted[b, last]
+    st = stacked_final_times(
+        races,
+        fit_until,
+        np.asarray(res.predicted)[b, last],
+        fc.sd[b, last],
+        fhk,
+        ref=ref,
+        reference=reference,
+        pool=pool,
+        model=model,
+        form=form,
+        strength=strength,
+        scale=scale,
+    )
+    return hierarchical.Forecast(
+        **{f.name: getattr(fc, f.name) for f in dataclasses.fields(fc) if f.name != "stacked"}, stacked=st
+    )

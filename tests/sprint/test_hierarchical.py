@@ -312,3 +312,16 @@ def test_interval_coverage_in_sets_of_five_synthetic_races():
                 inside[lv].append(fc.lower[lv][i, r.n - 1] <= r.times[-1] <= fc.upper[lv][i, r.n - 1])
     for lv, v in inside.items():
         assert abs(np.mean(v) - lv) < 3 * np.sqrt(lv * (1 - lv) / (S * R)), (lv, np.mean(v))
+
+
+def test_fit_names_the_one_way_to_the_hierarchical_prior():
+    """``fit`` no longer takes ``prior="hierarchical"`` (one way: `hierarchical.forecast`); the
+    refusal names where it went, before any fitting."""
+    from jaxbio.sprint.data import embedded_races
+    from jaxbio.sprint.fitting import fit
+
+    with pytest.raises(
+        ValueError,
+        match=r"'population', got 'hierarchical' \(the hierarchical prior: jaxbio\.sprint\.hierarchical\.forecast\)",
+    ):
+        fit(embedded_races()[:1], prior="hierarchical")

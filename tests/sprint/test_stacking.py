@@ -153,7 +153,8 @@ def test_forecast_stacked_equals_the_leave_one_out():
 
     ref = H.reference_fits(RACES)
     pool = H.same_length(RACES)
-    _, fc, _ = H.forecast(RACES, 60.0, ref=ref, pool=pool, stacked=True, reference=RACES)
+    res, fc, _ = H.forecast(RACES, 60.0, ref=ref, pool=pool)
+    fc = stacking.with_stacked(fc, RACES, 60.0, res, ref, reference=RACES, pool=pool)
     want = loo.leave_one_out(RACES, ref, pool=pool)
     np.testing.assert_allclose(fc.stacked.mean, want.pred["stacked"][:, 2], rtol=0, atol=1e-6)
     np.testing.assert_allclose(fc.stacked.weight, want.weight[:, 2], rtol=0, atol=1e-6)
@@ -161,7 +162,8 @@ def test_forecast_stacked_equals_the_leave_one_out():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fraser = sprint.load_race("fraser")
-    _, fc, _ = H.forecast([fraser], 60.0, ref=ref, pool=pool, stacked=True, reference=RACES)
+    res, fc, _ = H.forecast([fraser], 60.0, ref=ref, pool=pool)
+    fc = stacking.with_stacked(fc, [fraser], 60.0, res, ref, reference=RACES, pool=pool)
     assert fc.stacked.available[0] and fc.stacked.nested_from[0] == "shipped"
     assert abs(fc.stacked.mean[0] - fraser.times[-1]) < abs(fc.stacked.model[0] - fraser.times[-1])
 
