@@ -910,7 +910,7 @@ def _parse(
         tuple(first[k] + i for i in range(3)) for k, j in enumerate(joints) if j.kind in ("BallJoint", "FreeJoint")
     ]
     forces, imported, disabled, force_notes = read_forces(
-        model_elem, cnames, [c.motion_type for c in coords], euler, frame_pose, dt
+        model_elem, tree, cnames, [c.motion_type for c in coords], euler, frame_pose, dt
     )
     from jaxbio.io._osim_muscles import read_muscles
 
@@ -924,7 +924,12 @@ def _parse(
     imported = imported | imported_muscles | constraints_imported | imported_markers
     disabled = disabled | constraints_disabled
     ignored = (
-        _ignored(model_elem, imported, disabled, muscles is not None and muscles.paths.wrap_objects is not None)
+        _ignored(
+            model_elem,
+            imported,
+            disabled,
+            any(p is not None and p.paths.wrap_objects is not None for p in (muscles, forces.paths)),
+        )
         + force_notes
         + muscle_notes
     )
