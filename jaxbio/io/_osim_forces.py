@@ -50,6 +50,12 @@ round-off (tests/io/test_osim_forces.py; bushings and contact: tests/io/test_osi
   extent, half-spaces first, along the axis where the surfaces' centres vary most; pairs by the
   sorted positions of their two surfaces), reproduced here. A ``HuntCrossleyForce`` on other
   geometry (``ContactMesh`` …) is not imported and named in ``Model.not_imported``.
+- ``PathSpring`` (``PathSpring.cpp``): tension ``T = stiffness · max(0, l − resting_length) ·
+  (1 + dissipation · l̇)`` along its path (`jaxbio.io._osim_paths`: the muscles' path reader and
+  evaluator), generalised force ``−(∂l/∂c) T``, ``l̇ = (∂l/∂c) ċ``. OpenSim refuses a missing
+  or negative ``resting_length``, ``stiffness`` or ``dissipation``, and so does jaxbio. Over a
+  wrap object OpenSim's ``getLengtheningSpeed`` and applied force are its straight segments' at
+  its tangent points, not the derivative of its length: there they differ (docs/opensim-support.md).
 
 **Actuators** (``ScalarActuator``: actuation = control × ``optimal_force``; `actuator_matrix`
 ``B(c)`` gives the generalised force per unit actuation, so ``τ = B(c) (optimal_force ⊙
@@ -62,6 +68,7 @@ controls when it computes forces, and neither does `actuator_forces`.
   body's material point there).
 - ``TorqueActuator``: a torque about ``axis`` (unit; the ground's frame with
   ``torque_is_global``, the default, else bodyA's frame) on bodyA and its opposite on bodyB.
+- ``PathActuator``: a tension along its path (`jaxbio.io._osim_paths`): column ``−∂l/∂c``.
 
 **Coordinates.** A generalised force on an OpenSim coordinate acts on its Simbody speed; for the
 rotational coordinates of a Ball or Free joint that speed is ``u = E(c) ċ`` (``ω`` in the parent
@@ -885,8 +892,8 @@ def _contacts(model, q, motion, qd, h: HuntCrossleyForces):
 
 def passive_forces(model, c: Float[ArrayLike, " nc"], cd: Float[ArrayLike, " nc"]) -> Float[Array, " nc"]:
     """Generalised force of the model's passive forces: ``CoordinateLimitForce``,
-    ``SpringGeneralizedForce``, ``PointToPointSpring``, ``BushingForce`` and ``HuntCrossleyForce``
-    (module docstring).
+    ``SpringGeneralizedForce``, ``PointToPointSpring``, ``BushingForce``, ``HuntCrossleyForce``
+    and ``PathSpring`` (module docstring).
 
     Args:
         model: an `Model` (its ``forces``; `applied_forces` selects a subset).
