@@ -160,10 +160,10 @@ def test_wrapping_path_forces_are_the_derivative_of_opensims_length(arm):
             )
             expected = r_spring.T @ tension
             ours = np.asarray(passive_forces(m, x, zero))
-            assert np.abs(ours - expected).max() <= 1e-4 * (1 + np.abs(expected).max()), (ours, expected)
+            assert np.abs(ours - expected).max() <= 1e-4 * np.abs(tension).sum(), (ours, expected)  # 1e-4 m
             expected = r_act.T @ (np.asarray(f.optimal_force) * controls)
             ours = np.asarray(actuator_matrix(m, x)) @ (np.asarray(f.optimal_force) * controls)
-            assert np.abs(ours - expected).max() <= 1e-4 * (1 + np.abs(expected).max()), (ours, expected)
+            assert np.abs(ours - expected).max() <= 1e-4 * np.abs(np.asarray(f.optimal_force) * controls).sum()
 
 
 @pytest.mark.parametrize("name", ["path_actuator", "path_spring"])
@@ -173,7 +173,7 @@ def test_library_path_force_models_match_opensim(name):
         pytest.skip(f"{path} not found (set JAXBIO_OSIM_LIBRARY)")
     assert not load_osim(path, strict=True).not_imported
     kind = {"path_actuator": "PathActuator", "path_spring": "PathSpring"}[name]
-    assert_agree(compare_types(path, *states(path, 6), kinds=(kind,)))
+    assert_agree(compare_types(path, *states(path, 6), kinds=(kind,)), minimum=0.1)  # optimal_force 10 N
 
 
 def test_path_forces_in_float32_and_gradients(gait):
