@@ -8,7 +8,9 @@ and opensim-models' subject01_metabolics_path_actuator / _path_spring (``JAXBIO_
 default /work/om, skipped without it). At random states within the coordinate ranges, OpenSim's
 generalised force of each type is ``InverseDynamicsSolver.solve`` with no force minus the same
 with only that type enabled (actuators: random controls); jaxbio's is `passive_forces` /
-`actuator_forces`. Tensions vs ``PathSpring.getTension``.
+`actuator_forces`, to 1e-9 relative. Tensions vs ``PathSpring.getTension``. Wrapped paths (slow):
+against central differences of OpenSim's path length (OpenSim's own force over a wrap is not its
+length's derivative; docs/opensim-support.md).
 """
 
 from __future__ import annotations
