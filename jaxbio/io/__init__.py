@@ -6,8 +6,9 @@ options) → `jaxbio.Model`: the skeleton of an OpenSim 3.x/4.x model as a
 `jaxbio.SegmentTree` plus a `jaxbio.coordinates.CoordinateMap` from OpenSim's coordinates
 (`jaxbio.io.osim`), and its ForceSet's limits, springs and actuators (``Model.forces``, an
 `OsimForces`; `jaxbio.io._osim_forces`): `passive_forces(model, c, cd)` (CoordinateLimitForce,
-SpringGeneralizedForce, PointToPointSpring), `actuator_matrix(model, c)` ``B(c)`` and
-`actuator_forces(model, c, controls)` (Coordinate-, Point- and TorqueActuators), and
+SpringGeneralizedForce, PointToPointSpring, BushingForce, HuntCrossleyForce, PathSpring;
+`path_spring_tensions(model, c, cd)`), `actuator_matrix(model, c)` ``B(c)`` and
+`actuator_forces(model, c, controls)` (Coordinate-, Point-, Torque- and PathActuators), and
 `applied_forces(model, forces_to_exclude)` (what OpenSim's InverseDynamicsTool applies);
 `enforce_coordinates(model, c)`: clamped coordinates pulled into range, locked ones at their lock
 value (with `jaxbio.forward_dynamics(model, ..., locked=model.locked)` for the dynamics).
@@ -126,6 +127,7 @@ _EXPORTS = {
     "HuntCrossleyForces": "_osim_forces",
     "OsimMuscles": "_osim_muscles",
     "passive_forces": "_osim_forces",
+    "path_spring_tensions": "_osim_forces",
     "PointActuators": "_osim_forces",
     "PointToPointSprings": "_osim_forces",
     "prepare_inverse_dynamics": "_tools",
@@ -201,6 +203,7 @@ __all__ = [
     "muscle_moment_arms",
     "muscle_static_optimization_forces",
     "passive_forces",
+    "path_spring_tensions",
     "PointActuators",
     "PointToPointSprings",
     "SpringGeneralizedForces",

@@ -50,6 +50,12 @@ round-off (tests/io/test_osim_forces.py; bushings and contact: tests/io/test_osi
   extent, half-spaces first, along the axis where the surfaces' centres vary most; pairs by the
   sorted positions of their two surfaces), reproduced here. A ``HuntCrossleyForce`` on other
   geometry (``ContactMesh`` …) is not imported and named in ``Model.not_imported``.
+- ``PathSpring`` (``PathSpring.cpp``): tension ``T = stiffness · max(0, l − resting_length) ·
+  (1 + dissipation · l̇)`` along its path (`jaxbio.io._osim_paths`: the muscles' path reader and
+  evaluator), generalised force ``−(∂l/∂c) T``, ``l̇ = (∂l/∂c) ċ``. OpenSim refuses a missing
+  or negative ``resting_length``, ``stiffness`` or ``dissipation``, and so does jaxbio. Over a
+  wrap object OpenSim's ``getLengtheningSpeed`` and applied force are its straight segments' at
+  its tangent points, not the derivative of its length: there they differ (docs/opensim-support.md).
 
 **Actuators** (``ScalarActuator``: actuation = control × ``optimal_force``; `actuator_matrix`
 ``B(c)`` gives the generalised force per unit actuation, so ``τ = B(c) (optimal_force ⊙
@@ -62,6 +68,7 @@ controls when it computes forces, and neither does `actuator_forces`.
   body's material point there).
 - ``TorqueActuator``: a torque about ``axis`` (unit; the ground's frame with
   ``torque_is_global``, the default, else bodyA's frame) on bodyA and its opposite on bodyB.
+- ``PathActuator``: a tension along its path (`jaxbio.io._osim_paths`): column ``−∂l/∂c``.
 
 **Coordinates.** A generalised force on an OpenSim coordinate acts on its Simbody speed; for the
 rotational coordinates of a Ball or Free joint that speed is ``u = E(c) ċ`` (``ω`` in the parent
@@ -97,6 +104,7 @@ from jaxbio import quaternion as quat
 from jaxbio._validate import to_device
 from jaxbio.coordinates import jacobian as coordinate_jacobian
 from jaxbio.dynamics.kinematics import point_jacobian, segment_motion
+from jaxbio.io._osim_paths import OsimPaths, path_lengths, path_moment_arms, read_paths
 from jaxbio.spatial import norm, safe_sqrt, unit
 
 __all__ = [
@@ -109,7 +117,10 @@ __all__ = [
     "TorqueActuators",
     "BushingForces",
     "HuntCrossleyForces",
+    "PathActuators",
+    "PathSprings",
     "passive_forces",
+    "path_spring_tensions",
     "actuator_matrix",
     "actuator_forces",
     "applied_forces",
@@ -185,6 +196,8 @@ IMPORTED_TYPES = (
     "TorqueActuator",
     "BushingForce",
     "HuntCrossleyForce",
+    "PathActuator",
+    "PathSpring",
 )
 
 
@@ -339,6 +352,30 @@ class TorqueActuators(_Batch):
     torque_is_global: tuple[bool, ...] = eqx.field(static=True)
     names: tuple[str, ...] = eqx.field(static=True)
     _trailing = {"axes": (3,)}
+
+
+class PathActuators(_Batch):
+    """OpenSim's ``PathActuator``\\ s: a tension ``optimal_force × control`` along path
+    ``path_index`` (static) of ``OsimForces.paths``; ``optimal_force`` ``(n,)`` N,
+    ``min_control``, ``max_control`` ``(n,)``."""
+
+    optimal_force: Float[Array, " n"]
+    min_control: Float[Array, " n"]
+    max_control: Float[Array, " n"]
+    path_index: tuple[int, ...] = eqx.field(static=True)
+    names: tuple[str, ...] = eqx.field(static=True)
+
+
+class PathSprings(_Batch):
+    """OpenSim's ``PathSpring``\\ s along path ``path_index`` (static) of ``OsimForces.paths``:
+    ``stiffness`` ``(n,)`` N/m, ``resting_length`` ``(n,)`` m, ``dissipation`` ``(n,)`` s/m
+    (module docstring)."""
+
+    stiffness: Float[Array, " n"]
+    resting_length: Float[Array, " n"]
+    dissipation: Float[Array, " n"]
+    path_index: tuple[int, ...] = eqx.field(static=True)
+    names: tuple[str, ...] = eqx.field(static=True)
 
 
 class BushingForces(_Batch):
@@ -529,19 +566,24 @@ _BATCHES = (
     ("torque_actuators", "TorqueActuator", TorqueActuators),
     ("bushings", "BushingForce", BushingForces),
     ("contacts", "HuntCrossleyForce", HuntCrossleyForces),
+    ("path_actuators", "PathActuator", PathActuators),
+    ("path_springs", "PathSpring", PathSprings),
 )
-_ACTUATOR_FIELDS = ("coordinate_actuators", "point_actuators", "torque_actuators")
+_ACTUATOR_FIELDS = ("coordinate_actuators", "point_actuators", "torque_actuators", "path_actuators")
 
 
 class OsimForces(eqx.Module):
     """The forces of an OpenSim model's ``ForceSet`` that jaxbio imports, one batch per type
     (module docstring), and what the ``InverseDynamicsTool`` needs to know about the rest.
 
-    - ``coordinate_limits``, ``springs``, ``point_springs``, ``bushings``, ``contacts``:
-      `CoordinateLimitForces`, `SpringGeneralizedForces`, `PointToPointSprings`,
-      `BushingForces`, `HuntCrossleyForces` (the passive forces);
-      ``coordinate_actuators``, ``point_actuators``, ``torque_actuators``: `CoordinateActuators`,
-      `PointActuators`, `TorqueActuators`.
+    - ``coordinate_limits``, ``springs``, ``point_springs``, ``bushings``, ``contacts``,
+      ``path_springs``: `CoordinateLimitForces`, `SpringGeneralizedForces`,
+      `PointToPointSprings`, `BushingForces`, `HuntCrossleyForces`, `PathSprings` (the passive
+      forces); ``coordinate_actuators``, ``point_actuators``, ``torque_actuators``,
+      ``path_actuators``: `CoordinateActuators`, `PointActuators`, `TorqueActuators`,
+      `PathActuators`.
+    - ``paths``: the `jaxbio.io._osim_paths.OsimPaths` of the path actuators and springs (one
+      path each, ForceSet order; ``None`` without them); `select` keeps them all.
     - ``order`` (static): ``(type, name)`` of every force applied by OpenSim (``appliesForce``
       true) in file order, imported or not; ``groups`` (static): the ForceSet's groups,
       ``(name, members)``; ``outside`` (static): forces elsewhere in the model (``<components>``),
@@ -557,6 +599,9 @@ class OsimForces(eqx.Module):
     torque_actuators: TorqueActuators
     bushings: BushingForces
     contacts: HuntCrossleyForces
+    path_actuators: PathActuators
+    path_springs: PathSprings
+    paths: OsimPaths | None = None
     order: tuple[tuple[str, str], ...] = eqx.field(static=True, default=())
     groups: tuple[tuple[str, tuple[str, ...]], ...] = eqx.field(static=True, default=())
     outside: tuple[str, ...] = eqx.field(static=True, default=())
@@ -847,8 +892,8 @@ def _contacts(model, q, motion, qd, h: HuntCrossleyForces):
 
 def passive_forces(model, c: Float[ArrayLike, " nc"], cd: Float[ArrayLike, " nc"]) -> Float[Array, " nc"]:
     """Generalised force of the model's passive forces: ``CoordinateLimitForce``,
-    ``SpringGeneralizedForce``, ``PointToPointSpring``, ``BushingForce`` and ``HuntCrossleyForce``
-    (module docstring).
+    ``SpringGeneralizedForce``, ``PointToPointSpring``, ``BushingForce``, ``HuntCrossleyForce``
+    and ``PathSpring`` (module docstring).
 
     Args:
         model: an `Model` (its ``forces``; `applied_forces` selects a subset).
@@ -886,7 +931,31 @@ def passive_forces(model, c: Float[ArrayLike, " nc"], cd: Float[ArrayLike, " nc"
         if F.contacts.first:
             tau_q = tau_q + _contact_forces(model, q, motion, qd, F.contacts)
         tau = tau + _to_coordinates(model, c, tau_q)
+    ps = F.path_springs
+    if len(ps):
+        idx = np.asarray(ps.path_index, dtype=np.int32)
+        length = path_lengths(F.paths, model, c)[idx]
+        r = path_moment_arms(F.paths, model, c)[idx]  # −∂l/∂c (k, nc)
+        speed = -jnp.einsum("kc,c->k", r, cd, precision=HIGHEST)
+        stretch = jnp.maximum(length - ps.resting_length, 0.0)
+        tension = ps.stiffness * stretch * (1.0 + ps.dissipation * speed)
+        tau = tau + jnp.einsum("kc,k->c", r, tension, precision=HIGHEST)
     return tau
+
+
+def path_spring_tensions(model, c: Float[ArrayLike, " nc"], cd: Float[ArrayLike, " nc"]) -> Float[Array, " k"]:
+    """``(k,)`` N, the tension of each ``PathSpring`` (``model.forces.path_springs.names``
+    order; OpenSim's ``PathSpring::getTension``) at OpenSim's coordinates ``c`` and their rates
+    ``cd`` ``(nc,)`` rad / m, rad/s / m/s."""
+    c = _coordinates(model, c, "c")
+    cd = _coordinates(model, cd, "cd").astype(c.dtype)
+    F = _forces_of(model)
+    ps = F.path_springs
+    if not len(ps):
+        return jnp.zeros(0, c.dtype)
+    idx = np.asarray(ps.path_index, dtype=np.int32)
+    length, speed = jax.jvp(lambda x: path_lengths(F.paths, model, x)[idx], (c,), (cd,))
+    return ps.stiffness * jnp.maximum(length - ps.resting_length, 0.0) * (1.0 + ps.dissipation * speed)
 
 
 def actuator_matrix(model, c: Float[ArrayLike, " nc"]) -> Float[Array, "nc na"]:
@@ -896,7 +965,8 @@ def actuator_matrix(model, c: Float[ArrayLike, " nc"]) -> Float[Array, "nc na"]:
 
     ``c``: ``(nc,)`` rad / m. ``CoordinateActuator``: a unit generalised force on its coordinate
     (``Eᵀ`` row on a Ball/Free rotation); ``PointActuator``: ``J_cᵀ J_v(X)ᵀ d`` (world direction
-    ``d`` at the point ``X``); ``TorqueActuator``: ``J_cᵀ (J_ω(A) − J_ω(B))ᵀ a`` (world axis ``a``).
+    ``d`` at the point ``X``); ``TorqueActuator``: ``J_cᵀ (J_ω(A) − J_ω(B))ᵀ a`` (world axis ``a``);
+    ``PathActuator``: its path's moment arms ``−∂l/∂c`` (`jaxbio.io._osim_paths`).
     """
     c = _coordinates(model, c, "c")
     F = _forces_of(model)
@@ -929,6 +999,9 @@ def actuator_matrix(model, c: Float[ArrayLike, " nc"]) -> Float[Array, "nc na"]:
         _, jw = _jacobians(model, q, motion, ta.segments_a + ta.segments_b, zeros)
         jw = jw[: len(ta)] - jw[len(ta) :]
         cols.append(_to_coordinates(model, c, jnp.einsum("kin,ki->nk", jw, a, precision=HIGHEST)))
+    if len(F.path_actuators):
+        idx = np.asarray(F.path_actuators.path_index, dtype=np.int32)
+        cols.append(path_moment_arms(F.paths, model, c)[idx].T)
     if not cols:
         return jnp.zeros((nc, 0), c.dtype)
     B = jnp.concatenate(cols, axis=1)
@@ -1064,6 +1137,7 @@ def read_control(elem: ET.Element, tag: str, where: str, default: float) -> floa
 
 def read_forces(
     model_elem: ET.Element,
+    tree,
     coordinates: Sequence[str],
     motion_types: Sequence[str],
     euler_blocks: Sequence[tuple[int, int, int]],
@@ -1075,7 +1149,8 @@ def read_forces(
     of an imported type left out (``Model.ignored``: a HuntCrossleyForce on a ContactMesh).
 
     ``frame(path, owner, where, body_only)`` resolves a body or frame name / path (relative to
-    the component path ``owner``) to its pose in a tree segment, raising ``ValueError``."""
+    the component path ``owner``) to its pose in a tree segment, raising ``ValueError``; the
+    paths of path forces are points on ``tree`` (`jaxbio.io._osim_paths.read_paths`)."""
     from jaxbio.io._osim_xml import _describe, _flag, _numbers, _text
     from jaxbio.io._osim_xml import euler_xyz
 
@@ -1164,6 +1239,7 @@ def read_forces(
     rows: dict[str, list[dict]] = {t: [] for _, t, _ in _BATCHES}
     order: list[tuple[str, str]] = []
     imported, disabled = set(), set()
+    path_elems: list[ET.Element] = []
     force_sets = model_elem.findall("ForceSet")
     names_seen: dict[str, str] = {}
     for o in (o for s in force_sets for o in s.findall("objects/*")):
@@ -1247,6 +1323,22 @@ def read_forces(
             if note:
                 notes.append(note)
                 continue
+        elif kind == "PathSpring":
+            row = dict(path_index=len(path_elems))
+            for tag in ("resting_length", "stiffness", "dissipation"):  # PathSpring::extendFinalizeFromProperties
+                v = number(o, tag, where, np.nan)
+                if not v >= 0:
+                    raise ValueError(f"{where}: <{tag}> must be a number ≥ 0 (OpenSim refuses {v:g})")
+                row[tag] = v
+            path_elems.append(o)
+        elif kind == "PathActuator":
+            row = dict(
+                optimal_force=number(o, "optimal_force", where, 1.0),
+                min_control=control(o, "min_control", where, -np.inf),
+                max_control=control(o, "max_control", where, np.inf),
+                path_index=len(path_elems),
+            )
+            path_elems.append(o)
         else:
             bounds = dict(
                 optimal_force=number(o, "optimal_force", where, 1.0),
@@ -1313,8 +1405,14 @@ def read_forces(
         )
     ]
     dt = np.dtype(jax.dtypes.canonicalize_dtype(np.float64 if dtype is None else dtype))
+    paths = (
+        OsimPaths(**read_paths(model_elem, path_elems, tree, coordinates, frame, dt, "path forces"))
+        if path_elems
+        else None
+    )
     forces = OsimForces(
         **{f: kind.build(rows[t], dt) for f, t, kind in _BATCHES},
+        paths=paths,
         order=tuple(order),
         groups=groups,
         outside=tuple(outside),

@@ -117,7 +117,7 @@ def _check_reserve_bounds(model) -> None:
 def _general_actuators(model) -> np.ndarray:
     """Static: the positions in ``model.forces.actuator_names`` of the actuators solved with the
     muscles (a column of `jaxbio.io.actuator_matrix` each, control bounds ``min_control`` /
-    ``max_control``, ±`_UNBOUNDED` where infinite, cost ``|y|ᵖ`` as in OpenSim): point and torque
+    ``max_control``, ±`_UNBOUNDED` where infinite, cost ``|y|ᵖ`` as in OpenSim): point, torque and path
     actuators, and CoordinateActuators on a Ball/Free rotation."""
     names = model.forces.actuator_names
     ca = model.forces.coordinate_actuators
@@ -354,14 +354,14 @@ def _reported_forces(m, inputs, loads, actuation: dict) -> tuple[tuple[str, ...]
 
     - muscles and actuators: ``actuation`` (name → ``(T,)`` N / N·m);
     - ``CoordinateLimitForce``: its force (``name``) and ``PotentialEnergy``;
-    - ``SpringGeneralizedForce``: ``name_Force``;
+    - ``SpringGeneralizedForce``: ``name_Force``; ``PathSpring``: ``name_tension``;
     - each ``ExternalForce`` of ``loads``: ``<body>_<name>_Fx/Fy/Fz`` (ground frame), ``_px/py/pz``
       (in the applied body's frame), ``_Tx/Ty/Tz`` (ground frame), as ``ExternalForce::
       getRecordValues``;
     - ``left out`` names the forces whose columns are not written (``PointToPointSpring``, forces
       in ``<components>``).
     """
-    from jaxbio.io._osim_forces import _coordinates, _to_speeds
+    from jaxbio.io._osim_forces import _coordinates, _to_speeds, path_spring_tensions
     from jaxbio.io._tools import _body_index, body_poses
     from jaxbio.coordinates import to_tree
     from jaxbio import quaternion as quat
@@ -374,6 +374,9 @@ def _reported_forces(m, inputs, loads, actuation: dict) -> tuple[tuple[str, ...]
     limits = np.asarray(jax.vmap(F.coordinate_limits)(c, u), float) if len(F.coordinate_limits) else None
     springs = np.asarray(jax.vmap(F.springs)(c, u), float) if len(F.springs) else None
     energy = _limit_potential_energy(F.coordinate_limits, c) if len(F.coordinate_limits) else None
+    tensions = (
+        np.asarray(jax.vmap(lambda a, b: path_spring_tensions(m, a, b))(c, cd), float) if len(F.path_springs) else None
+    )
     labels, columns, left_out = [], [], [f"{n} (in <components>)" for n in F.outside]
     for kind, name in F.order:
         if name in actuation:
@@ -389,6 +392,9 @@ def _reported_forces(m, inputs, loads, actuation: dict) -> tuple[tuple[str, ...]
         elif name in F.springs.names:
             labels.append(f"{name}_Force")
             columns.append(springs[:, F.springs.names.index(name)])
+        elif name in F.path_springs.names:
+            labels.append(f"{name}_tension")
+            columns.append(tensions[:, F.path_springs.names.index(name)])
         else:
             left_out.append(f"{kind} {name!r}")
     if loads is not None and loads.forces:

@@ -89,8 +89,10 @@ does `jaxbio.io.static_optimization_tool`. Prescribed motion (``prescribed_funct
 recorded, not imported.
 
 **Forces** (`Model.forces`, `jaxbio.io._osim_forces`): the ForceSet's CoordinateLimitForces,
-SpringGeneralizedForces, PointToPointSprings, CoordinateActuators, PointActuators and
-TorqueActuators, with OpenSim's formulas (`jaxbio.io.passive_forces`, `jaxbio.io.actuator_matrix`).
+SpringGeneralizedForces, PointToPointSprings, BushingForces, HuntCrossleyForces, PathSprings,
+CoordinateActuators, PointActuators, TorqueActuators and PathActuators, with OpenSim's formulas
+(`jaxbio.io.passive_forces`, `jaxbio.io.actuator_matrix`); paths as the muscles'
+(`jaxbio.io._osim_paths`).
 
 **Muscles** (`Model.muscles`, `jaxbio.io._osim_muscles`): the ForceSet's enabled
 Thelen2003Muscles and Millard2012EquilibriumMuscles, with their paths (fixed, conditional and
@@ -115,9 +117,9 @@ triangle inequality and models without mass are accepted (`SegmentTree.from_dict
 **Not imported yet** (listed in `Model.ignored` when present, never applied; those that act
 on the dynamics also in `Model.not_imported`, and ``load_osim(..., strict=True)`` refuses
 them): the other forces (``ForceSet``: other muscle classes, muscles whose parameters jaxbio
-refuses, path actuators and springs, other actuators, ligaments, contact; disabled forces), other
+refuses, other actuators, ligaments, other contact; disabled forces), other
 constraints (``ConstraintSet``), contact geometry, wrap objects when no imported muscle
-uses them, controllers and probes. Refused with a ``ValueError`` naming the element and the file:
+or path force uses them, controllers and probes. Refused with a ``ValueError`` naming the element and the file:
 a file that is not XML or not an OpenSim model, unknown joint types (Ellipsoid, Scapulothoracic,
 ConstantCurvature …) and function types (GCVSpline, StepFunction, multi-variable functions …), a
 function of more than one coordinate, collinear CustomJoint axes, a reversed joint (child frame on
@@ -903,7 +905,7 @@ def _parse(
         tuple(first[k] + i for i in range(3)) for k, j in enumerate(joints) if j.kind in ("BallJoint", "FreeJoint")
     ]
     forces, imported, disabled, force_notes = read_forces(
-        model_elem, cnames, [c.motion_type for c in coords], euler, frame_pose, dt
+        model_elem, tree, cnames, [c.motion_type for c in coords], euler, frame_pose, dt
     )
     from jaxbio.io._osim_muscles import read_muscles
 
@@ -917,7 +919,12 @@ def _parse(
     imported = imported | imported_muscles | constraints_imported | imported_markers
     disabled = disabled | constraints_disabled
     ignored = (
-        _ignored(model_elem, imported, disabled, muscles is not None and muscles.paths.wrap_objects is not None)
+        _ignored(
+            model_elem,
+            imported,
+            disabled,
+            any(p is not None and p.paths.wrap_objects is not None for p in (muscles, forces.paths)),
+        )
         + force_notes
         + muscle_notes
     )

@@ -38,7 +38,7 @@ from tests.io.test_osim_opensim import OpenSimModel, euler_rates_to_speeds, writ
 DATA = Path(__file__).parent / "data"
 TOL = 1e-9  # relative to 1 + the largest generalised force
 PASSIVE_TYPES = ("CoordinateLimitForce", "SpringGeneralizedForce", "PointToPointSpring")
-ACTUATOR_TYPES = ("CoordinateActuator", "PointActuator", "TorqueActuator")
+ACTUATOR_TYPES = ("CoordinateActuator", "PointActuator", "TorqueActuator", "PathActuator")
 KINDS = PASSIVE_TYPES + ("actuators",)
 
 
