@@ -10,7 +10,8 @@ numbers are equal bit for bit (measurements: benchmarks/README.md, "Measurements
 
 The key of a program: a name, the structure of the arguments (`jax.tree_util` tree definition,
 which holds a model's static topology), every array's shape and dtype, the JAX version and
-backend, and a fingerprint of jaxbio's own source, so that a changed jaxbio never runs an old
+backend, whether 64-bit types are enabled (a program traced without them has 32-bit indices
+inside, and called with them fails on a dtype mismatch), and a fingerprint of jaxbio's own source, so that a changed jaxbio never runs an old
 program. Off unless a folder is set (`CACHE`; the command line sets it beside JAX's cache, the
 library alone never writes files). Anything that cannot be exported (a host callback, an
 argument structure whose description holds a memory address) runs as a plain call, and the
@@ -73,6 +74,7 @@ def _key(name: str, treedef, leaves) -> str | None:
         described,
         jax.__version__,
         jax.default_backend(),
+        f"x64={bool(jax.config.jax_enable_x64)}",  # the program's own index and default dtypes follow it
         _source_fingerprint(),
         *(f"{np.shape(x)}:{_dtype(x)}" for x in leaves),
     ):
