@@ -90,3 +90,18 @@ def test_jax_array_leaves_give_no_warning(folder):
         for _ in range(2):  # exported, then read back
             out = _aot.call_over_frames("toy-jax", _per_frame, model, frames)
     np.testing.assert_allclose(np.asarray(out), np.asarray(jax.jit(_per_frame)(model, frames)), rtol=1e-6)
+
+
+def test_the_64_bit_mode_is_part_of_the_key(folder, monkeypatch):
+    """The same float32 arguments with 64-bit types off, then on (one session after a float32 run):
+    two programs, each called in its own mode (one program reused across modes fails on its
+    32- or 64-bit indices)."""
+    rng = np.random.default_rng(2)
+    model = {"a": rng.normal(size=(2, 3)).astype(np.float32), "b": rng.normal(size=2).astype(np.float32)}
+    frames = {k: v.astype(np.float32) for k, v in _frames(10, rng).items()}
+    with jax.enable_x64(False):
+        off = np.asarray(_aot.call_over_frames("toy", _per_frame, model, frames))
+    with jax.enable_x64(True):
+        on = np.asarray(_aot.call_over_frames("toy", _per_frame, model, frames))
+    assert len(list(folder.glob("*.jaxexport"))) == 2
+    np.testing.assert_allclose(on, off, rtol=1e-6)
