@@ -287,7 +287,9 @@ def difference(
 
 def neutral(tree: SegmentTree, dtype=None) -> Float[Array, " nq"]:
     """The reference configuration ``(nq,)``: zero angles, slides and translations, identity
-    quaternions ``(1, 0, 0, 0)`` (Pinocchio's ``neutral``). ``dtype`` defaults to the tree's."""
+    quaternions ``(1, 0, 0, 0)`` (Pinocchio's ``neutral``). ``dtype`` defaults to the tree's. A
+    `jaxbio.Model` in its tree's coordinates is taken as its tree."""
+    tree = tree_of(tree, "neutral: ")
     L = tree.joint_layout
     dtype = jnp.result_type(tree.origins) if dtype is None else dtype
     q = np.zeros(tree.nq)
@@ -303,7 +305,7 @@ def _check_random(arguments: dict) -> None:
             check_values(as_real(arguments[name], name), name, nonnegative=True)
 
 
-@partial(jit_checked, check_arguments=_check_random, static_argnames=("dtype",))
+@partial(jit_checked, check_arguments=_check_random, static_argnames=("dtype",), convert=_tree_argument)
 def random(tree: SegmentTree, key, *, angle: float = np.pi, distance: float = 1.0, dtype=None) -> Float[Array, " nq"]:
     """A random configuration ``(nq,)``, a deterministic function of ``key``.
 
