@@ -436,37 +436,6 @@ def stacked_final_times(
     )
 
 
-__all__ = [
-    "CUTS_M",
-    "NestedForecasts",
-    "StackedForecast",
-    "compute_nested",
-    "fingerprint",
-    "stacked_final_times",
-    "with_stacked",
-    "write_nested_forecasts",
-]
-
-
-if __name__ == "__main__":  # python -m jaxbio.sprint.stacking --write [PATH]
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m jaxbio.sprint.stacking")
-    parser.add_argument(
-        "--write",
-        nargs="?",
-        const="",
-        metavar="PATH",
-        required=True,
-        help="compute the nested forecasts of the default collection and write them (default: the "
-        "package's data/nested_forecasts.json)",
-    )
-    args = parser.parse_args()
-    from jaxbio.sprint.stacking import write_nested_forecasts as _write  # the module, not this __main__ copy
-
-    _write(args.write or None)
-
-
 def with_stacked(
     fc,
     races,
@@ -517,3 +486,34 @@ def with_stacked(
     return hierarchical.Forecast(
         **{f.name: getattr(fc, f.name) for f in dataclasses.fields(fc) if f.name != "stacked"}, stacked=st
     )
+
+
+__all__ = [
+    "CUTS_M",
+    "NestedForecasts",
+    "StackedForecast",
+    "compute_nested",
+    "fingerprint",
+    "stacked_final_times",
+    "with_stacked",
+    "write_nested_forecasts",
+]
+
+
+if __name__ == "__main__":  # python -m jaxbio.sprint.stacking --write [PATH]
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m jaxbio.sprint.stacking")
+    parser.add_argument(
+        "--write",
+        nargs="?",
+        const="",
+        metavar="PATH",
+        required=True,
+        help="compute the nested forecasts of the default collection and write them (default: the "
+        "package's data/nested_forecasts.json)",
+    )
+    args = parser.parse_args()
+    from jaxbio.sprint.stacking import write_nested_forecasts as _write  # the module, not this __main__ copy
+
+    _write(args.write or None)
