@@ -209,7 +209,7 @@ def _load(name):
     hinge chains and massless links (tests/_models.hinge_chains), the 28-DOF axial tree that the
     batch-last kernels run on (the per-state code's ``jax.grad`` of T is ∂T/∂q only for axial trees)."""
     if name != "wholebody_hinges":
-        return jb.load_model(name, dtype=jnp.float64)
+        return jb.load_model(name, dtype=jnp.float64).tree
     import json
     import sys
     from pathlib import Path

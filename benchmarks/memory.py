@@ -63,7 +63,7 @@ def gradient_function(model, dtype: str, mode: str, duration: float = DURATION, 
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     dt = DTYPES[dtype]
-    tree = jb.SegmentTree.from_dict(model, dtype=dt) if isinstance(model, dict) else jb.load_model(model, dtype=dt)
+    tree = jb.SegmentTree.from_dict(model, dtype=dt) if isinstance(model, dict) else jb.load_model(model, dtype=dt).tree
     system = jb.HamiltonianSystem(tree)
 
     def one(q):

@@ -99,7 +99,7 @@ def random_states(tree, batch: int, seed: int = 0):
 
 def dynamics_rows(name: str, batch: int) -> list[dict]:
     """Inverse dynamics, mass matrix, forward dynamics and segment wrenches of model ``name``."""
-    trees = {F64: jb.load_model(name, dtype=F64), F32: jb.load_model(name, dtype=F32)}
+    trees = {F64: jb.load_model(name, dtype=F64).tree, F32: jb.load_model(name, dtype=F32).tree}
     q, qd, qdd = random_states(trees[F64], batch)
     ops = {
         "inverse_dynamics": (lambda t, q, qd, qdd: jb.inverse_dynamics(t, q, qd, qdd), ("N·m (N)",)),

@@ -19,7 +19,7 @@ def _slider(mass=2.0):
 
 @pytest.fixture(scope="module")
 def pendulum():
-    return jb.load_model("double_pendulum", dtype=jnp.float64)
+    return jb.load_model("double_pendulum", dtype=jnp.float64).tree
 
 
 def _potential(t, q):

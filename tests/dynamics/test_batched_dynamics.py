@@ -42,7 +42,7 @@ def wholebody_hinges():
 
 
 def trees():
-    out = [(name, jb.load_model(name, dtype=jnp.float64)) for name in MODELS]
+    out = [(name, jb.load_model(name, dtype=jnp.float64).tree) for name in MODELS]
     out.append(("wholebody_hinges", wholebody_hinges()))
     for seed in (0, 1):  # several roots, revolute and prismatic joints
         d = random_model_dict(np.random.default_rng(200 + seed), 13)

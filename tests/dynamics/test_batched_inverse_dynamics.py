@@ -326,7 +326,7 @@ def test_inside_shard_map(which):
 
     mesh = Mesh(np.array(jax.devices()[:1]), ("batch",))
     spec = PartitionSpec("batch")
-    tree = wholebody_hinges() if which == "hinges" else jb.load_model("wholebody", dtype=jnp.float64)
+    tree = wholebody_hinges() if which == "hinges" else jb.load_model("wholebody", dtype=jnp.float64).tree
     q, qd, qdd, _, _ = states(tree, 20, seed=9)
     want = np.asarray(batched(tree, q, qd, qdd))
     vm = jax.vmap(jb.inverse_dynamics, in_axes=(None, 0, 0, 0))

@@ -18,7 +18,7 @@ from jaxbio.learning import controllers as C
 
 @pytest.fixture(scope="module")
 def pendulum():
-    return jb.load_model("double_pendulum")
+    return jb.load_model("double_pendulum").tree
 
 
 @pytest.mark.slow
