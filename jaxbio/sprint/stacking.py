@@ -38,6 +38,7 @@ from importlib import resources
 
 import numpy as np
 
+from jaxbio._files import read_bytes
 from jaxbio.sprint import hierarchical
 from jaxbio.sprint.data import Race
 from jaxbio.sprint.hierarchical import FORM, HYPER_SCALE, HYPER_STRENGTH, ReferenceFits, pooled, population
@@ -203,7 +204,7 @@ def read(path=None) -> tuple[str, NestedForecasts] | None:
     unreadable."""
     path = shipped_file() if path is None else path
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = json.loads(read_bytes(path, "nested forecasts file").decode("utf-8"))
         nested = NestedForecasts(
             race_names=tuple(raw["race_names"]),
             cuts_m=tuple(float(c) for c in raw["cuts_m"]),
