@@ -279,10 +279,19 @@ def muscle_moment_arms(model, c: Float[ArrayLike, " nc"]) -> Float[Array, "m nc"
     """
     mus = _muscles_of(model)
     c = _coordinates(model, c, "c")
-    if mus.paths.path_wraps:  # one directional derivative at a time (see geometry.moment_arms)
-        basis = jnp.eye(c.shape[0], dtype=c.dtype)
-        return -jax.lax.map(lambda v: jax.jvp(lambda x: _lengths(model, x), (c,), (v,))[1], basis).T
+    if mus.paths.path_wraps:
+        return _wrapped_lengths_and_moment_arms(model, c)[1]
     return -jax.jacfwd(lambda x: _lengths(model, x))(c)
+
+
+def _wrapped_lengths_and_moment_arms(model, c):
+    """``(lengths (m,), moment arms (m, nc))`` of a model whose paths wrap, for one ``c``: one
+    directional derivative of `_lengths` per coordinate in sequence (`jax.lax.map`; with the wrap
+    surfaces' loops this compiles and runs faster than `jax.jacfwd`'s batch of tangents, see
+    `jaxbio.muscles.geometry.moment_arms`), the lengths taken from the first one's primal."""
+    basis = jnp.eye(c.shape[0], dtype=c.dtype)
+    lengths, slopes = jax.lax.map(lambda v: jax.jvp(lambda x: _lengths(model, x), (c,), (v,)), basis)
+    return lengths[0], -slopes.T
 
 
 @_public
@@ -336,7 +345,12 @@ def muscle_static_optimization_forces(
     mus = _muscles_of(model)
     c = _coordinates(model, c, "c")
     cd = _coordinates(model, cd, "cd").astype(c.dtype)
-    length, speed = jax.jvp(lambda x: _lengths(model, x), (c,), (cd,))
+    return _forces_at(mus, *jax.jvp(lambda x: _lengths(model, x), (c,), (cd,)))
+
+
+def _forces_at(mus, length, speed):
+    """``(F̂, P)`` of `muscle_static_optimization_forces` at path lengths and lengthening speeds
+    ``(m,)`` (m, m/s)."""
     active = jnp.zeros_like(length)
     passive = jnp.zeros_like(length)
     for group, index in mus.groups:
