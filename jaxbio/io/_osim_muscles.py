@@ -207,6 +207,16 @@ def muscle_moment_arms(model, c: Float[ArrayLike, " nc"]) -> Float[Array, "m nc"
     return path_moment_arms(mus, model, _coordinates(model, c, "c"))
 
 
+def _wrapped_lengths_and_moment_arms(model, c):
+    """``(lengths (m,), moment arms (m, nc))`` of a model whose paths wrap, for one ``c``: one
+    directional derivative of `_lengths` per coordinate in sequence (`jax.lax.map`; with the wrap
+    surfaces' loops this compiles and runs faster than `jax.jacfwd`'s batch of tangents, see
+    `jaxbio.muscles.geometry.moment_arms`), the lengths taken from the first one's primal."""
+    basis = jnp.eye(c.shape[0], dtype=c.dtype)
+    lengths, slopes = jax.lax.map(lambda v: jax.jvp(lambda x: _lengths(model, x), (c,), (v,)), basis)
+    return lengths[0], -slopes.T
+
+
 @_public
 def muscle_lengthening_speeds(model, c: Float[ArrayLike, " nc"], cd: Float[ArrayLike, " nc"]) -> Float[Array, " m"]:
     """Lengthening speeds ``dl/dt = (∂l/∂c) ċ`` (OpenSim's ``getLengtheningSpeed``).
@@ -258,7 +268,12 @@ def muscle_static_optimization_forces(
     mus = _muscles_of(model)
     c = _coordinates(model, c, "c")
     cd = _coordinates(model, cd, "cd").astype(c.dtype)
-    length, speed = jax.jvp(lambda x: _lengths(model, x), (c,), (cd,))
+    return _forces_at(mus, *jax.jvp(lambda x: _lengths(model, x), (c,), (cd,)))
+
+
+def _forces_at(mus, length, speed):
+    """``(F̂, P)`` of `muscle_static_optimization_forces` at path lengths and lengthening speeds
+    ``(m,)`` (m, m/s)."""
     active = jnp.zeros_like(length)
     passive = jnp.zeros_like(length)
     for group, index in mus.groups:

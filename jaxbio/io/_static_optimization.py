@@ -168,20 +168,43 @@ def static_optimization_problem(model, inputs: InverseDynamicsInputs, *, use_mus
 
     Pure and differentiable (jit, vmap over frames with ``in_axes=(None, 0)``, grad with respect to
     the model's arrays: segment masses, optimal fibre lengths, path points …)."""
-    from jaxbio.io._osim_muscles import muscle_moment_arms, muscle_static_optimization_forces
-
-    from jaxbio.io._osim_forces import actuator_matrix
-
     if model.muscles is None:
         raise ValueError(f"{model.path}: the model has no muscles jaxbio imports (ignored: {list(model.ignored)})")
-    rows = _solved_coordinates(model)
-    tau = generalized_forces(model, inputs)[rows]
-    R = muscle_moment_arms(model, inputs.c)[:, rows]
+    return _problem(model, inputs, _muscle_terms(model, inputs.c, inputs.cd, use_muscle_physiology))
+
+
+def _muscle_terms(model, c, cd, use_muscle_physiology: bool):
+    """One frame's ``(moment arms (m, nc), F̂ (m,))`` of the muscles (`static_optimization_problem`).
+    Paths that wrap: the lengths and moment arms from one pass of directional derivatives
+    (`jaxbio.io._osim_muscles._wrapped_lengths_and_moment_arms`), the lengthening speeds
+    ``(∂l/∂c) ċ = −r ċ`` from those moment arms, not from another pass through the wrapping
+    (which cost as much again: benchmarks/README.md, "Static optimisation with wrapping")."""
+    from jaxbio.io import _osim_muscles as muscles
+
+    if model.muscles.paths.path_wraps:
+        c = muscles._coordinates(model, c, "c")
+        cd = muscles._coordinates(model, cd, "cd").astype(c.dtype)
+        lengths, R = muscles._wrapped_lengths_and_moment_arms(model, c)
+        if not use_muscle_physiology:
+            return R, model.muscles.max_isometric_force.astype(R.dtype)
+        speeds = -jnp.dot(R, cd, precision="highest")
+        return R, muscles._forces_at(model.muscles, lengths, speeds)[0].astype(R.dtype)
+    R = muscles.muscle_moment_arms(model, c)
     if use_muscle_physiology:
-        fmax = muscle_static_optimization_forces(model, inputs.c, inputs.cd)[0]
+        fmax = muscles.muscle_static_optimization_forces(model, c, cd)[0]
     else:
         fmax = model.muscles.max_isometric_force
-    fmax = fmax.astype(R.dtype)
+    return R, fmax.astype(R.dtype)
+
+
+def _problem(model, inputs: InverseDynamicsInputs, muscle_terms):
+    """`static_optimization_problem` from the frame's `_muscle_terms`."""
+    from jaxbio.io._osim_forces import actuator_matrix
+
+    rows = _solved_coordinates(model)
+    tau = generalized_forces(model, inputs)[rows]
+    R, fmax = muscle_terms
+    R = R[:, rows]
     general = _general_actuators(model)
     if general.size:  # rows after the muscles': generalised force per unit control (as y⁺ and y⁻), optimal force
         B = actuator_matrix(model, inputs.c)[rows][:, general].T.astype(R.dtype)
@@ -208,7 +231,14 @@ def solve_static_optimization(
     neither locked nor prescribed), ``residual``, ``feasible`` …
     """
     p = _check_p(activation_exponent)
-    R, tau, fmax = static_optimization_problem(model, inputs, use_muscle_physiology=use_muscle_physiology)
+    return _solve(
+        model, inputs, p, static_optimization_problem(model, inputs, use_muscle_physiology=use_muscle_physiology)
+    )
+
+
+def _solve(model, inputs, p, problem) -> StaticOptimizationResult:
+    """`solve_static_optimization` of one frame's ``problem`` (`static_optimization_problem`)."""
+    R, tau, fmax = problem
     rows = _solved_coordinates(model)
     strength = _reserve_strength(model, R.dtype)[rows]
     bounds = (model.muscles.min_control.astype(R.dtype), model.muscles.max_control.astype(R.dtype))
@@ -252,11 +282,17 @@ def _trial(model, inputs, p, use_muscle_physiology):
     command line, `jaxbio._aot`): a namespace of `_TRIAL_FIELDS`, each ``(T, …)``."""
 
     def solve(model, inputs):
-        result = jax.vmap(
-            lambda i: solve_static_optimization(
-                model, i, activation_exponent=p, use_muscle_physiology=use_muscle_physiology
-            )
-        )(inputs)
+        def muscle_terms(i):
+            return _muscle_terms(model, i.c, i.cd, use_muscle_physiology)
+
+        if model.muscles.paths.path_wraps:
+            # wrapped paths frame by frame: under vmap their loops run the most iterations of any
+            # frame and every skipped step runs (benchmarks/README.md, "Static optimisation with
+            # wrapping"); the solver batched
+            terms = jax.lax.map(muscle_terms, inputs)
+        else:
+            terms = jax.vmap(muscle_terms)(inputs)
+        result = jax.vmap(lambda i, t: _solve(model, i, p, _problem(model, i, t)))(inputs, terms)
         return {f: getattr(result, f) for f in _TRIAL_FIELDS}
 
     name = f"static_optimization-p{float(p)!r}-{'physiology' if use_muscle_physiology else 'ideal'}"
