@@ -107,7 +107,7 @@ def solve_kwargs(path: str, ts) -> dict:
     if path == "backsolve":
         return dict(adaptive, form="hamiltonian", adjoint=diffrax.BacksolveAdjoint())
     if path == "grid":
-        return dict(steps=200, form="hamiltonian", throw=False)
+        return dict(stepsize_controller=jb.FixedGrid(200), form="hamiltonian", throw=False)
     if path == "velocity":
         return dict(adaptive, form="velocity", adjoint=checkpointed)
     if path == "velocity_ckpt":

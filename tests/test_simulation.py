@@ -347,7 +347,7 @@ def test_derived_false_leaves_out_the_outputs_not_integrated(form, mode):
     kwargs = {
         "diffrax": dict(ts=jnp.linspace(0.0, 1.0, 6), rtol=1e-9, atol=1e-9),
         "stored": dict(ts=jnp.linspace(0.0, 1.0, 6), rtol=1e-9, atol=1e-9, adjoint=jb.simulation.StoredAdjoint()),
-        "grid": dict(steps=50),
+        "grid": dict(stepsize_controller=jb.FixedGrid(50)),
     }[mode]
 
     def run(y0, derived):

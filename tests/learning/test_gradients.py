@@ -6,7 +6,7 @@ saved states. Checked against independent references:
 
 - central finite differences of the same loss (float64) along a random direction of the MLP's
   parameters, for the adaptive default (tight tolerances, so that the step sequence is the same
-  at ``θ ± h``) and for fixed-grid stepping (``steps=``);
+  at ``θ ± h``) and for fixed-grid stepping (``stepsize_controller=jb.FixedGrid(N)``);
 - (slow) the paths against each other: the adaptive default with `BacksolveAdjoint` vs the default
   adjoint, and fixed-grid stepping vs the adaptive default (both converge to the ODE's gradient);
 - float32 against float64 (the same parameters, cast).
@@ -70,7 +70,7 @@ def loss_fn(tree, q0, **kwargs):
     n = tree.nv
     dtype = q0.dtype
     ts = jnp.linspace(0.0, DURATION, 5, dtype=dtype)
-    if "steps" not in kwargs and "ts" not in kwargs:
+    if "stepsize_controller" not in kwargs and "ts" not in kwargs:
         kwargs = dict(ts=ts, **kwargs)
     start = kwargs.pop("start", "hamiltonian")  # the initial state's form
 
@@ -108,7 +108,7 @@ def directional_fd(loss, mlp, direction, h):
 
 PATHS = {
     "adaptive default": dict(rtol=1e-10, atol=1e-10),
-    "fixed grid": dict(steps=100),
+    "fixed grid": dict(stepsize_controller=jb.FixedGrid(100)),
     "stored adjoint": dict(rtol=1e-10, atol=1e-10, form="velocity", adjoint=jb.simulation.StoredAdjoint()),
     # the training recipe of docs/guides/learning.md: velocity-form start, no derived outputs
     "training recipe": dict(
@@ -154,7 +154,7 @@ def _check_paths_agree(model_dict):
         ),
         mlp,
     )
-    v_grid, g_grid = flat_grad(loss_fn(tree, q0, steps=100), mlp)
+    v_grid, g_grid = flat_grad(loss_fn(tree, q0, stepsize_controller=jb.FixedGrid(100)), mlp)
     # the default under reverse mode is the velocity form on the stored loop; Backsolve solves the
     # Hamiltonian form forward on Diffrax's loop, the same values as that form's checkpointed solve
     hamiltonian = dict(rtol=1e-10, atol=1e-10, form="hamiltonian", adjoint=diffrax.RecursiveCheckpointAdjoint())
@@ -205,7 +205,7 @@ def _check_float32(model_dict, tolerance, **solve):
 def test_float32_matches_float64():
     """Fixed grid (100 steps): the float32 loss and gradient are the float64 ones within 1e-4
     (the gradient relative to its norm)."""
-    _check_float32(pendulum_dict(), 1e-4, steps=100)
+    _check_float32(pendulum_dict(), 1e-4, stepsize_controller=jb.FixedGrid(100))
 
 
 @pytest.mark.slow
@@ -249,10 +249,10 @@ def test_velocity_form_float32_matches_float64_double_pendulum():
 
 @pytest.mark.slow
 def test_velocity_form_fixed_grid_gradient_matches_hamiltonian_form():
-    """Fixed grid (``steps=40``), single pendulum, float64: the velocity form's loss and gradient
+    """Fixed grid (``jb.FixedGrid(40)``), single pendulum, float64: the velocity form's loss and gradient
     are the Hamiltonian form's up to the discretisation (Tsit5, h = 12.5 ms: ~1e-7)."""
     tree, mlp, q0 = make_case(pendulum_dict(), jnp.float64)
-    v, g = flat_grad(loss_fn(tree, q0, steps=40, form="velocity"), mlp)
-    v_ref, g_ref = flat_grad(loss_fn(tree, q0, steps=40), mlp)
+    v, g = flat_grad(loss_fn(tree, q0, stepsize_controller=jb.FixedGrid(40), form="velocity"), mlp)
+    v_ref, g_ref = flat_grad(loss_fn(tree, q0, stepsize_controller=jb.FixedGrid(40)), mlp)
     assert abs(v - v_ref) <= 1e-6 * abs(v_ref)
     assert np.linalg.norm(g - g_ref) <= 1e-5 * np.linalg.norm(g_ref)
