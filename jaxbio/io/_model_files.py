@@ -68,16 +68,18 @@ def load_model(model, *, dtype=None, strict: bool = False) -> Model:
 
 
 def _cast(model: Model, dtype) -> Model:
-    """``model`` with every floating array in ``dtype``."""
-    import equinox as eqx
+    """``model`` with every floating array in ``dtype``: its tree by `SegmentTree.astype` (with its
+    checks after the cast: overflow, masses underflowing, inertias), the other arrays cast."""
     import jax
 
     dt = model_dtype(dtype)
 
     def cast(x):
+        if isinstance(x, SegmentTree):
+            return x.astype(dt)
         return x.astype(dt) if isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jnp.floating) else x
 
-    return jax.tree_util.tree_map(cast, model, is_leaf=eqx.is_array)
+    return jax.tree_util.tree_map(cast, model, is_leaf=lambda x: isinstance(x, SegmentTree) or eqx.is_array(x))
 
 
 def _tree_model(tree, section=None):
