@@ -294,9 +294,8 @@ def _cylinder_lanes(p1, p2, d, axis, sign, single):
     ``(r, 3)``, ``axis``, ``sign``, ``single`` ``(r,)`` per row: the tangent points of every lane
     (`jax.vmap`), then one `_spiral` over all lanes, so that its slides stop once every lane is
     done; lanes that do not wrap do not slide. Under a per-lane `jax.vmap` the spiral's chunk
-    test became a select and all 100 slides ran: 637 µs of the kernel's 21-lane value against 69
-    µs without them; arm26's 61 frames of lengths and moment arms 1.1–1.2 s → 0.21 s, bit for bit
-    the same (benchmarks/README.md, "Static optimisation with wrapping")."""
+    test became a select and all 100 slides ran; the measurement that justified this layout, bit
+    for bit the same result, is in benchmarks/README.md, "Static optimisation with wrapping"."""
     status, wraps, r1, r2, long_wrap = jax.vmap(
         jax.vmap(_cylinder_wrap, in_axes=(0, 0, None, None, None, None)), in_axes=(0, 0, 0, 0, 0, 0)
     )(p1, p2, d[:, 0], d[:, 1], axis, sign)
