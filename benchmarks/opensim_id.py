@@ -6,13 +6,13 @@ loop of the same function and against OpenSim 4.6 itself, timed in the same run.
     python benchmarks/opensim_id.py --json out.json
 
 subject01 (tests/io/data/subject01: 23 coordinates, spline-coupled knees, ground reactions under
-both feet) prepared as OpenSim's InverseDynamicsTool prepares it (`jaxbio.io.prepare_inverse_dynamics`:
+both feet) prepared as OpenSim's InverseDynamicsTool prepares it (`jaxbio.tools.prepare_inverse_dynamics`:
 6 Hz filter, 0.5–1.6 s, 67 frames); for the long trial the 67 frames are repeated (times too, so
 that OpenSim's external forces see the same loads). Float64, CPU. Rows, per number of frames:
 
-- ``jaxbio jit(vmap)``: ``jax.jit(jax.vmap(jb.io.generalized_forces, (None, 0)))`` on every frame
+- ``jaxbio jit(vmap)``: ``jax.jit(jax.vmap(jb.tools.generalized_forces, (None, 0)))`` on every frame
   at once, the reference of the ratios;
-- ``jaxbio jit, Python loop``: ``jax.jit(jb.io.generalized_forces)`` called frame by frame (the
+- ``jaxbio jit, Python loop``: ``jax.jit(jb.tools.generalized_forces)`` called frame by frame (the
   per-frame inputs made beforehand), on at most ``--loop-frames`` frames, per frame;
 - ``OpenSim InverseDynamicsSolver, Python loop``: OpenSim's own solver on the same frames, the
   model with its ExternalLoads and its muscles disabled (as the tool's ``forces_to_exclude``):
@@ -22,7 +22,7 @@ that OpenSim's external forces see the same loads). Float64, CPU. Rows, per numb
 - ``∂/∂masses``: ``jax.jit(jax.grad(...))`` of the sum of squared pelvis residuals with respect
   to every segment mass (reverse mode, one scalar), and ``jax.jit(jax.jacfwd(...))`` of every
   generalised force with respect to every mass (forward mode, ``(T, 23, 27)``);
-- on the 67 frames, the two tools from the files: ``jb.io.inverse_dynamics_tool`` (cold: the first
+- on the 67 frames, the two tools from the files: ``jb.tools.inverse_dynamics_tool`` (cold: the first
   call, compilation included; warm: again, the compiled code cached) and OpenSim's
   ``InverseDynamicsTool(setup).run()`` (reads, filters, splines, solves, writes its .sto).
 
@@ -142,14 +142,14 @@ class OpenSimSolver:
 def bench_frames(model, inputs, solver, loop_frames: int) -> dict:
     T = inputs.n_frames
     rows = []
-    batched = jax.jit(jax.vmap(jb.io.generalized_forces, (None, 0)))
+    batched = jax.jit(jax.vmap(jb.tools.generalized_forces, (None, 0)))
     compile_s = compile_seconds(batched, model, inputs)
     tau = np.asarray(jax.block_until_ready(batched(model, inputs)))
     t_vmap = best_time(lambda: jax.block_until_ready(batched(model, inputs)))
     rows.append(("jaxbio jit(vmap(generalized_forces))", T, t_vmap, compile_s, 1.0))
 
     n = min(T, loop_frames)
-    one = jax.jit(jb.io.generalized_forces)
+    one = jax.jit(jb.tools.generalized_forces)
     compile_s = compile_seconds(one, model, inputs.frame(0))
     frames = [jax.device_put(inputs.frame(i)) for i in range(n)]
 
@@ -174,7 +174,7 @@ def bench_frames(model, inputs, solver, loop_frames: int) -> dict:
     grad = jax.jit(
         jax.grad(
             lambda m, x: jnp.sum(
-                jax.vmap(jb.io.generalized_forces, (None, 0))(with_masses(model, m), x)[:, pelvis] ** 2
+                jax.vmap(jb.tools.generalized_forces, (None, 0))(with_masses(model, m), x)[:, pelvis] ** 2
             )
         )
     )
@@ -184,7 +184,7 @@ def bench_frames(model, inputs, solver, loop_frames: int) -> dict:
     t = best_time(lambda: jax.block_until_ready(grad(*args)))
     rows.append(("∂/∂masses: jit(grad(Σ pelvis residual²))", T, t, compile_s, t / t_vmap))
 
-    jac = jax.jit(jax.jacfwd(lambda m, x: jax.vmap(jb.io.generalized_forces, (None, 0))(with_masses(model, m), x)))
+    jac = jax.jit(jax.jacfwd(lambda m, x: jax.vmap(jb.tools.generalized_forces, (None, 0))(with_masses(model, m), x)))
     compile_s = compile_seconds(jac, *args)
     jax.block_until_ready(jac(*args))
     t = best_time(lambda: jax.block_until_ready(jac(*args)))
@@ -199,10 +199,10 @@ def bench_tools(osim, work: Path, model_path: Path) -> list:
     rows = []
     setup = dict(external_loads=DATA / LOADS, lowpass_hz=6.0, start=0.5, end=1.6)
     t0 = time.perf_counter()
-    table = jb.io.inverse_dynamics_tool(model_path, DATA / MOTION, **setup)
+    table = jb.tools.inverse_dynamics_tool(model_path, DATA / MOTION, **setup)
     cold = time.perf_counter() - t0
     t0 = time.perf_counter()
-    jb.io.inverse_dynamics_tool(model_path, DATA / MOTION, **setup)
+    jb.tools.inverse_dynamics_tool(model_path, DATA / MOTION, **setup)
     warm = time.perf_counter() - t0
     ref = None
     if osim is not None:
@@ -225,8 +225,8 @@ def bench_tools(osim, work: Path, model_path: Path) -> list:
         ref = min(times)
         rows.append(("OpenSim InverseDynamicsTool(setup).run()", table.time.size, ref, None, 1.0))
     ratio = (lambda t: t / ref) if ref else (lambda t: None)
-    rows.append(("jb.io.inverse_dynamics_tool, first call (compiles)", table.time.size, cold, None, ratio(cold)))
-    rows.append(("jb.io.inverse_dynamics_tool, again (compiled)", table.time.size, warm, None, ratio(warm)))
+    rows.append(("jb.tools.inverse_dynamics_tool, first call (compiles)", table.time.size, cold, None, ratio(cold)))
+    rows.append(("jb.tools.inverse_dynamics_tool, again (compiled)", table.time.size, warm, None, ratio(warm)))
     return rows
 
 
@@ -264,7 +264,7 @@ def common_rows(sizes: list, tools: list) -> list[dict]:
                 peer_seconds=None if peer is None else peer[2] / T,
             )
         )
-    mine, peer = find(tools, "jb.io.inverse_dynamics_tool, again"), find(tools, "OpenSim InverseDynamicsTool")
+    mine, peer = find(tools, "jb.tools.inverse_dynamics_tool, again"), find(tools, "OpenSim InverseDynamicsTool")
     if mine is not None:
         common.append(
             row(
@@ -296,7 +296,7 @@ def main(argv=None) -> int:
 
     out = {"machine": machine(**versions), "load_start": load_average(), "repeats": REPEATS, "sizes": []}
     model = jb.io.load_osim(DATA / "subject01.osim", dtype=jnp.float64)
-    inputs = jb.io.prepare_inverse_dynamics(
+    inputs = jb.tools.prepare_inverse_dynamics(
         model, DATA / MOTION, external_loads=DATA / LOADS, lowpass_hz=6.0, start=0.5, end=1.6
     )
     with tempfile.TemporaryDirectory() as tmp:

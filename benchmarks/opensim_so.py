@@ -6,19 +6,19 @@ same run.
     python benchmarks/opensim_so.py --tile 10 --json out.json   # and 610 (the trial tiled 10×)
 
 arm26 (tests/io/data/arm26_id: 2 coordinates, 6 Thelen2003 muscles over 4 wrap surfaces) prepared
-as OpenSim's AnalyzeTool prepares it (`jaxbio.io.prepare_static_optimization`: 6 Hz filter,
+as OpenSim's AnalyzeTool prepares it (`jaxbio.tools.prepare_static_optimization`: 6 Hz filter,
 0.25–0.75 s, 61 frames). Float64, CPU. Rows:
 
-- ``jaxbio jit(vmap)``: ``jax.jit(jax.vmap(jb.io.solve_static_optimization, (None, 0)))`` on every
+- ``jaxbio jit(vmap)``: ``jax.jit(jax.vmap(jb.tools.solve_static_optimization, (None, 0)))`` on every
   frame at once (geometry with wrapping, F̂, inverse dynamics, the interior point and its polish),
   the reference of the ratios;
-- ``jaxbio jit, Python loop``: ``jax.jit(jb.io.solve_static_optimization)`` frame by frame, per frame;
+- ``jaxbio jit, Python loop``: ``jax.jit(jb.tools.solve_static_optimization)`` frame by frame, per frame;
 - ``∂Σa/∂l⁰``: ``jax.jit(jax.grad(...))`` of the sum of all activations with respect to the six
   optimal fibre lengths (implicit differentiation through every frame's optimum);
 - ``OpenSim AnalyzeTool``: ``AnalyzeTool(setup).run()`` on the 61 frames (reads, filters,
   splines, IPOPT per frame, writes), on a copy of the model with min_control and
   minimum_activation 0.01 (OpenSim 4.6 refuses the file's 0 and 1e-5), and
-  ``jb.io.static_optimization_tool`` on the same file (cold: compilation included; warm).
+  ``jb.tools.static_optimization_tool`` on the same file (cold: compilation included; warm).
 
 Times are best of 5 (at least 0.05 s each) after a warm-up; ``ratio`` is the row's time over the
 reference's. Compare the ratios of one run; absolute times on a shared machine mean little.
@@ -95,7 +95,7 @@ def main(argv=None) -> int:
         (work / "arm26.osim").write_text(text)
         for f in ("arm26_InverseKinematics.mot", "arm26_Setup_StaticOptimization.xml"):
             shutil.copy(DATA / f, work / f)
-        model, inputs = jb.io.prepare_static_optimization(
+        model, inputs = jb.tools.prepare_static_optimization(
             work / "arm26.osim",
             work / "arm26_InverseKinematics.mot",
             lowpass_hz=6.0,
@@ -103,8 +103,8 @@ def main(argv=None) -> int:
             end=0.75,
             dtype=jnp.float64,
         )
-        batch = jax.jit(jax.vmap(jb.io.solve_static_optimization, (None, 0)))
-        one = jax.jit(jb.io.solve_static_optimization)
+        batch = jax.jit(jax.vmap(jb.tools.solve_static_optimization, (None, 0)))
+        one = jax.jit(jb.tools.solve_static_optimization)
         rows = []
         for k in sorted({1, args.tile}):
             trial = inputs if k == 1 else jax.tree_util.tree_map(lambda x: jnp.concatenate([x] * k), inputs)
@@ -124,7 +124,7 @@ def main(argv=None) -> int:
 
                 def total(lopt):
                     m = eqx.tree_at(lambda m: m.muscles.thelen.optimal_fiber_length, model, lopt)
-                    return jnp.sum(jax.vmap(jb.io.solve_static_optimization, (None, 0))(m, trial).activations)
+                    return jnp.sum(jax.vmap(jb.tools.solve_static_optimization, (None, 0))(m, trial).activations)
 
                 grad = jax.jit(jax.grad(total))
                 lopt = model.muscles.thelen.optimal_fiber_length
@@ -134,7 +134,7 @@ def main(argv=None) -> int:
                 t_grad = best_time(lambda: jax.block_until_ready(grad(lopt)))
                 rows.append(row("∂Σa/∂l⁰ (reverse mode, all frames)", T, t_grad, t_batch, first - t_grad))
                 t0 = time.perf_counter()
-                jb.io.static_optimization_tool(
+                jb.tools.static_optimization_tool(
                     work / "arm26.osim",
                     work / "arm26_InverseKinematics.mot",
                     lowpass_hz=6.0,
@@ -144,7 +144,7 @@ def main(argv=None) -> int:
                 )
                 cold = time.perf_counter() - t0
                 t0 = time.perf_counter()
-                tables = jb.io.static_optimization_tool(
+                tables = jb.tools.static_optimization_tool(
                     work / "arm26.osim",
                     work / "arm26_InverseKinematics.mot",
                     lowpass_hz=6.0,
@@ -166,8 +166,8 @@ def main(argv=None) -> int:
                     out["max_abs_activation_diff_opensim"] = diff
                 else:
                     t_os = None
-                tool_rows.append(row("jb.io.static_optimization_tool, cold", T, cold, t_os))
-                tool_rows.append(row("jb.io.static_optimization_tool, warm", T, warm, t_os))
+                tool_rows.append(row("jb.tools.static_optimization_tool, cold", T, cold, t_os))
+                tool_rows.append(row("jb.tools.static_optimization_tool, warm", T, warm, t_os))
             print(f"\narm26, {T} frames" + ("" if k == 1 else f" (the 61 frames × {k})"))
             print_rows(rows)
             out[f"frames_{T}"] = rows
@@ -192,7 +192,7 @@ def main(argv=None) -> int:
         if r["operation"] == "jaxbio jit(vmap)"
     ]
     by = {r["operation"]: r for r in tool_rows}
-    warm, peer = by["jb.io.static_optimization_tool, warm"], by.get("OpenSim AnalyzeTool (StaticOptimization)")
+    warm, peer = by["jb.tools.static_optimization_tool, warm"], by.get("OpenSim AnalyzeTool (StaticOptimization)")
     out["rows"].append(
         common_row(
             "static optimisation tool from the files, warm",

@@ -12,10 +12,10 @@ ScaleTool setup, the walk's ``.trc`` and IK setup, its ground reactions and the 
 default run is short: IK, ID and SO over the first ``--frames 8`` frames of the IK setup's time
 range (60 Hz); the scaling uses the whole static trial as the setup says.
 
-1. **Python.** `jaxbio.io.scale_tool` (the scaled model, markers placed),
-   `jaxbio.io.inverse_kinematics_tool` (the IK setup's marker weights),
-   `jaxbio.io.inverse_dynamics_tool` (ground reactions, 6 Hz low-pass),
-   `jaxbio.io.static_optimization_tool` (the 54 muscles plus the pipeline's reserve actuators,
+1. **Python.** `jaxbio.tools.scale_tool` (the scaled model, markers placed),
+   `jaxbio.tools.inverse_kinematics_tool` (the IK setup's marker weights),
+   `jaxbio.tools.inverse_dynamics_tool` (ground reactions, 6 Hz low-pass),
+   `jaxbio.tools.static_optimization_tool` (the 54 muscles plus the pipeline's reserve actuators,
    ``gait2354_CMC_Actuators.xml``).
 2. **Setups.** The same four steps as one session; the example writes the setups into
    ``WORKDIR/session`` (the pipeline's Scale, IK and ID setups with the short time range, and a
@@ -30,7 +30,7 @@ range (60 Hz); the scaling uses the whole static trial as the setup says.
    writes ``subject01_walk1_ik.mot``, which ID and SO read. The session's results equal the
    Python ones (checked at the end).
 
-``--joint-fit`` adds, after step 1, `jaxbio.io.joint_fit`: scales, marker offsets and the walk's
+``--joint-fit`` adds, after step 1, `jaxbio.tools.joint_fit`: scales, marker offsets and the walk's
 coordinates fitted together, started at the ScaleTool's result, and its marker RMS against
 Scale-then-IK's (``--frames 0 --joint-fit``: the whole walk, a few minutes).
 """
@@ -124,13 +124,8 @@ def set_text(path: Path, tag: str, text: str) -> None:
 
 def python_pipeline(folder: Path, start: float, end: float) -> dict:
     """Scale, IK, ID and SO with jaxbio's functions; returns their tables."""
-    from jaxbio.io import (
-        inverse_dynamics_tool,
-        inverse_kinematics_tool,
-        scale_tool,
-        static_optimization_tool,
-        write_sto,
-    )
+    from jaxbio.tools import inverse_dynamics_tool, inverse_kinematics_tool, scale_tool, static_optimization_tool
+    from jaxbio.io import write_sto
     from jaxbio.tools import read_ik_tasks
 
     cwd = os.getcwd()
@@ -182,9 +177,9 @@ def python_pipeline(folder: Path, start: float, end: float) -> dict:
 
 def joint_fit(folder: Path, scaled, start: float, end: float, reference_rms) -> None:
     """Beyond OpenSim: the scale factors, marker offsets and the walk's coordinates fitted
-    together (`jaxbio.io.joint_fit`), started at (and regularised towards) the ScaleTool's result,
+    together (`jaxbio.tools.joint_fit`), started at (and regularised towards) the ScaleTool's result,
     so that its start is Scale-then-IK."""
-    from jaxbio.io import joint_fit, model_scaling, prepare_inverse_kinematics
+    from jaxbio.tools import joint_fit, model_scaling, prepare_inverse_kinematics
     from jaxbio.tools import read_ik_tasks
 
     scaling = model_scaling(folder / "gait2354_simbody.osim", marker_set=folder / "gait2354_Scale_MarkerSet.xml")

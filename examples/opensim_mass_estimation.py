@@ -3,7 +3,7 @@
     python examples/opensim_mass_estimation.py
 
 OpenSim's gait case subject01 (23 coordinates, ground reactions under both feet, 67 frames) as
-`jaxbio.io.inverse_dynamics_tool` runs it, split into `prepare_inverse_dynamics` (files and
+`jaxbio.tools.inverse_dynamics_tool` runs it, split into `prepare_inverse_dynamics` (files and
 splines, once) and `generalized_forces` (pure, differentiable in the model). The six pelvis
 coordinates are unactuated: their generalised forces are the *residuals*, the wrench the
 ground reactions fail to explain, which OpenSim's RRA reduces by adjusting the torso's mass.
@@ -37,7 +37,7 @@ DATA = Path(__file__).resolve().parents[1] / "tests" / "io" / "data" / "subject0
 
 # 1. the model and the trial's frames (coordinates filtered at 6 Hz, ground reactions at each frame)
 model = jb.io.load_osim(DATA / "subject01.osim")
-inputs = jb.io.prepare_inverse_dynamics(
+inputs = jb.tools.prepare_inverse_dynamics(
     model,
     DATA / "subject01_walk1_ik.mot",
     external_loads=DATA / "subject01_walk1_grf.xml",
@@ -68,7 +68,7 @@ def scaled(log_factors):
     )
 
 
-trial = jax.vmap(jb.io.generalized_forces, (None, 0))  # (frames, coordinates) N·m / N
+trial = jax.vmap(jb.tools.generalized_forces, (None, 0))  # (frames, coordinates) N·m / N
 
 
 def residuals(log_factors):

@@ -5,10 +5,13 @@ shipped model's name or an OpenSim ``.osim``), `save_model`, `SegmentTree`,
 `forward_kinematics`, `inverse_dynamics`, `segment_wrenches`, `mass_matrix`, `bias_forces`,
 `gravity_forces`, `forward_dynamics`, `kinetic_energy`, `potential_energy`, `center_of_mass`,
 and the `quaternion` and `configuration` (``q ⊕ dq`` for ball and free joints) modules;
-`coordinates` (coupled model coordinates, `coordinates.CoordinateMap`); `jb.io` (imported on first
-use) reads OpenSim models (``io.load_osim``), reads and writes motion files (.mot/.sto, .trc,
-C3D) and processes coordinates as OpenSim's inverse dynamics does; `jb.tools` runs OpenSim's own setup
-files (``tools.run``: one, or a whole session of trials, as ``jaxbio run-tool``). Every
+`coordinates` (coupled model coordinates, `coordinates.CoordinateMap`); `jb.forces` (OpenSim's
+ForceSet, muscles included, as functions of the coordinates) and `jb.markers` (a model's markers);
+`jb.io` (imported on first use) reads and writes models (``io.load_osim``) and motion files
+(.mot/.sto, .trc, C3D) in numpy; `jb.tools`, the top layer, holds OpenSim's tools (inverse
+dynamics, static optimisation, inverse kinematics, scaling, the processing of coordinates) and
+runs OpenSim's own setup files (``tools.run``: one, or a whole session of trials, as ``jaxbio
+run-tool``). Every
 function is a pure function of one sample; batch with `jax.vmap`, or with `batch` (``jb.batch``,
 imported on first use), which also splits the batch over every device (`jaxbio.batching`). Importing jaxbio changes no
 global JAX configuration: enable float64 yourself with ``jax.config.update("jax_enable_x64",
@@ -41,7 +44,19 @@ from jaxbio._lazy import attach  # noqa: E402
 __getattr__, __dir__ = attach(
     __name__,
     globals(),
-    submodules=("batching", "coordinates", "estimation", "io", "learning", "papers", "plot", "simulation", "tools"),
+    submodules=(
+        "batching",
+        "coordinates",
+        "estimation",
+        "forces",
+        "io",
+        "learning",
+        "markers",
+        "papers",
+        "plot",
+        "simulation",
+        "tools",
+    ),
     exports={
         "batch": "batching",
         "FixedGrid": "simulation",
@@ -71,6 +86,7 @@ __all__ = [
     "configuration",
     "coordinates",
     "estimation",
+    "forces",
     "io",
     "learning",
     "muscles",
@@ -82,6 +98,7 @@ __all__ = [
     "inverse_dynamics",
     "kinetic_energy",
     "load_model",
+    "markers",
     "mass_matrix",
     "potential_energy",
     "quaternion",

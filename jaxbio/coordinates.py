@@ -69,6 +69,7 @@ __all__ = [
     "locked_mask",
     "coordinate_sections",
     "from_sections",
+    "enforce_coordinates",
 ]
 
 
@@ -384,3 +385,22 @@ def locked_mask(cmap: CoordinateMap, locked) -> np.ndarray:
             f"or coordinate names, got {locked!r}"
         )
     return np.asarray(items, dtype=bool)
+
+
+def enforce_coordinates(model, c: Float[ArrayLike, " nc"]) -> Float[Array, " nc"]:
+    """Coordinate values ``c`` ``(nc,)`` as OpenSim sets them with constraints enforced
+    (``Coordinate::setValue(state, value, enforceConstraints=true)`` for each coordinate): a
+    ``clamped`` coordinate is pulled into its ``range``, a ``locked`` one keeps its lock value (the
+    coordinate's ``default_value``: OpenSim's lock is a ``PrescribedMotion`` at that constant,
+    and a locked coordinate refuses new values). Pure; `jax.vmap` over frames, `jax.grad` (the
+    gradient is 0 through a clamp at its bound and through a lock).
+
+    ``model``: a `jaxbio.Model` (its ``defaults``, ``ranges``, ``clamped``, ``locked``); ``c``
+    ``(nc,)`` rad / m in the model's coordinates; returns ``(nc,)``."""
+    c = as_shape(
+        c, (model.coordinates.nc,), "c", f" (the coordinates {', '.join(model.coordinate_names)})", like=model.defaults
+    )
+    locked = np.asarray(model.locked, dtype=bool)
+    clamped = np.asarray(model.clamped, dtype=bool) & ~locked
+    c = jnp.where(clamped, jnp.clip(c, model.ranges[:, 0], model.ranges[:, 1]), c)
+    return jnp.where(locked, model.defaults, c)

@@ -72,14 +72,14 @@ class Model(eqx.Module):
       refuses, other ``<components>``); empty when the model is loaded whole.
       ``load_model(..., strict=True)`` refuses a model where it is not empty.
     - ``path`` (static): the file read (the tree's name for a model built in memory).
-    - ``forces``: the `jaxbio.io.OsimForces` imported from the ForceSet (coordinate limit forces,
+    - ``forces``: the `jaxbio.forces.OsimForces` imported from the ForceSet (coordinate limit forces,
       springs, coordinate, point and torque actuators; see `jaxbio.forces._osim_forces`); empty for
       a model read from ``.json``, ``None`` for one built by `Model.from_tree` (no forces).
-    - ``muscles``: the `jaxbio.io.OsimMuscles` (Thelen2003Muscle and
+    - ``muscles``: the `jaxbio.forces.OsimMuscles` (Thelen2003Muscle and
       Millard2012EquilibriumMuscle: paths with wrap objects, conditional and moving points, and
       the muscle models; see `jaxbio.forces._osim_muscles`), or ``None`` when the file has none.
-    - ``markers``: the `jaxbio.io.OsimMarkers` of the MarkerSet (names, frames, locations;
-      `jaxbio.io.marker_positions` gives their world positions at ``c``), or ``None`` when the
+    - ``markers``: the `jaxbio.markers.OsimMarkers` of the MarkerSet (names, frames, locations;
+      `jaxbio.markers.marker_positions` gives their world positions at ``c``), or ``None`` when the
       file has none.
     """
 

@@ -283,7 +283,7 @@ def test_options_refuse_their_exclusive_edges(argv, message, capsys):
 @settings(max_examples=40, deadline=None)
 @given(dt=st.floats(1e-4, 1.0), fraction=st.floats(0.9 * (1 + 1e-12), 1e6))  # above, beyond rounding
 def test_lowpass_iir_refuses_every_cutoff_above_the_bound(dt, fraction):
-    from jaxbio.io import lowpass_iir
+    from jaxbio.tools import lowpass_iir
 
     with pytest.raises(ValueError, match="Nyquist"):
         lowpass_iir(np.zeros(8), dt, fraction * 0.5 / dt)
@@ -292,7 +292,7 @@ def test_lowpass_iir_refuses_every_cutoff_above_the_bound(dt, fraction):
 @settings(max_examples=20, deadline=None)
 @given(dt=st.floats(1e-4, 1.0), fraction=st.floats(1e-3, 0.9))
 def test_lowpass_iir_accepts_cutoffs_up_to_the_inclusive_bound(dt, fraction):
-    from jaxbio.io import lowpass_iir
+    from jaxbio.tools import lowpass_iir
 
     t = np.arange(64) * dt
     x = np.sin(2 * np.pi * 0.01 / dt * t)  # a slow sine: the filter keeps it
@@ -303,7 +303,8 @@ def test_lowpass_iir_accepts_cutoffs_up_to_the_inclusive_bound(dt, fraction):
 @settings(max_examples=5, deadline=None)  # the samples' Nyquist frequency: 60.000024 Hz (Δt = 0.00833333 s)
 @given(fraction=st.floats(0.9 * (1 + 1e-6), 2.0))
 def test_process_coordinates_refuses_cutoffs_near_nyquist(fraction):
-    from jaxbio.io import process_coordinates, read_storage
+    from jaxbio.tools import process_coordinates
+    from jaxbio.io import read_storage
 
     table = read_storage(MOTION).select(["r_shoulder_elev", "r_elbow_flex"])
     with pytest.raises(ValueError, match=r"lowpass_hz = .* Nyquist frequency of the samples, 60 Hz"):
@@ -311,7 +312,8 @@ def test_process_coordinates_refuses_cutoffs_near_nyquist(fraction):
 
 
 def test_the_cutoff_bound_is_inclusive_and_sane():
-    from jaxbio.io import process_coordinates, read_storage
+    from jaxbio.tools import process_coordinates
+    from jaxbio.io import read_storage
 
     table = read_storage(MOTION).select(["r_shoulder_elev", "r_elbow_flex"])
     raw = process_coordinates(table, rotational=True)

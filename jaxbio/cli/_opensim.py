@@ -3,14 +3,14 @@
 ``jaxbio run-tool SETUP.xml`` and ``jaxbio animate``: OpenSim's inverse dynamics and static
 optimisation on jaxbio, and stick-figure animations.
 
-``inverse-dynamics`` with ``--motion`` runs `jaxbio.io.inverse_dynamics_tool` (OpenSim's
+``inverse-dynamics`` with ``--motion`` runs `jaxbio.tools.inverse_dynamics_tool` (OpenSim's
 ``InverseDynamicsTool``) and writes OpenSim's ``.sto`` (``--output``) or prints the table; without
 ``--motion`` it shows a shipped model's joint torques over a synthetic swing (the former
 ``jaxbio id``, `cmd_id` below). ``run-tool`` reads an OpenSim setup file as OpenSim users
 write them (``InverseDynamicsTool``, or an ``AnalyzeTool`` with an ``InverseDynamics`` or a
 ``StaticOptimization`` analysis, written as OpenSim names its results:
 ``<name>_StaticOptimization_force.sto`` and ``_activation.sto`` in the results directory), paths
-relative to the setup file. ``static-optimization`` runs `jaxbio.io.static_optimization_tool`. Model forces: ``--forces-to-exclude`` (default
+relative to the setup file. ``static-optimization`` runs `jaxbio.tools.static_optimization_tool`. Model forces: ``--forces-to-exclude`` (default
 ``muscles``), the setup's ``<forces_to_exclude>`` (none when absent, as OpenSim), and for an
 AnalyzeTool what its InverseDynamics analysis keeps (``<replace_force_set>``, default true: no
 model forces; else every force but the actuators). Bad input: one line on stderr, exit 2.
@@ -221,7 +221,8 @@ def cmd_animate(args) -> int:
 
     from jaxbio import coordinates
     from jaxbio._files import check_outputs, write_outputs
-    from jaxbio.io import load_model, process_coordinates, read_storage
+    from jaxbio.io import load_model, read_storage
+    from jaxbio.tools import process_coordinates
     from jaxbio.plot import animate
 
     (out,) = check_outputs([("--output", args.output)], [args.model, args.motion])

@@ -1,5 +1,5 @@
 """One frame of static optimisation, for the packages that build on it: OpenSim's tool
-(`jaxbio.io.static_optimization_tool`) and the learned estimators (`jaxbio.learning.estimators`).
+(`jaxbio.tools.static_optimization_tool`) and the learned estimators (`jaxbio.learning.estimators`).
 
 Everything here is defined in `jaxbio.estimation._static_optimization` (beside the batched solver
 that uses the same pieces); this module is their public name outside `jaxbio.estimation`:

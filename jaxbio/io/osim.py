@@ -83,24 +83,24 @@ OpenSim does). Each tree coordinate is a function of one OpenSim coordinate
 the others solve the reduced system) and `enforce_coordinates`; ``clamped`` coordinates are pulled
 into their range when a value is set with constraints enforced (``Coordinate.setValue``) —
 `enforce_coordinates`. OpenSim's inverse dynamics ignores both (``InverseDynamicsSolver``:
-``calcResidualForceIgnoringConstraints``), and so does `jaxbio.io.inverse_dynamics_tool`; its
+``calcResidualForceIgnoringConstraints``), and so does `jaxbio.tools.inverse_dynamics_tool`; its
 static optimisation solves only the coordinates that are neither locked nor prescribed, and so
-does `jaxbio.io.static_optimization_tool`. Prescribed motion (``prescribed_function``) is
+does `jaxbio.tools.static_optimization_tool`. Prescribed motion (``prescribed_function``) is
 recorded, not imported.
 
 **Forces** (`Model.forces`, `jaxbio.forces._osim_forces`): the ForceSet's CoordinateLimitForces,
 SpringGeneralizedForces, PointToPointSprings, BushingForces, HuntCrossleyForces, PathSprings,
 CoordinateActuators, PointActuators, TorqueActuators and PathActuators, with OpenSim's formulas
-(`jaxbio.io.passive_forces`, `jaxbio.io.actuator_matrix`); paths as the muscles'
+(`jaxbio.forces.passive_forces`, `jaxbio.forces.actuator_matrix`); paths as the muscles'
 (`jaxbio.forces._osim_paths`).
 
 **Muscles** (`Model.muscles`, `jaxbio.forces._osim_muscles`): the ForceSet's enabled
 Thelen2003Muscles and Millard2012EquilibriumMuscles, with their paths (fixed, conditional and
 moving points; the bodies' wrap objects and each path's PathWraps) on the tree, as functions of
-OpenSim's coordinates (`jaxbio.io.muscle_lengths`, ``muscle_moment_arms`` …).
+OpenSim's coordinates (`jaxbio.forces.muscle_lengths`, ``muscle_moment_arms`` …).
 
 **Markers** (`Model.markers`, `jaxbio.markers`): the MarkerSet's ``Marker`` s on
-their frames (4.x ``socket_parent_frame``, 3.x ``body``); `jaxbio.io.marker_positions`.
+their frames (4.x ``socket_parent_frame``, 3.x ``body``); `jaxbio.markers.marker_positions`.
 
 **Coordinate couplers** (``CoordinateCouplerConstraint``, one independent coordinate): the
 dependent coordinate ``d = s · g(c_i)`` (``scale_factor`` ``s``, ``coupled_coordinates_function``
@@ -141,13 +141,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from collections.abc import Sequence
 
-import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import quaternion as quat
 from jaxbio._files import read_bytes, text_encoding
-from jaxbio._validate import as_shape, model_dtype, to_device
+from jaxbio._validate import model_dtype, to_device
 from jaxbio.coordinates import CoordinateMap, Piecewise
 from jaxbio import _osim_functions as fn
 from jaxbio.model import Model
@@ -159,7 +157,7 @@ from jaxbio.tree import SegmentTree
 if TYPE_CHECKING:
     pass
 
-__all__ = ["Model", "load_osim", "enforce_coordinates"]
+__all__ = ["Model", "load_osim"]
 
 GRAVITY = (0.0, -9.80665, 0.0)  # OpenSim's default gravity, m/s²
 DEFAULT_RANGE = (-10.0, 10.0)  # OpenSim's default coordinate range
@@ -187,22 +185,6 @@ IGNORED_SETS = (
     "ProbeSet",
     "ComponentSet",
 )
-
-
-def enforce_coordinates(model: Model, c: Float[ArrayLike, " nc"]) -> Float[Array, " nc"]:
-    """Coordinate values ``c`` ``(nc,)`` as OpenSim sets them with constraints enforced
-    (``Coordinate::setValue(state, value, enforceConstraints=true)`` for each coordinate): a
-    ``clamped`` coordinate is pulled into its ``range``, a ``locked`` one keeps its lock value (the
-    coordinate's ``default_value``: OpenSim's lock is a ``PrescribedMotion`` at that constant,
-    and a locked coordinate refuses new values). Pure; `jax.vmap` over frames, `jax.grad` (the
-    gradient is 0 through a clamp at its bound and through a lock)."""
-    c = as_shape(
-        c, (model.coordinates.nc,), "c", f" (the coordinates {', '.join(model.coordinate_names)})", like=model.defaults
-    )
-    locked = np.asarray(model.locked, dtype=bool)
-    clamped = np.asarray(model.clamped, dtype=bool) & ~locked
-    c = jnp.where(clamped, jnp.clip(c, model.ranges[:, 0], model.ranges[:, 1]), c)
-    return jnp.where(locked, model.defaults, c)
 
 
 # ---- small numpy helpers --------------------------------------------------------------------

@@ -7,7 +7,7 @@ and a model's and trial length's programs traced and compiled once (`jaxbio._aot
 trial of the session. ``jaxbio run-tool`` is this function from the shell. The single jobs
 (`inverse_kinematics_job`, `inverse_dynamics_job`, `static_optimization_job`) are also what
 ``jaxbio inverse-kinematics``, ``jaxbio inverse-dynamics --motion`` and ``jaxbio
-static-optimization`` run; `jaxbio.io.read_ik_tasks` reads an ``IKTaskSet``.
+static-optimization`` run; `jaxbio.tools.read_ik_tasks` reads an ``IKTaskSet``.
 
 Everything computes in float64 (OpenSim's double precision), inside ``jax.enable_x64``: the
 process's own JAX configuration is left as it is.
@@ -77,7 +77,7 @@ class ToolRun:
       ``"activations"`` (static optimisation).
     - ``files``: the files written, by the name of the table each holds.
     - ``warnings``: the warnings the run gave (also issued as Python warnings).
-    - ``matched``: the `jaxbio.io.InputMatch` of the run: the coordinates read from the motion's
+    - ``matched``: the `jaxbio.tools.InputMatch` of the run: the coordinates read from the motion's
       columns, those held at a value for want of one (and the value), the columns not read, the
       data columns of each external force (None for a run that prepared no inputs).
     """
@@ -111,7 +111,7 @@ def inverse_dynamics_job(
     output=None,
     progress: Callable[[str], None] | None = None,
 ) -> ToolRun:
-    """OpenSim's ``InverseDynamicsTool`` on files (`jaxbio.io.inverse_dynamics_tool` in float64):
+    """OpenSim's ``InverseDynamicsTool`` on files (`jaxbio.tools.inverse_dynamics_tool` in float64):
     the generalised forces, written to ``output`` (OpenSim's ``.sto``) when given. The output is
     checked to be writable before any work. Returns a `ToolRun` (``tables["generalized_forces"]``);
     the tool's warnings (e.g. a ``forces_to_exclude`` word that matches nothing) are issued and kept
@@ -144,7 +144,7 @@ def inverse_dynamics_job(
 def _recorded(fn, *args, **kwargs):
     """``(result, warnings, matched)`` of ``fn(*args, **kwargs)`` run with float64 enabled: the
     messages of the warnings it issued (recorded, then issued again under the caller's own
-    filters) and the last `jaxbio.io.InputMatch` of the inputs it prepared (None when none)."""
+    filters) and the last `jaxbio.tools.InputMatch` of the inputs it prepared (None when none)."""
     import jax
 
     from jaxbio.tools._inverse_dynamics import recording_matches
@@ -170,7 +170,7 @@ def inverse_kinematics_job(
     output_errors=None,
     progress: Callable[[str], None] | None = None,
 ) -> ToolRun:
-    """OpenSim's ``InverseKinematicsTool`` on files (`jaxbio.io.inverse_kinematics_tool` in
+    """OpenSim's ``InverseKinematicsTool`` on files (`jaxbio.tools.inverse_kinematics_tool` in
     float64): the coordinates written to ``output`` (OpenSim's ``.mot``, degrees) and the marker
     errors to ``output_errors`` (``_ik_marker_errors.sto``) when given, checked writable before any
     work. ``tasks``: an ``IKTaskSet`` file or ``(marker_weights, coordinate_tasks)`` (`read_ik_tasks`);
@@ -235,7 +235,7 @@ def static_optimization_job(
     progress: Callable[[str], None] | None = None,
     step_interval: int = 1,
 ) -> ToolRun:
-    """OpenSim's static optimisation on files (`jaxbio.io.static_optimization_tool` in float64):
+    """OpenSim's static optimisation on files (`jaxbio.tools.static_optimization_tool` in float64):
     forces and activations, written to ``output_forces`` / ``output_activations`` when given
     (checked writable before any work). Returns a `ToolRun` (``tables["forces"]``,
     ``tables["activations"]``); the tool's warnings are re-issued and kept in ``warnings``."""
@@ -604,7 +604,7 @@ def _run_inverse_kinematics(setup, tool, path, number, results, name, progress) 
     if flags["report_marker_locations"]:
         warnings.warn(
             f"{setup}: <report_marker_locations> true: jaxbio does not write "
-            f"{name}_ik_model_marker_locations.sto (jaxbio.io.marker_positions gives them)",
+            f"{name}_ik_model_marker_locations.sto (jaxbio.markers.marker_positions gives them)",
             stacklevel=3,
         )
     task_set = tool.find("IKTaskSet")
@@ -637,7 +637,7 @@ def _run_inverse_kinematics(setup, tool, path, number, results, name, progress) 
 
 
 def _run_scale(setup: Path, progress) -> ToolRun:
-    """`run_setup` for a ``ScaleTool`` (`jaxbio.io.scale_tool`): writes, relative to the setup's
+    """`run_setup` for a ``ScaleTool`` (`jaxbio.tools.scale_tool`): writes, relative to the setup's
     folder as OpenSim does, the ModelScaler's ``<output_model_file>`` (the scaled model) and
     ``<output_scale_file>`` (the applied ScaleSet), the MarkerPlacer's ``<output_model_file>``
     (the model with its markers placed), ``<output_marker_file>`` (its MarkerSet) and

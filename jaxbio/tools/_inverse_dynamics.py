@@ -15,9 +15,9 @@ What `inverse_dynamics_tool` does, in OpenSim's order (opensim-core
    (`external_load_data`) and applied to the bodies they name: force at its point, plus the free
    torque, each rotated to the world from the frame it is expressed in.
 3. generalised forces ``τ_c = J(c)ᵀ τ(q, q̇, q̈, external) − τ_forces(c, ċ)``
-   (`jaxbio.inverse_dynamics` of the `jaxbio.Model`, `jaxbio.io.passive_forces`), every frame at once:
+   (`jaxbio.inverse_dynamics` of the `jaxbio.Model`, `jaxbio.forces.passive_forces`), every frame at once:
    OpenSim subtracts the generalised force of every model force it applies, i.e. every force of
-   the ForceSet not excluded by ``forces_to_exclude`` (`jaxbio.io.applied_forces`: names, group
+   the ForceSet not excluded by ``forces_to_exclude`` (`jaxbio.forces.applied_forces`: names, group
    names, ``all``, ``actuators``, ``muscles``; DynamicsTool::disableModelForces). Actuators have
    zero controls in the tool (no controller), hence no force; CoordinateLimitForces,
    SpringGeneralizedForces and PointToPointSprings act. A force OpenSim would apply that jaxbio
@@ -205,7 +205,7 @@ _MATCHES: contextvars.ContextVar = contextvars.ContextVar("jaxbio_input_matches"
 
 @contextlib.contextmanager
 def recording_matches():
-    """A list that collects the `jaxbio.io.InputMatch` of the inputs prepared in the block (what
+    """A list that collects the `jaxbio.tools.InputMatch` of the inputs prepared in the block (what
     `jaxbio.tools`' jobs return as ``ToolRun.matched``)."""
     found: list = []
     token = _MATCHES.set(found)
@@ -341,9 +341,9 @@ def prepare_inverse_dynamics(
     the model's float type (``dtype``, as `load_model`), the argument of `generalized_forces`::
 
         model = jb.io.load_osim("subject01.osim")
-        inputs = jb.io.prepare_inverse_dynamics(model, "walk_ik.mot", external_loads="grf.xml",
+        inputs = jb.tools.prepare_inverse_dynamics(model, "walk_ik.mot", external_loads="grf.xml",
                                                 lowpass_hz=6.0, start=0.5, end=1.6)
-        trial = jax.jit(jax.vmap(jb.io.generalized_forces, (None, 0)))
+        trial = jax.jit(jax.vmap(jb.tools.generalized_forces, (None, 0)))
         tau = trial(model, inputs)                                    # (T, nc) N·m / N
         dmass = jax.grad(lambda m: jnp.sum(trial(m, inputs)[:, :6] ** 2))(model).tree.masses
 
@@ -414,8 +414,8 @@ def generalized_forces(model, inputs: InverseDynamicsInputs) -> Float[Array, " n
 
     Returns ``(nc,)`` N·m (rotational) / N, OpenSim's generalised forces in the model's
     coordinate order (``inputs.labels``), less the model's imported passive forces
-    (`jaxbio.io.passive_forces`: coordinate limits, springs; select them with
-    `jaxbio.io.applied_forces`). Pure: jit, vmap (over frames, or over models), grad and
+    (`jaxbio.forces.passive_forces`: coordinate limits, springs; select them with
+    `jaxbio.forces.applied_forces`). Pure: jit, vmap (over frames, or over models), grad and
     jacfwd work.
     """
     from jaxbio.forces import passive_forces
@@ -451,7 +451,7 @@ def inverse_dynamics_tool(
     - ``motion``: a `Table` or a ``.mot``/``.sto`` path of coordinates (IK output; degrees as the
       file says).
     - ``external_loads``: an ExternalLoads ``.xml`` path or `ExternalLoads`, or None.
-    - ``forces_to_exclude``: the model forces OpenSim leaves out (`jaxbio.io.applied_forces`; a
+    - ``forces_to_exclude``: the model forces OpenSim leaves out (`jaxbio.forces.applied_forces`; a
       string is split at white space like the setup file's ``<forces_to_exclude>``). Default
       ``("muscles",)``, what OpenSim's GUI and its example setups use (an InverseDynamicsTool
       whose setup has no ``<forces_to_exclude>`` excludes nothing; ``jaxbio run-tool`` follows
@@ -465,7 +465,7 @@ def inverse_dynamics_tool(
     Raises ``ValueError`` naming the file and column: a motion with none of the model's
     coordinates, a NaN in a used column, external loads naming unknown bodies or columns, or
     not covering the time range; and naming the forces, a model force OpenSim would apply that
-    jaxbio does not import (`jaxbio.io.applied_forces`).
+    jaxbio does not import (`jaxbio.forces.applied_forces`).
     """
     from jaxbio.forces import applied_forces
 

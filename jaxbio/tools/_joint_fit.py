@@ -4,11 +4,11 @@ one static pose, then inverse kinematics with everything else held).
 
 **The scaled model as a function of the scale factors** (`ModelScaling`, `model_scaling`).
 OpenSim scales every length of a body's frame componentwise by that body's factors ``s_b``
-``(3,)`` (`jaxbio.io.scale_osim`: joint offset frames, mass centres, markers, joint translation
+``(3,)`` (`jaxbio.tools.scale_osim`: joint offset frames, mass centres, markers, joint translation
 functions), so each length of jaxbio's `Model` (tree origins and mass centres, the coordinate
 map's spline values, body and marker frames, marker locations) is a *linear* function of the
 factors. `model_scaling` measures that map once, outside jit, by loading the model scaled by
-``1 + e_k`` for every body axis ``k`` (OpenSim's own scaling, `jaxbio.io.scale_osim`), and checks
+``1 + e_k`` for every body axis ``k`` (OpenSim's own scaling, `jaxbio.tools.scale_osim`), and checks
 it at random factors against a direct scaling (``NotImplementedError`` where a model's scaling is
 not linear, e.g. a translation axis oblique to its body's axes). `ModelScaling.__call__` is then
 a pure function ``factors -> Model``: jit, vmap and grad go through it to marker positions.
@@ -21,12 +21,12 @@ model's marker is at ``L_k(s) + δ_k``), and every frame's coordinates ``c_t``. 
 
     J(s, δ) = (1/T) Σ_t min_{c_t} G_t(c_t; s, δ) + λ_δ (1/m) Σ_k |δ_k − δ⁰_k|² + λ_s (1/3nb) Σ (s − s⁰)²
 
-with ``G_t`` OpenSim's IK goal of frame ``t`` (`jaxbio.io.inverse_kinematics_residuals`: the
+with ``G_t`` OpenSim's IK goal of frame ``t`` (`jaxbio.tools.inverse_kinematics_residuals`: the
 trial's marker weights, coordinate tasks, clamps, locks and couplers), summed over the frames of
 all trials given. ``s⁰``, ``δ⁰`` (the regularisation's targets and the start) are typically
 OpenSim's ScaleTool result: its scale factors and its placed markers, so that the start is
 Scale-then-IK and the fit can only lower ``J`` from there. The inner minimum is jaxbio's IK
-(`jaxbio.io.solve_inverse_kinematics`, every frame tracked from the previous one), solved exactly
+(`jaxbio.tools.solve_inverse_kinematics`, every frame tracked from the previous one), solved exactly
 at each outer evaluation, so that by the envelope theorem ``∇J`` is the partial gradient of
 ``G_t`` at the solved ``c_t`` (no differentiation through the solver: this is variable
 projection). The outer problem (``3nb + 3m`` numbers) is minimised with optimistix's ``BFGS``,
@@ -61,7 +61,7 @@ class ModelScaling(eqx.Module):
     - ``bodies`` (static): the ``nb`` bodies whose factors are the rows of ``factors``.
 
     ``scaling(factors)``: ``factors`` ``(nb, 3)`` (x, y, z of each body's frame) → the scaled
-    `jaxbio.Model` (what `jaxbio.io.load_osim` gives for `jaxbio.io.scale_osim`'s file, masses
+    `jaxbio.Model` (what `jaxbio.io.load_osim` gives for `jaxbio.tools.scale_osim`'s file, masses
     and inertias left as the generic's). Pure: jit, vmap and grad go through it."""
 
     model: object
@@ -283,8 +283,8 @@ def joint_fit(
     docstring): `joint_fit_objective` minimised by optimistix's ``BFGS``.
 
     - ``scaling``: the generic model's `ModelScaling` (`model_scaling`).
-    - ``trials``: one `jaxbio.io.InverseKinematicsInputs` or a sequence of them (e.g. the static
-      and the walking trial, `jaxbio.io.prepare_inverse_kinematics` on the generic model: their
+    - ``trials``: one `jaxbio.tools.InverseKinematicsInputs` or a sequence of them (e.g. the static
+      and the walking trial, `jaxbio.tools.prepare_inverse_kinematics` on the generic model: their
       marker weights and coordinate tasks make each frame's goal ``G_t``).
     - ``factors``: ``(nb, 3)`` the start and the scales' regularisation target ``s⁰`` (default:
       ones, the generic model); ``offsets``: ``(m, 3)`` m, the start and target ``δ⁰`` of the
@@ -357,7 +357,7 @@ def fitted_osim(
     name: str | None = None,
 ) -> str:
     """The fitted model as ``.osim`` text: ``source`` (the generic model, with ``marker_set`` as
-    for `model_scaling`) scaled by ``result.factors`` as OpenSim scales it (`jaxbio.io.scale_osim`:
+    for `model_scaling`) scaled by ``result.factors`` as OpenSim scales it (`jaxbio.tools.scale_osim`:
     masses, inertias, muscles; ``mass`` kg the subject's), the markers moved to their fitted
     locations."""
     from jaxbio.tools._scale import _fmt, _root, _with_marker_set, scale_osim

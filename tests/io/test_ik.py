@@ -1,5 +1,5 @@
-"""Markers in OpenSim models (`jaxbio.io.marker_positions`) and OpenSim's InverseKinematicsTool
-(`jaxbio.io.inverse_kinematics_tool`, ``jaxbio run-tool``), against live OpenSim 4.6 where it is
+"""Markers in OpenSim models (`jaxbio.markers.marker_positions`) and OpenSim's InverseKinematicsTool
+(`jaxbio.tools.inverse_kinematics_tool`, ``jaxbio run-tool``), against live OpenSim 4.6 where it is
 installed and against synthetic markers of known poses."""
 
 import shutil
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import jaxbio as jb
-from jaxbio.io import CoordinateTask
+from jaxbio.tools import CoordinateTask
 
 DATA = Path(__file__).parent / "data"
 G2354 = DATA / "gait2354_ik"
@@ -112,7 +112,7 @@ def test_marker_positions_vmap_and_gradients(tmp_path):
     with jax.enable_x64(True):
         tiny, _ = _tiny(tmp_path)
         x, a = 0.3, 0.4
-        p = np.asarray(jb.io.marker_positions(tiny, jnp.array([x, a])))
+        p = np.asarray(jb.markers.marker_positions(tiny, jnp.array([x, a])))
         rot = lambda t: np.array([[np.cos(t), -np.sin(t), 0], [np.sin(t), np.cos(t), 0], [0, 0, 1]])  # noqa: E731
         base = np.array([x, 1.0, 0.0])
         np.testing.assert_allclose(p[0], base + [0, 0.1, 0.2], atol=1e-15)
@@ -122,15 +122,16 @@ def test_marker_positions_vmap_and_gradients(tmp_path):
         )
         np.testing.assert_allclose(p[3], [1, 2, 3], atol=0)
         cs = jnp.array([[0.1, 0.2], [0.3, -0.4]])
-        batch = jax.vmap(jb.io.marker_positions, (None, 0))(tiny, cs)
-        np.testing.assert_allclose(batch[1], jb.io.marker_positions(tiny, cs[1]), atol=1e-15)
-        J = jax.jacfwd(jb.io.marker_positions, 1)(tiny, jnp.array([x, a]))
+        batch = jax.vmap(jb.markers.marker_positions, (None, 0))(tiny, cs)
+        np.testing.assert_allclose(batch[1], jb.markers.marker_positions(tiny, cs[1]), atol=1e-15)
+        J = jax.jacfwd(jb.markers.marker_positions, 1)(tiny, jnp.array([x, a]))
         h = 1e-6
         fd = (
-            jb.io.marker_positions(tiny, jnp.array([x, a + h])) - jb.io.marker_positions(tiny, jnp.array([x, a - h]))
+            jb.markers.marker_positions(tiny, jnp.array([x, a + h]))
+            - jb.markers.marker_positions(tiny, jnp.array([x, a - h]))
         ) / (2 * h)
         np.testing.assert_allclose(J[..., 1], fd, atol=1e-9)
-        g = jax.grad(lambda mm: jnp.sum(jb.io.marker_positions(mm, jnp.array([x, a])) ** 2))(tiny)
+        g = jax.grad(lambda mm: jnp.sum(jb.markers.marker_positions(mm, jnp.array([x, a])) ** 2))(tiny)
         assert np.all(np.isfinite(g.markers.locations)) and np.any(g.markers.locations != 0)
 
 
@@ -142,7 +143,7 @@ def test_marker_positions_equal_live_opensim():
         s = om.initSystem()
         cs = om.getCoordinateSet()
         rng = np.random.default_rng(0)
-        f = jax.jit(jax.vmap(jb.io.marker_positions, (None, 0)))
+        f = jax.jit(jax.vmap(jb.markers.marker_positions, (None, 0)))
         poses, refs = [], []
         for _ in range(4):
             c = np.array(m.defaults)
@@ -167,11 +168,11 @@ def test_ik_recovers_known_poses_with_gaps_units_and_clamps(tmp_path):
         T = 6
         c_true = np.stack([np.linspace(-0.5, 0.8, T), np.linspace(0.2, 0.9, T)], 1)
         c_true[-1, 1] = 1.3  # beyond the clamped range [-1, 1]
-        xyz = np.array(jax.vmap(jb.io.marker_positions, (None, 0))(tiny, jnp.asarray(c_true)))
+        xyz = np.array(jax.vmap(jb.markers.marker_positions, (None, 0))(tiny, jnp.asarray(c_true)))
         xyz[2, 2] = np.nan  # the tip occluded in frame 2
         trc = _trc(tmp_path / "t.trc", np.arange(T) * 0.01, tiny.markers.names, xyz, unit="mm")
         with pytest.warns(UserWarning, match=r"tip \(1 of 6 frames\)"):
-            r = jb.io.inverse_kinematics_tool(tiny, trc, marker_weights={"cart": 1, "elbow": 2, "tip": 1, "lab": 1})
+            r = jb.tools.inverse_kinematics_tool(tiny, trc, marker_weights={"cart": 1, "elbow": 2, "tip": 1, "lab": 1})
         assert r.converged.all()
         np.testing.assert_allclose(r.c[:-1], c_true[:-1], atol=1e-9)
         assert r.c[-1, 1] <= 1.0 + 1e-12 and r.c[-1, 1] > 0.99  # the range holds
@@ -186,25 +187,25 @@ def test_ik_coordinate_tasks_and_locks(tmp_path):
         tiny, _ = _tiny(tmp_path)
         time = np.arange(8) * 0.01
         c_true = np.stack([0.3 + time, 0.5 + 2 * time], 1)
-        xyz = np.array(jax.vmap(jb.io.marker_positions, (None, 0))(tiny, jnp.asarray(c_true)))
+        xyz = np.array(jax.vmap(jb.markers.marker_positions, (None, 0))(tiny, jnp.asarray(c_true)))
         trc = _trc(tmp_path / "t.trc", time, ("elbow",), xyz[:, 1:2])
         # one marker, the slider held at 0.3 by a heavy manual-value task: the angle follows
         with pytest.warns(UserWarning, match="only 1 markers"):
-            r = jb.io.inverse_kinematics_tool(
+            r = jb.tools.inverse_kinematics_tool(
                 tiny, trc, coordinate_tasks={"x": CoordinateTask(1e6, "manual_value", 0.3)}, end=0.0
             )
         np.testing.assert_allclose(r.c[0], c_true[0], atol=1e-6)
         # from_file: the coordinate file's column (degrees → radians for the angle)
         mot = tmp_path / "c.mot"
-        jb.io.write_sto(mot, jb.io.coordinates_table(tiny, time, c_true))
+        jb.io.write_sto(mot, jb.tools.coordinates_table(tiny, time, c_true))
         with pytest.warns(UserWarning):
-            r = jb.io.inverse_kinematics_tool(
+            r = jb.tools.inverse_kinematics_tool(
                 tiny, trc, coordinate_tasks={"angle": CoordinateTask(1e6, "from_file")}, coordinate_file=mot
             )
         np.testing.assert_allclose(r.c, c_true, atol=1e-6)
         locked, _ = _tiny(tmp_path, locked="true")
         with pytest.warns(UserWarning):
-            r = jb.io.inverse_kinematics_tool(locked, trc, coordinate_tasks={"angle": CoordinateTask(1.0)})
+            r = jb.tools.inverse_kinematics_tool(locked, trc, coordinate_tasks={"angle": CoordinateTask(1.0)})
         np.testing.assert_allclose(r.c[:, 1], 0.1, atol=0)  # held at its default, its task dropped
 
 
@@ -219,14 +220,14 @@ def test_ik_solve_differentiates_by_the_implicit_function_theorem(tmp_path):
         tiny, _ = _tiny(tmp_path)
         T = 3
         c_true = np.stack([np.linspace(-0.2, 0.3, T), np.linspace(0.2, 0.6, T)], 1)
-        xyz = np.array(jax.vmap(jb.io.marker_positions, (None, 0))(tiny, jnp.asarray(c_true)))
+        xyz = np.array(jax.vmap(jb.markers.marker_positions, (None, 0))(tiny, jnp.asarray(c_true)))
         xyz += 0.01 * np.random.default_rng(0).standard_normal(xyz.shape)
         trc = _trc(tmp_path / "t.trc", np.arange(T) * 0.01, tiny.markers.names, xyz)
-        inputs = jb.io.prepare_inverse_kinematics(tiny, trc)
+        inputs = jb.tools.prepare_inverse_kinematics(tiny, trc)
 
         @jax.jit
         def solve(observed):
-            return jb.io.solve_inverse_kinematics(tiny, dataclasses.replace(inputs, observed=observed))[0]
+            return jb.tools.solve_inverse_kinematics(tiny, dataclasses.replace(inputs, observed=observed))[0]
 
         obs = inputs.observed
         v = jnp.asarray(np.random.default_rng(1).standard_normal(obs.shape))
@@ -246,34 +247,34 @@ def test_ik_bad_input_is_named(tmp_path):
     with pytest.raises(ValueError, match="no marker of the file is both tracked and in the model"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            jb.io.prepare_inverse_kinematics(tiny, trc)
+            jb.tools.prepare_inverse_kinematics(tiny, trc)
     trc = _trc(tmp_path / "u.trc", [0.0, 0.01], ("tip", "extra"), np.zeros((2, 2, 3)))
     with pytest.warns(UserWarning) as caught:
-        jb.io.prepare_inverse_kinematics(tiny, trc, marker_weights={"tip": 1.0, "elbow": 1.0, "ghost": 1.0})
+        jb.tools.prepare_inverse_kinematics(tiny, trc, marker_weights={"tip": 1.0, "elbow": 1.0, "ghost": 1.0})
     text = " | ".join(str(w.message) for w in caught)
     assert "ghost" in text and "elbow" in text and "extra" in text
     with pytest.raises(ValueError, match="no such coordinate"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        jb.io.prepare_inverse_kinematics(tiny, trc, coordinate_tasks={"knee": CoordinateTask()})
+        jb.tools.prepare_inverse_kinematics(tiny, trc, coordinate_tasks={"knee": CoordinateTask()})
     with pytest.raises(ValueError, match="no coordinate file"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        jb.io.prepare_inverse_kinematics(tiny, trc, coordinate_tasks={"x": CoordinateTask(1, "from_file")})
+        jb.tools.prepare_inverse_kinematics(tiny, trc, coordinate_tasks={"x": CoordinateTask(1, "from_file")})
     with pytest.raises(ValueError, match="has no frames"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        jb.io.prepare_inverse_kinematics(tiny, trc, start=5.0, end=6.0)
+        jb.tools.prepare_inverse_kinematics(tiny, trc, start=5.0, end=6.0)
     with pytest.raises(ValueError, match="value_type"):
         CoordinateTask(1.0, "from_somewhere")
     bare = tmp_path / "bare.osim"
     bare.write_text(path.read_text().split("<MarkerSet>")[0] + "</Model>\n</OpenSimDocument>\n")
     with pytest.raises(ValueError, match="has no markers"):
-        jb.io.prepare_inverse_kinematics(bare, trc)
+        jb.tools.prepare_inverse_kinematics(bare, trc)
     from jaxbio.cli import main
 
     assert main(["inverse-kinematics", "--model", str(bare), "--markers", str(trc), "--no-progress"]) == 2
 
 
 def test_ik_tasks_are_read_from_setups():
-    from jaxbio.io import read_ik_tasks
+    from jaxbio.tools import read_ik_tasks
     import xml.etree.ElementTree as ET
 
     root = ET.parse(G2354 / "subject01_Setup_IK.xml").getroot()
@@ -309,13 +310,13 @@ def test_run_tool_ik_matches_live_opensim(tmp_path):
     np.testing.assert_allclose(a.time, b.time, atol=1e-12)
     with jax.enable_x64(True):
         m = jb.io.load_osim(MODEL, dtype=jnp.float64)
-        from jaxbio.io import read_ik_tasks
+        from jaxbio.tools import read_ik_tasks
         import xml.etree.ElementTree as ET
 
         mw, ct = read_ik_tasks(ET.parse(G2354 / "subject01_Setup_IK.xml").getroot().find(".//IKTaskSet"))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            inputs = jb.io.prepare_inverse_kinematics(
+            inputs = jb.tools.prepare_inverse_kinematics(
                 m, G2354 / "subject01_walk1_cut.trc", marker_weights=mw, coordinate_tasks=ct, start=0.4, end=0.7
             )
         rot = np.array([t == "rotational" for t in m.motion_types])
@@ -325,7 +326,7 @@ def test_run_tool_ik_matches_live_opensim(tmp_path):
             x[:, rot] = np.radians(x[:, rot])
             return jnp.asarray(x)
 
-        goal = jax.vmap(lambda f, c: 0.5 * jnp.sum(jb.io.inverse_kinematics_residuals(m, f, c) ** 2))
+        goal = jax.vmap(lambda f, c: 0.5 * jnp.sum(jb.tools.inverse_kinematics_residuals(m, f, c) ** 2))
         ga, gb = np.asarray(goal(inputs, radians(a))), np.asarray(goal(inputs, radians(b)))
     assert np.all(ga <= gb + 1e-9), (ga - gb).max()
     diff = np.abs(np.asarray(radians(a)) - np.asarray(radians(b)))

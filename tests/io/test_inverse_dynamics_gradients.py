@@ -1,5 +1,5 @@
 """Whole-trial inverse dynamics differentiated with respect to the model (`jaxbio.io.
-prepare_inverse_dynamics` + `jaxbio.io.generalized_forces`), on OpenSim's subject01 gait with its
+prepare_inverse_dynamics` + `jaxbio.tools.generalized_forces`), on OpenSim's subject01 gait with its
 ground reactions (a tenth of a second: 7 frames), float64:
 
 - the prepared inputs are the trial's frames (`inverse_dynamics_tool` is `generalized_forces` of
@@ -37,7 +37,7 @@ def _masses(model, masses):
 def _value_and_mass_jacobian(model, inputs):
     """``τ`` ``(T, nc)`` of every frame and ``∂τ/∂masses`` ``(T, nc, n)`` (one compilation serves
     every model and inputs of the same structure)."""
-    trial = jax.vmap(jb.io.generalized_forces, (None, 0))
+    trial = jax.vmap(jb.tools.generalized_forces, (None, 0))
     return jax.jacfwd(lambda m: (trial(_masses(model, m), inputs),) * 2, has_aux=True)(model.tree.masses)[::-1]
 
 
@@ -48,7 +48,7 @@ def case():
         motion = jb.io.read_storage(S01 / "subject01_walk1_ik.mot")
         keep = (motion.time > 0.35) & (motion.time < 0.75)  # fewer rows for the splines: a faster test
         motion = dataclasses.replace(motion, time=motion.time[keep], data=motion.data[keep])
-        inputs = jb.io.prepare_inverse_dynamics(
+        inputs = jb.tools.prepare_inverse_dynamics(
             model, motion, external_loads=S01 / "subject01_walk1_grf.xml", lowpass_hz=6.0, start=0.5, end=0.6
         )
         return model, inputs
@@ -66,7 +66,7 @@ def test_prepared_inputs_are_frames_of_the_trial(case):
     assert one.c.shape == (len(names),) and one.forces.shape == (2, 3) and one.labels == inputs.labels
     other = jb.io.load_osim(S01.parent / "arm26.osim")
     with pytest.raises(ValueError, match="prepared for coordinates"):
-        jb.io.generalized_forces(other, one)
+        jb.tools.generalized_forces(other, one)
 
 
 def test_mass_jacobian_is_the_point_mass_closed_form_and_finite_differences(case):
@@ -100,7 +100,7 @@ def test_mass_jacobian_is_the_point_mass_closed_form_and_finite_differences(case
 
         # reverse mode (what an optimiser calls) contracts the same Jacobian
         w = jnp.asarray(np.random.default_rng(1).normal(size=jac.shape[:2]))
-        trial = jax.vmap(jb.io.generalized_forces, (None, 0))
+        trial = jax.vmap(jb.tools.generalized_forces, (None, 0))
         grad = jax.jit(jax.grad(lambda masses: jnp.sum(w * trial(_masses(model, masses), inputs))))(m0)
         np.testing.assert_allclose(np.asarray(grad), np.einsum("tc,tcn->n", np.asarray(w), jac), rtol=1e-12, atol=1e-9)
 
@@ -141,7 +141,7 @@ def test_directional_derivative_in_every_model_array_matches_central_differences
 
         def along(eps):
             moved = jax.tree_util.tree_map(lambda a, d: a + eps * d, arrays, direction)
-            return jax.vmap(jb.io.generalized_forces, (None, 0))(eqx.combine(moved, static), inputs)
+            return jax.vmap(jb.tools.generalized_forces, (None, 0))(eqx.combine(moved, static), inputs)
 
         at = jax.jit(lambda eps: jax.jvp(along, (eps,), (jnp.ones_like(eps),)))  # (τ, dτ/dε) at ε
         _, dtau = at(jnp.float64(0.0))

@@ -1,4 +1,4 @@
-"""OpenSim's InverseDynamicsTool on jaxbio (`jaxbio.io.inverse_dynamics_tool`, ``jaxbio
+"""OpenSim's InverseDynamicsTool on jaxbio (`jaxbio.tools.inverse_dynamics_tool`, ``jaxbio
 inverse-dynamics``, ``jaxbio run-tool``), against OpenSim's own results:
 
 - subject01 (3D, 23 DOF, CustomJoints with spline-coupled knees) walking with ground reactions on
@@ -318,7 +318,7 @@ def test_a_written_motion_plays_in_opensim_on_the_same_model(tmp_path):
         lo, hi = np.asarray(m.ranges).T
         t = np.linspace(0.0, 1.0, 5)
         c = lo + (hi - lo) * np.random.default_rng(0).uniform(0.3, 0.7, (t.size, lo.size))
-        jb.io.write_sto(tmp_path / "motion.mot", jb.io.coordinates_table(m, t, c))
+        jb.io.write_sto(tmp_path / "motion.mot", jb.tools.coordinates_table(m, t, c))
         q = jax.vmap(lambda x: jb.coordinates.to_tree(m.coordinates, x))(jnp.asarray(c))
         pos, att = jax.vmap(jb.forward_kinematics, (None, 0))(m.tree, q)
     model = opensim.Model(str(DATA / "gait10dof18musc.osim"))

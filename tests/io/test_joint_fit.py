@@ -1,5 +1,5 @@
-"""Scales, marker offsets and motion fitted together (`jaxbio.io.joint_fit`): the scaled model as
-a function of the factors against OpenSim's scaling (`jaxbio.io.scale_osim` loaded), the
+"""Scales, marker offsets and motion fitted together (`jaxbio.tools.joint_fit`): the scaled model as
+a function of the factors against OpenSim's scaling (`jaxbio.tools.scale_osim` loaded), the
 objective's gradient against finite differences, recovery of a known scaled model and offsets
 from synthetic markers, and on Gait2354's walk the fit's marker RMS against Scale-then-IK."""
 
@@ -31,14 +31,15 @@ def _load(text):
 
 def _synthetic(model, c):
     """`Markers` of ``model``'s markers at the poses ``c`` ``(T, nc)``."""
-    from jaxbio.io import Markers, marker_positions
+    from jaxbio.io import Markers
+    from jaxbio.markers import marker_positions
 
     x = np.asarray(jax.vmap(lambda ci: marker_positions(model, ci))(jnp.asarray(c)))
     return Markers(time=np.arange(len(c)) * 0.01, names=model.markers.names, positions=x, rate=100.0)
 
 
 def _inputs(model, markers):
-    from jaxbio.io import prepare_inverse_kinematics
+    from jaxbio.tools import prepare_inverse_kinematics
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -50,7 +51,8 @@ def test_scaled_model_equals_opensims_scaling(path):
     """``scaling(s)`` against `scale_osim`'s file loaded (its muscles left out: their path
     lengths take long to compile and move no marker): the tree's joint frames and mass centres,
     every marker at a random pose."""
-    from jaxbio.io import marker_positions, model_scaling, scale_osim
+    from jaxbio.markers import marker_positions
+    from jaxbio.tools import model_scaling, scale_osim
     from jaxbio.tools._joint_fit import _skeleton
     from jaxbio.tools._scale import _root
 
@@ -69,7 +71,7 @@ def test_scaled_model_equals_opensims_scaling(path):
 def test_objective_gradient_matches_finite_differences():
     """The envelope gradient of `joint_fit_objective` (no differentiation through IK) against
     central differences of the objective itself, re-solved at every point."""
-    from jaxbio.io import joint_fit_objective, model_scaling
+    from jaxbio.tools import joint_fit_objective, model_scaling
 
     with jax.enable_x64(True):
         scaling = model_scaling(ARM)
@@ -104,7 +106,7 @@ def test_fit_recovers_known_scales_and_offsets():
     moved, at random poses: from the unscaled model, the fit reproduces the markers and finds
     those factors and offsets (the other factors and offsets, not moved, stay near their
     start: the weak directions are held by the regularisation)."""
-    from jaxbio.io import joint_fit, model_scaling
+    from jaxbio.tools import joint_fit, model_scaling
 
     with jax.enable_x64(True):
         scaling = model_scaling(GAIT)
@@ -143,7 +145,7 @@ def test_fit_recovers_known_scales_and_offsets():
 def test_fit_lowers_scale_then_ik_marker_rms_on_gait2354_walk(tmp_path):
     """Gait2354's subject01: OpenSim's ScaleTool (jaxbio's, equal to OpenSim's) then IK of the
     walk's first frames, against the joint fit started there: lower objective and marker RMS."""
-    from jaxbio.io import joint_fit, model_scaling, prepare_inverse_kinematics, scale_tool
+    from jaxbio.tools import joint_fit, model_scaling, prepare_inverse_kinematics, scale_tool
     from jaxbio.tools import read_ik_tasks
 
     src = LIBRARY / "Pipelines" / "Gait2354_Simbody"
@@ -176,7 +178,7 @@ def test_fit_lowers_scale_then_ik_marker_rms_on_gait2354_walk(tmp_path):
     assert fit.objective < fit.start_objective
     assert fit.marker_rms[0].mean() <= fit.start_marker_rms[0].mean()
     # the start is Scale-then-IK: IK on the ScaleTool's model gives the same RMS
-    from jaxbio.io import inverse_kinematics_tool
+    from jaxbio.tools import inverse_kinematics_tool
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

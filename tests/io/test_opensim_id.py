@@ -23,7 +23,8 @@ import numpy as np
 import pytest
 
 import jaxbio as jb
-from jaxbio.io import process_coordinates, read_storage
+from jaxbio.tools import process_coordinates
+from jaxbio.io import read_storage
 
 DATA = Path(__file__).parent / "data" / "arm26_id"
 NAMES = ["r_shoulder_elev", "r_elbow_flex"]

@@ -24,7 +24,8 @@ import pytest
 
 from jaxbio import quaternion as quat
 from jaxbio.coordinates import jacobian as coordinate_jacobian
-from jaxbio.io import load_osim, passive_forces
+from jaxbio.io import load_osim
+from jaxbio.forces import passive_forces
 from jaxbio.forces._osim_forces import _contacts, _on_tree, _world_attitudes, _world_points
 
 osim = pytest.importorskip("opensim")

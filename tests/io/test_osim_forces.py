@@ -27,7 +27,9 @@ import pytest
 
 import jaxbio as jb
 from jaxbio.cli import main
-from jaxbio.io import actuator_forces, applied_forces, inverse_dynamics_tool, load_osim, passive_forces
+from jaxbio.forces import actuator_forces, applied_forces, passive_forces
+from jaxbio.tools import inverse_dynamics_tool
+from jaxbio.io import load_osim
 
 osim = pytest.importorskip("opensim")
 osim.Logger.removeFileSink()
@@ -211,7 +213,7 @@ def pendulum(tmp_path_factory):
     )
     with jax.enable_x64(True):
         m = load_osim(work / "pendulum.osim", dtype=jnp.float64)
-    jb.io.write_sto(work / "motion.mot", jb.io.coordinates_table(m, t, c))
+    jb.io.write_sto(work / "motion.mot", jb.tools.coordinates_table(m, t, c))
     return work
 
 

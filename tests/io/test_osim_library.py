@@ -185,7 +185,7 @@ def test_empty_curve_properties_take_opensim_defaults():
 def test_rigid_and_elastic_tendons_in_one_model_match_opensim(rigid, tmp_path):
     from tests.io.test_osim_muscles import OpenSim
 
-    from jaxbio.io import muscle_lengths, muscle_static_optimization_forces
+    from jaxbio.forces import muscle_lengths, muscle_static_optimization_forces
 
     path = _tug(tmp_path, rigid)
     with jax.enable_x64(True):

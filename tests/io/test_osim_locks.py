@@ -6,7 +6,7 @@ left knee, a coupled CustomJoint coordinate that drives a rotation and two splin
 and two clamped. OpenSim reads the flags itself (``initSystem``); compared are:
 
 - the values OpenSim keeps after ``Coordinate.setValue(state, value, enforceConstraints=True)``
-  of random values beyond the ranges, against `jaxbio.io.enforce_coordinates`;
+  of random values beyond the ranges, against `jaxbio.coordinates.enforce_coordinates`;
 - the accelerations ``u̇`` of ``realizeAcceleration`` (the lock is a Simbody ``PrescribedMotion``
   constraint) against `jaxbio.coordinates.forward_dynamics(..., locked=model.locked)`, and against
   the unlocked accelerations to show that the locks change them.
@@ -24,7 +24,8 @@ import jaxbio as jb
 import numpy as np
 import pytest
 
-from jaxbio.io import enforce_coordinates, load_osim
+from jaxbio.coordinates import enforce_coordinates
+from jaxbio.io import load_osim
 
 osim = pytest.importorskip("opensim")
 

@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 
 import jaxbio as jb
-from jaxbio.io import (
-    load_osim,
+from jaxbio.io import load_osim
+from jaxbio.forces import (
     muscle_generalized_forces,
     muscle_lengthening_speeds,
     muscle_lengths,

@@ -25,7 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxbio.io import load_osim, muscle_lengths, passive_forces
+from jaxbio.io import load_osim
+from jaxbio.forces import muscle_lengths, passive_forces
 from jaxbio.forces._osim_forces import actuator_matrix, path_spring_tensions
 from jaxbio.forces._osim_muscles import muscle_moment_arms
 

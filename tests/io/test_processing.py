@@ -10,7 +10,8 @@ import pytest
 from scipy import signal
 from scipy.interpolate import make_interp_spline
 
-from jaxbio.io import GCVSpline, Table, butterworth_coefficients, lowpass_iir, process_coordinates, read_storage
+from jaxbio.tools import GCVSpline, butterworth_coefficients, lowpass_iir, process_coordinates
+from jaxbio.io import Table, read_storage
 from jaxbio.tools._processing import _pad, _resample
 
 DATA = Path(__file__).parent / "data" / "arm26_id"

@@ -1,4 +1,4 @@
-"""OpenSim's ScaleTool (`jaxbio.io.scale_tool`, ``jaxbio run-tool``) against OpenSim 4.6 run live.
+"""OpenSim's ScaleTool (`jaxbio.tools.scale_tool`, ``jaxbio run-tool``) against OpenSim 4.6 run live.
 
 The pipelines of opensim-models (``$JAXBIO_OSIM_LIBRARY``, default ``/work/om``; skipped when
 absent): Gait2354_Simbody's ``subject01_Setup_Scale.xml`` (uniform measurements and manual
@@ -222,7 +222,7 @@ def test_marker_placement_against_opensim(tmp_path, which):
     osim = pytest.importorskip("opensim")
     import jax
 
-    from jaxbio.io import place_markers, read_scale_setup
+    from jaxbio.tools import place_markers, read_scale_setup
 
     setup, outputs = _pipeline(tmp_path, which)
     spec = read_scale_setup(setup)
@@ -283,7 +283,7 @@ def test_uniform_scaling_closed_form():
     masses sum to it."""
     import jax
 
-    from jaxbio.io import scale_osim
+    from jaxbio.tools import scale_osim
     from jaxbio.tools._scale import _load_text
 
     s = 1.3
@@ -317,7 +317,7 @@ def _arm_trial(names, t=(0.0, 0.01, 0.02)) -> object:
 def test_measurement_errors_name_markers_and_time_range():
     import jax
 
-    from jaxbio.io import Measurement, measurement_scale_factors
+    from jaxbio.tools import Measurement, measurement_scale_factors
     from jaxbio.tools._scale import _load_text
 
     with jax.enable_x64(True):
@@ -339,7 +339,7 @@ def test_measurement_errors_name_markers_and_time_range():
     with pytest.raises(ValueError, match="ends before it starts"):
         measurement_scale_factors(arm, trial, [arm_m], (0.02, 0.0))
     with pytest.raises(ValueError, match="no body or frame of the model"):
-        from jaxbio.io import scale_osim
+        from jaxbio.tools import scale_osim
 
         scale_osim(DATA / "arm26.osim", {"r_femur": [1, 1, 1]})
 

@@ -1,4 +1,4 @@
-"""OpenSim's static optimisation on imported models (`jaxbio.io.static_optimization_tool`,
+"""OpenSim's static optimisation on imported models (`jaxbio.tools.static_optimization_tool`,
 ``jaxbio static-optimization``, ``jaxbio run-tool``) against OpenSim's own results.
 
 References, independent of jaxbio: OpenSim's regression standards for arm26
@@ -70,7 +70,7 @@ def _check_against(table, std_path: Path, tol: float, max_tol: float | None = No
 
 @pytest.fixture(scope="module")
 def thelen():
-    return jb.io.static_optimization_tool(MODEL, MOTION, lowpass_hz=6.0, start=0.25, end=0.75)
+    return jb.tools.static_optimization_tool(MODEL, MOTION, lowpass_hz=6.0, start=0.25, end=0.75)
 
 
 @pytest.mark.slow
@@ -94,7 +94,7 @@ def test_arm26_millard_matches_opensim_standard_and_opensim_4_6(tmp_path):
     the same file jaxbio is within 5e-3 activation and 2 N at every frame."""
     pytest.importorskip("opensim")
     model = _millard_copy(tmp_path)
-    out = jb.io.static_optimization_tool(model, MOTION, lowpass_hz=6.0, start=0.25, end=0.75)
+    out = jb.tools.static_optimization_tool(model, MOTION, lowpass_hz=6.0, start=0.25, end=0.75)
     a = _check_against(
         out.activations, DATA / "std_Millard2012EquilibriumMuscle_arm26_StaticOptimization_activation.sto", 0.04
     )
@@ -127,8 +127,8 @@ def test_arm26_millard_matches_opensim_standard_and_opensim_4_6(tmp_path):
 def test_solution_satisfies_the_moment_equations(thelen):
     """Independent of OpenSim: the muscle forces reproduce inverse dynamics (the ID tool's numbers
     on the same frames, with the AnalyzeTool's accelerations), forces = a·F̂, 0 ≤ a ≤ 1."""
-    model, inputs = jb.io.prepare_static_optimization(MODEL, MOTION, lowpass_hz=6.0, start=0.25, end=0.75)
-    R, tau, fmax = jax.vmap(jb.io.static_optimization_problem, (None, 0))(model, inputs)
+    model, inputs = jb.tools.prepare_static_optimization(MODEL, MOTION, lowpass_hz=6.0, start=0.25, end=0.75)
+    R, tau, fmax = jax.vmap(jb.tools.static_optimization_problem, (None, 0))(model, inputs)
     F = np.asarray(thelen.forces.data)
     np.testing.assert_allclose(np.einsum("tmn,tm->tn", np.asarray(R), F), np.asarray(tau), atol=1e-7)
     np.testing.assert_allclose(F, np.asarray(thelen.activations.data) * np.asarray(fmax), rtol=1e-12, atol=1e-12)
@@ -140,13 +140,13 @@ def test_solution_satisfies_the_moment_equations(thelen):
 def test_gradient_with_respect_to_optimal_fiber_length():
     """∂(Σ activations)/∂(optimal fibre lengths) through the optimum (implicit differentiation)
     equals central finite differences of the whole solve."""
-    model, inputs = jb.io.prepare_static_optimization(MODEL, MOTION, lowpass_hz=6.0, start=0.4, end=0.45)
+    model, inputs = jb.tools.prepare_static_optimization(MODEL, MOTION, lowpass_hz=6.0, start=0.4, end=0.45)
     frame = inputs.frame(0)
 
     def total(lopt):
         m = jax.tree_util.tree_map(lambda x: x, model)
         m = eqx_set(m, lopt)
-        return jnp.sum(jb.io.solve_static_optimization(m, frame).activations)
+        return jnp.sum(jb.tools.solve_static_optimization(m, frame).activations)
 
     lopt = model.muscles.thelen.optimal_fiber_length
     g = np.asarray(jax.grad(total)(lopt))
@@ -164,8 +164,8 @@ def eqx_set(model, lopt):
 
 @pytest.mark.slow  # another compile of the wrapped arm26 problem (≈30–60 s)
 def test_batch_equals_frame_by_frame(thelen):
-    model, inputs = jb.io.prepare_static_optimization(MODEL, MOTION, lowpass_hz=6.0, start=0.25, end=0.75)
-    solve = jax.jit(jb.io.solve_static_optimization)
+    model, inputs = jb.tools.prepare_static_optimization(MODEL, MOTION, lowpass_hz=6.0, start=0.25, end=0.75)
+    solve = jax.jit(jb.tools.solve_static_optimization)
     for i in (0, 30, 60):
         one = solve(model, inputs.frame(i))
         np.testing.assert_allclose(np.asarray(one.activations), thelen.activations.data[i], atol=1e-12)
@@ -255,7 +255,7 @@ def test_cli_static_optimization_with_reserves(tmp_path, capsys):
     a, f = jb.io.read_storage(ao), jb.io.read_storage(fo)
     assert a.labels == MUSCLES + ("reserve_shoulder", "reserve_elbow")
     np.testing.assert_allclose(f.data[:, 6:], 100.0 * a.data[:, 6:], rtol=1e-12)
-    base = jb.io.static_optimization_tool(MODEL, MOTION, lowpass_hz=6.0, start=0.4, end=0.5)
+    base = jb.tools.static_optimization_tool(MODEL, MOTION, lowpass_hz=6.0, start=0.4, end=0.5)
     assert np.all(np.sum(a.data[:, :6] ** 2, 1) < np.sum(base.activations.data**2, 1))
 
 
@@ -303,9 +303,9 @@ def test_bounded_reserve_and_model_without_muscles_are_refused(tmp_path):
         )
     )
     with pytest.raises(ValueError, match="reserve_shoulder.*finite control bounds"):
-        jb.io.static_optimization_tool(MODEL, MOTION, actuators=bounded)
+        jb.tools.static_optimization_tool(MODEL, MOTION, actuators=bounded)
     with pytest.raises(ValueError, match="muscles"):
-        jb.io.static_optimization_tool("arm7", MOTION)
+        jb.tools.static_optimization_tool("arm7", MOTION)
     other = tmp_path / "other.osim"  # one muscle of a class jaxbio does not import
     other.write_text(
         re.sub(
@@ -316,4 +316,4 @@ def test_bounded_reserve_and_model_without_muscles_are_refused(tmp_path):
         )
     )
     with pytest.raises(ValueError, match="not imported by jaxbio: RigidTendonMuscle 'BRA'"):
-        jb.io.static_optimization_tool(other, MOTION)
+        jb.tools.static_optimization_tool(other, MOTION)

@@ -81,7 +81,7 @@ def test_coordinates_without_functions_drive_the_tree_in_order(tmp_path):
     (tmp_path / "dp.json").write_text(json.dumps(d))
     m = jb.load_model(tmp_path / "dp.json", dtype=jnp.float64)
     assert m.coordinate_names == ("shoulder", "elbow") and m.motion_types == ("rotational", "rotational")
-    np.testing.assert_array_equal(jb.io.enforce_coordinates(m, jnp.array([2.0, 2.0])), [1.0, 2.0])
+    np.testing.assert_array_equal(jb.coordinates.enforce_coordinates(m, jnp.array([2.0, 2.0])), [1.0, 2.0])
 
 
 @pytest.mark.slow
@@ -91,8 +91,8 @@ def test_subject01_inverse_dynamics_from_json_equals_osim(tmp_path):
     path = _save(model, tmp_path / "subject01.json")
     motion = DATA / "subject01" / "subject01_walk1_ik.mot"
     kw = dict(lowpass_hz=6.0, start=0.6, end=0.9, dtype=jnp.float64)
-    ours = jb.io.inverse_dynamics_tool(path, motion, **kw)
-    ref = jb.io.inverse_dynamics_tool(model, motion, **kw)
+    ours = jb.tools.inverse_dynamics_tool(path, motion, **kw)
+    ref = jb.tools.inverse_dynamics_tool(model, motion, **kw)
     assert ours.labels == ref.labels
     np.testing.assert_allclose(ours.data, ref.data, rtol=0, atol=1e-9 * (1 + np.abs(ref.data).max()))
 
