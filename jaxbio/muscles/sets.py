@@ -39,8 +39,8 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from jaxbio import quaternion as quat
+from jaxbio._model_json import read_model_file
 from jaxbio._validate import check_choice
-from jaxbio.model import model_path
 from jaxbio.models.build import Z, Body, combine, model, moved, segment, virtual
 from jaxbio.muscles.curves import HillMuscle
 from jaxbio.muscles.geometry import MusclePaths, tree_topology
@@ -306,7 +306,7 @@ def load_muscle_set(
     if wrapping not in (True, False):
         raise ValueError(f"wrapping must be True or False, got {wrapping!r}")
     if name == "arm26":
-        tree = SegmentTree.from_dict(json.loads(model_path("arm26").read_text(encoding="utf-8")), dtype=dtype)
+        tree, _ = read_model_file("arm26", dtype)  # the model format's one reader (`jaxbio.load_model`'s)
         frames = {"base": (None, _ARM26_BASE)}
     else:
         if wrapping:
