@@ -25,18 +25,18 @@ FUNCTION_TYPES = (
 )
 
 
-def _describe(elem: ET.Element) -> str:
+def describe(elem: ET.Element) -> str:
     name = elem.get("name")
     return f"{elem.tag} {name!r}" if name is not None else f"<{elem.tag}>"
 
 
-def _text(elem: ET.Element, tag: str) -> str | None:
+def child_text(elem: ET.Element, tag: str) -> str | None:
     child = elem.find(tag)
     return None if child is None or child.text is None else child.text.strip()
 
 
-def _numbers(elem: ET.Element, tag: str, n: int | None, where: str, default=None) -> np.ndarray | None:
-    text = _text(elem, tag)
+def child_numbers(elem: ET.Element, tag: str, n: int | None, where: str, default=None) -> np.ndarray | None:
+    text = child_text(elem, tag)
     if text is None or text == "":
         if default is None:
             raise ValueError(f"{where}: missing <{tag}>")
@@ -52,8 +52,8 @@ def _numbers(elem: ET.Element, tag: str, n: int | None, where: str, default=None
     return values
 
 
-def _flag(elem: ET.Element, tag: str, where: str) -> bool:
-    text = _text(elem, tag)
+def child_flag(elem: ET.Element, tag: str, where: str) -> bool:
+    text = child_text(elem, tag)
     if text is None or text == "":
         return False
     if text.lower() not in ("true", "false"):
@@ -61,7 +61,7 @@ def _flag(elem: ET.Element, tag: str, where: str) -> bool:
     return text.lower() == "true"
 
 
-def _function_element(elem: ET.Element, properties: tuple[str, ...], where: str) -> ET.Element | None:
+def function_element(elem: ET.Element, properties: tuple[str, ...], where: str) -> ET.Element | None:
     """The function held by ``elem`` (a TransformAxis or a MultiplierFunction): a child element
     ``<function>`` wrapping it (2.x/3.x files) or a child whose tag is its type (4.x files)."""
     candidates = [ch for ch in elem if isinstance(ch.tag, str) and ch.tag not in properties]
@@ -76,31 +76,31 @@ def _function_element(elem: ET.Element, properties: tuple[str, ...], where: str)
     return candidates[0] if candidates else None
 
 
-def _function(elem: ET.Element, where: str) -> Piecewise:
+def read_function(elem: ET.Element, where: str) -> Piecewise:
     """An OpenSim function element of one variable (or none) as a `Piecewise`."""
     kind = elem.tag
-    here = f"{where}: {_describe(elem)}"
+    here = f"{where}: {describe(elem)}"
     if kind == "Constant":
-        return fn.constant(float(_numbers(elem, "value", 1, here, default=[0.0])[0]))
+        return fn.constant(float(child_numbers(elem, "value", 1, here, default=[0.0])[0]))
     if kind == "LinearFunction":
-        slope, intercept = _numbers(elem, "coefficients", 2, here, default=[1.0, 0.0])
+        slope, intercept = child_numbers(elem, "coefficients", 2, here, default=[1.0, 0.0])
         return fn.linear(slope, intercept)
     if kind in ("SimmSpline", "NaturalCubicSpline", "PiecewiseLinearFunction", "PiecewiseConstantFunction"):
-        x = _numbers(elem, "x", None, here)
-        y = _numbers(elem, "y", None, here)
+        x = child_numbers(elem, "x", None, here)
+        y = child_numbers(elem, "y", None, here)
         build = {
             "PiecewiseLinearFunction": fn.piecewise_linear,
             "PiecewiseConstantFunction": fn.piecewise_constant,
         }.get(kind, fn.simm_spline)
         return build(x, y, here)
     if kind == "PolynomialFunction":
-        return fn.polynomial(_numbers(elem, "coefficients", None, here, default=[1.0]), here)
+        return fn.polynomial(child_numbers(elem, "coefficients", None, here, default=[1.0]), here)
     if kind == "MultiplierFunction":
-        inner = _function_element(elem, ("scale",), here)
+        inner = function_element(elem, ("scale",), here)
         if inner is None:
             raise ValueError(f"{here}: has no function to scale")
-        scale = float(_numbers(elem, "scale", 1, here, default=[1.0])[0])
-        return _function(inner, here).scaled(scale)
+        scale = float(child_numbers(elem, "scale", 1, here, default=[1.0])[0])
+        return read_function(inner, here).scaled(scale)
     hint = " (a smoothing spline fitted at load time: not supported yet)" if kind == "GCVSpline" else ""
     raise ValueError(f"{here}: function type {kind!r} is not supported{hint}; supported: {', '.join(FUNCTION_TYPES)}")
 

@@ -108,7 +108,12 @@ def read_markers(
     ``(segment, position, orientation)`` in its segment; ``body_of(path, owner, where)`` names its
     body. ``ValueError`` naming the marker for a missing frame, a bad location, a repeated name."""
     from jaxbio._validate import to_device
-    from jaxbio._osim_xml import _describe, _flag, _numbers, _text
+    from jaxbio._osim_xml import (
+        describe as _describe,
+        child_flag as _flag,
+        child_numbers as _numbers,
+        child_text as _text,
+    )
 
     elems = [m for s in model_elem.findall("MarkerSet") for m in s.findall("objects/Marker")]
     if not elems:
@@ -145,8 +150,9 @@ def read_markers(
     return markers, set(elems)
 
 
-def _marker_points(model, markers: OsimMarkers, q) -> Float[Array, "m 3"]:
-    """World positions of ``markers`` on ``model.tree`` at tree coordinates ``q``."""
+def tree_marker_positions(model, markers: OsimMarkers, q) -> Float[Array, "m 3"]:
+    """World positions ``(m, 3)`` m of ``markers`` on ``model.tree`` at tree coordinates ``q`` ``(nq,)``
+    (`marker_positions` at OpenSim's coordinates ``c``; inverse kinematics works on ``q``)."""
     dt = q.dtype
     positions, attitudes = forward_kinematics(model.tree, q)
     positions = jnp.concatenate([positions, jnp.zeros((1, 3), dt)])  # the last row: the world
@@ -173,4 +179,4 @@ def marker_positions(model, c: Float[ArrayLike, " nc"], markers: OsimMarkers | N
     if markers is None:
         raise ValueError(f"{model.path}: the model has no markers (no <MarkerSet> in the .osim file)")
     c = as_shape(c, (model.coordinates.nc,), "c", "", like=model.defaults)
-    return _marker_points(model, markers, coordinates.to_tree(model.coordinates, c))
+    return tree_marker_positions(model, markers, coordinates.to_tree(model.coordinates, c))

@@ -1121,7 +1121,7 @@ FramePose = tuple[int, np.ndarray, np.ndarray]
 def read_control(elem: ET.Element, tag: str, where: str, default: float) -> float:
     """A control bound (``min_control``, ``max_control``) of an actuator or muscle element: a
     number, ±inf allowed, ``default`` when absent; ``ValueError`` naming ``where`` otherwise."""
-    from jaxbio._osim_xml import _text
+    from jaxbio._osim_xml import child_text as _text
 
     text = _text(elem, tag)
     if text is None or text == "":
@@ -1151,7 +1151,12 @@ def read_forces(
     ``frame(path, owner, where, body_only)`` resolves a body or frame name / path (relative to
     the component path ``owner``) to its pose in a tree segment, raising ``ValueError``; the
     paths of path forces are points on ``tree`` (`jaxbio.io._osim_paths.read_paths`)."""
-    from jaxbio._osim_xml import _describe, _flag, _numbers, _text
+    from jaxbio._osim_xml import (
+        describe as _describe,
+        child_flag as _flag,
+        child_numbers as _numbers,
+        child_text as _text,
+    )
     from jaxbio._osim_xml import euler_xyz
 
     def number(elem, tag, where, default):

@@ -305,7 +305,7 @@ def read_muscles(
     models whose parameters OpenSim refuses: not imported, the skeleton stays usable). ``frame``
     resolves a body/frame path (as in `jaxbio.io._osim_forces.read_forces`); ``disabled`` holds
     the ForceSet entries that apply no force."""
-    from jaxbio._osim_xml import _describe, _flag, _numbers
+    from jaxbio._osim_xml import describe as _describe, child_flag as _flag, child_numbers as _numbers
 
     def given(elem) -> bool:  # an empty element is a property the file does not set (OpenSim: its default)
         return bool((elem.text or "").strip())

@@ -156,7 +156,12 @@ def read_wrap_objects(model_elem: ET.Element, tree, frame: Callable[[str, str, s
     """``(specs, frames, inactive)``: every body's (and the ground's) wrap objects as
     `MusclePaths.from_points` takes them (``{name: spec}``, in the frame of their body, a key of
     ``frames``), and the names of the inactive ones (``active`` false)."""
-    from jaxbio._osim_xml import _describe, _flag, _numbers, _text
+    from jaxbio._osim_xml import (
+        describe as _describe,
+        child_flag as _flag,
+        child_numbers as _numbers,
+        child_text as _text,
+    )
 
     wrap_specs, frames = {}, {}
     holders = [(b.get("name", ""), b) for b in model_elem.findall("BodySet/objects/Body")]
@@ -208,7 +213,13 @@ def read_paths(
     their names). ``frame`` resolves a body/frame path (as in
     `jaxbio.forces._osim_forces.read_forces`); ``what`` starts the message of a path refused by
     `MusclePaths.from_points`. ``ValueError`` naming the element for every defect."""
-    from jaxbio._osim_xml import _describe, _function, _function_element, _numbers, _text
+    from jaxbio._osim_xml import (
+        describe as _describe,
+        read_function as _function,
+        function_element as _function_element,
+        child_numbers as _numbers,
+        child_text as _text,
+    )
 
     coords = list(coordinates)
 

@@ -150,7 +150,14 @@ from jaxbio.coordinates import CoordinateMap, Piecewise
 from jaxbio import _osim_functions as fn
 from jaxbio.model import Model
 from jaxbio._osim_xml import euler_xyz
-from jaxbio._osim_xml import _describe, _flag, _function, _function_element, _numbers, _text
+from jaxbio._osim_xml import (
+    describe as _describe,
+    child_flag as _flag,
+    read_function as _function,
+    function_element as _function_element,
+    child_numbers as _numbers,
+    child_text as _text,
+)
 from jaxbio.models.build import Body, model, segment, transformed, virtual
 from jaxbio.tree import SegmentTree
 

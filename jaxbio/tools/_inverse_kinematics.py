@@ -194,7 +194,7 @@ def inverse_kinematics_residuals(model, inputs: InverseKinematicsInputs, c: Floa
       (``inputs.frame(i)``); ``c``: ``(nc,)`` rad / m.
 
     Returns ``(3k + j,)``. Pure (vmap over frames, grad)."""
-    from jaxbio.markers import _marker_points
+    from jaxbio.markers import tree_marker_positions as _marker_points
     from jaxbio import coordinates
 
     markers = model.markers.select(inputs.markers)
@@ -247,7 +247,7 @@ def _residuals_and_jacobian(model, inputs: InverseKinematicsInputs, u):
 def marker_errors(model, inputs: InverseKinematicsInputs, c: Float[Array, " nc"]) -> Float[Array, " k"]:
     """Unweighted squared distances ``|x_i(c) − m_i|²`` (m²) of one frame's tracked markers, 0
     where a marker is missing (Simbody ``Markers::findCurrentMarkerErrorSquared``)."""
-    from jaxbio.markers import _marker_points
+    from jaxbio.markers import tree_marker_positions as _marker_points
     from jaxbio import coordinates
 
     markers = model.markers.select(inputs.markers)

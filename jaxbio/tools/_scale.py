@@ -64,7 +64,7 @@ import numpy as np
 
 from jaxbio._text import listing, read_xml
 from jaxbio.io import Markers, read_trc
-from jaxbio._osim_xml import _function_element, _numbers, _text
+from jaxbio._osim_xml import function_element as _function_element, child_numbers as _numbers, child_text as _text
 
 __all__ = [
     "format_marker_set",
