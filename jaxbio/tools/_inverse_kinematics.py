@@ -691,7 +691,7 @@ def inverse_kinematics_tool(
 def read_ik_tasks(source, *, where: str = "") -> tuple[dict, dict]:
     """OpenSim's ``IKTaskSet`` (an element, or a file holding one) as ``(marker_weights,
     coordinate_tasks)``: the *applied* ``IKMarkerTask`` s ``{name: weight}`` and
-    ``IKCoordinateTask`` s ``{name: jaxbio.io.CoordinateTask}``, in file order (``apply``
+    ``IKCoordinateTask`` s ``{name: jaxbio.tools.CoordinateTask}``, in file order (``apply``
     defaults to true, ``weight`` to 1, ``value_type`` to ``default_value``). An element with a
     ``file`` attribute reads that file (relative to ``where``'s folder). ``ValueError`` naming the
     task for a bad number, flag or value type."""

@@ -117,7 +117,7 @@ class ScaleSetup:
       applied ones), ``marker_file`` and ``time_range`` (s) of the measurements,
       ``preserve_mass_distribution``, ``output_model_file``, ``output_scale_file``.
     - Placement (``MarkerPlacer``): ``place`` (its ``apply``), ``marker_weights`` and
-      ``coordinate_tasks`` (`jaxbio.io.read_ik_tasks`), ``placer_marker_file``,
+      ``coordinate_tasks`` (`jaxbio.tools.read_ik_tasks`), ``placer_marker_file``,
       ``coordinate_file``, ``placer_time_range``, ``output_motion_file``,
       ``output_placed_model_file``, ``output_marker_file``, ``max_marker_movement`` (m, < 0: no
       limit; movements above it are warned about), ``move_markers``.
@@ -916,7 +916,7 @@ def place_markers(
     - ``markers``: the static trial (a ``.trc`` path or `Markers`); ``time_range``: s, the
       frames averaged (None: all; clipped to the data, ``ValueError`` when outside it).
     - ``marker_weights``, ``coordinate_tasks``, ``coordinate_file``: the IK tasks, as
-      `jaxbio.io.prepare_inverse_kinematics` takes them.
+      `jaxbio.tools.prepare_inverse_kinematics` takes them.
     - ``max_marker_movement``: m; a marker moving more within the range is warned about (< 0: no
       check). ``move_markers``: False solves the pose and leaves the markers.
     - ``static_pose``: ``(nc,)`` rad / m, the static pose's coordinates to use instead of

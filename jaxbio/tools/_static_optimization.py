@@ -5,19 +5,19 @@ What OpenSim does (``OpenSim/Analyses/StaticOptimization.cpp``, ``StaticOptimiza
 ``OpenSim/Tools/AnalyzeTool.cpp``, opensim-core 4.x), and what `static_optimization_tool` does:
 
 1. **Coordinates** as the ``AnalyzeTool`` processes them: padded, resampled and low-passed like
-   the inverse dynamics tool (`jaxbio.io.process_coordinates`), quintic GCV splines give ``q`` and
+   the inverse dynamics tool (`jaxbio.tools.process_coordinates`), quintic GCV splines give ``q`` and
    ``q̇`` at the samples; the accelerations are the derivative of a *second* quintic spline
    through those speeds (``GCVSplineSet(5, states).constructStorage(1)``), not ``q̈`` of the first.
    Frames: the samples from ``findIndex(start)`` to ``findIndex(end)``.
 2. **Unknowns**: one control per ``ScalarActuator`` that applies force: every imported muscle
-   (`jaxbio.io.OsimMuscles`, its activation ``a ∈ [min_control, max_control]``) and every
+   (`jaxbio.forces.OsimMuscles`, its activation ``a ∈ [min_control, max_control]``) and every
    ``CoordinateActuator`` of the model or of the tool's ``force_set_files`` (a reserve: control
    ``y``, force ``y · optimal_force``).
 3. **Muscle force** ``a F̂`` along the tendon, with ``F̂`` = ``calcInextensibleTendonActiveFiberForce
    (s, 1)`` (force–length–velocity of the fibre on a rigid tendon, pennation) when
    ``use_muscle_physiology``, else ``max_isometric_force``. Passive fibre forces are left out, as
    OpenSim overrides the muscles' actuation with ``a F̂``; every other force of the model acts
-   (gravity, external loads, coordinate limit forces, springs: `jaxbio.io.passive_forces`).
+   (gravity, external loads, coordinate limit forces, springs: `jaxbio.forces.passive_forces`).
 4. **Problem**: ``min Σ aᵢᵖ (+ Σ yⱼ²)`` s.t. the moments of the actuators equal the inverse
    dynamics moments of the unconstrained coordinates (OpenSim constrains their accelerations; with
    the muscles' forces linear in ``a`` the two are the same equations). Solved by
@@ -32,7 +32,7 @@ Differences from OpenSim, stated:
   warning says so for ``p ≠ 2``). Several on one coordinate share its moment as OpenSim's
   quadratic cost shares it. Point and torque actuators, bounded reserves and reserves on Ball/Free
   rotations are refused with an error naming them.
-- Muscle moments are ``rᵀ F`` with ``r = −∂l/∂c`` (`jaxbio.io.muscle_moment_arms`); OpenSim
+- Muscle moments are ``rᵀ F`` with ``r = −∂l/∂c`` (`jaxbio.forces.muscle_moment_arms`); OpenSim
   applies the tension at the path points, which is the same for paths without wrap surfaces and
   differs by OpenSim's tangent-point heuristics (≈1e-4 relative) on wrapping ones.
 - Coordinates that are locked or prescribed are not solved for (OpenSim drops their acceleration
@@ -116,7 +116,7 @@ def _check_reserve_bounds(model) -> None:
 
 def _general_actuators(model) -> np.ndarray:
     """Static: the positions in ``model.forces.actuator_names`` of the actuators solved with the
-    muscles (a column of `jaxbio.io.actuator_matrix` each, control bounds ``min_control`` /
+    muscles (a column of `jaxbio.forces.actuator_matrix` each, control bounds ``min_control`` /
     ``max_control``, ±`_UNBOUNDED` where infinite, cost ``|y|ᵖ`` as in OpenSim): point, torque and path
     actuators, and CoordinateActuators on a Ball/Free rotation."""
     names = model.forces.actuator_names
@@ -163,7 +163,7 @@ def static_optimization_problem(model, inputs: InverseDynamicsInputs, *, use_mus
     """One frame's problem in `jaxbio.estimation.static_optimization`'s terms: ``(moment_arms
     (m, k), tau (k,), max_force (m,))`` over the ``k`` solved coordinates (neither locked nor
     prescribed): the muscles' moment arms ``−∂l/∂c`` (m/rad, m/m), the generalised forces the
-    actuators must supply (`jaxbio.io.generalized_forces`: inverse dynamics with the external
+    actuators must supply (`jaxbio.tools.generalized_forces`: inverse dynamics with the external
     loads, less the model's passive forces), and ``F̂`` (N).
 
     Pure and differentiable (jit, vmap over frames with ``in_axes=(None, 0)``, grad with respect to
@@ -176,7 +176,7 @@ def static_optimization_problem(model, inputs: InverseDynamicsInputs, *, use_mus
 def _muscle_terms(model, c, cd, use_muscle_physiology: bool):
     """One frame's ``(moment arms (m, nc), F̂ (m,))`` of the muscles (`static_optimization_problem`).
     Paths that wrap: the lengths and moment arms from one pass of directional derivatives
-    (`jaxbio.io._osim_muscles._wrapped_lengths_and_moment_arms`), the lengthening speeds
+    (`jaxbio.forces._osim_muscles._wrapped_lengths_and_moment_arms`), the lengthening speeds
     ``(∂l/∂c) ċ = −r ċ`` from those moment arms, not from another pass through the wrapping
     (which cost as much again: benchmarks/README.md, "Static optimisation with wrapping")."""
     from jaxbio.forces import internals as muscles
@@ -510,7 +510,7 @@ def static_optimization_tool(
     Returns `StaticOptimizationTables` (``activations``, ``forces``: ``time`` ``(T,)``; columns the
     muscles in file order, then the reserve actuators). Warns for frames the actuators cannot
     balance. Raises ``ValueError`` naming the file, element or column (as
-    `jaxbio.io.inverse_dynamics_tool`, and for models without imported muscles, with forces OpenSim
+    `jaxbio.tools.inverse_dynamics_tool`, and for models without imported muscles, with forces OpenSim
     would apply that jaxbio does not import, or with actuators static optimisation cannot use).
     """
     p = _check_p(activation_exponent)
