@@ -899,7 +899,7 @@ def _parse(
     from jaxbio.forces.internals import read_muscles
 
     muscles, imported_muscles, muscle_notes = read_muscles(model_elem, tree, cnames, disabled, frame_pose, dt)
-    from jaxbio.markers import read_markers
+    from jaxbio.io._osim_markers import read_markers
 
     def frame_body(path_or_name: str, owner: str, where: str) -> str:
         return frames.pose(frames.resolve(path_or_name, owner, where), where)[0]
