@@ -1,5 +1,5 @@
 """The pieces of `jaxbio.forces` that the ``.osim`` reader (`jaxbio.io.osim`) and OpenSim's tools
-(`jaxbio.tools`) build on; not user API (no ``__all__``: not counted, not documented).
+(`jaxbio.tools`) build on; not user API (an empty ``__all__``: not counted, not documented).
 
 - `read_forces`, `read_muscles`: the ForceSet's XML → `OsimForces`, `OsimMuscles` (numpy), called
   by `jaxbio.io.load_osim`.
