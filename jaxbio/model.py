@@ -18,7 +18,8 @@ from jaxbio.tree import SegmentTree
 
 if TYPE_CHECKING:  # for the annotations only: the model holds the io readers' results
     from jaxbio.coordinates import CoordinateMap
-    from jaxbio.io import OsimForces, OsimMarkers, OsimMuscles
+    from jaxbio.forces import OsimForces, OsimMuscles
+    from jaxbio.markers import OsimMarkers
 
 __all__ = ["Model", "model_path", "shipped_models", "tree_of"]
 
@@ -72,11 +73,11 @@ class Model(eqx.Module):
       ``load_model(..., strict=True)`` refuses a model where it is not empty.
     - ``path`` (static): the file read (the tree's name for a model built in memory).
     - ``forces``: the `jaxbio.io.OsimForces` imported from the ForceSet (coordinate limit forces,
-      springs, coordinate, point and torque actuators; see `jaxbio.io._osim_forces`); empty for
+      springs, coordinate, point and torque actuators; see `jaxbio.forces._osim_forces`); empty for
       a model read from ``.json``, ``None`` for one built by `Model.from_tree` (no forces).
     - ``muscles``: the `jaxbio.io.OsimMuscles` (Thelen2003Muscle and
       Millard2012EquilibriumMuscle: paths with wrap objects, conditional and moving points, and
-      the muscle models; see `jaxbio.io._osim_muscles`), or ``None`` when the file has none.
+      the muscle models; see `jaxbio.forces._osim_muscles`), or ``None`` when the file has none.
     - ``markers``: the `jaxbio.io.OsimMarkers` of the MarkerSet (names, frames, locations;
       `jaxbio.io.marker_positions` gives their world positions at ``c``), or ``None`` when the
       file has none.

@@ -104,7 +104,7 @@ def _tree_model(tree, section=None):
 
 def _with_forces(model: Model) -> Model:
     """``model`` with an empty force set where it has none (`Model.from_tree`)."""
-    from jaxbio.io._osim_forces import OsimForces
+    from jaxbio.forces import OsimForces
 
     empty = OsimForces.empty(model.tree.masses.dtype)
     return eqx.tree_at(lambda m: m.forces, model, empty, is_leaf=lambda x: x is None)

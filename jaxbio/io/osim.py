@@ -45,7 +45,7 @@ axes and identity functions:
   ``TransformAxis`` an axis, at most one coordinate and a function: ``LinearFunction``,
   ``Constant``, ``SimmSpline``/``NaturalCubicSpline``, ``PiecewiseLinearFunction``,
   ``PiecewiseConstantFunction``, ``PolynomialFunction``, ``MultiplierFunction``; see
-  `jaxbio.io._osim_functions`).
+  `jaxbio._osim_functions`).
 
 **Ball and free joints.** OpenSim asks Simbody for Euler angles (``useEulerAngles``), so a
 Ball/Free joint's *coordinates* — what motion files name and ``Coordinate.getValue`` returns — are
@@ -88,24 +88,24 @@ static optimisation solves only the coordinates that are neither locked nor pres
 does `jaxbio.io.static_optimization_tool`. Prescribed motion (``prescribed_function``) is
 recorded, not imported.
 
-**Forces** (`Model.forces`, `jaxbio.io._osim_forces`): the ForceSet's CoordinateLimitForces,
+**Forces** (`Model.forces`, `jaxbio.forces._osim_forces`): the ForceSet's CoordinateLimitForces,
 SpringGeneralizedForces, PointToPointSprings, BushingForces, HuntCrossleyForces, PathSprings,
 CoordinateActuators, PointActuators, TorqueActuators and PathActuators, with OpenSim's formulas
 (`jaxbio.io.passive_forces`, `jaxbio.io.actuator_matrix`); paths as the muscles'
-(`jaxbio.io._osim_paths`).
+(`jaxbio.forces._osim_paths`).
 
-**Muscles** (`Model.muscles`, `jaxbio.io._osim_muscles`): the ForceSet's enabled
+**Muscles** (`Model.muscles`, `jaxbio.forces._osim_muscles`): the ForceSet's enabled
 Thelen2003Muscles and Millard2012EquilibriumMuscles, with their paths (fixed, conditional and
 moving points; the bodies' wrap objects and each path's PathWraps) on the tree, as functions of
 OpenSim's coordinates (`jaxbio.io.muscle_lengths`, ``muscle_moment_arms`` …).
 
-**Markers** (`Model.markers`, `jaxbio.io._osim_markers`): the MarkerSet's ``Marker`` s on
+**Markers** (`Model.markers`, `jaxbio.markers`): the MarkerSet's ``Marker`` s on
 their frames (4.x ``socket_parent_frame``, 3.x ``body``); `jaxbio.io.marker_positions`.
 
 **Coordinate couplers** (``CoordinateCouplerConstraint``, one independent coordinate): the
 dependent coordinate ``d = s · g(c_i)`` (``scale_factor`` ``s``, ``coupled_coordinates_function``
 ``g``) is removed from ``c`` (`Model.dependent_coordinates`) and each tree coordinate it
-drives, ``f(d)``, becomes ``f(s · g(c_i))`` (`jaxbio.io._osim_functions.compose`: ``f`` or ``g``
+drives, ``f(d)``, becomes ``f(s · g(c_i))`` (`jaxbio._osim_functions.compose`: ``f`` or ``g``
 must be a straight line), so that the dynamics in ``c`` are the constrained model's. OpenSim's
 inverse dynamics ignores constraints and reports a force for the dependent coordinate; jaxbio's
 generalised force of ``c_i`` includes it (virtual work).
@@ -149,10 +149,10 @@ from jaxbio import quaternion as quat
 from jaxbio._files import read_bytes, text_encoding
 from jaxbio._validate import as_shape, model_dtype, to_device
 from jaxbio.coordinates import CoordinateMap, Piecewise
-from jaxbio.io import _osim_functions as fn
+from jaxbio import _osim_functions as fn
 from jaxbio.model import Model
-from jaxbio.io._osim_xml import euler_xyz
-from jaxbio.io._osim_xml import _describe, _flag, _function, _function_element, _numbers, _text
+from jaxbio._osim_xml import euler_xyz
+from jaxbio._osim_xml import _describe, _flag, _function, _function_element, _numbers, _text
 from jaxbio.models.build import Body, model, segment, transformed, virtual
 from jaxbio.tree import SegmentTree
 
@@ -404,7 +404,7 @@ def _socket(joint: ET.Element, which: str) -> str | None:
     return None
 
 
-class _Frames:
+class Frames:
     """Bodies, the ground and PhysicalOffsetFrames by absolute component path (4.x), and the
     pose of any of them in its base body's frame."""
 
@@ -799,7 +799,7 @@ def _parse(
     for i, n in enumerate(names):
         if names.index(n) != i:
             raise ValueError(f"{joints[i].where}: the joint name is used twice")
-    frames = _Frames(model_elem, ground, moving)
+    frames = Frames(model_elem, ground, moving)
 
     # each joint: parent and child frames as (body, pose in the body frame)
     for j in joints:
@@ -913,7 +913,7 @@ def _parse(
         X = X_SB * pose
         return -1 if seg is None else seg_index[seg], X.p, X.q
 
-    from jaxbio.io._osim_forces import read_forces
+    from jaxbio.forces.internals import read_forces
 
     euler = [
         tuple(first[k] + i for i in range(3)) for k, j in enumerate(joints) if j.kind in ("BallJoint", "FreeJoint")
@@ -921,10 +921,10 @@ def _parse(
     forces, imported, disabled, force_notes = read_forces(
         model_elem, tree, cnames, [c.motion_type for c in coords], euler, frame_pose, dt
     )
-    from jaxbio.io._osim_muscles import read_muscles
+    from jaxbio.forces.internals import read_muscles
 
     muscles, imported_muscles, muscle_notes = read_muscles(model_elem, tree, cnames, disabled, frame_pose, dt)
-    from jaxbio.io._osim_markers import read_markers
+    from jaxbio.markers import read_markers
 
     def frame_body(path_or_name: str, owner: str, where: str) -> str:
         return frames.pose(frames.resolve(path_or_name, owner, where), where)[0]

@@ -11,6 +11,44 @@ static-optimization`` run; `jaxbio.io.read_ik_tasks` reads an ``IKTaskSet``.
 
 Everything computes in float64 (OpenSim's double precision), inside ``jax.enable_x64``: the
 process's own JAX configuration is left as it is.
+
+The tools' parts (``jb.tools``, the top layer: it builds on the core, `jaxbio.forces` and the
+readers of `jaxbio.io`; nothing below imports it):
+
+Processing (OpenSim's inverse-dynamics preparation, step for step):
+`process_coordinates(table, lowpass_hz=..., start=..., end=..., rotational=...)` →
+`ProcessedCoordinates` (pad, resample, filter, degrees → radians, quintic GCV splines and their
+derivatives); `lowpass_iir(signal, dt, cutoff_hz)` (OpenSim's zero-phase 3rd-order Butterworth,
+`butterworth_coefficients`); `GCVSpline(x, y, degree=5, error_variance=0.0)` (Woltring's GCVSPL).
+
+External loads: `read_external_loads(xml)` → `ExternalLoads` (`ExternalForce` entries);
+`external_load_data(loads, times)` → `ExternalForceData` (identifiers by prefix, cubic spline in
+time, the frames they name).
+
+Inverse dynamics: `inverse_dynamics_tool(model, motion, external_loads=..., lowpass_hz=...,
+start=..., end=...)` → `jaxbio.io.Table` of generalised forces labelled as OpenSim labels them
+(``InverseDynamicsTool``, every frame in one ``jit(vmap)``); `prepare_inverse_dynamics` →
+`InverseDynamicsInputs`, `generalized_forces(model, inputs)` (one frame, pure);
+`coordinates_table`; the tools warn for motion columns that name no coordinate and coordinates
+without a column, and `recording_matches` gives what they matched (`InputMatch`).
+
+Static optimisation: `static_optimization_tool(model, motion, ...)` →
+`StaticOptimizationTables` (OpenSim's ``AnalyzeTool`` static optimisation, every frame in one
+``jit(vmap)``); `prepare_static_optimization`, `solve_static_optimization` (one frame, pure,
+differentiable), `static_optimization_problem`.
+
+Inverse kinematics: `inverse_kinematics_tool` → `InverseKinematicsResult`
+(``InverseKinematicsTool``); `read_ik_tasks` (an ``IKTaskSet`` → `CoordinateTask` s and marker
+weights), `prepare_inverse_kinematics` → `InverseKinematicsInputs`,
+`solve_inverse_kinematics`, `inverse_kinematics_residuals`, `marker_errors`.
+
+Scaling (OpenSim's ``ScaleTool``, numpy on the model's XML): `scale_tool(setup)` → `ScaleResult`
+(a `ScaleSetup`, or its file through `read_scale_setup`; `Measurement`):
+`measurement_scale_factors`, `scale_factors`, `scale_osim` (the scaled ``.osim`` text),
+`place_markers`, `format_marker_set`, `format_scale_set`. Beyond OpenSim: `joint_fit` →
+`JointFitResult` fits the scale factors, the marker offsets and every frame's coordinates
+together; `model_scaling` → `ModelScaling`, the scaled model as a pure, differentiable function
+of per-body factors; `joint_fit_objective`, `fitted_osim`.
 """
 
 from __future__ import annotations
@@ -25,16 +63,6 @@ from pathlib import Path
 
 from jaxbio._text import read_xml
 from jaxbio._validate import echo
-
-__all__ = [
-    "ToolRun",
-    "inverse_dynamics_job",
-    "inverse_kinematics_job",
-    "run",
-    "run_setup",
-    "setup_files",
-    "static_optimization_job",
-]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,7 +118,7 @@ def inverse_dynamics_job(
     in ``warnings``."""
     import jax.numpy as jnp
 
-    from jaxbio.io import inverse_dynamics_tool
+    from jaxbio.tools._inverse_dynamics import inverse_dynamics_tool
 
     inputs = [str(p) for p in (model, motion, external_loads) if p]
     if output:
@@ -119,7 +147,7 @@ def _recorded(fn, *args, **kwargs):
     filters) and the last `jaxbio.io.InputMatch` of the inputs it prepared (None when none)."""
     import jax
 
-    from jaxbio.io import recording_matches
+    from jaxbio.tools._inverse_dynamics import recording_matches
 
     with recording_matches() as matches, warnings.catch_warnings(record=True) as caught, jax.enable_x64(True):
         warnings.simplefilter("always")
@@ -150,12 +178,12 @@ def inverse_kinematics_job(
     (``tables["coordinates"]``, ``tables["marker_errors"]``)."""
     import jax.numpy as jnp
 
-    from jaxbio.io import inverse_kinematics_tool
+    from jaxbio.tools._inverse_kinematics import inverse_kinematics_tool
 
     if tasks is None:
         weights, coords = None, None
     elif isinstance(tasks, (str, os.PathLike)):
-        from jaxbio.io import read_ik_tasks
+        from jaxbio.tools._inverse_kinematics import read_ik_tasks
 
         weights, coords = read_ik_tasks(tasks)
     else:
@@ -213,7 +241,7 @@ def static_optimization_job(
     ``tables["activations"]``); the tool's warnings are re-issued and kept in ``warnings``."""
     import jax.numpy as jnp
 
-    from jaxbio.io import static_optimization_tool
+    from jaxbio.tools._static_optimization import static_optimization_tool
 
     inputs = [str(p) for p in (model, motion, external_loads, *actuators) if p]
     outputs = [
@@ -580,7 +608,7 @@ def _run_inverse_kinematics(setup, tool, path, number, results, name, progress) 
             stacklevel=3,
         )
     task_set = tool.find("IKTaskSet")
-    from jaxbio.io import read_ik_tasks
+    from jaxbio.tools._inverse_kinematics import read_ik_tasks
 
     tasks = read_ik_tasks(task_set, where=str(setup)) if task_set is not None else ({}, {})
     marker_file = path("marker_file")
@@ -617,7 +645,7 @@ def _run_scale(setup: Path, progress) -> ToolRun:
     degrees, where OpenSim writes every state variable in radians). Every output is checked
     writable before any work. Tables: ``"static_pose"`` (one frame)."""
     from jaxbio._files import check_outputs, write_outputs
-    from jaxbio.io import format_marker_set, format_scale_set, read_scale_setup, scale_tool
+    from jaxbio.tools._scale import format_marker_set, format_scale_set, read_scale_setup, scale_tool
 
     spec = read_scale_setup(setup)
     named = [
@@ -651,7 +679,8 @@ def _run_scale(setup: Path, progress) -> ToolRun:
     if result.static_pose is not None:
         import numpy as np
 
-        from jaxbio.io import coordinates_table, format_sto
+        from jaxbio.io import format_sto
+        from jaxbio.tools._inverse_dynamics import coordinates_table
 
         t0 = spec.placer_time_range[0] if spec.placer_time_range else 0.0
         table = coordinates_table(result.model, np.array([t0]), result.static_pose[None], name="static pose")
@@ -665,3 +694,75 @@ def _run_scale(setup: Path, progress) -> ToolRun:
             files[flag] = Path(p)
     write_outputs(todo)
     return ToolRun(setup, "ScaleTool", tables, files, said, None)
+
+
+from jaxbio._lazy import attach  # noqa: E402
+
+#: the tools' public names defined in the private modules (imported on first use: ``jaxbio
+#: run-tool`` loads only the tools a session runs)
+_EXPORTS = {
+    "coordinates_table": "_inverse_dynamics",
+    "generalized_forces": "_inverse_dynamics",
+    "InputMatch": "_inverse_dynamics",
+    "inverse_dynamics_tool": "_inverse_dynamics",
+    "InverseDynamicsInputs": "_inverse_dynamics",
+    "prepare_inverse_dynamics": "_inverse_dynamics",
+    "recording_matches": "_inverse_dynamics",
+    "butterworth_coefficients": "_processing",
+    "lowpass_iir": "_processing",
+    "process_coordinates": "_processing",
+    "ProcessedCoordinates": "_processing",
+    "GCVSpline": "_gcvspl",
+    "external_load_data": "_external_loads",
+    "ExternalForce": "_external_loads",
+    "ExternalForceData": "_external_loads",
+    "ExternalLoads": "_external_loads",
+    "read_external_loads": "_external_loads",
+    "prepare_static_optimization": "_static_optimization",
+    "solve_static_optimization": "_static_optimization",
+    "static_optimization_problem": "_static_optimization",
+    "static_optimization_tool": "_static_optimization",
+    "StaticOptimizationTables": "_static_optimization",
+    "CoordinateTask": "_inverse_kinematics",
+    "inverse_kinematics_residuals": "_inverse_kinematics",
+    "inverse_kinematics_tool": "_inverse_kinematics",
+    "InverseKinematicsInputs": "_inverse_kinematics",
+    "InverseKinematicsResult": "_inverse_kinematics",
+    "marker_errors": "_inverse_kinematics",
+    "prepare_inverse_kinematics": "_inverse_kinematics",
+    "read_ik_tasks": "_inverse_kinematics",
+    "solve_inverse_kinematics": "_inverse_kinematics",
+    "format_marker_set": "_scale",
+    "format_scale_set": "_scale",
+    "Measurement": "_scale",
+    "measurement_scale_factors": "_scale",
+    "place_markers": "_scale",
+    "read_scale_setup": "_scale",
+    "scale_factors": "_scale",
+    "scale_osim": "_scale",
+    "scale_tool": "_scale",
+    "ScaleResult": "_scale",
+    "ScaleSetup": "_scale",
+    "fitted_osim": "_joint_fit",
+    "joint_fit": "_joint_fit",
+    "joint_fit_objective": "_joint_fit",
+    "JointFitResult": "_joint_fit",
+    "model_scaling": "_joint_fit",
+    "ModelScaling": "_joint_fit",
+}
+
+__getattr__, __dir__ = attach(__name__, globals(), exports=_EXPORTS)
+
+__all__ = sorted(
+    [
+        *_EXPORTS,
+        "ToolRun",
+        "inverse_dynamics_job",
+        "inverse_kinematics_job",
+        "run",
+        "run_setup",
+        "setup_files",
+        "static_optimization_job",
+    ],
+    key=str.lower,
+)

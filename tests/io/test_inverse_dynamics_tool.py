@@ -21,7 +21,7 @@ import pytest
 
 import jaxbio as jb
 from jaxbio.cli import main
-from jaxbio.io._tools import inverse_dynamics_tool
+from jaxbio.tools._inverse_dynamics import inverse_dynamics_tool
 
 DATA = Path(__file__).parent / "data"
 S01 = DATA / "subject01"

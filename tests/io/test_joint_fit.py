@@ -22,7 +22,7 @@ LIBRARY = Path(os.environ.get("JAXBIO_OSIM_LIBRARY", "/work/om"))
 
 
 def _load(text):
-    from jaxbio.io._scale import _load_text
+    from jaxbio.tools._scale import _load_text
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -51,8 +51,8 @@ def test_scaled_model_equals_opensims_scaling(path):
     lengths take long to compile and move no marker): the tree's joint frames and mass centres,
     every marker at a random pose."""
     from jaxbio.io import marker_positions, model_scaling, scale_osim
-    from jaxbio.io._joint_fit import _skeleton
-    from jaxbio.io._scale import _root
+    from jaxbio.tools._joint_fit import _skeleton
+    from jaxbio.tools._scale import _root
 
     with jax.enable_x64(True):
         scaling = model_scaling(path)

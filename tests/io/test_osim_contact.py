@@ -1,5 +1,5 @@
 """``HuntCrossleyForce`` (on ``ContactSphere`` and ``ContactHalfSpace``) and ``BushingForce``
-(`jaxbio.io._osim_forces`) against live OpenSim 4.6.
+(`jaxbio.forces._osim_forces`) against live OpenSim 4.6.
 
 OpenSim's generalised force of a force type is ``InverseDynamicsSolver.solve`` without any force
 minus the same with that type (`tests.io.test_osim_forces.compare_types`), at states that put
@@ -25,7 +25,7 @@ import pytest
 from jaxbio import quaternion as quat
 from jaxbio.coordinates import jacobian as coordinate_jacobian
 from jaxbio.io import load_osim, passive_forces
-from jaxbio.io._osim_forces import _contacts, _on_tree, _world_attitudes, _world_points
+from jaxbio.forces._osim_forces import _contacts, _on_tree, _world_attitudes, _world_points
 
 osim = pytest.importorskip("opensim")
 osim.Logger.removeFileSink()

@@ -1,4 +1,4 @@
-"""`Model.forces` (`jaxbio.io._osim_forces`) and the InverseDynamicsTool's model forces,
+"""`Model.forces` (`jaxbio.forces._osim_forces`) and the InverseDynamicsTool's model forces,
 against live OpenSim 4.6 (the ``opensim`` Python bindings).
 
 Models written with OpenSim's API (``printToXML``): a planar arm with every imported force type

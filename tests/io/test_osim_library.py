@@ -325,7 +325,7 @@ def test_coordinate_coupler_matches_opensim(tmp_path):
 def test_composition_of_a_curve_and_a_line(slope):
     """`compose` (a joint's function of a dependent coordinate after the coupling, or the
     coupling after a linear joint function) against evaluating one after the other."""
-    from jaxbio.io import _osim_functions as fn
+    from jaxbio import _osim_functions as fn
 
     spline = fn.simm_spline([-1.0, 0.0, 0.5, 1.5], [0.2, -0.1, 0.3, 0.0])
     line = fn.linear(slope, 0.3)

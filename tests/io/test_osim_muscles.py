@@ -1,4 +1,4 @@
-"""`Model.muscles` (`jaxbio.io._osim_muscles`) against live OpenSim 4.6 (the ``opensim``
+"""`Model.muscles` (`jaxbio.forces._osim_muscles`) against live OpenSim 4.6 (the ``opensim``
 Python bindings), float64.
 
 At random states within the coordinate ranges of arm26 (Thelen muscles over cylinders and

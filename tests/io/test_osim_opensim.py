@@ -500,7 +500,7 @@ def _opensim_function(kind, points):
 def test_functions_match_opensim(kind, knots):
     """Value, first and second derivative of OpenSim's functions, inside, at and beyond the
     knots (OpenSim's linear extrapolation), through the public coordinate-map functions."""
-    from jaxbio.io import _osim_functions as fn
+    from jaxbio import _osim_functions as fn
 
     x, y = np.array(knots).T
     build = {
@@ -541,7 +541,7 @@ def test_functions_match_opensim(kind, knots):
 
 
 def test_polynomial_and_multiplier_match_opensim():
-    from jaxbio.io import _osim_functions as fn
+    from jaxbio import _osim_functions as fn
 
     coefficients = [0.01, -0.02, 0.03, -0.4]
     poly = osim.PolynomialFunction(osim.Vector(coefficients))

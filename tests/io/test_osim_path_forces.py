@@ -1,5 +1,5 @@
-"""``PathActuator`` and ``PathSpring`` (`jaxbio.io._osim_forces`, paths by
-`jaxbio.io._osim_paths`) against live OpenSim 4.6, float64.
+"""``PathActuator`` and ``PathSpring`` (`jaxbio.forces._osim_forces`, paths by
+`jaxbio.forces._osim_paths`) against live OpenSim 4.6, float64.
 
 Test models: gait10dof18musc (conditional and moving points) and arm26 (wrap cylinders and an
 ellipsoid), each with a ``PathActuator`` and a ``PathSpring`` on a copy of some muscles' paths
@@ -26,8 +26,8 @@ import numpy as np
 import pytest
 
 from jaxbio.io import load_osim, muscle_lengths, passive_forces
-from jaxbio.io._osim_forces import actuator_matrix, path_spring_tensions
-from jaxbio.io._osim_muscles import muscle_moment_arms
+from jaxbio.forces._osim_forces import actuator_matrix, path_spring_tensions
+from jaxbio.forces._osim_muscles import muscle_moment_arms
 
 osim = pytest.importorskip("opensim")
 

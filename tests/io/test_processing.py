@@ -11,7 +11,7 @@ from scipy import signal
 from scipy.interpolate import make_interp_spline
 
 from jaxbio.io import GCVSpline, Table, butterworth_coefficients, lowpass_iir, process_coordinates, read_storage
-from jaxbio.io._processing import _pad, _resample
+from jaxbio.tools._processing import _pad, _resample
 
 DATA = Path(__file__).parent / "data" / "arm26_id"
 MOT = DATA / "arm26_InverseKinematics.mot"
@@ -99,7 +99,7 @@ def test_search_ahead_equals_the_rounds_bit_for_bit(seed):
     """The smoothing-parameter searches with every halving and doubling trial computed ahead, side
     by side (`_gcvspl_interpolating`) give the coefficients of the round-by-round search bit for
     bit, for every degree, smooth and rough data, small and large values."""
-    from jaxbio.io._gcvspl import _gcvspl
+    from jaxbio.tools._gcvspl import _gcvspl
 
     rng = np.random.default_rng(seed)
     n = int(rng.integers(8, 120))
@@ -124,7 +124,7 @@ def test_golden_section_ahead_equals_the_rounds_bit_for_bit(name, rows):
     """OpenSim's own motion files take the search into its golden-section phase (the criterion
     stops falling in rounding noise), whose rounds `_gcvspl_interpolating` computes several at a
     time: the coefficients equal the round-by-round search bit for bit, and the phase is reached."""
-    from jaxbio.io import _gcvspl
+    from jaxbio.tools import _gcvspl
 
     table = read_storage(DATA.parent / name)
     x = [0.0, *table.time[rows].tolist()]

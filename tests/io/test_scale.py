@@ -245,7 +245,7 @@ def test_marker_placement_against_opensim(tmp_path, which):
     )
     with pytest.warns(UserWarning, match="no applied marker task"):
         _, c, errors, inputs = place_markers(scaled, spec.placer_marker_file, move_markers=False, **kwargs)
-    from jaxbio.io._scale import _load_text
+    from jaxbio.tools._scale import _load_text
 
     with jax.enable_x64(True):
         names = _load_text(scaled.read_text()).coordinate_names
@@ -284,7 +284,7 @@ def test_uniform_scaling_closed_form():
     import jax
 
     from jaxbio.io import scale_osim
-    from jaxbio.io._scale import _load_text
+    from jaxbio.tools._scale import _load_text
 
     s = 1.3
     generic = (DATA / "arm26.osim").read_text()
@@ -318,7 +318,7 @@ def test_measurement_errors_name_markers_and_time_range():
     import jax
 
     from jaxbio.io import Measurement, measurement_scale_factors
-    from jaxbio.io._scale import _load_text
+    from jaxbio.tools._scale import _load_text
 
     with jax.enable_x64(True):
         arm = _load_text((DATA / "arm26.osim").read_text())

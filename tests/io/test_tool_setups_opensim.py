@@ -150,7 +150,7 @@ def test_step_interval_frames_are_opensims():
     OpenSim's 0.500, 0.503, 0.513, … rows."""
     from types import SimpleNamespace
 
-    from jaxbio.io._static_optimization import _analysis_frames
+    from jaxbio.tools._static_optimization import _analysis_frames
 
     samples = np.round(np.arange(0, 2.5, 0.001), 6)
     frames = samples[500:1301]

@@ -61,10 +61,10 @@ from jaxtyping import Array, Float
 from jaxbio import _aot
 from jaxbio.estimation import StaticOptimizationResult
 from jaxbio.estimation.one_frame import check_p as _check_p, solve_frame as _solve_frame, solver_options as _options
-from jaxbio.io._external_loads import ExternalLoads, read_external_loads
-from jaxbio.io._storage import Table
-from jaxbio.io._tools import tool_model
-from jaxbio.io._tools import InverseDynamicsInputs, _prepare, generalized_forces
+from jaxbio.tools._external_loads import ExternalLoads, read_external_loads
+from jaxbio.io import Table
+from jaxbio.tools._inverse_dynamics import tool_model
+from jaxbio.tools._inverse_dynamics import InverseDynamicsInputs, _prepare, generalized_forces
 
 __all__ = [
     "StaticOptimizationTables",
@@ -179,19 +179,20 @@ def _muscle_terms(model, c, cd, use_muscle_physiology: bool):
     (`jaxbio.io._osim_muscles._wrapped_lengths_and_moment_arms`), the lengthening speeds
     ``(∂l/∂c) ċ = −r ċ`` from those moment arms, not from another pass through the wrapping
     (which cost as much again: benchmarks/README.md, "Static optimisation with wrapping")."""
-    from jaxbio.io import _osim_muscles as muscles
+    from jaxbio.forces import internals as muscles
+    from jaxbio.forces import muscle_moment_arms, muscle_static_optimization_forces
 
     if model.muscles.paths.path_wraps:
-        c = muscles._coordinates(model, c, "c")
-        cd = muscles._coordinates(model, cd, "cd").astype(c.dtype)
-        lengths, R = muscles._wrapped_lengths_and_moment_arms(model, c)
+        c = muscles.muscle_coordinates(model, c, "c")
+        cd = muscles.muscle_coordinates(model, cd, "cd").astype(c.dtype)
+        lengths, R = muscles.wrapped_lengths_and_moment_arms(model, c)
         if not use_muscle_physiology:
             return R, model.muscles.max_isometric_force.astype(R.dtype)
         speeds = -jnp.dot(R, cd, precision="highest")
-        return R, muscles._forces_at(model.muscles, lengths, speeds)[0].astype(R.dtype)
-    R = muscles.muscle_moment_arms(model, c)
+        return R, muscles.static_optimization_forces_at(model.muscles, lengths, speeds)[0].astype(R.dtype)
+    R = muscle_moment_arms(model, c)
     if use_muscle_physiology:
-        fmax = muscles.muscle_static_optimization_forces(model, c, cd)[0]
+        fmax = muscle_static_optimization_forces(model, c, cd)[0]
     else:
         fmax = model.muscles.max_isometric_force
     return R, fmax.astype(R.dtype)
@@ -199,7 +200,7 @@ def _muscle_terms(model, c, cd, use_muscle_physiology: bool):
 
 def _problem(model, inputs: InverseDynamicsInputs, muscle_terms):
     """`static_optimization_problem` from the frame's `_muscle_terms`."""
-    from jaxbio.io._osim_forces import actuator_matrix
+    from jaxbio.forces import actuator_matrix
 
     rows = _solved_coordinates(model)
     tau = generalized_forces(model, inputs)[rows]
@@ -397,11 +398,12 @@ def _reported_forces(m, inputs, loads, actuation: dict) -> tuple[tuple[str, ...]
     - ``left out`` names the forces whose columns are not written (``PointToPointSpring``, forces
       in ``<components>``).
     """
-    from jaxbio.io._osim_forces import _coordinates, _to_speeds, path_spring_tensions
-    from jaxbio.io._tools import _body_index, body_poses
+    from jaxbio.forces import path_spring_tensions
+    from jaxbio.forces.internals import force_coordinates as _coordinates, to_opensim_speeds as _to_speeds
+    from jaxbio.tools._inverse_dynamics import _body_index, body_poses
     from jaxbio.coordinates import to_tree
     from jaxbio import quaternion as quat
-    from jaxbio.io._external_loads import external_load_data
+    from jaxbio.tools._external_loads import external_load_data
 
     F = m.forces
     c = jax.vmap(lambda x: _coordinates(m, x, "c"))(inputs.c)

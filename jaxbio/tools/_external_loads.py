@@ -148,8 +148,8 @@ def external_load_data(loads: ExternalLoads, times, table=None) -> tuple[Externa
     an identifier that does not find exactly three columns. Times outside the data are
     extrapolated as OpenSim's functions extrapolate (the spline's natural ends are straight
     lines; two or three rows: the end segments), with a warning beyond half a sample."""
-    from jaxbio.io._gcvspl import GCVSpline
-    from jaxbio.io._storage import read_storage
+    from jaxbio.tools._gcvspl import GCVSpline
+    from jaxbio.io import read_storage
 
     table = read_storage(loads.datafile) if table is None else table
     t = np.asarray(times, float).reshape(-1)

@@ -108,7 +108,7 @@ def read_markers(
     ``(segment, position, orientation)`` in its segment; ``body_of(path, owner, where)`` names its
     body. ``ValueError`` naming the marker for a missing frame, a bad location, a repeated name."""
     from jaxbio._validate import to_device
-    from jaxbio.io._osim_xml import _describe, _flag, _numbers, _text
+    from jaxbio._osim_xml import _describe, _flag, _numbers, _text
 
     elems = [m for s in model_elem.findall("MarkerSet") for m in s.findall("objects/Marker")]
     if not elems:

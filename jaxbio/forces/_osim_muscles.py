@@ -50,7 +50,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio._validate import as_shape, check_concrete_finite, jit_checked, to_device
-from jaxbio.io._osim_paths import OsimPaths, path_lengths, path_moment_arms, read_paths
+from jaxbio.forces._osim_paths import OsimPaths, path_lengths, path_moment_arms, read_paths
 from jaxbio.muscles.millard import Millard2012EquilibriumMuscle
 from jaxbio.muscles.thelen import Thelen2003Muscle
 
@@ -305,7 +305,7 @@ def read_muscles(
     models whose parameters OpenSim refuses: not imported, the skeleton stays usable). ``frame``
     resolves a body/frame path (as in `jaxbio.io._osim_forces.read_forces`); ``disabled`` holds
     the ForceSet entries that apply no force."""
-    from jaxbio.io._osim_xml import _describe, _flag, _numbers
+    from jaxbio._osim_xml import _describe, _flag, _numbers
 
     def given(elem) -> bool:  # an empty element is a property the file does not set (OpenSim: its default)
         return bool((elem.text or "").strip())
@@ -382,6 +382,6 @@ def read_muscles(
 
 
 def _control(elem, tag, where, default):
-    from jaxbio.io._osim_forces import read_control
+    from jaxbio.forces._osim_forces import read_control
 
     return read_control(elem, tag, where, default)

@@ -1,8 +1,8 @@
 """OpenSim's ``GeometryPath``\\ s: the one reader and evaluator of the paths of muscles and path forces.
 
 A path of an OpenSim ``ForceSet`` entry (a muscle, a ``PathActuator``, a ``PathSpring``) is
-read here into `OsimPaths`, which `jaxbio.io._osim_muscles.OsimMuscles` extends and
-`jaxbio.io._osim_forces.OsimForces` holds (``forces.paths``); lengths and moment arms of either
+read here into `OsimPaths`, which `jaxbio.forces._osim_muscles.OsimMuscles` extends and
+`jaxbio.forces._osim_forces.OsimForces` holds (``forces.paths``); lengths and moment arms of either
 come from `path_lengths` and `path_moment_arms`.
 
 **Formats.** 4.x: ``<GeometryPath><PathPointSet><objects>`` of ``PathPoint``,
@@ -11,7 +11,7 @@ ground or a ``PhysicalOffsetFrame``), ``<location>``; conditional points a ``soc
 and ``<range>``; moving points ``x_location``/``y_location``/``z_location`` (a function each)
 with ``socket_x_coordinate`` … . 3.x/2.x: the same elements with ``<body>``, ``<coordinate>``,
 ``<x_coordinate>`` … (2.x: ``MusclePoint``, ``MuscleViaPoint``, ``MovingMusclePoint``,
-``XAttachment`` …). The functions are those of the joints (`jaxbio.io._osim_functions`).
+``XAttachment`` …). The functions are those of the joints (`jaxbio._osim_functions`).
 Wrap objects: each body's (and the ground's) ``<WrapObjectSet><objects>`` (``WrapCylinder``,
 ``WrapSphere``, ``WrapEllipsoid``; ``active`` false: never wrapped over), each path's
 ``<PathWrapSet>`` (``wrap_object``, ``method``, ``range``). A ``FunctionBasedPath`` (OpenSim
@@ -156,7 +156,7 @@ def read_wrap_objects(model_elem: ET.Element, tree, frame: Callable[[str, str, s
     """``(specs, frames, inactive)``: every body's (and the ground's) wrap objects as
     `MusclePaths.from_points` takes them (``{name: spec}``, in the frame of their body, a key of
     ``frames``), and the names of the inactive ones (``active`` false)."""
-    from jaxbio.io._osim_xml import _describe, _flag, _numbers, _text
+    from jaxbio._osim_xml import _describe, _flag, _numbers, _text
 
     wrap_specs, frames = {}, {}
     holders = [(b.get("name", ""), b) for b in model_elem.findall("BodySet/objects/Body")]
@@ -206,9 +206,9 @@ def read_paths(
     """The fields of `OsimPaths` (a dict, so that `OsimMuscles` can add its own) of the
     ``<GeometryPath>`` of each element of ``elems`` (ForceSet entries, in that order; ``names``
     their names). ``frame`` resolves a body/frame path (as in
-    `jaxbio.io._osim_forces.read_forces`); ``what`` starts the message of a path refused by
+    `jaxbio.forces._osim_forces.read_forces`); ``what`` starts the message of a path refused by
     `MusclePaths.from_points`. ``ValueError`` naming the element for every defect."""
-    from jaxbio.io._osim_xml import _describe, _function, _function_element, _numbers, _text
+    from jaxbio._osim_xml import _describe, _function, _function_element, _numbers, _text
 
     coords = list(coordinates)
 

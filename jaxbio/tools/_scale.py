@@ -63,8 +63,8 @@ from pathlib import Path
 import numpy as np
 
 from jaxbio._text import listing, read_xml
-from jaxbio.io._markers import Markers, read_trc
-from jaxbio.io._osim_xml import _function_element, _numbers, _text
+from jaxbio.io import Markers, read_trc
+from jaxbio._osim_xml import _function_element, _numbers, _text
 
 __all__ = [
     "format_marker_set",
@@ -191,7 +191,7 @@ def _child_text(el, tag):
 def read_scale_setup(path) -> ScaleSetup:
     """OpenSim's ``ScaleTool`` setup file as a `ScaleSetup` (file names relative to the setup's
     folder, as OpenSim reads them). ``ValueError`` naming the file and element for a bad value."""
-    from jaxbio.io._inverse_kinematics import read_ik_tasks
+    from jaxbio.tools._inverse_kinematics import read_ik_tasks
 
     path = Path(path)
     root = read_xml(path, "OpenSim ScaleTool setup file")
@@ -320,7 +320,7 @@ class _Document:
     """A 4.x model document being scaled: its bodies, frames and the base body of each frame."""
 
     def __init__(self, root: ET.Element, where: str):
-        from jaxbio.io.osim import _Frames
+        from jaxbio.io.osim import Frames as _Frames
 
         self.where = where
         self.root = root
@@ -691,7 +691,7 @@ def _default_path_lengths(root: ET.Element, where: str) -> dict[str, float]:
     import jax
     import jax.numpy as jnp
 
-    from jaxbio.io._osim_muscles import muscle_lengths
+    from jaxbio.forces import muscle_lengths
 
     root = copy.deepcopy(root)
     model = root if root.tag == "Model" else root.find("Model")
@@ -784,8 +784,8 @@ def measurement_scale_factors(
     ``ValueError`` naming them for markers missing from the model or the trial and for a time
     range outside the trial. A measurement without marker pairs, or with a pair missing (NaN) in
     a frame of the range, is left out with a warning (OpenSim: "measurement not used")."""
-    from jaxbio.io._osim_markers import marker_positions
-    from jaxbio.io._tools import tool_model
+    from jaxbio.markers import marker_positions
+    from jaxbio.tools._inverse_dynamics import tool_model
 
     m = tool_model(model)
     data, where = _read_markers(markers)
@@ -931,7 +931,7 @@ def place_markers(
     from jaxbio import quaternion as quat
     from jaxbio import coordinates
     from jaxbio.dynamics.kinematics import segment_motion
-    from jaxbio.io._inverse_kinematics import _solve, prepare_inverse_kinematics
+    from jaxbio.tools._inverse_kinematics import _solve, prepare_inverse_kinematics
 
     root, where = _root(source)
     root = copy.deepcopy(root)
@@ -1004,7 +1004,7 @@ def place_markers(
                 raise ValueError(f"static_pose: need {len(m.coordinate_names)} coordinates, got shape {c.shape}")
         q = coordinates.to_tree(m.coordinates, jnp.asarray(c))
         mo = segment_motion(m.tree, q)
-        from jaxbio.io._osim_markers import marker_positions
+        from jaxbio.markers import marker_positions
 
         x = np.asarray(marker_positions(m, jnp.asarray(c)), dtype=float)
         pos = np.asarray(mo.position, dtype=float)

@@ -117,7 +117,7 @@ def model_scaling(source, *, marker_set=None, bodies: Sequence[str] | None = Non
 
     ``NotImplementedError`` when the model's scaling is not linear in the factors (checked at
     random factors to 1e-9 of the lengths); ``ValueError`` for a body the model does not have."""
-    from jaxbio.io._scale import _Document, _load_text, _root, _with_marker_set, scale_osim
+    from jaxbio.tools._scale import _Document, _load_text, _root, _with_marker_set, scale_osim
 
     root, where = _root(source)
     if marker_set is not None:
@@ -212,14 +212,14 @@ def _no_gradient(tree):
 
 def _trial_goals(model, inputs, c):
     """``(T,)`` m² OpenSim's goal per frame at ``c`` ``(T, nc)``."""
-    from jaxbio.io._inverse_kinematics import inverse_kinematics_residuals
+    from jaxbio.tools._inverse_kinematics import inverse_kinematics_residuals
 
     return jax.vmap(lambda frame, ci: 0.5 * jnp.sum(inverse_kinematics_residuals(model, frame, ci) ** 2))(inputs, c)
 
 
 def _trial_rms(model, inputs, c):
     """``(T,)`` m OpenSim's ``marker_error_RMS`` per frame."""
-    from jaxbio.io._inverse_kinematics import marker_errors
+    from jaxbio.tools._inverse_kinematics import marker_errors
 
     d2 = jax.vmap(lambda frame, ci: marker_errors(model, frame, ci))(inputs, c)
     return jnp.sqrt(jnp.sum(d2, axis=1) / d2.shape[1])
@@ -230,7 +230,7 @@ def _trials(trials) -> tuple:
 
 
 def _solve_trials(model, trials, starts, tolerances):
-    from jaxbio.io._inverse_kinematics import _solve
+    from jaxbio.tools._inverse_kinematics import _solve
 
     rtol, atol = tolerances
     return tuple(_solve(model, t, c0, rtol, atol, 256)[0] for t, c0 in zip(trials, starts))
@@ -360,8 +360,8 @@ def fitted_osim(
     for `model_scaling`) scaled by ``result.factors`` as OpenSim scales it (`jaxbio.io.scale_osim`:
     masses, inertias, muscles; ``mass`` kg the subject's), the markers moved to their fitted
     locations."""
-    from jaxbio.io._scale import _fmt, _root, _with_marker_set, scale_osim
-    from jaxbio.io._scale import _root as parse
+    from jaxbio.tools._scale import _fmt, _root, _with_marker_set, scale_osim
+    from jaxbio.tools._scale import _root as parse
 
     root, where = _root(source)
     if marker_set is not None:
@@ -377,6 +377,6 @@ def fitted_osim(
         if k is not None:
             el = marker.find("location")
             el.text = " ".join(_fmt(v) for v in locations[k])
-    from jaxbio.io._scale import _tostring
+    from jaxbio.tools._scale import _tostring
 
     return _tostring(root2)

@@ -10,7 +10,7 @@ import numpy as np
 
 from jaxbio import quaternion as quat
 from jaxbio.coordinates import Piecewise
-from jaxbio.io import _osim_functions as fn
+from jaxbio import _osim_functions as fn
 
 
 FUNCTION_TYPES = (

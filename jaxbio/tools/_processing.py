@@ -35,8 +35,8 @@ from collections.abc import Iterable
 import numpy as np
 
 from jaxbio._validate import static_number
-from jaxbio.io._gcvspl import GCVSpline
-from jaxbio.io._storage import Table
+from jaxbio.tools._gcvspl import GCVSpline
+from jaxbio.io import Table
 from jaxbio._text import known_names
 
 #: SimTK_DEGREE_TO_RADIAN (a long double literal in Simbody, passed to OpenSim as a double)

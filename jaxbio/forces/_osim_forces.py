@@ -104,7 +104,7 @@ from jaxbio import quaternion as quat
 from jaxbio._validate import take_rows, to_device
 from jaxbio.coordinates import jacobian as coordinate_jacobian
 from jaxbio.dynamics.kinematics import point_jacobian, segment_motion
-from jaxbio.io._osim_paths import OsimPaths, path_lengths, path_moment_arms, read_paths
+from jaxbio.forces._osim_paths import OsimPaths, path_lengths, path_moment_arms, read_paths
 from jaxbio.spatial import norm, safe_sqrt, unit
 
 __all__ = [
@@ -1121,7 +1121,7 @@ FramePose = tuple[int, np.ndarray, np.ndarray]
 def read_control(elem: ET.Element, tag: str, where: str, default: float) -> float:
     """A control bound (``min_control``, ``max_control``) of an actuator or muscle element: a
     number, ±inf allowed, ``default`` when absent; ``ValueError`` naming ``where`` otherwise."""
-    from jaxbio.io._osim_xml import _text
+    from jaxbio._osim_xml import _text
 
     text = _text(elem, tag)
     if text is None or text == "":
@@ -1151,8 +1151,8 @@ def read_forces(
     ``frame(path, owner, where, body_only)`` resolves a body or frame name / path (relative to
     the component path ``owner``) to its pose in a tree segment, raising ``ValueError``; the
     paths of path forces are points on ``tree`` (`jaxbio.io._osim_paths.read_paths`)."""
-    from jaxbio.io._osim_xml import _describe, _flag, _numbers, _text
-    from jaxbio.io._osim_xml import euler_xyz
+    from jaxbio._osim_xml import _describe, _flag, _numbers, _text
+    from jaxbio._osim_xml import euler_xyz
 
     def number(elem, tag, where, default):
         return float(_numbers(elem, tag, 1, where, default=[default])[0])

@@ -51,12 +51,12 @@ from jaxtyping import Array, Float
 from jaxbio import _aot, coordinates
 from jaxbio import quaternion as quat
 from jaxbio.dynamics import forward_kinematics, inverse_dynamics, point_loads
-from jaxbio.io._external_loads import ExternalLoads, external_load_data, read_external_loads
-from jaxbio.io._gcvspl import GCVSpline
-from jaxbio.io._processing import process_coordinates
-from jaxbio.io._storage import Table, read_storage
+from jaxbio.tools._external_loads import ExternalLoads, external_load_data, read_external_loads
+from jaxbio.tools._gcvspl import GCVSpline
+from jaxbio.tools._processing import process_coordinates
+from jaxbio.io import Table, read_storage
 from jaxbio._text import listing
-from jaxbio.io._model_files import load_model
+from jaxbio.io import load_model
 
 __all__ = [
     "InputMatch",
@@ -243,7 +243,7 @@ def _match_motion(m, table, where: str, zero: bool = False):
 
 def _load_match(loads: ExternalLoads, model) -> dict:
     """`InputMatch.external_forces`: the columns each applied force's identifiers found."""
-    from jaxbio.io._external_loads import identifier_columns
+    from jaxbio.tools._external_loads import identifier_columns
 
     table = read_storage(loads.datafile)
     out = {}
@@ -418,7 +418,7 @@ def generalized_forces(model, inputs: InverseDynamicsInputs) -> Float[Array, " n
     `jaxbio.io.applied_forces`). Pure: jit, vmap (over frames, or over models), grad and
     jacfwd work.
     """
-    from jaxbio.io._osim_forces import passive_forces
+    from jaxbio.forces import passive_forces
 
     _check_inputs(model, inputs)
     q = coordinates.to_tree(model.coordinates, inputs.c)
@@ -467,7 +467,7 @@ def inverse_dynamics_tool(
     not covering the time range; and naming the forces, a model force OpenSim would apply that
     jaxbio does not import (`jaxbio.io.applied_forces`).
     """
-    from jaxbio.io._osim_forces import applied_forces
+    from jaxbio.forces import applied_forces
 
     say = progress or (lambda message: None)
     say("loading the model")

@@ -59,8 +59,8 @@ from jaxtyping import Array, Float
 
 from jaxbio import quaternion as quat
 from jaxbio._text import listing
-from jaxbio.io._markers import Markers, read_trc
-from jaxbio.io._storage import Table
+from jaxbio.io import Markers, read_trc
+from jaxbio.io import Table
 
 __all__ = [
     "read_ik_tasks",
@@ -194,7 +194,7 @@ def inverse_kinematics_residuals(model, inputs: InverseKinematicsInputs, c: Floa
       (``inputs.frame(i)``); ``c``: ``(nc,)`` rad / m.
 
     Returns ``(3k + j,)``. Pure (vmap over frames, grad)."""
-    from jaxbio.io._osim_markers import _marker_points
+    from jaxbio.markers import _marker_points
     from jaxbio import coordinates
 
     markers = model.markers.select(inputs.markers)
@@ -247,7 +247,7 @@ def _residuals_and_jacobian(model, inputs: InverseKinematicsInputs, u):
 def marker_errors(model, inputs: InverseKinematicsInputs, c: Float[Array, " nc"]) -> Float[Array, " k"]:
     """Unweighted squared distances ``|x_i(c) − m_i|²`` (m²) of one frame's tracked markers, 0
     where a marker is missing (Simbody ``Markers::findCurrentMarkerErrorSquared``)."""
-    from jaxbio.io._osim_markers import _marker_points
+    from jaxbio.markers import _marker_points
     from jaxbio import coordinates
 
     markers = model.markers.select(inputs.markers)
@@ -414,7 +414,7 @@ def _read_markers(markers) -> tuple[Markers, str]:
     if suffix == ".trc":
         return read_trc(path), str(path)
     if suffix == ".c3d":
-        from jaxbio.io._c3d import read_c3d
+        from jaxbio.io import read_c3d
 
         return read_c3d(path).markers, str(path)
     raise ValueError(f"{path}: a marker file must be .trc (or .c3d), got {suffix or 'no extension'!r}")
@@ -446,7 +446,7 @@ def prepare_inverse_kinematics(
     ``ValueError`` for a model without markers, no tracked marker, a coordinate task naming no
     coordinate (or a dependent one), a ``from_file`` task without a file or its column, a NaN
     target, an empty time range."""
-    from jaxbio.io._tools import tool_model
+    from jaxbio.tools._inverse_dynamics import tool_model
 
     m = tool_model(model, dtype)
     data, where = _read_markers(markers)
@@ -560,7 +560,7 @@ def prepare_inverse_kinematics(
                     f"{coordinate_file}: no column {name!r} for its from_file coordinate task (columns: "
                     f"{listing(table.labels, 12)})"
                 )
-            from jaxbio.io._gcvspl import GCVSpline
+            from jaxbio.tools._gcvspl import GCVSpline
 
             try:
                 values = np.asarray(GCVSpline(table.time, table.column(name), degree=5)(time), float)
@@ -586,7 +586,7 @@ def prepare_inverse_kinematics(
 
 def _coordinate_table(m, coordinate_file) -> Table:
     """The coordinate file, rotational columns in radians (OpenSim's ``convertDegreesToRadians``)."""
-    from jaxbio.io._storage import read_storage
+    from jaxbio.io import read_storage
 
     table = coordinate_file if isinstance(coordinate_file, Table) else read_storage(coordinate_file)
     if table.in_degrees:
@@ -638,8 +638,8 @@ def inverse_kinematics_tool(
 
     Returns an `InverseKinematicsResult` (the motion and marker-error tables OpenSim writes, the
     coordinates in rad / m). Warns for frames where the solver did not meet its tolerance."""
-    from jaxbio.io._tools import tool_model
-    from jaxbio.io._tools import coordinates_table
+    from jaxbio.tools._inverse_dynamics import tool_model
+    from jaxbio.tools._inverse_dynamics import coordinates_table
 
     if not (isinstance(accuracy, (int, float)) and math.isfinite(accuracy) and accuracy > 0):
         raise ValueError(f"accuracy must be a finite number > 0, got {accuracy!r}")
