@@ -392,20 +392,37 @@ def run_setup(setup, *, progress: Callable[[str], None] | None = None) -> ToolRu
         external = path("external_loads_file", required=False)
         exclude = tuple((_setup_text(tool, "forces_to_exclude") or "").split())  # OpenSim's default: none
     elif tool.tag == "AnalyzeTool":
-        analyses = [
-            a
-            for a in tool.iter()
-            if a.tag in ("InverseDynamics", "StaticOptimization") and (_setup_text(a, "on") or "true").lower() == "true"
-        ]
+        from jaxbio.tools import _analyze
+
+        active = _analyze.active_analyses(setup, tool)
+        others = [a for a in active if a.tag not in ("InverseDynamics", "StaticOptimization", "JointReaction")]
+        if others:  # never dropped silently: refused when nothing else runs, else named in a warning
+            message = _analyze.not_run_message(setup, tool, others)
+            if len(others) == len(active):
+                raise ValueError(message)
+            warnings.warn(message, stacklevel=2)
+        analyses = [a for a in active if a.tag in ("InverseDynamics", "StaticOptimization")]
         kinds = sorted({a.tag for a in analyses})
+        reactions = [a for a in active if a.tag == "JointReaction"]
+        if reactions and len(analyses) <= 1 and kinds != ["InverseDynamics"]:
+            runs = [
+                _run_analyze_static_optimization(setup, tool, a, path, number, lowpass, results, name, progress)
+                for a in analyses
+            ]
+            runs += [
+                _analyze.run_joint_reaction(setup, tool, a, path, number, lowpass, results, progress) for a in reactions
+            ]
+            done = _analyze.merged(runs)
+            return dataclasses.replace(done, warnings=((message,) if others else ()) + done.warnings)
         if kinds == ["StaticOptimization"] and len(analyses) == 1:
-            return _run_analyze_static_optimization(
+            done = _run_analyze_static_optimization(
                 setup, tool, analyses[0], path, number, lowpass, results, name, progress
             )
+            return dataclasses.replace(done, warnings=((message,) if others else ()) + done.warnings)
         if kinds != ["InverseDynamics"]:
             raise ValueError(
-                f"{setup}: AnalyzeTool {echo(name)}: jaxbio runs one InverseDynamics or one StaticOptimization "
-                f"analysis (found {kinds or 'none'})"
+                f"{setup}: AnalyzeTool {echo(name)}: jaxbio runs one InverseDynamics, or one StaticOptimization "
+                f"and JointReaction analyses (found {[a.tag for a in active] or 'none'})"
             )
         if (_setup_text(analyses[0], "use_model_force_set") or "true").lower() == "true":
             raise ValueError(

@@ -1,0 +1,104 @@
+"""What `jaxbio.tools.run_setup` does with the analyses of an ``AnalyzeTool`` setup that it does
+not run (never dropped silently: named, with the files OpenSim would write), and its refusals of
+``JointReaction`` setups it cannot run as OpenSim does. None of these computes anything (fast);
+the reaction loads themselves are compared with live OpenSim in
+``tests/io/test_joint_reaction_opensim.py``."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from jaxbio.tools import run_setup
+
+DATA = Path(__file__).parent / "data"
+
+_SETUP = """<?xml version="1.0" encoding="UTF-8" ?>
+<OpenSimDocument Version="30000">
+<AnalyzeTool name="trial">
+<model_file>{model}</model_file>
+<results_directory>results</results_directory>
+<AnalysisSet name="Analyses"><objects>
+{analyses}
+</objects></AnalysisSet>
+<coordinates_file>{motion}</coordinates_file>
+</AnalyzeTool>
+</OpenSimDocument>
+"""
+
+
+def _setup(tmp: Path, analyses: str, model="arm26.osim", motion="motion.mot") -> Path:
+    shutil.copy(DATA / "arm26.osim", tmp / "arm26.osim")
+    (tmp / "motion.mot").write_text(
+        "motion\nversion=1\nnRows=2\nnColumns=3\ninDegrees=yes\nendheader\n"
+        "time\tr_shoulder_elev\tr_elbow_flex\n0\t0\t10\n0.01\t1\t11\n"
+    )
+    path = tmp / "setup.xml"
+    path.write_text(_SETUP.format(model=model, motion=motion, analyses=analyses))
+    return path
+
+
+def test_analyses_jaxbio_does_not_run_are_named_not_dropped(tmp_path):
+    setup = _setup(
+        tmp_path,
+        "<MuscleAnalysis name='MA'><on>true</on></MuscleAnalysis>"
+        "<BodyKinematics name='BodyKinematics'><on>true</on></BodyKinematics>"
+        "<Kinematics name='Kinematics'><on>false</on></Kinematics>",
+    )
+    with pytest.raises(ValueError) as e:
+        run_setup(setup)
+    message = str(e.value)
+    assert "MuscleAnalysis 'MA'" in message and "trial_MA_{Length" in message
+    assert "BodyKinematics 'BodyKinematics'" in message and "pos_global" in message
+    assert "Kinematics 'Kinematics'" not in message  # <on> false: OpenSim does not run it either
+    assert not (tmp_path / "results").exists()
+
+
+def test_an_analysis_set_with_nothing_on_is_refused(tmp_path):
+    setup = _setup(tmp_path, "<JointReaction name='JR'><on>false</on></JointReaction>")
+    with pytest.raises(ValueError, match="found none"):
+        run_setup(setup)
+
+
+@pytest.mark.parametrize(
+    ("analysis", "match"),
+    [
+        (
+            "<JointReaction name='JR'><joint_names>r_elbow</joint_names></JointReaction>",
+            "act at points of bodies.*muscle 'TRIlong'",
+        ),
+        (
+            "<JointReaction name='JR'><step_interval>0</step_interval></JointReaction>",
+            "step_interval> must be a whole number",
+        ),
+    ],
+)
+def test_joint_reaction_setups_jaxbio_cannot_run_as_opensim_are_refused(tmp_path, analysis, match):
+    with pytest.raises(ValueError, match=match):
+        run_setup(_setup(tmp_path, analysis))
+    assert not (tmp_path / "results").exists()
+
+
+def test_joint_reaction_frames_are_read_as_opensim_names_them():
+    import jaxbio as jb
+    from jaxbio.io._analyses import read_reaction_frames
+
+    m = jb.io.load_osim(DATA / "gait10dof18musc.osim")
+    with pytest.warns(UserWarning, match="'nothing' is not a joint"):
+        f = read_reaction_frames(m, ["hip_r", "nothing", "knee_r"], ["child"], ["ground"])
+    assert f.labels == ("hip_r_on_femur_r_in_ground", "knee_r_on_tibia_r_in_ground")
+    f = read_reaction_frames(m, ["knee_r"] * 3, ["parent", "child", "CHILD"], ["knee_r/femur_r_offset", "child", "parent"])
+    assert f.labels == (
+        "knee_r_on_femur_r_in_femur_r_offset",
+        "knee_r_on_tibia_r_in_tibia_r",
+        "knee_r_on_tibia_r_in_femur_r",
+    )
+    assert len(read_reaction_frames(m, ["ALL"]).labels) == len(m.joints)
+    with pytest.raises(ValueError, match="express_in_frame> 'thorax' is neither"):
+        read_reaction_frames(m, ["knee_r"], ["child"], ["thorax"])
+    with pytest.raises(ValueError, match="apply_on_bodies> has 2 entries"):
+        read_reaction_frames(m, ["knee_r", "hip_r", "back"], ["child", "parent"], ["ground"])
+    with pytest.raises(ValueError, match="must be child or parent"):
+        read_reaction_frames(m, ["knee_r"], ["distal"], ["ground"])
