@@ -53,7 +53,7 @@ from jaxbio import quaternion as quat
 from jaxbio._text import listing
 from jaxbio.io._storage import Table, read_storage
 
-__all__ = ["ReactionFrames", "joint_reaction_loads", "joint_reaction_tool", "read_reaction_frames"]
+__all__ = ["ReactionFrames", "joint_reaction_loads", "joint_reaction_tool", "muscle_path_wrenches", "read_reaction_frames"]
 
 #: the analyses `jaxbio.tools.run_setup` runs in an ``AnalyzeTool`` setup
 RUN_ANALYSES = ("InverseDynamics", "StaticOptimization", "JointReaction")
@@ -235,16 +235,96 @@ def joint_reaction_loads(
     return jnp.concatenate([quat.rotate(inv, force), quat.rotate(inv, moment), quat.rotate(inv, point - e_pos)], -1)
 
 
-def _point_forces(m) -> list[str]:
-    """The model's forces that act at points of bodies (module docstring): refused here."""
+def _point_forces(m, muscles: bool = True) -> list[str]:
+    """The model's forces that act at points of bodies (module docstring) and that jaxbio does not
+    apply here (the muscles too, unless ``muscles`` is false: their tensions come from a forces
+    file)."""
     out = []
     f = m.forces
     if f is not None:
         for field in ("point_springs", "point_actuators", "torque_actuators", "bushings", "contacts", "path_actuators", "path_springs"):
             out += [f"{type(getattr(f, field)).__name__.rstrip('s')} {n!r}" for n in getattr(f, field).names]
-    if m.muscles is not None:
+    if muscles and m.muscles is not None:
         out += [f"muscle {n!r}" for n in m.muscles.names]
     return out
+
+
+def muscle_path_wrenches(model, c: Float[Array, " nc"], tensions: Float[Array, " k"]):
+    """The loads the muscles of ``model`` apply with ``tensions`` ``(k,)`` N
+    (``model.muscles.names`` order) at coordinates ``c`` ``(nc,)`` rad / m, as OpenSim's
+    ``GeometryPath::addInEquivalentForces`` applies them: ``(forces (n, 3) N, moments (n, 3) N·m,
+    tau (nc,) N·m / N)``, the world-frame wrenches on the tree's ``n`` segments (moments about
+    each segment's origin: the ``external`` argument of `jaxbio.inverse_dynamics`;
+    `muscle_path_wrenches_only`) and the generalised forces of moving path points
+    (`_with_moving_points`). Together their generalised force is the muscles' ``rᵀT``."""
+    return _with_moving_points(model, c, tensions, muscle_path_wrenches_only(model, c, tensions))
+
+
+def muscle_path_wrenches_only(model, c: Float[Array, " nc"], tensions: Float[Array, " k"]):
+    """The wrenches the muscles of ``model`` apply to the tree's segments with ``tensions``
+    ``(k,)`` N (``model.muscles.names`` order) at coordinates ``c`` ``(nc,)``: OpenSim's
+    ``GeometryPath::addInEquivalentForces``, each straight piece between points on two bodies
+    pulling both ends towards each other with the tension. Moving points sit where ``c`` puts
+    them; a conditional point outside its range is not on the path (its neighbours pull each
+    other). Returns world-frame ``(forces (n, 3) N, moments (n, 3) N·m about each segment's
+    origin)``, the ``external`` argument of `jaxbio.inverse_dynamics`. Paths with wrap objects
+    pull at their tangent points (`jaxbio.muscles.geometry.muscle_wrenches`)."""
+    from jaxbio.dynamics import forward_kinematics
+    from jaxbio.io._osim_paths import _paths_at
+    from jaxbio.muscles.geometry import muscle_wrenches, path_points_world
+    from jaxbio.spatial import unit
+
+    paths, active = _paths_at(model.muscles, model, c)
+    q = coordinates.to_tree(model.coordinates, c)
+    tensions = jnp.asarray(tensions, c.dtype)
+    if active is None:
+        return muscle_wrenches(paths, model.tree, q, tensions)
+    # conditional points (never on wrapped paths): each point stands for the last active one at
+    # or before it (the first active one where none precedes), on that point's segment
+    conditional = np.zeros(paths.n_muscles, bool)
+    conditional[[i for i, _, _ in model.muscles.conditional]] = True
+    f_wrap, m_wrap = muscle_wrenches(paths, model.tree, q, jnp.where(conditional, 0.0, tensions))
+    k = jnp.arange(paths.max_points)
+    previous = jax.lax.cummax(jnp.where(active, k, -1), axis=1)
+    source = jnp.where(previous < 0, jnp.argmax(active, axis=1)[:, None], previous)
+    pts = jnp.take_along_axis(path_points_world(paths, model.tree, q), source[..., None], axis=1)
+    seg = jnp.take_along_axis(jnp.asarray(paths.segment_index), source, axis=1)
+    d = pts[:, 1:] - pts[:, :-1]
+    pull = jnp.asarray(paths.piece_mask) & (seg[:, 1:] != seg[:, :-1]) & jnp.asarray(conditional)[:, None]
+    f = jnp.where(pull[..., None], unit(d, jnp.zeros_like(d)), 0.0) * tensions[:, None, None]
+    n = len(model.tree.names)  # segments (fixed ones too)
+    seg_pos = forward_kinematics(model.tree, q)[0]
+    origin = jnp.concatenate([seg_pos, jnp.zeros((1, 3), seg_pos.dtype)])  # bin n: the ground, dropped
+    f_all = jnp.concatenate([f, -f], axis=1)
+    p_all = jnp.concatenate([pts[:, :-1], pts[:, 1:]], axis=1)
+    s_all = jnp.concatenate([seg[:, :-1], seg[:, 1:]], axis=1)
+    bins = jnp.where(s_all < 0, n, s_all)
+    m_all = jnp.cross(p_all - origin[bins], f_all)
+    seg_f = jax.ops.segment_sum(f_all.reshape(-1, 3), bins.reshape(-1), num_segments=n + 1)[:n]
+    seg_m = jax.ops.segment_sum(m_all.reshape(-1, 3), bins.reshape(-1), num_segments=n + 1)[:n]
+    return f_wrap + seg_f, m_wrap + seg_m
+
+
+def _with_moving_points(model, c, tensions, wrenches):
+    """``(forces, moments, τ)``: the muscles' segment wrenches and the generalised forces ``τ``
+    ``(nc,)`` that their moving points add (``GeometryPath::addInEquivalentForces``: the tension
+    along each piece dotted with ``∂p/∂c`` of a ``MovingPathPoint`` in its body, a mobility force):
+    for the muscles with moving points (never on wrapped paths), ``rᵀT − Jᵀw``, the part of
+    their generalised force ``rᵀT`` (`jaxbio.io._osim_paths.path_moment_arms`, ``−∂l/∂c``) that
+    the wrenches ``w`` at the points do not give."""
+    from jaxbio.dynamics import inverse_dynamics
+    from jaxbio.io._osim_paths import path_moment_arms
+
+    muscles = model.muscles
+    if not muscles.moving:
+        return (*wrenches, jnp.zeros_like(c))
+    moving = np.zeros(muscles.n_paths, bool)
+    moving[[i for i, _ in muscles.moving]] = True
+    t = jnp.where(moving, tensions, 0.0)
+    w = muscle_path_wrenches_only(model, c, t)
+    z = jnp.zeros_like(c)
+    jtw = inverse_dynamics(model, c, z, z) - inverse_dynamics(model, c, z, z, w)  # Jᵀw
+    return (*wrenches, path_moment_arms(muscles, model, c).T @ t - jtw)
 
 
 def _state_columns(m, table: Table, where: str):
@@ -339,13 +419,14 @@ def joint_reaction_tool(
         raise ValueError(f"{where}: give one of a states file or a coordinates file")
     if isinstance(step_interval, bool) or not isinstance(step_interval, (int, np.integer)) or step_interval < 1:
         raise ValueError(f"step_interval must be a whole number ≥ 1, got {step_interval!r}")
-    point = _point_forces(m)
+    point = _point_forces(m, muscles=forces_file is None)
     if point:
         raise ValueError(
             f"{where}: forces that act at points of bodies change the reaction loads beyond their generalised "
             f"forces, and jaxbio's JointReaction does not apply them yet: {listing(point, 8)}"
         )
-    missing = [f"{t} {n!r}" for t, n in m.forces.not_imported] if m.forces is not None else []
+    imported = set(m.muscles.names) if m.muscles is not None else set()
+    missing = [f"{t} {n!r}" for t, n in m.forces.not_imported if n not in imported] if m.forces is not None else []
     if missing:
         raise ValueError(f"{where}: forces OpenSim applies are not imported by jaxbio: {', '.join(missing)}")
     frames = read_reaction_frames(m, joint_names, on_bodies, in_frames, where=where)
@@ -376,10 +457,16 @@ def joint_reaction_tool(
         inputs = jax.tree_util.tree_map(lambda x: x[keep], inputs)
         time = np.asarray(p.time)[keep]
     names = m.forces.actuator_names if m.forces is not None else ()
-    forces = np.zeros((time.size, len(names)))
-    if forces_file is not None and names:
+    muscle_names = m.muscles.names if m.muscles is not None else ()
+    forces = np.zeros((time.size, len(names) + len(muscle_names)))
+    if forces_file is not None and (names or muscle_names):
         given = read_storage(forces_file)
-        lacking = [n for n in names if n not in given.labels]
+        lacking = [n for n in (*muscle_names, *names) if n not in given.labels]
+        if lacking and muscle_names:  # OpenSim would take the muscles' forces from their states
+            raise ValueError(
+                f"{forces_file}: the actuators {listing(lacking, 8)} are not columns; OpenSim would then compute "
+                "every muscle's force from its states, which jaxbio's JointReaction does not"
+            )
         if lacking:
             warnings.warn(
                 f"{forces_file}: the actuators {listing(lacking, 8)} are not columns: the file is not used and "
@@ -387,15 +474,19 @@ def joint_reaction_tool(
                 stacklevel=2,
             )
         else:
-            forces = np.stack([np.interp(time, given.time, given.column(n)) for n in names], 1)
+            forces = np.stack([np.interp(time, given.time, given.column(n)) for n in (*names, *muscle_names)], 1)
     say("computing the reaction loads")
 
     def frame(x, f):
         q = coordinates.to_tree(m.coordinates, x.c)
         ext = _external(m, q, x)
         tau = passive_forces(m, x.c, x.cd)
+        if muscle_names:
+            fm, mm, tm = muscle_path_wrenches(m, x.c, f[len(names) :])
+            ext = (fm, mm) if ext is None else (ext[0] + fm, ext[1] + mm)
+            tau = tau + tm
         if names:
-            tau = tau + actuator_matrix(m, x.c) @ f
+            tau = tau + actuator_matrix(m, x.c) @ f[: len(names)]
         cdd = forward_dynamics(m, x.c, x.cd, tau, ext, locked=m.locked)
         return joint_reaction_loads(m, frames, x.c, x.cd, cdd, ext).reshape(-1)
 

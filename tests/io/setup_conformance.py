@@ -1,13 +1,13 @@
 """OpenSim's own tool setups run unedited by ``jaxbio run-tool`` and by live OpenSim, compared.
 
 For every ``InverseDynamicsTool`` setup and every ``AnalyzeTool`` setup with an active
-``InverseDynamics`` or ``StaticOptimization`` analysis under the given folders: the folder that
+``InverseDynamics``, ``StaticOptimization`` or ``JointReaction`` analysis under the given folders: the folder that
 holds the setup and its inputs is copied twice to a temporary directory, OpenSim runs the setup in
 one copy (``opensim.InverseDynamicsTool(setup).run()`` / ``opensim.AnalyzeTool(setup).run()``, in a
 subprocess) and ``jaxbio run-tool`` in the other (a subprocess too), and the result files OpenSim
 wrote are compared with jaxbio's: names, columns, rows and times, and the largest differences
-(inverse dynamics: relative to the largest |value| of the file; static optimisation: activations
-and forces, absolute).
+(inverse dynamics and joint reactions: relative to the largest |value| of the file; static
+optimisation: activations and forces, absolute).
 
     python -m tests.io.setup_conformance /work/om/Pipelines opensim-core/Applications/Analyze/tests \
         [--markdown docs/_conformance.md]
@@ -56,7 +56,8 @@ def _tool(path: Path):
     on = [
         a.tag
         for a in tool.iter()
-        if a.tag in ("InverseDynamics", "StaticOptimization") and (_text(a, "on") or "true").lower() == "true"
+        if a.tag in ("InverseDynamics", "StaticOptimization", "JointReaction")
+        and (_text(a, "on") or "true").lower() == "true"
     ]
     return (tool, on) if on else None
 
@@ -85,6 +86,10 @@ def _inputs(setup: Path, tool) -> list[Path]:
             out.append(here / t)
     for t in (_text(tool, "force_set_files") or "").split():
         out.append(here / t)
+    for a in tool.findall("AnalysisSet/objects/JointReaction"):
+        t = _text(a, "forces_file")
+        if t and t != "Unassigned":
+            out.append(here / t.replace("\\", "/"))
     return out
 
 
@@ -104,6 +109,9 @@ def _outputs(tool, analyses) -> list[str]:
         files.append(f"{name}_InverseDynamics.sto")
     if "StaticOptimization" in analyses:
         files += [f"{name}_StaticOptimization_activation.sto", f"{name}_StaticOptimization_force.sto"]
+    for a in tool.findall("AnalysisSet/objects/JointReaction"):
+        if (_text(a, "on") or "true").lower() == "true":
+            files.append(f"{name}_{a.get('name', 'JointReaction')}_ReactionLoads.sto")
     return files
 
 
@@ -176,7 +184,7 @@ def compare(setup, *, timeout: float = 900, keep: Path | None = None) -> Row:
     """Run ``setup`` with OpenSim and with ``jaxbio run-tool`` (module docstring) and compare."""
     setup = Path(setup)
     tool, analyses = _tool(setup)
-    kind = "SO" if "StaticOptimization" in analyses else "ID"
+    kind = "SO" if "StaticOptimization" in analyses else ("JR" if "JointReaction" in analyses else "ID")
     inputs = _inputs(setup, tool)
     missing = [str(p) for p in inputs if not p.exists()]
     if missing:
@@ -251,7 +259,7 @@ def compare(setup, *, timeout: float = 900, keep: Path | None = None) -> Row:
 def _summary(row: Row) -> str:
     parts = []
     for name, f in row.files.items():
-        short = name.rsplit("_", 1)[-1].removesuffix(".sto") if row.kind == "SO" else "ID"
+        short = name.rsplit("_", 1)[-1].removesuffix(".sto") if row.kind != "ID" else "ID"
         if f.get("missing"):
             parts.append(f"{short}: not written")
             continue
@@ -263,7 +271,9 @@ def _summary(row: Row) -> str:
         if f["extra_columns"]:
             bits.append(f"extra {f['extra_columns']}")
         if "max_abs" in f:
-            if row.kind == "ID":
+            if name.endswith("_ReactionLoads.sto"):
+                bits.append(f"max {f['relative']:.1e} rel ({f['max_abs']:.2g}, {f['worst_column']})")
+            elif row.kind == "ID":
                 bits.append(f"max {f['relative']:.1e} rel ({f['max_abs']:.2g} N·m, {f['worst_column']})")
             else:
                 bits.append(f"max {f['max_abs']:.3g}, RMS {f['rms']:.3g} ({f['worst_column']})")

@@ -57,7 +57,7 @@ _SETUP = """<?xml version="1.0" encoding="UTF-8" ?>
 <OpenSimDocument Version="30000">
 <AnalyzeTool name="jr">
 <model_file>{model}</model_file>
-<replace_force_set>true</replace_force_set>
+<replace_force_set>{replace}</replace_force_set>
 <force_set_files>forces.xml</force_set_files>
 <results_directory>results</results_directory>
 <initial_time>{t0}</initial_time>
@@ -83,15 +83,17 @@ _SETUP = """<?xml version="1.0" encoding="UTF-8" ?>
 def _actuation(path: Path, names, t0: float, t1: float) -> None:
     """A smooth ``forces_file`` for ``names`` over [t0 − 0.1, t1 + 0.1] s (N·m / N)."""
     t = np.linspace(t0 - 0.1, t1 + 0.1, 57)
-    cols = [40 * np.sin(7 * t + k) + 5 * k for k in range(len(names))]
+    cols = [40 * np.sin(7 * t + k) + 5 * k + 100 for k in range(len(names))]
     lines = ["actuation", "version=1", f"nRows={t.size}", f"nColumns={len(names) + 1}", "inDegrees=no", "endheader"]
     lines.append("\t".join(["time", *names]))
     lines += ["\t".join(f"{v:.17g}" for v in row) for row in np.column_stack([t, *cols])]
     path.write_text("\n".join(lines) + "\n")
 
 
-def _both(tmp: Path, files: dict, setup: dict, actuators: dict) -> tuple:
-    """Write the setup into two copies (``opensim``, ``jaxbio``), run each; the two result files."""
+def _both(tmp: Path, files: dict, setup: dict, actuators: dict, muscles=()) -> tuple:
+    """Write the setup into two copies (``opensim``, ``jaxbio``), run each; the two result files.
+    ``muscles``: the model's muscles, kept (``replace_force_set`` false), their forces in the file."""
+    setup = dict(setup, replace="false" if muscles else "true")
     acts = "\n".join(
         f'<CoordinateActuator name="{n}"><coordinate>{c}</coordinate><optimal_force>{f}</optimal_force></CoordinateActuator>'
         for n, (c, f) in actuators.items()
@@ -103,7 +105,7 @@ def _both(tmp: Path, files: dict, setup: dict, actuators: dict) -> tuple:
         for name, src in files.items():
             shutil.copy(src, d / name)
         (d / "forces.xml").write_text(_FORCES.format(actuators=acts, **setup))
-        _actuation(d / "actuation.sto", list(actuators), float(setup["t0"]), float(setup["t1"]))
+        _actuation(d / "actuation.sto", [*actuators, *muscles], float(setup["t0"]), float(setup["t1"]))
         (d / "setup.xml").write_text(_SETUP.format(**setup))
         if who == "opensim":
             r = subprocess.run([sys.executable, "-c", _OPENSIM, "setup.xml"], cwd=d, capture_output=True, text=True)
@@ -174,7 +176,8 @@ def test_joint_reaction_loads_equal_opensims_on_a_built_model(tmp_path, arm):
 
 
 @pytest.mark.slow
-def test_joint_reaction_loads_equal_opensims_gait10dof(tmp_path):
+@pytest.mark.parametrize("with_muscles", [False, True], ids=["reserves", "muscles"])
+def test_joint_reaction_loads_equal_opensims_gait10dof(tmp_path, with_muscles):
     pytest.importorskip("opensim")
     spring = DATA / "so_spring"
     files = {
@@ -199,7 +202,10 @@ def test_joint_reaction_loads_equal_opensims_gait10dof(tmp_path):
         spring="ankle_angle_l",
     )
     actuators = {"hip_r_act": ("hip_flexion_r", 100), "knee_r_act": ("knee_angle_r", 50), "tx_act": ("pelvis_tx", 200)}
-    ours, theirs = _both(tmp_path, files, setup, actuators)
+    import jaxbio as jb
+
+    muscles = jb.io.load_osim(files["model.osim"]).muscles.names if with_muscles else ()
+    ours, theirs = _both(tmp_path, files, setup, actuators, muscles)
     assert ours.time.size >= 4
     assert _compare(ours, theirs) < 1e-6
 
@@ -251,4 +257,32 @@ def test_joint_reaction_loads_equal_opensims_from_a_states_file_3x(tmp_path):
     )
     actuators = {"hip_r_act": ("hip_flexion_r", 100), "lumbar_act": ("lumbar_extension", 50)}
     ours, theirs = _both(tmp_path, files, setup, actuators)
+    assert _compare(ours, theirs) < 1e-6
+
+
+@pytest.mark.slow
+def test_joint_reaction_loads_with_wrapping_muscles_equal_opensims_arm26(tmp_path):
+    """arm26's muscles (wrap cylinders and an ellipsoid) pulling with a forces file's tensions."""
+    pytest.importorskip("opensim")
+    import jaxbio as jb
+
+    arm = DATA / "arm26_id"
+    files = {"model.osim": DATA / "arm26.osim", "motion.mot": arm / "arm26_InverseKinematics.mot"}
+    setup = dict(
+        model="model.osim",
+        t0="0.1",
+        t1="0.4",
+        interval="5",
+        joints="r_shoulder r_elbow r_elbow",
+        on="child child parent",
+        frames="ground r_humerus child",
+        loads="",
+        states="",
+        coordinates="motion.mot",
+        lowpass="-1",
+        knee="r_elbow_flex",
+        spring="r_shoulder_elev",
+    )
+    muscles = jb.io.load_osim(files["model.osim"]).muscles.names
+    ours, theirs = _both(tmp_path, files, setup, {"elbow_act": ("r_elbow_flex", 10)}, muscles)
     assert _compare(ours, theirs) < 1e-6
