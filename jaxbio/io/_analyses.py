@@ -1,5 +1,4 @@
-"""OpenSim's ``JointReaction`` analysis (``AnalyzeTool``), and the names of the analyses jaxbio
-runs and does not run.
+"""OpenSim's ``JointReaction`` analysis (``AnalyzeTool``).
 
 `joint_reaction_tool` does what OpenSim 4.6's ``AnalyzeTool`` does with a ``JointReaction``
 analysis (opensim-core ``Tools/AnalyzeTool.cpp`` ``run``, ``Analyses/JointReaction.cpp``
@@ -19,7 +18,11 @@ analysis (opensim-core ``Tools/AnalyzeTool.cpp`` ``run``, ``Analyses/JointReacti
    come from ``forces_file`` (``ScalarActuator::overrideActuation``: the file's value,
    linearly interpolated at the frame's time, for every actuator the file names; as in OpenSim,
    a file that lacks one of the model's actuators is not used, with a warning) or are zero
-   (no controller: zero controls).
+   (no controller: zero controls). Muscles pull with the file's tensions where OpenSim's
+   ``GeometryPath::produceForces`` applies them (`muscle_path_wrenches`): each straight piece
+   between points on two bodies pulls both ends, at wrap objects' tangent points too, and a
+   moving path point adds its generalised force; a forces file that lacks a muscle is refused
+   (OpenSim would compute the muscles' forces from their states).
 3. **Reaction loads.** The wrench the joint transmits (Simbody's mobilizer reaction, which
    includes the joint's own mobility forces): `jaxbio.segment_wrenches` of the joint's child
    segment, its moment moved to the origin of the joint's child frame (``apply_on_bodies``
@@ -31,9 +34,10 @@ analysis (opensim-core ``Tools/AnalyzeTool.cpp`` ``run``, ``Analyses/JointReacti
 
 The frames recorded are those of OpenSim's analyses (``step_interval``: the first, the last,
 and those whose storage index is a multiple of it). A force that acts at points of bodies
-(muscles, path actuators and springs, point and torque actuators, point springs, bushings,
-contact) changes reaction loads in a way its generalised force does not show; jaxbio does not
-apply such forces here, so a model where one acts is refused naming it (``ValueError``).
+changes reaction loads in a way its generalised force does not show: besides the muscles (with a
+forces file), jaxbio does not apply such forces here (path actuators and springs, point and torque
+actuators, point springs, bushings, contact), so a model where one acts is refused naming it
+(``ValueError``), as is one with muscles and no forces file.
 """
 
 from __future__ import annotations
@@ -53,23 +57,13 @@ from jaxbio import quaternion as quat
 from jaxbio._text import listing
 from jaxbio.io._storage import Table, read_storage
 
-__all__ = ["ReactionFrames", "joint_reaction_loads", "joint_reaction_tool", "muscle_path_wrenches", "read_reaction_frames"]
-
-#: the analyses `jaxbio.tools.run_setup` runs in an ``AnalyzeTool`` setup
-RUN_ANALYSES = ("InverseDynamics", "StaticOptimization", "JointReaction")
-
-#: the files OpenSim writes for each analysis jaxbio does not run: ``<tool>_<analysis>_<suffix>.sto``
-NOT_RUN = {
-    "MuscleAnalysis": "Length, FiberLength, TendonLength, …, TendonForce, MomentArm_<coordinate>, Moment_<coordinate>",
-    "BodyKinematics": "pos_global, vel_global, acc_global",
-    "Kinematics": "q, u, dudt",
-    "Actuation": "force, speed, power",
-    "PointKinematics": "<point>_pos, <point>_vel, <point>_acc",
-    "ForceReporter": "forces",
-    "StatesReporter": "states",
-    "InducedAccelerations": "<coordinate>, CENTER_OF_MASS",
-    "ProbeReporter": "probes",
-}
+__all__ = [
+    "ReactionFrames",
+    "joint_reaction_loads",
+    "joint_reaction_tool",
+    "muscle_path_wrenches",
+    "read_reaction_frames",
+]
 
 
 class ReactionFrames(eqx.Module):
@@ -127,8 +121,12 @@ def _joint_frames(model_path, model):
 
 
 def read_reaction_frames(
-    model, joint_names: Sequence[str] = ("ALL",), on_bodies: Sequence[str] = ("child",),
-    in_frames: Sequence[str] = ("ground",), *, where: str = "JointReaction",
+    model,
+    joint_names: Sequence[str] = ("ALL",),
+    on_bodies: Sequence[str] = ("child",),
+    in_frames: Sequence[str] = ("ground",),
+    *,
+    where: str = "JointReaction",
 ) -> ReactionFrames:
     """The `ReactionFrames` of a ``JointReaction`` analysis on ``model`` (a `jaxbio.Model` read
     from an ``.osim`` file: its joints' frames are read from ``model.path``), as OpenSim's
@@ -152,7 +150,9 @@ def read_reaction_frames(
     rows = []
     for i, name in enumerate(names):
         if name not in joints:
-            warnings.warn(f"{where}: {name!r} is not a joint of the model ({model.path}): left out, as OpenSim does", stacklevel=2)
+            warnings.warn(
+                f"{where}: {name!r} is not a joint of the model ({model.path}): left out, as OpenSim does", stacklevel=2
+            )
             continue
         (cb, xc), (pb, xp) = joints[name]
         on = (on_bodies[i] if len(on_bodies) > 1 else on_bodies[0]).lower()
@@ -178,8 +178,14 @@ def read_reaction_frames(
         rows.append(
             (
                 f"{name}_on_{cb if on == 'child' else pb}_in_{frame.rstrip('/').split('/')[-1]}",
-                bodies.index(cb), bodies.index(pb), bodies.index(fb), on == "child",
-                xc.p, xp.p, xf.p, xf.q,
+                bodies.index(cb),
+                bodies.index(pb),
+                bodies.index(fb),
+                on == "child",
+                xc.p,
+                xp.p,
+                xf.p,
+                xf.q,
             )
         )
     if not rows:
@@ -200,7 +206,11 @@ def read_reaction_frames(
 
 
 def joint_reaction_loads(
-    model, frames: ReactionFrames, c: Float[Array, " nc"], cd: Float[Array, " nc"], cdd: Float[Array, " nc"],
+    model,
+    frames: ReactionFrames,
+    c: Float[Array, " nc"],
+    cd: Float[Array, " nc"],
+    cdd: Float[Array, " nc"],
     external=None,
 ) -> Float[Array, "k 9"]:
     """One frame's reaction loads of ``frames`` (module docstring, step 3).
@@ -242,7 +252,15 @@ def _point_forces(m, muscles: bool = True) -> list[str]:
     out = []
     f = m.forces
     if f is not None:
-        for field in ("point_springs", "point_actuators", "torque_actuators", "bushings", "contacts", "path_actuators", "path_springs"):
+        for field in (
+            "point_springs",
+            "point_actuators",
+            "torque_actuators",
+            "bushings",
+            "contacts",
+            "path_actuators",
+            "path_springs",
+        ):
             out += [f"{type(getattr(f, field)).__name__.rstrip('s')} {n!r}" for n in getattr(f, field).names]
     if muscles and m.muscles is not None:
         out += [f"muscle {n!r}" for n in m.muscles.names]
@@ -349,7 +367,9 @@ def _state_columns(m, table: Table, where: str):
                 x = np.deg2rad(x)
             out[:, k] = x
     if not used:
-        raise ValueError(f"{where}: no column is a coordinate or speed of the model ({m.path}): {listing(table.labels, 12)}")
+        raise ValueError(
+            f"{where}: no column is a coordinate or speed of the model ({m.path}): {listing(table.labels, 12)}"
+        )
     if held:
         warnings.warn(
             f"{where}: {len(held)} state(s) of the model ({m.path}) have no column and are held at their default "
@@ -446,9 +466,17 @@ def joint_reaction_tool(
             arrays, bodies, ff, pf = _load_arrays(m, read_external_loads(external_loads), time)
         a = lambda x: jnp.asarray(x, dt)
         inputs = InverseDynamicsInputs(
-            time=a(time), c=a(c[keep]), cd=a(cd[keep]), cdd=a(np.zeros_like(c[keep])),
-            forces=a(arrays[0]), torques=a(arrays[1]), points=a(arrays[2]),
-            coordinate_names=tuple(m.coordinate_names), load_bodies=bodies, force_frames=ff, point_frames=pf,
+            time=a(time),
+            c=a(c[keep]),
+            cd=a(cd[keep]),
+            cdd=a(np.zeros_like(c[keep])),
+            forces=a(arrays[0]),
+            torques=a(arrays[1]),
+            points=a(arrays[2]),
+            coordinate_names=tuple(m.coordinate_names),
+            load_bodies=bodies,
+            force_frames=ff,
+            point_frames=pf,
             labels=(),
         )
     else:
@@ -496,4 +524,6 @@ def joint_reaction_tool(
         "\nThis file contains the reaction forces and moments\napplied to the specified body of a joint pair "
         "and expressed  in the specified reference frame.\n\nUnits are S.I. units (seconds, meters, Newtons, ...)"
     )
-    return Table(time=time, labels=labels, data=loads, in_degrees=False, name="Joint Reaction Loads", description=description)
+    return Table(
+        time=time, labels=labels, data=loads, in_degrees=False, name="Joint Reaction Loads", description=description
+    )

@@ -409,9 +409,7 @@ def run_setup(setup, *, progress: Callable[[str], None] | None = None) -> ToolRu
                 _run_analyze_static_optimization(setup, tool, a, path, number, lowpass, results, name, progress)
                 for a in analyses
             ]
-            runs += [
-                _analyze.run_joint_reaction(setup, tool, a, path, number, lowpass, results, progress) for a in reactions
-            ]
+            runs += [_run_joint_reaction(setup, tool, a, path, number, lowpass, results, progress) for a in reactions]
             done = _analyze.merged(runs)
             return dataclasses.replace(done, warnings=((message,) if others else ()) + done.warnings)
         if kinds == ["StaticOptimization"] and len(analyses) == 1:
@@ -560,6 +558,23 @@ def _run_analyze_static_optimization(setup, tool, analysis, path, number, lowpas
         warnings.warn(message, stacklevel=2)
         done = dataclasses.replace(done, warnings=done.warnings + (message,))
     return dataclasses.replace(done, setup=setup, tool=tool.tag)
+
+
+def _run_joint_reaction(setup, tool, analysis, path, number, lowpass, results, progress) -> ToolRun:
+    """`run_setup` for one ``JointReaction`` analysis (`jaxbio.tools._analyze.joint_reaction_job`):
+    writes ``<name>_<analysis>_ReactionLoads.sto``; ``tables["reaction_loads"]``."""
+    from jaxbio.tools import _analyze
+
+    job, out, inputs, said = _analyze.joint_reaction_job(
+        setup, tool, analysis, path, number, lowpass, results, progress
+    )
+    with _results_directory(setup, results):
+        from jaxbio._files import check_outputs
+
+        check_outputs([("<results_directory>", str(out))], inputs)  # before any work
+        table, more, matched = _recorded(job)
+        written = _write_sto(str(out), table, inputs, "<results_directory>")
+    return ToolRun(setup, tool.tag, {"reaction_loads": table}, {"reaction_loads": written}, said + more, matched)
 
 
 #: an ``optimizer_convergence_criterion`` above this leaves OpenSim's static optimisation visibly

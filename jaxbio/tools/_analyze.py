@@ -10,6 +10,19 @@ from pathlib import Path
 
 from jaxbio._validate import echo
 
+#: the files OpenSim writes for each analysis jaxbio does not run: ``<tool>_<analysis>_<suffix>.sto``
+NOT_RUN = {
+    "MuscleAnalysis": "Length, FiberLength, TendonLength, …, TendonForce, MomentArm_<coordinate>, Moment_<coordinate>",
+    "BodyKinematics": "pos_global, vel_global, acc_global",
+    "Kinematics": "q, u, dudt",
+    "Actuation": "force, speed, power",
+    "PointKinematics": "<point>_pos, <point>_vel, <point>_acc",
+    "ForceReporter": "forces",
+    "StatesReporter": "states",
+    "InducedAccelerations": "<coordinate>, CENTER_OF_MASS",
+    "ProbeReporter": "probes",
+}
+
 
 def _text(el, tag: str):
     child = el.find(tag)
@@ -31,8 +44,6 @@ def active_analyses(setup, tool) -> list:
 
 def not_run_message(setup, tool, others) -> str:
     """The warning that names the analyses jaxbio does not run and the files OpenSim would write."""
-    from jaxbio.io._analyses import NOT_RUN
-
     name = tool.get("name", "")
     parts = []
     for a in others:
@@ -44,15 +55,14 @@ def not_run_message(setup, tool, others) -> str:
     )
 
 
-def run_joint_reaction(setup: Path, tool, analysis, path, number, lowpass, results: Path, progress):
-    """`run_setup` for one ``JointReaction`` analysis of an ``AnalyzeTool``: writes
-    ``<results_directory>/<tool name>_<analysis name>_ReactionLoads.sto``; returns a
-    `jaxbio.tools.ToolRun` (``tables["reaction_loads"]``)."""
+def joint_reaction_job(setup: Path, tool, analysis, path, number, lowpass, results: Path, progress):
+    """One ``JointReaction`` analysis of an ``AnalyzeTool`` setup, read: ``(job, output, inputs,
+    warnings)``, where ``job()`` computes its `jaxbio.io.Table` (`jaxbio.io.joint_reaction_tool`)
+    for ``<results_directory>/<tool name>_<analysis name>_ReactionLoads.sto``, ``inputs`` are the
+    files it reads and ``warnings`` what the setup itself deserves (already issued)."""
     import jax.numpy as jnp
 
-    from jaxbio.io._analyses import joint_reaction_tool
-    from jaxbio.io.osim import load_osim
-    from jaxbio.tools import ToolRun, _recorded, _results_directory, _write_sto
+    from jaxbio.io import joint_reaction_tool, load_osim
 
     here = setup.parent
     name = tool.get("name", "")
@@ -73,7 +83,9 @@ def run_joint_reaction(setup: Path, tool, analysis, path, number, lowpass, resul
         said.append(f"{setup}: <coordinates_file> is ignored since <states_file> is also set, as OpenSim does")
         coords = None
     if file(tool, "speeds_file"):
-        raise ValueError(f"{setup}: <speeds_file> is not read by jaxbio (the speeds come from the coordinates' splines)")
+        raise ValueError(
+            f"{setup}: <speeds_file> is not read by jaxbio (the speeds come from the coordinates' splines)"
+        )
     if not states and not coords:
         raise ValueError(f"{setup}: AnalyzeTool {echo(name)} needs a <states_file> or a <coordinates_file>")
     replace = (_text(tool, "replace_force_set") or "false").lower() == "true"
@@ -83,7 +95,8 @@ def run_joint_reaction(setup: Path, tool, analysis, path, number, lowpass, resul
     start = number(_text(tool, "initial_time") or "-inf", "initial_time")
     end = number(_text(tool, "final_time") or "inf", "final_time")
     out = results / f"{name}_{aname}_ReactionLoads.sto"
-    inputs = [p for p in (model_file, states, coords, file(tool, "external_loads_file"), file(analysis, "forces_file")) if p]
+    loads, forces = file(tool, "external_loads_file"), file(analysis, "forces_file")
+    inputs = [p for p in (model_file, states, coords, loads, forces) if p]
     for w in said:
         warnings.warn(w, stacklevel=3)
 
@@ -93,8 +106,8 @@ def run_joint_reaction(setup: Path, tool, analysis, path, number, lowpass, resul
             model,
             states=states,
             motion=coords,
-            external_loads=file(tool, "external_loads_file"),
-            forces_file=file(analysis, "forces_file"),
+            external_loads=loads,
+            forces_file=forces,
             joint_names=lists["joint_names"] or ("ALL",),
             on_bodies=lists["apply_on_bodies"] or ("child",),
             in_frames=lists["express_in_frame"] or ("ground",),
@@ -106,13 +119,7 @@ def run_joint_reaction(setup: Path, tool, analysis, path, number, lowpass, resul
             progress=progress,
         )
 
-    with _results_directory(setup, results):
-        from jaxbio._files import check_outputs
-
-        check_outputs([("<results_directory>", str(out))], inputs)  # before any work
-        table, more, matched = _recorded(job)
-        written = _write_sto(str(out), table, inputs, "<results_directory>")
-    return ToolRun(setup, tool.tag, {"reaction_loads": table}, {"reaction_loads": written}, tuple(said) + more, matched)
+    return job, out, inputs, tuple(said)
 
 
 def merged(runs) -> object:

@@ -89,7 +89,9 @@ def test_joint_reaction_frames_are_read_as_opensim_names_them():
     with pytest.warns(UserWarning, match="'nothing' is not a joint"):
         f = read_reaction_frames(m, ["hip_r", "nothing", "knee_r"], ["child"], ["ground"])
     assert f.labels == ("hip_r_on_femur_r_in_ground", "knee_r_on_tibia_r_in_ground")
-    f = read_reaction_frames(m, ["knee_r"] * 3, ["parent", "child", "CHILD"], ["knee_r/femur_r_offset", "child", "parent"])
+    f = read_reaction_frames(
+        m, ["knee_r"] * 3, ["parent", "child", "CHILD"], ["knee_r/femur_r_offset", "child", "parent"]
+    )
     assert f.labels == (
         "knee_r_on_femur_r_in_femur_r_offset",
         "knee_r_on_tibia_r_in_tibia_r",

@@ -225,7 +225,11 @@ def test_joint_reaction_loads_equal_opensims_from_a_states_file_3x(tmp_path):
         # a states file in OpenSim 4's labels: values and speeds of every coordinate at 0.01 s
         t = np.arange(0.6, 0.75, 0.01)
         c = np.asarray(model.defaults)[None] + 0.05 * np.sin(np.outer(t, 1 + np.arange(len(model.coordinate_names))))
-        cd = 0.2 * np.cos(np.outer(t, 1 + np.arange(len(model.coordinate_names)))) * (1 + np.arange(len(model.coordinate_names)))
+        cd = (
+            0.2
+            * np.cos(np.outer(t, 1 + np.arange(len(model.coordinate_names))))
+            * (1 + np.arange(len(model.coordinate_names)))
+        )
     labels, cols = [], []
     for k, n in enumerate(model.coordinate_names):
         j = model.joints[model.coordinate_joints[k]]
