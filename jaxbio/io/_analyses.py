@@ -34,10 +34,12 @@ analysis (opensim-core ``Tools/AnalyzeTool.cpp`` ``run``, ``Analyses/JointReacti
 
 The frames recorded are those of OpenSim's analyses (``step_interval``: the first, the last,
 and those whose storage index is a multiple of it). A force that acts at points of bodies
-changes reaction loads in a way its generalised force does not show: besides the muscles (with a
-forces file), jaxbio does not apply such forces here (path actuators and springs, point and torque
-actuators, point springs, bushings, contact), so a model where one acts is refused naming it
-(``ValueError``), as is one with muscles and no forces file.
+changes reaction loads in a way its generalised force does not show: the muscles (with a forces
+file) and the point and torque actuators act on their bodies (`muscle_path_wrenches`, a
+``PointActuator``'s force at its point, a ``TorqueActuator``'s torque on its two bodies); other
+such forces are not applied here (path actuators and springs, point springs, bushings, contact),
+so a model where one acts is refused naming it (``ValueError``), as is one with muscles and no
+forces file.
 """
 
 from __future__ import annotations
@@ -254,8 +256,6 @@ def _point_forces(m, muscles: bool = True) -> list[str]:
     if f is not None:
         for field in (
             "point_springs",
-            "point_actuators",
-            "torque_actuators",
             "bushings",
             "contacts",
             "path_actuators",
@@ -343,6 +343,39 @@ def _with_moving_points(model, c, tensions, wrenches):
     z = jnp.zeros_like(c)
     jtw = inverse_dynamics(model, c, z, z) - inverse_dynamics(model, c, z, z, w)  # Jᵀw
     return (*wrenches, path_moment_arms(muscles, model, c).T @ t - jtw)
+
+
+def _actuator_wrenches(model, c, forces):
+    """World-frame wrenches ``(forces (n, 3), moments (n, 3))`` on the tree's ``n`` segments of the
+    point and torque actuators with ``forces`` ``(na,)`` N / N·m (``model.forces.actuator_names``
+    order; the other actuators' entries are not read): a ``PointActuator``'s force along its
+    direction at its point, a ``TorqueActuator``'s torque on its first body and the opposite on
+    its second (moments about each segment's origin; loads on the ground are dropped)."""
+    from jaxbio.io._osim_forces import _on_tree
+
+    F = model.forces
+    n = len(model.tree.names)
+    q, motion = _on_tree(model, c)
+    origin = jnp.concatenate([motion.position, jnp.zeros((1, 3), c.dtype)])
+    attitude = jnp.concatenate([motion.attitude, jnp.asarray([[1.0, 0, 0, 0]], c.dtype)])
+    index = {name: k for k, name in enumerate(F.actuator_names)}
+    out_f, out_m = jnp.zeros((n + 1, 3), c.dtype), jnp.zeros((n + 1, 3), c.dtype)
+    pa, ta = F.point_actuators, F.torque_actuators
+    if len(pa):
+        seg = np.where(np.asarray(pa.segments) < 0, n, pa.segments)
+        att, pos = attitude[seg], origin[seg]
+        X = jnp.where(jnp.asarray(pa.point_is_global)[:, None], pa.points, pos + quat.rotate(att, pa.points))
+        d = jnp.where(jnp.asarray(pa.force_is_global)[:, None], pa.directions, quat.rotate(att, pa.directions))
+        f = forces[np.asarray([index[k] for k in pa.names])][:, None] * d
+        out_f = out_f.at[seg].add(f)
+        out_m = out_m.at[seg].add(jnp.cross(X - pos, f))
+    if len(ta):
+        sa = np.where(np.asarray(ta.segments_a) < 0, n, ta.segments_a)
+        sb = np.where(np.asarray(ta.segments_b) < 0, n, ta.segments_b)
+        a = jnp.where(jnp.asarray(ta.torque_is_global)[:, None], ta.axes, quat.rotate(attitude[sa], ta.axes))
+        t = forces[np.asarray([index[k] for k in ta.names])][:, None] * a
+        out_m = out_m.at[sa].add(t).at[sb].add(-t)
+    return out_f[:n], out_m[:n]
 
 
 def _state_columns(m, table: Table, where: str):
@@ -504,17 +537,22 @@ def joint_reaction_tool(
         else:
             forces = np.stack([np.interp(time, given.time, given.column(n)) for n in (*names, *muscle_names)], 1)
     say("computing the reaction loads")
+    body_actuators = set(m.forces.point_actuators.names) | set(m.forces.torque_actuators.names) if names else set()
+    at_points = np.asarray([n in body_actuators for n in names], bool)
 
     def frame(x, f):
         q = coordinates.to_tree(m.coordinates, x.c)
         ext = _external(m, q, x)
         tau = passive_forces(m, x.c, x.cd)
+        if at_points.any():  # point and torque actuators act on their bodies, not as generalised forces
+            fa, ma = _actuator_wrenches(m, x.c, f[: len(names)])
+            ext = (fa, ma) if ext is None else (ext[0] + fa, ext[1] + ma)
         if muscle_names:
             fm, mm, tm = muscle_path_wrenches(m, x.c, f[len(names) :])
             ext = (fm, mm) if ext is None else (ext[0] + fm, ext[1] + mm)
             tau = tau + tm
         if names:
-            tau = tau + actuator_matrix(m, x.c) @ f[: len(names)]
+            tau = tau + actuator_matrix(m, x.c) @ jnp.where(at_points, 0.0, f[: len(names)])
         cdd = forward_dynamics(m, x.c, x.cd, tau, ext, locked=m.locked)
         return joint_reaction_loads(m, frames, x.c, x.cd, cdd, ext).reshape(-1)
 

@@ -4,7 +4,7 @@ reaction load to 1e-6 relative.
 
 Each setup is made here, its ForceSet replaced by a force set file of coordinate actuators (their
 forces from a ``forces_file``, as after static optimisation), a coordinate limit force and a
-spring; loads on the child and on the parent, expressed in the ground, a body, a joint's offset
+spring (and, on the built model, point and torque actuators); loads on the child and on the parent, expressed in the ground, a body, a joint's offset
 frame and the ``child`` / ``parent`` keywords. The fast test: a pendulum that OpenSim's API builds
 (a pin joint between offset frames), a coordinates file, ``step_interval`` 2; the slow variant a
 two-body arm (a gimbal and a pin joint).
@@ -90,14 +90,16 @@ def _actuation(path: Path, names, t0: float, t1: float) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-def _both(tmp: Path, files: dict, setup: dict, actuators: dict, muscles=()) -> tuple:
+def _both(tmp: Path, files: dict, setup: dict, actuators: dict, muscles=(), others=None) -> tuple:
     """Write the setup into two copies (``opensim``, ``jaxbio``), run each; the two result files.
-    ``muscles``: the model's muscles, kept (``replace_force_set`` false), their forces in the file."""
+    ``muscles``: the model's muscles, kept (``replace_force_set`` false), their forces in the file;
+    ``others``: more actuators, ``{name: xml}``, in the force set file and the forces file."""
+    others = others or {}
     setup = dict(setup, replace="false" if muscles else "true")
     acts = "\n".join(
         f'<CoordinateActuator name="{n}"><coordinate>{c}</coordinate><optimal_force>{f}</optimal_force></CoordinateActuator>'
         for n, (c, f) in actuators.items()
-    )
+    ) + "\n".join(others.values())
     out = {}
     for who in ("opensim", "jaxbio"):
         d = tmp / who
@@ -105,7 +107,7 @@ def _both(tmp: Path, files: dict, setup: dict, actuators: dict, muscles=()) -> t
         for name, src in files.items():
             shutil.copy(src, d / name)
         (d / "forces.xml").write_text(_FORCES.format(actuators=acts, **setup))
-        _actuation(d / "actuation.sto", [*actuators, *muscles], float(setup["t0"]), float(setup["t1"]))
+        _actuation(d / "actuation.sto", [*actuators, *others, *muscles], float(setup["t0"]), float(setup["t1"]))
         (d / "setup.xml").write_text(_SETUP.format(**setup))
         if who == "opensim":
             r = subprocess.run([sys.executable, "-c", _OPENSIM, "setup.xml"], cwd=d, capture_output=True, text=True)
@@ -170,7 +172,19 @@ def test_joint_reaction_loads_equal_opensims_on_a_built_model(tmp_path, arm):
         spring=names[0],
     )
     actuators = {"sh_act": (names[0], 100), "el_act": (names[-1], 50)}
-    ours, theirs = _both(tmp_path, files, setup, actuators)
+    others = {  # reserves of gait2392's kind: forces and torques on bodies
+        "FX": "<PointActuator name='FX'><body>upper</body><point>0.01 -0.1 0.02</point><point_is_global>false"
+        "</point_is_global><direction>0.6 0.8 0</direction><force_is_global>true</force_is_global>"
+        "<optimal_force>1</optimal_force></PointActuator>",
+        "FY": "<PointActuator name='FY'><body>upper</body><point>0.1 1.4 0</point><point_is_global>true"
+        "</point_is_global><direction>0 0.6 0.8</direction><force_is_global>false</force_is_global>"
+        "<optimal_force>1</optimal_force></PointActuator>",
+        "MX": "<TorqueActuator name='MX'><bodyA>upper</bodyA><bodyB>ground</bodyB><torque_is_global>true"
+        "</torque_is_global><axis>1 0 0</axis><optimal_force>1</optimal_force></TorqueActuator>",
+        "MZ": "<TorqueActuator name='MZ'><bodyA>upper</bodyA><bodyB>ground</bodyB><torque_is_global>false"
+        "</torque_is_global><axis>0 0.6 0.8</axis><optimal_force>1</optimal_force></TorqueActuator>",
+    }
+    ours, theirs = _both(tmp_path, files, setup, actuators, others=others)
     assert ours.time.size == 9  # 0.02 (first), 0.04, 0.06, …, 0.16, 0.17 (last)
     assert _compare(ours, theirs) < 1e-6
 
