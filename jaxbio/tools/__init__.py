@@ -417,7 +417,7 @@ def run_setup(setup, *, progress: Callable[[str], None] | None = None) -> ToolRu
                 setup, tool, analyses[0], path, number, lowpass, results, name, progress
             )
             return dataclasses.replace(done, warnings=((message,) if others else ()) + done.warnings)
-        if kinds != ["InverseDynamics"]:
+        if kinds != ["InverseDynamics"] or reactions:
             raise ValueError(
                 f"{setup}: AnalyzeTool {echo(name)}: jaxbio runs one InverseDynamics, or one StaticOptimization "
                 f"and JointReaction analyses (found {[a.tag for a in active] or 'none'})"

@@ -56,6 +56,26 @@ def test_analyses_jaxbio_does_not_run_are_named_not_dropped(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
+def test_analyses_not_run_beside_one_that_runs_are_warned_about(tmp_path):
+    setup = _setup(
+        tmp_path,
+        "<JointReaction name='JR'><joint_names>r_elbow</joint_names></JointReaction><Kinematics name='Kin'/>",
+    )
+    with pytest.warns(UserWarning, match=r"Kinematics 'Kin' \(OpenSim writes trial_Kin_\{q, u, dudt\}.sto\)"):
+        with pytest.raises(ValueError, match="muscle 'TRIlong'"):  # the JointReaction itself: no forces file
+            run_setup(setup)
+
+
+def test_inverse_dynamics_beside_a_joint_reaction_is_refused_not_half_run(tmp_path):
+    setup = _setup(
+        tmp_path,
+        "<InverseDynamics name='ID'><use_model_force_set>false</use_model_force_set></InverseDynamics>"
+        "<JointReaction name='JR'/>",
+    )
+    with pytest.raises(ValueError, match=r"found \['InverseDynamics', 'JointReaction'\]"):
+        run_setup(setup)
+
+
 def test_an_analysis_set_with_nothing_on_is_refused(tmp_path):
     setup = _setup(tmp_path, "<JointReaction name='JR'><on>false</on></JointReaction>")
     with pytest.raises(ValueError, match="found none"):
