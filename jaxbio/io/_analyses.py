@@ -224,16 +224,22 @@ def joint_reaction_loads(
     Returns ``(k, 9)``: force (N), moment (N·m, about the joint frame's origin) and that origin
     (m), each expressed in the frame of ``frames``. Pure: jit, vmap and grad work."""
     from jaxbio.dynamics import forward_kinematics, segment_wrenches
-    from jaxbio.io._tools import body_poses
 
     forces, moments = segment_wrenches(model, c, cd, cdd, external)
     q = coordinates.to_tree(model.coordinates, c)
-    seg_pos = forward_kinematics(model.tree, q)[0]
+    seg_pos, seg_att = forward_kinematics(model.tree, q)
     seg = np.asarray([model.body_segments[b] for b in frames.child_bodies], np.int32)
     F, M = forces[seg], moments[seg]
-    att_c, pos_c = body_poses(model, q, frames.child_bodies)
-    att_p, pos_p = body_poses(model, q, frames.parent_bodies)
-    att_f, pos_f = body_poses(model, q, frames.frame_bodies)
+    # every body's world pose: its segment's (the appended row: the ground) · its own frame
+    k = len(frames.labels)
+    bodies = np.asarray(frames.child_bodies + frames.parent_bodies + frames.frame_bodies, np.int32)
+    rows = np.asarray([model.body_segments[b] for b in bodies], np.int32)  # -1: the last row
+    pos = jnp.concatenate([seg_pos, jnp.zeros((1, 3), seg_pos.dtype)])[rows]
+    att = jnp.concatenate([seg_att, jnp.asarray([[1.0, 0, 0, 0]], seg_att.dtype)])[rows]
+    b_att = quat.multiply(att, model.body_orientations[bodies])
+    b_pos = pos + quat.rotate(att, model.body_positions[bodies])
+    att_c, att_p, att_f = b_att[:k], b_att[k : 2 * k], b_att[2 * k :]
+    pos_c, pos_p, pos_f = b_pos[:k], b_pos[k : 2 * k], b_pos[2 * k :]
     p_child = pos_c + quat.rotate(att_c, frames.child_positions)
     p_parent = pos_p + quat.rotate(att_p, frames.parent_positions)
     M_child = M + jnp.cross(seg_pos[seg] - p_child, F)
