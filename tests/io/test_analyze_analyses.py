@@ -1,14 +1,15 @@
 """What `jaxbio.tools.run_setup` does with the analyses of an ``AnalyzeTool`` setup that it does
 not run (never dropped silently: named, with the files OpenSim would write), and its refusals of
-``JointReaction`` setups it cannot run as OpenSim does. None of these computes anything (fast);
-the reaction loads themselves are compared with live OpenSim in
-``tests/io/test_joint_reaction_opensim.py``."""
+``JointReaction`` setups it cannot run as OpenSim does (none of these computes anything: fast);
+the muscles' path loads against their moment arms (slow). The reaction loads themselves are
+compared with live OpenSim in ``tests/io/test_joint_reaction_opensim.py``."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from jaxbio.tools import run_setup
@@ -124,3 +125,32 @@ def test_joint_reaction_frames_are_read_as_opensim_names_them():
         read_reaction_frames(m, ["knee_r", "hip_r", "back"], ["child", "parent"], ["ground"])
     with pytest.raises(ValueError, match="must be child or parent"):
         read_reaction_frames(m, ["knee_r"], ["distal"], ["ground"])
+
+
+@pytest.mark.slow  # compiles the paths' moment arms
+def test_muscle_path_loads_have_the_muscles_generalised_force():
+    """`jaxbio.io.muscle_path_wrenches` (what JointReaction applies: point forces at the path's
+    points, conditional points off their range left out, moving points' generalised forces) does
+    the virtual work of the tensions along the path length: ``Jᵀw + τ = rᵀT`` with ``r = −∂l/∂c``
+    (gait10dof18musc: conditional and moving points)."""
+    import jax
+    import jax.numpy as jnp
+
+    import jaxbio as jb
+    from jaxbio.io._osim_paths import path_moment_arms
+
+    with jax.enable_x64(True):
+        m = jb.io.load_osim(DATA / "gait10dof18musc.osim", dtype=jnp.float64)
+        c = m.defaults + 0.3 * jnp.sin(jnp.arange(len(m.coordinate_names)) + 1.0)
+        z = jnp.zeros_like(c)
+        tensions = 100.0 + 10.0 * jnp.arange(len(m.muscles.names))
+
+        @jax.jit
+        def both(m, c, tensions):
+            f, mm, tau = jb.io.muscle_path_wrenches(m, c, tensions)
+            jtw = jb.inverse_dynamics(m, c, z, z) - jb.inverse_dynamics(m, c, z, z, (f, mm))
+            return jtw, tau, path_moment_arms(m.muscles, m, c)
+
+        jtw, tau, r = both(m, c, tensions)
+        np.testing.assert_allclose(jtw + tau, r.T @ tensions, rtol=0, atol=1e-11)
+        assert float(jnp.max(jnp.abs(tau))) > 1.0  # the moving points' part is there (vasti, rectus femoris)
