@@ -75,7 +75,10 @@ def joint_reaction_job(setup: Path, tool, analysis, path, number, lowpass, resul
         text = _text(el, tag)
         if text is None or text == "Unassigned":
             return None
-        return str(here / text.replace("\\", "/"))  # OpenSim reads Windows separators too
+        if "\\" in text:  # a Windows path: OpenSim on Windows reads it, elsewhere it fails to open it
+            warnings.warn(f"{setup}: <{tag}> {echo(text)}: its backslashes are read as folder separators", stacklevel=4)
+            text = text.replace("\\", "/")
+        return str(here / text)
 
     states, coords = file(tool, "states_file"), file(tool, "coordinates_file")
     said = []
