@@ -17,6 +17,7 @@ directory and logs to a file).
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -304,3 +305,39 @@ def test_joint_reaction_loads_with_wrapping_muscles_equal_opensims_arm26(tmp_pat
     muscles = jb.io.load_osim(files["model.osim"]).muscles.names
     ours, theirs = _both(tmp_path, files, setup, {"elbow_act": ("r_elbow_flex", 10)}, muscles)
     assert _compare(ours, theirs) < 1e-6
+
+
+MODELS = Path(os.environ.get("JAXBIO_OPENSIM_MODELS", "/work/om"))
+
+
+@pytest.mark.slow
+def test_the_joint_reaction_tutorial_equals_opensim(tmp_path):
+    """opensim-models' ``Tutorials/Estimating_Joint_Reaction_Loads/setup_JointReaction.xml``
+    unedited (gait2392: 92 muscles with wrap objects, point and torque residual actuators, ground
+    reactions), its inputs as the tutorial's steps leave them: the model saved under the name the
+    setup reads, the reference static-optimisation forces where its Windows ``forces_file`` path
+    points (for OpenSim on Linux: a file whose name holds the backslash)."""
+    pytest.importorskip("opensim")
+    tutorial = MODELS / "Tutorials" / "Estimating_Joint_Reaction_Loads"
+    if not tutorial.is_dir():
+        pytest.skip(f"no opensim-models at {MODELS} (set JAXBIO_OPENSIM_MODELS)")
+    forces = tutorial / "OutputReference" / "ResultsStaticOptimization" / "subject01_StaticOptimization_force.sto"
+    out = {}
+    for who in ("opensim", "jaxbio"):
+        d = tmp_path / who
+        shutil.copytree(tutorial, d)
+        shutil.copy(d / "subject01_simbody_adjusted_StaticOp.osim", d / "subject01_simbody_adjusted.osim")
+        (d / "ResultsStaticOptimization").mkdir()
+        shutil.copy(forces, d / "ResultsStaticOptimization" / forces.name)
+        shutil.copy(forces, d / f"ResultsStaticOptimization\\{forces.name}")
+        if who == "opensim":
+            r = subprocess.run(
+                [sys.executable, "-c", _OPENSIM, "setup_JointReaction.xml"], cwd=d, capture_output=True, text=True
+            )
+            assert r.returncode == 0, r.stderr[-2000:]
+        else:
+            with pytest.warns(UserWarning, match="backslashes are read as folder separators"):
+                run_setup(d / "setup_JointReaction.xml")
+        out[who] = read_storage(d / "ResultsStaticOptimization" / "subject01_JointReaction_ReactionLoads.sto")
+    assert out["jaxbio"].time.size == 151
+    assert _compare(out["jaxbio"], out["opensim"]) < 1e-6
