@@ -3,7 +3,7 @@
 
 `jaxbio.io.load_osim` imports these ``ForceSet`` entries of OpenSim 3.x and 4.x files into
 `OsimForces` (``Model.forces``), every number in SI units; Thelen and Millard muscles go to
-``Model.muscles`` (`jaxbio.io._osim_muscles`), every other type stays listed in
+``Model.muscles`` (`jaxbio.forces._osim_muscles`), every other type stays listed in
 ``Model.ignored``. The formulas are opensim-core's (``OpenSim/Simulation/Model``
 and ``OpenSim/Actuators``, OpenSim 4.6), and the generalised forces equal live OpenSim's to
 round-off (tests/io/test_osim_forces.py; bushings and contact: tests/io/test_osim_contact.py).
@@ -51,7 +51,7 @@ round-off (tests/io/test_osim_forces.py; bushings and contact: tests/io/test_osi
   sorted positions of their two surfaces), reproduced here. A ``HuntCrossleyForce`` on other
   geometry (``ContactMesh`` …) is not imported and named in ``Model.not_imported``.
 - ``PathSpring`` (``PathSpring.cpp``): tension ``T = stiffness · max(0, l − resting_length) ·
-  (1 + dissipation · l̇)`` along its path (`jaxbio.io._osim_paths`: the muscles' path reader and
+  (1 + dissipation · l̇)`` along its path (`jaxbio.forces._osim_paths`: the muscles' path reader and
   evaluator), generalised force ``−(∂l/∂c) T``, ``l̇ = (∂l/∂c) ċ``. OpenSim refuses a missing
   or negative ``resting_length``, ``stiffness`` or ``dissipation``, and so does jaxbio. Over a
   wrap object OpenSim's ``getLengtheningSpeed`` and applied force are its straight segments' at
@@ -68,7 +68,7 @@ controls when it computes forces, and neither does `actuator_forces`.
   body's material point there).
 - ``TorqueActuator``: a torque about ``axis`` (unit; the ground's frame with
   ``torque_is_global``, the default, else bodyA's frame) on bodyA and its opposite on bodyB.
-- ``PathActuator``: a tension along its path (`jaxbio.io._osim_paths`): column ``−∂l/∂c``.
+- ``PathActuator``: a tension along its path (`jaxbio.forces._osim_paths`): column ``−∂l/∂c``.
 
 **Coordinates.** A generalised force on an OpenSim coordinate acts on its Simbody speed; for the
 rotational coordinates of a Ball or Free joint that speed is ``u = E(c) ċ`` (``ω`` in the parent
@@ -582,7 +582,7 @@ class OsimForces(eqx.Module):
       forces); ``coordinate_actuators``, ``point_actuators``, ``torque_actuators``,
       ``path_actuators``: `CoordinateActuators`, `PointActuators`, `TorqueActuators`,
       `PathActuators`.
-    - ``paths``: the `jaxbio.io._osim_paths.OsimPaths` of the path actuators and springs (one
+    - ``paths``: the `jaxbio.forces._osim_paths.OsimPaths` of the path actuators and springs (one
       path each, ForceSet order; ``None`` without them); `select` keeps them all.
     - ``order`` (static): ``(type, name)`` of every force applied by OpenSim (``appliesForce``
       true) in file order, imported or not; ``groups`` (static): the ForceSet's groups,
@@ -966,7 +966,7 @@ def actuator_matrix(model, c: Float[ArrayLike, " nc"]) -> Float[Array, "nc na"]:
     ``c``: ``(nc,)`` rad / m. ``CoordinateActuator``: a unit generalised force on its coordinate
     (``Eᵀ`` row on a Ball/Free rotation); ``PointActuator``: ``J_cᵀ J_v(X)ᵀ d`` (world direction
     ``d`` at the point ``X``); ``TorqueActuator``: ``J_cᵀ (J_ω(A) − J_ω(B))ᵀ a`` (world axis ``a``);
-    ``PathActuator``: its path's moment arms ``−∂l/∂c`` (`jaxbio.io._osim_paths`).
+    ``PathActuator``: its path's moment arms ``−∂l/∂c`` (`jaxbio.forces._osim_paths`).
     """
     c = _coordinates(model, c, "c")
     F = _forces_of(model)
@@ -1150,7 +1150,7 @@ def read_forces(
 
     ``frame(path, owner, where, body_only)`` resolves a body or frame name / path (relative to
     the component path ``owner``) to its pose in a tree segment, raising ``ValueError``; the
-    paths of path forces are points on ``tree`` (`jaxbio.io._osim_paths.read_paths`)."""
+    paths of path forces are points on ``tree`` (`jaxbio.forces._osim_paths.read_paths`)."""
     from jaxbio._osim_xml import _describe, _flag, _numbers, _text
     from jaxbio._osim_xml import euler_xyz
 

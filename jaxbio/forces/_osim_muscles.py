@@ -7,8 +7,8 @@
 ``isDisabled`` true) are skipped, as OpenSim applies nothing for them.
 
 **Paths** (points, conditional and moving points, wrap objects, their frames) are read and
-evaluated by `jaxbio.io._osim_paths`, shared with the path forces (``PathActuator``,
-``PathSpring``): `OsimMuscles` is an `jaxbio.io._osim_paths.OsimPaths` with the muscle models.
+evaluated by `jaxbio.forces._osim_paths`, shared with the path forces (``PathActuator``,
+``PathSpring``): `OsimMuscles` is an `jaxbio.forces._osim_paths.OsimPaths` with the muscle models.
 
 **Lengths, moment arms, speeds, forces** (`muscle_lengths`, `muscle_moment_arms`,
 `muscle_lengthening_speeds`, `muscle_generalized_forces`, `muscle_static_optimization_forces`):
@@ -73,7 +73,7 @@ GROUPS = {**MUSCLE_MODELS, RIGID_MILLARD: Millard2012EquilibriumMuscle}
 
 class OsimMuscles(OsimPaths):
     """The Thelen and Millard muscles of an OpenSim model (module docstring), ``m`` of them: their
-    paths (the fields of `jaxbio.io._osim_paths.OsimPaths`: ``paths``, ``conditional`` …, one
+    paths (the fields of `jaxbio.forces._osim_paths.OsimPaths`: ``paths``, ``conditional`` …, one
     path per muscle) and models.
 
     - ``names``, ``types`` (static): OpenSim's names and classes, ForceSet order (the order of
@@ -303,7 +303,7 @@ def read_muscles(
     """`OsimMuscles` of a ``<Model>`` element's ForceSet (``None`` when it has no enabled Thelen
     or Millard muscle), the set of elements imported and notes for ``Model.ignored`` (muscle
     models whose parameters OpenSim refuses: not imported, the skeleton stays usable). ``frame``
-    resolves a body/frame path (as in `jaxbio.io._osim_forces.read_forces`); ``disabled`` holds
+    resolves a body/frame path (as in `jaxbio.forces._osim_forces.read_forces`); ``disabled`` holds
     the ForceSet entries that apply no force."""
     from jaxbio._osim_xml import _describe, _flag, _numbers
 

@@ -51,6 +51,10 @@ External loads and tools:
   ``jit(vmap)`` (``jaxbio static-optimization``, ``jaxbio run-tool``);
   `prepare_static_optimization` and `solve_static_optimization` (one frame, pure,
   differentiable), `static_optimization_problem`.
+- `joint_reaction_tool(model, states=... | motion=..., forces_file=..., joint_names=...,
+  on_bodies=..., in_frames=...)` → `Table` of reaction loads: OpenSim's ``AnalyzeTool``
+  ``JointReaction`` analysis (``jaxbio run-tool``); `muscle_path_wrenches`: the loads muscles
+  apply at their path points.
 
 Scaling (OpenSim's ``ScaleTool``, numpy on the model's XML; ``jaxbio run-tool`` writes its files):
 `scale_tool(setup)` → `ScaleResult` (a `ScaleSetup`, or its file through `read_scale_setup`):
@@ -102,6 +106,8 @@ _EXPORTS = {
 #: names that moved out of jb.io (to jaxbio.forces, jaxbio.markers, jaxbio.tools): forwarded until
 #: their callers are updated (the next commit removes this)
 _MOVED = {
+    "joint_reaction_tool": "jaxbio.tools._analyses",
+    "muscle_path_wrenches": "jaxbio.tools._analyses",
     "CoordinateTask": "jaxbio.tools._inverse_kinematics",
     "InverseKinematicsInputs": "jaxbio.tools._inverse_kinematics",
     "InverseKinematicsResult": "jaxbio.tools._inverse_kinematics",
@@ -253,6 +259,8 @@ __all__ = [
     "read_trc",
     "recording_matches",
     "prepare_static_optimization",
+    "joint_reaction_tool",
+    "muscle_path_wrenches",
     "solve_static_optimization",
     "static_optimization_problem",
     "static_optimization_tool",

@@ -176,7 +176,7 @@ def static_optimization_problem(model, inputs: InverseDynamicsInputs, *, use_mus
 def _muscle_terms(model, c, cd, use_muscle_physiology: bool):
     """One frame's ``(moment arms (m, nc), F̂ (m,))`` of the muscles (`static_optimization_problem`).
     Paths that wrap: the lengths and moment arms from one pass of directional derivatives
-    (`jaxbio.io._osim_muscles._wrapped_lengths_and_moment_arms`), the lengthening speeds
+    (`jaxbio.forces._osim_muscles._wrapped_lengths_and_moment_arms`), the lengthening speeds
     ``(∂l/∂c) ċ = −r ċ`` from those moment arms, not from another pass through the wrapping
     (which cost as much again: benchmarks/README.md, "Static optimisation with wrapping")."""
     from jaxbio.forces import internals as muscles
