@@ -208,11 +208,19 @@ def inverse_kinematics_residuals(model, inputs: InverseKinematicsInputs, c: Floa
 
 
 def _residuals_and_jacobian(model, inputs: InverseKinematicsInputs, u):
-    """`inverse_kinematics_residuals` at ``c = _to_c(model, u)`` and their Jacobian ``∂r/∂u``
-    ``(3k + j, nu)``, from one forward-kinematics pass: each marker's rows are its point Jacobian
+    """`inverse_kinematics_residuals` at ``c = _to_c(model, u)``, their Jacobian ``∂r/∂u``
+    ``(3k + j, nu)`` and ``(nu,)`` the curvature that the clamps' sine adds to the goal,
+    from one forward-kinematics pass: each marker's rows are its point Jacobian
     (`jaxbio.dynamics.point_jacobian`: ``a × (x − O)`` per revolute coordinate moving it, ``a``
     per prismatic one), chained through the coordinate map (``∂q/∂c``, couplers) and the clamps'
-    sine (``∂c/∂u``). Much smaller a program than ``jax.jacfwd`` of the kinematics."""
+    sine (``∂c/∂u``). Much smaller a program than ``jax.jacfwd`` of the kinematics.
+
+    The curvature: ``∂²G/∂u² = (∂c/∂u)ᵀ ∂²G/∂c² (∂c/∂u) + diag(∂G/∂c ⊙ ∂²c/∂u²)``; Gauss–Newton
+    keeps the first term (``JᵀJ``) and drops the second, which is all the curvature left where a
+    clamped coordinate's optimum is on its bound (``∂c/∂u = 0`` there): without it the model
+    there is flat, the steps overshoot, the damping grows without bound and every other
+    coordinate crawls (Rajagopal's static pose: pronation at its limit). Returned clipped at 0,
+    so that ``JᵀJ + diag(h)`` stays positive semi-definite."""
     from jaxbio import coordinates
     from jaxbio.dynamics.kinematics import point_jacobian, segment_motion
 
@@ -220,7 +228,7 @@ def _residuals_and_jacobian(model, inputs: InverseKinematicsInputs, u):
     c = _to_c(model, u)
     dc_du = jnp.where(bounded, (hi - lo) * jnp.cos(u) / 2, 1.0)
     q = coordinates.to_tree(model.coordinates, c)
-    dq_du = coordinates.jacobian(model.coordinates, c)[:, free] * dc_du  # (nq, nu)
+    dq_dc = coordinates.jacobian(model.coordinates, c)[:, free]  # (nq, nu)
     tree = model.tree
     mo = segment_motion(tree, q)
     markers = model.markers.select(inputs.markers)
@@ -235,13 +243,18 @@ def _residuals_and_jacobian(model, inputs: InverseKinematicsInputs, u):
     total = jnp.sum(inputs.weights)
     scale = jnp.sqrt(inputs.weights / jnp.where(total > 0, total, 1.0))
     r_markers = (scale[:, None] * (x - inputs.observed)).reshape(-1)
-    J_markers = (scale[:, None, None] * jv).reshape(-1, tree.nv) @ dq_du
+    J_markers_c = (scale[:, None, None] * jv).reshape(-1, tree.nv) @ dq_dc  # (3k, nu), ∂r/∂c
+    J_markers = J_markers_c * dc_du
     idx = np.asarray(inputs.coordinates, dtype=np.int32)
     w = jnp.sqrt(inputs.coordinate_weights)
     r_coords = w * (c[idx] - inputs.targets)
     column = np.searchsorted(free, idx)  # coordinate tasks name unlocked coordinates only
     J_coords = (w * dc_du[column])[:, None] * jnp.asarray(np.eye(free.size)[column], u.dtype)
-    return jnp.concatenate([r_markers, r_coords]), jnp.concatenate([J_markers, J_coords])
+    # ∂G/∂c of the free coordinates (before the sine's chain) and the sine's second derivative
+    g_c = r_markers @ J_markers_c + (w * r_coords) @ jnp.asarray(np.eye(free.size)[column], u.dtype)
+    d2c_du2 = jnp.where(bounded, -(hi - lo) * jnp.sin(u) / 2, 0.0)
+    h = jnp.maximum(g_c * d2c_du2, 0.0)
+    return jnp.concatenate([r_markers, r_coords]), jnp.concatenate([J_markers, J_coords]), h
 
 
 def marker_errors(model, inputs: InverseKinematicsInputs, c: Float[Array, " nc"]) -> Float[Array, " k"]:
@@ -257,8 +270,9 @@ def marker_errors(model, inputs: InverseKinematicsInputs, c: Float[Array, " nc"]
 
 
 def _levenberg_marquardt(linearised, u0, rtol, atol, max_steps):
-    """Minimise ``½|r(u)|²`` from ``u0``, ``linearised(u) = (r(u), ∂r/∂u)``: Levenberg–Marquardt
-    with Marquardt's scaling (``diag(JᵀJ)``) and Nielsen's damping update, in one
+    """Minimise ``½|r(u)|²`` from ``u0``, ``linearised(u) = (r(u), ∂r/∂u, h(u))``, ``h`` ``≥ 0`` a
+    diagonal curvature added to Gauss–Newton's ``JᵀJ`` (`_residuals_and_jacobian`): Levenberg–Marquardt
+    with Marquardt's scaling (``diag(JᵀJ + diag(h))``) and Nielsen's damping update, in one
     ``lax.while_loop`` whose body evaluates ``linearised`` once (its first pass at ``u0``, so that
     the program holds one copy of it). Stops as optimistix's ``LevenbergMarquardt`` does (its Cauchy criterion): after
     an accepted step with ``|δu| ≤ atol + rtol |u|`` and ``|Δf| ≤ atol + rtol f`` (RMS norms, ``f
@@ -276,14 +290,14 @@ def _levenberg_marquardt(linearised, u0, rtol, atol, max_steps):
         return (~state[-1]) & (state[-2] <= max_steps)
 
     def body(state):
-        u, r, J, lam, nu, k, _ = state
+        u, r, J, h, lam, nu, k, _ = state
         first = k == 0
         g = J.T @ r
-        A = J.T @ J
+        A = J.T @ J + jnp.diag(h)
         d = jnp.diagonal(A)
         d = jnp.maximum(d, jnp.finfo(dt).eps * (1 + jnp.max(d)))
         step = jnp.where(first, 0.0, -jnp.linalg.solve(A + lam * jnp.diag(d), g))
-        r_new, J_new = linearised(u + step)
+        r_new, J_new, h_new = linearised(u + step)
         f, f_new = 0.5 * jnp.sum(r**2), 0.5 * jnp.sum(r_new**2)
         predicted = -(step @ g + 0.5 * step @ (A @ step))
         rho = (f - f_new) / jnp.where(predicted > 0, predicted, 1.0)
@@ -299,6 +313,7 @@ def _levenberg_marquardt(linearised, u0, rtol, atol, max_steps):
             jnp.where(accept, u + step, u),
             jnp.where(accept, r_new, r),
             jnp.where(accept, J_new, J),
+            jnp.where(accept, h_new, h),
             lam,
             nu,
             k + 1,
@@ -309,12 +324,13 @@ def _levenberg_marquardt(linearised, u0, rtol, atol, max_steps):
         u0,
         jnp.zeros(r_shape.shape, dt),
         jnp.zeros(r_shape.shape + u0.shape, dt),
+        jnp.zeros(u0.shape, dt),
         jnp.asarray(1e-3, dt),
         jnp.asarray(2.0, dt),
         jnp.asarray(0),
         jnp.asarray(False),
     )
-    u, r, _, _, _, _, done = jax.lax.while_loop(cond, body, state)
+    u, r, _, _, _, _, _, done = jax.lax.while_loop(cond, body, state)
     return u, done, r
 
 

@@ -209,15 +209,7 @@ def _opensim_static_pose(osim, model_path, setup_path, t0, t1):
     )
 
 
-_STALLS = pytest.mark.xfail(
-    strict=True,
-    reason="jaxbio's IK (Levenberg–Marquardt from the default pose, clamped coordinates through a sine) stalls "
-    "at G = 1.7054e-4 on Rajagopal's static trial; OpenSim's solver at 1e-12 reaches 1.6871e-4, an optimum "
-    "jaxbio's solve confirms when started there",
-)
-
-
-@pytest.mark.parametrize("which", ["gait2354", pytest.param("rajagopal", marks=[pytest.mark.slow, _STALLS])])
+@pytest.mark.parametrize("which", ["gait2354", pytest.param("rajagopal", marks=pytest.mark.slow)])
 def test_marker_placement_against_opensim(tmp_path, which):
     osim = pytest.importorskip("opensim")
     import jax
