@@ -33,11 +33,13 @@ unweighted squared distances of the tracked markers (0 for a marker missing in t
 RMS over the number of tracked markers and the largest distance.
 
 **Solve.** OpenSim assembles frame 0 from the model's default pose, then tracks frame by frame
-from the previous solution (IPOPT, convergence tolerance ``accuracy``). jaxbio does the same with
-Levenberg–Marquardt on the residual vector whose half squared norm is ``G``
-(`inverse_kinematics_residuals`), its Jacobian from the point Jacobians of one kinematics pass
-(`jaxbio.dynamics.point_jacobian`), every frame in one ``lax.scan``, each to a tolerance far
-tighter than OpenSim's. The program is small (one copy of the kinematics, no ``jax.jacfwd``):
+from the previous solution (IPOPT, convergence tolerance ``accuracy``). jaxbio also starts from
+the default pose and tracks frame by frame, each frame from the previous two frames' solutions
+extrapolated (``2 c_{t−1} − c_{t−2}``, within the clamps' ranges: a start nearer the optimum,
+fewer iterations), with Levenberg–Marquardt on the residual vector whose half squared norm is
+``G`` (`inverse_kinematics_residuals`), its Jacobian from the point Jacobians of one kinematics
+pass (`jaxbio.dynamics.point_jacobian`), every frame in one ``lax.scan``, each to a tolerance
+far tighter than OpenSim's (the tool: the goal within a relative 1e-10 of its minimum). The program is small (one copy of the kinematics, no ``jax.jacfwd``):
 it compiles in a few seconds. Everything is a pure function of the model's arrays:
 `solve_inverse_kinematics` is jit-able, vmap-able (over trials or models) and differentiable
 (forward and reverse mode, by the implicit function theorem at each frame's optimum).
@@ -269,14 +271,18 @@ def marker_errors(model, inputs: InverseKinematicsInputs, c: Float[Array, " nc"]
     return jnp.where(inputs.weights > 0, d2, 0.0)
 
 
-def _levenberg_marquardt(linearised, u0, rtol, atol, max_steps):
+def _levenberg_marquardt(linearised, u0, rtol, atol, max_steps, goal_rtol=0.0):
     """Minimise ``½|r(u)|²`` from ``u0``, ``linearised(u) = (r(u), ∂r/∂u, h(u))``, ``h`` ``≥ 0`` a
     diagonal curvature added to Gauss–Newton's ``JᵀJ`` (`_residuals_and_jacobian`): Levenberg–Marquardt
     with Marquardt's scaling (``diag(JᵀJ + diag(h))``) and Nielsen's damping update, in one
     ``lax.while_loop`` whose body evaluates ``linearised`` once (its first pass at ``u0``, so that
     the program holds one copy of it). Stops as optimistix's ``LevenbergMarquardt`` does (its Cauchy criterion): after
     an accepted step with ``|δu| ≤ atol + rtol |u|`` and ``|Δf| ≤ atol + rtol f`` (RMS norms, ``f
-    = ½|r|²``), or when the predicted decrease is below ``f``'s rounding (``4 ε f``), or after ``max_steps``.
+    = ½|r|²``), or when the predicted decrease is below ``f``'s rounding (``4 ε f``), or after ``max_steps``;
+    with ``goal_rtol > 0`` also after a step close to Gauss–Newton's (damping ``λ ≤ 1``) that
+    lowered ``f`` by at most ``goal_rtol f``: the goal is then within about that of its minimum,
+    where a poorly determined direction (a large residual, which Gauss–Newton converges to only
+    linearly) would take many more steps to meet the step criterion.
 
     Returns ``(u, converged, r)``: the solution, whether it met the criterion, its residuals."""
 
@@ -303,6 +309,7 @@ def _levenberg_marquardt(linearised, u0, rtol, atol, max_steps):
         rho = (f - f_new) / jnp.where(predicted > 0, predicted, 1.0)
         accept = first | ((f_new <= f) & (predicted > 0) & (rho > 1e-4) & jnp.all(jnp.isfinite(r_new)))
         small = (rms(step) <= atol + rtol * rms(u)) & (jnp.abs(f - f_new) <= atol + rtol * f)
+        small = small | ((lam <= 1) & (f - f_new <= goal_rtol * f))
         # or no decrease left that f's rounding could show (near the optimum a rounding-level rise
         # would reject every step and drive the damping to infinity)
         flat = ~(predicted > 4 * jnp.finfo(dt).eps * f)
@@ -334,8 +341,10 @@ def _levenberg_marquardt(linearised, u0, rtol, atol, max_steps):
     return u, done, r
 
 
-def _solve_frame(model, inputs, u0, rtol, atol, max_steps):
-    u, ok, r = _levenberg_marquardt(lambda u: _residuals_and_jacobian(model, inputs, u), u0, rtol, atol, max_steps)
+def _solve_frame(model, inputs, u0, rtol, atol, max_steps, goal_rtol=0.0):
+    u, ok, r = _levenberg_marquardt(
+        lambda u: _residuals_and_jacobian(model, inputs, u), u0, rtol, atol, max_steps, goal_rtol
+    )
     return _at_optimum(jax.lax.stop_gradient(u), model, inputs), ok, r
 
 
@@ -390,22 +399,24 @@ def solve_inverse_kinematics(
     - ``rtol``, ``atol``: the Levenberg–Marquardt tolerances (on the step and on the goal's change,
       as `optimistix.LevenbergMarquardt`'s); ``max_steps``: its iterations per frame at most.
 
-    The frames are solved in turn (one ``lax.scan``), each from the previous frame's solution, as
-    OpenSim tracks them. Returns ``(c, converged)``: ``(T, nc)`` rad / m and ``(T,)`` bool. Locked
+    The frames are solved in turn (one ``lax.scan``), each from the previous two frames'
+    solutions extrapolated (module docstring), as OpenSim tracks them from the previous one. Returns ``(c, converged)``: ``(T, nc)`` rad / m and ``(T,)`` bool. Locked
     coordinates are at their default, clamped ones within range."""
     c, ok, _ = _solve(model, inputs, c0, rtol, atol, max_steps)
     return c, ok
 
 
-def _solve(model, inputs, c0, rtol, atol, max_steps):
+def _solve(model, inputs, c0, rtol, atol, max_steps, goal_rtol=0.0):
     """`solve_inverse_kinematics`, and ``(T, 3k + j)`` the residuals at the solution."""
     c0 = model.defaults if c0 is None else c0
 
-    def step(u_prev, frame):
-        u, ok, r = _solve_frame(model, frame, u_prev, rtol, atol, max_steps)
-        return u, (u, ok, r)
+    def step(carry, frame):
+        c_prev, c_before = carry  # the start: extrapolated in c, within the clamps' ranges
+        u, ok, r = _solve_frame(model, frame, _to_u(model, 2 * c_prev - c_before), rtol, atol, max_steps, goal_rtol)
+        c = _to_c(model, u)
+        return (c, c_prev), (u, ok, r)
 
-    _, (u, ok, r) = jax.lax.scan(step, _to_u(model, c0), inputs)
+    _, (u, ok, r) = jax.lax.scan(step, (c0, c0), inputs)
     return jax.vmap(lambda x: _to_c(model, x))(u), ok, r
 
 
@@ -620,7 +631,10 @@ def _trial(model, inputs):
     are solved in turn, so the padding changes nothing before it)."""
     x64 = model.defaults.dtype == jnp.float64
     rtol, atol = (1e-10, 1e-12) if x64 else (1e-5, 1e-6)
-    c, ok, r = _solve(model, inputs, None, rtol, atol, 256)
+    # stop also once the goal is within ``rtol`` of its minimum (`_levenberg_marquardt`): the
+    # goal, not the poorly determined coordinates (the arms of a running trial), is what the
+    # tool reports and what OpenSim's accuracy bounds
+    c, ok, r = _solve(model, inputs, None, rtol, atol, 256, goal_rtol=rtol)
     # the goal and the marker errors from the residuals at the solution (no second kinematics):
     # ``r_i = √(w_i / Σw) (x_i − m_i)``, so ``|x_i − m_i|² = |r_i|² Σw / w_i`` where ``w_i > 0``
     goal = 0.5 * jnp.sum(r**2, axis=1)
