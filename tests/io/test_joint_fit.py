@@ -144,7 +144,7 @@ def test_fit_lowers_scale_then_ik_marker_rms_on_gait2354_walk(tmp_path):
     """Gait2354's subject01: OpenSim's ScaleTool (jaxbio's, equal to OpenSim's) then IK of the
     walk's first frames, against the joint fit started there: lower objective and marker RMS."""
     from jaxbio.io import joint_fit, model_scaling, prepare_inverse_kinematics, scale_tool
-    from jaxbio.tools import read_ik_tasks
+    from jaxbio.io import read_ik_tasks
 
     src = LIBRARY / "Pipelines" / "Gait2354_Simbody"
     generic = LIBRARY / "Models" / "Gait2354_Simbody" / "gait2354_simbody.osim"
