@@ -94,14 +94,14 @@ def _joint_frames(model_path, model):
     """``{joint: ((child body, X_child), (parent body, X_parent))}`` and ``{frame path: (body,
     X)}`` of the ``.osim`` file, each ``X`` the frame's pose in its body's frame (``_Pose``)."""
     from jaxbio._text import parse_xml
-    from jaxbio.io.osim import _Frames, _read_joint
+    from jaxbio.io.osim import Frames, _read_joint
 
     raw = Path(model_path).read_bytes()
     root = parse_xml(raw)
     model_elem = root.find("Model") if root.tag == "OpenSimDocument" else root
     ground = model.bodies[0]
     bodies = list(model.bodies[1:])
-    frames = _Frames(model_elem, ground, bodies)
+    frames = Frames(model_elem, ground, bodies)
     named = {}  # frame path (no leading slash) → (body, pose)
     for p in frames.paths:
         named[p.lstrip("/")] = frames.pose(p, str(model_path))

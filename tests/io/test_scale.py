@@ -317,7 +317,7 @@ def test_a_static_trial_that_does_not_fit_is_warned_about():
     import jax.numpy as jnp
 
     from jaxbio.io import Markers, marker_positions, place_markers
-    from jaxbio.io._scale import _load_text
+    from jaxbio.tools._scale import _load_text
 
     with jax.enable_x64(True):
         arm = _load_text((DATA / "arm26.osim").read_text(), dtype=jnp.float64)
