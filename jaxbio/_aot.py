@@ -28,6 +28,8 @@ import equinox as eqx
 import jax
 import numpy as np
 
+from jaxbio._validate import take_rows
+
 #: the folder of exported programs (None: `call` is a plain call); set by ``jaxbio.cli``
 CACHE: dict[str, str | None] = {"dir": None}
 
@@ -154,4 +156,5 @@ def call_over_frames(name: str, fn, model, frames):
     index = np.minimum(np.arange(bucket(count)), count - 1)
     padded = jax.tree_util.tree_map(lambda x: np.take(np.asarray(x), index, axis=0), frames)
     out = call(name, fn, model, padded)
-    return jax.tree_util.tree_map(lambda x: x[:count], out)
+    # cut on the host: an eager slice of a device array compiles a program of its own
+    return jax.tree_util.tree_map(lambda x: take_rows(x, slice(count)), out)

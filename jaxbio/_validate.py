@@ -266,6 +266,16 @@ def to_device(x, dtype) -> jax.Array:
     return jax.device_put(np.asarray(x).astype(dtype))
 
 
+def take_rows(x, index):
+    """``x[index]`` (``index``: static integers or a slice along the first axis): cut on the host
+    and moved back by `jax.device_put` when ``x`` is a concrete JAX array (an eager gather or slice
+    compiles a small program per shape, as `to_device` says), else ``x[index]`` as it is (numpy
+    arrays, tracers)."""
+    if isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer):
+        return jax.device_put(np.asarray(x)[index])
+    return x[index]
+
+
 def as_real(x, name: str, *, like=None):
     """``x`` as a floating array, like `as_float`, except that a concrete value that is not a JAX
     array (a Python number, a list, numpy) comes back as numpy: inside the caller's `jax.jit`

@@ -2,6 +2,7 @@
 against the JAX kernel and against Pinocchio: two independent methods on random trees of every
 joint type, with massless frames and slender rods."""
 
+import dataclasses
 import logging
 
 import jax
@@ -77,3 +78,34 @@ def test_reading_an_opensim_model_compiles_nothing(name, dtype):
 
     path = Path(__file__).parent / "io" / "data" / name
     assert _compilations(lambda: jaxbio.io.load_osim(path, dtype=dtype)) == []
+
+
+def test_selecting_an_opensim_models_forces_compiles_nothing():
+    """`OsimForces.select` (what the tools run before every trial) cuts concrete arrays on the host
+    (`jaxbio._validate.take_rows`): no program compiled, the same rows as indexing them."""
+    from pathlib import Path
+
+    import jaxbio.io
+
+    path = Path(__file__).parent / "io" / "data" / "so_spring" / "subject01_adjusted_spring.osim"
+    forces = jaxbio.io.load_osim(path).forces  # Gait2354's reserves, limit forces and a spring
+    names = [n for _, n in forces.order]
+    kept = names[1::3]
+    assert kept
+    selected = _compilations(lambda: forces.select(kept)) == [] and forces.select(kept)
+    assert selected and [n for _, n in selected.order] == kept
+    batches = [f.name for f in dataclasses.fields(forces) if hasattr(getattr(forces, f.name), "take")]
+    checked = 0
+    for field in batches:
+        before, after = getattr(forces, field), getattr(selected, field)
+        if field == "contacts" or not len(before):  # contacts re-index their surfaces and pairs
+            continue
+        checked += 1
+        rows = [k for k, n in enumerate(before.names) if n in set(kept)]
+        for f in dataclasses.fields(before):
+            v, w = getattr(before, f.name), getattr(after, f.name)
+            if isinstance(v, tuple):
+                assert w == tuple(v[i] for i in rows)
+            else:
+                np.testing.assert_array_equal(np.asarray(w), np.asarray(v)[rows])
+    assert checked

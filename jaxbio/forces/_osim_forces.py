@@ -101,7 +101,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from jaxbio import quaternion as quat
-from jaxbio._validate import to_device
+from jaxbio._validate import take_rows, to_device
 from jaxbio.coordinates import jacobian as coordinate_jacobian
 from jaxbio.dynamics.kinematics import point_jacobian, segment_motion
 from jaxbio.forces._osim_paths import OsimPaths, path_lengths, path_moment_arms, read_paths
@@ -224,7 +224,7 @@ class _Batch(eqx.Module):
         changes = {}
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            changes[f.name] = tuple(v[i] for i in idx) if isinstance(v, tuple) else v[idx]
+            changes[f.name] = tuple(v[i] for i in idx) if isinstance(v, tuple) else take_rows(v, idx)
         return type(self)(**changes)
 
     @classmethod
@@ -471,11 +471,11 @@ class HuntCrossleyForces(eqx.Module):
         pairs = [i for f in keep for i, g in enumerate(self.pair_forces) if g == f]
         s, p = np.asarray(surfaces, dtype=int), np.asarray(pairs, dtype=int)
         return HuntCrossleyForces(
-            positions=self.positions[s],
-            orientations=self.orientations[s],
-            radii=self.radii[s],
+            positions=take_rows(self.positions, s),
+            orientations=take_rows(self.orientations, s),
+            radii=take_rows(self.radii, s),
             **{
-                f: getattr(self, f)[p]
+                f: take_rows(getattr(self, f), p)
                 for f in (
                     "stiffness",
                     "share",

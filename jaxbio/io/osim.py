@@ -261,6 +261,9 @@ class _Joint:
     child_socket: str = ""
     parent: tuple[str, _Pose] | None = None  # (body, pose of the frame in it); 3.x: read, 4.x: resolved
     child: tuple[str, _Pose] | None = None
+    # the 4.0 betas (Version 30500s): a JointSet joint's <location_in_parent>... offsets its sockets
+    parent_offset: _Pose = field(default_factory=_Pose)
+    child_offset: _Pose = field(default_factory=_Pose)
 
     @property
     def where(self) -> str:
@@ -473,20 +476,21 @@ def _read_joint(elem: ET.Element, enclosing_body: str | None) -> _Joint:
         raise ValueError(f"{where}: reversed joints (<reverse>true</reverse>) are not supported")
     coords, axes = _joint_axes(elem, kind)
     name = elem.get("name", "")
+    # 2.x/3.x joints and the 4.0 betas' JointSet joints place their frames by these properties
+    parent_offset = _Pose(
+        _numbers(elem, "location_in_parent", 3, where, default=np.zeros(3)),
+        euler_xyz(_numbers(elem, "orientation_in_parent", 3, where, default=np.zeros(3))),
+    )
+    loc = "location" if elem.find("location") is not None else "location_in_child"
+    ori = "orientation" if elem.find("orientation") is not None else "orientation_in_child"
+    child_offset = _Pose(
+        _numbers(elem, loc, 3, where, default=np.zeros(3)),
+        euler_xyz(_numbers(elem, ori, 3, where, default=np.zeros(3))),
+    )
     if enclosing_body is not None:  # 2.x/3.x: nested in the child body
         parent = _text(elem, "parent_body") or _socket(elem, "parent")
         if not parent:
             raise ValueError(f"{where}: no <parent_body>")
-        parent_offset = _Pose(
-            _numbers(elem, "location_in_parent", 3, where, default=np.zeros(3)),
-            euler_xyz(_numbers(elem, "orientation_in_parent", 3, where, default=np.zeros(3))),
-        )
-        loc = "location" if elem.find("location") is not None else "location_in_child"
-        ori = "orientation" if elem.find("orientation") is not None else "orientation_in_child"
-        child_offset = _Pose(
-            _numbers(elem, loc, 3, where, default=np.zeros(3)),
-            euler_xyz(_numbers(elem, ori, 3, where, default=np.zeros(3))),
-        )
         return _Joint(
             elem,
             kind,
@@ -499,7 +503,17 @@ def _read_joint(elem: ET.Element, enclosing_body: str | None) -> _Joint:
     parent, child = _socket(elem, "parent"), _socket(elem, "child")
     if not parent or not child:
         raise ValueError(f"{where}: needs a <socket_parent_frame> and a <socket_child_frame>")
-    return _Joint(elem, kind, name, coords, axes, parent_socket=parent, child_socket=child)
+    return _Joint(
+        elem,
+        kind,
+        name,
+        coords,
+        axes,
+        parent_socket=parent,
+        child_socket=child,
+        parent_offset=parent_offset,
+        child_offset=child_offset,
+    )
 
 
 def _body(elem: ET.Element) -> Body:
@@ -757,10 +771,8 @@ def _parse(
     ground_elem = model_elem.find("Ground")
     if ground_elem is not None:
         ground = ground_elem.get("name", "ground")
-    elif any(b.get("name") == "ground" for b in body_elems):
+    else:  # a body called "ground" (2.x/3.x), or none: OpenSim's Model has its own Ground "ground"
         ground = "ground"
-    else:
-        raise ValueError(f"{_describe(model_elem)}: no <Ground> and no body called 'ground'")
     bodies: dict[str, ET.Element] = {}
     for b in body_elems:
         name = b.get("name", "")
@@ -785,8 +797,10 @@ def _parse(
                 raise ValueError(f"{j.where}: parent body {j.parent[0]!r} is not in the BodySet")
         else:
             owner = f"/jointset/{j.name}"
-            j.parent = frames.pose(frames.resolve(j.parent_socket, owner, j.where), j.where)
-            j.child = frames.pose(frames.resolve(j.child_socket, owner, j.where), j.where)
+            body, pose = frames.pose(frames.resolve(j.parent_socket, owner, j.where), j.where)
+            j.parent = (body, pose * j.parent_offset)
+            body, pose = frames.pose(frames.resolve(j.child_socket, owner, j.where), j.where)
+            j.child = (body, pose * j.child_offset)
         if j.child[0] == ground:
             raise ValueError(
                 f"{j.where}: its child frame is on the ground {ground!r} (a reversed joint); not supported"
@@ -1026,3 +1040,8 @@ def load_osim(
 #: model parses it once (models are immutable); the oldest is dropped beyond ``_PARSED_MAX``
 _PARSED: dict[tuple, Model] = {}
 _PARSED_MAX = 8
+
+
+#: the joint reader and a frame's pose, public for OpenSim's JointReaction analysis (`jaxbio.tools`)
+Pose = _Pose
+read_joint = _read_joint

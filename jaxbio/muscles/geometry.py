@@ -758,7 +758,7 @@ def muscle_wrenches(
     pts, seg, org, spans = _tension_path(paths, tree, q)
     d = pts[:, 1:, :] - pts[:, :-1, :]
     unit_d = jnp.where(spans[..., None], unit(d, jnp.zeros_like(d)), 0.0)
-    n = tree.nq
+    n = len(tree.names)  # segments (fixed ones too), not coordinates
     # pieces spanning two bodies; contributions on the world go to a dropped bin n
     f = tension[:, None, None].astype(unit_d.dtype) * unit_d  # (m, L−1, 3) on the proximal point
     f_all = jnp.concatenate([f, -f], axis=1)  # on points k and k+1

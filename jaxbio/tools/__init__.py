@@ -35,7 +35,8 @@ without a column, and `recording_matches` gives what they matched (`InputMatch`)
 Static optimisation: `static_optimization_tool(model, motion, ...)` →
 `StaticOptimizationTables` (OpenSim's ``AnalyzeTool`` static optimisation, every frame in one
 ``jit(vmap)``); `prepare_static_optimization`, `solve_static_optimization` (one frame, pure,
-differentiable), `static_optimization_problem`.
+differentiable), `static_optimization_problem`. JointReaction: `joint_reaction_tool` (OpenSim's
+``AnalyzeTool`` ``JointReaction`` analysis), `muscle_path_wrenches`.
 
 Inverse kinematics: `inverse_kinematics_tool` → `InverseKinematicsResult`
 (``InverseKinematicsTool``); `read_ik_tasks` (an ``IKTaskSet`` → `CoordinateTask` s and marker
@@ -420,20 +421,35 @@ def run_setup(setup, *, progress: Callable[[str], None] | None = None) -> ToolRu
         external = path("external_loads_file", required=False)
         exclude = tuple((_setup_text(tool, "forces_to_exclude") or "").split())  # OpenSim's default: none
     elif tool.tag == "AnalyzeTool":
-        analyses = [
-            a
-            for a in tool.iter()
-            if a.tag in ("InverseDynamics", "StaticOptimization") and (_setup_text(a, "on") or "true").lower() == "true"
-        ]
+        from jaxbio.tools import _analyze
+
+        active = _analyze.active_analyses(setup, tool)
+        others = [a for a in active if a.tag not in ("InverseDynamics", "StaticOptimization", "JointReaction")]
+        if others:  # never dropped silently: refused when nothing else runs, else named in a warning
+            message = _analyze.not_run_message(setup, tool, others)
+            if len(others) == len(active):
+                raise ValueError(message)
+            warnings.warn(message, stacklevel=2)
+        analyses = [a for a in active if a.tag in ("InverseDynamics", "StaticOptimization")]
         kinds = sorted({a.tag for a in analyses})
+        reactions = [a for a in active if a.tag == "JointReaction"]
+        if reactions and len(analyses) <= 1 and kinds != ["InverseDynamics"]:
+            runs = [
+                _run_analyze_static_optimization(setup, tool, a, path, number, lowpass, results, name, progress)
+                for a in analyses
+            ]
+            runs += [_run_joint_reaction(setup, tool, a, path, number, lowpass, results, progress) for a in reactions]
+            done = _analyze.merged(runs)
+            return dataclasses.replace(done, warnings=((message,) if others else ()) + done.warnings)
         if kinds == ["StaticOptimization"] and len(analyses) == 1:
-            return _run_analyze_static_optimization(
+            done = _run_analyze_static_optimization(
                 setup, tool, analyses[0], path, number, lowpass, results, name, progress
             )
-        if kinds != ["InverseDynamics"]:
+            return dataclasses.replace(done, warnings=((message,) if others else ()) + done.warnings)
+        if kinds != ["InverseDynamics"] or reactions:
             raise ValueError(
-                f"{setup}: AnalyzeTool {echo(name)}: jaxbio runs one InverseDynamics or one StaticOptimization "
-                f"analysis (found {kinds or 'none'})"
+                f"{setup}: AnalyzeTool {echo(name)}: jaxbio runs one InverseDynamics, or one StaticOptimization "
+                f"and JointReaction analyses (found {[a.tag for a in active] or 'none'})"
             )
         if (_setup_text(analyses[0], "use_model_force_set") or "true").lower() == "true":
             raise ValueError(
@@ -573,6 +589,23 @@ def _run_analyze_static_optimization(setup, tool, analysis, path, number, lowpas
     return dataclasses.replace(done, setup=setup, tool=tool.tag)
 
 
+def _run_joint_reaction(setup, tool, analysis, path, number, lowpass, results, progress) -> ToolRun:
+    """`run_setup` for one ``JointReaction`` analysis (`jaxbio.tools._analyze.joint_reaction_job`):
+    writes ``<name>_<analysis>_ReactionLoads.sto``; ``tables["reaction_loads"]``."""
+    from jaxbio.tools import _analyze
+
+    job, out, inputs, said = _analyze.joint_reaction_job(
+        setup, tool, analysis, path, number, lowpass, results, progress
+    )
+    with _results_directory(setup, results):
+        from jaxbio._files import check_outputs
+
+        check_outputs([("<results_directory>", str(out))], inputs)  # before any work
+        table, more, matched = _recorded(job)
+        written = _write_sto(str(out), table, inputs, "<results_directory>")
+    return ToolRun(setup, tool.tag, {"reaction_loads": table}, {"reaction_loads": written}, said + more, matched)
+
+
 #: an ``optimizer_convergence_criterion`` above this leaves OpenSim's static optimisation visibly
 #: short of the optimum jaxbio solves for (`_run_analyze_static_optimization` warns)
 _LOOSE = 1e-6
@@ -701,6 +734,8 @@ from jaxbio._lazy import attach  # noqa: E402
 #: the tools' public names defined in the private modules (imported on first use: ``jaxbio
 #: run-tool`` loads only the tools a session runs)
 _EXPORTS = {
+    "joint_reaction_tool": "_analyses",
+    "muscle_path_wrenches": "_analyses",
     "coordinates_table": "_inverse_dynamics",
     "generalized_forces": "_inverse_dynamics",
     "InputMatch": "_inverse_dynamics",

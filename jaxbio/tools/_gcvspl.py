@@ -781,6 +781,68 @@ def _splder(ider: int, m: int, n: int, t: float, x: list[float], c: np.ndarray, 
     return z
 
 
+def _natural_cubic(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The natural cubic spline through ``(x_i, y_i)`` (``x`` ``(n,)`` increasing, ``y`` ``(n, k)``,
+    ``n >= 4``): returns ``(y, M)`` with ``M`` ``(n, k)`` the second derivatives at the knots (zero
+    at both ends), from the symmetric, diagonally dominant tridiagonal system
+    ``h_{i-1} M_{i-1} + 2 (h_{i-1} + h_i) M_i + h_i M_{i+1} = 6 (s_i - s_{i-1})`` with ``s_i`` the
+    slope of interval ``i``, solved by elimination (Thomas) over all columns at once."""
+    h = np.diff(x)
+    slope = np.diff(y, axis=0) / h[:, None]
+    n = x.shape[0]
+    rhs = 6.0 * np.diff(slope, axis=0)  # (n-2, k): rows 1..n-2
+    diag = 2.0 * (h[:-1] + h[1:])
+    off = h[1:-1]  # coupling of rows i and i+1
+    second = np.zeros_like(y)
+    d = diag.copy()
+    r = rhs.copy()
+    for i in range(1, n - 2):
+        w = off[i - 1] / d[i - 1]
+        d[i] -= w * off[i - 1]
+        r[i] -= w * r[i - 1]
+    second[n - 2] = r[-1] / d[-1]
+    for i in range(n - 4, -1, -1):
+        second[i + 1] = (r[i] - off[i] * second[i + 2]) / d[i]
+    return y.copy(), second
+
+
+def _natural_cubic_at(x: np.ndarray, fit: tuple[np.ndarray, np.ndarray], t: np.ndarray, derivative: int) -> np.ndarray:
+    """`_natural_cubic`'s spline (or its ``derivative``-th derivative) at the times ``t`` ``(m,)``:
+    ``(m, k)``. Beyond the end knots the natural spline continues as the straight line of its end
+    value and slope (GCVSPL's ``splder`` for degree 3)."""
+    y, second = fit
+    n = x.shape[0]
+    i = np.clip(np.searchsorted(x, t, side="right") - 1, 0, n - 2)
+    h = (x[i + 1] - x[i])[:, None]
+    s = (np.clip(t, x[0], x[-1]) - x[i])[:, None]
+    b = (y[i + 1] - y[i]) / h - h * (2.0 * second[i] + second[i + 1]) / 6.0
+    c = 0.5 * second[i]
+    d = (second[i + 1] - second[i]) / (6.0 * h)
+    if derivative == 0:
+        out = y[i] + s * (b + s * (c + s * d))
+    elif derivative == 1:
+        out = b + s * (2.0 * c + 3.0 * s * d)
+    elif derivative == 2:
+        out = 2.0 * c + 6.0 * s * d
+    elif derivative == 3:
+        out = np.broadcast_to(6.0 * d, b.shape).copy()
+    else:
+        out = np.zeros_like(b)
+    outside = (t < x[0]) | (t > x[-1])
+    if np.any(outside):
+        # at the clipped end knot: value and slope continue linearly, higher derivatives vanish
+        end_slope = b + s * (2.0 * c + 3.0 * s * d)
+        beyond = (t - np.clip(t, x[0], x[-1]))[:, None]
+        if derivative == 0:
+            line = y[i] + s * (b + s * (c + s * d)) + beyond * end_slope
+        elif derivative == 1:
+            line = end_slope
+        else:
+            line = np.zeros_like(b)
+        out = np.where(outside[:, None], line, out)
+    return out
+
+
 class GCVSpline:
     """Natural smoothing splines of odd degree through samples ``(x_i, y_i)``, one per column,
     fitted and evaluated exactly as OpenSim's ``GCVSpline`` (Woltring's GCVSPL, mode 3).
@@ -802,15 +864,15 @@ class GCVSpline:
 
     Fitting runs in numpy/Python (outside jit); evaluation too. Immutable after construction.
 
-    ``exact=False`` (error variance 0 only) fits the interpolating natural spline with scipy's
-    ``make_interp_spline`` instead of the port: the same spline to rounding (measured on the 23
-    columns of OpenSim's ``subject01_walk1_ik.mot``: 6e-16 / 6e-15 / 3e-14 relative in value /
-    first / second derivative for degree 3, 5e-15 / 6e-14 / 3e-13 for degree 5), and much faster (the port
-    is slow on the thousands of rows of a force-plate file, which is what it is for;
-    benchmarks/README.md, "Measurements behind design choices"). ``coefficients`` is then unavailable.
+    ``exact=False`` (degree 3, error variance 0 only) fits the interpolating natural cubic spline
+    directly (its second derivatives from the tridiagonal system, `_natural_cubic`) instead of the
+    port: the same spline to rounding (tests/io/test_processing.py checks it against the port and
+    against scipy's ``make_interp_spline``), and much faster — the port is slow on the thousands of
+    rows of a force-plate file, which is what it is for (benchmarks/README.md, "Measurements behind
+    design choices"). ``coefficients`` is then unavailable.
     """
 
-    __slots__ = ("_x", "_coefficients", "_half_order", "_scalar", "_bspline")
+    __slots__ = ("_x", "_coefficients", "_half_order", "_scalar", "_cubic")
 
     def __init__(self, x, y, degree: int = 5, error_variance: float = 0.0, *, exact: bool = True):
         xs = np.asarray(x, dtype=np.float64)
@@ -842,18 +904,17 @@ class GCVSpline:
         if np.any(steps <= 0):
             i = int(np.argmax(steps <= 0))
             raise ValueError(f"x must be strictly increasing: x[{i + 1}] = {xs[i + 1]!r} <= x[{i}] = {xs[i]!r}")
-        bspline = None
+        cubic = None
         if exact:
             coefficients = np.zeros((n + 1, ys2.shape[1]))
             coefficients[1:] = _gcvspl([0.0] + xs.tolist(), ys2, m, variance)
             coefficients.flags.writeable = False
         elif variance != 0.0:
             raise ValueError("exact=False fits the interpolating spline: error_variance must be 0")
+        elif degree != 3:
+            raise ValueError(f"exact=False fits the natural cubic spline: degree must be 3, got {degree}")
         else:
-            from scipy.interpolate import make_interp_spline
-
-            natural = [(j, np.zeros(ys2.shape[1])) for j in range(m, 2 * m - 1)]
-            bspline = make_interp_spline(xs, ys2, k=degree, bc_type=(natural, natural))
+            cubic = _natural_cubic(xs, ys2)
             coefficients = np.zeros((0, ys2.shape[1]))
         xs = xs.copy()
         xs.flags.writeable = False
@@ -861,7 +922,7 @@ class GCVSpline:
         object.__setattr__(self, "_coefficients", coefficients)
         object.__setattr__(self, "_half_order", m)
         object.__setattr__(self, "_scalar", scalar)
-        object.__setattr__(self, "_bspline", bspline)
+        object.__setattr__(self, "_cubic", cubic)
 
     def __setattr__(self, name, value):
         raise AttributeError("GCVSpline is immutable")
@@ -879,7 +940,7 @@ class GCVSpline:
     @property
     def coefficients(self) -> np.ndarray:
         """``(n, k)`` GCVSPL's spline coefficients (OpenSim's ``getCoefficients``), read-only."""
-        if self._bspline is not None:
+        if self._cubic is not None:
             raise ValueError("a GCVSpline fitted with exact=False has no GCVSPL coefficients")
         return self._coefficients[1:]
 
@@ -889,12 +950,9 @@ class GCVSpline:
         ts = np.asarray(t, dtype=np.float64)
         if not np.all(np.isfinite(ts)):
             raise ValueError("t must be finite (contains NaN or inf)")
-        if self._bspline is not None:
-            if derivative > self.degree:
-                out = np.zeros(ts.shape + (self._coefficients.shape[1],))
-            else:
-                out = self._bspline(ts, nu=int(derivative), extrapolate=True)
-                out = self._natural_ends(ts, int(derivative), out)
+        if self._cubic is not None:
+            out = _natural_cubic_at(self._x, self._cubic, ts.reshape(-1), int(derivative))
+            out = out.reshape(ts.shape + (self._coefficients.shape[1],))
             return out[..., 0] if self._scalar else out
         flat = ts.reshape(-1)
         x1 = [0.0] + self._x.tolist()
@@ -907,23 +965,6 @@ class GCVSpline:
             out[i] = _splder(int(derivative), self._half_order, n, ti, x1, self._coefficients, guess)
         out = out.reshape(ts.shape + (self._coefficients.shape[1],))
         return out[..., 0] if self._scalar else out
-
-    def _natural_ends(self, ts: np.ndarray, derivative: int, out: np.ndarray) -> np.ndarray:
-        """Outside the knots the natural spline is the polynomial of degree ``m-1`` that continues
-        its value and first ``m-1`` derivatives at the end knot (GCVSPL's ``splder``); scipy's
-        B-spline would continue the end piece of degree ``2m-1`` instead."""
-        m = self._half_order
-        for end in (self._x[0], self._x[-1]):
-            outside = ts < end if end == self._x[0] else ts > end
-            if not np.any(outside):
-                continue
-            h = (ts[outside] - end)[:, None]
-            value = np.zeros((h.shape[0], out.shape[-1]))
-            for j in range(derivative, m):  # Taylor terms of the derivative of degree m-1-derivative
-                value += self._bspline(end, nu=j)[None, :] * h ** (j - derivative) / math.factorial(j - derivative)
-            out = np.array(out, copy=True)
-            out[outside] = value
-        return out
 
     def __repr__(self) -> str:
         k = self._coefficients.shape[1]

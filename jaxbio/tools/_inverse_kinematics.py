@@ -33,11 +33,13 @@ unweighted squared distances of the tracked markers (0 for a marker missing in t
 RMS over the number of tracked markers and the largest distance.
 
 **Solve.** OpenSim assembles frame 0 from the model's default pose, then tracks frame by frame
-from the previous solution (IPOPT, convergence tolerance ``accuracy``). jaxbio does the same with
-Levenberg–Marquardt on the residual vector whose half squared norm is ``G``
-(`inverse_kinematics_residuals`), its Jacobian from the point Jacobians of one kinematics pass
-(`jaxbio.dynamics.point_jacobian`), every frame in one ``lax.scan``, each to a tolerance far
-tighter than OpenSim's. The program is small (one copy of the kinematics, no ``jax.jacfwd``):
+from the previous solution (IPOPT, convergence tolerance ``accuracy``). jaxbio also starts from
+the default pose and tracks frame by frame, each frame from the previous two frames' solutions
+extrapolated (``2 c_{t−1} − c_{t−2}``, within the clamps' ranges: a start nearer the optimum,
+fewer iterations), with Levenberg–Marquardt on the residual vector whose half squared norm is
+``G`` (`inverse_kinematics_residuals`), its Jacobian from the point Jacobians of one kinematics
+pass (`jaxbio.dynamics.point_jacobian`), every frame in one ``lax.scan``, each to a tolerance
+far tighter than OpenSim's (the tool: the goal within a relative 1e-10 of its minimum). The program is small (one copy of the kinematics, no ``jax.jacfwd``):
 it compiles in a few seconds. Everything is a pure function of the model's arrays:
 `solve_inverse_kinematics` is jit-able, vmap-able (over trials or models) and differentiable
 (forward and reverse mode, by the implicit function theorem at each frame's optimum).
@@ -208,11 +210,19 @@ def inverse_kinematics_residuals(model, inputs: InverseKinematicsInputs, c: Floa
 
 
 def _residuals_and_jacobian(model, inputs: InverseKinematicsInputs, u):
-    """`inverse_kinematics_residuals` at ``c = _to_c(model, u)`` and their Jacobian ``∂r/∂u``
-    ``(3k + j, nu)``, from one forward-kinematics pass: each marker's rows are its point Jacobian
+    """`inverse_kinematics_residuals` at ``c = _to_c(model, u)``, their Jacobian ``∂r/∂u``
+    ``(3k + j, nu)`` and ``(nu,)`` the curvature that the clamps' sine adds to the goal,
+    from one forward-kinematics pass: each marker's rows are its point Jacobian
     (`jaxbio.dynamics.point_jacobian`: ``a × (x − O)`` per revolute coordinate moving it, ``a``
     per prismatic one), chained through the coordinate map (``∂q/∂c``, couplers) and the clamps'
-    sine (``∂c/∂u``). Much smaller a program than ``jax.jacfwd`` of the kinematics."""
+    sine (``∂c/∂u``). Much smaller a program than ``jax.jacfwd`` of the kinematics.
+
+    The curvature: ``∂²G/∂u² = (∂c/∂u)ᵀ ∂²G/∂c² (∂c/∂u) + diag(∂G/∂c ⊙ ∂²c/∂u²)``; Gauss–Newton
+    keeps the first term (``JᵀJ``) and drops the second, which is all the curvature left where a
+    clamped coordinate's optimum is on its bound (``∂c/∂u = 0`` there): without it the model
+    there is flat, the steps overshoot, the damping grows without bound and every other
+    coordinate crawls (Rajagopal's static pose: pronation at its limit). Returned clipped at 0,
+    so that ``JᵀJ + diag(h)`` stays positive semi-definite."""
     from jaxbio import coordinates
     from jaxbio.dynamics.kinematics import point_jacobian, segment_motion
 
@@ -220,7 +230,7 @@ def _residuals_and_jacobian(model, inputs: InverseKinematicsInputs, u):
     c = _to_c(model, u)
     dc_du = jnp.where(bounded, (hi - lo) * jnp.cos(u) / 2, 1.0)
     q = coordinates.to_tree(model.coordinates, c)
-    dq_du = coordinates.jacobian(model.coordinates, c)[:, free] * dc_du  # (nq, nu)
+    dq_dc = coordinates.jacobian(model.coordinates, c)[:, free]  # (nq, nu)
     tree = model.tree
     mo = segment_motion(tree, q)
     markers = model.markers.select(inputs.markers)
@@ -235,13 +245,18 @@ def _residuals_and_jacobian(model, inputs: InverseKinematicsInputs, u):
     total = jnp.sum(inputs.weights)
     scale = jnp.sqrt(inputs.weights / jnp.where(total > 0, total, 1.0))
     r_markers = (scale[:, None] * (x - inputs.observed)).reshape(-1)
-    J_markers = (scale[:, None, None] * jv).reshape(-1, tree.nv) @ dq_du
+    J_markers_c = (scale[:, None, None] * jv).reshape(-1, tree.nv) @ dq_dc  # (3k, nu), ∂r/∂c
+    J_markers = J_markers_c * dc_du
     idx = np.asarray(inputs.coordinates, dtype=np.int32)
     w = jnp.sqrt(inputs.coordinate_weights)
     r_coords = w * (c[idx] - inputs.targets)
     column = np.searchsorted(free, idx)  # coordinate tasks name unlocked coordinates only
     J_coords = (w * dc_du[column])[:, None] * jnp.asarray(np.eye(free.size)[column], u.dtype)
-    return jnp.concatenate([r_markers, r_coords]), jnp.concatenate([J_markers, J_coords])
+    # ∂G/∂c of the free coordinates (before the sine's chain) and the sine's second derivative
+    g_c = r_markers @ J_markers_c + (w * r_coords) @ jnp.asarray(np.eye(free.size)[column], u.dtype)
+    d2c_du2 = jnp.where(bounded, -(hi - lo) * jnp.sin(u) / 2, 0.0)
+    h = jnp.maximum(g_c * d2c_du2, 0.0)
+    return jnp.concatenate([r_markers, r_coords]), jnp.concatenate([J_markers, J_coords]), h
 
 
 def marker_errors(model, inputs: InverseKinematicsInputs, c: Float[Array, " nc"]) -> Float[Array, " k"]:
@@ -256,13 +271,18 @@ def marker_errors(model, inputs: InverseKinematicsInputs, c: Float[Array, " nc"]
     return jnp.where(inputs.weights > 0, d2, 0.0)
 
 
-def _levenberg_marquardt(linearised, u0, rtol, atol, max_steps):
-    """Minimise ``½|r(u)|²`` from ``u0``, ``linearised(u) = (r(u), ∂r/∂u)``: Levenberg–Marquardt
-    with Marquardt's scaling (``diag(JᵀJ)``) and Nielsen's damping update, in one
+def _levenberg_marquardt(linearised, u0, rtol, atol, max_steps, goal_rtol=0.0):
+    """Minimise ``½|r(u)|²`` from ``u0``, ``linearised(u) = (r(u), ∂r/∂u, h(u))``, ``h`` ``≥ 0`` a
+    diagonal curvature added to Gauss–Newton's ``JᵀJ`` (`_residuals_and_jacobian`): Levenberg–Marquardt
+    with Marquardt's scaling (``diag(JᵀJ + diag(h))``) and Nielsen's damping update, in one
     ``lax.while_loop`` whose body evaluates ``linearised`` once (its first pass at ``u0``, so that
     the program holds one copy of it). Stops as optimistix's ``LevenbergMarquardt`` does (its Cauchy criterion): after
     an accepted step with ``|δu| ≤ atol + rtol |u|`` and ``|Δf| ≤ atol + rtol f`` (RMS norms, ``f
-    = ½|r|²``), or when the predicted decrease is below ``f``'s rounding (``4 ε f``), or after ``max_steps``.
+    = ½|r|²``), or when the predicted decrease is below ``f``'s rounding (``4 ε f``), or after ``max_steps``;
+    with ``goal_rtol > 0`` also after a step close to Gauss–Newton's (damping ``λ ≤ 1``) that
+    lowered ``f`` by at most ``goal_rtol f``: the goal is then within about that of its minimum,
+    where a poorly determined direction (a large residual, which Gauss–Newton converges to only
+    linearly) would take many more steps to meet the step criterion.
 
     Returns ``(u, converged, r)``: the solution, whether it met the criterion, its residuals."""
 
@@ -276,19 +296,20 @@ def _levenberg_marquardt(linearised, u0, rtol, atol, max_steps):
         return (~state[-1]) & (state[-2] <= max_steps)
 
     def body(state):
-        u, r, J, lam, nu, k, _ = state
+        u, r, J, h, lam, nu, k, _ = state
         first = k == 0
         g = J.T @ r
-        A = J.T @ J
+        A = J.T @ J + jnp.diag(h)
         d = jnp.diagonal(A)
         d = jnp.maximum(d, jnp.finfo(dt).eps * (1 + jnp.max(d)))
         step = jnp.where(first, 0.0, -jnp.linalg.solve(A + lam * jnp.diag(d), g))
-        r_new, J_new = linearised(u + step)
+        r_new, J_new, h_new = linearised(u + step)
         f, f_new = 0.5 * jnp.sum(r**2), 0.5 * jnp.sum(r_new**2)
         predicted = -(step @ g + 0.5 * step @ (A @ step))
         rho = (f - f_new) / jnp.where(predicted > 0, predicted, 1.0)
         accept = first | ((f_new <= f) & (predicted > 0) & (rho > 1e-4) & jnp.all(jnp.isfinite(r_new)))
         small = (rms(step) <= atol + rtol * rms(u)) & (jnp.abs(f - f_new) <= atol + rtol * f)
+        small = small | ((lam <= 1) & (f - f_new <= goal_rtol * f))
         # or no decrease left that f's rounding could show (near the optimum a rounding-level rise
         # would reject every step and drive the damping to infinity)
         flat = ~(predicted > 4 * jnp.finfo(dt).eps * f)
@@ -299,6 +320,7 @@ def _levenberg_marquardt(linearised, u0, rtol, atol, max_steps):
             jnp.where(accept, u + step, u),
             jnp.where(accept, r_new, r),
             jnp.where(accept, J_new, J),
+            jnp.where(accept, h_new, h),
             lam,
             nu,
             k + 1,
@@ -309,17 +331,20 @@ def _levenberg_marquardt(linearised, u0, rtol, atol, max_steps):
         u0,
         jnp.zeros(r_shape.shape, dt),
         jnp.zeros(r_shape.shape + u0.shape, dt),
+        jnp.zeros(u0.shape, dt),
         jnp.asarray(1e-3, dt),
         jnp.asarray(2.0, dt),
         jnp.asarray(0),
         jnp.asarray(False),
     )
-    u, r, _, _, _, _, done = jax.lax.while_loop(cond, body, state)
+    u, r, _, _, _, _, _, done = jax.lax.while_loop(cond, body, state)
     return u, done, r
 
 
-def _solve_frame(model, inputs, u0, rtol, atol, max_steps):
-    u, ok, r = _levenberg_marquardt(lambda u: _residuals_and_jacobian(model, inputs, u), u0, rtol, atol, max_steps)
+def _solve_frame(model, inputs, u0, rtol, atol, max_steps, goal_rtol=0.0):
+    u, ok, r = _levenberg_marquardt(
+        lambda u: _residuals_and_jacobian(model, inputs, u), u0, rtol, atol, max_steps, goal_rtol
+    )
     return _at_optimum(jax.lax.stop_gradient(u), model, inputs), ok, r
 
 
@@ -374,22 +399,24 @@ def solve_inverse_kinematics(
     - ``rtol``, ``atol``: the Levenberg–Marquardt tolerances (on the step and on the goal's change,
       as `optimistix.LevenbergMarquardt`'s); ``max_steps``: its iterations per frame at most.
 
-    The frames are solved in turn (one ``lax.scan``), each from the previous frame's solution, as
-    OpenSim tracks them. Returns ``(c, converged)``: ``(T, nc)`` rad / m and ``(T,)`` bool. Locked
+    The frames are solved in turn (one ``lax.scan``), each from the previous two frames'
+    solutions extrapolated (module docstring), as OpenSim tracks them from the previous one. Returns ``(c, converged)``: ``(T, nc)`` rad / m and ``(T,)`` bool. Locked
     coordinates are at their default, clamped ones within range."""
     c, ok, _ = _solve(model, inputs, c0, rtol, atol, max_steps)
     return c, ok
 
 
-def _solve(model, inputs, c0, rtol, atol, max_steps):
+def _solve(model, inputs, c0, rtol, atol, max_steps, goal_rtol=0.0):
     """`solve_inverse_kinematics`, and ``(T, 3k + j)`` the residuals at the solution."""
     c0 = model.defaults if c0 is None else c0
 
-    def step(u_prev, frame):
-        u, ok, r = _solve_frame(model, frame, u_prev, rtol, atol, max_steps)
-        return u, (u, ok, r)
+    def step(carry, frame):
+        c_prev, c_before = carry  # the start: extrapolated in c, within the clamps' ranges
+        u, ok, r = _solve_frame(model, frame, _to_u(model, 2 * c_prev - c_before), rtol, atol, max_steps, goal_rtol)
+        c = _to_c(model, u)
+        return (c, c_prev), (u, ok, r)
 
-    _, (u, ok, r) = jax.lax.scan(step, _to_u(model, c0), inputs)
+    _, (u, ok, r) = jax.lax.scan(step, (c0, c0), inputs)
     return jax.vmap(lambda x: _to_c(model, x))(u), ok, r
 
 
@@ -604,7 +631,10 @@ def _trial(model, inputs):
     are solved in turn, so the padding changes nothing before it)."""
     x64 = model.defaults.dtype == jnp.float64
     rtol, atol = (1e-10, 1e-12) if x64 else (1e-5, 1e-6)
-    c, ok, r = _solve(model, inputs, None, rtol, atol, 256)
+    # stop also once the goal is within ``rtol`` of its minimum (`_levenberg_marquardt`): the
+    # goal, not the poorly determined coordinates (the arms of a running trial), is what the
+    # tool reports and what OpenSim's accuracy bounds
+    c, ok, r = _solve(model, inputs, None, rtol, atol, 256, goal_rtol=rtol)
     # the goal and the marker errors from the residuals at the solution (no second kinematics):
     # ``r_i = √(w_i / Σw) (x_i − m_i)``, so ``|x_i − m_i|² = |r_i|² Σw / w_i`` where ``w_i > 0``
     goal = 0.5 * jnp.sum(r**2, axis=1)

@@ -897,6 +897,9 @@ def format_marker_set(model_text: str) -> str:
 
 # ---- marker placement -----------------------------------------------------------------------------
 
+#: m: a tracked marker farther than this from the trial's at the static pose is warned about
+MARKER_FIT_WARNING = 0.1
+
 
 def place_markers(
     source,
@@ -924,7 +927,9 @@ def place_markers(
 
     Returns ``(text, c, errors, inputs)``: the model's XML with the markers moved, the static
     pose ``(nc,)`` rad / m, ``{marker: distance}`` m between model and trial markers at that pose
-    (before moving), and the `InverseKinematicsInputs` solved."""
+    (before moving), and the `InverseKinematicsInputs` solved. Warns, naming them, when tracked
+    markers are more than ``MARKER_FIT_WARNING`` (0.1 m) from the trial's at the static pose: a
+    static trial that does not fit the model (its units, its names, another subject)."""
     import jax
     import jax.numpy as jnp
 
@@ -1015,6 +1020,17 @@ def place_markers(
         j = data.names.index(n)
         if not np.isnan(pose[j, 0]):
             errors[n] = float(np.linalg.norm(x[k] - pose[j]))
+    tracked = {n: errors[n] for n in inputs.markers if n in errors}
+    far = {n: d for n, d in tracked.items() if d > MARKER_FIT_WARNING}
+    if far:  # OpenSim only prints these errors; a trial this far off moves markers silently
+        rms = math.sqrt(sum(d * d for d in tracked.values()) / len(tracked))
+        warnings.warn(
+            f"{data_where}: the static trial does not fit the model ({where}): at the static pose "
+            f"{len(far)} tracked marker(s) are more than {MARKER_FIT_WARNING:g} m from the trial's "
+            f"(RMS {rms:.3g} m): {listing([f'{n} ({d:.3g} m)' for n, d in far.items()], 12)}; check the "
+            "trial's units, its marker names and the subject",
+            stacklevel=2,
+        )
     if move_markers:
         by_name = {el.get("name"): el for el in (objects.findall("Marker") if objects is not None else [])}
         for k, n in enumerate(mk.names):

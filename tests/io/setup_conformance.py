@@ -1,13 +1,13 @@
 """OpenSim's own tool setups run unedited by ``jaxbio run-tool`` and by live OpenSim, compared.
 
 For every ``InverseDynamicsTool`` setup and every ``AnalyzeTool`` setup with an active
-``InverseDynamics`` or ``StaticOptimization`` analysis under the given folders: the folder that
+``InverseDynamics``, ``StaticOptimization`` or ``JointReaction`` analysis under the given folders: the folder that
 holds the setup and its inputs is copied twice to a temporary directory, OpenSim runs the setup in
 one copy (``opensim.InverseDynamicsTool(setup).run()`` / ``opensim.AnalyzeTool(setup).run()``, in a
 subprocess) and ``jaxbio run-tool`` in the other (a subprocess too), and the result files OpenSim
 wrote are compared with jaxbio's: names, columns, rows and times, and the largest differences
-(inverse dynamics: relative to the largest |value| of the file; static optimisation: activations
-and forces, absolute).
+(inverse dynamics and joint reactions: relative to the largest |value| of the file; static
+optimisation: activations and forces, absolute).
 
     python -m tests.io.setup_conformance /work/om/Pipelines opensim-core/Applications/Analyze/tests \
         [--markdown docs/_conformance.md]
@@ -56,7 +56,8 @@ def _tool(path: Path):
     on = [
         a.tag
         for a in tool.iter()
-        if a.tag in ("InverseDynamics", "StaticOptimization") and (_text(a, "on") or "true").lower() == "true"
+        if a.tag in ("InverseDynamics", "StaticOptimization", "JointReaction")
+        and (_text(a, "on") or "true").lower() == "true"
     ]
     return (tool, on) if on else None
 
@@ -85,6 +86,10 @@ def _inputs(setup: Path, tool) -> list[Path]:
             out.append(here / t)
     for t in (_text(tool, "force_set_files") or "").split():
         out.append(here / t)
+    for a in tool.findall("AnalysisSet/objects/JointReaction"):
+        t = _text(a, "forces_file")
+        if t and t != "Unassigned":
+            out.append(here / t.replace("\\", "/"))
     return out
 
 
@@ -104,6 +109,9 @@ def _outputs(tool, analyses) -> list[str]:
         files.append(f"{name}_InverseDynamics.sto")
     if "StaticOptimization" in analyses:
         files += [f"{name}_StaticOptimization_activation.sto", f"{name}_StaticOptimization_force.sto"]
+    for a in tool.findall("AnalysisSet/objects/JointReaction"):
+        if (_text(a, "on") or "true").lower() == "true":
+            files.append(f"{name}_{a.get('name', 'JointReaction')}_ReactionLoads.sto")
     return files
 
 
@@ -176,7 +184,7 @@ def compare(setup, *, timeout: float = 900, keep: Path | None = None) -> Row:
     """Run ``setup`` with OpenSim and with ``jaxbio run-tool`` (module docstring) and compare."""
     setup = Path(setup)
     tool, analyses = _tool(setup)
-    kind = "SO" if "StaticOptimization" in analyses else "ID"
+    kind = "SO" if "StaticOptimization" in analyses else ("JR" if "JointReaction" in analyses else "ID")
     inputs = _inputs(setup, tool)
     missing = [str(p) for p in inputs if not p.exists()]
     if missing:
@@ -251,7 +259,7 @@ def compare(setup, *, timeout: float = 900, keep: Path | None = None) -> Row:
 def _summary(row: Row) -> str:
     parts = []
     for name, f in row.files.items():
-        short = name.rsplit("_", 1)[-1].removesuffix(".sto") if row.kind == "SO" else "ID"
+        short = name.rsplit("_", 1)[-1].removesuffix(".sto") if row.kind != "ID" else "ID"
         if f.get("missing"):
             parts.append(f"{short}: not written")
             continue
@@ -263,7 +271,9 @@ def _summary(row: Row) -> str:
         if f["extra_columns"]:
             bits.append(f"extra {f['extra_columns']}")
         if "max_abs" in f:
-            if row.kind == "ID":
+            if name.endswith("_ReactionLoads.sto"):
+                bits.append(f"max {f['relative']:.1e} rel ({f['max_abs']:.2g}, {f['worst_column']})")
+            elif row.kind == "ID":
                 bits.append(f"max {f['relative']:.1e} rel ({f['max_abs']:.2g} N·m, {f['worst_column']})")
             else:
                 bits.append(f"max {f['max_abs']:.3g}, RMS {f['rms']:.3g} ({f['worst_column']})")
@@ -271,13 +281,50 @@ def _summary(row: Row) -> str:
     return "; ".join(p for p in (row.notes, *parts) if p)
 
 
-def markdown(rows, base=None) -> str:
+def _shown(path, base=None, aliases=()) -> str:
+    """``path`` relative to ``base``, its leading folders renamed by ``aliases`` (``(folder, label)``)."""
+    for folder, label in aliases:
+        folder = str(Path(folder).resolve())
+        if str(Path(path).resolve()).startswith(folder + os.sep):
+            return label + "/" + os.path.relpath(Path(path).resolve(), folder)
+    return os.path.relpath(path, base) if base else str(path)
+
+
+def markdown(rows, base=None, aliases=()) -> str:
     lines = ["| setup | tool | status | largest differences from OpenSim 4.6 |", "|---|---|---|---|"]
     for r in rows:
-        name = os.path.relpath(r.setup, base) if base else r.setup
+        name = _shown(r.setup, base, aliases)
         text = _summary(r) if r.files else r.notes
+        for folder, label in aliases:
+            text = text.replace(str(Path(folder).resolve()) + "/", label + "/")
         lines.append(f"| `{name}` | {r.kind} | {r.status} | {text.replace('|', '/')} |")
     return "\n".join(lines) + "\n"
+
+
+def page(rows, folders, base=None, aliases=()) -> str:
+    """A docs page: a heading, how it was generated (command, OpenSim's version, counts) and the
+    `markdown` table."""
+    try:
+        import opensim
+
+        version = opensim.__version__
+    except ImportError:  # pragma: no cover - the comparison needs it
+        version = "?"
+    counts = {}
+    for r in rows:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    where = " ".join(_shown(f + "/.", base, aliases).removesuffix("/.") for f in folders)
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items(), key=lambda x: -x[1]))
+    return (
+        "# Conformance with OpenSim's own setups (generated)\n\n"
+        "Every InverseDynamicsTool setup and every AnalyzeTool setup with an InverseDynamics, "
+        "StaticOptimization or JointReaction analysis under the folders below, run unedited by "
+        f"`jaxbio run-tool` and by OpenSim {version} in copies of their folders, the files compared "
+        "(`tests/io/setup_conformance.py`; the criteria are in its docstring). Generated by "
+        f"`python -m tests.io.setup_conformance {where} --markdown PAGE`: {len(rows)} setups, {summary}. "
+        "See [Supported OpenSim features](opensim-support.md) for what each status means and why.\n\n"
+        + markdown(rows, base, aliases)
+    )
 
 
 def main(argv=None) -> int:
@@ -285,6 +332,9 @@ def main(argv=None) -> int:
     ap.add_argument("folders", nargs="+")
     ap.add_argument("--markdown", help="write the table here")
     ap.add_argument("--base", help="setup paths relative to this folder in the table")
+    ap.add_argument(
+        "--alias", action="append", default=[], help="FOLDER=LABEL: paths under FOLDER shown as LABEL/… in the table"
+    )
     ap.add_argument("--timeout", type=float, default=900)
     args = ap.parse_args(argv)
     rows = []
@@ -295,7 +345,8 @@ def main(argv=None) -> int:
         for w in r.jaxbio_warnings:
             print(f"    {w[:300]}", flush=True)
     if args.markdown:
-        Path(args.markdown).write_text(markdown(rows, args.base))
+        aliases = [tuple(a.split("=", 1)) for a in args.alias]
+        Path(args.markdown).write_text(page(rows, args.folders, args.base, aliases))
     return 0
 
 

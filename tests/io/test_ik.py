@@ -336,3 +336,35 @@ def test_run_tool_ik_matches_live_opensim(tmp_path):
     eb = jb.io.read_storage(theirs / "subject01_ik_marker_errors.sto")
     assert ea.labels == eb.labels
     np.testing.assert_allclose(ea.data, eb.data, atol=5e-4)
+
+
+@pytest.mark.slow
+def test_inverse_kinematics_subcommand_equals_the_tool(tmp_path):
+    """``jaxbio inverse-kinematics`` (gait2354's IKTaskSet from its setup, 0.4–0.45 s) writes
+    the motion and marker errors of `jaxbio.tools.inverse_kinematics_tool` on the same trial."""
+    from jaxbio.cli import main
+    from jaxbio.tools import read_ik_tasks
+
+    mot, sto = tmp_path / "ik.mot", tmp_path / "errors.sto"
+    setup, trc = G2354 / "subject01_Setup_IK.xml", G2354 / "subject01_walk1_cut.trc"
+    args = ["--model", str(MODEL), "--markers", str(trc), "--tasks", str(setup), "--start", "0.4", "--end", "0.45"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert (
+            main(["inverse-kinematics", *args, "--output", str(mot), "--output-errors", str(sto), "--no-progress"]) == 0
+        )
+        mw, ct = read_ik_tasks(setup)
+        with jax.enable_x64(True):
+            r = jb.tools.inverse_kinematics_tool(
+                jb.io.load_osim(MODEL, dtype=jnp.float64),
+                trc,
+                marker_weights=mw,
+                coordinate_tasks=ct,
+                start=0.4,
+                end=0.45,
+            )
+    a, e = jb.io.read_storage(mot), jb.io.read_storage(sto)
+    assert a.labels == r.coordinates.labels and a.in_degrees and a.time.size == r.c.shape[0] >= 4
+    np.testing.assert_allclose(a.data, r.coordinates.data, rtol=0, atol=1e-7)  # the file's printed digits
+    assert e.labels == r.errors.labels
+    np.testing.assert_allclose(e.data, r.errors.data, rtol=1e-6, atol=1e-12)

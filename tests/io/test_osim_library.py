@@ -68,6 +68,53 @@ def body(name: str, mass: float, inertia: str = "0.01 0.01 0.01 0 0 0", com: str
     return f"<Body name='{name}'><mass>{mass}</mass><mass_center>{com}</mass_center><inertia>{inertia}</inertia></Body>"
 
 
+# ---- the 4.0 betas' joints: connectors, offsets as properties, no <Ground> --------------------
+
+BETA_JOINT = """<PinJoint name="{name}">
+  <connectors>
+    <Connector_PhysicalFrame_ name="parent_body"><connectee_name>{parent}</connectee_name></Connector_PhysicalFrame_>
+    <Connector_PhysicalFrame_ name="child_body"><connectee_name>{child}</connectee_name></Connector_PhysicalFrame_>
+  </connectors>
+  <location_in_parent>{lp}</location_in_parent><orientation_in_parent>{op}</orientation_in_parent>
+  <location_in_child>{lc}</location_in_child><orientation_in_child>0 0 0</orientation_in_child>
+  <CoordinateSet><objects><Coordinate name="{name}_q"><range>-2 2</range></Coordinate></objects></CoordinateSet>
+</PinJoint>"""
+
+
+def test_beta_joints_with_offset_properties_and_no_ground_match_opensim(tmp_path):
+    """OpenSim 4.0 beta files (Version 30501, opensim-models' Tutorial 3 double pendulum): joints in
+    the JointSet with connectors and ``location_in_parent``/``location_in_child`` properties, and
+    no ``<Ground>`` (the model's own ground is meant): body poses equal to live OpenSim's."""
+    joints = BETA_JOINT.format(
+        name="pin1", parent="../ground", child="../rod1", lp="0.1 0 0", op="0 0 0.3", lc="0 0.5 0"
+    )
+    joints += BETA_JOINT.format(name="pin2", parent="rod1", child="rod2", lp="0 -0.2 0.05", op="0.2 0 0", lc="0 0.4 0")
+    text = f"""<?xml version="1.0" encoding="UTF-8"?>
+<OpenSimDocument Version="30501"><Model name="beta"><gravity>0 -9.80665 0</gravity>
+  <BodySet><objects>{body("rod1", 1.0)}{body("rod2", 2.0)}</objects></BodySet>
+  <JointSet><objects>{joints}</objects></JointSet></Model></OpenSimDocument>"""
+    path = write(tmp_path, text)
+    m = load_osim(path, dtype=jnp.float64, strict=True)
+    assert m.tree.nq == 2
+    osim = opensim()
+    from tests.io.test_osim_opensim import body_poses
+
+    ref = osim.Model(str(path))
+    state = ref.initSystem()
+    c = np.array([0.4, -0.7])
+    for k, name in enumerate(["pin1_q", "pin2_q"]):
+        ref.getCoordinateSet().get(name).setValue(state, float(c[k]))
+    ref.realizePosition(state)
+    with jax.enable_x64(True):
+        ours = body_poses(m, jnp.asarray(c))
+    for name in ("rod1", "rod2"):
+        X = ref.getBodySet().get(name).getTransformInGround(state)
+        p = np.array([X.p().get(i) for i in range(3)])
+        R = np.array([[X.R().get(i, j) for j in range(3)] for i in range(3)])
+        np.testing.assert_allclose(ours[name][0], p, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(ours[name][1], R, rtol=0, atol=1e-12)
+
+
 # ---- OpenSim's element names with '::' --------------------------------------------------------
 
 LEGACY_FORCE = """<HuntCrossleyForce name="contact">

@@ -144,6 +144,36 @@ def test_golden_section_ahead_equals_the_rounds_bit_for_bit(name, rows):
     np.testing.assert_array_equal(fast, _gcvspl._gcvspl(x, y, 3, 0.0, ahead=False))
 
 
+def test_natural_cubic_equals_scipy_and_the_port():
+    """``exact=False`` (the external loads' spline): scipy's natural cubic interpolant inside the
+    knots for the value and three derivatives, GCVSPL's port everywhere (its straight-line ends
+    outside), and zero above the third derivative; only degree 3 and error variance 0."""
+    x, y = _samples(60)
+    fast = GCVSpline(x, y, degree=3, exact=False)
+    natural = [(2, np.zeros(y.shape[1]))]
+    scipy_spline = make_interp_spline(x, y, k=3, bc_type=(natural, natural))
+    inside = np.linspace(x[0], x[-1], 301)
+    outside = np.concatenate([x[0] - np.array([0.3, 0.01]), x[-1] + np.array([0.01, 0.3])])
+    port = GCVSpline(x, y, degree=3)
+    both = np.concatenate([inside, outside])
+    # relative to each column's largest value; the noisy columns' second and third derivatives are
+    # ill-conditioned (the port and scipy differ by 7e-11 there)
+    for nu, tol in enumerate([1e-14, 1e-12, 1e-10, 1e-10]):
+        scale = np.max(np.abs(scipy_spline(inside, nu=nu)), axis=0)
+        np.testing.assert_allclose(fast(inside, nu) / scale, scipy_spline(inside, nu=nu) / scale, rtol=0, atol=tol)
+        if nu < 3:  # the port takes the third derivative at the end knots from the linear end
+            np.testing.assert_allclose(fast(both, nu) / scale, port(both, nu) / scale, rtol=0, atol=max(tol, 1e-13))
+    left = fast(x[0], 0) + (outside[:2, None] - x[0]) * fast(x[0], 1)
+    np.testing.assert_allclose(fast(outside[:2]), left, rtol=1e-13)
+    np.testing.assert_array_equal(fast(outside, 2), np.zeros((4, y.shape[1])))
+    np.testing.assert_array_equal(fast(inside, 4), np.zeros((301, y.shape[1])))
+    assert fast(x[3], 0).shape == (y.shape[1],) and GCVSpline(x, y[:, 0], degree=3, exact=False)(x).shape == (60,)
+    with pytest.raises(ValueError, match="degree must be 3"):
+        GCVSpline(x, y, degree=5, exact=False)
+    with pytest.raises(ValueError, match="error_variance must be 0"):
+        GCVSpline(x, y, degree=3, error_variance=1e-3, exact=False)
+
+
 def test_spline_shapes_and_errors():
     x, y = _samples(10)
     s = GCVSpline(x, y[:, 0])
