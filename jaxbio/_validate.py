@@ -492,7 +492,7 @@ def static_number(
 # (``"orgin"`` → origin (0, 0, 0)), so unknown fields are refused with a "did you mean" hint.
 
 #: fields of the model object, of each segment and of each joint (API.md)
-MODEL_FIELDS = ("format", "version", "name", "gravity", "segments", "coordinates", "coordinate_functions")
+MODEL_FIELDS = ("format", "version", "name", "gravity", "segments", "coordinates", "coordinate_functions", "markers")
 SEGMENT_FIELDS = ("name", "parent", "joint", "mass", "com", "inertia")
 JOINT_FIELDS = ("type", "axis", "origin", "orientation")
 #: array fields of a `SegmentTree` and the model-file field each comes from
@@ -742,7 +742,56 @@ def validate_model_dict(d: dict[str, Any], *, physical: bool = True) -> dict[str
     result: dict[str, Any] = {k: np.stack(v) if k != "masses" else np.asarray(v) for k, v in out.items()}
     result.update(names=tuple(names), parents=tuple(parents), joint_types=tuple(types), name=name, gravity=gravity)
     result["coordinates"] = validate_coordinates_dict(d, result)
+    result["markers"] = validate_markers_dict(d, result)
     return result
+
+
+#: fields of each marker (``"markers"``) in a model file
+MARKER_FIELDS = ("name", "segment", "location", "fixed")
+
+
+def validate_markers_dict(d: dict[str, Any], tree: dict[str, Any]) -> dict[str, Any] | None:
+    """The model file's optional ``"markers"`` section, checked against the validated tree ``tree``
+    (`validate_model_dict`'s result), or None when the file has none.
+
+    ``"markers"``: a list of ``{"name", "segment" (a segment's name, or null for the world),
+    "location" ([x, y, z] m in that segment's frame), "fixed" (false; OpenSim's flag: marker
+    placement leaves the marker where it is)}``, names unique. Returns numpy: ``names``,
+    ``segments`` (indices, ``-1`` for the world), ``locations`` ``(m, 3)`` and ``fixed``.
+    """
+    if "markers" not in d:
+        return None
+    top = f"model {tree['name']!r}"
+    items = _list_field(d, "markers", top)
+    index = {name: i for i, name in enumerate(tree["names"])}
+    names, segments, locations, fixed = [], [], [], []
+    for k, item in enumerate(items):
+        where = f"{top}: markers[{k}]"
+        _check_fields(item, MARKER_FIELDS, ("name", "segment", "location"), where)
+        name = item["name"]
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{where}: field 'name' must be a non-empty string, got {_kind(name)}")
+        where = f"{top}: marker {name!r}"
+        if name in names:
+            raise ValueError(f"{where}: the marker name is used twice")
+        segment = item["segment"]
+        if segment is None:
+            segments.append(-1)
+        elif isinstance(segment, str) and segment in index:
+            segments.append(index[segment])
+        else:
+            close = difflib.get_close_matches(str(segment), list(index), n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"{where}: unknown segment {segment!r} (field 'segment'; null for the world){hint}")
+        names.append(name)
+        locations.append(_vec(item["location"], (3,), f"{where}: location"))
+        fixed.append(_flag_field(item, "fixed", where))
+    return {
+        "names": tuple(names),
+        "segments": tuple(segments),
+        "locations": np.reshape(np.asarray(locations, dtype=float), (-1, 3)),
+        "fixed": tuple(fixed),
+    }
 
 
 #: fields of each model coordinate (``"coordinates"``) and of each tree coordinate's function

@@ -61,8 +61,8 @@ def load_model(model, *, dtype=None, strict: bool = False) -> Model:
         from jaxbio.io.osim import load_osim
 
         return load_osim(model, dtype=dtype, strict=strict)
-    tree, section = read_model_file(model, dtype)
-    return _tree_model(tree, section)
+    tree, section, markers = read_model_file(model, dtype, markers=True)
+    return _with_markers(_tree_model(tree, section), markers)
 
 
 def _cast(model: Model, dtype) -> Model:
@@ -100,6 +100,55 @@ def _tree_model(tree, section=None):
     return _with_forces(model)
 
 
+def _with_markers(model: Model, markers) -> Model:
+    """``model`` with a model file's markers (`jaxbio._validate.validate_markers_dict`'s result;
+    None: none), each fixed to its segment's frame (or the world) at its location there."""
+    if markers is None:
+        return model
+    from jaxbio._validate import to_device
+    from jaxbio.markers import OsimMarkers
+
+    dtype = model.tree.masses.dtype
+    m = len(markers["names"])
+    frames = tuple("ground" if k < 0 else model.tree.names[k] for k in markers["segments"])
+    value = OsimMarkers(
+        locations=to_device(markers["locations"], dtype),
+        frame_positions=to_device(np.zeros((m, 3)), dtype),
+        frame_orientations=to_device(np.tile([1.0, 0.0, 0.0, 0.0], (m, 1)), dtype),
+        names=markers["names"],
+        frames=frames,
+        bodies=frames,
+        segments=markers["segments"],
+        fixed=markers["fixed"],
+    )
+    return eqx.tree_at(lambda mo: mo.markers, model, value, is_leaf=lambda x: x is None)
+
+
+def _marker_section(model: Model) -> list[dict]:
+    """The ``"markers"`` section of ``model``'s markers: each at its location in its segment's
+    frame (its frame's pose in the segment composed with its location in the frame), exactly what
+    `jaxbio.markers.marker_positions` places in the world."""
+    from jaxbio._rigid_numpy import rotation
+
+    mk = model.markers
+    offsets = np.asarray(mk.frame_positions, dtype=float)
+    turns = np.asarray(mk.frame_orientations, dtype=float)
+    points = np.asarray(mk.locations, dtype=float)
+    out = []
+    for k, name in enumerate(mk.names):
+        seg = mk.segments[k]
+        location = offsets[k] + rotation(turns[k]) @ points[k]
+        out.append(
+            {
+                "name": name,
+                "segment": None if seg < 0 else model.tree.names[seg],
+                "location": [float(x) for x in location],
+                "fixed": bool(mk.fixed[k]),
+            }
+        )
+    return out
+
+
 def _with_forces(model: Model) -> Model:
     """``model`` with an empty force set where it has none (`Model.from_tree`)."""
     from jaxbio.forces import OsimForces
@@ -116,9 +165,10 @@ def save_model(model, path: str | os.PathLike) -> None:
     a ``.json`` without coordinate sections) is written as its tree; any other as its tree plus the sections ``"coordinates"`` (OpenSim's coordinates: name,
     default value and speed, range, clamped, locked, motion type) and ``"coordinate_functions"``
     (each tree coordinate as a piecewise polynomial of one coordinate, `jaxbio.coordinates`), so
-    that `load_model` reads back the same coupled coordinates. A model's forces,
-    muscles and OpenSim body frames are not part of the format: a `UserWarning` names what is
-    left out.
+    that `load_model` reads back the same coupled coordinates; its markers as the section
+    ``"markers"`` (each fixed to a segment, or the world, at its location in that segment's frame:
+    the same world positions, `jaxbio.markers.marker_positions`). A model's forces, muscles and
+    OpenSim body frames are not part of the format: a `UserWarning` names what is left out.
 
     The model is validated first as `load_model` would read it back (``ValueError`` naming the
     segment and field, e.g. for a NaN mass after an optimisation step), the path is checked
@@ -137,6 +187,8 @@ def save_model(model, path: str | os.PathLike) -> None:
         d = model.tree.to_dict()
         if not _tree_only(model):
             d.update(coordinate_sections(model))
+        if model.markers is not None and model.markers.n_markers:
+            d["markers"] = _marker_section(model)
         _warn_left_out(model)
     else:
         raise ValueError(f"save_model: expected a jaxbio.Model or a SegmentTree, got {type(model).__name__}")

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import equinox as eqx
 import jax
@@ -93,11 +92,12 @@ class ReactionFrames(eqx.Module):
 def _joint_frames(model_path, model):
     """``{joint: ((child body, X_child), (parent body, X_parent))}`` and ``{frame path: (body,
     X)}`` of the ``.osim`` file, each ``X`` the frame's pose in its body's frame (``_Pose``)."""
+    from jaxbio._files import read_bytes
     from jaxbio._text import parse_xml
     from jaxbio.io.osim import Frames
     from jaxbio.io.osim import read_joint as _read_joint
 
-    raw = Path(model_path).read_bytes()
+    raw = read_bytes(model_path, "model file")
     root = parse_xml(raw)
     model_elem = root.find("Model") if root.tag == "OpenSimDocument" else root
     ground = model.bodies[0]
