@@ -33,6 +33,7 @@ from jaxbio._linear import dense, is_zero
 from jaxbio.dynamics._checks import public, as_external, as_state, finite
 from jaxbio.dynamics._mass_matrix import mass_matrix
 from jaxbio.dynamics._rnea import External, _tau
+from jaxbio.dynamics.batch_last import vmapped_by
 from jaxbio.dynamics import planar_batch as _planar
 from jaxbio.tree import SegmentTree
 
@@ -45,8 +46,10 @@ def accelerations(tree: SegmentTree, q, qd, tau, added_inertia=None, external=No
     `jax.vmap` both ``M`` and the bias run the batch-last kernels; derivatives by the rule of the
     module docstring. ``added_inertia`` ``(nv,)``: a drive's diagonal inertia (default none).
     ``planar``: the tree is planar (`jaxbio.dynamics.planar_batch.planar`, decided by the caller
-    while its numbers were concrete) and ``external`` None: ``M``, the bias and the rule's
-    recursion in 2-D algebra (`_planar`)."""
+    while its numbers were concrete) and ``external`` None: under `jax.vmap` (the states batched,
+    the tree not) ``M``, the bias and the rule's recursion run in 2-D algebra
+    (`jaxbio.dynamics.planar_batch`'s `accelerations_factored` and `inverse_dynamics`, each
+    operation on the whole batch), one state at a time the 3-D code as without it (`_PLANAR`)."""
     planar = _planar_applies(planar, external)
     return _ACCELERATIONS[planar](tree, q, qd, tau, _added(tau, added_inertia), *(external or ()))
 
@@ -84,7 +87,7 @@ def accelerations_factored(tree: SegmentTree, q, qd, tau, added_inertia=None, ex
     if factor_size(tree) is None:
         return accelerations(tree, q, qd, tau, added_inertia, external, planar=planar), None
     if _planar_applies(planar, external):
-        return _planar.accelerations_factored(tree, q, qd, tau, _added(tau, added_inertia))
+        return _factored_planar(tree, q, qd, tau, _added(tau, added_inertia))
     L = cholesky(inertia(tree, q, _added(tau, added_inertia)))
     return factor_solve(L, tau - _bias(tree, q, qd, external or ())), L
 
@@ -116,10 +119,55 @@ def _planar_applies(planar: bool, external) -> bool:
     return bool(planar) and not external
 
 
+# ---- planar trees under jax.vmap (`accelerations`' ``planar``) ----------------------------------
+# One state: the 3-D code, bit for bit as without ``planar`` (a state's gradient is the same
+# number under `jax.jit` and op by op). Under `jax.vmap` (`vmapped_by`): the 2-D formulas of
+# `jaxbio.dynamics.planar_batch` on the batch, and reverse mode of the recursion by `jax.vjp` of
+# them (plain JAX, each operation on the batch): a double pendulum's velocity-form field costs
+# about what the Hamiltonian form's planar kernel costs, its VJP about an MLP drive's
+# (benchmarks/README.md, "learning_defaults").
+
+
+def _factored_general(tree, q, qd, tau, added):
+    L = cholesky(inertia(tree, q, added))
+    return factor_solve(L, tau - _bias(tree, q, qd, ())), L
+
+
+def _factored_planar_batch(tree, q, qd, tau, added):
+    return jax.vmap(functools.partial(_planar.accelerations_factored, tree))(q, qd, tau, added)
+
+
+_factored_planar = vmapped_by(_factored_planar_batch)(_factored_general)
+
+
+def _tau_general(tree, q, qd, qdd):
+    return _tau(tree, q, qd, qdd)
+
+
+def _tau_planar_batch(tree, q, qd, qdd):
+    return jax.vmap(functools.partial(_planar.inverse_dynamics, tree))(q, qd, qdd)
+
+
+class _PlanarTauAdjoint:
+    """The VJP of `_tau_planar` in ``(q, qd, qdd)`` for ``(B, ·)`` states (`vmapped_by`): `jax.vjp`
+    of the 2-D recursion on the batch."""
+
+    n_states = 3
+
+    def supports(self, tree) -> bool:
+        return True
+
+    def __call__(self, tree, q, qd, qdd, ct):
+        return jax.vjp(functools.partial(_tau_planar_batch, tree), q, qd, qdd)[1](ct)
+
+
+_tau_planar = vmapped_by(_tau_planar_batch, adjoint=_PlanarTauAdjoint())(_tau_general)
+
+
 def _solved(tree, q, qd, tau, added, external, planar: bool = False):
     """``(solve_with, qdd)``: ``solve_with(b) = (M + diag(added))⁻¹ b`` and the accelerations."""
     if planar:
-        qdd, L = _planar.accelerations_factored(tree, q, qd, tau, added)
+        qdd, L = _factored_planar(tree, q, qd, tau, added)
         return functools.partial(factor_solve, L), qdd
     M = inertia(tree, q, added)
     return functools.partial(solve, M), solve(M, tau - _bias(tree, q, qd, external))
@@ -172,27 +220,17 @@ _GIVEN = {planar: _given_rule(planar) for planar in (False, True)}
 def _tangent(solve_with, qdd, primals, tangents, planar: bool = False):
     """The rule of the module docstring: ``d qdd = M⁻¹ (d tau − d added · qdd − dID)`` at ``qdd``
     (``primals``, ``tangents``: those of `accelerations`' rule; ``solve_with(b)``: ``M⁻¹ b``).
-    ``planar``: ``dID`` by the 2-D recursion (`jaxbio.dynamics.planar_batch.inverse_dynamics`,
-    plain JAX: under `jax.vmap` reverse mode transposes it operation by operation on the batch)."""
+    ``planar``: ``dID`` in the states by `_tau_planar` (under `jax.vmap`, the 2-D recursion)."""
     tree, q, qd, tau, added, *external = primals
     d_tree, dq, dqd, dtau, dadded, *d_external = tangents
     fixed = all(is_zero(t) for t in jax.tree_util.tree_leaves((d_tree, d_external), is_leaf=is_zero))
-    if fixed and planar:
-        # the tree not differentiated (a differentiated one takes the 3-D recursion below: its
-        # out-of-plane numbers have derivatives the planar formulas drop)
-        moved = [(x, t) for x, t in ((0, dq), (1, dqd)) if not is_zero(t)]
-        if moved:
-            states = [q, qd]
-
-            def of_moved(*xs):
-                full = list(states)
-                for (k, _), x in zip(moved, xs):
-                    full[k] = x
-                return _planar.inverse_dynamics(tree, full[0], full[1], qdd)
-
-            d_id = jax.jvp(of_moved, tuple(states[k] for k, _ in moved), tuple(t for _, t in moved))[1]
-        else:
-            d_id = jnp.zeros_like(qdd)
+    if planar:  # (no external loads)
+        d_id = _tau_planar.tangent(tree, (q, qd, qdd), (dq, dqd, None))
+        if not fixed:
+            # the tree's share by the 3-D recursion: its out-of-plane numbers have derivatives the
+            # planar formulas drop (the states' share above is the same whether the tree moves or not)
+            d_tree = jax.tree_util.tree_map(dense, d_tree, is_leaf=is_zero)
+            d_id = d_id + jax.jvp(lambda tr: _tau(tr, q, qd, qdd), (tree,), (d_tree,))[1]
     elif fixed:
         # the tree and the external loads not differentiated: left out of the inner jvp, so that
         # reverse mode under jax.vmap transposes the batch-last adjoint (`vmapped_by`)
