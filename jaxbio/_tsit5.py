@@ -22,7 +22,9 @@ inside `diffrax.diffeqsolve` the controller's initial-step selection sees a wrap
 `ODETerm`, and returns 0.01 (diffrax 0.7, ``_select_initial_step``); too long a first step is
 rejected and shortened like any other. So the steps and the saved states are those of
 ``diffeqsolve(..., dt0=0.01, stepsize_controller=PIDController(rtol, atol))`` to round-off
-(tests/test_tsit5.py: 1e-12).
+(tests/test_tsit5.py: 1e-12). A step evaluates the dense output at its own save times only
+(a contiguous run of the sorted ``ts``, `_each_save`), and the reverse pass gathers their
+cotangents the same way.
 
 Reverse mode (an `equinox.filter_custom_vjp`): the forward pass stores every accepted step's
 end state, end time, length and seven stages ``k_i``; the reverse pass runs the exact adjoint of

@@ -28,6 +28,16 @@ and ``v × w`` the scalar ``v_x w_y − v_y w_x``:
   ``ω_i s_i × P̄_i`` (prismatic), the planar forms of `kinetic_energy_gradient_batch`'s
   (the angular-momentum term ``H × ω`` vanishes: both are along ``z``).
 
+The velocity form (`jaxbio.HamiltonianSystem.velocity_field`, what `jaxbio.simulate` integrates
+under reverse mode) uses the same placements and ``M``: `accelerations_factored` gives ``q̈ = (M +
+J)⁻¹ (τ − bias)`` and the packed Cholesky factor, the bias by the planar wrench recursion
+(`inverse_dynamics`: accelerations proximal → distal from ``a_0 = −g``, forces and moments about
+the joint centres distal → proximal). Both are plain JAX on ``(n, ...)`` arrays, written for one
+state: under `jax.vmap` every operation runs on the batch, and reverse mode differentiates
+`inverse_dynamics` by `jax.vjp` (no hand-written adjoint: straight-line scalar code transposes
+into the same few fused loops). `jaxbio.dynamics.forward` routes them (``planar=True``, under
+`jax.vmap` only).
+
 Which trees: `planar` decides from concrete numbers (static). `jaxbio.simulate` decides before
 Diffrax traces the system (`jaxbio.hamiltonian.solver_field`), so its solve compiles one kernel;
 for a tree traced by the caller (the system an argument of the caller's `jax.jit`) on CPU,
