@@ -836,7 +836,7 @@ class _VelocityField(eqx.Module):
     ``out["qd"]`` and solved with ``factor`` (`jaxbio.dynamics.forward.accelerations_at`: neither
     the bias recursion nor the mass matrix is run again). ``planar``: the tree is planar (decided by
     `solver_field` from its concrete numbers): ``M``, the bias and the derivative rule's recursion
-    in 2-D algebra (`jaxbio.dynamics.planar_batch.accelerations_factored`, `inverse_dynamics`;
+    in 2-D algebra (`jaxbio.dynamics.planar_batch._accelerations_factored`, `_inverse_dynamics`;
     the `forward` functions' ``planar``)."""
 
     system: HamiltonianSystem

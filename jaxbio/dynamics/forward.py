@@ -48,7 +48,7 @@ def accelerations(tree: SegmentTree, q, qd, tau, added_inertia=None, external=No
     ``planar``: the tree is planar (`jaxbio.dynamics.planar_batch.planar`, decided by the caller
     while its numbers were concrete) and ``external`` None: under `jax.vmap` (the states batched,
     the tree not) ``M``, the bias and the rule's recursion run in 2-D algebra
-    (`jaxbio.dynamics.planar_batch`'s `accelerations_factored` and `inverse_dynamics`, each
+    (`jaxbio.dynamics.planar_batch`'s `_accelerations_factored` and `_inverse_dynamics`, each
     operation on the whole batch), one state at a time the 3-D code as without it (`_PLANAR`)."""
     planar = _planar_applies(planar, external)
     return _ACCELERATIONS[planar](tree, q, qd, tau, _added(tau, added_inertia), *(external or ()))
@@ -83,7 +83,7 @@ def accelerations_factored(tree: SegmentTree, q, qd, tau, added_inertia=None, ex
     than recomputing it costs time). Not differentiable by the module docstring's rule: a solver's
     pass that is not differentiated (`jaxbio._tsit5`'s stored forward pass) calls it. ``planar``:
     as in `accelerations` (one set of placements for ``M`` and the bias,
-    `jaxbio.dynamics.planar_batch.accelerations_factored`)."""
+    `jaxbio.dynamics.planar_batch._accelerations_factored`)."""
     if factor_size(tree) is None:
         return accelerations(tree, q, qd, tau, added_inertia, external, planar=planar), None
     if _planar_applies(planar, external):
@@ -134,7 +134,7 @@ def _factored_general(tree, q, qd, tau, added):
 
 
 def _factored_planar_batch(tree, q, qd, tau, added):
-    return jax.vmap(functools.partial(_planar.accelerations_factored, tree))(q, qd, tau, added)
+    return jax.vmap(functools.partial(_planar._accelerations_factored, tree))(q, qd, tau, added)
 
 
 _factored_planar = vmapped_by(_factored_planar_batch)(_factored_general)
@@ -145,7 +145,7 @@ def _tau_general(tree, q, qd, qdd):
 
 
 def _tau_planar_batch(tree, q, qd, qdd):
-    return jax.vmap(functools.partial(_planar.inverse_dynamics, tree))(q, qd, qdd)
+    return jax.vmap(functools.partial(_planar._inverse_dynamics, tree))(q, qd, qdd)
 
 
 class _PlanarTauAdjoint:

@@ -29,12 +29,12 @@ and ``v × w`` the scalar ``v_x w_y − v_y w_x``:
   (the angular-momentum term ``H × ω`` vanishes: both are along ``z``).
 
 The velocity form (`jaxbio.HamiltonianSystem.velocity_field`, what `jaxbio.simulate` integrates
-under reverse mode) uses the same placements and ``M``: `accelerations_factored` gives ``q̈ = (M +
+under reverse mode) uses the same placements and ``M``: `_accelerations_factored` gives ``q̈ = (M +
 J)⁻¹ (τ − bias)`` and the packed Cholesky factor, the bias by the planar wrench recursion
-(`inverse_dynamics`: accelerations proximal → distal from ``a_0 = −g``, forces and moments about
+(`_inverse_dynamics`: accelerations proximal → distal from ``a_0 = −g``, forces and moments about
 the joint centres distal → proximal). Both are plain JAX on ``(n, ...)`` arrays, written for one
 state: under `jax.vmap` every operation runs on the batch, and reverse mode differentiates
-`inverse_dynamics` by `jax.vjp` (no hand-written adjoint: straight-line scalar code transposes
+`_inverse_dynamics` by `jax.vjp` (no hand-written adjoint: straight-line scalar code transposes
 into the same few fused loops). `jaxbio.dynamics.forward` routes them (``planar=True``, under
 `jax.vmap` only).
 
@@ -325,7 +325,7 @@ def _rnea(tree: SegmentTree, fr: _Frames, qd, qdd):
     return jnp.stack([sign[i] * N[i] if rev[i] else _dot(sw[i], F[i]) for i in range(n)])
 
 
-def inverse_dynamics(tree: SegmentTree, q, qd, qdd):
+def _inverse_dynamics(tree: SegmentTree, q, qd, qdd):
     """``tau`` ``(n, ...)`` N·m / N of a planar tree (`planar`) at ``q``, ``qd``, ``qdd`` ``(n,
     ...)``: one state, or under `jax.vmap` (each operation then runs on the batch). The same
     numbers as `jaxbio.inverse_dynamics` to round-off (no external loads); differentiable (plain
@@ -333,9 +333,9 @@ def inverse_dynamics(tree: SegmentTree, q, qd, qdd):
     return _rnea(tree, _frames(tree, q, _identity, _sincos), qd, qdd)
 
 
-def accelerations_factored(tree: SegmentTree, q, qd, tau, added):
+def _accelerations_factored(tree: SegmentTree, q, qd, tau, added):
     """``(qdd, L)`` of a planar tree: ``qdd = (M + diag(added))⁻¹ (tau − bias)`` ``(n, ...)``, the
-    bias `inverse_dynamics` at ``qdd = 0``, and ``L`` the packed Cholesky factor of ``M + diag(added)``
+    bias `_inverse_dynamics` at ``qdd = 0``, and ``L`` the packed Cholesky factor of ``M + diag(added)``
     (`jaxbio._linalg.cholesky`, ``(n(n+1)/2, ...)``), from one set of placements; ``q``, ``qd``,
     ``tau``, ``added`` ``(n, ...)``. The velocity form's field (`jaxbio.dynamics.forward`'s
     ``planar=True``); not differentiated by itself (the derivatives are `jaxbio.dynamics.forward`'s

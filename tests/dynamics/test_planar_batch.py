@@ -226,7 +226,7 @@ def test_solver_field_bad_input():
 
 @pytest.mark.parametrize("name", ["double_pendulum", pytest.param("sagittal11", marks=pytest.mark.slow)])
 def test_velocity_form_kernels(name):
-    """The velocity form's 2-D formulas (`planar_batch.inverse_dynamics`, `accelerations_factored`)
+    """The velocity form's 2-D formulas (`planar_batch._inverse_dynamics`, `_accelerations_factored`)
     against the 3-D code: `jb.inverse_dynamics` and its Jacobians in ``q`` and ``qd`` (by
     `jax.jacfwd`), `jb.forward_dynamics` with an added inertia, the packed Cholesky factor of
     ``M + J``; one state and under `jax.vmap`."""
@@ -237,14 +237,14 @@ def test_velocity_form_kernels(name):
     q, qd, added = states(tree, 6, 14)
     qdd = jnp.asarray(np.random.default_rng(15).normal(size=q.shape))
     want = jax.vmap(lambda *s: jb.inverse_dynamics(tree, *s))(q, qd, qdd)
-    got = jax.vmap(lambda *s: _planar_batch.inverse_dynamics(tree, *s))(q, qd, qdd)
+    got = jax.vmap(lambda *s: _planar_batch._inverse_dynamics(tree, *s))(q, qd, qdd)
     assert rel(got, want) < 1e-13
-    assert rel(_planar_batch.inverse_dynamics(tree, q[0], qd[0], qdd[0]), want[0]) < 1e-13
+    assert rel(_planar_batch._inverse_dynamics(tree, q[0], qd[0], qdd[0]), want[0]) < 1e-13
     for k in (0, 1):
-        jac = jax.vmap(jax.jacfwd(lambda *s: _planar_batch.inverse_dynamics(tree, *s), k))(q, qd, qdd)
+        jac = jax.vmap(jax.jacfwd(lambda *s: _planar_batch._inverse_dynamics(tree, *s), k))(q, qd, qdd)
         ref = jax.vmap(jax.jacfwd(lambda *s: jb.inverse_dynamics(tree, *s), k))(q, qd, qdd)
         assert rel(jac, ref) < 1e-12, k
-    a, L = jax.vmap(lambda *s: _planar_batch.accelerations_factored(tree, *s))(q, qd, qdd, added)
+    a, L = jax.vmap(lambda *s: _planar_batch._accelerations_factored(tree, *s))(q, qd, qdd, added)
     assert rel(a, jax.vmap(lambda *s: accelerations(tree, *s))(q, qd, qdd, added)) < 1e-12
     assert rel(L, jax.vmap(lambda x, j: cholesky(inertia(tree, x, j)))(q, added)) < 1e-12
 
