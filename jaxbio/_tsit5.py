@@ -22,7 +22,9 @@ inside `diffrax.diffeqsolve` the controller's initial-step selection sees a wrap
 `ODETerm`, and returns 0.01 (diffrax 0.7, ``_select_initial_step``); too long a first step is
 rejected and shortened like any other. So the steps and the saved states are those of
 ``diffeqsolve(..., dt0=0.01, stepsize_controller=PIDController(rtol, atol))`` to round-off
-(tests/test_tsit5.py: 1e-12).
+(tests/test_tsit5.py: 1e-12). A step evaluates the dense output at its own save times only
+(a contiguous run of the sorted ``ts``, `_each_save`), and the reverse pass gathers their
+cotangents the same way.
 
 Reverse mode (an `equinox.filter_custom_vjp`): the forward pass stores every accepted step's
 end state, end time, length and seven stages ``k_i``; the reverse pass runs the exact adjoint of
@@ -121,10 +123,17 @@ def dense_weights(theta):
     )
 
 
-def _in_step(ts, t, h):
-    """``(T,)`` bool, ``(T,)`` θ: the save times inside the step ``(t, t + h]`` and where."""
-    inside = (ts > t) & (ts <= t + h)
-    return inside, jnp.where(inside, (ts - t) / jnp.where(h > 0, h, 1), 0)
+def _theta(s, t, h):
+    """θ of the save time ``s`` inside the step ``(t, t + h]``."""
+    return (s - t) / jnp.where(h > 0, h, 1)
+
+
+def _each_save(ts, start, more, body, carry):
+    """``body(k, carry)`` for ``k = start, start ± 1, …`` while ``more(k)``: the save times inside
+    one step, a contiguous run of the sorted ``ts`` (a step holds a few of them at most), so that a
+    step's dense output costs what its saves need, not ``len(ts)`` evaluations (under `jax.vmap`
+    the run is as long as the batch's longest)."""
+    return jax.lax.while_loop(lambda c: more(c[0]), lambda c: body(*c), (start, carry))
 
 
 def _forward(field, x0, t0, ts, t1, rtol, atol, max_steps: int, store: int):
@@ -153,11 +162,11 @@ def _forward(field, x0, t0, ts, t1, rtol, atol, max_steps: int, store: int):
     tiny = 1e3 * jnp.finfo(dtype).eps * jnp.maximum(jnp.maximum(jnp.abs(t0), jnp.abs(t1)), t1 - t0)
 
     def cond(c):
-        t, _, _, _, _, attempts, _, stop, _, _ = c
+        t, _, _, _, _, attempts, _, stop, _, _, _ = c
         return (t < t1) & (attempts < max_steps) & ~stop
 
     def body(c):
-        t, x, K, aux, h, attempts, n, stop, ys, stored = c
+        t, x, K, aux, h, attempts, n, stop, saved, ys, stored = c
         ends = t + h >= t1
         hs = jnp.where(ends, t1 - t, h)  # the last step ends at t1 exactly
 
@@ -166,7 +175,9 @@ def _forward(field, x0, t0, ts, t1, rtol, atol, max_steps: int, store: int):
             ti, xi = t + C[i] * hs, x + hs * _combine(A[i], K)
             if not store:
                 return K.at[i].set(field(ti, xi)), aux
-            k, a = _with_aux(field, ti, xi)
+            # materialised once: else XLA's CPU backend fuses the field into the write below and
+            # recomputes it for every element it writes (the Cholesky factor's, say)
+            k, a = jax.lax.optimization_barrier(_with_aux(field, ti, xi))
             return K.at[i].set(k), jax.tree_util.tree_map(lambda s, v: s.at[i].set(v), aux, a)
 
         # stage 0 of the first step is f(t0, x0); later steps reuse their predecessor's last stage
@@ -180,6 +191,8 @@ def _forward(field, x0, t0, ts, t1, rtol, atol, max_steps: int, store: int):
         factor = jax.lax.stop_gradient(jnp.where(keep, jnp.clip(factor, 1.0, 10.0), jnp.clip(factor, 0.2, 0.9)))
         bad = (~x1_finite & (hs <= tiny)) | ~jnp.isfinite(hs)
         ok = keep & ~bad
+        # the step's scalars materialised once (see `stage`): they steer every write below
+        x1, hs, factor, ok = jax.lax.optimization_barrier((x1, hs, factor, ok))
         if store:
             X, KK, T1, H, AUX = stored
             put = ok & (n < size)  # past the buffer the solve goes on, its steps not kept
@@ -192,8 +205,14 @@ def _forward(field, x0, t0, ts, t1, rtol, atol, max_steps: int, store: int):
                 # aux first: inside the loop AUX's leaves are equinox's buffers, not arrays
                 jax.tree_util.tree_map(lambda v, s: s.at[slot].set(v, pred=put), aux, AUX),
             )
-        inside, theta = _in_step(ts, t, hs)
-        ys = jnp.where((ok & inside)[:, None], x + hs * _combine(dense_weights(theta), K), ys)
+
+        def save(k, ys):  # the save times in (t, t + hs], from the first not saved yet
+            y = x + hs * _combine(dense_weights(_theta(ts[k], t, hs)), K)
+            return k + 1, ys.at[k].set(y)
+
+        saved, ys = _each_save(
+            ts, saved, lambda k: ok & (k < ts.shape[0]) & (ts[jnp.minimum(k, ts.shape[0] - 1)] <= t + hs), save, ys
+        )
         last = jax.tree_util.tree_map(lambda s: jnp.where(ok, s.at[0].set(s[STAGES - 1]), s), (K, aux))
         return (
             jnp.where(ok, jnp.where(ends, t1, t + hs), t),
@@ -203,6 +222,7 @@ def _forward(field, x0, t0, ts, t1, rtol, atol, max_steps: int, store: int):
             attempts + 1,
             n + ok,
             stop | bad,
+            saved,
             ys,
             stored,
         )
@@ -216,10 +236,13 @@ def _forward(field, x0, t0, ts, t1, rtol, atol, max_steps: int, store: int):
         jnp.int32(0),
         jnp.int32(0),
         jnp.bool_(False),
+        jnp.sum(ts <= t0, dtype=jnp.int32),  # the saves before the first not yet written
         ys,
         stored,
     )
-    t, _, _, _, _, attempts, n, stop, ys, stored = eqxi.while_loop(cond, body, c, kind="lax", buffers=lambda c: c[9])
+    t, _, _, _, _, attempts, n, stop, _, ys, stored = eqxi.while_loop(
+        cond, body, c, kind="lax", buffers=lambda c: c[10]
+    )
     status = jnp.where(t >= t1, SUCCESSFUL, jnp.where(stop, NONFINITE, MAX_STEPS))
     return ys, status, (n, attempts), ((n,) + stored if store else None)
 
@@ -291,16 +314,26 @@ def _solve_bwd(stored, cotangents, perturbed, diff, t0, ts, t1, rtol, atol, max_
         last = jnp.maximum(jnp.minimum(j, n - 1), 0)
         return t, x, jnp.where(j < n, H[last], 0), KK[last], jax.tree_util.tree_map(lambda s: s[last], AUX)
 
-    def saved(j):
-        """``Σ_s ys̄_s`` and ``h Σ_s b(θ_s) ys̄_s`` ``(7, d)`` over the saves inside step ``j``."""
+    def saved(j, k):
+        """``(Σ_s ys̄_s, h Σ_s b(θ_s) ys̄_s (7, d))`` over the saves inside step ``j ≥ 0``: those
+        before index ``k`` whose time is past the step's start (the saves of later steps are at
+        ``k`` and after); and the index of the step's first save."""
         t, _, h, _, _ = step(j)
-        inside, theta = _in_step(ts, t, h)
-        weights = jnp.where(inside[:, None], dense_weights(theta), 0)
-        direct = jnp.sum(jnp.where(inside[:, None], ys_bar, 0), axis=0)
-        return direct, h * jnp.sum(weights[:, :, None] * ys_bar[:, None, :], axis=0)
+
+        def add(k, acc):
+            direct, through = acc
+            s = k - 1
+            weights = dense_weights(_theta(ts[s], t, h))
+            return k - 1, (direct + ys_bar[s], through + weights[:, None] * ys_bar[s])
+
+        zero = (jnp.zeros_like(x0), jnp.zeros((STAGES,) + x0.shape, dtype))
+        k, (direct, through) = _each_save(
+            ts, k, lambda k: (j >= 0) & (k > 0) & (ts[jnp.maximum(k - 1, 0)] > t), add, zero
+        )
+        return (direct, h * through), k
 
     def body(c):
-        j, lam, grad, (direct, through) = c
+        j, lam, grad, (direct, through), k = c
         t, x, h, K, aux = step(j)
         # the field's value (and aux) at each stage's input: its stored stage, except at step n
         # (length 0), whose one stage with a cotangent (0) is the last step's seventh (the other
@@ -308,7 +341,7 @@ def _solve_bwd(stored, cotangents, perturbed, diff, t0, ts, t1, rtol, atol, max_
         out, aux = jax.tree_util.tree_map(lambda s: jnp.where(j < n, s, s.at[0].set(s[STAGES - 1])), (K, aux))
         # κ_i = x̄'s share in stage i: from λ = x̄ at the step's end, from the saves inside the step,
         # at stage 0 from the previous step's seventh stage; λ becomes x̄ at the step's start
-        previous = saved(j - 1)
+        previous, k = saved(j - 1, k)
         kappa = (h * B[:, None] * lam + through).at[0].add(jnp.where(j > 0, previous[1][STAGES - 1], 0))
 
         def stage(r, c):
@@ -324,10 +357,19 @@ def _solve_bwd(stored, cotangents, perturbed, diff, t0, ts, t1, rtol, atol, max_
             return lam + xi_bar, kappa + h * A[i][:, None] * xi_bar, jax.tree_util.tree_map(jnp.add, grad, g)
 
         lam, _, grad = jax.lax.fori_loop(0, per_step, stage, (lam + direct, kappa, grad))
-        return j - 1, lam, grad, previous
+        return j - 1, lam, grad, previous, k
 
-    c = (n, jnp.zeros_like(x0), jax.tree_util.tree_map(jnp.zeros_like, moving), saved(n))
-    _, lam, grad, _ = jax.lax.while_loop(lambda c: c[0] >= 0, body, c)
+    # step n (length 0) holds no save; the saves up to the end of the last kept step are the solve's
+    end = jnp.where(n > 0, T1[jnp.maximum(n - 1, 0)], t0)
+    nothing = (jnp.zeros_like(x0), jnp.zeros((STAGES,) + x0.shape, dtype))
+    c = (
+        n,
+        jnp.zeros_like(x0),
+        jax.tree_util.tree_map(jnp.zeros_like, moving),
+        nothing,
+        jnp.sum(ts <= end, dtype=jnp.int32),
+    )
+    _, lam, grad, _, _ = jax.lax.while_loop(lambda c: c[0] >= 0, body, c)
     lam = lam + jnp.sum(jnp.where((ts <= t0)[:, None], ys_bar, 0.0), axis=0)
     out = jax.tree_util.tree_map(lambda g: jnp.where(overflow, jnp.nan, g), (grad, lam))
     if throw:

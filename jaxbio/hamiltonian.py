@@ -810,9 +810,9 @@ def solver_field(system: HamiltonianSystem, form: str = "hamiltonian") -> Callab
     if not isinstance(system, HamiltonianSystem):
         raise ValueError(f"solver_field: system must be a HamiltonianSystem, got {type(system).__name__}")
     check_choice(form, FORMS, "solver_field: form")
-    if form == "velocity":
-        return _VelocityField(system)
     planar = _planar_batch.planar(system.tree)
+    if form == "velocity":
+        return _VelocityField(system, planar=planar is True)
     return system.vector_field if planar is None else _PlanarChoice(system, planar)
 
 
@@ -834,24 +834,28 @@ class _VelocityField(eqx.Module):
     ``aux_init(y)`` its zeros), kept per stage by the forward pass; ``at_output(out, factor)``
     gives the same field linearised where its value ``out`` is known: ``q̈`` taken from
     ``out["qd"]`` and solved with ``factor`` (`jaxbio.dynamics.forward.accelerations_at`: neither
-    the bias recursion nor the mass matrix is run again)."""
+    the bias recursion nor the mass matrix is run again). ``planar``: the tree is planar (decided by
+    `solver_field` from its concrete numbers): ``M``, the bias and the derivative rule's recursion
+    in 2-D algebra (`jaxbio.dynamics.planar_batch._accelerations_factored`, `_inverse_dynamics`;
+    the `forward` functions' ``planar``)."""
 
     system: HamiltonianSystem
     known: Array | None = None
     factor: Array | None = None
+    planar: bool = eqx.field(static=True, default=False)
 
     def __call__(self, t, y, args=None):
-        return self.system._velocity_field(t, y, self.known, self.factor)
+        return self.system._velocity_field(t, y, self.known, self.factor, planar=self.planar)
 
     def with_aux(self, t, y):
-        return self.system._velocity_field(t, y, factored=True)
+        return self.system._velocity_field(t, y, factored=True, planar=self.planar)
 
     def aux_init(self, y):
         size = factor_size(self.system.tree)
         return None if size is None else jnp.zeros((size,), jnp.result_type(y["qd"]))
 
     def at_output(self, out: dict, factor=None) -> _VelocityField:
-        return _VelocityField(self.system, out["qd"], factor)
+        return _VelocityField(self.system, out["qd"], factor, self.planar)
 
 
 class HamiltonianSystem(eqx.Module):
@@ -1028,11 +1032,11 @@ class HamiltonianSystem(eqx.Module):
         computed from ``q̇``)."""
         return self._velocity_field(t, y)
 
-    def _velocity_field(self, t, y, known_qdd=None, factor=None, *, factored: bool = False):
+    def _velocity_field(self, t, y, known_qdd=None, factor=None, *, factored: bool = False, planar: bool = False):
         """`velocity_field`; with ``known_qdd`` (its ``q̈`` at ``y``, already computed) that value,
         differentiated without the bias recursion, and with ``factor`` (the Cholesky factor of
         ``M + J`` at ``y``) without the mass matrix (`_VelocityField.at_output`). ``factored``:
-        ``(value, factor)`` (`_VelocityField.with_aux`)."""
+        ``(value, factor)`` (`_VelocityField.with_aux`). ``planar``: see `_VelocityField`."""
         self.check_velocity_form()
         q, qd, f = y["q"], y["qd"], y["f"]
         a = y.get("a")
@@ -1042,11 +1046,11 @@ class HamiltonianSystem(eqx.Module):
         added = self.added_inertia(jnp.result_type(q))
         tau = force - resistance - potential_force
         if factored:
-            qdd, factor = accelerations_factored(self.tree, q, qd, tau, added)
+            qdd, factor = accelerations_factored(self.tree, q, qd, tau, added, planar=planar)
         elif known_qdd is None:
-            qdd = accelerations(self.tree, q, qd, tau, added)
+            qdd = accelerations(self.tree, q, qd, tau, added, planar=planar)
         else:
-            qdd = accelerations_at(self.tree, q, qd, tau, known_qdd, added, factor=factor)
+            qdd = accelerations_at(self.tree, q, qd, tau, known_qdd, added, factor=factor, planar=planar)
         if isinstance(self.fitness, ConstantFitness):
             rate = jnp.zeros_like(f)
         else:

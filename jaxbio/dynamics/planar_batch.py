@@ -28,6 +28,16 @@ and ``v × w`` the scalar ``v_x w_y − v_y w_x``:
   ``ω_i s_i × P̄_i`` (prismatic), the planar forms of `kinetic_energy_gradient_batch`'s
   (the angular-momentum term ``H × ω`` vanishes: both are along ``z``).
 
+The velocity form (`jaxbio.HamiltonianSystem.velocity_field`, what `jaxbio.simulate` integrates
+under reverse mode) uses the same placements and ``M``: `_accelerations_factored` gives ``q̈ = (M +
+J)⁻¹ (τ − bias)`` and the packed Cholesky factor, the bias by the planar wrench recursion
+(`_inverse_dynamics`: accelerations proximal → distal from ``a_0 = −g``, forces and moments about
+the joint centres distal → proximal). Both are plain JAX on ``(n, ...)`` arrays, written for one
+state: under `jax.vmap` every operation runs on the batch, and reverse mode differentiates
+`_inverse_dynamics` by `jax.vjp` (no hand-written adjoint: straight-line scalar code transposes
+into the same few fused loops). `jaxbio.dynamics.forward` routes them (``planar=True``, under
+`jax.vmap` only).
+
 Which trees: `planar` decides from concrete numbers (static). `jaxbio.simulate` decides before
 Diffrax traces the system (`jaxbio.hamiltonian.solver_field`), so its solve compiles one kernel;
 for a tree traced by the caller (the system an argument of the caller's `jax.jit`) on CPU,
@@ -39,9 +49,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+from typing import NamedTuple
 
 from jaxbio import _topology
-from jaxbio._linalg import cholesky_solve
+from jaxbio._linalg import cholesky, cholesky_solve, factor_solve
 from jaxbio._sincos import sincos
 from jaxbio import _soa as soa
 from jaxbio.tree import SegmentTree
@@ -91,35 +102,43 @@ def _dot(a, b):
     return a[0] * b[0] + a[1] * b[1]
 
 
-def flow_chunk(tree: SegmentTree, sched, q, p, added, external, *, fused: bool):
-    """``(q̇, ∂H/∂q)`` of a planar tree on one chunk, as `jaxbio.dynamics.batch_last._flow_chunk`:
-    ``q`` ``(n, C)``, ``p`` and ``added`` ``(n, C)``; returns ``(2 n, C)``. ``sched`` and
-    ``external`` are unused (the segments are visited in index order: parents first)."""
-    del sched, external
-    zero = jnp.zeros_like(q[0])
+class _Frames(NamedTuple):
+    """A planar tree's placements at ``q``: every entry ``(...)`` (one state, or a chunk ``(C,)``)
+    unless said otherwise; lists run over segments in index order (parents first)."""
 
-    def keep(x):  # every leaf (C,), materialised by one loop on CPU (`jaxbio._soa.keep`)
-        x = jax.tree_util.tree_map(lambda a: a + zero, x)
-        return soa.keep(x) if fused else x
+    s: jax.Array  # (n, ...) sin of each segment's world angle
+    c: jax.Array  # (n, ...) cos
+    d: list  # joint centre offsets P_i − P_λ, 2-tuples
+    P: list  # joint centres, 2-tuples
+    r: list  # COM offsets R(φ_i) c_i, 2-tuples
+    sw: list  # prismatic joints' world axes, 2-tuples (None for revolute)
 
-    n, dt = tree.n_segments, q.dtype
-    parents, rev = tree.parents, tree.is_revolute
+
+def _constants(tree: SegmentTree, dt):
+    """The tree's planar constants in ``dt``: ``(beta, sign, slide, origin, com, mass, izz, g)``
+    (joint frame angles, revolute signs ``σ``, prismatic axes in the parent frame, origins, COMs,
+    masses, ``I_zz`` about the COM, gravity)."""
     o = tree.unit_orientations.astype(dt)
     beta = 2.0 * jnp.arctan2(o[:, 3], o[:, 0])  # joint frame's angle in the parent frame
     axes = tree.unit_axes.astype(dt)
     sign = axes[:, 2]
     cb, sb = jnp.cos(beta), jnp.sin(beta)
-    slide = [_rot(cb[i], sb[i], (axes[i, 0], axes[i, 1])) for i in range(n)]  # prismatic axis, parent frame
+    slide = [_rot(cb[i], sb[i], (axes[i, 0], axes[i, 1])) for i in range(tree.n_segments)]
     origin, com = tree.origins.astype(dt), tree.coms.astype(dt)
     mass, izz = tree.masses.astype(dt), tree.inertias[:, 2, 2].astype(dt)
-    g = tree.gravity.astype(dt)
+    return beta, sign, slide, origin, com, mass, izz, tree.gravity.astype(dt)
 
-    # attitudes: one sincos for every segment's world angle
+
+def _frames(tree: SegmentTree, q, keep, sin_cos=sincos) -> _Frames:
+    """`_Frames` at ``q`` ``(n, ...)``: one ``sin_cos`` for every segment's world angle, then the
+    placements; ``keep`` materialises (`flow_chunk`)."""
+    n, parents, rev = tree.n_segments, tree.parents, tree.is_revolute
+    beta, sign, slide, origin, com, _, _, _ = _constants(tree, q.dtype)
     phi = []
     for i in range(n):
         base = beta[i] + (phi[parents[i]] if parents[i] >= 0 else 0.0)
         phi.append(base + sign[i] * q[i] if rev[i] else base + jnp.zeros_like(q[i]))
-    s, c = keep(sincos(jnp.stack(phi)))
+    s, c = keep(sin_cos(jnp.stack(phi)))
 
     def parent_rot(i):
         j = parents[i]
@@ -139,7 +158,17 @@ def flow_chunk(tree: SegmentTree, sched, q, p, added, external, *, fused: bool):
         P.append(d[i] if parents[i] < 0 else (P[parents[i]][0] + d[i][0], P[parents[i]][1] + d[i][1]))
         r.append(_rot(c[i], s[i], (com[i, 0], com[i, 1])))
     d, P, r, sw = keep((d, P, r, sw))
+    return _Frames(s, c, d, P, r, sw)
 
+
+def _mass_matrix(tree: SegmentTree, fr: _Frames, added, zero, keep):
+    """``(M + diag(added), g, hb, mb)`` of a planar tree at its placements ``fr``: ``M`` an
+    ``n × n`` list of lists, the gravity forces ``g`` a list (the planar forms of
+    `jaxbio.dynamics.batch_last._crba_columns`, see the module docstring), and the composites'
+    ``h̄`` and ``m̄``."""
+    n, parents, rev = tree.n_segments, tree.parents, tree.is_revolute
+    _, sign, _, _, com, mass, izz, g = _constants(tree, zero.dtype)
+    d, P, r, sw = fr.d, fr.P, fr.r, fr.sw
     # composites about each joint centre, distal → proximal
     children = _topology.children(parents)
     mb = [None] * n
@@ -180,6 +209,26 @@ def flow_chunk(tree: SegmentTree, sched, q, p, added, external, *, fused: bool):
     for i in range(n):
         M[i][i] = M[i][i] + added[i]
     M, grav = keep((M, grav))
+    return M, grav, hb, mb
+
+
+def flow_chunk(tree: SegmentTree, sched, q, p, added, external, *, fused: bool):
+    """``(q̇, ∂H/∂q)`` of a planar tree on one chunk, as `jaxbio.dynamics.batch_last._flow_chunk`:
+    ``q`` ``(n, C)``, ``p`` and ``added`` ``(n, C)``; returns ``(2 n, C)``. ``sched`` and
+    ``external`` are unused (the segments are visited in index order: parents first)."""
+    del sched, external
+    zero = jnp.zeros_like(q[0])
+
+    def keep(x):  # every leaf (C,), materialised by one loop on CPU (`jaxbio._soa.keep`)
+        x = jax.tree_util.tree_map(lambda a: a + zero, x)
+        return soa.keep(x) if fused else x
+
+    n, parents, rev = tree.n_segments, tree.parents, tree.is_revolute
+    _, sign, _, _, _, mass, _, _ = _constants(tree, q.dtype)
+    fr = _frames(tree, q, keep)
+    d, r, sw = fr.d, fr.r, fr.sw
+    children = _topology.children(parents)
+    M, grav, _, _ = _mass_matrix(tree, fr, added, zero, keep)
     qd = cholesky_solve(jnp.stack([jnp.stack(row) for row in M]), p, soa.keep if fused else (lambda x: x))
 
     # velocities proximal → distal, subtree linear momenta distal → proximal, ∂T/∂q
@@ -205,3 +254,94 @@ def flow_chunk(tree: SegmentTree, sched, q, p, added, external, *, fused: bool):
         Pb[i] = tot
     dT = [sign[i] * _cross(Pb[i], v[i]) if rev[i] else w[i] * _cross(sw[i], Pb[i]) for i in range(n)]
     return jnp.concatenate([qd, jnp.stack([grav[i] - dT[i] for i in range(n)])], 0)
+
+
+# ---- the velocity form: inverse dynamics and forward dynamics in 2-D algebra --------------------
+
+
+@jax.custom_jvp
+def _sincos(x):
+    """`jaxbio._sincos.sincos` with the derivative ``(cos x, −sin x) dx`` from its own values (the
+    reverse pass of the velocity form differentiates the placements)."""
+    return sincos(x)
+
+
+@_sincos.defjvp
+def _sincos_jvp(primals, tangents):
+    s, c = sincos(primals[0])
+    return (s, c), (c * tangents[0], -s * tangents[0])
+
+
+def _identity(x):
+    return x
+
+
+def _rnea(tree: SegmentTree, fr: _Frames, qd, qdd):
+    """The wrench recursion of a planar tree at its placements ``fr``: ``tau`` ``(n, ...)``.
+
+    World frame, about each joint centre: proximal → distal ``ω_i = ω_λ + σ_i q̇_i``, ``α_i = α_λ +
+    σ_i q̈_i`` (revolute; a prismatic joint keeps its parent's), the joint centre's velocity ``v_i
+    = v_λ + ω_λ perp(d_i)`` (``+ s_i q̇_i``) and acceleration ``a_i = a_λ + α_λ perp(d_i) − ω_λ²
+    d_i`` (``+ s_i q̈_i + 2 ω_λ perp(s_i) q̇_i``), from ``a_0 = −g``; each segment's own force
+    ``f_i = m_i (a_i + α_i perp(r_i) − ω_i² r_i)`` and moment ``n_i = I_zz,i α_i + r_i × f_i``;
+    distal → proximal ``F_i = f_i + Σ F_k``, ``N_i = n_i + Σ (N_k + d_k × F_k)``; ``tau_i = σ_i
+    N_i`` (revolute) or ``s_i · F_i`` (prismatic)."""
+    n, parents, rev = tree.n_segments, tree.parents, tree.is_revolute
+    _, sign, _, _, _, mass, izz, g = _constants(tree, qd.dtype)
+    zero = jnp.zeros_like(qd[0])
+    d, r, sw = fr.d, fr.r, fr.sw
+    w, al, a, f, own = [], [], [], [], []
+    for i in range(n):
+        j = parents[i]
+        if j < 0:
+            w_p, al_p, a_p = zero, zero, (-g[0] + zero, -g[1] + zero)
+        else:
+            w_p, al_p, a_p = w[j], al[j], a[j]
+        ai = (a_p[0] - al_p * d[i][1] - w_p * w_p * d[i][0], a_p[1] + al_p * d[i][0] - w_p * w_p * d[i][1])
+        if rev[i]:
+            wi, ali = w_p + sign[i] * qd[i], al_p + sign[i] * qdd[i]
+        else:
+            s_i = sw[i]
+            wi, ali = w_p, al_p
+            ai = (
+                ai[0] + s_i[0] * qdd[i] - 2.0 * w_p * s_i[1] * qd[i],
+                ai[1] + s_i[1] * qdd[i] + 2.0 * w_p * s_i[0] * qd[i],
+            )
+        w.append(wi)
+        al.append(ali)
+        a.append(ai)
+        ac = (ai[0] - ali * r[i][1] - wi * wi * r[i][0], ai[1] + ali * r[i][0] - wi * wi * r[i][1])
+        fi = (mass[i] * ac[0], mass[i] * ac[1])
+        f.append(fi)
+        own.append(izz[i] * ali + _cross(r[i], fi))
+    children = _topology.children(parents)
+    F, N = [None] * n, [None] * n
+    for i in reversed(range(n)):
+        Fi, Ni = f[i], own[i]
+        for k in children[i]:
+            Fi = (Fi[0] + F[k][0], Fi[1] + F[k][1])
+            Ni = Ni + N[k] + _cross(d[k], F[k])
+        F[i], N[i] = Fi, Ni
+    return jnp.stack([sign[i] * N[i] if rev[i] else _dot(sw[i], F[i]) for i in range(n)])
+
+
+def _inverse_dynamics(tree: SegmentTree, q, qd, qdd):
+    """``tau`` ``(n, ...)`` N·m / N of a planar tree (`planar`) at ``q``, ``qd``, ``qdd`` ``(n,
+    ...)``: one state, or under `jax.vmap` (each operation then runs on the batch). The same
+    numbers as `jaxbio.inverse_dynamics` to round-off (no external loads); differentiable (plain
+    JAX, ``sin``/``cos`` with their own derivative). The recursion: `_rnea`."""
+    return _rnea(tree, _frames(tree, q, _identity, _sincos), qd, qdd)
+
+
+def _accelerations_factored(tree: SegmentTree, q, qd, tau, added):
+    """``(qdd, L)`` of a planar tree: ``qdd = (M + diag(added))⁻¹ (tau − bias)`` ``(n, ...)``, the
+    bias `_inverse_dynamics` at ``qdd = 0``, and ``L`` the packed Cholesky factor of ``M + diag(added)``
+    (`jaxbio._linalg.cholesky`, ``(n(n+1)/2, ...)``), from one set of placements; ``q``, ``qd``,
+    ``tau``, ``added`` ``(n, ...)``. The velocity form's field (`jaxbio.dynamics.forward`'s
+    ``planar=True``); not differentiated by itself (the derivatives are `jaxbio.dynamics.forward`'s
+    rule)."""
+    zero = jnp.zeros_like(q[0])
+    fr = _frames(tree, q, _identity, _sincos)
+    M, _, _, _ = _mass_matrix(tree, fr, added, zero, _identity)
+    L = cholesky(jnp.stack([jnp.stack(row) for row in M]))
+    return factor_solve(L, tau - _rnea(tree, fr, qd, jnp.zeros_like(qd))), L

@@ -222,3 +222,69 @@ def test_solver_field_bad_input():
         solver_field(system.tree)
     with pytest.raises(ValueError, match="form"):
         solver_field(system, "momentum")
+
+
+@pytest.mark.parametrize("name", ["double_pendulum", pytest.param("sagittal11", marks=pytest.mark.slow)])
+def test_velocity_form_kernels(name):
+    """The velocity form's 2-D formulas (`planar_batch._inverse_dynamics`, `_accelerations_factored`)
+    against the 3-D code: `jb.inverse_dynamics` and its Jacobians in ``q`` and ``qd`` (by
+    `jax.jacfwd`), `jb.forward_dynamics` with an added inertia, the packed Cholesky factor of
+    ``M + J``; one state and under `jax.vmap`."""
+    from jaxbio._linalg import cholesky
+    from jaxbio.dynamics.forward import accelerations, inertia
+
+    tree = jb.load_model(name, dtype=jnp.float64).tree
+    q, qd, added = states(tree, 6, 14)
+    qdd = jnp.asarray(np.random.default_rng(15).normal(size=q.shape))
+    want = jax.vmap(lambda *s: jb.inverse_dynamics(tree, *s))(q, qd, qdd)
+    got = jax.vmap(lambda *s: _planar_batch._inverse_dynamics(tree, *s))(q, qd, qdd)
+    assert rel(got, want) < 1e-13
+    assert rel(_planar_batch._inverse_dynamics(tree, q[0], qd[0], qdd[0]), want[0]) < 1e-13
+    for k in (0, 1):
+        jac = jax.vmap(jax.jacfwd(lambda *s: _planar_batch._inverse_dynamics(tree, *s), k))(q, qd, qdd)
+        ref = jax.vmap(jax.jacfwd(lambda *s: jb.inverse_dynamics(tree, *s), k))(q, qd, qdd)
+        assert rel(jac, ref) < 1e-12, k
+    a, L = jax.vmap(lambda *s: _planar_batch._accelerations_factored(tree, *s))(q, qd, qdd, added)
+    assert rel(a, jax.vmap(lambda *s: accelerations(tree, *s))(q, qd, qdd, added)) < 1e-12
+    assert rel(L, jax.vmap(lambda x, j: cholesky(inertia(tree, x, j)))(q, added)) < 1e-12
+
+
+@pytest.mark.slow
+def test_velocity_form_batch_gradient():
+    """What `jb.simulate`'s default runs under reverse mode for a batch of a planar tree (the
+    velocity form on the stored loop, its field in 2-D algebra under `jax.vmap`): the gradient of a
+    loss over the saved states w.r.t. a drive's parameters and the initial states equals Diffrax's
+    `RecursiveCheckpointAdjoint` gradient of the same velocity-form solve one state at a time (the
+    3-D code, the same steps), and a wrong rule would fail it (rtol 1e-7; the gradient is O(1))."""
+    import diffrax
+    from jaxbio import _tsit5
+
+    tree = jb.load_model("double_pendulum", dtype=jnp.float64).tree
+    drive = ham.SpringDamperDrive(jnp.array([3.0, 2.0]), 0.5, 0.3)
+    system = jb.HamiltonianSystem(tree, drive, ham.LinearDamping(jnp.full(2, 0.1)))
+    assert solver_field(system, "velocity").planar is True
+    q0 = jnp.array([[0.7, -0.4], [0.2, 0.5], [-0.3, 0.1]])
+    ts = jnp.linspace(0.0, 1.0, 6)
+    stored = dict(ts=ts, rtol=1e-9, atol=1e-9)  # the default: velocity form, StoredAdjoint
+    ref = dict(
+        ts=ts,
+        dt0=_tsit5.FIRST_STEP,
+        stepsize_controller=diffrax.PIDController(rtol=1e-9, atol=1e-9),
+        form="velocity",
+        adjoint=diffrax.RecursiveCheckpointAdjoint(),
+    )
+
+    def loss(kwargs, batched):
+        def one(drive, q):
+            s = eqx.tree_at(lambda s: s.drive, system, drive)
+            return jnp.sum(jb.simulate(s, s.initial_state(q, form="velocity"), 0.0, 1.0, **kwargs).q ** 2)
+
+        if batched:
+            return lambda d, q: jnp.sum(jax.vmap(one, in_axes=(None, 0))(d, q))
+        return lambda d, q: sum(one(d, q[i]) for i in range(q.shape[0]))
+
+    got = jax.jit(jax.grad(loss(stored, True), (0, 1)))(drive, q0)
+    want = jax.jit(jax.grad(loss(ref, False), (0, 1)))(drive, q0)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-7)
+    for name in ("stiffness", "damping", "rest"):
+        np.testing.assert_allclose(getattr(got[0], name), getattr(want[0], name), rtol=1e-7, err_msg=name)
