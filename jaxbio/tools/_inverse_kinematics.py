@@ -284,7 +284,13 @@ def _levenberg_marquardt(linearised, u0, rtol, atol, max_steps, goal_rtol=0.0):
     where a poorly determined direction (a large residual, which Gauss–Newton converges to only
     linearly) would take many more steps to meet the step criterion.
 
-    Returns ``(u, converged, r)``: the solution, whether it met the criterion, its residuals."""
+    Returns ``(u, converged, r)``: the solution, whether it met the criterion, its residuals.
+
+    Why not optimistix's ``LevenbergMarquardt`` itself (the tool used it, in a ``lax.scan`` and a
+    ``vmap``, around ``jax.jacfwd`` of the kinematics): the measured trace and compile of that
+    program, several times this loop's for the same goal at every frame to 9e-15, are in
+    benchmarks/README.md, "Inverse kinematics, cold and warm"; and the clamps' curvature ``h`` has
+    no place in its Gauss–Newton model."""
 
     dt = u0.dtype
     r_shape = jax.eval_shape(linearised, u0)[0]
