@@ -307,6 +307,7 @@ def test_defaults_forward_and_reverse():
     assert int(c.solution.stats["num_steps"]) > int(c.solution.stats["num_accepted_steps"]) > 10
 
 
+@pytest.mark.slow  # 113 s of the default run (its 25 slowest, 2026-12-08)
 def test_default_differentiates_the_times():
     """A differentiated ``t1`` (which the stored loop does not differentiate) keeps Diffrax's
     loop: the derivative equals a central difference of the solve."""
@@ -337,6 +338,7 @@ def test_default_form_by_system():
         jb.simulate(ball, {"q": y0["q"], "qd": jnp.zeros(4), "f": y0["f"]}, 0.0, 0.5)
 
 
+@pytest.mark.slow  # 86 s of the default run
 def test_gradient_beyond_the_kept_steps():
     """A differentiated solve longer than the steps kept for reverse mode has its values (the
     step budget is ``max_steps``), and its gradient raises, naming the remedy; NaN with

@@ -181,6 +181,7 @@ def test_contact_and_bushing_match_opensim(contact_model):
     assert_agree(compare_types(contact_model, c, cd, ("HuntCrossleyForce", "BushingForce")), minimum=10.0)
 
 
+@pytest.mark.slow  # 87 s of the default run (its 25 slowest, 2026-12-08)
 def test_contact_forces_are_differentiable_in_float32(contact_model):
     with jax.enable_x64(True):
         m64 = load_osim(contact_model, dtype=jnp.float64)

@@ -179,6 +179,7 @@ def test_library_path_force_models_match_opensim(name):
     assert_agree(compare_types(path, *states(path, 6), kinds=(kind,)), minimum=0.1)  # optimal_force 10 N
 
 
+@pytest.mark.slow  # 75 s of the default run (its 25 slowest, 2026-12-08)
 def test_path_forces_in_float32_and_gradients(gait):
     m32 = load_osim(gait, dtype=jnp.float32)
     c, cd = (jnp.asarray(x[0], jnp.float32) for x in states(gait, 1))
