@@ -19,11 +19,11 @@ from jaxbio.tree import SegmentTree
 __all__ = ["read_json", "read_model_file"]
 
 
-def read_model_file(path, dtype=None, *, markers: bool = False):
-    """``(tree, coordinates)``: the tree of a model ``.json`` (or a shipped model's name) and the
-    file's validated coupled-coordinate sections (`jaxbio._validate.validate_coordinates_dict`;
-    None when it has none); with ``markers=True`` also its validated markers
-    (`jaxbio._validate.validate_markers_dict`; None when it has none)."""
+def read_model_file(path, dtype=None):
+    """``(tree, coordinates, markers)``: the tree of a model ``.json`` (or a shipped model's name),
+    the file's validated coupled-coordinate sections (`jaxbio._validate.validate_coordinates_dict`)
+    and its validated markers (`jaxbio._validate.validate_markers_dict`); each None when the file
+    has none."""
     from jaxbio._validate import validate_model_dict
 
     if not isinstance(path, (str, os.PathLike)):
@@ -40,8 +40,7 @@ def read_model_file(path, dtype=None, *, markers: bool = False):
     try:
         tree = SegmentTree.from_dict(d, dtype=dtype)
         checked = validate_model_dict(d) if ("coordinates" in d or "markers" in d) else {}
-        sections = (tree, checked.get("coordinates"))
-        return sections + (checked.get("markers"),) if markers else sections
+        return tree, checked.get("coordinates"), checked.get("markers")
     except ValueError as e:
         raise ValueError(f"{p}: {e}") from None
 

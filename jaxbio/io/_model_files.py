@@ -61,7 +61,7 @@ def load_model(model, *, dtype=None, strict: bool = False) -> Model:
         from jaxbio.io.osim import load_osim
 
         return load_osim(model, dtype=dtype, strict=strict)
-    tree, section, markers = read_model_file(model, dtype, markers=True)
+    tree, section, markers = read_model_file(model, dtype)
     return _with_markers(_tree_model(tree, section), markers)
 
 

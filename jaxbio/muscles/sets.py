@@ -306,7 +306,7 @@ def load_muscle_set(
     if wrapping not in (True, False):
         raise ValueError(f"wrapping must be True or False, got {wrapping!r}")
     if name == "arm26":
-        tree, _ = read_model_file("arm26", dtype)  # the model format's one reader (`jaxbio.load_model`'s)
+        tree, _, _ = read_model_file("arm26", dtype)  # the model format's one reader (`jaxbio.load_model`'s)
         frames = {"base": (None, _ARM26_BASE)}
     else:
         if wrapping:

@@ -829,14 +829,12 @@ def _natural_cubic_at(x: np.ndarray, fit: tuple[np.ndarray, np.ndarray], t: np.n
     else:
         out = np.zeros_like(b)
     outside = (t < x[0]) | (t > x[-1])
-    if np.any(outside):
-        # at the clipped end knot: value and slope continue linearly, higher derivatives vanish
-        end_slope = b + s * (2.0 * c + 3.0 * s * d)
-        beyond = (t - np.clip(t, x[0], x[-1]))[:, None]
+    if np.any(outside) and derivative != 1:
+        # ``s`` is clipped, so ``out`` holds the end knot's value (or slope, unchanged here);
+        # beyond it the value continues along the end slope and higher derivatives vanish
         if derivative == 0:
-            line = y[i] + s * (b + s * (c + s * d)) + beyond * end_slope
-        elif derivative == 1:
-            line = end_slope
+            beyond = (t - np.clip(t, x[0], x[-1]))[:, None]
+            line = out + beyond * (b + s * (2.0 * c + 3.0 * s * d))
         else:
             line = np.zeros_like(b)
         out = np.where(outside[:, None], line, out)
